@@ -1,0 +1,12 @@
+// Command ipnat checks, prints and loads IPFilter NAT rules.
+package main
+
+import (
+	"os"
+
+	"sluice/internal/nat/ipnatcmd"
+)
+
+func main() {
+	os.Exit(ipnatcmd.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

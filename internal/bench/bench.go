@@ -1,0 +1,182 @@
+// Package bench ties the bench together: it builds the test bed, starts
+// the traffic generator, runs the plan over the configurations and
+// streams raw results to a file; the report is made from that file
+// afterwards (package report). Data flow: topology → configurations →
+// tests → raw results → report.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/bench/result"
+	"sluice/internal/bench/run"
+	"sluice/internal/bench/topo"
+)
+
+// ResultsFile is the name of the raw results in the output directory.
+const ResultsFile = "results.jsonl"
+
+// GeneratorFactory starts a traffic generator on a test bed; the closer
+// stops it (its server end).
+type GeneratorFactory func(tb *topo.Topo) (run.Generator, func() error, error)
+
+// Options describe one bench run.
+type Options struct {
+	Mode    string // quick, full or custom (recorded)
+	OutDir  string
+	Plan    run.Plan
+	Topo    topo.Options
+	NewGen  GeneratorFactory
+	OnStart func(tb *topo.Topo) // called once the test bed exists (tests)
+	// OnProgress is passed to the runner.
+	OnProgress func(run.Progress)
+}
+
+// ErrNotRoot is returned when the process lacks the privileges to make
+// namespaces and load rules.
+var ErrNotRoot = errors.New("sluice bench must run as root: it creates network namespaces, veth links and nftables tables (try sudo)")
+
+// Run measures and returns the path of the results file. The test bed
+// is removed before Run returns, whatever happens; on cancellation the
+// results written so far are kept and the error is ctx's.
+func Run(ctx context.Context, o Options) (path string, err error) {
+	if os.Geteuid() != 0 {
+		return "", ErrNotRoot
+	}
+	if err := o.Plan.Validate(); err != nil {
+		return "", err
+	}
+	if o.NewGen == nil {
+		return "", errors.New("bench: no traffic generator")
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return "", err
+	}
+	// Namespaces of runs killed with SIGKILL; those of live runs stay.
+	_, _ = topo.Sweep(o.Topo.Prefix)
+
+	tb, err := topo.New(ctx, o.Topo)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if cerr := tb.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	if o.OnStart != nil {
+		o.OnStart(tb)
+	}
+	gen, stop, err := o.NewGen(tb)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if serr := stop(); serr != nil {
+			err = errors.Join(err, fmt.Errorf("bench: stopping the generator: %w", serr))
+		}
+	}()
+
+	path = filepath.Join(o.OutDir, ResultsFile)
+	w, err := result.Create(path)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if cerr := w.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	info := System()
+	hdr := result.Run{
+		Kernel: info.Kernel, CPUModel: info.CPUModel, NumCPU: info.NumCPU, Hostname: info.Hostname,
+		GoVersion: runtime.Version(), Mode: o.Mode, Topology: describeTopo(o.Topo),
+		Notes: notes(gen.Name(), o.Topo),
+	}
+	r := &run.Runner{Plan: o.Plan, Gen: gen, SUT: tb.Host(topo.SUT), Out: w, Header: hdr, OnProgress: o.OnProgress}
+	return path, r.Execute(ctx)
+}
+
+func notes(gen string, o topo.Options) []string {
+	n := []string{
+		"The netperf client runs on the system under test (SUT), where the configurations are applied; netserver runs on the peer. " +
+			"TCP_STREAM therefore sends SUT → peer (outbound from the SUT) and TCP_MAERTS peer → SUT (inbound).",
+	}
+	if o.Remote == "" {
+		n = append(n, "Both hosts are namespaces of one machine joined by a veth pair: local and remote CPU utilisation are the same system-wide figure, "+
+			"and service demand counts the CPU of both ends.")
+	}
+	if strings.HasPrefix(gen, "builtin") {
+		n = append(n, "Traffic came from Sluice's built-in stand-in generator, not from the netperf library: figures follow netperf's units and method but are not netperf runs.")
+	}
+	return n
+}
+
+func describeTopo(o topo.Options) string {
+	var b strings.Builder
+	if o.Remote != "" {
+		fmt.Fprintf(&b, "remote peer %s (netserver there, configurations here)", o.Remote)
+	} else {
+		b.WriteString("two network namespaces joined by a veth pair")
+	}
+	mtu := "default"
+	if o.MTU > 0 {
+		mtu = fmt.Sprint(o.MTU)
+	}
+	fmt.Fprintf(&b, ", MTU %s, GRO %s, GSO %s, TSO %s", mtu, o.GRO, o.GSO, o.TSO)
+	if len(o.CPUs) > 0 {
+		fmt.Fprintf(&b, ", pinned to CPUs %v", o.CPUs)
+	}
+	return b.String()
+}
+
+// SystemInfo identifies the machine in the results.
+type SystemInfo struct {
+	Kernel, CPUModel, Hostname string
+	NumCPU                     int
+}
+
+// System reads the kernel release and CPU model.
+func System() SystemInfo {
+	s := SystemInfo{NumCPU: runtime.NumCPU(), CPUModel: "unknown"}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		s.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	s.Hostname, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		s.CPUModel = cpuModel(b)
+	}
+	return s
+}
+
+func cpuModel(cpuinfo []byte) string {
+	for _, line := range bytes.Split(cpuinfo, []byte("\n")) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(string(k)) {
+		case "model name", "Model", "cpu model", "uarch":
+			return strings.TrimSpace(string(v))
+		}
+	}
+	return "unknown"
+}
+
+// Estimate is the measuring time of a plan (warm-ups included, set-up
+// and teardown not), for progress displays.
+func Estimate(p run.Plan) time.Duration {
+	per := len(p.Configs) * p.Reps
+	return time.Duration(p.Total())*p.Duration + time.Duration(per)*p.Warmup
+}

@@ -1,0 +1,279 @@
+// Package config holds the configurations `sluice bench` compares: the
+// bare system ("none"), Sluice's eBPF IPFilter and IPQoS datapaths with the
+// rule sets of HP's white papers, and the equivalent nftables rule sets as
+// the Linux peer. A configuration is applied to the system under test
+// before a batch of tests and removed after it.
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"sluice/internal/bench/topo"
+)
+
+// Applier puts one configuration in place on a host and takes it away.
+// Apply is called once, Remove once after a successful Apply (also when the
+// run is cancelled). Apply must enter the host's namespace itself (with
+// host.Do or an fd of host.NetNS) and must undo any partial work when it
+// fails.
+type Applier interface {
+	Apply(ctx context.Context, host *topo.Host) error
+	Remove() error
+}
+
+// ErrUnavailable marks a configuration whose datapath is not built into
+// this binary; the run skips it and the report says so.
+var ErrUnavailable = errors.New("datapath not available")
+
+// Family groups configurations in the report.
+type Family string
+
+// Families of configurations.
+const (
+	Baseline Family = "baseline"
+	Sluice   Family = "sluice"
+	NFTables Family = "nftables"
+)
+
+// Config is one named configuration.
+type Config struct {
+	Name        string
+	Family      Family
+	Description string
+	// Suite says which tests the configuration takes part in: "ipf"
+	// (the IPFilter paper's set), "qos" (the IPQoS send-size sweep) or
+	// "" (all; the baseline).
+	Suite string
+	// Rules is the rule text the configuration loads, for the record
+	// (ipf.conf or ipqos.conf syntax for Sluice, nft syntax for nftables,
+	// with @LINK@ standing for the SUT's interface); empty for none.
+	Rules string
+	// New makes an Applier for one use; nil means nothing to apply.
+	New func() (Applier, error)
+}
+
+// Suites of tests.
+const (
+	SuiteIPF = "ipf"
+	SuiteQoS = "qos"
+)
+
+// Runs reports whether the configuration takes part in a test of suite.
+func (c *Config) Runs(suite string) bool { return c.Suite == "" || c.Suite == suite }
+
+// IPFLoader loads an ipf.conf rule set into Sluice's eBPF datapath. The
+// lead plugs internal/bpf in here.
+type IPFLoader func(rules string) (Applier, error)
+
+// QoSLoader loads an ipqos.conf configuration into Sluice's IPQoS marking
+// datapath. The lead plugs internal/qos in here.
+type QoSLoader func(conf string) (Applier, error)
+
+// Datapaths are the Sluice datapaths available to the bench; nil fields
+// make the sluice configurations report ErrUnavailable.
+type Datapaths struct {
+	IPF IPFLoader
+	QoS QoSLoader
+}
+
+// Stateless-rule counts of the "rule-scan" configurations.
+var NoMatchCounts = []int{100, 1000, 10000}
+
+// Registry is the set of known configurations.
+type Registry struct {
+	byName map[string]*Config
+	order  []string
+	dp     Datapaths
+}
+
+// Builtin returns the built-in configurations.
+func Builtin(dp Datapaths) *Registry {
+	r := &Registry{byName: map[string]*Config{}, dp: dp}
+	r.add(&Config{Name: "none", Family: Baseline, Description: "no filter, no marking"})
+
+	r.add(r.ipf("sluice-attach", "Sluice IPFilter datapath attached, no rules", ""))
+	r.add(r.ipf("sluice-stateless", "HP's stateless set: pass in|out proto tcp|udp|icmp from any to any", IPFStateless()))
+	r.add(r.ipf("sluice-stateful", "HP's set with keep state", IPFStateful()))
+	for _, n := range NoMatchCounts {
+		r.add(r.ipf(fmt.Sprintf("sluice-nomatch-%d", n),
+			fmt.Sprintf("%d non-matching stateless rules per direction, then the stateless set", n), IPFNoMatch(n)))
+	}
+	r.add(r.qos("sluice-qos", "IPQoS: one filter, one policy marking every TCP packet DSCP 10", QoSMarkTCP(DSCPMark)))
+
+	r.add(r.nft("nft-attach", "nftables table with input/output base chains, no rules", NFTSpec{}))
+	r.add(r.nft("nft-stateless", "nftables: accept tcp, udp, icmp in and out", NFTSpec{Stateless: true}))
+	r.add(r.nft("nft-stateful", "nftables: ct state established,related accept; new tcp/udp/icmp accept", NFTSpec{Stateful: true}))
+	for _, n := range NoMatchCounts {
+		r.add(r.nft(fmt.Sprintf("nft-nomatch-%d", n),
+			fmt.Sprintf("nftables: %d non-matching rules per direction, then the stateless set", n), NFTSpec{NoMatch: n, Stateless: true}))
+	}
+	r.add(r.nft("nft-dscp", "nftables: set DSCP 10 on every outgoing TCP packet", NFTSpec{Mark: true, DSCP: DSCPMark}))
+	return r
+}
+
+// DSCPMark is the DSCP the marking configurations write (AF11).
+const DSCPMark = 10
+
+func (r *Registry) add(c *Config) {
+	r.byName[c.Name] = c
+	r.order = append(r.order, c.Name)
+}
+
+func (r *Registry) ipf(name, desc, rules string) *Config {
+	return &Config{Name: name, Family: Sluice, Suite: SuiteIPF, Description: desc, Rules: rules, New: func() (Applier, error) {
+		if r.dp.IPF == nil {
+			return nil, ErrUnavailable
+		}
+		return r.dp.IPF(rules)
+	}}
+}
+
+func (r *Registry) qos(name, desc, conf string) *Config {
+	return &Config{Name: name, Family: Sluice, Suite: SuiteQoS, Description: desc, Rules: conf, New: func() (Applier, error) {
+		if r.dp.QoS == nil {
+			return nil, ErrUnavailable
+		}
+		return &linkSubst{conf: conf, load: r.dp.QoS}, nil
+	}}
+}
+
+func (r *Registry) nft(name, desc string, spec NFTSpec) *Config {
+	suite := SuiteIPF
+	if spec.Mark {
+		suite = SuiteQoS
+	}
+	return &Config{Name: name, Family: NFTables, Suite: suite, Description: desc, Rules: spec.String(), New: func() (Applier, error) {
+		return NewNFT(spec), nil
+	}}
+}
+
+// Names lists the configurations in their canonical order.
+func (r *Registry) Names() []string { return append([]string(nil), r.order...) }
+
+// Get returns a configuration by name.
+func (r *Registry) Get(name string) (*Config, bool) {
+	c, ok := r.byName[name]
+	return c, ok
+}
+
+// Select resolves a comma-separated list of names. Besides names it
+// accepts "all", a family ("sluice", "nftables"), a glob-free prefix
+// ending in "*" ("nft-*"), and user files "ipf=PATH" and "ipqos=PATH"
+// (named after the file). "none" is always put first, because every
+// difference is computed against it.
+func (r *Registry) Select(list string) ([]*Config, error) {
+	var out []*Config
+	seen := map[string]bool{}
+	push := func(c *Config) {
+		if !seen[c.Name] {
+			seen[c.Name] = true
+			out = append(out, c)
+		}
+	}
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		switch {
+		case item == "":
+		case item == "all":
+			for _, n := range r.order {
+				push(r.byName[n])
+			}
+		case item == string(Sluice) || item == string(NFTables):
+			for _, n := range r.order {
+				if string(r.byName[n].Family) == item {
+					push(r.byName[n])
+				}
+			}
+		case strings.HasSuffix(item, "*"):
+			p := strings.TrimSuffix(item, "*")
+			n0 := len(out)
+			for _, n := range r.order {
+				if strings.HasPrefix(n, p) {
+					push(r.byName[n])
+				}
+			}
+			if len(out) == n0 {
+				return nil, fmt.Errorf("config: %q matches no configuration", item)
+			}
+		case strings.HasPrefix(item, "ipf=") || strings.HasPrefix(item, "ipqos="):
+			c, err := r.FromFile(item)
+			if err != nil {
+				return nil, err
+			}
+			push(c)
+		default:
+			c, ok := r.byName[item]
+			if !ok {
+				return nil, fmt.Errorf("config: unknown configuration %q (known: %s)", item, strings.Join(r.order, ", "))
+			}
+			push(c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("config: no configuration selected")
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name == "none" && out[j].Name != "none" })
+	if out[0].Name != "none" {
+		out = append([]*Config{r.byName["none"]}, out...)
+	}
+	return out, nil
+}
+
+// FromFile makes a configuration from "ipf=PATH" (an ipf.conf rule set) or
+// "ipqos=PATH" (an ipqos.conf; @LINK@ in it stands for the SUT's
+// interface).
+func (r *Registry) FromFile(spec string) (*Config, error) {
+	kind, path, _ := strings.Cut(spec, "=")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	text := string(data)
+	base := path
+	if i := strings.LastIndexByte(base, '/'); i >= 0 {
+		base = base[i+1:]
+	}
+	switch kind {
+	case "ipf":
+		c := r.ipf("ipf:"+base, "user rule set "+path, text)
+		return c, nil
+	case "ipqos":
+		return r.qos("ipqos:"+base, "user IPQoS configuration "+path, text), nil
+	}
+	return nil, fmt.Errorf("config: bad file spec %q (want ipf=PATH or ipqos=PATH)", spec)
+}
+
+// linkSubst fills in the SUT's interface name before handing an
+// ipqos.conf to the loader: the adapter block must name it and it is only
+// known once the test bed exists.
+type linkSubst struct {
+	conf string
+	load QoSLoader
+	a    Applier
+}
+
+func (l *linkSubst) Apply(ctx context.Context, h *topo.Host) error {
+	a, err := l.load(strings.ReplaceAll(l.conf, "@LINK@", h.Link))
+	if err != nil {
+		return err
+	}
+	if err := a.Apply(ctx, h); err != nil {
+		return err
+	}
+	l.a = a
+	return nil
+}
+
+func (l *linkSubst) Remove() error {
+	if l.a == nil {
+		return nil
+	}
+	err := l.a.Remove()
+	l.a = nil
+	return err
+}

@@ -1,0 +1,240 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/bench/topo"
+)
+
+// fakeKernel records the nftables messages a batch sends, by type.
+type fakeKernel struct {
+	counts map[uint16]int
+	exprs  int // bytes of NEWRULE payloads, a proxy for rule size
+}
+
+func (f *fakeKernel) dial(req []netlink.Message) ([]netlink.Message, error) {
+	for _, m := range req {
+		if m.Header.Type>>8 != unix.NFNL_SUBSYS_NFTABLES {
+			continue
+		}
+		typ := uint16(m.Header.Type & 0xff)
+		f.counts[typ]++
+		if typ == unix.NFT_MSG_NEWRULE {
+			f.exprs += len(m.Data)
+		}
+	}
+	return req, nil
+}
+
+func TestNFTBuildCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		spec          NFTSpec
+		chains, rules int
+	}{
+		{"attach", NFTSpec{}, 2, 0},
+		{"stateless", NFTSpec{Stateless: true}, 2, 6},
+		{"stateful", NFTSpec{Stateful: true}, 2, 8},
+		{"nomatch-100", NFTSpec{Stateless: true, NoMatch: 100}, 2, 206},
+		{"nomatch-10000", NFTSpec{Stateless: true, NoMatch: 10000}, 2, 20006},
+		{"dscp", NFTSpec{Mark: true, DSCP: 10}, 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeKernel{counts: map[uint16]int{}}
+			n := NewNFT(tc.spec)
+			n.dial = f.dial
+			if err := n.Apply(context.Background(), &topo.Host{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.counts[unix.NFT_MSG_NEWTABLE]; got != 1 {
+				t.Errorf("tables: got %d, want 1", got)
+			}
+			if got := f.counts[unix.NFT_MSG_NEWCHAIN]; got != tc.chains {
+				t.Errorf("chains: got %d, want %d", got, tc.chains)
+			}
+			if got := f.counts[unix.NFT_MSG_NEWRULE]; got != tc.rules {
+				t.Errorf("rules: got %d, want %d", got, tc.rules)
+			}
+			if err := n.Remove(); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.counts[unix.NFT_MSG_DELTABLE]; got != 1 {
+				t.Errorf("table deletions: got %d, want 1", got)
+			}
+			if err := n.Remove(); err != nil {
+				t.Errorf("second Remove: %v", err)
+			}
+		})
+	}
+}
+
+func TestNFTBadDSCP(t *testing.T) {
+	n := NewNFT(NFTSpec{Mark: true, DSCP: 64})
+	n.dial = (&fakeKernel{counts: map[uint16]int{}}).dial
+	if err := n.Apply(context.Background(), &topo.Host{}); err == nil {
+		t.Fatal("DSCP 64 accepted")
+	}
+}
+
+func TestDSCPExpr(t *testing.T) {
+	// ip dscp set 10 keeps version/IHL and ECN: 0x45 0x03 -> 0x45 0x2b.
+	ex := dscpSet(10)
+	if len(ex) != 3 {
+		t.Fatalf("got %d expressions, want 3", len(ex))
+	}
+	bw, ok := ex[1].(*expr.Bitwise)
+	if !ok {
+		t.Fatalf("second expression is %T, want *expr.Bitwise", ex[1])
+	}
+	in := [2]byte{0x45, 0xff}
+	mask, xor := bw.Mask, bw.Xor
+	out := [2]byte{in[0]&mask[0] ^ xor[0], in[1]&mask[1] ^ xor[1]}
+	if out != [2]byte{0x45, 0x2b} {
+		t.Errorf("got % x, want 45 2b", out)
+	}
+}
+
+func TestIPFRuleText(t *testing.T) {
+	if got := strings.Count(IPFStateless(), "\n"); got != 6 {
+		t.Errorf("stateless set has %d rules, want 6", got)
+	}
+	if !strings.Contains(IPFStateless(), "pass out proto icmp from any to any\n") {
+		t.Errorf("stateless set lacks the outbound icmp rule:\n%s", IPFStateless())
+	}
+	if got := strings.Count(IPFStateful(), " keep state\n"); got != 6 {
+		t.Errorf("stateful set has %d keep-state rules, want 6", got)
+	}
+	nm := IPFNoMatch(1000)
+	if got := strings.Count(nm, "block in from 198."); got != 1000 {
+		t.Errorf("no-match set has %d inbound rules, want 1000", got)
+	}
+	if !strings.HasSuffix(nm, IPFStateless()) {
+		t.Error("no-match set does not end with the stateless set")
+	}
+	// Addresses are distinct, so no rule is a duplicate of another.
+	seen := map[[4]byte]bool{}
+	for i := 0; i < 10000; i++ {
+		a := noMatchAddr(i)
+		if seen[a] || a[0] != 198 || (a[1] != 18 && a[1] != 19) {
+			t.Fatalf("address %d = %v repeated or outside 198.18.0.0/15", i, a)
+		}
+		seen[a] = true
+	}
+	if !strings.Contains(QoSMarkTCP(10), "dscp 10") {
+		t.Error("QoS configuration lacks dscp 10")
+	}
+}
+
+func TestSelect(t *testing.T) {
+	r := Builtin(Datapaths{})
+	for _, tc := range []struct {
+		in   string
+		want string
+	}{
+		{"nft-stateless", "none,nft-stateless"},
+		{"nft-stateless,none", "none,nft-stateless"},
+		{"nft-nomatch-*", "none,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000"},
+		{"none,nftables", "none,nft-attach,nft-stateless,nft-stateful,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000,nft-dscp"},
+	} {
+		cs, err := r.Select(tc.in)
+		if err != nil {
+			t.Fatalf("Select(%q): %v", tc.in, err)
+		}
+		var names []string
+		for _, c := range cs {
+			names = append(names, c.Name)
+		}
+		if got := strings.Join(names, ","); got != tc.want {
+			t.Errorf("Select(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "bogus", "zz*", "ipf=/nonexistent/file", "pf=x"} {
+		if _, err := r.Select(bad); err == nil {
+			t.Errorf("Select(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestSluiceUnavailable(t *testing.T) {
+	r := Builtin(Datapaths{})
+	for _, n := range r.Names() {
+		c, _ := r.Get(n)
+		if c.Family != Sluice {
+			continue
+		}
+		if _, err := c.New(); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s: got %v, want ErrUnavailable", n, err)
+		}
+	}
+}
+
+type recApplier struct {
+	text    string
+	applied bool
+}
+
+func (a *recApplier) Apply(context.Context, *topo.Host) error { a.applied = true; return nil }
+func (a *recApplier) Remove() error                           { a.applied = false; return nil }
+
+func TestUserFilesAndLoaders(t *testing.T) {
+	dir := t.TempDir()
+	ipf := filepath.Join(dir, "my.conf")
+	qos := filepath.Join(dir, "q.conf")
+	if err := os.WriteFile(ipf, []byte("pass in all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(qos, []byte("adapter @LINK@ {\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []*recApplier
+	r := Builtin(Datapaths{
+		IPF: func(rules string) (Applier, error) { a := &recApplier{text: rules}; got = append(got, a); return a, nil },
+		QoS: func(conf string) (Applier, error) { a := &recApplier{text: conf}; got = append(got, a); return a, nil },
+	})
+	cs, err := r.Select("ipf=" + ipf + ",ipqos=" + qos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 3 || cs[1].Name != "ipf:my.conf" || cs[2].Name != "ipqos:q.conf" {
+		t.Fatalf("got %v", cs)
+	}
+	h := &topo.Host{Link: "veth7"}
+	for _, c := range cs[1:] {
+		a, err := c.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Apply(context.Background(), h); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 2 || got[0].text != "pass in all\n" || got[1].text != "adapter veth7 {\n}\n" {
+		t.Errorf("loaders got %+v", got)
+	}
+}
+
+func TestSuites(t *testing.T) {
+	r := Builtin(Datapaths{})
+	for name, want := range map[string]string{"none": "", "nft-dscp": SuiteQoS, "sluice-qos": SuiteQoS, "nft-stateful": SuiteIPF, "sluice-nomatch-100": SuiteIPF} {
+		c, ok := r.Get(name)
+		if !ok || c.Suite != want {
+			t.Errorf("%s: suite %q, want %q", name, c.Suite, want)
+		}
+	}
+	c, _ := r.Get("nft-dscp")
+	if !strings.Contains(c.Rules, "ip dscp set 10") {
+		t.Errorf("nft-dscp does not mark:\n%s", c.Rules)
+	}
+}

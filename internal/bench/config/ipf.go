@@ -1,0 +1,60 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// IPFStateless returns HP's stateless rule set from the IPFilter white
+// paper: pass in|out proto tcp|udp|icmp from any to any.
+func IPFStateless() string { return ipfSet("") }
+
+// IPFStateful returns the same set with keep state.
+func IPFStateful() string { return ipfSet(" keep state") }
+
+func ipfSet(suffix string) string {
+	var b strings.Builder
+	for _, dir := range []string{"in", "out"} {
+		for _, p := range []string{"tcp", "udp", "icmp"} {
+			fmt.Fprintf(&b, "pass %s proto %s from any to any%s\n", dir, p, suffix)
+		}
+	}
+	return b.String()
+}
+
+// noMatchAddr returns the i-th address of 198.18.0.0/15 (RFC 2544's
+// benchmarking range), which the test bed never uses, so a rule on it
+// never matches but is still evaluated.
+func noMatchAddr(i int) [4]byte {
+	return [4]byte{198, 18 + byte(i>>16&1), byte(i >> 8), byte(i)}
+}
+
+// IPFNoMatch returns n non-matching rules per direction followed by the
+// stateless set, so every packet walks n rules before the one it matches.
+func IPFNoMatch(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		a := noMatchAddr(i)
+		fmt.Fprintf(&b, "block in from %d.%d.%d.%d/32 to any\n", a[0], a[1], a[2], a[3])
+		fmt.Fprintf(&b, "block out from any to %d.%d.%d.%d/32\n", a[0], a[1], a[2], a[3])
+	}
+	b.WriteString(IPFStateless())
+	return b.String()
+}
+
+// QoSMarkTCP returns the IPQoS white paper's configuration: one filter
+// matching every TCP packet and one policy rewriting its DSCP, on the
+// SUT's adapter (@LINK@).
+func QoSMarkTCP(dscp int) string {
+	return fmt.Sprintf(`filter tcp_all {
+    protocol 6
+}
+policy mark_tcp {
+    uses tcp_all
+    dscp %d
+}
+adapter @LINK@ {
+    uses mark_tcp
+}
+`, dscp)
+}

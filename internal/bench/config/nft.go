@@ -1,0 +1,273 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"github.com/mdlayher/netlink/nltest"
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/bench/topo"
+)
+
+// NFTTable is the name of the inet table the nftables configurations
+// create (and delete) on the system under test.
+const NFTTable = "sluice_bench"
+
+// NFTSpec describes an nftables rule set equivalent to one of the Sluice
+// configurations. The zero value is the table with its base chains and
+// no rules (the cost of being hooked in).
+type NFTSpec struct {
+	// Stateless accepts tcp, udp and icmp in input and output.
+	Stateless bool
+	// Stateful accepts established/related by conntrack, and new
+	// tcp, udp and icmp.
+	Stateful bool
+	// NoMatch puts this many never-matching rules (ip saddr/daddr in
+	// 198.18.0.0/15, drop) in each chain before the accepting rules.
+	NoMatch int
+	// Mark rewrites the DSCP of every outgoing IPv4 TCP packet to DSCP
+	// (in a postrouting chain).
+	Mark bool
+	DSCP int
+}
+
+// String renders the rule set in nft syntax, with the non-matching
+// rules summarised.
+func (s NFTSpec) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s {\n", NFTTable)
+	for _, dir := range []struct{ chain, match string }{{"input", "saddr"}, {"output", "daddr"}} {
+		fmt.Fprintf(&b, "  chain %s {\n    type filter hook %s priority filter; policy accept;\n", dir.chain, dir.chain)
+		if s.NoMatch > 0 {
+			fmt.Fprintf(&b, "    ip %s 198.18.0.0 drop\n    # … %d such rules, one address each\n", dir.match, s.NoMatch)
+		}
+		if s.Stateful {
+			b.WriteString("    ct state established,related accept\n")
+		}
+		for _, p := range []string{"tcp", "udp", "icmp"} {
+			switch {
+			case s.Stateful:
+				fmt.Fprintf(&b, "    meta l4proto %s ct state new accept\n", p)
+			case s.Stateless:
+				fmt.Fprintf(&b, "    meta l4proto %s accept\n", p)
+			}
+		}
+		b.WriteString("  }\n")
+	}
+	if s.Mark {
+		fmt.Fprintf(&b, "  chain postrouting {\n    type filter hook postrouting priority filter; policy accept;\n    meta nfproto ipv4 meta l4proto tcp ip dscp set %d\n  }\n", s.DSCP)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// NFT applies an NFTSpec with google/nftables (no nft binary) in the
+// host's namespace.
+type NFT struct {
+	spec NFTSpec
+	// dial, if set, replaces the kernel (tests).
+	dial nltest.Func
+
+	conn  *nftables.Conn
+	nsfd  int
+	table *nftables.Table
+}
+
+// NewNFT returns an Applier for spec.
+func NewNFT(spec NFTSpec) *NFT { return &NFT{spec: spec, nsfd: -1} }
+
+// Apply implements Applier.
+func (n *NFT) Apply(_ context.Context, h *topo.Host) error {
+	if n.conn != nil {
+		return errors.New("nftables: already applied")
+	}
+	if n.spec.Mark && (n.spec.DSCP < 0 || n.spec.DSCP > 63) {
+		return fmt.Errorf("nftables: DSCP %d out of range 0..63", n.spec.DSCP)
+	}
+	var opts []nftables.ConnOption
+	if n.dial != nil {
+		opts = append(opts, nftables.WithTestDial(n.dial))
+	} else if h.NetNS != "" {
+		fd, err := unix.Open(h.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("nftables: opening namespace %s: %w", h.NetNS, err)
+		}
+		n.nsfd = fd
+		opts = append(opts, nftables.WithNetNSFd(fd))
+	}
+	// Without CapAcknowledge every ack echoes its whole request, and the
+	// acks of a large batch overflow the receive buffer (ENOBUFS).
+	if n.dial == nil {
+		opts = append(opts, nftables.WithSockOptions(func(c *netlink.Conn) error {
+			if err := c.SetOption(netlink.CapAcknowledge, true); err != nil {
+				return err
+			}
+			return c.SetReadBuffer(4 << 20)
+		}))
+	}
+	c, err := nftables.New(opts...)
+	if err != nil {
+		n.closeNS()
+		return fmt.Errorf("nftables: %w", err)
+	}
+	if n.dial == nil {
+		// A run killed before Remove (remote mode, where the table is
+		// in a namespace that outlives the run) leaves its table; start
+		// from nothing so the batch below cannot fail on it.
+		if ts, err := c.ListTablesOfFamily(nftables.TableFamilyINet); err == nil {
+			for _, t := range ts {
+				if t.Name == NFTTable {
+					c.DelTable(t)
+				}
+			}
+		}
+	}
+	n.conn = c
+	if err := n.build(c); err != nil {
+		// Later batches may have failed after the table went in.
+		n.conn.DelTable(n.table)
+		_ = n.conn.Flush()
+		n.conn = nil
+		n.closeNS()
+		return fmt.Errorf("nftables: loading %s: %w", NFTTable, err)
+	}
+	return nil
+}
+
+// Remove implements Applier.
+func (n *NFT) Remove() error {
+	if n.conn == nil {
+		return nil
+	}
+	n.conn.DelTable(n.table)
+	err := n.conn.Flush()
+	n.conn = nil
+	n.closeNS()
+	if err != nil {
+		return fmt.Errorf("nftables: deleting %s: %w", NFTTable, err)
+	}
+	return nil
+}
+
+func (n *NFT) closeNS() {
+	if n.nsfd >= 0 {
+		unix.Close(n.nsfd)
+		n.nsfd = -1
+	}
+}
+
+// batchRules bounds the rules per netlink batch: one sendmsg of 20 000
+// rules exceeds the socket send buffer (EMSGSIZE); 500 rules are ~90 KB.
+const batchRules = 500
+
+// build loads the table, chains and rules through c. A small rule set
+// goes in as one atomic batch; a large one in several.
+func (n *NFT) build(c *nftables.Conn) error {
+	s := n.spec
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: NFTTable})
+	n.table = t
+	queued := 0
+	var ferr error
+	addRule := func(r *nftables.Rule) {
+		c.AddRule(r)
+		if queued++; queued%batchRules == 0 && ferr == nil {
+			ferr = c.Flush()
+		}
+	}
+	accept := nftables.ChainPolicyAccept
+	for _, dir := range []struct {
+		name string
+		hook *nftables.ChainHook
+		off  uint32 // source or destination address
+	}{{"input", nftables.ChainHookInput, 12}, {"output", nftables.ChainHookOutput, 16}} {
+		ch := c.AddChain(&nftables.Chain{
+			Name: dir.name, Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: dir.hook, Priority: nftables.ChainPriorityFilter, Policy: &accept,
+		})
+		for i := 0; i < s.NoMatch; i++ {
+			a := noMatchAddr(i)
+			addRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(ipv4Addr(dir.off, a),
+				&expr.Verdict{Kind: expr.VerdictDrop})})
+		}
+		if s.Stateful {
+			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED),
+				&expr.Verdict{Kind: expr.VerdictAccept})})
+		}
+		for _, p := range []byte{unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_ICMP} {
+			var ex []expr.Any
+			switch {
+			case s.Stateful:
+				ex = append(l4proto(p), ctState(expr.CtStateBitNEW)...)
+			case s.Stateless:
+				ex = l4proto(p)
+			default:
+				continue
+			}
+			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(ex, &expr.Verdict{Kind: expr.VerdictAccept})})
+		}
+	}
+	if s.Mark {
+		ch := c.AddChain(&nftables.Chain{
+			Name: "postrouting", Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityFilter, Policy: &accept,
+		})
+		ex := append(nfproto(unix.NFPROTO_IPV4), l4proto(unix.IPPROTO_TCP)...)
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(ex, dscpSet(byte(s.DSCP))...)})
+	}
+	if ferr != nil {
+		return ferr
+	}
+	return c.Flush()
+}
+
+func nfproto(p byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+	}
+}
+
+func l4proto(p byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+	}
+}
+
+func ctState(mask uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(mask), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+	}
+}
+
+// ipv4Addr matches the IPv4 address at header offset off (12 source, 16
+// destination); the nfproto test is what nft itself emits for "ip saddr"
+// in an inet table.
+func ipv4Addr(off uint32, a [4]byte) []expr.Any {
+	return append(nfproto(unix.NFPROTO_IPV4),
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a[:]},
+	)
+}
+
+// dscpSet is what nft emits for "ip dscp set D": a 2-byte read-modify-write
+// of version/IHL and TOS (keeping ECN) so the checksum update stays
+// 16-bit aligned.
+func dscpSet(dscp byte) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 0, Len: 2},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: []byte{0xff, 0x03}, Xor: []byte{0x00, dscp << 2}},
+		&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseNetworkHeader,
+			Offset: 0, Len: 2, CsumType: expr.CsumTypeInet, CsumOffset: 10},
+	}
+}

@@ -1,0 +1,161 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// Options adjust the outputs.
+type Options struct {
+	// CI adds the 95 % confidence interval of the mean to the cells.
+	CI bool
+	// Charts lists chart files (relative to the Markdown file) to link.
+	Charts []string
+}
+
+// num formats a value with about four significant digits.
+func num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsNaN(v):
+		return "—"
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func pct(v float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	if math.Abs(v) < 0.05 {
+		v = 0 // no "-0.0 %"
+	}
+	return fmt.Sprintf("%+.1f %%", v)
+}
+
+func (c Cell) text(ci bool) string {
+	if c.N == 0 || math.IsNaN(c.Median) {
+		return "—"
+	}
+	s := num(c.Median)
+	if ci && !math.IsNaN(c.CI95) {
+		s += " ±" + num(c.CI95)
+	}
+	if c.N > 1 {
+		s += " [" + num(c.Min) + "–" + num(c.Max) + "]"
+	}
+	return s
+}
+
+// WriteMarkdown writes the report in Markdown.
+func WriteMarkdown(w io.Writer, m *Model, o Options) error {
+	var b strings.Builder
+	r := m.Run
+	b.WriteString("# Sluice bench report\n\n")
+	fmt.Fprintf(&b, "| | |\n|---|---|\n")
+	fmt.Fprintf(&b, "| Started | %s |\n", r.Start.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "| Kernel | %s |\n", r.Kernel)
+	fmt.Fprintf(&b, "| CPU | %s × %d |\n", r.CPUModel, r.NumCPU)
+	fmt.Fprintf(&b, "| Traffic generator | %s |\n", r.Runner)
+	fmt.Fprintf(&b, "| Mode | %s: %d repetitions of %v per test, %v warm-up after each apply, configurations interleaved |\n",
+		r.Mode, r.Reps, r.Duration, r.Warmup)
+	fmt.Fprintf(&b, "| Test bed | %s |\n", r.Topology)
+	fmt.Fprintf(&b, "| Repetitions measured | %d (%d failed) |\n\n", m.Reps, len(m.Failures))
+	if m.Interrupted {
+		b.WriteString("> **The run was interrupted**: the tables show what was measured before it stopped.\n\n")
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n")
+	}
+	b.WriteString("Cells are medians with [min–max] over the repetitions")
+	if o.CI {
+		b.WriteString(", ± the 95 % confidence interval of the mean")
+	}
+	b.WriteString("; Δ is the change of the median against `none` measured in the same run.\n\n")
+
+	b.WriteString("## Configurations\n\n| Name | Family | Description |\n|---|---|---|\n")
+	for _, c := range r.Configs {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Name, c.Family, c.Description)
+	}
+	b.WriteString("\n")
+
+	for _, s := range m.Suites {
+		fmt.Fprintf(&b, "## %s\n\n", s.Title)
+		if len(s.Configs) == 0 {
+			b.WriteString("No measurements.\n\n")
+			continue
+		}
+		for k := Metric(0); k < numMetrics; k++ {
+			fmt.Fprintf(&b, "### %s\n\n", k.Title())
+			b.WriteString("| Test | Unit |")
+			align := "|---|---|"
+			for _, c := range s.Configs {
+				fmt.Fprintf(&b, " %s |", c)
+				align += "--:|"
+				if c != "none" {
+					b.WriteString(" Δ |")
+					align += "--:|"
+				}
+			}
+			b.WriteString("\n" + align + "\n")
+			for _, t := range s.Tests {
+				fmt.Fprintf(&b, "| %s | %s |", t.ID, k.Unit(t))
+				for _, c := range s.Configs {
+					cell, ok := s.Cells[t.ID][c]
+					if !ok {
+						b.WriteString(" — |")
+						if c != "none" {
+							b.WriteString(" — |")
+						}
+						continue
+					}
+					fmt.Fprintf(&b, " %s |", cell[k].text(o.CI))
+					if c != "none" {
+						fmt.Fprintf(&b, " %s |", pct(cell[k].Diff))
+					}
+				}
+				b.WriteString("\n")
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(o.Charts) > 0 {
+		b.WriteString("## Charts\n\n")
+		for _, c := range o.Charts {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", c, c)
+		}
+	}
+	if len(m.Skips) > 0 {
+		b.WriteString("## Skipped configurations\n\n| Configuration | Reason |\n|---|---|\n")
+		for _, s := range m.Skips {
+			fmt.Fprintf(&b, "| %s | %s |\n", s.Config, oneLine(s.Reason))
+		}
+		b.WriteString("\n")
+	}
+	if len(m.Failures) > 0 {
+		b.WriteString("## Failed repetitions\n\n| Configuration | Test | Repetition | Error |\n|---|---|--:|---|\n")
+		for _, f := range m.Failures {
+			fmt.Fprintf(&b, "| %s | %s | %d | %s |\n", f.Config, f.Test, f.Rep, oneLine(f.Error))
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	return strings.ReplaceAll(s, "|", "\\|")
+}

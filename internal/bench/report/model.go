@@ -1,0 +1,201 @@
+// Package report turns a results stream into the papers' tables
+// (Markdown), charts (PNG and SVG) and a one-screen terminal summary. It
+// is a pure function of the results: the same file gives the same
+// report, so a report can be re-made at any time with `sluice report`.
+package report
+
+import (
+	"math"
+	"sort"
+
+	"sluice/internal/bench/result"
+	"sluice/internal/bench/stats"
+)
+
+// Metric is one measured quantity.
+type Metric int
+
+// Metrics, in the papers' order.
+const (
+	Rate      Metric = iota // 10^6bits/s for streams, Trans/s for RR
+	LocalCPU                // %
+	RemoteCPU               // %
+	LocalSD                 // us/KB or us/Tr
+	RemoteSD
+	numMetrics
+)
+
+func (m Metric) value(r result.Rep) float64 {
+	switch m {
+	case Rate:
+		if r.ThroughputMbps != 0 {
+			return r.ThroughputMbps
+		}
+		return r.TransPerSec
+	case LocalCPU:
+		return measured(r.LocalCPU)
+	case RemoteCPU:
+		return measured(r.RemoteCPU)
+	case LocalSD:
+		return measured(r.LocalSD)
+	case RemoteSD:
+		return measured(r.RemoteSD)
+	}
+	return math.NaN()
+}
+
+// measured maps netperf's "not measured" (negative) to NaN.
+func measured(v float64) float64 {
+	if v < 0 {
+		return math.NaN()
+	}
+	return v
+}
+
+// Unit returns the unit of the metric for a test.
+func (m Metric) Unit(t result.Test) string {
+	switch m {
+	case Rate:
+		if t.Stream() {
+			return "10^6bits/s"
+		}
+		return "Trans/s"
+	case LocalCPU, RemoteCPU:
+		return "%"
+	default:
+		if t.Stream() {
+			return "us/KB"
+		}
+		return "us/Tr"
+	}
+}
+
+// Title names the metric.
+func (m Metric) Title() string {
+	return [...]string{"Throughput / transaction rate", "CPU utilisation, local (SUT)", "CPU utilisation, remote (peer)",
+		"Service demand, local (SUT)", "Service demand, remote (peer)"}[m]
+}
+
+// Cell is the summary of one metric of one test under one configuration.
+type Cell struct {
+	stats.Summary
+	// Diff is the change of the median against "none" in %, NaN when
+	// there is no baseline.
+	Diff float64
+}
+
+// Suite is one paper's part of the report.
+type Suite struct {
+	Name    string // ipf or qos
+	Title   string
+	Tests   []result.Test
+	Configs []string // with data, "none" first
+	// Cells[test ID][config][metric]
+	Cells map[string]map[string][numMetrics]Cell
+}
+
+// Model is everything the outputs show.
+type Model struct {
+	Run         result.Run
+	Suites      []Suite
+	Skips       []result.Skip
+	Failures    []result.Rep // repetitions with an error
+	Interrupted bool         // no end record, or the end says so
+	Reps        int          // good repetitions in total
+}
+
+var suiteTitles = map[string]string{
+	"ipf": "IPFilter white paper: filtering overhead",
+	"qos": "IPQoS white paper: DSCP marking, TCP_STREAM send-size sweep",
+}
+
+// Build computes the Model of a results set.
+func Build(set *result.Set) *Model {
+	m := &Model{Run: set.Run, Skips: set.Skips, Interrupted: set.End == nil || set.End.Interrupted}
+	// Values per test, config, metric.
+	vals := map[string]map[string][numMetrics][]float64{}
+	for _, r := range set.Reps {
+		if r.Rep < 1 {
+			continue
+		}
+		if r.Error != "" {
+			m.Failures = append(m.Failures, r)
+			continue
+		}
+		m.Reps++
+		if vals[r.Test] == nil {
+			vals[r.Test] = map[string][numMetrics][]float64{}
+		}
+		v := vals[r.Test][r.Config]
+		for k := Metric(0); k < numMetrics; k++ {
+			v[k] = append(v[k], k.value(r))
+		}
+		vals[r.Test][r.Config] = v
+	}
+	var suites []string
+	seen := map[string]bool{}
+	for _, t := range set.Run.Tests {
+		if !seen[t.Suite] {
+			seen[t.Suite] = true
+			suites = append(suites, t.Suite)
+		}
+	}
+	for _, name := range suites {
+		s := Suite{Name: name, Title: suiteTitles[name], Cells: map[string]map[string][numMetrics]Cell{}}
+		if s.Title == "" {
+			s.Title = name
+		}
+		hasData := map[string]bool{}
+		for _, t := range set.Run.Tests {
+			if t.Suite != name {
+				continue
+			}
+			s.Tests = append(s.Tests, t)
+			cells := map[string][numMetrics]Cell{}
+			for cfg, v := range vals[t.ID] {
+				var c [numMetrics]Cell
+				for k := range c {
+					c[k] = Cell{Summary: stats.Summarize(v[k]), Diff: math.NaN()}
+				}
+				cells[cfg] = c
+				hasData[cfg] = true
+			}
+			if base, ok := cells["none"]; ok {
+				for cfg, c := range cells {
+					for k := range c {
+						c[k].Diff = stats.PctDiff(c[k].Median, base[k].Median)
+					}
+					cells[cfg] = c
+				}
+			}
+			s.Cells[t.ID] = cells
+		}
+		for _, c := range set.Run.Configs {
+			if hasData[c.Name] {
+				s.Configs = append(s.Configs, c.Name)
+			}
+		}
+		// Configurations not in the header (should not happen) still show.
+		var extra []string
+		for c := range hasData {
+			if !contains(s.Configs, c) {
+				extra = append(extra, c)
+			}
+		}
+		sort.Strings(extra)
+		s.Configs = append(s.Configs, extra...)
+		if len(s.Tests) > 0 {
+			m.Suites = append(m.Suites, s)
+		}
+	}
+	return m
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

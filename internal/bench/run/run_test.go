@@ -1,0 +1,249 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"sluice/internal/bench/config"
+	"sluice/internal/bench/result"
+	"sluice/internal/bench/topo"
+)
+
+// fakeGen records the order of tests and returns throughput derived from
+// the active configuration, so the test can check attribution.
+type fakeGen struct {
+	log      *[]string
+	active   *string
+	cancelAt int // cancel after this many calls (0 = never)
+	cancel   context.CancelFunc
+	calls    int
+	failTest string
+}
+
+func (g *fakeGen) Name() string { return "fake" }
+
+func (g *fakeGen) Run(ctx context.Context, t result.Test, d time.Duration) (Measurement, error) {
+	g.calls++
+	*g.log = append(*g.log, fmt.Sprintf("run %s %s %v", *g.active, t.ID, d))
+	if g.cancelAt > 0 && g.calls == g.cancelAt {
+		g.cancel()
+		return Measurement{}, ctx.Err()
+	}
+	if t.ID == g.failTest {
+		return Measurement{}, errors.New("boom")
+	}
+	return Measurement{Elapsed: d, ThroughputMbps: float64(len(*g.active)), LocalCPU: 10, RemoteCPU: 20}, nil
+}
+
+type fakeApplier struct {
+	name   string
+	log    *[]string
+	active *string
+	fail   bool
+}
+
+func (a *fakeApplier) Apply(context.Context, *topo.Host) error {
+	if a.fail {
+		return errors.New("no such hook")
+	}
+	*a.log = append(*a.log, "apply "+a.name)
+	*a.active = a.name
+	return nil
+}
+
+func (a *fakeApplier) Remove() error {
+	*a.log = append(*a.log, "remove "+a.name)
+	*a.active = "none"
+	return nil
+}
+
+func fakeConfigs(log *[]string, active *string) []*config.Config {
+	mk := func(name string, suite string, fail bool) *config.Config {
+		return &config.Config{Name: name, Family: config.NFTables, Suite: suite, New: func() (config.Applier, error) {
+			return &fakeApplier{name: name, log: log, active: active, fail: fail}, nil
+		}}
+	}
+	return []*config.Config{
+		{Name: "none", Family: config.Baseline},
+		mk("bb", config.SuiteIPF, false),
+		{Name: "sl", Family: config.Sluice, Suite: config.SuiteIPF, New: func() (config.Applier, error) { return nil, config.ErrUnavailable }},
+		mk("broken", config.SuiteIPF, true),
+		mk("qqq", config.SuiteQoS, false),
+	}
+}
+
+var fakeTests = []result.Test{
+	{ID: "S", Name: TCPStream, Suite: config.SuiteIPF},
+	{ID: "Q", Name: TCPStream, Suite: config.SuiteQoS},
+}
+
+func TestExecuteInterleaves(t *testing.T) {
+	var log []string
+	active := "none"
+	var out bytes.Buffer
+	gen := &fakeGen{log: &log, active: &active, failTest: "Q"}
+	var prog []Progress
+	r := &Runner{
+		Plan: Plan{Configs: fakeConfigs(&log, &active), Tests: fakeTests, Reps: 2, Duration: time.Second, Warmup: time.Millisecond},
+		Gen:  gen, SUT: &topo.Host{}, Out: result.NewWriter(&out),
+		OnProgress: func(p Progress) { prog = append(prog, p) },
+	}
+	if err := r.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		// rep 1: none runs both suites, bb only ipf, qqq only qos
+		"run none S 1ms", "run none S 1s", "run none Q 1s",
+		"apply bb", "run bb S 1ms", "run bb S 1s", "remove bb",
+		"apply qqq", "run qqq Q 1ms", "run qqq Q 1s", "remove qqq",
+		// rep 2: unavailable and broken configurations are not retried
+		"run none S 1ms", "run none S 1s", "run none Q 1s",
+		"apply bb", "run bb S 1ms", "run bb S 1s", "remove bb",
+		"apply qqq", "run qqq Q 1ms", "run qqq Q 1s", "remove qqq",
+	}
+	if got := strings.Join(log, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("sequence:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	set, err := result.Read(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Run.Runner != "fake" || set.Run.Reps != 2 || len(set.Run.Configs) != 5 || len(set.Run.Tests) != 2 {
+		t.Errorf("header: %+v", set.Run)
+	}
+	if len(set.Reps) != 8 {
+		t.Fatalf("got %d repetitions, want 8", len(set.Reps))
+	}
+	for _, rp := range set.Reps {
+		if rp.Test == "Q" {
+			if rp.Error != "boom" {
+				t.Errorf("%s/%s: error %q, want boom", rp.Config, rp.Test, rp.Error)
+			}
+			continue
+		}
+		if want := float64(len(rp.Config)); rp.ThroughputMbps != want {
+			t.Errorf("%s rep %d: throughput %v, want %v (measured under the wrong configuration?)", rp.Config, rp.Rep, rp.ThroughputMbps, want)
+		}
+	}
+	if len(set.Skips) != 2 || set.Skips[0].Config != "sl" || !strings.Contains(set.Skips[0].Reason, "datapath not available") ||
+		set.Skips[1].Config != "broken" || !strings.Contains(set.Skips[1].Reason, "no such hook") {
+		t.Errorf("skips: %+v", set.Skips)
+	}
+	if set.End == nil || set.End.Interrupted {
+		t.Errorf("end: %+v", set.End)
+	}
+	if len(prog) != 8 || prog[7].Done != 8 || prog[7].Total != 8 {
+		t.Errorf("progress: %d calls, last %+v", len(prog), prog[len(prog)-1])
+	}
+}
+
+func TestExecuteCancelRemoves(t *testing.T) {
+	var log []string
+	active := "none"
+	var out bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Call 3 is bb's first measured test (after none's S, Q): cancel there.
+	gen := &fakeGen{log: &log, active: &active, cancelAt: 3, cancel: cancel}
+	r := &Runner{
+		Plan: Plan{Configs: fakeConfigs(&log, &active), Tests: fakeTests, Reps: 3, Duration: time.Second},
+		Gen:  gen, SUT: &topo.Host{}, Out: result.NewWriter(&out),
+	}
+	err := r.Execute(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if got := log[len(log)-1]; got != "remove bb" {
+		t.Errorf("last action %q, want remove bb; log %v", got, log)
+	}
+	set, err := result.Read(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.End == nil || !set.End.Interrupted {
+		t.Errorf("end record %+v, want interrupted", set.End)
+	}
+	if len(set.Reps) != 2 {
+		t.Errorf("got %d repetitions, want 2 (the cut-short test is not recorded)", len(set.Reps))
+	}
+}
+
+func TestPlanValidate(t *testing.T) {
+	c := []*config.Config{{Name: "none"}}
+	for _, p := range []Plan{
+		{Tests: fakeTests, Reps: 1, Duration: time.Second},
+		{Configs: c, Reps: 1, Duration: time.Second},
+		{Configs: c, Tests: fakeTests, Duration: time.Second},
+		{Configs: c, Tests: fakeTests, Reps: 1},
+		{Configs: c, Tests: append(fakeTests, fakeTests[0]), Reps: 1, Duration: time.Second},
+	} {
+		if err := p.Validate(); err == nil {
+			t.Errorf("plan %+v accepted", p)
+		}
+	}
+}
+
+func TestMatrices(t *testing.T) {
+	if n := len(IPFTests()); n != 8 {
+		t.Errorf("IPF set has %d tests, want 8", n)
+	}
+	all := append(IPFTests(), QoSTests(SweepSizes)...)
+	got, err := SelectTests(all, "TCP_RR,qos,TCP_MAERTS 8K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, t := range got {
+		ids = append(ids, t.ID)
+	}
+	want := "TCP_RR 1/1,TCP_STREAM m=32,TCP_STREAM m=64,TCP_STREAM m=128,TCP_STREAM m=256,TCP_STREAM m=512,TCP_STREAM m=1024,TCP_STREAM m=1460,TCP_STREAM m=2920,TCP_MAERTS 8K"
+	if strings.Join(ids, ",") != want {
+		t.Errorf("got %s\nwant %s", strings.Join(ids, ","), want)
+	}
+	if _, err := SelectTests(all, "UDP_FOO"); err == nil {
+		t.Error("unknown test accepted")
+	}
+	// The quick preset must stay near three minutes even with every
+	// Sluice datapath present.
+	q := Quick()
+	reg := config.Builtin(config.Datapaths{})
+	cs, err := reg.Select(q.Configs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Plan{Configs: cs, Tests: q.Tests, Reps: q.Reps, Duration: q.Duration}
+	secs := float64(p.Total())*q.Duration.Seconds() + float64(len(cs)*q.Reps)*q.Warmup.Seconds()
+	if secs > 200 {
+		t.Errorf("quick preset measures for %.0f s, want at most 200", secs)
+	}
+}
+
+func TestCPUParse(t *testing.T) {
+	a, err := parseCPU([]byte("cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := parseCPU([]byte("cpu  200 0 200 1200 200 0 0 0 0 0\n"))
+	if a.total != 1000 || a.idle != 800 {
+		t.Errorf("got %+v", a)
+	}
+	// Δtotal 800, Δidle 600: 25 % busy.
+	if u := utilisation(a, b); u != 25 {
+		t.Errorf("utilisation %v, want 25", u)
+	}
+	if _, err := parseCPU([]byte("intr 1\n")); err == nil {
+		t.Error("no cpu line accepted")
+	}
+	if _, err := parseCPU([]byte("cpu 1 x 3 4\n")); err == nil {
+		t.Error("bad field accepted")
+	}
+	// 50 % of 2 CPUs at 100 000 KB/s: 10 us/KB.
+	if sd := serviceDemand(50, 100000, 2); sd != 10 {
+		t.Errorf("service demand %v, want 10", sd)
+	}
+}

@@ -1,0 +1,184 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// tcFilterName marks the tc filters of the clsact fallback so Detach finds
+// them again from any process.
+const tcFilterName = "sluice_filter"
+
+// Attach hooks the filter on the ingress and egress of the named
+// interfaces (all non-loopback interfaces when names is empty) with TCX,
+// falling back to a clsact qdisc with direct-action filters on kernels
+// without TCX. Links are pinned, so they outlive the process; attaching an
+// interface that is already attached updates it to the current program.
+func (d *Datapath) Attach(names []string) error {
+	if d.dir == "" {
+		return errors.New("attach: datapath is not pinned")
+	}
+	ifcs, err := pickInterfaces(names)
+	if err != nil {
+		return err
+	}
+	for _, ifc := range ifcs {
+		l2 := uint32(14)
+		if ifc.HardwareAddr == nil || len(ifc.HardwareAddr) == 0 {
+			l2 = 0 // L3 device (tun, wireguard): no link-layer header
+		}
+		if err := d.objs.Ifaces.Put(uint32(ifc.Index), l2); err != nil {
+			return fmt.Errorf("attach %s: %w", ifc.Name, err)
+		}
+		for _, dir := range []struct {
+			name string
+			prog *ebpf.Program
+			typ  ebpf.AttachType
+			tc   uint32
+		}{
+			{"ingress", d.objs.SluiceIngress, ebpf.AttachTCXIngress, netlink.HANDLE_MIN_INGRESS},
+			{"egress", d.objs.SluiceEgress, ebpf.AttachTCXEgress, netlink.HANDLE_MIN_EGRESS},
+		} {
+			pin := filepath.Join(d.dir, fmt.Sprintf("link_%d_%s", ifc.Index, dir.name))
+			if l, err := link.LoadPinnedLink(pin, nil); err == nil {
+				err = l.Update(dir.prog)
+				l.Close()
+				if err != nil {
+					return fmt.Errorf("attach %s %s: updating link: %w", ifc.Name, dir.name, err)
+				}
+				continue
+			}
+			l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: dir.prog, Attach: dir.typ})
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				if err := attachClsact(ifc.Index, dir.prog, dir.tc); err != nil {
+					return fmt.Errorf("attach %s %s (tc fallback): %w", ifc.Name, dir.name, err)
+				}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("attach %s %s: %w", ifc.Name, dir.name, err)
+			}
+			err = l.Pin(pin)
+			l.Close()
+			if err != nil {
+				return fmt.Errorf("attach %s %s: pinning link: %w", ifc.Name, dir.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func pickInterfaces(names []string) ([]net.Interface, error) {
+	if len(names) > 0 {
+		var out []net.Interface
+		for _, n := range names {
+			ifc, err := net.InterfaceByName(n)
+			if err != nil {
+				return nil, fmt.Errorf("attach: interface %s: %w", n, err)
+			}
+			out = append(out, *ifc)
+		}
+		return out, nil
+	}
+	all, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("attach: listing interfaces: %w", err)
+	}
+	var out []net.Interface
+	for _, ifc := range all {
+		if ifc.Flags&net.FlagLoopback == 0 {
+			out = append(out, ifc)
+		}
+	}
+	return out, nil
+}
+
+func attachClsact(ifindex int, prog *ebpf.Program, parent uint32) error {
+	qd := &netlink.GenericQdisc{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT},
+		QdiscType:  "clsact",
+	}
+	if err := netlink.QdiscReplace(qd); err != nil {
+		return fmt.Errorf("adding clsact: %w", err)
+	}
+	f := &netlink.BpfFilter{
+		FilterAttrs:  netlink.FilterAttrs{LinkIndex: ifindex, Parent: parent, Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1},
+		Fd:           prog.FD(),
+		Name:         tcFilterName,
+		DirectAction: true,
+	}
+	if err := netlink.FilterReplace(f); err != nil {
+		return fmt.Errorf("adding filter: %w", err)
+	}
+	return nil
+}
+
+// Detach removes the filter from every interface it is attached to.
+func (d *Datapath) Detach() error {
+	var errs []error
+	if d.dir != "" {
+		ents, err := os.ReadDir(d.dir)
+		if err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), "link_") {
+				continue
+			}
+			p := filepath.Join(d.dir, e.Name())
+			l, err := link.LoadPinnedLink(p, nil)
+			if err == nil {
+				// unpinning drops the last reference and detaches
+				if err := l.Unpin(); err != nil {
+					errs = append(errs, err)
+				}
+				l.Close()
+			} else if err := os.Remove(p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// clsact fallback filters carry our name
+	links, err := netlink.LinkList()
+	if err == nil {
+		for _, l := range links {
+			for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+				fs, err := netlink.FilterList(l, parent)
+				if err != nil {
+					continue
+				}
+				for _, f := range fs {
+					if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == tcFilterName {
+						if err := netlink.FilterDel(f); err != nil {
+							errs = append(errs, err)
+						}
+					}
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Attached returns the ifindexes the filter is attached to with TCX.
+func (d *Datapath) Attached() []int {
+	var out []int
+	ents, _ := os.ReadDir(d.dir)
+	for _, e := range ents {
+		var idx int
+		var dir string
+		if n, _ := fmt.Sscanf(strings.ReplaceAll(e.Name(), "_", " "), "link %d %s", &idx, &dir); n == 2 && dir == "ingress" {
+			out = append(out, idx)
+		}
+	}
+	return out
+}

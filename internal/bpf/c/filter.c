@@ -1,0 +1,1765 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Sluice filter datapath: IPFilter semantics (fil.c order) on TC/TCX hooks.
+ *
+ * A packet is parsed once into struct pktinfo; then accounting (in), the
+ * state table, the rule scan (last match wins unless quick, groups), pps,
+ * state creation, accounting (out), logging and generated replies.
+ */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "filter.h"
+
+#ifndef IPPROTO_ICMPV6
+#define IPPROTO_ICMPV6 58
+#endif
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct rule);
+} rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_LISTS);
+	__type(key, __u32);
+	__type(value, struct list);
+} lists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct counter);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct pps_window);
+} pps SEC(".maps");
+
+/* Entries each rule has created (keep state limit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_RULES);
+	__type(key, __u32);
+	__type(value, __u32);
+} rule_states SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CFG_N);
+	__type(key, __u32);
+	__type(value, __u64);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NSTATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NREASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+/* Global count of live state entries (state_max). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} state_count SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct state_key);
+	__type(value, struct state_entry);
+} states SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct dca_key);
+	__type(value, __u32);
+} dca SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm_key);
+	__type(value, struct blocks);
+} idx_dst SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct port_key);
+	__type(value, struct blocks);
+} idx_dport SEC(".maps");
+
+/* Link-layer header length per ifindex; missing means Ethernet (14). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} ifaces SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} log_ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct rule_text);
+} rule_texts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_LISTS);
+	__type(key, __u32);
+	__type(value, struct list_meta);
+} list_metas SEC(".maps");
+
+struct pktinfo {
+	__u32 src[4];
+	__u32 dst[4];
+	__u32 flags;
+	__u32 optbits;
+	__u32 ifindex;
+	__u32 plen;   /* IP total length */
+	__u32 dlen;   /* L4 bytes */
+	__u32 l3off;
+	__u32 l4off;
+	__u32 seq;
+	__u32 ack;
+	__u16 sport;
+	__u16 dport;
+	__u16 icmp;   /* type<<8 | code */
+	__u16 win;
+	__u16 icmpid;
+	__u8 family;
+	__u8 proto;
+	__u8 tos;
+	__u8 ttl;
+	__u8 tcpflags;
+	__u8 out;
+	__u8 doff;
+	__u8 secclass;
+	__u8 wscale;   /* from a SYN's options, 0xff if none */
+	__u8 sackok;
+};
+
+#define MAX_LOGS 4
+
+struct scan {
+	__u32 base;     /* slot * MAX_RULES */
+	__u32 lbase;    /* slot * MAX_LISTS */
+	__u32 pos;
+	__u32 end;
+	__u32 pass;
+	__u32 rule;     /* slot-relative index of the last matching rule + 1 */
+	__u32 depth;
+	__u32 skip;
+	__u32 nlogs;
+	__u32 use_index;
+	__u32 stack_pos[MAX_DEPTH];
+	__u32 stack_end[MAX_DEPTH];
+	__u32 logs[MAX_LOGS];
+	__u64 cand[BLOCK_WORDS];
+};
+
+/* Per-CPU scratch: the 512-byte BPF stack cannot hold the packet info, the
+ * scan state and a state entry under construction at once. TC programs run
+ * with migration disabled and do not nest on one CPU. */
+struct work {
+	struct pktinfo p;
+	struct scan s;
+	struct state_entry e;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct work);
+} scratch SEC(".maps");
+
+static __always_inline struct work *get_work(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
+static __always_inline __u64 cfg(__u32 key)
+{
+	__u64 *v = bpf_map_lookup_elem(&config, &key);
+	return v ? *v : 0;
+}
+
+static __always_inline void stat_inc(__u32 key)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &key);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline void drop_inc(__u32 reason)
+{
+	__u64 *v = bpf_map_lookup_elem(&drops, &reason);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u64 now_ns(void)
+{
+	return bpf_ktime_get_ns() + cfg(CFG_CLOCK);
+}
+
+/* ---------------------------------------------------------------- parse */
+
+static __always_inline __u32 ipv4_optbit(__u8 type)
+{
+	switch (type) {
+	case 0x07: return 0x2;      /* rr */
+	case 0x0a: return 0x4;      /* zsu */
+	case 0x0b: return 0x8;      /* mtup */
+	case 0x0c: return 0x10;     /* mtur */
+	case 0x0f: return 0x20;     /* encode */
+	case 0x44: return 0x40;     /* ts */
+	case 0x52: return 0x80;     /* tr */
+	case 0x82: return 0x100;    /* sec */
+	case 0x83: return 0x200;    /* lsrr */
+	case 0x85: return 0x400;    /* e-sec */
+	case 0x86: return 0x800;    /* cipso */
+	case 0x88: return 0x1000;   /* satid */
+	case 0x89: return 0x2000;   /* ssrr */
+	/* addext and visa are never recorded (IPFilter's table quirk) */
+	case 0x90: return 0x10000;  /* imitd */
+	case 0x91: return 0x20000;  /* eip */
+	case 0xcd: return 0x40000;  /* finn */
+	}
+	return 0;
+}
+
+static __always_inline __u8 ipso_class(__u8 b)
+{
+	switch (b) {
+	case 0x01: return 0x01;
+	case 0x3d: return 0x02;
+	case 0x5a: return 0x04;
+	case 0x66: return 0x08;
+	case 0x96: return 0x10;
+	case 0xab: return 0x20;
+	case 0xcc: return 0x40;
+	case 0xf1: return 0x80;
+	}
+	return 0;
+}
+
+static __always_inline void ipv4_options(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u32 olen)
+{
+	__u8 opt[40] = {};
+	__u32 i = 0;
+	int nsec = 0;
+
+	if (olen > 40)
+		olen = 40;
+	if (olen < 4)
+		olen = 4;
+	if (bpf_skb_load_bytes(skb, off, opt, 40) < 0) {
+		/* shorter packet: load what the header claims in 4-byte steps */
+		if (bpf_skb_load_bytes(skb, off, opt, 4) < 0)
+			return;
+	}
+#pragma unroll
+	for (int n = 0; n < 40; n++) {
+		__u8 type, len;
+
+		if (i >= olen || i >= 40)
+			break;
+		type = opt[i];
+		if (type == 0) /* EOL */
+			break;
+		if (type == 1) { /* NOP */
+			i++;
+			continue;
+		}
+		if (i + 1 >= olen || i + 1 >= 40)
+			break;
+		len = opt[i + 1];
+		if (len < 2 || i + len > olen)
+			break;
+		if (len > 4)
+			p->optbits |= ipv4_optbit(type);
+		if (type == 0x82) {
+			if (++nsec > 1)
+				p->flags |= PF_BAD;
+			if (i + 2 < 40)
+				p->secclass = ipso_class(opt[i + 2]);
+		}
+		if (type == 0x86 && (len < 6 || len > 40))
+			p->flags |= PF_BAD;
+		i += len;
+	}
+}
+
+static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u32 fragoff)
+{
+	__u32 dlen = p->dlen;
+	__u8 h[20] = {};
+
+	if (fragoff != 0) {
+		__u32 min = 0;
+
+		if (p->proto == IPPROTO_TCP)
+			min = 20;
+		else if (p->proto == IPPROTO_UDP)
+			min = 8;
+		else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6)
+			min = 8;
+		if (fragoff < min)
+			p->flags |= PF_SHORT;
+		return;
+	}
+
+	switch (p->proto) {
+	case IPPROTO_TCP: {
+		__u8 f;
+
+		if (dlen < 20 || bpf_skb_load_bytes(skb, off, h, 20) < 0) {
+			p->flags |= PF_SHORT;
+			if (dlen >= 4 && bpf_skb_load_bytes(skb, off, h, 4) == 0) {
+				p->sport = (h[0] << 8) | h[1];
+				p->dport = (h[2] << 8) | h[3];
+				p->flags |= PF_PORTS;
+			}
+			return;
+		}
+		p->sport = (h[0] << 8) | h[1];
+		p->dport = (h[2] << 8) | h[3];
+		p->seq = ((__u32)h[4] << 24) | ((__u32)h[5] << 16) | ((__u32)h[6] << 8) | h[7];
+		p->ack = ((__u32)h[8] << 24) | ((__u32)h[9] << 16) | ((__u32)h[10] << 8) | h[11];
+		p->doff = h[12] >> 4;
+		p->tcpflags = f = h[13];
+		p->win = (h[14] << 8) | h[15];
+		p->flags |= PF_PORTS;
+		if (p->doff < 5)
+			p->flags |= PF_BAD;
+		if ((f & 0x20) && h[18] == 0 && h[19] == 0)
+			p->flags |= PF_BAD; /* URG with urp 0 */
+		if ((f & (0x02 | 0x01)) && (f & 0x04) && !(f & 0x10))
+			p->flags |= PF_BAD;
+		if ((f & 0x02) && (f & (0x20 | 0x08)))
+			p->flags |= PF_BAD;
+		if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+			p->flags |= PF_BAD;
+		/* window scale and SACK-permitted from a SYN's options */
+		p->wscale = 0xff;
+		if ((f & 0x02) && p->doff > 5) {
+			__u8 o[40] = {};
+			__u32 olen = (p->doff - 5) * 4, i = 0;
+
+			if (olen > 40)
+				olen = 40;
+			if (bpf_skb_load_bytes(skb, off + 20, o, 40) < 0 &&
+			    bpf_skb_load_bytes(skb, off + 20, o, 4) < 0)
+				return;
+#pragma unroll
+			for (int n = 0; n < 20; n++) {
+				__u8 t, l;
+
+				if (i >= olen || i >= 39)
+					break;
+				t = o[i < 40 ? i : 0];
+				if (t == 0)
+					break;
+				if (t == 1) {
+					i++;
+					continue;
+				}
+				l = o[(i + 1) < 40 ? i + 1 : 0];
+				if (l < 2)
+					break;
+				if (t == 3) {
+					if (l != 3)
+						p->flags |= PF_BAD;
+					else if (i + 2 < 40)
+						p->wscale = o[(i + 2) < 40 ? i + 2 : 0] > 14 ? 14 : o[(i + 2) < 40 ? i + 2 : 0];
+				}
+				if (t == 4) {
+					if (l != 2)
+						p->flags |= PF_BAD;
+					else
+						p->sackok = 1;
+				}
+				i += l;
+			}
+		}
+		return;
+	}
+	case IPPROTO_UDP:
+		if (dlen < 8 || bpf_skb_load_bytes(skb, off, h, 8) < 0) {
+			p->flags |= PF_SHORT;
+			if (dlen >= 4 && bpf_skb_load_bytes(skb, off, h, 4) == 0) {
+				p->sport = (h[0] << 8) | h[1];
+				p->dport = (h[2] << 8) | h[3];
+				p->flags |= PF_PORTS;
+			}
+			return;
+		}
+		p->sport = (h[0] << 8) | h[1];
+		p->dport = (h[2] << 8) | h[3];
+		p->flags |= PF_PORTS;
+		return;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6: {
+		__u8 t;
+		__u32 min = 8;
+
+		if (dlen < 2 || bpf_skb_load_bytes(skb, off, h, 2) < 0) {
+			p->flags |= PF_SHORT;
+			return;
+		}
+		t = h[0];
+		p->icmp = (h[0] << 8) | h[1];
+		p->flags |= PF_ICMPOK;
+		if (dlen >= 8 && bpf_skb_load_bytes(skb, off, h, 8) == 0)
+			p->icmpid = (h[4] << 8) | h[5];
+		if (p->proto == IPPROTO_ICMP) {
+			switch (t) {
+			case 0: case 8: case 9: case 10:
+				p->flags |= PF_ICMPQUERY;
+				break;
+			case 13: case 14:
+				min = 20;
+				p->flags |= PF_ICMPQUERY;
+				break;
+			case 15: case 16:
+				p->flags |= PF_ICMPQUERY;
+				min = 28;
+				break;
+			case 17: case 18:
+				min = 12;
+				p->flags |= PF_ICMPQUERY;
+				break;
+			case 3: case 4: case 5: case 11: case 12:
+				min = 28;
+				p->flags |= PF_ICMPERR;
+				break;
+			default:
+				min = 28;
+			}
+		} else {
+			if (t >= 128)
+				p->flags |= PF_ICMPQUERY;
+			else if (t >= 1 && t <= 4)
+				p->flags |= PF_ICMPERR;
+		}
+		if (dlen < min)
+			p->flags |= PF_SHORT;
+		return;
+	}
+	}
+}
+
+static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, __u32 off)
+{
+	__u8 h[20];
+	__u32 hl, fo, fragoff;
+
+	p->family = 4;
+	if (bpf_skb_load_bytes(skb, off, h, 20) < 0) {
+		p->flags |= PF_SHORT | PF_BAD;
+		return 0;
+	}
+	hl = (h[0] & 0xf) * 4;
+	p->tos = h[1];
+	p->plen = (h[2] << 8) | h[3];
+	fo = (h[6] << 8) | h[7];
+	p->ttl = h[8];
+	p->proto = h[9];
+	__builtin_memcpy(&p->src[0], &h[12], 4);
+	__builtin_memcpy(&p->dst[0], &h[16], 4);
+	if (hl < 20 || p->plen < hl) {
+		p->flags |= PF_BAD;
+		return 0;
+	}
+	p->dlen = p->plen - hl;
+	p->l4off = off + hl;
+	fragoff = (fo & 0x1fff) * 8;
+	if (fo & 0x3fff)
+		p->flags |= PF_FRAG;
+	if (fragoff) {
+		p->flags |= PF_FRAGBODY;
+		if (fragoff + p->dlen > 65535 || p->dlen == 0 || ((fo & 0x2000) && (p->dlen & 7)))
+			p->flags |= PF_BAD;
+	}
+	if ((h[16] & 0xf0) == 0xe0)
+		p->flags |= PF_MCAST | PF_MBCAST;
+	if (hl > 20) {
+		p->flags |= PF_IPOPTS;
+		ipv4_options(skb, p, off + 20, hl - 20);
+	}
+	parse_l4(skb, p, off + hl, fragoff);
+	return 0;
+}
+
+static __always_inline int is_v6ext(__u8 nh)
+{
+	return nh == 0 || nh == 43 || nh == 44 || nh == 51 || nh == 60 || nh == 135;
+}
+
+static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, __u32 off)
+{
+	__u8 h[40];
+	__u8 nh;
+	__u32 pos, end, seen = 0, fragoff = 0;
+
+	p->family = 6;
+	if (bpf_skb_load_bytes(skb, off, h, 40) < 0) {
+		p->flags |= PF_SHORT | PF_BAD;
+		return 0;
+	}
+	p->tos = ((h[0] & 0xf) << 4) | (h[1] >> 4);
+	p->dlen = (h[4] << 8) | h[5];
+	nh = h[6];
+	p->ttl = h[7];
+	__builtin_memcpy(p->src, &h[8], 16);
+	__builtin_memcpy(p->dst, &h[24], 16);
+	p->plen = p->dlen + 40;
+	if (p->dlen == 0) {
+		p->flags |= PF_JUMBO | PF_BAD;
+		return 0;
+	}
+	if (h[24] == 0xff)
+		p->flags |= PF_MCAST | PF_MBCAST;
+	pos = off + 40;
+	end = pos + p->dlen;
+#pragma unroll
+	for (int n = 0; n < 6; n++) {
+		__u8 e[8];
+		__u32 len, bit;
+
+		if (!is_v6ext(nh))
+			break;
+		bit = 1 << (nh & 31);
+		if (nh == 135)
+			bit = 1 << 30;
+		if (seen & bit)
+			p->flags |= PF_BAD;
+		seen |= bit;
+		p->flags |= PF_V6HDRS;
+		if (pos + 8 > end || bpf_skb_load_bytes(skb, pos, e, 8) < 0) {
+			p->flags |= PF_SHORT;
+			p->proto = nh;
+			return 0;
+		}
+		if (nh == 44) {
+			__u32 fo = (e[2] << 8) | e[3];
+
+			len = 8;
+			p->flags |= PF_FRAG;
+			fragoff = fo & 0xfff8;
+			if ((fo & 1) && ((end - pos - 8) & 7))
+				p->flags |= PF_BAD;
+			if (fragoff + (end - pos - 8) > 65535)
+				p->flags |= PF_BAD;
+			nh = e[0];
+			pos += len;
+			if (fragoff) {
+				p->flags |= PF_FRAGBODY;
+				break;
+			}
+			continue;
+		}
+		if (nh == 51)
+			len = (e[1] + 2) * 4;
+		else
+			len = (e[1] + 1) * 8;
+		if (nh == 43 && e[2] == 0 && ((e[1] / 2) < e[3] || (e[3] && (e[1] & 1))))
+			p->flags |= PF_BAD;
+		if (pos + len > end)
+			p->flags |= PF_BAD;
+		nh = e[0];
+		pos += len;
+	}
+	p->proto = nh;
+	if (pos > end) {
+		p->flags |= PF_BAD;
+		return 0;
+	}
+	p->dlen = end - pos;
+	p->l4off = pos;
+	parse_l4(skb, p, pos, fragoff);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- match */
+
+static __always_inline int addr_eq(const __u32 *a, const __u32 *m, const __u32 *pk, __u8 fam)
+{
+	if (((pk[0] & m[0]) ^ a[0]) != 0)
+		return 0;
+	if (fam == 4)
+		return 1;
+	return ((pk[1] & m[1]) == a[1]) && ((pk[2] & m[2]) == a[2]) && ((pk[3] & m[3]) == a[3]);
+}
+
+static __always_inline int port_ok(__u8 op, __u16 lo, __u16 hi, __u16 v)
+{
+	switch (op) {
+	case PORT_EQ: return v == lo;
+	case PORT_NE: return v != lo;
+	case PORT_LT: return v < lo;
+	case PORT_GT: return v > lo;
+	case PORT_LE: return v <= lo;
+	case PORT_GE: return v >= lo;
+	case PORT_OUT: return v < lo || v > hi;
+	case PORT_IN: return v > lo && v < hi;
+	case PORT_RANGE: return v >= lo && v <= hi;
+	}
+	return 0;
+}
+
+static __always_inline int rule_match(const struct rule *r, const struct pktinfo *p)
+{
+	__u32 m = r->match;
+
+	if (m & M_NEVER)
+		return 0;
+	if ((m & M_IFACE) && p->ifindex != r->ifindex[0] && p->ifindex != r->ifindex[1])
+		return 0;
+	if (r->family && r->family != p->family)
+		return 0;
+	if ((m & M_PROTO) && r->proto != p->proto)
+		return 0;
+	if ((m & M_TCPUDP) && p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+		return 0;
+	if ((m & M_TOS) && r->tos != p->tos)
+		return 0;
+	if ((m & M_TTL) && r->ttl != p->ttl)
+		return 0;
+	if (m & M_SRC) {
+		int eq = addr_eq(r->src, r->smask, p->src, p->family);
+
+		if (eq == !!(m & M_NOTSRC))
+			return 0;
+	}
+	if (m & M_DST) {
+		int eq = addr_eq(r->dst, r->dmask, p->dst, p->family);
+
+		if (eq == !!(m & M_NOTDST))
+			return 0;
+	}
+	if (m & (M_SPORT | M_DPORT | M_FLAGS)) {
+		if (!(p->flags & PF_PORTS))
+			return 0;
+		if ((m & M_DPORT) && !port_ok(r->dport_op, r->dport_lo, r->dport_hi, p->dport))
+			return 0;
+		if ((m & M_SPORT) && !port_ok(r->sport_op, r->sport_lo, r->sport_hi, p->sport))
+			return 0;
+		if (m & M_FLAGS) {
+			if (p->proto != IPPROTO_TCP || (p->flags & PF_SHORT))
+				return 0;
+			if ((p->tcpflags & r->tcpf_mask) != r->tcpf)
+				return 0;
+		}
+	}
+	if (m & M_ICMP) {
+		if (!(p->flags & PF_ICMPOK) || (p->flags & PF_FRAGBODY))
+			return 0;
+		if ((p->icmp & r->icmp_mask) != r->icmp_val)
+			return 0;
+	}
+	if ((m & M_WITH) && (p->flags & r->with_mask) != r->with_want)
+		return 0;
+	if ((m & M_OPT) && (p->optbits & r->opt_mask) != r->opt_want)
+		return 0;
+	if ((m & M_SEC) && (p->secclass & r->sec_mask) != r->sec_want)
+		return 0;
+	return 1;
+}
+
+/* ----------------------------------------------------------------- scan */
+
+static long scan_step(__u32 i, void *ctx)
+{
+	struct work *w = get_work();
+	struct pktinfo *p;
+	struct scan *s;
+	struct counter *c;
+	struct rule *r;
+	__u32 pos, key, act;
+
+	if (!w)
+		return 1;
+	p = &w->p;
+	s = &w->s;
+
+	if (s->pos >= s->end) {
+		__u32 d;
+
+		if (s->depth == 0)
+			return 1;
+		s->depth--;
+		d = s->depth & (MAX_DEPTH - 1);
+		s->pos = s->stack_pos[d];
+		s->end = s->stack_end[d];
+		if (s->pass & FR_QUICK)
+			return 1;
+		return 0;
+	}
+	pos = s->pos;
+	if (pos >= MAX_RULES)
+		return 1;
+	if (s->use_index && s->skip == 0) {
+		__u32 blk = pos >> BLOCK_SHIFT;
+
+		if (!((s->cand[(blk >> 6) & (BLOCK_WORDS - 1)] >> (blk & 63)) & 1)) {
+			__u32 next = (blk + 1) << BLOCK_SHIFT;
+
+			s->pos = next < s->end ? next : s->end;
+			return 0;
+		}
+	}
+	s->pos = pos + 1;
+	if (s->skip) {
+		s->skip--;
+		return 0;
+	}
+	key = s->base + pos;
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r)
+		return 1;
+	if (!rule_match(r, p))
+		return 0;
+
+	act = r->action;
+	c = bpf_map_lookup_elem(&counters, &key);
+	if (c) {
+		c->pkts++;
+		c->bytes += p->plen;
+	}
+	s->rule = pos + 1;
+	if ((act & FR_CMDMASK) == FR_LOGONLY) {
+		if ((act & FR_LOG) && s->nlogs < MAX_LOGS) {
+			s->logs[s->nlogs & (MAX_LOGS - 1)] = pos;
+			s->nlogs++;
+		}
+		return 0;
+	}
+	if ((act & FR_CMDMASK) == FR_SKIP) {
+		s->skip = r->skip;
+		return 0;
+	}
+	s->pass = act;
+	if (r->head) {
+		struct list *l;
+		__u32 lk = s->lbase + r->head;
+
+		l = bpf_map_lookup_elem(&lists, &lk);
+		if (l && l->count && s->depth < MAX_DEPTH) {
+			__u32 d = s->depth & (MAX_DEPTH - 1);
+
+			s->stack_pos[d] = s->pos;
+			s->stack_end[d] = s->end;
+			s->depth++;
+			s->pos = l->start;
+			s->end = l->start + l->count;
+			return 0;
+		}
+	}
+	if (act & FR_QUICK)
+		return 1;
+	return 0;
+}
+
+static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 slot)
+{
+	struct lpm_key lk = {};
+	struct port_key pk = {};
+	struct blocks *a, *b;
+
+	s->use_index = 0;
+	if (!cfg(CFG_INDEX0 + slot))
+		return;
+	lk.prefixlen = 64 + (p->family == 4 ? 32 : 128);
+	lk.slot = slot;
+	lk.family = p->family;
+	__builtin_memcpy(lk.addr, p->dst, 16);
+	if (p->family == 4) {
+		lk.addr[1] = lk.addr[2] = lk.addr[3] = 0;
+	}
+	a = bpf_map_lookup_elem(&idx_dst, &lk);
+	pk.slot = slot;
+	pk.port = (p->flags & PF_PORTS) ? p->dport : 0x10000;
+	b = bpf_map_lookup_elem(&idx_dport, &pk);
+	if (!b) {
+		pk.port = 0x20000; /* ports the index has no entry for */
+		if (p->flags & PF_PORTS)
+			b = bpf_map_lookup_elem(&idx_dport, &pk);
+	}
+	if (!a || !b)
+		return;
+#pragma unroll
+	for (int w = 0; w < BLOCK_WORDS; w++)
+		s->cand[w] = a->w[w] & b->w[w];
+	s->use_index = 1;
+}
+
+/* scan_list runs the scan over one list and returns the pass flags. */
+static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, __u32 pass)
+{
+	struct list *l;
+	__u32 lk = slot * MAX_LISTS + list;
+
+	s->base = slot * MAX_RULES;
+	s->lbase = slot * MAX_LISTS;
+	s->pass = pass;
+	s->rule = 0;
+	s->depth = 0;
+	s->skip = 0;
+	s->nlogs = 0;
+	l = bpf_map_lookup_elem(&lists, &lk);
+	if (!l || l->count == 0)
+		return pass;
+	s->pos = l->start;
+	s->end = l->start + l->count;
+	bpf_loop(4 * MAX_RULES, scan_step, NULL, 0);
+	return s->pass;
+}
+
+/* ---------------------------------------------------------------- log */
+
+static __always_inline void emit_log(struct __sk_buff *skb, struct pktinfo *p, __u32 kind,
+				     __u32 pass, __u32 reason, __u32 rule_no, __u32 group_no,
+				     __u32 logtag)
+{
+	struct log_rec *rec;
+	__u32 n, d = p->out;
+
+	rec = bpf_ringbuf_reserve(&log_ring, sizeof(*rec), 0);
+	if (!rec) {
+		stat_inc(d * ST_DIR + ST_LOGFAIL);
+		return;
+	}
+	rec->ts = bpf_ktime_get_ns();
+	rec->kind = kind;
+	rec->ifindex = p->ifindex;
+	rec->rule_no = rule_no;
+	rec->group_no = group_no;
+	rec->pass = pass;
+	rec->reason = reason;
+	rec->pflags = p->flags;
+	rec->plen = p->plen;
+	rec->logtag = logtag;
+	rec->dir = p->out;
+	rec->family = p->family;
+	n = skb->len > p->l3off ? skb->len - p->l3off : 0;
+	if (n > LOG_SNAP)
+		n = LOG_SNAP;
+	rec->caplen = 0;
+	if (n > 0 && bpf_skb_load_bytes(skb, p->l3off, rec->data, n) == 0)
+		rec->caplen = n;
+	bpf_ringbuf_submit(rec, 0);
+	stat_inc(d * ST_DIR + ST_LOGGED);
+}
+
+static __always_inline void log_rule(struct __sk_buff *skb, struct pktinfo *p, __u32 slot,
+				     __u32 idx, __u32 pass, __u32 reason)
+{
+	__u32 key = slot * MAX_RULES + idx;
+	struct rule *r = bpf_map_lookup_elem(&rules, &key);
+
+	if (r)
+		emit_log(skb, p, LOG_PACKET, pass, reason, r->rule_no, r->group_no, r->logtag);
+	else
+		emit_log(skb, p, LOG_PACKET, pass, reason, 0xffffffff, 0xffffffff, 0);
+}
+
+/* -------------------------------------------------------------- state */
+
+static __always_inline void make_key(struct state_key *k, const struct pktinfo *p, int rev)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->proto = p->proto;
+	k->family = p->family;
+	if (!rev) {
+		__builtin_memcpy(k->src, p->src, 16);
+		__builtin_memcpy(k->dst, p->dst, 16);
+		k->sport = p->sport;
+		k->dport = p->dport;
+	} else {
+		__builtin_memcpy(k->src, p->dst, 16);
+		__builtin_memcpy(k->dst, p->src, 16);
+		k->sport = p->dport;
+		k->dport = p->sport;
+	}
+	if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
+		k->sport = p->icmpid;
+		k->dport = p->icmp >> 8;
+	} else if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP) {
+		k->sport = k->dport = 0;
+	}
+}
+
+/* query_of returns the query type an ICMP reply answers, or -1. */
+static __always_inline int query_of(__u8 proto, __u8 type)
+{
+	if (proto == IPPROTO_ICMP) {
+		switch (type) {
+		case 0: return 8;
+		case 14: return 13;
+		case 16: return 15;
+		case 18: return 17;
+		}
+		return -1;
+	}
+	switch (type) {
+	case 129: return 128;
+	case 131: return 130;
+	case 134: return 133;
+	case 136: return 135;
+	case 140: return 139;
+	}
+	return -1;
+}
+
+static __always_inline __u64 tcp_timeout(__u8 st)
+{
+	return cfg(CFG_TO_TCP + ((st & 15) < 12 ? (st & 15) : 11));
+}
+
+static __always_inline void state_release(const struct state_key *k, struct state_entry *e)
+{
+	__u32 key = e->slot * MAX_RULES + (e->rule & (MAX_RULES - 1)), zero = 0;
+	__u32 *n = bpf_map_lookup_elem(&rule_states, &key);
+	__s64 *cnt = bpf_map_lookup_elem(&state_count, &zero);
+
+	if (n && *n > 0)
+		__sync_fetch_and_add(n, -1);
+	if (cnt)
+		__sync_fetch_and_add(cnt, -1);
+	if (e->flags & SF_DCA) {
+		struct dca_key dk = {};
+		__u32 *v;
+
+		dk.slot = e->slot;
+		dk.rule = e->rule;
+		if (!(e->pass & FR_LIMITCUMUL))
+			__builtin_memcpy(dk.src, k->src, 16);
+		v = bpf_map_lookup_elem(&dca, &dk);
+		if (v && *v > 0)
+			__sync_fetch_and_add(v, -1);
+	}
+}
+
+/* tcp_fsm applies IPFilter's per-direction TCP state machine (§3.3) and
+ * returns 0 when the packet must be rejected. */
+static __always_inline int tcp_fsm(struct state_entry *e, int rev, const struct pktinfo *p, __u64 now)
+{
+	__u8 f = p->tcpflags;
+	struct tcp_side *me = rev ? &e->tcp[1] : &e->tcp[0];
+	struct tcp_side *other = rev ? &e->tcp[0] : &e->tcp[1];
+	__u8 n = me->state, o = other->state;
+	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
+	int syn_created = e->flags & SF_SYN;
+
+	if (f & 0x04) { /* RST */
+		me->state = (!(f & 0x08) && data == 0) ? TS_CLOSED : TS_CLOSE_WAIT;
+		if (o <= TS_ESTABLISHED)
+			other->state = TS_CLOSE_WAIT;
+		e->expire = now + tcp_timeout(me->state);
+		return 1;
+	}
+#define TO(x) do { me->state = (x); e->expire = now + tcp_timeout(x); return 1; } while (0)
+#define RESTART() do { e->expire = now + tcp_timeout(me->state); return 1; } while (0)
+	switch (n) {
+	case TS_LISTEN:
+		if ((f & 0x12) == 0x12)
+			TO(TS_SYN_RECEIVED);
+		if (f & 0x02)
+			TO(TS_SYN_SENT);
+		if (!syn_created && (f & 0x17) == 0x10) {
+			if (o == TS_LISTEN || o == TS_SYN_RECEIVED)
+				TO(TS_HALF_ESTAB);
+			if (o == TS_HALF_ESTAB || o == TS_ESTABLISHED)
+				TO(TS_ESTABLISHED);
+		}
+		return 0;
+	case TS_SYN_SENT:
+		if ((f & 0x3f) == 0x02)
+			return 1;
+		if ((f & 0x13) == 0x10)
+			TO(TS_ESTABLISHED);
+		if (f & 0x01)
+			TO(TS_FIN_WAIT_1);
+		if ((f & 0x12) == 0x12)
+			TO(TS_SYN_RECEIVED);
+		return 0;
+	case TS_SYN_RECEIVED:
+		if ((f & 0x13) == 0x10)
+			TO(TS_ESTABLISHED);
+		if ((f & 0x3f) == 0x12)
+			return 1;
+		if (f & 0x01)
+			TO(TS_FIN_WAIT_1);
+		return 0;
+	case TS_HALF_ESTAB:
+		if (f & 0x01)
+			TO(TS_FIN_WAIT_1);
+		if (f & 0x10) {
+			if (o == TS_HALF_ESTAB || o == TS_ESTABLISHED)
+				TO(TS_ESTABLISHED);
+			RESTART();
+		}
+		return 0;
+	case TS_ESTABLISHED:
+		if (f & 0x01)
+			TO(o == TS_FIN_WAIT_1 ? TS_CLOSING : TS_FIN_WAIT_1);
+		if ((f & 0x10) && o == TS_FIN_WAIT_1)
+			TO(TS_CLOSE_WAIT);
+		if ((f & 0x10) && o < TS_CLOSE_WAIT)
+			TO(TS_ESTABLISHED);
+		RESTART();
+	case TS_CLOSE_WAIT:
+		if (f & 0x01)
+			TO(TS_LAST_ACK);
+		TO(TS_CLOSE_WAIT);
+	case TS_FIN_WAIT_1:
+		if ((f & 0x10) && o > TS_CLOSE_WAIT)
+			TO(TS_LAST_ACK);
+		TO(TS_FIN_WAIT_1);
+	case TS_CLOSING:
+		if ((f & 0x11) == 0x10)
+			TO(TS_TIME_WAIT);
+		RESTART();
+	case TS_LAST_ACK:
+		if (f & 0x10)
+			RESTART();
+		return 0;
+	case TS_FIN_WAIT_2:
+		return 0;
+	case TS_TIME_WAIT:
+		if (o == TS_LAST_ACK)
+			TO(TS_CLOSED);
+		return 1;
+	case TS_CLOSED:
+		return 1;
+	}
+#undef TO
+#undef RESTART
+	return 0;
+}
+
+static __always_inline int seq_ge(__u32 a, __u32 b) { return (__s32)(a - b) >= 0; }
+static __always_inline int seq_gt(__u32 a, __u32 b) { return (__s32)(a - b) > 0; }
+
+/* tcp_window implements §3.4; returns 0 when the packet is out of window. */
+static __always_inline int tcp_window(struct state_entry *e, int rev, const struct pktinfo *p)
+{
+	struct tcp_side *fs = rev ? &e->tcp[1] : &e->tcp[0];
+	struct tcp_side *ts = rev ? &e->tcp[0] : &e->tcp[1];
+	__u8 f = p->tcpflags;
+	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
+	__u32 len = data + ((f & 0x02) ? 1 : 0) + ((f & 0x01) ? 1 : 0);
+	__u32 win, end, seq = p->seq, ack = p->ack, maxwin;
+	__s32 ackskew;
+	int syn_created = e->flags & SF_SYN, inwin = 0;
+
+	if (e->pass & FR_STLOOSE)
+		return 1;
+	if (f & 0x02) {
+		win = p->win;
+		if (p->wscale != 0xff) {
+			fs->wscale = p->wscale;
+			fs->wflags |= WF_WSCALE_SEEN;
+		}
+		if (p->sackok)
+			fs->wflags |= WF_SACK;
+	} else {
+		win = (__u32)p->win << (fs->wscale & 15);
+	}
+	if (win == 0)
+		win = 1;
+	end = seq + len;
+	if (!(f & 0x02) && (fs->wflags & WF_WSCALE_FIRST)) {
+		fs->wflags &= ~WF_WSCALE_FIRST;
+		fs->maxwin = win;
+	}
+	if (fs->end == 0 && (!syn_created || (f & 0x12) == 0x12)) {
+		fs->end = end - 1;
+		fs->maxwin = 1;
+		fs->maxend = end + win;
+	}
+	if (!(f & 0x10) || ((f & 0x14) && ack == 0))
+		ack = ts->end;
+	maxwin = ts->maxwin;
+	ackskew = (__s32)(ts->end - ack);
+	if ((e->pass & FR_STSTRICT) && seq != fs->end)
+		return 0;
+	if (seq_ge(fs->maxend, end) && seq_ge(seq, fs->end - maxwin) &&
+	    -ackskew <= 66000 && ackskew <= (66000 << (fs->wscale & 15)))
+		inwin = 1;
+	else if (seq == fs->maxend && ackskew == 0 && (fs->wflags & WF_SACK) && (ts->wflags & WF_SACK))
+		inwin = 1;
+	else if (seq == 0 && (f & 0x3f) == 0x14 && ackskew >= -1 && ackskew <= 1)
+		inwin = 1;
+	else if (!syn_created && !(fs->wflags & (WF_WSCALE_SEEN | WF_WSCALE_FIRST)) &&
+		 ((seq == fs->maxend && ackskew == 0) || seq_ge(seq + maxwin, fs->end - maxwin)))
+		inwin = 1;
+	if (!inwin)
+		return 0;
+	if (ackskew < 0)
+		ts->end = ack;
+	if (win > fs->maxwin)
+		fs->maxwin = win;
+	if (seq_gt(end, fs->end))
+		fs->end = end;
+	if (seq_ge(ack + win, ts->maxend))
+		ts->maxend = ack + win;
+	return 1;
+}
+
+static __always_inline void tcp_init(struct state_entry *e, const struct pktinfo *p)
+{
+	__u8 f = p->tcpflags;
+	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
+	__u32 len = data + ((f & 0x02) ? 1 : 0) + ((f & 0x01) ? 1 : 0);
+	__u32 win = p->win;
+
+	if (win == 0)
+		win = 1;
+	e->tcp[0].end = e->tcp[0].maxend = p->seq + len;
+	e->tcp[0].maxwin = win;
+	e->tcp[1].maxwin = 1;
+	if (p->wscale != 0xff) {
+		e->tcp[0].wscale = p->wscale;
+		e->tcp[0].wflags |= WF_WSCALE_SEEN | WF_WSCALE_FIRST;
+	}
+	if (p->sackok)
+		e->tcp[0].wflags |= WF_SACK;
+	if (!(f & 0x02)) {
+		e->tcp[1].end = e->tcp[1].maxend = p->ack;
+		e->tcp[1].maxwin = 4 * win;
+	}
+}
+
+static __always_inline void state_delete(struct state_key *k, struct state_entry *e)
+{
+	state_release(k, e);
+	bpf_map_delete_elem(&states, k);
+}
+
+/* state_lookup finds the entry for p (forward, then reverse) and applies
+ * the TCP checks; it returns the entry or NULL. */
+static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *revp, __u64 now)
+{
+	struct state_key k;
+	struct state_entry *e;
+	int rev = 0, slot;
+
+	make_key(&k, p, 0);
+	e = bpf_map_lookup_elem(&states, &k);
+	if (!e) {
+		rev = 1;
+		make_key(&k, p, 1);
+		if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
+			int q = query_of(p->proto, p->icmp >> 8);
+
+			if (q < 0)
+				return NULL;
+			k.dport = q;
+		}
+		e = bpf_map_lookup_elem(&states, &k);
+		if (!e)
+			return NULL;
+	} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
+		/* the query itself, repeated: same direction */
+	}
+	if (e->expire < now) {
+		stat_inc(ST_EXPIRED);
+		state_delete(&k, e);
+		return NULL;
+	}
+	slot = rev * 2 + p->out;
+	slot &= 3;
+	if (e->ifindex[slot] && e->ifindex[slot] != p->ifindex)
+		return NULL;
+	if (p->proto == IPPROTO_TCP) {
+		/* a new SYN on a flow closed on both sides starts afresh */
+		if ((p->tcpflags & 0x12) == 0x02 && e->tcp[0].state > TS_ESTABLISHED &&
+		    e->tcp[1].state > TS_ESTABLISHED) {
+			stat_inc(ST_CLOSED);
+			state_delete(&k, e);
+			return NULL;
+		}
+		if (!tcp_window(e, rev, p)) {
+			p->flags |= PF_OOW;
+			stat_inc(ST_OOW);
+			return NULL;
+		}
+		if (!tcp_fsm(e, rev, p, now))
+			return NULL;
+	} else {
+		__u64 to;
+		__u32 age = e->age[rev & 1];
+
+		if (p->proto == IPPROTO_UDP)
+			to = cfg(rev ? CFG_TO_UDPACK : CFG_TO_UDP);
+		else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6)
+			to = cfg(rev ? CFG_TO_ICMPACK : CFG_TO_ICMP);
+		else
+			to = cfg(rev ? CFG_TO_UDPACK : CFG_TO_UDP);
+		if (age)
+			to = (__u64)age * 1000000000ULL;
+		e->expire = now + to;
+	}
+	if (!e->ifindex[slot])
+		e->ifindex[slot] = p->ifindex;
+	e->pkts[slot]++;
+	e->bytes[slot] += p->plen;
+	*revp = rev;
+	return e;
+}
+
+/* state_create adds an entry for p created by rule idx; returns 0 on
+ * failure (the caller turns pass into block). */
+static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx,
+					const struct rule *r, __u32 pass, __u64 now, int dca_on,
+					struct state_entry *ep)
+{
+	struct dca_key dk = {};
+	__u32 *dv = NULL;
+	struct state_key k;
+	__u32 key = slot * MAX_RULES + idx, zero = 0;
+	__u32 *n;
+	__s64 *cnt;
+	__u64 smax = cfg(CFG_STATEMAX);
+
+	if (p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD | PF_STATE))
+		return 0;
+	if ((p->flags & PF_OOW) && !(p->tcpflags & 0x02))
+		return 0;
+	if (p->proto == IPPROTO_TCP && (p->tcpflags & 0x04))
+		return 0;
+	if (p->proto == IPPROTO_ICMP) {
+		__u8 t = p->icmp >> 8;
+
+		if (t != 8 && t != 13 && t != 15 && t != 17)
+			return 0;
+	}
+	if (p->proto == IPPROTO_ICMPV6) {
+		__u8 t = p->icmp >> 8;
+
+		if (t != 128 && t != 130 && t != 133 && t != 135 && t != 139)
+			return 0;
+	}
+	n = bpf_map_lookup_elem(&rule_states, &key);
+	cnt = bpf_map_lookup_elem(&state_count, &zero);
+	if (!n || !cnt)
+		return 0;
+	if (r->state_limit) {
+		if (*n >= r->state_limit) {
+			stat_inc(ST_MAXREF);
+			return 0;
+		}
+	} else if (smax && *cnt >= (__s64)smax) {
+		stat_inc(ST_MAXREF);
+		return 0;
+	}
+	__builtin_memset(ep, 0, sizeof(*ep));
+	if (dca_on) {
+		/* HP "keep limit N [cumulative]": connections per source
+		 * (or per rule), released when the entry goes away */
+		dk.slot = slot;
+		dk.rule = idx;
+		if (!(pass & FR_LIMITCUMUL))
+			__builtin_memcpy(dk.src, p->src, 16);
+		dv = bpf_map_lookup_elem(&dca, &dk);
+		if (dv && *dv >= r->keep_limit)
+			return -2;
+		ep->flags |= SF_DCA;
+	}
+	make_key(&k, p, 0);
+	ep->created = now;
+	ep->pass = pass;
+	ep->rule = idx;
+	ep->slot = slot;
+	ep->age[0] = r->age_fwd;
+	ep->age[1] = r->age_rev;
+	ep->logtag = r->logtag;
+	ep->rule_no = r->rule_no;
+	ep->group_no = r->group_no;
+	ep->ifindex[p->out & 1] = p->ifindex;
+	ep->pkts[p->out & 1] = 1;
+	ep->bytes[p->out & 1] = p->plen;
+	if (p->proto == IPPROTO_TCP) {
+		if (p->tcpflags & 0x02)
+			ep->flags |= SF_SYN;
+		tcp_init(ep, p);
+		if (!tcp_fsm(ep, 0, p, now))
+			return 0;
+		stat_inc(ST_ADD_TCP);
+	} else {
+		__u64 to;
+
+		if (p->proto == IPPROTO_UDP) {
+			to = cfg(CFG_TO_UDP);
+			stat_inc(ST_ADD_UDP);
+		} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
+			to = cfg(CFG_TO_ICMP);
+			stat_inc(ST_ADD_ICMP);
+		} else {
+			to = cfg(CFG_TO_IP);
+			stat_inc(ST_ADD_OTHER);
+		}
+		if (r->age_fwd)
+			to = (__u64)r->age_fwd * 1000000000ULL;
+		ep->expire = now + to;
+	}
+	if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0)
+		return 0;
+	__sync_fetch_and_add(n, 1);
+	__sync_fetch_and_add(cnt, 1);
+	if (dca_on) {
+		if (dv) {
+			__sync_fetch_and_add(dv, 1);
+		} else {
+			__u32 one = 1;
+
+			if (bpf_map_update_elem(&dca, &dk, &one, BPF_NOEXIST) < 0) {
+				dv = bpf_map_lookup_elem(&dca, &dk);
+				if (dv)
+					__sync_fetch_and_add(dv, 1);
+			}
+		}
+	}
+	return 1;
+}
+
+/* ------------------------------------------------------------ replies */
+
+static __always_inline __u16 csum_fold(__u64 s)
+{
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return ~s;
+}
+
+static __always_inline __u64 csum_add(__u64 s, const void *b, __u32 n)
+{
+	const __u16 *w = b;
+
+#pragma unroll
+	for (__u32 i = 0; i < 40; i++) {
+		if (i * 2 >= n)
+			break;
+		s += w[i];
+	}
+	return s;
+}
+
+struct rst4 {
+	__u8 eth[14];
+	__u8 ip[20];
+	__u8 tcp[20];
+} __attribute__((packed, aligned(8)));
+
+struct rst6 {
+	__u8 eth[14];
+	__u8 ip[40];
+	__u8 tcp[20];
+} __attribute__((packed, aligned(8)));
+
+static __always_inline void fill_tcp(__u8 *t, const struct pktinfo *p)
+{
+	__u8 f = p->tcpflags;
+	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
+	__u32 seq = 0, ack = 0;
+	__u8 nf;
+
+	if (f & 0x10) {
+		seq = p->ack;
+		nf = 0x04;
+	} else {
+		ack = p->seq + data + ((f & 0x02) ? 1 : 0) + ((f & 0x01) ? 1 : 0);
+		nf = 0x14;
+	}
+	t[0] = p->dport >> 8; t[1] = p->dport;
+	t[2] = p->sport >> 8; t[3] = p->sport;
+	t[4] = seq >> 24; t[5] = seq >> 16; t[6] = seq >> 8; t[7] = seq;
+	t[8] = ack >> 24; t[9] = ack >> 16; t[10] = ack >> 8; t[11] = ack;
+	t[12] = 5 << 4;
+	t[13] = nf;
+	t[14] = t[15] = t[16] = t[17] = t[18] = t[19] = 0;
+}
+
+/* send_rst rewrites the packet into a TCP RST towards its sender and
+ * redirects it out of the interface it came in on. */
+static __always_inline int send_rst(struct __sk_buff *skb, struct pktinfo *p)
+{
+	if (p->l3off != 14 || p->proto != IPPROTO_TCP)
+		return -1;
+	if (p->family == 4) {
+		struct rst4 b = {};
+		__u64 s = 0;
+		__u8 ph[12] __attribute__((aligned(8)));
+
+		if (bpf_skb_load_bytes(skb, 0, b.eth, 14) < 0)
+			return -1;
+		__builtin_memcpy(ph, b.eth, 6);
+		__builtin_memcpy(b.eth, b.eth + 6, 6);
+		__builtin_memcpy(b.eth + 6, ph, 6);
+		b.ip[0] = 0x45;
+		b.ip[3] = 40;
+		b.ip[8] = 64;
+		b.ip[9] = IPPROTO_TCP;
+		__builtin_memcpy(&b.ip[12], &p->dst[0], 4);
+		__builtin_memcpy(&b.ip[16], &p->src[0], 4);
+		s = csum_add(0, b.ip, 20);
+		{
+			__u16 c = csum_fold(s);
+
+			__builtin_memcpy(&b.ip[10], &c, 2);
+		}
+		fill_tcp(b.tcp, p);
+		__builtin_memcpy(ph, &p->dst[0], 4);
+		__builtin_memcpy(ph + 4, &p->src[0], 4);
+		ph[8] = 0;
+		ph[9] = IPPROTO_TCP;
+		ph[10] = 0;
+		ph[11] = 20;
+		s = csum_add(0, ph, 12);
+		s = csum_add(s, b.tcp, 20);
+		{
+			__u16 c = csum_fold(s);
+
+			__builtin_memcpy(&b.tcp[16], &c, 2);
+		}
+		if (bpf_skb_change_tail(skb, sizeof(b), 0) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, 0, &b, sizeof(b), 0) < 0)
+			return -1;
+	} else {
+		struct rst6 b = {};
+		__u64 s;
+		__u8 ph[40] __attribute__((aligned(8))) = {};
+
+		if (bpf_skb_load_bytes(skb, 0, b.eth, 14) < 0)
+			return -1;
+		__builtin_memcpy(ph, b.eth, 6);
+		__builtin_memcpy(b.eth, b.eth + 6, 6);
+		__builtin_memcpy(b.eth + 6, ph, 6);
+		b.ip[0] = 0x60;
+		b.ip[5] = 20;
+		b.ip[6] = IPPROTO_TCP;
+		b.ip[7] = 64;
+		__builtin_memcpy(&b.ip[8], p->dst, 16);
+		__builtin_memcpy(&b.ip[24], p->src, 16);
+		fill_tcp(b.tcp, p);
+		__builtin_memset(ph, 0, sizeof(ph));
+		__builtin_memcpy(ph, p->dst, 16);
+		__builtin_memcpy(ph + 16, p->src, 16);
+		ph[35] = 20;
+		ph[39] = IPPROTO_TCP;
+		s = csum_add(0, ph, 40);
+		s = csum_add(s, b.tcp, 20);
+		{
+			__u16 c = csum_fold(s);
+
+			__builtin_memcpy(&b.tcp[16], &c, 2);
+		}
+		if (bpf_skb_change_tail(skb, sizeof(b), 0) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, 0, &b, sizeof(b), 0) < 0)
+			return -1;
+	}
+	stat_inc(ST_RST);
+	return bpf_redirect(skb->ifindex, 0);
+}
+
+struct icmp4 {
+	__u8 eth[14];
+	__u8 ip[20];
+	__u8 icmp[8];
+	__u8 orig[28];
+} __attribute__((packed, aligned(8)));
+
+/* send_icmp4 turns an IPv4 packet into an ICMP unreachable (code) to its
+ * sender. The source is the original destination: a TC program does not
+ * know the receiving interface's address without a lookup table. */
+static __always_inline int send_icmp4(struct __sk_buff *skb, struct pktinfo *p, __u8 code)
+{
+	struct icmp4 b = {};
+	__u8 tmp[6];
+	__u64 s;
+
+	if (p->l3off != 14 || p->family != 4)
+		return -1;
+	if (bpf_skb_load_bytes(skb, 0, b.eth, 14) < 0)
+		return -1;
+	/* original IP header (without options) and 8 bytes of L4 */
+	if (bpf_skb_load_bytes(skb, 14, b.orig, 20) < 0)
+		return -1;
+	if (bpf_skb_load_bytes(skb, p->l4off, b.orig + 20, 8) < 0)
+		return -1;
+	b.orig[0] = 0x45;
+	__builtin_memcpy(tmp, b.eth, 6);
+	__builtin_memcpy(b.eth, b.eth + 6, 6);
+	__builtin_memcpy(b.eth + 6, tmp, 6);
+	b.ip[0] = 0x45;
+	b.ip[3] = sizeof(b) - 14;
+	b.ip[8] = 64;
+	b.ip[9] = IPPROTO_ICMP;
+	__builtin_memcpy(&b.ip[12], &p->dst[0], 4);
+	__builtin_memcpy(&b.ip[16], &p->src[0], 4);
+	s = csum_add(0, b.ip, 20);
+	{
+		__u16 c = csum_fold(s);
+
+		__builtin_memcpy(&b.ip[10], &c, 2);
+	}
+	b.icmp[0] = 3;
+	b.icmp[1] = code;
+	s = csum_add(0, b.icmp, 8);
+	s = csum_add(s, b.orig, 28);
+	{
+		__u16 c = csum_fold(s);
+
+		__builtin_memcpy(&b.icmp[2], &c, 2);
+	}
+	if (bpf_skb_change_tail(skb, sizeof(b), 0) < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, 0, &b, sizeof(b), 0) < 0)
+		return -1;
+	stat_inc(ST_ICMPREP);
+	return bpf_redirect(skb->ifindex, 0);
+}
+
+/* --------------------------------------------------------------- main */
+
+static __always_inline int verdict_of(__u32 pass)
+{
+	__u32 cmd = pass & FR_CMDMASK;
+
+	return cmd == FR_BLOCK || cmd == FR_AUTH || cmd == FR_PREAUTH;
+}
+
+static __always_inline int filter(struct __sk_buff *skb, __u8 out)
+{
+	struct work *w = get_work();
+	struct scan *s;
+	struct pktinfo *p;
+	struct state_entry *st;
+	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0;
+	__u64 now;
+	int rev = 0, blocked;
+
+	if (!w || !cfg(CFG_ENABLED))
+		return TC_ACT_UNSPEC;
+	p = &w->p;
+	s = &w->s;
+	__builtin_memset(p, 0, sizeof(*p));
+	__builtin_memset(s, 0, sizeof(*s));
+	p->out = out;
+	p->ifindex = skb->ifindex;
+	l2 = bpf_map_lookup_elem(&ifaces, &p->ifindex);
+	p->l3off = l2 ? *l2 : 14;
+	p->l3off &= 0xff;
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		parse_ipv4(skb, p, p->l3off);
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		parse_ipv6(skb, p, p->l3off);
+		stat_inc(d * ST_DIR + ST_IPV6);
+	} else {
+		stat_inc(d * ST_DIR + ST_NOTIP);
+		return TC_ACT_UNSPEC;
+	}
+	stat_inc(d * ST_DIR + ST_PKTS);
+	if (!out && p->ttl < cfg(CFG_MINTTL))
+		p->flags |= PF_LOWTTL;
+	if (!out && skb->pkt_type == 1)
+		p->flags |= PF_BCAST | PF_MBCAST;
+	if (!out && skb->pkt_type == 2)
+		p->flags |= PF_MCAST | PF_MBCAST;
+	if (p->flags & PF_SHORT)
+		stat_inc(d * ST_DIR + ST_SHORT);
+	if (p->flags & PF_BAD)
+		stat_inc(d * ST_DIR + ST_BAD);
+	if (p->flags & PF_FRAG)
+		stat_inc(d * ST_DIR + ST_FRAG);
+	if (p->flags & PF_JUMBO) {
+		drop_inc(RSN_JUMBO);
+		stat_inc(d * ST_DIR + ST_BLOCK);
+		return TC_ACT_SHOT;
+	}
+
+	slot = cfg(CFG_ACTIVE);
+	if (slot >= NSLOTS)
+		slot = 0;
+	now = now_ns();
+
+	if (!out) {
+		scan_list(s, slot, LIST_ACCT_IN, 0);
+		if (s->rule)
+			stat_inc(d * ST_DIR + ST_ACCT);
+	}
+
+	pass = 0;
+	st = NULL;
+	if (!(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD)))
+		st = state_lookup(p, &rev, now);
+	if (st) {
+		pass = st->pass;
+		if (pass & FR_LOGFIRST)
+			pass &= ~FR_LOG;
+		p->flags |= PF_STATE;
+		stat_inc(ST_HITS);
+		stat_inc(d * ST_DIR + ST_STKEPT);
+		s->rule = 0;
+	} else {
+		__u32 defpass = cfg(CFG_DEFPASS);
+
+		stat_inc(ST_MISSES);
+		load_index(s, p, slot);
+		pass = scan_list(s, slot, out ? LIST_OUT : LIST_IN, defpass);
+		/* pure log rules met during the scan */
+#pragma unroll
+		for (int i = 0; i < MAX_LOGS; i++) {
+			if (i >= s->nlogs)
+				break;
+			log_rule(skb, p, slot, s->logs[i], FR_LOG, RSN_NONE);
+		}
+	}
+
+	if (!st && s->rule && !(pass & FR_NOMATCH)) {
+		__u32 idx = (s->rule - 1) & (MAX_RULES - 1);
+		__u32 key = slot * MAX_RULES + idx;
+		struct rule *r = bpf_map_lookup_elem(&rules, &key);
+
+		if (r && r->pps) {
+			struct pps_window *w = bpf_map_lookup_elem(&pps, &key);
+
+			if (w) {
+				if (now - w->start >= 1000000000ULL) {
+					w->start = now;
+					w->count = 0;
+				}
+				if (__sync_fetch_and_add(&w->count, 1) >= r->pps) {
+					pass = (pass & ~(FR_CMDMASK | FR_RETMASK)) | FR_BLOCK;
+					reason = RSN_PPS;
+					stat_inc(ST_PPS);
+				}
+			}
+		}
+		if (r && (pass & FR_CMDMASK) == FR_PASS) {
+			int dca_on = (pass & FR_KEEPLIMIT) && r->keep_limit && p->proto == IPPROTO_TCP &&
+				     (p->tcpflags & 0x12) == 0x02;
+
+			if ((pass & FR_KEEPSTATE) || dca_on) {
+				int rc = state_create(p, slot, idx, r, pass, now, dca_on, &w->e);
+
+				if (rc == -2) {
+					pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
+					reason = RSN_DCA;
+					stat_inc(ST_DCA);
+				} else if (rc == 0 && (pass & FR_KEEPSTATE)) {
+					pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
+					reason = RSN_STATEADD;
+					stat_inc(d * ST_DIR + ST_STLOST);
+				}
+			}
+		}
+	}
+
+	blocked = verdict_of(pass);
+	if (blocked && reason == RSN_NONE)
+		reason = RSN_FILTER;
+
+	mrule = s->rule;
+	if (out && !blocked) {
+		scan_list(s, slot, LIST_ACCT_OUT, 0);
+		if (s->rule)
+			stat_inc(d * ST_DIR + ST_ACCT);
+	}
+
+	if (pass & FR_NOMATCH) {
+		stat_inc(d * ST_DIR + ST_NOMATCH);
+		logpass = cfg(CFG_LOGFLAGS) & FR_NOMATCH;
+	}
+	if (blocked) {
+		stat_inc(d * ST_DIR + ST_BLOCK);
+		drop_inc(reason);
+	} else {
+		stat_inc(d * ST_DIR + ST_PASS);
+	}
+	if ((pass & FR_LOG) || logpass ||
+	    (cfg(CFG_LOGFLAGS) & (blocked ? FR_BLOCK : FR_PASS))) {
+		if (st)
+			emit_log(skb, p, LOG_PACKET, pass, reason, st->rule_no, st->group_no, st->logtag);
+		else if (mrule && !(pass & FR_NOMATCH))
+			log_rule(skb, p, slot, (mrule - 1) & (MAX_RULES - 1), pass, reason);
+		else
+			emit_log(skb, p, LOG_PACKET, pass, reason, 0xffffffff, 0xffffffff, 0);
+		stat_inc(d * ST_DIR + (blocked ? ST_LOGBLOCK : ST_LOGPASS));
+	}
+
+	if (!blocked)
+		return TC_ACT_UNSPEC;
+	if (!out && (pass & FR_RETMASK)) {
+		int ret = -1;
+
+		if ((pass & FR_RETRST) && p->proto == IPPROTO_TCP &&
+		    !(p->flags & (PF_SHORT | PF_OOW)) && !(p->tcpflags & 0x04))
+			ret = send_rst(skb, p);
+		else if ((pass & FR_RETICMP) && p->family == 4 && !(p->flags & PF_FRAGBODY)) {
+			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
+			struct rule *r = bpf_map_lookup_elem(&rules, &key);
+
+			ret = send_icmp4(skb, p, r ? r->ret_code : 0);
+		}
+		if (ret >= 0)
+			return ret;
+		stat_inc(ST_RETFAIL);
+	}
+	return TC_ACT_SHOT;
+}
+
+SEC("tc")
+int sluice_ingress(struct __sk_buff *skb)
+{
+	return filter(skb, 0);
+}
+
+SEC("tc")
+int sluice_egress(struct __sk_buff *skb)
+{
+	return filter(skb, 1);
+}

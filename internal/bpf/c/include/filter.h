@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Layout shared by the Sluice filter datapath (filter.c) and its Go loader
+ * (internal/bpf/layout.go mirrors every struct and constant here; a test
+ * checks that sizes and offsets agree with the BTF of the compiled object).
+ */
+#ifndef SLUICE_FILTER_H
+#define SLUICE_FILTER_H
+
+#include <linux/types.h>
+
+/* Rule storage: three slots of MAX_RULES rules. Two hold the active and
+ * inactive sets; the third is scratch so a new active set can be written
+ * without touching the running one and published by one config write. */
+#define MAX_RULES 16384
+#define NSLOTS 3
+#define MAX_LISTS 512
+#define MAX_DEPTH 16
+
+/* The index works on blocks of 64 rules: a candidate bitmap says which
+ * blocks may hold a rule matching the packet. */
+#define BLOCK_SHIFT 6
+#define NBLOCKS (MAX_RULES >> BLOCK_SHIFT)
+#define BLOCK_WORDS (NBLOCKS / 64)
+
+/* List ids within a slot; groups follow. */
+#define LIST_IN 0
+#define LIST_OUT 1
+#define LIST_ACCT_IN 2
+#define LIST_ACCT_OUT 3
+#define LIST_GROUP0 4
+
+/* Rule action flags (IPFilter's FR_* values where one exists). */
+#define FR_CMDMASK 0x0000f
+#define FR_LOGONLY 0x00000 /* command 0 + FR_LOG: a pure "log" rule */
+#define FR_BLOCK 0x00001
+#define FR_PASS 0x00002
+#define FR_AUTH 0x00003
+#define FR_PREAUTH 0x00004
+#define FR_ACCOUNT 0x00005
+#define FR_SKIP 0x00006
+#define FR_NOMATCHCMD 0x00007
+#define FR_QUICK 0x00080
+#define FR_KEEPFRAG 0x00100
+#define FR_KEEPSTATE 0x00200
+#define FR_RETRST 0x00800
+#define FR_RETICMP 0x01000
+#define FR_FAKEICMP 0x03000
+#define FR_RETMASK 0x03800
+#define FR_OUTQUE 0x04000
+#define FR_INQUE 0x08000
+#define FR_LOGBODY 0x10000
+#define FR_LOGFIRST 0x20000
+#define FR_LOG 0x40000
+#define FR_LOGORBLOCK 0x100000
+#define FR_STSTRICT 0x400000
+#define FR_NOICMPERR 0x1000000
+#define FR_STLOOSE 0x2000000
+#define FR_KEEPLIMIT 0x4000000 /* HP DCA "keep limit N" */
+#define FR_NOMATCH 0x8000000
+#define FR_LIMITCUMUL 0x10000000 /* "keep limit N cumulative" */
+
+/* Which tests a rule carries. */
+#define M_IFACE 0x0001
+#define M_SRC 0x0002
+#define M_DST 0x0004
+#define M_NOTSRC 0x0008
+#define M_NOTDST 0x0010
+#define M_PROTO 0x0020
+#define M_TCPUDP 0x0040
+#define M_TOS 0x0080
+#define M_TTL 0x0100
+#define M_FLAGS 0x0200
+#define M_ICMP 0x0400
+#define M_SPORT 0x0800
+#define M_DPORT 0x1000
+#define M_WITH 0x2000
+#define M_OPT 0x4000
+#define M_NEVER 0x8000 /* e.g. an interface that does not exist */
+#define M_SEC 0x10000
+
+/* Port comparison operators. */
+#define PORT_EQ 1
+#define PORT_NE 2
+#define PORT_LT 3
+#define PORT_GT 4
+#define PORT_LE 5
+#define PORT_GE 6
+#define PORT_OUT 7 /* lo <> hi */
+#define PORT_IN 8  /* lo >< hi */
+#define PORT_RANGE 9 /* lo : hi */
+
+/* Packet flags: IPFilter's FI_* values, so a rule's "with" mask applies
+ * unchanged; bits above 0x800000 are Sluice's own. */
+#define PF_IPOPTS 0x02
+#define PF_FRAG 0x04
+#define PF_SHORT 0x08
+#define PF_NAT 0x10
+#define PF_MCAST 0x20
+#define PF_BCAST 0x40
+#define PF_MBCAST 0x80
+#define PF_STATE 0x100
+#define PF_BADNAT 0x200
+#define PF_BAD 0x400
+#define PF_OOW 0x800
+#define PF_ICMPERR 0x1000
+#define PF_FRAGBODY 0x2000
+#define PF_BADSRC 0x4000
+#define PF_LOWTTL 0x8000
+#define PF_V6HDRS 0x10000
+#define PF_ICMPQUERY 0x80000
+#define PF_AH 0x200000
+#define PF_PORTS 0x1000000  /* ports and flags may be tested */
+#define PF_ICMPOK 0x2000000 /* icmp-type may be tested */
+#define PF_JUMBO 0x4000000
+
+/* Config keys (array of u64). */
+#define CFG_ACTIVE 0      /* slot of the active set */
+#define CFG_INACTIVE 1    /* slot of the inactive set */
+#define CFG_ENABLED 2     /* filter on (ipf -E) */
+#define CFG_DEFPASS 3     /* default_pass flags */
+#define CFG_CLOCK 4       /* added to bpf_ktime_get_ns: tests move time */
+#define CFG_LOGFLAGS 5    /* ipf -l: FR_PASS/FR_BLOCK/FR_NOMATCH bits to log */
+#define CFG_MINTTL 6
+#define CFG_STATEMAX 7
+#define CFG_INDEX0 8      /* 8..10: slot has an index */
+#define CFG_TO_TCP 12     /* 12..23: TCP state timeouts, ns */
+#define CFG_TO_UDP 24
+#define CFG_TO_UDPACK 25
+#define CFG_TO_ICMP 26
+#define CFG_TO_ICMPACK 27
+#define CFG_TO_IP 28
+#define CFG_STATELOG 29
+#define CFG_N 32
+
+/* Per-direction statistics (index dir*ST_DIR + n) then globals. */
+#define ST_DIR 16
+#define ST_PASS 0
+#define ST_BLOCK 1
+#define ST_NOMATCH 2
+#define ST_ACCT 3
+#define ST_SHORT 4
+#define ST_BAD 5
+#define ST_LOGPASS 6
+#define ST_LOGBLOCK 7
+#define ST_LOGGED 8
+#define ST_LOGFAIL 9
+#define ST_STKEPT 10
+#define ST_STLOST 11
+#define ST_IPV6 12
+#define ST_PKTS 13
+#define ST_FRAG 14
+#define ST_NOTIP 15
+#define ST_RST 32
+#define ST_ICMPREP 33
+#define ST_ADD_TCP 34
+#define ST_ADD_UDP 35
+#define ST_ADD_ICMP 36
+#define ST_ADD_OTHER 37
+#define ST_HITS 38
+#define ST_MISSES 39
+#define ST_MAXREF 40 /* refused: rule limit or state_max */
+#define ST_EXPIRED 41
+#define ST_CLOSED 42
+#define ST_DCA 43
+#define ST_PPS 44
+#define ST_RETFAIL 45
+#define ST_OOW 46
+#define ST_ACTIVE 47 /* not per-cpu meaningful: maintained as +/- */
+#define NSTATS 64
+
+/* Block reasons (ipmon "reason:", IPFilter FRB_* numbering). */
+#define RSN_NONE 0
+#define RSN_FILTER 1
+#define RSN_LOGFAIL 2
+#define RSN_PPS 3
+#define RSN_JUMBO 4
+#define RSN_STATEADD 6
+#define RSN_BADFRAG 15
+#define RSN_BAD 20      /* Sluice: sanity check failed and a rule blocked it */
+#define RSN_DCA 21      /* Sluice: HP keep limit exceeded */
+#define RSN_DISABLED 22
+#define NREASONS 32
+
+/* TCP states (IPFilter numbering). */
+#define TS_LISTEN 0
+#define TS_SYN_SENT 1
+#define TS_SYN_RECEIVED 2
+#define TS_HALF_ESTAB 3
+#define TS_ESTABLISHED 4
+#define TS_CLOSE_WAIT 5
+#define TS_FIN_WAIT_1 6
+#define TS_CLOSING 7
+#define TS_LAST_ACK 8
+#define TS_FIN_WAIT_2 9
+#define TS_TIME_WAIT 10
+#define TS_CLOSED 11
+
+/* State entry flags. */
+#define SF_SYN 0x01     /* created by a SYN */
+#define SF_DCA 0x02     /* counted against a keep limit */
+#define SF_NOSTATE 0x04 /* tracking only (keep limit without keep state) */
+
+#define WF_WSCALE_SEEN 0x01
+#define WF_WSCALE_FIRST 0x02
+#define WF_SACK 0x04
+
+#define LOG_SNAP 128
+#define LOG_PACKET 0
+#define LOG_STATE 1
+
+struct rule {
+	__u32 action;
+	__u32 match;
+	__u32 ifindex[2];
+	__u32 src[4];
+	__u32 smask[4];
+	__u32 dst[4];
+	__u32 dmask[4];
+	__u32 with_mask;
+	__u32 with_want;
+	__u32 opt_mask;
+	__u32 opt_want;
+	__u16 sport_lo;
+	__u16 sport_hi;
+	__u16 dport_lo;
+	__u16 dport_hi;
+	__u8 sport_op;
+	__u8 dport_op;
+	__u8 family;
+	__u8 proto;
+	__u8 tos;
+	__u8 ttl;
+	__u8 tcpf;
+	__u8 tcpf_mask;
+	__u16 icmp_val;
+	__u16 icmp_mask;
+	__u16 head;
+	__u8 ret_code;
+	__u8 sec_mask;
+	__u8 sec_want;
+	__u8 pad0[3];
+	__u32 skip;
+	__u32 pps;
+	__u32 state_limit;
+	__u32 keep_limit;
+	__u32 age_fwd;
+	__u32 age_rev;
+	__u32 logtag;
+	__u32 group_no;
+	__u32 rule_no;
+};
+
+struct list {
+	__u32 start;
+	__u32 count;
+};
+
+struct counter {
+	__u64 pkts;
+	__u64 bytes;
+};
+
+struct pps_window {
+	__u64 start;
+	__u64 count;
+};
+
+struct lpm_key {
+	__u32 prefixlen;
+	__u32 slot;
+	__u32 family;
+	__u32 addr[4];
+};
+
+struct port_key {
+	__u32 slot;
+	__u32 port; /* 0x10000: packet without testable ports */
+};
+
+struct blocks {
+	__u64 w[BLOCK_WORDS];
+};
+
+struct state_key {
+	__u32 src[4];
+	__u32 dst[4];
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 family;
+	__u16 pad;
+};
+
+struct tcp_side {
+	__u32 end;
+	__u32 maxend;
+	__u32 maxwin;
+	__u8 wscale;
+	__u8 wflags;
+	__u8 state;
+	__u8 pad;
+};
+
+struct state_entry {
+	__u64 created;
+	__u64 expire;
+	__u64 pkts[4];  /* [rev*2 + out] */
+	__u64 bytes[4];
+	__u32 pass;
+	__u32 rule;     /* slot-relative rule index */
+	__u32 slot;
+	__u32 ifindex[4];
+	__u32 age[2];   /* seconds, 0 = default */
+	__u32 logtag;
+	__u32 rule_no;
+	__u32 group_no;
+	__u8 flags;
+	__u8 pad[3];
+	struct tcp_side tcp[2];
+};
+
+struct dca_key {
+	__u32 slot;
+	__u32 rule;
+	__u32 src[4]; /* zero for a cumulative limit */
+};
+
+/* Metadata only user space reads: the printed rule and list names, so
+ * ipfstat can show the loaded set without a daemon holding it. */
+#define TEXT_LEN 376
+struct rule_text {
+	__u32 len;
+	__u32 pad;
+	char text[TEXT_LEN];
+};
+
+#define LIST_NAME_LEN 24
+struct list_meta {
+	__u32 dir;   /* 0 in, 1 out */
+	__u32 acct;  /* accounting list */
+	char name[LIST_NAME_LEN]; /* group name, "" for the main lists */
+};
+
+struct log_rec {
+	__u64 ts;
+	__u32 kind;
+	__u32 ifindex;
+	__u32 rule_no;
+	__u32 group_no;
+	__u32 pass;
+	__u32 reason;
+	__u32 pflags;
+	__u32 plen;
+	__u32 logtag;
+	__u16 caplen;
+	__u8 dir;
+	__u8 family;
+	__u8 data[LOG_SNAP];
+};
+
+#endif

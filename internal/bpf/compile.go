@@ -1,0 +1,564 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"net"
+	"net/netip"
+	"strconv"
+
+	"sluice/internal/rules/ipf"
+)
+
+// ErrUnsupported marks a rule the kernel datapath cannot evaluate; the whole
+// load is refused so the running rules stay as they are.
+var ErrUnsupported = errors.New("not supported by the kernel datapath")
+
+// CompileOptions says how names in rules are resolved.
+type CompileOptions struct {
+	// Ifindex resolves an interface name; ok=false means the interface does
+	// not exist, and rules naming it never match (IPFilter's "(!)").
+	// nil uses the host's interfaces.
+	Ifindex func(name string) (index int, ok bool)
+	// Text prints a rule for ipfstat (the ipf printer); nil uses a short
+	// built-in form.
+	Text func(*ipf.Rule) string
+}
+
+// Image is a rule set compiled for one slot of the kernel datapath: rules in
+// storage order, the lists (main in/out, accounting in/out, groups) that
+// index them, and the candidate index. An Image is immutable once built.
+type Image struct {
+	rules []rawRule
+	texts []string
+	lists []imageList
+	// index entries; nil when the set is too small to benefit
+	dst   map[prefixKey]rawBlocks
+	ports map[uint32]rawBlocks
+}
+
+type imageList struct {
+	start, count int
+	dir          ipf.Direction
+	acct         bool
+	name         string
+}
+
+type prefixKey struct {
+	family uint8
+	addr   [16]byte
+	bits   int
+}
+
+type listKey struct {
+	name string
+	dir  ipf.Direction
+	acct bool
+}
+
+// Len returns the number of rules in the image.
+func (im *Image) Len() int { return len(im.rules) }
+
+// indexThreshold is the rule count from which an index is built: below a
+// few blocks the linear scan is as fast as the lookups.
+const indexThreshold = 4 << blockBits
+
+// Compile builds an Image from parsed ipf.conf rules (in file order; @N
+// insertions are applied). It fails on rules the kernel cannot evaluate.
+func Compile(rules []*ipf.Rule, opts CompileOptions) (*Image, error) {
+	if opts.Ifindex == nil {
+		opts.Ifindex = hostIfindex
+	}
+	ids := map[listKey]int{
+		{"", ipf.DirIn, false}:  listIn,
+		{"", ipf.DirOut, false}: listOut,
+		{"", ipf.DirIn, true}:   listAcctIn,
+		{"", ipf.DirOut, true}:  listAcctOut,
+	}
+	order := []listKey{{"", ipf.DirIn, false}, {"", ipf.DirOut, false}, {"", ipf.DirIn, true}, {"", ipf.DirOut, true}}
+	listID := func(k listKey) (int, error) {
+		if id, ok := ids[k]; ok {
+			return id, nil
+		}
+		if len(order) >= MaxLists {
+			return 0, fmt.Errorf("more than %d groups", MaxLists-listGroup0)
+		}
+		ids[k] = len(order)
+		order = append(order, k)
+		return ids[k], nil
+	}
+	type item struct {
+		r   *ipf.Rule
+		raw rawRule
+	}
+	members := make([][]item, 0, 8)
+	for _, r := range rules {
+		raw, err := compileRule(r, opts)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d:%d: %w", r.Pos.File, r.Pos.Line, r.Pos.Col, err)
+		}
+		acct := r.Action == ipf.ActionCount
+		id, err := listID(listKey{r.Group, r.Dir, acct})
+		if err != nil {
+			return nil, err
+		}
+		if r.Head != "" {
+			hid, err := listID(listKey{r.Head, r.Dir, acct})
+			if err != nil {
+				return nil, err
+			}
+			raw.Head = uint16(hid)
+		}
+		for len(members) <= id {
+			members = append(members, nil)
+		}
+		it := item{r, raw}
+		l := members[id]
+		if r.HasInsertAt && int(r.InsertAt) > 0 && int(r.InsertAt) <= len(l) {
+			at := int(r.InsertAt) - 1
+			l = append(l[:at], append([]item{it}, l[at:]...)...)
+		} else {
+			l = append(l, it)
+		}
+		members[id] = l
+	}
+	for len(members) < len(order) {
+		members = append(members, nil)
+	}
+	im := &Image{lists: make([]imageList, len(order))}
+	for id, k := range order {
+		l := members[id]
+		im.lists[id] = imageList{start: len(im.rules), count: len(l), dir: k.dir, acct: k.acct, name: k.name}
+		if len(im.rules)+len(l) > MaxRules {
+			return nil, fmt.Errorf("%d rules: the kernel datapath holds at most %d", len(im.rules)+len(l), MaxRules)
+		}
+		for n, it := range l {
+			it.raw.RuleNo = uint32(n + 1)
+			it.raw.GroupNo = uint32(id)
+			im.rules = append(im.rules, it.raw)
+			if opts.Text != nil {
+				im.texts = append(im.texts, opts.Text(it.r))
+			} else {
+				im.texts = append(im.texts, shortText(it.r))
+			}
+		}
+	}
+	if len(im.rules) >= indexThreshold {
+		im.buildIndex()
+	}
+	return im, nil
+}
+
+func hostIfindex(name string) (int, bool) {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return 0, false
+	}
+	return ifc.Index, true
+}
+
+func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
+	var raw rawRule
+	switch r.Action {
+	case ipf.ActionPass:
+		raw.Action = frPass
+	case ipf.ActionBlock:
+		raw.Action = frBlock
+	case ipf.ActionLog:
+		raw.Action = frLogOnly
+	case ipf.ActionCount:
+		raw.Action = frAccount
+	case ipf.ActionAuth:
+		raw.Action = frAuth
+	case ipf.ActionPreauth:
+		raw.Action = frPreauth
+	case ipf.ActionNomatch:
+		raw.Action = frNomatchCmd | frNomatch
+	case ipf.ActionSkip:
+		raw.Action = frSkip
+		raw.Skip = r.Skip
+	default:
+		return raw, fmt.Errorf("action %s: %w", r.Action, ErrUnsupported)
+	}
+	switch r.Return {
+	case ipf.ReturnRST:
+		raw.Action |= frRetRST
+	case ipf.ReturnICMP:
+		raw.Action |= frRetICMP
+	case ipf.ReturnICMPAsDest:
+		raw.Action |= frFakeICMP
+	}
+	raw.RetCode = r.ICMPCode
+	if r.Dir == ipf.DirOut {
+		raw.Action |= frOutQue
+	} else {
+		raw.Action |= frInQue
+	}
+	if r.Quick {
+		raw.Action |= frQuick
+	}
+	if r.HasLog {
+		raw.Action |= frLog
+		if r.Log.Body {
+			raw.Action |= frLogBody
+		}
+		if r.Log.First {
+			raw.Action |= frLogFirst
+		}
+		if r.Log.OrBlock {
+			raw.Action |= frLogOrBlock
+		}
+	}
+	switch {
+	case r.Call.Func != "" || r.Action == ipf.ActionCall:
+		return raw, fmt.Errorf("call: %w", ErrUnsupported)
+	case r.Expr != nil:
+		return raw, fmt.Errorf("exp: %w", ErrUnsupported)
+	case r.BPF != "":
+		return raw, fmt.Errorf("bpf-v4/bpf-v6: %w", ErrUnsupported)
+	case r.V6HdrsMask != 0:
+		return raw, fmt.Errorf("v6hdr: %w", ErrUnsupported)
+	case r.RouteTo != nil || r.DupTo != nil || r.FastRoute:
+		return raw, fmt.Errorf("to/dup-to/fastroute: %w", ErrUnsupported)
+	}
+	if len(r.On) > 0 {
+		any := false
+		for i, name := range r.On {
+			if i > 1 {
+				break
+			}
+			if name == "-" || name == "*" {
+				any = true
+				continue
+			}
+			idx, ok := opts.Ifindex(name)
+			if !ok {
+				// unresolved: IPFilter keeps the rule but it never matches
+				// that name; the other name of the pair may still match
+				raw.Ifindex[i] = 0xffffffff
+				continue
+			}
+			raw.Ifindex[i] = uint32(idx)
+		}
+		if len(r.On) == 1 {
+			raw.Ifindex[1] = raw.Ifindex[0]
+		}
+		if !any {
+			raw.Match |= mIface
+			if raw.Ifindex[0] == 0xffffffff && raw.Ifindex[1] == 0xffffffff {
+				raw.Match |= mNever
+			}
+		}
+	}
+	raw.Family = uint8(r.Family)
+	if r.HasTos {
+		raw.Match |= mTos
+		raw.Tos = r.Tos
+	}
+	if r.HasTTL {
+		raw.Match |= mTTL
+		raw.TTL = r.TTL
+	}
+	if r.TCPUDP {
+		raw.Match |= mTCPUDP
+	} else if r.HasProto {
+		raw.Match |= mProto
+		raw.Proto = r.Proto
+	}
+	if err := compileAddr(&r.From, &raw, true); err != nil {
+		return raw, err
+	}
+	if err := compileAddr(&r.To, &raw, false); err != nil {
+		return raw, err
+	}
+	if r.From.Port.Op != ipf.PortNone {
+		raw.Match |= mSport
+		raw.SportOp, raw.SportLo, raw.SportHi = uint8(r.From.Port.Op), r.From.Port.Lo, r.From.Port.Hi
+	}
+	if r.To.Port.Op != ipf.PortNone {
+		raw.Match |= mDport
+		raw.DportOp, raw.DportLo, raw.DportHi = uint8(r.To.Port.Op), r.To.Port.Lo, r.To.Port.Hi
+	}
+	if r.HasFlags {
+		raw.Match |= mFlags
+		raw.Tcpf, raw.TcpfMask = r.Flags&r.FlagsMask, r.FlagsMask
+	}
+	if r.HasICMPType {
+		raw.Match |= mICMP
+		raw.ICMPVal, raw.ICMPMask = uint16(r.ICMPType)<<8, 0xff00
+		if r.HasICMPCode {
+			raw.ICMPVal |= uint16(r.ICMPCodeMatch)
+			raw.ICMPMask = 0xffff
+		}
+	}
+	if r.WithMask != 0 {
+		raw.Match |= mWith
+		raw.WithMask, raw.WithWant = r.WithMask, r.With&r.WithMask
+	}
+	if r.OptMask != 0 {
+		raw.Match |= mOpt
+		raw.OptMask, raw.OptWant = r.OptMask, r.OptBits&r.OptMask
+	}
+	if r.SecMask != 0 {
+		raw.Match |= mSec
+		raw.SecMask, raw.SecWant = r.SecMask, r.SecBits&r.SecMask
+	}
+	if r.KeepState != nil {
+		raw.Action |= frKeepState
+		raw.StateLimit = r.KeepState.Limit
+		if r.KeepState.Strict {
+			raw.Action |= frStStrict
+		}
+		if r.KeepState.Loose {
+			raw.Action |= frStLoose
+		}
+		if r.KeepState.NoICMPErr {
+			raw.Action |= frNoICMPErr
+		}
+	}
+	raw.AgeFwd, raw.AgeRev = r.Age[0], r.Age[1]
+	if r.KeepFrags {
+		raw.Action |= frKeepFrag
+	}
+	if r.KeepLimit != 0 {
+		raw.Action |= frKeepLimit
+		raw.KeepLimit = r.KeepLimit
+		if r.KeepLimitCumulative {
+			raw.Action |= frLimitCumul
+		}
+	}
+	raw.PPS = r.PPS
+	if r.Tag.HasLog {
+		raw.Logtag = r.Tag.Log
+	}
+	if r.Tag.NAT != "" && r.TagFromMatch && r.Dir == ipf.DirIn {
+		// the kernel datapath does no NAT, so no packet carries a NAT tag
+		raw.Match |= mNever
+	}
+	return raw, nil
+}
+
+func compileAddr(e *ipf.Endpoint, raw *rawRule, src bool) error {
+	switch e.Addr.Kind {
+	case ipf.AddrAny:
+		// `!any` never matches; IPFilter stores it as mask 0 inverted
+		if e.Not {
+			raw.Match |= mNever
+		}
+		return nil
+	case ipf.AddrHost:
+	default:
+		return fmt.Errorf("address form (pool/hash/interface): %w", ErrUnsupported)
+	}
+	ip, mask := e.Addr.IP, e.Addr.Mask
+	if !ip.IsValid() || !mask.IsValid() || ip.Is4() != mask.Is4() {
+		return fmt.Errorf("address %v/%v: mixed or missing family", ip, mask)
+	}
+	var a, m [4]uint32
+	addrWords(ip, &a)
+	addrWords(mask, &m)
+	for i := range a {
+		a[i] &= m[i]
+	}
+	fam := uint8(6)
+	if ip.Is4() {
+		fam = 4
+	}
+	if raw.Family == 0 {
+		raw.Family = fam
+	} else if raw.Family != fam {
+		raw.Match |= mNever
+	}
+	if src {
+		raw.Src, raw.Smask = a, m
+		raw.Match |= mSrc
+		if e.Not {
+			raw.Match |= mNotSrc
+		}
+	} else {
+		raw.Dst, raw.Dmask = a, m
+		raw.Match |= mDst
+		if e.Not {
+			raw.Match |= mNotDst
+		}
+	}
+	return nil
+}
+
+// addrWords stores an address the way the C program holds it: the network
+// order bytes read as native-endian words.
+func addrWords(ip netip.Addr, w *[4]uint32) {
+	var b [16]byte
+	if ip.Is4() {
+		a := ip.As4()
+		copy(b[:], a[:])
+	} else {
+		b = ip.As16()
+	}
+	for i := range w {
+		w[i] = binary.NativeEndian.Uint32(b[4*i:])
+	}
+}
+
+func wordsBytes(w [4]uint32) [16]byte {
+	var b [16]byte
+	for i := range w {
+		binary.NativeEndian.PutUint32(b[4*i:], w[i])
+	}
+	return b
+}
+
+// prefixBits returns the prefix length of a contiguous mask, or -1.
+func prefixBits(m [4]uint32, fam uint8) int {
+	b := wordsBytes(m)
+	n := 4
+	if fam == 6 {
+		n = 16
+	}
+	total, zero := 0, false
+	for _, x := range b[:n] {
+		if zero && x != 0 {
+			return -1
+		}
+		ones := bits.LeadingZeros8(^x)
+		if x<<ones != 0 {
+			return -1
+		}
+		total += ones
+		if ones < 8 {
+			zero = true
+		}
+	}
+	return total
+}
+
+func (b *rawBlocks) set(pos int) {
+	blk := pos >> blockBits
+	b.W[blk/64] |= 1 << (blk % 64)
+}
+
+func (b *rawBlocks) or(o rawBlocks) {
+	for i := range b.W {
+		b.W[i] |= o.W[i]
+	}
+}
+
+// buildIndex fills the candidate index: for a destination address (LPM)
+// and a destination port (hash), the blocks that hold a rule which could
+// match. A rule that does not constrain the field is in every entry, so the
+// AND of both lookups is a superset of the blocks with matching rules.
+func (im *Image) buildIndex() {
+	var wild4, wild6, wildPort rawBlocks
+	exact := map[uint32]rawBlocks{}
+	prefixes := map[prefixKey]rawBlocks{}
+	for pos := range im.rules {
+		r := &im.rules[pos]
+		if r.Match&mDst != 0 && r.Match&mNotDst == 0 {
+			if bitsN := prefixBits(r.Dmask, r.Family); bitsN >= 0 {
+				k := prefixKey{family: r.Family, addr: wordsBytes(r.Dst), bits: bitsN}
+				b := prefixes[k]
+				b.set(pos)
+				prefixes[k] = b
+			} else {
+				addWild(r, pos, &wild4, &wild6)
+			}
+		} else {
+			addWild(r, pos, &wild4, &wild6)
+		}
+		if r.Match&mDport != 0 && r.DportOp == portEq {
+			b := exact[uint32(r.DportLo)]
+			b.set(pos)
+			exact[uint32(r.DportLo)] = b
+		} else {
+			wildPort.set(pos)
+		}
+	}
+	im.dst = make(map[prefixKey]rawBlocks, len(prefixes)+2)
+	for k, b := range prefixes {
+		v := b
+		if k.family == 4 {
+			v.or(wild4)
+		} else {
+			v.or(wild6)
+		}
+		// add every shorter prefix that covers this one
+		for l := k.bits - 1; l >= 0; l-- {
+			pk := prefixKey{family: k.family, addr: maskBytes(k.addr, l), bits: l}
+			if pb, ok := prefixes[pk]; ok {
+				v.or(pb)
+			}
+		}
+		im.dst[k] = v
+	}
+	for _, fam := range []uint8{4, 6} {
+		k := prefixKey{family: fam, bits: 0}
+		v := wild4
+		if fam == 6 {
+			v = wild6
+		}
+		if pb, ok := prefixes[k]; ok {
+			v.or(pb)
+		}
+		im.dst[k] = v
+	}
+	im.ports = make(map[uint32]rawBlocks, len(exact)+2)
+	for p, b := range exact {
+		b.or(wildPort)
+		im.ports[p] = b
+	}
+	im.ports[0x10000] = wildPort
+	im.ports[0x20000] = wildPort
+}
+
+func addWild(r *rawRule, pos int, w4, w6 *rawBlocks) {
+	if r.Family != 6 {
+		w4.set(pos)
+	}
+	if r.Family != 4 {
+		w6.set(pos)
+	}
+}
+
+func maskBytes(a [16]byte, n int) [16]byte {
+	var out [16]byte
+	for i := range out {
+		switch {
+		case n >= 8:
+			out[i] = a[i]
+			n -= 8
+		case n > 0:
+			out[i] = a[i] & ^byte(0xff>>n)
+			n = 0
+		}
+	}
+	return out
+}
+
+// shortText is the fallback rule text when no printer is given.
+func shortText(r *ipf.Rule) string {
+	s := r.Action.String() + " " + r.Dir.String()
+	if r.Quick {
+		s += " quick"
+	}
+	for i, on := range r.On {
+		if i == 0 {
+			s += " on " + on
+		} else {
+			s += "," + on
+		}
+	}
+	if r.HasProto {
+		s += " proto " + strconv.Itoa(int(r.Proto))
+	}
+	if r.Head != "" {
+		s += " head " + r.Head
+	}
+	if r.Group != "" {
+		s += " group " + r.Group
+	}
+	return s
+}
+
+func nativeWord(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }

@@ -1,0 +1,287 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultPinDir is where the datapath pins its maps, programs and links so
+// that ipf, ipfstat and ipmon work on it without a daemon.
+const DefaultPinDir = "/sys/fs/bpf/sluice"
+
+// ErrNotLoaded is returned by OpenPinned when nothing is pinned there.
+var ErrNotLoaded = errors.New("filter datapath not loaded")
+
+// Options configure Load.
+type Options struct {
+	// PinDir is the bpffs directory for the pins (DefaultPinDir when "").
+	// Tests use a unique subdirectory.
+	PinDir string
+	// NoPin keeps everything in this process only (benchmarks, tests of
+	// the program alone); Attach then fails.
+	NoPin bool
+}
+
+// Datapath is the loaded filter: maps and programs, pinned under one
+// directory. Methods may be called from several goroutines; mu serialises
+// changes to the rule slots, and an flock on the pin directory serialises
+// them between processes.
+type Datapath struct {
+	dir  string
+	objs filterObjects
+	mu   sync.Mutex
+}
+
+// Default timeouts (§3.5), in IPFilter ticks of 0.5 s.
+var defaultTCPTicks = [12]uint64{
+	480,    // LISTEN (tcp_timeout)
+	480,    // SYN_SENT
+	480,    // SYN_RECEIVED
+	480,    // HALF_ESTAB
+	864000, // ESTABLISHED
+	14400,  // CLOSE_WAIT
+	14400,  // FIN_WAIT_1
+	480,    // CLOSING
+	60,     // LAST_ACK
+	480,    // FIN_WAIT_2
+	480,    // TIME_WAIT
+	60,     // CLOSED
+}
+
+const tick = 500 * time.Millisecond
+
+// Load loads the filter programs and maps. Maps already pinned in the
+// directory are reused (rules, state and counters survive a reload); a
+// fresh directory gets the defaults: filter enabled, default pass, IPFilter
+// timeouts. A verifier rejection is returned with its log (print with %+v).
+func Load(opts Options) (*Datapath, error) {
+	spec, err := loadFilter()
+	if err != nil {
+		return nil, fmt.Errorf("loading filter spec: %w", err)
+	}
+	d := &Datapath{dir: opts.PinDir}
+	var copts ebpf.CollectionOptions
+	if !opts.NoPin {
+		if d.dir == "" {
+			d.dir = DefaultPinDir
+		}
+		if err := ensureBPFFS(d.dir); err != nil {
+			return nil, err
+		}
+		for _, m := range spec.Maps {
+			m.Pinning = ebpf.PinByName
+		}
+		copts.Maps.PinPath = d.dir
+	}
+	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
+		return nil, fmt.Errorf("loading filter objects: %w", err)
+	}
+	if err := d.initConfig(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	if !opts.NoPin {
+		for name, p := range map[string]*ebpf.Program{"prog_ingress": d.objs.SluiceIngress, "prog_egress": d.objs.SluiceEgress} {
+			path := filepath.Join(d.dir, name)
+			_ = os.Remove(path)
+			if err := p.Pin(path); err != nil {
+				d.objs.Close()
+				return nil, fmt.Errorf("pinning %s: %w", name, err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// OpenPinned opens a datapath another process loaded into dir.
+func OpenPinned(dir string) (*Datapath, error) {
+	if dir == "" {
+		dir = DefaultPinDir
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config")); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, ErrNotLoaded)
+	}
+	return Load(Options{PinDir: dir})
+}
+
+// Dir returns the pin directory ("" when not pinned).
+func (d *Datapath) Dir() string { return d.dir }
+
+// Close releases this process's handles; pinned objects stay.
+func (d *Datapath) Close() error { return d.objs.Close() }
+
+func (d *Datapath) initConfig() error {
+	var cur uint64
+	if err := d.objs.Config.Lookup(uint32(cfgToTCP+4), &cur); err != nil {
+		return fmt.Errorf("reading config: %w", err)
+	}
+	if cur != 0 {
+		return nil // already initialised by an earlier Load
+	}
+	set := map[uint32]uint64{
+		cfgActive:    0,
+		cfgInactive:  1,
+		cfgEnabled:   1,
+		cfgDefPass:   frPass | frNomatch,
+		cfgMinTTL:    4,
+		cfgStateMax:  4013,
+		cfgToUDP:     240,
+		cfgToUDPAck:  24,
+		cfgToICMP:    120,
+		cfgToICMPAck: 12,
+		cfgToIP:      120,
+		cfgStateLog:  1,
+	}
+	for i, t := range defaultTCPTicks {
+		set[uint32(cfgToTCP+i)] = t
+	}
+	for k, v := range set {
+		if k >= cfgToTCP && k <= cfgToIP {
+			v *= uint64(tick)
+		}
+		if err := d.objs.Config.Put(k, v); err != nil {
+			return fmt.Errorf("writing config: %w", err)
+		}
+	}
+	return nil
+}
+
+func (d *Datapath) cfg(key uint32) uint64 {
+	var v uint64
+	_ = d.objs.Config.Lookup(key, &v)
+	return v
+}
+
+func (d *Datapath) setCfg(key uint32, v uint64) error {
+	if err := d.objs.Config.Put(key, v); err != nil {
+		return fmt.Errorf("writing config %d: %w", key, err)
+	}
+	return nil
+}
+
+// SetEnabled switches the filter on or off (ipf -E / -D); when off every
+// packet passes untouched.
+func (d *Datapath) SetEnabled(on bool) error {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	return d.setCfg(cfgEnabled, v)
+}
+
+// Enabled reports whether the filter is on.
+func (d *Datapath) Enabled() bool { return d.cfg(cfgEnabled) != 0 }
+
+// SetDefaultBlock makes packets no rule matches blocked (true) or passed.
+func (d *Datapath) SetDefaultBlock(block bool) error {
+	v := uint64(frPass | frNomatch)
+	if block {
+		v = frBlock | frNomatch
+	}
+	return d.setCfg(cfgDefPass, v)
+}
+
+// LogFlags are ipf -l's global logging choices.
+type LogFlags uint32
+
+// The flags of SetLogFlags.
+const (
+	LogPass    LogFlags = frPass
+	LogBlock   LogFlags = frBlock
+	LogNomatch LogFlags = frNomatch
+)
+
+// SetLogFlags sets which verdicts are logged even without a log rule.
+func (d *Datapath) SetLogFlags(f LogFlags) error { return d.setCfg(cfgLogFlags, uint64(f)) }
+
+// LogFlags returns the current global logging flags.
+func (d *Datapath) LogFlags() LogFlags { return LogFlags(d.cfg(cfgLogFlags)) }
+
+// SetStateMax sets state_max (entries not created by a rule with a limit).
+func (d *Datapath) SetStateMax(n uint64) error { return d.setCfg(cfgStateMax, n) }
+
+// AdvanceClock moves the datapath's clock forward (state timeouts); tests
+// use it to expire entries without waiting.
+func (d *Datapath) AdvanceClock(by time.Duration) error {
+	return d.setCfg(cfgClock, d.cfg(cfgClock)+uint64(by))
+}
+
+// lock serialises rule changes within and between processes.
+func (d *Datapath) lock() (func(), error) {
+	d.mu.Lock()
+	if d.dir == "" {
+		return d.mu.Unlock, nil
+	}
+	fd, err := unix.Open(d.dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("locking %s: %w", d.dir, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		d.mu.Unlock()
+		return nil, fmt.Errorf("locking %s: %w", d.dir, err)
+	}
+	return func() {
+		unix.Flock(fd, unix.LOCK_UN)
+		unix.Close(fd)
+		d.mu.Unlock()
+	}, nil
+}
+
+// ensureBPFFS makes sure dir lives on a bpf filesystem, mounting one on
+// its parent when the parent is /sys/fs/bpf and nothing is mounted there.
+func ensureBPFFS(dir string) error {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", parent, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(parent, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", parent, err)
+	}
+	if st.Type != unix.BPF_FS_MAGIC {
+		if parent != "/sys/fs/bpf" {
+			return fmt.Errorf("%s is not on a bpf filesystem", dir)
+		}
+		if err := unix.Mount("bpf", parent, "bpf", 0, "mode=0700"); err != nil {
+			return fmt.Errorf("mounting bpffs on %s: %w", parent, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Remove detaches the datapath from every interface and deletes all its
+// pinned objects and the directory.
+func (d *Datapath) Remove() error {
+	var errs []error
+	if err := d.Detach(); err != nil {
+		errs = append(errs, err)
+	}
+	if d.dir != "" {
+		ents, err := os.ReadDir(d.dir)
+		if err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+		for _, e := range ents {
+			if err := os.Remove(filepath.Join(d.dir, e.Name())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := os.Remove(d.dir); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, d.objs.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,403 @@
+package bpf
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"sluice/internal/rules/ipf"
+)
+
+// Set names one of the two rule sets.
+type Set int
+
+// The sets of LoadRules, Flush and Rules.
+const (
+	Active   Set = 0
+	Inactive Set = 1
+)
+
+func (s Set) String() string {
+	if s == Inactive {
+		return "inactive"
+	}
+	return "active"
+}
+
+func (d *Datapath) slotOf(s Set) uint32 {
+	if s == Inactive {
+		return uint32(d.cfg(cfgInactive)) % numSlots
+	}
+	return uint32(d.cfg(cfgActive)) % numSlots
+}
+
+// LoadRules replaces set s with the compiled image. For the active set the
+// image is written to the spare slot and published by one config write, so
+// packets see either the old rules or the new ones, never a mix; if any
+// write fails the running rules are untouched.
+func (d *Datapath) LoadRules(im *Image, s Set) error {
+	unlock, err := d.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	active, inactive := d.slotOf(Active), d.slotOf(Inactive)
+	target := inactive
+	if s == Active {
+		target = 3 - active - inactive
+		if active == inactive {
+			return fmt.Errorf("corrupt config: active and inactive sets share slot %d", active)
+		}
+	}
+	if err := d.writeSlot(target, im); err != nil {
+		return fmt.Errorf("loading %s rules: %w", s, err)
+	}
+	if s == Active {
+		if err := d.setCfg(cfgActive, uint64(target)); err != nil {
+			return fmt.Errorf("publishing rules: %w", err)
+		}
+	}
+	return nil
+}
+
+// Swap exchanges the active and inactive sets (ipf -s) and returns the
+// slot number IPFilter would print ("Set %d now inactive": 0 or 1).
+func (d *Datapath) Swap() (int, error) {
+	unlock, err := d.lock()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	active, inactive := d.slotOf(Active), d.slotOf(Inactive)
+	if err := d.setCfg(cfgActive, uint64(inactive)); err != nil {
+		return 0, err
+	}
+	if err := d.setCfg(cfgInactive, uint64(active)); err != nil {
+		return 0, err
+	}
+	n := d.cfg(cfgSetNo) ^ 1 // IPFilter's set number flips 0/1
+	if err := d.setCfg(cfgSetNo, n); err != nil {
+		return 0, err
+	}
+	return int(n ^ 1), nil
+}
+
+// ActiveSetNumber is IPFilter's number (0 or 1) of the active set.
+func (d *Datapath) ActiveSetNumber() int { return int(d.cfg(cfgSetNo)) }
+
+func (d *Datapath) writeSlot(slot uint32, im *Image) error {
+	base := slot * MaxRules
+	n := len(im.rules)
+	if n > MaxRules {
+		return fmt.Errorf("%d rules exceed the kernel datapath's %d", n, MaxRules)
+	}
+	// rules
+	if n > 0 {
+		keys := make([]uint32, n)
+		for i := range keys {
+			keys[i] = base + uint32(i)
+		}
+		if _, err := d.objs.Rules.BatchUpdate(keys, im.rules, nil); err != nil {
+			return fmt.Errorf("writing rules: %w", err)
+		}
+		if err := d.zeroRuleState(keys); err != nil {
+			return err
+		}
+	}
+	// texts: replace the slot's entries
+	if err := d.clearTexts(slot); err != nil {
+		return err
+	}
+	for i, t := range im.texts {
+		var rt rawRuleText
+		rt.Len = uint32(copy(rt.Text[:], t))
+		if err := d.objs.RuleTexts.Put(base+uint32(i), &rt); err != nil {
+			return fmt.Errorf("writing rule text: %w", err)
+		}
+	}
+	// index
+	if err := d.writeIndex(slot, im); err != nil {
+		return err
+	}
+	// lists last: until they change, the slot's old lists still describe
+	// valid rule ranges
+	lkeys := make([]uint32, MaxLists)
+	lvals := make([]rawList, MaxLists)
+	metas := make([]rawListMeta, MaxLists)
+	for i := range lkeys {
+		lkeys[i] = slot*MaxLists + uint32(i)
+		if i < len(im.lists) {
+			l := im.lists[i]
+			lvals[i] = rawList{Start: uint32(l.start), Count: uint32(l.count)}
+			metas[i].Dir = uint32(l.dir)
+			if l.acct {
+				metas[i].Acct = 1
+			}
+			copy(metas[i].Name[:], l.name)
+		}
+	}
+	if _, err := d.objs.ListMetas.BatchUpdate(lkeys, metas, nil); err != nil {
+		return fmt.Errorf("writing list names: %w", err)
+	}
+	if _, err := d.objs.Lists.BatchUpdate(lkeys, lvals, nil); err != nil {
+		return fmt.Errorf("writing lists: %w", err)
+	}
+	return nil
+}
+
+func (d *Datapath) zeroRuleState(keys []uint32) error {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	zc := make([]rawCounter, len(keys)*ncpu)
+	if _, err := d.objs.Counters.BatchUpdate(keys, zc, nil); err != nil {
+		return fmt.Errorf("zeroing counters: %w", err)
+	}
+	if _, err := d.objs.Pps.BatchUpdate(keys, make([]rawCounter, len(keys)), nil); err != nil {
+		return fmt.Errorf("zeroing pps: %w", err)
+	}
+	if _, err := d.objs.RuleStates.BatchUpdate(keys, make([]uint32, len(keys)), nil); err != nil {
+		return fmt.Errorf("zeroing rule states: %w", err)
+	}
+	return nil
+}
+
+func (d *Datapath) clearTexts(slot uint32) error {
+	var (
+		k    uint32
+		v    rawRuleText
+		dels []uint32
+	)
+	it := d.objs.RuleTexts.Iterate()
+	for it.Next(&k, &v) {
+		if k/MaxRules == slot {
+			dels = append(dels, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading rule texts: %w", err)
+	}
+	for _, k := range dels {
+		if err := d.objs.RuleTexts.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("deleting rule text: %w", err)
+		}
+	}
+	return nil
+}
+
+func (d *Datapath) writeIndex(slot uint32, im *Image) error {
+	// turn the index off for the slot while it is rewritten; the slot is
+	// not running (or about to be replaced), this only keeps it coherent
+	if err := d.setCfg(cfgIndex0+slot, 0); err != nil {
+		return err
+	}
+	var lk rawLPMKey
+	var bl rawBlocks
+	var lkeys []rawLPMKey
+	it := d.objs.IdxDst.Iterate()
+	for it.Next(&lk, &bl) {
+		if lk.Slot == slot {
+			lkeys = append(lkeys, lk)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading index: %w", err)
+	}
+	for _, k := range lkeys {
+		_ = d.objs.IdxDst.Delete(&k)
+	}
+	var pk rawPortKey
+	var pkeys []rawPortKey
+	it = d.objs.IdxDport.Iterate()
+	for it.Next(&pk, &bl) {
+		if pk.Slot == slot {
+			pkeys = append(pkeys, pk)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading index: %w", err)
+	}
+	for _, k := range pkeys {
+		_ = d.objs.IdxDport.Delete(&k)
+	}
+	if im.dst == nil {
+		return nil
+	}
+	for k, v := range im.dst {
+		key := rawLPMKey{Prefixlen: 64 + uint32(k.bits), Slot: slot, Family: uint32(k.family)}
+		for i := range key.Addr {
+			key.Addr[i] = nativeWord(k.addr[4*i:])
+		}
+		if err := d.objs.IdxDst.Put(&key, &v); err != nil {
+			return fmt.Errorf("writing index: %w", err)
+		}
+	}
+	for p, v := range im.ports {
+		if err := d.objs.IdxDport.Put(&rawPortKey{Slot: slot, Port: p}, &v); err != nil {
+			return fmt.Errorf("writing index: %w", err)
+		}
+	}
+	return d.setCfg(cfgIndex0+slot, 1)
+}
+
+// Which selects lists for Flush.
+type Which int
+
+// The lists Flush can empty (ipf -Fi, -Fo, -Fa).
+const (
+	FlushIn Which = 1 << iota
+	FlushOut
+	FlushAll = FlushIn | FlushOut
+)
+
+// Flush removes the rules of the given direction(s) from set s (including
+// their groups and accounting rules) and returns how many were removed.
+func (d *Datapath) Flush(which Which, s Set) (int, error) {
+	im, err := d.readImage(d.slotOf(s))
+	if err != nil {
+		return 0, err
+	}
+	keep := &Image{}
+	removed := 0
+	for _, l := range im.lists {
+		drop := (l.dir == ipf.DirIn && which&FlushIn != 0) || (l.dir == ipf.DirOut && which&FlushOut != 0)
+		nl := imageList{start: len(keep.rules), dir: l.dir, acct: l.acct, name: l.name}
+		if drop {
+			removed += l.count
+		} else {
+			nl.count = l.count
+			keep.rules = append(keep.rules, im.rules[l.start:l.start+l.count]...)
+			keep.texts = append(keep.texts, im.texts[l.start:l.start+l.count]...)
+		}
+		keep.lists = append(keep.lists, nl)
+	}
+	// rule positions moved: the stored group numbers stay list ids, which
+	// did not change
+	if len(keep.rules) >= indexThreshold {
+		keep.buildIndex()
+	}
+	if err := d.LoadRules(keep, s); err != nil {
+		return 0, err
+	}
+	return removed, nil
+}
+
+// readImage reads a slot back (rules, lists, texts).
+func (d *Datapath) readImage(slot uint32) (*Image, error) {
+	im := &Image{}
+	total := 0
+	for i := 0; i < MaxLists; i++ {
+		var l rawList
+		var m rawListMeta
+		if err := d.objs.Lists.Lookup(slot*MaxLists+uint32(i), &l); err != nil {
+			return nil, fmt.Errorf("reading lists: %w", err)
+		}
+		if err := d.objs.ListMetas.Lookup(slot*MaxLists+uint32(i), &m); err != nil {
+			return nil, fmt.Errorf("reading lists: %w", err)
+		}
+		if i >= listGroup0 && l.Count == 0 && m.Name[0] == 0 {
+			break
+		}
+		im.lists = append(im.lists, imageList{
+			start: int(l.Start), count: int(l.Count), dir: ipf.Direction(m.Dir),
+			acct: m.Acct != 0, name: cstr(m.Name[:]),
+		})
+		if end := int(l.Start + l.Count); end > total {
+			total = end
+		}
+	}
+	if total > MaxRules {
+		return nil, fmt.Errorf("corrupt lists: %d rules", total)
+	}
+	im.rules = make([]rawRule, total)
+	im.texts = make([]string, total)
+	for i := 0; i < total; i++ {
+		key := slot*MaxRules + uint32(i)
+		if err := d.objs.Rules.Lookup(key, &im.rules[i]); err != nil {
+			return nil, fmt.Errorf("reading rules: %w", err)
+		}
+		var rt rawRuleText
+		if err := d.objs.RuleTexts.Lookup(key, &rt); err == nil {
+			im.texts[i] = string(rt.Text[:min(int(rt.Len), textLen)])
+		}
+	}
+	return im, nil
+}
+
+func cstr(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// RuleInfo is one loaded rule as ipfstat shows it.
+type RuleInfo struct {
+	Dir     ipf.Direction
+	Acct    bool   // in an accounting list (count rules)
+	Group   string // group name, "" for the main lists
+	Number  int    // 1-based position within its list
+	Text    string // the rule as printed when it was loaded
+	Hits    uint64
+	Bytes   uint64
+	States  uint32 // state entries this rule has live (keep state)
+	Flags   uint32 // action flags (FR_*), for tests and debugging
+	IsHead  bool
+	HeadFor string
+}
+
+// Rules returns the rules of set s: main lists first (in, out, accounting
+// in, accounting out), then groups in the order they were defined.
+func (d *Datapath) Rules(s Set) ([]RuleInfo, error) {
+	slot := d.slotOf(s)
+	im, err := d.readImage(slot)
+	if err != nil {
+		return nil, err
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, err
+	}
+	per := make([]rawCounter, ncpu)
+	var out []RuleInfo
+	for _, l := range im.lists {
+		for i := 0; i < l.count; i++ {
+			pos := l.start + i
+			key := slot*MaxRules + uint32(pos)
+			ri := RuleInfo{Dir: l.dir, Acct: l.acct, Group: l.name, Number: i + 1, Text: im.texts[pos], Flags: im.rules[pos].Action}
+			if err := d.objs.Counters.Lookup(key, &per); err == nil {
+				for _, c := range per {
+					ri.Hits += c.Pkts
+					ri.Bytes += c.Bytes
+				}
+			}
+			_ = d.objs.RuleStates.Lookup(key, &ri.States)
+			if h := int(im.rules[pos].Head); h != 0 && h < len(im.lists) {
+				ri.IsHead = true
+				ri.HeadFor = im.lists[h].name
+			}
+			out = append(out, ri)
+		}
+	}
+	return out, nil
+}
+
+// ZeroRuleCounters clears the hit and byte counters of set s (ipf -z).
+func (d *Datapath) ZeroRuleCounters(s Set) error {
+	slot := d.slotOf(s)
+	keys := make([]uint32, MaxRules)
+	for i := range keys {
+		keys[i] = slot*MaxRules + uint32(i)
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	if _, err := d.objs.Counters.BatchUpdate(keys, make([]rawCounter, len(keys)*ncpu), nil); err != nil {
+		return fmt.Errorf("zeroing counters: %w", err)
+	}
+	return nil
+}

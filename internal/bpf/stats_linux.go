@@ -1,0 +1,335 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+)
+
+// DirStats are the per-direction counters (IPFilter's filterstats_t).
+type DirStats struct {
+	Pass, Block, Nomatch, Acct, Short, Bad uint64
+	LogPass, LogBlock, Logged, LogFail     uint64
+	StateKept, StateLost, IPv6, Pkts, Frag uint64
+	NotIP                                  uint64
+}
+
+// Stats are the datapath's global counters.
+type Stats struct {
+	In, Out DirStats
+	// Generated replies.
+	RSTSent, ICMPSent, ReplyFail uint64
+	// State table.
+	StateAdded           [4]uint64 // TCP, UDP, ICMP, other
+	StateHits, StateMiss uint64
+	StateMaxRefused      uint64
+	StateExpired         uint64
+	StateClosed          uint64
+	StateActive          int64
+	OOW                  uint64
+	DCABlocked           uint64
+	PPSBlocked           uint64
+	// Drops by reason (ipmon's reason numbers).
+	Drops [numReasons]uint64
+}
+
+// Stats sums the per-CPU counters.
+func (d *Datapath) Stats() (Stats, error) {
+	var s Stats
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return s, err
+	}
+	var raw [numStats]uint64
+	per := make([]uint64, ncpu)
+	for i := range raw {
+		if err := d.objs.Stats.Lookup(uint32(i), &per); err != nil {
+			return s, fmt.Errorf("reading stats: %w", err)
+		}
+		for _, v := range per {
+			raw[i] += v
+		}
+	}
+	for i := range s.Drops {
+		if err := d.objs.Drops.Lookup(uint32(i), &per); err != nil {
+			return s, fmt.Errorf("reading drops: %w", err)
+		}
+		for _, v := range per {
+			s.Drops[i] += v
+		}
+	}
+	dir := func(b int) DirStats {
+		return DirStats{
+			Pass: raw[b+stPass], Block: raw[b+stBlock], Nomatch: raw[b+stNomatch], Acct: raw[b+stAcct],
+			Short: raw[b+stShort], Bad: raw[b+stBad], LogPass: raw[b+stLogPass], LogBlock: raw[b+stLogBlock],
+			Logged: raw[b+stLogged], LogFail: raw[b+stLogFail], StateKept: raw[b+stStKept],
+			StateLost: raw[b+stStLost], IPv6: raw[b+stIPv6], Pkts: raw[b+stPkts], Frag: raw[b+stFrag],
+			NotIP: raw[b+stNotIP],
+		}
+	}
+	s.In, s.Out = dir(0), dir(stDir)
+	s.RSTSent, s.ICMPSent, s.ReplyFail = raw[stRST], raw[stICMPRep], raw[stRetFail]
+	s.StateAdded = [4]uint64{raw[stAddTCP], raw[stAddUDP], raw[stAddICMP], raw[stAddOther]}
+	s.StateHits, s.StateMiss = raw[stHits], raw[stMisses]
+	s.StateMaxRefused, s.StateExpired, s.StateClosed = raw[stMaxRef], raw[stExpired], raw[stClosed]
+	s.OOW, s.DCABlocked, s.PPSBlocked = raw[stOOW], raw[stDCA], raw[stPPS]
+	var active int64
+	if err := d.objs.StateCount.Lookup(uint32(0), &active); err == nil {
+		s.StateActive = active
+	}
+	return s, nil
+}
+
+// ZeroStats clears the global counters (ipf -Z).
+func (d *Datapath) ZeroStats() error {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	zero := make([]uint64, ncpu)
+	for i := 0; i < numStats; i++ {
+		if err := d.objs.Stats.Put(uint32(i), zero); err != nil {
+			return fmt.Errorf("zeroing stats: %w", err)
+		}
+	}
+	for i := 0; i < numReasons; i++ {
+		if err := d.objs.Drops.Put(uint32(i), zero); err != nil {
+			return fmt.Errorf("zeroing drops: %w", err)
+		}
+	}
+	return nil
+}
+
+// TCP state names, IPFilter numbering.
+var tcpStateNames = [12]string{"LISTEN", "SYN_SENT", "SYN_RECEIVED", "HALF_ESTAB", "ESTABLISHED",
+	"CLOSE_WAIT", "FIN_WAIT_1", "CLOSING", "LAST_ACK", "FIN_WAIT_2", "TIME_WAIT", "CLOSED"}
+
+// TCPStateName returns the name of IPFilter TCP state n.
+func TCPStateName(n uint8) string {
+	if int(n) < len(tcpStateNames) {
+		return tcpStateNames[n]
+	}
+	return fmt.Sprint(n)
+}
+
+// State is one state table entry.
+type State struct {
+	Proto            uint8
+	Src, Dst         netip.Addr
+	SrcPort, DstPort uint16 // ICMP: id and type
+	TCPState         [2]uint8
+	TTL              time.Duration // remaining lifetime
+	Pass             uint32
+	RuleNo           uint32
+	Group            uint32
+	Tag              uint32
+	Pkts, Bytes      [4]uint64 // [rev*2+out]
+	Ifindex          [4]uint32
+	// TCP window data per side: end:maxend and maxwin<<scale.
+	End, MaxEnd, MaxWin [2]uint32
+	WScale              [2]uint8
+}
+
+func keyAddr(w [4]uint32, fam uint8) netip.Addr {
+	b := wordsBytes(w)
+	if fam == 4 {
+		return netip.AddrFrom4([4]byte(b[:4]))
+	}
+	return netip.AddrFrom16(b)
+}
+
+// States lists the live (not expired) state entries.
+func (d *Datapath) States() ([]State, error) {
+	now, err := d.now()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		k   rawStateKey
+		v   rawStateEntry
+		out []State
+	)
+	it := d.objs.States.Iterate()
+	for it.Next(&k, &v) {
+		if v.Expire < now {
+			continue
+		}
+		s := State{
+			Proto: k.Proto, Src: keyAddr(k.Src, k.Family), Dst: keyAddr(k.Dst, k.Family),
+			SrcPort: k.Sport, DstPort: k.Dport, TTL: time.Duration(v.Expire - now),
+			Pass: v.Pass, RuleNo: v.RuleNo, Group: v.GroupNo, Tag: v.Logtag,
+			Pkts: v.Pkts, Bytes: v.Bytes, Ifindex: v.Ifindex,
+		}
+		for i := 0; i < 2; i++ {
+			s.TCPState[i] = v.TCP[i].State
+			s.End[i], s.MaxEnd[i], s.MaxWin[i], s.WScale[i] = v.TCP[i].End, v.TCP[i].Maxend, v.TCP[i].Maxwin, v.TCP[i].Wscale
+		}
+		out = append(out, s)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading states: %w", err)
+	}
+	return out, nil
+}
+
+// now reads the datapath's clock: CLOCK_MONOTONIC plus the test offset.
+func (d *Datapath) now() (uint64, error) {
+	ns, err := monotonicNow()
+	if err != nil {
+		return 0, err
+	}
+	return ns + d.cfg(cfgClock), nil
+}
+
+// FlushStates removes state entries: all of them when match is nil, else
+// those for which match returns true. It returns how many were removed.
+func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
+	now, err := d.now()
+	if err != nil {
+		return 0, err
+	}
+	var (
+		k    rawStateKey
+		v    rawStateEntry
+		dels []rawStateKey
+		ents []rawStateEntry
+	)
+	it := d.objs.States.Iterate()
+	for it.Next(&k, &v) {
+		if match != nil {
+			s := State{Proto: k.Proto, TCPState: [2]uint8{v.TCP[0].State, v.TCP[1].State}}
+			if v.Expire > now {
+				s.TTL = time.Duration(v.Expire - now)
+			}
+			if !match(s) {
+				continue
+			}
+		}
+		dels = append(dels, k)
+		ents = append(ents, v)
+	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("reading states: %w", err)
+	}
+	n := 0
+	for i, k := range dels {
+		if err := d.objs.States.Delete(&k); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			return n, fmt.Errorf("deleting state: %w", err)
+		}
+		d.releaseState(&k, &ents[i])
+		n++
+	}
+	return n, nil
+}
+
+// releaseState undoes an entry's contribution to the limits, as the
+// program's state_release does.
+func (d *Datapath) releaseState(k *rawStateKey, e *rawStateEntry) {
+	key := e.Slot*MaxRules + e.Rule%MaxRules
+	var n uint32
+	if d.objs.RuleStates.Lookup(key, &n) == nil && n > 0 {
+		_ = d.objs.RuleStates.Put(key, n-1)
+	}
+	var c int64
+	if d.objs.StateCount.Lookup(uint32(0), &c) == nil {
+		_ = d.objs.StateCount.Put(uint32(0), c-1)
+	}
+	if e.Flags&0x02 != 0 {
+		dk := filterDcaKey{Slot: e.Slot, Rule: e.Rule}
+		if e.Pass&frLimitCumul == 0 {
+			dk.Src = k.Src
+		}
+		var v uint32
+		if d.objs.Dca.Lookup(&dk, &v) == nil && v > 0 {
+			_ = d.objs.Dca.Put(&dk, v-1)
+		}
+	}
+}
+
+// LogRecord is one record of the datapath's log ring (ipmon reads these).
+type LogRecord struct {
+	Time    time.Duration // CLOCK_MONOTONIC at logging
+	State   bool          // a state record rather than a packet record
+	Ifindex uint32
+	Out     bool
+	Family  uint8
+	RuleNo  int32  // 1-based rule number, -1 when no rule matched
+	List    uint32 // list id of the rule (0 in, 1 out, 2/3 accounting, 4+ groups)
+	Pass    uint32 // verdict flags (FR_*)
+	Reason  uint32 // block reason (ipmon's numbering)
+	Flags   uint32 // packet flags (FI_*)
+	Len     uint32 // IP length
+	Tag     uint32 // set-tag(log=N)
+	Data    []byte // the packet from its IP header, up to 128 bytes
+}
+
+// Blocked reports whether the logged verdict was block.
+func (r *LogRecord) Blocked() bool {
+	c := r.Pass & frCmdMask
+	return c == frBlock || c == frAuth || c == frPreauth
+}
+
+// LogReader reads log records from the ring.
+type LogReader struct {
+	rd *ringbuf.Reader
+}
+
+// OpenLog starts reading the log ring.
+func (d *Datapath) OpenLog() (*LogReader, error) {
+	rd, err := ringbuf.NewReader(d.objs.LogRing)
+	if err != nil {
+		return nil, fmt.Errorf("opening log ring: %w", err)
+	}
+	return &LogReader{rd: rd}, nil
+}
+
+// SetDeadline makes Read return os.ErrDeadlineExceeded after t.
+func (l *LogReader) SetDeadline(t time.Time) { l.rd.SetDeadline(t) }
+
+// Read blocks for the next record.
+func (l *LogReader) Read() (LogRecord, error) {
+	rec, err := l.rd.Read()
+	if err != nil {
+		return LogRecord{}, err
+	}
+	return decodeLog(rec.RawSample)
+}
+
+// Close stops reading.
+func (l *LogReader) Close() error { return l.rd.Close() }
+
+func decodeLog(b []byte) (LogRecord, error) {
+	const hdr = 48
+	if len(b) < hdr {
+		return LogRecord{}, fmt.Errorf("log record of %d bytes", len(b))
+	}
+	ne := binary.NativeEndian
+	r := LogRecord{
+		Time:    time.Duration(ne.Uint64(b[0:])),
+		State:   ne.Uint32(b[8:]) == logState,
+		Ifindex: ne.Uint32(b[12:]),
+		RuleNo:  int32(ne.Uint32(b[16:])),
+		List:    ne.Uint32(b[20:]),
+		Pass:    ne.Uint32(b[24:]),
+		Reason:  ne.Uint32(b[28:]),
+		Flags:   ne.Uint32(b[32:]),
+		Len:     ne.Uint32(b[36:]),
+		Tag:     ne.Uint32(b[40:]),
+		Out:     b[46] != 0,
+		Family:  b[47],
+	}
+	n := int(ne.Uint16(b[44:]))
+	if n > logSnap || hdr+n > len(b) {
+		return r, fmt.Errorf("log record caplen %d", n)
+	}
+	r.Data = append([]byte(nil), b[hdr:hdr+n]...)
+	return r, nil
+}

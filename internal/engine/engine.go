@@ -1,0 +1,604 @@
+// Package engine is Sluice's reference filter: IPFilter's ipf_check
+// pipeline in Go (ipf-reference §2.2, §2.3). A packet, parsed once into a
+// packet.Info, goes through NAT-in, accounting, the fragment cache or the
+// state table, the rule scan (last match wins unless quick; groups; skip),
+// state and fragment creation, NAT-out and logging, and comes back as a
+// Verdict. Checking a packet does not allocate, except when a state or
+// fragment entry is created.
+package engine
+
+import (
+	"net/netip"
+	"sync"
+
+	"sluice/internal/frag"
+	"sluice/internal/packet"
+	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
+	"sluice/internal/state"
+)
+
+// Packet is the caller-owned per-packet context. The caller sets Data,
+// IfName and Out, and fills Info with Info.Parse (ParseErr holds Parse's
+// error); Check fills the remaining fields. Reuse one Packet per worker.
+type Packet struct {
+	Data     []byte
+	IfName   string
+	Out      bool
+	Info     packet.Info
+	ParseErr error
+
+	sp state.Packet
+	fk fragKeyT
+}
+
+// Result is what Check returns besides the verdict.
+type Result struct {
+	Verdict Verdict
+	// Pass is the final FR_* flag word.
+	Pass uint32
+	// Rule is the rule that decided (nil if none); RuleNum its 0-based
+	// index in its list, -1 if none; Group its group.
+	Rule    *ruleset.Rule
+	RuleNum int
+	Group   string
+	Reason  Reason
+	// ICMPCode is the code for return-icmp replies.
+	ICMPCode uint8
+	// State is the state entry the packet matched or created, if any.
+	State *state.Entry
+}
+
+// Config configures an Engine.
+type Config struct {
+	Tunables *Tunables // nil = defaults
+	Clock    state.Clock
+	NAT      NAT
+	Pools    Pools
+	Logger   Logger
+}
+
+// Engine is one filter instance: rule sets, state table, fragment cache.
+type Engine struct {
+	sets   *ruleset.Sets
+	States *state.Table
+	Frags  *frag.Cache
+	clock  state.Clock
+	nat    NAT
+	pools  Pools
+	logger Logger
+
+	mu          sync.Mutex // guards tun
+	tun         *Tunables
+	defaultPass uint32
+	minTTL      uint8
+	stats       Stats
+}
+
+// Stats are global counters, per direction (0 in, 1 out).
+type Stats struct {
+	Pass, Block, NoMatch, Counted, Bad, Logged [2]uint64
+}
+
+// fragCookie is what the fragment cache remembers about a rule.
+type fragCookie struct {
+	rule *ruleset.Rule
+	num  int
+}
+
+// New returns an engine with empty rule sets.
+func New(c Config) *Engine {
+	if c.Tunables == nil {
+		c.Tunables = NewTunables()
+	}
+	if c.Clock == nil {
+		c.Clock = &state.ManualClock{}
+	}
+	e := &Engine{
+		sets: ruleset.NewSets(), clock: c.Clock, nat: c.NAT, pools: c.Pools, logger: c.Logger,
+		tun: c.Tunables,
+	}
+	e.States = state.New(c.Tunables.StateConfig(), c.Clock)
+	fs, _ := c.Tunables.Get("frag_size")
+	ft, _ := c.Tunables.Get("frag_ttl")
+	e.Frags = frag.New(int(fs), uint32(ft), c.Clock)
+	e.applyTunables()
+	return e
+}
+
+// Close releases the tables.
+func (e *Engine) Close() { e.States.Close() }
+
+// Sets returns the rule sets (active and inactive).
+func (e *Engine) Sets() *ruleset.Sets { return e.sets }
+
+// SetNAT installs the NAT hook.
+func (e *Engine) SetNAT(n NAT) { e.nat = n }
+
+// SetPools installs the pool lookup hook.
+func (e *Engine) SetPools(p Pools) { e.pools = p }
+
+// SetLogger installs the logger.
+func (e *Engine) SetLogger(l Logger) { e.logger = l }
+
+// Tunables returns the live tunables; call ApplyTunables after changing
+// them.
+func (e *Engine) Tunables() *Tunables { return e.tun }
+
+// ApplyTunables pushes tunable values into the tables.
+func (e *Engine) ApplyTunables() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.applyTunables()
+}
+
+func (e *Engine) applyTunables() {
+	e.States.SetConfig(e.tun.StateConfig())
+	fs, _ := e.tun.Get("frag_size")
+	ft, _ := e.tun.Get("frag_ttl")
+	e.Frags.SetLimits(int(fs), uint32(ft))
+	dp, _ := e.tun.Get("default_pass")
+	e.defaultPass = uint32(dp)
+	mt, _ := e.tun.Get("min_ttl")
+	e.minTTL = uint8(mt)
+}
+
+// Stats returns a copy of the global counters.
+func (e *Engine) Stats() Stats { e.mu.Lock(); defer e.mu.Unlock(); return e.stats }
+
+// scan holds the per-packet scan context.
+type scan struct {
+	e       *Engine
+	p       *Packet
+	rule    *ruleset.Rule
+	ruleNum int
+	group   string
+	matched bool // a rule matched in the list being scanned
+	reason  Reason
+	icode   uint8
+	depth   int
+	portcmp bool
+}
+
+// Check runs one packet through the filter.
+func (e *Engine) Check(p *Packet) Result {
+	set := e.sets.Active()
+	fi := &p.Info
+	out := b2i(p.Out)
+	sc := scan{e: e, p: p, ruleNum: -1}
+	res := Result{RuleNum: -1}
+
+	if p.ParseErr != nil {
+		res.Pass = ruleset.FRBlock | ruleset.FRNoMatch
+		res.Verdict = VerdictBadPacket
+		res.Reason = ReasonMakeFrip
+		e.count(out, &res)
+		return res
+	}
+	if !p.Out && fi.TTL < e.minTTL {
+		fi.Flags |= packet.FlagLowTTL
+	}
+	pass := e.defaultPass
+	if !p.Out && e.nat != nil && !e.nat.In(p) {
+		fi.Flags |= packet.FlagBadNAT
+		res.Pass = ruleset.FRBlock
+		res.Reason = ReasonNATv4
+		if fi.Version == 6 {
+			res.Reason = ReasonNATv6
+		}
+		res.Verdict = VerdictBlock
+		e.count(out, &res)
+		return res
+	}
+	sc.portcmp = fi.Flags&packet.FlagTCPUDP != 0 && fi.DLen > 3 && fi.Off == 0
+
+	if !p.Out {
+		e.account(&sc, &set.AcctIn)
+	}
+	matched := false
+	if fi.Flags&packet.FlagFrag != 0 && fi.Flags&packet.FlagBad == 0 {
+		e.fragKey(p)
+		fe, bad := e.Frags.Lookup(&p.fk, fi.Off, fi.DLen, fi.PLen)
+		if bad {
+			fi.Flags |= packet.FlagBad
+			sc.reason = ReasonBadFrag
+		} else if fe != nil {
+			if c, ok := fe.Rule.(*fragCookie); ok && c != nil {
+				pass = fe.Pass
+				if pass&ruleset.FRKeepState != 0 {
+					fi.Flags |= packet.FlagState
+					pass &^= ruleset.FRKeepState
+				}
+				if pass&ruleset.FRLogFirst != 0 {
+					pass &^= ruleset.FRLogFirst | ruleset.FRLog
+				}
+				sc.rule, sc.ruleNum, sc.group = c.rule, c.num, c.rule.Group
+				matched = true
+			}
+		}
+	}
+	if !matched {
+		if se, ok := e.stateCheck(p); ok {
+			pass = se.Pass
+			if pass&ruleset.FRLogFirst != 0 {
+				pass &^= ruleset.FRLogFirst | ruleset.FRLog
+			}
+			fi.Flags |= packet.FlagState
+			if r, ok := se.Cookie.(*ruleset.Rule); ok {
+				sc.rule = r
+			}
+			sc.ruleNum, sc.group = se.RuleNum, se.Group
+			res.State = se
+			matched = true
+			if fi.Flags&packet.FlagFrag != 0 && isPass(pass) {
+				e.fragKey(p)
+				e.Frags.Add(&p.fk, pass, &fragCookie{sc.rule, sc.ruleNum}, fi.Off, fi.DLen, fi.PLen)
+			}
+		}
+	}
+	if !matched || pass&ruleset.FRNoMatch != 0 {
+		list := &set.In
+		if p.Out {
+			list = &set.Out
+		}
+		pass = sc.scanList(list, pass)
+		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&packet.FlagFrag != 0 {
+			e.fragKey(p)
+			e.Frags.Add(&p.fk, pass, &fragCookie{sc.rule, sc.ruleNum}, fi.Off, fi.DLen, fi.PLen)
+		}
+		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && sc.rule.PPS != 0 && e.ppsExceeded(sc.rule) {
+			pass &^= ruleset.FRCmdMask | ruleset.FRRetMask
+			pass |= ruleset.FRBlock
+			sc.reason = ReasonPPSRate
+		}
+	}
+	if pass&ruleset.FRKeepState != 0 && fi.Flags&(packet.FlagState|packet.FlagBadNAT) == 0 {
+		if se, ok := e.stateAdd(&sc, pass); ok {
+			res.State = se
+		} else if isPass(pass) {
+			pass &^= ruleset.FRCmdMask
+			pass |= ruleset.FRBlock
+			sc.reason = ReasonStateAdd
+		}
+	}
+	if p.Out && isPass(pass) {
+		e.account(&sc, &set.AcctOut)
+		if e.nat != nil {
+			tag := ""
+			if sc.rule != nil {
+				tag = sc.rule.NATTag
+			}
+			if !e.nat.Out(p, tag) {
+				fi.Flags |= packet.FlagBadNAT
+				pass &^= ruleset.FRCmdMask
+				pass |= ruleset.FRBlock
+				sc.reason = ReasonNATv4
+				if fi.Version == 6 {
+					sc.reason = ReasonNATv6
+				}
+			}
+		}
+	}
+	if pass&ruleset.FRLog != 0 && e.logger != nil {
+		lm := pass & ruleset.FRLogMask
+		if lm == ruleset.FRLog|ruleset.FRPass || lm == ruleset.FRLog|ruleset.FRBlock {
+			if err := e.log(&sc, pass); err != nil && pass&ruleset.FRLogOrBlock != 0 {
+				pass &^= ruleset.FRCmdMask
+				pass |= ruleset.FRBlock
+				sc.reason = ReasonLogFail2
+			}
+		}
+	}
+	res.Pass = pass
+	res.Rule, res.RuleNum, res.Group = sc.rule, sc.ruleNum, sc.group
+	res.Reason = sc.reason
+	res.ICMPCode = sc.icode
+	res.Verdict = verdictOf(pass, false)
+	e.count(out, &res)
+	return res
+}
+
+func (e *Engine) count(out int, r *Result) {
+	e.mu.Lock()
+	switch r.Verdict {
+	case VerdictPass:
+		e.stats.Pass[out]++
+	case VerdictNoMatch:
+		e.stats.NoMatch[out]++
+	case VerdictBadPacket:
+		e.stats.Bad[out]++
+	default:
+		e.stats.Block[out]++
+	}
+	e.mu.Unlock()
+}
+
+// verdictOf maps result flags to a verdict in ipftest's order (§2.3).
+func verdictOf(pass uint32, dropped bool) Verdict {
+	if pass&ruleset.FRNoMatch != 0 {
+		if dropped {
+			return VerdictBadPacket
+		}
+		return VerdictNoMatch
+	}
+	switch pass & ruleset.FRRetMask {
+	case ruleset.FRRetRST:
+		return VerdictBlockReturnRST
+	case ruleset.FRRetICMP:
+		return VerdictBlockReturnICMP
+	case ruleset.FRFakeICMP:
+		return VerdictBlockReturnICMPAsDest
+	}
+	switch pass & ruleset.FRCmdMask {
+	case ruleset.FRPass:
+		return VerdictPass
+	case ruleset.FRBlock:
+		return VerdictBlock
+	case ruleset.FRAuth:
+		return VerdictAuth
+	case ruleset.FRAccount:
+		return VerdictAccount
+	case ruleset.FRPreauth:
+		return VerdictPreauth
+	}
+	return VerdictNoMatch
+}
+
+func isPass(pass uint32) bool { return pass&ruleset.FRCmdMask == ruleset.FRPass }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// account scans an accounting list; it only bumps rule counters.
+func (e *Engine) account(sc *scan, l *ruleset.List) {
+	if len(l.Rules) == 0 {
+		return
+	}
+	a := scan{e: e, p: sc.p, ruleNum: -1, portcmp: sc.portcmp}
+	a.scanList(l, ruleset.FRNoMatch)
+	if a.matched {
+		e.mu.Lock()
+		e.stats.Counted[b2i(sc.p.Out)]++
+		e.mu.Unlock()
+	}
+}
+
+// scanList is ipf_scanlist (§2.3).
+func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
+	sc.matched = false
+	skip := 0
+	p := sc.p
+	for n, r := range l.Rules {
+		if skip > 0 {
+			skip--
+			continue
+		}
+		if !sc.match(r) {
+			continue
+		}
+		passo := pass
+		passt := r.Flags
+		if passt&ruleset.FRLogMask == ruleset.FRLog {
+			if err := sc.e.log(sc, passt); err != nil && passt&ruleset.FRLogOrBlock != 0 {
+				passt &^= ruleset.FRCmdMask
+				passt |= ruleset.FRBlock | ruleset.FRQuick
+				sc.reason = ReasonLogFail
+			}
+		}
+		r.Stats.Hits.Add(1)
+		r.Stats.Bytes.Add(uint64(p.Info.PLen))
+		sc.rule, sc.ruleNum, sc.group = r, n, r.Group
+		sc.matched = true
+		if passt&ruleset.FRCmdMask == ruleset.FRSkip && r.Skip > 0 {
+			skip = r.Skip
+		} else if lm := passt & ruleset.FRLogMask; lm != ruleset.FRLog && passt&ruleset.FRCmdMask != ruleset.FRDecap {
+			pass = passt
+		}
+		if passt&ruleset.FRRetMask != 0 {
+			sc.icode = r.ICMPCode
+		}
+		if r.HeadList != nil && sc.depth < 16 {
+			sc.depth++
+			inner := pass
+			saved := *sc
+			inner = sc.scanList(r.HeadList, pass)
+			sc.depth--
+			if !sc.matched {
+				sc.rule, sc.ruleNum, sc.group = saved.rule, saved.ruleNum, saved.group
+				inner = pass
+			}
+			sc.matched = true
+			pass = inner
+		}
+		if pass&ruleset.FRQuick != 0 {
+			if pass&ruleset.FRKeepState != 0 && pass&ruleset.FRCmdMask != ruleset.FRAuth &&
+				p.Info.Flags&packet.FlagState == 0 {
+				if _, ok := sc.e.stateAdd(sc, pass); !ok {
+					pass = passo
+					continue
+				}
+			}
+			break
+		}
+	}
+	return pass
+}
+
+// match is ipf_check_ipf plus the interface and tag checks.
+func (sc *scan) match(r *ruleset.Rule) bool {
+	p := sc.p
+	fi := &p.Info
+	if r.Out != p.Out {
+		return false
+	}
+	if r.IfName != "" && r.IfName != p.IfName {
+		return false
+	}
+	if r.Family != 0 && r.Family != fi.Version {
+		return false
+	}
+	t := r.Tests
+	if t == 0 {
+		return true
+	}
+	if t&TestProtoBit != 0 {
+		if r.TCPUDP {
+			if fi.Flags&packet.FlagTCPUDP == 0 {
+				return false
+			}
+		} else if fi.Proto != r.Proto {
+			return false
+		}
+	}
+	if t&ruleset.TestTos != 0 && fi.TOS != r.Tos {
+		return false
+	}
+	if t&ruleset.TestTTL != 0 && fi.TTL != r.TTL {
+		return false
+	}
+	if t&ruleset.TestOpt != 0 {
+		if fi.Version != 4 || fi.OptMask&r.OptMask != r.Opt || fi.SecMask&r.SecMask != r.Sec {
+			return false
+		}
+	}
+	if t&ruleset.TestV6Hdr != 0 {
+		if fi.Version != 6 || fi.OptMask&r.V6Mask != r.V6 {
+			return false
+		}
+	}
+	if t&ruleset.TestSrc != 0 && !sc.addrMatch(&r.Src4, fi.Src) {
+		return false
+	}
+	if t&ruleset.TestDst != 0 && !sc.addrMatch(&r.Dst4, fi.Dst) {
+		return false
+	}
+	if t&ruleset.TestWith != 0 && uint32(fi.Flags)&r.WithMask != r.With {
+		return false
+	}
+	if sc.portcmp {
+		return tcpudpCheck(r, fi)
+	}
+	if t&(ruleset.TestSrcPort|ruleset.TestDstPort|ruleset.TestFlags) != 0 {
+		return false
+	}
+	if t&ruleset.TestICMP != 0 {
+		if (fi.Proto != packet.ProtoICMP && fi.Proto != packet.ProtoICMPv6) || fi.Off != 0 || fi.DLen < 2 || !fi.HasICMP {
+			return false
+		}
+		if (uint16(fi.ICMPType)<<8|uint16(fi.ICMPCode))&r.ICMPMask != r.ICMPValue {
+			return false
+		}
+	}
+	return true
+}
+
+// TestProtoBit aliases ruleset.TestProto.
+const TestProtoBit = ruleset.TestProto
+
+func tcpudpCheck(r *ruleset.Rule, fi *packet.Info) bool {
+	ok := true
+	if r.Tests&ruleset.TestDstPort != 0 {
+		ok = portCheck(&r.DstPort, fi.DstPort)
+	}
+	if ok && r.Tests&ruleset.TestSrcPort != 0 {
+		ok = portCheck(&r.SrcPort, fi.SrcPort)
+	}
+	if ok && fi.Proto == packet.ProtoTCP {
+		if fi.Flags&packet.FlagShort != 0 {
+			return r.Tests&ruleset.TestFlags == 0
+		}
+		if r.Tests&ruleset.TestFlags != 0 && r.TCPFlags != fi.TCPFlags&r.TCPFlagsMask {
+			return false
+		}
+	} else if ok && r.Tests&ruleset.TestFlags != 0 {
+		// Flags on a non-TCP packet: IPFilter's rule would carry proto tcp.
+		return false
+	}
+	if ok && r.Tests&ruleset.TestICMP != 0 {
+		return false
+	}
+	return ok
+}
+
+func portCheck(pt *ipf.Port, port uint16) bool {
+	switch pt.Op {
+	case ipf.PortEq:
+		return port == pt.Lo
+	case ipf.PortNe:
+		return port != pt.Lo
+	case ipf.PortLt:
+		return port < pt.Lo
+	case ipf.PortGt:
+		return port > pt.Lo
+	case ipf.PortLe:
+		return port <= pt.Lo
+	case ipf.PortGe:
+		return port >= pt.Lo
+	case ipf.PortOutRange:
+		return port < pt.Lo || port > pt.Hi
+	case ipf.PortInRange:
+		return port > pt.Lo && port < pt.Hi
+	case ipf.PortRange:
+		return port >= pt.Lo && port <= pt.Hi
+	}
+	return true
+}
+
+func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr) bool {
+	var hit bool
+	switch m.Kind {
+	case ipf.AddrAny:
+		hit = true
+	case ipf.AddrHost:
+		if a.Is4() {
+			b := a.As4()
+			hit = m.Match(b[:])
+		} else {
+			b := a.As16()
+			hit = m.Match(b[:])
+		}
+	case ipf.AddrPool, ipf.AddrHash:
+		if sc.e.pools == nil {
+			return false
+		}
+		hit = sc.e.pools.Contains(m.Kind, m.Table, a)
+	default:
+		// Interface addresses are not known to the reference engine.
+		hit = false
+	}
+	return hit != m.Not
+}
+
+func (e *Engine) ppsExceeded(r *ruleset.Rule) bool {
+	now := e.clock.Ticks()
+	st := r.Stats
+	start := st.PPSStart.Load()
+	if st.PPSCount.Load() == 0 || now-start >= 2 {
+		st.PPSStart.Store(now)
+		st.PPSCount.Store(1)
+		return false
+	}
+	return st.PPSCount.Add(1) > r.PPS
+}
+
+func (e *Engine) log(sc *scan, pass uint32) error {
+	if e.logger == nil {
+		return nil
+	}
+	rec := LogRecord{Pkt: sc.p, Pass: pass, Rule: sc.ruleNum, Group: sc.group, Reason: sc.reason,
+		Body: pass&ruleset.FRLogBody != 0}
+	if sc.rule != nil {
+		rec.LogTag = sc.rule.LogTag
+	}
+	err := e.logger.LogPacket(&rec)
+	if err == nil {
+		e.mu.Lock()
+		e.stats.Logged[b2i(sc.p.Out)]++
+		e.mu.Unlock()
+	}
+	return err
+}

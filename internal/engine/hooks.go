@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"net/netip"
+
+	"sluice/internal/rules/ipf"
+)
+
+// NAT is the hook through which the NAT engine (sluice/internal/nat) plugs
+// into the filter pipeline (ipf-reference §2.2 steps 2 and 8). Both
+// methods may rewrite p.Data in place and must then re-parse p.Info (or
+// patch it) so that later stages see the translated packet. They must not
+// allocate for packets of an existing session.
+type NAT interface {
+	// In translates an inbound packet (rdr, bimap and existing sessions)
+	// before filtering. It returns false when translation failed; the
+	// engine then blocks the packet with FI_BADNAT.
+	In(p *Packet) bool
+	// Out translates an outbound packet that passed the filter. tag is
+	// the nat tag of the matched rule's set-tag(nat=...), "" if none. It
+	// returns false when translation failed (the packet is blocked).
+	Out(p *Packet, tag string) bool
+}
+
+// Pools answers `pool/N` and `hash/N` address tests (ipf-reference §1.3.4).
+// sluice/internal/pool implements it.
+type Pools interface {
+	// Contains reports whether addr is in the ippool table named table
+	// (a number as text or a name), of kind ipf.AddrPool (tree) or
+	// ipf.AddrHash, with role ipf. An unknown table never matches.
+	Contains(kind ipf.AddrKind, table string, addr netip.Addr) bool
+}
+
+// LogRecord is what the engine hands to a Logger for one packet log
+// record (IPFilter's ipf_log_pkt).
+type LogRecord struct {
+	Pkt *Packet
+	// Pass holds the FR_* flags that caused the record.
+	Pass uint32
+	// Rule is the 0-based index of the rule within its list or group, or
+	// -1 when no rule had matched yet; Group is its group ("" = main).
+	Rule  int
+	Group string
+	// Reason is the block reason (ReasonRule unless something failed).
+	Reason Reason
+	// LogTag is the rule's set-tag(log=N).
+	LogTag uint32
+	// Body asks for the packet body (log body).
+	Body bool
+}
+
+// Logger receives packet log records. An error makes `log or-block`
+// rules block the packet.
+type Logger interface {
+	LogPacket(r *LogRecord) error
+}

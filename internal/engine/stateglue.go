@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"sluice/internal/frag"
+	"sluice/internal/packet"
+	"sluice/internal/ruleset"
+	"sluice/internal/state"
+)
+
+// fillState describes p to the state table without allocating.
+func fillState(p *Packet) *state.Packet {
+	fi := &p.Info
+	sp := &p.sp
+	*sp = state.Packet{
+		V: fi.Version, Proto: fi.Proto, Src: fi.Src, Dst: fi.Dst,
+		SPort: fi.SrcPort, DPort: fi.DstPort,
+		ICMPType: fi.ICMPType, ICMPCode: fi.ICMPCode, ICMPID: fi.ICMPID,
+		TCPFlags: fi.TCPFlags, Seq: fi.Seq, Ack: fi.Ack, Win: fi.Win,
+		PLen: fi.PLen, Out: p.Out, IfName: p.IfName,
+	}
+	switch fi.Proto {
+	case packet.ProtoTCP:
+		sp.DataLen = fi.TCPDataLen()
+		if fi.TCPHdrLen > 20 && fi.L4Off+fi.TCPHdrLen <= len(p.Data) {
+			sp.TCPOpts = p.Data[fi.L4Off+20 : fi.L4Off+fi.TCPHdrLen]
+		}
+	case packet.ProtoUDP:
+		sp.DataLen = fi.DLen - 8
+	}
+	if fi.Version == 4 {
+		sp.MultiDst = fi.Flags&(packet.FlagMulticast|packet.FlagBroadcast|packet.FlagMBCast) != 0
+	} else {
+		sp.MultiDst = fi.Proto == packet.ProtoICMPv6 && fi.Dst.IsMulticast()
+	}
+	return sp
+}
+
+// stateCheck is ipf_state_check.
+func (e *Engine) stateCheck(p *Packet) (*state.Entry, bool) {
+	fi := &p.Info
+	if fi.Flags&(packet.FlagShort|packet.FlagState|packet.FlagFragBody|packet.FlagBad) != 0 {
+		return nil, false
+	}
+	if fi.Flags&packet.FlagICMPErr != 0 {
+		return e.icmpErrorState(p)
+	}
+	sp := fillState(p)
+	se, _, res := e.States.Lookup(sp)
+	switch res {
+	case state.Hit:
+		return se, true
+	case state.OutOfWindow:
+		fi.Flags |= packet.FlagOOW
+	}
+	return nil, false
+}
+
+// icmpErrorState matches an ICMP error to the state of the packet it
+// quotes (§3.6).
+func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
+	fi := &p.Info
+	off := fi.L4Off + 8
+	d := p.Data
+	if fi.PLen < len(d) {
+		d = d[:fi.PLen]
+	}
+	var emb state.Packet
+	if fi.Version == 4 {
+		if fi.HLen != 20 || off+20+8 > len(d) || d[off]>>4 != 4 {
+			return nil, false
+		}
+		ip := d[off:]
+		hl := int(ip[0]&0xf) * 4
+		if hl < 20 || off+hl+4 > len(d) {
+			return nil, false
+		}
+		if binary.BigEndian.Uint16(ip[6:])&0x1fff != 0 {
+			return nil, false
+		}
+		emb.V, emb.Proto = 4, ip[9]
+		emb.Src = netip.AddrFrom4([4]byte(ip[12:16]))
+		emb.Dst = netip.AddrFrom4([4]byte(ip[16:20]))
+		l4 := ip[hl:]
+		e.fillEmbL4(&emb, l4)
+	} else {
+		if off+40+8 > len(d) || d[off]>>4 != 6 {
+			return nil, false
+		}
+		ip := d[off:]
+		emb.V, emb.Proto = 6, ip[6]
+		emb.Src = netip.AddrFrom16([16]byte(ip[8:24]))
+		emb.Dst = netip.AddrFrom16([16]byte(ip[24:40]))
+		e.fillEmbL4(&emb, ip[40:])
+	}
+	se, ok := e.States.LookupICMPError(&emb, p.Out)
+	if !ok {
+		return nil, false
+	}
+	if se.ICMPHead != "" {
+		set := e.sets.Active()
+		if g := set.Groups[se.ICMPHead]; g != nil {
+			sc := scan{e: e, p: p, ruleNum: -1}
+			sc.portcmp = fi.Flags&packet.FlagTCPUDP != 0 && fi.DLen > 3 && fi.Off == 0
+			pass := sc.scanList(g, e.defaultPass)
+			if sc.matched && pass&ruleset.FRCmdMask != ruleset.FRPass {
+				return nil, false
+			}
+		}
+	}
+	return se, true
+}
+
+func (e *Engine) fillEmbL4(emb *state.Packet, l4 []byte) {
+	switch emb.Proto {
+	case packet.ProtoTCP, packet.ProtoUDP:
+		if len(l4) >= 4 {
+			emb.SPort = binary.BigEndian.Uint16(l4)
+			emb.DPort = binary.BigEndian.Uint16(l4[2:])
+		}
+	case packet.ProtoICMP, packet.ProtoICMPv6:
+		if len(l4) >= 6 {
+			emb.ICMPType = l4[0]
+			emb.ICMPID = binary.BigEndian.Uint16(l4[4:])
+		}
+	}
+}
+
+// stateAdd is ipf_state_add for the packet of sc matched by sc.rule.
+func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
+	p := sc.p
+	fi := &p.Info
+	if fi.Flags&(packet.FlagShort|packet.FlagState|packet.FlagFragBody|packet.FlagBad) != 0 {
+		return nil, false
+	}
+	if fi.Flags&packet.FlagOOW != 0 && !(fi.Proto == packet.ProtoTCP && fi.TCPFlags&packet.TCPFlagSyn != 0) {
+		return nil, false
+	}
+	r := sc.rule
+	lim := state.Limits{RuleNum: sc.ruleNum, Group: sc.group}
+	if r != nil {
+		lim.RuleID = r.ID
+		lim.IfNames = r.IfNames
+		lim.Tag = r.LogTag
+		lim.Cookie = r
+		lim.AgeFwd, lim.AgeRev = r.Age[0], r.Age[1]
+		if ks := r.KeepState; ks != nil {
+			lim.Limit = int(ks.Limit)
+			lim.MaxSrcs = int(ks.MaxSrcs)
+			lim.MaxPerSrc = int(ks.MaxPerSrc)
+			lim.PerSrcBits = int(ks.MaxPerSrcBits)
+			lim.Strict, lim.Loose, lim.NoICMPErr = ks.Strict, ks.Loose, ks.NoICMPErr
+			lim.ICMPHead = ks.ICMPHead
+		}
+		if p.Out {
+			// The rule's interfaces describe the outbound slots.
+			lim.IfNames = [4]string{r.IfNames[2], r.IfNames[3], r.IfNames[0], r.IfNames[1]}
+		}
+		for i, n := range lim.IfNames {
+			if n == "*" || n == "-" {
+				lim.IfNames[i] = n
+			}
+		}
+	}
+	sp := fillState(p)
+	se, err := e.States.Add(sp, pass, &lim)
+	if err != state.AddOK {
+		return nil, false
+	}
+	fi.Flags |= packet.FlagState
+	if fi.Flags&packet.FlagFrag != 0 {
+		e.fragKey(p)
+		e.Frags.Add(&p.fk, pass, &fragCookie{sc.rule, sc.ruleNum}, fi.Off, fi.DLen, fi.PLen)
+	}
+	return se, true
+}
+
+func (e *Engine) fragKey(p *Packet) {
+	fi := &p.Info
+	p.fk = fragKeyOf(fi, p.IfName)
+}
+
+func fragKeyOf(fi *packet.Info, ifname string) (k fragKeyT) {
+	k.V, k.Proto, k.ID = fi.Version, fi.Proto, fi.ID
+	k.Src, k.Dst = fi.Src, fi.Dst
+	k.OptMsk, k.SecMsk, k.Auth = fi.OptMask, fi.SecMask, fi.Auth
+	k.IfName = ifname
+	return k
+}
+
+type fragKeyT = frag.Key

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"sluice/internal/state"
+)
+
+// Tunable describes one `ipf -T` tunable (ipf-reference §3.7).
+type Tunable struct {
+	Name     string // 5.x name
+	Alias    string // 4.1 name, "" if none
+	Min, Max uint64
+	Default  uint64
+	ReadOnly bool
+}
+
+// tunableTable lists every tunable with its 5.x defaults. Timeouts are in
+// ticks (0.5 s).
+var tunableTable = []Tunable{
+	{"ipf_flags", "fr_flags", 0, 0xffffffff, 0, false},
+	{"active", "fr_active", 0, 0, 0, true},
+	{"control_forwarding", "fr_control_forwarding", 0, 1, 0, false},
+	{"update_ipid", "fr_update_ipid", 0, 1, 0, false},
+	{"chksrc", "fr_chksrc", 0, 1, 0, false},
+	{"min_ttl", "fr_minttl", 0, 1, 4, false},
+	{"icmp_minfragmtu", "fr_icmpminfragmtu", 0, 1, 68, false},
+	{"default_pass", "fr_pass", 0, 0xffffffff, 0x8000002, false},
+	{"tcp_idle_timeout", "fr_tcpidletimeout", 1, 0x7fffffff, 864000, false},
+	{"tcp_close_wait", "fr_tcpclosewait", 1, 0x7fffffff, 480, false},
+	{"tcp_last_ack", "fr_tcplastack", 1, 0x7fffffff, 60, false},
+	{"tcp_timeout", "fr_tcptimeout", 1, 0x7fffffff, 480, false},
+	{"tcp_syn_sent", "", 1, 0x7fffffff, 480, false},
+	{"tcp_syn_received", "", 1, 0x7fffffff, 480, false},
+	{"tcp_closed", "fr_tcpclosed", 1, 0x7fffffff, 60, false},
+	{"tcp_half_closed", "fr_tcphalfclosed", 1, 0x7fffffff, 14400, false},
+	{"tcp_time_wait", "fr_tcptimewait", 1, 0x7fffffff, 480, false},
+	{"udp_timeout", "fr_udptimeout", 1, 0x7fffffff, 240, false},
+	{"udp_ack_timeout", "fr_udpacktimeout", 1, 0x7fffffff, 24, false},
+	{"icmp_timeout", "fr_icmptimeout", 1, 0x7fffffff, 120, false},
+	{"icmp_ack_timeout", "fr_icmpacktimeout", 1, 0x7fffffff, 12, false},
+	{"ip_timeout", "fr_iptimeout", 1, 0x7fffffff, 120, false},
+	{"state_max", "fr_statemax", 1, 0x7fffffff, 4013, false},
+	{"state_size", "fr_statesize", 1, 0x7fffffff, 5737, false},
+	{"state_lock", "fr_state_lock", 0, 1, 0, true},
+	{"state_maxbucket", "fr_state_maxbucket", 1, 0x7fffffff, 26, false},
+	{"state_logging", "ipstate_logging", 0, 1, 1, false},
+	{"state_wm_high", "", 2, 100, 99, false},
+	{"state_wm_low", "", 1, 99, 90, false},
+	{"state_wm_freq", "", 2, 999999, 20, false},
+	{"nat_lock", "fr_nat_lock", 0, 1, 0, false},
+	{"nat_table_size", "ipf_nattable_sz", 1, 0x7fffffff, 2047, false},
+	{"nat_table_max", "ipf_nattable_max", 1, 0x7fffffff, 30000, false},
+	{"nat_rules_size", "ipf_natrules_sz", 1, 0x7fffffff, 127, false},
+	{"rdr_rules_size", "ipf_rdrrules_sz", 1, 0x7fffffff, 127, false},
+	{"hostmap_size", "ipf_hostmap_sz", 1, 0x7fffffff, 2047, false},
+	{"nat_maxbucket", "fr_nat_maxbucket", 1, 0x7fffffff, 22, false},
+	{"nat_logging", "nat_logging", 0, 1, 1, false},
+	{"nat_doflush", "fr_nat_doflush", 0, 1, 0, false},
+	{"nat_table_wm_low", "", 1, 99, 90, false},
+	{"nat_table_wm_high", "", 2, 100, 99, false},
+	{"frag_size", "ipfr_size", 1, 0x7fffffff, 257, false},
+	{"frag_ttl", "fr_ipfrttl", 1, 0x7fffffff, 120, false},
+	{"log_suppress", "ipl_suppress", 0, 1, 1, false},
+	{"log_all", "ipl_logall", 0, 1, 0, false},
+	{"log_size", "ipl_logsize", 0, 0x80000, 32768, false},
+	{"proxy_debug", "ipf_proxy_debug", 0, 0x1f, 0, false},
+	{"ftp_debug", "", 0, 10, 0, false},
+	{"ftp_forcepasv", "", 0, 1, 0, false},
+	{"ftp_insecure", "", 0, 1, 0, false},
+	{"ftp_pasvonly", "", 0, 1, 0, false},
+	{"ftp_pasvrdr", "", 0, 1, 0, false},
+	{"ftp_single_xfer", "", 0, 1, 0, false},
+	{"tftp_read_only", "", 0, 1, 0, false},
+	{"fr_defnatage", "", 1, 0x7fffffff, 1200, false},
+	{"fr_defnatipage", "", 1, 0x7fffffff, 120, false},
+	{"fr_defnaticmpage", "", 1, 0x7fffffff, 6, false},
+}
+
+// Tunables holds current tunable values. It is not safe for concurrent
+// use; the engine copies what it needs when they are applied.
+type Tunables struct {
+	vals map[string]uint64
+}
+
+// NewTunables returns the defaults.
+func NewTunables() *Tunables {
+	t := &Tunables{vals: make(map[string]uint64, len(tunableTable))}
+	for _, d := range tunableTable {
+		t.vals[d.Name] = d.Default
+	}
+	return t
+}
+
+func lookupTunable(name string) (*Tunable, bool) {
+	for i := range tunableTable {
+		d := &tunableTable[i]
+		if d.Name == name || (d.Alias != "" && d.Alias == name) {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
+// Get returns the value of name (5.x or 4.1 name).
+func (t *Tunables) Get(name string) (uint64, bool) {
+	d, ok := lookupTunable(name)
+	if !ok {
+		return 0, false
+	}
+	return t.vals[d.Name], true
+}
+
+// Set changes one tunable, checking its range.
+func (t *Tunables) Set(name string, v uint64) error {
+	d, ok := lookupTunable(name)
+	if !ok {
+		return fmt.Errorf("unknown tunable %q", name)
+	}
+	if d.ReadOnly {
+		return fmt.Errorf("tunable %s is read-only", d.Name)
+	}
+	if d.Max != 0 && (v < d.Min || v > d.Max) && !(d.Max == 1 && d.Default > 1) {
+		return fmt.Errorf("tunable %s: value %d out of range %d-%d", d.Name, v, d.Min, d.Max)
+	}
+	t.vals[d.Name] = v
+	return nil
+}
+
+// SetString applies "name=value[,name=value...]" as ipftest -T and
+// ipf -T do. Values are decimal or 0x hex.
+func (t *Tunables) SetString(s string) error {
+	for _, item := range strings.Split(s, ",") {
+		name, val, ok := strings.Cut(item, "=")
+		if !ok {
+			return fmt.Errorf("tunable %q: expected name=value", item)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(val), 0, 64)
+		if err != nil {
+			return fmt.Errorf("tunable %s: bad value %q", name, val)
+		}
+		if err := t.Set(strings.TrimSpace(name), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// List returns `ipf -T list` lines: name\tmin N\tmax N\tcurrent N.
+func (t *Tunables) List() []string {
+	out := make([]string, 0, len(tunableTable))
+	for _, d := range tunableTable {
+		out = append(out, fmt.Sprintf("%s\tmin %d\tmax %d\tcurrent %d", d.Name, d.Min, d.Max, t.vals[d.Name]))
+	}
+	return out
+}
+
+// Names returns every tunable name, sorted.
+func (t *Tunables) Names() []string {
+	n := make([]string, 0, len(tunableTable))
+	for _, d := range tunableTable {
+		n = append(n, d.Name)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// StateConfig derives the state table configuration.
+func (t *Tunables) StateConfig() state.Config {
+	v := func(n string) uint32 { return uint32(t.vals[n]) }
+	c := state.DefaultConfig()
+	c.Max = int(t.vals["state_max"])
+	c.Size = int(t.vals["state_size"])
+	c.MaxBucket = int(t.vals["state_maxbucket"])
+	c.Lock = t.vals["state_lock"] != 0
+	c.Logging = t.vals["state_logging"] != 0
+	c.SetTCPTimeouts(v("tcp_timeout"), v("tcp_syn_sent"), v("tcp_syn_received"), v("tcp_idle_timeout"),
+		v("tcp_half_closed"), v("tcp_last_ack"), v("tcp_close_wait"), v("tcp_time_wait"), v("tcp_closed"))
+	c.UDPTimeout, c.UDPAckTimeout = v("udp_timeout"), v("udp_ack_timeout")
+	c.ICMPTimeout, c.ICMPAckTimeout = v("icmp_timeout"), v("icmp_ack_timeout")
+	c.IPTimeout = v("ip_timeout")
+	return c
+}

@@ -1,0 +1,274 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"sluice/internal/netperf"
+	"sluice/internal/netperf/output"
+)
+
+// Options is a parsed netperf command line.
+type Options struct {
+	Config    netperf.Config
+	Host      string
+	Units     byte
+	Verbosity int
+	NoHeaders bool
+	Brand     string
+	Style     output.Style
+	Selectors []string // nil: classic output
+	ListNames bool     // "?" given to -o/-O/-k
+}
+
+var globalSpec = optSpec{'H': 1, 'p': 1, 'l': 1, 't': 1, 'c': 0, 'C': 0, 'f': 1, 'P': 1, 'v': 1,
+	'i': 1, 'I': 1, 'B': 1, 'L': 1, '4': 0, '6': 0, 'T': 1, 'Z': 1, 'o': 1, 'O': 1, 'h': 0, 'd': 0, 'n': 1, 'N': 0}
+var testSpec = optSpec{'m': 1, 'M': 1, 's': 1, 'S': 1, 'r': 1, 'D': 0, 'P': 1, 'k': 2, 'o': 2, 'O': 2, 'R': 1, 'H': 1, 'L': 1, '4': 0, '6': 0}
+
+func atoi(opt byte, s string) (int, error) {
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("option -%c: bad number %q", opt, s)
+	}
+	return v, nil
+}
+
+// sizeArg parses netperf sizes, which accept k/m/g (1024-based) suffixes.
+func sizeArg(opt byte, s string) (int, error) {
+	mult := 1
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			mult, s = 1024, s[:n-1]
+		case 'm', 'M':
+			mult, s = 1<<20, s[:n-1]
+		case 'g', 'G':
+			mult, s = 1<<30, s[:n-1]
+		}
+	}
+	v, err := atoi(opt, s)
+	return v * mult, err
+}
+
+// ParseNetperf parses netperf's arguments (without the program name).
+func ParseNetperf(args []string) (*Options, error) {
+	o := &Options{Host: "localhost", Verbosity: 1}
+	c := &o.Config
+	c.Test, c.Port, c.Duration = netperf.TCPStream, netperf.DefaultPort, 10*time.Second
+	opts, rest, err := getopt(args, globalSpec)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range opts {
+		var err error
+		switch p.letter {
+		case 'H':
+			o.Host, _ = splitPair(p.arg)
+		case 'p':
+			c.Port, err = atoi('p', strings.Split(p.arg, ",")[0])
+			if err == nil && (c.Port <= 0 || c.Port > 65535) {
+				err = fmt.Errorf("option -p: port %d out of range", c.Port)
+			}
+		case 'l':
+			var n int
+			n, err = atoi('l', p.arg)
+			switch {
+			case n > 0:
+				c.Duration, c.Transactions = time.Duration(n)*time.Second, 0
+			case n < 0:
+				c.Transactions = int64(-n)
+			default:
+				err = fmt.Errorf("option -l: test length must not be 0")
+			}
+		case 't':
+			c.Test = strings.ToUpper(p.arg)
+		case 'c':
+			c.LocalCPU = true
+		case 'C':
+			c.RemoteCPU = true
+		case 'f':
+			if len(p.arg) != 1 || !strings.ContainsRune("kmgKMGx", rune(p.arg[0])) {
+				err = fmt.Errorf("option -f: units must be one of k m g K M G")
+			} else {
+				o.Units = p.arg[0]
+			}
+		case 'P':
+			o.NoHeaders = p.arg == "0"
+		case 'v':
+			o.Verbosity, err = atoi('v', p.arg)
+		case 'i':
+			a, b := splitPair(p.arg)
+			if c.ConfMax, err = atoi('i', a); err == nil {
+				c.ConfMin, err = atoi('i', b)
+			}
+		case 'I':
+			a, b := splitPair(p.arg)
+			if c.ConfLevel, err = atoi('I', a); err == nil {
+				c.ConfWidth, err = strconv.ParseFloat(b, 64)
+			}
+			if c.ConfMax == 0 {
+				c.ConfMax, c.ConfMin = 10, 3 // -I alone implies -i 10,3
+			}
+		case 'B':
+			o.Brand = p.arg
+		case 'L':
+			c.LocalAddr, _ = splitPair(p.arg)
+		case '4':
+			c.Family = 4
+		case '6':
+			c.Family = 6
+		case 'T':
+			_, b := splitPair(p.arg)
+			if b != "" {
+				c.BindRemoteCPU = true
+				c.RemoteCPUAffinity, err = atoi('T', b)
+			}
+		case 'Z':
+			c.Passphrase = p.arg
+		case 'o', 'O', 'n', 'd', 'N':
+			// Buffer offsets, CPU count and debug: accepted, not used.
+		case 'h':
+			return nil, fmt.Errorf("usage: netperf [global options] -- [test options]")
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	topts, extra, err := getopt(rest, testSpec)
+	if err != nil {
+		return nil, fmt.Errorf("test option: %w", err)
+	}
+	if len(extra) > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", extra)
+	}
+	for _, p := range topts {
+		var err error
+		switch p.letter {
+		case 'm':
+			c.SendSize, err = sizeArg('m', strings.Split(p.arg, ",")[0])
+		case 'M':
+			c.RecvSize, err = sizeArg('M', strings.Split(p.arg, ",")[0])
+		case 's':
+			a, _ := splitPair(p.arg)
+			c.LocalSockBuf, err = sizeArg('s', a)
+		case 'S':
+			a, _ := splitPair(p.arg)
+			c.RemoteSockBuf, err = sizeArg('S', a)
+		case 'r':
+			a, b := splitPair(p.arg)
+			if a != "" {
+				c.ReqSize, err = sizeArg('r', a)
+			}
+			if err == nil && b != "" {
+				c.RespSize, err = sizeArg('r', b)
+			}
+		case 'D':
+			c.NoDelay = true
+		case 'P':
+			a, b := splitPair(p.arg)
+			if a != "" {
+				c.LocalDataPort, err = atoi('P', a)
+			}
+			if err == nil && b != "" {
+				c.RemoteDataPort, err = atoi('P', b)
+			}
+		case 'k', 'o', 'O':
+			o.Style = map[byte]output.Style{'o': output.CSV, 'O': output.Columns, 'k': output.KeyValue}[p.letter]
+			switch {
+			case p.arg == "?":
+				o.ListNames = true
+			case p.hasArg:
+				o.Selectors, err = output.ParseFieldList(p.arg)
+			default:
+				o.Selectors = []string{} // defaults, filled in once the test is known
+			}
+		case 'H':
+			o.Host, _ = splitPair(p.arg)
+		case 'L':
+			c.LocalAddr, _ = splitPair(p.arg)
+		case '4':
+			c.Family = 4
+		case '6':
+			c.Family = 6
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.Host = o.Host
+	if o.Selectors != nil && len(o.Selectors) == 0 {
+		o.Selectors = output.DefaultFields(c.Test, c.LocalCPU || c.RemoteCPU)
+	}
+	for _, s := range o.Selectors {
+		if strings.HasSuffix(s, "_LATENCY") {
+			c.Latency = true
+		}
+	}
+	return o, nil
+}
+
+// Report builds the printable report for a result.
+func (o *Options) Report(r *netperf.Result, cmdline string) *output.Report {
+	return &output.Report{
+		Result: r, Host: o.Host, IPv6: o.Config.Family == 6,
+		Units: o.Units, Verbosity: o.Verbosity, NoHeaders: o.NoHeaders, Brand: o.Brand,
+		ShowLocalCPU: o.Config.LocalCPU, ShowRemoteCPU: o.Config.RemoteCPU,
+		ConfActive: o.Config.ConfMax > 1, ConfLevel: confLevel(o.Config.ConfLevel), ConfWidth: confWidth(o.Config.ConfWidth),
+		CommandLine: cmdline,
+	}
+}
+
+func confLevel(l int) int {
+	if l == 95 {
+		return 95
+	}
+	return 99
+}
+
+func confWidth(w float64) float64 {
+	if w <= 0 {
+		return 5
+	}
+	return w
+}
+
+// Print writes the result in the style the options ask for.
+func (o *Options) Print(w io.Writer, rep *output.Report) {
+	if o.Selectors == nil {
+		output.Classic(w, rep)
+		return
+	}
+	if !o.NoHeaders {
+		output.Banner(w, rep)
+	}
+	output.ConfidenceWarning(w, rep)
+	output.Selected(w, rep, o.Style, o.Selectors)
+}
+
+// NetperfMain runs the netperf command and returns its exit status.
+func NetperfMain(args []string, stdout, stderr io.Writer) int {
+	o, err := ParseNetperf(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "netperf: %v\n", err)
+		return 2
+	}
+	if o.ListNames {
+		fmt.Fprintln(stdout, strings.Join(output.FieldNames(), "\n"))
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	r, err := netperf.Run(ctx, o.Config)
+	if err != nil {
+		fmt.Fprintf(stderr, "netperf: %v\n", err)
+		return 1
+	}
+	o.Print(stdout, o.Report(r, "netperf "+strings.Join(args, " ")))
+	return 0
+}

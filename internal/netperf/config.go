@@ -1,0 +1,286 @@
+// Package netperf is a Go netperf 2.7: a client (Run) and an in-process
+// netserver (Server) speaking the C tools' omni control protocol, so either
+// side interoperates with the C programs.
+package netperf
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"sluice/internal/netperf/proto"
+)
+
+// Test names.
+const (
+	TCPStream = "TCP_STREAM"
+	TCPMaerts = "TCP_MAERTS"
+	TCPRR     = "TCP_RR"
+	TCPCRR    = "TCP_CRR"
+	UDPStream = "UDP_STREAM"
+	UDPRR     = "UDP_RR"
+)
+
+// DefaultPort is netserver's control port.
+const DefaultPort = 12865
+
+// Config describes one netperf test run from the client side.
+type Config struct {
+	Test          string        // "TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR"
+	Host          string        // netserver address (control connection), e.g. "10.0.0.2"
+	Port          int           // control port, default 12865
+	Duration      time.Duration // -l seconds (ignored if Transactions > 0)
+	Transactions  int64         // -l -N (RR tests)
+	SendSize      int           // -m  (0 = default)
+	RecvSize      int           // -M
+	ReqSize       int           // -r req,resp (RR tests; 0 = 1)
+	RespSize      int
+	LocalSockBuf  int  // -s
+	RemoteSockBuf int  // -S
+	NoDelay       bool // -D
+	LocalCPU      bool // -c
+	RemoteCPU     bool // -C
+	// NetNS is an optional network namespace path (/run/netns/x or
+	// /proc/PID/ns/net) in which the client's sockets are opened; "" = the
+	// current namespace.
+	NetNS string
+
+	// Family restricts addresses: 0 any, 4 (-4) or 6 (-6).
+	Family int
+	// LocalAddr is the client's local address (-L), "" = any.
+	LocalAddr string
+	// LocalDataPort and RemoteDataPort are the test's -P lport,rport.
+	LocalDataPort, RemoteDataPort int
+	// BindRemoteCPU asks netserver to bind to CPU RemoteCPUAffinity (-T ,n).
+	BindRemoteCPU     bool
+	RemoteCPUAffinity int
+	// Passphrase is sent first when set (-Z).
+	Passphrase string
+	// ConfMax and ConfMin are -i max,min; ConfMax <= 1 means one iteration.
+	ConfMax, ConfMin int
+	// ConfLevel (95 or 99) and ConfWidth (percent) are -I lvl,width.
+	ConfLevel int
+	ConfWidth float64
+	// Latency asks the RR loops to time every transaction (for the latency
+	// output selectors); it costs two clock reads per transaction.
+	Latency bool
+	// ResponseTimeout bounds the wait for the server's answer (default 120 s).
+	ResponseTimeout time.Duration
+}
+
+// CPUStats is one side's CPU utilisation breakdown, in percent.
+type CPUStats struct {
+	Util, User, System, IOWait, IRQ, SoftIRQ float64
+	Peak                                     float64
+	PeakID                                   int
+	NumCPUs                                  int
+	Method                                   byte // 'S' for /proc/stat
+}
+
+// Result is what a run measured, typed, with explicit units.
+type Result struct {
+	Test                 string
+	Elapsed              time.Duration
+	ThroughputMbps       float64 // 10^6 bits/s (stream tests)
+	TransPerSec          float64 // Trans/s (RR/CRR)
+	BytesSent, BytesRecv int64
+	Transactions         int64
+	LocalCPU, RemoteCPU  float64 // % utilisation, -1 if not measured
+	LocalSD, RemoteSD    float64 // service demand: us/KB for streams, us/Tr for RR
+
+	// LocalCPUStats and RemoteCPUStats hold the breakdown when measured.
+	LocalCPUStats, RemoteCPUStats CPUStats
+	// Socket buffer sizes: Local/Remote Send/Recv, at setup and at the end.
+	LSS, LSR, RSS, RSR             int
+	LSSEnd, LSREnd, RSSEnd, RSREnd int
+	// Message sizes actually used.
+	LocalSendSize, LocalRecvSize   int
+	RemoteSendSize, RemoteRecvSize int
+	ReqSize, RespSize              int
+	LocalSendCalls, LocalRecvCalls int64
+	// What the server reported.
+	RemoteBytesSent, RemoteBytesRecv int64
+	RemoteSendCalls, RemoteRecvCalls int64
+	RemoteTrans                      int64
+	RemoteElapsed                    float64
+	RemoteCongControl                string
+	// FailedSends counts datagrams the local side could not send (UDP).
+	FailedSends int64
+	// RemoteThroughputMbps is the receiver's view for UDP_STREAM.
+	RemoteThroughputMbps float64
+	// MSS is the data connection's TCP_MAXSEG (TCP tests).
+	MSS int
+	// Latency in microseconds (RR tests with Config.Latency).
+	MinLatency, MaxLatency, MeanLatency, P50Latency, P90Latency, P99Latency float64
+	// Confidence holds the iteration outcome when -i was used.
+	Confidence *Confidence
+}
+
+// Confidence is the outcome of repeated iterations (-i/-I).
+type Confidence struct {
+	Iterations int
+	Level      int
+	Width      float64
+	// Interval is the achieved half-width... as netperf reports it: the
+	// percentage of the mean the confidence interval spans.
+	Throughput, LocalCPU, RemoteCPU float64
+	// Met reports whether every measured quantity reached the width.
+	Met bool
+}
+
+type testKind struct {
+	name      string
+	sockType  int32 // 1 stream, 2 dgram
+	proto     int32
+	direction int32 // server's view
+	rr, crr   bool
+}
+
+var kinds = map[string]testKind{
+	TCPStream: {TCPStream, 1, 6, proto.DirServerRecvs, false, false},
+	TCPMaerts: {TCPMaerts, 1, 6, proto.DirServerSends, false, false},
+	TCPRR:     {TCPRR, 1, 6, proto.DirBoth, true, false},
+	TCPCRR:    {TCPCRR, 1, 6, proto.DirBoth, true, true},
+	UDPStream: {UDPStream, 2, 17, proto.DirServerRecvs, false, false},
+	UDPRR:     {UDPRR, 2, 17, proto.DirBoth, true, false},
+}
+
+func (k testKind) udp() bool { return k.sockType == 2 }
+
+// clientSends reports whether the client transmits bulk data.
+func (k testKind) clientSends() bool { return k.direction&proto.DirServerRecvs != 0 }
+
+// clientRecvs reports whether the client receives bulk data or responses.
+func (k testKind) clientRecvs() bool { return k.direction&proto.DirServerSends != 0 }
+
+func lookupTest(name string) (testKind, error) {
+	k, ok := kinds[strings.ToUpper(name)]
+	if !ok {
+		return k, fmt.Errorf("unsupported test %q (want one of TCP_STREAM, TCP_MAERTS, TCP_RR, TCP_CRR, UDP_STREAM, UDP_RR)", name)
+	}
+	return k, nil
+}
+
+// maxUDPPayload bounds UDP send sizes, as netperf does.
+const maxUDPPayload = 65507
+
+// params is a Config resolved against the local socket defaults.
+type params struct {
+	kind                  testKind
+	lss, lsr              int // local socket buffers after setup
+	sendSize, recvSize    int // local message sizes
+	sendWidth, recvWidth  int
+	reqSize, respSize     int
+	remoteSend, remoteRcv int // requested remote message sizes, -1 default
+}
+
+func resolve(cfg *Config, k testKind, lss, lsr int) params {
+	p := params{kind: k, lss: lss, lsr: lsr, remoteSend: -1, remoteRcv: -1}
+	if k.rr {
+		p.reqSize, p.respSize = max(cfg.ReqSize, 1), max(cfg.RespSize, 1)
+		if cfg.ReqSize <= 0 && cfg.RespSize <= 0 {
+			p.reqSize, p.respSize = 1, 1
+		}
+		p.sendSize, p.recvSize = p.reqSize, p.respSize
+		p.sendWidth, p.recvWidth = 1, 1
+		return p
+	}
+	if k.clientSends() {
+		p.sendSize = cfg.SendSize
+		if p.sendSize <= 0 {
+			p.sendSize = lss
+			if p.sendSize <= 0 {
+				p.sendSize = 4096
+			}
+		}
+		p.sendWidth = lss/p.sendSize + 1
+		if p.sendWidth == 1 {
+			p.sendWidth = 2
+		}
+		if k.udp() && p.sendSize > maxUDPPayload {
+			p.sendSize = maxUDPPayload
+		}
+		if cfg.RecvSize > 0 {
+			p.remoteRcv = cfg.RecvSize
+		}
+	} else {
+		p.recvSize = cfg.RecvSize
+		if p.recvSize <= 0 {
+			p.recvSize = lsr
+			if p.recvSize <= 0 {
+				p.recvSize = 4096
+			}
+		}
+		p.recvWidth = lsr/p.recvSize + 1
+		if p.recvWidth == 1 {
+			p.recvWidth = 2
+		}
+		if cfg.SendSize > 0 {
+			p.remoteSend = cfg.SendSize
+		}
+	}
+	return p
+}
+
+// buildRequest fills the DO_OMNI request for one iteration. dataPort is the
+// server data port to ask for (0 = ephemeral), netperfPort the client's data
+// port when it is known before the request (UDP, CRR).
+func buildRequest(cfg *Config, p params, family int32, server [4]uint32, dataPort, netperfPort int) proto.Request {
+	k := p.kind
+	r := proto.Request{
+		CPUAffinity:  -1,
+		SendBufSize:  -1,
+		SendSize:     int32(p.remoteSend),
+		SendAlign:    8,
+		SendWidth:    int32(p.sendWidth),
+		RequestSize:  -1,
+		RecvBufSize:  -1,
+		RecvSize:     int32(p.remoteRcv),
+		RecvAlign:    8,
+		RecvWidth:    int32(p.recvWidth),
+		ResponseSize: -1,
+		SendDirty:    -1,
+		RecvDirty:    -1,
+		RecvClean:    -1,
+		DataPort:     int32(dataPort),
+		IPFamily:     family,
+		SocketType:   k.sockType,
+		Protocol:     k.proto,
+		Direction:    k.direction,
+		NetperfPort:  int32(netperfPort),
+		NetserverIP:  server,
+		SocketPrio:   -1,
+		SocketTos:    -1,
+	}
+	if cfg.BindRemoteCPU {
+		r.CPUAffinity = int32(cfg.RemoteCPUAffinity)
+	}
+	if cfg.RemoteSockBuf > 0 {
+		r.SendBufSize, r.RecvBufSize = int32(cfg.RemoteSockBuf), int32(cfg.RemoteSockBuf)
+	}
+	if k.rr {
+		r.RequestSize, r.ResponseSize = int32(p.reqSize), int32(p.respSize)
+	}
+	if !(k.udp() && !k.rr) {
+		r.Flags |= proto.FlagRoutingAllowed // UDP_STREAM sets SO_DONTROUTE
+	}
+	if cfg.RemoteCPU {
+		r.Flags |= proto.FlagMeasureCPU
+	}
+	if k.crr {
+		r.Flags |= proto.FlagConnectTest
+	}
+	if cfg.NoDelay {
+		r.Flags |= proto.FlagNoDelay
+	}
+	if cfg.Transactions > 0 {
+		r.TestLength = int32(-cfg.Transactions)
+	} else {
+		secs := int32(cfg.Duration.Round(time.Second) / time.Second)
+		if secs <= 0 {
+			secs = 10
+		}
+		r.TestLength = secs
+	}
+	return r
+}

@@ -1,0 +1,295 @@
+package ipf
+
+import (
+	"fmt"
+	"strings"
+)
+
+// tokKind classifies a token.
+type tokKind uint8
+
+const (
+	tEOF    tokKind = iota
+	tWord           // bare word: keywords, names, numbers, addresses ("1.2.3.4", "le0:10.0.0.1", "1:1023")
+	tString         // quoted string, without its quotes
+	tPunct          // one of ; , { } ( ) = ! < > / @ and the pairs != <= >= <> ><
+	tError          // lexical error; text is the message
+)
+
+type token struct {
+	kind tokKind
+	text string
+	pos  Pos
+	// line is the physical line the token starts on (for a token from a
+	// $variable, the line of the `$`); the parser resynchronises on it.
+	line int
+}
+
+func (t token) String() string {
+	switch t.kind {
+	case tEOF:
+		return "end of file"
+	case tString:
+		return fmt.Sprintf("%q", t.text)
+	case tError:
+		return "invalid input"
+	}
+	return fmt.Sprintf("%q", t.text)
+}
+
+// frame is one input source: the file, or the text of a $variable being
+// expanded (which reports the position of its `$`).
+type frame struct {
+	src  string
+	off  int
+	at   Pos // for variable frames: the position of the `$`
+	name string
+}
+
+// lexer turns ipf.conf text into tokens on demand. Variables are expanded
+// textually as they are met, so a definition applies to every later use.
+type lexer struct {
+	file   string
+	stack  []*frame // stack[0] is the file
+	line   int      // position in the file frame
+	col    int
+	vars   map[string]string
+	maxVar int // expansions in progress, to stop recursion
+}
+
+func newLexer(file string, src []byte, vars map[string]string) *lexer {
+	l := &lexer{file: file, line: 1, col: 1, vars: map[string]string{}}
+	for k, v := range vars {
+		l.vars[k] = v
+	}
+	l.stack = []*frame{{src: string(src)}}
+	return l
+}
+
+// pos returns the position of the next character.
+func (l *lexer) pos() Pos {
+	if len(l.stack) > 1 {
+		return l.stack[1].at
+	}
+	return Pos{File: l.file, Line: l.line, Col: l.col}
+}
+
+// peekc returns the next character without consuming it, -1 at the end.
+// Finished variable frames are popped on the way.
+func (l *lexer) peekc() int {
+	for {
+		f := l.stack[len(l.stack)-1]
+		if f.off < len(f.src) {
+			return int(f.src[f.off])
+		}
+		if len(l.stack) == 1 {
+			return -1
+		}
+		l.stack = l.stack[:len(l.stack)-1]
+	}
+}
+
+// peekc2 returns the character after the next one in the same frame, -1
+// if there is none.
+func (l *lexer) peekc2() int {
+	f := l.stack[len(l.stack)-1]
+	if f.off+1 < len(f.src) {
+		return int(f.src[f.off+1])
+	}
+	return -1
+}
+
+func (l *lexer) advance() {
+	f := l.stack[len(l.stack)-1]
+	if f.off >= len(f.src) {
+		return
+	}
+	c := f.src[f.off]
+	f.off++
+	if len(l.stack) == 1 {
+		if c == '\n' {
+			l.line++
+			l.col = 1
+		} else {
+			l.col++
+		}
+	}
+}
+
+// isDelim reports whether c ends a word.
+func isDelim(c int) bool {
+	switch c {
+	case -1, ' ', '\t', '\r', '\n', '\f', '\v', '#', ';', ',', '{', '}', '(', ')', '=', '!', '<', '>', '"', '\'', '/', '@', '$':
+		return true
+	}
+	return false
+}
+
+// skipSpace skips blanks, comments and backslash-newline continuations.
+func (l *lexer) skipSpace() {
+	for {
+		c := l.peekc()
+		switch {
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v':
+			l.advance()
+		case c == '#':
+			for c = l.peekc(); c != -1 && c != '\n'; c = l.peekc() {
+				l.advance()
+			}
+		case c == '\\' && (l.peekc2() == '\n' || (l.peekc2() == '\r')):
+			l.continuation()
+		default:
+			return
+		}
+	}
+}
+
+// continuation consumes a backslash and the newline (CRLF too) after it.
+func (l *lexer) continuation() {
+	l.advance()
+	if l.peekc() == '\r' {
+		l.advance()
+	}
+	if l.peekc() == '\n' {
+		l.advance()
+	}
+}
+
+// next returns the next token.
+func (l *lexer) next() token {
+	for {
+		l.skipSpace()
+		c := l.peekc()
+		if c != '$' {
+			break
+		}
+		if t, ok := l.expand(); !ok {
+			return t
+		}
+	}
+	p := l.pos()
+	t := token{pos: p, line: p.Line}
+	c := l.peekc()
+	switch c {
+	case -1:
+		t.kind = tEOF
+		return t
+	case '"', '\'':
+		return l.lexString(t, byte(c))
+	case ';', ',', '{', '}', '(', ')', '/', '@':
+		l.advance()
+		t.kind, t.text = tPunct, string(rune(c))
+		return t
+	case '=', '!', '<', '>':
+		l.advance()
+		t.kind, t.text = tPunct, string(rune(c))
+		n := l.peekc()
+		switch {
+		case c == '!' && n == '=', c == '<' && (n == '=' || n == '>'), c == '>' && (n == '=' || n == '<'):
+			l.advance()
+			t.text += string(rune(n))
+		}
+		return t
+	}
+	var b strings.Builder
+	for {
+		c = l.peekc()
+		if c == '\\' {
+			n := l.peekc2()
+			if n == '\n' || n == '\r' {
+				l.continuation()
+				continue
+			}
+			l.advance()
+			if n == -1 {
+				break
+			}
+			b.WriteByte(byte(n))
+			l.advance()
+			continue
+		}
+		if c == '$' {
+			// A variable inside a word is spliced into it.
+			if et, ok := l.expand(); !ok {
+				return et
+			}
+			continue
+		}
+		if isDelim(c) {
+			break
+		}
+		b.WriteByte(byte(c))
+		l.advance()
+	}
+	t.kind, t.text = tWord, b.String()
+	return t
+}
+
+func (l *lexer) lexString(t token, q byte) token {
+	l.advance()
+	var b strings.Builder
+	for {
+		c := l.peekc()
+		if c == -1 || (c == '\n' && len(l.stack) == 1) {
+			t.kind, t.text = tError, "unterminated string"
+			return t
+		}
+		if c == '\\' && (l.peekc2() == '\n' || l.peekc2() == '\r') {
+			l.continuation()
+			continue
+		}
+		l.advance()
+		if byte(c) == q {
+			break
+		}
+		b.WriteByte(byte(c))
+	}
+	t.kind, t.text = tString, b.String()
+	return t
+}
+
+// expand reads `$name` or `${name}` and pushes the variable's text. It
+// returns ok=false and an error token when the variable is malformed or
+// unknown.
+func (l *lexer) expand() (token, bool) {
+	p := l.pos()
+	l.advance() // $
+	var name strings.Builder
+	if l.peekc() == '{' {
+		l.advance()
+		for c := l.peekc(); c != '}'; c = l.peekc() {
+			if c == -1 || c == '\n' {
+				return token{kind: tError, text: "unterminated ${", pos: p, line: p.Line}, false
+			}
+			name.WriteByte(byte(c))
+			l.advance()
+		}
+		l.advance()
+	} else {
+		for c := l.peekc(); isVarChar(c); c = l.peekc() {
+			name.WriteByte(byte(c))
+			l.advance()
+		}
+	}
+	n := name.String()
+	if n == "" {
+		return token{kind: tError, text: "empty variable name", pos: p, line: p.Line}, false
+	}
+	v, ok := l.vars[n]
+	if !ok {
+		return token{kind: tError, text: "unknown variable $" + n, pos: p, line: p.Line}, false
+	}
+	if len(l.stack) > 32 {
+		return token{kind: tError, text: "variable $" + n + " expands recursively", pos: p, line: p.Line}, false
+	}
+	at := p
+	if len(l.stack) > 1 {
+		at = l.stack[1].at
+	}
+	l.stack = append(l.stack, &frame{src: v, at: at, name: n})
+	return token{}, true
+}
+
+func isVarChar(c int) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+}

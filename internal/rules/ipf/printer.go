@@ -1,0 +1,567 @@
+package ipf
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// PrintOptions select the variant of IPFilter's printfr output.
+type PrintOptions struct {
+	// NoResolve (-R) prints ports as numbers. Otherwise single ports of
+	// tcp, udp and tcp/udp rules print as service names where the
+	// embedded table has one (tcp/udp only when both names agree).
+	NoResolve bool
+	// Verbose (-v) appends ` # count N` to keep-state rules, N being
+	// StateCount (always 0 under ipf -n).
+	Verbose    bool
+	StateCount uint32
+	// Unresolved reports whether an interface name should be marked
+	// `(!)`. nil marks none (ipftest resolves every interface); ipf -n
+	// marks all (see MarkAllUnresolved). "-" and "*" are never marked.
+	Unresolved func(name string) bool
+	// Debug (-d) appends ` ref N` with N = Ref.
+	Debug bool
+	Ref   int
+}
+
+// MarkAllUnresolved is the PrintOptions.Unresolved of `ipf -n`, where no
+// interface is looked up.
+func MarkAllUnresolved(string) bool { return true }
+
+// FormatRule returns the rule as ipftest -D and ipfstat -io print it
+// (without the hit count): ports numeric, no `(!)` marks, no `# count`.
+func FormatRule(r *Rule) string {
+	return Format(r, PrintOptions{NoResolve: true})
+}
+
+// Format returns the rule in IPFilter's normalised form (printfr, 5.x),
+// without a trailing newline.
+func Format(r *Rule, o PrintOptions) string {
+	var b strings.Builder
+	pr := &printer{b: &b, o: o, r: r}
+	pr.rule()
+	return b.String()
+}
+
+type printer struct {
+	b *strings.Builder
+	o PrintOptions
+	r *Rule
+}
+
+func (p *printer) s(s string) { p.b.WriteString(s) }
+
+func (p *printer) f(format string, args ...any) { fmt.Fprintf(p.b, format, args...) }
+
+func (p *printer) ifname(prefix, name string) {
+	p.s(prefix)
+	p.s(name)
+	if name != "-" && name != "*" && p.o.Unresolved != nil && p.o.Unresolved(name) {
+		p.s("(!)")
+	}
+}
+
+func (p *printer) log() {
+	r := p.r
+	p.s("log")
+	if r.Log.Body {
+		p.s(" body")
+	}
+	if r.Log.First {
+		p.s(" first")
+	}
+	if r.Log.OrBlock {
+		p.s(" or-block")
+	}
+	if r.Log.HasLevel {
+		p.f(" level %s.%s", FacilityName(r.Log.Facility), PriorityName(r.Log.Priority))
+	}
+	if r.Log.Limit {
+		p.s(" limit")
+		if r.Log.LimitFreq != 0 {
+			p.f(" freq %d", r.Log.LimitFreq)
+		}
+	}
+}
+
+func (p *printer) toif(tag string, d *RouteTarget) {
+	if d == nil {
+		return
+	}
+	if d.DstList != "" {
+		p.f("%s dstlist/%s ", tag, d.DstList)
+		return
+	}
+	p.s(tag)
+	p.s(" ")
+	p.s(d.Iface)
+	if d.NextHop.IsValid() && !d.NextHop.IsUnspecified() {
+		p.s(":")
+		p.s(d.NextHop.String())
+	} else if d.Iface != "-" && d.Iface != "*" && p.o.Unresolved != nil && p.o.Unresolved(d.Iface) {
+		p.s("(!)")
+	}
+	p.s(" ")
+}
+
+func (p *printer) rule() {
+	r := p.r
+	if r.Collection != 0 {
+		p.f("%d ", r.Collection)
+	}
+	switch r.Action {
+	case ActionCall:
+		p.s("call")
+		if r.Call.Now {
+			p.s(" now")
+		}
+		p.f(" %s/%d", r.Call.Func, r.Call.Arg)
+	case ActionLog:
+		p.log()
+	case ActionSkip:
+		p.f("skip %d", r.Skip)
+	default:
+		p.s(r.Action.String())
+	}
+	switch r.Return {
+	case ReturnICMP, ReturnICMPAsDest:
+		if r.Return == ReturnICMP {
+			p.s(" return-icmp")
+		} else {
+			p.s(" return-icmp-as-dest")
+		}
+		if r.ICMPCode != 0 {
+			if int(r.ICMPCode) < len(icmpCodes) {
+				p.f("(%s)", icmpCodes[r.ICMPCode])
+			} else {
+				p.f("(%d)", r.ICMPCode)
+			}
+		}
+	case ReturnRST:
+		p.s(" return-rst")
+	}
+	p.f(" %s ", r.Dir)
+	if r.HasLog && (r.Action == ActionPass || r.Action == ActionBlock) {
+		p.log()
+		p.s(" ")
+	}
+	if r.Quick {
+		p.s("quick ")
+	}
+	if len(r.On) > 0 {
+		p.ifname("on ", r.On[0])
+		if len(r.On) > 1 && r.On[1] != "*" {
+			p.ifname(",", r.On[1])
+		}
+		p.s(" ")
+	}
+	p.toif("to", r.RouteTo)
+	p.toif("dup-to", r.DupTo)
+	p.toif("reply-to", r.ReplyTo)
+	if r.FastRoute {
+		p.s("fastroute ")
+	}
+	if (len(r.Via) > 0 && r.Via[0] != "*") || (len(r.Via) > 1 && r.Via[1] != "*") {
+		if r.Dir == DirOut {
+			p.s("in-via ")
+		} else {
+			p.s("out-via ")
+		}
+		p.ifname("", r.Via[0])
+		if len(r.Via) > 1 {
+			p.ifname(",", r.Via[1])
+		}
+		p.s(" ")
+	}
+	switch r.Family {
+	case FamilyInet:
+		p.s("inet ")
+	case FamilyInet6:
+		p.s("inet6 ")
+	}
+	ipf := r.isIPFType()
+	if ipf {
+		if r.HasTos {
+			if r.Tos == 0 {
+				p.s("tos 0 ")
+			} else {
+				p.f("tos %#x ", r.Tos)
+			}
+		}
+		if r.HasTTL {
+			p.f("ttl %d ", r.TTL)
+		}
+		if r.TCPUDP {
+			p.s("proto tcp/udp ")
+		} else if r.HasProto {
+			if n := ProtoName(r.Proto); n != "" {
+				p.f("proto %s ", n)
+			} else {
+				p.f("proto %d ", r.Proto)
+			}
+		}
+	}
+	switch {
+	case r.Expr != nil:
+		p.f("exp { \"%s\" } ", FormatExpr(r.Expr))
+	case r.BPF != "":
+		v := 4
+		if r.BPFFamily == FamilyInet6 {
+			v = 6
+		}
+		p.f("bpf-v%d { \"%s\" } ", v, r.BPF)
+	case !ipf:
+		p.s("all")
+	default:
+		p.s("from ")
+		if r.From.Not {
+			p.s("!")
+		}
+		p.addr(&r.From.Addr)
+		p.port(&r.From.Port)
+		p.s(" to ")
+		if r.To.Not {
+			p.s("!")
+		}
+		p.addr(&r.To.Addr)
+		p.port(&r.To.Port)
+		if r.HasProto && (r.Proto == 1 || r.Proto == 58) && r.HasICMPType {
+			if n := ICMPTypeName(r.Family, r.ICMPType); n != "" {
+				p.f(" icmp-type %s", n)
+			} else {
+				p.f(" icmp-type %d", r.ICMPType)
+			}
+			if r.HasICMPCode {
+				p.f(" code %d", r.ICMPCodeMatch)
+			}
+		}
+		if r.HasProto && r.Proto == 6 && (r.Flags != 0 || r.FlagsMask != 0) {
+			p.s(" flags ")
+			p.s(formatFlags(r.Flags, r.FlagsMask))
+		}
+	}
+	if ipf && (r.With&(FI_WITH|FI_AH) != 0 || r.WithMask&(FI_WITH|FI_AH) != 0 || r.OptBits != 0 ||
+		r.OptMask != 0 || r.SecBits != 0 || r.SecMask != 0 || r.V6HdrsMask != 0) {
+		p.with()
+	}
+	if k := r.KeepState; k != nil {
+		p.s(" keep state")
+		if k.Strict || k.NewISN || k.NoICMPErr || k.Sync || k.Limit != 0 || r.Age[0] != 0 || k.MaxSrcs != 0 {
+			var items []string
+			if k.Limit != 0 {
+				items = append(items, fmt.Sprintf("limit %d", k.Limit))
+			}
+			if k.MaxSrcs != 0 {
+				s := fmt.Sprintf("max-nodes %d", k.MaxSrcs)
+				if k.MaxPerSrc != 0 {
+					s += fmt.Sprintf(", max-per-src %d/%d", k.MaxPerSrc, k.MaxPerSrcBits)
+				}
+				items = append(items, s)
+			}
+			for _, o := range []struct {
+				on   bool
+				name string
+			}{{k.Strict, "strict"}, {k.Loose, "loose"}, {k.NewISN, "newisn"}, {k.NoICMPErr, "no-icmp-err"}, {k.Sync, "sync"}} {
+				if o.on {
+					items = append(items, o.name)
+				}
+			}
+			if r.Age[0] != 0 || r.Age[1] != 0 {
+				items = append(items, fmt.Sprintf("age %d/%d", r.Age[0], r.Age[1]))
+			}
+			p.f(" (%s)", strings.Join(items, ","))
+		}
+	}
+	if r.KeepFrags {
+		p.s(" keep frags")
+		if r.KeepFragsStrict {
+			p.s(" (strict)")
+		}
+	}
+	if r.KeepLimit != 0 {
+		p.f(" keep limit %d", r.KeepLimit)
+		if r.KeepLimitCumulative {
+			p.s(" cumulative")
+		}
+	}
+	if r.Head != "" {
+		p.f(" head %s", r.Head)
+	}
+	if r.Group != "" {
+		p.f(" group %s", r.Group)
+	}
+	if (r.Tag.HasLog && r.Tag.Log != 0) || r.Tag.NAT != "" {
+		p.s(" set-tag(")
+		sep := ""
+		if r.Tag.HasLog && r.Tag.Log != 0 {
+			p.f("log=%d", r.Tag.Log)
+			sep = ", "
+		}
+		if r.Tag.NAT != "" {
+			p.f("%snat=%s", sep, r.Tag.NAT)
+		}
+		p.s(")")
+	}
+	if r.PPS != 0 {
+		p.f(" pps %d", r.PPS)
+	}
+	if r.Comment != "" {
+		p.f(" comment \"%s\"", r.Comment)
+	}
+	hash := false
+	if r.KeepState != nil && p.o.Verbose {
+		p.f(" # count %d", p.o.StateCount)
+		if r.RuleTTL != 0 {
+			p.f(" rule-ttl %d", r.RuleTTL)
+		}
+		hash = true
+	} else if r.RuleTTL != 0 {
+		p.f(" # rule-ttl %d", r.RuleTTL)
+		hash = true
+	}
+	if p.o.Debug {
+		if !hash {
+			p.s("#")
+		}
+		p.f(" ref %d", p.o.Ref)
+	}
+}
+
+// formatFlags prints X/Y in the order FSRPAUEC (printtcpflags).
+func formatFlags(f, m uint8) string {
+	const letters = "FSRPAUEC"
+	var b strings.Builder
+	for i := 0; i < 8; i++ {
+		if f&(1<<i) != 0 {
+			b.WriteByte(letters[i])
+		}
+	}
+	if m != 0 {
+		b.WriteByte('/')
+		for i := 0; i < 8; i++ {
+			if m&(1<<i) != 0 {
+				b.WriteByte(letters[i])
+			}
+		}
+	}
+	return b.String()
+}
+
+func writeMask(b *strings.Builder, m netip.Addr) {
+	n := MaskBits(m)
+	if m.Is4() && n < 0 {
+		b.WriteString("/" + m.String())
+		return
+	}
+	b.WriteString("/" + strconv.Itoa(n))
+}
+
+func (p *printer) addr(a *Addr) {
+	switch a.Kind {
+	case AddrHost:
+		if p.r.Family == FamilyAny || (a.IP.IsUnspecified() && a.Mask.IsUnspecified()) {
+			p.s("any")
+			return
+		}
+		p.s(a.IP.String())
+		writeMask(p.b, a.Mask)
+	case AddrIface:
+		switch a.IfaceMode {
+		case IfaceBroadcast:
+			p.s(a.Iface + "/bcast")
+		case IfaceNetwork:
+			p.s(a.Iface + "/net")
+		case IfaceNetmasked:
+			p.s(a.Iface + "/netmasked")
+		case IfacePeer:
+			p.s(a.Iface + "/peer")
+		default:
+			p.f("%s/%d", a.Iface, a.IfaceBits)
+		}
+	case AddrPool, AddrHash:
+		if a.Kind == AddrPool {
+			p.s("pool/")
+		} else {
+			p.s("hash/")
+		}
+		if a.Table == "" {
+			p.s("0")
+		} else {
+			p.s(a.Table)
+		}
+	default:
+		p.s("any")
+	}
+}
+
+var portOpText = [...]string{"*", "=", "!=", "<", ">", "<=", ">=", "<>", "><", ":"}
+
+func (p *printer) port(pt *Port) {
+	switch pt.Op {
+	case PortNone:
+		return
+	case PortInRange, PortOutRange:
+		p.f(" port %d %s %d", pt.Lo, portOpText[pt.Op], pt.Hi)
+	case PortRange:
+		p.f(" port %d:%d", pt.Lo, pt.Hi)
+	default:
+		p.f(" port %s %s", portOpText[pt.Op], p.portName(pt.Lo))
+	}
+}
+
+func (p *printer) portName(port uint16) string {
+	r := p.r
+	if !p.o.NoResolve && (r.TCPUDP || (r.HasProto && (r.Proto == 6 || r.Proto == 17))) {
+		if n, ok := serviceName(port, r.Proto, r.TCPUDP); ok {
+			return n
+		}
+	}
+	return strconv.Itoa(int(port))
+}
+
+func (p *printer) with() {
+	r := p.r
+	p.s(" with")
+	comma := " "
+	if r.OptBits != 0 || r.OptMask != 0 || r.SecBits != 0 || r.SecMask != 0 || r.V6HdrsMask != 0 {
+		if r.V6HdrsMask != 0 {
+			p.optList(" v6hdr ", " not v6hdrs ", v6Hdrs, r.V6Hdrs, r.V6HdrsMask)
+		}
+		if r.OptMask != 0 || r.SecMask != 0 {
+			p.optPrint()
+		}
+	} else if r.WithMask&FI_OPTIONS != 0 {
+		p.s(comma)
+		if r.With&FI_OPTIONS == 0 {
+			p.s("not ")
+		}
+		p.s("ipopts")
+		comma = ","
+	}
+	for _, a := range withPrintOrder {
+		if r.WithMask&a.bit == 0 {
+			continue
+		}
+		p.s(comma)
+		if r.With&a.bit == 0 {
+			p.s("not ")
+		}
+		p.s(a.name)
+		comma = ","
+	}
+}
+
+// optList prints set bits after pos and cleared-but-masked bits after neg.
+func (p *printer) optList(pos, neg string, t []nameBit, bits, mask uint32) {
+	s := pos
+	for _, e := range t {
+		if e.bit&mask != 0 && e.bit&bits != 0 {
+			p.s(s + e.name)
+			s = ","
+		}
+	}
+	s = neg
+	for _, e := range t {
+		if e.bit&mask != 0 && e.bit&bits == 0 {
+			p.s(s + e.name)
+			s = ","
+		}
+	}
+}
+
+// optPrint is IPFilter's optprint: positive options, sec-class, then
+// ` not opt ...` and ` sec-class ...` for the negated ones.
+func (p *printer) optPrint() {
+	r := p.r
+	secm, secb := uint32(r.SecMask), uint32(r.SecBits)
+	s := " opt "
+	for _, e := range ipOptions {
+		if e.bit&r.OptMask != 0 && e.bit&r.OptBits != 0 {
+			if e.bit == OptSEC && (secm != 0 || secb != 0) {
+				continue
+			}
+			p.s(s + e.name)
+			s = ","
+		}
+	}
+	if secm&secb != 0 {
+		p.s(s + "sec-class")
+		s = " "
+		for _, e := range secClasses {
+			if e.bit&secm != 0 && e.bit&secb != 0 {
+				p.s(s + e.name)
+				s = ","
+			}
+		}
+	}
+	if (r.OptMask != 0 && r.OptMask != r.OptBits) || (secm != 0 && secm != secb) {
+		p.s(" not opt")
+		s = " "
+		if r.OptMask != r.OptBits {
+			for _, e := range ipOptions {
+				if e.bit&r.OptMask != 0 && e.bit&r.OptBits == 0 {
+					p.s(s + e.name)
+					s = ","
+				}
+			}
+		}
+		if secm != secb {
+			p.s(" sec-class")
+			s = " "
+			for _, e := range secClasses {
+				if e.bit&secm != 0 && e.bit&secb == 0 {
+					p.s(s + e.name)
+					s = ","
+				}
+			}
+		}
+	}
+}
+
+// FormatInlineTables returns what `ipf -v` prints for the anonymous
+// tables of a rule's `pool=(...)`/`hash=(...)` addresses, before the rule
+// itself (one "table ..." header line and one "\t{ ... };" line per
+// table, each newline-terminated). It is "" for rules without them.
+func FormatInlineTables(r *Rule) string {
+	var b strings.Builder
+	for _, a := range []*Addr{&r.From.Addr, &r.To.Addr} {
+		if a.Inline == nil {
+			continue
+		}
+		if a.Kind == AddrHash {
+			size := 2*len(a.Inline) - 1
+			fmt.Fprintf(&b, "table role=ipf type=hash number=%s size=%d\n\t{", a.Table, size)
+		} else {
+			fmt.Fprintf(&b, "table role=ipf type=tree number=%s\n\t{", a.Table)
+		}
+		for i := len(a.Inline) - 1; i >= 0; i-- {
+			e := a.Inline[i]
+			b.WriteByte(' ')
+			if e.Negate && a.Kind == AddrPool {
+				b.WriteString("! ")
+			}
+			b.WriteString(poolAddr(e.IP))
+			writeMask(&b, e.Mask)
+			b.WriteByte(';')
+		}
+		if len(a.Inline) == 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(" };\n")
+	}
+	return b.String()
+}
+
+// poolAddr prints a table address as ippool does: an IPv4 address below
+// 256 is printed as a bare number.
+func poolAddr(a netip.Addr) string {
+	if a.Is4() {
+		v := a.As4()
+		if v[0] == 0 && v[1] == 0 && v[2] == 0 {
+			return strconv.Itoa(int(v[3]))
+		}
+	}
+	return a.String()
+}

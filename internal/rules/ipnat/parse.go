@@ -1,0 +1,857 @@
+package ipnat
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"sluice/internal/pool/netfmt"
+)
+
+const maxErrors = 10
+
+// Parse reads ipnat.conf text. name is used in error positions. Rules
+// that parse are returned even when others fail; the error is then a
+// netfmt.ErrorList of at most ten positioned errors. Warnings (options
+// the grammar accepts but drops, as the original does) go to warn when
+// it is non-nil.
+func Parse(name, src string, warn io.Writer) (*File, error) {
+	p := &parser{file: name, toks: netfmt.Lex(src, true), out: &File{}, warn: warn}
+	for p.peek().Kind != netfmt.TokEOF && len(p.errs) < maxErrors {
+		p.line()
+	}
+	if len(p.errs) > 0 {
+		return p.out, p.errs
+	}
+	return p.out, nil
+}
+
+// ParseFile reads and parses the file at path.
+func ParseFile(path string, warn io.Writer) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, string(b), warn)
+}
+
+type parser struct {
+	file string
+	toks []netfmt.Token
+	i    int
+	errs netfmt.ErrorList
+	out  *File
+	warn io.Writer
+	r    *Rule
+}
+
+type bailout struct{}
+
+func (p *parser) peek() netfmt.Token { return p.toks[p.i] }
+
+func (p *parser) next() netfmt.Token {
+	t := p.toks[p.i]
+	if t.Kind != netfmt.TokEOF {
+		p.i++
+	}
+	return t
+}
+
+func (p *parser) errorf(pos netfmt.Pos, format string, args ...any) {
+	p.errs = append(p.errs, &netfmt.PosError{File: p.file, Pos: pos, Msg: fmt.Sprintf(format, args...)})
+	panic(bailout{})
+}
+
+func (p *parser) failAt(t netfmt.Token, want string) {
+	if t.Kind == netfmt.TokError {
+		p.errorf(t.Pos, "%s", t.Text)
+	}
+	p.errorf(t.Pos, "expected %s, found %s", want, t)
+}
+
+func (p *parser) warnf(format string, args ...any) {
+	if p.warn != nil {
+		fmt.Fprintf(p.warn, "%s:%d: "+format+"\n", append([]any{p.file, p.r.Pos.Line}, args...)...)
+	}
+}
+
+func (p *parser) isPunct(s string) bool {
+	t := p.peek()
+	return t.Kind == netfmt.TokPunct && t.Text == s
+}
+
+func (p *parser) isWord(s string) bool {
+	t := p.peek()
+	return t.Kind == netfmt.TokWord && strings.EqualFold(t.Text, s)
+}
+
+func (p *parser) accept(s string) bool {
+	if p.isWord(s) || p.isPunct(s) {
+		p.next()
+		return true
+	}
+	return false
+}
+
+func (p *parser) expect(s string) netfmt.Token {
+	t := p.next()
+	if (t.Kind == netfmt.TokWord && strings.EqualFold(t.Text, s)) || (t.Kind == netfmt.TokPunct && t.Text == s) {
+		return t
+	}
+	p.failAt(t, fmt.Sprintf("%q", s))
+	return t
+}
+
+func (p *parser) word(want string) netfmt.Token {
+	t := p.next()
+	if t.Kind != netfmt.TokWord && t.Kind != netfmt.TokString {
+		p.failAt(t, want)
+	}
+	return t
+}
+
+func (p *parser) atEnd() bool {
+	t := p.peek()
+	return t.Kind == netfmt.TokEOF || t.Kind == netfmt.TokNewline || (t.Kind == netfmt.TokPunct && t.Text == ";")
+}
+
+func (p *parser) line() {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(bailout); !ok {
+				panic(r)
+			}
+			// Resynchronise at the end of the line.
+			for t := p.peek(); t.Kind != netfmt.TokEOF && t.Kind != netfmt.TokNewline; t = p.peek() {
+				p.i++
+			}
+		}
+	}()
+	t := p.peek()
+	if t.Kind == netfmt.TokNewline || (t.Kind == netfmt.TokPunct && t.Text == ";") {
+		p.next()
+		return
+	}
+	r := p.rule()
+	t = p.peek()
+	switch {
+	case t.Kind == netfmt.TokPunct && t.Text == ";":
+		p.next()
+	case t.Kind == netfmt.TokNewline, t.Kind == netfmt.TokEOF:
+		if r.Type.IsRewrite() || r.No {
+			p.failAt(t, `";"`)
+		}
+	default:
+		p.failAt(t, "end of rule")
+	}
+	p.out.Rules = append(p.out.Rules, r)
+}
+
+func (p *parser) rule() *Rule {
+	start := p.peek()
+	r := &Rule{Pos: start.Pos, Family: 0}
+	p.r = r
+	if p.accept("no") {
+		r.No = true
+	}
+	t := p.next()
+	kw := ""
+	if t.Kind == netfmt.TokWord {
+		kw = strings.ToLower(t.Text)
+	}
+	switch kw {
+	case "map":
+		r.Type = Map
+	case "bimap":
+		r.Type = Bimap
+	case "map-block":
+		r.Type = MapBlock
+	case "rdr":
+		r.Type = Rdr
+	case "rewrite", "divert":
+		if r.No {
+			p.failAt(t, "map, map-block or rdr")
+		}
+		out := p.direction()
+		switch {
+		case kw == "rewrite" && out:
+			r.Type = RewriteOut
+		case kw == "rewrite":
+			r.Type = RewriteIn
+		case out:
+			r.Type = DivertOut
+		default:
+			r.Type = DivertIn
+		}
+		p.expect("on")
+	default:
+		p.failAt(t, "map, bimap, map-block, rdr, rewrite or divert")
+	}
+	p.ifnames(r)
+	switch {
+	case r.Type.IsRewrite():
+		p.rewrite(r)
+	case r.Type == Rdr:
+		p.rdr(r)
+	default:
+		p.mapRule(r)
+	}
+	if r.Family == 0 {
+		r.Family = 4
+	}
+	p.finish(r)
+	return r
+}
+
+func (p *parser) direction() bool {
+	t := p.next()
+	if t.Kind == netfmt.TokWord {
+		switch strings.ToLower(t.Text) {
+		case "in":
+			return false
+		case "out":
+			return true
+		}
+	}
+	p.failAt(t, "in or out")
+	return false
+}
+
+// ifs = IF [ "," IF ] [ "inet" | "inet6" ]
+func (p *parser) ifnames(r *Rule) {
+	t := p.next()
+	if t.Kind != netfmt.TokWord && t.Kind != netfmt.TokString {
+		p.failAt(t, "interface name")
+	}
+	r.Ifs[0] = t.Text
+	if p.isPunct(",") {
+		p.next()
+		r.Ifs[1] = p.word("interface name").Text
+	}
+	switch {
+	case p.accept("inet"):
+		r.Family = 4
+	case p.accept("inet6"):
+		r.Family = 6
+	}
+}
+
+// protocol parses "tcp", "udp", "tcp/udp", "tcpudp", a name or a number.
+func (p *parser) protocol(r *Rule) {
+	t := p.word("protocol")
+	if r.protoSet {
+		p.errorf(t.Pos, "protocol %q given twice", t.Text)
+	}
+	name := strings.ToLower(t.Text)
+	if name == "tcp" && p.isPunct("/") {
+		p.next()
+		p.expect("udp")
+		name = "tcp/udp"
+	}
+	p.setProto(r, t, name)
+}
+
+func (p *parser) setProto(r *Rule, t netfmt.Token, name string) {
+	r.TCP, r.UDP = false, false
+	switch name {
+	case "tcp/udp", "tcpudp", "tcp-udp":
+		r.Proto, r.TCP, r.UDP = 6, true, true
+	case "tcp":
+		r.Proto, r.TCP = 6, true
+	case "udp":
+		r.Proto, r.UDP = 17, true
+	default:
+		n, ok := netfmt.ProtoNumber(name)
+		if !ok {
+			p.errorf(t.Pos, "unknown protocol %q", t.Text)
+		}
+		r.Proto = n
+		switch n {
+		case 6:
+			r.TCP = true
+		case 17:
+			r.UDP = true
+		}
+	}
+	r.protoSet = true
+}
+
+func isProtoWord(t netfmt.Token) bool {
+	if t.Kind != netfmt.TokWord {
+		return false
+	}
+	switch s := strings.ToLower(t.Text); s {
+	case "tcp", "udp", "tcpudp", "tcp-udp", "ip", "icmp":
+		return true
+	default:
+		if _, err := strconv.Atoi(s); err == nil {
+			return true
+		}
+		_, ok := netfmt.ProtoNumber(s)
+		return ok && !isOptionWord(s)
+	}
+}
+
+func isOptionWord(s string) bool {
+	switch s {
+	case "round-robin", "frag", "age", "sticky", "mssclamp", "tag", "purge", "proxy",
+		"sequential", "portmap", "icmpidmap", "ports", "port", "range", "from", "to":
+		return true
+	}
+	return false
+}
+
+// mapRule = ("map"|"bimap"|"map-block") ifs lhs "->" rhs [mapport|proxy] mapopts
+func (p *parser) mapRule(r *Rule) {
+	if p.isWord("from") || p.isPunct("!") {
+		p.fromTo(r)
+	} else {
+		r.Orig = p.addrMask(r, false)
+	}
+	if r.No {
+		if !p.atEnd() && !p.isPunct("->") {
+			p.protocol(r)
+		}
+		return
+	}
+	p.expect("->")
+	if p.accept("range") {
+		r.Range = true
+		r.New = p.rangeAddr(r)
+	} else {
+		r.New = p.rhsAddr(r, false)
+		if r.New.Kind == AddrRange {
+			r.Range = true
+		}
+	}
+	for !p.atEnd() {
+		t := p.peek()
+		kw := strings.ToLower(t.Text)
+		if t.Kind != netfmt.TokWord {
+			p.failAt(t, "map option")
+		}
+		switch {
+		case kw == "portmap" && r.Type != MapBlock:
+			p.next()
+			p.portmap(r)
+		case kw == "icmpidmap" && r.Type != MapBlock:
+			p.next()
+			pt := p.word("icmp or ipv6-icmp")
+			switch strings.ToLower(pt.Text) {
+			case "icmp", "ipv6-icmp", "icmpv6":
+			default:
+				p.failAt(pt, "icmp or ipv6-icmp")
+			}
+			r.ICMPIDMap, r.ICMPQuery, r.protoSet = true, true, true
+			n, _ := netfmt.ProtoNumber(strings.ToLower(pt.Text))
+			r.Proto = n
+			r.SPMin, r.SPMax = p.portRange(true)
+		case kw == "ports" && r.Type == MapBlock:
+			p.next()
+			if p.accept("auto") {
+				r.PortAuto = true
+			} else {
+				r.SPMin = p.number("port count", 0, 65535)
+			}
+		case kw == "proxy":
+			p.next()
+			p.proxy(r)
+		case kw == "sequential":
+			p.next()
+			r.Sequential = true
+		default:
+			if !p.commonOpt(r, t, kw) {
+				if isProtoWord(t) {
+					p.protocol(r)
+				} else {
+					p.failAt(t, "map option")
+				}
+			}
+		}
+	}
+}
+
+// commonOpt handles the options shared by map and rdr rules.
+func (p *parser) commonOpt(r *Rule, t netfmt.Token, kw string) bool {
+	switch kw {
+	case "round-robin":
+		r.RoundRobin = true
+	case "frag":
+		r.Frag = true
+	case "age":
+		p.next()
+		a := p.number("age", 0, 1<<31-1)
+		r.Age = [2]int{a, a}
+		if p.isPunct("/") {
+			p.next()
+			r.Age[1] = p.number("age", 0, 1<<31-1)
+		}
+		return true
+	case "sticky":
+		r.Sticky = true
+	case "mssclamp":
+		p.next()
+		r.MSSClamp = p.number("MSS", 0, 65535)
+		return true
+	case "tag":
+		p.next()
+		r.Tag = p.word("tag name").Text
+		if len(r.Tag) > 16 {
+			r.Tag = r.Tag[:16]
+		}
+		return true
+	case "purge":
+		r.Purge = true
+	default:
+		return false
+	}
+	p.next()
+	return true
+}
+
+// portmap = tcpudp P (":"|"-") P | P ":" P tcpudp | tcpudp "auto"
+func (p *parser) portmap(r *Rule) {
+	r.Portmap = true
+	t := p.peek()
+	if t.Kind == netfmt.TokWord && (t.Text[0] < '0' || t.Text[0] > '9') {
+		p.portmapProto(r)
+		if p.accept("auto") {
+			r.PortAuto = true
+		} else {
+			r.SPMin, r.SPMax = p.portRange(true)
+		}
+	} else {
+		r.SPMin, r.SPMax = p.portRange(true)
+		p.portmapProto(r)
+	}
+	if p.accept("sequential") {
+		r.Sequential = true
+	}
+}
+
+func (p *parser) portmapProto(r *Rule) {
+	t := p.word("tcp, udp or tcp/udp")
+	name := strings.ToLower(t.Text)
+	if name == "tcp" && p.isPunct("/") {
+		p.next()
+		p.expect("udp")
+		name = "tcp/udp"
+	}
+	switch name {
+	case "tcp", "udp", "tcp/udp", "tcpudp":
+	default:
+		p.failAt(t, "tcp, udp or tcp/udp")
+	}
+	p.setProto(r, t, name)
+}
+
+// proxy = "proxy" "port" P NAME "/" proto [ "config" STRING ]
+func (p *parser) proxy(r *Rule) {
+	if r.Type == Rdr && !p.isWord("port") {
+		r.ProxyName = p.word("proxy name").Text
+		return
+	}
+	p.expect("port")
+	r.ProxyPort = p.port()
+	r.ProxyName = p.word("proxy name").Text
+	p.expect("/")
+	t := p.word("protocol")
+	p.setProto(r, t, strings.ToLower(t.Text))
+	r.ProxyProto = r.Proto
+	if p.accept("config") {
+		r.ProxyConf = p.word("proxy configuration").Text
+	}
+}
+
+// rdr = "rdr" ifs ( ADDRMASK [ "port" P [("-"|":") P] ] | [!] "from" obj [!] "to" obj )
+//
+//	"->" dip [ "port" ( P [("-"|":") P] | "=" P ) ] [ proto ] rdropts
+func (p *parser) rdr(r *Rule) {
+	if p.isWord("from") || p.isPunct("!") {
+		p.fromTo(r)
+	} else {
+		r.Orig = p.addrMask(r, false)
+		if p.accept("port") {
+			r.OPortMin, r.OPortMax = p.portRange(false)
+			r.hasPort = true
+		}
+	}
+	if r.No {
+		if !p.atEnd() {
+			p.protocol(r)
+		}
+		return
+	}
+	p.expect("->")
+	r.New = p.rhsAddr(r, true)
+	if p.accept("port") {
+		r.hasPort = true
+		if p.isPunct("=") {
+			p.next()
+			r.FixedDPort = true
+			r.DPMin = p.port()
+			r.DPMax = r.DPMin
+		} else {
+			r.DPMin, r.DPMax = p.portRange(false)
+		}
+	}
+	for !p.atEnd() {
+		t := p.peek()
+		kw := strings.ToLower(t.Text)
+		if t.Kind != netfmt.TokWord {
+			p.failAt(t, "rdr option")
+		}
+		switch {
+		case kw == "proxy":
+			p.next()
+			p.proxy(r)
+			if r.ProxyPort != 0 {
+				r.OPortMin, r.OPortMax = r.ProxyPort, r.ProxyPort
+				r.DPMin, r.DPMax = r.ProxyPort, r.ProxyPort
+			}
+		case p.commonOpt(r, t, kw):
+		case isProtoWord(t):
+			p.protocol(r)
+		default:
+			p.failAt(t, "rdr option")
+		}
+	}
+}
+
+// rewrite = ("rewrite"|"divert") dir "on" ifs [ "proto" proto ] "from" obj "to" obj
+//
+//	"->" "src" ADDR [ports] "dst" ADDR [ports] [ "purge" ] [ "udp" ]
+func (p *parser) rewrite(r *Rule) {
+	if p.accept("proto") {
+		p.protocol(r)
+	}
+	p.fromTo(r)
+	p.expect("->")
+	p.expect("src")
+	r.NewSrc = p.rewriteAddr(r)
+	if p.isPunct(",") {
+		p.next()
+		r.SPMin, r.SPMax, r.FixedSPort = p.rewritePorts()
+	}
+	p.expect("dst")
+	r.NewDst = p.rewriteAddr(r)
+	if p.isPunct(",") {
+		p.next()
+		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
+	}
+	for !p.atEnd() {
+		t := p.peek()
+		switch {
+		case strings.EqualFold(t.Text, "purge"):
+			p.next()
+			r.Purge = true
+		case strings.EqualFold(t.Text, "udp") && (r.Type == DivertIn || r.Type == DivertOut):
+			p.next()
+		default:
+			p.failAt(t, `"purge" or ";"`)
+		}
+	}
+	if r.Type == DivertIn || r.Type == DivertOut {
+		if r.SPMin == 0 || r.DPMin == 0 {
+			p.errorf(r.Pos, "divert needs a source and destination port")
+		}
+	}
+}
+
+func (p *parser) rewritePorts() (int, int, bool) {
+	if p.accept("port") {
+		p.expect("=")
+		v := p.port()
+		return v, v, true
+	}
+	a, b := p.portRange(false)
+	return a, b, false
+}
+
+func (p *parser) rewriteAddr(r *Rule) Addr {
+	if p.isWord("dstlist") {
+		p.next()
+		p.expect("/")
+		return Addr{Kind: AddrLookup, Table: "dstlist", Name: p.word("dstlist name").Text}
+	}
+	return p.addrMask(r, false)
+}
+
+// fromTo = [!] "from" [!] obj [!] "to" [!] obj
+func (p *parser) fromTo(r *Rule) {
+	r.Filter = true
+	if p.accept("!") {
+		r.NotSrc = true
+	}
+	p.expect("from")
+	if p.accept("!") {
+		r.NotSrc = true
+	}
+	r.Src = p.addrMask(r, true)
+	if p.accept("port") {
+		r.SrcPort = p.portCmp()
+	}
+	if p.accept("!") {
+		r.NotDst = true
+	}
+	p.expect("to")
+	if p.accept("!") {
+		r.NotDst = true
+	}
+	r.Dst = p.addrMask(r, true)
+	if p.accept("port") {
+		r.DstPort = p.portCmp()
+	}
+}
+
+var cmpWords = map[string]string{
+	"=": "=", "!=": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">=",
+	"eq": "=", "ne": "!=", "lt": "<", "gt": ">", "le": "<=", "ge": ">=",
+}
+
+// portCmp = cmp P | P ("<>"|"><") P | P ":" P
+func (p *parser) portCmp() PortCmp {
+	t := p.peek()
+	if op, ok := cmpWords[strings.ToLower(t.Text)]; ok && (t.Kind == netfmt.TokPunct || t.Kind == netfmt.TokWord) {
+		p.next()
+		return PortCmp{Op: op, P1: p.port()}
+	}
+	if t.Kind == netfmt.TokWord && strings.Contains(t.Text, ":") {
+		a, b := p.portRange(true)
+		return PortCmp{Op: ":", P1: a, P2: b}
+	}
+	a := p.port()
+	op := p.next()
+	if op.Kind != netfmt.TokPunct || (op.Text != "<>" && op.Text != "><") {
+		p.failAt(op, `"<>" or "><"`)
+	}
+	return PortCmp{Op: op.Text, P1: a, P2: p.port()}
+}
+
+func (p *parser) number(want string, lo, hi int) int {
+	t := p.next()
+	v, err := strconv.Atoi(t.Text)
+	if t.Kind != netfmt.TokWord || err != nil {
+		p.failAt(t, want)
+	}
+	if v < lo || v > hi {
+		p.errorf(t.Pos, "%s %d out of range %d-%d", want, v, lo, hi)
+	}
+	return v
+}
+
+func (p *parser) port() int {
+	t := p.word("port")
+	v, ok := netfmt.ServicePort(t.Text)
+	if !ok {
+		p.failAt(t, "port number or service name")
+	}
+	return v
+}
+
+// portRange reads "P", "P-P" or "P:P" (the lexer keeps them as one word,
+// or as "P" "-" "P" tokens when spaced out).
+func (p *parser) portRange(colonOnly bool) (int, int) {
+	t := p.word("port range")
+	s := t.Text
+	sep := strings.IndexAny(s, ":-")
+	if sep < 0 {
+		a, ok := netfmt.ServicePort(s)
+		if !ok {
+			p.failAt(t, "port number")
+		}
+		if p.isWord("-") {
+			p.next()
+			return a, p.port()
+		}
+		return a, a
+	}
+	a, ok1 := netfmt.ServicePort(s[:sep])
+	b, ok2 := netfmt.ServicePort(s[sep+1:])
+	if !ok1 || !ok2 {
+		p.failAt(t, "port range")
+	}
+	return a, b
+}
+
+// addrMask = "any" | HOST [ "/" (BITS|A.B.C.D|HEX) | ("mask"|"netmask") (A.B.C.D|HEX) ]
+//
+//	| ("pool"|"hash") "/" (N|NAME)        (only after from/to)
+func (p *parser) addrMask(r *Rule, lookupOK bool) Addr {
+	t := p.word("address")
+	lw := strings.ToLower(t.Text)
+	if lw == "any" {
+		return Addr{}
+	}
+	if (lw == "pool" || lw == "hash") && p.isPunct("/") {
+		if !lookupOK {
+			p.errorf(t.Pos, "%s/ is only allowed after from or to", lw)
+		}
+		p.next()
+		return Addr{Kind: AddrLookup, Table: lw, Name: p.word("pool name or number").Text}
+	}
+	h := p.host(r, t)
+	a := Addr{A: h.A}
+	fam := h.Fam
+	if fam == 0 {
+		fam = r.Family
+	}
+	switch {
+	case p.isPunct("/"):
+		p.next()
+		m := p.word("mask")
+		if n, err := strconv.Atoi(m.Text); err == nil {
+			if n < 0 || n > 128 {
+				p.errorf(m.Pos, "bad prefix length %d", n)
+			}
+			if h.Fam == 0 && fam != 6 && n > 32 {
+				// A mask longer than 32 bits implies IPv6.
+				fam = 6
+				r.Family = 6
+			}
+			a.M = maskFor(fam, n)
+		} else {
+			a.M = p.maskWord(m, fam)
+		}
+	case p.isWord("mask") || p.isWord("netmask"):
+		p.next()
+		a.M = p.maskWord(p.word("mask"), fam)
+	default:
+		if fam == 6 {
+			a.M = netfmt.MaskV6(128)
+		} else {
+			a.M = maskFor(4, 32)
+		}
+	}
+	for i := range a.A {
+		a.A[i] &= a.M[i]
+	}
+	return a
+}
+
+// maskFor builds a mask as IPFilter's ntomask does; an IPv4 mask longer
+// than 32 bits is invalid and stays zero.
+func maskFor(fam, bits int) [16]byte {
+	if fam == 6 {
+		return netfmt.MaskV6(bits)
+	}
+	var m [16]byte
+	if bits <= 32 {
+		binary.BigEndian.PutUint32(m[:4], netfmt.MaskV4(bits))
+	}
+	return m
+}
+
+func (p *parser) maskWord(t netfmt.Token, fam int) [16]byte {
+	var m [16]byte
+	if a, ok := netfmt.ParseDotted(t.Text); ok {
+		copy(m[:4], a[:])
+		return m
+	}
+	if v, err := netfmt.ParseUint(t.Text); err == nil && strings.HasPrefix(strings.ToLower(t.Text), "0x") {
+		binary.BigEndian.PutUint32(m[:4], v)
+		return m
+	}
+	if strings.Contains(t.Text, ":") && fam == 6 {
+		h, err := netfmt.ParseHost(t.Text, 6)
+		if err == nil && h.Fam == 6 {
+			return h.A
+		}
+	}
+	p.failAt(t, "netmask")
+	return m
+}
+
+func (p *parser) host(r *Rule, t netfmt.Token) netfmt.Host {
+	fam := r.Family
+	h, err := netfmt.ParseHost(t.Text, fam)
+	if err != nil {
+		p.errorf(t.Pos, "%v", err)
+	}
+	if h.Fam == 6 && r.Family == 0 {
+		r.Family = 6
+	}
+	return h
+}
+
+// rhsAddr = ADDRMASK | IP "-" IP | (rdr only) IP "," IP
+func (p *parser) rhsAddr(r *Rule, rdr bool) Addr {
+	t := p.peek()
+	if t.Kind == netfmt.TokWord && strings.Contains(t.Text, "-") {
+		if lo, hi, ok := splitRange(t.Text); ok {
+			p.next()
+			return p.makeRange(r, t, lo, hi)
+		}
+	}
+	if rdr && t.Kind == netfmt.TokWord && p.toks[p.i+1].Kind == netfmt.TokPunct && p.toks[p.i+1].Text == "," {
+		p.next()
+		p.next()
+		a := p.host(r, t)
+		b := p.host(r, p.word("address"))
+		return Addr{Kind: AddrSplit, A: a.A, M: b.A}
+	}
+	return p.addrMask(r, false)
+}
+
+func (p *parser) rangeAddr(r *Rule) Addr {
+	t := p.word("address range")
+	lo, hi, ok := splitRange(t.Text)
+	if !ok {
+		p.failAt(t, "address range a-b")
+	}
+	return p.makeRange(r, t, lo, hi)
+}
+
+func (p *parser) makeRange(r *Rule, t netfmt.Token, lo, hi string) Addr {
+	a := p.host(r, netfmt.Token{Kind: netfmt.TokWord, Text: lo, Pos: t.Pos})
+	b := p.host(r, netfmt.Token{Kind: netfmt.TokWord, Text: hi, Pos: t.Pos})
+	return Addr{Kind: AddrRange, A: a.A, M: b.A}
+}
+
+func splitRange(s string) (string, string, bool) {
+	lo, hi, ok := strings.Cut(s, "-")
+	if !ok || lo == "" || hi == "" {
+		return "", "", false
+	}
+	isAddr := func(x string) bool {
+		if _, ok := netfmt.ParseDotted(x); ok {
+			return true
+		}
+		h, err := netfmt.ParseHost(x, 6)
+		return err == nil && h.Fam == 6 && strings.Contains(x, ":")
+	}
+	return lo, hi, isAddr(lo) && isAddr(hi)
+}
+
+// finish applies the defaults and consistency rules of the original
+// grammar's post-processing.
+func (p *parser) finish(r *Rule) {
+	if !r.protoSet && (r.hasPort || r.SrcPort.Op != "" || r.DstPort.Op != "") && !r.Type.IsRewrite() {
+		if r.Type == Rdr && r.DPMin != r.DPMax {
+			r.Proto, r.TCP = 6, true
+		} else {
+			r.Proto, r.TCP, r.UDP = 6, true, true
+		}
+	}
+	if !r.IsTCPUDP() {
+		// Port tests and translations need TCP or UDP; the original
+		// silently drops them otherwise.
+		r.SrcPort, r.DstPort = PortCmp{}, PortCmp{}
+		if r.Type == Rdr {
+			r.OPortMin, r.OPortMax, r.DPMin, r.DPMax, r.FixedDPort = 0, 0, 0, 0, false
+		}
+		if r.Type.IsRewrite() && r.Type != DivertIn && r.Type != DivertOut {
+			r.SPMin, r.SPMax, r.DPMin, r.DPMax = 0, 0, 0, 0
+		}
+	}
+	if r.Sticky && !r.RoundRobin && r.New.Kind != AddrSplit {
+		p.warnf("'sticky' for use with round-robin/IP splitting only")
+		r.Sticky = false
+	}
+	if r.Type == MapBlock && r.Orig.Kind != AddrNormal {
+		p.errorf(r.Pos, "map-block needs an address/mask on the left")
+	}
+}

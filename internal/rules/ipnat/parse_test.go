@@ -1,0 +1,111 @@
+package ipnat
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+
+	"sluice/internal/pool/netfmt"
+	"testing"
+)
+
+func TestPrint(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"map le0 0/0 -> 0/32", "map le0 0/0 -> 0/32"},
+		{"map le0 10.0.0.5/0xff -> 1.2.3.4/24", "map le0 0.0.0.5/0.0.0.255 -> 1.2.3.0/24"},
+		{"map le0 10.0.0.0/8 -> 1.2.3.4 tcp", "map le0 10.0.0.0/8 -> 1.2.3.4/32 tcp"},
+		{"map le0 from 10.0.0.0/8 to any port = 80 -> 1.2.3.4", "map le0 from 10.0.0.0/8 to 0/0 port = 80 -> 1.2.3.4/32 tcp/udp"},
+		{"map le0 10.0.0.0/8 -> 1.2.3.4/32 proxy port ftp ftp/tcp", "map le0 10.0.0.0/8 -> 1.2.3.4/32 proxy port 21 ftp/tcp"},
+		{"map-block le0 172.16.0.0/16 -> 209.1.2.0/24 ports auto", "map-block le0 172.16.0.0/16 -> 209.1.2.0/24 ports auto"},
+		{"rdr le0 1.2.3.4 port 80 -> 10.0.0.5 port 8080 tcp", "rdr le0 1.2.3.4/32 port 80 -> 10.0.0.5/32 port 8080 tcp"},
+		{"rdr le0 0/0 port 80-88 -> 127.0.0.1 port = 3128 tcp round-robin", "rdr le0 0/0 port 80-88 -> 127.0.0.1/32 port = 3128 tcp round-robin"},
+		{"rdr le0 1.2.3.4 port 80 -> 10.0.0.5 port 8080 tcp sticky", "rdr le0 1.2.3.4/32 port 80 -> 10.0.0.5/32 port 8080 tcp"},
+		{"rdr le0 1.2.3.4 port 80 -> 10.0.0.5 port 8080-8090", "rdr le0 1.2.3.4/32 port 80 -> 10.0.0.5/32 port 8080-8090 tcp"},
+		{"map le0 inet6 0/0 -> 0/128", "map le0 inet6 any -> ::/128"},
+		{"map le0 inet6 1/128 -> 1/128", "map le0 inet6 any -> any"},
+		{"map le0 ::ffff:1.2.3.4/128 -> ::1.2.3.4", "map le0 inet6 ::ffff:1.2.3.4/128 -> ::1.2.3.4/128"},
+		{"rewrite out on bge0 proto tcp from 1.1.1.1 to any port = 80 -> src 3.3.3.0/24,1000-2000 dst 4.4.4.4,port = 80;",
+			"rewrite out on bge0 proto tcp from 1.1.1.1/32 to 0/0 port = 80 -> src 3.3.3.0/24,1000-2000 dst 4.4.4.4/32,port = 80;"},
+		{"divert in on bge0 proto udp from 1.1.1.1 to 2.2.2.2 -> src 3.3.3.3,1000 dst 4.4.4.4,2000 udp;",
+			"divert in on bge0 proto udp from 1.1.1.1/32 to 2.2.2.2/32 -> src 3.3.3.3/32,1000 dst 4.4.4.4/32,2000 udp;"},
+		{"no map le0 10.0.0.0/8;", "no map le0 10.0.0.0/8 ip;"},
+		{"map le0 from 10.0.0.0/8 to pool/100 -> 1.2.3.4", "map le0 from 10.0.0.0/8 to pool/100 -> 1.2.3.4/32"},
+		{"map a0 10.0.0.0/8 -> 1.1.1.1-1.1.1.9", "map a0 10.0.0.0/8 -> range 1.1.1.1-1.1.1.9"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			f, err := Parse("t", tc.in, nil)
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			if got := f.String(); got != tc.want+"\n" {
+				t.Errorf("got %q, want %q", got, tc.want+"\n")
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"map le0 from 1.2.3.4 -> 5", `f:1:22: expected "to", found "->"`},
+		{"\n\nfoo bar", `f:3:1: expected map, bimap, map-block, rdr, rewrite or divert, found "foo"`},
+		{"map le0 1.2.3.4 -> 5.6.7.8 garbage", `f:1:28: expected map option, found "garbage"`},
+		{"rdr le0 1.2.3.4 port x -> 5.6.7.8", `f:1:22: expected port number, found "x"`},
+		{"rewrite in on le0 from any to any -> src 1.2.3.4 dst 2.2.2.2", `f:1:61: expected ";", found end of file`},
+		{"map le0 1.2.3.4 -> 1.1.1.1 age x", `f:1:32: expected age, found "x"`},
+		{"map le0 1.2.3.4/200 -> 1.1.1.1", `f:1:17: bad prefix length 200`},
+		{"map le0 \"x", `f:1:9: unterminated string`},
+	}
+	for _, tc := range tests {
+		_, err := Parse("f", tc.in, nil)
+		if err == nil {
+			t.Errorf("%q: no error", tc.in)
+			continue
+		}
+		if got := err.Error(); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestErrorLimitAndRecovery(t *testing.T) {
+	src := strings.Repeat("bad line\nmap le0 1.2.3.4 -> 5.6.7.8\n", 20)
+	f, err := Parse("f", src, nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 10 {
+		t.Errorf("got %d errors, want 10", n)
+	}
+	if len(f.Rules) < 9 {
+		t.Errorf("got %d good rules, want the ones between the errors", len(f.Rules))
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"map le0 0/0 -> 0/32 portmap tcp/udp 1000:2000 sequential purge",
+		"rdr le0 9.8.7.6/32 port 80 -> 1.1.1.1,1.1.1.2 port 80 tcp round-robin frag age 40 sticky mssclamp 1000 tag x",
+		"rewrite in on bge0 inet6 proto tcp from 1:1:1::1 to any -> src 0/0 dst dstlist/a;",
+		"map fxp0 inet6 from 192:168::/18 to any port = 21 -> 1:2:3::4/128 proxy port 21 ftp/tcp",
+		"map-block le0 10.0.0.0/16 -> 203.1.1.0/24 ports 256",
+		"bimap le0 10.0.0.0/8 -> 1.2.3.0/24\nno rdr le0 1.2.3.4 port 80 tcp;",
+	} {
+		f.Add(s)
+	}
+	netfmt.LookupHost = func(string) ([]netip.Addr, error) { return nil, errors.New("no resolver in fuzzing") }
+	f.Fuzz(func(t *testing.T, src string) {
+		file, err := Parse("f", src, nil)
+		if err != nil {
+			return
+		}
+		out := file.String()
+		file2, err := Parse("f", out, nil)
+		if err != nil {
+			t.Fatalf("printed form does not parse: %v\n%s", err, out)
+		}
+		if out2 := file2.String(); out2 != out {
+			t.Fatalf("not a fixed point:\n%s\n%s", out, out2)
+		}
+	})
+}

@@ -1,0 +1,564 @@
+// Package ruleset compiles parsed ipf.conf rules (sluice/internal/rules/ipf)
+// once into an immutable Set: per-direction filter and accounting lists,
+// groups, and everything a matcher needs as plain values. The Go engine
+// and the eBPF compiler both read a Set; neither re-interprets rule text.
+//
+// A Set never changes after Compile, except for its per-rule counters
+// (Rule.Stats), which are updated atomically. Active/inactive sets are
+// held by Sets and swapped with an atomic pointer, so a failed load
+// changes nothing.
+package ruleset
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"sync/atomic"
+
+	"sluice/internal/rules/ipf"
+)
+
+// IPFilter's FR_* rule flag bits (ip_fil.h). Rule.Flags holds them so that
+// dumps print the same hexadecimal values IPFilter prints.
+const (
+	FRCall       uint32 = 0x0
+	FRBlock      uint32 = 0x1
+	FRPass       uint32 = 0x2
+	FRAuth       uint32 = 0x3
+	FRPreauth    uint32 = 0x4
+	FRAccount    uint32 = 0x5
+	FRSkip       uint32 = 0x6
+	FRDecap      uint32 = 0x8
+	FRCmdMask    uint32 = 0xf
+	FRLog        uint32 = 0x10
+	FRLogMask    uint32 = FRLog | FRCmdMask
+	FRCallNow    uint32 = 0x20
+	FRNotSrcIP   uint32 = 0x40
+	FRNotDstIP   uint32 = 0x80
+	FRQuick      uint32 = 0x100
+	FRKeepFrag   uint32 = 0x200
+	FRKeepState  uint32 = 0x400
+	FRFastroute  uint32 = 0x800
+	FRRetRST     uint32 = 0x1000
+	FRRetICMP    uint32 = 0x2000
+	FRFakeICMP   uint32 = 0x3000
+	FRRetMask    uint32 = 0x3000
+	FROutQue     uint32 = 0x4000
+	FRInQue      uint32 = 0x8000
+	FRLogBody    uint32 = 0x10000
+	FRLogFirst   uint32 = 0x20000
+	FRLogOrBlock uint32 = 0x40000
+	FRStLoose    uint32 = 0x80000
+	FRFragStrict uint32 = 0x100000
+	FRStStrict   uint32 = 0x200000
+	FRNewISN     uint32 = 0x400000
+	FRNoICMPErr  uint32 = 0x800000
+	FRStateSync  uint32 = 0x1000000
+	FRCopied     uint32 = 0x2000000
+	FRInactive   uint32 = 0x4000000
+	FRNoMatch    uint32 = 0x8000000
+)
+
+// AddrMatch is a compiled address test.
+type AddrMatch struct {
+	Kind ipf.AddrKind
+	// IP and Mask for AddrHost, both 16 bytes (IPv4 in the first 4) so the
+	// test is a masked compare of Len bytes. Len is 4 or 16.
+	IP, Mask [16]byte
+	Len      uint8
+	Not      bool
+	// Table names the ippool table for AddrPool/AddrHash.
+	Table string
+	// Iface and IfaceMode are for AddrIface (resolved by the engine).
+	Iface     string
+	IfaceMode ipf.IfaceAddrMode
+	IfaceBits uint8
+}
+
+// Match reports whether a (4 or 16 bytes) passes the test, ignoring Not
+// and non-host kinds.
+func (m *AddrMatch) Match(a []byte) bool {
+	if int(m.Len) != len(a) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if a[i]&m.Mask[i] != m.IP[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Stats are the per-rule counters; they are the only mutable part of a
+// Set and are updated atomically.
+type Stats struct {
+	Hits  atomic.Uint64
+	Bytes atomic.Uint64
+	// PPS window state (pps N).
+	PPSStart atomic.Uint32
+	PPSCount atomic.Uint32
+}
+
+// Rule is one compiled rule. All fields are read-only after Compile.
+type Rule struct {
+	// ID is unique across every rule compiled by this process; state
+	// limits are keyed by it.
+	ID uint32
+	// Src is the parsed rule, for printing.
+	Src *ipf.Rule
+	// Flags are the FR_* bits.
+	Flags uint32
+	Out   bool
+	// Family is 0 (any), 4 or 6.
+	Family uint8
+	// IfName is the interface of `on` ("" = any).
+	IfName string
+	// IfNames are the four state slots: on[0], on[1], via[0], via[1].
+	IfNames [4]string
+	// Proto: HasProto with Proto, or TCPUDP.
+	HasProto bool
+	Proto    uint8
+	TCPUDP   bool
+	// Tests tells which tests the rule has (bit set below).
+	Tests    uint32
+	Src4     AddrMatch
+	Dst4     AddrMatch
+	SrcPort  ipf.Port
+	DstPort  ipf.Port
+	Tos, TTL uint8
+	// TCP flags test: (pkt & FlagsMask) == Flags.
+	TCPFlags, TCPFlagsMask uint8
+	// ICMP test: (type<<8|code) & ICMPMask == ICMPValue.
+	ICMPValue, ICMPMask uint16
+	// With test on FI_* bits, options, security classes, v6 headers.
+	With, WithMask uint32
+	Opt, OptMask   uint32
+	Sec, SecMask   uint16
+	V6, V6Mask     uint32
+	// Head is the group a match recurses into; Group is where the rule lives.
+	Head, Group string
+	HeadList    *List
+	Skip        int
+	ICMPCode    uint8
+	// Keep state options.
+	KeepState *ipf.KeepState
+	Age       [2]uint32 // ticks
+	LogTag    uint32
+	NATTag    string
+	PPS       uint32
+	Call      ipf.Call
+	Stats     *Stats
+}
+
+// Test bits for Rule.Tests.
+const (
+	TestSrc uint32 = 1 << iota
+	TestDst
+	TestSrcPort
+	TestDstPort
+	TestTos
+	TestTTL
+	TestFlags
+	TestICMP
+	TestWith
+	TestOpt
+	TestV6Hdr
+	TestProto
+)
+
+// List is an ordered rule list (a direction's main list, an accounting
+// list or a group).
+type List struct {
+	Name  string // group name; "" for main lists
+	Rules []*Rule
+}
+
+// Set is one compiled rule set (IPFilter's set 0 or set 1).
+type Set struct {
+	// In and Out are the main filter lists.
+	In, Out List
+	// AcctIn and AcctOut are the accounting (count) lists.
+	AcctIn, AcctOut List
+	// Groups holds filter groups by name, in creation order in GroupOrder.
+	Groups     map[string]*List
+	GroupOrder []string
+	// AcctGroups holds accounting groups by name.
+	AcctGroups map[string]*List
+}
+
+var nextID atomic.Uint32
+
+// Options control compilation.
+type Options struct {
+	// Resolve is unused by the compiler itself but recorded for printers.
+	Resolve bool
+}
+
+// ErrUnsupported is returned for rules whose features the engine cannot
+// run (call functions with no group-map, decapsulate, bpf, exp).
+type ErrUnsupported struct {
+	Pos    ipf.Pos
+	Reason string
+}
+
+func (e *ErrUnsupported) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", e.Pos.File, e.Pos.Line, e.Pos.Col, e.Reason)
+}
+
+// NewSet returns an empty set.
+func NewSet() *Set {
+	return &Set{Groups: map[string]*List{}, AcctGroups: map[string]*List{}}
+}
+
+// Add compiles r and inserts it into s, honouring collections and @N. It
+// is used while building a set; once the set is published it must not
+// be called again.
+func (s *Set) Add(r *ipf.Rule) (*Rule, error) {
+	cr, err := compile(r)
+	if err != nil {
+		return nil, err
+	}
+	var l *List
+	acct := r.Action == ipf.ActionCount
+	switch {
+	case r.Group != "":
+		gm := s.Groups
+		if acct {
+			gm = s.AcctGroups
+		}
+		l = gm[r.Group]
+		if l == nil {
+			l = &List{Name: r.Group}
+			gm[r.Group] = l
+			if !acct {
+				s.GroupOrder = append(s.GroupOrder, r.Group)
+			}
+		}
+	case acct && r.Dir == ipf.DirOut:
+		l = &s.AcctOut
+	case acct:
+		l = &s.AcctIn
+	case r.Dir == ipf.DirOut:
+		l = &s.Out
+	default:
+		l = &s.In
+	}
+	insert(l, cr)
+	return cr, nil
+}
+
+// insert places r after all rules of lower or equal collection, or at
+// position @N among the rules of its collection.
+func insert(l *List, r *Rule) {
+	coll := r.Src.Collection
+	start := sort.Search(len(l.Rules), func(i int) bool { return l.Rules[i].Src.Collection >= coll })
+	end := sort.Search(len(l.Rules), func(i int) bool { return l.Rules[i].Src.Collection > coll })
+	pos := end
+	if r.Src.HasInsertAt && start+int(r.Src.InsertAt) < end {
+		pos = start + int(r.Src.InsertAt)
+	}
+	l.Rules = append(l.Rules, nil)
+	copy(l.Rules[pos+1:], l.Rules[pos:])
+	l.Rules[pos] = r
+}
+
+// Link resolves head references to group lists; call it after the last
+// Add.
+func (s *Set) Link() {
+	link := func(l *List, groups map[string]*List, filter bool) {
+		for _, r := range l.Rules {
+			if r.Head != "" {
+				g := groups[r.Head]
+				if g == nil {
+					g = &List{Name: r.Head}
+					groups[r.Head] = g
+					if filter {
+						s.GroupOrder = append(s.GroupOrder, r.Head)
+					}
+				}
+				r.HeadList = g
+			}
+		}
+	}
+	for _, l := range []*List{&s.In, &s.Out} {
+		link(l, s.Groups, true)
+	}
+	for _, l := range []*List{&s.AcctIn, &s.AcctOut} {
+		link(l, s.AcctGroups, false)
+	}
+	for _, name := range append([]string(nil), s.GroupOrder...) {
+		link(s.Groups[name], s.Groups, true)
+	}
+	for _, g := range s.AcctGroups {
+		link(g, s.AcctGroups, false)
+	}
+}
+
+// Compile builds a set from rules.
+func Compile(rules []*ipf.Rule) (*Set, error) {
+	s := NewSet()
+	for _, r := range rules {
+		if _, err := s.Add(r); err != nil {
+			return nil, err
+		}
+	}
+	s.Link()
+	return s, nil
+}
+
+func compile(r *ipf.Rule) (*Rule, error) {
+	cr := &Rule{ID: nextID.Add(1), Src: r, Stats: &Stats{}}
+	switch r.Action {
+	case ipf.ActionPass:
+		cr.Flags = FRPass
+	case ipf.ActionBlock:
+		cr.Flags = FRBlock
+	case ipf.ActionLog:
+		cr.Flags = FRLog
+	case ipf.ActionCount:
+		cr.Flags = FRAccount
+	case ipf.ActionAuth:
+		cr.Flags = FRAuth
+	case ipf.ActionPreauth:
+		cr.Flags = FRPreauth
+	case ipf.ActionNomatch:
+		cr.Flags = FRNoMatch
+	case ipf.ActionSkip:
+		cr.Flags = FRSkip
+		cr.Skip = int(r.Skip)
+	case ipf.ActionCall:
+		cr.Flags = FRCall
+		if r.Call.Now {
+			cr.Flags |= FRCallNow
+		}
+		cr.Call = r.Call
+		return nil, &ErrUnsupported{r.Pos, fmt.Sprintf("call %s/%d: no group-map pool support", r.Call.Func, r.Call.Arg)}
+	case ipf.ActionDecapsulate:
+		return nil, &ErrUnsupported{r.Pos, "decapsulate is not supported"}
+	}
+	if r.BPF != "" {
+		return nil, &ErrUnsupported{r.Pos, "bpf rules are not supported"}
+	}
+	if r.Expr != nil {
+		return nil, &ErrUnsupported{r.Pos, "exp rules are not supported"}
+	}
+	switch r.Return {
+	case ipf.ReturnRST:
+		cr.Flags |= FRRetRST
+	case ipf.ReturnICMP:
+		cr.Flags |= FRRetICMP
+	case ipf.ReturnICMPAsDest:
+		cr.Flags |= FRFakeICMP
+	}
+	cr.ICMPCode = r.ICMPCode
+	if r.Dir == ipf.DirOut {
+		cr.Out = true
+		cr.Flags |= FROutQue
+	} else {
+		cr.Flags |= FRInQue
+	}
+	if r.HasLog {
+		if r.Action != ipf.ActionLog {
+			cr.Flags |= FRLog
+		}
+		if r.Log.Body {
+			cr.Flags |= FRLogBody
+		}
+		if r.Log.First {
+			cr.Flags |= FRLogFirst
+		}
+		if r.Log.OrBlock {
+			cr.Flags |= FRLogOrBlock
+		}
+	}
+	if r.Quick {
+		cr.Flags |= FRQuick
+	}
+	if r.FastRoute {
+		cr.Flags |= FRFastroute
+	}
+	if r.From.Not {
+		cr.Flags |= FRNotSrcIP
+	}
+	if r.To.Not {
+		cr.Flags |= FRNotDstIP
+	}
+	if ks := r.KeepState; ks != nil {
+		cr.Flags |= FRKeepState
+		cr.KeepState = ks
+		if ks.Strict {
+			cr.Flags |= FRStStrict
+		}
+		if ks.Loose {
+			cr.Flags |= FRStLoose
+		}
+		if ks.NewISN {
+			cr.Flags |= FRNewISN
+		}
+		if ks.NoICMPErr {
+			cr.Flags |= FRNoICMPErr
+		}
+		if ks.Sync {
+			cr.Flags |= FRStateSync
+		}
+	}
+	if r.KeepFrags {
+		cr.Flags |= FRKeepFrag
+		if r.KeepFragsStrict {
+			cr.Flags |= FRFragStrict
+		}
+	}
+	// IPFilter marks every rule loaded from user space.
+	cr.Flags |= FRCopied
+	cr.Age = [2]uint32{r.Age[0] * 2, r.Age[1] * 2}
+
+	cr.Family = uint8(r.Family)
+	if len(r.On) > 0 {
+		cr.IfNames[0] = r.On[0]
+		if r.On[0] != "*" && r.On[0] != "-" {
+			cr.IfName = r.On[0]
+		}
+	}
+	if len(r.On) > 1 {
+		cr.IfNames[1] = r.On[1]
+	}
+	if len(r.Via) > 0 {
+		cr.IfNames[2] = r.Via[0]
+	}
+	if len(r.Via) > 1 {
+		cr.IfNames[3] = r.Via[1]
+	}
+	if r.HasProto || r.TCPUDP {
+		cr.Tests |= TestProto
+		cr.HasProto, cr.Proto, cr.TCPUDP = r.HasProto && !r.TCPUDP, r.Proto, r.TCPUDP
+	}
+	var err error
+	if cr.Src4, err = compileAddr(&r.From, r); err != nil {
+		return nil, err
+	}
+	if cr.Dst4, err = compileAddr(&r.To, r); err != nil {
+		return nil, err
+	}
+	if r.From.Addr.Kind != ipf.AddrAny || r.From.Not {
+		cr.Tests |= TestSrc
+	}
+	if r.To.Addr.Kind != ipf.AddrAny || r.To.Not {
+		cr.Tests |= TestDst
+	}
+	if r.From.Port.Op != ipf.PortNone {
+		cr.Tests |= TestSrcPort
+		cr.SrcPort = r.From.Port
+	}
+	if r.To.Port.Op != ipf.PortNone {
+		cr.Tests |= TestDstPort
+		cr.DstPort = r.To.Port
+	}
+	if r.HasTos {
+		cr.Tests |= TestTos
+		cr.Tos = r.Tos
+	}
+	if r.HasTTL {
+		cr.Tests |= TestTTL
+		cr.TTL = r.TTL
+	}
+	if r.HasFlags {
+		cr.Tests |= TestFlags
+		cr.TCPFlags, cr.TCPFlagsMask = r.Flags, r.FlagsMask
+	}
+	if r.HasICMPType {
+		cr.Tests |= TestICMP
+		cr.ICMPValue, cr.ICMPMask = uint16(r.ICMPType)<<8, 0xff00
+		if r.HasICMPCode {
+			cr.ICMPValue |= uint16(r.ICMPCodeMatch)
+			cr.ICMPMask = 0xffff
+		}
+	}
+	if r.WithMask != 0 {
+		cr.Tests |= TestWith
+		cr.With, cr.WithMask = r.With, r.WithMask
+	}
+	if r.OptMask != 0 || r.SecMask != 0 {
+		cr.Tests |= TestOpt
+		cr.Opt, cr.OptMask = r.OptBits, r.OptMask
+		cr.Sec, cr.SecMask = uint16(r.SecBits), uint16(r.SecMask)
+	}
+	if r.V6HdrsMask != 0 {
+		cr.Tests |= TestV6Hdr
+		cr.V6, cr.V6Mask = r.V6Hdrs, r.V6HdrsMask
+	}
+	cr.Head, cr.Group = r.Head, r.Group
+	if r.Tag.HasLog {
+		cr.LogTag = r.Tag.Log
+	}
+	cr.NATTag = r.Tag.NAT
+	cr.PPS = r.PPS
+	return cr, nil
+}
+
+func compileAddr(ep *ipf.Endpoint, r *ipf.Rule) (AddrMatch, error) {
+	m := AddrMatch{Kind: ep.Addr.Kind, Not: ep.Not}
+	switch ep.Addr.Kind {
+	case ipf.AddrHost:
+		ip, mask := ep.Addr.IP, ep.Addr.Mask
+		if !ip.IsValid() || !mask.IsValid() || ip.BitLen() != mask.BitLen() {
+			return m, &ErrUnsupported{r.Pos, "address and mask of different families"}
+		}
+		fill(&m.IP, ip)
+		fill(&m.Mask, mask)
+		m.Len = uint8(ip.BitLen() / 8)
+	case ipf.AddrPool, ipf.AddrHash:
+		m.Table = ep.Addr.Table
+		if ep.Addr.Inline != nil {
+			return m, &ErrUnsupported{r.Pos, "inline pool tables are not supported"}
+		}
+	case ipf.AddrIface:
+		m.Iface, m.IfaceMode, m.IfaceBits = ep.Addr.Iface, ep.Addr.IfaceMode, ep.Addr.IfaceBits
+	}
+	return m, nil
+}
+
+func fill(dst *[16]byte, a netip.Addr) {
+	if a.Is4() {
+		b := a.As4()
+		copy(dst[:], b[:])
+		return
+	}
+	b := a.As16()
+	*dst = b
+}
+
+// Sets holds the active and inactive rule sets (IPFilter's sets 0 and 1)
+// behind atomic pointers. Readers load a *Set once per packet.
+type Sets struct {
+	sets   [2]atomic.Pointer[Set]
+	active atomic.Uint32
+}
+
+// NewSets returns two empty sets with set 0 active.
+func NewSets() *Sets {
+	s := &Sets{}
+	for i := range s.sets {
+		e := NewSet()
+		s.sets[i].Store(e)
+	}
+	return s
+}
+
+// Active returns the active set.
+func (s *Sets) Active() *Set { return s.sets[s.active.Load()&1].Load() }
+
+// ActiveIndex returns 0 or 1.
+func (s *Sets) ActiveIndex() int { return int(s.active.Load() & 1) }
+
+// Get returns set i (0 or 1).
+func (s *Sets) Get(i int) *Set { return s.sets[i&1].Load() }
+
+// Store publishes set as set i.
+func (s *Sets) Store(i int, set *Set) { s.sets[i&1].Store(set) }
+
+// Swap makes the inactive set active and returns the new active index.
+func (s *Sets) Swap() int {
+	n := (s.active.Load() + 1) & 1
+	s.active.Store(n)
+	return int(n)
+}

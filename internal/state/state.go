@@ -1,0 +1,843 @@
+// Package state is IPFilter's state table: stateful TCP with the FSM and
+// window tracking of ipf_state.c (ipf-reference §3.3, §3.4), UDP and ICMP
+// pseudo-connections, ICMP errors matched to entries (§3.6), timeouts on
+// an injected clock (§3.5), and the state_max / limit / source-tracking
+// caps (§3.1).
+//
+// A Table is safe for concurrent use; its mutex guards every entry.
+// Matching an established flow does not allocate.
+package state
+
+import (
+	"net/netip"
+	"sync"
+)
+
+// Clock gives the current time in IPFilter ticks (one tick is 0.5 s).
+// Tests inject a ManualClock so that timeouts are exact.
+type Clock interface {
+	Ticks() uint32
+}
+
+// ManualClock is a Clock that only moves when told to.
+type ManualClock struct {
+	mu sync.Mutex
+	t  uint32
+}
+
+// Ticks returns the current tick.
+func (c *ManualClock) Ticks() uint32 { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+// Advance moves the clock forward by n ticks.
+func (c *ManualClock) Advance(n uint32) { c.mu.Lock(); c.t += n; c.mu.Unlock() }
+
+// Config holds the state tunables (ipf-reference §3.7). Timeouts are in
+// ticks.
+type Config struct {
+	Max            int  // state_max
+	Size           int  // state_size
+	MaxBucket      int  // state_maxbucket
+	Lock           bool // state_lock
+	Logging        bool // state_logging
+	TCPTimeout     [tcpNumStates]uint32
+	UDPTimeout     uint32
+	UDPAckTimeout  uint32
+	ICMPTimeout    uint32
+	ICMPAckTimeout uint32
+	IPTimeout      uint32
+}
+
+// DefaultConfig returns IPFilter 5.x defaults.
+func DefaultConfig() Config {
+	c := Config{
+		Max: 4013, Size: 5737, MaxBucket: 26, Logging: true,
+		UDPTimeout: 240, UDPAckTimeout: 24, ICMPTimeout: 120, ICMPAckTimeout: 12, IPTimeout: 120,
+	}
+	c.SetTCPTimeouts(480, 480, 480, 864000, 14400, 60, 480, 480, 60)
+	return c
+}
+
+// SetTCPTimeouts distributes the TCP tunables over the per-state queues as
+// ipf_state.c does: tcp_timeout (LISTEN, HALF_ESTAB, CLOSING), SYN_SENT,
+// SYN_RECEIVED, idle (ESTABLISHED), half-closed (CLOSE_WAIT, FIN_WAIT_1),
+// last-ack, close-wait (FIN_WAIT_2), time-wait, closed.
+func (c *Config) SetTCPTimeouts(timeout, synSent, synRcvd, idle, halfClosed, lastAck, closeWait, timeWait, closed uint32) {
+	t := &c.TCPTimeout
+	t[TCPListen], t[TCPHalfEstab], t[TCPClosing] = timeout, timeout, timeout
+	t[TCPSynSent], t[TCPSynReceived] = synSent, synRcvd
+	t[TCPEstablished] = idle
+	t[TCPCloseWait], t[TCPFinWait1] = halfClosed, halfClosed
+	t[TCPLastAck] = lastAck
+	t[TCPFinWait2] = closeWait
+	t[TCPTimeWait] = timeWait
+	t[TCPClosed] = closed
+}
+
+// Packet is what the table needs to know about a packet. The engine fills
+// one from the parsed packet without allocating; TCPOpts aliases the
+// packet's bytes.
+type Packet struct {
+	V        uint8 // 4 or 6
+	Proto    uint8
+	Src, Dst netip.Addr
+	SPort    uint16
+	DPort    uint16
+	ICMPType uint8
+	ICMPCode uint8
+	ICMPID   uint16
+	ICMPSeq  uint16
+	TCPFlags uint8
+	Seq, Ack uint32
+	Win      uint16
+	TCPOpts  []byte
+	DataLen  int  // L4 payload bytes (after the TCP/UDP header)
+	PLen     int  // IP packet length, for the byte counters
+	Out      bool // outbound
+	IfName   string
+	// MultiDst is set when the destination is multicast or broadcast: the
+	// entry then has a wildcard destination (§3.1).
+	MultiDst bool
+}
+
+// Entry flags.
+const (
+	flagWildDst  = 0x1
+	flagTCPFSM   = 0x2 // created by a SYN: the FSM is authoritative
+	flagStrict   = 0x4
+	flagLoose    = 0x8
+	flagNoICMP   = 0x10
+	flagDeleted  = 0x20
+	flagRuleAged = 0x40
+)
+
+// Entry is one state table entry. Fields are exported for the dump
+// printers and for tests; they are guarded by the owning Table's mutex.
+type Entry struct {
+	V, Proto  uint8
+	Src, Dst  netip.Addr
+	SPort     uint16
+	DPort     uint16
+	ICMPType  uint8
+	ICMPID    uint16
+	ICMPSeq   uint16
+	Pass      uint32 // the creating rule's flags (FR_* bits)
+	Tag       uint32
+	IfNames   [4]string // in-fwd, in-rev, out-fwd, out-rev
+	TCPState  [2]uint8
+	TCP       [2]TCPSide
+	Pkts      [4]uint64 // index dir*2+out
+	Bytes     [4]uint64
+	Expire    uint32 // tick at which the entry dies
+	ICMPHead  string // icmp-head group
+	Cookie    any    // the creating rule, opaque to this package
+	flags     uint32
+	icmpErr   [4]uint64
+	// RuleNum and Group locate the creating rule for log records.
+	RuleNum int
+	Group   string
+	ageFwd    uint32
+	ageRev    uint32
+	ruleID    uint32
+	srcKey    srcKey
+	key       flowKey
+	next      *Entry // global list, newest first
+	prev      *Entry
+	hnext     *Entry // hash chain
+	tracked   bool
+	hasLimits bool
+}
+
+// Deleted reports whether the entry has been removed from its table.
+func (e *Entry) Deleted() bool { return e.flags&flagDeleted != 0 }
+
+type flowKey struct {
+	proto uint8
+	a, b  netip.Addr
+	pa    uint16
+	pb    uint16
+}
+
+type srcKey struct {
+	rule uint32
+	addr netip.Addr
+}
+
+// Limits carries the per-rule caps and options for Add.
+type Limits struct {
+	RuleID     uint32 // unique per compiled rule; keys limit accounting
+	Limit      int    // keep state (limit N); 0 = none
+	MaxSrcs    int    // max-srcs N
+	MaxPerSrc  int    // max-per-src N
+	PerSrcBits int    // max-per-src N/bits
+	AgeFwd     uint32 // per-rule timeouts in ticks; 0 = protocol default
+	AgeRev     uint32
+	Strict     bool
+	Loose      bool
+	NoICMPErr  bool
+	ICMPHead   string
+	IfNames    [4]string // the rule's on / via names
+	Tag        uint32
+	Cookie     any
+	RuleNum    int
+	Group      string
+}
+
+// AddError says why Add refused to create an entry.
+type AddError uint8
+
+// Reasons for a failed Add.
+const (
+	AddOK AddError = iota
+	AddLocked
+	AddTableFull
+	AddRuleLimit
+	AddSrcLimit
+	AddBadICMP
+	AddTCPReset
+	AddExists
+)
+
+var addErrText = [...]string{"ok", "state table locked", "state table full", "rule limit reached",
+	"source limit reached", "ICMP type cannot hold state", "TCP reset", "entry exists"}
+
+func (e AddError) String() string {
+	if int(e) < len(addErrText) {
+		return addErrText[e]
+	}
+	return "unknown"
+}
+
+// Stats counts table events (ipfstat -s).
+type Stats struct {
+	Added   [3]uint64 // TCP, UDP, ICMP
+	Hits    uint64
+	Misses  uint64
+	Max     uint64 // refused: state_max
+	Expired uint64
+}
+
+// Table is the state table.
+type Table struct {
+	mu       sync.Mutex
+	cfg      Config
+	clock    Clock
+	byKey    map[flowKey]*Entry
+	wild     *Entry // wildcard-destination entries, chained by hnext
+	list     *Entry
+	active   int
+	perRule  map[uint32]int
+	perSrc   map[srcKey]int
+	srcsRule map[uint32]int
+	stats    Stats
+}
+
+// New returns an empty table using cfg and clock.
+func New(cfg Config, clock Clock) *Table {
+	return &Table{
+		cfg: cfg, clock: clock,
+		byKey:    make(map[flowKey]*Entry),
+		perRule:  make(map[uint32]int),
+		perSrc:   make(map[srcKey]int),
+		srcsRule: make(map[uint32]int),
+	}
+}
+
+// Close drops every entry.
+func (t *Table) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byKey = make(map[flowKey]*Entry)
+	t.wild, t.list, t.active = nil, nil, 0
+}
+
+// SetConfig replaces the tunables.
+func (t *Table) SetConfig(c Config) { t.mu.Lock(); t.cfg = c; t.mu.Unlock() }
+
+// Config returns the tunables.
+func (t *Table) Config() Config { t.mu.Lock(); defer t.mu.Unlock(); return t.cfg }
+
+// Active returns the number of live entries.
+func (t *Table) Active() int { t.mu.Lock(); defer t.mu.Unlock(); return t.active }
+
+// Stats returns a copy of the counters.
+func (t *Table) Stats() Stats { t.mu.Lock(); defer t.mu.Unlock(); return t.stats }
+
+func makeKey(p *Packet) flowKey {
+	k := flowKey{proto: p.Proto}
+	sp, dp := p.SPort, p.DPort
+	if isICMP(p) {
+		sp, dp = p.ICMPID, p.ICMPID
+	} else if p.Proto != 6 && p.Proto != 17 {
+		sp, dp = 0, 0
+	}
+	c := p.Src.Compare(p.Dst)
+	if c < 0 || (c == 0 && sp <= dp) {
+		k.a, k.b, k.pa, k.pb = p.Src, p.Dst, sp, dp
+	} else {
+		k.a, k.b, k.pa, k.pb = p.Dst, p.Src, dp, sp
+	}
+	return k
+}
+
+func isICMP(p *Packet) bool { return p.Proto == 1 || p.Proto == 58 }
+
+// icmpReply maps a query type to its reply type; ok is false for types
+// that cannot create state (§3.1).
+func icmpReply(v, typ uint8) (uint8, bool) {
+	if v == 4 {
+		switch typ {
+		case 8:
+			return 0, true
+		case 13, 15, 17:
+			return typ + 1, true
+		}
+		return 0, false
+	}
+	switch typ {
+	case 128, 130, 133, 135, 139:
+		return typ + 1, true
+	}
+	return 0, false
+}
+
+// Result of a Lookup.
+type Result uint8
+
+// Lookup outcomes.
+const (
+	Miss Result = iota
+	Hit
+	// OutOfWindow means a TCP entry matched addresses and ports but the
+	// segment failed the window or FSM check (FI_OOW).
+	OutOfWindow
+)
+
+// Lookup finds the entry for p and, on a hit, runs the TCP checks and
+// updates counters and timers. rev reports whether p travels in the
+// entry's reverse direction.
+func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Ticks()
+	k := makeKey(p)
+	oow := false
+	var prev *Entry
+	for e = t.byKey[k]; e != nil; {
+		next := e.hnext
+		if int32(now-e.Expire) >= 0 {
+			t.expire(e, prev)
+			e = next
+			continue
+		}
+		if r, ok := t.matchAddrs(e, p); ok {
+			switch t.update(e, p, r, now) {
+			case Hit:
+				t.stats.Hits++
+				return e, r, Hit
+			case OutOfWindow:
+				oow = true
+			}
+		}
+		prev, e = e, next
+	}
+	for e = t.wild; e != nil; e = e.hnext {
+		r, ok := t.matchWild(e, p)
+		if !ok {
+			continue
+		}
+		if t.update(e, p, r, now) != Hit {
+			continue
+		}
+		t.fillWild(e, p, r)
+		t.stats.Hits++
+		return e, r, Hit
+	}
+	t.stats.Misses++
+	if oow {
+		return nil, false, OutOfWindow
+	}
+	return nil, false, Miss
+}
+
+// matchAddrs checks addresses, ports and ICMP fields; it returns the
+// direction.
+func (t *Table) matchAddrs(e *Entry, p *Packet) (rev, ok bool) {
+	if e.Proto != p.Proto || e.V != p.V {
+		return false, false
+	}
+	icmp := isICMP(p)
+	ports := p.Proto == 6 || p.Proto == 17
+	switch {
+	case e.Src == p.Src && e.Dst == p.Dst && (!ports || (e.SPort == p.SPort && e.DPort == p.DPort)):
+		rev = false
+		if icmp && (p.ICMPType != e.ICMPType || p.ICMPID != e.ICMPID) {
+			return false, false
+		}
+	case e.Src == p.Dst && e.Dst == p.Src && (!ports || (e.SPort == p.DPort && e.DPort == p.SPort)):
+		rev = true
+		if icmp {
+			rep, _ := icmpReply(e.V, e.ICMPType)
+			if p.ICMPType != rep || p.ICMPID != e.ICMPID {
+				return false, false
+			}
+		}
+	default:
+		return false, false
+	}
+	return rev, t.matchIf(e, p, rev)
+}
+
+func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
+	if e.Proto != p.Proto || e.V != p.V {
+		return false, false
+	}
+	ports := p.Proto == 6 || p.Proto == 17
+	switch {
+	case e.Src == p.Src && (!ports || (e.SPort == p.SPort && e.DPort == p.DPort)):
+		rev = false
+		if isICMP(p) && (p.ICMPType != e.ICMPType || p.ICMPID != e.ICMPID) {
+			return false, false
+		}
+	case e.Src == p.Dst && (!ports || (e.SPort == p.DPort && e.DPort == p.SPort)):
+		rev = true
+		if isICMP(p) {
+			rep, _ := icmpReply(e.V, e.ICMPType)
+			if p.ICMPType != rep || p.ICMPID != e.ICMPID {
+				return false, false
+			}
+		}
+	default:
+		return false, false
+	}
+	return rev, t.matchIf(e, p, rev)
+}
+
+// fillWild gives a wildcard entry its destination from the first packet
+// that used it and moves it into the hash table.
+func (t *Table) fillWild(e *Entry, p *Packet, rev bool) {
+	if rev {
+		e.Dst = p.Src
+	} else {
+		e.Dst = p.Dst
+	}
+	e.flags &^= flagWildDst
+	var prev *Entry
+	for x := t.wild; x != nil; prev, x = x, x.hnext {
+		if x == e {
+			if prev == nil {
+				t.wild = x.hnext
+			} else {
+				prev.hnext = x.hnext
+			}
+			break
+		}
+	}
+	e.key = makeKey(&Packet{Proto: e.Proto, Src: e.Src, Dst: e.Dst, SPort: e.SPort, DPort: e.DPort, ICMPID: e.ICMPID})
+	e.hnext = t.byKey[e.key]
+	t.byKey[e.key] = e
+}
+
+// matchIf checks (and fills) the interface slot for p's direction.
+func (t *Table) matchIf(e *Entry, p *Packet, rev bool) bool {
+	idx := 0
+	if p.Out {
+		idx = 2
+	}
+	if rev {
+		idx++
+	}
+	switch e.IfNames[idx] {
+	case "":
+		e.IfNames[idx] = p.IfName
+		return true
+	case "*", "-":
+		return true
+	}
+	return e.IfNames[idx] == p.IfName
+}
+
+// update runs protocol checks for a matched entry and bumps counters.
+func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
+	dir := 0
+	if rev {
+		dir = 1
+	}
+	if p.Proto == 6 {
+		if p.TCPFlags&thOpening == THSyn && e.TCPState[0] > TCPEstablished && e.TCPState[1] > TCPEstablished {
+			// A new connection reusing the tuple: the old entry dies now.
+			e.TCPState[0], e.TCPState[1] = TCPClosed, TCPClosed
+			e.Expire = now
+			return Miss
+		}
+		f, to := &e.TCP[dir], &e.TCP[1-dir]
+		ok := true
+		if e.flags&flagLoose == 0 {
+			ok = inWindow(f, to, p, e.flags&flagTCPFSM != 0, e.flags&flagStrict != 0)
+		}
+		if !ok {
+			return OutOfWindow
+		}
+		r := fsmStep(&e.TCPState, dir, p.TCPFlags, p.DataLen, e.flags&flagTCPFSM != 0)
+		if r == 0 {
+			return OutOfWindow
+		}
+		if r == 1 {
+			e.Expire = now + t.tcpTimeout(e, dir)
+		}
+		if p.TCPFlags&thOpening == thOpening {
+			if len(p.TCPOpts) > 0 {
+				parseTCPOptions(p.TCPOpts, f)
+			}
+			if f.WinFlags&wscaleSeen == 0 || to.WinFlags&wscaleSeen == 0 {
+				f.WinScale, to.WinScale = 0, 0
+			}
+		} else if p.TCPFlags&THSyn != 0 && len(p.TCPOpts) > 0 {
+			parseTCPOptions(p.TCPOpts, f)
+		}
+	} else {
+		e.Expire = now + t.otherTimeout(e, rev)
+	}
+	i := dir*2 + b2i(p.Out)
+	e.Pkts[i]++
+	e.Bytes[i] += uint64(p.PLen)
+	return Hit
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (t *Table) tcpTimeout(e *Entry, dir int) uint32 {
+	if e.flags&flagRuleAged != 0 {
+		if dir == 0 {
+			return e.ageFwd
+		}
+		return e.ageRev
+	}
+	return t.cfg.TCPTimeout[e.TCPState[dir]]
+}
+
+func (t *Table) otherTimeout(e *Entry, rev bool) uint32 {
+	if e.flags&flagRuleAged != 0 {
+		if rev {
+			return e.ageRev
+		}
+		return e.ageFwd
+	}
+	switch e.Proto {
+	case 1, 58:
+		if rev {
+			return t.cfg.ICMPAckTimeout
+		}
+		return t.cfg.ICMPTimeout
+	default:
+		// UDP, and other protocols once a packet has matched.
+		if rev {
+			return t.cfg.UDPAckTimeout
+		}
+		return t.cfg.UDPTimeout
+	}
+}
+
+// Add creates an entry for p, which just matched a keep-state rule with
+// flags pass. The caller has already refused short, bad, fragment-body
+// and out-of-window non-SYN packets (§3.1).
+func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cfg.Lock {
+		return nil, AddLocked
+	}
+	if lim.Limit > 0 {
+		if t.perRule[lim.RuleID] >= lim.Limit {
+			return nil, AddRuleLimit
+		}
+	} else if t.active >= t.cfg.Max {
+		t.stats.Max++
+		return nil, AddTableFull
+	}
+	var sk srcKey
+	if lim.MaxSrcs > 0 || lim.MaxPerSrc > 0 {
+		bits := lim.PerSrcBits
+		if bits == 0 {
+			bits = p.Src.BitLen()
+		}
+		pfx, _ := p.Src.Prefix(bits)
+		sk = srcKey{rule: lim.RuleID, addr: pfx.Addr()}
+		n, seen := t.perSrc[sk]
+		if !seen && lim.MaxSrcs > 0 && t.srcsRule[lim.RuleID] >= lim.MaxSrcs {
+			return nil, AddSrcLimit
+		}
+		if lim.MaxPerSrc > 0 && n >= lim.MaxPerSrc {
+			return nil, AddSrcLimit
+		}
+	}
+	e := &Entry{
+		V: p.V, Proto: p.Proto, Src: p.Src, Dst: p.Dst,
+		Pass: pass, Tag: lim.Tag, IfNames: lim.IfNames, ICMPHead: lim.ICMPHead,
+		Cookie: lim.Cookie, RuleNum: lim.RuleNum, Group: lim.Group, ruleID: lim.RuleID, hasLimits: lim.Limit > 0,
+	}
+	now := t.clock.Ticks()
+	dir := 0
+	switch p.Proto {
+	case 1, 58:
+		if _, ok := icmpReply(p.V, p.ICMPType); !ok {
+			return nil, AddBadICMP
+		}
+		e.ICMPType, e.ICMPID, e.ICMPSeq = p.ICMPType, p.ICMPID, p.ICMPSeq
+	case 6:
+		if p.TCPFlags&THRst != 0 {
+			return nil, AddTCPReset
+		}
+		e.SPort, e.DPort = p.SPort, p.DPort
+		s, d := &e.TCP[0], &e.TCP[1]
+		dlen := uint32(p.DataLen)
+		if p.TCPFlags&THSyn != 0 {
+			dlen++
+		}
+		if p.TCPFlags&THFin != 0 {
+			dlen++
+		}
+		s.End = p.Seq + dlen
+		s.MaxEnd = s.End
+		s.MaxWin = uint32(p.Win)
+		if s.MaxWin == 0 {
+			s.MaxWin = 1
+		}
+		d.MaxWin = 1
+		if p.TCPFlags&THSyn != 0 {
+			e.flags |= flagTCPFSM
+			if len(p.TCPOpts) > 0 {
+				parseTCPOptions(p.TCPOpts, s)
+			}
+		} else {
+			d.End = p.Ack
+			d.MaxEnd = p.Ack
+			d.MaxWin = s.MaxWin * 4
+		}
+	case 17:
+		e.SPort, e.DPort = p.SPort, p.DPort
+	}
+	if lim.Strict {
+		e.flags |= flagStrict
+	}
+	if lim.Loose {
+		e.flags |= flagLoose
+	}
+	if lim.NoICMPErr {
+		e.flags |= flagNoICMP
+	}
+	if lim.AgeFwd != 0 || lim.AgeRev != 0 {
+		e.flags |= flagRuleAged
+		e.ageFwd, e.ageRev = lim.AgeFwd, lim.AgeRev
+		if e.ageRev == 0 {
+			e.ageRev = e.ageFwd
+		}
+	}
+	if p.MultiDst {
+		e.flags |= flagWildDst
+	}
+	// The interface of the creating packet's slot is always recorded.
+	slot := 0
+	if p.Out {
+		slot = 2
+	}
+	if e.IfNames[slot] == "" {
+		e.IfNames[slot] = p.IfName
+	}
+	// Reject duplicates before touching any counter.
+	e.key = makeKey(p)
+	if e.flags&flagWildDst == 0 {
+		for x := t.byKey[e.key]; x != nil; x = x.hnext {
+			if x.Src == e.Src && x.Dst == e.Dst && x.SPort == e.SPort && x.DPort == e.DPort &&
+				x.ICMPType == e.ICMPType && int32(now-x.Expire) < 0 {
+				return nil, AddExists
+			}
+		}
+	}
+	switch p.Proto {
+	case 6:
+		fsmStep(&e.TCPState, dir, p.TCPFlags, p.DataLen, e.flags&flagTCPFSM != 0)
+		e.Expire = now + t.tcpTimeout(e, dir)
+		t.stats.Added[0]++
+	case 17:
+		e.Expire = now + t.otherTimeout(e, false)
+		t.stats.Added[1]++
+	case 1, 58:
+		e.Expire = now + t.otherTimeout(e, false)
+		t.stats.Added[2]++
+	default:
+		e.Expire = now + t.cfg.IPTimeout
+		if e.flags&flagRuleAged != 0 {
+			e.Expire = now + e.ageFwd
+		}
+	}
+	e.Pkts[b2i(p.Out)]++
+	e.Bytes[b2i(p.Out)] += uint64(p.PLen)
+
+	if lim.Limit > 0 {
+		t.perRule[lim.RuleID]++
+	}
+	if lim.MaxSrcs > 0 || lim.MaxPerSrc > 0 {
+		if t.perSrc[sk] == 0 {
+			t.srcsRule[lim.RuleID]++
+		}
+		t.perSrc[sk]++
+		e.srcKey, e.tracked = sk, true
+	}
+	if e.flags&flagWildDst != 0 {
+		e.hnext = t.wild
+		t.wild = e
+	} else {
+		e.hnext = t.byKey[e.key]
+		t.byKey[e.key] = e
+	}
+	e.next = t.list
+	if t.list != nil {
+		t.list.prev = e
+	}
+	t.list = e
+	t.active++
+	return e, AddOK
+}
+
+// expire removes e (whose predecessor in its hash chain is prev).
+func (t *Table) expire(e, prev *Entry) {
+	if e.flags&flagWildDst != 0 {
+		var pw *Entry
+		for x := t.wild; x != nil; pw, x = x, x.hnext {
+			if x == e {
+				if pw == nil {
+					t.wild = x.hnext
+				} else {
+					pw.hnext = x.hnext
+				}
+				break
+			}
+		}
+	} else if prev == nil {
+		if e.hnext == nil {
+			delete(t.byKey, e.key)
+		} else {
+			t.byKey[e.key] = e.hnext
+		}
+	} else {
+		prev.hnext = e.hnext
+	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		t.list = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	}
+	e.flags |= flagDeleted
+	t.active--
+	t.stats.Expired++
+	if e.hasLimits {
+		t.perRule[e.ruleID]--
+	}
+	if e.tracked {
+		t.perSrc[e.srcKey]--
+		if t.perSrc[e.srcKey] <= 0 {
+			delete(t.perSrc, e.srcKey)
+			t.srcsRule[e.srcKey.rule]--
+		}
+	}
+}
+
+// Expire removes every entry whose timer has run out.
+func (t *Table) Expire() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Ticks()
+	n := 0
+	for e := t.list; e != nil; {
+		next := e.next
+		if int32(now-e.Expire) >= 0 {
+			t.remove(e)
+			n++
+		}
+		e = next
+	}
+	return n
+}
+
+// remove unlinks e from wherever it is.
+func (t *Table) remove(e *Entry) {
+	var prev *Entry
+	if e.flags&flagWildDst == 0 {
+		for x := t.byKey[e.key]; x != nil && x != e; x = x.hnext {
+			prev = x
+		}
+	}
+	t.expire(e, prev)
+}
+
+// Flush removes every entry and returns how many there were.
+func (t *Table) Flush() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for e := t.list; e != nil; {
+		next := e.next
+		t.remove(e)
+		n++
+		e = next
+	}
+	return n
+}
+
+// Walk calls fn for every live entry, newest first (the order in which
+// IPFilter lists them).
+func (t *Table) Walk(fn func(*Entry)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for e := t.list; e != nil; e = e.next {
+		fn(e)
+	}
+}
+
+// LookupICMPError matches the packet embedded in an ICMP error against the
+// table (§3.6). emb describes the embedded header as it was sent; errOut
+// is the direction of the error itself. Only addresses, ports and the ICMP
+// id are compared. An entry refuses errors when it has no-icmp-err or when
+// more errors have come back than packets were sent the other way.
+func (t *Table) LookupICMPError(emb *Packet, errOut bool) (*Entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Ticks()
+	k := makeKey(emb)
+	ports := emb.Proto == 6 || emb.Proto == 17
+	for e := t.byKey[k]; e != nil; e = e.hnext {
+		if int32(now-e.Expire) >= 0 || e.Proto != emb.Proto || e.V != emb.V {
+			continue
+		}
+		var backward bool
+		switch {
+		case e.Src == emb.Src && e.Dst == emb.Dst && (!ports || (e.SPort == emb.SPort && e.DPort == emb.DPort)):
+		case e.Src == emb.Dst && e.Dst == emb.Src && (!ports || (e.SPort == emb.DPort && e.DPort == emb.SPort)):
+			backward = true
+		default:
+			continue
+		}
+		if isICMP(emb) && emb.ICMPID != e.ICMPID {
+			continue
+		}
+		if e.flags&flagNoICMP != 0 {
+			return nil, false
+		}
+		i := b2i(!backward)<<1 + b2i(errOut)
+		oi := b2i(backward)<<1 + b2i(!errOut)
+		if e.icmpErr[i] > e.Pkts[oi] {
+			continue
+		}
+		e.icmpErr[i]++
+		return e, true
+	}
+	return nil, false
+}
