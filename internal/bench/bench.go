@@ -44,7 +44,7 @@ type Options struct {
 
 // ErrNotRoot is returned when the process lacks the privileges to make
 // namespaces and load rules.
-var ErrNotRoot = errors.New("sluice bench must run as root: it creates network namespaces, veth links and nftables tables (try sudo)")
+var ErrNotRoot = errors.New("must run as root: it creates network namespaces, veth links and nftables tables (try sudo)")
 
 // Run measures and returns the path of the results file. The test bed
 // is removed before Run returns, whatever happens; on cancellation the

@@ -202,7 +202,12 @@ type filterWork struct {
 		Logs     [4]uint32
 		Cand     [4]uint64
 	}
-	E filterStateEntry
+	E          filterStateEntry
+	Obuf       [64]uint8
+	HitPass    uint32
+	HitRuleNo  uint32
+	HitGroupNo uint32
+	HitLogtag  uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -1,5 +1,7 @@
 package bpf
 
+import "fmt"
+
 // Go mirrors of include/filter.h. layout_test.go checks every struct's size
 // and field offsets against the BTF of the compiled object, so a change on
 // one side that is not made on the other fails the tests.
@@ -315,4 +317,41 @@ type rawListMeta struct {
 	Dir  uint32
 	Acct uint32
 	Name [listNameLen]byte
+}
+
+// Block reasons in Stats.Drops and LogRecord.Reason (IPFilter's FRB_*
+// numbering as ipmon prints it; 20 and above are Sluice's own).
+const (
+	RSNNone     = 0
+	RSNFilter   = 1
+	RSNLogFail  = 2
+	RSNPPS      = 3
+	RSNJumbo    = 4
+	RSNStateAdd = 6
+	RSNBadFrag  = 15
+	RSNBad      = 20
+	RSNDCA      = 21
+)
+
+// ReasonName returns ipmon's name for a block reason.
+func ReasonName(r uint32) string {
+	switch r {
+	case RSNFilter:
+		return "filter-rule"
+	case RSNLogFail:
+		return "log-or-block_1"
+	case RSNPPS:
+		return "pps-rate"
+	case RSNJumbo:
+		return "jumbogram"
+	case RSNStateAdd:
+		return "state_add-fail"
+	case RSNBadFrag:
+		return "bad-frag"
+	case RSNBad:
+		return "bad-packet"
+	case RSNDCA:
+		return "keep-limit"
+	}
+	return fmt.Sprintf("reason-%d", r)
 }

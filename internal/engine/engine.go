@@ -8,8 +8,10 @@
 package engine
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"sluice/internal/frag"
 	"sluice/internal/packet"
@@ -27,9 +29,20 @@ type Packet struct {
 	Out      bool
 	Info     packet.Info
 	ParseErr error
+	// LinkFlags are the link-layer flags given to Parse; Reparse reuses
+	// them.
+	LinkFlags packet.Flags
 
 	sp state.Packet
 	fk fragKeyT
+}
+
+// Reparse parses Data again after a hook (NAT) rewrote it, keeping the
+// flags the engine itself set.
+func (p *Packet) Reparse() {
+	keep := p.Info.Flags & (packet.FlagLowTTL | packet.FlagBadSrc | packet.FlagNATed)
+	p.ParseErr = p.Info.Parse(p.Data, packet.ParseOptions{VerifyChecksums: true, LinkFlags: p.LinkFlags})
+	p.Info.Flags |= keep
 }
 
 // Result is what Check returns besides the verdict.
@@ -56,6 +69,8 @@ type Config struct {
 	NAT      NAT
 	Pools    Pools
 	Logger   Logger
+	Router   Router
+	DstLists DstLists
 }
 
 // Engine is one filter instance: rule sets, state table, fragment cache.
@@ -67,17 +82,28 @@ type Engine struct {
 	nat    NAT
 	pools  Pools
 	logger Logger
+	router Router
+	dsts   DstLists
 
 	mu          sync.Mutex // guards tun
 	tun         *Tunables
 	defaultPass uint32
 	minTTL      uint8
-	stats       Stats
+	updateIPID  bool
+	nextIPID    atomic.Uint32
+	idMu        sync.Mutex          // guards fragIDs
+	fragIDs     map[fragKeyT]uint16 // ids given to first fragments (update_ipid)
+	stats       counters
 }
 
 // Stats are global counters, per direction (0 in, 1 out).
 type Stats struct {
 	Pass, Block, NoMatch, Counted, Bad, Logged [2]uint64
+}
+
+// counters are the live, atomically updated form of Stats.
+type counters struct {
+	pass, block, nomatch, counted, bad, logged [2]atomic.Uint64
 }
 
 // fragCookie is what the fragment cache remembers about a rule.
@@ -95,7 +121,7 @@ func New(c Config) *Engine {
 		c.Clock = &state.ManualClock{}
 	}
 	e := &Engine{
-		sets: ruleset.NewSets(), clock: c.Clock, nat: c.NAT, pools: c.Pools, logger: c.Logger,
+		sets: ruleset.NewSets(), clock: c.Clock, nat: c.NAT, pools: c.Pools, logger: c.Logger, router: c.Router, dsts: c.DstLists,
 		tun: c.Tunables,
 	}
 	e.States = state.New(c.Tunables.StateConfig(), c.Clock)
@@ -117,6 +143,12 @@ func (e *Engine) SetNAT(n NAT) { e.nat = n }
 
 // SetPools installs the pool lookup hook.
 func (e *Engine) SetPools(p Pools) { e.pools = p }
+
+// SetRouter installs the forwarding hook.
+func (e *Engine) SetRouter(r Router) { e.router = r }
+
+// SetDstLists installs the dstlist resolver.
+func (e *Engine) SetDstLists(d DstLists) { e.dsts = d }
 
 // SetLogger installs the logger.
 func (e *Engine) SetLogger(l Logger) { e.logger = l }
@@ -141,10 +173,20 @@ func (e *Engine) applyTunables() {
 	e.defaultPass = uint32(dp)
 	mt, _ := e.tun.Get("min_ttl")
 	e.minTTL = uint8(mt)
+	ui, _ := e.tun.Get("update_ipid")
+	e.updateIPID = ui != 0
 }
 
 // Stats returns a copy of the global counters.
-func (e *Engine) Stats() Stats { e.mu.Lock(); defer e.mu.Unlock(); return e.stats }
+func (e *Engine) Stats() Stats {
+	var s Stats
+	for i := 0; i < 2; i++ {
+		c := &e.stats
+		s.Pass[i], s.Block[i], s.NoMatch[i] = c.pass[i].Load(), c.block[i].Load(), c.nomatch[i].Load()
+		s.Counted[i], s.Bad[i], s.Logged[i] = c.counted[i].Load(), c.bad[i].Load(), c.logged[i].Load()
+	}
+	return s
+}
 
 // scan holds the per-packet scan context.
 type scan struct {
@@ -158,6 +200,9 @@ type scan struct {
 	icode   uint8
 	depth   int
 	portcmp bool
+	// Packet addresses as ruleset.Words, computed once per packet.
+	srcW, dstW [2]uint64
+	alen       uint8
 }
 
 // Check runs one packet through the filter.
@@ -276,7 +321,11 @@ func (e *Engine) Check(p *Packet) Result {
 				if fi.Version == 6 {
 					sc.reason = ReasonNATv6
 				}
+			} else if e.updateIPID && fi.Version == 4 {
+				e.rewriteIPID(p)
 			}
+		} else if e.updateIPID && fi.Version == 4 {
+			e.rewriteIPID(p)
 		}
 	}
 	if pass&ruleset.FRLog != 0 && e.logger != nil {
@@ -289,6 +338,9 @@ func (e *Engine) Check(p *Packet) Result {
 			}
 		}
 	}
+	if e.router != nil && sc.rule != nil && isPass(pass) && pass&ruleset.FRNoMatch == 0 {
+		e.forward(p, sc.rule)
+	}
 	res.Pass = pass
 	res.Rule, res.RuleNum, res.Group = sc.rule, sc.ruleNum, sc.group
 	res.Reason = sc.reason
@@ -299,18 +351,16 @@ func (e *Engine) Check(p *Packet) Result {
 }
 
 func (e *Engine) count(out int, r *Result) {
-	e.mu.Lock()
 	switch r.Verdict {
 	case VerdictPass:
-		e.stats.Pass[out]++
+		e.stats.pass[out].Add(1)
 	case VerdictNoMatch:
-		e.stats.NoMatch[out]++
+		e.stats.nomatch[out].Add(1)
 	case VerdictBadPacket:
-		e.stats.Bad[out]++
+		e.stats.bad[out].Add(1)
 	default:
-		e.stats.Block[out]++
+		e.stats.block[out].Add(1)
 	}
-	e.mu.Unlock()
 }
 
 // verdictOf maps result flags to a verdict in ipftest's order (§2.3).
@@ -361,9 +411,7 @@ func (e *Engine) account(sc *scan, l *ruleset.List) {
 	a := scan{e: e, p: sc.p, ruleNum: -1, portcmp: sc.portcmp}
 	a.scanList(l, ruleset.FRNoMatch)
 	if a.matched {
-		e.mu.Lock()
-		e.stats.Counted[b2i(sc.p.Out)]++
-		e.mu.Unlock()
+		e.stats.counted[b2i(sc.p.Out)].Add(1)
 	}
 }
 
@@ -470,10 +518,10 @@ func (sc *scan) match(r *ruleset.Rule) bool {
 			return false
 		}
 	}
-	if t&ruleset.TestSrc != 0 && !sc.addrMatch(&r.Src4, fi.Src) {
+	if t&ruleset.TestSrc != 0 && !sc.addrMatch(&r.Src4, fi.Src, &sc.srcW) {
 		return false
 	}
-	if t&ruleset.TestDst != 0 && !sc.addrMatch(&r.Dst4, fi.Dst) {
+	if t&ruleset.TestDst != 0 && !sc.addrMatch(&r.Dst4, fi.Dst, &sc.dstW) {
 		return false
 	}
 	if t&ruleset.TestWith != 0 && uint32(fi.Flags)&r.WithMask != r.With {
@@ -548,19 +596,17 @@ func portCheck(pt *ipf.Port, port uint16) bool {
 	return true
 }
 
-func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr) bool {
+func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr, w *[2]uint64) bool {
 	var hit bool
 	switch m.Kind {
 	case ipf.AddrAny:
 		hit = true
 	case ipf.AddrHost:
-		if a.Is4() {
-			b := a.As4()
-			hit = m.Match(b[:])
-		} else {
-			b := a.As16()
-			hit = m.Match(b[:])
+		if sc.alen == 0 {
+			sc.srcW, sc.dstW = ruleset.Words(sc.p.Info.Src), ruleset.Words(sc.p.Info.Dst)
+			sc.alen = uint8(sc.p.Info.Src.BitLen() / 8)
 		}
+		hit = m.MatchWords(*w, sc.alen)
 	case ipf.AddrPool, ipf.AddrHash:
 		if sc.e.pools == nil {
 			return false
@@ -593,12 +639,75 @@ func (e *Engine) log(sc *scan, pass uint32) error {
 		Body: pass&ruleset.FRLogBody != 0}
 	if sc.rule != nil {
 		rec.LogTag = sc.rule.LogTag
+		rec.RuleRef = sc.rule
 	}
 	err := e.logger.LogPacket(&rec)
 	if err == nil {
-		e.mu.Lock()
-		e.stats.Logged[b2i(sc.p.Out)]++
-		e.mu.Unlock()
+		e.stats.logged[b2i(sc.p.Out)].Add(1)
 	}
 	return err
+}
+
+// forward handles dup-to and to/route-to of the deciding rule.
+func (e *Engine) forward(p *Packet, r *ruleset.Rule) {
+	src := r.Src
+	if src.DupTo != nil {
+		if ifn, nh, ok := e.target(p, src.DupTo); ok {
+			e.router.Route(p, ifn, nh, true)
+		}
+	}
+	if src.RouteTo != nil {
+		if ifn, nh, ok := e.target(p, src.RouteTo); ok {
+			e.router.Route(p, ifn, nh, false)
+		}
+	}
+}
+
+func (e *Engine) target(p *Packet, t *ipf.RouteTarget) (string, netip.Addr, bool) {
+	if t.DstList != "" {
+		if e.dsts == nil {
+			return "", netip.Addr{}, false
+		}
+		return e.dsts.SelectDst(t.DstList, p.Info.Src, p.Info.Dst)
+	}
+	return t.Iface, t.NextHop, t.Iface != ""
+}
+
+const maxFragIDs = 4096
+
+// rewriteIPID is ipf_updateipid: outbound IPv4 packets get ids from a
+// counter (0, 1, 2, ... as in ipftest); the fragments of one datagram
+// share the id its first fragment got.
+func (e *Engine) rewriteIPID(p *Packet) {
+	fi := &p.Info
+	if len(p.Data) < 20 {
+		return
+	}
+	var id uint16
+	if fi.Flags&packet.FlagFrag != 0 {
+		e.fragKey(p)
+		e.idMu.Lock()
+		if fi.Off == 0 {
+			id = uint16(e.nextIPID.Add(1) - 1)
+			if e.fragIDs == nil || len(e.fragIDs) >= maxFragIDs {
+				// Bounded like the fragment cache: old datagrams are
+				// long gone when this many newer ones were seen.
+				e.fragIDs = make(map[fragKeyT]uint16)
+			}
+			e.fragIDs[p.fk] = id
+		} else if v, ok := e.fragIDs[p.fk]; ok {
+			id = v
+		} else {
+			e.idMu.Unlock()
+			return
+		}
+		e.idMu.Unlock()
+	} else {
+		id = uint16(e.nextIPID.Add(1) - 1)
+	}
+	old := binary.BigEndian.Uint16(p.Data[4:])
+	sum := binary.BigEndian.Uint16(p.Data[10:])
+	binary.BigEndian.PutUint16(p.Data[4:], id)
+	binary.BigEndian.PutUint16(p.Data[10:], packet.ChecksumUpdate16(sum, old, id))
+	fi.ID = uint32(id)
 }

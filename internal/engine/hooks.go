@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 )
 
 // NAT is the hook through which the NAT engine (sluice/internal/nat) plugs
@@ -47,10 +48,28 @@ type LogRecord struct {
 	LogTag uint32
 	// Body asks for the packet body (log body).
 	Body bool
+	// RuleRef is the rule being logged (nil when none matched yet).
+	RuleRef *ruleset.Rule
 }
 
 // Logger receives packet log records. An error makes `log or-block`
 // rules block the packet.
 type Logger interface {
 	LogPacket(r *LogRecord) error
+}
+
+// Router forwards packets for `to`/`route-to`, `dup-to` and `fastroute`
+// rules (ipf-reference §1.3.14, §2.2 step 10). ipftest implements it by
+// printing the packet as sent; a datapath would transmit it.
+type Router interface {
+	// Route sends p out of iface towards nextHop (invalid = the packet's
+	// destination). dup is set for a dup-to copy.
+	Route(p *Packet, iface string, nextHop netip.Addr, dup bool)
+}
+
+// DstLists resolves `dstlist/NAME` targets (ippool dstlist tables).
+type DstLists interface {
+	// SelectDst picks a member of the ipf dstlist name for the flow; ok
+	// is false when the list is unknown or empty.
+	SelectDst(name string, src, dst netip.Addr) (iface string, addr netip.Addr, ok bool)
 }

@@ -307,9 +307,12 @@ func (c *client) compute(p params, rsp *proto.Response, res *proto.Results, st *
 				bytes = st.bytesRx
 			}
 			r.ThroughputMbps = float64(bytes) * 8 / secs / 1e6
+			// Service demand is per byte the client moved, on both sides,
+			// as in netperf.
 			rate = float64(bytes) / 1024 / secs
 			if k.udp() {
-				r.RemoteThroughputMbps = float64(res.BytesReceived) * 8 / secs / 1e6
+				r.SendThroughputMbps = r.ThroughputMbps
+				r.ThroughputMbps = float64(res.BytesReceived) * 8 / secs / 1e6
 			}
 		}
 	}

@@ -99,7 +99,7 @@ func averageResults(all []*Result, cfg *Config) *Result {
 	}
 	out.ThroughputMbps = mean(func(r *Result) float64 { return r.ThroughputMbps })
 	out.TransPerSec = mean(func(r *Result) float64 { return r.TransPerSec })
-	out.RemoteThroughputMbps = mean(func(r *Result) float64 { return r.RemoteThroughputMbps })
+	out.SendThroughputMbps = mean(func(r *Result) float64 { return r.SendThroughputMbps })
 	out.LocalCPU = mean(func(r *Result) float64 { return r.LocalCPU })
 	out.RemoteCPU = mean(func(r *Result) float64 { return r.RemoteCPU })
 	out.LocalSD = mean(func(r *Result) float64 { return r.LocalSD })

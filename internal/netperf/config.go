@@ -81,7 +81,7 @@ type CPUStats struct {
 type Result struct {
 	Test                 string
 	Elapsed              time.Duration
-	ThroughputMbps       float64 // 10^6 bits/s (stream tests)
+	ThroughputMbps       float64 // 10^6 bits/s (stream tests; UDP_STREAM: as received)
 	TransPerSec          float64 // Trans/s (RR/CRR)
 	BytesSent, BytesRecv int64
 	Transactions         int64
@@ -106,8 +106,9 @@ type Result struct {
 	RemoteCongControl                string
 	// FailedSends counts datagrams the local side could not send (UDP).
 	FailedSends int64
-	// RemoteThroughputMbps is the receiver's view for UDP_STREAM.
-	RemoteThroughputMbps float64
+	// SendThroughputMbps is the rate the client offered in UDP_STREAM, where
+	// ThroughputMbps is what netserver received (datagrams can be lost).
+	SendThroughputMbps float64
 	// MSS is the data connection's TCP_MAXSEG (TCP tests).
 	MSS int
 	// Latency in microseconds (RR tests with Config.Latency).
@@ -121,8 +122,9 @@ type Confidence struct {
 	Iterations int
 	Level      int
 	Width      float64
-	// Interval is the achieved half-width... as netperf reports it: the
-	// percentage of the mean the confidence interval spans.
+	// Throughput, LocalCPU and RemoteCPU are the achieved interval widths
+	// as netperf reports them: the percentage of the mean the confidence
+	// interval spans (0 for quantities not measured).
 	Throughput, LocalCPU, RemoteCPU float64
 	// Met reports whether every measured quantity reached the width.
 	Met bool
@@ -150,8 +152,11 @@ func (k testKind) udp() bool { return k.sockType == 2 }
 // clientSends reports whether the client transmits bulk data.
 func (k testKind) clientSends() bool { return k.direction&proto.DirServerRecvs != 0 }
 
-// clientRecvs reports whether the client receives bulk data or responses.
-func (k testKind) clientRecvs() bool { return k.direction&proto.DirServerSends != 0 }
+// KnownTest reports whether name is one of the six supported tests.
+func KnownTest(name string) bool {
+	_, ok := kinds[strings.ToUpper(name)]
+	return ok
+}
 
 func lookupTest(name string) (testKind, error) {
 	k, ok := kinds[strings.ToUpper(name)]
@@ -178,9 +183,6 @@ func resolve(cfg *Config, k testKind, lss, lsr int) params {
 	p := params{kind: k, lss: lss, lsr: lsr, remoteSend: -1, remoteRcv: -1}
 	if k.rr {
 		p.reqSize, p.respSize = max(cfg.ReqSize, 1), max(cfg.RespSize, 1)
-		if cfg.ReqSize <= 0 && cfg.RespSize <= 0 {
-			p.reqSize, p.respSize = 1, 1
-		}
 		p.sendSize, p.recvSize = p.reqSize, p.respSize
 		p.sendWidth, p.recvWidth = 1, 1
 		return p
@@ -276,11 +278,9 @@ func buildRequest(cfg *Config, p params, family int32, server [4]uint32, dataPor
 	if cfg.Transactions > 0 {
 		r.TestLength = int32(-cfg.Transactions)
 	} else {
-		secs := int32(cfg.Duration.Round(time.Second) / time.Second)
-		if secs <= 0 {
-			secs = 10
-		}
-		r.TestLength = secs
+		// The wire carries whole seconds; round sub-second API durations up
+		// so the server's timer never ends before the client's.
+		r.TestLength = int32(max((cfg.Duration+time.Second-1)/time.Second, 1))
 	}
 	return r
 }

@@ -18,7 +18,8 @@ import (
 
 // Server is an in-process netserver. It serves any number of control
 // connections concurrently, each in its own goroutine; a failing or
-// malicious client only ever ends its own connection.
+// malicious client only ever ends its own connection. The exported fields
+// must be set before Serve is called.
 type Server struct {
 	// Passphrase, when set, must arrive in a PASSPHRASE message before
 	// anything else, or the connection is closed (netserver -Z).
@@ -28,6 +29,10 @@ type Server struct {
 	IdleTimeout time.Duration
 	// Logf receives diagnostics; nil discards them.
 	Logf func(format string, args ...any)
+	// NetNS, when set, is the network namespace path in which data
+	// sockets are opened; set it when the control listener was opened in
+	// that namespace (see NewServerNS).
+	NetNS string
 
 	ln net.Listener
 
@@ -45,11 +50,34 @@ func NewServer(addr string) (*Server, error) {
 	return NewServerNetwork("tcp", addr)
 }
 
+// NewServerNS is NewServer with the control listener and every data socket
+// opened in the network namespace at nsPath.
+func NewServerNS(addr, nsPath string) (*Server, error) {
+	var s *Server
+	err := inNetNS(nsPath, func() error {
+		var err error
+		s, err = NewServer(addr)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.NetNS = nsPath
+	return s, nil
+}
+
+// ActiveConns returns the number of open control connections.
+func (s *Server) ActiveConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // NewServerNetwork is NewServer restricted to "tcp", "tcp4" or "tcp6".
 func NewServerNetwork(network, addr string) (*Server, error) {
 	ln, err := net.Listen(network, addr)
 	if err != nil {
-		return nil, fmt.Errorf("netserver: %w", err)
+		return nil, fmt.Errorf("control listener: %w", err)
 	}
 	return &Server{ln: ln, conns: map[net.Conn]struct{}{}}, nil
 }
@@ -326,8 +354,18 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 		}
 		return err
 	}
-	if listen(req.DataPort) != nil && req.DataPort != 0 {
-		err = listen(0) // the port of a previous iteration may be gone
+	listenAny := func() error {
+		if listen(req.DataPort) != nil && req.DataPort != 0 {
+			err = listen(0) // the port of a previous iteration may be gone
+		}
+		return err
+	}
+	if s.NetNS != "" {
+		if nerr := inNetNS(s.NetNS, listenAny); nerr != nil && err == nil {
+			err = nerr
+		}
+	} else {
+		_ = listenAny()
 	}
 	if err != nil {
 		return fail(errnoEADDRNOTAVAL, fmt.Errorf("data listener: %w", err))
@@ -696,4 +734,19 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// ListenerFile returns a duplicate of the control listener's socket, for
+// handing to a daemonized child.
+func (s *Server) ListenerFile() (*os.File, error) {
+	tl, ok := s.ln.(*net.TCPListener)
+	if !ok {
+		return nil, errors.New("netserver: listener is not TCP")
+	}
+	return tl.File()
+}
+
+// NewServerFromListener serves on an already-bound listener.
+func NewServerFromListener(ln net.Listener) *Server {
+	return &Server{ln: ln, conns: map[net.Conn]struct{}{}}
 }

@@ -225,6 +225,8 @@ type Info struct {
 	L4Off int
 	// FragHdrOff is the offset of the IPv6 fragment header, or 0.
 	FragHdrOff int
+
+	pulledOut bool // a pullup failed: Parse returns ErrPullup
 }
 
 // TCPDataLen is the TCP payload length (fin_dlen minus the TCP header),

@@ -15,6 +15,10 @@ var (
 	ErrHeaderLen = errors.New("packet: bad IP header length")
 	ErrJumbogram = errors.New("packet: IPv6 jumbogram")
 	ErrTotalLen  = errors.New("packet: IP total length below header length")
+	// ErrPullup reports a header that IPFilter needed but the buffer did
+	// not hold (ipf_pr_pullup failing; ipftest then frees the packet).
+	// Info is still filled as far as parsing got.
+	ErrPullup = errors.New("packet: header beyond the end of the packet")
 )
 
 // ParseOptions tune Info.Parse.
@@ -49,14 +53,20 @@ func (i *Info) Parse(b []byte, o ParseOptions) error {
 		i.Flags |= FlagBad
 		return ErrTruncated
 	}
+	var err error
 	switch b[0] >> 4 {
 	case 4:
-		return i.parseIPv4(b, o)
+		err = i.parseIPv4(b, o)
 	case 6:
-		return i.parseIPv6(b, o)
+		err = i.parseIPv6(b, o)
+	default:
+		i.Flags |= FlagBad
+		return ErrVersion
 	}
-	i.Flags |= FlagBad
-	return ErrVersion
+	if err == nil && i.pulledOut {
+		err = ErrPullup
+	}
+	return err
 }
 
 // avail returns the packet bytes that belong to the IP packet: b clipped
@@ -68,13 +78,16 @@ func (i *Info) avail(b []byte) []byte {
 	return b
 }
 
-// pullup reports whether n bytes from L4Off are present, setting FlagBad
-// as ipf_pr_pullup does when it cannot make them contiguous.
-func (i *Info) pullup(p []byte, n int) bool {
-	if i.L4Off+n <= len(p) {
+// pullup reports whether n bytes from L4Off are in the buffer b (not
+// clipped to PLen: IPFilter compares with the buffer length). When they
+// are not, IPFilter's user-mode ipf_pr_pullup frees the packet; Parse then
+// returns ErrPullup and FlagBad is set.
+func (i *Info) pullup(b []byte, n int) bool {
+	if i.L4Off+n <= len(b) {
 		return true
 	}
 	i.Flags |= FlagBad
+	i.pulledOut = true
 	return false
 }
 
@@ -140,37 +153,38 @@ func (i *Info) parseIPv4(b []byte, o ParseOptions) error {
 		}
 	}
 
-	p := i.avail(b)
 	proto := i.Proto
 	if proto == ProtoAH {
-		proto = i.skipAH4(p)
+		proto = i.skipAH4(b)
 		i.L4Proto = proto
 	}
 	switch proto {
 	case ProtoUDP:
 		i.short(UDPMinimumSize)
-		if i.udpCommon(p) {
-			i.checkSum(p, o, false)
+		if i.udpCommon(b) {
+			i.checkSum(b, o, false)
 		}
 	case ProtoTCP:
 		i.short(TCPMinimumSize)
-		if i.tcpCommon(p) {
-			i.checkSum(p, o, false)
+		if i.tcpCommon(b) {
+			i.checkSum(b, o, false)
 		}
 	case ProtoICMP:
-		i.icmp4(p, o)
+		i.icmp4(b, o)
 	case ProtoESP:
-		i.short(ESPMinimumSize)
-		if i.Off == 0 && i.pullup(p, ESPMinimumSize) {
-			// IPFilter keeps the SPI in fin_data for ESP matching.
-			spi := binary.BigEndian.Uint32(p[i.L4Off:])
-			i.SrcPort, i.DstPort = uint16(spi>>16), uint16(spi)
+		if i.Off == 0 {
+			i.short(ESPMinimumSize)
+			if i.pullup(b, ESPMinimumSize) {
+				// IPFilter keeps the SPI in fin_data for ESP matching.
+				spi := binary.BigEndian.Uint32(b[i.L4Off:])
+				i.SrcPort, i.DstPort = uint16(spi>>16), uint16(spi)
+			}
 		}
 	case ProtoGRE:
 		i.short(4)
-		if i.Off == 0 && i.pullup(p, 4) {
-			i.SrcPort = binary.BigEndian.Uint16(p[i.L4Off:])
-			i.DstPort = binary.BigEndian.Uint16(p[i.L4Off+2:])
+		if i.Off == 0 && i.pullup(b, 4) {
+			i.SrcPort = binary.BigEndian.Uint16(b[i.L4Off:])
+			i.DstPort = binary.BigEndian.Uint16(b[i.L4Off+2:])
 		}
 	}
 
@@ -351,16 +365,19 @@ func (i *Info) tcpCommon(p []byte) bool {
 	if i.Off != 0 {
 		return true
 	}
-	if !i.pullup(p, TCPMinimumSize) {
-		return false
-	}
-	tcp := TCP(p[i.L4Off:])
-	if i.DLen > 3 {
-		i.SrcPort, i.DstPort = tcp.SourcePort(), tcp.DestinationPort()
+	// The ports of a short segment are read and matched on before the
+	// whole header is pulled up (ipftest's f12 depends on it).
+	if i.DLen > 3 && i.L4Off+4 <= len(p) {
+		i.SrcPort = binary.BigEndian.Uint16(p[i.L4Off:])
+		i.DstPort = binary.BigEndian.Uint16(p[i.L4Off+2:])
 	}
 	if i.Flags&FlagShort != 0 {
 		return false
 	}
+	if !i.pullup(p, TCPMinimumSize) {
+		return false
+	}
+	tcp := TCP(p[i.L4Off:])
 	tlen := tcp.DataOffset()
 	if tlen < TCPMinimumSize {
 		i.Flags |= FlagBad
@@ -468,6 +485,7 @@ func (i *Info) checkSum(p []byte, o ParseOptions, v6 bool) {
 	if !o.VerifyChecksums || i.Flags&(FlagShort|FlagFrag|FlagNoCksum) != 0 {
 		return
 	}
+	p = i.avail(p)
 	if i.L4Off+i.DLen > len(p) || i.DLen < 0 {
 		return
 	}
@@ -521,7 +539,7 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 	if b[ipv6DstAddr] == 0xff {
 		i.Flags |= FlagMulticast | FlagMBCast
 	}
-	p := i.avail(b)
+	p := b
 	proto := ip.NextHeader()
 	walking := true
 	for walking && i.Flags&FlagShort == 0 {
@@ -575,8 +593,7 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 		default:
 			walking = false
 		}
-		if walking && proto != ProtoNone && i.L4Off > len(p) {
-			i.Flags |= FlagBad
+		if walking && proto != ProtoNone && !i.pullup(p, 0) {
 			proto = ProtoNone
 			break
 		}
@@ -718,11 +735,10 @@ func (i *Info) icmp6(p []byte, o ParseOptions) {
 			if i.PLen < icmp6ErrIPICMPLen {
 				break
 			}
-			e := i.L4Off + icmpErrHdrLen
-			if e+IPv6MinimumSize > len(p) {
-				i.Flags |= FlagBad
+			if !i.pullup(p, icmpErrHdrLen+IPv6MinimumSize) {
 				return
 			}
+			e := i.L4Off + icmpErrHdrLen
 			if [16]byte(p[e+ipv6SrcAddr:]) != [16]byte(p[ipv6DstAddr:]) {
 				i.Flags |= FlagBad
 			}

@@ -10,6 +10,7 @@
 package ruleset
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -30,9 +31,9 @@ const (
 	FRSkip       uint32 = 0x6
 	FRDecap      uint32 = 0x8
 	FRCmdMask    uint32 = 0xf
-	FRLog        uint32 = 0x10
+	FRLog        uint32 = 0x20
 	FRLogMask    uint32 = FRLog | FRCmdMask
-	FRCallNow    uint32 = 0x20
+	FRCallNow    uint32 = 0x10
 	FRNotSrcIP   uint32 = 0x40
 	FRNotDstIP   uint32 = 0x80
 	FRQuick      uint32 = 0x100
@@ -67,6 +68,9 @@ type AddrMatch struct {
 	IP, Mask [16]byte
 	Len      uint8
 	Not      bool
+	// W and M are IP and Mask as two big-endian 64-bit words (IPv4 in
+	// the low 32 bits of W[0]), for a two-instruction match.
+	W, M [2]uint64
 	// Table names the ippool table for AddrPool/AddrHash.
 	Table string
 	// Iface and IfaceMode are for AddrIface (resolved by the engine).
@@ -506,6 +510,7 @@ func compileAddr(ep *ipf.Endpoint, r *ipf.Rule) (AddrMatch, error) {
 		fill(&m.IP, ip)
 		fill(&m.Mask, mask)
 		m.Len = uint8(ip.BitLen() / 8)
+		m.W, m.M = Words(ip), Words(mask)
 	case ipf.AddrPool, ipf.AddrHash:
 		m.Table = ep.Addr.Table
 		if ep.Addr.Inline != nil {
@@ -515,6 +520,21 @@ func compileAddr(ep *ipf.Endpoint, r *ipf.Rule) (AddrMatch, error) {
 		m.Iface, m.IfaceMode, m.IfaceBits = ep.Addr.Iface, ep.Addr.IfaceMode, ep.Addr.IfaceBits
 	}
 	return m, nil
+}
+
+// Words returns a as the two words AddrMatch.W uses.
+func Words(a netip.Addr) [2]uint64 {
+	if a.Is4() {
+		b := a.As4()
+		return [2]uint64{uint64(binary.BigEndian.Uint32(b[:])), 0}
+	}
+	b := a.As16()
+	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+}
+
+// MatchWords tests an address given as Words with its byte length.
+func (m *AddrMatch) MatchWords(w [2]uint64, n uint8) bool {
+	return n == m.Len && w[0]&m.M[0] == m.W[0] && w[1]&m.M[1] == m.W[1]
 }
 
 func fill(dst *[16]byte, a netip.Addr) {

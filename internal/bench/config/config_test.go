@@ -197,7 +197,11 @@ func TestUserFilesAndLoaders(t *testing.T) {
 	}
 	var got []*recApplier
 	r := Builtin(Datapaths{
-		IPF: func(rules string) (Applier, error) { a := &recApplier{text: rules}; got = append(got, a); return a, nil },
+		IPF: func(rules string) (Applier, error) {
+			a := &recApplier{text: rules}
+			got = append(got, a)
+			return a, nil
+		},
 		QoS: func(conf string) (Applier, error) { a := &recApplier{text: conf}; got = append(got, a); return a, nil },
 	})
 	cs, err := r.Select("ipf=" + ipf + ",ipqos=" + qos)

@@ -87,7 +87,7 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 
 	b.WriteString("## Configurations\n\n| Name | Family | Description |\n|---|---|---|\n")
 	for _, c := range r.Configs {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Name, c.Family, c.Description)
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", oneLine(c.Name), c.Family, oneLine(c.Description))
 	}
 	b.WriteString("\n")
 
@@ -102,7 +102,7 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 			b.WriteString("| Test | Unit |")
 			align := "|---|---|"
 			for _, c := range s.Configs {
-				fmt.Fprintf(&b, " %s |", c)
+				fmt.Fprintf(&b, " %s |", oneLine(c))
 				align += "--:|"
 				if c != "none" {
 					b.WriteString(" Δ |")
@@ -111,7 +111,7 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 			}
 			b.WriteString("\n" + align + "\n")
 			for _, t := range s.Tests {
-				fmt.Fprintf(&b, "| %s | %s |", t.ID, k.Unit(t))
+				fmt.Fprintf(&b, "| %s | %s |", oneLine(t.ID), k.Unit(t))
 				for _, c := range s.Configs {
 					cell, ok := s.Cells[t.ID][c]
 					if !ok {

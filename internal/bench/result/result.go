@@ -82,7 +82,9 @@ type Test struct {
 
 // Stream reports whether the test moves bulk data (throughput in
 // 10^6bits/s, service demand in us/KB) rather than transactions.
-func (t Test) Stream() bool { return strings.HasSuffix(t.Name, "_STREAM") || strings.HasSuffix(t.Name, "_MAERTS") }
+func (t Test) Stream() bool {
+	return strings.HasSuffix(t.Name, "_STREAM") || strings.HasSuffix(t.Name, "_MAERTS")
+}
 
 // Rep is one repetition of one test under one configuration. Units are
 // in the field names.

@@ -74,7 +74,7 @@ func Quick() Preset {
 		Tests:    append(IPFTests(), QoSTests(QuickSweep)...),
 		Reps:     3,
 		Duration: time.Second,
-		Warmup:   250 * time.Millisecond,
+		Warmup:   time.Second, // netperf runs whole seconds
 	}
 }
 

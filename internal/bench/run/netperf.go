@@ -10,7 +10,8 @@ import (
 
 // Netperf drives tests through the netperf library (internal/netperf)
 // against a netserver at Host:Port, with CPU measured at both ends
-// (-c -C), from the namespace NetNS ("" = the current one).
+// (-c -C), from the namespace NetNS ("" = the current one). Test lengths
+// are whole seconds, as on netperf's wire.
 type Netperf struct {
 	Host  string
 	Port  int
@@ -22,6 +23,9 @@ func (n *Netperf) Name() string { return "netperf" }
 
 // Run implements Generator.
 func (n *Netperf) Run(ctx context.Context, t result.Test, d time.Duration) (Measurement, error) {
+	// The protocol carries the test length in whole seconds (a server
+	// given 0 falls back to its default of 10 s), so round.
+	d = max(time.Second, d.Round(time.Second))
 	cfg := netperf.Config{
 		Test:      t.Name,
 		Host:      n.Host,

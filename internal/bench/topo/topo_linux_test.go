@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"sluice/internal/testutil"
 )
@@ -162,5 +163,38 @@ func TestParseToggle(t *testing.T) {
 	}
 	if _, err := ParseToggle("maybe"); err == nil {
 		t.Error("ParseToggle(maybe) succeeded")
+	}
+}
+
+func TestPrivilegedTopoPin(t *testing.T) {
+	testutil.RequireRoot(t)
+	var before unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
+	if before.Count() < 2 {
+		t.Skip("one CPU: pinning is not observable")
+	}
+	tp, err := New(context.Background(), Options{Prefix: "slbpin", CPUs: []int{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Close()
+	var during unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &during); err != nil {
+		t.Fatal(err)
+	}
+	if during.Count() != 1 || !during.IsSet(0) {
+		t.Errorf("while pinned: %d CPUs (CPU 0 set: %v), want only CPU 0", during.Count(), during.IsSet(0))
+	}
+	if err := tp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("affinity not restored: %d CPUs, want %d", after.Count(), before.Count())
 	}
 }

@@ -21,6 +21,10 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* BOUND masks an index in a way the compiler cannot drop after proving a
+ * tighter range, which the verifier could not follow. */
+#define BOUND(x, m) ({ __u64 _v = (x); asm volatile("" : "+r"(_v)); _v & (m); })
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, NSLOTS * MAX_RULES);
@@ -198,7 +202,17 @@ struct work {
 	struct pktinfo p;
 	struct scan s;
 	struct state_entry e;
+	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
+	/* result of the state lookup */
+	__u32 hit_pass;
+	__u32 hit_rule_no;
+	__u32 hit_group_no;
+	__u32 hit_logtag;
 };
+
+/* GLOBAL functions are verified once on their own instead of once per call
+ * path; that keeps the verifier's work linear in the program's size. */
+#define GLOBAL __attribute__((noinline))
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -280,11 +294,19 @@ static __always_inline __u8 ipso_class(__u8 b)
 	return 0;
 }
 
-static __always_inline void ipv4_options(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u32 olen)
+GLOBAL int sl_ipv4_options(struct __sk_buff *skb, __u32 off, __u32 olen)
 {
-	__u8 opt[40] = {};
+	struct work *w = get_work();
+	struct pktinfo *p;
+	__u8 *opt;
 	__u32 i = 0;
 	int nsec = 0;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	opt = w->obuf;
+	__builtin_memset(opt, 0, 64);
 
 	if (olen > 40)
 		olen = 40;
@@ -293,7 +315,7 @@ static __always_inline void ipv4_options(struct __sk_buff *skb, struct pktinfo *
 	if (bpf_skb_load_bytes(skb, off, opt, 40) < 0) {
 		/* shorter packet: load what the header claims in 4-byte steps */
 		if (bpf_skb_load_bytes(skb, off, opt, 4) < 0)
-			return;
+			return 0;
 	}
 #pragma unroll
 	for (int n = 0; n < 40; n++) {
@@ -301,7 +323,7 @@ static __always_inline void ipv4_options(struct __sk_buff *skb, struct pktinfo *
 
 		if (i >= olen || i >= 40)
 			break;
-		type = opt[i];
+		type = opt[BOUND(i, 63)];
 		if (type == 0) /* EOL */
 			break;
 		if (type == 1) { /* NOP */
@@ -310,7 +332,7 @@ static __always_inline void ipv4_options(struct __sk_buff *skb, struct pktinfo *
 		}
 		if (i + 1 >= olen || i + 1 >= 40)
 			break;
-		len = opt[i + 1];
+		len = opt[BOUND(i + 1, 63)];
 		if (len < 2 || i + len > olen)
 			break;
 		if (len > 4)
@@ -319,12 +341,63 @@ static __always_inline void ipv4_options(struct __sk_buff *skb, struct pktinfo *
 			if (++nsec > 1)
 				p->flags |= PF_BAD;
 			if (i + 2 < 40)
-				p->secclass = ipso_class(opt[i + 2]);
+				p->secclass = ipso_class(opt[BOUND(i + 2, 63)]);
 		}
 		if (type == 0x86 && (len < 6 || len > 40))
 			p->flags |= PF_BAD;
 		i += len;
 	}
+	return 0;
+}
+
+GLOBAL int sl_tcp_options(struct __sk_buff *skb, __u32 off, __u32 olen)
+{
+	struct work *w = get_work();
+	struct pktinfo *p;
+	__u8 *o;
+	__u32 i = 0;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	o = w->obuf;
+	__builtin_memset(o, 0, 64);
+	if (olen > 40)
+		olen = 40;
+	if (bpf_skb_load_bytes(skb, off, o, 40) < 0 &&
+	    bpf_skb_load_bytes(skb, off, o, 4) < 0)
+		return 0;
+#pragma unroll
+	for (int n = 0; n < 20; n++) {
+		__u8 t, l;
+
+		if (i >= olen || i >= 39)
+			break;
+		t = o[BOUND(i, 63)];
+		if (t == 0)
+			break;
+		if (t == 1) {
+			i++;
+			continue;
+		}
+		l = o[BOUND(i + 1, 63)];
+		if (l < 2)
+			break;
+		if (t == 3) {
+			if (l != 3)
+				p->flags |= PF_BAD;
+			else
+				p->wscale = o[BOUND(i + 2, 63)] > 14 ? 14 : o[BOUND(i + 2, 63)];
+		}
+		if (t == 4) {
+			if (l != 2)
+				p->flags |= PF_BAD;
+			else
+				p->sackok = 1;
+		}
+		i += l;
+	}
+	return 0;
 }
 
 static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u32 fragoff)
@@ -379,46 +452,8 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 			p->flags |= PF_BAD;
 		/* window scale and SACK-permitted from a SYN's options */
 		p->wscale = 0xff;
-		if ((f & 0x02) && p->doff > 5) {
-			__u8 o[40] = {};
-			__u32 olen = (p->doff - 5) * 4, i = 0;
-
-			if (olen > 40)
-				olen = 40;
-			if (bpf_skb_load_bytes(skb, off + 20, o, 40) < 0 &&
-			    bpf_skb_load_bytes(skb, off + 20, o, 4) < 0)
-				return;
-#pragma unroll
-			for (int n = 0; n < 20; n++) {
-				__u8 t, l;
-
-				if (i >= olen || i >= 39)
-					break;
-				t = o[i < 40 ? i : 0];
-				if (t == 0)
-					break;
-				if (t == 1) {
-					i++;
-					continue;
-				}
-				l = o[(i + 1) < 40 ? i + 1 : 0];
-				if (l < 2)
-					break;
-				if (t == 3) {
-					if (l != 3)
-						p->flags |= PF_BAD;
-					else if (i + 2 < 40)
-						p->wscale = o[(i + 2) < 40 ? i + 2 : 0] > 14 ? 14 : o[(i + 2) < 40 ? i + 2 : 0];
-				}
-				if (t == 4) {
-					if (l != 2)
-						p->flags |= PF_BAD;
-					else
-						p->sackok = 1;
-				}
-				i += l;
-			}
-		}
+		if ((f & 0x02) && p->doff > 5)
+			sl_tcp_options(skb, off + 20, (p->doff - 5) * 4);
 		return;
 	}
 	case IPPROTO_UDP:
@@ -522,7 +557,7 @@ static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, 
 		p->flags |= PF_MCAST | PF_MBCAST;
 	if (hl > 20) {
 		p->flags |= PF_IPOPTS;
-		ipv4_options(skb, p, off + 20, hl - 20);
+		sl_ipv4_options(skb, off + 20, hl - 20);
 	}
 	parse_l4(skb, p, off + hl, fragoff);
 	return 0;
@@ -615,6 +650,23 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 	p->dlen = end - pos;
 	p->l4off = pos;
 	parse_l4(skb, p, pos, fragoff);
+	return 0;
+}
+
+GLOBAL int sl_parse(struct __sk_buff *skb, __u32 l3off)
+{
+	struct work *w = get_work();
+
+	if (!w)
+		return 0;
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		parse_ipv4(skb, &w->p, l3off);
+		return 4;
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		parse_ipv6(skb, &w->p, l3off);
+		return 6;
+	}
 	return 0;
 }
 
@@ -851,6 +903,15 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 	s->end = l->start + l->count;
 	bpf_loop(4 * MAX_RULES, scan_step, NULL, 0);
 	return s->pass;
+}
+
+GLOBAL int sl_scan(__u32 slot, __u32 list, __u32 pass)
+{
+	struct work *w = get_work();
+
+	if (!w)
+		return pass;
+	return scan_list(&w->s, slot, list, pass);
 }
 
 /* ---------------------------------------------------------------- log */
@@ -1563,6 +1624,69 @@ static __always_inline int send_icmp4(struct __sk_buff *skb, struct pktinfo *p, 
 	return bpf_redirect(skb->ifindex, 0);
 }
 
+GLOBAL int sl_state_lookup(__u64 now)
+{
+	struct work *w = get_work();
+	struct state_entry *e;
+	int rev = 0;
+
+	if (!w)
+		return 0;
+	e = state_lookup(&w->p, &rev, now);
+	if (!e)
+		return 0;
+	w->hit_pass = e->pass;
+	w->hit_rule_no = e->rule_no;
+	w->hit_group_no = e->group_no;
+	w->hit_logtag = e->logtag;
+	return 1;
+}
+
+GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now, __u32 dca_on)
+{
+	struct work *w = get_work();
+	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
+	struct rule *r;
+
+	if (!w || slot >= NSLOTS)
+		return 0;
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r)
+		return 0;
+	return state_create(&w->p, slot, idx & (MAX_RULES - 1), r, pass, now, dca_on, &w->e);
+}
+
+GLOBAL int sl_log(struct __sk_buff *skb, __u32 pass, __u32 reason, __u32 rule_no, __u32 group_no)
+{
+	struct work *w = get_work();
+
+	if (!w)
+		return 0;
+	emit_log(skb, &w->p, LOG_PACKET, pass, reason, rule_no, group_no, w->hit_logtag);
+	return 0;
+}
+
+GLOBAL int sl_log_rule(struct __sk_buff *skb, __u32 slot, __u32 idx, __u32 pass, __u32 reason)
+{
+	struct work *w = get_work();
+
+	if (!w || slot >= NSLOTS)
+		return 0;
+	log_rule(skb, &w->p, slot, idx & (MAX_RULES - 1), pass, reason);
+	return 0;
+}
+
+GLOBAL int sl_reply(struct __sk_buff *skb, __u32 rst, __u32 code)
+{
+	struct work *w = get_work();
+
+	if (!w)
+		return -1;
+	if (rst)
+		return send_rst(skb, &w->p);
+	return send_icmp4(skb, &w->p, code);
+}
+
 /* --------------------------------------------------------------- main */
 
 static __always_inline int verdict_of(__u32 pass)
@@ -1575,33 +1699,30 @@ static __always_inline int verdict_of(__u32 pass)
 static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 {
 	struct work *w = get_work();
-	struct scan *s;
 	struct pktinfo *p;
-	struct state_entry *st;
-	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0;
+	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0, nlogs, l3off;
 	__u64 now;
-	int rev = 0, blocked;
+	int blocked, fam, hit = 0;
 
 	if (!w || !cfg(CFG_ENABLED))
 		return TC_ACT_UNSPEC;
 	p = &w->p;
-	s = &w->s;
 	__builtin_memset(p, 0, sizeof(*p));
-	__builtin_memset(s, 0, sizeof(*s));
+	__builtin_memset(&w->s, 0, sizeof(w->s));
+	w->hit_logtag = 0;
 	p->out = out;
 	p->ifindex = skb->ifindex;
 	l2 = bpf_map_lookup_elem(&ifaces, &p->ifindex);
-	p->l3off = l2 ? *l2 : 14;
-	p->l3off &= 0xff;
-	if (skb->protocol == bpf_htons(ETH_P_IP)) {
-		parse_ipv4(skb, p, p->l3off);
-	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
-		parse_ipv6(skb, p, p->l3off);
-		stat_inc(d * ST_DIR + ST_IPV6);
-	} else {
+	l3off = l2 ? *l2 : 14;
+	l3off &= 0xff;
+	p->l3off = l3off;
+	fam = sl_parse(skb, l3off);
+	if (fam == 0) {
 		stat_inc(d * ST_DIR + ST_NOTIP);
 		return TC_ACT_UNSPEC;
 	}
+	if (fam == 6)
+		stat_inc(d * ST_DIR + ST_IPV6);
 	stat_inc(d * ST_DIR + ST_PKTS);
 	if (!out && p->ttl < cfg(CFG_MINTTL))
 		p->flags |= PF_LOWTTL;
@@ -1627,52 +1748,48 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	now = now_ns();
 
 	if (!out) {
-		scan_list(s, slot, LIST_ACCT_IN, 0);
-		if (s->rule)
+		sl_scan(slot, LIST_ACCT_IN, 0);
+		if (w->s.rule)
 			stat_inc(d * ST_DIR + ST_ACCT);
 	}
 
-	pass = 0;
-	st = NULL;
 	if (!(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD)))
-		st = state_lookup(p, &rev, now);
-	if (st) {
-		pass = st->pass;
+		hit = sl_state_lookup(now);
+	if (hit) {
+		pass = w->hit_pass;
 		if (pass & FR_LOGFIRST)
 			pass &= ~FR_LOG;
 		p->flags |= PF_STATE;
 		stat_inc(ST_HITS);
 		stat_inc(d * ST_DIR + ST_STKEPT);
-		s->rule = 0;
 	} else {
-		__u32 defpass = cfg(CFG_DEFPASS);
-
 		stat_inc(ST_MISSES);
-		load_index(s, p, slot);
-		pass = scan_list(s, slot, out ? LIST_OUT : LIST_IN, defpass);
+		load_index(&w->s, p, slot);
+		pass = sl_scan(slot, out ? LIST_OUT : LIST_IN, cfg(CFG_DEFPASS));
+		mrule = w->s.rule;
+		nlogs = w->s.nlogs;
 		/* pure log rules met during the scan */
-#pragma unroll
 		for (int i = 0; i < MAX_LOGS; i++) {
-			if (i >= s->nlogs)
+			if (i >= nlogs)
 				break;
-			log_rule(skb, p, slot, s->logs[i], FR_LOG, RSN_NONE);
+			sl_log_rule(skb, slot, w->s.logs[i & (MAX_LOGS - 1)], FR_LOG, RSN_NONE);
 		}
 	}
 
-	if (!st && s->rule && !(pass & FR_NOMATCH)) {
-		__u32 idx = (s->rule - 1) & (MAX_RULES - 1);
+	if (!hit && mrule && !(pass & FR_NOMATCH)) {
+		__u32 idx = (mrule - 1) & (MAX_RULES - 1);
 		__u32 key = slot * MAX_RULES + idx;
 		struct rule *r = bpf_map_lookup_elem(&rules, &key);
 
 		if (r && r->pps) {
-			struct pps_window *w = bpf_map_lookup_elem(&pps, &key);
+			struct pps_window *pw = bpf_map_lookup_elem(&pps, &key);
 
-			if (w) {
-				if (now - w->start >= 1000000000ULL) {
-					w->start = now;
-					w->count = 0;
+			if (pw) {
+				if (now - pw->start >= 1000000000ULL) {
+					pw->start = now;
+					pw->count = 0;
 				}
-				if (__sync_fetch_and_add(&w->count, 1) >= r->pps) {
+				if (__sync_fetch_and_add(&pw->count, 1) >= r->pps) {
 					pass = (pass & ~(FR_CMDMASK | FR_RETMASK)) | FR_BLOCK;
 					reason = RSN_PPS;
 					stat_inc(ST_PPS);
@@ -1684,7 +1801,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 				     (p->tcpflags & 0x12) == 0x02;
 
 			if ((pass & FR_KEEPSTATE) || dca_on) {
-				int rc = state_create(p, slot, idx, r, pass, now, dca_on, &w->e);
+				int rc = sl_state_create(slot, idx, pass, now, dca_on);
 
 				if (rc == -2) {
 					pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
@@ -1703,10 +1820,9 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	if (blocked && reason == RSN_NONE)
 		reason = RSN_FILTER;
 
-	mrule = s->rule;
 	if (out && !blocked) {
-		scan_list(s, slot, LIST_ACCT_OUT, 0);
-		if (s->rule)
+		sl_scan(slot, LIST_ACCT_OUT, 0);
+		if (w->s.rule)
 			stat_inc(d * ST_DIR + ST_ACCT);
 	}
 
@@ -1722,12 +1838,12 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 	if ((pass & FR_LOG) || logpass ||
 	    (cfg(CFG_LOGFLAGS) & (blocked ? FR_BLOCK : FR_PASS))) {
-		if (st)
-			emit_log(skb, p, LOG_PACKET, pass, reason, st->rule_no, st->group_no, st->logtag);
+		if (hit)
+			sl_log(skb, pass, reason, w->hit_rule_no, w->hit_group_no);
 		else if (mrule && !(pass & FR_NOMATCH))
-			log_rule(skb, p, slot, (mrule - 1) & (MAX_RULES - 1), pass, reason);
+			sl_log_rule(skb, slot, (mrule - 1) & (MAX_RULES - 1), pass, reason);
 		else
-			emit_log(skb, p, LOG_PACKET, pass, reason, 0xffffffff, 0xffffffff, 0);
+			sl_log(skb, pass, reason, 0xffffffff, 0xffffffff);
 		stat_inc(d * ST_DIR + (blocked ? ST_LOGBLOCK : ST_LOGPASS));
 	}
 
@@ -1737,13 +1853,13 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		int ret = -1;
 
 		if ((pass & FR_RETRST) && p->proto == IPPROTO_TCP &&
-		    !(p->flags & (PF_SHORT | PF_OOW)) && !(p->tcpflags & 0x04))
-			ret = send_rst(skb, p);
-		else if ((pass & FR_RETICMP) && p->family == 4 && !(p->flags & PF_FRAGBODY)) {
+		    !(p->flags & (PF_SHORT | PF_OOW)) && !(p->tcpflags & 0x04)) {
+			ret = sl_reply(skb, 1, 0);
+		} else if ((pass & FR_RETICMP) && p->family == 4 && !(p->flags & PF_FRAGBODY)) {
 			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
 			struct rule *r = bpf_map_lookup_elem(&rules, &key);
 
-			ret = send_icmp4(skb, p, r ? r->ret_code : 0);
+			ret = sl_reply(skb, 0, r ? r->ret_code : 0);
 		}
 		if (ret >= 0)
 			return ret;

@@ -202,6 +202,9 @@ func ParseNetperf(args []string) (*Options, error) {
 		}
 	}
 	c.Host = o.Host
+	if !netperf.KnownTest(c.Test) {
+		return nil, fmt.Errorf("option -t: unsupported test %q (want TCP_STREAM, TCP_MAERTS, TCP_RR, TCP_CRR, UDP_STREAM or UDP_RR)", c.Test)
+	}
 	if o.Selectors != nil && len(o.Selectors) == 0 {
 		o.Selectors = output.DefaultFields(c.Test, c.LocalCPU || c.RemoteCPU)
 	}
@@ -266,7 +269,11 @@ func NetperfMain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	r, err := netperf.Run(ctx, o.Config)
 	if err != nil {
-		fmt.Fprintf(stderr, "netperf: %v\n", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "netperf: ") {
+			msg = "netperf: " + msg
+		}
+		fmt.Fprintln(stderr, msg)
 		return 1
 	}
 	o.Print(stdout, o.Report(r, "netperf "+strings.Join(args, " ")))

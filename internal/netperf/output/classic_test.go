@@ -86,7 +86,7 @@ func TestClassicMatchesCaptures(t *testing.T) {
 	udp := func(sent, got int64, lt, rt float64) *Report {
 		r := base(netperf.UDPStream)
 		r.LocalSendCalls, r.RemoteRecvCalls = sent, got
-		r.ThroughputMbps, r.RemoteThroughputMbps = lt, rt
+		r.SendThroughputMbps, r.ThroughputMbps = lt, rt
 		return r
 	}
 	v := func(r *Report, n int) *Report { r.Verbosity = n; return r }

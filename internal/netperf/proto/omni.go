@@ -323,7 +323,7 @@ const (
 	resSubvendor
 	resSubdevice
 	resRetrans
-	resIfName // 0x74
+	resIfName      // 0x74
 	resDriver      = resIfName + 16
 	resVersion     = resDriver + 32
 	resFirmware    = resVersion + 32

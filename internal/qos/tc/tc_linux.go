@@ -5,11 +5,11 @@ package tc
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
+	"runtime"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"sluice/internal/qos"
 )
@@ -72,6 +72,11 @@ func Apply(p *Plan) error {
 			Handle:    netlink.MakeHandle(uint16(leafMajor+i), 0),
 		})
 		if err := netlink.QdiscAdd(leaf); err != nil {
+			// A kernel without fq_codel keeps HTB's default pfifo leaf
+			// (limit = the device's txqueuelen).
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
 			return fmt.Errorf("adapter %s: adding leaf qdisc: %w", p.Ifname, err)
 		}
 	}
@@ -179,15 +184,48 @@ func IsVLAN(ifname string) bool {
 	return ok
 }
 
-// LinkSpeed returns the interface speed in bits/s from sysfs, 0 if unknown.
+// ethtoolCmd is struct ethtool_cmd (linux/ethtool.h), for ETHTOOL_GSET.
+type ethtoolCmd struct {
+	Cmd, Supported, Advertising                                 uint32
+	Speed                                                       uint16
+	Duplex, Port, PhyAddress, Transceiver, Autoneg, MdioSupport uint8
+	Maxtxpkt, Maxrxpkt                                          uint32
+	SpeedHi                                                     uint16
+	EthTpMdix, EthTpMdixCtrl                                    uint8
+	LpAdvertising                                               uint32
+	Reserved                                                    [2]uint32
+}
+
+const ethtoolGSet = 1
+
+// LinkSpeed returns the interface speed in bits/s, 0 if unknown. It asks
+// the driver through SIOCETHTOOL on a socket of the calling thread's
+// network namespace (sysfs would show the namespace it was mounted in).
 func LinkSpeed(ifname string) uint64 {
-	b, err := os.ReadFile("/sys/class/net/" + ifname + "/speed")
+	if len(ifname) >= unix.IFNAMSIZ {
+		return 0
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0
 	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil || v <= 0 {
+	defer unix.Close(fd)
+	cmd := &ethtoolCmd{Cmd: ethtoolGSet} // heap: its address is handed to the kernel
+	var ifr struct {
+		name [unix.IFNAMSIZ]byte
+		data unsafe.Pointer
+		_    [16]byte
+	}
+	copy(ifr.name[:], ifname)
+	ifr.data = unsafe.Pointer(cmd)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	runtime.KeepAlive(cmd)
+	if errno != 0 {
 		return 0
 	}
-	return uint64(v) * 1000000
+	mbit := uint32(cmd.SpeedHi)<<16 | uint32(cmd.Speed)
+	if mbit == 0 || mbit == 0xffff || mbit == 0xffffffff {
+		return 0
+	}
+	return uint64(mbit) * 1000000
 }

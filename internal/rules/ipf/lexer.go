@@ -49,12 +49,13 @@ type frame struct {
 // lexer turns ipf.conf text into tokens on demand. Variables are expanded
 // textually as they are met, so a definition applies to every later use.
 type lexer struct {
-	file   string
-	stack  []*frame // stack[0] is the file
-	line   int      // position in the file frame
-	col    int
-	vars   map[string]string
-	maxVar int // expansions in progress, to stop recursion
+	file  string
+	stack []*frame // stack[0] is the file
+	line  int      // position in the file frame
+	col   int
+	vars  map[string]string
+	// expansions counts variable expansions, to bound the work.
+	expansions int
 }
 
 func newLexer(file string, src []byte, vars map[string]string) *lexer {
@@ -238,6 +239,12 @@ func (l *lexer) lexString(t token, q byte) token {
 			l.continuation()
 			continue
 		}
+		if c == '\\' && (l.peekc2() == int(q) || l.peekc2() == '\\') {
+			l.advance()
+			b.WriteByte(byte(l.peekc()))
+			l.advance()
+			continue
+		}
 		l.advance()
 		if byte(c) == q {
 			break
@@ -253,34 +260,48 @@ func (l *lexer) lexString(t token, q byte) token {
 // unknown.
 func (l *lexer) expand() (token, bool) {
 	p := l.pos()
+	errTok := func(msg string) (token, bool) {
+		return token{kind: tError, text: msg, pos: p, line: p.Line}, false
+	}
 	l.advance() // $
+	// The name is read from the current frame only: a name never runs
+	// on past the end of a variable's text.
 	var name strings.Builder
-	if l.peekc() == '{' {
+	if l.peekLocal() == '{' {
 		l.advance()
-		for c := l.peekc(); c != '}'; c = l.peekc() {
+		for c := l.peekLocal(); c != '}'; c = l.peekLocal() {
 			if c == -1 || c == '\n' {
-				return token{kind: tError, text: "unterminated ${", pos: p, line: p.Line}, false
+				return errTok("unterminated ${")
 			}
 			name.WriteByte(byte(c))
 			l.advance()
 		}
 		l.advance()
 	} else {
-		for c := l.peekc(); isVarChar(c); c = l.peekc() {
+		for c := l.peekLocal(); isVarChar(c); c = l.peekLocal() {
 			name.WriteByte(byte(c))
 			l.advance()
 		}
 	}
 	n := name.String()
 	if n == "" {
-		return token{kind: tError, text: "empty variable name", pos: p, line: p.Line}, false
+		return errTok("empty variable name")
 	}
 	v, ok := l.vars[n]
 	if !ok {
-		return token{kind: tError, text: "unknown variable $" + n, pos: p, line: p.Line}, false
+		return errTok("unknown variable $" + n)
 	}
-	if len(l.stack) > 32 {
-		return token{kind: tError, text: "variable $" + n + " expands recursively", pos: p, line: p.Line}, false
+	// Frames still on the stack are expansions in progress (a finished
+	// one is popped only when reading goes past it), so meeting n among
+	// them means n refers to itself.
+	for _, f := range l.stack[1:] {
+		if f.name == n {
+			return errTok("variable $" + n + " refers to itself")
+		}
+	}
+	l.expansions++
+	if l.expansions > maxExpansions || len(l.stack) > 64 {
+		return errTok("too many variable expansions")
 	}
 	at := p
 	if len(l.stack) > 1 {
@@ -288,6 +309,18 @@ func (l *lexer) expand() (token, bool) {
 	}
 	l.stack = append(l.stack, &frame{src: v, at: at, name: n})
 	return token{}, true
+}
+
+// maxExpansions bounds the work of nested variables (a="$b$b", b="$c$c", ...).
+const maxExpansions = 100000
+
+// peekLocal returns the next character of the current frame, -1 at its end.
+func (l *lexer) peekLocal() int {
+	f := l.stack[len(l.stack)-1]
+	if f.off < len(f.src) {
+		return int(f.src[f.off])
+	}
+	return -1
 }
 
 func isVarChar(c int) bool {

@@ -68,6 +68,9 @@ const maxExpansion = 65536
 // groupLen is FR_GROUPLEN-1: group names are cut to this length.
 const groupLen = 15
 
+// natTagLen is IPFTAG_LEN: NAT tags are cut to this length.
+const natTagLen = 16
+
 // Parse parses an ipf.conf file and returns its rules (LIST-expanded, in
 // file order). On error it returns the rules that did parse together with
 // an ErrorList.
@@ -348,7 +351,7 @@ func (p *parser) finish(b *builder, r *Rule, first token) *Error {
 		}
 	}
 	if fam != 0 {
-		if b.explicitFamily && r.Family != fam {
+		if (b.explicitFamily || p.opts.Inet6 || p.opts.Inet4) && r.Family != fam {
 			return errorf(first, "address family does not match the rule's family")
 		}
 		r.Family = fam
@@ -711,7 +714,8 @@ func (p *parser) parseOpts(b *builder) *Error {
 			r.RouteTo = d
 		case "to":
 			n1, n2 := p.peekN(1), p.peekN(2)
-			if !(isWord(n1, "dstlist") || (n1.kind == tWord && n2.kind == tWord && routeKeywords[strings.ToLower(n2.text)])) {
+			marked := isPunct(n2, "(") && isPunct(p.peekN(3), "!")
+			if !(isWord(n1, "dstlist") || (n1.kind == tWord && (marked || n2.kind == tWord && routeKeywords[strings.ToLower(n2.text)]))) {
 				return nil // a from/to clause
 			}
 			p.next()
@@ -731,20 +735,39 @@ func (p *parser) parseOpts(b *builder) *Error {
 
 // ifPair reads IF[,IF2].
 func (p *parser) ifPair() ([]string, *Error) {
-	a, err := p.word("interface name")
+	a, err := p.ifName()
 	if err != nil {
 		return nil, err
 	}
 	names := []string{a.text}
 	if isPunct(p.peek(), ",") {
 		p.next()
-		c, err := p.word("interface name")
+		c, err := p.ifName()
 		if err != nil {
 			return nil, err
 		}
 		names = append(names, c.text)
 	}
 	return names, nil
+}
+
+// ifName reads an interface name, skipping the `(!)` that ipf -v and
+// ipfstat print after unresolved names, so their output parses again.
+func (p *parser) ifName() (token, *Error) {
+	t, err := p.word("interface name")
+	if err != nil {
+		return t, err
+	}
+	p.skipUnresolvedMark()
+	return t, nil
+}
+
+func (p *parser) skipUnresolvedMark() {
+	if isPunct(p.peek(), "(") && isPunct(p.peekN(1), "!") && isPunct(p.peekN(2), ")") {
+		p.next()
+		p.next()
+		p.next()
+	}
 }
 
 func (p *parser) parseOn(b *builder) *Error {
@@ -808,6 +831,7 @@ func (p *parser) parseDest() (*RouteTarget, *Error) {
 		}
 		return &RouteTarget{DstList: n.text}, nil
 	}
+	p.skipUnresolvedMark()
 	name, addr, ok := strings.Cut(t.text, ":")
 	d := &RouteTarget{Iface: name}
 	if ok {
@@ -1058,7 +1082,7 @@ func (p *parser) parseObj(b *builder, sel func(*Rule) *Endpoint) *Error {
 		return p.parsePort(b, sel)
 	}
 	if isPunct(t, "{") || (isPunct(t, "(") && p.parenIsList()) {
-		addrs, err := p.addrList()
+		addrs, err := p.addrList(b.r)
 		if err != nil {
 			return err
 		}
@@ -1090,7 +1114,7 @@ func (p *parser) parenIsList() bool {
 	return false
 }
 
-func (p *parser) addrList() ([]Addr, *Error) {
+func (p *parser) addrList(r *Rule) ([]Addr, *Error) {
 	open := p.next()
 	closeP := "}"
 	if open.text == "(" {
@@ -1106,7 +1130,7 @@ func (p *parser) addrList() ([]Addr, *Error) {
 		if isPunct(t, ",") && len(addrs) > 0 {
 			p.next()
 		}
-		a, err := p.parseAddr(nil)
+		a, err := p.parseAddr(r)
 		if err != nil {
 			return nil, err
 		}
@@ -1139,6 +1163,15 @@ func (p *parser) parseAddr(r *Rule) (Addr, *Error) {
 		return Addr{}, expected("address", t)
 	}
 	p.next()
+	// A name that is one of the rule's interfaces means that
+	// interface's address (IPFilter's lookuphost), before any host name.
+	if r != nil && (contains(r.On, t.text) || contains(r.Via, t.text)) && !isPunct(p.peek(), "/") {
+		bits := uint8(32)
+		if r.Family == FamilyInet6 {
+			bits = 128
+		}
+		return Addr{Kind: AddrIface, Iface: t.text, IfaceMode: IfaceDynamic, IfaceBits: bits}, nil
+	}
 	// IF/ifmask and IF/BITS for interfaces.
 	if isPunct(p.peek(), "/") {
 		m := p.peekN(1)
@@ -1151,10 +1184,14 @@ func (p *parser) parseAddr(r *Rule) (Addr, *Error) {
 		}
 	}
 	ip, err := p.hostAddr(t.text, t)
+	if r != nil && (contains(r.On, t.text) || contains(r.Via, t.text)) {
+		err = errorf(t, "%s is an interface", t.text)
+	}
 	if err != nil {
 		// An unresolvable name with /BITS is the IF/BITS form of a
 		// dynamic interface address (how printfr shows `(IF)/BITS`).
-		if _, isIP := parseIPv4(t.text); !isIP && !strings.Contains(t.text, ":") && isPunct(p.peek(), "/") {
+		onName := r != nil && (contains(r.On, t.text) || contains(r.Via, t.text))
+		if _, isIP := parseIPv4(t.text); (onName || !isIP && !strings.Contains(t.text, ":")) && isPunct(p.peek(), "/") {
 			m := p.peekN(1)
 			if v, e := strconv.ParseUint(m.text, 10, 8); e == nil && m.kind == tWord && v <= 128 {
 				p.next()
@@ -1798,10 +1835,15 @@ func (p *parser) parseTail(b *builder) *Error {
 			r.Group = g
 		case "set-tag", "match-tag":
 			p.next()
-			if err := p.parseTags(r); err != nil {
+			match := strings.EqualFold(t.text, "match-tag")
+			// set-tag(nat=) is for out rules, match-tag(nat=) for in
+			// rules (NAT tags are set on the way out and matched on the
+			// way in); log= is allowed everywhere.
+			natOK := (r.Dir == DirOut) != match
+			if err := p.parseTags(r, natOK); err != nil {
 				return err
 			}
-			r.TagFromMatch = strings.EqualFold(t.text, "match-tag")
+			r.TagFromMatch = match
 		case "pps":
 			p.next()
 			n, err := p.number("packets per second", 32)
@@ -1946,7 +1988,7 @@ func (p *parser) parseStateOpts(r *Rule) *Error {
 	}
 }
 
-func (p *parser) parseTags(r *Rule) *Error {
+func (p *parser) parseTags(r *Rule, natOK bool) *Error {
 	if err := p.expectPunct("("); err != nil {
 		return err
 	}
@@ -1971,7 +2013,7 @@ func (p *parser) parseTags(r *Rule) *Error {
 				return err
 			}
 			r.Tag.HasLog, r.Tag.Log = true, n
-		case isWord(t, "nat"):
+		case isWord(t, "nat") && natOK:
 			p.next()
 			if err := p.expectPunct("="); err != nil {
 				return err
@@ -1981,8 +2023,22 @@ func (p *parser) parseTags(r *Rule) *Error {
 				return expected("NAT tag", w)
 			}
 			r.Tag.NAT = w.text
-		default:
+			if len(r.Tag.NAT) > natTagLen {
+				r.Tag.NAT = r.Tag.NAT[:natTagLen]
+			}
+		case natOK:
 			return expected("log= or nat=", t)
+		default:
+			return expected("log=", t)
 		}
 	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

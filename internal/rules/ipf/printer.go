@@ -57,7 +57,7 @@ func (p *printer) f(format string, args ...any) { fmt.Fprintf(p.b, format, args.
 
 func (p *printer) ifname(prefix, name string) {
 	p.s(prefix)
-	p.s(name)
+	p.s(escName(name))
 	if name != "-" && name != "*" && p.o.Unresolved != nil && p.o.Unresolved(name) {
 		p.s("(!)")
 	}
@@ -91,12 +91,12 @@ func (p *printer) toif(tag string, d *RouteTarget) {
 		return
 	}
 	if d.DstList != "" {
-		p.f("%s dstlist/%s ", tag, d.DstList)
+		p.f("%s dstlist/%s ", tag, escName(d.DstList))
 		return
 	}
 	p.s(tag)
 	p.s(" ")
-	p.s(d.Iface)
+	p.s(escName(d.Iface))
 	if d.NextHop.IsValid() && !d.NextHop.IsUnspecified() {
 		p.s(":")
 		p.s(d.NextHop.String())
@@ -117,7 +117,7 @@ func (p *printer) rule() {
 		if r.Call.Now {
 			p.s(" now")
 		}
-		p.f(" %s/%d", r.Call.Func, r.Call.Arg)
+		p.f(" %s/%d", escName(r.Call.Func), r.Call.Arg)
 	case ActionLog:
 		p.log()
 	case ActionSkip:
@@ -211,7 +211,7 @@ func (p *printer) rule() {
 		if r.BPFFamily == FamilyInet6 {
 			v = 6
 		}
-		p.f("bpf-v%d { \"%s\" } ", v, r.BPF)
+		p.f("bpf-v%d { %s } ", v, quote(r.BPF))
 	case !ipf:
 		p.s("all")
 	default:
@@ -287,10 +287,10 @@ func (p *printer) rule() {
 		}
 	}
 	if r.Head != "" {
-		p.f(" head %s", r.Head)
+		p.f(" head %s", escName(r.Head))
 	}
 	if r.Group != "" {
-		p.f(" group %s", r.Group)
+		p.f(" group %s", escName(r.Group))
 	}
 	if (r.Tag.HasLog && r.Tag.Log != 0) || r.Tag.NAT != "" {
 		p.s(" set-tag(")
@@ -300,7 +300,7 @@ func (p *printer) rule() {
 			sep = ", "
 		}
 		if r.Tag.NAT != "" {
-			p.f("%snat=%s", sep, r.Tag.NAT)
+			p.f("%snat=%s", sep, escName(r.Tag.NAT))
 		}
 		p.s(")")
 	}
@@ -308,7 +308,7 @@ func (p *printer) rule() {
 		p.f(" pps %d", r.PPS)
 	}
 	if r.Comment != "" {
-		p.f(" comment \"%s\"", r.Comment)
+		p.s(" comment " + quote(r.Comment))
 	}
 	hash := false
 	if r.KeepState != nil && p.o.Verbose {
@@ -370,15 +370,15 @@ func (p *printer) addr(a *Addr) {
 	case AddrIface:
 		switch a.IfaceMode {
 		case IfaceBroadcast:
-			p.s(a.Iface + "/bcast")
+			p.s(escName(a.Iface) + "/bcast")
 		case IfaceNetwork:
-			p.s(a.Iface + "/net")
+			p.s(escName(a.Iface) + "/net")
 		case IfaceNetmasked:
-			p.s(a.Iface + "/netmasked")
+			p.s(escName(a.Iface) + "/netmasked")
 		case IfacePeer:
-			p.s(a.Iface + "/peer")
+			p.s(escName(a.Iface) + "/peer")
 		default:
-			p.f("%s/%d", a.Iface, a.IfaceBits)
+			p.f("%s/%d", escName(a.Iface), a.IfaceBits)
 		}
 	case AddrPool, AddrHash:
 		if a.Kind == AddrPool {
@@ -389,7 +389,7 @@ func (p *printer) addr(a *Addr) {
 		if a.Table == "" {
 			p.s("0")
 		} else {
-			p.s(a.Table)
+			p.s(escName(a.Table))
 		}
 	default:
 		p.s("any")
@@ -564,4 +564,45 @@ func poolAddr(a netip.Addr) string {
 		}
 	}
 	return a.String()
+}
+
+// quote double-quotes s, escaping `"` and `\` as the lexer reads them.
+func quote(s string) string {
+	if !strings.ContainsAny(s, `"\`) {
+		return `"` + s + `"`
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// name prints a word-valued field (interface, group, table, tag) so that
+// the lexer reads it back as one word: delimiters are backslash-escaped.
+// Ordinary names are printed unchanged, as IPFilter prints them.
+func escName(s string) string {
+	esc := false
+	for i := 0; i < len(s); i++ {
+		if isDelim(int(s[i])) || s[i] == '\\' {
+			esc = true
+			break
+		}
+	}
+	if !esc {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if isDelim(int(s[i])) || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

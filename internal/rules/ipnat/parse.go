@@ -535,11 +535,16 @@ func (p *parser) rewrite(r *Rule) {
 	if p.isPunct(",") {
 		p.next()
 		r.SPMin, r.SPMax, r.FixedSPort = p.rewritePorts()
+	} else if p.isWord("port") {
+		r.SPMin, r.SPMax, r.FixedSPort = p.rewritePorts()
 	}
 	p.expect("dst")
 	r.NewDst = p.rewriteAddr(r)
 	if p.isPunct(",") {
 		p.next()
+		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
+	} else if p.isWord("port") {
+		// "dst ADDR port = P" is also accepted (5.x grammar).
 		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
 	}
 	for !p.atEnd() {
@@ -829,6 +834,11 @@ func splitRange(s string) (string, string, bool) {
 // finish applies the defaults and consistency rules of the original
 // grammar's post-processing.
 func (p *parser) finish(r *Rule) {
+	if (r.Type == DivertIn || r.Type == DivertOut) && !r.protoSet {
+		// The original marks protocol-less divert rules as TCP (and
+		// prints them with "proto tcp").
+		r.TCP = true
+	}
 	if !r.protoSet && (r.hasPort || r.SrcPort.Op != "" || r.DstPort.Op != "") && !r.Type.IsRewrite() {
 		if r.Type == Rdr && r.DPMin != r.DPMax {
 			r.Proto, r.TCP = 6, true

@@ -1,7 +1,6 @@
 package ipqos
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -54,8 +53,6 @@ const (
 	maxPriority   = 65535
 	maxPercentage = 100
 )
-
-var errTooMany = errors.New("too many errors")
 
 type parser struct {
 	file string

@@ -1,0 +1,319 @@
+// Command ipmon prints the records of the ipf packet log, as IPFilter's
+// ipmon does. It reads a log file written by "ipftest -l FILE" (-f FILE);
+// reading the live log device is not available yet.
+//
+//	ipmon [-abBDFhnpstvxX] [-N dev] [-S dev] [-f dev] [-L fac] [-o NSI] [-O NSI] [-P pidfile] [-C conf] [outfile]
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/syslog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"sluice/internal/ipflog"
+)
+
+const optstring = "?abB:C:Df:FhL:nN:o:O:pP:sS:tvxX"
+
+// config is the parsed command line.
+type config struct {
+	fmt       ipflog.FormatOptions
+	ipfFile   string
+	natFile   string
+	stateFile string
+	binFile   string
+	pidFile   string
+	facility  string
+	confFile  string
+	outFile   string
+	daemon    bool
+	flush     bool
+	tail      bool
+	logs      map[byte]bool // 'I', 'N', 'S'
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: ipmon [-abBDFhnpstvxX] [-N device] [-S device] [-f device] [-L facility]\n"+
+		"\t[-o [NSI]] [-O [NSI]] [-P pidfile] [-C configfile] [outfile]\n")
+}
+
+// getopt is POSIX getopt(3) over args (without the program name): options
+// may be grouped ("-bf file"), an option argument may be attached
+// ("-Pfile"), "--" ends the options, the first non-option ends them too.
+func getopt(args []string, spec string, f func(opt byte, arg string) error) ([]string, error) {
+	for len(args) > 0 {
+		a := args[0]
+		if a == "--" {
+			return args[1:], nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			return args, nil
+		}
+		args = args[1:]
+		for k := 1; k < len(a); k++ {
+			c := a[k]
+			i := strings.IndexByte(spec, c)
+			if i < 0 || c == ':' {
+				return nil, fmt.Errorf("illegal option -- %c", c)
+			}
+			if i+1 < len(spec) && spec[i+1] == ':' {
+				var arg string
+				switch {
+				case k+1 < len(a):
+					arg = a[k+1:]
+				case len(args) > 0:
+					arg, args = args[0], args[1:]
+				default:
+					return nil, fmt.Errorf("option requires an argument -- %c", c)
+				}
+				if err := f(c, arg); err != nil {
+					return nil, err
+				}
+				break
+			}
+			if err := f(c, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return args, nil
+}
+
+func parseArgs(args []string) (*config, error) {
+	c := &config{ipfFile: "/dev/ipl", natFile: "/dev/ipnat", stateFile: "/dev/ipstate",
+		facility: "local0", logs: map[byte]bool{}}
+	selected := false
+	rest, err := getopt(args, optstring, func(o byte, arg string) error {
+		switch o {
+		case 'a':
+			c.logs['I'], c.logs['N'], c.logs['S'] = true, true, true
+			selected = true
+		case 'b':
+			c.fmt.LogBody = true
+		case 'B':
+			c.binFile = arg
+		case 'C':
+			c.confFile = arg
+		case 'D':
+			c.daemon = true
+		case 'f', 'I':
+			c.ipfFile = arg
+			c.logs['I'] = true
+			selected = true
+		case 'F':
+			c.flush = true
+		case 'h', '?':
+			return errHelp
+		case 'L':
+			c.facility = arg
+		case 'n':
+			c.fmt.Resolve = true
+		case 'N':
+			c.natFile = arg
+			c.logs['N'] = true
+			selected = true
+		case 'o', 'O':
+			for k := 0; k < len(arg); k++ {
+				l := arg[k] &^ 0x20
+				if l != 'N' && l != 'S' && l != 'I' {
+					return fmt.Errorf("unknown log device letter %q", arg[k])
+				}
+				c.logs[l] = o == 'o'
+			}
+			selected = true
+		case 'p':
+			c.fmt.PortNum = true
+		case 'P':
+			c.pidFile = arg
+		case 's':
+			c.fmt.Syslog = true
+		case 'S':
+			c.stateFile = arg
+			c.logs['S'] = true
+			selected = true
+		case 't':
+			c.tail = true
+		case 'v':
+			c.fmt.Verbose = true
+		case 'x':
+			c.fmt.HexPacket = true
+		case 'X':
+			c.fmt.HexHeader = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !selected {
+		c.logs['I'] = true // with no selection only the ipf log is read
+	}
+	switch len(rest) {
+	case 0:
+	case 1:
+		c.outFile = rest[0]
+	default:
+		return nil, errors.New("too many arguments")
+	}
+	return c, nil
+}
+
+var errHelp = errors.New("help")
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	c, err := parseArgs(args)
+	if err == errHelp {
+		usage(stdout)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ipmon: %v\n", err)
+		usage(stderr)
+		return 1
+	}
+	if c.confFile != "" {
+		fmt.Fprintf(stderr, "ipmon: -C %s: action configuration files are not supported; ignored\n", c.confFile)
+	}
+	if c.daemon {
+		if done, err := daemonize(args); err != nil {
+			fmt.Fprintf(stderr, "ipmon: -D: %v\n", err)
+			return 1
+		} else if done {
+			return 0
+		}
+	}
+	if c.pidFile != "" {
+		if err := os.WriteFile(c.pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil &&
+			c.pidFile != "/dev/null" {
+			fmt.Fprintf(stderr, "ipmon: writing pid file: %v\n", err)
+		}
+	}
+	if c.flush {
+		fmt.Fprintf(stderr, "ipmon: -F: flushing the kernel log is not available\n")
+		return 1
+	}
+
+	out := bufio.NewWriter(stdout)
+	defer out.Flush()
+	if c.outFile != "" && !c.fmt.Syslog {
+		f, err := os.OpenFile(c.outFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "ipmon: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		out = bufio.NewWriter(f)
+		defer out.Flush()
+	}
+	var sl *syslog.Writer
+	if c.fmt.Syslog {
+		fac, ok := facilities[c.facility]
+		if !ok {
+			fmt.Fprintf(stderr, "ipmon: unknown syslog facility %q\n", c.facility)
+			return 1
+		}
+		sl, err = syslog.New(fac|syslog.LOG_NOTICE, "ipmon")
+		if err != nil {
+			fmt.Fprintf(stderr, "ipmon: syslog: %v\n", err)
+			return 1
+		}
+		defer sl.Close()
+	}
+	var bin io.Writer
+	if c.binFile != "" {
+		f, err := os.OpenFile(c.binFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "ipmon: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		bin = f
+	}
+
+	if !c.logs['I'] {
+		// NAT and state log records are not produced yet; nothing to read.
+		return 0
+	}
+	f, err := os.Open(c.ipfFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "ipmon: %v\n", err)
+		return 1
+	}
+	defer f.Close()
+	p := &ipflog.Printer{Opts: c.fmt}
+	rd := ipflog.NewReader(f)
+	var line []byte
+	for {
+		r, err := rd.Next()
+		if err == io.EOF && c.tail {
+			out.Flush()
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if err == io.EOF {
+			return 0
+		}
+		if err != nil {
+			out.Flush()
+			fmt.Fprintf(stderr, "ipmon: %s: %v\n", c.ipfFile, err)
+			return 1
+		}
+		if bin != nil {
+			if _, err := bin.Write(r.AppendBinary(nil)); err != nil {
+				fmt.Fprintf(stderr, "ipmon: -B: %v\n", err)
+				return 1
+			}
+		}
+		line = p.Append(line[:0], &r)
+		if sl != nil {
+			if err := writeSyslog(sl, ipflog.Level(&r), string(line)); err != nil {
+				fmt.Fprintf(stderr, "ipmon: syslog: %v\n", err)
+			}
+			continue
+		}
+		if _, err := out.Write(line); err != nil {
+			fmt.Fprintf(stderr, "ipmon: %v\n", err)
+			return 1
+		}
+	}
+}
+
+var facilities = map[string]syslog.Priority{
+	"kern": syslog.LOG_KERN, "user": syslog.LOG_USER, "mail": syslog.LOG_MAIL,
+	"daemon": syslog.LOG_DAEMON, "auth": syslog.LOG_AUTH, "syslog": syslog.LOG_SYSLOG,
+	"lpr": syslog.LOG_LPR, "news": syslog.LOG_NEWS, "uucp": syslog.LOG_UUCP,
+	"cron": syslog.LOG_CRON, "authpriv": syslog.LOG_AUTHPRIV, "ftp": syslog.LOG_FTP,
+	"local0": syslog.LOG_LOCAL0, "local1": syslog.LOG_LOCAL1, "local2": syslog.LOG_LOCAL2,
+	"local3": syslog.LOG_LOCAL3, "local4": syslog.LOG_LOCAL4, "local5": syslog.LOG_LOCAL5,
+	"local6": syslog.LOG_LOCAL6, "local7": syslog.LOG_LOCAL7,
+}
+
+func writeSyslog(w *syslog.Writer, lvl int, msg string) error {
+	switch lvl {
+	case 0:
+		return w.Emerg(msg)
+	case 1:
+		return w.Alert(msg)
+	case 2:
+		return w.Crit(msg)
+	case 3:
+		return w.Err(msg)
+	case 4:
+		return w.Warning(msg)
+	case 5:
+		return w.Notice(msg)
+	case 6:
+		return w.Info(msg)
+	}
+	return w.Debug(msg)
+}

@@ -1,0 +1,14 @@
+// Command ipqosadmin administers Sluice's IPQoS (HP-UX IPQoS semantics):
+// it verifies, loads and unloads configurations, shows state, configuration
+// and counters, and classifies packet files offline with -test.
+package main
+
+import (
+	"os"
+
+	"sluice/internal/qos/admin"
+)
+
+func main() {
+	os.Exit(admin.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

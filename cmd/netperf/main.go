@@ -1,0 +1,11 @@
+// Command netperf is a Go netperf 2.7 client, wire-compatible with the C
+// netserver (omni protocol) and printing the same output.
+package main
+
+import (
+	"os"
+
+	"sluice/internal/netperf/cli"
+)
+
+func main() { os.Exit(cli.NetperfMain(os.Args[1:], os.Stdout, os.Stderr)) }

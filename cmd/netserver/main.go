@@ -1,0 +1,10 @@
+// Command netserver is a Go netserver compatible with netperf 2.7 clients.
+package main
+
+import (
+	"os"
+
+	"sluice/internal/netperf/cli"
+)
+
+func main() { os.Exit(cli.NetserverMain(os.Args[1:], os.Stdout, os.Stderr)) }

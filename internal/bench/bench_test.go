@@ -1,0 +1,54 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"sluice/internal/bench/config"
+	"sluice/internal/bench/run"
+	"sluice/internal/bench/topo"
+)
+
+func TestCPUModel(t *testing.T) {
+	for in, want := range map[string]string{
+		"processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n": "AMD EPYC 7B13",
+		"processor : 0\nuarch : sifive,u74\n":                                      "sifive,u74",
+		"nothing here\n":                                                           "unknown",
+	} {
+		if got := cpuModel([]byte(in)); got != want {
+			t.Errorf("cpuModel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestDescribeAndNotes(t *testing.T) {
+	d := describeTopo(topo.Options{MTU: 9000, GRO: topo.Off, CPUs: []int{1}})
+	for _, s := range []string{"veth", "MTU 9000", "GRO off", "GSO default", "CPUs [1]"} {
+		if !strings.Contains(d, s) {
+			t.Errorf("%q lacks %q", d, s)
+		}
+	}
+	if d := describeTopo(topo.Options{Remote: "192.0.2.7"}); !strings.Contains(d, "remote peer 192.0.2.7") {
+		t.Errorf("remote: %q", d)
+	}
+	if n := notes("builtin (stand-in for netperf)", topo.Options{}); len(n) != 3 {
+		t.Errorf("builtin, local: %d notes, want 3 (direction, shared CPU, stand-in)", len(n))
+	}
+	if n := notes("netperf", topo.Options{Remote: "x"}); len(n) != 1 {
+		t.Errorf("netperf, remote: %d notes, want 1", len(n))
+	}
+}
+
+func TestEstimate(t *testing.T) {
+	reg := config.Builtin(config.Datapaths{})
+	cs, err := reg.Select("none,nft-stateful,nft-dscp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// none runs 8 + 1 tests, nft-stateful 8, nft-dscp 1: 18 per rep.
+	p := run.Plan{Configs: cs, Tests: append(run.IPFTests(), run.QoSTests([]int{32})...), Reps: 2, Duration: time.Second, Warmup: time.Second}
+	if got, want := Estimate(p), (36+6)*time.Second; got != want {
+		t.Errorf("Estimate = %v, want %v", got, want)
+	}
+}

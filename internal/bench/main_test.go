@@ -1,0 +1,13 @@
+package bench
+
+import (
+	"os"
+	"testing"
+
+	"sluice/internal/bench/run"
+)
+
+func TestMain(m *testing.M) {
+	run.NetserverHelper()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,484 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"sluice/internal/rules/ipf"
+	"sluice/internal/testutil"
+)
+
+// TC return codes the program uses.
+const (
+	tcNext     = 0xffffffff // TC_ACT_UNSPEC: pass, let later programs run
+	tcShot     = 2
+	tcRedirect = 7
+)
+
+type harness struct {
+	t *testing.T
+	d *Datapath
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	testutil.RequireRoot(t)
+	d, err := Load(Options{NoPin: true})
+	if err != nil {
+		t.Fatalf("Load: %+v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return &harness{t: t, d: d}
+}
+
+func compileText(t testing.TB, text string) *Image {
+	t.Helper()
+	rs, err := ipf.Parse("test.conf", []byte(text), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	im, err := Compile(rs, CompileOptions{})
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return im
+}
+
+func (h *harness) load(text string) {
+	h.t.Helper()
+	if err := h.d.LoadRules(compileText(h.t, text), Active); err != nil {
+		h.t.Fatalf("LoadRules: %v", err)
+	}
+}
+
+// run sends the frame through the ingress (out=false) or egress program
+// and returns the program's return code and the packet it left behind.
+func (h *harness) run(out bool, frame []byte) (uint32, []byte) {
+	h.t.Helper()
+	prog := h.d.objs.SluiceIngress
+	if out {
+		prog = h.d.objs.SluiceEgress
+	}
+	buf := make([]byte, len(frame)+256)
+	ret, err := prog.Run(&ebpf.RunOptions{Data: frame, DataOut: buf})
+	if err != nil {
+		h.t.Fatalf("Run: %v", err)
+	}
+	return ret, buf
+}
+
+func verdictName(ret uint32) string {
+	switch ret {
+	case tcNext:
+		return "pass"
+	case tcShot:
+		return "block"
+	case tcRedirect:
+		return "reply"
+	}
+	return fmt.Sprintf("ret%d", ret)
+}
+
+func (h *harness) expect(out bool, p testPkt, want string) {
+	h.t.Helper()
+	ret, _ := h.run(out, p.build())
+	if got := verdictName(ret); got != want {
+		dir := "in"
+		if out {
+			dir = "out"
+		}
+		h.t.Errorf("%s %s:%d -> %s:%d proto %d flags %#x: got %s, want %s", dir, p.src, p.sport, p.dst, p.dport, p.proto, p.flags, got, want)
+	}
+}
+
+const (
+	synF = 0x02
+	ackF = 0x10
+	finF = 0x01
+	rstF = 0x04
+	pshF = 0x08
+)
+
+func tcp4(src, dst string, sport, dport uint16, flags uint8) testPkt {
+	return testPkt{src: src, dst: dst, proto: 6, sport: sport, dport: dport, flags: flags, seq: 1000, ack: 0}
+}
+
+func TestVerdicts(t *testing.T) {
+	h := newHarness(t)
+	type pk struct {
+		out  bool
+		p    testPkt
+		want string
+	}
+	cases := []struct {
+		name  string
+		rules string
+		pkts  []pk
+	}{
+		{"empty set passes", "", []pk{
+			{false, tcp4("10.0.0.1", "10.0.0.2", 1025, 80, synF), "pass"},
+		}},
+		{"last match wins", "block in all\npass in proto tcp from any to any port = 80\n", []pk{
+			{false, tcp4("10.0.0.1", "10.0.0.2", 1025, 80, synF), "pass"},
+			{false, tcp4("10.0.0.1", "10.0.0.2", 1025, 81, synF), "block"},
+			{true, tcp4("10.0.0.1", "10.0.0.2", 1025, 81, synF), "pass"},
+		}},
+		{"quick stops the scan", "block in quick proto tcp all\npass in all\n", []pk{
+			{false, tcp4("10.0.0.1", "10.0.0.2", 1025, 80, synF), "block"},
+			{false, testPkt{src: "10.0.0.1", dst: "10.0.0.2", proto: 17, sport: 5, dport: 53}, "pass"},
+		}},
+		{"addresses and masks", "block in all\npass in from 10.1.0.0/16 to 192.168.1.1\npass in from !10.9.0.0/16 to 172.16.0.0/12\n", []pk{
+			{false, tcp4("10.1.2.3", "192.168.1.1", 1, 2, ackF), "pass"},
+			{false, tcp4("10.2.2.3", "192.168.1.1", 1, 2, ackF), "block"},
+			{false, tcp4("10.1.2.3", "192.168.1.2", 1, 2, ackF), "block"},
+			{false, tcp4("10.8.0.1", "172.20.0.1", 1, 2, ackF), "pass"},
+			{false, tcp4("10.9.0.1", "172.20.0.1", 1, 2, ackF), "block"},
+		}},
+		{"ports", "block in all\npass in proto udp from any port 1:1023 to any port < 100\npass in proto tcp from any to any port 6000 >< 6010\npass in proto tcp from any to any port 20 <> 65000\n", []pk{
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 53, dport: 99}, "pass"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1024, dport: 99}, "block"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 53, dport: 100}, "block"},
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 6005, ackF), "pass"},
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 6010, ackF), "block"},
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 65001, ackF), "pass"},
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 19, ackF), "pass"},
+		}},
+		{"tcp flags", "block in all\npass in proto tcp all flags S/SA\n", []pk{
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, synF), "pass"},
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, synF|ackF), "block"},
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "block"},
+		}},
+		{"icmp type and code", "block in all\npass in proto icmp all icmp-type echo\npass in proto icmp all icmp-type unreach code 3\n", []pk{
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 1, icmpType: 8}, "pass"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 1, icmpType: 3, icmpCode: 3, payload: 20}, "pass"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 1, icmpType: 3, icmpCode: 1, payload: 20}, "block"},
+		}},
+		{"ipv6", "block in all\npass in inet6 proto tcp from 2001:db8::/32 to any port = 22\npass in proto ipv6-icmp all icmp-type echo\n", []pk{
+			{false, tcp4("2001:db8::1", "2001:db9::1", 9, 22, synF), "pass"},
+			{false, tcp4("2001:db9::1", "2001:db8::1", 9, 22, synF), "block"},
+			{false, testPkt{src: "2001:db8::1", dst: "2001:db8::2", proto: 58, icmpType: 128}, "pass"},
+			{false, tcp4("10.0.0.1", "10.0.0.2", 9, 22, synF), "block"},
+		}},
+		{"groups", "block in all\npass in proto tcp from 10.0.0.0/8 to any head 10\nblock in quick proto tcp from any to any port = 23 group 10\nblock in proto tcp from 10.9.0.0/16 to any group 10\n", []pk{
+			{false, tcp4("10.1.0.1", "1.1.1.1", 9, 80, ackF), "pass"},
+			{false, tcp4("10.1.0.1", "1.1.1.1", 9, 23, ackF), "block"},
+			{false, tcp4("10.9.0.1", "1.1.1.1", 9, 80, ackF), "block"},
+			{false, tcp4("11.1.0.1", "1.1.1.1", 9, 80, ackF), "block"},
+		}},
+		{"quick head, member without quick continues", "pass in quick proto udp all head g\nblock in proto udp from any to any port = 9 group g\nblock in quick proto udp all\n", []pk{
+			// head quick, no member match: head's quick stands
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 8}, "pass"},
+			// member matches without quick: outer scan continues to the block quick
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 9}, "block"},
+		}},
+		{"with attributes", "pass in all\nblock in all with ipopts\nblock in proto tcp all with short\nblock in all with frag-body\n", []pk{
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 2, ipOpts: []byte{1, 1, 1, 0}}, "block"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 2}, "pass"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, fragOff: 10, payload: 16}, "block"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, fragOff: 0, moreFrags: true, sport: 1, dport: 2, payload: 16}, "pass"},
+		}},
+		{"tos and ttl", "block in all\npass in ttl 9 all\n", []pk{
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 2, ttl: 9}, "pass"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 2, ttl: 10}, "block"},
+		}},
+		{"interfaces", "block in all\npass in on lo all\nblock in on nosuchif0 all\n", []pk{
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "pass"},
+		}},
+		{"nomatch and log-only keep default", "log in all\n", []pk{
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "pass"},
+		}},
+		{"skip", "block in all\nskip 1 in proto tcp all\npass in all\n", []pk{
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "block"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 2}, "pass"},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h.t = t
+			h.load(c.rules)
+			for _, p := range c.pkts {
+				h.expect(p.out, p.p, p.want)
+			}
+		})
+	}
+}
+
+func TestReturnRST(t *testing.T) {
+	h := newHarness(t)
+	h.load("block return-rst in proto tcp all\nblock return-icmp(port-unr) in proto udp all\n")
+	p := tcp4("10.0.0.1", "10.0.0.2", 1025, 80, synF)
+	p.seq = 5000
+	ret, out := h.run(false, p.build())
+	if ret != tcRedirect {
+		t.Fatalf("got %s, want reply", verdictName(ret))
+	}
+	ip := out[14:34]
+	tcp := out[34:54]
+	if got := fmt.Sprintf("%d.%d.%d.%d>%d.%d.%d.%d", ip[12], ip[13], ip[14], ip[15], ip[16], ip[17], ip[18], ip[19]); got != "10.0.0.2>10.0.0.1" {
+		t.Errorf("RST addresses: got %s", got)
+	}
+	if sp, dp := binary.BigEndian.Uint16(tcp[0:]), binary.BigEndian.Uint16(tcp[2:]); sp != 80 || dp != 1025 {
+		t.Errorf("RST ports: got %d>%d, want 80>1025", sp, dp)
+	}
+	if f := tcp[13]; f != rstF|ackF {
+		t.Errorf("RST flags: got %#x, want RST|ACK", f)
+	}
+	if ack := binary.BigEndian.Uint32(tcp[8:]); ack != 5001 {
+		t.Errorf("RST ack: got %d, want 5001", ack)
+	}
+	if c := csum(ip, 0); c != 0xffff {
+		t.Errorf("IP checksum does not verify: %#x", c)
+	}
+	ph := make([]byte, 12)
+	copy(ph, ip[12:20])
+	ph[9], ph[11] = 6, 20
+	if c := csum(tcp, uint32(csum(ph, 0))); c != 0xffff {
+		t.Errorf("TCP checksum does not verify: %#x", c)
+	}
+	// outbound return-rst only blocks
+	h.load("block return-rst out proto tcp all\n")
+	h.expect(true, p, "block")
+	// an RST is never answered
+	h.load("block return-rst in proto tcp all\n")
+	h.expect(false, tcp4("10.0.0.1", "10.0.0.2", 1, 2, rstF|ackF), "block")
+
+	h.load("block return-icmp(port-unr) in proto udp all\n")
+	ret, out = h.run(false, testPkt{src: "10.0.0.1", dst: "10.0.0.2", proto: 17, sport: 7, dport: 9}.build())
+	if ret != tcRedirect {
+		t.Fatalf("return-icmp: got %s, want reply", verdictName(ret))
+	}
+	if out[14+9] != 1 || out[34] != 3 || out[35] != 3 {
+		t.Errorf("return-icmp: got proto %d type %d code %d, want 1 3 3", out[23], out[34], out[35])
+	}
+	if c := csum(out[34:70], 0); c != 0xffff {
+		t.Errorf("ICMP checksum does not verify: %#x", c)
+	}
+}
+
+func TestState(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\nblock out all\npass out quick proto tcp all flags S/SA keep state\npass out quick proto udp all keep state\npass out quick proto icmp all keep state\n")
+	syn := tcp4("10.0.0.1", "10.0.0.2", 40000, 80, synF)
+	syn.seq = 100
+	h.expect(true, syn, "pass")
+	synack := syn.reply(synF | ackF)
+	synack.seq, synack.ack = 9000, 101
+	h.expect(false, synack, "pass")
+	ack := syn
+	ack.flags, ack.seq, ack.ack = ackF, 101, 9001
+	h.expect(true, ack, "pass")
+	data := synack
+	data.flags, data.seq, data.ack, data.payload = ackF|pshF, 9001, 101, 100
+	h.expect(false, data, "pass")
+	// unsolicited SYN from outside: no state, rules block
+	h.expect(false, tcp4("10.0.0.2", "10.0.0.1", 5555, 22, synF), "block")
+	// a reply for a port pair we never opened
+	stray := synack
+	stray.sport = 81
+	h.expect(false, stray, "block")
+
+	sts, err := h.d.States()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sts) != 1 {
+		t.Fatalf("got %d state entries, want 1", len(sts))
+	}
+	if sts[0].TCPState != [2]uint8{4, 4} {
+		t.Errorf("TCP state: got %d/%d, want 4/4 (ESTABLISHED)", sts[0].TCPState[0], sts[0].TCPState[1])
+	}
+
+	// UDP: reply allowed, expires after udp_ack_timeout/udp_timeout
+	q := testPkt{src: "10.0.0.1", dst: "10.0.0.3", proto: 17, sport: 5353, dport: 53}
+	h.expect(true, q, "pass")
+	h.expect(false, q.reply(0), "pass")
+	if err := h.d.AdvanceClock(13 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// the reply moved the entry to the 12 s queue
+	h.expect(false, q.reply(0), "block")
+
+	// ICMP echo: echo reply passes, an unrelated echo reply does not
+	e := testPkt{src: "10.0.0.1", dst: "10.0.0.4", proto: 1, icmpType: 8, icmpID: 77}
+	h.expect(true, e, "pass")
+	h.expect(false, e.reply(0), "pass")
+	other := e.reply(0)
+	other.icmpID = 78
+	h.expect(false, other, "block")
+
+	st, err := h.d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.StateAdded[0] != 1 || st.StateAdded[1] != 1 || st.StateAdded[2] != 1 {
+		t.Errorf("states added tcp/udp/icmp: got %v, want 1 1 1", st.StateAdded[:3])
+	}
+}
+
+func TestStateWindowAndFSM(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\npass out quick proto tcp all flags S/SA keep state\n")
+	syn := tcp4("10.0.0.1", "10.0.0.2", 40001, 80, synF)
+	syn.seq = 100
+	h.expect(true, syn, "pass")
+	synack := syn.reply(synF | ackF)
+	synack.seq, synack.ack = 9000, 101
+	h.expect(false, synack, "pass")
+	// far outside the window
+	oow := synack
+	oow.flags, oow.seq, oow.ack = ackF, 9001+5000000, 101
+	h.expect(false, oow, "block")
+	// FIN/ACK close sequence leads to time-wait/closed
+	fin := syn
+	fin.flags, fin.seq, fin.ack = finF|ackF, 101, 9001
+	h.expect(true, fin, "pass")
+	finr := synack
+	finr.flags, finr.seq, finr.ack = finF|ackF, 9001, 102
+	h.expect(false, finr, "pass")
+	sts, _ := h.d.States()
+	if len(sts) != 1 || sts[0].TCPState[0] < 6 || sts[0].TCPState[1] < 6 {
+		t.Errorf("after FINs: got %+v, want both sides closing", sts)
+	}
+	// a RST passes and closes
+	rst := synack
+	rst.flags, rst.seq, rst.ack = rstF|ackF, 9002, 102
+	h.expect(false, rst, "pass")
+	sts, _ = h.d.States()
+	if len(sts) != 1 || sts[0].TCPState[1] != 11 {
+		t.Errorf("after RST: got %+v, want side 1 CLOSED", sts)
+	}
+}
+
+func TestStateLimit(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\npass in quick proto udp all keep state (limit 2)\n")
+	for i, want := range []string{"pass", "pass", "block"} {
+		h.expect(false, testPkt{src: "10.0.0.9", dst: "10.0.0.1", proto: 17, sport: uint16(1000 + i), dport: 53}, want)
+	}
+	st, _ := h.d.Stats()
+	if st.Drops[RSNStateAdd] != 1 {
+		t.Errorf("state_add-fail drops: got %d, want 1", st.Drops[RSNStateAdd])
+	}
+}
+
+func TestKeepLimitAndPPS(t *testing.T) {
+	h := newHarness(t)
+	h.load("pass in quick proto tcp from any to any port = 25 flags S keep limit 2\npass in quick proto udp all pps 3\n")
+	for i, want := range []string{"pass", "pass", "block"} {
+		h.expect(false, tcp4("10.0.0.9", "10.0.0.1", uint16(2000+i), 25, synF), want)
+	}
+	// another source has its own budget
+	h.expect(false, tcp4("10.0.0.8", "10.0.0.1", 2000, 25, synF), "pass")
+	for i, want := range []string{"pass", "pass", "pass", "block"} {
+		h.expect(false, testPkt{src: "10.0.0.9", dst: "10.0.0.1", proto: 17, sport: uint16(i + 1), dport: 9}, want)
+	}
+	if err := h.d.AdvanceClock(1100 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(false, testPkt{src: "10.0.0.9", dst: "10.0.0.1", proto: 17, sport: 9, dport: 9}, "pass")
+}
+
+func TestCountersAndAccounting(t *testing.T) {
+	h := newHarness(t)
+	h.load("count in proto tcp all\npass in proto tcp all\nblock in proto udp all\n")
+	for i := 0; i < 3; i++ {
+		h.expect(false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "pass")
+	}
+	h.expect(false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 2}, "block")
+	rules, err := h.d.Rules(Active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, r := range rules {
+		got[r.Text] = r.Hits
+		if r.Text == "" {
+			t.Errorf("rule %d has no text", r.Number)
+		}
+	}
+	want := map[string]uint64{}
+	for _, r := range rules {
+		switch {
+		case r.Acct:
+			want[r.Text] = 3
+		case r.Flags&frCmdMask == frPass:
+			want[r.Text] = 3
+		default:
+			want[r.Text] = 1
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("rule %q: got %d hits, want %d", k, got[k], v)
+		}
+	}
+	st, _ := h.d.Stats()
+	if st.In.Pass != 3 || st.In.Block != 1 || st.In.Acct != 3 {
+		t.Errorf("stats: got pass %d block %d acct %d, want 3 1 3", st.In.Pass, st.In.Block, st.In.Acct)
+	}
+}
+
+func TestSwapAndInactive(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\n")
+	if err := h.d.LoadRules(compileText(t, "pass in all\n"), Inactive); err != nil {
+		t.Fatal(err)
+	}
+	p := tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF)
+	h.expect(false, p, "block")
+	if _, err := h.d.Swap(); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(false, p, "pass")
+	if _, err := h.d.Swap(); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(false, p, "block")
+	n, err := h.d.Flush(FlushIn, Active)
+	if err != nil || n != 1 {
+		t.Fatalf("Flush: got %d, %v; want 1 removed", n, err)
+	}
+	h.expect(false, p, "pass")
+}
+
+func TestLogRing(t *testing.T) {
+	h := newHarness(t)
+	rd, err := h.d.OpenLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	h.load("block in log quick proto tcp all\n")
+	h.expect(false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "block")
+	rd.SetDeadline(time.Now().Add(2 * time.Second))
+	rec, err := rd.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Blocked() || rec.RuleNo != 1 || rec.Out || len(rec.Data) < 40 || rec.Data[9] != 6 {
+		t.Errorf("log record: got %+v", rec)
+	}
+	if rec.Reason != RSNFilter {
+		t.Errorf("reason: got %d, want %d", rec.Reason, RSNFilter)
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	for _, text := range []string{
+		"pass in from pool/100 to any\n",
+		"call now srcgrpmap/1 in all\n",
+	} {
+		rs, err := ipf.Parse("t.conf", []byte(text), ipf.ParseOptions{})
+		if err != nil {
+			t.Fatalf("parse %q: %v", text, err)
+		}
+		if _, err := Compile(rs, CompileOptions{}); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%q: got %v, want ErrUnsupported", text, err)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package frag
+
+import (
+	"net/netip"
+	"testing"
+)
+
+type clock struct{ t uint32 }
+
+func (c *clock) Ticks() uint32 { return c.t }
+
+func key(id uint32) *Key {
+	return &Key{V: 6, Proto: 6, ID: id, Src: netip.MustParseAddr("fe80::1"), Dst: netip.MustParseAddr("fe80::2"), IfName: "nic0"}
+}
+
+// TestOverlap follows ipv6_4's third case: a first fragment of 48 bytes,
+// a fragment at 48 (in order), and one at 8 that overlaps the first.
+func TestOverlap(t *testing.T) {
+	c := New(257, 120, &clock{})
+	if !c.Add(key(16), 2, "r", 0, 48, 96) {
+		t.Fatal("Add failed")
+	}
+	if e, bad := c.Lookup(key(16), 48, 8, 56); e == nil || bad {
+		t.Errorf("in-order fragment: got %v bad=%v, want hit", e, bad)
+	}
+	if e, bad := c.Lookup(key(16), 8, 40, 88); e != nil || !bad {
+		t.Errorf("overlapping fragment: got %v bad=%v, want bad", e, bad)
+	}
+	if e, _ := c.Lookup(key(16), 0, 48, 96); e != nil {
+		t.Errorf("retransmitted first fragment matched, want miss")
+	}
+	if e, _ := c.Lookup(key(17), 48, 8, 56); e != nil {
+		t.Errorf("other datagram matched")
+	}
+}
+
+func TestStrictAndExpiry(t *testing.T) {
+	clk := &clock{}
+	c := New(2, 10, clk)
+	if c.Add(key(1), FlagStrict, nil, 8, 8, 8) {
+		t.Error("strict entry created from a non-first fragment")
+	}
+	c.Add(key(1), FlagStrict|2, nil, 0, 16, 16)
+	if e, _ := c.Lookup(key(1), 24, 8, 8); e != nil {
+		t.Error("strict: out-of-order fragment matched")
+	}
+	if e, _ := c.Lookup(key(1), 16, 8, 8); e == nil {
+		t.Error("strict: in-order fragment missed")
+	}
+	c.Add(key(2), 2, nil, 0, 8, 8)
+	if c.Add(key(3), 2, nil, 0, 8, 8) {
+		t.Error("cache over frag_size accepted an entry")
+	}
+	clk.t = 10
+	if e, _ := c.Lookup(key(2), 8, 8, 8); e != nil {
+		t.Error("expired entry matched")
+	}
+	if !c.Add(key(3), 2, nil, 0, 8, 8) {
+		t.Error("no room after expiry")
+	}
+}
+
+func TestLookupAllocs(t *testing.T) {
+	c := New(257, 120, &clock{})
+	c.Add(key(5), 2, nil, 0, 1448, 1500)
+	k := key(5)
+	off := 1448
+	allocs := testing.AllocsPerRun(100, func() {
+		c.Lookup(k, off, 8, 60)
+		off += 8
+	})
+	if allocs != 0 {
+		t.Errorf("Lookup allocates %v, want 0", allocs)
+	}
+}

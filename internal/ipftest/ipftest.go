@@ -1,0 +1,520 @@
+// Package ipftest is the logic of the ipftest command: load ipf rules (and,
+// later, NAT rules and pools) as options are parsed, run packets from a
+// text or hex file through the reference engine, print a verdict per
+// packet, and optionally dump the tables (-D) and write the log (-l).
+// See ipf-reference §6.6 and the conformance kit README §5 and §7.
+package ipftest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+
+	"sluice/internal/engine"
+	"sluice/internal/ipflog"
+	"sluice/internal/packet"
+	"sluice/internal/packet/ipftext"
+	"sluice/internal/nat"
+	"sluice/internal/pool"
+	"sluice/internal/rules/ipnat"
+	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ippool"
+	"sluice/internal/ruleset"
+	"sluice/internal/state"
+)
+
+const optstring = "6bCdDF:i:I:l:M:N:P:or:RS:T:vxX"
+
+// Env is the process environment of one ipftest run.
+type Env struct {
+	Args   []string // without the program name
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Open opens input files; nil means os.Open.
+	Open func(name string) (io.ReadCloser, error)
+	// Create creates output files (-l); nil means os.Create.
+	Create func(name string) (io.WriteCloser, error)
+}
+
+type run struct {
+	env      Env
+	out      *bufio.Writer
+	eng      *engine.Engine
+	set      *ruleset.Set
+	loaded   bool
+	brief    bool
+	dump     bool
+	inet6    bool
+	resolve  bool
+	verbose  bool
+	hexOut   bool
+	cksum    bool
+	natMode  bool
+	format   string
+	input    string
+	iface    string
+	logFile  string
+	srcIn    netip.Addr
+	tun      *engine.Tunables
+	flushLog func(io.Writer) error
+	pools    *pool.Set
+	nat      *nat.NAT
+	ifAddrs  map[string]netip.Addr
+}
+
+// Main runs ipftest and returns its exit status.
+func Main(env Env) int {
+	if env.Open == nil {
+		env.Open = func(n string) (io.ReadCloser, error) { return os.Open(n) }
+	}
+	if env.Create == nil {
+		env.Create = func(n string) (io.WriteCloser, error) { return os.Create(n) }
+	}
+	r := &run{env: env, out: bufio.NewWriter(env.Stdout), format: "text", iface: "anon0", resolve: true}
+	defer r.out.Flush()
+	if err := r.main(); err != nil {
+		r.out.Flush()
+		fmt.Fprintf(env.Stderr, "ipftest: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func (r *run) main() error {
+	opts, rest, err := getopt(r.env.Args, optstring)
+	if err != nil {
+		return fmt.Errorf("%v\nusage: ipftest [-6bCdDoRvx] [-F text|hex] [-i file] [-I if] [-l logfile] [-N ipnat] [-P ippool] [-r ipf] [-S ip] [-T tunables]", err)
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("unexpected argument %q", rest[0])
+	}
+	r.tun = engine.NewTunables()
+	clock := &state.ManualClock{}
+	r.eng = engine.New(engine.Config{Tunables: r.tun, Clock: clock})
+	r.set = ruleset.NewSet()
+	r.eng.SetRouter(r)
+	for _, o := range opts {
+		if err := r.option(o); err != nil {
+			return err
+		}
+	}
+	if !r.loaded {
+		return errors.New("no rules loaded")
+	}
+	r.set.Link()
+	r.eng.Sets().Store(0, r.set)
+	if r.logFile != "" {
+		sup, _ := r.tun.Get("log_suppress")
+		all, _ := r.tun.Get("log_all")
+		lg := &logger{log: ipflog.New(ipflog.Config{Suppress: sup != 0, LogAll: all != 0})}
+		r.eng.SetLogger(lg)
+		r.flushLog = func(w io.Writer) error { _, err := lg.log.WriteTo(w); return err }
+	}
+	if err := r.packets(); err != nil {
+		return err
+	}
+	if r.dump {
+		r.dumpTables()
+	}
+	if r.logFile != "" {
+		if err := r.writeLog(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *run) option(o opt) error {
+	switch o.c {
+	case '6':
+		r.inet6 = true
+	case 'b':
+		r.brief = true
+	case 'C':
+		r.cksum = true
+	case 'd', 'o', 'X':
+		// Debug output, -o packet files and -X are not implemented; they
+		// change no verdict.
+	case 'D':
+		r.dump = true
+	case 'F':
+		if o.arg != "text" && o.arg != "hex" {
+			return fmt.Errorf("-F: unknown input format %q (text or hex)", o.arg)
+		}
+		r.format = o.arg
+	case 'i':
+		r.input = o.arg
+	case 'I':
+		r.iface = o.arg
+	case 'l':
+		r.logFile = o.arg
+	case 'M':
+		if o.arg != "user" && o.arg != "kern" {
+			return fmt.Errorf("-M: unknown mode %q", o.arg)
+		}
+		if o.arg == "kern" {
+			return errors.New("-M kern: kernel mode is not supported")
+		}
+	case 'N':
+		r.natMode = true
+		r.loaded = true
+		return r.loadNAT(o.arg)
+	case 'P':
+		r.loaded = true
+		return r.loadPools(o.arg)
+	case 'r':
+		r.loaded = true
+		return r.loadRules(o.arg)
+	case 'R':
+		r.resolve = false
+	case 'S':
+		a, err := netip.ParseAddr(o.arg)
+		if err != nil {
+			return fmt.Errorf("-S: bad address %q", o.arg)
+		}
+		r.srcIn = a
+	case 'T':
+		if err := r.tun.SetString(o.arg); err != nil {
+			return fmt.Errorf("-T: %v", err)
+		}
+		r.eng.ApplyTunables()
+	case 'v':
+		r.verbose = true
+	case 'x':
+		r.hexOut = true
+	}
+	return nil
+}
+
+func (r *run) readFile(name string) ([]byte, string, error) {
+	if name == "-" {
+		b, err := io.ReadAll(r.env.Stdin)
+		return b, "(stdin)", err
+	}
+	f, err := r.env.Open(name)
+	if err != nil {
+		return nil, name, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	return b, name, err
+}
+
+func (r *run) loadRules(name string) error {
+	src, fname, err := r.readFile(name)
+	if err != nil {
+		return fmt.Errorf("-r: %v", err)
+	}
+	rules, err := ipf.Parse(fname, src, ipf.ParseOptions{NoResolve: !r.resolve, Inet6: r.inet6})
+	if err != nil {
+		return err
+	}
+	for _, rule := range rules {
+		if r.verbose {
+			fmt.Fprintln(r.out, printRule(rule, r.resolve, true))
+		}
+		if _, err := r.set.Add(rule); err != nil {
+			// IPFilter reports a rule the kernel refuses and goes on.
+			fmt.Fprintf(r.env.Stderr, "ipftest: %v\n", err)
+		}
+	}
+	return nil
+}
+
+func (r *run) packets() error {
+	var in io.Reader
+	switch r.input {
+	case "":
+		in = r.env.Stdin
+	case "-":
+		in = r.env.Stdin
+	default:
+		f, err := r.env.Open(r.input)
+		if err != nil {
+			return fmt.Errorf("-i: %v", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	rd, err := ipftext.NewReader(r.format, in)
+	if err != nil {
+		return err
+	}
+	if tr, ok := rd.(*ipftext.TextReader); ok {
+		tr.Warn = func(line int, msg string) { fmt.Fprintf(r.env.Stderr, "line %d: %s\n", line, msg) }
+	}
+	buf := make([]byte, 65536+64)
+	var p engine.Packet
+	var line []byte
+	for {
+		rec, err := rd.Next(buf)
+		if err == io.EOF {
+			return nil
+		}
+		var se *ipftext.SyntaxError
+		if errors.As(err, &se) {
+			fmt.Fprintf(r.env.Stderr, "ipftest: %v\n", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if rec.Packet == nil {
+			continue
+		}
+		data := rec.Packet
+		if r.cksum {
+			ipftext.FixChecksums(data)
+		}
+		if rec.IfaceAddr.IsValid() {
+			if r.ifAddrs == nil {
+				r.ifAddrs = map[string]netip.Addr{}
+			}
+			if _, seen := r.ifAddrs[rec.Iface]; !seen {
+				r.ifAddrs[rec.Iface] = rec.IfaceAddr
+			}
+		}
+		p.Data = data
+		p.Out = rec.Out
+		p.IfName = rec.Iface
+		if p.IfName == "" {
+			p.IfName = r.iface
+		}
+		p.LinkFlags = rec.LinkFlags
+		p.ParseErr = p.Info.Parse(data, packet.ParseOptions{VerifyChecksums: true, LinkFlags: rec.LinkFlags})
+		if r.srcIn.IsValid() && p.Info.Src == r.srcIn {
+			p.Out = false
+		}
+		res := r.eng.Check(&p)
+		line = line[:0]
+		switch {
+		case r.natMode && r.brief:
+			// ipftest -N -b prints the packet as it leaves, or the
+			// block reason when it was dropped.
+			if res.Verdict.Passed() {
+				line = r.appendPacket(line, &p)
+			} else {
+				line = strconv.AppendInt(line, int64(res.Reason), 10)
+				line = append(line, '\n')
+			}
+		case r.brief:
+			line = append(line, res.Verdict.String()...)
+			line = append(line, '\n')
+		default:
+			if !r.natMode {
+				line = append(line, res.Verdict.String()...)
+			}
+			line = append(line, ' ')
+			line = r.appendPacket(line, &p)
+			line = append(line, "--------------\n"...)
+		}
+		r.out.Write(line)
+	}
+}
+
+// appendPacket appends printpacket's output: the summary line, or with -x
+// the hex dump followed by an empty line.
+func (r *run) appendPacket(line []byte, p *engine.Packet) []byte {
+	if r.hexOut {
+		return ipftext.AppendHex(line, p.Data)
+	}
+	line = ipftext.AppendSummary(line, p.Out, p.IfName, p.Data)
+	return append(line, '\n')
+}
+
+func (r *run) dumpTables() {
+	w := r.out
+	if r.nat != nil {
+		r.nat.Dump(w)
+	} else {
+		fmt.Fprintln(w, "List of active MAP/Redirect filters:")
+		fmt.Fprintln(w, "\nList of active sessions:")
+		fmt.Fprintln(w, "\nHostmap table:")
+	}
+	fmt.Fprintln(w, "List of active state sessions:")
+	r.eng.States.Walk(func(e *state.Entry) { engine.PrintState(w, e, r.resolve) })
+	fmt.Fprintln(w, "List of configured pools")
+	if r.pools != nil {
+		r.pools.DumpPools(w)
+	}
+	fmt.Fprintln(w, "List of configured hash tables")
+	if r.pools != nil {
+		r.pools.DumpHashes(w)
+	}
+	for s := 0; s < 2; s++ {
+		fmt.Fprintf(w, "List of groups configured (set %d)\n", s)
+		set := r.eng.Sets().Get(s)
+		for _, name := range set.GroupOrder {
+			g := set.Groups[name]
+			fmt.Fprintf(w, "Dev.0. Group %s Ref %d Flags %#x\n", name, len(g.Rules), 0)
+			for _, rule := range g.Rules {
+				r.printDumpRule(rule)
+			}
+		}
+	}
+	for s := 0; s < 2; s++ {
+		set := r.eng.Sets().Get(s)
+		fmt.Fprintf(w, "Rules configured (set %d, in)\n", s)
+		r.printList(&set.In)
+		fmt.Fprintf(w, "Rules configured (set %d, out)\n", s)
+		r.printList(&set.Out)
+	}
+	for s := 0; s < 2; s++ {
+		set := r.eng.Sets().Get(s)
+		fmt.Fprintf(w, "Accounting rules configured (set %d, in)\n", s)
+		r.printList(&set.AcctIn)
+		fmt.Fprintf(w, "Accounting rules configured (set %d, out)\n", s)
+		r.printList(&set.AcctOut)
+	}
+}
+
+func (r *run) printList(l *ruleset.List) {
+	for _, rule := range l.Rules {
+		r.printDumpRule(rule)
+	}
+}
+
+func (r *run) printDumpRule(rule *ruleset.Rule) {
+	fmt.Fprintf(r.out, "%d %s\n", rule.Stats.Hits.Load(), printRule(rule.Src, r.resolve, false))
+}
+
+func (r *run) writeLog() error {
+	f, err := r.env.Create(r.logFile)
+	if err != nil {
+		return fmt.Errorf("-l: %v", err)
+	}
+	if r.flushLog != nil {
+		if err := r.flushLog(f); err != nil {
+			f.Close()
+			return fmt.Errorf("-l: %v", err)
+		}
+	}
+	return f.Close()
+}
+
+func (r *run) loadPools(name string) error {
+	src, fname, err := r.readFile(name)
+	if err != nil {
+		return fmt.Errorf("-P: %v", err)
+	}
+	f, err := ippool.Parse(fname, string(src))
+	if err != nil {
+		return err
+	}
+	if r.pools == nil {
+		if r.pools, err = pool.NewSet(f, nil); err != nil {
+			return err
+		}
+		r.eng.SetPools(r.pools)
+		r.eng.SetDstLists(dstLists{r.pools})
+		return nil
+	}
+	return r.pools.Add(f, nil)
+}
+
+// dstLists adapts a pool set to the engine's dstlist hook.
+type dstLists struct{ s *pool.Set }
+
+func (d dstLists) SelectDst(name string, src, dst netip.Addr) (string, netip.Addr, bool) {
+	l := d.s.DstList(ippool.RoleIPF, name)
+	if l == nil {
+		return "", netip.Addr{}, false
+	}
+	dest, _, ok := l.Select(src, dst)
+	return dest.Iface, dest.Addr, ok
+}
+
+// Route implements engine.Router: userland ipftest "sends" a forwarded
+// packet by printing it as leaving the chosen interface.
+func (r *run) Route(p *engine.Packet, iface string, nextHop netip.Addr, dup bool) {
+	line := ipftext.AppendSummary(nil, true, iface, p.Data)
+	line = append(line, '\n')
+	r.out.Write(line)
+}
+
+// logger feeds engine log records into an ipf log buffer (ipftest -l).
+type logger struct {
+	log *ipflog.Log
+}
+
+func (l *logger) LogPacket(rec *engine.LogRecord) error {
+	p := rec.Pkt
+	e := ipflog.Entry{
+		Iface: p.IfName, Group: rec.Group, GroupUnset: rec.Rule < 0, Rule: int32(rec.Rule),
+		Flags: rec.Pass, Out: p.Out, LogTag: rec.LogTag, Level: ipflog.NoLevel,
+		Reason: uint8(rec.Reason), Info: &p.Info, Packet: p.Data,
+	}
+	if rec.RuleRef != nil && rec.RuleRef.Src.Log.HasLevel {
+		lo := rec.RuleRef.Src.Log
+		e.Level = uint16(lo.Facility)<<3 | uint16(lo.Priority)
+	}
+	if rec.RuleRef != nil {
+		e.NatTag = rec.RuleRef.NATTag
+	}
+	if !l.log.Append(&e) {
+		return errLogFull
+	}
+	return nil
+}
+
+var errLogFull = errors.New("log buffer full")
+
+func (r *run) loadNAT(name string) error {
+	src, fname, err := r.readFile(name)
+	if err != nil {
+		return fmt.Errorf("-N: %v", err)
+	}
+	f, err := ipnat.Parse(fname, string(src), r.env.Stderr)
+	if err != nil {
+		return err
+	}
+	if r.nat == nil {
+		r.nat, err = nat.New(f, nat.Config{Pools: r.pools, IfAddr: r.ifAddr})
+		if err != nil {
+			return err
+		}
+		r.eng.SetNAT(natHook{r.nat})
+		return nil
+	}
+	return r.nat.AddRules(f)
+}
+
+// ifAddr answers interface addresses for NAT's 0/32; ipftest learns them
+// from "IF=ADDR" in the packet input.
+func (r *run) ifAddr(name string, v6 bool) (netip.Addr, bool) {
+	a, ok := r.ifAddrs[name]
+	if !ok || a.Is6() != v6 {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// natHook adapts the NAT engine to the filter's NAT hook.
+type natHook struct{ n *nat.NAT }
+
+func (h natHook) In(p *engine.Packet) bool {
+	switch h.n.In(p.Data, p.IfName) {
+	case nat.Failed:
+		return false
+	case nat.Translated:
+		p.Reparse()
+		p.Info.Flags |= packet.FlagNATed
+	}
+	return true
+}
+
+func (h natHook) Out(p *engine.Packet, tag string) bool {
+	switch h.n.Out(p.Data, p.IfName, tag) {
+	case nat.Failed:
+		return false
+	case nat.Translated:
+		p.Reparse()
+		p.Info.Flags |= packet.FlagNATed
+	}
+	return true
+}

@@ -1,0 +1,309 @@
+// Package nat is the NAT engine of IPFilter's ipnat: rule selection,
+// address and port allocation for map, bimap, map-block, rdr and
+// rewrite rules, the session table with its host map, and the in-place
+// rewriting of IPv4/IPv6 packets with incremental checksum fixups.
+//
+// The engine follows IPFilter 5.x (ip_nat.c) closely, including its
+// allocation order, because ipftest output depends on it. Randomness
+// (portmap) and interface addresses (0/32) are injected through Config.
+package nat
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"sync"
+
+	"sluice/internal/pool"
+	"sluice/internal/rules/ipnat"
+	"sluice/internal/rules/ippool"
+)
+
+// Direction is the way a packet travels through an interface.
+type Direction uint8
+
+// Packet directions.
+const (
+	In Direction = iota
+	Out
+)
+
+// Result is the outcome of offering a packet to NAT.
+type Result uint8
+
+// Results.
+const (
+	// NoMatch: no session and no rule applied; the packet is unchanged.
+	NoMatch Result = iota
+	// Translated: the packet was rewritten in place.
+	Translated
+	// Failed: a rule matched but no translation could be set up; the
+	// caller blocks the packet (block reason natv4/natv6).
+	Failed
+)
+
+// String names the result.
+func (r Result) String() string {
+	return [...]string{"nomatch", "translated", "failed"}[r]
+}
+
+// Config holds what the engine needs from its surroundings.
+type Config struct {
+	// Rand is IPFilter's ipf_random(): it picks portmap ports. nil uses
+	// IPFTestRandom, the deterministic sequence of ipftest.
+	Rand func() uint32
+	// IfAddr returns the address of an interface (for 0/32 rules).
+	IfAddr func(ifname string, v6 bool) (netip.Addr, bool)
+	// Pools answers pool/N and hash/N operands and dstlist/NAME targets.
+	Pools *pool.Set
+}
+
+// usablePorts and mapBlockMinPort are IPFilter's USABLE_PORTS and
+// MAPBLK_MINPORT.
+const (
+	usablePorts     = 65535 - 1023
+	mapBlockMinPort = 1024
+)
+
+// rule is a loaded rule with its allocation state (guarded by NAT.mu).
+type rule struct {
+	*ipnat.Rule
+	v6           bool
+	inIf, outIf  string
+	src, dst     addrOperand // from/to operands
+	orig, newA   addrOperand // simple LHS and RHS
+	nsrc, ndst   addrOperand // rewrite targets
+	matchMaskLen int
+	seq          int
+
+	snip     a128 // next source address (map) / rewrite source
+	dnip     a128 // next destination (rdr split, rewrite)
+	spnext   int
+	dpnext   int
+	stepnext int
+	started  bool // a rewrite session was allocated: step before the next
+	ppip     int
+	ippip    int
+	hits     uint64
+}
+
+type key struct {
+	dir      Direction
+	proto    uint8
+	src, dst netip.Addr
+	sp, dp   uint16
+}
+
+// session is one active translation. Its forward direction is dir;
+// o* fields are the addresses as first seen, n* as rewritten.
+type session struct {
+	rule   *rule
+	dir    Direction
+	proto  uint8
+	flags  int
+	v6     bool
+	ifname string
+
+	osrc, odst, nsrc, ndst         netip.Addr
+	osport, odport, nsport, ndport uint16
+
+	hm      *hostmap
+	dstList *pool.DstList
+	dstIdx  int
+	pkts    [2]uint64
+	bytes   [2]uint64
+	seq     uint64
+}
+
+// hostmap remembers which new address a (source, destination) pair got,
+// so later sessions of the pair reuse it (IPFilter hostmap_t).
+type hostmap struct {
+	rule       *rule
+	v6         bool
+	osrc, odst netip.Addr
+	nsrc, ndst netip.Addr
+	port       uint16
+	ref        int
+	seq        uint64
+}
+
+// NAT is one NAT configuration with its sessions.
+type NAT struct {
+	mu    sync.Mutex // guards everything below
+	cfg   Config
+	rules []*rule // file order, for listing
+	maps  []*rule // outbound rules in match order
+	rdrs  []*rule // inbound rules in match order
+
+	sessions map[key]*session
+	frags    map[fragKey]*session
+	active   []*session
+	hostmaps []*hostmap
+	seq      uint64
+}
+
+// New loads the rules of f. Rules are checked for things the engine
+// cannot do (unknown pools are allowed: they simply never match).
+func New(f *ipnat.File, cfg Config) (*NAT, error) {
+	if cfg.Rand == nil {
+		cfg.Rand = IPFTestRandom()
+	}
+	n := &NAT{cfg: cfg, sessions: make(map[key]*session)}
+	if f != nil {
+		if err := n.AddRules(f); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// SetPools installs the pool tables that pool/N, hash/N and dstlist/NAME
+// operands refer to (ipftest may load -P after -N).
+func (n *NAT) SetPools(p *pool.Set) {
+	n.mu.Lock()
+	n.cfg.Pools = p
+	n.mu.Unlock()
+}
+
+// AddRules appends rules (ipnat -f, ipftest -N).
+func (n *NAT) AddRules(f *ipnat.File) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, r := range f.Rules {
+		rl, err := compile(r)
+		if err != nil {
+			return err
+		}
+		rl.seq = len(n.rules)
+		n.rules = append(n.rules, rl)
+		switch r.Type {
+		case ipnat.Rdr, ipnat.RewriteIn, ipnat.DivertIn:
+			n.rdrs = append(n.rdrs, rl)
+		case ipnat.Bimap:
+			n.maps = append(n.maps, rl)
+			n.rdrs = append(n.rdrs, rl)
+		default:
+			n.maps = append(n.maps, rl)
+		}
+	}
+	sortRules(n.maps, false)
+	sortRules(n.rdrs, true)
+	return nil
+}
+
+// sortRules orders rules as IPFilter's hash walk finds them: longest
+// mask first, file order within a mask.
+func sortRules(rs []*rule, rdr bool) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		return rs[i].maskFor(rdr) > rs[j].maskFor(rdr)
+	})
+}
+
+func (r *rule) maskFor(rdr bool) int {
+	if r.Type == ipnat.Bimap && rdr {
+		return r.newA.maskLen
+	}
+	if r.Filter {
+		if rdr {
+			return r.dst.maskLen
+		}
+		return r.src.maskLen
+	}
+	return r.orig.maskLen
+}
+
+func compile(r *ipnat.Rule) (*rule, error) {
+	v6 := r.Family == 6
+	rl := &rule{Rule: r, v6: v6, inIf: r.Ifs[0], outIf: r.Ifs[1]}
+	if rl.outIf == "" {
+		rl.outIf = rl.inIf
+	}
+	rl.src, rl.dst = operand(r.Src, v6), operand(r.Dst, v6)
+	rl.orig, rl.newA = operand(r.Orig, v6), operand(r.New, v6)
+	rl.nsrc, rl.ndst = operand(r.NewSrc, v6), operand(r.NewDst, v6)
+	if r.Type == ipnat.MapBlock && rl.orig.kind != ipnat.AddrNormal {
+		return nil, fmt.Errorf("%d:%d: map-block needs an address/mask", r.Pos.Line, r.Pos.Col)
+	}
+	// Initial allocation state (ipf_nat_ruleaddrinit).
+	rl.snip = firstAddr(rl.newA, v6)
+	if r.Type.IsRewrite() {
+		rl.snip = firstAddr(rl.nsrc, v6)
+		rl.dnip = firstAddr(rl.ndst, v6)
+	} else if r.Type == ipnat.Rdr && rl.newA.kind == ipnat.AddrSplit {
+		rl.dnip = rl.newA.a
+	}
+	if r.Portmap || r.ICMPIDMap || r.Type.IsRewrite() {
+		rl.spnext = r.SPMin
+	}
+	rl.dpnext = r.DPMin
+	if r.Type == ipnat.MapBlock || (r.Portmap && r.PortAuto) {
+		rl.setGroupMap()
+	}
+	return rl, nil
+}
+
+// firstAddr is where a pool of new addresses starts: the start of a
+// range, the first host of a subnet, or the address itself.
+func firstAddr(o addrOperand, v6 bool) a128 {
+	switch {
+	case o.kind == ipnat.AddrRange:
+		return o.a
+	case o.kind == ipnat.AddrNormal && !o.m.allOnes(v6) && !o.m.isZero():
+		return o.a.add(1)
+	}
+	return o.a
+}
+
+// setGroupMap computes ports per address (ppip) and addresses per new
+// address (ippip) for map-block and "portmap … auto".
+func (r *rule) setGroupMap() {
+	omask, nmask := r.orig.m, r.newA.m
+	switch {
+	case omask == nmask:
+		r.ippip = 1
+		if r.SPMin != 0 {
+			r.ppip = r.SPMin
+		} else {
+			r.ppip = usablePorts
+		}
+	case r.PortAuto:
+		inside := omask.not(r.v6).lo
+		outside := nmask.not(r.v6).lo + 1
+		r.ippip = int(inside/outside) + 1
+		if r.ippip <= 0 {
+			r.ippip = 1
+		}
+		r.ppip = usablePorts / r.ippip
+	default:
+		r.ppip = r.SPMin
+		if r.ppip == 0 {
+			r.ppip = 1
+		}
+		r.ippip = usablePorts / r.ppip
+	}
+}
+
+// IPFTestRandom returns IPFilter's user-mode ipf_random(): 0, 4, 3999,
+// 4000, 48999, 49000, then a multiplicative sequence. Calls must share
+// one instance, as they share one counter in ipftest.
+func IPFTestRandom() func() uint32 {
+	fixed := [...]uint32{0, 4, 3999, 4000, 48999, 49000}
+	var calls uint32
+	last := uint32(0xa5a5a5a5)
+	var mu sync.Mutex
+	return func() uint32 {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if int(calls) <= len(fixed) {
+			return fixed[calls-1]
+		}
+		number := last
+		last *= calls
+		last++
+		return number ^ last
+	}
+}
+
+// roleNAT is the ippool role NAT rules look pools up in.
+const roleNAT = ippool.RoleNAT

@@ -1,0 +1,331 @@
+package nat
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"sluice/internal/packet"
+)
+
+// Packet-side protocol flags (IPFilter IPN_TCP, IPN_UDP, IPN_ICMPQUERY).
+const (
+	flagTCP       = 1
+	flagUDP       = 2
+	flagTCPUDP    = flagTCP | flagUDP
+	flagICMPQuery = 4
+)
+
+// view locates the fields NAT reads and rewrites in one packet. It lives
+// on the caller's stack.
+type view struct {
+	b         []byte
+	v6        bool
+	proto     uint8
+	l4        int // offset of the L4 header, -1 if not present (fragment body)
+	l4len     int
+	src, dst  netip.Addr
+	sport     uint16 // TCP/UDP ports; ICMP query id in both
+	dport     uint16
+	flags     int
+	icmpType  uint8
+	icmpErr   bool
+	fragBody  bool
+	moreFrags bool
+	ipid      uint32
+}
+
+// fragKey identifies the fragments of one IPv4 datagram.
+type fragKey struct {
+	proto    uint8
+	id       uint32
+	src, dst netip.Addr
+}
+
+func (v *view) fragKey() fragKey { return fragKey{v.proto, v.ipid, v.src, v.dst} }
+
+func isICMPv4Query(t uint8) bool {
+	switch t {
+	case 0, 8, 13, 14, 15, 16, 17, 18, 9, 10:
+		return true
+	}
+	return false
+}
+
+func isICMPv4Error(t uint8) bool {
+	switch t {
+	case 3, 4, 5, 11, 12:
+		return true
+	}
+	return false
+}
+
+// parse fills v from b; it reports false for packets NAT cannot handle.
+func parse(v *view, b []byte) bool {
+	*v = view{b: b, l4: -1}
+	if len(b) < 1 {
+		return false
+	}
+	switch b[0] >> 4 {
+	case 4:
+		if len(b) < packet.IPv4MinimumSize {
+			return false
+		}
+		h := packet.IPv4(b)
+		hl := h.HeaderLength()
+		if hl < packet.IPv4MinimumSize || hl > len(b) {
+			return false
+		}
+		v.proto = h.Protocol()
+		v.src, v.dst = h.SourceAddress(), h.DestinationAddress()
+		end := int(h.TotalLength())
+		if end > len(b) || end < hl {
+			end = len(b)
+		}
+		v.ipid = uint32(h.ID())
+		v.moreFrags = h.MoreFragments()
+		if h.FragmentOffset() != 0 {
+			v.fragBody = true
+		} else {
+			v.l4, v.l4len = hl, end-hl
+		}
+	case 6:
+		if len(b) < packet.IPv6MinimumSize {
+			return false
+		}
+		h := packet.IPv6(b)
+		v.v6 = true
+		v.src, v.dst = h.SourceAddress(), h.DestinationAddress()
+		nh, off := h.NextHeader(), packet.IPv6MinimumSize
+		end := off + int(h.PayloadLength())
+		if end > len(b) {
+			end = len(b)
+		}
+	walk:
+		for {
+			switch nh {
+			case 0, 43, 60, 135:
+				if off+8 > end {
+					return false
+				}
+				nh, off = b[off], off+(int(b[off+1])+1)*8
+			case 44:
+				if off+8 > end {
+					return false
+				}
+				if binary.BigEndian.Uint16(b[off+2:])&0xfff8 != 0 {
+					v.fragBody = true
+					v.proto = b[off]
+					return true
+				}
+				nh, off = b[off], off+8
+			default:
+				break walk
+			}
+		}
+		v.proto = nh
+		if off <= end {
+			v.l4, v.l4len = off, end-off
+		}
+	default:
+		return false
+	}
+	if v.l4 < 0 {
+		return true
+	}
+	l4 := b[v.l4 : v.l4+v.l4len]
+	switch v.proto {
+	case 6, 17:
+		min := 8
+		if v.proto == 6 {
+			min = 20
+			v.flags = flagTCP
+		} else {
+			v.flags = flagUDP
+		}
+		if len(l4) < min {
+			v.flags = 0
+			v.l4 = -1
+			return true
+		}
+		v.sport = binary.BigEndian.Uint16(l4)
+		v.dport = binary.BigEndian.Uint16(l4[2:])
+	case 1, 58:
+		if len(l4) < 8 {
+			v.l4 = -1
+			return true
+		}
+		v.icmpType = l4[0]
+		if (v.proto == 1 && isICMPv4Query(v.icmpType)) || (v.proto == 58 && v.icmpType >= 128) {
+			v.flags = flagICMPQuery
+			id := binary.BigEndian.Uint16(l4[4:])
+			v.sport, v.dport = id, id
+		} else if (v.proto == 1 && isICMPv4Error(v.icmpType)) || (v.proto == 58 && v.icmpType < 128) {
+			v.icmpErr = true
+		}
+	}
+	return true
+}
+
+// parseInner parses the packet embedded in an ICMP error, of which
+// only the first 8 bytes of the L4 header are present.
+func parseInner(v *view, b []byte) bool {
+	if !parse(v, b) {
+		return false
+	}
+	if v.l4 < 0 && !v.fragBody && (v.proto == 6 || v.proto == 17) {
+		hl := packet.IPv4MinimumSize
+		if !v.v6 {
+			hl = packet.IPv4(b).HeaderLength()
+		} else {
+			hl = packet.IPv6MinimumSize
+		}
+		if len(b) >= hl+4 {
+			v.l4, v.l4len = hl, len(b)-hl
+			v.sport = binary.BigEndian.Uint16(b[hl:])
+			v.dport = binary.BigEndian.Uint16(b[hl+2:])
+			v.flags = flagUDP
+			if v.proto == 6 {
+				v.flags = flagTCP
+			}
+		}
+	}
+	return true
+}
+
+// l4csum returns the offset of the L4 checksum field, or -1.
+func (v *view) l4csum() int {
+	if v.l4 < 0 {
+		return -1
+	}
+	c := v.l4csumOff()
+	if c+2 > len(v.b) {
+		return -1
+	}
+	return c
+}
+
+func (v *view) l4csumOff() int {
+	switch v.proto {
+	case 6:
+		return v.l4 + 16
+	case 17:
+		if v.l4+8 <= len(v.b) && binary.BigEndian.Uint16(v.b[v.l4+6:]) == 0 && !v.v6 {
+			return -1 // no UDP checksum
+		}
+		return v.l4 + 6
+	case 1:
+		return v.l4 + 2
+	case 58:
+		return v.l4 + 2
+	}
+	return -1
+}
+
+// setAddr rewrites the source (which=0) or destination address and
+// patches the IPv4 header checksum and the pseudo-header checksums.
+func (v *view) setAddr(which int, a netip.Addr) {
+	old := v.src
+	if which == 1 {
+		old = v.dst
+	}
+	if old == a {
+		return
+	}
+	if v.v6 {
+		s := a.As16()
+		copy(v.b[8+16*which:], s[:])
+	} else {
+		s := a.As4()
+		h := packet.IPv4(v.b)
+		copy(v.b[12+4*which:], s[:])
+		o := old.As4()
+		h.SetChecksum(packet.ChecksumUpdate32(h.Checksum(), binary.BigEndian.Uint32(o[:]), binary.BigEndian.Uint32(s[:])))
+	}
+	// ICMPv4 has no pseudo header; everything else does.
+	if c := v.l4csum(); c >= 0 && v.proto != 1 {
+		hc := binary.BigEndian.Uint16(v.b[c:])
+		hc = packet.ChecksumUpdateAddr(hc, old, a)
+		if v.proto == 17 && hc == 0 {
+			hc = 0xffff
+		}
+		binary.BigEndian.PutUint16(v.b[c:], hc)
+	}
+	if which == 0 {
+		v.src = a
+	} else {
+		v.dst = a
+	}
+}
+
+// setPort rewrites the TCP/UDP source (which=0) or destination port, or
+// the ICMP query id (either which), patching the L4 checksum.
+func (v *view) setPort(which int, p uint16) {
+	if v.l4 < 0 {
+		return
+	}
+	off := v.l4 + 2*which
+	if v.flags&flagICMPQuery != 0 {
+		off = v.l4 + 4
+	} else if v.flags&flagTCPUDP == 0 {
+		return
+	}
+	old := binary.BigEndian.Uint16(v.b[off:])
+	if old == p {
+		return
+	}
+	binary.BigEndian.PutUint16(v.b[off:], p)
+	if c := v.l4csum(); c >= 0 {
+		hc := packet.ChecksumUpdate16(binary.BigEndian.Uint16(v.b[c:]), old, p)
+		if v.proto == 17 && hc == 0 {
+			hc = 0xffff
+		}
+		binary.BigEndian.PutUint16(v.b[c:], hc)
+	}
+	if v.flags&flagICMPQuery != 0 {
+		v.sport, v.dport = p, p
+	} else if which == 0 {
+		v.sport = p
+	} else {
+		v.dport = p
+	}
+}
+
+// clampMSS lowers the MSS option of a TCP SYN to max (mssclamp).
+func (v *view) clampMSS(max uint16) {
+	tcp := v.b[v.l4 : v.l4+v.l4len]
+	if len(tcp) < 20 || tcp[13]&packet.TCPFlagSyn == 0 {
+		return
+	}
+	hl := int(tcp[12]>>4) * 4
+	if hl > len(tcp) {
+		hl = len(tcp)
+	}
+	for i := 20; i < hl; {
+		switch kind := tcp[i]; {
+		case kind == 0:
+			return
+		case kind == 1:
+			i++
+			continue
+		case i+1 >= hl || tcp[i+1] < 2:
+			return
+		case kind == 2 && tcp[i+1] == 4 && i+4 <= hl:
+			mss := binary.BigEndian.Uint16(tcp[i+2:])
+			if mss > max {
+				binary.BigEndian.PutUint16(tcp[i+2:], max)
+				// The option may sit at an odd offset; patch the sum
+				// over the aligned words that hold it.
+				c := binary.BigEndian.Uint16(tcp[16:])
+				if i%2 == 0 {
+					c = packet.ChecksumUpdate16(c, mss, max)
+				} else {
+					c = packet.ChecksumUpdate16(c, uint16(mss>>8), uint16(max>>8))
+					c = packet.ChecksumUpdate16(c, uint16(mss&0xff)<<8, uint16(max&0xff)<<8)
+				}
+				binary.BigEndian.PutUint16(tcp[16:], c)
+			}
+			return
+		}
+		i += int(tcp[i+1])
+	}
+}

@@ -1,0 +1,699 @@
+package nat
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"sluice/internal/packet"
+
+	"sluice/internal/rules/ipnat"
+)
+
+// Out offers an outbound packet leaving on ifname to NAT (map, bimap,
+// map-block, rewrite out, and replies of inbound sessions). tag is the
+// nat tag set by the matching filter rule ("" for none). The packet is
+// rewritten in place.
+func (n *NAT) Out(pkt []byte, ifname, tag string) Result {
+	return n.check(pkt, ifname, tag, Out)
+}
+
+// In offers an inbound packet arriving on ifname to NAT (rdr, bimap,
+// rewrite in, and replies of outbound sessions).
+func (n *NAT) In(pkt []byte, ifname string) Result {
+	return n.check(pkt, ifname, "", In)
+}
+
+func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction) Result {
+	var v view
+	if !parse(&v, pkt) {
+		return NoMatch
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if v.icmpErr {
+		return n.icmpError(&v, ifname, dir)
+	}
+	if v.fragBody {
+		// Fragments after the first carry no ports: they follow the
+		// session their first fragment used, and never start one.
+		s := n.frags[v.fragKey()]
+		if s == nil {
+			return NoMatch
+		}
+		n.apply(s, &v, dir)
+		return Translated
+	}
+	if s := n.lookup(dir, &v, ifname); s != nil {
+		n.noteFrag(&v, s)
+		n.apply(s, &v, dir)
+		return Translated
+	}
+	rules := n.maps
+	if dir == In {
+		rules = n.rdrs
+	}
+	failed := false
+	for _, r := range rules {
+		if !n.ruleMatches(r, &v, ifname, tag, dir) {
+			continue
+		}
+		if r.No {
+			r.hits++
+			break
+		}
+		s := n.newSession(r, &v, ifname, dir)
+		if s == nil {
+			failed = true
+			continue
+		}
+		r.hits++
+		n.noteFrag(&v, s)
+		n.apply(s, &v, dir)
+		if r.RoundRobin {
+			n.rotate(r, dir)
+		}
+		return Translated
+	}
+	if failed {
+		return Failed
+	}
+	return NoMatch
+}
+
+// noteFrag remembers the session of a first fragment (IPv4, MF set)
+// for the fragments that follow (IPFilter's NAT fragment cache).
+func (n *NAT) noteFrag(v *view, s *session) {
+	if v.v6 || !v.moreFrags {
+		return
+	}
+	if n.frags == nil {
+		n.frags = make(map[fragKey]*session)
+	}
+	n.frags[v.fragKey()] = s
+}
+
+// rotate moves a round-robin rule behind the other rules of its mask.
+func (n *NAT) rotate(r *rule, dir Direction) {
+	list := n.maps
+	if dir == In {
+		list = n.rdrs
+	}
+	m := r.maskFor(dir == In)
+	i := 0
+	for list[i] != r {
+		i++
+	}
+	for i+1 < len(list) && list[i+1].maskFor(dir == In) == m {
+		list[i], list[i+1] = list[i+1], list[i]
+		i++
+	}
+}
+
+func ifMatch(rule, pkt string) bool {
+	return rule == "" || rule == "*" || rule == pkt
+}
+
+func (n *NAT) lookup(dir Direction, v *view, ifname string) *session {
+	s := n.sessions[key{dir, v.proto, v.src, v.dst, v.sport, v.dport}]
+	if s == nil || !ifMatch(s.ifname, ifname) {
+		return nil
+	}
+	return s
+}
+
+func (n *NAT) operandMatch(o addrOperand, a netip.Addr) bool {
+	if o.isLookup {
+		if n.cfg.Pools == nil {
+			return false
+		}
+		switch o.table {
+		case "pool":
+			return n.cfg.Pools.ContainsRole(roleNAT, false, o.name, a)
+		case "hash":
+			return n.cfg.Pools.ContainsRole(roleNAT, true, o.name, a)
+		}
+		return false
+	}
+	return fromAddr(a).and(o.m) == o.a
+}
+
+func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) bool {
+	if r.v6 != v.v6 {
+		return false
+	}
+	if dir == Out && !ifMatch(r.outIf, ifname) || dir == In && !ifMatch(r.inIf, ifname) {
+		return false
+	}
+	if !(r.TCP && r.UDP) && r.Proto != 0 && int(v.proto) != r.Proto {
+		return false
+	}
+	rf := 0
+	if r.TCP {
+		rf |= flagTCP
+	}
+	if r.UDP {
+		rf |= flagUDP
+	}
+	if r.ICMPQuery {
+		rf |= flagICMPQuery
+	}
+	if rf != 0 && rf&v.flags == 0 {
+		return false
+	}
+	if v.fragBody && rf&flagTCPUDP != 0 {
+		return false
+	}
+	switch {
+	case r.Filter:
+		if n.operandMatch(r.src, v.src) == r.NotSrc || n.operandMatch(r.dst, v.dst) == r.NotDst {
+			return false
+		}
+		if r.IsTCPUDP() && (!r.SrcPort.Match(int(v.sport)) || !r.DstPort.Match(int(v.dport))) {
+			return false
+		}
+	case r.Type == ipnat.Bimap && dir == In:
+		if !n.operandMatch(r.newA, v.dst) {
+			return false
+		}
+	case dir == Out:
+		if !n.operandMatch(r.orig, v.src) {
+			return false
+		}
+	default:
+		if !n.operandMatch(r.orig, v.dst) {
+			return false
+		}
+		if r.OPortMin != 0 && (int(v.dport) < r.OPortMin || int(v.dport) > r.OPortMax) {
+			return false
+		}
+	}
+	if r.ProxyName != "" && !r.Filter && r.ProxyPort != 0 && int(v.dport) != r.ProxyPort {
+		return false
+	}
+	if tag != "" && r.Tag != tag {
+		return false
+	}
+	return true
+}
+
+func (n *NAT) newSession(r *rule, v *view, ifname string, dir Direction) *session {
+	s := &session{rule: r, dir: dir, proto: v.proto, flags: v.flags, v6: v.v6, ifname: ifname,
+		osrc: v.src, odst: v.dst, nsrc: v.src, ndst: v.dst,
+		osport: v.sport, odport: v.dport, nsport: v.sport, ndport: v.dport, dstIdx: -1}
+	var ok bool
+	switch {
+	case r.Type.IsRewrite():
+		ok = n.newRewrite(r, v, s)
+	case dir == Out:
+		ok = n.newMap(r, v, s)
+	default:
+		ok = n.newRdr(r, v, s)
+	}
+	if !ok {
+		return nil
+	}
+	n.seq++
+	s.seq = n.seq
+	n.sessions[s.fwdKey()] = s
+	n.sessions[s.revKey()] = s
+	n.active = append(n.active, s)
+	return s
+}
+
+func opposite(d Direction) Direction { return 1 - d }
+
+func (s *session) fwdKey() key {
+	return key{s.dir, s.proto, s.osrc, s.odst, s.osport, s.odport}
+}
+
+func (s *session) revKey() key {
+	return key{opposite(s.dir), s.proto, s.ndst, s.nsrc, s.ndport, s.nsport}
+}
+
+// apply rewrites the packet for session s.
+func (n *NAT) apply(s *session, v *view, dir Direction) {
+	w := 0
+	if dir != s.dir {
+		w = 1
+	}
+	s.pkts[w]++
+	s.bytes[w] += uint64(len(v.b))
+	if s.rule.MSSClamp != 0 && v.proto == 6 && v.l4 >= 0 {
+		v.clampMSS(uint16(s.rule.MSSClamp))
+	}
+	if dir == s.dir {
+		v.setAddr(0, s.nsrc)
+		v.setAddr(1, s.ndst)
+		if v.flags&flagICMPQuery != 0 {
+			v.setPort(0, s.nsport)
+		} else {
+			v.setPort(0, s.nsport)
+			v.setPort(1, s.ndport)
+		}
+		return
+	}
+	v.setAddr(0, s.odst)
+	v.setAddr(1, s.osrc)
+	if v.flags&flagICMPQuery != 0 {
+		v.setPort(0, s.osport)
+	} else {
+		v.setPort(0, s.odport)
+		v.setPort(1, s.osport)
+	}
+}
+
+// hostmapGet finds the hostmap entry of (src, dst[, rule][, port]),
+// creating one that maps to m when r is non-nil (ipf_nat_hostmap).
+func (n *NAT) hostmapGet(r *rule, src, dst, m netip.Addr, port uint16) *hostmap {
+	for _, h := range n.hostmaps {
+		if h.osrc == src && h.odst == dst && (r == nil || r == h.rule) && (port == 0 || port == h.port) {
+			h.ref++
+			return h
+		}
+	}
+	if r == nil {
+		return nil
+	}
+	n.seq++
+	h := &hostmap{rule: r, v6: r.v6, osrc: src, odst: dst, nsrc: m, port: port, ref: 1, seq: n.seq}
+	if r.v6 {
+		h.ndst = netip.IPv6Unspecified()
+	} else {
+		h.ndst = netip.IPv4Unspecified()
+	}
+	n.hostmaps = append(n.hostmaps, h)
+	return h
+}
+
+func (n *NAT) hostmapDel(h *hostmap) {
+	h.ref--
+	if h.ref > 0 {
+		return
+	}
+	for i, x := range n.hostmaps {
+		if x == h {
+			n.hostmaps = append(n.hostmaps[:i], n.hostmaps[i+1:]...)
+			return
+		}
+	}
+}
+
+// exists reports whether a session already uses the packet view k.
+func (n *NAT) exists(k key) bool {
+	_, ok := n.sessions[k]
+	return ok
+}
+
+// newMap allocates the new source for an outbound map, bimap or
+// map-block session (ipf_nat_newmap).
+func (n *NAT) newMap(r *rule, v *view, s *session) bool {
+	v6 := r.v6
+	nsrc, nmask := r.newA.a, r.newA.m
+	if r.newA.kind == ipnat.AddrRange {
+		nmask = r.newA.m // the range end, compared as IPFilter does
+	}
+	allOnes := nmask.allOnes(v6) && r.newA.kind != ipnat.AddrRange
+	stIP, stPort := r.snip, r.spnext
+	var hm *hostmap
+	var in a128
+	var port uint16
+	src := fromAddr(v.src)
+	for l := 0; ; l++ {
+		port = 0
+		in = r.snip
+		if l == 0 {
+			hm = n.hostmapGet(r, v.src, v.dst, in.addr(v6), 0)
+			if hm != nil {
+				in = fromAddr(hm.nsrc)
+			}
+		} else if l == 1 && hm != nil {
+			n.hostmapDel(hm)
+			hm = nil
+		}
+		if allOnes && r.spnext == 0 && l > 0 {
+			return false
+		}
+		switch {
+		case r.Type == ipnat.Bimap && r.orig.m == r.newA.m:
+			in = nsrc.or(src.and(r.orig.m.not(v6)))
+		case r.Type == ipnat.MapBlock:
+			if l >= r.ppip || (l > 0 && v.flags&flagTCPUDP == 0) {
+				return false
+			}
+			h := src.and(r.orig.m.not(v6)).lo
+			in = a128{0, (h / uint64(r.ippip)) & r.newA.m.not(v6).lo}.add(nsrc.lo)
+			if !v6 {
+				in = in.trim(false)
+			}
+			if v.flags&flagTCPUDP != 0 && r.ppip != 0 {
+				p := (uint64(v.sport) + uint64(l)) % uint64(r.ppip)
+				p += uint64(r.ppip) * (h % uint64(r.ippip))
+				port = uint16(p + mapBlockMinPort)
+			}
+		case nsrc.isZero() && allOnes:
+			if l > 0 || n.cfg.IfAddr == nil {
+				return false
+			}
+			a, ok := n.cfg.IfAddr(s.ifname, v6)
+			if !ok {
+				return false
+			}
+			in = fromAddr(a)
+		case nsrc.isZero() && nmask.isZero() && r.newA.kind == ipnat.AddrNormal:
+			if l > 0 {
+				return false
+			}
+			in = src
+		case !allOnes && r.spnext == 0 && (l > 0 || hm == nil):
+			r.snip = r.snip.add(1)
+		}
+		if v.flags&flagTCPUDP != 0 && r.Type != ipnat.MapBlock && r.PortAuto {
+			if l > 0 && r.ppip != 0 && l%r.ppip == 0 && l > r.ppip && !allOnes {
+				r.snip = r.snip.add(1)
+			}
+			if r.ppip != 0 {
+				p := (uint64(v.sport) + uint64(l%r.ppip)) % uint64(r.ppip)
+				p += uint64(r.ppip) * (src.lo % uint64(r.ippip))
+				port = uint16(p + mapBlockMinPort)
+			}
+		} else if r.Type != ipnat.MapBlock && v.flags&(flagTCPUDP|flagICMPQuery) != 0 && r.spnext != 0 {
+			var p int
+			if r.Sequential {
+				p = r.spnext
+			} else {
+				p = int(n.cfg.Rand()%uint32(r.SPMax-r.SPMin+1)) + r.SPMin
+			}
+			port = uint16(p)
+			r.spnext++
+			if r.spnext > r.SPMax {
+				r.spnext = r.SPMin
+				if !allOnes {
+					r.snip = r.snip.add(1)
+				}
+			}
+		}
+		if r.newA.kind == ipnat.AddrRange {
+			if r.newA.m.less(r.snip) {
+				r.snip = r.newA.a
+			}
+		} else if !allOnes && !nmask.isZero() && nsrc.less(in.add(1).and(nmask)) {
+			r.snip = nsrc.add(1)
+		}
+		if port == 0 && v.flags&(flagTCPUDP|flagICMPQuery) != 0 {
+			port = v.sport
+		}
+		na := in.addr(v6)
+		k := key{In, v.proto, v.dst, na, v.dport, port}
+		if v.flags&flagICMPQuery != 0 {
+			k.sp = port
+		}
+		if !n.exists(k) {
+			break
+		}
+		if r.spnext != 0 && stPort == r.spnext && !r.snip.isZero() && stIP == r.snip {
+			return false
+		}
+		if r.spnext == 0 && l > 0 && r.snip == stIP {
+			// Every address of the pool has been tried.
+			return false
+		}
+		if l > 1<<17 {
+			return false
+		}
+	}
+	s.nsrc = in.addr(v6)
+	s.hm = hm
+	if s.hm == nil {
+		s.hm = n.hostmapGet(r, v.src, v.dst, s.nsrc, 0)
+	}
+	if v.flags&flagTCPUDP != 0 {
+		s.nsport = port
+	} else if v.flags&flagICMPQuery != 0 {
+		s.nsport, s.ndport = port, port
+	}
+	return true
+}
+
+// newRdr picks the new destination of an inbound rdr or bimap session
+// (ipf_nat_newrdr).
+func (n *NAT) newRdr(r *rule, v *view, s *session) bool {
+	v6 := r.v6
+	var in a128
+	var hm *hostmap
+	dport := v.dport
+	split := r.newA.kind == ipnat.AddrSplit
+	ndst, nmask := r.newA.a, r.newA.m
+	if r.Type == ipnat.Bimap {
+		ndst, nmask = r.orig.a, r.orig.m
+	}
+	if (r.RoundRobin || split) && r.Sticky {
+		if h := n.hostmapGet(nil, v.src, v.dst, netip.Addr{}, dport); h != nil {
+			in = fromAddr(h.ndst)
+			n.hostmapDel(h)
+		}
+	}
+	switch {
+	case split:
+		in = r.dnip
+		if !r.RoundRobin && r.Sticky {
+			hm = n.hostmapGet(nil, v.src, v.dst, netip.Addr{}, dport)
+			if hm != nil {
+				in = fromAddr(hm.ndst)
+			}
+		}
+		if hm == nil || hm.ref == 1 {
+			if r.newA.a == in {
+				r.dnip = r.newA.m
+			} else {
+				r.dnip = r.newA.a
+			}
+		}
+		if hm != nil {
+			n.hostmapDel(hm)
+		}
+	case ndst.isZero() && nmask.allOnes(v6):
+		if n.cfg.IfAddr == nil {
+			return false
+		}
+		a, ok := n.cfg.IfAddr(s.ifname, v6)
+		if !ok {
+			return false
+		}
+		in = fromAddr(a)
+	case ndst.isZero() && nmask.isZero():
+		in = fromAddr(v.dst)
+	case r.Type == ipnat.Bimap && r.orig.m == r.newA.m:
+		in = ndst.or(fromAddr(v.dst).and(nmask.not(v6)))
+	default:
+		in = ndst
+	}
+	nport := dport
+	if r.dpnext != 0 {
+		if !r.FixedDPort && r.OPortMin != r.OPortMax {
+			nport = uint16(int(dport) - r.OPortMin + r.DPMax)
+		} else {
+			nport = uint16(r.dpnext)
+			r.dpnext++
+			if r.dpnext > r.DPMax {
+				r.dpnext = r.DPMin
+			}
+		}
+	}
+	if in.isZero() {
+		if nport == dport {
+			return false
+		}
+		in = fromAddr(v.dst)
+	}
+	na := in.addr(v6)
+	k := key{Out, v.proto, na, v.src, nport, v.sport}
+	if v.flags&flagICMPQuery != 0 {
+		k.sp, k.dp = nport, nport
+	}
+	if v.flags&flagTCPUDP == 0 && v.flags&flagICMPQuery == 0 {
+		k.sp, k.dp = 0, 0
+	}
+	if n.exists(k) {
+		return false
+	}
+	s.ndst = na
+	if r.Sticky {
+		s.hm = n.hostmapGet(r, v.src, v.dst, na, dport)
+	}
+	if v.flags&flagTCPUDP != 0 {
+		s.ndport = nport
+	} else if v.flags&flagICMPQuery != 0 {
+		s.nsport, s.ndport = nport, nport
+	}
+	return true
+}
+
+// stepAddr advances a rewrite address pool; it reports false when the
+// operand is fixed (nothing to step).
+func stepAddr(o addrOperand, cur *a128, v6 bool) bool {
+	switch o.kind {
+	case ipnat.AddrRange:
+		*cur = cur.add(1)
+		if o.m.less(*cur) {
+			*cur = o.a
+		}
+		return true
+	case ipnat.AddrNormal:
+		if o.m.isZero() || o.m.allOnes(v6) {
+			return false
+		}
+		nxt := cur.add(1)
+		if nxt.and(o.m) != o.a {
+			nxt = o.a.add(1)
+		}
+		*cur = nxt
+		return true
+	}
+	return false
+}
+
+func stepPort(cur *int, lo, hi int) bool {
+	if lo == 0 || lo == hi {
+		return false
+	}
+	*cur++
+	if *cur > hi {
+		*cur = lo
+	}
+	return true
+}
+
+// newRewrite builds the 4-tuple of a rewrite (or divert) session. Each
+// new session advances the allocation odometer by one steppable field
+// (source address, source port, destination address, destination port,
+// in turn), and further on collisions.
+func (n *NAT) newRewrite(r *rule, v *view, s *session) bool {
+	v6 := r.v6
+	tcpudp := v.flags&flagTCPUDP != 0
+	for tries := 0; tries < 4*(len(n.active)+2); tries++ {
+		if r.started || tries > 0 {
+			for k := 0; k < 4; k++ {
+				f := r.stepnext % 4
+				r.stepnext = f + 1
+				var stepped bool
+				switch f {
+				case 0:
+					stepped = stepAddr(r.nsrc, &r.snip, v6)
+				case 1:
+					stepped = tcpudp && stepPort(&r.spnext, r.SPMin, r.SPMax)
+				case 2:
+					stepped = stepAddr(r.ndst, &r.dnip, v6)
+				case 3:
+					stepped = tcpudp && stepPort(&r.dpnext, r.DPMin, r.DPMax)
+				}
+				if stepped {
+					break
+				}
+			}
+		}
+		r.started = true
+		s.nsrc, s.ndst = v.src, v.dst
+		s.nsport, s.ndport = v.sport, v.dport
+		if !r.nsrc.m.isZero() || r.nsrc.kind != ipnat.AddrNormal {
+			s.nsrc = r.snip.addr(v6)
+		}
+		switch {
+		case r.ndst.kind == ipnat.AddrLookup:
+			if n.cfg.Pools == nil {
+				return false
+			}
+			dl := n.cfg.Pools.DstList(roleNAT, r.ndst.name)
+			if dl == nil {
+				return false
+			}
+			d, idx, ok := dl.Select(v.src, v.dst)
+			if !ok {
+				return false
+			}
+			s.ndst, s.dstList, s.dstIdx = d.Addr, dl, idx
+		case !r.ndst.m.isZero() || r.ndst.kind != ipnat.AddrNormal:
+			s.ndst = r.dnip.addr(v6)
+		}
+		if tcpudp {
+			if r.SPMin != 0 {
+				s.nsport = uint16(r.spnext)
+			}
+			if r.DPMin != 0 {
+				s.ndport = uint16(r.dpnext)
+			}
+		}
+		k := key{In, v.proto, s.ndst, s.nsrc, s.ndport, s.nsport}
+		if s.dir == In {
+			k.dir = Out
+		}
+		if !n.exists(k) {
+			return true
+		}
+		if s.dstList != nil {
+			s.dstList.Release(s.dstIdx)
+			s.dstList = nil
+		}
+	}
+	return false
+}
+
+// icmpError translates an ICMP error whose embedded packet belongs to a
+// session: the embedded header is rewritten back to what its sender saw,
+// and so is the outer destination. Errors without a session pass.
+func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
+	var e view
+	if v.l4 < 0 || v.l4len < 8+20 || !parseInner(&e, v.b[v.l4+8:v.l4+v.l4len]) {
+		return NoMatch
+	}
+	// The embedded packet E went the other way; a reply to it would
+	// travel in dir with E's addresses swapped, which is the view the
+	// session table is keyed by.
+	s := n.sessions[key{dir, e.proto, e.dst, e.src, e.dport, e.sport}]
+	if s == nil || !ifMatch(s.ifname, ifname) {
+		return NoMatch
+	}
+	var before [128]byte
+	m := copy(before[:], e.b)
+	if dir != s.dir {
+		// E was a forward packet, already translated: restore it.
+		e.setAddr(0, s.osrc)
+		e.setAddr(1, s.odst)
+		e.setPort(0, s.osport)
+		if e.flags&flagICMPQuery == 0 {
+			e.setPort(1, s.odport)
+		}
+	} else {
+		// E was a reply, translated back to the original view: give it
+		// the translated view its sender used.
+		e.setAddr(0, s.ndst)
+		e.setAddr(1, s.nsrc)
+		if e.flags&flagICMPQuery != 0 {
+			e.setPort(0, s.nsport)
+		} else {
+			e.setPort(0, s.ndport)
+			e.setPort(1, s.nsport)
+		}
+	}
+	fixICMPChecksum(v.b[v.l4:v.l4+v.l4len], before[:m], e.b[:m])
+	// The error is addressed to E's sender.
+	v.setAddr(1, e.src)
+	return Translated
+}
+
+// fixICMPChecksum patches the ICMP checksum for the embedded bytes that
+// changed from old to new (which start at offset 8 of icmp, so 16-bit
+// words line up).
+func fixICMPChecksum(icmp, old, new []byte) {
+	hc := binary.BigEndian.Uint16(icmp[2:])
+	for i := 0; i+1 < len(old); i += 2 {
+		o, w := binary.BigEndian.Uint16(old[i:]), binary.BigEndian.Uint16(new[i:])
+		if o != w {
+			hc = packet.ChecksumUpdate16(hc, o, w)
+		}
+	}
+	if len(old)%2 == 1 {
+		i := len(old) - 1
+		hc = packet.ChecksumUpdate16(hc, uint16(old[i])<<8, uint16(new[i])<<8)
+	}
+	binary.BigEndian.PutUint16(icmp[2:], hc)
+}

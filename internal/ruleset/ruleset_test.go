@@ -1,0 +1,121 @@
+package ruleset
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"sluice/internal/rules/ipf"
+)
+
+func compileText(t *testing.T, src string) *Set {
+	t.Helper()
+	rs, err := ipf.Parse("t", []byte(src), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	s, err := Compile(rs)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return s
+}
+
+func lines(l *List) []int {
+	var out []int
+	for _, r := range l.Rules {
+		out = append(out, r.Src.Pos.Line)
+	}
+	return out
+}
+
+// TestOrdering checks collections and @N insertion as i17 exercises them.
+func TestOrdering(t *testing.T) {
+	s := compileText(t, `100 pass in all
+200 pass in proto tcp all
+110 pass in proto udp all
+110 pass in from 127.0.0.1 to any
+pass in all
+pass in from 127.0.0.1 to any
+@0 100 pass in from 127.0.0.1 to any
+@1 pass in from any to 127.0.0.1
+@0 pass in from 1.1.1.1 to any
+@1 110 pass in from 2.2.2.2 to any
+@2 pass in from 3.3.3.3 to any
+`)
+	want := []int{9, 5, 11, 8, 6, 7, 1, 3, 10, 4, 2}
+	if d := cmp.Diff(want, lines(&s.In)); d != "" {
+		t.Errorf("in list order by source line (-want +got):\n%s", d)
+	}
+}
+
+func TestGroupsAndLists(t *testing.T) {
+	s := compileText(t, `block in all head 10
+pass in proto tcp all group 10
+count in all
+count out all
+pass out all
+block in proto udp all group 20
+`)
+	if len(s.In.Rules) != 1 || len(s.Out.Rules) != 1 || len(s.AcctIn.Rules) != 1 || len(s.AcctOut.Rules) != 1 {
+		t.Fatalf("list sizes: in %d out %d acct %d/%d", len(s.In.Rules), len(s.Out.Rules), len(s.AcctIn.Rules), len(s.AcctOut.Rules))
+	}
+	head := s.In.Rules[0]
+	if head.HeadList == nil || head.HeadList != s.Groups["10"] || len(head.HeadList.Rules) != 1 {
+		t.Errorf("head 10 not linked to its group")
+	}
+	if d := cmp.Diff([]string{"10", "20"}, s.GroupOrder); d != "" {
+		t.Errorf("group order (-want +got):\n%s", d)
+	}
+}
+
+func TestRuleFlags(t *testing.T) {
+	tests := []struct {
+		rule string
+		want uint32
+	}{
+		{"pass in all", FRPass | FRInQue | FRCopied},
+		{"block return-rst in quick proto tcp all", FRBlock | FRRetRST | FRQuick | FRInQue | FRCopied},
+		{"pass out log body first proto tcp all keep state (strict)", FRPass | FROutQue | FRLog | FRLogBody | FRLogFirst | FRKeepState | FRStStrict | FRCopied},
+		{"pass in from !1.1.1.1 to !2.2.2.2 keep frags (strict)", FRPass | FRInQue | FRNotSrcIP | FRNotDstIP | FRKeepFrag | FRFragStrict | FRCopied},
+		{"log in all", FRLog | FRInQue | FRCopied},
+		{"count out all", FRAccount | FROutQue | FRCopied},
+	}
+	for _, tc := range tests {
+		s := compileText(t, tc.rule+"\n")
+		var r *Rule
+		for _, l := range []*List{&s.In, &s.Out, &s.AcctIn, &s.AcctOut} {
+			if len(l.Rules) > 0 {
+				r = l.Rules[0]
+			}
+		}
+		if r == nil {
+			t.Fatalf("%s: no rule compiled", tc.rule)
+		}
+		if r.Flags != tc.want {
+			t.Errorf("%s: flags got %#x, want %#x", tc.rule, r.Flags, tc.want)
+		}
+	}
+}
+
+func TestUnsupported(t *testing.T) {
+	rs, err := ipf.Parse("t", []byte("call now srcgrpmap/100 in all\n"), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compile(rs); err == nil {
+		t.Error("call rule compiled without a group-map resolver, want error")
+	}
+}
+
+func TestSetsSwap(t *testing.T) {
+	ss := NewSets()
+	a := compileText(t, "pass in all\n")
+	ss.Store(1, a)
+	if ss.Active() == a {
+		t.Fatal("inactive set is active")
+	}
+	if n := ss.Swap(); n != 1 || ss.Active() != a {
+		t.Errorf("after swap: active index %d", n)
+	}
+}

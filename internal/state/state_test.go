@@ -1,0 +1,354 @@
+package state
+
+import (
+	"math/rand"
+	"net/netip"
+	"testing"
+)
+
+var (
+	cli = netip.MustParseAddr("10.0.0.1")
+	srv = netip.MustParseAddr("10.0.0.2")
+)
+
+func tcpPkt(out, rev bool, flags uint8, seq, ack uint32) *Packet {
+	p := &Packet{V: 4, Proto: 6, Src: cli, Dst: srv, SPort: 1025, DPort: 80, TCPFlags: flags,
+		Seq: seq, Ack: ack, Win: 4096, PLen: 40, Out: out, IfName: "nic0"}
+	if rev {
+		p.Src, p.Dst, p.SPort, p.DPort = p.Dst, p.Src, p.DPort, p.SPort
+	}
+	return p
+}
+
+func newTable(t *testing.T) (*Table, *ManualClock) {
+	t.Helper()
+	c := &ManualClock{}
+	return New(DefaultConfig(), c), c
+}
+
+// TestHandshake follows f11's first case: the entry ends in 6/4 with the
+// same window numbers IPFilter prints.
+func TestHandshake(t *testing.T) {
+	tb, _ := newTable(t)
+	e, err := tb.Add(tcpPkt(false, false, THSyn, 1, 0), 0x2008402, &Limits{})
+	if err != AddOK {
+		t.Fatalf("Add: %v", err)
+	}
+	steps := []struct {
+		p    *Packet
+		want Result
+	}{
+		{tcpPkt(false, true, THSyn|THAck, 101, 2), Hit},
+		{tcpPkt(false, false, THAck, 2, 102), Hit},
+		{tcpPkt(false, true, THAck, 102, 2), Hit},
+		{tcpPkt(false, false, THFin|THAck, 2, 102), Hit},
+	}
+	for i, s := range steps {
+		_, _, got := tb.Lookup(s.p)
+		if got != s.want {
+			t.Fatalf("step %d: got %v, want %v", i, got, s.want)
+		}
+	}
+	if e.TCPState != [2]uint8{TCPFinWait1, TCPEstablished} {
+		t.Errorf("states: got %v, want [6 4]", e.TCPState)
+	}
+	if e.TCP[0].End != 3 || e.TCP[1].End != 0x66 {
+		t.Errorf("ends: got %x:%x, want 3:66", e.TCP[0].End, e.TCP[1].End)
+	}
+	if e.Pkts != [4]uint64{3, 0, 2, 0} {
+		t.Errorf("pkts: got %v, want [3 0 2 0]", e.Pkts)
+	}
+}
+
+func TestOutOfWindow(t *testing.T) {
+	tb, _ := newTable(t)
+	if _, err := tb.Add(tcpPkt(false, false, THSyn, 1000, 0), 2, &Limits{}); err != AddOK {
+		t.Fatal(err)
+	}
+	if _, _, r := tb.Lookup(tcpPkt(false, true, THSyn|THAck, 5000, 1001)); r != Hit {
+		t.Fatalf("syn-ack: got %v", r)
+	}
+	// Far beyond the window the receiver advertised.
+	if _, _, r := tb.Lookup(tcpPkt(false, false, THAck, 1001+1<<20, 5001)); r != OutOfWindow {
+		t.Errorf("far segment: got %v, want OutOfWindow", r)
+	}
+	if _, _, r := tb.Lookup(tcpPkt(false, false, THAck, 1001, 5001)); r != Hit {
+		t.Errorf("in-window segment: got %v, want Hit", r)
+	}
+}
+
+func TestUDPTimeout(t *testing.T) {
+	tb, clk := newTable(t)
+	p := &Packet{V: 4, Proto: 17, Src: cli, Dst: srv, SPort: 53, DPort: 53, PLen: 28, IfName: "a"}
+	if _, err := tb.Add(p, 2, &Limits{}); err != AddOK {
+		t.Fatal(err)
+	}
+	clk.Advance(DefaultConfig().UDPTimeout - 1)
+	if _, _, r := tb.Lookup(p); r != Hit {
+		t.Fatalf("before timeout: got %v, want Hit", r)
+	}
+	clk.Advance(DefaultConfig().UDPTimeout)
+	if _, _, r := tb.Lookup(p); r != Miss {
+		t.Fatalf("after timeout: got %v, want Miss", r)
+	}
+	if n := tb.Active(); n != 0 {
+		t.Errorf("active after expiry: got %d, want 0", n)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Max = 2
+	tb := New(cfg, &ManualClock{})
+	add := func(src string, sport uint16, lim *Limits) AddError {
+		p := &Packet{V: 4, Proto: 17, Src: netip.MustParseAddr(src), Dst: srv, SPort: sport, DPort: 53}
+		_, err := tb.Add(p, 2, lim)
+		return err
+	}
+	if add("1.1.1.1", 1, &Limits{}) != AddOK || add("1.1.1.1", 2, &Limits{}) != AddOK {
+		t.Fatal("first two adds failed")
+	}
+	if got := add("1.1.1.1", 3, &Limits{}); got != AddTableFull {
+		t.Errorf("over state_max: got %v, want %v", got, AddTableFull)
+	}
+	// A rule with a limit is not held to state_max.
+	lim := &Limits{RuleID: 7, Limit: 1}
+	if got := add("1.1.1.1", 4, lim); got != AddOK {
+		t.Errorf("limited rule: got %v, want ok", got)
+	}
+	if got := add("1.1.1.1", 5, lim); got != AddRuleLimit {
+		t.Errorf("limit 1 second add: got %v, want %v", got, AddRuleLimit)
+	}
+	if got := add("1.1.1.1", 4, &Limits{RuleID: 8, Limit: 5}); got != AddExists {
+		t.Errorf("duplicate: got %v, want %v", got, AddExists)
+	}
+
+	tb = New(DefaultConfig(), &ManualClock{})
+	src := &Limits{RuleID: 9, MaxSrcs: 2, MaxPerSrc: 1, PerSrcBits: 32}
+	for i, c := range []struct {
+		src  string
+		port uint16
+		want AddError
+	}{
+		{"1.1.1.1", 1, AddOK}, {"1.1.1.1", 2, AddSrcLimit}, {"1.1.1.2", 3, AddOK}, {"1.1.1.3", 4, AddSrcLimit},
+	} {
+		if got := add(c.src, c.port, src); got != c.want {
+			t.Errorf("max-srcs case %d: got %v, want %v", i, got, c.want)
+		}
+	}
+}
+
+func TestICMPQueryReply(t *testing.T) {
+	tb, _ := newTable(t)
+	q := &Packet{V: 4, Proto: 1, Src: cli, Dst: srv, ICMPType: 8, ICMPID: 77, IfName: "a"}
+	if _, err := tb.Add(q, 2, &Limits{}); err != AddOK {
+		t.Fatal(err)
+	}
+	rep := &Packet{V: 4, Proto: 1, Src: srv, Dst: cli, ICMPType: 0, ICMPID: 77, IfName: "a"}
+	if _, rev, r := tb.Lookup(rep); r != Hit || !rev {
+		t.Errorf("echo reply: got %v rev=%v, want Hit rev=true", r, rev)
+	}
+	rep.ICMPID = 78
+	if _, _, r := tb.Lookup(rep); r != Miss {
+		t.Errorf("echo reply with other id: got %v, want Miss", r)
+	}
+	bad := &Packet{V: 4, Proto: 1, Src: cli, Dst: srv, ICMPType: 3}
+	if _, err := tb.Add(bad, 2, &Limits{}); err != AddBadICMP {
+		t.Errorf("unreach: got %v, want %v", err, AddBadICMP)
+	}
+}
+
+// refFSM is a slow, table-driven transcription of ipf-reference §3.3,
+// written independently of fsmStep.
+func refFSM(st [2]uint8, dir int, f uint8, dlen int, tcpfsm bool) ([2]uint8, int) {
+	n, o := st[dir], st[1-dir]
+	set := func(s uint8) ([2]uint8, int) { st[dir] = s; return st, 1 }
+	keep := func() ([2]uint8, int) { return st, 2 }
+	reject := func() ([2]uint8, int) { return st, 0 }
+	has := func(b uint8) bool { return f&b != 0 }
+	if has(THRst) {
+		ns := uint8(TCPClosed)
+		if has(THPsh) || dlen != 0 {
+			ns = TCPCloseWait
+		}
+		if o <= TCPEstablished {
+			st[1-dir] = TCPCloseWait
+		}
+		return set(ns)
+	}
+	sfa := f & (THSyn | THFin | THAck)
+	fsra := f & (THFin | THSyn | THRst | THAck)
+	switch n {
+	case TCPListen:
+		r, res := st, 0
+		if f&(THSyn|THAck) == THSyn|THAck {
+			r, res = set(TCPSynReceived)
+		} else if f&(THSyn|THAck) == THSyn {
+			r, res = set(TCPSynSent)
+		}
+		if !tcpfsm && fsra == THAck {
+			st = r
+			switch o {
+			case TCPListen, TCPSynReceived:
+				st[dir] = TCPHalfEstab
+				return st, 1
+			case TCPHalfEstab, TCPEstablished:
+				st[dir] = TCPEstablished
+				return st, 1
+			}
+		}
+		return r, res
+	case TCPSynSent:
+		switch {
+		case f&^(THEce|THCwr) == THSyn:
+			return keep()
+		case sfa == THAck:
+			return set(TCPEstablished)
+		case has(THFin):
+			return set(TCPFinWait1)
+		case f&(THSyn|THAck) == THSyn|THAck:
+			return set(TCPSynReceived)
+		}
+	case TCPSynReceived:
+		switch {
+		case sfa == THAck:
+			return set(TCPEstablished)
+		case f&^(THEce|THCwr) == THSyn|THAck:
+			return keep()
+		case has(THFin):
+			return set(TCPFinWait1)
+		}
+	case TCPHalfEstab:
+		if has(THFin) {
+			return set(TCPFinWait1)
+		}
+		if fsra == THAck {
+			if o < TCPHalfEstab {
+				return set(n)
+			}
+			if o == TCPHalfEstab || o == TCPEstablished {
+				return set(TCPEstablished)
+			}
+		}
+	case TCPEstablished:
+		switch {
+		case has(THFin) && o == TCPFinWait1:
+			return set(TCPClosing)
+		case has(THFin):
+			return set(TCPFinWait1)
+		case has(THAck) && o == TCPFinWait1:
+			return set(TCPCloseWait)
+		case has(THAck) && o < TCPCloseWait:
+			return set(TCPEstablished)
+		}
+		return set(n)
+	case TCPCloseWait:
+		if has(THFin) {
+			return set(TCPLastAck)
+		}
+		return set(TCPCloseWait)
+	case TCPFinWait1:
+		if has(THAck) && o > TCPCloseWait {
+			return set(TCPLastAck)
+		}
+		return set(TCPFinWait1)
+	case TCPClosing:
+		if f&(THFin|THAck) == THAck {
+			return set(TCPTimeWait)
+		}
+		return set(n)
+	case TCPLastAck:
+		if has(THAck) {
+			return set(n)
+		}
+	case TCPTimeWait:
+		if o == TCPLastAck {
+			return set(TCPClosed)
+		}
+		return keep()
+	case TCPClosed:
+		return keep()
+	}
+	return reject()
+}
+
+// TestFSMAgainstReference drives fsmStep and the reference model with
+// random states, flags and directions and requires identical outcomes.
+func TestFSMAgainstReference(t *testing.T) {
+	rnd := rand.New(rand.NewSource(1))
+	for i := 0; i < 200000; i++ {
+		st := [2]uint8{uint8(rnd.Intn(tcpNumStates)), uint8(rnd.Intn(tcpNumStates))}
+		dir := rnd.Intn(2)
+		f := uint8(rnd.Intn(256))
+		dlen := rnd.Intn(2)
+		fsm := rnd.Intn(2) == 0
+		want, wr := refFSM(st, dir, f, dlen, fsm)
+		got := st
+		gr := fsmStep(&got, dir, f, dlen, fsm)
+		if gr != wr || (gr != 0 && got != want) {
+			t.Fatalf("states %v dir %d flags %#x dlen %d fsm %v: got %v/%d, want %v/%d",
+				st, dir, f, dlen, fsm, got, gr, want, wr)
+		}
+	}
+}
+
+// TestWindowInOrderConversation checks a random in-order conversation:
+// every segment that stays inside what the peer advertised (each side
+// acknowledges everything before sending) must be accepted.
+func TestWindowInOrderConversation(t *testing.T) {
+	rnd := rand.New(rand.NewSource(2))
+	tb, _ := newTable(t)
+	if _, err := tb.Add(tcpPkt(false, false, THSyn, 1000, 0), 2, &Limits{}); err != AddOK {
+		t.Fatal(err)
+	}
+	seq := [2]uint32{1001, 9001}
+	if _, _, r := tb.Lookup(tcpPkt(false, true, THSyn|THAck, 9000, 1001)); r != Hit {
+		t.Fatal("syn-ack refused")
+	}
+	for i := 0; i < 5000; i++ {
+		d := i % 2
+		n := rnd.Intn(4096)
+		p := tcpPkt(false, d == 1, THAck, seq[d], seq[1-d])
+		p.DataLen = n
+		if _, _, r := tb.Lookup(p); r != Hit {
+			t.Fatalf("segment %d dir %d len %d refused: %v", i, d, n, r)
+		}
+		seq[d] += uint32(n)
+	}
+}
+
+func TestLookupEstablishedAllocs(t *testing.T) {
+	tb, _ := newTable(t)
+	tb.Add(tcpPkt(false, false, THSyn, 1, 0), 2, &Limits{})
+	tb.Lookup(tcpPkt(false, true, THSyn|THAck, 101, 2))
+	p := tcpPkt(false, false, THAck, 2, 102)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, _, r := tb.Lookup(p); r != Hit {
+			t.Fatal("miss")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Lookup allocates %v times per packet, want 0", allocs)
+	}
+}
+
+func TestWildcardDestination(t *testing.T) {
+	tb, _ := newTable(t)
+	mc := netip.MustParseAddr("239.255.255.250")
+	p := &Packet{V: 4, Proto: 17, Src: cli, Dst: mc, SPort: 8008, DPort: 1900, MultiDst: true, IfName: "nic0"}
+	e, err := tb.Add(p, 2, &Limits{})
+	if err != AddOK {
+		t.Fatal(err)
+	}
+	reply := &Packet{V: 4, Proto: 17, Src: srv, Dst: cli, SPort: 1900, DPort: 8008, Out: true, IfName: "nic0"}
+	got, rev, r := tb.Lookup(reply)
+	if r != Hit || got != e || !rev {
+		t.Fatalf("reply: got %v rev=%v", r, rev)
+	}
+	if e.Dst != srv {
+		t.Errorf("wildcard filled with %v, want %v", e.Dst, srv)
+	}
+	if e.IfNames[3] != "nic0" {
+		t.Errorf("out-rev slot: got %q, want nic0", e.IfNames[3])
+	}
+}
