@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/syslog"
 	"os"
 	"strconv"
 	"strings"
@@ -215,14 +214,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		out = bufio.NewWriter(f)
 		defer out.Flush()
 	}
-	var sl *syslog.Writer
+	var sl sysLogger
 	if c.fmt.Syslog {
-		fac, ok := facilities[c.facility]
-		if !ok {
-			fmt.Fprintf(stderr, "ipmon: unknown syslog facility %q\n", c.facility)
-			return 1
-		}
-		sl, err = syslog.New(fac|syslog.LOG_NOTICE, "ipmon")
+		sl, err = openSyslog(c.facility)
 		if err != nil {
 			fmt.Fprintf(stderr, "ipmon: syslog: %v\n", err)
 			return 1
@@ -276,7 +270,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		line = p.Append(line[:0], &r)
 		if sl != nil {
-			if err := writeSyslog(sl, ipflog.Level(&r), string(line)); err != nil {
+			if err := sl.Log(ipflog.Level(&r), string(line)); err != nil {
 				fmt.Fprintf(stderr, "ipmon: syslog: %v\n", err)
 			}
 			continue
@@ -288,32 +282,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-var facilities = map[string]syslog.Priority{
-	"kern": syslog.LOG_KERN, "user": syslog.LOG_USER, "mail": syslog.LOG_MAIL,
-	"daemon": syslog.LOG_DAEMON, "auth": syslog.LOG_AUTH, "syslog": syslog.LOG_SYSLOG,
-	"lpr": syslog.LOG_LPR, "news": syslog.LOG_NEWS, "uucp": syslog.LOG_UUCP,
-	"cron": syslog.LOG_CRON, "authpriv": syslog.LOG_AUTHPRIV, "ftp": syslog.LOG_FTP,
-	"local0": syslog.LOG_LOCAL0, "local1": syslog.LOG_LOCAL1, "local2": syslog.LOG_LOCAL2,
-	"local3": syslog.LOG_LOCAL3, "local4": syslog.LOG_LOCAL4, "local5": syslog.LOG_LOCAL5,
-	"local6": syslog.LOG_LOCAL6, "local7": syslog.LOG_LOCAL7,
-}
-
-func writeSyslog(w *syslog.Writer, lvl int, msg string) error {
-	switch lvl {
-	case 0:
-		return w.Emerg(msg)
-	case 1:
-		return w.Alert(msg)
-	case 2:
-		return w.Crit(msg)
-	case 3:
-		return w.Err(msg)
-	case 4:
-		return w.Warning(msg)
-	case 5:
-		return w.Notice(msg)
-	case 6:
-		return w.Info(msg)
-	}
-	return w.Debug(msg)
+// sysLogger sends records to syslog (-s).
+type sysLogger interface {
+	Log(level int, msg string) error
+	Close() error
 }

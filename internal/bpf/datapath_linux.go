@@ -81,7 +81,7 @@ func Load(opts Options) (*Datapath, error) {
 		copts.Maps.PinPath = d.dir
 	}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
-		return nil, fmt.Errorf("loading filter objects: %w", err)
+		return nil, wrapVerifier("loading filter objects", err)
 	}
 	if err := d.initConfig(); err != nil {
 		d.objs.Close()
@@ -284,4 +284,32 @@ func (d *Datapath) Remove() error {
 	}
 	errs = append(errs, d.objs.Close())
 	return errors.Join(errs...)
+}
+
+// verifierError keeps the verifier log reachable through fmt: %+v prints
+// the whole log, %v and Error() only the summary.
+type verifierError struct {
+	msg string
+	ve  *ebpf.VerifierError
+	err error
+}
+
+func wrapVerifier(msg string, err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return &verifierError{msg: msg, ve: ve, err: err}
+	}
+	return fmt.Errorf("%s: %w", msg, err)
+}
+
+func (e *verifierError) Error() string { return e.msg + ": " + e.err.Error() }
+func (e *verifierError) Unwrap() error { return e.err }
+
+// Format prints the verifier log with %+v.
+func (e *verifierError) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('+') {
+		fmt.Fprintf(f, "%s: %+v", e.msg, e.ve)
+		return
+	}
+	fmt.Fprint(f, e.Error())
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,14 +26,34 @@ type harness struct {
 	d *Datapath
 }
 
+var shared struct {
+	once sync.Once
+	d    *Datapath
+	err  error
+}
+
+// newHarness returns the package's datapath (loading and verifying it takes
+// about a second, so tests share one) reset to an empty state: no rules, no
+// state entries, zero counters.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	testutil.RequireRoot(t)
-	d, err := Load(Options{NoPin: true})
-	if err != nil {
-		t.Fatalf("Load: %+v", err)
+	shared.once.Do(func() { shared.d, shared.err = Load(Options{NoPin: true}) })
+	if shared.err != nil {
+		t.Fatalf("Load: %+v", shared.err)
 	}
-	t.Cleanup(func() { d.Close() })
+	d := shared.d
+	for _, s := range []Set{Active, Inactive} {
+		if err := d.LoadRules(&Image{}, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.FlushStates(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ZeroStats(); err != nil {
+		t.Fatal(err)
+	}
 	return &harness{t: t, d: d}
 }
 
@@ -453,6 +474,13 @@ func TestLogRing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rd.Close()
+	// records of earlier tests on the shared datapath
+	rd.SetDeadline(time.Now().Add(50 * time.Millisecond))
+	for {
+		if _, err := rd.Read(); err != nil {
+			break
+		}
+	}
 	h.load("block in log quick proto tcp all\n")
 	h.expect(false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "block")
 	rd.SetDeadline(time.Now().Add(2 * time.Second))

@@ -44,6 +44,24 @@ type filterListMeta struct {
 	Name [24]int8
 }
 
+type filterLogRec struct {
+	_       structs.HostLayout
+	Ts      uint64
+	Kind    uint32
+	Ifindex uint32
+	RuleNo  uint32
+	GroupNo uint32
+	Pass    uint32
+	Reason  uint32
+	Pflags  uint32
+	Plen    uint32
+	Logtag  uint32
+	Caplen  uint16
+	Dir     uint8
+	Family  uint8
+	Data    [128]uint8
+}
+
 type filterLpmKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -214,26 +232,27 @@ type filterWork struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	filterMapConfig         = "config"
-	filterMapCounters       = "counters"
-	filterMapDca            = "dca"
-	filterMapDrops          = "drops"
-	filterMapIdxDport       = "idx_dport"
-	filterMapIdxDst         = "idx_dst"
-	filterMapIfaces         = "ifaces"
-	filterMapListMetas      = "list_metas"
-	filterMapLists          = "lists"
-	filterMapLogRing        = "log_ring"
-	filterMapPps            = "pps"
-	filterMapRuleStates     = "rule_states"
-	filterMapRuleTexts      = "rule_texts"
-	filterMapRules          = "rules"
-	filterMapScratch        = "scratch"
-	filterMapStateCount     = "state_count"
-	filterMapStates         = "states"
-	filterMapStats          = "stats"
-	filterProgSluiceEgress  = "sluice_egress"
-	filterProgSluiceIngress = "sluice_ingress"
+	filterMapConfig          = "config"
+	filterMapCounters        = "counters"
+	filterMapDca             = "dca"
+	filterMapDrops           = "drops"
+	filterMapIdxDport        = "idx_dport"
+	filterMapIdxDst          = "idx_dst"
+	filterMapIfaces          = "ifaces"
+	filterMapListMetas       = "list_metas"
+	filterMapLists           = "lists"
+	filterMapLogRing         = "log_ring"
+	filterMapPps             = "pps"
+	filterMapRuleStates      = "rule_states"
+	filterMapRuleTexts       = "rule_texts"
+	filterMapRules           = "rules"
+	filterMapScratch         = "scratch"
+	filterMapStateCount      = "state_count"
+	filterMapStates          = "states"
+	filterMapStats           = "stats"
+	filterProgSluiceEgress   = "sluice_egress"
+	filterProgSluiceIngress  = "sluice_ingress"
+	filterVarSluiceLogRecBtf = "sluice_log_rec_btf"
 )
 
 // loadFilter returns the embedded CollectionSpec for filter.
@@ -310,6 +329,7 @@ type filterMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterVariableSpecs struct {
+	SluiceLogRecBtf *ebpf.VariableSpec `ebpf:"sluice_log_rec_btf"`
 }
 
 // filterObjects contains all objects after they have been loaded into the kernel.
@@ -379,6 +399,7 @@ func (m *filterMaps) Close() error {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterVariables struct {
+	SluiceLogRecBtf *ebpf.Variable `ebpf:"sluice_log_rec_btf"`
 }
 
 // filterPrograms contains all programs after they have been loaded into the kernel.

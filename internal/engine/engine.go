@@ -71,6 +71,7 @@ type Config struct {
 	Logger   Logger
 	Router   Router
 	DstLists DstLists
+	Replier  Replier
 }
 
 // Engine is one filter instance: rule sets, state table, fragment cache.
@@ -84,6 +85,9 @@ type Engine struct {
 	logger Logger
 	router Router
 	dsts   DstLists
+	gmaps  GroupMaps
+	reply  Replier
+	limits connLimits
 
 	mu          sync.Mutex // guards tun
 	tun         *Tunables
@@ -121,9 +125,10 @@ func New(c Config) *Engine {
 		c.Clock = &state.ManualClock{}
 	}
 	e := &Engine{
-		sets: ruleset.NewSets(), clock: c.Clock, nat: c.NAT, pools: c.Pools, logger: c.Logger, router: c.Router, dsts: c.DstLists,
+		sets: ruleset.NewSets(), clock: c.Clock, nat: c.NAT, pools: c.Pools, logger: c.Logger, router: c.Router, dsts: c.DstLists, reply: c.Replier,
 		tun: c.Tunables,
 	}
+	e.gmaps, _ = c.Pools.(GroupMaps)
 	e.States = state.New(c.Tunables.StateConfig(), c.Clock)
 	fs, _ := c.Tunables.Get("frag_size")
 	ft, _ := c.Tunables.Get("frag_ttl")
@@ -141,11 +146,18 @@ func (e *Engine) Sets() *ruleset.Sets { return e.sets }
 // SetNAT installs the NAT hook.
 func (e *Engine) SetNAT(n NAT) { e.nat = n }
 
-// SetPools installs the pool lookup hook.
-func (e *Engine) SetPools(p Pools) { e.pools = p }
+// SetPools installs the pool lookup hook (and, if p implements
+// GroupMaps, the group-map lookups of call rules).
+func (e *Engine) SetPools(p Pools) {
+	e.pools = p
+	e.gmaps, _ = p.(GroupMaps)
+}
 
 // SetRouter installs the forwarding hook.
 func (e *Engine) SetRouter(r Router) { e.router = r }
+
+// SetReplier installs the hook that sends return-rst/return-icmp replies.
+func (e *Engine) SetReplier(r Replier) { e.reply = r }
 
 // SetDstLists installs the dstlist resolver.
 func (e *Engine) SetDstLists(d DstLists) { e.dsts = d }
@@ -291,6 +303,19 @@ func (e *Engine) Check(p *Packet) Result {
 			e.fragKey(p)
 			e.Frags.Add(&p.fk, pass, &fragCookie{sc.rule, sc.ruleNum}, fi.Off, fi.DLen, fi.PLen)
 		}
+		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && pass&(ruleset.FRCmdMask|ruleset.FRCallNow) == ruleset.FRCall &&
+			sc.rule.Call.Func != "" {
+			// A deferred call runs after the scan (ipf_firewall).
+			if gr := sc.callGroup(sc.rule, pass); gr != nil {
+				pass = gr.Flags
+			}
+		}
+		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && sc.rule.Src.KeepLimit != 0 && !e.limits.admit(sc.rule, fi) {
+			// Over the DCA limit: the rule's return-* reply is kept.
+			pass &^= ruleset.FRCmdMask
+			pass |= ruleset.FRBlock | sc.rule.LimitReturn
+			sc.icode = sc.rule.ICMPCode
+		}
 		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && sc.rule.PPS != 0 && e.ppsExceeded(sc.rule) {
 			pass &^= ruleset.FRCmdMask | ruleset.FRRetMask
 			pass |= ruleset.FRBlock
@@ -336,6 +361,18 @@ func (e *Engine) Check(p *Packet) Result {
 				pass |= ruleset.FRBlock
 				sc.reason = ReasonLogFail2
 			}
+		}
+	}
+	if e.reply != nil && !p.Out && pass&ruleset.FRNoMatch == 0 && pass&ruleset.FRCmdMask == ruleset.FRBlock {
+		switch pass & ruleset.FRRetMask {
+		case ruleset.FRRetRST:
+			if fi.Proto == packet.ProtoTCP && fi.Flags&(packet.FlagShort|packet.FlagOOW) == 0 && fi.TCPFlags&packet.TCPFlagRst == 0 {
+				e.reply.SendRST(p)
+			}
+		case ruleset.FRRetICMP:
+			e.reply.SendICMP(p, sc.icode, false)
+		case ruleset.FRFakeICMP:
+			e.reply.SendICMP(p, sc.icode, true)
 		}
 	}
 	if e.router != nil && sc.rule != nil && isPass(pass) && pass&ruleset.FRNoMatch == 0 {
@@ -430,6 +467,15 @@ func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
 		}
 		passo := pass
 		passt := r.Flags
+		if passt&ruleset.FRCallNow != 0 {
+			r.Stats.Hits.Add(1)
+			gr := sc.callGroup(r, passt)
+			if gr == nil {
+				continue
+			}
+			r = gr
+			passt = r.Flags
+		}
 		if passt&ruleset.FRLogMask == ruleset.FRLog {
 			if err := sc.e.log(sc, passt); err != nil && passt&ruleset.FRLogOrBlock != 0 {
 				passt &^= ruleset.FRCmdMask
@@ -474,6 +520,37 @@ func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
 		}
 	}
 	return pass
+}
+
+// callGroup runs a srcgrpmap/dstgrpmap call: it scans the group the
+// group-map names for the packet's address and returns the rule that
+// matched there, or nil.
+func (sc *scan) callGroup(r *ruleset.Rule, pass uint32) *ruleset.Rule {
+	e := sc.e
+	if e.gmaps == nil {
+		return nil
+	}
+	a := sc.p.Info.Src
+	if r.Call.Func == "dstgrpmap" {
+		a = sc.p.Info.Dst
+	}
+	name, ok := e.gmaps.GroupFor(r.CallTable, a)
+	if !ok {
+		return nil
+	}
+	g := e.sets.Active().Groups[name]
+	if g == nil || sc.depth >= 16 {
+		return nil
+	}
+	saved := *sc
+	sc.depth++
+	sc.scanList(g, pass)
+	matched, rule := sc.matched, sc.rule
+	*sc = saved
+	if !matched {
+		return nil
+	}
+	return rule
 }
 
 // match is ipf_check_ipf plus the interface and tag checks.

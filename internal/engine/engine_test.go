@@ -283,3 +283,12 @@ func BenchmarkCheckEstablished(b *testing.B) {
 		check(e, p, mkTCP("10.0.0.2", "10.0.0.1", 80, 1025, 0x12, 500, 101), false, "nic0")
 	}, mkTCP("10.0.0.2", "10.0.0.1", 80, 1025, 0x10, 501, 101), false)
 }
+
+func mustCompile(t testing.TB, rs []*ipf.Rule) *ruleset.Set {
+	t.Helper()
+	s, err := ruleset.Compile(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

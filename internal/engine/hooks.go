@@ -73,3 +73,22 @@ type DstLists interface {
 	// is false when the list is unknown or empty.
 	SelectDst(name string, src, dst netip.Addr) (iface string, addr netip.Addr, ok bool)
 }
+
+// GroupMaps answers `call srcgrpmap/N` and `call dstgrpmap/N`: the rule
+// group that group-map N assigns to addr. sluice/internal/pool's Set
+// implements it; an engine whose Pools also implement GroupMaps uses
+// them for call rules.
+type GroupMaps interface {
+	GroupFor(table string, addr netip.Addr) (group string, ok bool)
+}
+
+// Replier sends the replies of return-rst and return-icmp rules for
+// inbound packets (ipf-reference §1.3.15). ipftest has none: userland
+// IPFilter sends nothing visible.
+type Replier interface {
+	// SendRST answers p with a TCP reset.
+	SendRST(p *Packet)
+	// SendICMP answers p with an ICMP unreachable of the given code, from
+	// the original destination when asDest is set (return-icmp-as-dest).
+	SendICMP(p *Packet, code uint8, asDest bool)
+}

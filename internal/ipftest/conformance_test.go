@@ -16,7 +16,7 @@ import (
 )
 
 type kitCase struct {
-	name, family, driver, inFmt, outFmt string
+	name, family, driver, mode, inFmt, outFmt string
 	options                             []string
 }
 
@@ -40,7 +40,7 @@ func loadManifest(t *testing.T) []kitCase {
 		if len(c) < 7 {
 			continue
 		}
-		k := kitCase{name: c[0], family: c[1], driver: c[2], inFmt: c[4], outFmt: c[5]}
+		k := kitCase{name: c[0], family: c[1], driver: c[2], mode: c[3], inFmt: c[4], outFmt: c[5]}
 		if c[6] != "-" {
 			k.options = strings.Fields(c[6])
 		}
@@ -150,6 +150,65 @@ func runKitCase(t *testing.T, c kitCase) (got string, ok bool) {
 		out, rc := ipftestRun(append(args, "-i", "input/"+c.name), "")
 		b.WriteString(out)
 		if rc == 0 {
+			b.WriteString(sep31)
+		}
+	case "n_test":
+		fmtArgs := []string{"-F", c.inFmt}
+		if c.outFmt == "hex" {
+			fmtArgs = []string{"-xF", c.inFmt}
+		}
+		if len(c.options) > 0 {
+			o := c.options[0]
+			if strings.HasPrefix(o, "-") {
+				fmtArgs = append([]string{o}, fmtArgs...)
+			} else {
+				fmtArgs = append([]string{"-T", o}, fmtArgs...)
+			}
+		}
+		src, err := os.ReadFile("regress/" + c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range ruleLines(src) {
+			args := append(append([]string{}, fmtArgs...), "-M", "user", "-DRbN", "-", "-i", "input/"+c.name)
+			out, rc := ipftestRun(args, r+"\n")
+			b.WriteString(out)
+			if rc != 0 {
+				return b.String(), true
+			}
+			b.WriteString(sep31)
+		}
+	case "ni_test":
+		fmtArgs := []string{"-F", c.inFmt}
+		if c.outFmt == "hex" {
+			fmtArgs = []string{"-xF", c.inFmt}
+		}
+		for _, o := range c.options {
+			if strings.HasPrefix(o, "-") {
+				fmtArgs = append(fmtArgs, o)
+			} else {
+				fmtArgs = append([]string{"-T", o}, fmtArgs...)
+			}
+		}
+		base := append(append([]string{"-M", "user", "-R"}, fmtArgs...), "-b", "-r", "regress/"+c.name+".ipf")
+		if c.mode == "multi" {
+			out, rc := ipftestRun(append(base, "-N", "regress/"+c.name+".nat", "-i", "input/"+c.name), "")
+			b.WriteString(out)
+			if rc == 0 {
+				b.WriteString(sep31)
+			}
+			break
+		}
+		src, err := os.ReadFile("regress/" + c.name + ".nat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range ruleLines(src) {
+			out, rc := ipftestRun(append(append([]string{}, base...), "-N", "-", "-i", "input/"+c.name), r+"\n")
+			b.WriteString(out)
+			if rc != 0 {
+				return b.String(), true
+			}
 			b.WriteString(sep31)
 		}
 	case "logtest":

@@ -1,8 +1,9 @@
-// Package ipftest is the logic of the ipftest command: load ipf rules (and,
-// later, NAT rules and pools) as options are parsed, run packets from a
-// text or hex file through the reference engine, print a verdict per
-// packet, and optionally dump the tables (-D) and write the log (-l).
-// See ipf-reference §6.6 and the conformance kit README §5 and §7.
+// Package ipftest is the logic of the ipftest command: load ipf rules, NAT
+// rules and pools as the options are parsed (-r, -N, -P), run packets from
+// a text or hex file through the reference engine, print a verdict (or, in
+// NAT mode, the translated packet) per packet, and optionally dump the
+// tables (-D) and write the binary log (-l). See ipf-reference §6.6 and
+// the conformance kit README §5 and §7.
 package ipftest
 
 import (
@@ -13,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 
 	"sluice/internal/engine"
 	"sluice/internal/ipflog"
@@ -64,6 +66,11 @@ type run struct {
 	flushLog func(io.Writer) error
 	pools    *pool.Set
 	nat      *nat.NAT
+	// anon holds the tables of inline pool=(...)/hash=(...) operands;
+	// anonPools answers lookups in them.
+	anon      []*ippool.Table
+	anonPools *pool.Set
+	poolFiles []*ippool.File
 	ifAddrs  map[string]netip.Addr
 }
 
@@ -218,6 +225,14 @@ func (r *run) loadRules(name string) error {
 		if r.verbose {
 			fmt.Fprintln(r.out, printRule(rule, r.resolve, true))
 		}
+		if rule.Action == ipf.ActionCall && (r.pools == nil || r.pools.Hash(ippool.RoleIPF, strconv.FormatUint(uint64(rule.Call.Arg), 10)) == nil) {
+			// The kernel refuses a call to a group-map that does not exist.
+			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: call %s/%d: group-map not found\n", rule.Pos.File, rule.Pos.Line, rule.Call.Func, rule.Call.Arg)
+			continue
+		}
+		if err := r.inlineTables(rule); err != nil {
+			return err
+		}
 		if _, err := r.set.Add(rule); err != nil {
 			// IPFilter reports a rule the kernel refuses and goes on.
 			fmt.Fprintf(r.env.Stderr, "ipftest: %v\n", err)
@@ -343,6 +358,13 @@ func (r *run) dumpTables() {
 		r.pools.DumpPools(w)
 	}
 	fmt.Fprintln(w, "List of configured hash tables")
+	for i := len(r.anon) - 1; i >= 0; i-- {
+		// IPFilter counts the rule's reference and the table list's.
+		fmt.Fprintf(w, "# 'anonymous' table refs 2\n")
+		var b strings.Builder
+		r.anon[i].Format(&b)
+		io.WriteString(w, b.String())
+	}
 	if r.pools != nil {
 		r.pools.DumpHashes(w)
 	}
@@ -351,7 +373,14 @@ func (r *run) dumpTables() {
 		set := r.eng.Sets().Get(s)
 		for _, name := range set.GroupOrder {
 			g := set.Groups[name]
-			fmt.Fprintf(w, "Dev.0. Group %s Ref %d Flags %#x\n", name, len(g.Rules), 0)
+			if len(g.Rules) == 0 {
+				continue
+			}
+			flags := uint32(ruleset.FRInQue)
+			if g.Rules[0].Out {
+				flags = ruleset.FROutQue
+			}
+			fmt.Fprintf(w, "Dev.0. Group %s Ref %d Flags %#x\n", name, len(g.Rules)+r.groupRefs(set, name), flags)
 			for _, rule := range g.Rules {
 				r.printDumpRule(rule)
 			}
@@ -406,15 +435,102 @@ func (r *run) loadPools(name string) error {
 	if err != nil {
 		return err
 	}
+	r.poolFiles = append(r.poolFiles, f)
 	if r.pools == nil {
 		if r.pools, err = pool.NewSet(f, nil); err != nil {
 			return err
 		}
-		r.eng.SetPools(r.pools)
+		r.eng.SetPools(poolMux{r})
 		r.eng.SetDstLists(dstLists{r.pools})
 		return nil
 	}
 	return r.pools.Add(f, nil)
+}
+
+// groupRefs counts the group-map entries that name group g: each holds a
+// reference to the group, which the -D group listing includes.
+func (r *run) groupRefs(set *ruleset.Set, g string) int {
+	n := 0
+	for _, f := range r.poolFiles {
+		for _, t := range f.Tables {
+			if t.Type != ippool.GroupMap {
+				continue
+			}
+			for _, e := range t.Entries {
+				if e.Group == g {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// anonBase is the first number IPFilter gives anonymous tables.
+const anonBase = 0x80000001
+
+// inlineTables turns the inline pool=(...)/hash=(...) operands of rule
+// into anonymous ippool tables and points the rule at them, as ipf does
+// when it loads such a rule.
+func (r *run) inlineTables(rule *ipf.Rule) error {
+	for _, ep := range []*ipf.Endpoint{&rule.From, &rule.To} {
+		a := &ep.Addr
+		if a.Inline == nil || (a.Kind != ipf.AddrPool && a.Kind != ipf.AddrHash) {
+			continue
+		}
+		t := &ippool.Table{Type: ippool.Tree, Role: ippool.RoleIPF,
+			Name: strconv.FormatUint(uint64(anonBase+len(r.anon)), 10)}
+		if a.Kind == ipf.AddrHash {
+			t.Type = ippool.Hash
+			t.Size = 2*len(a.Inline) - 1
+		}
+		for _, pe := range a.Inline {
+			bits := ipf.MaskBits(pe.Mask)
+			if bits < 0 {
+				return fmt.Errorf("%s:%d: inline table entry %s: non-contiguous mask", rule.Pos.File, rule.Pos.Line, pe.IP)
+			}
+			e := ippool.Entry{Not: pe.Negate, Fam: 4, Bits: bits}
+			if pe.IP.Is6() {
+				e.Fam = 6
+				e.Addr = pe.IP.As16()
+			} else {
+				b := pe.IP.As4()
+				copy(e.Addr[:], b[:])
+			}
+			t.Entries = append(t.Entries, e)
+		}
+		f := &ippool.File{Tables: []*ippool.Table{t}}
+		if r.anonPools == nil {
+			var err error
+			if r.anonPools, err = pool.NewSet(f, nil); err != nil {
+				return err
+			}
+		} else if err := r.anonPools.Add(f, nil); err != nil {
+			return err
+		}
+		r.anon = append(r.anon, t)
+		a.Table, a.Inline = t.Name, nil
+		r.eng.SetPools(poolMux{r})
+	}
+	return nil
+}
+
+// poolMux answers pool lookups from the -P tables and the anonymous
+// tables of inline operands.
+type poolMux struct{ r *run }
+
+func (m poolMux) Contains(kind ipf.AddrKind, table string, addr netip.Addr) bool {
+	if m.r.pools != nil && m.r.pools.Contains(kind, table, addr) {
+		return true
+	}
+	return m.r.anonPools != nil && m.r.anonPools.Contains(kind, table, addr)
+}
+
+func (m poolMux) GroupFor(table string, addr netip.Addr) (string, bool) {
+	if m.r.pools == nil {
+		return "", false
+	}
+	return m.r.pools.GroupFor(table, addr)
 }
 
 // dstLists adapts a pool set to the engine's dstlist hook.

@@ -89,7 +89,6 @@ type addrOperand struct {
 	a, m     a128
 	table    string
 	name     string
-	anyAddr  bool
 	maskLen  int
 	isLookup bool
 }

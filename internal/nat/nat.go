@@ -68,13 +68,12 @@ const (
 // rule is a loaded rule with its allocation state (guarded by NAT.mu).
 type rule struct {
 	*ipnat.Rule
-	v6           bool
-	inIf, outIf  string
-	src, dst     addrOperand // from/to operands
-	orig, newA   addrOperand // simple LHS and RHS
-	nsrc, ndst   addrOperand // rewrite targets
-	matchMaskLen int
-	seq          int
+	v6          bool
+	inIf, outIf string
+	src, dst    addrOperand // from/to operands
+	orig, newA  addrOperand // simple LHS and RHS
+	nsrc, ndst  addrOperand // rewrite targets
+	seq         int
 
 	snip     a128 // next source address (map) / rewrite source
 	dnip     a128 // next destination (rdr split, rewrite)
@@ -102,7 +101,9 @@ type session struct {
 	proto  uint8
 	flags  int
 	v6     bool
-	ifname string
+	ifname string // interface the session was created on
+	ifIn   string // interfaces it applies to, by direction
+	ifOut  string
 
 	osrc, odst, nsrc, ndst         netip.Addr
 	osport, odport, nsport, ndport uint16

@@ -392,3 +392,43 @@ func BenchmarkEstablished(b *testing.B) {
 		n.Out(p, "le0", "")
 	}
 }
+
+// FuzzPackets feeds arbitrary bytes through NAT in both directions: it
+// must never panic, and only a translated packet may change.
+func FuzzPackets(f *testing.F) {
+	a := netip.MustParseAddr
+	f.Add(build(6, a("10.1.1.1"), a("203.0.113.9"), 1025, 80, 3), true)
+	f.Add(build(17, a("203.0.113.9"), a("198.51.100.1"), 53, 20000, 0), false)
+	f.Add(build(1, a("10.1.1.1"), a("203.0.113.9"), 7, 0, 0), true)
+	f.Add(build(58, a("fd00::1"), a("2001:db8::9"), 7, 0, 0), true)
+	f.Add(build(6, a("fd00::1"), a("2001:db8::9"), 1025, 80, 0), true)
+	f.Fuzz(func(t *testing.T, b []byte, out bool) {
+		n := mustNAT(t, `map le0 10.0.0.0/8 -> 198.51.100.9/32 icmpidmap icmp 1:3
+map le0 10.0.0.0/8 -> 198.51.100.0/30 portmap tcp/udp 20000:20003 mssclamp 100
+rdr le0 198.51.100.1/32 port 80 -> 10.9.9.9,10.9.9.8 port 8080 tcp sticky
+map le0 inet6 fd00::/16 -> 2001:db8::/126
+map-block le0 10.0.0.0/16 -> 192.0.2.0/24 ports auto
+rewrite out on le0 proto tcp from any to 203.0.113.0/24 -> src 192.0.2.0/28,1000-1001 dst 203.0.113.9;
+`)
+		for i := 0; i < 3; i++ {
+			p := bytes.Clone(b)
+			var res Result
+			if out {
+				res = n.Out(p, "le0", "")
+			} else {
+				res = n.In(p, "le0")
+			}
+			if res != Translated && !bytes.Equal(p, b) {
+				t.Fatalf("packet changed although the result is %v", res)
+			}
+			back := bytes.Clone(p)
+			if out {
+				n.In(back, "le0")
+			} else {
+				n.Out(back, "le0", "")
+			}
+		}
+		var w strings.Builder
+		n.Dump(&w)
+	})
+}

@@ -61,7 +61,7 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction) Result {
 			r.hits++
 			break
 		}
-		s := n.newSession(r, &v, ifname, dir)
+		s, move := n.newSession(r, &v, ifname, dir)
 		if s == nil {
 			failed = true
 			continue
@@ -69,7 +69,7 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction) Result {
 		r.hits++
 		n.noteFrag(&v, s)
 		n.apply(s, &v, dir)
-		if r.RoundRobin {
+		if r.RoundRobin && move {
 			n.rotate(r, dir)
 		}
 		return Translated
@@ -115,10 +115,28 @@ func ifMatch(rule, pkt string) bool {
 
 func (n *NAT) lookup(dir Direction, v *view, ifname string) *session {
 	s := n.sessions[key{dir, v.proto, v.src, v.dst, v.sport, v.dport}]
-	if s == nil || !ifMatch(s.ifname, ifname) {
+	if s == nil || !s.onIf(dir, ifname) {
 		return nil
 	}
 	return s
+}
+
+// onIf reports whether the session applies to packets on ifname going
+// in direction dir.
+func (s *session) onIf(dir Direction, ifname string) bool {
+	if dir == In {
+		return ifMatch(s.ifIn, ifname)
+	}
+	return ifMatch(s.ifOut, ifname)
+}
+
+// ruleIf is the interface a session of r uses in one direction: the
+// rule's, or the packet's when the rule names none ("*").
+func ruleIf(name, pkt string) string {
+	if name == "" || name == "*" {
+		return pkt
+	}
+	return name
 }
 
 func (n *NAT) operandMatch(o addrOperand, a netip.Addr) bool {
@@ -196,28 +214,32 @@ func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) b
 	return true
 }
 
-func (n *NAT) newSession(r *rule, v *view, ifname string, dir Direction) *session {
+// newSession sets up a session for a packet that matched r. move is
+// false when a round-robin rule must stay where it is (IPFilter's
+// ipf_nat_newrdr "move").
+func (n *NAT) newSession(r *rule, v *view, ifname string, dir Direction) (*session, bool) {
 	s := &session{rule: r, dir: dir, proto: v.proto, flags: v.flags, v6: v.v6, ifname: ifname,
+		ifIn: ruleIf(r.inIf, ifname), ifOut: ruleIf(r.outIf, ifname),
 		osrc: v.src, odst: v.dst, nsrc: v.src, ndst: v.dst,
 		osport: v.sport, odport: v.dport, nsport: v.sport, ndport: v.dport, dstIdx: -1}
-	var ok bool
+	ok, move := false, true
 	switch {
 	case r.Type.IsRewrite():
 		ok = n.newRewrite(r, v, s)
 	case dir == Out:
 		ok = n.newMap(r, v, s)
 	default:
-		ok = n.newRdr(r, v, s)
+		ok, move = n.newRdr(r, v, s)
 	}
 	if !ok {
-		return nil
+		return nil, false
 	}
 	n.seq++
 	s.seq = n.seq
 	n.sessions[s.fwdKey()] = s
 	n.sessions[s.revKey()] = s
 	n.active = append(n.active, s)
-	return s
+	return s, move
 }
 
 func opposite(d Direction) Direction { return 1 - d }
@@ -435,22 +457,27 @@ func (n *NAT) newMap(r *rule, v *view, s *session) bool {
 }
 
 // newRdr picks the new destination of an inbound rdr or bimap session
-// (ipf_nat_newrdr).
-func (n *NAT) newRdr(r *rule, v *view, s *session) bool {
-	v6 := r.v6
+// (ipf_nat_newrdr). move reports whether a round-robin rule should go to
+// the back of its list.
+func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
+	move = true
 	var in a128
 	var hm *hostmap
 	dport := v.dport
+	if (r.RoundRobin || r.newA.kind == ipnat.AddrSplit) && r.Sticky {
+		// A sticky flow goes back to the rule that served it before.
+		if h := n.hostmapGet(nil, v.src, v.dst, netip.Addr{}, dport); h != nil {
+			r = h.rule
+			s.rule = r
+			move = false
+			n.hostmapDel(h)
+		}
+	}
+	v6 := r.v6
 	split := r.newA.kind == ipnat.AddrSplit
 	ndst, nmask := r.newA.a, r.newA.m
 	if r.Type == ipnat.Bimap {
 		ndst, nmask = r.orig.a, r.orig.m
-	}
-	if (r.RoundRobin || split) && r.Sticky {
-		if h := n.hostmapGet(nil, v.src, v.dst, netip.Addr{}, dport); h != nil {
-			in = fromAddr(h.ndst)
-			n.hostmapDel(h)
-		}
 	}
 	switch {
 	case split:
@@ -459,11 +486,13 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) bool {
 			hm = n.hostmapGet(nil, v.src, v.dst, netip.Addr{}, dport)
 			if hm != nil {
 				in = fromAddr(hm.ndst)
+				move = false
 			}
 		}
 		if hm == nil || hm.ref == 1 {
 			if r.newA.a == in {
 				r.dnip = r.newA.m
+				move = false
 			} else {
 				r.dnip = r.newA.a
 			}
@@ -473,11 +502,11 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) bool {
 		}
 	case ndst.isZero() && nmask.allOnes(v6):
 		if n.cfg.IfAddr == nil {
-			return false
+			return false, false
 		}
 		a, ok := n.cfg.IfAddr(s.ifname, v6)
 		if !ok {
-			return false
+			return false, false
 		}
 		in = fromAddr(a)
 	case ndst.isZero() && nmask.isZero():
@@ -501,7 +530,7 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) bool {
 	}
 	if in.isZero() {
 		if nport == dport {
-			return false
+			return false, false
 		}
 		in = fromAddr(v.dst)
 	}
@@ -514,7 +543,7 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) bool {
 		k.sp, k.dp = 0, 0
 	}
 	if n.exists(k) {
-		return false
+		return false, false
 	}
 	s.ndst = na
 	if r.Sticky {
@@ -525,7 +554,7 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) bool {
 	} else if v.flags&flagICMPQuery != 0 {
 		s.nsport, s.ndport = nport, nport
 	}
-	return true
+	return true, move
 }
 
 // stepAddr advances a rewrite address pool; it reports false when the
@@ -649,7 +678,7 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	// travel in dir with E's addresses swapped, which is the view the
 	// session table is keyed by.
 	s := n.sessions[key{dir, e.proto, e.dst, e.src, e.dport, e.sport}]
-	if s == nil || !ifMatch(s.ifname, ifname) {
+	if s == nil || !s.onIf(dir, ifname) {
 		return NoMatch
 	}
 	var before [128]byte
@@ -675,8 +704,16 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 		}
 	}
 	fixICMPChecksum(v.b[v.l4:v.l4+v.l4len], before[:m], e.b[:m])
-	// The error is addressed to E's sender.
-	v.setAddr(1, e.src)
+	// The outer header is translated as a packet of the session going
+	// this way would be (ipf_nat_in/ipf_nat_out after icmperror).
+	switch {
+	case dir == In:
+		v.setAddr(1, e.src)
+	case s.dir == Out:
+		v.setAddr(0, s.nsrc)
+	default:
+		v.setAddr(0, s.odst)
+	}
 	return Translated
 }
 

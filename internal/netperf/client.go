@@ -244,13 +244,21 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 		cpu0, _ = cpu.Read()
 	}
 	var st loopStats
-	if k.udp() {
-		st, err = c.udpData(ctx, udp, dst, p)
-	} else if k.crr {
-		st, err = c.crrData(ctx, dst, p)
-	} else {
-		st, err = c.tcpData(ctx, dst, p)
+	bind := -1
+	if cfg.BindLocalCPU {
+		bind = cfg.LocalCPUAffinity
 	}
+	err = withCPUAffinity(bind, func() error {
+		var err error
+		if k.udp() {
+			st, err = c.udpData(ctx, udp, dst, p)
+		} else if k.crr {
+			st, err = c.crrData(ctx, dst, p)
+		} else {
+			st, err = c.tcpData(ctx, dst, p)
+		}
+		return err
+	})
 	var cpu1 cpu.Sample
 	if cfg.LocalCPU {
 		cpu1, _ = cpu.Read()

@@ -51,9 +51,14 @@ type Config struct {
 	LocalAddr string
 	// LocalDataPort and RemoteDataPort are the test's -P lport,rport.
 	LocalDataPort, RemoteDataPort int
-	// BindRemoteCPU asks netserver to bind to CPU RemoteCPUAffinity (-T ,n).
+	// BindRemoteCPU asks netserver to bind the test to CPU
+	// RemoteCPUAffinity (-T ,n).
 	BindRemoteCPU     bool
 	RemoteCPUAffinity int
+	// BindLocalCPU binds the client's data loop to CPU LocalCPUAffinity
+	// (-T n,).
+	BindLocalCPU     bool
+	LocalCPUAffinity int
 	// Passphrase is sent first when set (-Z).
 	Passphrase string
 	// ConfMax and ConfMin are -i max,min; ConfMax <= 1 means one iteration.

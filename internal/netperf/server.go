@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,7 +90,8 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // them failed.
 func (s *Server) TestsRun() (ok, failed int64) { return s.tests.Load(), s.failures.Load() }
 
-// Serve accepts control connections until ctx ends or Close is called.
+// Serve accepts control connections until ctx ends or Close is called,
+// and returns after every connection it started has finished.
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
@@ -101,6 +103,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			closed := s.closed
 			s.mu.Unlock()
 			if closed {
+				// Return only once every connection's goroutine is done,
+				// so nothing outlives Serve.
+				s.wg.Wait()
 				return nil
 			}
 			var ne net.Error
@@ -117,6 +122,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
+			s.wg.Wait()
 			return nil
 		}
 		s.conns[c] = struct{}{}
@@ -469,21 +475,28 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 		}
 	}
 	var data net.Conn
-	var dataErr error
-	switch {
-	case t.udp:
-		begin()
-		dataErr = t.udpLoop(pc)
-	case req.Flags&proto.FlagConnectTest != 0:
-		begin()
-		dataErr = t.crrLoop(ln)
-	default:
-		data, dataErr = t.accept(ln, req)
-		if dataErr == nil {
-			begin()
-			dataErr = t.tcpLoop(data)
-		}
+	bind := int(req.CPUAffinity)
+	if bind >= runtime.NumCPU() {
+		bind = -1 // netserver ignores CPUs it does not have
 	}
+	dataErr := withCPUAffinity(bind, func() error {
+		var err error
+		switch {
+		case t.udp:
+			begin()
+			err = t.udpLoop(pc)
+		case req.Flags&proto.FlagConnectTest != 0:
+			begin()
+			err = t.crrLoop(ln)
+		default:
+			data, err = t.accept(ln, req)
+			if err == nil {
+				begin()
+				err = t.tcpLoop(data)
+			}
+		}
+		return err
+	})
 	end := time.Now()
 	var cpu1 cpu.Sample
 	if measure {

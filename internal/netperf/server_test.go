@@ -257,3 +257,28 @@ func TestRunErrors(t *testing.T) {
 		t.Errorf("cancel took %v", d)
 	}
 }
+
+func TestCPUAffinity(t *testing.T) {
+	var got int
+	err := withCPUAffinity(0, func() error {
+		var err error
+		got, err = currentCPU()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 0 {
+		t.Errorf("bound thread reports cpu %d, want 0", got)
+	}
+	// Both ends honour -T; the run must still work.
+	_, port := startServer(t)
+	r, err := Run(context.Background(), Config{Test: TCPRR, Host: "127.0.0.1", Port: port, Transactions: 100,
+		BindLocalCPU: true, LocalCPUAffinity: 0, BindRemoteCPU: true, RemoteCPUAffinity: 0})
+	if err != nil || r.RemoteTrans != 100 {
+		t.Fatalf("bound run: %v %+v", err, r)
+	}
+	if err := withCPUAffinity(100000, func() error { return nil }); err == nil {
+		t.Error("binding to a CPU that does not exist succeeded")
+	}
+}

@@ -2,6 +2,7 @@ package packet
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
 )
 
@@ -9,11 +10,24 @@ import (
 // added to initial. A trailing odd byte is padded with zero, as RFC 1071
 // requires. Callers complement the result to get the header field.
 func Checksum(b []byte, initial uint16) uint16 {
-	sum := uint64(initial)
+	// Ones' complement addition with end-around carry gives the same
+	// folded result over 64-bit words as over 16-bit ones.
+	var sum, c uint64
+	sum = uint64(initial)
+	for len(b) >= 32 {
+		sum, c = bits.Add64(sum, binary.BigEndian.Uint64(b), 0)
+		sum, c = bits.Add64(sum, binary.BigEndian.Uint64(b[8:]), c)
+		sum, c = bits.Add64(sum, binary.BigEndian.Uint64(b[16:]), c)
+		sum, c = bits.Add64(sum, binary.BigEndian.Uint64(b[24:]), c)
+		sum += c
+		b = b[32:]
+	}
 	for len(b) >= 8 {
-		sum += uint64(binary.BigEndian.Uint32(b)) + uint64(binary.BigEndian.Uint32(b[4:]))
+		sum, c = bits.Add64(sum, binary.BigEndian.Uint64(b), 0)
+		sum += c
 		b = b[8:]
 	}
+	sum = (sum >> 32) + (sum & 0xffffffff)
 	for len(b) >= 2 {
 		sum += uint64(binary.BigEndian.Uint16(b))
 		b = b[2:]
@@ -25,6 +39,7 @@ func Checksum(b []byte, initial uint16) uint16 {
 }
 
 func fold(sum uint64) uint16 {
+	sum = (sum >> 32) + (sum & 0xffffffff)
 	for sum > 0xffff {
 		sum = (sum >> 16) + (sum & 0xffff)
 	}

@@ -208,15 +208,15 @@ func (i *Info) skipAH4(p []byte) uint8 {
 	}
 	ah := AH(p[i.L4Off:])
 	n := ah.Length()
-	next := ah.NextHeader()
-	i.DLen -= n
-	i.L4Off += n
-	if i.DLen < 0 {
-		i.DLen = 0
+	if n > i.DLen {
+		// IPFilter would step past the packet end here; Sluice calls the
+		// packet bad and stops instead.
 		i.Flags |= FlagBad
 		return ProtoNone
 	}
-	return next
+	i.DLen -= n
+	i.L4Off += n
+	return ah.NextHeader()
 }
 
 // ipv4OptBit maps an option type to its OptMask bit (0 if unknown).

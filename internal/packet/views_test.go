@@ -145,3 +145,36 @@ func BenchmarkChecksum1500(b *testing.B) {
 		_ = packet.Checksum(buf, 0)
 	}
 }
+
+// TestChecksumAgainstReference compares Checksum with a 16-bit-at-a-time
+// RFC 1071 sum on random data of every length and alignment.
+func TestChecksumAgainstReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	ref := func(b []byte, init uint16) uint16 {
+		s := uint32(init)
+		for k := 0; k+1 < len(b); k += 2 {
+			s += uint32(b[k])<<8 | uint32(b[k+1])
+		}
+		if len(b)%2 == 1 {
+			s += uint32(b[len(b)-1]) << 8
+		}
+		for s > 0xffff {
+			s = s>>16 + s&0xffff
+		}
+		return uint16(s)
+	}
+	buf := make([]byte, 300)
+	for n := 0; n < 2000; n++ {
+		for k := range buf {
+			buf[k] = byte(r.Uint32())
+			if n%3 == 0 {
+				buf[k] = 0xff
+			}
+		}
+		l := r.IntN(len(buf))
+		init := uint16(r.Uint32())
+		if got, want := packet.Checksum(buf[:l], init), ref(buf[:l], init); !sumEqual(got, want) {
+			t.Fatalf("len %d: got %#04x, want %#04x", l, got, want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strconv"
 	"sync/atomic"
 
 	"sluice/internal/rules/ipf"
@@ -151,6 +152,11 @@ type Rule struct {
 	NATTag    string
 	PPS       uint32
 	Call      ipf.Call
+	// LimitReturn holds the return-* bits of a pass rule with HP's
+	// `keep limit`: they apply to the connections over the limit.
+	LimitReturn uint32
+	// CallTable is Call.Arg as text: the group-map table name.
+	CallTable string
 	Stats     *Stats
 }
 
@@ -336,7 +342,12 @@ func compile(r *ipf.Rule) (*Rule, error) {
 			cr.Flags |= FRCallNow
 		}
 		cr.Call = r.Call
-		return nil, &ErrUnsupported{r.Pos, fmt.Sprintf("call %s/%d: no group-map pool support", r.Call.Func, r.Call.Arg)}
+		cr.CallTable = strconv.FormatUint(uint64(r.Call.Arg), 10)
+		switch r.Call.Func {
+		case "srcgrpmap", "dstgrpmap":
+		default:
+			return nil, &ErrUnsupported{r.Pos, fmt.Sprintf("call %s: unknown function", r.Call.Func)}
+		}
 	case ipf.ActionDecapsulate:
 		return nil, &ErrUnsupported{r.Pos, "decapsulate is not supported"}
 	}
@@ -353,6 +364,12 @@ func compile(r *ipf.Rule) (*Rule, error) {
 		cr.Flags |= FRRetICMP
 	case ipf.ReturnICMPAsDest:
 		cr.Flags |= FRFakeICMP
+	}
+	if r.Action == ipf.ActionPass && r.KeepLimit > 0 {
+		// HP DCA: "pass return-rst ... keep limit N" resets only the
+		// connections over the limit.
+		cr.LimitReturn = cr.Flags & FRRetMask
+		cr.Flags &^= FRRetMask
 	}
 	cr.ICMPCode = r.ICMPCode
 	if r.Dir == ipf.DirOut {

@@ -98,13 +98,20 @@ func TestRuleFlags(t *testing.T) {
 	}
 }
 
-func TestUnsupported(t *testing.T) {
-	rs, err := ipf.Parse("t", []byte("call now srcgrpmap/100 in all\n"), ipf.ParseOptions{})
+func TestCallRules(t *testing.T) {
+	s := compileText(t, "call now srcgrpmap/100 in all\ncall dstgrpmap/200 out all\n")
+	if r := s.In.Rules[0]; r.Flags&FRCallNow == 0 || r.Call.Func != "srcgrpmap" || r.Call.Arg != 100 {
+		t.Errorf("call now rule: flags %#x call %+v", r.Flags, r.Call)
+	}
+	if r := s.Out.Rules[0]; r.Flags&FRCallNow != 0 || r.Flags&FRCmdMask != FRCall {
+		t.Errorf("deferred call rule: flags %#x", r.Flags)
+	}
+	rs, err := ipf.Parse("t", []byte("pass in from pool=(1.1.1.1) to any\n"), ipf.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Compile(rs); err == nil {
-		t.Error("call rule compiled without a group-map resolver, want error")
+		t.Error("inline pool compiled without a table name, want error")
 	}
 }
 

@@ -650,12 +650,15 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	}
 	// Reject duplicates before touching any counter.
 	e.key = makeKey(p)
+	chain := t.wild
 	if e.flags&flagWildDst == 0 {
-		for x := t.byKey[e.key]; x != nil; x = x.hnext {
-			if x.Src == e.Src && x.Dst == e.Dst && x.SPort == e.SPort && x.DPort == e.DPort &&
-				x.ICMPType == e.ICMPType && int32(now-x.Expire) < 0 {
-				return nil, AddExists
-			}
+		chain = t.byKey[e.key]
+	}
+	for x := chain; x != nil; x = x.hnext {
+		if x.Proto == e.Proto && x.Src == e.Src && (x.Dst == e.Dst || x.flags&flagWildDst != 0) &&
+			x.SPort == e.SPort && x.DPort == e.DPort && x.ICMPType == e.ICMPType && x.ICMPID == e.ICMPID &&
+			int32(now-x.Expire) < 0 {
+			return nil, AddExists
 		}
 	}
 	switch p.Proto {

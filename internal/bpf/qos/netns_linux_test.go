@@ -716,3 +716,48 @@ adapter nosuch0 {
 		t.Errorf("after unload traffic must be untouched (captured %v, frame %x)", ok, fi.l3)
 	}
 }
+
+func TestPrivilegedShaperDrops(t *testing.T) {
+	tp := newTopo(t)
+	tp.load(t, `
+filter f {
+    udp
+}
+policy p {
+    uses f
+    max 5m
+}
+adapter qa0 {
+    uses p
+}
+`, Options{LinkRate: func(string) uint64 { return 10e9 }})
+	// The 5 Mbit/s cap of p cannot drain a burst from many sockets: the
+	// class queue overflows and the drops show in the policy's stats.
+	if err := inNS(tp.a, func() error {
+		dst := &unix.SockaddrInet4{Port: 9999, Addr: [4]byte{10, 99, 0, 2}}
+		payload := make([]byte, 1400)
+		for s := 0; s < 20; s++ {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
+			if err != nil {
+				return err
+			}
+			for i := 0; i < 200; i++ {
+				_ = unix.Sendto(fd, payload, 0, dst) // EAGAIN once the socket buffer is full
+			}
+			unix.Close(fd)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var stats []engine.Stats
+	if err := inNS(tp.a, func() (err error) { stats, err = ReadStats(tp.pindir); return }); err != nil {
+		t.Fatal(err)
+	}
+	if d := stats[0].Policies[0].DroppedPackets; d == 0 {
+		t.Errorf("policy p dropped no packets after a burst into its 5 Mbit/s cap (stats %+v)", stats[0].Policies[0])
+	} else {
+		t.Logf("policy p: %d packets counted, %d dropped by the shaper", stats[0].Policies[0].Packets, d)
+	}
+
+}

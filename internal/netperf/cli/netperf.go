@@ -124,7 +124,13 @@ func ParseNetperf(args []string) (*Options, error) {
 		case '6':
 			c.Family = 6
 		case 'T':
-			_, b := splitPair(p.arg)
+			a, b := splitPair(p.arg)
+			if a != "" {
+				c.BindLocalCPU = true
+				if c.LocalCPUAffinity, err = atoi('T', a); err != nil {
+					break
+				}
+			}
 			if b != "" {
 				c.BindRemoteCPU = true
 				c.RemoteCPUAffinity, err = atoi('T', b)

@@ -111,3 +111,20 @@ func trimLines(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+func TestFieldListFromFile(t *testing.T) {
+	p := t.TempDir() + "/fields"
+	if err := os.WriteFile(p, []byte("throughput,elapsed_time\nLOCAL_CPU_UTIL\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseFieldList(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "THROUGHPUT,ELAPSED_TIME,LOCAL_CPU_UTIL" {
+		t.Errorf("got %v", got)
+	}
+	if len(FieldNames()) < 60 {
+		t.Errorf("catalogue has only %d names", len(FieldNames()))
+	}
+}

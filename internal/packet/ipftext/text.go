@@ -495,9 +495,11 @@ func buildOpts(list string, out []byte) (int, error) {
 				}
 			case packet.IPOptLSRR, packet.IPOptSSRR:
 				if arg != "" {
-					a, _ := InetAddr(arg)
+					b := [4]byte{255, 255, 255, 255} // inet_addr's INADDR_NONE
+					if a, ok := InetAddr(arg); ok {
+						b = a.As4()
+					}
 					o[1] = 7
-					b := a.As4()
 					copy(o[3:7], b[:])
 				}
 			case packet.IPOptSATID:

@@ -1585,6 +1585,10 @@ func (p *parser) parseFlags(r *Rule) *Error {
 		if !ok {
 			return expected("TCP flags", m)
 		}
+		if mv == 0 && v != 0 {
+			// (flags & 0) == X never holds, and printfr cannot show it.
+			return errorf(m, "flags %s/%s can never match", w.text, m.text)
+		}
 		r.FlagsMask = mv
 	}
 	return nil
@@ -1795,6 +1799,11 @@ func (p *parser) groupName(what string) (string, *Error) {
 		return "", err
 	}
 	s := w.text
+	if v, err := parseUint(s, 32); err == nil {
+		// The grammar reads a numeric group as a number and keeps it as
+		// its decimal string: `group 0x10` is group "16".
+		s = strconv.FormatUint(v, 10)
+	}
 	if len(s) > groupLen {
 		s = s[:groupLen]
 	}

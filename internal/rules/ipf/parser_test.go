@@ -2,6 +2,7 @@ package ipf
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -102,6 +103,7 @@ func TestPrintProductions(t *testing.T) {
 		{"keep frags strict", "pass in proto udp all keep frag(strict)", "pass in proto udp from any to any keep frags (strict)", ParseOptions{}},
 		{"keep state and frags", "pass in proto tcp all keep frags keep state", "pass in proto tcp from any to any keep state keep frags # count 0", ParseOptions{}},
 		{"head and group", "block return-icmp in quick proto udp all keep state head 110 group 10", "block return-icmp in quick proto udp from any to any keep state head 110 group 10 # count 0", ParseOptions{}},
+		{"numeric group kept as decimal", "pass in all head 0x10 group 007", "pass in all head 16 group 7", ParseOptions{}},
 		{"group name cut to 15", "pass in all group abcdefghijklmnopqrstuvwxyz", "pass in all group abcdefghijklmno", ParseOptions{}},
 		{"group inherits proto and family", "block in on vm0 proto tcp/udp from 1.0.0.0/8 to any head 101\npass in from any to 2.2.2.2 group 101",
 			"block in on vm0 inet proto tcp/udp from 1.0.0.0/8 to any head 101\npass in inet proto tcp/udp from any to 2.2.2.2/32 group 101", ParseOptions{}},
@@ -289,6 +291,7 @@ func TestErrors(t *testing.T) {
 		{"set-tag nat on in rule", "pass in all set-tag(nat=x)", []string{`t:1:21: expected log=, found "nat"`}, 0},
 		{"match-tag nat on out rule", "pass out all match-tag(nat=x)", []string{`t:1:24: expected log=, found "nat"`}, 0},
 		{"ipv4 address in inet6 mode", "pass in from 1.2.3.4 to any", []string{`t:1:1: address family does not match the rule's family`}, 0},
+		{"flags that never match", "pass in proto tcp all flags S/0", []string{`t:1:31: flags S/0 can never match`}, 0},
 		{"bad flags", "pass in proto tcp all flags SZ", []string{`t:1:29: expected TCP flags, found "SZ"`}, 0},
 	}
 	for _, tc := range tests {
@@ -322,4 +325,31 @@ func TestErrors(t *testing.T) {
 			t.Errorf("10th error on line %d, want 10", el[9].Pos.Line)
 		}
 	})
+}
+
+// BenchmarkParse measures parsing a realistic rule file (examples/ipf/web-server.conf).
+func BenchmarkParse(b *testing.B) {
+	src, err := os.ReadFile(examplesDir + "/web-server.conf")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		if _, err := Parse("web-server.conf", src, ParseOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFormatRule measures printing one rule (ipfstat -io, ipftest -D).
+func BenchmarkFormatRule(b *testing.B) {
+	rules, err := Parse("b", []byte("pass in quick on le0 proto tcp from 10.0.0.0/8 port > 1023 to any port = 80 flags S/SA keep state (limit 100) group 100"), ParseOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = FormatRule(rules[0])
+	}
 }

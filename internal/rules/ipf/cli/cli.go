@@ -257,6 +257,9 @@ func (c *Command) do(o *options, opt byte, arg string) error {
 		}
 		return b.SetLogFlags(arg)
 	case 'T':
+		if err := checkTunables(arg); err != nil {
+			return fmt.Errorf("-T %s: %w", arg, err)
+		}
 		b, ok, err := c.kernel(o)
 		if err != nil || !ok {
 			if err != nil {
@@ -465,4 +468,22 @@ func (g *getopt) advanceIfDone() {
 		g.optind++
 		g.sub = 0
 	}
+}
+
+// checkTunables validates the syntax of a -T argument: "list", or
+// name[=value] items separated by commas.
+func checkTunables(arg string) error {
+	if arg == "list" {
+		return nil
+	}
+	for _, item := range strings.Split(arg, ",") {
+		name, value, hasValue := strings.Cut(item, "=")
+		if name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+			return fmt.Errorf("bad tunable name %q", name)
+		}
+		if hasValue && value == "" {
+			return fmt.Errorf("missing value for %s", name)
+		}
+	}
+	return nil
 }

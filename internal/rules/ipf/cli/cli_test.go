@@ -181,6 +181,8 @@ func TestUsageAndOptionErrors(t *testing.T) {
 		{[]string{"-m", "nonsense"}, "-m: "},
 		{[]string{"-n", "extra"}, "usage: ipf"},
 		{[]string{"-nf", "/nonexistent/file"}, "reading /nonexistent/file"},
+		{[]string{"-n", "-T", "state_max="}, "-T state_max=: missing value for state_max"},
+		{[]string{"-n", "-T", "Bad Name"}, "bad tunable name"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, stderr, code := run(t, &Command{}, tc.args...)

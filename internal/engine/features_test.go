@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"net/netip"
+	"testing"
+
+	"sluice/internal/rules/ipf"
+	"sluice/internal/state"
+)
+
+type recorder struct {
+	rst, icmp int
+	code      uint8
+	asDest    bool
+	routes    []string
+}
+
+func (r *recorder) SendRST(p *Packet) { r.rst++ }
+func (r *recorder) SendICMP(p *Packet, code uint8, asDest bool) {
+	r.icmp++
+	r.code, r.asDest = code, asDest
+}
+func (r *recorder) Route(p *Packet, iface string, nh netip.Addr, dup bool) {
+	s := iface
+	if nh.IsValid() {
+		s += ":" + nh.String()
+	}
+	if dup {
+		s = "dup " + s
+	}
+	r.routes = append(r.routes, s)
+}
+
+func TestReplies(t *testing.T) {
+	e := newEngine(t, "block return-rst in proto tcp all\nblock return-icmp-as-dest(port-unr) in proto udp all\nblock return-rst out all\n")
+	rec := &recorder{}
+	e.SetReplier(rec)
+	var p Packet
+	check(e, &p, mkTCP("1.1.1.1", "2.2.2.2", 1, 2, 0x02, 1, 0), false, "a")
+	check(e, &p, mkUDP("1.1.1.1", "2.2.2.2", 1, 2), false, "a")
+	check(e, &p, mkTCP("1.1.1.1", "2.2.2.2", 1, 2, 0x02, 1, 0), true, "a")
+	if rec.rst != 1 {
+		t.Errorf("RSTs: got %d, want 1 (none for outbound)", rec.rst)
+	}
+	if rec.icmp != 1 || rec.code != 3 || !rec.asDest {
+		t.Errorf("ICMP: got %d code %d asDest %v, want 1 code 3 as-dest", rec.icmp, rec.code, rec.asDest)
+	}
+}
+
+func TestRouting(t *testing.T) {
+	e := newEngine(t, "pass in on a dup-to b:10.0.0.9 to c all\n")
+	rec := &recorder{}
+	e.SetRouter(rec)
+	var p Packet
+	check(e, &p, mkUDP("1.1.1.1", "2.2.2.2", 1, 2), false, "a")
+	if len(rec.routes) != 2 || rec.routes[0] != "dup b:10.0.0.9" || rec.routes[1] != "c" {
+		t.Errorf("routes: got %q", rec.routes)
+	}
+}
+
+func TestPPS(t *testing.T) {
+	clk := &state.ManualClock{}
+	rs, err := ipf.Parse("t", []byte("pass in quick proto udp all pps 2\n"), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{Clock: clk})
+	set := mustCompile(t, rs)
+	e.Sets().Store(0, set)
+	var p Packet
+	pkt := mkUDP("1.1.1.1", "2.2.2.2", 1, 2)
+	var got []Verdict
+	for i := 0; i < 3; i++ {
+		got = append(got, check(e, &p, pkt, false, "a").Verdict)
+	}
+	clk.Advance(2)
+	got = append(got, check(e, &p, pkt, false, "a").Verdict)
+	want := []Verdict{VerdictPass, VerdictPass, VerdictBlock, VerdictPass}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("packet %d: got %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestKeepLimit(t *testing.T) {
+	e := newEngine(t, "pass return-rst in quick proto tcp from any to any port = 25 keep limit 2\n")
+	var p Packet
+	syn := func(src string, sp uint16) Verdict {
+		return check(e, &p, mkTCP(src, "2.2.2.2", sp, 25, 0x02, 1, 0), false, "a").Verdict
+	}
+	if v := syn("1.1.1.1", 1); v != VerdictPass {
+		t.Fatalf("first connection: %v", v)
+	}
+	syn("1.1.1.1", 2)
+	if v := syn("1.1.1.1", 3); v != VerdictBlockReturnRST {
+		t.Errorf("third connection from one source: got %v, want %v", v, VerdictBlockReturnRST)
+	}
+	if v := syn("1.1.1.2", 3); v != VerdictPass {
+		t.Errorf("other source: got %v, want pass", v)
+	}
+	check(e, &p, mkTCP("1.1.1.1", "2.2.2.2", 1, 25, 0x11, 2, 1), false, "a")
+	if v := syn("1.1.1.1", 4); v != VerdictPass {
+		t.Errorf("after a close: got %v, want pass", v)
+	}
+}
