@@ -7,9 +7,10 @@ import (
 	"math/bits"
 	"net"
 	"net/netip"
-	"strconv"
+	"sort"
 
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 )
 
 // ErrUnsupported marks a rule the kernel datapath cannot evaluate; the whole
@@ -52,12 +53,6 @@ type prefixKey struct {
 	bits   int
 }
 
-type listKey struct {
-	name string
-	dir  ipf.Direction
-	acct bool
-}
-
 // Len returns the number of rules in the image.
 func (im *Image) Len() int { return len(im.rules) }
 
@@ -65,83 +60,79 @@ func (im *Image) Len() int { return len(im.rules) }
 // few blocks the linear scan is as fast as the lookups.
 const indexThreshold = 4 << blockBits
 
-// Compile builds an Image from parsed ipf.conf rules (in file order; @N
-// insertions are applied). It fails on rules the kernel cannot evaluate.
+// Compile builds an Image from parsed ipf.conf rules (in file order): it
+// compiles them with ruleset.Compile, as the Go engine does, and then
+// CompileSet. It fails on rules the kernel cannot evaluate.
 func Compile(rules []*ipf.Rule, opts CompileOptions) (*Image, error) {
+	set, err := ruleset.Compile(rules)
+	if err != nil {
+		return nil, err
+	}
+	return CompileSet(set, opts)
+}
+
+// CompileSet builds an Image from a compiled rule set, keeping its lists,
+// their order (collections, @N) and its groups: list 0 is In, 1 Out, 2
+// AcctIn, 3 AcctOut, then the filter groups in creation order and the
+// accounting groups by name.
+func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	if opts.Ifindex == nil {
 		opts.Ifindex = hostIfindex
 	}
-	ids := map[listKey]int{
-		{"", ipf.DirIn, false}:  listIn,
-		{"", ipf.DirOut, false}: listOut,
-		{"", ipf.DirIn, true}:   listAcctIn,
-		{"", ipf.DirOut, true}:  listAcctOut,
+	type src struct {
+		l    *ruleset.List
+		dir  ipf.Direction
+		acct bool
 	}
-	order := []listKey{{"", ipf.DirIn, false}, {"", ipf.DirOut, false}, {"", ipf.DirIn, true}, {"", ipf.DirOut, true}}
-	listID := func(k listKey) (int, error) {
-		if id, ok := ids[k]; ok {
-			return id, nil
+	lists := []src{{&set.In, ipf.DirIn, false}, {&set.Out, ipf.DirOut, false}, {&set.AcctIn, ipf.DirIn, true}, {&set.AcctOut, ipf.DirOut, true}}
+	ids := map[*ruleset.List]int{}
+	for _, name := range set.GroupOrder {
+		if g := set.Groups[name]; g != nil {
+			lists = append(lists, src{g, groupDir(g), false})
 		}
-		if len(order) >= MaxLists {
-			return 0, fmt.Errorf("more than %d groups", MaxLists-listGroup0)
-		}
-		ids[k] = len(order)
-		order = append(order, k)
-		return ids[k], nil
 	}
-	type item struct {
-		r   *ipf.Rule
-		raw rawRule
+	anames := make([]string, 0, len(set.AcctGroups))
+	for name := range set.AcctGroups {
+		anames = append(anames, name)
 	}
-	members := make([][]item, 0, 8)
-	for _, r := range rules {
-		raw, err := compileRule(r, opts)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d:%d: %w", r.Pos.File, r.Pos.Line, r.Pos.Col, err)
+	sort.Strings(anames)
+	for _, name := range anames {
+		g := set.AcctGroups[name]
+		lists = append(lists, src{g, groupDir(g), true})
+	}
+	if len(lists) > MaxLists {
+		return nil, fmt.Errorf("%d groups: the kernel datapath holds at most %d", len(lists)-listGroup0, MaxLists-listGroup0)
+	}
+	for i, s := range lists {
+		ids[s.l] = i
+	}
+	im := &Image{lists: make([]imageList, len(lists))}
+	for id, s := range lists {
+		n := len(s.l.Rules)
+		if len(im.rules)+n > MaxRules {
+			return nil, fmt.Errorf("%d rules: the kernel datapath holds at most %d", len(im.rules)+n, MaxRules)
 		}
-		acct := r.Action == ipf.ActionCount
-		id, err := listID(listKey{r.Group, r.Dir, acct})
-		if err != nil {
-			return nil, err
-		}
-		if r.Head != "" {
-			hid, err := listID(listKey{r.Head, r.Dir, acct})
+		im.lists[id] = imageList{start: len(im.rules), count: n, dir: s.dir, acct: s.acct, name: s.l.Name}
+		for i, cr := range s.l.Rules {
+			r := cr.Src
+			raw, err := compileRule(r, opts)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s:%d:%d: %w", r.Pos.File, r.Pos.Line, r.Pos.Col, err)
 			}
-			raw.Head = uint16(hid)
-		}
-		for len(members) <= id {
-			members = append(members, nil)
-		}
-		it := item{r, raw}
-		l := members[id]
-		if r.HasInsertAt && int(r.InsertAt) > 0 && int(r.InsertAt) <= len(l) {
-			at := int(r.InsertAt) - 1
-			l = append(l[:at], append([]item{it}, l[at:]...)...)
-		} else {
-			l = append(l, it)
-		}
-		members[id] = l
-	}
-	for len(members) < len(order) {
-		members = append(members, nil)
-	}
-	im := &Image{lists: make([]imageList, len(order))}
-	for id, k := range order {
-		l := members[id]
-		im.lists[id] = imageList{start: len(im.rules), count: len(l), dir: k.dir, acct: k.acct, name: k.name}
-		if len(im.rules)+len(l) > MaxRules {
-			return nil, fmt.Errorf("%d rules: the kernel datapath holds at most %d", len(im.rules)+len(l), MaxRules)
-		}
-		for n, it := range l {
-			it.raw.RuleNo = uint32(n + 1)
-			it.raw.GroupNo = uint32(id)
-			im.rules = append(im.rules, it.raw)
+			if cr.HeadList != nil {
+				hid, ok := ids[cr.HeadList]
+				if !ok {
+					return nil, fmt.Errorf("%s:%d:%d: head %s: group not in the set", r.Pos.File, r.Pos.Line, r.Pos.Col, r.Head)
+				}
+				raw.Head = uint16(hid)
+			}
+			raw.RuleNo = uint32(i + 1)
+			raw.GroupNo = uint32(id)
+			im.rules = append(im.rules, raw)
 			if opts.Text != nil {
-				im.texts = append(im.texts, opts.Text(it.r))
+				im.texts = append(im.texts, opts.Text(r))
 			} else {
-				im.texts = append(im.texts, shortText(it.r))
+				im.texts = append(im.texts, ipf.FormatRule(r))
 			}
 		}
 	}
@@ -149,6 +140,15 @@ func Compile(rules []*ipf.Rule, opts CompileOptions) (*Image, error) {
 		im.buildIndex()
 	}
 	return im, nil
+}
+
+// groupDir is the direction of a group's first rule (groups hold the rules
+// of one direction in practice; each rule still checks its own).
+func groupDir(l *ruleset.List) ipf.Direction {
+	if len(l.Rules) > 0 && l.Rules[0].Out {
+		return ipf.DirOut
+	}
+	return ipf.DirIn
 }
 
 func hostIfindex(name string) (int, bool) {
@@ -534,31 +534,6 @@ func maskBytes(a [16]byte, n int) [16]byte {
 		}
 	}
 	return out
-}
-
-// shortText is the fallback rule text when no printer is given.
-func shortText(r *ipf.Rule) string {
-	s := r.Action.String() + " " + r.Dir.String()
-	if r.Quick {
-		s += " quick"
-	}
-	for i, on := range r.On {
-		if i == 0 {
-			s += " on " + on
-		} else {
-			s += "," + on
-		}
-	}
-	if r.HasProto {
-		s += " proto " + strconv.Itoa(int(r.Proto))
-	}
-	if r.Head != "" {
-		s += " head " + r.Head
-	}
-	if r.Group != "" {
-		s += " group " + r.Group
-	}
-	return s
 }
 
 func nativeWord(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }

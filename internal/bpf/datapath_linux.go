@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,9 +63,18 @@ const tick = 500 * time.Millisecond
 // fresh directory gets the defaults: filter enabled, default pass, IPFilter
 // timeouts. A verifier rejection is returned with its log (print with %+v).
 func Load(opts Options) (*Datapath, error) {
+	return load(opts, nil)
+}
+
+// load is Load with a hook that may change the spec first (tests use it to
+// make the verifier reject a program).
+func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 	spec, err := loadFilter()
 	if err != nil {
 		return nil, fmt.Errorf("loading filter spec: %w", err)
+	}
+	if mutate != nil {
+		mutate(spec)
 	}
 	d := &Datapath{dir: opts.PinDir}
 	var copts ebpf.CollectionOptions
@@ -75,8 +85,11 @@ func Load(opts Options) (*Datapath, error) {
 		if err := ensureBPFFS(d.dir); err != nil {
 			return nil, err
 		}
-		for _, m := range spec.Maps {
-			m.Pinning = ebpf.PinByName
+		for name, m := range spec.Maps {
+			// .rodata/.bss belong to one program load, not to the pins
+			if !strings.HasPrefix(name, ".") {
+				m.Pinning = ebpf.PinByName
+			}
 		}
 		copts.Maps.PinPath = d.dir
 	}

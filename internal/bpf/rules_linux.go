@@ -263,14 +263,18 @@ func (d *Datapath) Flush(which Which, s Set) (int, error) {
 	keep := &Image{}
 	removed := 0
 	for _, l := range im.lists {
-		drop := (l.dir == ipf.DirIn && which&FlushIn != 0) || (l.dir == ipf.DirOut && which&FlushOut != 0)
 		nl := imageList{start: len(keep.rules), dir: l.dir, acct: l.acct, name: l.name}
-		if drop {
-			removed += l.count
-		} else {
-			nl.count = l.count
-			keep.rules = append(keep.rules, im.rules[l.start:l.start+l.count]...)
-			keep.texts = append(keep.texts, im.texts[l.start:l.start+l.count]...)
+		for i := l.start; i < l.start+l.count; i++ {
+			r := im.rules[i]
+			out := r.Action&frOutQue != 0
+			if (out && which&FlushOut != 0) || (!out && which&FlushIn != 0) {
+				removed++
+				continue
+			}
+			nl.count++
+			r.RuleNo = uint32(nl.count)
+			keep.rules = append(keep.rules, r)
+			keep.texts = append(keep.texts, im.texts[i])
 		}
 		keep.lists = append(keep.lists, nl)
 	}

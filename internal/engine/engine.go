@@ -32,6 +32,10 @@ type Packet struct {
 	// LinkFlags are the link-layer flags given to Parse; Reparse reuses
 	// them.
 	LinkFlags packet.Flags
+	// NATTag is the tag of the inbound NAT rule that translated the
+	// packet; the NAT hook sets it. In rules with match-tag(nat=X) match
+	// only packets whose tag is X.
+	NATTag string
 
 	sp state.Packet
 	fk fragKeyT
@@ -224,6 +228,7 @@ func (e *Engine) Check(p *Packet) Result {
 	out := b2i(p.Out)
 	sc := scan{e: e, p: p, ruleNum: -1}
 	res := Result{RuleNum: -1}
+	p.NATTag = ""
 
 	if p.ParseErr != nil {
 		res.Pass = ruleset.FRBlock | ruleset.FRNoMatch
@@ -564,6 +569,9 @@ func (sc *scan) match(r *ruleset.Rule) bool {
 		return false
 	}
 	if r.Family != 0 && r.Family != fi.Version {
+		return false
+	}
+	if r.NATTag != "" && !p.Out && r.NATTag != p.NATTag {
 		return false
 	}
 	t := r.Tests

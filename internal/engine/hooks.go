@@ -14,8 +14,9 @@ import (
 // allocate for packets of an existing session.
 type NAT interface {
 	// In translates an inbound packet (rdr, bimap and existing sessions)
-	// before filtering. It returns false when translation failed; the
-	// engine then blocks the packet with FI_BADNAT.
+	// before filtering, and sets p.NATTag to the tag of the NAT rule
+	// used (for match-tag rules). It returns false when translation
+	// failed; the engine then blocks the packet with FI_BADNAT.
 	In(p *Packet) bool
 	// Out translates an outbound packet that passed the filter. tag is
 	// the nat tag of the matched rule's set-tag(nat=...), "" if none. It

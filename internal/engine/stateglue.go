@@ -29,6 +29,10 @@ func fillState(p *Packet) *state.Packet {
 		}
 	case packet.ProtoUDP:
 		sp.DataLen = fi.DLen - 8
+	case packet.ProtoICMP, packet.ProtoICMPv6:
+		if fi.HasICMP && fi.Off == 0 && fi.L4Off+8 <= len(p.Data) {
+			sp.ICMPSeq = binary.BigEndian.Uint16(p.Data[fi.L4Off+6:])
+		}
 	}
 	if fi.Version == 4 {
 		sp.MultiDst = fi.Flags&(packet.FlagMulticast|packet.FlagBroadcast|packet.FlagMBCast) != 0
@@ -94,6 +98,11 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 		emb.Src = netip.AddrFrom16([16]byte(ip[8:24]))
 		emb.Dst = netip.AddrFrom16([16]byte(ip[24:40]))
 		e.fillEmbL4(&emb, ip[40:])
+	}
+	if emb.Proto == packet.ProtoICMP && isICMPError4(emb.ICMPType) ||
+		emb.Proto == packet.ProtoICMPv6 && emb.ICMPType < 128 {
+		// An error about an error never matches state.
+		return nil, false
 	}
 	se, ok := e.States.LookupICMPError(&emb, p.Out)
 	if !ok {
@@ -191,3 +200,11 @@ func fragKeyOf(fi *packet.Info, ifname string) (k fragKeyT) {
 }
 
 type fragKeyT = frag.Key
+
+func isICMPError4(t uint8) bool {
+	switch t {
+	case 3, 4, 5, 11, 12:
+		return true
+	}
+	return false
+}

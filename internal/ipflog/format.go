@@ -126,11 +126,10 @@ func (p *Printer) AppendLine(dst []byte, r *Record) []byte {
 	dst = append(dst, ':')
 	dst = append2(dst, t.Second())
 	dst = append(dst, '.')
-	us := strconv.AppendInt(nil, int64(t.Nanosecond()/1000), 10)
-	for k := len(us); k < 6; k++ {
-		dst = append(dst, '0')
+	us := t.Nanosecond() / 1000
+	for d := 100000; d > 0; d /= 10 {
+		dst = append(dst, byte('0'+us/d%10))
 	}
-	dst = append(dst, us...)
 	dst = append(dst, ' ')
 	if r.Count > 1 {
 		dst = strconv.AppendUint(dst, uint64(r.Count), 10)
@@ -466,12 +465,14 @@ var unreachCodes = [...]string{
 }
 
 // appendICMPName is ipmon's icmpname: "name/code", with unreach codes by
-// name; unknown types and codes print as numbers.
+// name; an unknown type prints as "icmptype(N)", other codes as numbers.
 func appendICMPName(dst []byte, typ, code uint8) []byte {
 	if int(typ) < len(icmpNames) && icmpNames[typ] != "" {
 		dst = append(dst, icmpNames[typ]...)
 	} else {
+		dst = append(dst, "icmptype("...)
 		dst = strconv.AppendInt(dst, int64(typ), 10)
+		dst = append(dst, ')')
 	}
 	dst = append(dst, '/')
 	if typ == packet.ICMPv4Unreach && int(code) < len(unreachCodes) && unreachCodes[code] != "" {
@@ -482,8 +483,9 @@ func appendICMPName(dst []byte, typ, code uint8) []byte {
 
 var icmp6Names = map[uint8]string{
 	1: "unreach", 2: "toobig", 3: "timxceed", 4: "paramprob", 128: "echo", 129: "echoreply",
-	130: "mld_query", 131: "mld_report", 132: "mld_done", 133: "routersol",
-	134: "routeradvert", 135: "neighborsol", 136: "neighboradvert", 137: "redirect",
+	130: "groupmemberquery", 131: "groupmemberreport", 132: "groupmemberterm",
+	133: "routersolicit", 134: "routeradvert", 135: "neighborsolicit", 136: "neighboradvert",
+	137: "redirect", 138: "routerrenum", 139: "nodeinforequest", 140: "nodeinforeply",
 }
 
 var unreach6Codes = [...]string{
@@ -495,7 +497,9 @@ func appendICMP6Name(dst []byte, typ, code uint8) []byte {
 	if n, ok := icmp6Names[typ]; ok {
 		dst = append(dst, n...)
 	} else {
+		dst = append(dst, "icmpv6type("...)
 		dst = strconv.AppendInt(dst, int64(typ), 10)
+		dst = append(dst, ')')
 	}
 	dst = append(dst, '/')
 	if typ == packet.ICMPv6DstUnreach && int(code) < len(unreach6Codes) {

@@ -75,7 +75,7 @@ func TestAppendLengthsAndSuppression(t *testing.T) {
 	lg := ipflog.NewDefault()
 	p1 := udpPkt("0123456789")
 	lg.Append(entry(t, p1, ipflog.FRPass|ipflog.FRLog))
-	lg.Append(entry(t, p1, ipflog.FRPass|ipflog.FRLog))                   // merged
+	lg.Append(entry(t, p1, ipflog.FRPass|ipflog.FRLog))                  // merged
 	lg.Append(entry(t, p1, ipflog.FRPass|ipflog.FRLog|ipflog.FRLogBody)) // differs: body
 	lg.Append(entry(t, udpPkt("x"), ipflog.FRPass|ipflog.FRLog))
 	rs := records(t, lg)
@@ -224,4 +224,34 @@ func FuzzDecode(f *testing.F) {
 		p.Opts.Location = time.UTC
 		_ = p.Append(nil, &rec) // must not panic on any decodable record
 	})
+}
+
+func BenchmarkAppend(b *testing.B) {
+	lg := ipflog.New(ipflog.Config{Size: 1 << 22, Suppress: true})
+	pkt := udpPkt("0123456789abcdef")
+	in := new(packet.Info)
+	if err := in.Parse(pkt, packet.ParseOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	e := &ipflog.Entry{Iface: "nic0", Rule: 1, Flags: ipflog.FRPass | ipflog.FRLog, Level: ipflog.NoLevel, Info: in, Packet: pkt}
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Rule ^= 1
+		lg.Append(e)
+		if lg.Len() > 1<<21 {
+			lg.Flush()
+		}
+	}
+}
+
+func BenchmarkPrint(b *testing.B) {
+	r := ipflog.Record{Count: 1, Seq: 1, Iface: "nic0", Rule: 0, Flags: ipflog.FRPass, Time: time.Unix(0, 0),
+		Data: udpPkt("x"), HLen: 28, BodyLen: 1, Family: 4}
+	p := &ipflog.Printer{Opts: ipflog.FormatOptions{Location: time.UTC}}
+	var dst []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Opts.Verbose = false
+		dst = p.Append(dst[:0], &r)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -125,10 +126,9 @@ func (r *Record) EncodedLen() int {
 func (r *Record) AppendBinary(dst []byte) []byte {
 	size := r.EncodedLen()
 	start := len(dst)
-	for k := 0; k < size; k++ {
-		dst = append(dst, 0)
-	}
+	dst = slices.Grow(dst, size)[:start+size]
 	b := dst[start:]
+	clear(b)
 	le := binary.LittleEndian
 	le.PutUint32(b[0:], magic)
 	le.PutUint32(b[4:], uint32(size))

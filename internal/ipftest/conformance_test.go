@@ -17,7 +17,7 @@ import (
 
 type kitCase struct {
 	name, family, driver, mode, inFmt, outFmt string
-	options                             []string
+	options                                   []string
 }
 
 func loadManifest(t *testing.T) []kitCase {

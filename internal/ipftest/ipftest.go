@@ -18,12 +18,12 @@ import (
 
 	"sluice/internal/engine"
 	"sluice/internal/ipflog"
+	"sluice/internal/nat"
 	"sluice/internal/packet"
 	"sluice/internal/packet/ipftext"
-	"sluice/internal/nat"
 	"sluice/internal/pool"
-	"sluice/internal/rules/ipnat"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ipnat"
 	"sluice/internal/rules/ippool"
 	"sluice/internal/ruleset"
 	"sluice/internal/state"
@@ -71,7 +71,7 @@ type run struct {
 	anon      []*ippool.Table
 	anonPools *pool.Set
 	poolFiles []*ippool.File
-	ifAddrs  map[string]netip.Addr
+	ifAddrs   map[string]netip.Addr
 }
 
 // Main runs ipftest and returns its exit status.
@@ -371,18 +371,12 @@ func (r *run) dumpTables() {
 	for s := 0; s < 2; s++ {
 		fmt.Fprintf(w, "List of groups configured (set %d)\n", s)
 		set := r.eng.Sets().Get(s)
-		for _, name := range set.GroupOrder {
-			g := set.Groups[name]
-			if len(g.Rules) == 0 {
-				continue
-			}
-			flags := uint32(ruleset.FRInQue)
-			if g.Rules[0].Out {
-				flags = ruleset.FROutQue
-			}
-			fmt.Fprintf(w, "Dev.0. Group %s Ref %d Flags %#x\n", name, len(g.Rules)+r.groupRefs(set, name), flags)
-			for _, rule := range g.Rules {
-				r.printDumpRule(rule)
+		for _, gi := range r.groupList(set, s) {
+			fmt.Fprintf(w, "Dev.0. Group %s Ref %d Flags %#x\n", gi.name, gi.ref, gi.flags)
+			if g := set.Groups[gi.name]; g != nil {
+				for _, rule := range g.Rules {
+					r.printDumpRule(rule)
+				}
 			}
 		}
 	}
@@ -447,23 +441,77 @@ func (r *run) loadPools(name string) error {
 	return r.pools.Add(f, nil)
 }
 
-// groupRefs counts the group-map entries that name group g: each holds a
-// reference to the group, which the -D group listing includes.
-func (r *run) groupRefs(set *ruleset.Set, g string) int {
-	n := 0
-	for _, f := range r.poolFiles {
-		for _, t := range f.Tables {
-			if t.Type != ippool.GroupMap {
-				continue
-			}
-			for _, e := range t.Entries {
-				if e.Group == g {
-					n++
+type groupInfo struct {
+	name  string
+	ref   int
+	flags uint32
+}
+
+// groupList lists the filter groups of set in creation order, as
+// IPFilter's group table holds them: groups named by group-map entries
+// (created when the pools were loaded) first, then those of the rules.
+// A group's reference count has one reference per group-map entry, head
+// rule and member rule.
+func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
+	var out []groupInfo
+	pos := map[string]int{}
+	add := func(name string, flags uint32) *groupInfo {
+		i, ok := pos[name]
+		if !ok {
+			i = len(out)
+			pos[name] = i
+			out = append(out, groupInfo{name: name, flags: flags})
+		}
+		return &out[i]
+	}
+	if idx == 0 {
+		for _, f := range r.poolFiles {
+			for _, t := range f.Tables {
+				if t.Type != ippool.GroupMap || t.Role != ippool.RoleIPF {
+					continue
+				}
+				flags := uint32(ruleset.FRInQue)
+				if t.Out {
+					flags = ruleset.FROutQue
+				}
+				for _, e := range t.Entries {
+					if e.Group != "" {
+						add(e.Group, flags).ref++
+					}
 				}
 			}
 		}
 	}
-	return n
+	dirFlags := func(rl *ruleset.Rule) uint32 {
+		if rl.Out {
+			return ruleset.FROutQue
+		}
+		return ruleset.FRInQue
+	}
+	lists := []*ruleset.List{&set.In, &set.Out}
+	for _, name := range set.GroupOrder {
+		lists = append(lists, set.Groups[name])
+	}
+	for _, name := range set.GroupOrder {
+		g := set.Groups[name]
+		var flags uint32
+		if len(g.Rules) > 0 {
+			flags = dirFlags(g.Rules[0])
+		}
+		add(name, flags)
+	}
+	for _, l := range lists {
+		for _, rl := range l.Rules {
+			if rl.Head != "" {
+				gi := add(rl.Head, dirFlags(rl))
+				gi.ref++
+			}
+			if rl.Group != "" {
+				add(rl.Group, dirFlags(rl)).ref++
+			}
+		}
+	}
+	return out
 }
 
 // anonBase is the first number IPFilter gives anonymous tables.

@@ -56,6 +56,16 @@ type Config struct {
 	IfAddr func(ifname string, v6 bool) (netip.Addr, bool)
 	// Pools answers pool/N and hash/N operands and dstlist/NAME targets.
 	Pools *pool.Set
+	// Clock gives the time in IPFilter ticks (0.5 s; state.Clock
+	// satisfies it). nil: sessions never age (ipftest).
+	Clock Clock
+	// MaxSessions caps the session table (nat_table_max); 0 = 30000.
+	MaxSessions int
+}
+
+// Clock is the time source for session ageing.
+type Clock interface {
+	Ticks() uint32
 }
 
 // usablePorts and mapBlockMinPort are IPFilter's USABLE_PORTS and
@@ -114,6 +124,10 @@ type session struct {
 	pkts    [2]uint64
 	bytes   [2]uint64
 	seq     uint64
+
+	expire   uint32   // tick at which the session ends (with a Clock)
+	tcpSeen  [2]uint8 // TCP flags seen per direction (0 forward)
+	hasFrags bool     // the fragment table points at this session
 }
 
 // hostmap remembers which new address a (source, destination) pair got,
@@ -141,6 +155,7 @@ type NAT struct {
 	active   []*session
 	hostmaps []*hostmap
 	seq      uint64
+	lastAge  uint32
 }
 
 // New loads the rules of f. Rules are checked for things the engine
@@ -148,6 +163,9 @@ type NAT struct {
 func New(f *ipnat.File, cfg Config) (*NAT, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = IPFTestRandom()
+	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = 30000
 	}
 	n := &NAT{cfg: cfg, sessions: make(map[key]*session)}
 	if f != nil {

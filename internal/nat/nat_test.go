@@ -432,3 +432,92 @@ rewrite out on le0 proto tcp from any to 203.0.113.0/24 -> src 192.0.2.0/28,1000
 		n.Dump(&w)
 	})
 }
+
+// TestICMPErrorOutbound: an inside router reports an error about a reply
+// that NAT translated inbound; the error leaves with the embedded packet
+// shown as the outside host sent it and with the NAT source address.
+func TestICMPErrorOutbound(t *testing.T) {
+	n := mustNAT(t, "map le0 10.0.0.0/8 -> 198.51.100.1/32 portmap tcp/udp 20000:20010 sequential")
+	a := netip.MustParseAddr
+	if n.Out(build(6, a("10.1.2.1"), a("192.0.2.51"), 1526, 119, 0), "le0", "") != Translated {
+		t.Fatal("not translated")
+	}
+	wire := build(6, a("192.0.2.51"), a("198.51.100.1"), 119, 20000, 0)
+	inside := bytes.Clone(wire)
+	if n.In(inside, "le0") != Translated {
+		t.Fatal("reply not translated")
+	}
+	icmp := make([]byte, 20+8+28)
+	icmp[0] = 0x45
+	binary.BigEndian.PutUint16(icmp[2:], uint16(len(icmp)))
+	icmp[8], icmp[9] = 64, 1
+	copy(icmp[12:], a("10.9.9.9").AsSlice())
+	copy(icmp[16:], a("192.0.2.51").AsSlice())
+	icmp[20], icmp[21] = 3, 4
+	copy(icmp[28:], inside[:28])
+	fixL4(icmp)
+	if res := n.Out(icmp, "le0", ""); res != Translated {
+		t.Fatalf("got %v, want translated", res)
+	}
+	checksumsValid(t, icmp)
+	if got := netip.AddrFrom4([4]byte(icmp[12:16])); got != a("198.51.100.1") {
+		t.Errorf("outer source %v, want 198.51.100.1", got)
+	}
+	if !bytes.Equal(icmp[28:56], wire[:28]) {
+		t.Errorf("embedded header %x, want %x", icmp[28:56], wire[:28])
+	}
+}
+
+type fakeClock struct{ t uint32 }
+
+func (c *fakeClock) Ticks() uint32 { return c.t }
+
+func TestAgeing(t *testing.T) {
+	f, err := ipnat.Parse("t", "map le0 10.0.0.0/8 -> 198.51.100.1/32 portmap tcp/udp 20000:20010 sequential\nmap le0 10.0.0.0/8 -> 198.51.100.1/32 age 5/5\n", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{}
+	n, err := New(f, Config{Clock: clk, MaxSessions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddr
+	udp := build(17, a("10.1.1.1"), a("203.0.113.9"), 5353, 53, 0)
+	gre := build(47, a("10.1.1.1"), a("203.0.113.9"), 0, 0, 0)
+	syn := build(6, a("10.1.1.2"), a("203.0.113.9"), 1000, 80, 0)
+	syn[20+13] = packet.TCPFlagSyn
+	fixL4(syn)
+	for _, p := range [][]byte{udp, gre, syn} {
+		if n.Out(bytes.Clone(p), "le0", "") != Translated {
+			t.Fatal("not translated")
+		}
+	}
+	if _, s, h := n.Stats(); s != 3 || h != 3 {
+		t.Fatalf("got %d sessions %d hostmaps, want 3 and 3", s, h)
+	}
+	// The table is full: a fourth flow fails.
+	if res := n.Out(build(17, a("10.1.1.3"), a("203.0.113.9"), 1, 53, 0), "le0", ""); res != Failed {
+		t.Errorf("full table: got %v, want failed", res)
+	}
+	clk.t = 11 // the rule age 5/5 (10 ticks) has passed for GRE
+	if got := n.Expire(); got != 1 {
+		t.Errorf("expired %d at tick 11, want 1 (the age 5/5 session)", got)
+	}
+	clk.t = 481 // SYN-only TCP lasts tcp_timeout (480 ticks)
+	if got := n.Expire(); got != 1 {
+		t.Errorf("expired %d at tick 481, want 1 (TCP)", got)
+	}
+	clk.t = 1201 // UDP: DEF_NAT_AGE (1200 ticks)
+	if got := n.Expire(); got != 1 {
+		t.Errorf("expired %d at tick 1201, want 1 (UDP)", got)
+	}
+	if _, s, h := n.Stats(); s != 0 || h != 0 {
+		t.Errorf("got %d sessions %d hostmaps after expiry, want 0 and 0", s, h)
+	}
+	// A packet of an expired flow starts a new session.
+	p := bytes.Clone(udp)
+	if n.Out(p, "le0", "") != Translated {
+		t.Error("new session after expiry failed")
+	}
+}

@@ -130,13 +130,9 @@ func (n *NAT) Flush() int {
 	defer n.mu.Unlock()
 	c := len(n.active)
 	for _, s := range n.active {
-		if s.dstList != nil {
-			s.dstList.Release(s.dstIdx)
-		}
+		n.unlink(s)
 	}
 	n.active = nil
-	n.hostmaps = nil
-	n.sessions = make(map[key]*session)
 	return c
 }
 

@@ -90,6 +90,7 @@ func (n *NAT) noteFrag(v *view, s *session) {
 		n.frags = make(map[fragKey]*session)
 	}
 	n.frags[v.fragKey()] = s
+	s.hasFrags = true
 }
 
 // rotate moves a round-robin rule behind the other rules of its mask.
@@ -218,6 +219,12 @@ func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) b
 // false when a round-robin rule must stay where it is (IPFilter's
 // ipf_nat_newrdr "move").
 func (n *NAT) newSession(r *rule, v *view, ifname string, dir Direction) (*session, bool) {
+	if n.cfg.Clock != nil && n.cfg.Clock.Ticks() != n.lastAge {
+		n.expireLocked()
+	}
+	if len(n.active) >= n.cfg.MaxSessions {
+		return nil, false
+	}
 	s := &session{rule: r, dir: dir, proto: v.proto, flags: v.flags, v6: v.v6, ifname: ifname,
 		ifIn: ruleIf(r.inIf, ifname), ifOut: ruleIf(r.outIf, ifname),
 		osrc: v.src, odst: v.dst, nsrc: v.src, ndst: v.dst,
@@ -260,6 +267,7 @@ func (n *NAT) apply(s *session, v *view, dir Direction) {
 	}
 	s.pkts[w]++
 	s.bytes[w] += uint64(len(v.b))
+	n.touch(s, v, w)
 	if s.rule.MSSClamp != 0 && v.proto == 6 && v.l4 >= 0 {
 		v.clampMSS(uint16(s.rule.MSSClamp))
 	}
@@ -328,7 +336,7 @@ func (n *NAT) exists(k key) bool {
 
 // newMap allocates the new source for an outbound map, bimap or
 // map-block session (ipf_nat_newmap).
-func (n *NAT) newMap(r *rule, v *view, s *session) bool {
+func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 	v6 := r.v6
 	nsrc, nmask := r.newA.a, r.newA.m
 	if r.newA.kind == ipnat.AddrRange {
@@ -340,6 +348,11 @@ func (n *NAT) newMap(r *rule, v *view, s *session) bool {
 	var in a128
 	var port uint16
 	src := fromAddr(v.src)
+	defer func() {
+		if !ok && hm != nil {
+			n.hostmapDel(hm)
+		}
+	}()
 	for l := 0; ; l++ {
 		port = 0
 		in = r.snip

@@ -113,28 +113,28 @@ const (
 // Entry is one state table entry. Fields are exported for the dump
 // printers and for tests; they are guarded by the owning Table's mutex.
 type Entry struct {
-	V, Proto  uint8
-	Src, Dst  netip.Addr
-	SPort     uint16
-	DPort     uint16
-	ICMPType  uint8
-	ICMPID    uint16
-	ICMPSeq   uint16
-	Pass      uint32 // the creating rule's flags (FR_* bits)
-	Tag       uint32
-	IfNames   [4]string // in-fwd, in-rev, out-fwd, out-rev
-	TCPState  [2]uint8
-	TCP       [2]TCPSide
-	Pkts      [4]uint64 // index dir*2+out
-	Bytes     [4]uint64
-	Expire    uint32 // tick at which the entry dies
-	ICMPHead  string // icmp-head group
-	Cookie    any    // the creating rule, opaque to this package
-	flags     uint32
-	icmpErr   [4]uint64
+	V, Proto uint8
+	Src, Dst netip.Addr
+	SPort    uint16
+	DPort    uint16
+	ICMPType uint8
+	ICMPID   uint16
+	ICMPSeq  uint16
+	Pass     uint32 // the creating rule's flags (FR_* bits)
+	Tag      uint32
+	IfNames  [4]string // in-fwd, in-rev, out-fwd, out-rev
+	TCPState [2]uint8
+	TCP      [2]TCPSide
+	Pkts     [4]uint64 // index dir*2+out
+	Bytes    [4]uint64
+	Expire   uint32 // tick at which the entry dies
+	ICMPHead string // icmp-head group
+	Cookie   any    // the creating rule, opaque to this package
+	flags    uint32
+	icmpErr  [4]uint64
 	// RuleNum and Group locate the creating rule for log records.
-	RuleNum int
-	Group   string
+	RuleNum   int
+	Group     string
 	ageFwd    uint32
 	ageRev    uint32
 	ruleID    uint32

@@ -352,3 +352,15 @@ func TestWildcardDestination(t *testing.T) {
 		t.Errorf("out-rev slot: got %q, want nic0", e.IfNames[3])
 	}
 }
+
+func BenchmarkLookupEstablished(b *testing.B) {
+	c := &ManualClock{}
+	tb := New(DefaultConfig(), c)
+	tb.Add(tcpPkt(false, false, THSyn, 1, 0), 2, &Limits{})
+	tb.Lookup(tcpPkt(false, true, THSyn|THAck, 101, 2))
+	p := tcpPkt(false, false, THAck, 2, 102)
+	b.ReportAllocs()
+	for b.Loop() {
+		tb.Lookup(p)
+	}
+}

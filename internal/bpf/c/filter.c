@@ -218,6 +218,9 @@ struct work {
  * path; that keeps the verifier's work linear in the program's size. */
 #define GLOBAL __attribute__((noinline))
 
+/* skb->mark of a generated reply (return-rst / return-icmp) */
+#define REPLY_MARK 0x51c3e7f1
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -682,6 +685,9 @@ static __always_inline int rule_match(const struct rule *r, const struct pktinfo
 	__u32 m = r->match;
 
 	if (m & M_NEVER)
+		return 0;
+	/* a rule never matches a packet travelling the other way */
+	if (!(r->action & FR_OUTQUE) != !p->out)
 		return 0;
 	if ((m & M_IFACE) && p->ifindex != r->ifindex[0] && p->ifindex != r->ifindex[1])
 		return 0;
@@ -1660,11 +1666,15 @@ GLOBAL int sl_reply(struct __sk_buff *skb, __u32 rst, __u32 code)
 {
 	struct work *w = get_work();
 
+	int ret;
+
 	if (!w)
 		return -1;
-	if (rst)
-		return send_rst(skb, &w->p);
-	return send_icmp4(skb, &w->p, code);
+	ret = rst ? send_rst(skb, &w->p) : send_icmp4(skb, &w->p, code);
+	/* the reply leaves through our own egress hook: let it pass there */
+	if (ret >= 0)
+		skb->mark = REPLY_MARK;
+	return ret;
 }
 
 /* --------------------------------------------------------------- main */
@@ -1684,6 +1694,10 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	__u64 now;
 	int blocked, fam, hit = 0;
 
+	if (out && skb->mark == REPLY_MARK) {
+		skb->mark = 0;
+		return TC_ACT_UNSPEC;
+	}
 	if (!w || !cfg(CFG_ENABLED))
 		return TC_ACT_UNSPEC;
 	p = &w->p;

@@ -337,19 +337,22 @@ func Load(rs *engine.Ruleset, opts Options) (*Report, error) {
 		lpath := filepath.Join(dir, "links", name)
 		if l, err := link.LoadPinnedLink(lpath, nil); err == nil {
 			keep = append(keep, l) // the undo step may still need it
-			if old == nil {
-				return fmt.Errorf("adapter %s: pinned link without a pinned program", name)
+			if live(l, pr.port.ifindex) && old != nil {
+				if err := l.Update(objs.QosEgress); err != nil {
+					return fmt.Errorf("adapter %s: updating link: %w", name, err)
+				}
+				oldProg := old.prog
+				mine = append(mine, func() { _ = l.Update(oldProg) })
+				opts.logf("adapter %s: program replaced", name)
+				if opts.failAt != nil {
+					return opts.failAt(name)
+				}
+				return nil
 			}
-			if err := l.Update(objs.QosEgress); err != nil {
-				return fmt.Errorf("adapter %s: updating link: %w", name, err)
-			}
-			oldProg := old.prog
-			mine = append(mine, func() { _ = l.Update(oldProg) })
-			opts.logf("adapter %s: program replaced", name)
-			if opts.failAt != nil {
-				return opts.failAt(name)
-			}
-			return nil
+			// The device went away (or was recreated) since the last
+			// load, or the pin is an orphan: start over on this device.
+			opts.logf("adapter %s: dropping a stale link", name)
+			detachLink(lpath, opts.logf)
 		}
 		l, err := link.AttachTCX(link.TCXOptions{Interface: int(pr.port.ifindex), Program: objs.QosEgress, Attach: ebpf.AttachTCXEgress})
 		if err != nil {
@@ -429,6 +432,16 @@ func Load(rs *engine.Ruleset, opts Options) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// live reports whether a pinned TCX link is still attached to ifindex.
+func live(l link.Link, ifindex uint32) bool {
+	info, err := l.Info()
+	if err != nil {
+		return false
+	}
+	tcx := info.TCX()
+	return tcx != nil && tcx.Ifindex == ifindex
 }
 
 // vlanMap is the egress QoS map an adapter's policies need.
@@ -562,11 +575,10 @@ func GetState(dir string) (StateInfo, error) {
 			si.Missing = append(si.Missing, a.Name)
 			continue
 		}
-		if tcx := info.TCX(); tcx != nil {
-			if _, err := netlink.LinkByIndex(int(tcx.Ifindex)); err != nil {
-				si.Missing = append(si.Missing, a.Name)
-				continue
-			}
+		dev, err := netlink.LinkByName(a.Name)
+		if tcx := info.TCX(); err != nil || tcx == nil || tcx.Ifindex != uint32(dev.Attrs().Index) {
+			si.Missing = append(si.Missing, a.Name)
+			continue
 		}
 		si.Attached = append(si.Attached, a.Name)
 	}

@@ -761,3 +761,48 @@ adapter qa0 {
 	}
 
 }
+
+func TestPrivilegedStaleLinkAfterDeviceRecreated(t *testing.T) {
+	tp := newTopo(t)
+	mk := func() error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "qs0"}, PeerName: "qs1"}); err != nil {
+			return err
+		}
+		l, err := netlink.LinkByName("qs0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(l)
+	}
+	conf := "filter f {\n}\npolicy p {\n    uses f\n    dscp 1\n}\nadapter qs0 {\n    uses p\n}\n"
+	if err := inNS(tp.a, mk); err != nil {
+		t.Fatal(err)
+	}
+	tp.load(t, conf, Options{})
+	if err := inNS(tp.a, func() error {
+		l, err := netlink.LinkByName("qs0")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			return err
+		}
+		return mk()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var si StateInfo
+	if err := inNS(tp.a, func() (err error) { si, err = GetState(tp.pindir); return }); err != nil {
+		t.Fatal(err)
+	}
+	if si.State != Enabled || len(si.Missing) != 1 {
+		t.Errorf("after the device was recreated: state %v missing %v, want enabled-not-filtering, qs0 missing", si.State, si.Missing)
+	}
+	tp.load(t, conf, Options{}) // must replace the stale link, not fail on it
+	if err := inNS(tp.a, func() (err error) { si, err = GetState(tp.pindir); return }); err != nil {
+		t.Fatal(err)
+	}
+	if si.State != Filtering {
+		t.Errorf("after reloading: state %v (missing %v), want filtering", si.State, si.Missing)
+	}
+}

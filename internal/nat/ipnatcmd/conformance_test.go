@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,5 +76,31 @@ func TestConformanceIN(t *testing.T) {
 				t.Skip("known failure: " + msg)
 			}
 		})
+	}
+}
+
+// TestBinary builds cmd/ipnat and runs the kit's in_test command line
+// through it, as the reference runner does.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary")
+	}
+	kit := kitDir(t)
+	bin := filepath.Join(t.TempDir(), "ipnat")
+	build := exec.Command("go", "build", "-o", bin, "sluice/cmd/ipnat")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, name := range []string{"in1", "in2", "in1_6"} {
+		cmd := exec.Command(bin, "-Rnvf", "regress/"+name)
+		cmd.Dir = filepath.Join(kit, "in")
+		got, _ := cmd.Output()
+		want, err := os.ReadFile(filepath.Join(kit, "in", "expected", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: output differs:\n%s", name, got)
+		}
 	}
 }

@@ -307,19 +307,30 @@ func (t *TextReader) parseIPv6(w []string, buf []byte) (Record, error) {
 	protoName := ""
 	switch {
 	case strings.EqualFold(w[0], "tcp"):
-		nxt, plen, protoName = packet.ProtoTCP, 20, "tcp"
+		nxt = packet.ProtoTCP
 		w = w[1:]
 	case strings.EqualFold(w[0], "udp"):
-		nxt, plen, protoName = packet.ProtoUDP, 8, "udp"
+		nxt = packet.ProtoUDP
 		w = w[1:]
 	case strings.EqualFold(w[0], "icmpv6"):
-		nxt, plen = packet.ProtoICMPv6, 88
+		nxt = packet.ProtoICMPv6
 		w = w[1:]
 	case isDigit(w[0][0]) && !strings.Contains(w[0], ":"):
 		nxt = uint8(atoi(w[0]))
 		w = w[1:]
 	default:
 		nxt = packet.ProtoIPv6
+	}
+	// Unlike the IPv4 form, the payload length follows the protocol
+	// number however it was written ("58" builds an 88-byte ICMPv6
+	// payload, as n1_6 expects).
+	switch nxt {
+	case packet.ProtoTCP:
+		plen, protoName = 20, "tcp"
+	case packet.ProtoUDP:
+		plen, protoName = 8, "udp"
+	case packet.ProtoICMPv6:
+		plen = 88
 	}
 	if len(w) == 0 {
 		return rec, parseErr("missing source address")

@@ -86,7 +86,7 @@ func TestGetopt(t *testing.T) {
 }
 
 func TestLex(t *testing.T) {
-	toks := Lex("map le0 1.2.3.4/32 -> 1:2::3,80 # c\\\n port <= 5 \"q s\"\n", true)
+	toks := Lex("map le0 1.2.3.4/32 -> 1:2::3,80 \\\n port <= 5 \"q s\" # c\n", true)
 	var got []string
 	for _, tk := range toks {
 		got = append(got, tk.Text)

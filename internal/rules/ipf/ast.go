@@ -92,6 +92,17 @@ const (
 	FamilyInet6 Family = 6 // printed "inet6"
 )
 
+// String returns "inet", "inet6" or "" (no family).
+func (f Family) String() string {
+	switch f {
+	case FamilyInet:
+		return "inet"
+	case FamilyInet6:
+		return "inet6"
+	}
+	return ""
+}
+
 // Syslog facilities for `log level FAC.PRI`, numbered as BSD's
 // <syslog.h> (LOG_x >> 3), the platform the kit's expected files come from.
 const (
@@ -406,7 +417,7 @@ type Rule struct {
 	Collection uint32
 
 	Action   Action
-	Return   ReturnKind // block/auth only
+	Return   ReturnKind // block and auth (HP-UX also accepts it on pass)
 	ICMPCode uint8      // return-icmp code (0 = net-unr, the default)
 	Call     Call       // ActionCall only
 	Skip     uint32     // ActionSkip only: skip the next N rules

@@ -1798,14 +1798,17 @@ func (p *parser) groupName(what string) (string, *Error) {
 	if err != nil {
 		return "", err
 	}
+	// The grammar reads a numeric group as a number and keeps it as its
+	// decimal string: `group 0x10` is group "16". Cutting a long name can
+	// leave digits only, which then count as a number too.
 	s := w.text
-	if v, err := parseUint(s, 32); err == nil {
-		// The grammar reads a numeric group as a number and keeps it as
-		// its decimal string: `group 0x10` is group "16".
-		s = strconv.FormatUint(v, 10)
-	}
-	if len(s) > groupLen {
-		s = s[:groupLen]
+	for range 2 {
+		if v, err := parseUint(s, 32); err == nil {
+			s = strconv.FormatUint(v, 10)
+		}
+		if len(s) > groupLen {
+			s = s[:groupLen]
+		}
 	}
 	return s, nil
 }

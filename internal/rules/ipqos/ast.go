@@ -115,7 +115,7 @@ type Rate struct {
 // BitsPerSecond resolves the rate against a link of the given speed.
 func (r Rate) BitsPerSecond(link uint64) uint64 {
 	if r.Percent {
-		return link / 100 * r.Value
+		return link * r.Value / 100 // link speeds stay far below 2^57, so no overflow
 	}
 	return r.Value
 }

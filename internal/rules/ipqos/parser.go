@@ -677,7 +677,7 @@ func (pp *policyParser) attribute(attr token, args []token) {
 		}
 		r, ok := parseRate(args[0].text)
 		if !ok {
-			p.expected("rate (N%, N, Nk, NK, Nm or NM)", args[0])
+			p.expected("rate (N%, N, Nk or Nm)", args[0])
 			return
 		}
 		if key == "res" {
@@ -704,9 +704,8 @@ func (pp *policyParser) attribute(attr token, args []token) {
 	}
 }
 
-// parseRate reads N% or N with an optional k/m (10^3/10^6 bits per second)
-// or K/M (10^3/10^6 bytes per second) suffix. The byte/bit reading of the
-// case is Sluice's choice; HP's documents do not spell it out.
+// parseRate reads N% or N bits per second with an optional k/K (10^3) or
+// m/M (10^6) suffix; HP lists both cases, so both mean the same.
 func parseRate(s string) (Rate, bool) {
 	if strings.HasSuffix(s, "%") {
 		v, ok := parseUint(s[:len(s)-1], maxPercentage)
@@ -718,14 +717,10 @@ func parseRate(s string) (Rate, bool) {
 	mult := uint64(1)
 	if s != "" {
 		switch s[len(s)-1] {
-		case 'k':
+		case 'k', 'K':
 			mult = 1000
-		case 'K':
-			mult = 8000
-		case 'm':
+		case 'm', 'M':
 			mult = 1000000
-		case 'M':
-			mult = 8000000
 		}
 		if mult != 1 {
 			s = s[:len(s)-1]

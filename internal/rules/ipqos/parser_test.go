@@ -130,8 +130,8 @@ adapter eth0 {
 		t.Errorf("one-sided range hi: got %v, want %v", got, want)
 	}
 	p := c.Policy("p")
-	if got, want := p.Max, (Rate{Set: true, Value: 16000}); got != want {
-		t.Errorf("max 2K: got %+v, want %+v (K is kilobytes)", got, want)
+	if got, want := p.Max, (Rate{Set: true, Value: 2000}); got != want {
+		t.Errorf("max 2K: got %+v, want %+v", got, want)
 	}
 	if got, want := p.Res.BitsPerSecond(1e9), uint64(1e8); got != want {
 		t.Errorf("res 10%% of 1G: got %d, want %d", got, want)

@@ -1,0 +1,332 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/testutil"
+)
+
+// topo is two network namespaces joined by a veth pair: the client side
+// (a, 10.99.0.1, fd00:99::1) and the filtered host (b, 10.99.0.2,
+// fd00:99::2) whose veth end carries the filter.
+type topo struct {
+	a, b   netns.NsHandle
+	ifB    string
+	pinDir string
+}
+
+// inNS runs f on a thread switched into ns; sockets f creates belong to ns.
+func inNS(t testing.TB, ns netns.NsHandle, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		// the thread is left locked (and so discarded) if restoring fails
+		orig, err := netns.Get()
+		if err != nil {
+			t.Errorf("netns.Get: %v", err)
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			t.Errorf("netns.Set: %v", err)
+			return
+		}
+		f()
+		if err := netns.Set(orig); err == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	<-done
+}
+
+func newTopo(t *testing.T) *topo {
+	t.Helper()
+	testutil.RequireRoot(t)
+	tp := &topo{}
+	var err error
+	newNS := func() netns.NsHandle {
+		var h netns.NsHandle
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread()
+			orig, _ := netns.Get()
+			h, err = netns.New()
+			netns.Set(orig)
+			orig.Close()
+		}()
+		<-done
+		if err != nil {
+			t.Fatalf("creating netns: %v", err)
+		}
+		return h
+	}
+	tp.a, tp.b = newNS(), newNS()
+	t.Cleanup(func() { tp.a.Close(); tp.b.Close() })
+
+	suffix := fmt.Sprintf("%d", os.Getpid()%100000)
+	nameA, nameB := "slva"+suffix, "slvb"+suffix
+	tp.ifB = nameB
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: nameA}, PeerName: nameB}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatalf("adding veth: %v", err)
+	}
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(nameA); err == nil {
+			netlink.LinkDel(l)
+		}
+	})
+	for _, x := range []struct {
+		name string
+		ns   netns.NsHandle
+		v4   string
+		v6   string
+	}{{nameA, tp.a, "10.99.0.1/24", "fd00:99::1/64"}, {nameB, tp.b, "10.99.0.2/24", "fd00:99::2/64"}} {
+		l, err := netlink.LinkByName(x.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetNsFd(l, int(x.ns)); err != nil {
+			t.Fatalf("moving %s: %v", x.name, err)
+		}
+		h, err := netlink.NewHandleAt(x.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err = h.LinkByName(x.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range []string{x.v4, x.v6} {
+			addr, _ := netlink.ParseAddr(a)
+			addr.Flags = unix.IFA_F_NODAD
+			if err := h.AddrAdd(l, addr); err != nil {
+				t.Fatalf("address %s: %v", a, err)
+			}
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			t.Fatal(err)
+		}
+		if lo, err := h.LinkByName("lo"); err == nil {
+			h.LinkSetUp(lo)
+		}
+		h.Close()
+	}
+	// a private bpffs so the test never touches the host's pins
+	mnt := t.TempDir()
+	if err := unix.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
+		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	tp.pinDir = filepath.Join(mnt, "sluice")
+	return tp
+}
+
+// listen starts a TCP echo-once server in ns on addr.
+func listenTCP(t *testing.T, ns netns.NsHandle, addr string) {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	inNS(t, ns, func() { ln, err = net.Listen("tcp", addr) })
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(3 * time.Second))
+				b := make([]byte, 16)
+				n, _ := c.Read(b)
+				c.Write(b[:n])
+			}()
+		}
+	}()
+}
+
+// tcpWorks dials addr from ns and reports whether a byte round-trips.
+func tcpWorks(t *testing.T, ns netns.NsHandle, addr string) bool {
+	t.Helper()
+	var c net.Conn
+	var err error
+	inNS(t, ns, func() { c, err = net.DialTimeout("tcp", addr, 700*time.Millisecond) })
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("x")); err != nil {
+		return false
+	}
+	b := make([]byte, 1)
+	_, err = io.ReadFull(c, b)
+	return err == nil && b[0] == 'x'
+}
+
+// udpWorks sends a datagram from ns to addr, where a responder in peerNS
+// echoes it, and reports whether the echo came back.
+func udpWorks(t *testing.T, ns, peerNS netns.NsHandle, addr string) bool {
+	t.Helper()
+	var srv net.PacketConn
+	var err error
+	inNS(t, peerNS, func() { srv, err = net.ListenPacket("udp", addr) })
+	if err != nil {
+		t.Fatalf("udp listen: %v", err)
+	}
+	defer srv.Close()
+	go func() {
+		b := make([]byte, 64)
+		srv.SetDeadline(time.Now().Add(2 * time.Second))
+		n, from, err := srv.ReadFrom(b)
+		if err == nil {
+			srv.WriteTo(b[:n], from)
+		}
+	}()
+	var c net.Conn
+	inNS(t, ns, func() { c, err = net.Dial("udp", addr) })
+	if err != nil {
+		t.Fatalf("udp dial: %v", err)
+	}
+	defer c.Close()
+	c.Write([]byte("ping"))
+	c.SetReadDeadline(time.Now().Add(700 * time.Millisecond))
+	b := make([]byte, 8)
+	n, err := c.Read(b)
+	return err == nil && string(b[:n]) == "ping"
+}
+
+const liveRules = `
+block in all
+block out all
+pass in quick proto ipv6-icmp all
+pass out quick proto ipv6-icmp all
+pass in quick proto tcp from any to any port = 8080 flags S/SA keep state
+pass out quick proto tcp from any to any port = 9090 flags S/SA keep state
+pass out quick proto udp from any to any port = 5353 keep state
+block return-rst in quick proto tcp from any to any port = 8082
+`
+
+func TestPrivilegedLiveFilter(t *testing.T) {
+	tp := newTopo(t)
+	var d *Datapath
+	var err error
+	inNS(t, tp.b, func() {
+		d, err = Load(Options{PinDir: tp.pinDir})
+		if err == nil {
+			err = d.Attach([]string{tp.ifB})
+		}
+	})
+	if err != nil {
+		t.Fatalf("load/attach: %+v", err)
+	}
+	t.Cleanup(func() { d.Remove() })
+	var im *Image
+	inNS(t, tp.b, func() { im = compileText(t, liveRules) })
+	if err := d.LoadRules(im, Active); err != nil {
+		t.Fatal(err)
+	}
+
+	listenTCP(t, tp.b, "10.99.0.2:8080")
+	listenTCP(t, tp.b, "[fd00:99::2]:8080")
+	listenTCP(t, tp.b, "10.99.0.2:8081")
+	listenTCP(t, tp.b, "10.99.0.2:9090")
+	listenTCP(t, tp.a, "10.99.0.1:9090")
+
+	check := func(name string, got, want bool) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: got works=%v, want %v", name, got, want)
+		}
+	}
+	check("tcp a->b:8080 (pass in, keep state)", tcpWorks(t, tp.a, "10.99.0.2:8080"), true)
+	check("tcp6 a->b:8080 (pass in, keep state)", tcpWorks(t, tp.a, "[fd00:99::2]:8080"), true)
+	check("tcp a->b:8081 (blocked)", tcpWorks(t, tp.a, "10.99.0.2:8081"), false)
+	check("tcp b->a:9090 (pass out, keep state lets replies in)", tcpWorks(t, tp.b, "10.99.0.1:9090"), true)
+	check("tcp a->b:9090 (unsolicited SYN)", tcpWorks(t, tp.a, "10.99.0.2:9090"), false)
+	check("udp b->a:5353 (keep state lets the reply in)", udpWorks(t, tp.b, tp.a, "10.99.0.1:5353"), true)
+	check("udp a->b:5354 (blocked)", udpWorks(t, tp.a, tp.b, "10.99.0.2:5354"), false)
+
+	// return-rst: the client gets a reset at once instead of a timeout
+	var derr error
+	start := time.Now()
+	inNS(t, tp.a, func() {
+		var c net.Conn
+		c, derr = net.DialTimeout("tcp", "10.99.0.2:8082", 2*time.Second)
+		if c != nil {
+			c.Close()
+		}
+	})
+	if !errors.Is(derr, unix.ECONNREFUSED) || time.Since(start) > time.Second {
+		t.Errorf("return-rst: got %v after %v, want connection refused at once", derr, time.Since(start))
+	}
+
+	st, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.In.Block == 0 || st.In.Pass == 0 || st.StateAdded[0] == 0 || st.RSTSent == 0 {
+		t.Errorf("stats: got in pass %d block %d, tcp states %d, rsts %d; want all > 0", st.In.Pass, st.In.Block, st.StateAdded[0], st.RSTSent)
+	}
+
+	// another process's view: the pins alone
+	d2, err := OpenPinned(tp.pinDir)
+	if err != nil {
+		t.Fatalf("OpenPinned: %+v", err)
+	}
+	rules, err := d2.Rules(Active)
+	d2.Close()
+	if err != nil || len(rules) != 8 {
+		t.Errorf("Rules via pins: got %d rules, %v; want 8", len(rules), err)
+	}
+
+	// a failed load (verifier rejection) leaves the running rules in force
+	_, err = load(Options{PinDir: tp.pinDir}, func(spec *ebpf.CollectionSpec) {
+		spec.Programs["sluice_ingress"].Instructions = asm.Instructions{
+			asm.Mov.Reg(asm.R0, asm.R5), // R5 is not initialised
+			asm.Return(),
+		}
+	})
+	var ve *ebpf.VerifierError
+	if !errors.As(err, &ve) {
+		t.Fatalf("broken program: got %v, want a verifier error", err)
+	}
+	if s := fmt.Sprintf("%+v", err); len(s) <= len(err.Error()) {
+		t.Errorf("%%+v does not add the verifier log: %q", s)
+	}
+	// an oversized rule set is refused before anything is written
+	if err := d.LoadRules(&Image{rules: make([]rawRule, MaxRules+1)}, Active); err == nil {
+		t.Error("oversized image: got nil error")
+	}
+	check("after failed loads: tcp a->b:8081 still blocked", tcpWorks(t, tp.a, "10.99.0.2:8081"), false)
+	check("after failed loads: tcp a->b:8080 still passes", tcpWorks(t, tp.a, "10.99.0.2:8080"), true)
+
+	// Remove detaches and deletes every pin
+	if err := d.Remove(); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if _, err := os.Stat(tp.pinDir); !os.IsNotExist(err) {
+		t.Errorf("pin dir after Remove: %v", err)
+	}
+	check("after Remove: tcp a->b:8081 unfiltered", tcpWorks(t, tp.a, "10.99.0.2:8081"), true)
+}
