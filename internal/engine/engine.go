@@ -327,7 +327,9 @@ func (e *Engine) Check(p *Packet) Result {
 			sc.reason = ReasonPPSRate
 		}
 	}
-	if pass&ruleset.FRKeepState != 0 && fi.Flags&(packet.FlagState|packet.FlagBadNAT) == 0 {
+	if pass&ruleset.FRKeepState != 0 && fi.Flags&(packet.FlagState|packet.FlagBadNAT) == 0 &&
+		pass&ruleset.FRCmdMask != ruleset.FRAuth {
+		// An auth packet is queued, not passed: it creates no state.
 		if se, ok := e.stateAdd(&sc, pass); ok {
 			res.State = se
 		} else if isPass(pass) {

@@ -83,7 +83,7 @@ func (s *session) String() string {
 		}
 	}
 	switch {
-	case s.rule.Type.IsRewrite():
+	case s.rule.Type == ipnat.RewriteIn || s.rule.Type == ipnat.RewriteOut:
 		b.WriteString(activeAddr(s.osrc, true))
 		port(s.osport)
 		b.WriteString(" " + activeAddr(s.odst, true))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,5 +78,31 @@ func TestConformanceIP(t *testing.T) {
 				t.Skip("known failure: " + msg)
 			}
 		})
+	}
+}
+
+// TestBinary builds cmd/ippool and runs the kit's ip_test command line
+// through it, as the reference runner does.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary")
+	}
+	kit := kitDir(t)
+	bin := filepath.Join(t.TempDir(), "ippool")
+	build := exec.Command("go", "build", "-o", bin, "sluice/cmd/ippool")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, name := range []string{"ip1", "ip3"} {
+		cmd := exec.Command(bin, "-f", "regress/"+name, "-nRv")
+		cmd.Dir = filepath.Join(kit, "ip")
+		got, _ := cmd.Output()
+		want, err := os.ReadFile(filepath.Join(kit, "ip", "expected", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: output differs:\n%s", name, got)
+		}
 	}
 }
