@@ -1,6 +1,8 @@
 // Command ipmon prints the records of the ipf packet log, as IPFilter's
-// ipmon does. It reads a log file written by "ipftest -l FILE" (-f FILE);
-// reading the live log device is not available yet.
+// ipmon does. It reads log files of ipflog records: the packet log (-f
+// FILE, as written by "ipftest -l FILE"), the NAT log (-N FILE) and the
+// state log (-S FILE); -t keeps reading as they grow. Reading the live
+// kernel log devices is not available yet.
 //
 //	ipmon [-abBDFhnpstvxX] [-N dev] [-S dev] [-f dev] [-L fac] [-o NSI] [-O NSI] [-P pidfile] [-C conf] [outfile]
 package main
@@ -234,50 +236,86 @@ func run(args []string, stdout, stderr io.Writer) int {
 		bin = f
 	}
 
-	if !c.logs['I'] {
-		// NAT and state log records are not produced yet; nothing to read.
-		return 0
+	type source struct {
+		path string
+		f    *os.File
+		rd   *ipflog.Reader
+		done bool
 	}
-	f, err := os.Open(c.ipfFile)
-	if err != nil {
-		fmt.Fprintf(stderr, "ipmon: %v\n", err)
-		return 1
-	}
-	defer f.Close()
-	p := &ipflog.Printer{Opts: c.fmt}
-	rd := ipflog.NewReader(f)
-	var line []byte
-	for {
-		r, err := rd.Next()
-		if err == io.EOF && c.tail {
-			out.Flush()
-			time.Sleep(200 * time.Millisecond)
+	var srcs []*source
+	for _, d := range []struct {
+		letter byte
+		path   string
+	}{{'I', c.ipfFile}, {'N', c.natFile}, {'S', c.stateFile}} {
+		if !c.logs[d.letter] {
 			continue
 		}
-		if err == io.EOF {
-			return 0
-		}
+		f, err := os.Open(d.path)
 		if err != nil {
-			out.Flush()
-			fmt.Fprintf(stderr, "ipmon: %s: %v\n", c.ipfFile, err)
-			return 1
-		}
-		if bin != nil {
-			if _, err := bin.Write(r.AppendBinary(nil)); err != nil {
-				fmt.Fprintf(stderr, "ipmon: -B: %v\n", err)
-				return 1
-			}
-		}
-		line = p.Append(line[:0], &r)
-		if sl != nil {
-			if err := sl.Log(ipflog.Level(&r), string(line)); err != nil {
-				fmt.Fprintf(stderr, "ipmon: syslog: %v\n", err)
-			}
-			continue
-		}
-		if _, err := out.Write(line); err != nil {
 			fmt.Fprintf(stderr, "ipmon: %v\n", err)
 			return 1
+		}
+		defer f.Close()
+		srcs = append(srcs, &source{path: d.path, f: f, rd: ipflog.NewReader(f)})
+	}
+	p := &ipflog.Printer{Opts: c.fmt}
+	var line []byte
+	for {
+		active := false
+		for _, src := range srcs {
+			if src.done {
+				continue
+			}
+			active = true
+			for {
+				pos, _ := src.f.Seek(0, io.SeekCurrent)
+				r, err := src.rd.Next()
+				if err == io.EOF || (c.tail && err == io.ErrUnexpectedEOF) {
+					if c.tail {
+						// Come back to the start of the partial record later.
+						if _, err := src.f.Seek(pos, io.SeekStart); err != nil {
+							fmt.Fprintf(stderr, "ipmon: %s: %v\n", src.path, err)
+							return 1
+						}
+					} else {
+						src.done = true
+					}
+					break
+				}
+				if err != nil {
+					out.Flush()
+					fmt.Fprintf(stderr, "ipmon: %s: %v\n", src.path, err)
+					return 1
+				}
+				if bin != nil {
+					if _, err := bin.Write(r.AppendBinary(nil)); err != nil {
+						fmt.Fprintf(stderr, "ipmon: -B: %v\n", err)
+						return 1
+					}
+				}
+				line = p.Append(line[:0], &r)
+				if sl != nil {
+					lvl := 6 // NAT and state records are logged at INFO
+					if r.Type == ipflog.TypeIPF {
+						lvl = ipflog.Level(&r)
+					}
+					if err := sl.Log(lvl, string(line)); err != nil {
+						fmt.Fprintf(stderr, "ipmon: syslog: %v\n", err)
+					}
+					continue
+				}
+				if _, err := out.Write(line); err != nil {
+					fmt.Fprintf(stderr, "ipmon: %v\n", err)
+					return 1
+				}
+			}
+		}
+		if !active {
+			return 0
+		}
+		if c.tail {
+			out.Flush()
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,5 +121,38 @@ func TestRunErrors(t *testing.T) {
 	}
 	if rc := run([]string{"-Z"}, &out, &errb); rc == 0 {
 		t.Error("unknown option: exit 0")
+	}
+}
+
+func TestRunNATAndStateLogs(t *testing.T) {
+	dir := t.TempDir()
+	natf, statef := filepath.Join(dir, "nat"), filepath.Join(dir, "state")
+	nl, sl := ipflog.New(ipflog.Config{}), ipflog.New(ipflog.Config{})
+	a := netip.MustParseAddr
+	nl.AppendNAT(time.Unix(0, 0), &ipflog.NATLog{Action: ipflog.NATNew, Kind: ipflog.NATRdr, Proto: 6,
+		OSrc: a("1.1.1.1"), OSrcPort: 80, NSrc: a("10.0.0.1"), NSrcPort: 8080, ODst: a("2.2.2.2"), ODstPort: 1025})
+	sl.AppendState(time.Unix(0, 0), &ipflog.StateLog{Event: ipflog.StateNew, Proto: 17, Src: a("1.1.1.1"),
+		Dst: a("2.2.2.2"), SrcPort: 53, DstPort: 53})
+	for path, lg := range map[string]*ipflog.Log{natf: nl, statef: sl} {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lg.WriteTo(f); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	t.Setenv("TZ", "GMT")
+	var out, errb bytes.Buffer
+	if rc := run([]string{"-N", natf, "-S", statef, "-P", "/dev/null"}, &out, &errb); rc != 0 {
+		t.Fatalf("exit %d: %s", rc, errb.String())
+	}
+	want := "missed 1 NAT log entries: 0 1\n" +
+		"01/01/1970 00:00:00.000000 @1 NAT:NEW-RDR 1.1.1.1,80 <- -> 10.0.0.1,8080 [2.2.2.2,1025] tcp\n" +
+		"missed 1 state log entries: 0 1\n" +
+		"01/01/1970 00:00:00.000000 STATE:NEW 1.1.1.1,53 -> 2.2.2.2,53 PR udp\n"
+	if out.String() != want {
+		t.Errorf("\n got %q\nwant %q", out.String(), want)
 	}
 }

@@ -103,21 +103,32 @@ func Run(ctx context.Context, o Options) (path string, err error) {
 		GoVersion: runtime.Version(), Mode: o.Mode, Topology: describeTopo(o.Topo),
 		Notes: notes(gen.Name(), o.Topo),
 	}
-	r := &run.Runner{Plan: o.Plan, Gen: gen, SUT: tb.Host(topo.SUT), Out: w, Header: hdr, OnProgress: o.OnProgress}
+	plan := o.Plan
+	if tb.Remote() {
+		// The remote machine only runs netserver.
+		plan.Tests = run.FromSUT(plan.Tests)
+	}
+	r := &run.Runner{Plan: plan, Gen: gen, SUT: tb.Host(topo.SUT), Out: w, Header: hdr, OnProgress: o.OnProgress}
 	return path, r.Execute(ctx)
 }
 
 func notes(gen string, o topo.Options) []string {
-	n := []string{
-		"The netperf client runs on the system under test (SUT), where the configurations are applied; netserver runs on the peer. " +
-			"TCP_STREAM therefore sends SUT → peer (outbound from the SUT) and TCP_MAERTS peer → SUT (inbound).",
-	}
+	var n []string
 	if o.Remote == "" {
-		n = append(n, "Both hosts are namespaces of one machine joined by a veth pair: local and remote CPU utilisation are the same system-wide figure, "+
-			"and service demand counts the CPU of both ends.")
+		n = append(n,
+			"Roles as in the white papers: the configurations are applied to the system under test (SUT). "+
+				"In the IPFilter set the netperf client runs on the peer and netserver on the SUT: TCP_STREAM sends data in to the SUT (inbound), "+
+				"TCP_MAERTS makes the SUT send it out (outbound), TCP_RR and TCP_CRR bring their connections in to the SUT. "+
+				"The IPQoS sweep marks what the SUT sends, so there the client runs on the SUT and TCP_STREAM sends out to the peer.",
+			"Both hosts are namespaces of one machine joined by a veth pair: the SUT's and the peer's CPU utilisation are the same system-wide figure, "+
+				"and service demand counts the CPU of both ends.")
+	} else {
+		n = append(n,
+			"The peer is a remote machine that only runs netserver, so every netperf client runs on the system under test (SUT), where the configurations are applied: "+
+				"inbound streams are TCP_MAERTS, outbound ones TCP_STREAM, and TCP_RR and TCP_CRR open their connections from the SUT (outbound), unlike the papers.")
 	}
-	if strings.HasPrefix(gen, "builtin") {
-		n = append(n, "Traffic came from Sluice's built-in stand-in generator, not from the netperf library: figures follow netperf's units and method but are not netperf runs.")
+	if gen != "netperf" {
+		n = append(n, "Traffic came from "+gen+", not from the netperf library.")
 	}
 	return n
 }

@@ -82,7 +82,7 @@ func TestPrivilegedBenchEndToEnd(t *testing.T) {
 	out := t.TempDir()
 	path, err := Run(context.Background(), Options{
 		Mode: "test", OutDir: out,
-		Plan:   run.Plan{Configs: cs, Tests: selectTests(t, "TCP_STREAM 64K,TCP_RR 1/1,TCP_STREAM m=512"), Reps: 1, Duration: time.Second},
+		Plan:   run.Plan{Configs: cs, Tests: selectTests(t, "TCP_STREAM 64K inbound,TCP_RR 1/1 inbound,TCP_STREAM m=512 outbound"), Reps: 1, Duration: time.Second},
 		Topo:   topo.Options{Prefix: "slbe2e"},
 		NewGen: NetperfGenerator(0),
 		OnStart: func(tb *topo.Topo) {
@@ -151,7 +151,7 @@ func TestPrivilegedBenchCancel(t *testing.T) {
 	start := time.Now()
 	path, err := Run(ctx, Options{
 		Mode: "test", OutDir: t.TempDir(),
-		Plan:   run.Plan{Configs: cs, Tests: selectTests(t, "TCP_STREAM 64K"), Reps: 3, Duration: time.Second},
+		Plan:   run.Plan{Configs: cs, Tests: selectTests(t, "TCP_STREAM 64K inbound"), Reps: 3, Duration: time.Second},
 		Topo:   topo.Options{Prefix: "slbcan"},
 		NewGen: NetperfGenerator(0),
 		OnStart: func(tb *topo.Topo) {
@@ -205,11 +205,11 @@ func TestPrivilegedBenchRemote(t *testing.T) {
 	var remote bool
 	path, err := Run(context.Background(), Options{
 		Mode: "test", OutDir: t.TempDir(),
-		Plan: run.Plan{Configs: cs, Tests: selectTests(t, "TCP_RR 1/1"), Reps: 1, Duration: time.Second},
+		Plan: run.Plan{Configs: cs, Tests: selectTests(t, "TCP_RR 1/1,TCP_STREAM 8K"), Reps: 1, Duration: time.Second},
 		Topo: topo.Options{Prefix: "slbrem", Remote: "127.0.0.1"},
 		NewGen: func(tb *topo.Topo) (run.Generator, func() error, error) {
 			remote = tb.Remote() && len(tb.NetNSNames()) == 0
-			return &run.Netperf{Host: tb.Host(topo.Peer).Addr.String(), Port: port}, func() error { return nil }, nil
+			return NetperfGenerator(port)(tb)
 		},
 	})
 	if err != nil {
@@ -222,8 +222,19 @@ func TestPrivilegedBenchRemote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(set.Reps) != 1 || set.Reps[0].TransPerSec <= 0 || set.Reps[0].Error != "" || set.Run.Runner != "netperf" {
-		t.Errorf("reps %+v runner %q", set.Reps, set.Run.Runner)
+	if len(set.Reps) != 2 || set.Run.Runner != "netperf" {
+		t.Fatalf("reps %+v runner %q", set.Reps, set.Run.Runner)
+	}
+	// The remote peer runs no client: the inbound stream became a
+	// TCP_MAERTS from the SUT, the RR test an outbound one.
+	want := []string{"TCP_RR 1/1 outbound", "TCP_MAERTS 8K inbound"}
+	for i, r := range set.Reps {
+		if r.Test != want[i] || r.Error != "" || r.ThroughputMbps+r.TransPerSec <= 0 {
+			t.Errorf("rep %d: %+v, want a measurement of %s", i, r, want[i])
+		}
+		if tc := set.Run.Tests[i]; tc.ID != want[i] || tc.ClientHost() != result.SUT {
+			t.Errorf("header test %d: %+v", i, tc)
+		}
 	}
 	if !strings.Contains(set.Run.Topology, "remote peer 127.0.0.1") {
 		t.Errorf("topology %q", set.Run.Topology)

@@ -32,11 +32,11 @@ func TestDescribeAndNotes(t *testing.T) {
 	if d := describeTopo(topo.Options{Remote: "192.0.2.7"}); !strings.Contains(d, "remote peer 192.0.2.7") {
 		t.Errorf("remote: %q", d)
 	}
-	if n := notes("builtin (stand-in for netperf)", topo.Options{}); len(n) != 3 {
-		t.Errorf("builtin, local: %d notes, want 3 (direction, shared CPU, stand-in)", len(n))
+	if n := notes("fake", topo.Options{}); len(n) != 3 || !strings.Contains(n[0], "client runs on the peer and netserver on the SUT") {
+		t.Errorf("fake, local: %q, want 3 notes (roles, shared CPU, not netperf)", n)
 	}
-	if n := notes("netperf", topo.Options{Remote: "x"}); len(n) != 1 {
-		t.Errorf("netperf, remote: %d notes, want 1", len(n))
+	if n := notes("netperf", topo.Options{Remote: "x"}); len(n) != 1 || !strings.Contains(n[0], "every netperf client runs on the system under test") {
+		t.Errorf("netperf, remote: %q, want 1 note (roles)", n)
 	}
 }
 

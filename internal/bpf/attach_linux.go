@@ -27,13 +27,16 @@ func (d *Datapath) Attach(names []string) error {
 	if d.dir == "" {
 		return errors.New("attach: datapath is not pinned")
 	}
+	if d.objs.SluiceIngress == nil {
+		return errNoPrograms
+	}
 	ifcs, err := pickInterfaces(names)
 	if err != nil {
 		return err
 	}
 	for _, ifc := range ifcs {
 		l2 := uint32(14)
-		if ifc.HardwareAddr == nil || len(ifc.HardwareAddr) == 0 {
+		if len(ifc.HardwareAddr) == 0 {
 			l2 = 0 // L3 device (tun, wireguard): no link-layer header
 		}
 		if err := d.objs.Ifaces.Put(uint32(ifc.Index), l2); err != nil {

@@ -283,7 +283,8 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 	}
 	if r.HasFlags {
 		raw.Match |= mFlags
-		raw.Tcpf, raw.TcpfMask = r.Flags&r.FlagsMask, r.FlagsMask
+		// not ANDed: IPFilter's `flags S/APU` can never match (S is outside the mask)
+		raw.Tcpf, raw.TcpfMask = r.Flags, r.FlagsMask
 	}
 	if r.HasICMPType {
 		raw.Match |= mICMP

@@ -17,6 +17,8 @@ import (
 // that ipf, ipfstat and ipmon work on it without a daemon.
 const DefaultPinDir = "/sys/fs/bpf/sluice"
 
+var errNoPrograms = errors.New("datapath opened from pins without programs: use Load")
+
 // ErrNotLoaded is returned by OpenPinned when nothing is pinned there.
 var ErrNotLoaded = errors.New("filter datapath not loaded")
 
@@ -113,7 +115,9 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 	return d, nil
 }
 
-// OpenPinned opens a datapath another process loaded into dir.
+// OpenPinned opens the maps of a datapath another process loaded into
+// dir, without loading the programs (no verifier run): enough for rules,
+// counters, state and logs. Attach and Run need a Datapath from Load.
 func OpenPinned(dir string) (*Datapath, error) {
 	if dir == "" {
 		dir = DefaultPinDir
@@ -121,7 +125,20 @@ func OpenPinned(dir string) (*Datapath, error) {
 	if _, err := os.Stat(filepath.Join(dir, "config")); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, ErrNotLoaded)
 	}
-	return Load(Options{PinDir: dir})
+	spec, err := loadFilter()
+	if err != nil {
+		return nil, fmt.Errorf("loading filter spec: %w", err)
+	}
+	for name, m := range spec.Maps {
+		if !strings.HasPrefix(name, ".") {
+			m.Pinning = ebpf.PinByName
+		}
+	}
+	d := &Datapath{dir: dir}
+	if err := spec.LoadAndAssign(&d.objs.filterMaps, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
+		return nil, fmt.Errorf("opening pinned maps in %s: %w", dir, err)
+	}
+	return d, nil
 }
 
 // Dir returns the pin directory ("" when not pinned).
@@ -325,4 +342,60 @@ func (e *verifierError) Format(f fmt.State, verb rune) {
 		return
 	}
 	fmt.Fprint(f, e.Error())
+}
+
+// StateMax returns state_max.
+func (d *Datapath) StateMax() uint64 { return d.cfg(cfgStateMax) }
+
+// Verdict is what the program did with a frame given to Run.
+type Verdict int
+
+// The verdicts of Run.
+const (
+	VerdictPass  Verdict = iota // TC_ACT_UNSPEC: passed on
+	VerdictBlock                // TC_ACT_SHOT
+	VerdictReply                // a generated reply was redirected (return-rst/-icmp)
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case VerdictPass:
+		return "pass"
+	case VerdictBlock:
+		return "block"
+	case VerdictReply:
+		return "reply"
+	}
+	return fmt.Sprintf("verdict(%d)", int(v))
+}
+
+// Run sends one Ethernet frame through the ingress (out=false) or egress
+// program with BPF_PROG_TEST_RUN, exactly as if it had arrived on the
+// loopback interface, and returns the verdict and the frame as the program
+// left it (a generated reply replaces it). The datapath's state and
+// counters change as for a real packet.
+func (d *Datapath) Run(out bool, frame []byte) (Verdict, []byte, error) {
+	prog := d.objs.SluiceIngress
+	if out {
+		prog = d.objs.SluiceEgress
+	}
+	if prog == nil {
+		return 0, nil, errNoPrograms
+	}
+	buf := make([]byte, len(frame)+256)
+	opts := ebpf.RunOptions{Data: frame, DataOut: buf}
+	ret, err := prog.Run(&opts)
+	if err != nil {
+		return 0, nil, fmt.Errorf("running filter: %w", err)
+	}
+	buf = opts.DataOut
+	switch int32(ret) {
+	case -1, 0:
+		return VerdictPass, buf, nil
+	case 2:
+		return VerdictBlock, buf, nil
+	case 7:
+		return VerdictReply, buf, nil
+	}
+	return Verdict(ret), buf, fmt.Errorf("unexpected program return %d", int32(ret))
 }

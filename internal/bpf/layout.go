@@ -80,13 +80,6 @@ const (
 	mSec    = 0x10000
 )
 
-// Packet flags beyond IPFilter's FI_* bits.
-const (
-	pfPorts  = 0x1000000
-	pfICMPOK = 0x2000000
-	pfJumbo  = 0x4000000
-)
-
 // Config keys.
 const (
 	cfgActive    = 0
@@ -328,6 +321,7 @@ const (
 	RSNPPS      = 3
 	RSNJumbo    = 4
 	RSNStateAdd = 6
+	RSNPullup   = 13
 	RSNBadFrag  = 15
 	RSNBad      = 20
 	RSNDCA      = 21
@@ -346,6 +340,8 @@ func ReasonName(r uint32) string {
 		return "jumbogram"
 	case RSNStateAdd:
 		return "state_add-fail"
+	case RSNPullup:
+		return "pullup-fail"
 	case RSNBadFrag:
 		return "bad-frag"
 	case RSNBad:

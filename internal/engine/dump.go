@@ -32,14 +32,25 @@ func PrintState(w io.Writer, e *state.Entry, resolve bool) {
 	fmt.Fprintf(w, "%d:%s src:%s", e.V, protoName(e.Proto, resolve), e.Src)
 	tcpudp := e.Proto == 6 || e.Proto == 17
 	if tcpudp {
-		fmt.Fprintf(w, ",%d", e.SPort)
+		if e.WildSrcPort() {
+			fmt.Fprint(w, ",*")
+		} else {
+			fmt.Fprintf(w, ",%d", e.SPort)
+		}
 	}
 	fmt.Fprintf(w, " dst:%s", e.Dst)
 	if tcpudp {
-		fmt.Fprintf(w, ",%d", e.DPort)
+		if e.WildDstPort() {
+			fmt.Fprint(w, ",*")
+		} else {
+			fmt.Fprintf(w, ",%d", e.DPort)
+		}
 	}
 	if e.Proto == 6 {
 		fmt.Fprintf(w, " state:%d/%d", e.TCPState[0], e.TCPState[1])
+	}
+	if e.Clone() {
+		fmt.Fprint(w, " CLONE")
 	}
 	fmt.Fprintln(w)
 	switch e.Proto {

@@ -41,6 +41,13 @@ type Packet struct {
 	fk fragKeyT
 }
 
+// Load points p at a new packet and parses it as ipftest does (checksums
+// verified). It does not allocate.
+func (p *Packet) Load(data []byte, ifname string, out bool, link packet.Flags) {
+	p.Data, p.IfName, p.Out, p.LinkFlags = data, ifname, out, link
+	p.ParseErr = p.Info.Parse(data, packet.ParseOptions{VerifyChecksums: true, LinkFlags: link})
+}
+
 // Reparse parses Data again after a hook (NAT) rewrote it, keeping the
 // flags the engine itself set.
 func (p *Packet) Reparse() {
@@ -91,6 +98,7 @@ type Engine struct {
 	dsts   DstLists
 	gmaps  GroupMaps
 	reply  Replier
+	ifaddr IfAddrs
 	limits connLimits
 
 	mu          sync.Mutex // guards tun
@@ -162,6 +170,9 @@ func (e *Engine) SetRouter(r Router) { e.router = r }
 
 // SetReplier installs the hook that sends return-rst/return-icmp replies.
 func (e *Engine) SetReplier(r Replier) { e.reply = r }
+
+// SetIfAddrs installs the interface address lookup.
+func (e *Engine) SetIfAddrs(a IfAddrs) { e.ifaddr = a }
 
 // SetDstLists installs the dstlist resolver.
 func (e *Engine) SetDstLists(d DstLists) { e.dsts = d }
@@ -262,8 +273,12 @@ func (e *Engine) Check(p *Packet) Result {
 		e.fragKey(p)
 		fe, bad := e.Frags.Lookup(&p.fk, fi.Off, fi.DLen, fi.PLen)
 		if bad {
+			// A fragment overlapping the first one is an attack on
+			// reassembly: it is dropped without consulting the rules.
 			fi.Flags |= packet.FlagBad
 			sc.reason = ReasonBadFrag
+			pass = ruleset.FRBlock
+			matched = true
 		} else if fe != nil {
 			if c, ok := fe.Rule.(*fragCookie); ok && c != nil {
 				pass = fe.Pass
@@ -580,7 +595,7 @@ func (sc *scan) match(r *ruleset.Rule) bool {
 	if t == 0 {
 		return true
 	}
-	if t&TestProtoBit != 0 {
+	if t&ruleset.TestProto != 0 {
 		if r.TCPUDP {
 			if fi.Flags&packet.FlagTCPUDP == 0 {
 				return false
@@ -630,9 +645,6 @@ func (sc *scan) match(r *ruleset.Rule) bool {
 	}
 	return true
 }
-
-// TestProtoBit aliases ruleset.TestProto.
-const TestProtoBit = ruleset.TestProto
 
 func tcpudpCheck(r *ruleset.Rule, fi *packet.Info) bool {
 	ok := true
@@ -699,9 +711,21 @@ func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr, w *[2]uint64) bool
 			return false
 		}
 		hit = sc.e.pools.Contains(m.Kind, m.Table, a)
-	default:
-		// Interface addresses are not known to the reference engine.
-		hit = false
+	case ipf.AddrIface:
+		if m.IfaceMode != ipf.IfaceDynamic || sc.e.ifaddr == nil {
+			return false
+		}
+		ia, ok := sc.e.ifaddr.IfAddr(m.Iface, a.Is6())
+		if !ok {
+			return false
+		}
+		bits := int(m.IfaceBits)
+		if bits > a.BitLen() {
+			bits = a.BitLen()
+		}
+		pa, _ := a.Prefix(bits)
+		pi, _ := ia.Prefix(bits)
+		hit = pa == pi
 	}
 	return hit != m.Not
 }

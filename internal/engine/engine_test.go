@@ -64,8 +64,7 @@ func newEngine(t testing.TB, rules string) *Engine {
 }
 
 func check(e *Engine, p *Packet, data []byte, out bool, ifn string) Result {
-	p.Data, p.Out, p.IfName = data, out, ifn
-	p.ParseErr = p.Info.Parse(data, packet.ParseOptions{VerifyChecksums: true})
+	p.Load(data, ifn, out, 0)
 	return e.Check(p)
 }
 
@@ -291,4 +290,33 @@ func mustCompile(t testing.TB, rs []*ipf.Rule) *ruleset.Set {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestConcurrentCheck runs packets from several goroutines against one
+// engine (run with -race to check the locking).
+func TestConcurrentCheck(t *testing.T) {
+	e := newEngine(t, "block in all\npass out quick proto tcp all flags S keep state\npass in proto udp all keep state\n")
+	done := make(chan struct{})
+	for w := 0; w < 4; w++ {
+		go func(w int) {
+			defer func() { done <- struct{}{} }()
+			var p Packet
+			for i := 0; i < 200; i++ {
+				sp := uint16(1000 + w*1000 + i)
+				check(e, &p, mkTCP("10.0.0.1", "10.0.0.2", sp, 80, 0x02, 100, 0), true, "nic0")
+				check(e, &p, mkTCP("10.0.0.2", "10.0.0.1", 80, sp, 0x12, 500, 101), false, "nic0")
+				check(e, &p, mkUDP("10.0.0.3", "10.0.0.4", sp, 53), false, "nic0")
+			}
+		}(w)
+	}
+	for w := 0; w < 4; w++ {
+		<-done
+	}
+	if n := e.States.Active(); n != 4*200*2 {
+		t.Errorf("state entries: got %d, want %d", n, 4*200*2)
+	}
+	s := e.Stats()
+	if s.Pass[0]+s.Pass[1] != 4*200*3 {
+		t.Errorf("passed: got %d, want %d", s.Pass[0]+s.Pass[1], 4*200*3)
+	}
 }

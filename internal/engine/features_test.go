@@ -104,3 +104,72 @@ func TestKeepLimit(t *testing.T) {
 		t.Errorf("after a close: got %v, want pass", v)
 	}
 }
+
+type ifaddrs map[string]netip.Addr
+
+func (m ifaddrs) IfAddr(name string, v6 bool) (netip.Addr, bool) {
+	a, ok := m[name]
+	return a, ok && a.Is6() == v6
+}
+
+func TestInterfaceAddress(t *testing.T) {
+	e := newEngine(t, "block in from any to (nic0)\npass in from any to (nic0)/24\n")
+	e.SetIfAddrs(ifaddrs{"nic0": netip.MustParseAddr("2.2.2.2")})
+	var p Packet
+	for _, c := range []struct {
+		dst  string
+		want Verdict
+	}{{"2.2.2.2", VerdictPass}, {"2.2.2.9", VerdictPass}, {"2.2.3.2", VerdictNoMatch}} {
+		if v := check(e, &p, mkUDP("1.1.1.1", c.dst, 1, 2), false, "nic1").Verdict; v != c.want {
+			t.Errorf("to %s: got %v, want %v", c.dst, v, c.want)
+		}
+	}
+	e = newEngine(t, "block in from any to (nic0)\n")
+	e.SetIfAddrs(ifaddrs{"nic0": netip.MustParseAddr("2.2.2.2")})
+	if v := check(e, &p, mkUDP("1.1.1.1", "2.2.2.2", 1, 2), false, "nic1").Verdict; v != VerdictBlock {
+		t.Errorf("exact interface address: got %v, want block", v)
+	}
+}
+
+// mkFrag builds an IPv4 UDP fragment: off in bytes, payload bytes of
+// data (the first fragment carries the UDP header inside them).
+func mkFrag(id uint16, off int, mf bool, n int) []byte {
+	b := make([]byte, 20+n)
+	b[0], b[8], b[9] = 0x45, 63, 17
+	b[2], b[3] = byte((20+n)>>8), byte(20+n)
+	b[4], b[5] = byte(id>>8), byte(id)
+	fo := off / 8
+	if mf {
+		fo |= 0x2000
+	}
+	b[6], b[7] = byte(fo>>8), byte(fo)
+	copy(b[12:], []byte{1, 1, 1, 1, 2, 2, 2, 2})
+	if off == 0 {
+		b[20], b[21], b[22], b[23] = 0, 53, 0, 53
+	}
+	return b
+}
+
+func TestKeepFrags(t *testing.T) {
+	e := newEngine(t, "block in all\npass in proto udp from any to any port = 53 keep frags\n")
+	var p Packet
+	steps := []struct {
+		pkt  []byte
+		want Verdict
+	}{
+		{mkFrag(7, 0, true, 32), VerdictPass},   // first fragment matches the rule
+		{mkFrag(7, 32, true, 32), VerdictPass},  // in order: fragment cache
+		{mkFrag(7, 64, false, 16), VerdictPass}, // last fragment
+		{mkFrag(7, 8, false, 16), VerdictBlock}, // overlaps the first fragment
+		{mkFrag(8, 32, false, 16), VerdictBlock},
+	}
+	for i, s := range steps {
+		res := check(e, &p, s.pkt, false, "nic0")
+		if res.Verdict != s.want {
+			t.Errorf("step %d: got %v, want %v", i, res.Verdict, s.want)
+		}
+		if i == 3 && res.Reason != ReasonBadFrag {
+			t.Errorf("overlap reason: got %d, want %d", res.Reason, ReasonBadFrag)
+		}
+	}
+}

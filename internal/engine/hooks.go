@@ -93,3 +93,11 @@ type Replier interface {
 	// the original destination when asDest is set (return-icmp-as-dest).
 	SendICMP(p *Packet, code uint8, asDest bool)
 }
+
+// IfAddrs gives interface addresses for rules that take them from an
+// interface: `(IF)` and `(IF)/BITS` (ipf-reference §1.3.3). Broadcast,
+// network and peer forms need a netmask the reference engine does not
+// know; they never match.
+type IfAddrs interface {
+	IfAddr(name string, v6 bool) (netip.Addr, bool)
+}

@@ -20,6 +20,7 @@ func fillState(p *Packet) *state.Packet {
 		ICMPType: fi.ICMPType, ICMPCode: fi.ICMPCode, ICMPID: fi.ICMPID,
 		TCPFlags: fi.TCPFlags, Seq: fi.Seq, Ack: fi.Ack, Win: fi.Win,
 		PLen: fi.PLen, Out: p.Out, IfName: p.IfName,
+		Flx: uint32(fi.Flags & packet.FlagCmpMask), Opt: fi.OptMask, Sec: fi.SecMask, Auth: fi.Auth,
 	}
 	switch fi.Proto {
 	case packet.ProtoTCP:

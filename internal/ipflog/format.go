@@ -33,9 +33,12 @@ type FormatOptions struct {
 // to report missed records. The zero value is ready to use.
 type Printer struct {
 	// Opts are the output options.
-	Opts   FormatOptions
-	seqnum uint32
+	Opts FormatOptions
+	// seqnum is the next expected sequence number per log type.
+	seqnum [3]uint32
 }
+
+var logNames = [3]string{"ipf", "NAT", "state"}
 
 // reasons are the fin_reason names ipmon prints after "reason:" (5.x).
 var reasons = [...]string{
@@ -79,16 +82,30 @@ func Level(r *Record) int {
 // sequence numbers were skipped, the record line, and any hex dumps the
 // options ask for.
 func (p *Printer) Append(dst []byte, r *Record) []byte {
-	if r.Seq != p.seqnum {
+	typ := int(r.Type)
+	if typ >= len(p.seqnum) {
+		dst = append(dst, "unknown log record type "...)
+		dst = strconv.AppendInt(dst, int64(typ), 10)
+		return append(dst, '\n')
+	}
+	if r.Seq != p.seqnum[typ] {
 		dst = append(dst, "missed "...)
-		dst = strconv.AppendUint(dst, uint64(r.Seq-p.seqnum), 10)
-		dst = append(dst, " ipf log entries: "...)
-		dst = strconv.AppendUint(dst, uint64(p.seqnum), 10)
+		dst = strconv.AppendUint(dst, uint64(r.Seq-p.seqnum[typ]), 10)
+		dst = append(dst, ' ')
+		dst = append(dst, logNames[typ]...)
+		dst = append(dst, " log entries: "...)
+		dst = strconv.AppendUint(dst, uint64(p.seqnum[typ]), 10)
 		dst = append(dst, ' ')
 		dst = strconv.AppendUint(dst, uint64(r.Seq), 10)
 		dst = append(dst, '\n')
 	}
-	p.seqnum = r.Seq + r.Count
+	p.seqnum[typ] = r.Seq + r.Count
+	switch r.Type {
+	case TypeState:
+		return append(p.appendState(dst, r), '\n')
+	case TypeNAT:
+		return append(p.appendNAT(dst, r), '\n')
+	}
 	dst = p.AppendLine(dst, r)
 	dst = append(dst, '\n')
 	if p.Opts.HexHeader {
@@ -107,29 +124,7 @@ func (p *Printer) Append(dst []byte, r *Record) []byte {
 
 // AppendLine appends ipmon's packet record line for r, without newline.
 func (p *Printer) AppendLine(dst []byte, r *Record) []byte {
-	loc := p.Opts.Location
-	if loc == nil {
-		loc = time.Local
-	}
-	t := r.Time.In(loc)
-	if !p.Opts.Syslog {
-		dst = append2(dst, t.Day())
-		dst = append(dst, '/')
-		dst = append2(dst, int(t.Month()))
-		dst = append(dst, '/')
-		dst = strconv.AppendInt(dst, int64(t.Year()), 10)
-		dst = append(dst, ' ')
-	}
-	dst = append2(dst, t.Hour())
-	dst = append(dst, ':')
-	dst = append2(dst, t.Minute())
-	dst = append(dst, ':')
-	dst = append2(dst, t.Second())
-	dst = append(dst, '.')
-	us := t.Nanosecond() / 1000
-	for d := 100000; d > 0; d /= 10 {
-		dst = append(dst, byte('0'+us/d%10))
-	}
+	dst = p.appendTime(dst, r.Time)
 	dst = append(dst, ' ')
 	if r.Count > 1 {
 		dst = strconv.AppendUint(dst, uint64(r.Count), 10)

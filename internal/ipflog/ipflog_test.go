@@ -2,11 +2,14 @@ package ipflog_test
 
 import (
 	"bytes"
+	"context"
 	"io"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"sluice/internal/ipflog"
 	"sluice/internal/packet"
@@ -61,7 +64,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil || n != len(b) {
 		t.Fatalf("Decode: %v, n %d", err, n)
 	}
-	if d := cmp.Diff(r, got); d != "" {
+	if d := cmp.Diff(r, got, cmpopts.EquateComparable(netip.Addr{})); d != "" {
 		t.Errorf("round trip (-want +got):\n%s", d)
 	}
 	for _, bad := range [][]byte{b[:10], append([]byte{0}, b[1:]...)} {
@@ -253,5 +256,78 @@ func BenchmarkPrint(b *testing.B) {
 	for b.Loop() {
 		p.Opts.Verbose = false
 		dst = p.Append(dst[:0], &r)
+	}
+}
+
+func TestLogRead(t *testing.T) {
+	lg := ipflog.NewDefault()
+	lg.Append(entry(t, udpPkt("a"), ipflog.FRPass))
+	lg.Append(entry(t, udpPkt("bb"), ipflog.FRPass))
+	if _, err := lg.Read(make([]byte, 10)); err != io.ErrShortBuffer {
+		t.Errorf("tiny buffer: got %v, want io.ErrShortBuffer", err)
+	}
+	one := make([]byte, 150) // room for one record (104 bytes) only
+	n, err := lg.Read(one)
+	if err != nil || n == 0 {
+		t.Fatalf("Read: %d, %v", n, err)
+	}
+	r, _, err := ipflog.Decode(one[:n])
+	if err != nil || r.Seq != 1 {
+		t.Fatalf("first record: seq %d, %v", r.Seq, err)
+	}
+	// The second record is still buffered and still merges a duplicate.
+	lg.Append(entry(t, udpPkt("bb"), ipflog.FRPass))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	buf := make([]byte, 4096)
+	n, err = lg.WaitRead(ctx, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, size, err := ipflog.Decode(buf[:n])
+	if err != nil || size != n || r.Seq != 2 || r.Count != 2 {
+		t.Errorf("second record: seq %d count %d size %d/%d err %v", r.Seq, r.Count, size, n, err)
+	}
+	if n, err := lg.Read(buf); n != 0 || err != nil {
+		t.Errorf("empty log: %d, %v", n, err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	if _, err := lg.WaitRead(ctx2, buf); err != context.DeadlineExceeded {
+		t.Errorf("WaitRead on empty log: %v", err)
+	}
+}
+
+func TestStateAndNATRecords(t *testing.T) {
+	a := netip.MustParseAddr
+	st := ipflog.New(ipflog.Config{})
+	nl := ipflog.New(ipflog.Config{})
+	t0 := time.Unix(0, 0)
+	st.AppendState(t0, &ipflog.StateLog{Event: ipflog.StateNew, Proto: 6, Src: a("1.1.1.1"), Dst: a("2.2.2.2"),
+		SrcPort: 1025, DstPort: 25, Tag: 3})
+	st.AppendState(t0, &ipflog.StateLog{Event: ipflog.StateExpire, Proto: 6, TCPState: [2]uint8{5, 4},
+		Src: a("1.1.1.1"), Dst: a("2.2.2.2"), SrcPort: 1025, DstPort: 25, Pkts: [4]uint64{1, 2, 3, 4}, Bytes: [4]uint64{5, 6, 7, 8}})
+	st.AppendState(t0, &ipflog.StateLog{Event: ipflog.StateFlush, Proto: 58, ICMPType: 128, Src: a("2001:db8::1"), Dst: a("2001:db8::2")})
+	nl.AppendNAT(t0, &ipflog.NATLog{Action: ipflog.NATNew, Kind: ipflog.NATMap, Rule: 0, Proto: 6,
+		OSrc: a("10.1.1.1"), OSrcPort: 1025, NSrc: a("192.168.1.1"), NSrcPort: 40000, ODst: a("8.8.8.8"), ODstPort: 53})
+	nl.AppendNAT(t0, &ipflog.NATLog{Action: ipflog.NATExpire, Kind: ipflog.NATRewriteRdr, Rule: 4, Proto: 17,
+		OSrc: a("1.1.1.1"), OSrcPort: 1, ODst: a("2.2.2.2"), ODstPort: 2, NSrc: a("3.3.3.3"), NSrcPort: 3,
+		NDst: a("4.4.4.4"), NDstPort: 4, Pkts: [2]uint64{9, 10}, Bytes: [2]uint64{11, 12}})
+	p := &ipflog.Printer{Opts: ipflog.FormatOptions{Location: time.UTC}}
+	var got []byte
+	for _, lg := range []*ipflog.Log{st, nl} {
+		for _, r := range records(t, lg) {
+			got = p.Append(got, &r)
+		}
+	}
+	want := "missed 1 state log entries: 0 1\n" +
+		"01/01/1970 00:00:00.000000 STATE:NEW 1.1.1.1,1025 -> 2.2.2.2,25 PR tcp tag 3\n" +
+		"01/01/1970 00:00:00.000000 STATE:CLOSE 1.1.1.1,1025 -> 2.2.2.2,25 PR tcp Forward: Pkts in 1 Bytes in 5 Pkts out 2 Bytes out 6 Backward: Pkts in 3 Bytes in 7 Pkts out 4 Bytes out 8\n" +
+		"01/01/1970 00:00:00.000000 STATE:FLUSH 2001:db8::1 -> 2001:db8::2 PR icmpv6 128 Forward: Pkts in 0 Bytes in 0 Pkts out 0 Bytes out 0 Backward: Pkts in 0 Bytes in 0 Pkts out 0 Bytes out 0\n" +
+		"missed 1 NAT log entries: 0 1\n" +
+		"01/01/1970 00:00:00.000000 @1 NAT:NEW-MAP 10.1.1.1,1025 <- -> 192.168.1.1,40000 [8.8.8.8,53] tcp\n" +
+		"01/01/1970 00:00:00.000000 @5 NAT:EXPIRE-RWR_RDR 1.1.1.1,1 2.2.2.2,2 <- -> 3.3.3.3,3 4.4.4.4,4 udp Pkts 9/10 Bytes 11/12\n"
+	if string(got) != want {
+		t.Errorf("\n got:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package ipflog
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ type Log struct {
 	last    int // offset in buf of the last record, -1 if none
 	dropped uint64
 	scratch []byte
+	event   [eventBodySize]byte
 	wake    chan struct{}
 }
 
@@ -74,7 +76,9 @@ type Entry struct {
 	NatTag string
 	Level  uint16
 	Reason uint8
-	// Info is the parsed packet and Packet its bytes from the IP header.
+	// Info is the parsed packet (Parse's result, even when it returned an
+	// error) and Packet its bytes from the IP header. A nil Info logs the
+	// whole packet as its header.
 	Info   *packet.Info
 	Packet []byte
 }
@@ -117,6 +121,10 @@ func logHeaderLen(in *packet.Info) int {
 // once the buffers have grown.
 func (l *Log) Append(e *Entry) bool {
 	in := e.Info
+	if in == nil {
+		// Without parsed information log the whole packet as header.
+		in = &packet.Info{L4Off: len(e.Packet), PLen: len(e.Packet)}
+	}
 	hlen := logHeaderLen(in)
 	body := in.PLen - hlen
 	if body < 0 {
@@ -225,3 +233,50 @@ func (l *Log) Flush() int {
 // Wait returns a channel that receives after records are appended, for
 // live readers.
 func (l *Log) Wait() <-chan struct{} { return l.wake }
+
+// Read copies whole buffered records into p, oldest first, and removes
+// them from the log, as a read of the ipf log device does. It does not
+// block: with nothing buffered it returns 0, nil. When p cannot hold even
+// the first record it returns io.ErrShortBuffer.
+func (l *Log) Read(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for n+headerSize <= len(l.buf) {
+		size := int(le32(l.buf[n+4:]))
+		if n+size > len(p) {
+			break
+		}
+		n += size
+	}
+	if n == 0 {
+		if len(l.buf) > 0 {
+			return 0, io.ErrShortBuffer
+		}
+		return 0, nil
+	}
+	copy(p, l.buf[:n])
+	rest := copy(l.buf, l.buf[n:])
+	l.buf = l.buf[:rest]
+	if l.last >= n {
+		l.last -= n
+	} else {
+		l.last = -1 // the record suppression would extend has been read
+	}
+	return n, nil
+}
+
+// WaitRead is Read that blocks until records are buffered or ctx ends.
+func (l *Log) WaitRead(ctx context.Context, p []byte) (int, error) {
+	for {
+		n, err := l.Read(p)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-l.wake:
+		}
+	}
+}

@@ -98,8 +98,14 @@ type Record struct {
 	// and transport header); BodyLen the payload bytes that follow
 	// ("log body").
 	HLen, BodyLen int
-	// Data holds HLen+BodyLen bytes of the packet from its IP header.
+	// Data holds HLen+BodyLen bytes of the packet from its IP header
+	// (for state and NAT records: the encoded event).
 	Data []byte
+
+	// State is the event of a TypeState record, NAT that of a TypeNAT
+	// record (filled by Decode).
+	State StateLog
+	NAT   NATLog
 }
 
 // ErrCorrupt reports an undecodable log record.
@@ -212,6 +218,9 @@ func Decode(b []byte) (Record, int, error) {
 	r.NatTag = string(b[o : o+ln])
 	o += ln
 	r.Data = b[o : o+r.HLen+r.BodyLen]
+	if err := r.decodeEvent(); err != nil {
+		return r, 0, err
+	}
 	return r, size, nil
 }
 

@@ -105,6 +105,7 @@ func (r *run) main() error {
 	r.eng = engine.New(engine.Config{Tunables: r.tun, Clock: clock})
 	r.set = ruleset.NewSet()
 	r.eng.SetRouter(r)
+	r.eng.SetIfAddrs(r)
 	for _, o := range opts {
 		if err := r.option(o); err != nil {
 			return err
@@ -186,6 +187,12 @@ func (r *run) option(o opt) error {
 		}
 		r.srcIn = a
 	case 'T':
+		if o.arg == "list" {
+			for _, l := range r.tun.List() {
+				fmt.Fprintln(r.out, l)
+			}
+			return nil
+		}
 		if err := r.tun.SetString(o.arg); err != nil {
 			return fmt.Errorf("-T: %v", err)
 		}
@@ -294,14 +301,11 @@ func (r *run) packets() error {
 				r.ifAddrs[rec.Iface] = rec.IfaceAddr
 			}
 		}
-		p.Data = data
-		p.Out = rec.Out
-		p.IfName = rec.Iface
-		if p.IfName == "" {
-			p.IfName = r.iface
+		ifn := rec.Iface
+		if ifn == "" {
+			ifn = r.iface
 		}
-		p.LinkFlags = rec.LinkFlags
-		p.ParseErr = p.Info.Parse(data, packet.ParseOptions{VerifyChecksums: true, LinkFlags: rec.LinkFlags})
+		p.Load(data, ifn, rec.Out, rec.LinkFlags)
 		if r.srcIn.IsValid() && p.Info.Src == r.srcIn {
 			p.Out = false
 		}
@@ -648,8 +652,11 @@ func (r *run) loadNAT(name string) error {
 	return r.nat.AddRules(f)
 }
 
-// ifAddr answers interface addresses for NAT's 0/32; ipftest learns them
-// from "IF=ADDR" in the packet input.
+// IfAddr implements engine.IfAddrs with the addresses of the input.
+func (r *run) IfAddr(name string, v6 bool) (netip.Addr, bool) { return r.ifAddr(name, v6) }
+
+// ifAddr answers interface addresses for NAT's 0/32 and (IF) rules;
+// ipftest learns them from "IF=ADDR" in the packet input.
 func (r *run) ifAddr(name string, v6 bool) (netip.Addr, bool) {
 	a, ok := r.ifAddrs[name]
 	if !ok || a.Is6() != v6 {

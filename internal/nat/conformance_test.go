@@ -105,11 +105,13 @@ func runNCase(t *testing.T, c kitCase, ruleLine string) string {
 			}
 		}
 		var res Result
+		pkt := rec.Packet[:len(rec.Packet):len(buf)]
 		if rec.Out {
-			res = n.Out(rec.Packet, ifname, "")
+			pkt, res = n.OutPacket(pkt, ifname, "")
 		} else {
-			res = n.In(rec.Packet, ifname)
+			pkt, res = n.InPacket(pkt, ifname)
 		}
+		rec.Packet = pkt
 		if res == Failed {
 			if rec.Packet[0]>>4 == 6 {
 				out.WriteString("16\n")

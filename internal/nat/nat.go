@@ -130,6 +130,9 @@ type session struct {
 	hasFrags bool     // the fragment table points at this session
 }
 
+// hmKey indexes host map entries by original source and destination.
+type hmKey struct{ src, dst netip.Addr }
+
 // hostmap remembers which new address a (source, destination) pair got,
 // so later sessions of the pair reuse it (IPFilter hostmap_t).
 type hostmap struct {
@@ -150,12 +153,13 @@ type NAT struct {
 	maps  []*rule // outbound rules in match order
 	rdrs  []*rule // inbound rules in match order
 
-	sessions map[key]*session
-	frags    map[fragKey]*session
-	active   []*session
-	hostmaps []*hostmap
-	seq      uint64
-	lastAge  uint32
+	sessions  map[key]*session
+	frags     map[fragKey]*session
+	active    []*session
+	hostmaps  map[hmKey][]*hostmap
+	nHostmaps int
+	seq       uint64
+	lastAge   uint32
 }
 
 // New loads the rules of f. Rules are checked for things the engine

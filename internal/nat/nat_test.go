@@ -11,7 +11,9 @@ import (
 	"testing"
 
 	"sluice/internal/packet"
+	"sluice/internal/pool"
 	"sluice/internal/rules/ipnat"
+	"sluice/internal/rules/ippool"
 )
 
 // build makes an IPv4 or IPv6 packet with correct checksums. For ICMP
@@ -409,7 +411,16 @@ rdr le0 198.51.100.1/32 port 80 -> 10.9.9.9,10.9.9.8 port 8080 tcp sticky
 map le0 inet6 fd00::/16 -> 2001:db8::/126
 map-block le0 10.0.0.0/16 -> 192.0.2.0/24 ports auto
 rewrite out on le0 proto tcp from any to 203.0.113.0/24 -> src 192.0.2.0/28,1000-1001 dst 203.0.113.9;
+divert in on le0 proto udp from any to 192.0.2.77 -> src 127.0.0.1,10101 dst 127.0.0.1,10101 udp;
 `)
+		// The resizing entry points may wrap and unwrap (divert).
+		buf := make([]byte, len(b), len(b)+28)
+		copy(buf, b)
+		if out {
+			n.OutPacket(buf, "le0", "")
+		} else {
+			n.InPacket(buf, "le0")
+		}
 		for i := 0; i < 3; i++ {
 			p := bytes.Clone(b)
 			var res Result
@@ -519,5 +530,98 @@ func TestAgeing(t *testing.T) {
 	p := bytes.Clone(udp)
 	if n.Out(p, "le0", "") != Translated {
 		t.Error("new session after expiry failed")
+	}
+}
+
+func TestRdrDstList(t *testing.T) {
+	pf, err := ippool.Parse("p", "pool nat/dstlist (name web; policy round-robin;) { 10.0.0.1; 10.0.0.2; };")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := pool.NewSet(pf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ipnat.Parse("t", "rdr le0 192.0.2.1/32 port 80 -> dstlist/web port 8080 tcp", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.String(); got != "rdr le0 192.0.2.1/32 port 80 -> dstlist/web port 8080 tcp\n" {
+		t.Errorf("printed %q", got)
+	}
+	n, err := New(f, Config{Pools: ps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddr
+	for i, want := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.1"} {
+		b := build(6, a("198.51.100.7"), a("192.0.2.1"), uint16(3000+i), 80, 0)
+		if n.In(b, "le0") != Translated {
+			t.Fatal("not translated")
+		}
+		var v view
+		parse(&v, b)
+		if v.dst.String() != want || v.dport != 8080 {
+			t.Errorf("flow %d: got %v:%d, want %s:8080", i, v.dst, v.dport, want)
+		}
+	}
+}
+
+func TestFragmentsFollowFirst(t *testing.T) {
+	n := mustNAT(t, "map le0 10.0.0.0/8 -> 198.51.100.1/32 portmap tcp/udp 20000:20010 sequential")
+	a := netip.MustParseAddr
+	first := build(17, a("10.1.1.1"), a("203.0.113.9"), 5353, 53, 16)
+	binary.BigEndian.PutUint16(first[6:], 0x2000) // MF
+	fixL4(first)
+	if n.Out(first, "le0", "") != Translated {
+		t.Fatal("first fragment not translated")
+	}
+	body := make([]byte, 28)
+	copy(body, first[:20])
+	binary.BigEndian.PutUint16(body[2:], 28)
+	binary.BigEndian.PutUint16(body[6:], 3) // offset 24, last fragment
+	copy(body[12:], a("10.1.1.1").AsSlice())
+	fixIP(body)
+	if res := n.Out(body, "le0", ""); res != Translated {
+		t.Fatalf("later fragment: got %v, want translated", res)
+	}
+	if got := netip.AddrFrom4([4]byte(body[12:16])); got != a("198.51.100.1") {
+		t.Errorf("later fragment source %v, want 198.51.100.1", got)
+	}
+	checksumsValid(t, body)
+	other := bytes.Clone(body)
+	copy(other[12:], a("10.1.1.2").AsSlice())
+	fixIP(other)
+	want := bytes.Clone(other)
+	if res := n.Out(other, "le0", ""); res != NoMatch || !bytes.Equal(other, want) {
+		t.Errorf("unknown fragment: got %v, want nomatch and no change", res)
+	}
+}
+
+func TestDivertNeedsResize(t *testing.T) {
+	n := mustNAT(t, "divert in on le0 proto tcp from any to any -> src 127.0.0.1,10101 dst 127.0.0.1,10101 udp;")
+	a := netip.MustParseAddr
+	orig := build(6, a("99.99.99.99"), a("88.88.88.88"), 909, 80, 0)
+	p := bytes.Clone(orig)
+	if res := n.In(p, "le0"); res != Failed || !bytes.Equal(p, orig) {
+		t.Fatalf("in place: got %v, want failed and the packet untouched", res)
+	}
+	if _, s, _ := n.Stats(); s != 0 {
+		t.Fatalf("a failed divert left %d sessions", s)
+	}
+	buf := make([]byte, len(orig), len(orig)+28)
+	copy(buf, orig)
+	wrapped, res := n.InPacket(buf, "le0")
+	if res != Translated || len(wrapped) != len(orig)+28 || !bytes.Equal(wrapped[28:], orig) {
+		t.Fatalf("InPacket: got %v %x", res, wrapped)
+	}
+	// IPFilter sends the UDP wrapper without a checksum (0).
+	if packet.Checksum(wrapped[:20], 0) != 0xffff || wrapped[26]|wrapped[27] != 0 {
+		t.Errorf("wrapper header checksums: %x", wrapped[:28])
+	}
+	// The wrapped packet coming back out is unwrapped.
+	back, res := n.OutPacket(bytes.Clone(wrapped), "le0", "")
+	if res != Translated || !bytes.Equal(back, orig) {
+		t.Fatalf("OutPacket: got %v %x, want %x", res, back, orig)
 	}
 }

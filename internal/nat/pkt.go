@@ -32,6 +32,7 @@ type view struct {
 	fragBody  bool
 	moreFrags bool
 	ipid      uint32
+	resize    bool // the caller accepts a packet of another length
 }
 
 // fragKey identifies the fragments of one IPv4 datagram.

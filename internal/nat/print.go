@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"sort"
 	"strings"
 
 	"sluice/internal/pool/netfmt"
@@ -25,8 +26,14 @@ func (n *NAT) Dump(w io.Writer) error {
 		b.WriteString(n.active[i].String())
 	}
 	b.WriteString("\nHostmap table:\n")
-	for i := len(n.hostmaps) - 1; i >= 0; i-- {
-		b.WriteString(n.hostmaps[i].String())
+	hms := make([]*hostmap, 0, n.nHostmaps)
+	for _, l := range n.hostmaps {
+		hms = append(hms, l...)
+	}
+	// Newest first, as IPFilter's list is kept.
+	sort.Slice(hms, func(i, j int) bool { return hms[i].seq > hms[j].seq })
+	for _, h := range hms {
+		b.WriteString(h.String())
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -140,5 +147,5 @@ func (n *NAT) Flush() int {
 func (n *NAT) Stats() (rules, sessions, hostmaps int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return len(n.rules), len(n.active), len(n.hostmaps)
+	return len(n.rules), len(n.active), n.nHostmaps
 }

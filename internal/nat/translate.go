@@ -12,41 +12,57 @@ import (
 // Out offers an outbound packet leaving on ifname to NAT (map, bimap,
 // map-block, rewrite out, and replies of inbound sessions). tag is the
 // nat tag set by the matching filter rule ("" for none). The packet is
-// rewritten in place.
+// rewritten in place; a translation that would change its length
+// (divert) fails here, use OutPacket for those.
 func (n *NAT) Out(pkt []byte, ifname, tag string) Result {
-	return n.check(pkt, ifname, tag, Out)
+	_, r := n.check(pkt, ifname, tag, Out, false)
+	return r
 }
 
 // In offers an inbound packet arriving on ifname to NAT (rdr, bimap,
-// rewrite in, and replies of outbound sessions).
+// rewrite in, and replies of outbound sessions); see Out.
 func (n *NAT) In(pkt []byte, ifname string) Result {
-	return n.check(pkt, ifname, "", In)
+	_, r := n.check(pkt, ifname, "", In, false)
+	return r
 }
 
-func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction) Result {
+// OutPacket is Out for packets that may change length: divert rules
+// wrap packets in IP/UDP (28 bytes, taken from the spare capacity of
+// pkt) and unwrap their replies. It returns the packet as it now is.
+func (n *NAT) OutPacket(pkt []byte, ifname, tag string) ([]byte, Result) {
+	return n.check(pkt, ifname, tag, Out, true)
+}
+
+// InPacket is In for packets that may change length (see OutPacket).
+func (n *NAT) InPacket(pkt []byte, ifname string) ([]byte, Result) {
+	return n.check(pkt, ifname, "", In, true)
+}
+
+// check runs one packet; resize says whether the caller can take a
+// packet of another length back.
+func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) ([]byte, Result) {
 	var v view
 	if !parse(&v, pkt) {
-		return NoMatch
+		return pkt, NoMatch
 	}
+	v.resize = resize
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if v.icmpErr {
-		return n.icmpError(&v, ifname, dir)
+		return pkt, n.icmpError(&v, ifname, dir)
 	}
 	if v.fragBody {
 		// Fragments after the first carry no ports: they follow the
 		// session their first fragment used, and never start one.
 		s := n.frags[v.fragKey()]
 		if s == nil {
-			return NoMatch
+			return pkt, NoMatch
 		}
-		n.apply(s, &v, dir)
-		return Translated
+		return n.apply(s, &v, dir)
 	}
 	if s := n.lookup(dir, &v, ifname); s != nil {
 		n.noteFrag(&v, s)
-		n.apply(s, &v, dir)
-		return Translated
+		return n.apply(s, &v, dir)
 	}
 	rules := n.maps
 	if dir == In {
@@ -66,19 +82,29 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction) Result {
 			failed = true
 			continue
 		}
-		r.hits++
 		n.noteFrag(&v, s)
-		n.apply(s, &v, dir)
+		out, res := n.apply(s, &v, dir)
+		if res == Failed {
+			// The first packet could not be rewritten (divert without
+			// room): the session must not outlive it.
+			n.unlink(s)
+			n.active = n.active[:len(n.active)-1]
+			return pkt, Failed
+		}
+		r.hits++
 		if r.RoundRobin && move {
 			n.rotate(r, dir)
 		}
-		return Translated
+		return out, res
 	}
 	if failed {
-		return Failed
+		return pkt, Failed
 	}
-	return NoMatch
+	return pkt, NoMatch
 }
+
+// maxFrags bounds the NAT fragment table.
+const maxFrags = 4096
 
 // noteFrag remembers the session of a first fragment (IPv4, MF set)
 // for the fragments that follow (IPFilter's NAT fragment cache).
@@ -88,6 +114,14 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	}
 	if n.frags == nil {
 		n.frags = make(map[fragKey]*session)
+	}
+	if len(n.frags) >= maxFrags {
+		// The table is full: forget an arbitrary datagram, as a real
+		// fragment cache would age its oldest entry out.
+		for k := range n.frags {
+			delete(n.frags, k)
+			break
+		}
 	}
 	n.frags[v.fragKey()] = s
 	s.hasFrags = true
@@ -231,6 +265,10 @@ func (n *NAT) newSession(r *rule, v *view, ifname string, dir Direction) (*sessi
 		osport: v.sport, odport: v.dport, nsport: v.sport, ndport: v.dport, dstIdx: -1}
 	ok, move := false, true
 	switch {
+	case r.Type == ipnat.DivertIn || r.Type == ipnat.DivertOut:
+		ok = !r.v6
+		s.nsrc, s.ndst = r.nsrc.a.addr(false), r.ndst.a.addr(false)
+		s.nsport, s.ndport = uint16(r.SPMin), uint16(r.DPMin)
 	case r.Type.IsRewrite():
 		ok = n.newRewrite(r, v, s)
 	case dir == Out:
@@ -256,14 +294,28 @@ func (s *session) fwdKey() key {
 }
 
 func (s *session) revKey() key {
+	if s.rule.Type == ipnat.DivertIn || s.rule.Type == ipnat.DivertOut {
+		// Replies come back wrapped in the divert UDP header.
+		return key{opposite(s.dir), 17, s.ndst, s.nsrc, s.ndport, s.nsport}
+	}
 	return key{opposite(s.dir), s.proto, s.ndst, s.nsrc, s.ndport, s.nsport}
 }
 
-// apply rewrites the packet for session s.
-func (n *NAT) apply(s *session, v *view, dir Direction) {
+// apply rewrites the packet for session s and returns it.
+func (n *NAT) apply(s *session, v *view, dir Direction) ([]byte, Result) {
 	w := 0
 	if dir != s.dir {
 		w = 1
+	}
+	if s.rule.Type == ipnat.DivertIn || s.rule.Type == ipnat.DivertOut {
+		out, ok := n.divert(s, v, w)
+		if !ok {
+			return v.b, Failed
+		}
+		s.pkts[w]++
+		s.bytes[w] += uint64(len(v.b))
+		n.touch(s, v, w)
+		return out, Translated
 	}
 	s.pkts[w]++
 	s.bytes[w] += uint64(len(v.b))
@@ -274,13 +326,11 @@ func (n *NAT) apply(s *session, v *view, dir Direction) {
 	if dir == s.dir {
 		v.setAddr(0, s.nsrc)
 		v.setAddr(1, s.ndst)
-		if v.flags&flagICMPQuery != 0 {
-			v.setPort(0, s.nsport)
-		} else {
-			v.setPort(0, s.nsport)
+		v.setPort(0, s.nsport)
+		if v.flags&flagICMPQuery == 0 {
 			v.setPort(1, s.ndport)
 		}
-		return
+		return v.b, Translated
 	}
 	v.setAddr(0, s.odst)
 	v.setAddr(1, s.osrc)
@@ -290,13 +340,57 @@ func (n *NAT) apply(s *session, v *view, dir Direction) {
 		v.setPort(0, s.odport)
 		v.setPort(1, s.osport)
 	}
+	return v.b, Translated
+}
+
+// divert wraps a forward packet in IPv4/UDP from nsrc,nsport to
+// ndst,ndport, or unwraps a reply (w == 1) that arrived that way.
+func (n *NAT) divert(s *session, v *view, w int) ([]byte, bool) {
+	b := v.b
+	if !v.resize {
+		return b, false
+	}
+	if w == 1 {
+		hl := int(b[0]&15) * 4
+		if v.v6 {
+			hl = packet.IPv6MinimumSize
+		}
+		if len(b) < hl+8 {
+			return b, false
+		}
+		m := copy(b, b[hl+8:])
+		return b[:m], true
+	}
+	const hdr = packet.IPv4MinimumSize + 8
+	if v.v6 || cap(b)-len(b) < hdr || len(b)+hdr > 0xffff {
+		return b, false
+	}
+	out := b[:len(b)+hdr]
+	copy(out[hdr:], b)
+	ip := packet.IPv4(out)
+	clear(out[:hdr])
+	ip.SetVersionAndHeaderLength(packet.IPv4MinimumSize)
+	ip.SetTotalLength(uint16(len(out)))
+	ip.SetTTL(255)
+	out[9] = 17
+	src, dst := s.nsrc.As4(), s.ndst.As4()
+	copy(out[12:16], src[:])
+	copy(out[16:20], dst[:])
+	ip.SetChecksum(^packet.Checksum(out[:packet.IPv4MinimumSize], 0))
+	u := packet.UDP(out[packet.IPv4MinimumSize:])
+	u.SetSourcePort(s.nsport)
+	u.SetDestinationPort(s.ndport)
+	u.SetLength(uint16(len(out) - packet.IPv4MinimumSize))
+	return out, true
 }
 
 // hostmapGet finds the hostmap entry of (src, dst[, rule][, port]),
-// creating one that maps to m when r is non-nil (ipf_nat_hostmap).
+// creating one that maps to m when r is non-nil (ipf_nat_hostmap). The
+// oldest matching entry wins, as in IPFilter's hash chain.
 func (n *NAT) hostmapGet(r *rule, src, dst, m netip.Addr, port uint16) *hostmap {
-	for _, h := range n.hostmaps {
-		if h.osrc == src && h.odst == dst && (r == nil || r == h.rule) && (port == 0 || port == h.port) {
+	k := hmKey{src, dst}
+	for _, h := range n.hostmaps[k] {
+		if (r == nil || r == h.rule) && (port == 0 || port == h.port) {
 			h.ref++
 			return h
 		}
@@ -311,20 +405,33 @@ func (n *NAT) hostmapGet(r *rule, src, dst, m netip.Addr, port uint16) *hostmap 
 	} else {
 		h.ndst = netip.IPv4Unspecified()
 	}
-	n.hostmaps = append(n.hostmaps, h)
+	if n.hostmaps == nil {
+		n.hostmaps = make(map[hmKey][]*hostmap)
+	}
+	n.hostmaps[k] = append(n.hostmaps[k], h)
+	n.nHostmaps++
 	return h
 }
 
+// hostmapDel drops a reference; the entry goes with the last one.
 func (n *NAT) hostmapDel(h *hostmap) {
 	h.ref--
 	if h.ref > 0 {
 		return
 	}
-	for i, x := range n.hostmaps {
+	k := hmKey{h.osrc, h.odst}
+	list := n.hostmaps[k]
+	for i, x := range list {
 		if x == h {
-			n.hostmaps = append(n.hostmaps[:i], n.hostmaps[i+1:]...)
-			return
+			list = append(list[:i], list[i+1:]...)
+			n.nHostmaps--
+			break
 		}
+	}
+	if len(list) == 0 {
+		delete(n.hostmaps, k)
+	} else {
+		n.hostmaps[k] = list
 	}
 }
 
@@ -493,6 +600,20 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 		ndst, nmask = r.orig.a, r.orig.m
 	}
 	switch {
+	case r.newA.kind == ipnat.AddrLookup && r.newA.table == "dstlist":
+		if n.cfg.Pools == nil {
+			return false, false
+		}
+		dl := n.cfg.Pools.DstList(roleNAT, r.newA.name)
+		if dl == nil {
+			return false, false
+		}
+		d, idx, ok := dl.Select(v.src, v.dst)
+		if !ok || d.Addr.Is6() != v6 {
+			return false, false
+		}
+		in = fromAddr(d.Addr)
+		s.dstList, s.dstIdx = dl, idx
 	case split:
 		in = r.dnip
 		if !r.RoundRobin && r.Sticky {
@@ -556,6 +677,10 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 		k.sp, k.dp = 0, 0
 	}
 	if n.exists(k) {
+		if s.dstList != nil {
+			s.dstList.Release(s.dstIdx)
+			s.dstList = nil
+		}
 		return false, false
 	}
 	s.ndst = na

@@ -705,7 +705,10 @@ func (i *Info) fragment6(p []byte) uint8 {
 	if i.Off != 0 {
 		i.Flags |= FlagFragBody
 	}
-	if i.Off+i.DLen > 65535 {
+	// IPFilter shifts the offset, already in bytes, left by 3 once more
+	// (ipf-reference §2.1: "off×8 + dlen > 65535"); kept for fidelity, so
+	// fragments starting beyond about 8 KB are bad.
+	if i.Off<<3+i.DLen > 65535 {
 		i.Flags |= FlagBad
 	}
 	return next

@@ -153,6 +153,15 @@ func TestParseFragments(t *testing.T) {
 					t.Errorf("got off=%d sport=%d, want 16, 0", in.Off, in.SrcPort)
 				}
 			}},
+		{name: "short first tcp fragment keeps ports (f12)", pkt: frag(mf, packet.ProtoTCP,
+			pt.TCP{SrcPort: 1025, DstPort: 25}.Bytes()[:8]), want: F | TU | SH,
+			check: func(t *testing.T, in *packet.Info) {
+				if in.SrcPort != 1025 || in.DstPort != 25 {
+					t.Errorf("ports %d,%d, want 1025,25", in.SrcPort, in.DstPort)
+				}
+			}},
+		{name: "udp first fragment with 4 bytes is dropped (f12)", pkt: frag(mf, packet.ProtoUDP, []byte{0, 53, 0, 53}),
+			want: F | TU | SH | BAD, err: packet.ErrPullup},
 		{name: "last fragment odd length", pkt: frag(2, packet.ProtoUDP, make([]byte, 13)), want: F | FB | TU},
 		{name: "middle fragment odd length", pkt: frag(mf|2, packet.ProtoUDP, make([]byte, 13)), want: F | FB | TU | BAD},
 		{name: "empty fragment body", pkt: frag(2, packet.ProtoUDP, nil), want: F | FB | TU | BAD},
@@ -408,4 +417,23 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("inconsistent offsets: l4off %d dlen %d plen %d", in.L4Off, in.DLen, in.PLen)
 		}
 	})
+}
+
+func TestParseIPv6FragmentOffsetQuirk(t *testing.T) {
+	mk := func(off int) []byte {
+		return pt.V6{Src: "2001:db8::1", Dst: "2001:db8::2", Next: packet.ProtoFragment,
+			Payload: pt.Cat(pt.Frag(packet.ProtoUDP, off, false, 1), make([]byte, 16))}.Bytes()
+	}
+	for _, c := range []struct {
+		off int
+		bad bool
+	}{{8, false}, {8184, false}, {8192, true}} {
+		var in packet.Info
+		if err := in.Parse(mk(c.off), packet.ParseOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := in.Flags&packet.FlagBad != 0; got != c.bad {
+			t.Errorf("offset %d: bad %v, want %v", c.off, got, c.bad)
+		}
+	}
 }

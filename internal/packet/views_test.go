@@ -178,3 +178,17 @@ func TestChecksumAgainstReference(t *testing.T) {
 		}
 	}
 }
+
+func TestChecksumUpdateAddrIPv6(t *testing.T) {
+	b := pt.V6{Src: "2001:db8::1", Dst: "2001:db8::2", Next: packet.ProtoTCP,
+		Payload: pt.TCP{SrcPort: 5, DstPort: 6, Flags: packet.TCPFlagSyn}.Bytes(), L4Proto: packet.ProtoTCP}.Bytes()
+	ip := packet.IPv6(b)
+	tcp := packet.TCP(b[40:])
+	na := netip.MustParseAddr("fd00:1234::77")
+	tcp.UpdateChecksumPseudoHeaderAddress(ip.SourceAddress(), na)
+	ip.SetSourceAddress(na)
+	var in packet.Info
+	if err := in.Parse(b, packet.ParseOptions{VerifyChecksums: true}); err != nil || in.Flags&packet.FlagBad != 0 {
+		t.Errorf("after IPv6 address rewrite: err %v flags %#x", err, uint32(in.Flags))
+	}
+}

@@ -261,3 +261,14 @@ func (s *Set) dump(w io.Writer, want func(*ippool.Table) bool) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// SelectDst picks a member of the ipf destination list name for a flow
+// (to/dup-to/reply-to dstlist/NAME); it implements engine.DstLists.
+func (s *Set) SelectDst(name string, src, dst netip.Addr) (iface string, addr netip.Addr, ok bool) {
+	l := s.DstList(ippool.RoleIPF, name)
+	if l == nil {
+		return "", netip.Addr{}, false
+	}
+	d, _, ok := l.Select(src, dst)
+	return d.Iface, d.Addr, ok
+}

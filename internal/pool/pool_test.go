@@ -248,3 +248,20 @@ func BenchmarkTreeLookup(b *testing.B) {
 		tree.Contains(a)
 	}
 }
+
+func TestSelectDst(t *testing.T) {
+	s, err := NewSet(mustParse(t, "pool ipf/dstlist (name out; policy round-robin;) { le0:1.1.1.1; le1:2.2.2.2; };"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddr("9.9.9.9")
+	for _, want := range []string{"le0 1.1.1.1", "le1 2.2.2.2", "le0 1.1.1.1"} {
+		ifc, addr, ok := s.SelectDst("out", a, a)
+		if got := ifc + " " + addr.String(); !ok || got != want {
+			t.Errorf("got %q %v, want %q", got, ok, want)
+		}
+	}
+	if _, _, ok := s.SelectDst("nope", a, a); ok {
+		t.Error("unknown dstlist selected something")
+	}
+}

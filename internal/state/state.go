@@ -97,7 +97,19 @@ type Packet struct {
 	// MultiDst is set when the destination is multicast or broadcast: the
 	// entry then has a wildcard destination (§3.1).
 	MultiDst bool
+	// Flx holds the packet's FI_* flags already reduced to FI_CMP; Opt,
+	// Sec and Auth its IP option (IPv6: extension header), security
+	// class and authority bits. Every packet of an entry must agree with
+	// what the first packet of its direction carried (§3.2).
+	Flx  uint32
+	Opt  uint32
+	Sec  uint16
+	Auth uint16
 }
+
+// v6FragOpt is the IPv6 fragment-header bit of Packet.Opt, which state
+// matching ignores: fragments and whole packets belong to one flow.
+const v6FragOpt = 0x8
 
 // Entry flags.
 const (
@@ -108,6 +120,11 @@ const (
 	flagNoICMP   = 0x10
 	flagDeleted  = 0x20
 	flagRuleAged = 0x40
+	flagWildSP   = 0x80  // SI_W_SPORT: any source port
+	flagWildDP   = 0x100 // SI_W_DPORT: any destination port
+	flagClone    = 0x200 // SI_CLONE: a match makes a concrete copy
+	flagCloned   = 0x400 // SI_CLONED: made by a clone
+	flagsWild    = flagWildDst | flagWildSP | flagWildDP
 )
 
 // Entry is one state table entry. Fields are exported for the dump
@@ -133,8 +150,15 @@ type Entry struct {
 	flags    uint32
 	icmpErr  [4]uint64
 	// RuleNum and Group locate the creating rule for log records.
-	RuleNum   int
-	Group     string
+	RuleNum int
+	Group   string
+	// flx are the FI_CMP flags seen first in each direction (index
+	// out*2+rev; 0 = not yet seen); opt the options per direction (the
+	// reverse direction must carry none); sec and auth those of the
+	// creating packet.
+	flx       [4]uint32
+	opt       [2]uint32
+	sec, auth uint16
 	ageFwd    uint32
 	ageRev    uint32
 	ruleID    uint32
@@ -146,6 +170,15 @@ type Entry struct {
 	tracked   bool
 	hasLimits bool
 }
+
+// WildSrcPort reports a wildcard source port (printed ",*").
+func (e *Entry) WildSrcPort() bool { return e.flags&flagWildSP != 0 }
+
+// WildDstPort reports a wildcard destination port.
+func (e *Entry) WildDstPort() bool { return e.flags&flagWildDP != 0 }
+
+// Clone reports an entry that clones itself on a match (printed CLONE).
+func (e *Entry) Clone() bool { return e.flags&flagClone != 0 }
 
 // Deleted reports whether the entry has been removed from its table.
 func (e *Entry) Deleted() bool { return e.flags&flagDeleted != 0 }
@@ -180,6 +213,11 @@ type Limits struct {
 	Cookie     any
 	RuleNum    int
 	Group      string
+	// WildSrcPort and WildDstPort create an entry that matches any
+	// source or destination port (proxies expecting a connection, SI_W_*);
+	// Clone makes every match spawn a concrete copy while the wildcard
+	// entry stays (SI_CLONE).
+	WildSrcPort, WildDstPort, Clone bool
 }
 
 // AddError says why Add refused to create an entry.
@@ -340,12 +378,24 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 		}
 		prev, e = e, next
 	}
-	for e = t.wild; e != nil; e = e.hnext {
-		r, ok := t.matchWild(e, p)
+	for w := t.wild; w != nil; w = w.hnext {
+		if int32(now-w.Expire) >= 0 {
+			continue
+		}
+		r, ok := t.matchWild(w, p)
 		if !ok {
 			continue
 		}
+		e = w
+		if w.flags&flagClone != 0 {
+			if e = t.clone(w); e == nil {
+				continue
+			}
+		}
 		if t.update(e, p, r, now) != Hit {
+			if e != w {
+				t.remove(e)
+			}
 			continue
 		}
 		t.fillWild(e, p, r)
@@ -384,7 +434,26 @@ func (t *Table) matchAddrs(e *Entry, p *Packet) (rev, ok bool) {
 	default:
 		return false, false
 	}
-	return rev, t.matchIf(e, p, rev)
+	return rev, t.matchMasks(e, p, rev) && t.matchIf(e, p, rev)
+}
+
+// matchMasks is the flag, option and security part of ipf_matchsrcdst.
+func (t *Table) matchMasks(e *Entry, p *Packet, rev bool) bool {
+	i := b2i(p.Out)*2 + b2i(rev)
+	if c := e.flx[i]; c != 0 && c != p.Flx {
+		return false
+	}
+	opt := p.Opt
+	if p.V == 6 {
+		opt &^= v6FragOpt
+	}
+	if opt != e.opt[b2i(rev)] || p.Sec != e.sec || p.Auth != e.auth {
+		return false
+	}
+	if e.flx[i] == 0 {
+		e.flx[i] = p.Flx
+	}
+	return true
 }
 
 func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
@@ -392,13 +461,18 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 		return false, false
 	}
 	ports := p.Proto == 6 || p.Proto == 17
+	wd, wsp, wdp := e.flags&flagWildDst != 0, e.flags&flagWildSP != 0, e.flags&flagWildDP != 0
+	fwd := e.Src == p.Src && (wd || e.Dst == p.Dst) &&
+		(!ports || ((wsp || e.SPort == p.SPort) && (wdp || e.DPort == p.DPort)))
+	back := e.Src == p.Dst && (wd || e.Dst == p.Src) &&
+		(!ports || ((wsp || e.SPort == p.DPort) && (wdp || e.DPort == p.SPort)))
 	switch {
-	case e.Src == p.Src && (!ports || (e.SPort == p.SPort && e.DPort == p.DPort)):
+	case fwd:
 		rev = false
 		if isICMP(p) && (p.ICMPType != e.ICMPType || p.ICMPID != e.ICMPID) {
 			return false, false
 		}
-	case e.Src == p.Dst && (!ports || (e.SPort == p.DPort && e.DPort == p.SPort)):
+	case back:
 		rev = true
 		if isICMP(p) {
 			rep, _ := icmpReply(e.V, e.ICMPType)
@@ -409,18 +483,41 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 	default:
 		return false, false
 	}
-	return rev, t.matchIf(e, p, rev)
+	return rev, t.matchMasks(e, p, rev) && t.matchIf(e, p, rev)
 }
 
-// fillWild gives a wildcard entry its destination from the first packet
-// that used it and moves it into the hash table.
+// fillWild gives a wildcard entry the addresses and ports of the first
+// packet that used it and moves it into the hash table.
 func (t *Table) fillWild(e *Entry, p *Packet, rev bool) {
-	if rev {
-		e.Dst = p.Src
-	} else {
-		e.Dst = p.Dst
+	if e.flags&flagWildDst != 0 {
+		if rev {
+			e.Dst = p.Src
+		} else {
+			e.Dst = p.Dst
+		}
 	}
-	e.flags &^= flagWildDst
+	if e.flags&flagWildSP != 0 {
+		if rev {
+			e.SPort = p.DPort
+		} else {
+			e.SPort = p.SPort
+		}
+	}
+	if e.flags&flagWildDP != 0 {
+		if rev {
+			e.DPort = p.SPort
+		} else {
+			e.DPort = p.DPort
+		}
+	}
+	e.flags &^= flagsWild
+	t.unlinkWild(e)
+	e.key = makeKey(&Packet{Proto: e.Proto, Src: e.Src, Dst: e.Dst, SPort: e.SPort, DPort: e.DPort, ICMPID: e.ICMPID})
+	e.hnext = t.byKey[e.key]
+	t.byKey[e.key] = e
+}
+
+func (t *Table) unlinkWild(e *Entry) {
 	var prev *Entry
 	for x := t.wild; x != nil; prev, x = x, x.hnext {
 		if x == e {
@@ -429,12 +526,36 @@ func (t *Table) fillWild(e *Entry, p *Packet, rev bool) {
 			} else {
 				prev.hnext = x.hnext
 			}
-			break
+			return
 		}
 	}
-	e.key = makeKey(&Packet{Proto: e.Proto, Src: e.Src, Dst: e.Dst, SPort: e.SPort, DPort: e.DPort, ICMPID: e.ICMPID})
-	e.hnext = t.byKey[e.key]
-	t.byKey[e.key] = e
+}
+
+// clone is ipf_state_clone: a copy of the wildcard entry e, counters and
+// all, with a fresh TCP state, linked into the table as a new entry.
+func (t *Table) clone(e *Entry) *Entry {
+	if t.active >= t.cfg.Max {
+		return nil
+	}
+	c := *e
+	c.flags = e.flags&^flagClone | flagCloned
+	c.TCPState = [2]uint8{}
+	c.TCP = [2]TCPSide{{MaxWin: 1}, {MaxWin: 1}}
+	c.tracked, c.hasLimits = false, false
+	c.next, c.prev, c.hnext = nil, nil, nil
+	c.hnext = t.wild
+	t.wild = &c
+	t.linkList(&c)
+	return &c
+}
+
+func (t *Table) linkList(e *Entry) {
+	e.next = t.list
+	if t.list != nil {
+		t.list.prev = e
+	}
+	t.list = e
+	t.active++
 }
 
 // matchIf checks (and fills) the interface slot for p's direction.
@@ -578,7 +699,8 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	e := &Entry{
 		V: p.V, Proto: p.Proto, Src: p.Src, Dst: p.Dst,
 		Pass: pass, Tag: lim.Tag, IfNames: lim.IfNames, ICMPHead: lim.ICMPHead,
-		Cookie: lim.Cookie, RuleNum: lim.RuleNum, Group: lim.Group, ruleID: lim.RuleID, hasLimits: lim.Limit > 0,
+		Cookie: lim.Cookie, RuleNum: lim.RuleNum, Group: lim.Group, ruleID: lim.RuleID,
+		sec: p.Sec, auth: p.Auth, hasLimits: lim.Limit > 0,
 	}
 	now := t.clock.Ticks()
 	dir := 0
@@ -640,6 +762,20 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	if p.MultiDst {
 		e.flags |= flagWildDst
 	}
+	if lim.WildSrcPort {
+		e.flags |= flagWildSP
+	}
+	if lim.WildDstPort {
+		e.flags |= flagWildDP
+	}
+	if lim.Clone {
+		e.flags |= flagClone
+	}
+	e.opt[0] = p.Opt
+	if p.V == 6 {
+		e.opt[0] &^= v6FragOpt
+	}
+	e.flx[b2i(p.Out)*2] = p.Flx
 	// The interface of the creating packet's slot is always recorded.
 	slot := 0
 	if p.Out {
@@ -651,13 +787,13 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	// Reject duplicates before touching any counter.
 	e.key = makeKey(p)
 	chain := t.wild
-	if e.flags&flagWildDst == 0 {
+	if e.flags&flagsWild == 0 {
 		chain = t.byKey[e.key]
 	}
 	for x := chain; x != nil; x = x.hnext {
 		if x.Proto == e.Proto && x.Src == e.Src && (x.Dst == e.Dst || x.flags&flagWildDst != 0) &&
 			x.SPort == e.SPort && x.DPort == e.DPort && x.ICMPType == e.ICMPType && x.ICMPID == e.ICMPID &&
-			int32(now-x.Expire) < 0 {
+			x.flags&flagsWild == e.flags&flagsWild && int32(now-x.Expire) < 0 {
 			return nil, AddExists
 		}
 	}
@@ -691,36 +827,21 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		t.perSrc[sk]++
 		e.srcKey, e.tracked = sk, true
 	}
-	if e.flags&flagWildDst != 0 {
+	if e.flags&flagsWild != 0 {
 		e.hnext = t.wild
 		t.wild = e
 	} else {
 		e.hnext = t.byKey[e.key]
 		t.byKey[e.key] = e
 	}
-	e.next = t.list
-	if t.list != nil {
-		t.list.prev = e
-	}
-	t.list = e
-	t.active++
+	t.linkList(e)
 	return e, AddOK
 }
 
 // expire removes e (whose predecessor in its hash chain is prev).
 func (t *Table) expire(e, prev *Entry) {
-	if e.flags&flagWildDst != 0 {
-		var pw *Entry
-		for x := t.wild; x != nil; pw, x = x, x.hnext {
-			if x == e {
-				if pw == nil {
-					t.wild = x.hnext
-				} else {
-					pw.hnext = x.hnext
-				}
-				break
-			}
-		}
+	if e.flags&flagsWild != 0 {
+		t.unlinkWild(e)
 	} else if prev == nil {
 		if e.hnext == nil {
 			delete(t.byKey, e.key)
@@ -773,7 +894,7 @@ func (t *Table) Expire() int {
 // remove unlinks e from wherever it is.
 func (t *Table) remove(e *Entry) {
 	var prev *Entry
-	if e.flags&flagWildDst == 0 {
+	if e.flags&flagsWild == 0 {
 		for x := t.byKey[e.key]; x != nil && x != e; x = x.hnext {
 			prev = x
 		}

@@ -364,3 +364,63 @@ func BenchmarkLookupEstablished(b *testing.B) {
 		tb.Lookup(p)
 	}
 }
+
+// TestOptionsMustAgree: packets of an entry must carry the flags and IP
+// options the first packet of their direction had (§3.2).
+func TestOptionsMustAgree(t *testing.T) {
+	tb, _ := newTable(t)
+	p := &Packet{V: 4, Proto: 17, Src: cli, Dst: srv, SPort: 1, DPort: 2, Flx: 1, IfName: "a"}
+	if _, err := tb.Add(p, 2, &Limits{}); err != AddOK {
+		t.Fatal(err)
+	}
+	reply := &Packet{V: 4, Proto: 17, Src: srv, Dst: cli, SPort: 2, DPort: 1, Flx: 1, IfName: "a"}
+	reply.Opt = 0x200 // lsrr
+	if _, _, r := tb.Lookup(reply); r != Miss {
+		t.Errorf("reply with IP options: got %v, want Miss", r)
+	}
+	reply.Opt = 0
+	if _, _, r := tb.Lookup(reply); r != Hit {
+		t.Errorf("plain reply: got %v, want Hit", r)
+	}
+	reply.Flx = 1 | 0x20 // now multicast
+	if _, _, r := tb.Lookup(reply); r != Miss {
+		t.Errorf("reply with other flags than the first reply: got %v, want Miss", r)
+	}
+	fwd := *p
+	fwd.Sec = 0x2
+	if _, _, r := tb.Lookup(&fwd); r != Miss {
+		t.Errorf("other security class: got %v, want Miss", r)
+	}
+}
+
+// TestCloneWildPort: a proxy-style entry with a wildcard source port
+// spawns a concrete entry for each new port and stays itself.
+func TestCloneWildPort(t *testing.T) {
+	tb, _ := newTable(t)
+	tmpl := &Packet{V: 4, Proto: 17, Src: cli, Dst: srv, DPort: 2049, IfName: "nic0", PLen: 28}
+	parent, err := tb.Add(tmpl, 2, &Limits{WildSrcPort: true, Clone: true})
+	if err != AddOK {
+		t.Fatal(err)
+	}
+	for i, sp := range []uint16{32991, 32992} {
+		p := &Packet{V: 4, Proto: 17, Src: cli, Dst: srv, SPort: sp, DPort: 2049, IfName: "nic0", PLen: 68}
+		e, _, r := tb.Lookup(p)
+		if r != Hit || e == parent || e.SPort != sp || e.WildSrcPort() || e.Clone() {
+			t.Fatalf("packet %d: got %v entry %+v", i, r, e)
+		}
+		if e.Pkts[0] != 2 {
+			t.Errorf("clone %d counts: got %d packets, want 2 (copied from the parent, plus this one)", i, e.Pkts[0])
+		}
+		// The reply now matches the concrete clone.
+		rep := &Packet{V: 4, Proto: 17, Src: srv, Dst: cli, SPort: 2049, DPort: sp, IfName: "nic1"}
+		if got, rev, r := tb.Lookup(rep); r != Hit || got != e || !rev {
+			t.Errorf("reply %d: got %v rev=%v", i, r, rev)
+		}
+	}
+	if n := tb.Active(); n != 3 {
+		t.Errorf("entries: got %d, want 3 (parent and two clones)", n)
+	}
+	if !parent.WildSrcPort() || !parent.Clone() {
+		t.Error("parent lost its wildcard")
+	}
+}

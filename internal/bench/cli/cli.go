@@ -4,13 +4,13 @@
 //
 //	sluice bench [--quick|--full] [--out DIR] [--configs LIST] [--tests LIST]
 //	             [--duration D] [--reps N] [--warmup D] [--remote HOST [--port N]]
-//	             [--generator netperf|builtin]
 //	             [--mtu N] [--gro on|off] [--gso on|off] [--tso on|off] [--cpus 0,1]
 //	sluice report [--out DIR] [--ci] [--no-charts] results.jsonl
 //	sluice configs
 //
-// bench measures (as root) and writes DIR/results.jsonl, then the report;
-// report re-makes the report from a results file.
+// bench measures (as root) and writes DIR/results.jsonl (DIR is ./results
+// unless --out says otherwise), then the report; report re-makes the
+// report from a results file.
 package cli
 
 import (
@@ -37,6 +37,10 @@ import (
 	"sluice/internal/bench/topo"
 )
 
+// DefaultOut is where `sluice bench` writes unless --out says otherwise
+// (the repository's .gitignore ignores it).
+const DefaultOut = "results"
+
 const usage = `usage: sluice bench [flags]     measure (as root), then write the report
        sluice report [flags] FILE  re-make the report from results.jsonl
        sluice configs              list the configurations
@@ -47,8 +51,6 @@ Run "sluice bench -h" or "sluice report -h" for the flags.
 // the exit status: 0 success, 1 failure, 2 usage, 130 interrupted. dp are
 // the Sluice datapaths to offer the bench (zero: none available).
 func Main(args []string, stdout, stderr io.Writer, dp config.Datapaths) int {
-	// The bench re-executes this binary as its netserver.
-	run.NetserverHelper()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -88,7 +90,7 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "the quick preset (default): paper tests, main configurations, 3 × 1 s, about 3 minutes")
 	full := fs.Bool("full", false, "the full preset: every configuration and test, 5 × 10 s (hours)")
-	out := fs.String("out", "", "output directory (default sluice-bench-TIMESTAMP)")
+	out := fs.String("out", DefaultOut, "output directory (results.jsonl, report.md, charts; overwritten)")
 	configs := fs.String("configs", "", "configurations: names, families (sluice, nftables), prefixes (nft-*), all, ipf=FILE, ipqos=FILE")
 	tests := fs.String("tests", "", "tests: IDs (\"TCP_STREAM 64K\"), names (TCP_RR) or suites (ipf, qos); default the preset's")
 	duration := fs.Duration("duration", 0, "length of each test (default the preset's)")
@@ -96,7 +98,6 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 	warmup := fs.String("warmup", "", "warm-up after each apply, e.g. 1s (default the preset's; 0 = none)")
 	remote := fs.String("remote", "", "address of a machine running netserver; configurations go on this host")
 	port := fs.Int("port", 12865, "netserver control port with --remote")
-	gen := fs.String("generator", "netperf", "traffic generator: netperf (the library; netserver in the peer) or builtin (a simpler stand-in)")
 	mtu := fs.Int("mtu", 0, "veth MTU (default the kernel's)")
 	gro := fs.String("gro", "default", "GRO on the veth: on, off or default")
 	gso := fs.String("gso", "default", "GSO on the veth: on, off or default")
@@ -174,18 +175,13 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 			to.CPUs = append(to.CPUs, n)
 		}
 	}
-	var newGen bench.GeneratorFactory
-	switch *gen {
-	case "netperf":
-		newGen = bench.NetperfGenerator(*port)
-	case "builtin":
-		newGen = bench.BuiltinGenerator
-	default:
-		fmt.Fprintf(stderr, "sluice bench: unknown generator %q (netperf or builtin)\n", *gen)
+	if *port <= 0 || *port > 65535 {
+		fmt.Fprintf(stderr, "sluice bench: bad --port %d\n", *port)
 		return 2
 	}
 	if *out == "" {
-		*out = "sluice-bench-" + time.Now().UTC().Format("20060102-150405")
+		fmt.Fprintln(stderr, "sluice bench: empty --out")
+		return 2
 	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(stderr, "sluice bench:", bench.ErrNotRoot)
@@ -201,7 +197,7 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 	if !*noProgress && isTerminal(stderr) {
 		bar = &progressBar{w: stderr, start: time.Now(), est: est}
 	}
-	opts := bench.Options{Mode: mode, OutDir: *out, Plan: plan, Topo: to, NewGen: newGen}
+	opts := bench.Options{Mode: mode, OutDir: *out, Plan: plan, Topo: to, NewGen: bench.NetperfGenerator(*port)}
 	if bar != nil {
 		opts.OnProgress = bar.update
 	} else {

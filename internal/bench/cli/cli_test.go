@@ -31,7 +31,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--gro", "maybe"},
 		{"bench", "--cpus", "x"},
 		{"bench", "stray"},
-		{"bench", "--generator", "iperf"},
+		{"bench", "--port", "0"},
+		{"bench", "--out", ""},
 		{"bench", "--warmup", "soon"},
 		{"report"},
 	} {
@@ -108,5 +109,17 @@ func TestProgressBar(t *testing.T) {
 	bar.update(run.Progress{Done: 10, Total: 10, Config: "none", Test: "x", Err: os.ErrClosed})
 	if !strings.Contains(b.String(), "(failed)") || strings.Contains(b.String(), "ETA") {
 		t.Errorf("final line %q", b.String())
+	}
+}
+
+// TestDefaultOutIgnored: the default output directory is the one the
+// repository ignores, so the README's first command leaves git clean.
+func TestDefaultOutIgnored(t *testing.T) {
+	b, err := os.ReadFile("../../../.gitignore")
+	if err != nil {
+		t.Skip("not in the repository:", err)
+	}
+	if !strings.Contains("\n"+string(b), "\n/"+DefaultOut+"/\n") {
+		t.Errorf(".gitignore does not ignore /%s/:\n%s", DefaultOut, b)
 	}
 }

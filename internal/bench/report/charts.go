@@ -34,7 +34,7 @@ func charts(m *Model) ([]chart, error) {
 			}
 		}
 		if len(others) > 0 && contains(s.Configs, "none") {
-			for _, k := range []Metric{Rate, LocalSD} {
+			for _, k := range []Metric{Rate, SUTSD} {
 				p, err := diffBars(s, others, k)
 				if err != nil {
 					return nil, err
@@ -43,7 +43,7 @@ func charts(m *Model) ([]chart, error) {
 			}
 		}
 		if s.Name == "qos" {
-			for _, k := range []Metric{Rate, LocalSD} {
+			for _, k := range []Metric{Rate, SUTSD} {
 				p, err := sweepLines(s, k)
 				if err != nil {
 					return nil, err
@@ -58,13 +58,13 @@ func charts(m *Model) ([]chart, error) {
 var suiteShort = map[string]string{"ipf": "IPFilter", "qos": "IPQoS"}
 
 func metricSlug(k Metric) string {
-	return [...]string{"rate", "cpu", "rcpu", "sd", "rsd"}[k]
+	return [...]string{"rate", "cpu", "sd", "peer-cpu", "peer-sd"}[k]
 }
 
 func diffBars(s Suite, others []string, k Metric) (*plot.Plot, error) {
 	p := plot.New()
 	what := "throughput / transaction rate"
-	if k == LocalSD {
+	if k == SUTSD {
 		what = "service demand (SUT)"
 	}
 	p.Title.Text = fmt.Sprintf("%s: change of %s against none", suiteShort[s.Name], what)

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"sluice/internal/bench/result"
 )
 
 // Options adjust the outputs.
@@ -91,6 +93,13 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 	}
 	b.WriteString("\n")
 
+	b.WriteString("## Tests\n\nDirections are relative to the SUT; the SUT's CPU and service demand are netperf's local figures where the client ran on the SUT and its remote ones where it ran on the peer.\n\n")
+	b.WriteString("| Test | netperf | Client on | netserver on | Direction |\n|---|---|---|---|---|\n")
+	for _, t := range r.Tests {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", oneLine(t.ID), t.Name, hostName(t.ClientHost()), hostName(t.ServerHost()), t.Direction())
+	}
+	b.WriteString("\n")
+
 	for _, s := range m.Suites {
 		fmt.Fprintf(&b, "## %s\n\n", s.Title)
 		if len(s.Configs) == 0 {
@@ -153,6 +162,13 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func hostName(h string) string {
+	if h == result.SUT {
+		return "SUT"
+	}
+	return h
 }
 
 func oneLine(s string) string {

@@ -12,34 +12,40 @@ import (
 	"sluice/internal/bench/stats"
 )
 
-// Metric is one measured quantity.
+// Metric is one measured quantity. CPU and service demand are given per
+// host of the test bed, not per netperf end: the SUT's figures are
+// netperf's local ones when the client ran on the SUT and its remote ones
+// when the client ran on the peer.
 type Metric int
 
-// Metrics, in the papers' order.
+// Metrics, in the papers' order, the SUT's before the peer's.
 const (
-	Rate      Metric = iota // 10^6bits/s for streams, Trans/s for RR
-	LocalCPU                // %
-	RemoteCPU               // %
-	LocalSD                 // us/KB or us/Tr
-	RemoteSD
+	Rate    Metric = iota // 10^6bits/s for streams, Trans/s for RR
+	SUTCPU                // %
+	SUTSD                 // us/KB or us/Tr
+	PeerCPU               // %
+	PeerSD
 	numMetrics
 )
 
-func (m Metric) value(r result.Rep) float64 {
+func (m Metric) value(r result.Rep, t result.Test) float64 {
+	onSUT := t.ClientHost() == result.SUT
+	local := func(l, rem float64) float64 {
+		if onSUT == (m == SUTCPU || m == SUTSD) {
+			return measured(l)
+		}
+		return measured(rem)
+	}
 	switch m {
 	case Rate:
 		if r.ThroughputMbps != 0 {
 			return r.ThroughputMbps
 		}
 		return r.TransPerSec
-	case LocalCPU:
-		return measured(r.LocalCPU)
-	case RemoteCPU:
-		return measured(r.RemoteCPU)
-	case LocalSD:
-		return measured(r.LocalSD)
-	case RemoteSD:
-		return measured(r.RemoteSD)
+	case SUTCPU, PeerCPU:
+		return local(r.LocalCPU, r.RemoteCPU)
+	case SUTSD, PeerSD:
+		return local(r.LocalSD, r.RemoteSD)
 	}
 	return math.NaN()
 }
@@ -60,7 +66,7 @@ func (m Metric) Unit(t result.Test) string {
 			return "10^6bits/s"
 		}
 		return "Trans/s"
-	case LocalCPU, RemoteCPU:
+	case SUTCPU, PeerCPU:
 		return "%"
 	default:
 		if t.Stream() {
@@ -72,8 +78,8 @@ func (m Metric) Unit(t result.Test) string {
 
 // Title names the metric.
 func (m Metric) Title() string {
-	return [...]string{"Throughput / transaction rate", "CPU utilisation, local (SUT)", "CPU utilisation, remote (peer)",
-		"Service demand, local (SUT)", "Service demand, remote (peer)"}[m]
+	return [...]string{"Throughput / transaction rate", "CPU utilisation, SUT", "Service demand, SUT",
+		"CPU utilisation, peer", "Service demand, peer"}[m]
 }
 
 // Cell is the summary of one metric of one test under one configuration.
@@ -112,6 +118,10 @@ var suiteTitles = map[string]string{
 // Build computes the Model of a results set.
 func Build(set *result.Set) *Model {
 	m := &Model{Run: set.Run, Skips: set.Skips, Interrupted: set.End == nil || set.End.Interrupted}
+	tests := map[string]result.Test{}
+	for _, t := range set.Run.Tests {
+		tests[t.ID] = t
+	}
 	// Values per test, config, metric.
 	vals := map[string]map[string][numMetrics][]float64{}
 	for _, r := range set.Reps {
@@ -128,7 +138,7 @@ func Build(set *result.Set) *Model {
 		}
 		v := vals[r.Test][r.Config]
 		for k := Metric(0); k < numMetrics; k++ {
-			v[k] = append(v[k], k.value(r))
+			v[k] = append(v[k], k.value(r, tests[r.Test]))
 		}
 		vals[r.Test][r.Config] = v
 	}

@@ -55,7 +55,7 @@ func TestBuild(t *testing.T) {
 		t.Errorf("qos configs %v, want %v", got, want)
 	}
 	// TCP_STREAM 64K: none 20000·{1, 1.01, 0.985}, nft-stateful ×0.90.
-	c := m.Suites[0].Cells["TCP_STREAM 64K"]
+	c := m.Suites[0].Cells["TCP_STREAM 64K inbound"]
 	if got := c["none"][Rate].Median; got != 20000 {
 		t.Errorf("none median %v, want 20000", got)
 	}
@@ -65,8 +65,28 @@ func TestBuild(t *testing.T) {
 	if got := c["nft-stateful"][Rate].Diff; math.Abs(got+10) > 1e-9 {
 		t.Errorf("nft-stateful Δ %v, want -10", got)
 	}
+	// The client ran on the peer: the SUT's figures are netperf's remote
+	// ones (nft-stateful's CPU 66.67, 66.0, 67.67), the peer's the local
+	// ones (0.8 of them in the fixture).
+	if got := c["nft-stateful"][SUTCPU]; got.Median != 66.67 || got.Min != 66 || got.Max != 67.67 {
+		t.Errorf("inbound, SUT CPU: %+v, want netperf's remote CPU", got.Summary)
+	}
+	if got := c["nft-stateful"][PeerCPU].Median; math.Abs(got-0.8*66.67) > 1e-3 {
+		t.Errorf("inbound, peer CPU: %v, want netperf's local CPU %v", got, 0.8*66.67)
+	}
+	if got := c["none"][SUTSD].Median; got != 0.4915 {
+		t.Errorf("inbound, SUT service demand %v, want netperf's remote 0.4915", got)
+	}
+	// In the IPQoS sweep the client ran on the SUT: the local figures.
+	q := m.Suites[1].Cells["TCP_STREAM m=32 outbound"]
+	if got := q["nft-dscp"][SUTCPU].Median; got != 63.16 {
+		t.Errorf("outbound from the SUT, SUT CPU %v, want netperf's local 63.16", got)
+	}
+	if got := q["nft-dscp"][PeerSD].Median; math.Abs(got-0.8*72.6185) > 1e-3 {
+		t.Errorf("outbound from the SUT, peer service demand %v, want netperf's remote %v", got, 0.8*72.6185)
+	}
 	// The failed repetition is excluded and listed.
-	rr := m.Suites[0].Cells["TCP_RR 1/1"]["nft-stateful"][Rate]
+	rr := m.Suites[0].Cells["TCP_RR 1/1 inbound"]["nft-stateful"][Rate]
 	if rr.N != 2 {
 		t.Errorf("TCP_RR nft-stateful: %d values, want 2", rr.N)
 	}
@@ -118,7 +138,7 @@ func TestCharts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"<svg", "nft-stateful", "TCP_RR 1/1"} {
+	for _, s := range []string{"<svg", "nft-stateful", "TCP_RR 1/1 inbound"} {
 		if !bytes.Contains(svg, []byte(s)) {
 			t.Errorf("ipf-rate-diff.svg lacks %q", s)
 		}

@@ -9,7 +9,7 @@ import (
 
 // WriteSummary writes a one-screen overview: per test the median rate
 // under "none", and for every other configuration the change of the rate
-// and (in parentheses) of the local service demand, in %.
+// and (in parentheses) of the SUT's service demand, in %.
 func WriteSummary(w io.Writer, m *Model) error {
 	var b strings.Builder
 	r := m.Run
@@ -23,7 +23,7 @@ func WriteSummary(w io.Writer, m *Model) error {
 			continue
 		}
 		fmt.Fprintf(&b, "\n%s\n", s.Title)
-		const w0, w = 18, 15
+		const w0, w = 26, 15
 		fmt.Fprintf(&b, "%-*s", w0, "")
 		for _, c := range s.Configs {
 			fmt.Fprintf(&b, " %*s", w, trunc(c, w))
@@ -44,14 +44,14 @@ func WriteSummary(w io.Writer, m *Model) error {
 					}
 					txt = num(cell[Rate].Median) + unit
 				default:
-					txt = shortPct(cell[Rate].Diff) + " (" + shortPct(cell[LocalSD].Diff) + ")"
+					txt = shortPct(cell[Rate].Diff) + " (" + shortPct(cell[SUTSD].Diff) + ")"
 				}
 				fmt.Fprintf(&b, " %*s", w, txt)
 			}
 			b.WriteString("\n")
 		}
 	}
-	b.WriteString("\nvs none: Δrate% (Δservice demand%), medians.")
+	b.WriteString("\nvs none: Δrate% (ΔSUT service demand%), medians; inbound/outbound relative to the SUT.")
 	if len(m.Skips) > 0 {
 		var names []string
 		for _, s := range m.Skips {

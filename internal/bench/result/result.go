@@ -18,8 +18,22 @@ import (
 	"time"
 )
 
-// Version of the format; readers reject other major versions.
-const Version = 1
+// Version of the format. Version 2 added Test.Client (before it, the
+// netperf client always ran on the system under test); Read accepts 1
+// and 2 and rejects others.
+const Version = 2
+
+// Hosts a netperf client can run on (Test.Client).
+const (
+	SUT  = "sut"
+	Peer = "peer"
+)
+
+// Directions of a test relative to the system under test.
+const (
+	Inbound  = "inbound"
+	Outbound = "outbound"
+)
 
 // Kinds of records.
 const (
@@ -78,6 +92,38 @@ type Test struct {
 	SendSize int    `json:"send_size,omitempty"`
 	ReqSize  int    `json:"req_size,omitempty"`
 	RespSize int    `json:"resp_size,omitempty"`
+	// Client is the host the netperf client runs on (SUT or Peer); the
+	// netserver runs on the other. Empty means SUT (version 1).
+	Client string `json:"client,omitempty"`
+}
+
+// ClientHost returns where the netperf client runs: SUT or Peer.
+func (t Test) ClientHost() string {
+	if t.Client == "" {
+		return SUT
+	}
+	return t.Client
+}
+
+// ServerHost returns where netserver runs: the other host.
+func (t Test) ServerHost() string {
+	if t.ClientHost() == SUT {
+		return Peer
+	}
+	return SUT
+}
+
+// Direction says which way the test loads the system under test: for
+// streams, where the data flows (TCP_STREAM sends from client to server,
+// TCP_MAERTS from server to client); for request/response tests, where
+// the connections and requests come from (Inbound: they arrive at the
+// SUT).
+func (t Test) Direction() string {
+	fromClient := !strings.HasSuffix(t.Name, "_MAERTS")
+	if fromClient == (t.ClientHost() == Peer) {
+		return Inbound
+	}
+	return Outbound
 }
 
 // Stream reports whether the test moves bulk data (throughput in
@@ -205,8 +251,8 @@ func Read(r io.Reader) (*Set, error) {
 			if rec.Run == nil || haveRun {
 				return nil, fmt.Errorf("results:%d: unexpected run record", line)
 			}
-			if rec.Run.Version != Version {
-				return nil, fmt.Errorf("results:%d: format version %d, want %d", line, rec.Run.Version, Version)
+			if rec.Run.Version < 1 || rec.Run.Version > Version {
+				return nil, fmt.Errorf("results:%d: format version %d, want 1 to %d", line, rec.Run.Version, Version)
 			}
 			s.Run, haveRun = *rec.Run, true
 		case KindRep:

@@ -2,6 +2,7 @@ package run
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,28 +32,76 @@ func sizeName(n int) string {
 	return fmt.Sprint(n)
 }
 
-// IPFTests returns the IPFilter white paper's set: TCP_STREAM and
-// TCP_MAERTS at 64 KB, 8 KB and 1 KB messages, TCP_RR and TCP_CRR 1/1.
+// NewTest makes a test of the matrix with its ID: the netperf test
+// name, the sizes ("64K" for the IPFilter paper's messages, "m=N" for the
+// IPQoS sweep, "req/resp" for RR tests) and the direction relative to the
+// SUT, e.g. "TCP_STREAM 64K inbound".
+func NewTest(name, suite, client string, send, req, resp int) result.Test {
+	t := result.Test{Name: name, Suite: suite, Client: client, SendSize: send, ReqSize: req, RespSize: resp}
+	var size string
+	switch {
+	case !t.Stream():
+		size = fmt.Sprintf("%d/%d", req, resp)
+	case suite == config.SuiteQoS:
+		size = fmt.Sprintf("m=%d", send)
+	default:
+		size = sizeName(send)
+	}
+	t.ID = name + " " + size + " " + t.Direction()
+	return t
+}
+
+// IPFTests returns the IPFilter white paper's set, with the paper's roles:
+// the filter sits on the SUT and every netperf client runs on the peer
+// against a netserver on the SUT. TCP_STREAM at 64 KB, 8 KB and 1 KB
+// messages sends data in to the SUT, TCP_MAERTS at the same sizes makes
+// the SUT send it out, and TCP_RR and TCP_CRR 1/1 bring the connections
+// (hence the SYNs that keep state must track) in to the SUT.
 func IPFTests() []result.Test {
 	var ts []result.Test
 	for _, name := range []string{TCPStream, TCPMaerts} {
 		for _, m := range []int{64 << 10, 8 << 10, 1 << 10} {
-			ts = append(ts, result.Test{ID: name + " " + sizeName(m), Name: name, Suite: config.SuiteIPF, SendSize: m})
+			ts = append(ts, NewTest(name, config.SuiteIPF, result.Peer, m, 0, 0))
 		}
 	}
 	for _, name := range []string{TCPRR, TCPCRR} {
-		ts = append(ts, result.Test{ID: name + " 1/1", Name: name, Suite: config.SuiteIPF, ReqSize: 1, RespSize: 1})
+		ts = append(ts, NewTest(name, config.SuiteIPF, result.Peer, 0, 1, 1))
 	}
 	return ts
 }
 
 // QoSTests returns the IPQoS white paper's TCP_STREAM send-size sweep.
+// IPQoS marks what the SUT sends, so the client runs on the SUT and the
+// data flows out to a netserver on the peer.
 func QoSTests(sizes []int) []result.Test {
 	var ts []result.Test
 	for _, m := range sizes {
-		ts = append(ts, result.Test{ID: fmt.Sprintf("%s m=%d", TCPStream, m), Name: TCPStream, Suite: config.SuiteQoS, SendSize: m})
+		ts = append(ts, NewTest(TCPStream, config.SuiteQoS, result.SUT, m, 0, 0))
 	}
 	return ts
+}
+
+// FromSUT rewrites tests for a peer that can only run netserver (remote
+// mode): every client moves to the SUT. Streams keep their direction by
+// swapping TCP_STREAM and TCP_MAERTS; request/response tests cannot, and
+// become outbound (connections leave the SUT), which their IDs then say.
+func FromSUT(ts []result.Test) []result.Test {
+	out := make([]result.Test, 0, len(ts))
+	for _, t := range ts {
+		if t.ClientHost() == result.SUT {
+			out = append(out, t)
+			continue
+		}
+		name := t.Name
+		switch name {
+		case TCPStream:
+			name = TCPMaerts
+		case TCPMaerts:
+			name = TCPStream
+		}
+		out = append(out, NewTest(name, t.Suite, result.SUT, t.SendSize, t.ReqSize, t.RespSize))
+	}
+	return out
 }
 
 // Preset is a named plan shape.
@@ -91,8 +140,10 @@ func Full() Preset {
 	}
 }
 
-// SelectTests filters tests by a comma-separated list of IDs, test names
-// ("TCP_RR" selects every TCP_RR test) or suites ("ipf", "qos").
+// SelectTests filters tests by a comma-separated list of IDs (with or
+// without the direction: "TCP_STREAM 64K" is "TCP_STREAM 64K inbound"),
+// test names ("TCP_RR" selects every TCP_RR test), directions
+// ("inbound", "outbound") or suites ("ipf", "qos").
 func SelectTests(all []result.Test, list string) ([]result.Test, error) {
 	if strings.TrimSpace(list) == "" || list == "all" {
 		return all, nil
@@ -106,12 +157,12 @@ func SelectTests(all []result.Test, list string) ([]result.Test, error) {
 		}
 		n0 := len(out)
 		for _, t := range all {
-			if (strings.EqualFold(t.ID, item) || strings.EqualFold(t.Name, item) || t.Suite == item) && !seen[t.ID] {
+			if selects(t, item) && !seen[t.ID] {
 				seen[t.ID] = true
 				out = append(out, t)
 			}
 		}
-		if len(out) == n0 && !matchesAny(all, item) {
+		if len(out) == n0 && !slices.ContainsFunc(all, func(t result.Test) bool { return selects(t, item) }) {
 			var ids []string
 			for _, t := range all {
 				ids = append(ids, t.ID)
@@ -125,11 +176,7 @@ func SelectTests(all []result.Test, list string) ([]result.Test, error) {
 	return out, nil
 }
 
-func matchesAny(all []result.Test, item string) bool {
-	for _, t := range all {
-		if strings.EqualFold(t.ID, item) || strings.EqualFold(t.Name, item) || t.Suite == item {
-			return true
-		}
-	}
-	return false
+func selects(t result.Test, item string) bool {
+	return strings.EqualFold(t.ID, item) || strings.EqualFold(strings.TrimSuffix(t.ID, " "+t.Direction()), item) ||
+		strings.EqualFold(t.Name, item) || t.Suite == item || t.Direction() == item
 }

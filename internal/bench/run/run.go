@@ -18,6 +18,8 @@ import (
 
 // Measurement is what a generator measured in one test. Units as in
 // netperf: 10^6bits/s, Trans/s, % CPU, us/KB (streams) or us/Tr (RR).
+// Local is the client's host and Remote the server's, as netperf says;
+// the test's Client field tells which of them is the SUT.
 type Measurement struct {
 	Elapsed             time.Duration
 	ThroughputMbps      float64
@@ -26,9 +28,9 @@ type Measurement struct {
 	LocalSD, RemoteSD   float64
 }
 
-// Generator drives one test at a time from the SUT to the peer. The
-// netperf library implements it (netserver in the peer namespace); tests
-// use fakes.
+// Generator drives one test at a time, its client on the host the test's
+// Client field names and its server on the other. Netperf implements it
+// with the netperf library; tests use fakes.
 type Generator interface {
 	// Name identifies the generator in the results.
 	Name() string

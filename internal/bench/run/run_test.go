@@ -201,9 +201,21 @@ func TestMatrices(t *testing.T) {
 	for _, t := range got {
 		ids = append(ids, t.ID)
 	}
-	want := "TCP_RR 1/1,TCP_STREAM m=32,TCP_STREAM m=64,TCP_STREAM m=128,TCP_STREAM m=256,TCP_STREAM m=512,TCP_STREAM m=1024,TCP_STREAM m=1460,TCP_STREAM m=2920,TCP_MAERTS 8K"
+	want := "TCP_RR 1/1 inbound,TCP_STREAM m=32 outbound,TCP_STREAM m=64 outbound,TCP_STREAM m=128 outbound,TCP_STREAM m=256 outbound," +
+		"TCP_STREAM m=512 outbound,TCP_STREAM m=1024 outbound,TCP_STREAM m=1460 outbound,TCP_STREAM m=2920 outbound,TCP_MAERTS 8K outbound"
 	if strings.Join(ids, ",") != want {
 		t.Errorf("got %s\nwant %s", strings.Join(ids, ","), want)
+	}
+	in, err := SelectTests(all, "inbound")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inIDs []string
+	for _, t := range in {
+		inIDs = append(inIDs, t.ID)
+	}
+	if want := "TCP_STREAM 64K inbound,TCP_STREAM 8K inbound,TCP_STREAM 1K inbound,TCP_RR 1/1 inbound,TCP_CRR 1/1 inbound"; strings.Join(inIDs, ",") != want {
+		t.Errorf("inbound: got %s\nwant %s", strings.Join(inIDs, ","), want)
 	}
 	if _, err := SelectTests(all, "UDP_FOO"); err == nil {
 		t.Error("unknown test accepted")
@@ -223,27 +235,51 @@ func TestMatrices(t *testing.T) {
 	}
 }
 
-func TestCPUParse(t *testing.T) {
-	a, err := parseCPU([]byte("cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
-	if err != nil {
-		t.Fatal(err)
+// TestRoles: the papers' roles. The IPFilter set runs every client on the
+// peer (the filter sits on the SUT and sees its server side); the IPQoS
+// sweep runs it on the SUT, whose outgoing packets are marked.
+func TestRoles(t *testing.T) {
+	for _, tc := range IPFTests() {
+		if tc.Client != result.Peer {
+			t.Errorf("%s: client on %q, want the peer", tc.ID, tc.Client)
+		}
+		want := result.Inbound
+		if tc.Name == TCPMaerts {
+			want = result.Outbound
+		}
+		if tc.Direction() != want || !strings.HasSuffix(tc.ID, " "+want) {
+			t.Errorf("%s: direction %s, want %s in the ID too", tc.ID, tc.Direction(), want)
+		}
 	}
-	b, _ := parseCPU([]byte("cpu  200 0 200 1200 200 0 0 0 0 0\n"))
-	if a.total != 1000 || a.idle != 800 {
-		t.Errorf("got %+v", a)
+	for _, tc := range QoSTests(SweepSizes) {
+		if tc.Client != result.SUT || tc.Direction() != result.Outbound {
+			t.Errorf("%s: client on %q, direction %s; want the SUT sending", tc.ID, tc.Client, tc.Direction())
+		}
 	}
-	// Δtotal 800, Δidle 600: 25 % busy.
-	if u := utilisation(a, b); u != 25 {
-		t.Errorf("utilisation %v, want 25", u)
+}
+
+// TestFromSUT: with a remote peer every client moves to the SUT; streams
+// keep their direction by swapping STREAM and MAERTS, RR tests turn
+// outbound and say so.
+func TestFromSUT(t *testing.T) {
+	all := append(IPFTests(), QoSTests([]int{32})...)
+	got := FromSUT(all)
+	var ids []string
+	for i, tc := range got {
+		ids = append(ids, tc.ID)
+		if tc.ClientHost() != result.SUT {
+			t.Errorf("%s: client on %s", tc.ID, tc.ClientHost())
+		}
+		if tc.Stream() && tc.Direction() != all[i].Direction() {
+			t.Errorf("%s: direction %s, was %s", tc.ID, tc.Direction(), all[i].Direction())
+		}
+		if tc.SendSize != all[i].SendSize || tc.ReqSize != all[i].ReqSize || tc.Suite != all[i].Suite {
+			t.Errorf("%s: sizes or suite changed: %+v from %+v", tc.ID, tc, all[i])
+		}
 	}
-	if _, err := parseCPU([]byte("intr 1\n")); err == nil {
-		t.Error("no cpu line accepted")
-	}
-	if _, err := parseCPU([]byte("cpu 1 x 3 4\n")); err == nil {
-		t.Error("bad field accepted")
-	}
-	// 50 % of 2 CPUs at 100 000 KB/s: 10 us/KB.
-	if sd := serviceDemand(50, 100000, 2); sd != 10 {
-		t.Errorf("service demand %v, want 10", sd)
+	want := "TCP_MAERTS 64K inbound,TCP_MAERTS 8K inbound,TCP_MAERTS 1K inbound,TCP_STREAM 64K outbound,TCP_STREAM 8K outbound," +
+		"TCP_STREAM 1K outbound,TCP_RR 1/1 outbound,TCP_CRR 1/1 outbound,TCP_STREAM m=32 outbound"
+	if strings.Join(ids, ",") != want {
+		t.Errorf("got %s\nwant %s", strings.Join(ids, ","), want)
 	}
 }

@@ -295,9 +295,10 @@ GLOBAL int sl_ipv4_options(struct __sk_buff *skb, __u32 off, __u32 olen)
 		olen = 40;
 	if (olen < 4)
 		olen = 4;
-	if (bpf_skb_load_bytes(skb, off, opt, 40) < 0) {
-		/* shorter packet: load what the header claims in 4-byte steps */
-		if (bpf_skb_load_bytes(skb, off, opt, 4) < 0)
+	{
+		__u32 n = BOUND(olen, 63);
+
+		if (n == 0 || n > 40 || bpf_skb_load_bytes(skb, off, opt, n) < 0)
 			return 0;
 	}
 #pragma unroll
@@ -347,9 +348,12 @@ GLOBAL int sl_tcp_options(struct __sk_buff *skb, __u32 off, __u32 olen)
 	__builtin_memset(o, 0, 64);
 	if (olen > 40)
 		olen = 40;
-	if (bpf_skb_load_bytes(skb, off, o, 40) < 0 &&
-	    bpf_skb_load_bytes(skb, off, o, 4) < 0)
-		return 0;
+	{
+		__u32 n = BOUND(olen, 63);
+
+		if (n == 0 || n > 40 || bpf_skb_load_bytes(skb, off, o, n) < 0)
+			return 0;
+	}
 #pragma unroll
 	for (int n = 0; n < 20; n++) {
 		__u8 t, l;
@@ -402,6 +406,22 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		return;
 	}
 
+	{
+		/* IPFilter pulls the L4 header up; when the buffer does not hold
+		 * it the packet is dropped before the rules (pullup-fail) */
+		__u32 need = 0;
+
+		if (p->proto == IPPROTO_TCP && dlen >= 20)
+			need = 20;
+		else if (p->proto == IPPROTO_UDP && dlen > 3)
+			need = 8;
+		else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6)
+			need = 8;
+		if (need && off + need > skb->len) {
+			p->flags |= PF_BAD | PF_PULLUP;
+			return;
+		}
+	}
 	switch (p->proto) {
 	case IPPROTO_TCP: {
 		__u8 f;
@@ -777,9 +797,17 @@ static long scan_step(__u32 i, void *ctx)
 	if (s->use_index && s->skip == 0) {
 		__u32 blk = pos >> BLOCK_SHIFT;
 
-		if (!((s->cand[(blk >> 6) & (BLOCK_WORDS - 1)] >> (blk & 63)) & 1)) {
-			__u32 next = (blk + 1) << BLOCK_SHIFT;
+		__u64 rest = s->cand[(blk >> 6) & (BLOCK_WORDS - 1)] >> (blk & 63);
 
+		if (!(rest & 1)) {
+			__u32 next;
+
+			if (rest == 0) /* nothing left in this word: skip 64 blocks */
+				next = ((blk | 63) + 1) << BLOCK_SHIFT;
+			else if (!(rest & 0xffff)) /* skip runs of empty blocks */
+				next = (blk + 16) << BLOCK_SHIFT;
+			else
+				next = (blk + 1) << BLOCK_SHIFT;
 			s->pos = next < s->end ? next : s->end;
 			return 0;
 		}
@@ -902,7 +930,7 @@ GLOBAL int sl_scan(__u32 slot, __u32 list, __u32 pass)
 
 /* ---------------------------------------------------------------- log */
 
-static __always_inline void emit_log(struct __sk_buff *skb, struct pktinfo *p, __u32 kind,
+static __always_inline int emit_log(struct __sk_buff *skb, struct pktinfo *p, __u32 kind,
 				     __u32 pass, __u32 reason, __u32 rule_no, __u32 group_no,
 				     __u32 logtag)
 {
@@ -912,7 +940,7 @@ static __always_inline void emit_log(struct __sk_buff *skb, struct pktinfo *p, _
 	rec = bpf_ringbuf_reserve(&log_ring, sizeof(*rec), 0);
 	if (!rec) {
 		stat_inc(d * ST_DIR + ST_LOGFAIL);
-		return;
+		return -1;
 	}
 	rec->ts = bpf_ktime_get_ns();
 	rec->kind = kind;
@@ -934,18 +962,18 @@ static __always_inline void emit_log(struct __sk_buff *skb, struct pktinfo *p, _
 		rec->caplen = n;
 	bpf_ringbuf_submit(rec, 0);
 	stat_inc(d * ST_DIR + ST_LOGGED);
+	return 0;
 }
 
-static __always_inline void log_rule(struct __sk_buff *skb, struct pktinfo *p, __u32 slot,
+static __always_inline int log_rule(struct __sk_buff *skb, struct pktinfo *p, __u32 slot,
 				     __u32 idx, __u32 pass, __u32 reason)
 {
 	__u32 key = slot * MAX_RULES + idx;
 	struct rule *r = bpf_map_lookup_elem(&rules, &key);
 
 	if (r)
-		emit_log(skb, p, LOG_PACKET, pass, reason, r->rule_no, r->group_no, r->logtag);
-	else
-		emit_log(skb, p, LOG_PACKET, pass, reason, 0xffffffff, 0xffffffff, 0);
+		return emit_log(skb, p, LOG_PACKET, pass, reason, r->rule_no, r->group_no, r->logtag);
+	return emit_log(skb, p, LOG_PACKET, pass, reason, 0xffffffff, 0xffffffff, 0);
 }
 
 /* -------------------------------------------------------------- state */
@@ -1648,8 +1676,7 @@ GLOBAL int sl_log(struct __sk_buff *skb, __u32 pass, __u32 reason, __u32 rule_no
 
 	if (!w)
 		return 0;
-	emit_log(skb, &w->p, LOG_PACKET, pass, reason, rule_no, group_no, w->hit_logtag);
-	return 0;
+	return emit_log(skb, &w->p, LOG_PACKET, pass, reason, rule_no, group_no, w->hit_logtag);
 }
 
 GLOBAL int sl_log_rule(struct __sk_buff *skb, __u32 slot, __u32 idx, __u32 pass, __u32 reason)
@@ -1658,8 +1685,7 @@ GLOBAL int sl_log_rule(struct __sk_buff *skb, __u32 slot, __u32 idx, __u32 pass,
 
 	if (!w || slot >= NSLOTS)
 		return 0;
-	log_rule(skb, &w->p, slot, idx & (MAX_RULES - 1), pass, reason);
-	return 0;
+	return log_rule(skb, &w->p, slot, idx & (MAX_RULES - 1), pass, reason);
 }
 
 GLOBAL int sl_reply(struct __sk_buff *skb, __u32 rst, __u32 code)
@@ -1730,6 +1756,11 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		stat_inc(d * ST_DIR + ST_BAD);
 	if (p->flags & PF_FRAG)
 		stat_inc(d * ST_DIR + ST_FRAG);
+	if (p->flags & PF_PULLUP) {
+		drop_inc(RSN_PULLUP);
+		stat_inc(d * ST_DIR + ST_BLOCK);
+		return TC_ACT_SHOT;
+	}
 	if (p->flags & PF_JUMBO) {
 		drop_inc(RSN_JUMBO);
 		stat_inc(d * ST_DIR + ST_BLOCK);
@@ -1790,8 +1821,8 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 				}
 			}
 		}
-		if (r && (pass & FR_CMDMASK) == FR_PASS) {
-			int dca_on = (pass & FR_KEEPLIMIT) && r->keep_limit && p->proto == IPPROTO_TCP &&
+		if (r && ((pass & FR_CMDMASK) == FR_PASS || (pass & FR_CMDMASK) == FR_BLOCK)) {
+			int dca_on = (pass & FR_CMDMASK) == FR_PASS && (pass & FR_KEEPLIMIT) && r->keep_limit && p->proto == IPPROTO_TCP &&
 				     (p->tcpflags & 0x12) == 0x02;
 
 			if ((pass & FR_KEEPSTATE) || dca_on) {
@@ -1801,7 +1832,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 					pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
 					reason = RSN_DCA;
 					stat_inc(ST_DCA);
-				} else if (rc == 0 && (pass & FR_KEEPSTATE)) {
+				} else if (rc == 0 && (pass & FR_KEEPSTATE) && (pass & FR_CMDMASK) == FR_PASS) {
 					pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
 					reason = RSN_STATEADD;
 					stat_inc(d * ST_DIR + ST_STLOST);
@@ -1832,13 +1863,22 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 	if ((pass & FR_LOG) || logpass ||
 	    (cfg(CFG_LOGFLAGS) & (blocked ? FR_BLOCK : FR_PASS))) {
+		int lr;
+
 		if (hit)
-			sl_log(skb, pass, reason, w->hit_rule_no, w->hit_group_no);
+			lr = sl_log(skb, pass, reason, w->hit_rule_no, w->hit_group_no);
 		else if (mrule && !(pass & FR_NOMATCH))
-			sl_log_rule(skb, slot, (mrule - 1) & (MAX_RULES - 1), pass, reason);
+			lr = sl_log_rule(skb, slot, (mrule - 1) & (MAX_RULES - 1), pass, reason);
 		else
-			sl_log(skb, pass, reason, 0xffffffff, 0xffffffff);
+			lr = sl_log(skb, pass, reason, 0xffffffff, 0xffffffff);
 		stat_inc(d * ST_DIR + (blocked ? ST_LOGBLOCK : ST_LOGPASS));
+		/* log or-block: a packet that cannot be logged does not pass */
+		if (lr < 0 && (pass & FR_LOGORBLOCK) && !blocked) {
+			blocked = 1;
+			pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
+			stat_inc(d * ST_DIR + ST_BLOCK);
+			drop_inc(RSN_LOGFAIL);
+		}
 	}
 
 	if (!blocked)

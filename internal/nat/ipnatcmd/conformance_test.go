@@ -104,3 +104,27 @@ func TestBinary(t *testing.T) {
 		}
 	}
 }
+
+func TestMainFlags(t *testing.T) {
+	tests := []struct {
+		args  []string
+		stdin string
+		code  int
+		out   string
+	}{
+		{[]string{"-nvf", "-"}, "map le0 10.0.0.0/8 -> 1.2.3.4\n", 0, "map le0 10.0.0.0/8 -> 1.2.3.4/32\n"},
+		{[]string{"-nf", "-"}, "map le0 10.0.0.0/8 -> 1.2.3.4\n", 0, ""},
+		{[]string{"-nvf", "-"}, "map le0 10.0.0.0/8 ->\n", 1, ""},
+		{[]string{"-CFn"}, "", 0, "0 entries flushed from NAT table\n0 entries flushed from NAT list\n"},
+		{[]string{"-l"}, "", 1, ""},
+		{[]string{"-f", "-"}, "map le0 10.0.0.0/8 -> 1.2.3.4\n", 1, ""}, // no device to load into
+		{[]string{"-Q"}, "", 1, ""},
+	}
+	for _, tc := range tests {
+		var out, errb bytes.Buffer
+		code := Main(tc.args, strings.NewReader(tc.stdin), &out, &errb)
+		if code != tc.code || out.String() != tc.out {
+			t.Errorf("%v: got exit %d output %q, want %d %q (stderr %q)", tc.args, code, out.String(), tc.code, tc.out, errb.String())
+		}
+	}
+}

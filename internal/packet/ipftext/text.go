@@ -171,6 +171,7 @@ func (t *TextReader) parseLine(w []string, buf []byte) (Record, error) {
 		w = w[1:]
 	case isDigit(w[0][0]) && !strings.Contains(w[0], "."):
 		proto = uint8(atoi(w[0]))
+		protoName = ProtocolName(proto)
 		w = w[1:]
 	}
 	ipLen += l4len

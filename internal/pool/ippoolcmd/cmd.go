@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"sluice/internal/pool/netfmt"
 	"sluice/internal/rules/ippool"
@@ -74,8 +76,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case 'f':
 		return loadFiles(files, noLoad, verbose, stdin, stdout, stderr)
 	}
+	if err := checkArgs(cmd, opts); err != nil {
+		fmt.Fprintf(stderr, "ippool: %v\n", err)
+		return 1
+	}
 	if noLoad {
-		// Offline: there is nothing to add, remove, list or flush.
+		// Offline: the arguments are valid and there is no table to
+		// add to, remove from, list or flush.
 		return 0
 	}
 	fmt.Fprintf(stderr, "ippool: %v\n", ErrNoDevice)
@@ -111,4 +118,62 @@ func loadFiles(files []string, noLoad, verbose bool, stdin io.Reader, stdout, st
 		}
 	}
 	return status
+}
+
+// checkArgs validates the operands of the table commands as the
+// original does before it opens the device.
+func checkArgs(cmd byte, opts []netfmt.Opt) error {
+	var name, addr string
+	for _, o := range opts {
+		switch o.Flag {
+		case 'm':
+			name = o.Arg
+		case 'i':
+			addr = o.Arg
+		case 'o':
+			switch o.Arg {
+			case "ipf", "nat", "auth", "count", "all":
+			default:
+				return fmt.Errorf("unknown role %q", o.Arg)
+			}
+		case 't':
+			switch o.Arg {
+			case "tree", "hash", "dstlist", "group-map":
+			default:
+				return fmt.Errorf("unknown type %q", o.Arg)
+			}
+		case 'S', 'T':
+			if !netfmt.IsNumber(o.Arg) {
+				return fmt.Errorf("-%c needs a number, not %q", o.Flag, o.Arg)
+			}
+		}
+	}
+	switch cmd {
+	case 'a', 'r':
+		if addr == "" {
+			return errors.New("no IP address given with -i")
+		}
+		host, bits, hasBits := strings.Cut(addr, "/")
+		h, err := netfmt.ParseHost(host, 0)
+		if err != nil {
+			return err
+		}
+		if hasBits {
+			max := 32
+			if h.Fam == 6 {
+				max = 128
+			}
+			if n, err := strconv.Atoi(bits); err != nil || n < 0 || n > max {
+				if _, ok := netfmt.ParseDotted(bits); !ok || h.Fam == 6 {
+					return fmt.Errorf("bad netmask %q", bits)
+				}
+			}
+		}
+		fallthrough
+	case 'A', 'R':
+		if name == "" {
+			return errors.New("no pool name given with -m")
+		}
+	}
+	return nil
 }

@@ -106,3 +106,27 @@ func TestBinary(t *testing.T) {
 		}
 	}
 }
+
+func TestTableCommandArgs(t *testing.T) {
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-a", "-n", "-m", "100", "-i", "1.2.3.0/24"}, 0},
+		{[]string{"-a", "-n", "-m", "100", "-i", "1.2.3.4/40"}, 1},
+		{[]string{"-a", "-n", "-i", "1.2.3.4"}, 1},
+		{[]string{"-r", "-n", "-m", "x", "-i", "fe80::1/64", "-o", "nat"}, 0},
+		{[]string{"-A", "-n", "-m", "x", "-t", "hash", "-S", "7"}, 0},
+		{[]string{"-A", "-n", "-m", "x", "-t", "list"}, 1},
+		{[]string{"-l", "-n", "-o", "bogus"}, 1},
+		{[]string{"-F", "-n"}, 0},
+		{[]string{"-l"}, 1}, // needs the device
+		{[]string{"-q"}, 1},
+	}
+	for _, tc := range tests {
+		var out, errb bytes.Buffer
+		if got := Main(tc.args, strings.NewReader(""), &out, &errb); got != tc.want {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", tc.args, got, tc.want, errb.String())
+		}
+	}
+}

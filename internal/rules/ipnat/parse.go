@@ -791,6 +791,12 @@ func (p *parser) rhsAddr(r *Rule, rdr bool) Addr {
 			return p.makeRange(r, t, lo, hi)
 		}
 	}
+	if rdr && p.isWord("dstlist") && p.toks[p.i+1].Kind == netfmt.TokPunct && p.toks[p.i+1].Text == "/" {
+		// 5.x: redirect to a member of an ippool destination list.
+		p.next()
+		p.next()
+		return Addr{Kind: AddrLookup, Table: "dstlist", Name: p.word("dstlist name").Text}
+	}
 	if rdr && t.Kind == netfmt.TokWord && p.toks[p.i+1].Kind == netfmt.TokPunct && p.toks[p.i+1].Text == "," {
 		p.next()
 		p.next()

@@ -113,6 +113,7 @@
 #define PF_PORTS 0x1000000  /* ports and flags may be tested */
 #define PF_ICMPOK 0x2000000 /* icmp-type may be tested */
 #define PF_JUMBO 0x4000000
+#define PF_PULLUP 0x8000000 /* L4 header not in the buffer: dropped */
 
 /* Config keys (array of u64). */
 #define CFG_ACTIVE 0      /* slot of the active set */
@@ -176,6 +177,7 @@
 #define RSN_PPS 3
 #define RSN_JUMBO 4
 #define RSN_STATEADD 6
+#define RSN_PULLUP 13
 #define RSN_BADFRAG 15
 #define RSN_BAD 20      /* Sluice: sanity check failed and a rule blocked it */
 #define RSN_DCA 21      /* Sluice: HP keep limit exceeded */

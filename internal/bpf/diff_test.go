@@ -1,0 +1,170 @@
+package bpf
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"sluice/internal/conformance"
+	"sluice/internal/engine"
+	"sluice/internal/packet/ipftext"
+	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
+	"sluice/internal/state"
+	"sluice/internal/testutil"
+)
+
+// TestDifferentialKit runs the packets of the kit's f and ipv6 tests
+// through the Go engine and through the BPF program, one rule line at a
+// time as f_test does, and compares pass/block. Disagreements listed in
+// testdata/diff-known.txt are reported with t.Log; any other fails.
+func TestDifferentialKit(t *testing.T) {
+	h := newHarness(t)
+	kit, err := conformance.KitDir()
+	if err != nil {
+		testutil.SkipOrFail(t, "ipf-conformance kit: %v", err)
+	}
+	known := map[string]bool{}
+	if b, err := os.ReadFile("testdata/diff-known.txt"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				known[l] = true
+			}
+		}
+	}
+	man, err := os.ReadFile(filepath.Join(kit, "manifest.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compared, agreed, unsupported int
+	var unexpected, seenKnown []string
+	for _, row := range strings.Split(string(man), "\n")[1:] {
+		f := strings.Split(row, "\t")
+		if len(f) < 7 || (f[1] != "f" && f[1] != "ipv6") || (f[2] != "f_test" && f[2] != "ipv6_test") {
+			continue
+		}
+		name, fam, format := f[0], f[1], f[4]
+		rulesText, err := os.ReadFile(filepath.Join(kit, fam, "regress", name))
+		if err != nil {
+			continue
+		}
+		input, err := os.ReadFile(filepath.Join(kit, fam, "input", name))
+		if err != nil {
+			continue
+		}
+		lines := []string{string(rulesText)}
+		if f[2] == "f_test" {
+			lines = strings.Split(strings.TrimRight(string(rulesText), "\n"), "\n")
+		}
+		for ln, ruleLine := range lines {
+			if strings.TrimSpace(ruleLine) == "" {
+				continue
+			}
+			rules, err := ipf.Parse("r", []byte(ruleLine+"\n"), ipf.ParseOptions{})
+			if err != nil {
+				continue
+			}
+			set, err := ruleset.Compile(rules)
+			if err != nil {
+				continue
+			}
+			if _, err := CompileSet(set, CompileOptions{}); errors.Is(err, ErrUnsupported) {
+				unsupported++
+				continue
+			}
+			eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
+			eng.Sets().Store(0, set)
+			if _, err := h.d.FlushStates(nil); err != nil {
+				t.Fatal(err)
+			}
+			rd, err := ipftext.NewReader(format, bytes.NewReader(input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 65536)
+			for n := 0; ; n++ {
+				rec, err := rd.Next(buf)
+				if err == io.EOF {
+					break
+				}
+				if err != nil || rec.Packet == nil {
+					continue
+				}
+				ifn := rec.Iface
+				if ifn == "" {
+					ifn = "anon0"
+				}
+				frame := ethFrame(rec.Packet)
+				var p engine.Packet
+				data := append([]byte(nil), rec.Packet...)
+				p.Load(data, ifn, rec.Out, rec.LinkFlags)
+				want := eng.Check(&p).Verdict
+				// the program sees every packet on ifindex 1: resolve the
+				// packet's interface to 1 and every other name to none
+				im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == ifn }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := h.d.LoadRules(im, Active); err != nil {
+					t.Fatal(err)
+				}
+				got, _, err := h.d.Run(rec.Out, frame)
+				if err != nil {
+					t.Fatal(err)
+				}
+				compared++
+				if (got == VerdictPass) == want.Passed() {
+					agreed++
+					continue
+				}
+				id := fmt.Sprintf("%s:%d:%d", name, ln+1, n+1)
+				msg := fmt.Sprintf("%s rule %q packet %d (%s): engine %s, bpf %s", id, ruleLine, n+1, ifn, want, got)
+				if known[id] {
+					seenKnown = append(seenKnown, msg)
+				} else {
+					unexpected = append(unexpected, msg)
+				}
+			}
+			eng.Close()
+		}
+	}
+	t.Logf("differential: %d packets compared, %d agree, %d known disagreements, %d rule lines unsupported by the kernel datapath",
+		compared, agreed, len(seenKnown), unsupported)
+	for _, m := range seenKnown {
+		t.Logf("known disagreement: %s", m)
+	}
+	sort.Strings(unexpected)
+	for _, m := range unexpected {
+		t.Errorf("disagreement: %s", m)
+	}
+	if compared == 0 {
+		t.Error("no packets compared")
+	}
+	if os.Getenv("SLUICE_DIFF_UPDATE") != "" {
+		w := bufio.NewWriter(os.Stdout)
+		for _, m := range unexpected {
+			fmt.Fprintln(w, strings.Fields(m)[0])
+		}
+		w.Flush()
+	}
+}
+
+// ethFrame puts an Ethernet header in front of an IP packet.
+func ethFrame(ip []byte) []byte {
+	f := make([]byte, 14+len(ip))
+	copy(f[0:6], []byte{2, 0, 0, 0, 0, 2})
+	copy(f[6:12], []byte{2, 0, 0, 0, 0, 1})
+	f[12], f[13] = 0x08, 0x00
+	if len(ip) > 0 && ip[0]>>4 == 6 {
+		f[12], f[13] = 0x86, 0xdd
+	}
+	copy(f[14:], ip)
+	return f
+}

@@ -1,0 +1,45 @@
+// Package enginehook plugs the NAT engine (sluice/internal/nat) into the
+// filter engine's NAT hook (sluice/internal/engine.NAT).
+package enginehook
+
+import (
+	"sluice/internal/engine"
+	"sluice/internal/nat"
+	"sluice/internal/packet"
+)
+
+// Hook adapts a *nat.NAT to engine.NAT. Translated packets are re-parsed
+// and marked FlagNATed ("with nat"). Divert rules change the packet's
+// length: p.Data then needs 28 bytes of spare capacity, and is replaced
+// by the re-sliced packet.
+type Hook struct {
+	NAT *nat.NAT
+}
+
+var _ engine.NAT = Hook{}
+
+// In runs NAT for an inbound packet before filtering; false means the
+// translation failed and the engine blocks the packet.
+func (h Hook) In(p *engine.Packet) bool {
+	b, r := h.NAT.InPacket(p.Data, p.IfName)
+	return finish(p, b, r)
+}
+
+// Out runs NAT for an outbound packet that passed the filter; tag is the
+// matching rule's set-tag(nat=…).
+func (h Hook) Out(p *engine.Packet, tag string) bool {
+	b, r := h.NAT.OutPacket(p.Data, p.IfName, tag)
+	return finish(p, b, r)
+}
+
+func finish(p *engine.Packet, b []byte, r nat.Result) bool {
+	switch r {
+	case nat.Failed:
+		return false
+	case nat.Translated:
+		p.Data = b
+		p.Info.Flags |= packet.FlagNATed
+		p.Reparse()
+	}
+	return true
+}

@@ -1,0 +1,68 @@
+package enginehook
+
+import (
+	"encoding/binary"
+	"io"
+	"net/netip"
+	"testing"
+
+	"sluice/internal/engine"
+	"sluice/internal/nat"
+	"sluice/internal/packet"
+	"sluice/internal/pool"
+	"sluice/internal/rules/ipnat"
+)
+
+func udp(src, dst netip.Addr, sp, dp uint16) []byte {
+	b := make([]byte, 28, 28+64)
+	b[0] = 0x45
+	binary.BigEndian.PutUint16(b[2:], 28)
+	b[8], b[9] = 64, 17
+	s, d := src.As4(), dst.As4()
+	copy(b[12:], s[:])
+	copy(b[16:], d[:])
+	binary.BigEndian.PutUint16(b[10:], ^packet.Checksum(b[:20], 0))
+	binary.BigEndian.PutUint16(b[20:], sp)
+	binary.BigEndian.PutUint16(b[22:], dp)
+	binary.BigEndian.PutUint16(b[24:], 8)
+	sum := ^packet.Checksum(b[20:], packet.PseudoHeaderChecksum(17, src, dst, 8))
+	binary.BigEndian.PutUint16(b[26:], sum)
+	return b
+}
+
+func TestHookThroughEngine(t *testing.T) {
+	f, err := ipnat.Parse("t", "map le0 10.0.0.0/8 -> 198.51.100.1/32 portmap tcp/udp 20000:20010 sequential\ndivert in on le0 proto udp from any to 192.0.2.7 -> src 127.0.0.1,10101 dst 127.0.0.1,10101 udp;\n", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := nat.New(f, nat.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(engine.Config{NAT: Hook{n}})
+	defer e.Close()
+	a := netip.MustParseAddr
+
+	p := &engine.Packet{Data: udp(a("10.1.1.1"), a("203.0.113.9"), 5353, 53), IfName: "le0", Out: true}
+	p.ParseErr = p.Info.Parse(p.Data, packet.ParseOptions{VerifyChecksums: true})
+	e.Check(p)
+	if got := packet.IPv4(p.Data).SourceAddress(); got != a("198.51.100.1") {
+		t.Errorf("source after NAT: got %v, want 198.51.100.1", got)
+	}
+	if p.Info.Flags&packet.FlagNATed == 0 || p.Info.Flags&packet.FlagBad != 0 {
+		t.Errorf("flags %#x: want NATed and not bad (checksums stay valid)", p.Info.Flags)
+	}
+
+	q := &engine.Packet{Data: udp(a("203.0.113.8"), a("192.0.2.7"), 4000, 53), IfName: "le0"}
+	q.ParseErr = q.Info.Parse(q.Data, packet.ParseOptions{VerifyChecksums: true})
+	e.Check(q)
+	if len(q.Data) != 28+28 || q.Data[9] != 17 || binary.BigEndian.Uint16(q.Data[22:]) != 10101 {
+		t.Errorf("divert: got %x, want the packet wrapped in UDP to port 10101", q.Data)
+	}
+}
+
+// The pool set plugs straight into the engine's pool and dstlist hooks.
+var (
+	_ engine.Pools    = (*pool.Set)(nil)
+	_ engine.DstLists = (*pool.Set)(nil)
+)
