@@ -510,3 +510,43 @@ func TestCompileErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestTunables(t *testing.T) {
+	h := newHarness(t)
+	defer h.d.SetTunable("udp_ack_timeout", 24)
+	if err := h.d.SetTunable("udp_ack_timeout", 2); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tu := range h.d.Tunables() {
+		if tu.Name == "udp_ack_timeout" {
+			found = tu.Cur == 2
+		}
+	}
+	if !found {
+		t.Error("udp_ack_timeout: not 2 after SetTunable")
+	}
+	if err := h.d.SetTunable("nope", 1); err == nil {
+		t.Error("unknown tunable: got nil error")
+	}
+	h.load("block in all\npass out quick proto udp all keep state\n")
+	q := testPkt{src: "10.0.0.1", dst: "10.0.0.3", proto: 17, sport: 5353, dport: 53}
+	h.expect(true, q, "pass")
+	h.expect(false, q.reply(0), "pass")
+	if err := h.d.AdvanceClock(1500 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// one second (2 ticks) after the reply the entry has expired
+	h.expect(false, q.reply(0), "block")
+}
+
+func FuzzDecodeLog(f *testing.F) {
+	f.Add(make([]byte, 48))
+	f.Add(make([]byte, 48+logSnap))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeLog(b)
+		if err == nil && len(r.Data) > logSnap {
+			t.Fatalf("decoded %d data bytes", len(r.Data))
+		}
+	})
+}

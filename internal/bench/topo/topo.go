@@ -21,9 +21,10 @@ type Role int
 
 const (
 	// SUT is the system under test: configurations (filters, marking)
-	// are applied to it and the netperf client runs in it.
+	// are applied to it. Which end runs the netperf client depends on
+	// the test (see result.Test.Client); locally both run a netserver.
 	SUT Role = iota
-	// Peer is the other end; netserver runs in it.
+	// Peer is the other end; in remote mode a machine running netserver.
 	Peer
 )
 
