@@ -322,6 +322,9 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 	raw.AgeFwd, raw.AgeRev = r.Age[0], r.Age[1]
 	if r.KeepFrags {
 		raw.Action |= frKeepFrag
+		if r.KeepFragsStrict {
+			raw.Action |= frFragStrict
+		}
 	}
 	if r.KeepLimit != 0 {
 		raw.Action |= frKeepLimit

@@ -550,3 +550,43 @@ func FuzzDecodeLog(f *testing.F) {
 		}
 	})
 }
+
+func TestICMPErrorMatchesState(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\npass out quick proto udp from any to any port = 7 keep state (no-icmp-err)\npass out quick proto udp all keep state\n")
+	q := testPkt{src: "10.0.0.1", dst: "10.0.0.3", proto: 17, sport: 5353, dport: 53}
+	h.expect(true, q, "pass")
+	// unreachable from 10.0.0.3 quoting our datagram
+	icmpErr := func(quoted testPkt) []byte {
+		qb := quoted.build()[14 : 14+28]
+		e := testPkt{src: quoted.dst, dst: quoted.src, proto: 1, icmpType: 3, icmpCode: 3, payload: 28}
+		fr := e.build()
+		copy(fr[14+20+8:], qb)
+		return fr
+	}
+	if ret, _ := h.run(false, icmpErr(q)); verdictName(ret) != "pass" {
+		t.Errorf("ICMP error for a known flow: got %s, want pass", verdictName(ret))
+	}
+	other := q
+	other.sport = 9999
+	if ret, _ := h.run(false, icmpErr(other)); verdictName(ret) != "block" {
+		t.Errorf("ICMP error for an unknown flow: got %s, want block", verdictName(ret))
+	}
+	n := testPkt{src: "10.0.0.1", dst: "10.0.0.4", proto: 17, sport: 1234, dport: 7}
+	h.expect(true, n, "pass")
+	if ret, _ := h.run(false, icmpErr(n)); verdictName(ret) != "block" {
+		t.Errorf("ICMP error for a no-icmp-err flow: got %s, want block", verdictName(ret))
+	}
+}
+
+func TestFragmentCache(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\npass in proto udp from any to any port = 53 keep state\n")
+	first := testPkt{src: "10.0.0.9", dst: "10.0.0.1", proto: 17, sport: 999, dport: 53, moreFrags: true, payload: 24, id: 4242}
+	h.expect(false, first, "pass")
+	// a later fragment has no ports: only the cache lets it through
+	body := testPkt{src: "10.0.0.9", dst: "10.0.0.1", proto: 17, fragOff: 4, payload: 16, id: 4242}
+	h.expect(false, body, "pass")
+	body.id = 4243
+	h.expect(false, body, "block")
+}

@@ -15,7 +15,7 @@ import (
 
 type filterBlocks struct {
 	_ structs.HostLayout
-	W [4]uint64
+	W [16]uint64
 }
 
 type filterCounter struct {
@@ -29,6 +29,25 @@ type filterDcaKey struct {
 	Slot uint32
 	Rule uint32
 	Src  [4]uint32
+}
+
+type filterFragEntry struct {
+	_       structs.HostLayout
+	Expire  uint64
+	Pass    uint32
+	RuleNo  uint32
+	GroupNo uint32
+	Logtag  uint32
+}
+
+type filterFragKey struct {
+	_      structs.HostLayout
+	Src    [4]uint32
+	Dst    [4]uint32
+	Id     uint32
+	Proto  uint8
+	Family uint8
+	Pad    uint16
 }
 
 type filterList struct {
@@ -136,6 +155,7 @@ type filterStateEntry struct {
 	_       structs.HostLayout
 	Created uint64
 	Expire  uint64
+	Last    uint64
 	Pkts    [4]uint64
 	Bytes   [4]uint64
 	Pass    uint32
@@ -202,7 +222,9 @@ type filterWork struct {
 		Secclass uint8
 		Wscale   uint8
 		Sackok   uint8
+		Ipid     uint32
 	}
+	_ [4]byte
 	S struct {
 		_        structs.HostLayout
 		Base     uint32
@@ -218,7 +240,7 @@ type filterWork struct {
 		StackPos [16]uint32
 		StackEnd [16]uint32
 		Logs     [4]uint32
-		Cand     [4]uint64
+		Cand     [16]uint64
 	}
 	E          filterStateEntry
 	Obuf       [64]uint8
@@ -236,6 +258,7 @@ const (
 	filterMapCounters        = "counters"
 	filterMapDca             = "dca"
 	filterMapDrops           = "drops"
+	filterMapFrags           = "frags"
 	filterMapIdxDport        = "idx_dport"
 	filterMapIdxDst          = "idx_dst"
 	filterMapIfaces          = "ifaces"
@@ -309,6 +332,7 @@ type filterMapSpecs struct {
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	Dca        *ebpf.MapSpec `ebpf:"dca"`
 	Drops      *ebpf.MapSpec `ebpf:"drops"`
+	Frags      *ebpf.MapSpec `ebpf:"frags"`
 	IdxDport   *ebpf.MapSpec `ebpf:"idx_dport"`
 	IdxDst     *ebpf.MapSpec `ebpf:"idx_dst"`
 	Ifaces     *ebpf.MapSpec `ebpf:"ifaces"`
@@ -356,6 +380,7 @@ type filterMaps struct {
 	Counters   *ebpf.Map `ebpf:"counters"`
 	Dca        *ebpf.Map `ebpf:"dca"`
 	Drops      *ebpf.Map `ebpf:"drops"`
+	Frags      *ebpf.Map `ebpf:"frags"`
 	IdxDport   *ebpf.Map `ebpf:"idx_dport"`
 	IdxDst     *ebpf.Map `ebpf:"idx_dst"`
 	Ifaces     *ebpf.Map `ebpf:"ifaces"`
@@ -378,6 +403,7 @@ func (m *filterMaps) Close() error {
 		m.Counters,
 		m.Dca,
 		m.Drops,
+		m.Frags,
 		m.IdxDport,
 		m.IdxDst,
 		m.Ifaces,

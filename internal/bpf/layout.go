@@ -12,7 +12,7 @@ const (
 	MaxLists  = 512   // lists per slot: in, out, count in, count out, groups
 	maxDepth  = 16    // group nesting the scan follows
 	numSlots  = 3
-	blockBits = 6 // the index works on blocks of 1<<blockBits rules
+	blockBits = 4 // the index works on blocks of 1<<blockBits rules
 	numBlocks = MaxRules >> blockBits
 	blockWord = numBlocks / 64
 	logSnap   = 128
@@ -51,6 +51,7 @@ const (
 	frLogFirst   = 0x20000
 	frLog        = 0x40000
 	frLogOrBlock = 0x100000
+	frFragStrict = 0x200000
 	frStStrict   = 0x400000
 	frNoICMPErr  = 0x1000000
 	frStLoose    = 0x2000000
@@ -259,6 +260,7 @@ type rawTCPSide struct {
 type rawStateEntry struct {
 	Created uint64
 	Expire  uint64
+	Last    uint64
 	Pkts    [4]uint64
 	Bytes   [4]uint64
 	Pass    uint32
@@ -350,4 +352,23 @@ func ReasonName(r uint32) string {
 		return "keep-limit"
 	}
 	return fmt.Sprintf("reason-%d", r)
+}
+
+// rawFragKey mirrors struct frag_key.
+type rawFragKey struct {
+	Src    [4]uint32
+	Dst    [4]uint32
+	ID     uint32
+	Proto  uint8
+	Family uint8
+	Pad    uint16
+}
+
+// rawFragEntry mirrors struct frag_entry.
+type rawFragEntry struct {
+	Expire  uint64
+	Pass    uint32
+	RuleNo  uint32
+	GroupNo uint32
+	Logtag  uint32
 }

@@ -28,6 +28,8 @@ func TestLayout(t *testing.T) {
 		"rule_text":   rawRuleText{},
 		"list_meta":   rawListMeta{},
 		"dca_key":     filterDcaKey{},
+		"frag_key":    rawFragKey{},
+		"frag_entry":  rawFragEntry{},
 	} {
 		var s *btf.Struct
 		if err := spec.Types.TypeByName(name, &s); err != nil {

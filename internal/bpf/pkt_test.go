@@ -23,6 +23,7 @@ type testPkt struct {
 	fragOff    uint16 // IPv4 fragment offset in 8-byte units
 	moreFrags  bool
 	tcpOptions []byte
+	id         uint16 // IPv4 id
 }
 
 // build returns an Ethernet frame carrying p.
@@ -74,6 +75,7 @@ func (p testPkt) build() []byte {
 		if p.moreFrags {
 			fo |= 0x2000
 		}
+		binary.BigEndian.PutUint16(ip[4:], p.id)
 		binary.BigEndian.PutUint16(ip[6:], fo)
 		ip[8] = ttl
 		ip[9] = p.proto

@@ -124,6 +124,7 @@ type State struct {
 	SrcPort, DstPort uint16 // ICMP: id and type
 	TCPState         [2]uint8
 	TTL              time.Duration // remaining lifetime
+	Idle             time.Duration // since the last packet
 	Pass             uint32
 	RuleNo           uint32
 	Group            uint32
@@ -161,7 +162,7 @@ func (d *Datapath) States() ([]State, error) {
 		}
 		s := State{
 			Proto: k.Proto, Src: keyAddr(k.Src, k.Family), Dst: keyAddr(k.Dst, k.Family),
-			SrcPort: k.Sport, DstPort: k.Dport, TTL: time.Duration(v.Expire - now),
+			SrcPort: k.Sport, DstPort: k.Dport, TTL: time.Duration(v.Expire - now), Idle: time.Duration(now - v.Last),
 			Pass: v.Pass, RuleNo: v.RuleNo, Group: v.GroupNo, Tag: v.Logtag,
 			Pkts: v.Pkts, Bytes: v.Bytes, Ifindex: v.Ifindex,
 		}
@@ -203,6 +204,9 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 	for it.Next(&k, &v) {
 		if match != nil {
 			s := State{Proto: k.Proto, TCPState: [2]uint8{v.TCP[0].State, v.TCP[1].State}}
+			if now > v.Last {
+				s.Idle = time.Duration(now - v.Last)
+			}
 			if v.Expire > now {
 				s.TTL = time.Duration(v.Expire - now)
 			}

@@ -149,6 +149,15 @@ func New(c Config) *Engine {
 	return e
 }
 
+// Expire removes timed-out state and fragment entries (IPFilter's slow
+// timer); a long-running datapath calls it every tick or so. Lookups also
+// drop expired entries they meet, so calling it is about memory, not
+// correctness.
+func (e *Engine) Expire() int {
+	e.Frags.Expire()
+	return e.States.Expire()
+}
+
 // Close releases the tables.
 func (e *Engine) Close() { e.States.Close() }
 
@@ -479,9 +488,19 @@ func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
 	sc.matched = false
 	skip := 0
 	p := sc.p
+	hot := l.Hot
+	if len(hot) != len(l.Rules) {
+		hot = nil
+	}
+	if hot != nil && sc.alen == 0 {
+		sc.words()
+	}
 	for n, r := range l.Rules {
 		if skip > 0 {
 			skip--
+			continue
+		}
+		if hot != nil && sc.reject(&hot[n]) {
 			continue
 		}
 		if !sc.match(r) {
@@ -573,6 +592,34 @@ func (sc *scan) callGroup(r *ruleset.Rule, pass uint32) *ruleset.Rule {
 		return nil
 	}
 	return rule
+}
+
+// words computes the packet addresses in ruleset.Words form.
+func (sc *scan) words() {
+	fi := &sc.p.Info
+	sc.srcW, sc.dstW = ruleset.Words(fi.Src), ruleset.Words(fi.Dst)
+	sc.alen = uint8(fi.Src.BitLen() / 8)
+}
+
+// reject is the ruleset.Hot prefilter: true means the rule cannot match.
+func (sc *scan) reject(h *ruleset.Hot) bool {
+	fi := &sc.p.Info
+	if h.Out != sc.p.Out || (h.Family != 0 && h.Family != fi.Version) || (h.HasProto && h.Proto != fi.Proto) {
+		return true
+	}
+	if h.SrcLen != 0 {
+		hit := h.SrcLen == sc.alen && sc.srcW[0]&h.SrcM[0] == h.SrcW[0] && sc.srcW[1]&h.SrcM[1] == h.SrcW[1]
+		if hit == h.SrcNot {
+			return true
+		}
+	}
+	if h.DstLen != 0 {
+		hit := h.DstLen == sc.alen && sc.dstW[0]&h.DstM[0] == h.DstW[0] && sc.dstW[1]&h.DstM[1] == h.DstW[1]
+		if hit == h.DstNot {
+			return true
+		}
+	}
+	return false
 }
 
 // match is ipf_check_ipf plus the interface and tag checks.
@@ -702,8 +749,7 @@ func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr, w *[2]uint64) bool
 		hit = true
 	case ipf.AddrHost:
 		if sc.alen == 0 {
-			sc.srcW, sc.dstW = ruleset.Words(sc.p.Info.Src), ruleset.Words(sc.p.Info.Dst)
-			sc.alen = uint8(sc.p.Info.Src.BitLen() / 8)
+			sc.words()
 		}
 		hit = m.MatchWords(*w, sc.alen)
 	case ipf.AddrPool, ipf.AddrHash:

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand"
 	"net/netip"
 	"strings"
 	"testing"
@@ -318,5 +319,42 @@ func TestConcurrentCheck(t *testing.T) {
 	s := e.Stats()
 	if s.Pass[0]+s.Pass[1] != 4*200*3 {
 		t.Errorf("passed: got %d, want %d", s.Pass[0]+s.Pass[1], 4*200*3)
+	}
+}
+
+// TestHotPrefilterAgreesWithMatch compares scans with and without the
+// ruleset.Hot prefilter on random rule sets and packets.
+func TestHotPrefilterAgreesWithMatch(t *testing.T) {
+	rnd := rand.New(rand.NewSource(3))
+	addrs := []string{"any", "1.1.1.1", "1.1.0.0/16", "!1.1.1.0/24", "2.2.2.2/32", "!any", "10.0.0.0/8"}
+	pick := func(s []string) string { return s[rnd.Intn(len(s))] }
+	hosts := []string{"1.1.1.1", "1.1.2.2", "2.2.2.2", "10.1.1.1", "3.3.3.3"}
+	for iter := 0; iter < 200; iter++ {
+		var b strings.Builder
+		for i := 0; i < 12; i++ {
+			fmt.Fprintf(&b, "%s %s %s%sfrom %s to %s\n", pick([]string{"pass", "block"}), pick([]string{"in", "out"}),
+				pick([]string{"", "quick "}), pick([]string{"", "proto tcp ", "proto udp ", "family inet "}),
+				pick(addrs), pick(addrs))
+		}
+		withHot := newEngine(t, b.String())
+		noHot := newEngine(t, b.String())
+		set := noHot.Sets().Active()
+		set.In.Hot, set.Out.Hot = nil, nil
+		for j := 0; j < 20; j++ {
+			var pkt []byte
+			if rnd.Intn(2) == 0 {
+				pkt = mkTCP(pick(hosts), pick(hosts), 1, 2, 0x02, 1, 0)
+			} else {
+				pkt = mkUDP(pick(hosts), pick(hosts), 1, 2)
+			}
+			out := rnd.Intn(2) == 0
+			var p1, p2 Packet
+			r1 := check(withHot, &p1, append([]byte(nil), pkt...), out, "nic0")
+			r2 := check(noHot, &p2, append([]byte(nil), pkt...), out, "nic0")
+			if r1.Verdict != r2.Verdict || r1.RuleNum != r2.RuleNum {
+				t.Fatalf("rules:\n%s\npacket %x out=%v: with Hot %v/%d, without %v/%d",
+					b.String(), pkt, out, r1.Verdict, r1.RuleNum, r2.Verdict, r2.RuleNum)
+			}
+		}
 	}
 }

@@ -173,3 +173,22 @@ func TestKeepFrags(t *testing.T) {
 		}
 	}
 }
+
+func TestExpire(t *testing.T) {
+	clk := &state.ManualClock{}
+	rs, err := ipf.Parse("t", []byte("pass in proto udp all keep state\n"), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{Clock: clk})
+	e.Sets().Store(0, mustCompile(t, rs))
+	var p Packet
+	check(e, &p, mkUDP("1.1.1.1", "2.2.2.2", 1, 2), false, "a")
+	if n := e.Expire(); n != 0 || e.States.Active() != 1 {
+		t.Fatalf("fresh entry expired (%d)", n)
+	}
+	clk.Advance(241) // udp_timeout is 240 ticks
+	if n := e.Expire(); n != 1 || e.States.Active() != 0 {
+		t.Errorf("after udp_timeout: expired %d, active %d; want 1, 0", n, e.States.Active())
+	}
+}

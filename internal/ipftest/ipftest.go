@@ -19,7 +19,7 @@ import (
 	"sluice/internal/engine"
 	"sluice/internal/ipflog"
 	"sluice/internal/nat"
-	"sluice/internal/packet"
+	"sluice/internal/nat/enginehook"
 	"sluice/internal/packet/ipftext"
 	"sluice/internal/pool"
 	"sluice/internal/rules/ipf"
@@ -646,7 +646,7 @@ func (r *run) loadNAT(name string) error {
 		if err != nil {
 			return err
 		}
-		r.eng.SetNAT(natHook{r.nat})
+		r.eng.SetNAT(enginehook.Hook{NAT: r.nat})
 		return nil
 	}
 	return r.nat.AddRules(f)
@@ -663,29 +663,4 @@ func (r *run) ifAddr(name string, v6 bool) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a, true
-}
-
-// natHook adapts the NAT engine to the filter's NAT hook.
-type natHook struct{ n *nat.NAT }
-
-func (h natHook) In(p *engine.Packet) bool {
-	switch h.n.In(p.Data, p.IfName) {
-	case nat.Failed:
-		return false
-	case nat.Translated:
-		p.Reparse()
-		p.Info.Flags |= packet.FlagNATed
-	}
-	return true
-}
-
-func (h natHook) Out(p *engine.Packet, tag string) bool {
-	switch h.n.Out(p.Data, p.IfName, tag) {
-	case nat.Failed:
-		return false
-	case nat.Translated:
-		p.Reparse()
-		p.Info.Flags |= packet.FlagNATed
-	}
-	return true
 }

@@ -37,6 +37,10 @@
 //   - In rules with NATTag match only packets the inbound NAT rule tagged
 //     so.
 //
+// List.Hot is a packed prefilter (direction, family, protocol, host
+// address tests) in the same order as List.Rules: a scanner may skip a
+// rule whose Hot entry rejects the packet without reading the Rule.
+//
 // Flags carries IPFilter's FR_* bits unchanged (FRPass, FRBlock, FRQuick,
 // FRKeepState, FRRetRST, ...), so a datapath can return them as its
 // result word and ipfstat/ipmon print the same values as IPFilter.

@@ -181,6 +181,43 @@ const (
 type List struct {
 	Name  string // group name; "" for main lists
 	Rules []*Rule
+	// Hot mirrors Rules (same index) with the fields that reject most
+	// packets, packed contiguously so a long scan stays in cache. It is
+	// built by Set.Link; a scanner must ignore it when its length differs
+	// from len(Rules).
+	Hot []Hot
+}
+
+// Hot is the prefilter form of a rule: direction, family, protocol and
+// host address tests. A packet that fails it fails the rule; one that
+// passes must still be checked against the whole Rule.
+type Hot struct {
+	Out      bool
+	Family   uint8
+	Proto    uint8
+	HasProto bool
+	// SrcLen/DstLen are 4 or 16 for a host address test (0 = none);
+	// the packet address words masked with SrcM must equal SrcW,
+	// inverted by SrcNot.
+	SrcLen, DstLen uint8
+	SrcNot, DstNot bool
+	SrcW, SrcM     [2]uint64
+	DstW, DstM     [2]uint64
+}
+
+// index (re)builds l.Hot.
+func (l *List) index() {
+	l.Hot = make([]Hot, len(l.Rules))
+	for i, r := range l.Rules {
+		h := &l.Hot[i]
+		h.Out, h.Family, h.Proto, h.HasProto = r.Out, r.Family, r.Proto, r.HasProto && r.Tests&TestProto != 0
+		if r.Tests&TestSrc != 0 && r.Src4.Kind == ipf.AddrHost {
+			h.SrcLen, h.SrcNot, h.SrcW, h.SrcM = r.Src4.Len, r.Src4.Not, r.Src4.W, r.Src4.M
+		}
+		if r.Tests&TestDst != 0 && r.Dst4.Kind == ipf.AddrHost {
+			h.DstLen, h.DstNot, h.DstW, h.DstM = r.Dst4.Len, r.Dst4.Not, r.Dst4.W, r.Dst4.M
+		}
+	}
 }
 
 // Set is one compiled rule set (IPFilter's set 0 or set 1).
@@ -301,6 +338,15 @@ func (s *Set) Link() {
 	}
 	for _, g := range s.AcctGroups {
 		link(g, s.AcctGroups, false)
+	}
+	for _, l := range []*List{&s.In, &s.Out, &s.AcctIn, &s.AcctOut} {
+		l.index()
+	}
+	for _, g := range s.Groups {
+		g.index()
+	}
+	for _, g := range s.AcctGroups {
+		g.index()
 	}
 }
 

@@ -424,3 +424,33 @@ func TestCloneWildPort(t *testing.T) {
 		t.Error("parent lost its wildcard")
 	}
 }
+
+// TestTCPTimeouts: each TCP state restarts the timer of its queue (§3.5),
+// and a rule's age replaces them.
+func TestTCPTimeouts(t *testing.T) {
+	tb, clk := newTable(t)
+	cfg := DefaultConfig()
+	e, _ := tb.Add(tcpPkt(false, false, THSyn, 1, 0), 2, &Limits{})
+	if got := e.Expire - clk.Ticks(); got != cfg.TCPTimeout[TCPSynSent] {
+		t.Errorf("after SYN: timeout %d, want %d", got, cfg.TCPTimeout[TCPSynSent])
+	}
+	tb.Lookup(tcpPkt(false, true, THSyn|THAck, 101, 2))
+	tb.Lookup(tcpPkt(false, false, THAck, 2, 102))
+	if got := e.Expire - clk.Ticks(); got != cfg.TCPTimeout[TCPEstablished] {
+		t.Errorf("established: timeout %d, want %d", got, cfg.TCPTimeout[TCPEstablished])
+	}
+	tb.Lookup(tcpPkt(false, false, THFin|THAck, 2, 102))
+	if got := e.Expire - clk.Ticks(); got != cfg.TCPTimeout[TCPFinWait1] {
+		t.Errorf("fin-wait-1: timeout %d, want %d", got, cfg.TCPTimeout[TCPFinWait1])
+	}
+
+	tb2, clk2 := newTable(t)
+	e2, _ := tb2.Add(tcpPkt(false, false, THSyn, 1, 0), 2, &Limits{AgeFwd: 20, AgeRev: 10})
+	if got := e2.Expire - clk2.Ticks(); got != 20 {
+		t.Errorf("rule age, forward: timeout %d, want 20", got)
+	}
+	tb2.Lookup(tcpPkt(false, true, THSyn|THAck, 101, 2))
+	if got := e2.Expire - clk2.Ticks(); got != 10 {
+		t.Errorf("rule age, reply: timeout %d, want 10", got)
+	}
+}

@@ -66,16 +66,29 @@ const (
 // Runs reports whether the configuration takes part in a test of suite.
 func (c *Config) Runs(suite string) bool { return c.Suite == "" || c.Suite == suite }
 
-// IPFLoader loads an ipf.conf rule set into Sluice's eBPF datapath. The
-// lead plugs internal/bpf in here.
+// IPFLoader loads an ipf.conf rule set into Sluice's eBPF IPFilter
+// datapath. It is called before each apply with the configuration's rule
+// text; it should parse and compile here, so a bad rule set is reported
+// as the configuration's skip reason, and return an Applier whose Apply
+// attaches the datapath to host.Link (ifindex host.Index) in both
+// directions (the rule sets have "in" and "out" rules). Names and
+// indexes are those of host.NetNS, so attach from inside it (host.Do).
+// Pins, if any, must go in a directory of the Applier's own (the
+// process may run several test beds at once, and the tests do), and
+// Remove must detach and unpin everything. The lead plugs internal/bpf in
+// here (cmd/sluice's datapaths).
 type IPFLoader func(rules string) (Applier, error)
 
 // QoSLoader loads an ipqos.conf configuration into Sluice's IPQoS marking
-// datapath. The lead plugs internal/qos in here.
+// datapath, with the same contract as IPFLoader. The configuration names
+// the SUT's interface as its adapter (already substituted for @LINK@);
+// marking is on egress. The lead plugs internal/bpf/qos in here.
 type QoSLoader func(conf string) (Applier, error)
 
-// Datapaths are the Sluice datapaths available to the bench; nil fields
-// make the sluice configurations report ErrUnavailable.
+// Datapaths are the Sluice datapaths available to the bench; a nil field
+// makes its configurations fail with ErrUnavailable, which the run
+// records as "skipped: datapath not available". The nftables
+// configurations (NFT) show how an Applier enters the SUT's namespace.
 type Datapaths struct {
 	IPF IPFLoader
 	QoS QoSLoader

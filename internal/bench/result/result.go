@@ -62,7 +62,7 @@ type Run struct {
 	NumCPU    int       `json:"num_cpu"`
 	Hostname  string    `json:"hostname,omitempty"`
 	GoVersion string    `json:"go_version,omitempty"`
-	// Runner names the traffic generator ("netperf" or a stand-in).
+	// Runner names the traffic generator ("netperf"; tests use fakes).
 	Runner   string        `json:"runner"`
 	Mode     string        `json:"mode"` // quick, full or custom
 	Duration time.Duration `json:"duration_ns"`

@@ -97,6 +97,14 @@ struct {
 	__type(value, struct state_entry);
 } states SEC(".maps");
 
+/* Fragment cache (keep frags, and fragments of flows with state). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct frag_key);
+	__type(value, struct frag_entry);
+} frags SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
@@ -178,6 +186,7 @@ struct pktinfo {
 	__u8 secclass;
 	__u8 wscale;   /* from a SYN's options, 0xff if none */
 	__u8 sackok;
+	__u32 ipid;    /* IPv4 id or IPv6 fragment id */
 };
 
 #define MAX_LOGS 4
@@ -538,6 +547,7 @@ static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, 
 	p->tos = h[1];
 	p->plen = (h[2] << 8) | h[3];
 	fo = (h[6] << 8) | h[7];
+	p->ipid = (h[4] << 8) | h[5];
 	p->ttl = h[8];
 	p->proto = h[9];
 	__builtin_memcpy(&p->src[0], &h[12], 4);
@@ -621,6 +631,7 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 
 			len = 8;
 			p->flags |= PF_FRAG;
+			p->ipid = ((__u32)e[4] << 24) | ((__u32)e[5] << 16) | ((__u32)e[6] << 8) | e[7];
 			fragoff = fo & 0xfff8;
 			if ((fo & 1) && ((end - pos - 8) & 7))
 				p->flags |= PF_BAD;
@@ -1316,6 +1327,7 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	}
 	if (!e->ifindex[slot])
 		e->ifindex[slot] = p->ifindex;
+	e->last = now;
 	e->pkts[slot]++;
 	e->bytes[slot] += p->plen;
 	*revp = rev;
@@ -1382,6 +1394,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	}
 	make_key(&k, p, 0);
 	ep->created = now;
+	ep->last = now;
 	ep->pass = pass;
 	ep->rule = idx;
 	ep->slot = slot;
@@ -1656,6 +1669,142 @@ GLOBAL int sl_state_lookup(__u64 now)
 	return 1;
 }
 
+/* sl_icmperr_lookup matches an ICMP error against the state of the packet
+ * it quotes (§3.6): the quoted header is the flow's own packet, so its
+ * tuple is looked up as is and reversed. Counters and TCP state are left
+ * alone; entries with no-icmp-err refuse. */
+GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
+{
+	struct work *w = get_work();
+	struct pktinfo *p;
+	struct state_key k = {};
+	struct state_entry *e;
+	__u8 h[40];
+	__u8 l4[8];
+	__u32 off, l4off;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	off = p->l4off + 8;
+	if (p->family == 4) {
+		__u32 hl;
+
+		if (p->plen < 48 || bpf_skb_load_bytes(skb, off, h, 20) < 0)
+			return 0;
+		hl = (h[0] & 0xf) * 4;
+		if (hl < 20 || (((h[6] << 8) | h[7]) & 0x1fff))
+			return 0; /* quoted header of a non-first fragment: bad */
+		k.family = 4;
+		k.proto = h[9];
+		__builtin_memcpy(&k.src[0], &h[12], 4);
+		__builtin_memcpy(&k.dst[0], &h[16], 4);
+		l4off = off + hl;
+		/* the quoted source must be the error's destination */
+		if (k.src[0] != p->dst[0])
+			return 0;
+	} else {
+		if (bpf_skb_load_bytes(skb, off, h, 40) < 0)
+			return 0;
+		k.family = 6;
+		k.proto = h[6];
+		__builtin_memcpy(k.src, &h[8], 16);
+		__builtin_memcpy(k.dst, &h[24], 16);
+		l4off = off + 40;
+	}
+	if (bpf_skb_load_bytes(skb, l4off, l4, 8) < 0)
+		return 0;
+	if (k.proto == IPPROTO_TCP || k.proto == IPPROTO_UDP) {
+		k.sport = (l4[0] << 8) | l4[1];
+		k.dport = (l4[2] << 8) | l4[3];
+	} else if (k.proto == IPPROTO_ICMP || k.proto == IPPROTO_ICMPV6) {
+		k.sport = (l4[4] << 8) | l4[5];
+		k.dport = l4[0];
+	} else {
+		return 0;
+	}
+	e = bpf_map_lookup_elem(&states, &k);
+	if (!e) {
+		struct state_key r = {};
+
+		__builtin_memcpy(r.src, k.dst, 16);
+		__builtin_memcpy(r.dst, k.src, 16);
+		r.sport = k.dport;
+		r.dport = k.sport;
+		r.proto = k.proto;
+		r.family = k.family;
+		if (k.proto == IPPROTO_ICMP || k.proto == IPPROTO_ICMPV6) {
+			r.sport = k.sport;
+			r.dport = k.dport;
+		}
+		e = bpf_map_lookup_elem(&states, &r);
+	}
+	if (!e || e->expire < now || (e->pass & FR_NOICMPERR))
+		return 0;
+	w->hit_pass = e->pass;
+	w->hit_rule_no = e->rule_no;
+	w->hit_group_no = e->group_no;
+	w->hit_logtag = e->logtag;
+	return 1;
+}
+
+static __always_inline void frag_key_of(struct frag_key *k, const struct pktinfo *p)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	__builtin_memcpy(k->src, p->src, 16);
+	__builtin_memcpy(k->dst, p->dst, 16);
+	k->id = p->ipid;
+	k->proto = p->proto;
+	k->family = p->family;
+}
+
+/* sl_frag_lookup finds the cached verdict of an earlier fragment of this
+ * packet's datagram (§3.8). */
+GLOBAL int sl_frag_lookup(__u64 now)
+{
+	struct work *w = get_work();
+	struct frag_key k;
+	struct frag_entry *e;
+
+	if (!w)
+		return 0;
+	frag_key_of(&k, &w->p);
+	e = bpf_map_lookup_elem(&frags, &k);
+	if (!e)
+		return 0;
+	if (e->expire < now) {
+		bpf_map_delete_elem(&frags, &k);
+		return 0;
+	}
+	w->hit_pass = e->pass;
+	w->hit_rule_no = e->rule_no;
+	w->hit_group_no = e->group_no;
+	w->hit_logtag = e->logtag;
+	return 1;
+}
+
+/* sl_frag_add caches the verdict of a passed fragment for the rest of its
+ * datagram. With keep frags (strict) only the first fragment does. */
+GLOBAL int sl_frag_add(__u32 pass, __u32 rule_no, __u32 group_no, __u64 now)
+{
+	struct work *w = get_work();
+	struct frag_key k;
+	struct frag_entry e = {};
+
+	if (!w)
+		return 0;
+	if ((pass & FR_FRSTRICT) && (w->p.flags & PF_FRAGBODY))
+		return 0;
+	frag_key_of(&k, &w->p);
+	e.expire = now + 60000000000ULL;
+	e.pass = pass;
+	e.rule_no = rule_no;
+	e.group_no = group_no;
+	e.logtag = w->hit_logtag;
+	bpf_map_update_elem(&frags, &k, &e, BPF_ANY);
+	return 0;
+}
+
 GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now, __u32 dca_on)
 {
 	struct work *w = get_work();
@@ -1778,8 +1927,16 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			stat_inc(d * ST_DIR + ST_ACCT);
 	}
 
-	if (!(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD)))
+	if ((p->flags & PF_FRAG) && !(p->flags & (PF_SHORT | PF_BAD)) && sl_frag_lookup(now)) {
+		hit = 2;
+		if (w->hit_pass & FR_KEEPSTATE)
+			p->flags |= PF_STATE;
+		w->hit_pass &= ~(FR_KEEPSTATE | FR_KEEPFRAG);
+	} else if (!(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD))) {
 		hit = sl_state_lookup(now);
+		if (!hit && (p->flags & PF_ICMPERR))
+			hit = sl_icmperr_lookup(skb, now);
+	}
 	if (hit) {
 		pass = w->hit_pass;
 		if (pass & FR_LOGFIRST)
@@ -1844,6 +2001,21 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	blocked = verdict_of(pass);
 	if (blocked && reason == RSN_NONE)
 		reason = RSN_FILTER;
+	if ((p->flags & PF_FRAG) && !blocked && hit != 2 &&
+	    ((pass & (FR_KEEPFRAG | FR_KEEPSTATE)) || hit)) {
+		__u32 rno = hit ? w->hit_rule_no : 0xffffffff, gno = hit ? w->hit_group_no : 0xffffffff;
+
+		if (!hit && mrule) {
+			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
+			struct rule *r = bpf_map_lookup_elem(&rules, &key);
+
+			if (r) {
+				rno = r->rule_no;
+				gno = r->group_no;
+			}
+		}
+		sl_frag_add(pass | (hit ? FR_KEEPSTATE : 0), rno, gno, now);
+	}
 
 	if (out && !blocked) {
 		sl_scan(slot, LIST_ACCT_OUT, 0);

@@ -17,9 +17,9 @@
 #define MAX_LISTS 512
 #define MAX_DEPTH 16
 
-/* The index works on blocks of 64 rules: a candidate bitmap says which
+/* The index works on blocks of 16 rules: a candidate bitmap says which
  * blocks may hold a rule matching the packet. */
-#define BLOCK_SHIFT 6
+#define BLOCK_SHIFT 4
 #define NBLOCKS (MAX_RULES >> BLOCK_SHIFT)
 #define BLOCK_WORDS (NBLOCKS / 64)
 
@@ -53,6 +53,7 @@
 #define FR_LOGFIRST 0x20000
 #define FR_LOG 0x40000
 #define FR_LOGORBLOCK 0x100000
+#define FR_FRSTRICT 0x200000 /* keep frags (strict) */
 #define FR_STSTRICT 0x400000
 #define FR_NOICMPERR 0x1000000
 #define FR_STLOOSE 0x2000000
@@ -307,6 +308,7 @@ struct tcp_side {
 struct state_entry {
 	__u64 created;
 	__u64 expire;
+	__u64 last;     /* last packet */
 	__u64 pkts[4];  /* [rev*2 + out] */
 	__u64 bytes[4];
 	__u32 pass;
@@ -320,6 +322,23 @@ struct state_entry {
 	__u8 flags;
 	__u8 pad[3];
 	struct tcp_side tcp[2];
+};
+
+struct frag_key {
+	__u32 src[4];
+	__u32 dst[4];
+	__u32 id;
+	__u8 proto;
+	__u8 family;
+	__u16 pad;
+};
+
+struct frag_entry {
+	__u64 expire;
+	__u32 pass;
+	__u32 rule_no;
+	__u32 group_no;
+	__u32 logtag;
 };
 
 struct dca_key {
