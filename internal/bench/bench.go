@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sluice/internal/bench/config"
 	"sluice/internal/bench/result"
 	"sluice/internal/bench/run"
 	"sluice/internal/bench/topo"
@@ -186,8 +187,15 @@ func cpuModel(cpuinfo []byte) string {
 }
 
 // Estimate is the measuring time of a plan (warm-ups included, set-up
-// and teardown not), for progress displays.
+// and teardown not, configurations whose datapath is not built in
+// excluded), for progress displays.
 func Estimate(p run.Plan) time.Duration {
-	per := len(p.Configs) * p.Reps
-	return time.Duration(p.Total())*p.Duration + time.Duration(per)*p.Warmup
+	var cs []*config.Config
+	for _, c := range p.Configs {
+		if c.Available() {
+			cs = append(cs, c)
+		}
+	}
+	p.Configs = cs
+	return time.Duration(p.Total())*p.Duration + time.Duration(len(cs)*p.Reps)*p.Warmup
 }

@@ -41,14 +41,25 @@ func TestDescribeAndNotes(t *testing.T) {
 }
 
 func TestEstimate(t *testing.T) {
-	reg := config.Builtin(config.Datapaths{})
-	cs, err := reg.Select("none,nft-stateful,nft-dscp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// none runs 8 + 1 tests, nft-stateful 8, nft-dscp 1: 18 per rep.
-	p := run.Plan{Configs: cs, Tests: append(run.IPFTests(), run.QoSTests([]int{32})...), Reps: 2, Duration: time.Second, Warmup: time.Second}
-	if got, want := Estimate(p), (36+6)*time.Second; got != want {
-		t.Errorf("Estimate = %v, want %v", got, want)
+	tests := append(run.IPFTests(), run.QoSTests([]int{32})...)
+	for _, tc := range []struct {
+		name string
+		dp   config.Datapaths
+		want time.Duration
+	}{
+		// none runs 8 + 1 tests, nft-stateful 8, nft-dscp 1: 18 per rep,
+		// and three warm-ups; sluice-stateless is skipped.
+		{"without datapaths", config.Datapaths{}, (36 + 6) * time.Second},
+		// sluice-stateless adds 8 tests and a warm-up per rep.
+		{"with the IPF datapath", config.Datapaths{IPF: func(string) (config.Applier, error) { return nil, nil }}, (52 + 8) * time.Second},
+	} {
+		cs, err := config.Builtin(tc.dp).Select("none,nft-stateful,nft-dscp,sluice-stateless")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := run.Plan{Configs: cs, Tests: tests, Reps: 2, Duration: time.Second, Warmup: time.Second}
+		if got := Estimate(p); got != tc.want {
+			t.Errorf("%s: Estimate = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -60,7 +60,11 @@ func (d *Datapath) Attach(names []string) error {
 				}
 				continue
 			}
-			l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: dir.prog, Attach: dir.typ})
+			var l link.Link
+			err := ebpf.ErrNotSupported
+			if !d.forceTC {
+				l, err = link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: dir.prog, Attach: dir.typ})
+			}
 			if errors.Is(err, ebpf.ErrNotSupported) {
 				if err := attachClsact(ifc.Index, dir.prog, dir.tc); err != nil {
 					return fmt.Errorf("attach %s %s (tc fallback): %w", ifc.Name, dir.name, err)

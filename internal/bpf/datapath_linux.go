@@ -37,9 +37,10 @@ type Options struct {
 // changes to the rule slots, and an flock on the pin directory serialises
 // them between processes.
 type Datapath struct {
-	dir  string
-	objs filterObjects
-	mu   sync.Mutex
+	dir     string
+	objs    filterObjects
+	mu      sync.Mutex
+	forceTC bool // tests: attach with clsact as on kernels without TCX
 }
 
 // Default timeouts (§3.5), in IPFilter ticks of 0.5 s.

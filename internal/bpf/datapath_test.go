@@ -590,3 +590,22 @@ func TestFragmentCache(t *testing.T) {
 	body.id = 4243
 	h.expect(false, body, "block")
 }
+
+func TestReturnICMPv6(t *testing.T) {
+	h := newHarness(t)
+	h.load("block return-icmp(port-unr) in proto udp all\n")
+	ret, out := h.run(false, testPkt{src: "2001:db8::1", dst: "2001:db8::2", proto: 17, sport: 7, dport: 9}.build())
+	if ret != tcRedirect {
+		t.Fatalf("got %s, want reply", verdictName(ret))
+	}
+	ip, icmp := out[14:54], out[54:110]
+	if ip[6] != 58 || icmp[0] != 1 || icmp[1] != 4 {
+		t.Errorf("got next header %d type %d code %d, want 58 1 4", ip[6], icmp[0], icmp[1])
+	}
+	ph := make([]byte, 40)
+	copy(ph, ip[8:40])
+	ph[35], ph[39] = 56, 58
+	if c := csum(icmp, uint32(csum(ph, 0))); c != 0xffff {
+		t.Errorf("ICMPv6 checksum does not verify: %#x", c)
+	}
+}

@@ -165,12 +165,17 @@ func listenTCP(t *testing.T, ns netns.NsHandle, addr string) {
 	}()
 }
 
+// dialWait is how long a connection that should fail is given: blocked
+// SYNs are dropped silently, so failure is a timeout.
+const dialWait = 700 * time.Millisecond
+
 // tcpWorks dials addr from ns and reports whether a byte round-trips.
 func tcpWorks(t *testing.T, ns netns.NsHandle, addr string) bool {
 	t.Helper()
 	var c net.Conn
 	var err error
-	inNS(t, ns, func() { c, err = net.DialTimeout("tcp", addr, 700*time.Millisecond) })
+	// a SYN lost to load would be retransmitted after 1 s: allow for one
+	inNS(t, ns, func() { c, err = net.DialTimeout("tcp", addr, dialWait+1500*time.Millisecond) })
 	if err != nil {
 		return false
 	}
@@ -210,7 +215,7 @@ func udpWorks(t *testing.T, ns, peerNS netns.NsHandle, addr string) bool {
 	}
 	defer c.Close()
 	c.Write([]byte("ping"))
-	c.SetReadDeadline(time.Now().Add(700 * time.Millisecond))
+	c.SetReadDeadline(time.Now().Add(dialWait))
 	b := make([]byte, 8)
 	n, err := c.Read(b)
 	return err == nil && string(b[:n]) == "ping"
@@ -329,4 +334,44 @@ func TestPrivilegedLiveFilter(t *testing.T) {
 		t.Errorf("pin dir after Remove: %v", err)
 	}
 	check("after Remove: tcp a->b:8081 unfiltered", tcpWorks(t, tp.a, "10.99.0.2:8081"), true)
+}
+
+// TestPrivilegedClsactFallback attaches the way kernels without TCX get it
+// (clsact qdisc, direct-action filters) and checks that it filters and that
+// Detach removes the filters.
+func TestPrivilegedClsactFallback(t *testing.T) {
+	tp := newTopo(t)
+	var d *Datapath
+	var err error
+	inNS(t, tp.b, func() {
+		d, err = Load(Options{PinDir: tp.pinDir})
+		if err == nil {
+			d.forceTC = true
+			err = d.Attach([]string{tp.ifB})
+		}
+	})
+	if err != nil {
+		t.Fatalf("load/attach: %+v", err)
+	}
+	t.Cleanup(func() { d.Remove() })
+	var im *Image
+	inNS(t, tp.b, func() { im = compileText(t, "block in quick proto tcp from any to any port = 8081\n") })
+	if err := d.LoadRules(im, Active); err != nil {
+		t.Fatal(err)
+	}
+	listenTCP(t, tp.b, "10.99.0.2:8080")
+	listenTCP(t, tp.b, "10.99.0.2:8081")
+	if !tcpWorks(t, tp.a, "10.99.0.2:8080") {
+		t.Error("tcp a->b:8080: blocked, want pass")
+	}
+	if tcpWorks(t, tp.a, "10.99.0.2:8081") {
+		t.Error("tcp a->b:8081: passed, want block")
+	}
+	inNS(t, tp.b, func() { err = d.Detach() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tcpWorks(t, tp.a, "10.99.0.2:8081") {
+		t.Error("after Detach: tcp a->b:8081 still blocked")
+	}
 }

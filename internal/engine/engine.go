@@ -71,6 +71,9 @@ type Result struct {
 	ICMPCode uint8
 	// State is the state entry the packet matched or created, if any.
 	State *state.Entry
+	// Forwarded is set when a route-to rule took the packet: it was
+	// handed to the Router and does not continue on its own path.
+	Forwarded bool
 }
 
 // Config configures an Engine.
@@ -369,9 +372,20 @@ func (e *Engine) Check(p *Packet) Result {
 			if sc.rule != nil {
 				tag = sc.rule.NATTag
 			}
-			if !e.nat.Out(p, tag) {
+			// ipf_nat_checkout translates for the interface a `to IF`
+			// rule sends the packet out of, not the one it came to.
+			ifn := p.IfName
+			if rt := routeIface(sc.rule); rt != "" {
+				p.IfName = rt
+			}
+			ok := e.nat.Out(p, tag)
+			p.IfName = ifn
+			if !ok {
+				// A packet no rule matched is still blocked when NAT
+				// fails: the no-match bit must go, or the verdict would
+				// read as nomatch (which passes).
 				fi.Flags |= packet.FlagBadNAT
-				pass &^= ruleset.FRCmdMask
+				pass &^= ruleset.FRCmdMask | ruleset.FRNoMatch
 				pass |= ruleset.FRBlock
 				sc.reason = ReasonNATv4
 				if fi.Version == 6 {
@@ -407,7 +421,7 @@ func (e *Engine) Check(p *Packet) Result {
 		}
 	}
 	if e.router != nil && sc.rule != nil && isPass(pass) && pass&ruleset.FRNoMatch == 0 {
-		e.forward(p, sc.rule)
+		res.Forwarded = e.forward(p, sc.rule)
 	}
 	res.Pass = pass
 	res.Rule, res.RuleNum, res.Group = sc.rule, sc.ruleNum, sc.group
@@ -806,7 +820,7 @@ func (e *Engine) log(sc *scan, pass uint32) error {
 }
 
 // forward handles dup-to and to/route-to of the deciding rule.
-func (e *Engine) forward(p *Packet, r *ruleset.Rule) {
+func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
 	src := r.Src
 	if src.DupTo != nil {
 		if ifn, nh, ok := e.target(p, src.DupTo); ok {
@@ -816,8 +830,23 @@ func (e *Engine) forward(p *Packet, r *ruleset.Rule) {
 	if src.RouteTo != nil {
 		if ifn, nh, ok := e.target(p, src.RouteTo); ok {
 			e.router.Route(p, ifn, nh, false)
+			return true
 		}
 	}
+	return false
+}
+
+// routeIface is the interface a rule's `to IF` sends packets out of, ""
+// when it has none (or also duplicates them, in which case IPFilter NATs
+// for the original interface).
+func routeIface(r *ruleset.Rule) string {
+	if r == nil || r.Src.RouteTo == nil || r.Src.DupTo != nil {
+		return ""
+	}
+	if ifn := r.Src.RouteTo.Iface; ifn != "-" {
+		return ifn
+	}
+	return ""
 }
 
 func (e *Engine) target(p *Packet, t *ipf.RouteTarget) (string, netip.Addr, bool) {

@@ -314,8 +314,9 @@ func (r *run) packets() error {
 		switch {
 		case r.natMode && r.brief:
 			// ipftest -N -b prints the packet as it leaves, or the
-			// block reason when it was dropped.
-			if res.Verdict.Passed() {
+			// block reason when it was dropped or taken by route-to
+			// (the mbuf is gone either way).
+			if res.Verdict.Passed() && !res.Forwarded {
 				line = r.appendPacket(line, &p)
 			} else {
 				line = strconv.AppendInt(line, int64(res.Reason), 10)

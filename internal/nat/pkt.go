@@ -60,6 +60,23 @@ func isICMPv4Error(t uint8) bool {
 	return false
 }
 
+// isICMPv6Query reports the ICMPv6 types IPFilter NATs by their id
+// (ipf_nat6_icmpquerytype): echo, multicast listener, who-are-you and
+// mtrace. Neighbour discovery is left alone: rewriting it would need the
+// options in its body changed too.
+func isICMPv6Query(t uint8) bool {
+	switch t {
+	case 128, 129, 130, 131, 132, 139, 140, 200, 201:
+		return true
+	}
+	return false
+}
+
+// isICMPv6Error reports the ICMPv6 errors that carry the offending
+// packet (unreachable, too big, time exceeded, parameter problem). Other
+// types below 128 (such as 0, reserved) are translated as bare IP.
+func isICMPv6Error(t uint8) bool { return t >= 1 && t <= 4 }
+
 // parse fills v from b; it reports false for packets NAT cannot handle.
 func parse(v *view, b []byte) bool {
 	*v = view{b: b, l4: -1}
@@ -156,11 +173,11 @@ func parse(v *view, b []byte) bool {
 			return true
 		}
 		v.icmpType = l4[0]
-		if (v.proto == 1 && isICMPv4Query(v.icmpType)) || (v.proto == 58 && v.icmpType >= 128) {
+		if (v.proto == 1 && isICMPv4Query(v.icmpType)) || (v.proto == 58 && isICMPv6Query(v.icmpType)) {
 			v.flags = flagICMPQuery
 			id := binary.BigEndian.Uint16(l4[4:])
 			v.sport, v.dport = id, id
-		} else if (v.proto == 1 && isICMPv4Error(v.icmpType)) || (v.proto == 58 && v.icmpType < 128) {
+		} else if (v.proto == 1 && isICMPv4Error(v.icmpType)) || (v.proto == 58 && isICMPv6Error(v.icmpType)) {
 			v.icmpErr = true
 		}
 	}

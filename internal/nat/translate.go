@@ -841,7 +841,22 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 			e.setPort(1, s.nsport)
 		}
 	}
-	fixICMPChecksum(v.b[v.l4:v.l4+v.l4len], before[:m], e.b[:m])
+	if e.flags&flagTCPUDP != 0 && e.l4 >= 0 && e.l4+4 <= m && !e.innerSumKept() {
+		// The embedded TCP/UDP checksum is absent (or zero) and was not
+		// patched, so the ports' change lands in the ICMP checksum, by
+		// IPFilter's arithmetic: the address changes cancel against the
+		// embedded IP checksum, and the ports go through ipfPortDelta.
+		var ports [4]byte
+		copy(ports[:], before[e.l4:e.l4+4])
+		copy(before[e.l4:e.l4+4], e.b[e.l4:e.l4+4])
+		fixICMPChecksum(v.b[v.l4:v.l4+v.l4len], before[:m], e.b[:m])
+		ck := v.b[v.l4+2:]
+		binary.BigEndian.PutUint16(ck, ipfPortDelta(binary.BigEndian.Uint16(ck),
+			binary.BigEndian.Uint16(ports[0:]), binary.BigEndian.Uint16(e.b[e.l4:]),
+			binary.BigEndian.Uint16(ports[2:]), binary.BigEndian.Uint16(e.b[e.l4+2:])))
+	} else {
+		fixICMPChecksum(v.b[v.l4:v.l4+v.l4len], before[:m], e.b[:m])
+	}
 	// The outer header is translated as a packet of the session going
 	// this way would be (ipf_nat_in/ipf_nat_out after icmperror).
 	switch {
@@ -871,4 +886,65 @@ func fixICMPChecksum(icmp, old, new []byte) {
 		hc = packet.ChecksumUpdate16(hc, uint16(old[i])<<8, uint16(new[i])<<8)
 	}
 	binary.BigEndian.PutUint16(icmp[2:], hc)
+}
+
+// innerSumKept reports whether the TCP/UDP checksum of a packet embedded
+// in an ICMP error is there to be patched: IPFilter does so for TCP with
+// at least 18 bytes of header and for UDP with a whole, non-zero header.
+func (v *view) innerSumKept() bool {
+	if v.proto == 6 {
+		return v.l4len >= 18
+	}
+	return v.l4len >= 8 && binary.BigEndian.Uint16(v.b[v.l4+6:]) != 0
+}
+
+// calcSumd is IPFilter's CALC_SUMD: the one's-complement difference s2-s1.
+// Like the C macro it folds and may decrement its operands in place; that
+// side effect is what makes ipfPortDelta differ from exact arithmetic.
+func calcSumd(s1, s2 *uint32) uint32 {
+	*s1 = *s1&0xffff + *s1>>16
+	*s1 = *s1&0xffff + *s1>>16
+	*s2 = *s2&0xffff + *s2>>16
+	*s2 = *s2&0xffff + *s2>>16
+	if *s1 > *s2 {
+		*s2--
+	}
+	sd := *s2 - *s1
+	return sd&0xffff + sd>>16
+}
+
+// ipfPortDelta updates an ICMP checksum for the ports of an embedded
+// TCP/UDP header changing (os→ns, od→nd) the way ipf_nat_icmperror does
+// when the embedded checksum cannot carry the change: the deltas are
+// first computed for the TCP/UDP sum (which decrements the new port when
+// it is below the old one), then again, reversed, from the altered
+// values, and applied with ipf_fix_incksum. The kit's expected bytes
+// (ni8, ni11) depend on the off-by-one this leaves.
+func ipfPortDelta(cksum, os, ns, od, nd uint16) uint16 {
+	sum1, sum4 := uint32(ns), uint32(os)
+	sum3, sum2 := uint32(nd), uint32(od)
+	calcSumd(&sum4, &sum1)
+	calcSumd(&sum2, &sum3)
+	sumd2 := calcSumd(&sum1, &sum4)
+	sumd2 += calcSumd(&sum3, &sum2)
+	if sumd2 == 0 {
+		return cksum
+	}
+	for i := 0; i < 3; i++ {
+		sumd2 = sumd2&0xffff + sumd2>>16
+	}
+	return ipfFixIncksum(cksum, sumd2)
+}
+
+// ipfFixIncksum is ipf_fix_incksum: subtract n from the sum a checksum
+// field holds.
+func ipfFixIncksum(cksum uint16, n uint32) uint16 {
+	if n == 0 {
+		return cksum
+	}
+	sum := uint32(^cksum)
+	sum += ^n & 0xffff
+	sum = sum>>16 + sum&0xffff
+	sum = sum>>16 + sum&0xffff
+	return ^uint16(sum)
 }

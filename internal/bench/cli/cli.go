@@ -75,10 +75,8 @@ func cmdConfigs(stdout io.Writer, dp config.Datapaths) int {
 	for _, n := range reg.Names() {
 		c, _ := reg.Get(n)
 		avail := ""
-		if c.New != nil {
-			if _, err := c.New(); errors.Is(err, config.ErrUnavailable) {
-				avail = " (datapath not available)"
-			}
+		if !c.Available() {
+			avail = " (datapath not available)"
 		}
 		fmt.Fprintf(stdout, "%-20s %-9s %s%s\n", c.Name, c.Family, c.Description, avail)
 	}
@@ -191,8 +189,18 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	est := bench.Estimate(plan)
-	fmt.Fprintf(stderr, "sluice bench: %s, %d configurations, %d tests, %d × %v; about %v of measuring. Results in %s\n",
-		mode, len(cs), len(ts), plan.Reps, plan.Duration, est.Round(time.Second), *out)
+	var unavail []string
+	for _, c := range cs {
+		if !c.Available() {
+			unavail = append(unavail, c.Name)
+		}
+	}
+	skipped := ""
+	if len(unavail) > 0 {
+		skipped = fmt.Sprintf(" (%s skipped: datapath not available)", strings.Join(unavail, ", "))
+	}
+	fmt.Fprintf(stderr, "sluice bench: %s, %d configurations%s, %d tests, %d × %v; about %v of measuring. Results in %s\n",
+		mode, len(cs), skipped, len(ts), plan.Reps, plan.Duration, est.Round(time.Second), *out)
 	var bar *progressBar
 	if !*noProgress && isTerminal(stderr) {
 		bar = &progressBar{w: stderr, start: time.Now(), est: est}

@@ -55,7 +55,14 @@ type Config struct {
 	Rules string
 	// New makes an Applier for one use; nil means nothing to apply.
 	New func() (Applier, error)
+	// Unavailable, if set, reports that New would fail with
+	// ErrUnavailable, without calling a loader.
+	Unavailable func() bool
 }
+
+// Available reports whether the configuration's datapath is built in
+// (cheaply: no rule set is loaded).
+func (c *Config) Available() bool { return c.Unavailable == nil || !c.Unavailable() }
 
 // Suites of tests.
 const (
@@ -138,7 +145,7 @@ func (r *Registry) add(c *Config) {
 }
 
 func (r *Registry) ipf(name, desc, rules string) *Config {
-	return &Config{Name: name, Family: Sluice, Suite: SuiteIPF, Description: desc, Rules: rules, New: func() (Applier, error) {
+	return &Config{Name: name, Family: Sluice, Suite: SuiteIPF, Description: desc, Rules: rules, Unavailable: func() bool { return r.dp.IPF == nil }, New: func() (Applier, error) {
 		if r.dp.IPF == nil {
 			return nil, ErrUnavailable
 		}
@@ -147,7 +154,7 @@ func (r *Registry) ipf(name, desc, rules string) *Config {
 }
 
 func (r *Registry) qos(name, desc, conf string) *Config {
-	return &Config{Name: name, Family: Sluice, Suite: SuiteQoS, Description: desc, Rules: conf, New: func() (Applier, error) {
+	return &Config{Name: name, Family: Sluice, Suite: SuiteQoS, Description: desc, Rules: conf, Unavailable: func() bool { return r.dp.QoS == nil }, New: func() (Applier, error) {
 		if r.dp.QoS == nil {
 			return nil, ErrUnavailable
 		}

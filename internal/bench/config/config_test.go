@@ -174,6 +174,17 @@ func TestSluiceUnavailable(t *testing.T) {
 		if _, err := c.New(); !errors.Is(err, ErrUnavailable) {
 			t.Errorf("%s: got %v, want ErrUnavailable", n, err)
 		}
+		if c.Available() {
+			t.Errorf("%s: Available without a datapath", n)
+		}
+	}
+	// Plugging one datapath makes exactly its configurations available.
+	r = Builtin(Datapaths{QoS: func(string) (Applier, error) { return nil, nil }})
+	for _, n := range r.Names() {
+		c, _ := r.Get(n)
+		if want := c.Family != Sluice || c.Suite == SuiteQoS; c.Available() != want {
+			t.Errorf("%s: Available %v with only the QoS datapath, want %v", n, c.Available(), want)
+		}
 	}
 }
 

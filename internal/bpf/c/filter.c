@@ -1837,6 +1837,67 @@ GLOBAL int sl_log_rule(struct __sk_buff *skb, __u32 slot, __u32 idx, __u32 pass,
 	return log_rule(skb, &w->p, slot, idx & (MAX_RULES - 1), pass, reason);
 }
 
+struct icmp6 {
+	__u8 eth[14];
+	__u8 ip[40];
+	__u8 icmp[8];
+	__u8 orig[48];
+} __attribute__((packed, aligned(8)));
+
+/* send_icmp6 is send_icmp4 for IPv6: destination unreachable (type 1)
+ * quoting the IPv6 header and 8 bytes. Codes map as IPFilter's icmptoicmp6
+ * table does for the common ones: port-unr → 4, admin → 1, else 0. */
+static __always_inline int send_icmp6(struct __sk_buff *skb, struct pktinfo *p, __u8 code)
+{
+	struct icmp6 b = {};
+	__u8 ph[40] __attribute__((aligned(8))) = {};
+	__u8 tmp[6];
+	__u64 s;
+	__u8 c6 = 0;
+
+	if (p->l3off != 14 || p->family != 6)
+		return -1;
+	if (code == 3)
+		c6 = 4;
+	else if (code == 9 || code == 10 || code == 13)
+		c6 = 1;
+	if (bpf_skb_load_bytes(skb, 0, b.eth, 14) < 0)
+		return -1;
+	if (bpf_skb_load_bytes(skb, 14, b.orig, 48) < 0)
+		return -1;
+	__builtin_memcpy(tmp, b.eth, 6);
+	__builtin_memcpy(b.eth, b.eth + 6, 6);
+	__builtin_memcpy(b.eth + 6, tmp, 6);
+	b.eth[12] = 0x86;
+	b.eth[13] = 0xdd;
+	b.ip[0] = 0x60;
+	b.ip[5] = 56;
+	b.ip[6] = IPPROTO_ICMPV6;
+	b.ip[7] = 64;
+	__builtin_memcpy(&b.ip[8], p->dst, 16);
+	__builtin_memcpy(&b.ip[24], p->src, 16);
+	b.icmp[0] = 1;
+	b.icmp[1] = c6;
+	__builtin_memcpy(ph, p->dst, 16);
+	__builtin_memcpy(ph + 16, p->src, 16);
+	ph[35] = 56;
+	ph[39] = IPPROTO_ICMPV6;
+	s = csum_add(0, ph, 40);
+	s = csum_add(s, b.icmp, 8);
+	s = csum_add(s, b.orig, 48);
+	{
+		__u16 c = csum_fold(s);
+
+		__builtin_memcpy(&b.icmp[2], &c, 2);
+	}
+	if (bpf_skb_change_tail(skb, sizeof(b), 0) < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, 0, &b, sizeof(b), 0) < 0)
+		return -1;
+	stat_inc(ST_ICMPREP);
+	return bpf_redirect(skb->ifindex, 0);
+}
+
 GLOBAL int sl_reply(struct __sk_buff *skb, __u32 rst, __u32 code)
 {
 	struct work *w = get_work();
@@ -1845,7 +1906,12 @@ GLOBAL int sl_reply(struct __sk_buff *skb, __u32 rst, __u32 code)
 
 	if (!w)
 		return -1;
-	ret = rst ? send_rst(skb, &w->p) : send_icmp4(skb, &w->p, code);
+	if (rst)
+		ret = send_rst(skb, &w->p);
+	else if (w->p.family == 6)
+		ret = send_icmp6(skb, &w->p, code);
+	else
+		ret = send_icmp4(skb, &w->p, code);
 	/* the reply leaves through our own egress hook: let it pass there */
 	if (ret >= 0)
 		skb->mark = REPLY_MARK;
@@ -2061,7 +2127,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if ((pass & FR_RETRST) && p->proto == IPPROTO_TCP &&
 		    !(p->flags & (PF_SHORT | PF_OOW)) && !(p->tcpflags & 0x04)) {
 			ret = sl_reply(skb, 1, 0);
-		} else if ((pass & FR_RETICMP) && p->family == 4 && !(p->flags & PF_FRAGBODY)) {
+		} else if ((pass & FR_RETICMP) && !(p->flags & PF_FRAGBODY)) {
 			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
 			struct rule *r = bpf_map_lookup_elem(&rules, &key);
 
