@@ -32,9 +32,10 @@ type CompileOptions struct {
 // storage order, the lists (main in/out, accounting in/out, groups) that
 // index them, and the candidate index. An Image is immutable once built.
 type Image struct {
-	rules []rawRule
-	texts []string
-	lists []imageList
+	rules  []rawRule
+	texts  []string
+	lists  []imageList
+	ifaces []string // interfaces named by `on`, in first-seen order
 	// index entries; nil when the set is too small to benefit
 	dst   map[prefixKey]rawBlocks
 	ports map[uint32]rawBlocks
@@ -52,6 +53,11 @@ type prefixKey struct {
 	addr   [16]byte
 	bits   int
 }
+
+// Interfaces returns the interface names the rules filter on (`on IF`),
+// in first-seen order: what Attach should hook when the caller has no
+// list of its own ("-" and "*" are not names).
+func (im *Image) Interfaces() []string { return append([]string(nil), im.ifaces...) }
 
 // Len returns the number of rules in the image.
 func (im *Image) Len() int { return len(im.rules) }
@@ -107,6 +113,7 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		ids[s.l] = i
 	}
 	im := &Image{lists: make([]imageList, len(lists))}
+	seen := map[string]bool{}
 	for id, s := range lists {
 		n := len(s.l.Rules)
 		if len(im.rules)+n > MaxRules {
@@ -118,6 +125,12 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 			raw, err := compileRule(r, opts)
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d:%d: %w", r.Pos.File, r.Pos.Line, r.Pos.Col, err)
+			}
+			for _, n := range r.On {
+				if n != "-" && n != "*" && !seen[n] {
+					seen[n] = true
+					im.ifaces = append(im.ifaces, n)
+				}
 			}
 			if cr.HeadList != nil {
 				hid, ok := ids[cr.HeadList]

@@ -609,3 +609,17 @@ func TestReturnICMPv6(t *testing.T) {
 		t.Errorf("ICMPv6 checksum does not verify: %#x", c)
 	}
 }
+
+func TestImageInterfaces(t *testing.T) {
+	rs, err := ipf.Parse("t", []byte("pass in on eth0 all\npass out on eth1,eth0 all\npass in on - all\n"), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := Compile(rs, CompileOptions{Ifindex: func(string) (int, bool) { return 0, false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(im.Interfaces()); got != "[eth0 eth1]" {
+		t.Errorf("Interfaces: got %s, want [eth0 eth1]", got)
+	}
+}
