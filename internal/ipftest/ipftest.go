@@ -643,7 +643,15 @@ func (r *run) loadNAT(name string) error {
 		return err
 	}
 	if r.nat == nil {
-		r.nat, err = nat.New(f, nat.Config{Pools: r.pools, IfAddr: r.ifAddr})
+		r.nat, err = nat.New(f, nat.Config{Pools: r.pools, IfAddr: r.ifAddr,
+			AddState: enginehook.StateAdder(r.eng),
+			// ipftest prints proxy debugging on stdout, where it lands
+			// between the packets (ipf_p_ftp's printf).
+			Debug: func(msg string) { r.out.WriteString(msg) },
+			FTPDebug: func() int {
+				v, _ := r.tun.Get("ftp_debug")
+				return int(v)
+			}})
 		if err != nil {
 			return err
 		}

@@ -97,6 +97,14 @@ func (n *NAT) expireLocked() int {
 
 // unlink drops a session's table keys and the references it holds.
 func (n *NAT) unlink(s *session) {
+	if s.wildSP {
+		for i, w := range n.wild {
+			if w == s {
+				n.wild = append(n.wild[:i], n.wild[i+1:]...)
+				break
+			}
+		}
+	}
 	if n.sessions[s.fwdKey()] == s {
 		delete(n.sessions, s.fwdKey())
 	}

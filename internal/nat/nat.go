@@ -61,6 +61,13 @@ type Config struct {
 	Clock Clock
 	// MaxSessions caps the session table (nat_table_max); 0 = 30000.
 	MaxSessions int
+	// AddState opens the filter for a connection a proxy (ftp, rcmd,
+	// pptp) expects; nil when no filter is attached.
+	AddState func(ProxyState) bool
+	// Debug receives proxy debug messages (ftp_debug); nil drops them.
+	Debug func(msg string)
+	// FTPDebug is the ftp_debug tunable, read when an ftp session starts.
+	FTPDebug func() int
 }
 
 // Clock is the time source for session ageing.
@@ -128,6 +135,10 @@ type session struct {
 	expire   uint32   // tick at which the session ends (with a Clock)
 	tcpSeen  [2]uint8 // TCP flags seen per direction (0 forward)
 	hasFrags bool     // the fragment table points at this session
+
+	proxy  *proxy // the rule's application proxy, nil if none
+	slave  bool   // set up by the proxy of another session
+	wildSP bool   // waiting for its first packet to learn the source port
 }
 
 // hmKey indexes host map entries by original source and destination.
@@ -154,6 +165,7 @@ type NAT struct {
 	rdrs  []*rule // inbound rules in match order
 
 	sessions  map[key]*session
+	wild      []*session // proxy sessions with a source port still to learn
 	frags     map[fragKey]*session
 	active    []*session
 	hostmaps  map[hmKey][]*hostmap

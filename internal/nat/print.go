@@ -140,6 +140,7 @@ func (n *NAT) Flush() int {
 		n.unlink(s)
 	}
 	n.active = nil
+	n.wild = nil
 	return c
 }
 

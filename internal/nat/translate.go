@@ -64,6 +64,11 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 		n.noteFrag(&v, s)
 		return n.apply(s, &v, dir)
 	}
+	if len(n.wild) > 0 {
+		if s := n.lookupWild(dir, &v, ifname); s != nil {
+			return n.apply(s, &v, dir)
+		}
+	}
 	rules := n.maps
 	if dir == In {
 		rules = n.rdrs
@@ -279,6 +284,9 @@ func (n *NAT) newSession(r *rule, v *view, ifname string, dir Direction) (*sessi
 	if !ok {
 		return nil, false
 	}
+	if r.ProxyName != "" {
+		s.proxy = newProxy(r.ProxyName)
+	}
 	n.seq++
 	s.seq = n.seq
 	n.sessions[s.fwdKey()] = s
@@ -330,15 +338,18 @@ func (n *NAT) apply(s *session, v *view, dir Direction) ([]byte, Result) {
 		if v.flags&flagICMPQuery == 0 {
 			v.setPort(1, s.ndport)
 		}
-		return v.b, Translated
-	}
-	v.setAddr(0, s.odst)
-	v.setAddr(1, s.osrc)
-	if v.flags&flagICMPQuery != 0 {
-		v.setPort(0, s.osport)
 	} else {
-		v.setPort(0, s.odport)
-		v.setPort(1, s.osport)
+		v.setAddr(0, s.odst)
+		v.setAddr(1, s.osrc)
+		if v.flags&flagICMPQuery != 0 {
+			v.setPort(0, s.osport)
+		} else {
+			v.setPort(0, s.odport)
+			v.setPort(1, s.osport)
+		}
+	}
+	if s.proxy != nil {
+		n.runProxy(s, v, dir == s.dir)
 	}
 	return v.b, Translated
 }

@@ -6,6 +6,8 @@ import (
 	"sluice/internal/engine"
 	"sluice/internal/nat"
 	"sluice/internal/packet"
+	"sluice/internal/ruleset"
+	"sluice/internal/state"
 )
 
 // Hook adapts a *nat.NAT to engine.NAT. Translated packets are re-parsed
@@ -42,4 +44,23 @@ func finish(p *engine.Packet, b []byte, r nat.Result) bool {
 		p.Reparse()
 	}
 	return true
+}
+
+// proxyPass is the rule IPFilter's proxies create their state entries
+// with (ftpfr, rcmdfr, pptpfr): pass in quick keep state.
+const proxyPass = ruleset.FRInQue | ruleset.FRPass | ruleset.FRQuick | ruleset.FRKeepState
+
+// StateAdder returns the nat.Config.AddState function that opens e's
+// state table for the connections NAT proxies expect.
+func StateAdder(e *engine.Engine) func(nat.ProxyState) bool {
+	return func(ps nat.ProxyState) bool {
+		sp := state.Packet{V: 4, Proto: ps.Proto, Src: ps.Src, Dst: ps.Dst, SPort: ps.SPort, DPort: ps.DPort,
+			Out: ps.Out, IfName: ps.IfName}
+		if ps.V6 {
+			sp.V = 6
+		}
+		lim := state.Limits{RuleNum: -1, WildSrcPort: ps.WildSrcPort, WildDstPort: ps.WildDstPort}
+		_, err := e.States.Add(&sp, proxyPass, &lim)
+		return err == state.AddOK
+	}
 }
