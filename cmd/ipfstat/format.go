@@ -5,10 +5,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
 	"sluice/internal/bpf"
+	"sluice/internal/rules/ipf"
 )
 
 // The formatting here is a pure function of what the datapath returned, so
@@ -252,4 +254,49 @@ func passText(p uint32) string {
 func writeFrags(w io.Writer) {
 	fmt.Fprintf(w, "IP fragment states:\n%d\tnew\n%d\texpired\n%d\thits\n%d\tretrans\n%d\ttoo short\n", 0, 0, 0, 0, 0)
 	fmt.Fprintf(w, "%d\tno memory\n%d\talready exist\n%d\tinuse\n", 0, 0, 0)
+}
+
+// writeTop prints one screen of ipfstat -t: the header, then one line per
+// state entry, most bytes first; closed TCP entries only with closed.
+func writeTop(w io.Writer, host string, states []bpf.State, closed bool) {
+	fmt.Fprintf(w, "%s - %s - state top\n", host, "IP Filter: v5.1.2 (Sluice)")
+	fmt.Fprintf(w, "Src: 0.0.0.0, Dest: 0.0.0.0, Proto: any, Sorted by: # bytes\n\n")
+	fmt.Fprintf(w, "%-21s %-21s %-5s %-4s %8s %10s %8s\n", "Source IP", "Destination IP", "ST", "PR", "#pkts", "#bytes", "ttl")
+	type row struct {
+		s            bpf.State
+		pkts, nbytes uint64
+	}
+	var rows []row
+	for _, s := range states {
+		// 11 is CLOSED in IPFilter's TCP state numbering
+		if !closed && s.Proto == 6 && (s.TCPState[0] == 11 || s.TCPState[1] == 11) {
+			continue
+		}
+		r := row{s: s}
+		for i := range s.Pkts {
+			r.pkts += s.Pkts[i]
+			r.nbytes += s.Bytes[i]
+		}
+		rows = append(rows, r)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].nbytes > rows[j].nbytes })
+	for _, r := range rows {
+		s := r.s
+		src, dst := s.Src.String(), s.Dst.String()
+		if s.Proto == 6 || s.Proto == 17 {
+			src = fmt.Sprintf("%s,%d", src, s.SrcPort)
+			dst = fmt.Sprintf("%s,%d", dst, s.DstPort)
+		}
+		pr := ipf.ProtoName(s.Proto)
+		if pr == "" {
+			pr = fmt.Sprint(s.Proto)
+		}
+		secs := int(s.TTL / time.Second)
+		ttl := fmt.Sprintf("%d:%02d", secs/60, secs%60)
+		if secs >= 3600 {
+			ttl = fmt.Sprintf("%d:%02d:%02d", secs/3600, secs/60%60, secs%60)
+		}
+		fmt.Fprintf(w, "%-21s %-21s %-5s %-4s %8d %10d %8s\n", src, dst,
+			fmt.Sprintf("%X/%X", s.TCPState[0], s.TCPState[1]), pr, r.pkts, r.nbytes, ttl)
+	}
 }

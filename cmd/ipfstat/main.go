@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"sluice/internal/rules/ipf"
 )
@@ -18,23 +19,49 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: ipfstat [-6aAdfghIilnoRsv]\n"
+const usage = "usage: ipfstat [-6aAdfghIilnoRsv]\n       ipfstat -t [-C] [-T refreshtime]\n"
 
 // flags are ipfstat's single-letter options (combinable, as with getopt).
 type flags struct {
 	six, acct, auth, debug, frags, groups, hits bool
 	inactive, in, list, numbers, out, noresolve bool
 	state, verbose                              bool
+	// top is -t: a refreshing state listing every topSecs (-T) seconds;
+	// closed (-C) also lists closed TCP entries.
+	top, closed bool
+	topSecs     int
+	tty         bool // stdout is a terminal: -t redraws
 }
 
 func parseFlags(args []string) (flags, error) {
-	var f flags
-	for _, a := range args {
+	f := flags{topSecs: 1}
+	for k := 0; k < len(args); k++ {
+		a := args[k]
 		if len(a) < 2 || a[0] != '-' {
 			return f, fmt.Errorf("unexpected argument %q", a)
 		}
-		for _, c := range a[1:] {
+	letters:
+		for j, c := range a[1:] {
 			switch c {
+			case 't':
+				f.top = true
+			case 'C':
+				f.closed = true
+			case 'T':
+				v := a[2+j:]
+				if v == "" {
+					if k+1 >= len(args) {
+						return f, fmt.Errorf("option requires an argument -- T")
+					}
+					k++
+					v = args[k]
+				}
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 {
+					return f, fmt.Errorf("-T %s: expected a number of seconds", v)
+				}
+				f.topSecs = n
+				break letters
 			case '6':
 				f.six = true
 			case 'a':
@@ -92,6 +119,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "ipfstat: %v\n%s", err, usage)
 		return 2
+	}
+	if fi, ok := stdout.(*os.File); ok {
+		if st, err := fi.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			f.tty = true
+		}
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()

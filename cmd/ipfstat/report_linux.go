@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,7 +32,13 @@ func report(w io.Writer, stderr io.Writer, f flags) error {
 		set = bpf.Inactive
 	}
 	switch {
-	case f.in || f.out:
+	case f.top:
+		return top(w, d, f)
+	case f.in || f.out || f.acct:
+		if !f.in && !f.out {
+			// -a alone lists both accounting lists
+			f.in, f.out = true, true
+		}
 		rules, err := d.Rules(set)
 		if err != nil {
 			return err
@@ -92,4 +99,30 @@ func report(w io.Writer, stderr io.Writer, f flags) error {
 		writeStats(w, st, d.LogFlags(), true)
 	}
 	return nil
+}
+
+// top is ipfstat -t: the state table sorted by bytes, redrawn every
+// f.topSecs seconds until killed. When the output is not a terminal it
+// prints one listing and returns, which makes it scriptable.
+func top(w io.Writer, d *bpf.Datapath, f flags) error {
+	host, _ := os.Hostname()
+	for {
+		states, err := d.States()
+		if err != nil {
+			return err
+		}
+		if f.tty {
+			fmt.Fprint(w, "\033[H\033[2J")
+		}
+		writeTop(w, host, states, f.closed)
+		if bw, ok := w.(interface{ Flush() error }); ok {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
+		if !f.tty {
+			return nil
+		}
+		time.Sleep(time.Duration(f.topSecs) * time.Second)
+	}
 }

@@ -1,8 +1,9 @@
 // Command ipmon prints the records of the ipf packet log, as IPFilter's
 // ipmon does. It reads log files of ipflog records: the packet log (-f
 // FILE, as written by "ipftest -l FILE"), the NAT log (-N FILE) and the
-// state log (-S FILE); -t keeps reading as they grow. Reading the live
-// kernel log devices is not available yet.
+// state log (-S FILE); -t keeps reading as they grow. Without -f (and with
+// no /dev/ipl) it reads the live log ring of the eBPF datapath pinned under
+// /sys/fs/bpf/sluice or $SLUICE_BPF_DIR, until killed.
 //
 //	ipmon [-abBDFhnpstvxX] [-N dev] [-S dev] [-f dev] [-L fac] [-o NSI] [-O NSI] [-P pidfile] [-C conf] [outfile]
 package main
@@ -87,7 +88,7 @@ func getopt(args []string, spec string, f func(opt byte, arg string) error) ([]s
 }
 
 func parseArgs(args []string) (*config, error) {
-	c := &config{ipfFile: "/dev/ipl", natFile: "/dev/ipnat", stateFile: "/dev/ipstate",
+	c := &config{ipfFile: defaultIPFDevice, natFile: "/dev/ipnat", stateFile: "/dev/ipstate",
 		facility: "local0", logs: map[byte]bool{}}
 	selected := false
 	rest, err := getopt(args, optstring, func(o byte, arg string) error {
@@ -200,8 +201,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if c.flush {
-		fmt.Fprintf(stderr, "ipmon: -F: flushing the kernel log is not available\n")
-		return 1
+		// -F empties the kernel log and exits
+		if !c.logs['I'] || c.ipfFile != defaultIPFDevice || exists(c.ipfFile) {
+			fmt.Fprintf(stderr, "ipmon: -F: only the kernel log can be flushed\n")
+			return 1
+		}
+		src, err := openLive()
+		if err != nil {
+			fmt.Fprintf(stderr, "ipmon: %v\n", err)
+			return 1
+		}
+		defer src.Close()
+		n, err := src.Flush()
+		if err != nil {
+			fmt.Fprintf(stderr, "ipmon: -F: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%d bytes flushed from log buffer\n", n)
+		return 0
 	}
 
 	out := bufio.NewWriter(stdout)
@@ -236,6 +253,57 @@ func run(args []string, stdout, stderr io.Writer) int {
 		bin = f
 	}
 
+	p := &ipflog.Printer{Opts: c.fmt}
+	var line []byte
+	emit := func(r *ipflog.Record) error {
+		if bin != nil {
+			if _, err := bin.Write(r.AppendBinary(nil)); err != nil {
+				return fmt.Errorf("-B: %w", err)
+			}
+		}
+		line = p.Append(line[:0], r)
+		if sl != nil {
+			lvl := 6 // NAT and state records are logged at INFO
+			if r.Type == ipflog.TypeIPF {
+				lvl = ipflog.Level(r)
+			}
+			if err := sl.Log(lvl, string(line)); err != nil {
+				fmt.Fprintf(stderr, "ipmon: syslog: %v\n", err)
+			}
+			return nil
+		}
+		_, err := out.Write(line)
+		return err
+	}
+
+	if c.logs['I'] && c.ipfFile == defaultIPFDevice && !exists(c.ipfFile) {
+		// No log device: read the kernel datapath's log ring. The NAT and
+		// state logs have no separate source there.
+		src, err := openLive()
+		if err != nil {
+			fmt.Fprintf(stderr, "ipmon: %v\n", err)
+			return 1
+		}
+		defer src.Close()
+		for {
+			r, err := src.Next()
+			if err != nil {
+				out.Flush()
+				fmt.Fprintf(stderr, "ipmon: reading the kernel log: %v\n", err)
+				return 1
+			}
+			if err := emit(&r); err != nil {
+				fmt.Fprintf(stderr, "ipmon: %v\n", err)
+				return 1
+			}
+			// a live monitor shows each record as it comes
+			if err := out.Flush(); err != nil {
+				fmt.Fprintf(stderr, "ipmon: %v\n", err)
+				return 1
+			}
+		}
+	}
+
 	type source struct {
 		path string
 		f    *os.File
@@ -258,8 +326,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		srcs = append(srcs, &source{path: d.path, f: f, rd: ipflog.NewReader(f)})
 	}
-	p := &ipflog.Printer{Opts: c.fmt}
-	var line []byte
 	for {
 		active := false
 		for _, src := range srcs {
@@ -287,24 +353,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 					fmt.Fprintf(stderr, "ipmon: %s: %v\n", src.path, err)
 					return 1
 				}
-				if bin != nil {
-					if _, err := bin.Write(r.AppendBinary(nil)); err != nil {
-						fmt.Fprintf(stderr, "ipmon: -B: %v\n", err)
-						return 1
-					}
-				}
-				line = p.Append(line[:0], &r)
-				if sl != nil {
-					lvl := 6 // NAT and state records are logged at INFO
-					if r.Type == ipflog.TypeIPF {
-						lvl = ipflog.Level(&r)
-					}
-					if err := sl.Log(lvl, string(line)); err != nil {
-						fmt.Fprintf(stderr, "ipmon: syslog: %v\n", err)
-					}
-					continue
-				}
-				if _, err := out.Write(line); err != nil {
+				if err := emit(&r); err != nil {
 					fmt.Fprintf(stderr, "ipmon: %v\n", err)
 					return 1
 				}
@@ -318,6 +367,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+}
+
+// defaultIPFDevice is IPFilter's packet log device; when it does not exist
+// (no IPFilter kernel module) ipmon reads the eBPF datapath's log instead.
+const defaultIPFDevice = "/dev/ipl"
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// recordSource is a live log.
+type recordSource interface {
+	Next() (ipflog.Record, error)
+	// Flush discards what is waiting and returns its size in bytes.
+	Flush() (int, error)
+	Close() error
 }
 
 // sysLogger sends records to syslog (-s).

@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 
 	"sluice/internal/bench/config"
+	"sluice/internal/bench/datapath"
 	"sluice/internal/bench/result"
 	"sluice/internal/bench/run"
 	"sluice/internal/bench/topo"
@@ -24,11 +27,27 @@ import (
 )
 
 // leftovers lists what of a test bed still exists: namespace mount
-// points, veth links in the root namespace, and a bench table in the
-// root namespace.
-func leftovers(t *testing.T, names []string, links [2]string) []string {
+// points, veth links in the root namespace, a bench table in the root
+// namespace, the eBPF programs progs that the Sluice configurations
+// attached, and the private bpffs mounts that held their pins.
+func leftovers(t *testing.T, names []string, links [2]string, progs []ebpf.ProgramID) []string {
 	t.Helper()
 	var left []string
+	// The kernel frees a program a moment after its last reference.
+	deadline := time.Now().Add(3 * time.Second)
+	for len(datapath.LivePrograms(progs)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range datapath.LivePrograms(progs) {
+		left = append(left, fmt.Sprintf("eBPF program %d", id))
+	}
+	if m, err := datapath.Mounts(os.Getpid()); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, d := range m {
+			left = append(left, "bpffs mount "+d)
+		}
+	}
 	for _, n := range names {
 		if _, err := os.Stat(filepath.Join(topo.NetNSDir, n)); !errors.Is(err, os.ErrNotExist) {
 			left = append(left, "namespace "+n)
@@ -67,18 +86,47 @@ func selectTests(t *testing.T, list string) []result.Test {
 	return ts
 }
 
-// TestPrivilegedBenchEndToEnd runs a tiny matrix for real and checks that
-// every configuration produced numbers for each of its tests, that the
-// unavailable ones were recorded as skipped, and that nothing is left.
+// progWatch records, after every test, the eBPF programs attached in
+// the SUT's namespace: a Sluice configuration must have its programs
+// there while it is measured, and every other one none (so the previous
+// Remove detached them).
+type progWatch struct {
+	t      *testing.T
+	ns     string
+	seen   []ebpf.ProgramID
+	failed []string
+}
+
+func (w *progWatch) check(p run.Progress) {
+	ids, err := datapath.AttachedPrograms(w.ns)
+	if err != nil {
+		w.failed = append(w.failed, err.Error())
+		return
+	}
+	sluice := strings.HasPrefix(p.Config, "sluice-")
+	if sluice && len(ids) == 0 {
+		w.failed = append(w.failed, p.Config+": no eBPF program attached to the SUT")
+	}
+	if !sluice && len(ids) > 0 {
+		w.failed = append(w.failed, fmt.Sprintf("%s: eBPF programs %v attached to the SUT", p.Config, ids))
+	}
+	w.seen = append(w.seen, ids...)
+}
+
+// TestPrivilegedBenchEndToEnd runs a tiny matrix for real, with the
+// eBPF datapaths, and checks that every configuration produced numbers
+// for each of its tests, that the Sluice programs were attached exactly
+// while their configurations were measured, and that nothing is left.
 func TestPrivilegedBenchEndToEnd(t *testing.T) {
 	testutil.RequireRoot(t)
-	reg := config.Builtin(config.Datapaths{})
-	cs, err := reg.Select("none,nft-stateless,nft-stateful,nft-dscp,sluice-stateless,sluice-qos")
+	reg := config.Builtin(datapath.Datapaths())
+	cs, err := reg.Select("none,nft-stateless,sluice-stateless,nft-stateful,sluice-stateful,sluice-nomatch-100,nft-dscp,sluice-qos")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	var links [2]string
+	w := &progWatch{t: t}
 	out := t.TempDir()
 	path, err := Run(context.Background(), Options{
 		Mode: "test", OutDir: out,
@@ -87,7 +135,9 @@ func TestPrivilegedBenchEndToEnd(t *testing.T) {
 		NewGen: NetperfGenerator(0),
 		OnStart: func(tb *topo.Topo) {
 			names, links = tb.NetNSNames(), tb.Links()
+			w.ns = tb.NetNSPath(topo.SUT)
 		},
+		OnProgress: w.check,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +145,13 @@ func TestPrivilegedBenchEndToEnd(t *testing.T) {
 	if len(names) != 2 {
 		t.Fatalf("OnStart saw namespaces %v", names)
 	}
-	if left := leftovers(t, names, links); len(left) > 0 {
+	for _, f := range w.failed {
+		t.Error(f)
+	}
+	if len(w.seen) == 0 {
+		t.Error("no eBPF program seen during the run")
+	}
+	if left := leftovers(t, names, links, w.seen); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
 	set, err := result.ReadFile(path)
@@ -117,11 +173,41 @@ func TestPrivilegedBenchEndToEnd(t *testing.T) {
 		}
 		got[r.Config]++
 	}
-	want := map[string]int{"none": 3, "nft-stateless": 2, "nft-stateful": 2, "nft-dscp": 1}
+	want := map[string]int{"none": 3, "nft-stateless": 2, "sluice-stateless": 2, "nft-stateful": 2, "sluice-stateful": 2,
+		"sluice-nomatch-100": 2, "nft-dscp": 1, "sluice-qos": 1}
 	for c, n := range want {
 		if got[c] != n {
 			t.Errorf("%s: %d measurements, want %d", c, got[c], n)
 		}
+	}
+	for _, s := range set.Skips {
+		t.Errorf("%s skipped: %s", s.Config, s.Reason)
+	}
+}
+
+// TestPrivilegedBenchUnavailable checks that without datapaths the
+// Sluice configurations are recorded as skipped and the others run.
+func TestPrivilegedBenchUnavailable(t *testing.T) {
+	testutil.RequireRoot(t)
+	cs, err := config.Builtin(config.Datapaths{}).Select("none,sluice-stateless,sluice-qos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := Run(context.Background(), Options{
+		Mode: "test", OutDir: t.TempDir(),
+		Plan:   run.Plan{Configs: cs, Tests: selectTests(t, "TCP_RR 1/1 inbound,TCP_STREAM m=32 outbound"), Reps: 1, Duration: time.Second},
+		Topo:   topo.Options{Prefix: "slbuna"},
+		NewGen: NetperfGenerator(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := result.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Reps) != 2 || set.Reps[0].Config != "none" || set.Reps[1].Config != "none" {
+		t.Errorf("repetitions %+v, want only none's", set.Reps)
 	}
 	skipped := map[string]string{}
 	for _, s := range set.Skips {
@@ -135,54 +221,92 @@ func TestPrivilegedBenchEndToEnd(t *testing.T) {
 }
 
 // TestPrivilegedBenchCancel cancels the context while a test runs under
-// an nftables configuration and checks the run stops promptly, says it
-// was interrupted, and leaves nothing behind.
+// an nftables configuration and under each Sluice datapath, and checks
+// the run stops promptly, says it was interrupted, and leaves nothing
+// behind: no namespace, veth, table, eBPF program or bpffs mount.
 func TestPrivilegedBenchCancel(t *testing.T) {
 	testutil.RequireRoot(t)
-	reg := config.Builtin(config.Datapaths{})
-	cs, err := reg.Select("none,nft-stateful")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var names []string
-	var links [2]string
-	start := time.Now()
-	path, err := Run(ctx, Options{
-		Mode: "test", OutDir: t.TempDir(),
-		Plan:   run.Plan{Configs: cs, Tests: selectTests(t, "TCP_STREAM 64K inbound"), Reps: 3, Duration: time.Second},
-		Topo:   topo.Options{Prefix: "slbcan"},
-		NewGen: NetperfGenerator(0),
-		OnStart: func(tb *topo.Topo) {
-			names, links = tb.NetNSNames(), tb.Links()
-		},
-		OnProgress: func(p run.Progress) {
-			if p.Config == "none" {
-				// nft-stateful is applied next: cut its test short.
-				time.AfterFunc(400*time.Millisecond, cancel)
+	for _, tc := range []struct{ config, test string }{
+		{"nft-stateful", "TCP_STREAM 64K inbound"},
+		{"sluice-stateful", "TCP_STREAM 64K inbound"},
+		{"sluice-qos", "TCP_STREAM m=512 outbound"},
+	} {
+		t.Run(tc.config, func(t *testing.T) {
+			cs, err := config.Builtin(datapath.Datapaths()).Select("none," + tc.config)
+			if err != nil {
+				t.Fatal(err)
 			}
-		},
-	})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("got %v, want context.Canceled", err)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var names []string
+			var links [2]string
+			var sut string
+			var progs []ebpf.ProgramID
+			var progErr error
+			start := time.Now()
+			path, err := Run(ctx, Options{
+				Mode: "test", OutDir: t.TempDir(),
+				Plan:   run.Plan{Configs: cs, Tests: selectTests(t, tc.test), Reps: 3, Duration: time.Second},
+				Topo:   topo.Options{Prefix: "slbcan"},
+				NewGen: NetperfGenerator(0),
+				OnStart: func(tb *topo.Topo) {
+					names, links, sut = tb.NetNSNames(), tb.Links(), tb.NetNSPath(topo.SUT)
+				},
+				OnProgress: func(p run.Progress) {
+					if p.Config == "none" && p.Rep == 1 {
+						// The configuration is applied next: cut its
+						// test short, noting what it attached.
+						go func() {
+							progs, progErr = cutShort(sut, tc.config != "nft-stateful")
+							cancel()
+						}()
+					}
+				},
+			})
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("got %v, want context.Canceled", err)
+			}
+			if el := time.Since(start); el > 5*time.Second {
+				t.Errorf("cancelled run took %v", el)
+			}
+			if progErr != nil {
+				t.Fatal(progErr)
+			}
+			if sluice := strings.HasPrefix(tc.config, "sluice-"); sluice != (len(progs) > 0) {
+				t.Errorf("programs attached to the SUT during the test: %v", progs)
+			}
+			if left := leftovers(t, names, links, progs); len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
+			set, err := result.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if set.End == nil || !set.End.Interrupted {
+				t.Errorf("end record %+v, want interrupted", set.End)
+			}
+			if len(set.Reps) != 1 || set.Reps[0].Config != "none" {
+				t.Errorf("repetitions %+v, want only none's", set.Reps)
+			}
+		})
 	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Errorf("cancelled run took %v", el)
+}
+
+// cutShort waits until a test is well under way in the configuration
+// after none: when it attaches programs, until they are in the SUT's
+// namespace (a load may take a while), then 400 ms more. It returns the
+// programs attached then.
+func cutShort(sutNS string, attaches bool) ([]ebpf.ProgramID, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for attaches && time.Now().Before(deadline) {
+		ids, err := datapath.AttachedPrograms(sutNS)
+		if err != nil || len(ids) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	if left := leftovers(t, names, links); len(left) > 0 {
-		t.Errorf("left behind: %v", left)
-	}
-	set, err := result.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if set.End == nil || !set.End.Interrupted {
-		t.Errorf("end record %+v, want interrupted", set.End)
-	}
-	if len(set.Reps) != 1 || set.Reps[0].Config != "none" {
-		t.Errorf("repetitions %+v, want only none's", set.Reps)
-	}
+	time.Sleep(400 * time.Millisecond)
+	return datapath.AttachedPrograms(sutNS)
 }
 
 // TestPrivilegedBenchRemote exercises --remote against a netserver on
@@ -200,7 +324,7 @@ func TestPrivilegedBenchRemote(t *testing.T) {
 	go func() { done <- srv.Serve(ctx) }()
 	defer func() { cancel(); <-done }()
 	port := srv.Addr().(*net.TCPAddr).Port
-	reg := config.Builtin(config.Datapaths{})
+	reg := config.Builtin(datapath.Datapaths())
 	cs, _ := reg.Select("none")
 	var remote bool
 	path, err := Run(context.Background(), Options{

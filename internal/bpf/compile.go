@@ -9,7 +9,9 @@ import (
 	"net/netip"
 	"sort"
 
+	"sluice/internal/pool"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ippool"
 	"sluice/internal/ruleset"
 )
 
@@ -26,6 +28,17 @@ type CompileOptions struct {
 	// Text prints a rule for ipfstat (the ipf printer); nil uses a short
 	// built-in form.
 	Text func(*ipf.Rule) string
+	// IfAddr resolves an address taken from an interface (`(IF)`,
+	// `(IF)/BITS`, `IF/broadcast|network|netmasked|peer`): the address
+	// and mask to compare the packet with ((pkt & mask) == addr). ok=false
+	// makes the rule never match, as IPFilter does for an interface
+	// without such an address. nil uses the host's interfaces as they are
+	// when the rules are compiled.
+	IfAddr func(name string, mode ipf.IfaceAddrMode, v6 bool) (addr, mask netip.Addr, ok bool)
+	// Pools holds the ippool tables `pool/N` and `hash/N` name (role
+	// ipf); their entries are copied into the image. A table that is not
+	// there never matches, as in the Go engine. nil: no tables.
+	Pools *pool.Set
 }
 
 // Image is a rule set compiled for one slot of the kernel datapath: rules in
@@ -36,9 +49,24 @@ type Image struct {
 	texts  []string
 	lists  []imageList
 	ifaces []string // interfaces named by `on`, in first-seen order
+	pools  []poolEntry // entries of the pool tables the rules name
 	// index entries; nil when the set is too small to benefit
 	dst   map[prefixKey]rawBlocks
 	ports map[uint32]rawBlocks
+}
+
+// poolEntry is one prefix of a pool table in an image.
+type poolEntry struct {
+	table  uint32
+	family uint8
+	addr   [16]byte
+	bits   int
+	neg    bool
+}
+
+// poolTables numbers the tables an image uses (ids from 1).
+type poolTables struct {
+	ids map[string]uint16
 }
 
 type imageList struct {
@@ -85,6 +113,9 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	if opts.Ifindex == nil {
 		opts.Ifindex = hostIfindex
 	}
+	if opts.IfAddr == nil {
+		opts.IfAddr = hostIfAddr
+	}
 	type src struct {
 		l    *ruleset.List
 		dir  ipf.Direction
@@ -113,6 +144,7 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		ids[s.l] = i
 	}
 	im := &Image{lists: make([]imageList, len(lists))}
+	pt := &poolTables{ids: map[string]uint16{}}
 	seen := map[string]bool{}
 	for id, s := range lists {
 		n := len(s.l.Rules)
@@ -123,6 +155,9 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		for i, cr := range s.l.Rules {
 			r := cr.Src
 			raw, err := compileRule(r, opts)
+			if err == nil {
+				err = im.compilePools(r, &raw, opts.Pools, pt)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d:%d: %w", r.Pos.File, r.Pos.Line, r.Pos.Col, err)
 			}
@@ -231,8 +266,6 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 		return raw, fmt.Errorf("exp: %w", ErrUnsupported)
 	case r.BPF != "":
 		return raw, fmt.Errorf("bpf-v4/bpf-v6: %w", ErrUnsupported)
-	case r.V6HdrsMask != 0:
-		return raw, fmt.Errorf("v6hdr: %w", ErrUnsupported)
 	case r.RouteTo != nil || r.DupTo != nil || r.FastRoute:
 		return raw, fmt.Errorf("to/dup-to/fastroute: %w", ErrUnsupported)
 	}
@@ -280,10 +313,27 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 		raw.Match |= mProto
 		raw.Proto = r.Proto
 	}
-	if err := compileAddr(&r.From, &raw, true); err != nil {
+	from, to := r.From, r.To
+	for _, e := range []*ipf.Endpoint{&from, &to} {
+		if e.Addr.Kind != ipf.AddrIface {
+			continue
+		}
+		// the family is the rule's; an interface address is IPv4 otherwise
+		ip, mask, ok := opts.IfAddr(e.Addr.Iface, e.Addr.IfaceMode, r.Family == 6)
+		if e.Addr.IfaceMode == ipf.IfaceDynamic && ok {
+			mask = prefixMask(ip.Is4(), int(e.Addr.IfaceBits))
+		}
+		if !ok || !ip.IsValid() || !mask.IsValid() || ip.Is4() != mask.Is4() {
+			raw.Match |= mNever
+			e.Addr = ipf.Addr{Kind: ipf.AddrAny}
+			continue
+		}
+		e.Addr = ipf.Addr{Kind: ipf.AddrHost, IP: ip, Mask: mask}
+	}
+	if err := compileAddr(&from, &raw, true); err != nil {
 		return raw, err
 	}
-	if err := compileAddr(&r.To, &raw, false); err != nil {
+	if err := compileAddr(&to, &raw, false); err != nil {
 		return raw, err
 	}
 	if r.From.Port.Op != ipf.PortNone {
@@ -314,6 +364,17 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 	if r.OptMask != 0 {
 		raw.Match |= mOpt
 		raw.OptMask, raw.OptWant = r.OptMask, r.OptBits&r.OptMask
+	}
+	if r.V6HdrsMask != 0 {
+		// the extension header bits share the option word with the IPv4
+		// options; only IPv6 packets carry them, and any IPv4 `opt`
+		// would make the rule inet
+		if r.OptMask != 0 || raw.Family == 4 {
+			raw.Match |= mNever
+		}
+		raw.Family = 6
+		raw.Match |= mOpt
+		raw.OptMask, raw.OptWant = r.V6HdrsMask, r.V6Hdrs
 	}
 	if r.SecMask != 0 {
 		raw.Match |= mSec
@@ -361,13 +422,15 @@ func compileAddr(e *ipf.Endpoint, raw *rawRule, src bool) error {
 	switch e.Addr.Kind {
 	case ipf.AddrAny:
 		// `!any` never matches; IPFilter stores it as mask 0 inverted
-		if e.Not {
+		if e.Not && e.Addr.Iface == "" {
 			raw.Match |= mNever
 		}
 		return nil
 	case ipf.AddrHost:
+	case ipf.AddrPool, ipf.AddrHash:
+		return nil // compilePools
 	default:
-		return fmt.Errorf("address form (pool/hash/interface): %w", ErrUnsupported)
+		return fmt.Errorf("address form %d: %w", e.Addr.Kind, ErrUnsupported)
 	}
 	ip, mask := e.Addr.IP, e.Addr.Mask
 	if !ip.IsValid() || !mask.IsValid() || ip.Is4() != mask.Is4() {
@@ -554,3 +617,59 @@ func maskBytes(a [16]byte, n int) [16]byte {
 }
 
 func nativeWord(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }
+
+// compilePools turns `pool/N` and `hash/N` addresses into table lookups,
+// copying each table's entries into the image once. Tree entries keep
+// their "!"; a hash table has none, and its most specific matching entry
+// is its longest matching prefix, so one LPM trie serves both.
+func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, pools *pool.Set, pt *poolTables) error {
+	for i, e := range []*ipf.Endpoint{&r.From, &r.To} {
+		k := e.Addr.Kind
+		if k != ipf.AddrPool && k != ipf.AddrHash {
+			continue
+		}
+		if e.Addr.Inline != nil {
+			return fmt.Errorf("inline pool table: %w", ErrUnsupported)
+		}
+		name := fmt.Sprintf("%d/%s", k, e.Addr.Table)
+		id, ok := pt.ids[name]
+		if !ok {
+			if len(pt.ids) >= 0xffff {
+				return fmt.Errorf("more than %d pool tables", 0xffff)
+			}
+			id = uint16(len(pt.ids) + 1)
+			pt.ids[name] = id
+			var def *ippool.Table
+			if pools != nil {
+				if k == ipf.AddrPool {
+					if t := pools.Tree(ippool.RoleIPF, e.Addr.Table); t != nil {
+						def = t.Def
+					}
+				} else if h := pools.Hash(ippool.RoleIPF, e.Addr.Table); h != nil {
+					def = h.Def
+				}
+			}
+			if def != nil {
+				for _, en := range def.Entries {
+					pe := poolEntry{table: uint32(id), family: uint8(en.Fam), bits: en.Bits, neg: en.Not && k == ipf.AddrPool}
+					pe.addr = maskBytes(en.Addr, en.Bits)
+					im.pools = append(im.pools, pe)
+				}
+			}
+		}
+		if i == 0 {
+			raw.Match |= mSrcPool
+			raw.SrcPool = id
+			if e.Not {
+				raw.Match |= mNotSrc
+			}
+		} else {
+			raw.Match |= mDstPool
+			raw.DstPool = id
+			if e.Not {
+				raw.Match |= mNotDst
+			}
+		}
+	}
+	return nil
+}

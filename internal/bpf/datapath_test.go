@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -377,13 +378,42 @@ func TestStateWindowAndFSM(t *testing.T) {
 
 func TestStateLimit(t *testing.T) {
 	h := newHarness(t)
-	h.load("block in all\npass in quick proto udp all keep state (limit 2)\n")
+	// not quick: a pass whose state cannot be added becomes a block
+	h.load("block in all\npass in proto udp all keep state (limit 2)\n")
 	for i, want := range []string{"pass", "pass", "block"} {
 		h.expect(false, testPkt{src: "10.0.0.9", dst: "10.0.0.1", proto: 17, sport: uint16(1000 + i), dport: 53}, want)
 	}
 	st, _ := h.d.Stats()
 	if st.Drops[RSNStateAdd] != 1 {
 		t.Errorf("state_add-fail drops: got %d, want 1", st.Drops[RSNStateAdd])
+	}
+}
+
+// TestQuickKeepStateFailure: a quick rule whose state cannot be added is
+// skipped, the previous verdict restored and the scan goes on (§2.3).
+func TestQuickKeepStateFailure(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\npass in quick proto udp all keep state (limit 1)\npass in proto udp from any to any port = 54\n")
+	p := testPkt{src: "10.0.0.9", dst: "10.0.0.1", proto: 17, sport: 1000, dport: 53}
+	h.expect(false, p, "pass") // creates the entry
+	p.sport = 1001
+	h.expect(false, p, "block") // limit reached: back to block in all
+	p.dport = 54
+	h.expect(false, p, "pass") // ... and the scan reached the port 54 rule
+	st, _ := h.d.Stats()
+	if st.Drops[RSNStateAdd] != 0 || st.Drops[RSNFilter] != 1 {
+		t.Errorf("drops state_add-fail %d filter %d, want 0 and 1", st.Drops[RSNStateAdd], st.Drops[RSNFilter])
+	}
+	// a quick keep-state rule in a group: the head's verdict is restored
+	h.load("pass in all head 1\nblock in quick proto tcp all keep state group 1\n")
+	h.expect(false, tcp4("10.0.0.9", "10.0.0.1", 1000, 80, 0x04), "pass") // RST: no state
+	h.expect(false, tcp4("10.0.0.9", "10.0.0.1", 1000, 80, 0x02), "block")
+	rs, err := h.d.Rules(Active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[1].Hits != 2 || rs[1].States != 1 {
+		t.Errorf("group rule: hits %d states %d, want 2 and 1", rs[1].Hits, rs[1].States)
 	}
 }
 
@@ -498,7 +528,6 @@ func TestLogRing(t *testing.T) {
 
 func TestCompileErrors(t *testing.T) {
 	for _, text := range []string{
-		"pass in from pool/100 to any\n",
 		"call now srcgrpmap/1 in all\n",
 	} {
 		rs, err := ipf.Parse("t.conf", []byte(text), ipf.ParseOptions{})
@@ -621,5 +650,53 @@ func TestImageInterfaces(t *testing.T) {
 	}
 	if got := fmt.Sprint(im.Interfaces()); got != "[eth0 eth1]" {
 		t.Errorf("Interfaces: got %s, want [eth0 eth1]", got)
+	}
+}
+
+// TestReturnICMPSource: return-icmp answers from the receiving interface's
+// address, return-icmp-as-dest from the original destination (§1.3.15).
+func TestReturnICMPSource(t *testing.T) {
+	h := newHarness(t)
+	h.load("block return-icmp(port-unr) in proto udp from any to any port = 53\n" +
+		"block return-icmp-as-dest(port-unr) in proto udp from any to any port = 54\n")
+	// BPF_PROG_TEST_RUN delivers on the loopback interface
+	if err := h.d.SetInterfaceAddr(1, netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::99")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src, dst string
+		port     uint16
+		want     string
+	}{
+		{"10.0.0.1", "10.0.0.2", 53, "192.0.2.1"},
+		{"10.0.0.1", "10.0.0.2", 54, "10.0.0.2"},
+		{"2001:db8::1", "2001:db8::2", 53, "2001:db8::99"},
+		{"2001:db8::1", "2001:db8::2", 54, "2001:db8::2"},
+	} {
+		p := testPkt{src: c.src, dst: c.dst, proto: 17, sport: 1000, dport: c.port}
+		ret, out := h.run(false, p.build())
+		if ret != tcRedirect {
+			t.Fatalf("%s port %d: got %s, want reply", c.dst, c.port, verdictName(ret))
+		}
+		var from, to netip.Addr
+		var sum uint16
+		if netip.MustParseAddr(c.src).Is4() {
+			ip := out[14:34]
+			from, to = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+			sum = csum(ip, 0)
+		} else {
+			ip := out[14:54]
+			from, to = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
+			ph := make([]byte, 40)
+			copy(ph, ip[8:40])
+			ph[35], ph[39] = 56, 58
+			sum = csum(out[54:110], uint32(csum(ph, 0)))
+		}
+		if from.String() != c.want || to.String() != c.src {
+			t.Errorf("%s port %d: reply %s > %s, want %s > %s", c.dst, c.port, from, to, c.want, c.src)
+		}
+		if sum != 0xffff {
+			t.Errorf("%s port %d: checksum does not verify: %#x", c.dst, c.port, sum)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package bpf
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -23,28 +22,19 @@ import (
 
 // TestDifferentialKit runs the packets of the kit's f and ipv6 tests
 // through the Go engine and through the BPF program, one rule line at a
-// time as f_test does, and compares pass/block. Disagreements listed in
-// testdata/diff-known.txt are reported with t.Log; any other fails.
+// time as f_test does, and compares pass/block. Any disagreement fails.
 func TestDifferentialKit(t *testing.T) {
 	h := newHarness(t)
 	kit, err := conformance.KitDir()
 	if err != nil {
 		testutil.SkipOrFail(t, "ipf-conformance kit: %v", err)
 	}
-	known := map[string]bool{}
-	if b, err := os.ReadFile("testdata/diff-known.txt"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-				known[l] = true
-			}
-		}
-	}
 	man, err := os.ReadFile(filepath.Join(kit, "manifest.tsv"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var compared, agreed, unsupported int
-	var unexpected, seenKnown []string
+	var unexpected []string
 	for _, row := range strings.Split(string(man), "\n")[1:] {
 		f := strings.Split(row, "\t")
 		if len(f) < 7 || (f[1] != "f" && f[1] != "ipv6") || (f[2] != "f_test" && f[2] != "ipv6_test") {
@@ -126,33 +116,19 @@ func TestDifferentialKit(t *testing.T) {
 				}
 				id := fmt.Sprintf("%s:%d:%d", name, ln+1, n+1)
 				msg := fmt.Sprintf("%s rule %q packet %d (%s): engine %s, bpf %s", id, ruleLine, n+1, ifn, want, got)
-				if known[id] {
-					seenKnown = append(seenKnown, msg)
-				} else {
-					unexpected = append(unexpected, msg)
-				}
+				unexpected = append(unexpected, msg)
 			}
 			eng.Close()
 		}
 	}
-	t.Logf("differential: %d packets compared, %d agree, %d known disagreements, %d rule lines unsupported by the kernel datapath",
-		compared, agreed, len(seenKnown), unsupported)
-	for _, m := range seenKnown {
-		t.Logf("known disagreement: %s", m)
-	}
+	t.Logf("differential: %d packets compared, %d agree, %d rule lines unsupported by the kernel datapath",
+		compared, agreed, unsupported)
 	sort.Strings(unexpected)
 	for _, m := range unexpected {
 		t.Errorf("disagreement: %s", m)
 	}
 	if compared == 0 {
 		t.Error("no packets compared")
-	}
-	if os.Getenv("SLUICE_DIFF_UPDATE") != "" {
-		w := bufio.NewWriter(os.Stdout)
-		for _, m := range unexpected {
-			fmt.Fprintln(w, strings.Fields(m)[0])
-		}
-		w.Flush()
 	}
 }
 

@@ -50,6 +50,12 @@ type filterFragKey struct {
 	Pad    uint16
 }
 
+type filterIfAddr struct {
+	_  structs.HostLayout
+	V4 uint32
+	V6 [4]uint32
+}
+
 type filterList struct {
 	_     structs.HostLayout
 	Start uint32
@@ -87,6 +93,20 @@ type filterLpmKey struct {
 	Slot      uint32
 	Family    uint32
 	Addr      [4]uint32
+}
+
+type filterPoolKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Slot      uint32
+	Table     uint32
+	Family    uint32
+	Addr      [16]uint8
+}
+
+type filterPoolVal struct {
+	_   structs.HostLayout
+	Neg uint32
 }
 
 type filterPortKey struct {
@@ -142,6 +162,8 @@ type filterRule struct {
 	Logtag     uint32
 	GroupNo    uint32
 	RuleNo     uint32
+	SrcPool    uint16
+	DstPool    uint16
 }
 
 type filterRuleText struct {
@@ -178,7 +200,8 @@ type filterStateEntry struct {
 		State  uint8
 		Pad    uint8
 	}
-	_ [4]byte
+	Flx [4]uint32
+	Opt uint32
 }
 
 type filterStateKey struct {
@@ -189,7 +212,7 @@ type filterStateKey struct {
 	Dport  uint16
 	Proto  uint8
 	Family uint8
-	Pad    uint16
+	Wild   uint16
 }
 
 type filterWork struct {
@@ -226,21 +249,25 @@ type filterWork struct {
 	}
 	_ [4]byte
 	S struct {
-		_        structs.HostLayout
-		Base     uint32
-		Lbase    uint32
-		Pos      uint32
-		End      uint32
-		Pass     uint32
-		Rule     uint32
-		Depth    uint32
-		Skip     uint32
-		Nlogs    uint32
-		UseIndex uint32
-		StackPos [16]uint32
-		StackEnd [16]uint32
-		Logs     [4]uint32
-		Cand     [16]uint64
+		_          structs.HostLayout
+		Base       uint32
+		Lbase      uint32
+		Pos        uint32
+		End        uint32
+		Pass       uint32
+		Rule       uint32
+		Depth      uint32
+		Skip       uint32
+		Nlogs      uint32
+		UseIndex   uint32
+		Passo      uint32
+		Slot       uint32
+		Now        uint64
+		StackPos   [16]uint32
+		StackEnd   [16]uint32
+		StackPasso [16]uint32
+		Logs       [4]uint32
+		Cand       [16]uint64
 	}
 	E          filterStateEntry
 	Obuf       [64]uint8
@@ -262,9 +289,11 @@ const (
 	filterMapIdxDport        = "idx_dport"
 	filterMapIdxDst          = "idx_dst"
 	filterMapIfaces          = "ifaces"
+	filterMapIfaddrs         = "ifaddrs"
 	filterMapListMetas       = "list_metas"
 	filterMapLists           = "lists"
 	filterMapLogRing         = "log_ring"
+	filterMapPools           = "pools"
 	filterMapPps             = "pps"
 	filterMapRuleStates      = "rule_states"
 	filterMapRuleTexts       = "rule_texts"
@@ -336,9 +365,11 @@ type filterMapSpecs struct {
 	IdxDport   *ebpf.MapSpec `ebpf:"idx_dport"`
 	IdxDst     *ebpf.MapSpec `ebpf:"idx_dst"`
 	Ifaces     *ebpf.MapSpec `ebpf:"ifaces"`
+	Ifaddrs    *ebpf.MapSpec `ebpf:"ifaddrs"`
 	ListMetas  *ebpf.MapSpec `ebpf:"list_metas"`
 	Lists      *ebpf.MapSpec `ebpf:"lists"`
 	LogRing    *ebpf.MapSpec `ebpf:"log_ring"`
+	Pools      *ebpf.MapSpec `ebpf:"pools"`
 	Pps        *ebpf.MapSpec `ebpf:"pps"`
 	RuleStates *ebpf.MapSpec `ebpf:"rule_states"`
 	RuleTexts  *ebpf.MapSpec `ebpf:"rule_texts"`
@@ -384,9 +415,11 @@ type filterMaps struct {
 	IdxDport   *ebpf.Map `ebpf:"idx_dport"`
 	IdxDst     *ebpf.Map `ebpf:"idx_dst"`
 	Ifaces     *ebpf.Map `ebpf:"ifaces"`
+	Ifaddrs    *ebpf.Map `ebpf:"ifaddrs"`
 	ListMetas  *ebpf.Map `ebpf:"list_metas"`
 	Lists      *ebpf.Map `ebpf:"lists"`
 	LogRing    *ebpf.Map `ebpf:"log_ring"`
+	Pools      *ebpf.Map `ebpf:"pools"`
 	Pps        *ebpf.Map `ebpf:"pps"`
 	RuleStates *ebpf.Map `ebpf:"rule_states"`
 	RuleTexts  *ebpf.Map `ebpf:"rule_texts"`
@@ -407,9 +440,11 @@ func (m *filterMaps) Close() error {
 		m.IdxDport,
 		m.IdxDst,
 		m.Ifaces,
+		m.Ifaddrs,
 		m.ListMetas,
 		m.Lists,
 		m.LogRing,
+		m.Pools,
 		m.Pps,
 		m.RuleStates,
 		m.RuleTexts,

@@ -78,7 +78,9 @@ const (
 	mWith   = 0x2000
 	mOpt    = 0x4000
 	mNever  = 0x8000
-	mSec    = 0x10000
+	mSec     = 0x10000
+	mSrcPool = 0x20000
+	mDstPool = 0x40000
 )
 
 // Config keys.
@@ -201,6 +203,8 @@ type rawRule struct {
 	Logtag     uint32
 	GroupNo    uint32
 	RuleNo     uint32
+	SrcPool    uint16
+	DstPool    uint16
 }
 
 // rawList mirrors struct list.
@@ -242,7 +246,7 @@ type rawStateKey struct {
 	Dport  uint16
 	Proto  uint8
 	Family uint8
-	Pad    uint16
+	Wild   uint16 // 1: wildcard destination, filled by the first reply
 }
 
 // rawTCPSide mirrors struct tcp_side.
@@ -274,7 +278,8 @@ type rawStateEntry struct {
 	Flags   uint8
 	Pad     [3]uint8
 	TCP     [2]rawTCPSide
-	_       [4]byte
+	Flx     [4]uint32
+	Opt     uint32
 }
 
 // rawLogRec mirrors struct log_rec.

@@ -43,6 +43,9 @@ func (d *Datapath) LoadRules(im *Image, s Set) error {
 		return err
 	}
 	defer unlock()
+	if err := d.SyncInterfaces(); err != nil {
+		return fmt.Errorf("loading %s rules: %w", s, err)
+	}
 	active, inactive := d.slotOf(Active), d.slotOf(Inactive)
 	target := inactive
 	if s == Active {
@@ -92,6 +95,10 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	n := len(im.rules)
 	if n > MaxRules {
 		return fmt.Errorf("%d rules exceed the kernel datapath's %d", n, MaxRules)
+	}
+	// pool tables before the rules that name them
+	if err := d.writePools(slot, im); err != nil {
+		return err
 	}
 	// rules
 	if n > 0 {
@@ -402,6 +409,40 @@ func (d *Datapath) ZeroRuleCounters(s Set) error {
 	}
 	if _, err := d.objs.Counters.BatchUpdate(keys, make([]rawCounter, len(keys)*ncpu), nil); err != nil {
 		return fmt.Errorf("zeroing counters: %w", err)
+	}
+	return nil
+}
+
+// writePools replaces the slot's pool table entries with the image's.
+func (d *Datapath) writePools(slot uint32, im *Image) error {
+	var (
+		k    filterPoolKey
+		v    filterPoolVal
+		dels []filterPoolKey
+	)
+	it := d.objs.Pools.Iterate()
+	for it.Next(&k, &v) {
+		if k.Slot == slot {
+			dels = append(dels, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading pool tables: %w", err)
+	}
+	for i := range dels {
+		if err := d.objs.Pools.Delete(&dels[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("clearing pool tables: %w", err)
+		}
+	}
+	for _, e := range im.pools {
+		k := filterPoolKey{Prefixlen: 96 + uint32(e.bits), Slot: slot, Table: e.table, Family: uint32(e.family), Addr: e.addr}
+		v := filterPoolVal{}
+		if e.neg {
+			v.Neg = 1
+		}
+		if err := d.objs.Pools.Put(&k, &v); err != nil {
+			return fmt.Errorf("writing pool tables: %w", err)
+		}
 	}
 	return nil
 }

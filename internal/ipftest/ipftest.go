@@ -648,9 +648,9 @@ func (r *run) loadNAT(name string) error {
 			// ipftest prints proxy debugging on stdout, where it lands
 			// between the packets (ipf_p_ftp's printf).
 			Debug: func(msg string) { r.out.WriteString(msg) },
-			FTPDebug: func() int {
-				v, _ := r.tun.Get("ftp_debug")
-				return int(v)
+			Tunable: func(name string) (int, bool) {
+				v, ok := r.tun.Get(name)
+				return int(v), ok
 			}})
 		if err != nil {
 			return err

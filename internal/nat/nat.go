@@ -1,7 +1,10 @@
 // Package nat is the NAT engine of IPFilter's ipnat: rule selection,
 // address and port allocation for map, bimap, map-block, rdr and
 // rewrite rules, the session table with its host map, and the in-place
-// rewriting of IPv4/IPv6 packets with incremental checksum fixups.
+// rewriting of IPv4/IPv6 packets with incremental checksum fixups, and
+// the application proxies (ftp, rcmd, pptp, rpcbu/rpcbt) with the NAT
+// sessions and filter state entries they open for the connections they
+// expect.
 //
 // The engine follows IPFilter 5.x (ip_nat.c) closely, including its
 // allocation order, because ipftest output depends on it. Randomness
@@ -66,8 +69,9 @@ type Config struct {
 	AddState func(ProxyState) bool
 	// Debug receives proxy debug messages (ftp_debug); nil drops them.
 	Debug func(msg string)
-	// FTPDebug is the ftp_debug tunable, read when an ftp session starts.
-	FTPDebug func() int
+	// Tunable reads proxy tunables (ftp_debug, ftp_insecure,
+	// ftp_pasvonly) when a proxy session starts; nil reads zeros.
+	Tunable func(name string) (int, bool)
 }
 
 // Clock is the time source for session ageing.
@@ -139,6 +143,8 @@ type session struct {
 	proxy  *proxy // the rule's application proxy, nil if none
 	slave  bool   // set up by the proxy of another session
 	wildSP bool   // waiting for its first packet to learn the source port
+	clone  bool   // a wildcard that copies itself for each connection
+	pass   uint32 // filter flags of the proxy's state entry (0: proxyPass)
 }
 
 // hmKey indexes host map entries by original source and destination.

@@ -405,7 +405,11 @@ func FuzzPackets(f *testing.F) {
 	f.Add(build(58, a("fd00::1"), a("2001:db8::9"), 7, 0, 0), true)
 	f.Add(build(6, a("fd00::1"), a("2001:db8::9"), 1025, 80, 0), true)
 	f.Fuzz(func(t *testing.T, b []byte, out bool) {
-		n := mustNAT(t, `map le0 10.0.0.0/8 -> 198.51.100.9/32 icmpidmap icmp 1:3
+		n := mustNAT(t, `map le0 10.0.0.0/8 -> 198.51.100.7/32 proxy port ftp ftp/tcp
+map le0 10.0.0.0/8 -> 198.51.100.7/32 proxy port 1723 pptp/tcp
+map le0 10.0.0.0/8 -> 198.51.100.7/32 proxy port shell rcmd/tcp
+rdr le0 198.51.100.1/32 port 111 -> 10.9.9.7 port 111 udp proxy rpcbu
+map le0 10.0.0.0/8 -> 198.51.100.9/32 icmpidmap icmp 1:3
 map le0 10.0.0.0/8 -> 198.51.100.0/30 portmap tcp/udp 20000:20003 mssclamp 100
 rdr le0 198.51.100.1/32 port 80 -> 10.9.9.9,10.9.9.8 port 8080 tcp sticky
 map le0 inet6 fd00::/16 -> 2001:db8::/126

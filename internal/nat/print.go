@@ -83,6 +83,9 @@ func natType(s *session) string {
 func (s *session) String() string {
 	var b strings.Builder
 	b.WriteString(natType(s) + " ")
+	if s.clone {
+		b.WriteString("CLONE ")
+	}
 	ports := s.flags&flagTCPUDP != 0
 	port := func(p uint16) {
 		if ports {
@@ -121,6 +124,9 @@ func (s *session) String() string {
 		b.WriteString("]")
 	}
 	b.WriteByte('\n')
+	if s.proxy != nil {
+		b.WriteString("\tproxy active\n")
+	}
 	return b.String()
 }
 

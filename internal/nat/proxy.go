@@ -21,6 +21,9 @@ type ProxyState struct {
 	DPort       uint16
 	WildSrcPort bool // any source port (SI_W_SPORT)
 	WildDstPort bool // any destination port (SI_W_DPORT)
+	Clone       bool // every new connection gets a copy (SI_CLONE)
+	PLen        int  // bytes counted for the entry's first packet
+	Pass        uint32
 }
 
 type proxyKind uint8
@@ -30,6 +33,15 @@ const (
 	proxyRcmd
 	proxyPPTP
 	proxyFTP
+	proxyRPCB
+)
+
+// Filter flags of the state entries proxies make (IPFilter's static
+// frentry_t of each proxy): ftp, rcmd and pptp use pass in quick keep
+// state with FR_INQUE; rpcb leaves that bit out.
+const (
+	proxyPass = 0x8502
+	rpcbPass  = 0x502
 )
 
 // proxy is the per-session state of an application proxy.
@@ -41,6 +53,8 @@ type proxy struct {
 	gre *session
 	// ftp: see ftp.go.
 	ftp ftpState
+	// rpcb: see rpcb.go.
+	rpcb rpcbState
 }
 
 func newProxy(name string) *proxy {
@@ -51,6 +65,8 @@ func newProxy(name string) *proxy {
 		return &proxy{kind: proxyPPTP}
 	case "ftp":
 		return &proxy{kind: proxyFTP}
+	case "rpcbu", "rpcbt":
+		return &proxy{kind: proxyRPCB}
 	}
 	return nil
 }
@@ -76,6 +92,10 @@ func (n *NAT) runProxy(s *session, v *view, fwd bool) {
 		n.rcmd(s, v, fwd)
 	case proxyPPTP:
 		n.pptp(s, v, fwd)
+	case proxyFTP:
+		n.ftp(s, v, fwd)
+	case proxyRPCB:
+		n.rpcb(s, v, fwd)
 	}
 }
 
@@ -157,7 +177,22 @@ func (n *NAT) linkSlave(c *session) {
 	if n.cfg.AddState == nil {
 		return
 	}
-	ps := ProxyState{Out: c.dir == Out, IfName: c.ifname, V6: c.v6, Proto: c.proto, WildSrcPort: c.wildSP}
+	ps := ProxyState{Out: c.dir == Out, IfName: c.ifname, V6: c.v6, Proto: c.proto, WildSrcPort: c.wildSP,
+		Clone: c.clone, Pass: c.pass}
+	if ps.Pass == 0 {
+		ps.Pass = proxyPass
+	}
+	// The proxy's made-up first packet is a bare header.
+	ps.PLen = 20
+	if c.v6 {
+		ps.PLen = 40
+	}
+	switch c.proto {
+	case 6:
+		ps.PLen += 20
+	case 17:
+		ps.PLen += 8
+	}
 	if c.dir == Out {
 		ps.Src, ps.Dst, ps.SPort, ps.DPort = c.osrc, c.odst, c.osport, c.odport
 		ps.IfName = c.ifOut
@@ -184,9 +219,20 @@ func (n *NAT) lookupWild(dir Direction, v *view, ifname string) *session {
 		default:
 			continue
 		}
+		if s.clone {
+			// The clone stays for the next connection; this one gets
+			// a session of its own.
+			c := *s
+			c.clone, c.proxy = false, nil
+			s = &c
+			n.seq++
+			s.seq = n.seq
+			n.active = append(n.active, s)
+		} else {
+			n.wild = append(n.wild[:i], n.wild[i+1:]...)
+		}
 		s.osport, s.nsport = port, port
 		s.wildSP = false
-		n.wild = append(n.wild[:i], n.wild[i+1:]...)
 		if n.exists(s.fwdKey()) || n.exists(s.revKey()) {
 			return nil
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -47,6 +48,13 @@ func run(ctx context.Context, cfg *Config) (*Result, error) {
 	k, err := lookupTest(cfg.Test)
 	if err != nil {
 		return nil, err
+	}
+	// The wire carries sizes as int32; larger ones cannot be honoured and
+	// would make the data loops' buffer allocations panic.
+	for _, v := range []int{cfg.SendSize, cfg.RecvSize, cfg.ReqSize, cfg.RespSize, cfg.LocalSockBuf, cfg.RemoteSockBuf} {
+		if v > math.MaxInt32 || v < math.MinInt32 {
+			return nil, fmt.Errorf("netperf: size %d out of range", v)
+		}
 	}
 	if cfg.Duration <= 0 && cfg.Transactions <= 0 {
 		cfg.Duration = 10 * time.Second

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"sluice/internal/bench/config"
+	"sluice/internal/bench/datapath"
 	"sluice/internal/bench/run"
 )
 
@@ -16,7 +17,7 @@ import (
 // without a separate go build.
 func TestMain(m *testing.M) {
 	if os.Getenv("SLUICE_CLI_MAIN") == "1" {
-		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr, config.Datapaths{}))
+		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr, datapath.Datapaths()))
 	}
 	os.Exit(m.Run())
 }

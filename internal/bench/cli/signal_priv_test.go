@@ -15,22 +15,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/google/nftables"
 
 	"sluice/internal/bench"
 	"sluice/internal/bench/config"
+	"sluice/internal/bench/datapath"
 	"sluice/internal/bench/topo"
 	"sluice/internal/testutil"
 )
 
 // TestPrivilegedBenchSIGINT interrupts `sluice bench` (this test binary
-// acting as the command) during a test under an nftables configuration
-// and checks that it exits 130, removes its namespaces (hence its veth
-// and table), and still writes a report of what it measured.
+// acting as the command, with the eBPF datapaths) during a test under an
+// nftables configuration and under each Sluice datapath, and checks that
+// it exits 130, removes its namespaces (hence its veth and table), its
+// eBPF programs and their bpffs mounts, and still writes a report of
+// what it measured.
 func TestPrivilegedBenchSIGINT(t *testing.T) {
 	testutil.RequireRoot(t)
+	for _, tc := range []struct{ config, test string }{
+		{"nft-stateful", "TCP_STREAM 64K inbound"},
+		{"sluice-stateful", "TCP_STREAM 64K inbound"},
+		{"sluice-qos", "TCP_STREAM m=512 outbound"},
+	} {
+		t.Run(tc.config, func(t *testing.T) { testSIGINT(t, tc.config, tc.test) })
+	}
+}
+
+func testSIGINT(t *testing.T, configName, test string) {
 	out := t.TempDir()
-	cmd := exec.Command(os.Args[0], "bench", "--configs", "none,nft-stateful", "--tests", "TCP_STREAM 64K inbound",
+	cmd := exec.Command(os.Args[0], "bench", "--configs", "none,"+configName, "--tests", test,
 		"--duration", "1s", "--reps", "20", "--warmup", "0", "--no-progress", "--out", out)
 	mark := fmt.Sprintf("SLUICE_TEST_MARK=%d-%d", os.Getpid(), time.Now().UnixNano())
 	cmd.Env = append(os.Environ(), "SLUICE_CLI_MAIN=1", mark)
@@ -49,7 +63,7 @@ func TestPrivilegedBenchSIGINT(t *testing.T) {
 			<-done
 		}
 	})
-	// Wait for none's measurement: nft-stateful is applied next.
+	// Wait for none's measurement: the configuration is applied next.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		b, _ := os.ReadFile(filepath.Join(out, bench.ResultsFile))
@@ -68,7 +82,29 @@ func TestPrivilegedBenchSIGINT(t *testing.T) {
 	if pids := processesWith(mark); len(pids) != 1 || pids[0] != pid {
 		t.Errorf("processes with the mark: %v, want only sluice %d (its netservers run in-process)", pids, pid)
 	}
-	time.Sleep(400 * time.Millisecond) // inside nft-stateful's test
+	var sutNS string
+	for _, n := range ours {
+		if strings.HasSuffix(n, "-sut") {
+			sutNS = filepath.Join(topo.NetNSDir, n)
+		}
+	}
+	sluice := strings.HasPrefix(configName, "sluice-")
+	// Inside the configuration's test: once its programs are attached
+	// (loading takes a moment), 400 ms more.
+	var progs []ebpf.ProgramID
+	for deadline := time.Now().Add(10 * time.Second); sluice && len(progs) == 0 && time.Now().Before(deadline); {
+		progs, _ = datapath.AttachedPrograms(sutNS)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if sluice {
+		if len(progs) == 0 {
+			t.Fatalf("no eBPF program attached in %s; output:\n%s", sutNS, output.String())
+		}
+		if m, err := datapath.Mounts(pid); err != nil || len(m) != 1 {
+			t.Errorf("private bpffs mounts of sluice: %v (%v), want one", m, err)
+		}
+	}
+	time.Sleep(400 * time.Millisecond)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +123,15 @@ func TestPrivilegedBenchSIGINT(t *testing.T) {
 	// Nothing it started may outlive it.
 	if pids := processesWith(mark); len(pids) > 0 {
 		t.Errorf("processes left: %v", pids)
+	}
+	for deadline := time.Now().Add(3 * time.Second); len(datapath.LivePrograms(progs)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if live := datapath.LivePrograms(progs); len(live) > 0 {
+		t.Errorf("eBPF programs left: %v", live)
+	}
+	if m, err := datapath.Mounts(pid); err != nil || len(m) > 0 {
+		t.Errorf("bpffs mounts left: %v (%v)", m, err)
 	}
 	if _, err := os.Stat(filepath.Join(out, "report.md")); err != nil {
 		t.Errorf("no report after the interrupt: %v", err)

@@ -101,7 +101,8 @@ type Datapaths struct {
 	QoS QoSLoader
 }
 
-// Stateless-rule counts of the "rule-scan" configurations.
+// Non-matching rule counts (in all, both directions: NoMatchSplit) of the
+// "rule-scan" configurations.
 var NoMatchCounts = []int{100, 1000, 10000}
 
 // Registry is the set of known configurations.
@@ -121,7 +122,7 @@ func Builtin(dp Datapaths) *Registry {
 	r.add(r.ipf("sluice-stateful", "HP's set with keep state", IPFStateful()))
 	for _, n := range NoMatchCounts {
 		r.add(r.ipf(fmt.Sprintf("sluice-nomatch-%d", n),
-			fmt.Sprintf("%d non-matching stateless rules per direction, then the stateless set", n), IPFNoMatch(n)))
+			fmt.Sprintf("%d non-matching stateless rules (half in, half out), then the stateless set", n), IPFNoMatch(n)))
 	}
 	r.add(r.qos("sluice-qos", "IPQoS: one filter, one policy marking every TCP packet DSCP 10", QoSMarkTCP(DSCPMark)))
 
@@ -130,7 +131,7 @@ func Builtin(dp Datapaths) *Registry {
 	r.add(r.nft("nft-stateful", "nftables: ct state established,related accept; new tcp/udp/icmp accept", NFTSpec{Stateful: true}))
 	for _, n := range NoMatchCounts {
 		r.add(r.nft(fmt.Sprintf("nft-nomatch-%d", n),
-			fmt.Sprintf("nftables: %d non-matching rules per direction, then the stateless set", n), NFTSpec{NoMatch: n, Stateless: true}))
+			fmt.Sprintf("nftables: %d non-matching rules (half input, half output), then the stateless set", n), NFTSpec{NoMatch: n, Stateless: true}))
 	}
 	r.add(r.nft("nft-dscp", "nftables: set DSCP 10 on every outgoing TCP packet", NFTSpec{Mark: true, DSCP: DSCPMark}))
 	return r

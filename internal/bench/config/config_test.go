@@ -44,8 +44,9 @@ func TestNFTBuildCounts(t *testing.T) {
 		{"attach", NFTSpec{}, 2, 0},
 		{"stateless", NFTSpec{Stateless: true}, 2, 6},
 		{"stateful", NFTSpec{Stateful: true}, 2, 8},
-		{"nomatch-100", NFTSpec{Stateless: true, NoMatch: 100}, 2, 206},
-		{"nomatch-10000", NFTSpec{Stateless: true, NoMatch: 10000}, 2, 20006},
+		{"nomatch-100", NFTSpec{Stateless: true, NoMatch: 100}, 2, 106},
+		{"nomatch-odd", NFTSpec{Stateless: true, NoMatch: 7}, 2, 13},
+		{"nomatch-10000", NFTSpec{Stateless: true, NoMatch: 10000}, 2, 10006},
 		{"dscp", NFTSpec{Mark: true, DSCP: 10}, 3, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,8 +115,11 @@ func TestIPFRuleText(t *testing.T) {
 		t.Errorf("stateful set has %d keep-state rules, want 6", got)
 	}
 	nm := IPFNoMatch(1000)
-	if got := strings.Count(nm, "block in from 198."); got != 1000 {
-		t.Errorf("no-match set has %d inbound rules, want 1000", got)
+	if got := strings.Count(nm, "block in from 198."); got != 500 {
+		t.Errorf("no-match set has %d inbound rules, want 500", got)
+	}
+	if got := strings.Count(IPFNoMatch(7), "block out from any to 198."); got != 3 {
+		t.Errorf("7-rule no-match set has %d outbound rules, want 3", got)
 	}
 	if !strings.HasSuffix(nm, IPFStateless()) {
 		t.Error("no-match set does not end with the stateless set")

@@ -29,14 +29,25 @@ func noMatchAddr(i int) [4]byte {
 	return [4]byte{198, 18 + byte(i>>16&1), byte(i >> 8), byte(i)}
 }
 
-// IPFNoMatch returns n non-matching rules per direction followed by the
-// stateless set, so every packet walks n rules before the one it matches.
+// NoMatchSplit divides n non-matching rules between the directions: the
+// rule sets hold n in all, half inbound and half outbound (the odd one
+// inbound). In all, not per direction, because Sluice's kernel datapath
+// holds at most 16384 rules per set (bpf.MaxRules), so 10000 per
+// direction would not load, and both families must be given the same.
+func NoMatchSplit(n int) (in, out int) { return n - n/2, n / 2 }
+
+// IPFNoMatch returns n non-matching rules (NoMatchSplit) followed by the
+// stateless set, so every packet walks about n/2 rules of its direction
+// before the one it matches.
 func IPFNoMatch(n int) string {
 	var b strings.Builder
-	for i := 0; i < n; i++ {
+	in, out := NoMatchSplit(n)
+	for i := 0; i < in; i++ {
 		a := noMatchAddr(i)
 		fmt.Fprintf(&b, "block in from %d.%d.%d.%d/32 to any\n", a[0], a[1], a[2], a[3])
-		fmt.Fprintf(&b, "block out from any to %d.%d.%d.%d/32\n", a[0], a[1], a[2], a[3])
+		if i < out {
+			fmt.Fprintf(&b, "block out from any to %d.%d.%d.%d/32\n", a[0], a[1], a[2], a[3])
+		}
 	}
 	b.WriteString(IPFStateless())
 	return b.String()

@@ -30,7 +30,8 @@ type NFTSpec struct {
 	// tcp, udp and icmp.
 	Stateful bool
 	// NoMatch puts this many never-matching rules (ip saddr/daddr in
-	// 198.18.0.0/15, drop) in each chain before the accepting rules.
+	// 198.18.0.0/15, drop) before the accepting rules, split between the
+	// chains as NoMatchSplit says.
 	NoMatch int
 	// Mark rewrites the DSCP of every outgoing IPv4 TCP packet to DSCP
 	// (in a postrouting chain).
@@ -43,10 +44,14 @@ type NFTSpec struct {
 func (s NFTSpec) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s {\n", NFTTable)
-	for _, dir := range []struct{ chain, match string }{{"input", "saddr"}, {"output", "daddr"}} {
+	in, out := NoMatchSplit(s.NoMatch)
+	for _, dir := range []struct {
+		chain, match string
+		n            int
+	}{{"input", "saddr", in}, {"output", "daddr", out}} {
 		fmt.Fprintf(&b, "  chain %s {\n    type filter hook %s priority filter; policy accept;\n", dir.chain, dir.chain)
-		if s.NoMatch > 0 {
-			fmt.Fprintf(&b, "    ip %s 198.18.0.0 drop\n    # … %d such rules, one address each\n", dir.match, s.NoMatch)
+		if dir.n > 0 {
+			fmt.Fprintf(&b, "    ip %s 198.18.0.0 drop\n    # … %d such rules, one address each\n", dir.match, dir.n)
 		}
 		if s.Stateful {
 			b.WriteString("    ct state established,related accept\n")
@@ -182,16 +187,18 @@ func (n *NFT) build(c *nftables.Conn) error {
 		}
 	}
 	accept := nftables.ChainPolicyAccept
+	in, out := NoMatchSplit(s.NoMatch)
 	for _, dir := range []struct {
-		name string
-		hook *nftables.ChainHook
-		off  uint32 // source or destination address
-	}{{"input", nftables.ChainHookInput, 12}, {"output", nftables.ChainHookOutput, 16}} {
+		name    string
+		hook    *nftables.ChainHook
+		off     uint32 // source or destination address
+		noMatch int
+	}{{"input", nftables.ChainHookInput, 12, in}, {"output", nftables.ChainHookOutput, 16, out}} {
 		ch := c.AddChain(&nftables.Chain{
 			Name: dir.name, Table: t, Type: nftables.ChainTypeFilter,
 			Hooknum: dir.hook, Priority: nftables.ChainPriorityFilter, Policy: &accept,
 		})
-		for i := 0; i < s.NoMatch; i++ {
+		for i := 0; i < dir.noMatch; i++ {
 			a := noMatchAddr(i)
 			addRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(ipv4Addr(dir.off, a),
 				&expr.Verdict{Kind: expr.VerdictDrop})})

@@ -76,7 +76,7 @@ func TestPrivilegedNFTApply(t *testing.T) {
 	}{
 		{NFTSpec{}, 0},
 		{NFTSpec{Stateful: true}, 8},
-		{NFTSpec{Stateless: true, NoMatch: 1000}, 2006},
+		{NFTSpec{Stateless: true, NoMatch: 1000}, 1006},
 	} {
 		n := NewNFT(tc.spec)
 		if err := n.Apply(context.Background(), tp.Host(topo.SUT)); err != nil {

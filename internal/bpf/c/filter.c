@@ -136,6 +136,22 @@ struct {
 } ifaces SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct pool_key);
+	__type(value, struct pool_val);
+} pools SEC(".maps");
+
+/* Interface addresses by ifindex, written by user space at load time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct if_addr);
+} ifaddrs SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } log_ring SEC(".maps");
@@ -202,8 +218,12 @@ struct scan {
 	__u32 skip;
 	__u32 nlogs;
 	__u32 use_index;
+	__u32 passo;    /* pass before the last matching rule (§2.3 restore) */
+	__u32 slot;
+	__u64 now;
 	__u32 stack_pos[MAX_DEPTH];
 	__u32 stack_end[MAX_DEPTH];
+	__u32 stack_passo[MAX_DEPTH];
 	__u32 logs[MAX_LOGS];
 	__u64 cand[BLOCK_WORDS];
 };
@@ -494,7 +514,11 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		t = h[0];
 		p->icmp = (h[0] << 8) | h[1];
 		p->flags |= PF_ICMPOK;
-		if (dlen >= 8 && bpf_skb_load_bytes(skb, off, h, 8) == 0)
+		/* only echo, timestamp and mask messages carry an id that state
+		 * matches on (IPFilter reads it for no other type) */
+		if (((p->proto == IPPROTO_ICMP && (t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18)) ||
+		     (p->proto == IPPROTO_ICMPV6 && (t == 128 || t == 129))) &&
+		    dlen >= 6 && bpf_skb_load_bytes(skb, off, h, 6) == 0)
 			p->icmpid = (h[4] << 8) | h[5];
 		if (p->proto == IPPROTO_ICMP) {
 			switch (t) {
@@ -576,6 +600,18 @@ static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, 
 	return 0;
 }
 
+static __always_inline __u32 v6x_bit(__u8 nh)
+{
+	switch (nh) {
+	case 0: case 51: return V6X_HOPOPTS;
+	case 43: return V6X_ROUTING;
+	case 44: return V6X_FRAG;
+	case 60: return V6X_DSTOPTS;
+	case 135: return V6X_MOBILITY;
+	}
+	return 0;
+}
+
 static __always_inline int is_v6ext(__u8 nh)
 {
 	return nh == 0 || nh == 43 || nh == 44 || nh == 51 || nh == 60 || nh == 135;
@@ -620,6 +656,10 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 		if (seen & bit)
 			p->flags |= PF_BAD;
 		seen |= bit;
+		/* extension header bits (v6hdrs), not recorded past a fragment
+		 * header; AH is recorded as hop-by-hop, as IPFilter does */
+		if (!(p->flags & PF_FRAG))
+			p->optbits |= v6x_bit(nh);
 		p->flags |= PF_V6HDRS;
 		if (pos + 8 > end || bpf_skb_load_bytes(skb, pos, e, 8) < 0) {
 			p->flags |= PF_SHORT;
@@ -657,6 +697,8 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 		pos += len;
 	}
 	p->proto = nh;
+	if (nh == 41 && !(p->flags & PF_FRAG))
+		p->optbits |= V6X_IPV6;
 	if (pos > end) {
 		p->flags |= PF_BAD;
 		return 0;
@@ -711,7 +753,22 @@ static __always_inline int port_ok(__u8 op, __u16 lo, __u16 hi, __u16 v)
 	return 0;
 }
 
-static __always_inline int rule_match(const struct rule *r, const struct pktinfo *p)
+static __always_inline int pool_has(__u32 slot, __u32 table, const struct pktinfo *p, const __u32 *a)
+{
+	struct pool_key k = {};
+	struct pool_val *v;
+
+	k.prefixlen = 96 + (p->family == 4 ? 32 : 128);
+	k.slot = slot;
+	k.table = table;
+	k.family = p->family;
+	/* an IPv4 address is stored in the first word, the rest zero */
+	__builtin_memcpy(k.addr, a, 16);
+	v = bpf_map_lookup_elem(&pools, &k);
+	return v && !v->neg;
+}
+
+static __always_inline int rule_match(const struct rule *r, const struct pktinfo *p, __u32 slot)
 {
 	__u32 m = r->match;
 
@@ -742,6 +799,14 @@ static __always_inline int rule_match(const struct rule *r, const struct pktinfo
 		int eq = addr_eq(r->dst, r->dmask, p->dst, p->family);
 
 		if (eq == !!(m & M_NOTDST))
+			return 0;
+	}
+	if (m & M_SRCPOOL) {
+		if (pool_has(slot, r->src_pool, p, p->src) == !!(m & M_NOTSRC))
+			return 0;
+	}
+	if (m & M_DSTPOOL) {
+		if (pool_has(slot, r->dst_pool, p, p->dst) == !!(m & M_NOTDST))
 			return 0;
 	}
 	if (m & (M_SPORT | M_DPORT | M_FLAGS)) {
@@ -775,6 +840,26 @@ static __always_inline int rule_match(const struct rule *r, const struct pktinfo
 
 /* ----------------------------------------------------------------- scan */
 
+int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now, __u32 dca_on);
+
+/* quick_state adds the state of a quick keep-state rule during the scan
+ * (§2.3): it returns 0 when the entry cannot be added, and the scan then
+ * restores the previous verdict and goes on with the next rule. Rules with
+ * a keep limit are left to the creation after the scan, which counts the
+ * connection as well. */
+static __always_inline int quick_state(struct scan *s, struct pktinfo *p)
+{
+	__u32 pass = s->pass;
+
+	if (!(pass & FR_KEEPSTATE) || (pass & FR_CMDMASK) == FR_AUTH || (pass & FR_KEEPLIMIT) ||
+	    (p->flags & PF_STATE) || s->rule == 0)
+		return 1;
+	if (sl_state_create(s->slot, s->rule - 1, pass, s->now, 0) <= 0)
+		return 0;
+	p->flags |= PF_STATE;
+	return 1;
+}
+
 static long scan_step(__u32 i, void *ctx)
 {
 	struct work *w = get_work();
@@ -798,8 +883,11 @@ static long scan_step(__u32 i, void *ctx)
 		d = s->depth & (MAX_DEPTH - 1);
 		s->pos = s->stack_pos[d];
 		s->end = s->stack_end[d];
-		if (s->pass & FR_QUICK)
-			return 1;
+		if (s->pass & FR_QUICK) {
+			if (quick_state(s, p))
+				return 1;
+			s->pass = s->stack_passo[d];
+		}
 		return 0;
 	}
 	pos = s->pos;
@@ -832,7 +920,7 @@ static long scan_step(__u32 i, void *ctx)
 	r = bpf_map_lookup_elem(&rules, &key);
 	if (!r)
 		return 1;
-	if (!rule_match(r, p))
+	if (!rule_match(r, p, s->slot))
 		return 0;
 
 	act = r->action;
@@ -853,6 +941,7 @@ static long scan_step(__u32 i, void *ctx)
 		s->skip = r->skip;
 		return 0;
 	}
+	s->passo = s->pass;
 	s->pass = act;
 	if (r->head) {
 		struct list *l;
@@ -864,14 +953,18 @@ static long scan_step(__u32 i, void *ctx)
 
 			s->stack_pos[d] = s->pos;
 			s->stack_end[d] = s->end;
+			s->stack_passo[d] = s->passo;
 			s->depth++;
 			s->pos = l->start;
 			s->end = l->start + l->count;
 			return 0;
 		}
 	}
-	if (act & FR_QUICK)
-		return 1;
+	if (act & FR_QUICK) {
+		if (quick_state(s, p))
+			return 1;
+		s->pass = s->passo;
+	}
 	return 0;
 }
 
@@ -916,6 +1009,7 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 
 	s->base = slot * MAX_RULES;
 	s->lbase = slot * MAX_LISTS;
+	s->slot = slot;
 	s->pass = pass;
 	s->rule = 0;
 	s->depth = 0;
@@ -1261,31 +1355,73 @@ static __always_inline void state_delete(struct state_key *k, struct state_entry
 	bpf_map_delete_elem(&states, k);
 }
 
-/* state_lookup finds the entry for p (forward, then reverse) and applies
- * the TCP checks; it returns the entry or NULL. */
-static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *revp, __u64 now)
+/* state_opt is the option set state compares: the IPv6 fragment header is
+ * ignored, so fragments and whole packets belong to one flow. */
+static __always_inline __u32 state_opt(const struct pktinfo *p)
+{
+	return p->family == 6 ? p->optbits & ~V6X_FRAG : p->optbits;
+}
+
+/* wild_dst reports a packet whose state entry gets a wildcard destination
+ * (§3.1): multicast or broadcast IPv4, ICMPv6 to a multicast address. */
+static __always_inline int wild_dst(const struct pktinfo *p)
+{
+	if (p->family == 4)
+		return !!(p->flags & (PF_MCAST | PF_BCAST | PF_MBCAST));
+	return p->proto == IPPROTO_ICMPV6 && (p->dst[0] & 0xff) == 0xff;
+}
+
+/* reverse_key makes the key a reply of p would find its entry under;
+ * returns 0 when p cannot be a reply (an ICMP type that answers nothing). */
+static __always_inline int reverse_key(struct state_key *k, const struct pktinfo *p)
+{
+	make_key(k, p, 1);
+	if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
+		int q = query_of(p->proto, p->icmp >> 8);
+
+		if (q < 0)
+			return 0;
+		k->dport = q;
+	}
+	return 1;
+}
+
+/* state_lookup finds the entry for p (forward, then reverse, then the
+ * wildcard-destination entries both ways) and applies the TCP checks; it
+ * returns the entry or NULL. A wildcard entry that matches is filled in
+ * with the packet's address and moved to its concrete key; the returned
+ * pointer is then the copy in scratch. */
+static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *revp, __u64 now,
+							struct state_entry *scratch)
 {
 	struct state_key k;
 	struct state_entry *e;
-	int rev = 0, slot;
+	int rev = 0, slot, wild = 0;
 
 	make_key(&k, p, 0);
 	e = bpf_map_lookup_elem(&states, &k);
 	if (!e) {
 		rev = 1;
-		make_key(&k, p, 1);
-		if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
-			int q = query_of(p->proto, p->icmp >> 8);
-
-			if (q < 0)
-				return NULL;
-			k.dport = q;
-		}
+		if (reverse_key(&k, p))
+			e = bpf_map_lookup_elem(&states, &k);
+	}
+	if (!e) {
+		wild = 1;
+		rev = 0;
+		make_key(&k, p, 0);
+		__builtin_memset(k.dst, 0, sizeof(k.dst));
+		k.wild = 1;
 		e = bpf_map_lookup_elem(&states, &k);
+		if (!e) {
+			rev = 1;
+			if (!reverse_key(&k, p))
+				return NULL;
+			__builtin_memset(k.dst, 0, sizeof(k.dst));
+			k.wild = 1;
+			e = bpf_map_lookup_elem(&states, &k);
+		}
 		if (!e)
 			return NULL;
-	} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
-		/* the query itself, repeated: same direction */
 	}
 	if (e->expire < now) {
 		stat_inc(ST_EXPIRED);
@@ -1296,6 +1432,21 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	slot &= 3;
 	if (e->ifindex[slot] && e->ifindex[slot] != p->ifindex)
 		return NULL;
+	{
+		/* flags, options and security class must agree with what the
+		 * first packet of this slot carried; replies carry no options
+		 * and no packet with a security class matches (the entry keeps
+		 * none) */
+		__u32 fi = (p->out * 2 + rev) & 3, flx = p->flags & PF_CMP;
+		__u32 opt = rev ? 0 : e->opt;
+
+		if (e->flx[fi] && e->flx[fi] != flx)
+			return NULL;
+		if (state_opt(p) != opt || p->secclass)
+			return NULL;
+		if (!e->flx[fi])
+			e->flx[fi] = flx;
+	}
 	if (p->proto == IPPROTO_TCP) {
 		/* a new SYN on a flow closed on both sides starts afresh */
 		if ((p->tcpflags & 0x12) == 0x02 && e->tcp[0].state > TS_ESTABLISHED &&
@@ -1331,6 +1482,16 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	e->pkts[slot]++;
 	e->bytes[slot] += p->plen;
 	*revp = rev;
+	if (wild) {
+		/* the first packet to use a wildcard entry fills it in */
+		__builtin_memcpy(scratch, e, sizeof(*scratch));
+		bpf_map_delete_elem(&states, &k);
+		k.wild = 0;
+		__builtin_memcpy(k.dst, rev ? p->src : p->dst, 16);
+		if (bpf_map_update_elem(&states, &k, scratch, BPF_NOEXIST) < 0)
+			state_release(&k, scratch); /* a concrete entry exists: keep that */
+		return scratch;
+	}
 	return e;
 }
 
@@ -1393,6 +1554,10 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		ep->flags |= SF_DCA;
 	}
 	make_key(&k, p, 0);
+	if (wild_dst(p)) {
+		__builtin_memset(k.dst, 0, sizeof(k.dst));
+		k.wild = 1;
+	}
 	ep->created = now;
 	ep->last = now;
 	ep->pass = pass;
@@ -1404,14 +1569,18 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->rule_no = r->rule_no;
 	ep->group_no = r->group_no;
 	ep->ifindex[p->out & 1] = p->ifindex;
+	ep->flx[(p->out & 1) * 2] = p->flags & PF_CMP;
+	ep->opt = state_opt(p);
 	ep->pkts[p->out & 1] = 1;
 	ep->bytes[p->out & 1] = p->plen;
 	if (p->proto == IPPROTO_TCP) {
 		if (p->tcpflags & 0x02)
 			ep->flags |= SF_SYN;
 		tcp_init(ep, p);
+		/* IPFilter keeps the entry even when the first packet is not a
+		 * transition of the state machine; it then ages as LISTEN */
 		if (!tcp_fsm(ep, 0, p, now))
-			return 0;
+			ep->expire = now + tcp_timeout(ep->tcp[0].state);
 		stat_inc(ST_ADD_TCP);
 	} else {
 		__u64 to;
@@ -1601,10 +1770,14 @@ struct icmp4 {
 } __attribute__((packed, aligned(8)));
 
 /* send_icmp4 turns an IPv4 packet into an ICMP unreachable (code) to its
- * sender. The source is the original destination: a TC program does not
- * know the receiving interface's address without a lookup table. */
-static __always_inline int send_icmp4(struct __sk_buff *skb, struct pktinfo *p, __u8 code)
+ * sender. The source is the receiving interface's address, or the original
+ * destination for return-icmp-as-dest or when the interface has none. */
+static __always_inline int send_icmp4(struct __sk_buff *skb, struct pktinfo *p, __u8 code, int asdest)
 {
+	__u32 ifx = skb->ifindex;
+	struct if_addr *ia = bpf_map_lookup_elem(&ifaddrs, &ifx);
+	__u32 from = p->dst[0];
+
 	struct icmp4 b = {};
 	__u8 tmp[6];
 	__u64 s;
@@ -1626,7 +1799,9 @@ static __always_inline int send_icmp4(struct __sk_buff *skb, struct pktinfo *p, 
 	b.ip[3] = sizeof(b) - 14;
 	b.ip[8] = 64;
 	b.ip[9] = IPPROTO_ICMP;
-	__builtin_memcpy(&b.ip[12], &p->dst[0], 4);
+	if (!asdest && ia && ia->v4)
+		from = ia->v4;
+	__builtin_memcpy(&b.ip[12], &from, 4);
 	__builtin_memcpy(&b.ip[16], &p->src[0], 4);
 	s = csum_add(0, b.ip, 20);
 	{
@@ -1659,7 +1834,7 @@ GLOBAL int sl_state_lookup(__u64 now)
 
 	if (!w)
 		return 0;
-	e = state_lookup(&w->p, &rev, now);
+	e = state_lookup(&w->p, &rev, now, &w->e);
 	if (!e)
 		return 0;
 	w->hit_pass = e->pass;
@@ -1847,8 +2022,12 @@ struct icmp6 {
 /* send_icmp6 is send_icmp4 for IPv6: destination unreachable (type 1)
  * quoting the IPv6 header and 8 bytes. Codes map as IPFilter's icmptoicmp6
  * table does for the common ones: port-unr → 4, admin → 1, else 0. */
-static __always_inline int send_icmp6(struct __sk_buff *skb, struct pktinfo *p, __u8 code)
+static __always_inline int send_icmp6(struct __sk_buff *skb, struct pktinfo *p, __u8 code, int asdest)
 {
+	__u32 ifx = skb->ifindex;
+	struct if_addr *ia = bpf_map_lookup_elem(&ifaddrs, &ifx);
+	const __u32 *from = p->dst;
+
 	struct icmp6 b = {};
 	__u8 ph[40] __attribute__((aligned(8))) = {};
 	__u8 tmp[6];
@@ -1874,11 +2053,13 @@ static __always_inline int send_icmp6(struct __sk_buff *skb, struct pktinfo *p, 
 	b.ip[5] = 56;
 	b.ip[6] = IPPROTO_ICMPV6;
 	b.ip[7] = 64;
-	__builtin_memcpy(&b.ip[8], p->dst, 16);
+	if (!asdest && ia && (ia->v6[0] | ia->v6[1] | ia->v6[2] | ia->v6[3]))
+		from = ia->v6;
+	__builtin_memcpy(&b.ip[8], from, 16);
 	__builtin_memcpy(&b.ip[24], p->src, 16);
 	b.icmp[0] = 1;
 	b.icmp[1] = c6;
-	__builtin_memcpy(ph, p->dst, 16);
+	__builtin_memcpy(ph, from, 16);
 	__builtin_memcpy(ph + 16, p->src, 16);
 	ph[35] = 56;
 	ph[39] = IPPROTO_ICMPV6;
@@ -1898,7 +2079,7 @@ static __always_inline int send_icmp6(struct __sk_buff *skb, struct pktinfo *p, 
 	return bpf_redirect(skb->ifindex, 0);
 }
 
-GLOBAL int sl_reply(struct __sk_buff *skb, __u32 rst, __u32 code)
+GLOBAL int sl_reply(struct __sk_buff *skb, __u32 rst, __u32 code, __u32 asdest)
 {
 	struct work *w = get_work();
 
@@ -1909,9 +2090,9 @@ GLOBAL int sl_reply(struct __sk_buff *skb, __u32 rst, __u32 code)
 	if (rst)
 		ret = send_rst(skb, &w->p);
 	else if (w->p.family == 6)
-		ret = send_icmp6(skb, &w->p, code);
+		ret = send_icmp6(skb, &w->p, code, asdest);
 	else
-		ret = send_icmp4(skb, &w->p, code);
+		ret = send_icmp4(skb, &w->p, code, asdest);
 	/* the reply leaves through our own egress hook: let it pass there */
 	if (ret >= 0)
 		skb->mark = REPLY_MARK;
@@ -2013,6 +2194,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	} else {
 		stat_inc(ST_MISSES);
 		load_index(&w->s, p, slot);
+		w->s.now = now;
 		pass = sl_scan(slot, out ? LIST_OUT : LIST_IN, cfg(CFG_DEFPASS));
 		mrule = w->s.rule;
 		nlogs = w->s.nlogs;
@@ -2048,7 +2230,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			int dca_on = (pass & FR_CMDMASK) == FR_PASS && (pass & FR_KEEPLIMIT) && r->keep_limit && p->proto == IPPROTO_TCP &&
 				     (p->tcpflags & 0x12) == 0x02;
 
-			if ((pass & FR_KEEPSTATE) || dca_on) {
+			if (((pass & FR_KEEPSTATE) && !(p->flags & PF_STATE)) || dca_on) {
 				int rc = sl_state_create(slot, idx, pass, now, dca_on);
 
 				if (rc == -2) {
@@ -2126,12 +2308,12 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 
 		if ((pass & FR_RETRST) && p->proto == IPPROTO_TCP &&
 		    !(p->flags & (PF_SHORT | PF_OOW)) && !(p->tcpflags & 0x04)) {
-			ret = sl_reply(skb, 1, 0);
+			ret = sl_reply(skb, 1, 0, 0);
 		} else if ((pass & FR_RETICMP) && !(p->flags & PF_FRAGBODY)) {
 			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
 			struct rule *r = bpf_map_lookup_elem(&rules, &key);
 
-			ret = sl_reply(skb, 0, r ? r->ret_code : 0);
+			ret = sl_reply(skb, 0, r ? r->ret_code : 0, (pass & FR_RETMASK) == FR_FAKEICMP);
 		}
 		if (ret >= 0)
 			return ret;

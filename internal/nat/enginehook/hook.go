@@ -6,7 +6,6 @@ import (
 	"sluice/internal/engine"
 	"sluice/internal/nat"
 	"sluice/internal/packet"
-	"sluice/internal/ruleset"
 	"sluice/internal/state"
 )
 
@@ -46,21 +45,17 @@ func finish(p *engine.Packet, b []byte, r nat.Result) bool {
 	return true
 }
 
-// proxyPass is the rule IPFilter's proxies create their state entries
-// with (ftpfr, rcmdfr, pptpfr): pass in quick keep state.
-const proxyPass = ruleset.FRInQue | ruleset.FRPass | ruleset.FRQuick | ruleset.FRKeepState
-
 // StateAdder returns the nat.Config.AddState function that opens e's
 // state table for the connections NAT proxies expect.
 func StateAdder(e *engine.Engine) func(nat.ProxyState) bool {
 	return func(ps nat.ProxyState) bool {
 		sp := state.Packet{V: 4, Proto: ps.Proto, Src: ps.Src, Dst: ps.Dst, SPort: ps.SPort, DPort: ps.DPort,
-			Out: ps.Out, IfName: ps.IfName}
+			Out: ps.Out, IfName: ps.IfName, PLen: ps.PLen}
 		if ps.V6 {
 			sp.V = 6
 		}
-		lim := state.Limits{RuleNum: -1, WildSrcPort: ps.WildSrcPort, WildDstPort: ps.WildDstPort}
-		_, err := e.States.Add(&sp, proxyPass, &lim)
+		lim := state.Limits{RuleNum: -1, WildSrcPort: ps.WildSrcPort, WildDstPort: ps.WildDstPort, Clone: ps.Clone}
+		_, err := e.States.Add(&sp, ps.Pass, &lim)
 		return err == state.AddOK
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"math"
 	"net"
 	"os"
 	"regexp"
@@ -172,5 +173,22 @@ func TestEndToEndOutputs(t *testing.T) {
 	got = run("-l", "1", "-t", "TCP_STREAM", "--", "-O", "THROUGHPUT,THROUGHPUT_UNITS")
 	if lines := strings.Split(strings.TrimSpace(got), "\n"); len(lines) != 4 || !strings.HasPrefix(lines[1], "Throughput Throughput") {
 		t.Errorf("-O: got %q", got)
+	}
+}
+
+// An oversized message size used to reach the client's data loop and make
+// its buffer allocation panic; it is now a command-line error.
+func TestParseNetperfSizeRange(t *testing.T) {
+	for _, s := range []string{"4611686018427387903", "2048m", "3g", "-3g", "9223372036854775807k"} {
+		if _, err := ParseNetperf([]string{"--", "-m", s}); err == nil {
+			t.Errorf("-m %s accepted", s)
+		}
+	}
+	o, err := ParseNetperf([]string{"--", "-m", "2147483647", "-M", "1g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Config.SendSize != math.MaxInt32 || o.Config.RecvSize != 1<<30 {
+		t.Errorf("sizes %d,%d", o.Config.SendSize, o.Config.RecvSize)
 	}
 }

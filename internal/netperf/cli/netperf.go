@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -41,7 +42,7 @@ func atoi(opt byte, s string) (int, error) {
 
 // sizeArg parses netperf sizes, which accept k/m/g (1024-based) suffixes.
 func sizeArg(opt byte, s string) (int, error) {
-	mult := 1
+	mult, arg := 1, s
 	if n := len(s); n > 0 {
 		switch s[n-1] {
 		case 'k', 'K':
@@ -53,7 +54,15 @@ func sizeArg(opt byte, s string) (int, error) {
 		}
 	}
 	v, err := atoi(opt, s)
-	return v * mult, err
+	if err != nil {
+		return 0, err
+	}
+	// The control protocol carries sizes as 32-bit ints, and an
+	// unrepresentable size would make the data loop's buffer allocation panic.
+	if v > math.MaxInt32/mult || v < math.MinInt32/mult {
+		return 0, fmt.Errorf("option -%c: size %q out of range", opt, arg)
+	}
+	return v * mult, nil
 }
 
 // ParseNetperf parses netperf's arguments (without the program name).

@@ -62,10 +62,10 @@ func FormatAddr(fam int, a Addr) string {
 		}
 		return netfmt.NtopV6(a.A) + "/" + strconv.Itoa(netfmt.Count6Bits(a.M))
 	}
-	if a.V4() == 0 {
-		return "0/" + strconv.Itoa(netfmt.Count4Bits(a.M4()))
-	}
 	s := netfmt.NtopV4([4]byte(a.A[:4]))
+	if a.V4() == 0 {
+		s = "0"
+	}
 	if n := netfmt.Count4Bits(a.M4()); n >= 0 {
 		return s + "/" + strconv.Itoa(n)
 	}

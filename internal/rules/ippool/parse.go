@@ -469,7 +469,13 @@ func (p *parser) entries(groupMap bool, defGroup string) []Entry {
 					p.next()
 					p.keyword("group")
 					p.punct("=")
-					e.Group = p.word("group name").Text
+					// "group=" with nothing after it is how an entry
+					// without a group prints; accept it back.
+					if !p.isPunct(";") && !p.isPunct("}") {
+						e.Group = p.word("group name").Text
+					} else {
+						e.Group = ""
+					}
 				}
 			}
 			es = append(es, e)

@@ -79,6 +79,8 @@
 #define M_OPT 0x4000
 #define M_NEVER 0x8000 /* e.g. an interface that does not exist */
 #define M_SEC 0x10000
+#define M_SRCPOOL 0x20000 /* source looked up in pool table src_pool */
+#define M_DSTPOOL 0x40000
 
 /* Port comparison operators. */
 #define PORT_EQ 1
@@ -115,6 +117,21 @@
 #define PF_ICMPOK 0x2000000 /* icmp-type may be tested */
 #define PF_JUMBO 0x4000000
 #define PF_PULLUP 0x8000000 /* L4 header not in the buffer: dropped */
+/* FI_CMP without FI_TCPUDP (constant within a flow): the flags a packet
+ * must share with the first packet of its state slot */
+#define PF_CMP 0x5cfe2
+
+/* IPv6 extension header bits, in the packet's option bits (IPFilter's
+ * ip6exthdr table; "v6hdr" and "with v6hdrs NAME" test them). */
+#define V6X_HOPOPTS 0x001
+#define V6X_IPV6 0x002
+#define V6X_ROUTING 0x004
+#define V6X_FRAG 0x008
+#define V6X_ESP 0x010
+#define V6X_AH 0x020
+#define V6X_NONE 0x040
+#define V6X_DSTOPTS 0x080
+#define V6X_MOBILITY 0x100
 
 /* Config keys (array of u64). */
 #define CFG_ACTIVE 0      /* slot of the active set */
@@ -252,6 +269,29 @@ struct rule {
 	__u32 logtag;
 	__u32 group_no;
 	__u32 rule_no;
+	__u16 src_pool; /* pool table ids within the slot (M_SRCPOOL/M_DSTPOOL) */
+	__u16 dst_pool;
+};
+
+/* ippool tree and hash tables of a slot, one LPM trie for all: a match on
+ * an entry with neg set means "not in the table" (tree "!" entries). */
+struct pool_key {
+	__u32 prefixlen; /* 96 + address bits */
+	__u32 slot;
+	__u32 table;
+	__u32 family;
+	__u8 addr[16];
+};
+
+struct pool_val {
+	__u32 neg;
+};
+
+/* Addresses of an interface (return-icmp's source, §1.3.15); zero when
+ * the interface has none of that family. */
+struct if_addr {
+	__u32 v4;
+	__u32 v6[4];
 };
 
 struct list {
@@ -292,7 +332,7 @@ struct state_key {
 	__u16 dport;
 	__u8 proto;
 	__u8 family;
-	__u16 pad;
+	__u16 wild; /* 1: wildcard destination (dst is zero), §3.1 */
 };
 
 struct tcp_side {
@@ -322,6 +362,10 @@ struct state_entry {
 	__u8 flags;
 	__u8 pad[3];
 	struct tcp_side tcp[2];
+	/* §3.2: the FI_CMP flags each slot [out*2 + rev] saw first, and the
+	 * IP options (IPv6: extension headers) of the creating packet */
+	__u32 flx[4];
+	__u32 opt;
 };
 
 struct frag_key {

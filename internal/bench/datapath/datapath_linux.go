@@ -1,0 +1,178 @@
+package datapath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"sluice/internal/bench/config"
+	"sluice/internal/bench/topo"
+	"sluice/internal/bpf"
+	bpfqos "sluice/internal/bpf/qos"
+	"sluice/internal/qos"
+	"sluice/internal/rules/ipf"
+)
+
+// Datapaths returns the IPFilter and IPQoS loaders for config.Builtin.
+func Datapaths() config.Datapaths {
+	return config.Datapaths{IPF: LoadIPF, QoS: LoadQoS}
+}
+
+var sweepOnce sync.Once
+
+// sweep removes, once per process, the bpffs mounts of benches that died
+// before their Remove ran.
+func sweep() { sweepOnce.Do(func() { _, _ = SweepMounts() }) }
+
+// LoadIPF parses and compiles an ipf.conf rule set for the kernel filter;
+// the Applier loads it into a fresh datapath and attaches it to the SUT's
+// link in both directions.
+func LoadIPF(rules string) (config.Applier, error) {
+	rs, err := parseIPF(rules)
+	if err != nil {
+		return nil, err
+	}
+	// Compiled here to report what the kernel datapath cannot do as the
+	// configuration's skip reason; Apply compiles again inside the SUT's
+	// namespace when rules name interfaces, whose indexes live there.
+	im, err := bpf.Compile(rs, bpf.CompileOptions{Text: ipf.FormatRule})
+	if err != nil {
+		return nil, fmt.Errorf("compiling the rule set: %w", err)
+	}
+	sweep()
+	return &ipfApplier{rules: rs, im: im}, nil
+}
+
+type ipfApplier struct {
+	rules []*ipf.Rule
+	im    *bpf.Image
+
+	host *topo.Host
+	fs   *privateFS
+	dp   *bpf.Datapath
+}
+
+func (a *ipfApplier) Apply(ctx context.Context, h *topo.Host) error {
+	if a.dp != nil {
+		return errors.New("datapath: IPFilter applied twice")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fs, err := mountPrivate()
+	if err != nil {
+		return err
+	}
+	pin := filepath.Join(fs.dir, "ipf-"+hostID(h))
+	err = h.Do(func() error {
+		im := a.im
+		if len(im.Interfaces()) > 0 {
+			var err error
+			if im, err = bpf.Compile(a.rules, bpf.CompileOptions{Text: ipf.FormatRule}); err != nil {
+				return fmt.Errorf("compiling the rule set in the SUT's namespace: %w", err)
+			}
+		}
+		dp, err := bpf.Load(bpf.Options{PinDir: pin})
+		if err != nil {
+			return err
+		}
+		// Rules first, so the first packet the hook sees meets them.
+		if err := dp.LoadRules(im, bpf.Active); err != nil {
+			return errors.Join(err, dp.Remove())
+		}
+		if err := dp.Attach([]string{h.Link}); err != nil {
+			return errors.Join(err, dp.Remove())
+		}
+		a.dp = dp
+		return nil
+	})
+	if err != nil {
+		return errors.Join(err, fs.unmount())
+	}
+	a.host, a.fs = h, fs
+	return nil
+}
+
+func (a *ipfApplier) Remove() error {
+	if a.dp == nil {
+		return nil
+	}
+	dp := a.dp
+	a.dp = nil
+	// Detach looks for tc fallback filters among the links of the
+	// calling thread's namespace: the SUT's.
+	err := a.host.Do(dp.Remove)
+	return errors.Join(err, a.fs.unmount())
+}
+
+// LoadQoS parses and compiles an ipqos.conf configuration; the Applier
+// loads it with the IPQoS loader, which attaches the marker to the
+// configuration's adapters (the SUT's link) on egress.
+func LoadQoS(conf string) (config.Applier, error) {
+	rs, err := parseQoS(conf)
+	if err != nil {
+		return nil, err
+	}
+	sweep()
+	return &qosApplier{rs: rs}, nil
+}
+
+type qosApplier struct {
+	rs *qos.Ruleset
+
+	host *topo.Host
+	fs   *privateFS
+	pin  string
+}
+
+func (a *qosApplier) Apply(ctx context.Context, h *topo.Host) error {
+	if a.pin != "" {
+		return errors.New("datapath: IPQoS applied twice")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fs, err := mountPrivate()
+	if err != nil {
+		return err
+	}
+	pin := filepath.Join(fs.dir, "qos-"+hostID(h))
+	err = h.Do(func() error {
+		// Not Continue: an adapter that cannot be attached fails the
+		// apply instead of measuring an unmarked link.
+		if _, err := bpfqos.Load(a.rs, bpfqos.Options{PinDir: pin, Log: io.Discard}); err != nil {
+			return errors.Join(err, bpfqos.Disable(pin))
+		}
+		return nil
+	})
+	if err != nil {
+		return errors.Join(err, fs.unmount())
+	}
+	a.host, a.fs, a.pin = h, fs, pin
+	return nil
+}
+
+func (a *qosApplier) Remove() error {
+	if a.pin == "" {
+		return nil
+	}
+	pin := a.pin
+	a.pin = ""
+	// Adapters are found by name, and the HTB classes removed, in the
+	// SUT's namespace.
+	err := a.host.Do(func() error { return bpfqos.Disable(pin) })
+	return errors.Join(err, a.fs.unmount())
+}
+
+// hostID names a test bed's pins after its SUT namespace, which is unique
+// to the run; in remote mode (no namespace) after the process.
+func hostID(h *topo.Host) string {
+	if h.NetNS != "" {
+		return filepath.Base(h.NetNS)
+	}
+	return fmt.Sprintf("local-%d", os.Getpid())
+}

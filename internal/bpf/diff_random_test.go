@@ -1,0 +1,487 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"sluice/internal/engine"
+	"sluice/internal/packet"
+	"sluice/internal/pool"
+	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ippool"
+	"sluice/internal/ruleset"
+	"sluice/internal/state"
+)
+
+// TestDifferentialRandom generates random rule sets from a small grammar
+// and random flows of packets (new flows, replies, continuations, to
+// unicast and multicast addresses) and runs every packet through the Go
+// engine and the BPF program. Both must agree on the verdict, on whether
+// the packet matched state, on the number of live state entries after each
+// packet, and on every rule's hit and byte counters at the end of the set.
+// SLUICE_DIFF_SEED picks another seed; the failure message names the seed
+// and the rule set, so a failure replays exactly.
+func TestDifferentialRandom(t *testing.T) {
+	h := newHarness(t)
+	seed := uint64(1)
+	if s := os.Getenv("SLUICE_DIFF_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SLUICE_DIFF_SEED: %v", err)
+		}
+		seed = v
+	}
+	sets, pkts := 120, 24
+	if testing.Short() {
+		sets = 30
+	}
+	pf, err := ippool.Parse("ippool.conf", randPools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools, err := pool.NewSet(pf, func() uint32 { return 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	var compared, failures int
+	for n := 0; n < sets && failures < 5; n++ {
+		text := randomRules(rng)
+		rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
+		if err != nil {
+			t.Fatalf("seed %d set %d: generated rules do not parse: %v\n%s", seed, n, err, text)
+		}
+		set, err := ruleset.Compile(rules)
+		if err != nil {
+			t.Fatalf("seed %d set %d: %v\n%s", seed, n, err, text)
+		}
+		im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == "eth0" }, Pools: pools})
+		if err != nil {
+			t.Fatalf("seed %d set %d: compile: %v\n%s", seed, n, err, text)
+		}
+		if err := h.d.LoadRules(im, Active); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.d.FlushStates(nil); err != nil {
+			t.Fatal(err)
+		}
+		eng := engine.New(engine.Config{Clock: &state.ManualClock{}, Pools: pools})
+		eng.Sets().Store(0, set)
+		gen := newFlowGen(rng)
+		var trace []string
+		fail := func(format string, args ...any) {
+			failures++
+			t.Errorf("seed %d set %d: %s\nrules:\n%spackets:\n%s", seed, n, fmt.Sprintf(format, args...),
+				text, strings.Join(trace, "\n"))
+		}
+		for i := 0; i < pkts; i++ {
+			fp := gen.next()
+			trace = append(trace, fmt.Sprintf("  %d: %s", i+1, fp))
+			frame := fp.frame()
+			var p engine.Packet
+			p.Load(append([]byte(nil), frame[14:]...), "eth0", fp.out, 0)
+			hits0 := eng.States.Stats().Hits
+			res := eng.Check(&p)
+			engHit := eng.States.Stats().Hits != hits0
+
+			bhits0 := h.stat(stHits)
+			got, _, err := h.d.Run(fp.out, frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bpfHit := h.stat(stHits) != bhits0
+			compared++
+			if (got == VerdictPass) != res.Verdict.Passed() {
+				fail("packet %d: engine %s, bpf %s", i+1, res.Verdict, got)
+				break
+			}
+			if engHit != bpfHit {
+				fail("packet %d: matched state: engine %v, bpf %v", i+1, engHit, bpfHit)
+				break
+			}
+			var active int64
+			if err := h.d.objs.StateCount.Lookup(uint32(0), &active); err != nil {
+				t.Fatal(err)
+			}
+			if int64(eng.States.Active()) != active {
+				fail("packet %d: live states: engine %d, bpf %d", i+1, eng.States.Active(), active)
+				break
+			}
+		}
+		if err := compareCounters(h.d, set); err != nil {
+			fail("%v", err)
+		}
+		eng.Close()
+	}
+	t.Logf("seed %d: %d rule sets, %d packets compared", seed, sets, compared)
+}
+
+// stat reads one global counter of the program.
+func (h *harness) stat(i uint32) uint64 {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	per := make([]uint64, ncpu)
+	if err := h.d.objs.Stats.Lookup(i, &per); err != nil {
+		h.t.Fatal(err)
+	}
+	var s uint64
+	for _, v := range per {
+		s += v
+	}
+	return s
+}
+
+// compareCounters checks each rule's hits and bytes against the engine's.
+func compareCounters(d *Datapath, set *ruleset.Set) error {
+	infos, err := d.Rules(Active)
+	if err != nil {
+		return err
+	}
+	lists := []*ruleset.List{&set.In, &set.Out, &set.AcctIn, &set.AcctOut}
+	i := 0
+	for li, l := range lists {
+		for n, r := range l.Rules {
+			if i >= len(infos) {
+				return fmt.Errorf("bpf lists %d rules, engine more", len(infos))
+			}
+			bi := infos[i]
+			i++
+			if bi.Hits != r.Stats.Hits.Load() || bi.Bytes != r.Stats.Bytes.Load() {
+				return fmt.Errorf("list %d rule %d (%s): hits/bytes engine %d/%d, bpf %d/%d", li, n+1, bi.Text,
+					r.Stats.Hits.Load(), r.Stats.Bytes.Load(), bi.Hits, bi.Bytes)
+			}
+		}
+	}
+	return nil
+}
+
+// randPools are the ippool tables random rules may name.
+const randPools = `
+table role = ipf type = tree number = 100 { 10.0.0.0/16; !10.0.0.2/32; 2001:db8::/32; !2001:db8::2/128; };
+table role = ipf type = hash number = 200 { 192.168.1.1/32; 10.0.1.0/24; 2001:db8:1::5/128; };
+`
+
+var (
+	randAddr4 = []string{"10.0.0.1", "10.0.0.2", "10.0.1.5", "192.168.1.1"}
+	randAddr6 = []string{"2001:db8::1", "2001:db8::2", "2001:db8:1::5"}
+	randMcast = map[bool]string{false: "224.0.0.9", true: "ff02::1"}
+	randPorts = []uint16{22, 53, 80, 1024, 5000, 40000}
+)
+
+func pick[T any](r *rand.Rand, s []T) T { return s[r.IntN(len(s))] }
+
+// randomRules returns 1 to 6 rules from a small ipf.conf grammar.
+func randomRules(r *rand.Rand) string {
+	var b strings.Builder
+	for n := 1 + r.IntN(6); n > 0; n-- {
+		act := pick(r, []string{"pass", "pass", "block", "block", "count"})
+		if act == "block" && r.IntN(6) == 0 {
+			act = "block return-icmp"
+		}
+		b.WriteString(act)
+		b.WriteString(pick(r, []string{" in", " out"}))
+		if act != "count" && r.IntN(2) == 0 {
+			b.WriteString(" quick")
+		}
+		if r.IntN(4) == 0 {
+			b.WriteString(pick(r, []string{" on eth0", " on eth1"}))
+		}
+		v6 := r.IntN(3) == 0
+		proto := pick(r, []string{"", "tcp", "udp", "tcp/udp", "icmp"})
+		if proto == "icmp" && v6 {
+			proto = "ipv6-icmp"
+		}
+		if proto != "" {
+			b.WriteString(" proto " + proto)
+		}
+		addr := func() string {
+			if r.IntN(8) == 0 {
+				return pick(r, []string{"pool/100", "hash/200", "pool/7"})
+			}
+			switch r.IntN(3) {
+			case 0:
+				return "any"
+			case 1:
+				if v6 {
+					return pick(r, randAddr6) + pick(r, []string{"", "/64", "/32"})
+				}
+				return pick(r, randAddr4) + pick(r, []string{"", "/24", "/16"})
+			}
+			if v6 {
+				return pick(r, []string{"ff02::1", "ff00::/8", "2001:db8::/48"})
+			}
+			return pick(r, []string{"224.0.0.9", "224.0.0.0/4", "10.0.0.0/8"})
+		}
+		port := func() string {
+			if (proto != "tcp" && proto != "udp" && proto != "tcp/udp") || r.IntN(2) == 0 {
+				return ""
+			}
+			p := pick(r, randPorts)
+			switch r.IntN(4) {
+			case 0:
+				return fmt.Sprintf(" port = %d", p)
+			case 1:
+				return fmt.Sprintf(" port > %d", p)
+			case 2:
+				return fmt.Sprintf(" port < %d", p)
+			}
+			return fmt.Sprintf(" port %d:%d", p, p+2000)
+		}
+		from, to := addr(), addr()
+		if from == "any" && to == "any" && proto == "" && r.IntN(2) == 0 {
+			b.WriteString(" all")
+		} else {
+			if from != "any" && r.IntN(5) == 0 {
+				from = "!" + from
+			}
+			b.WriteString(" from " + from + port() + " to " + to + port())
+		}
+		if proto == "tcp" && r.IntN(3) == 0 {
+			b.WriteString(pick(r, []string{" flags S/SA", " flags A/A", " flags S"}))
+		}
+		if (proto == "icmp" || proto == "ipv6-icmp") && r.IntN(3) == 0 {
+			if v6 {
+				b.WriteString(pick(r, []string{" icmp-type 128", " icmp-type 129"}))
+			} else {
+				b.WriteString(pick(r, []string{" icmp-type echo", " icmp-type echorep"}))
+			}
+		}
+		if act != "count" && r.IntN(5) == 0 {
+			b.WriteString(pick(r, []string{" with frag", " with not frag", " with mcast"}))
+		}
+		if strings.HasPrefix(act, "pass") && r.IntN(2) == 0 || act == "block" && r.IntN(8) == 0 {
+			b.WriteString(" keep state")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// flowPkt is one generated packet.
+type flowPkt struct {
+	v6       bool
+	proto    uint8
+	src, dst netip.Addr
+	sp, dp   uint16
+	flags    uint8
+	seq, ack uint32
+	icmp     uint8
+	id       uint16
+	out      bool
+	payload  int
+}
+
+func (f flowPkt) String() string {
+	dir := "in"
+	if f.out {
+		dir = "out"
+	}
+	switch f.proto {
+	case 6:
+		return fmt.Sprintf("%s tcp %s,%d > %s,%d flags %#x seq %d ack %d len %d", dir, f.src, f.sp, f.dst, f.dp, f.flags, f.seq, f.ack, f.payload)
+	case 17:
+		return fmt.Sprintf("%s udp %s,%d > %s,%d", dir, f.src, f.sp, f.dst, f.dp)
+	}
+	return fmt.Sprintf("%s icmp %s > %s type %d id %d", dir, f.src, f.dst, f.icmp, f.id)
+}
+
+// frame builds the Ethernet frame with correct checksums (the engine
+// verifies them; the kernel datapath does not).
+func (f flowPkt) frame() []byte {
+	var l4 []byte
+	switch f.proto {
+	case 6:
+		l4 = make([]byte, 20+f.payload)
+		binary.BigEndian.PutUint16(l4[0:], f.sp)
+		binary.BigEndian.PutUint16(l4[2:], f.dp)
+		binary.BigEndian.PutUint32(l4[4:], f.seq)
+		binary.BigEndian.PutUint32(l4[8:], f.ack)
+		l4[12] = 5 << 4
+		l4[13] = f.flags
+		binary.BigEndian.PutUint16(l4[14:], 8192)
+	case 17:
+		l4 = make([]byte, 8+f.payload)
+		binary.BigEndian.PutUint16(l4[0:], f.sp)
+		binary.BigEndian.PutUint16(l4[2:], f.dp)
+		binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))
+	default:
+		l4 = make([]byte, 8+f.payload)
+		l4[0] = f.icmp
+		binary.BigEndian.PutUint16(l4[4:], f.id)
+		binary.BigEndian.PutUint16(l4[6:], 1)
+	}
+	ck := 16
+	switch f.proto {
+	case 17:
+		ck = 6
+	case 1, 58:
+		ck = 2
+	}
+	var init uint16
+	if f.proto != 1 {
+		init = packet.PseudoHeaderChecksum(f.proto, f.src, f.dst, len(l4))
+	}
+	binary.BigEndian.PutUint16(l4[ck:], ^packet.Checksum(l4, init))
+	frame := make([]byte, 14, 14+40+len(l4))
+	copy(frame[0:6], []byte{2, 0, 0, 0, 0, 2})
+	copy(frame[6:12], []byte{2, 0, 0, 0, 0, 1})
+	if !f.v6 {
+		binary.BigEndian.PutUint16(frame[12:], 0x0800)
+		ip := make([]byte, 20)
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)))
+		ip[8] = 64
+		ip[9] = f.proto
+		s, d := f.src.As4(), f.dst.As4()
+		copy(ip[12:], s[:])
+		copy(ip[16:], d[:])
+		binary.BigEndian.PutUint16(ip[10:], ^packet.Checksum(ip, 0))
+		frame = append(frame, ip...)
+	} else {
+		binary.BigEndian.PutUint16(frame[12:], 0x86dd)
+		ip := make([]byte, 40)
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(l4)))
+		ip[6] = f.proto
+		ip[7] = 64
+		s, d := f.src.As16(), f.dst.As16()
+		copy(ip[8:], s[:])
+		copy(ip[24:], d[:])
+		frame = append(frame, ip...)
+	}
+	return append(frame, l4...)
+}
+
+// flowGen makes packets that belong to a few flows, so that state entries
+// are created, hit by replies and continued.
+type flowGen struct {
+	r     *rand.Rand
+	flows []flowPkt // the last packet sent on each flow
+}
+
+func newFlowGen(r *rand.Rand) *flowGen { return &flowGen{r: r} }
+
+func (g *flowGen) next() flowPkt {
+	r := g.r
+	if len(g.flows) > 0 && r.IntN(3) != 0 {
+		i := r.IntN(len(g.flows))
+		p := g.follow(g.flows[i])
+		g.flows[i] = p
+		return p
+	}
+	p := g.fresh()
+	g.flows = append(g.flows, p)
+	return p
+}
+
+func (g *flowGen) fresh() flowPkt {
+	r := g.r
+	p := flowPkt{v6: r.IntN(3) == 0, out: r.IntN(2) == 0, seq: r.Uint32(), id: uint16(r.IntN(4))}
+	addrs := randAddr4
+	if p.v6 {
+		addrs = randAddr6
+	}
+	p.src = netip.MustParseAddr(pick(r, addrs))
+	p.dst = netip.MustParseAddr(pick(r, addrs))
+	switch r.IntN(3) {
+	case 0:
+		p.proto, p.flags = 6, 0x02
+	case 1:
+		p.proto = 17
+	default:
+		p.proto, p.icmp = 1, 8
+		if p.v6 {
+			p.proto, p.icmp = 58, 128
+		}
+	}
+	if p.proto != 6 && r.IntN(4) == 0 {
+		// multicast: the state entry has a wildcard destination
+		p.dst = netip.MustParseAddr(randMcast[p.v6])
+	}
+	if p.proto == 6 && r.IntN(8) == 0 {
+		p.flags = pick(r, []uint8{0x10, 0x04, 0x01 | 0x10})
+	}
+	p.sp, p.dp = pick(r, randPorts), pick(r, randPorts)
+	if p.src == p.dst {
+		p.src = netip.MustParseAddr(addrs[(indexOf(addrs, p.src.String())+1)%len(addrs)])
+	}
+	return p
+}
+
+func indexOf(s []string, x string) int {
+	for i, v := range s {
+		if v == x {
+			return i
+		}
+	}
+	return 0
+}
+
+// follow returns the next packet of the flow whose last packet was p:
+// mostly a reply, sometimes more from the same side.
+func (g *flowGen) follow(p flowPkt) flowPkt {
+	r := g.r
+	reply := r.IntN(3) != 0
+	n := p
+	n.payload = 0
+	if reply {
+		n.src, n.dst, n.sp, n.dp, n.out = p.dst, p.src, p.dp, p.sp, !p.out
+		if n.src.IsMulticast() {
+			// a multicast query is answered from a unicast address
+			addrs := randAddr4
+			if p.v6 {
+				addrs = randAddr6
+			}
+			n.src = netip.MustParseAddr(pick(r, addrs))
+			if n.src == n.dst {
+				n.src = netip.MustParseAddr(addrs[(indexOf(addrs, n.src.String())+1)%len(addrs)])
+			}
+		}
+	}
+	switch p.proto {
+	case 6:
+		switch {
+		case reply && p.flags == 0x02:
+			n.flags, n.seq, n.ack = 0x12, r.Uint32(), p.seq+1
+		case reply:
+			n.flags, n.seq, n.ack = 0x10, p.ack, p.seq+uint32(p.payload)+uint32(p.flags&0x03&^0x02)+1
+			if p.flags&0x02 != 0 {
+				n.ack = p.seq + 1
+			}
+		default:
+			n.flags, n.seq = 0x10, p.seq+uint32(p.payload)
+			if p.flags&0x03 != 0 {
+				n.seq++
+			}
+		}
+		if r.IntN(3) == 0 {
+			n.payload = 1 + r.IntN(100)
+		}
+		if r.IntN(10) == 0 {
+			n.flags = pick(r, []uint8{0x11, 0x14, 0x04, 0x18})
+		}
+	case 1:
+		if reply && p.icmp == 8 {
+			n.icmp = 0
+		} else if !reply {
+			n.icmp = 8
+		}
+	case 58:
+		if reply && p.icmp == 128 {
+			n.icmp = 129
+		} else if !reply {
+			n.icmp = 128
+		}
+	}
+	return n
+}

@@ -1,0 +1,175 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"sluice/internal/engine"
+	"sluice/internal/pool"
+	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ippool"
+	"sluice/internal/ruleset"
+	"sluice/internal/state"
+)
+
+// TestPoolAddresses checks `from pool/N` and `to hash/N` against the Go
+// engine with the same ippool tables: tree "!" entries, longest match,
+// hash masks, negated tests and a table that does not exist.
+func TestPoolAddresses(t *testing.T) {
+	h := newHarness(t)
+	pf, err := ippool.Parse("ippool.conf", `
+table role = ipf type = tree number = 100
+	{ 10.0.0.0/8; !10.1.0.0/16; 10.1.2.0/24; 2001:db8::/32; };
+table role = ipf type = hash number = 200
+	{ 192.168.1.1/32; 172.16.0.0/12; };
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := pool.NewSet(pf, func() uint32 { return 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "block in all\n" +
+		"pass in quick from pool/100 to hash/200\n" +
+		"pass in quick proto udp from !pool/100 to any port = 53\n" +
+		"pass in quick proto udp from hash/999 to any port = 54\n"
+	rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := Compile(rules, CompileOptions{Pools: ps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.d.LoadRules(im, Active); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{Clock: &state.ManualClock{}, Pools: ps})
+	defer eng.Close()
+	set, err := ruleset.Compile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Sets().Store(0, set)
+	for _, c := range []struct {
+		src, dst string
+		dport    uint16
+		want     string
+	}{
+		{"10.9.9.9", "192.168.1.1", 80, "pass"},
+		{"10.1.9.9", "192.168.1.1", 80, "block"}, // under the "!" entry
+		{"10.1.2.3", "192.168.1.1", 80, "pass"},  // longer prefix wins again
+		{"10.9.9.9", "172.20.0.1", 80, "pass"},
+		{"10.9.9.9", "192.168.1.2", 80, "block"},
+		{"11.0.0.1", "192.168.1.1", 53, "pass"}, // !pool
+		{"10.0.0.1", "10.0.0.2", 53, "block"},
+		{"11.0.0.1", "10.0.0.2", 54, "block"}, // unknown table
+		{"2001:db8::1", "2001:db8::2", 53, "block"},
+		{"2001:db9::1", "2001:db8::2", 53, "pass"},
+	} {
+		p := testPkt{src: c.src, dst: c.dst, proto: 17, sport: 1000, dport: c.dport}
+		h.expect(false, p, c.want)
+		fp := flowPkt{v6: netip.MustParseAddr(c.src).Is6(), proto: 17, src: netip.MustParseAddr(c.src), dst: netip.MustParseAddr(c.dst), sp: 1000, dp: c.dport}
+		var ep engine.Packet
+		ep.Load(fp.frame()[14:], "eth0", false, 0)
+		if got := eng.Check(&ep).Verdict; got.Passed() != (c.want == "pass") {
+			t.Errorf("%s > %s:%d: engine %s, want %s", c.src, c.dst, c.dport, got, c.want)
+		}
+	}
+}
+
+// v6Ext returns an Ethernet frame with an IPv6 UDP packet behind the
+// given extension headers (each 8 bytes, next-header chained).
+func v6Ext(exts ...uint8) []byte {
+	p := testPkt{src: "2001:db8::1", dst: "2001:db8::2", proto: 17, sport: 1000, dport: 53}
+	f := p.build()
+	ip, l4 := f[14:54], f[54:]
+	var hdrs []byte
+	next := uint8(17)
+	for i := len(exts) - 1; i >= 0; i-- {
+		hdrs = append([]byte{next, 0, 0, 0, 0, 0, 0, 0}, hdrs...)
+		next = exts[i]
+	}
+	ip[6] = next
+	binary.BigEndian.PutUint16(ip[4:], uint16(len(hdrs)+len(l4)))
+	out := append(append(append([]byte(nil), f[:54]...), hdrs...), l4...)
+	return out
+}
+
+// TestV6Hdr checks `v6hdr` and `not v6hdr` on IPv6 extension headers.
+func TestV6Hdr(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\npass in quick family inet6 all with v6hdr dstopts\npass in quick proto udp from any to any port = 53 with not v6hdr hopopts,routing\n")
+	for _, c := range []struct {
+		exts []uint8
+		want string
+	}{
+		{nil, "pass"},            // no headers: the "not" rule
+		{[]uint8{60}, "pass"},    // dstopts
+		{[]uint8{0}, "block"},    // hop-by-hop
+		{[]uint8{0, 60}, "pass"}, // both: dstopts rule first
+		{[]uint8{43}, "block"},   // routing
+	} {
+		if ret, _ := h.run(false, v6Ext(c.exts...)); verdictName(ret) != c.want {
+			t.Errorf("headers %v: got %s, want %s", c.exts, verdictName(ret), c.want)
+		}
+	}
+}
+
+// TestInterfaceAddresses checks addresses taken from interfaces, resolved
+// when the rules are compiled: through CompileOptions.IfAddr, and from the
+// host (the loopback interface's 127.0.0.1).
+func TestInterfaceAddresses(t *testing.T) {
+	h := newHarness(t)
+	text := "block in all\n" +
+		"pass in quick proto udp from (eth9)/24 to any port = 1\n" +
+		"pass in quick proto udp from any to eth9/broadcast port = 2\n" +
+		"pass in quick proto udp from eth9/netmasked to eth9/peer port = 3\n" +
+		"pass in quick proto udp from !(nope0) to any port = 4\n" +
+		"pass in quick proto udp from (lo) to any port = 5\n"
+	rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := func(name string, mode ipf.IfaceAddrMode, v6 bool) (netip.Addr, netip.Addr, bool) {
+		switch {
+		case name == "lo":
+			return hostIfAddr(name, mode, v6)
+		case name != "eth9" || v6:
+			return netip.Addr{}, netip.Addr{}, false
+		case mode == ipf.IfaceBroadcast:
+			return netip.MustParseAddr("192.0.2.255"), netip.MustParseAddr("255.255.255.255"), true
+		case mode == ipf.IfaceNetmasked:
+			return netip.MustParseAddr("192.0.2.0"), netip.MustParseAddr("255.255.255.0"), true
+		case mode == ipf.IfacePeer:
+			return netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("255.255.255.255"), true
+		}
+		return netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("255.255.255.255"), true
+	}
+	im, err := Compile(rules, CompileOptions{IfAddr: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.d.LoadRules(im, Active); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src, dst string
+		port     uint16
+		want     string
+	}{
+		{"192.0.2.99", "10.0.0.1", 1, "pass"}, // (eth9)/24
+		{"192.0.3.99", "10.0.0.1", 1, "block"},
+		{"10.0.0.1", "192.0.2.255", 2, "pass"},
+		{"10.0.0.1", "192.0.2.254", 2, "block"},
+		{"192.0.2.5", "198.51.100.1", 3, "pass"},
+		{"192.0.2.5", "198.51.100.2", 3, "block"},
+		{"10.0.0.1", "10.0.0.2", 4, "block"}, // no such interface: never matches
+		{"127.0.0.1", "10.0.0.2", 5, "pass"},
+		{"127.0.0.2", "10.0.0.2", 5, "block"},
+	} {
+		h.expect(false, testPkt{src: c.src, dst: c.dst, proto: 17, sport: 1000, dport: c.port}, c.want)
+	}
+}

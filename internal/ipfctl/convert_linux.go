@@ -1,0 +1,150 @@
+package ipfctl
+
+import (
+	"time"
+
+	"sluice/internal/bpf"
+	"sluice/internal/ipflog"
+)
+
+// firstGroupList is the datapath's first list id for groups (0 in, 1 out,
+// 2 and 3 accounting).
+const firstGroupList = 4
+
+// The datapath's FR_* action bits (include/filter.h), which differ from the
+// ones ipflog records carry (IPFilter 4.1's ip_fil.h).
+const (
+	kCmdMask    = 0x0000f
+	kBlock      = 0x00001
+	kPass       = 0x00002
+	kAuth       = 0x00003
+	kPreauth    = 0x00004
+	kAccount    = 0x00005
+	kQuick      = 0x00080
+	kKeepFrag   = 0x00100
+	kKeepState  = 0x00200
+	kLogBody    = 0x10000
+	kLogFirst   = 0x20000
+	kLog        = 0x40000
+	kLogOrBlock = 0x100000
+	kNomatch    = 0x8000000
+)
+
+// convertFlags maps the datapath's action flags to ipflog's.
+func convertFlags(p uint32) uint32 {
+	var f uint32
+	switch p & kCmdMask {
+	case kBlock:
+		f = ipflog.FRBlock
+	case kPass:
+		f = ipflog.FRPass
+	case kAuth:
+		f = ipflog.FRAuth
+	case kPreauth:
+		f = ipflog.FRPreAuth
+	case kAccount:
+		f = ipflog.FRAccount
+	}
+	for _, m := range [...]struct{ k, f uint32 }{
+		{kQuick, ipflog.FRQuick}, {kKeepFrag, ipflog.FRKeepFrag}, {kKeepState, ipflog.FRKeepState},
+		{kLogBody, ipflog.FRLogBody}, {kLogFirst, ipflog.FRLogFirst}, {kLog, ipflog.FRLog},
+		{kLogOrBlock, ipflog.FRLogOrBlock}, {kNomatch, ipflog.FRNoMatch},
+	} {
+		if p&m.k != 0 {
+			f |= m.f
+		}
+	}
+	if p&kNomatch != 0 {
+		// logged because of ipf -l nomatch
+		f |= ipflog.FFLogNoMatch
+	}
+	return f
+}
+
+// Convert turns a kernel log record into the ipflog record ipmon prints:
+// ifname and group are the names of its interface and group ("" for the
+// main lists), wall its time, seq its sequence number.
+func Convert(k *bpf.LogRecord, ifname, group string, wall time.Time, seq uint32) ipflog.Record {
+	r := ipflog.Record{
+		Type:   ipflog.TypeIPF,
+		Seq:    seq,
+		Count:  1,
+		Time:   wall,
+		Iface:  ifname,
+		Group:  group,
+		Rule:   k.RuleNo - 1,
+		Flags:  convertFlags(k.Pass),
+		LFlags: k.Flags,
+		Out:    k.Out,
+		LogTag: k.Tag,
+		Level:  ipflog.NoLevel,
+		Reason: convertReason(k.Reason),
+		Family: k.Family,
+		Data:   k.Data,
+	}
+	if k.RuleNo < 0 {
+		r.Rule, r.GroupUnset = -1, true
+	}
+	if r.Family == 0 && len(k.Data) > 0 {
+		r.Family = k.Data[0] >> 4
+	}
+	r.HLen = headerLen(k.Data)
+	r.BodyLen = len(k.Data) - r.HLen
+	return r
+}
+
+// headerLen is the length of the IP and transport headers at the start of
+// b (clamped to len(b)), which ipmon -b leaves out of the body dump.
+func headerLen(b []byte) int {
+	if len(b) < 1 {
+		return 0
+	}
+	var n int
+	var proto byte
+	switch b[0] >> 4 {
+	case 4:
+		if len(b) < 20 {
+			return len(b)
+		}
+		n, proto = int(b[0]&0xf)*4, b[9]
+		if b[6]&0x1f != 0 || b[7] != 0 {
+			return min(n, len(b)) // a later fragment has no transport header
+		}
+	case 6:
+		if len(b) < 40 {
+			return len(b)
+		}
+		n, proto = 40, b[6]
+	default:
+		return len(b)
+	}
+	switch proto {
+	case 6:
+		if len(b) >= n+13 {
+			n += int(b[n+12]>>4) * 4
+		} else {
+			n += 20
+		}
+	case 17:
+		n += 8
+	case 1, 58:
+		n += 8
+	}
+	return min(n, len(b))
+}
+
+// convertReason maps the datapath's block reasons (IPFilter's FRB_*,
+// 1-based) to ipflog's (the index into ipmon's reasons table, where 0,
+// filter-rule, is not printed). The datapath's own reasons past the
+// table (bad packet, keep limit) stay as they are and print as numbers.
+func convertReason(r uint32) uint8 {
+	switch {
+	case r == bpf.RSNNone:
+		return 0
+	case r < bpf.RSNBad:
+		return uint8(r - 1)
+	case r > 255:
+		return 255
+	}
+	return uint8(r)
+}

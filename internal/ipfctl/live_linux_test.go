@@ -1,0 +1,869 @@
+package ipfctl
+
+// Live tests: the built ipf, ipfstat and ipmon binaries drive the eBPF
+// datapath on a veth pair between two network namespaces that the test
+// creates ("a", the client side, and "b", the host that runs the filter).
+//
+// Namespace entry without nsenter: a command is started from a goroutine
+// locked to an OS thread that has joined namespace b (setns); fork/exec
+// happens on that thread, so the child starts inside b. The test's own
+// sockets are made the same way. The pins go to a private bpffs mount
+// passed to the commands through SLUICE_BPF_DIR.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/testutil"
+)
+
+const (
+	addrA   = "10.231.0.1"
+	addrB   = "10.231.0.2"
+	tcpPort = 5001
+	udpPort = 5002
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// buildTools builds the commands once per test binary run.
+func buildTools(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ipfctl-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binDir = dir
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, err := os.Stat(gobin); err != nil {
+			gobin = "go"
+		}
+		out, err := exec.Command(gobin, "build", "-o", dir+"/", "sluice/cmd/ipf", "sluice/cmd/ipfstat", "sluice/cmd/ipmon").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// topo is the two namespaces, the veth between them and the pin directory.
+type topo struct {
+	t      *testing.T
+	a, b   netns.NsHandle
+	orig   netns.NsHandle
+	pinDir string
+	bin    string
+	tmp    string
+}
+
+// inNS runs f on an OS thread that has joined ns. If the thread cannot go
+// back to the original namespace it is left locked, so Go retires it.
+func (tp *topo) inNS(ns netns.NsHandle, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := netns.Set(ns); err != nil {
+			errc <- fmt.Errorf("setns: %w", err)
+			return
+		}
+		err := f()
+		if netns.Set(tp.orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
+func newTopo(t *testing.T) *topo {
+	t.Helper()
+	testutil.RequireRoot(t)
+	tp := &topo{t: t, bin: buildTools(t), tmp: t.TempDir()}
+	mnt := filepath.Join(tp.tmp, "bpffs")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
+		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	tp.pinDir = filepath.Join(mnt, "sluice")
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.orig = orig
+	t.Cleanup(func() { orig.Close() })
+	for _, p := range []*netns.NsHandle{&tp.a, &tp.b} {
+		ns, err := netns.New() // also switches this thread into it
+		if err != nil {
+			netns.Set(orig)
+			testutil.SkipOrFail(t, "creating a network namespace: %v", err)
+		}
+		*p = ns
+		// closing the last handle destroys the namespace and its veth end
+		t.Cleanup(func() { ns.Close() })
+	}
+	if err := netns.Set(orig); err != nil {
+		t.Fatal(err)
+	}
+	ha, err := netlink.NewHandleAt(tp.a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ha.Close()
+	hb, err := netlink.NewHandleAt(tp.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hb.Close()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "sla"}, PeerName: "slb", PeerNamespace: netlink.NsFd(tp.b)}
+	if err := ha.LinkAdd(veth); err != nil {
+		t.Fatalf("adding veth: %v", err)
+	}
+	t.Cleanup(func() {
+		// also removes the filter from slb; the namespaces go right after
+		if h, err := netlink.NewHandleAt(tp.a); err == nil {
+			if l, err := h.LinkByName("sla"); err == nil {
+				h.LinkDel(l)
+			}
+			h.Close()
+		}
+	})
+	for _, s := range []struct {
+		h          *netlink.Handle
+		name, addr string
+	}{{ha, "sla", addrA}, {hb, "slb", addrB}} {
+		l, err := s.h.LinkByName(s.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := netlink.ParseAddr(s.addr + "/24")
+		if err := s.h.AddrAdd(l, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.h.LinkSetUp(l); err != nil {
+			t.Fatal(err)
+		}
+		lo, err := s.h.LinkByName("lo")
+		if err == nil {
+			s.h.LinkSetUp(lo)
+		}
+	}
+	t.Cleanup(func() {
+		tp.inNS(tp.b, func() error { return Remove(tp.pinDir) })
+	})
+	tp.startServers()
+	return tp
+}
+
+// cmd prepares one of the built commands to run in namespace b.
+func (tp *topo) cmd(name string, args ...string) *exec.Cmd {
+	c := exec.Command(filepath.Join(tp.bin, name), args...)
+	c.Env = append(os.Environ(), PinDirEnv+"="+tp.pinDir)
+	return c
+}
+
+// start starts c inside namespace b.
+func (tp *topo) start(c *exec.Cmd) error {
+	return tp.inNS(tp.b, c.Start)
+}
+
+// run runs a command in namespace b and returns its exit code and output.
+func (tp *topo) run(name string, args ...string) (code int, stdout, stderr string) {
+	tp.t.Helper()
+	t0 := time.Now()
+	defer func() { tp.t.Logf("%s %v: %v", name, args, time.Since(t0)) }()
+	c := tp.cmd(name, args...)
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	if err := tp.start(c); err != nil {
+		tp.t.Fatalf("%s %v: %v", name, args, err)
+	}
+	err := c.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), o.String(), e.String()
+	}
+	if err != nil {
+		tp.t.Fatalf("%s %v: %v", name, args, err)
+	}
+	return 0, o.String(), e.String()
+}
+
+// mustRun runs a command that must succeed and returns its stdout.
+func (tp *topo) mustRun(name string, args ...string) string {
+	tp.t.Helper()
+	code, o, e := tp.run(name, args...)
+	if code != 0 {
+		tp.t.Fatalf("%s %s: exit %d\nstdout: %s\nstderr: %s", name, strings.Join(args, " "), code, o, e)
+	}
+	return o
+}
+
+// file writes a rule file and returns its path.
+func (tp *topo) file(name, text string) string {
+	tp.t.Helper()
+	p := filepath.Join(tp.tmp, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		tp.t.Fatal(err)
+	}
+	return p
+}
+
+// startServers runs TCP and UDP echo servers in both namespaces.
+func (tp *topo) startServers() {
+	for _, s := range []struct {
+		ns   netns.NsHandle
+		addr string
+	}{{tp.a, addrA}, {tp.b, addrB}} {
+		var ln net.Listener
+		var pc net.PacketConn
+		err := tp.inNS(s.ns, func() error {
+			var err error
+			if ln, err = net.Listen("tcp4", net.JoinHostPort(s.addr, strconv.Itoa(tcpPort))); err != nil {
+				return err
+			}
+			pc, err = net.ListenPacket("udp4", net.JoinHostPort(s.addr, strconv.Itoa(udpPort)))
+			return err
+		})
+		if err != nil {
+			tp.t.Fatalf("listening in namespace: %v", err)
+		}
+		tp.t.Cleanup(func() { ln.Close(); pc.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { io.Copy(c, c); c.Close() }()
+			}
+		}()
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				pc.WriteTo(buf[:n], from)
+			}
+		}()
+	}
+}
+
+// dialTCP connects from ns to addr:tcpPort.
+func (tp *topo) dialTCP(ns netns.NsHandle, addr string, timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
+	err := tp.inNS(ns, func() error {
+		var err error
+		c, err = net.DialTimeout("tcp4", net.JoinHostPort(addr, strconv.Itoa(tcpPort)), timeout)
+		return err
+	})
+	return c, err
+}
+
+// tcpEcho opens a connection from ns to addr, exchanges a message and
+// closes it.
+func (tp *topo) tcpEcho(ns netns.NsHandle, addr string, timeout time.Duration) error {
+	c, err := tp.dialTCP(ns, addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return echo(c, []byte("ping"), timeout)
+}
+
+func echo(c net.Conn, msg []byte, timeout time.Duration) error {
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write(msg); err != nil {
+		return err
+	}
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	if !bytes.Equal(buf, msg) {
+		return fmt.Errorf("echo: got %q, want %q", buf, msg)
+	}
+	return nil
+}
+
+// udpEcho sends a datagram from ns to addr:port and waits for the echo.
+func (tp *topo) udpEcho(ns netns.NsHandle, addr string, timeout time.Duration) error {
+	var c net.Conn
+	if err := tp.inNS(ns, func() error {
+		var err error
+		c, err = net.Dial("udp4", net.JoinHostPort(addr, strconv.Itoa(udpPort)))
+		return err
+	}); err != nil {
+		return err
+	}
+	defer c.Close()
+	return echo(c, []byte("hello"), timeout)
+}
+
+// sendUDP sends n datagrams from ns to addr:port without waiting for
+// anything back (an unconnected socket, so ICMP errors are ignored).
+func (tp *topo) sendUDP(ns netns.NsHandle, addr string, port, n int) {
+	tp.t.Helper()
+	var pc net.PacketConn
+	if err := tp.inNS(ns, func() error {
+		var err error
+		pc, err = net.ListenPacket("udp4", ":0")
+		return err
+	}); err != nil {
+		tp.t.Fatal(err)
+	}
+	defer pc.Close()
+	to := &net.UDPAddr{IP: net.ParseIP(addr), Port: port}
+	for i := 0; i < n; i++ {
+		if _, err := pc.WriteTo([]byte("count me"), to); err != nil {
+			tp.t.Fatal(err)
+		}
+	}
+}
+
+// flows checks that TCP and UDP from a to b and from b to a work.
+func (tp *topo) flows() {
+	tp.t.Helper()
+	for _, d := range []struct {
+		name string
+		ns   netns.NsHandle
+		addr string
+	}{{"a->b", tp.a, addrB}, {"b->a", tp.b, addrA}} {
+		if err := tp.tcpEcho(d.ns, d.addr, 2*time.Second); err != nil {
+			tp.t.Errorf("TCP %s: %v", d.name, err)
+		}
+		if err := tp.udpEcho(d.ns, d.addr, 2*time.Second); err != nil {
+			tp.t.Errorf("UDP %s: %v", d.name, err)
+		}
+	}
+}
+
+// inputPackets returns blocked and passed+nomatch from ipfstat's input
+// packets line.
+func (tp *topo) inputPackets() (blocked, passed uint64) {
+	tp.t.Helper()
+	out := tp.mustRun("ipfstat")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, " input packets:") {
+			var nm, ct, sh uint64
+			if _, err := fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, " input packets:")),
+				"blocked %d passed %d nomatch %d counted %d short %d", &blocked, &passed, &nm, &ct, &sh); err != nil {
+				tp.t.Fatalf("ipfstat line %q: %v", line, err)
+			}
+			return blocked, passed + nm
+		}
+	}
+	tp.t.Fatalf("ipfstat printed no input packets line:\n%s", out)
+	return 0, 0
+}
+
+const stateless6 = `pass in proto tcp from any to any
+pass in proto udp from any to any
+pass in proto icmp from any to any
+pass out proto tcp from any to any
+pass out proto udp from any to any
+pass out proto icmp from any to any
+`
+
+const stateful6 = `pass in proto tcp from any to any keep state
+pass in proto udp from any to any keep state
+pass in proto icmp from any to any keep state
+pass out proto tcp from any to any keep state
+pass out proto udp from any to any keep state
+pass out proto icmp from any to any keep state
+`
+
+// bigSet is 9 994 rules that never match the test's traffic (other
+// sources, other ports) followed by the six stateless pass rules.
+func bigSet() string {
+	var b strings.Builder
+	for i := 0; i < 9994; i++ {
+		proto := "tcp"
+		if i%2 == 1 {
+			proto = "udp"
+		}
+		fmt.Fprintf(&b, "block in quick proto %s from 198.18.%d.%d to any port = %d\n", proto, i/250, i%250+1, 10000+i)
+	}
+	b.WriteString(stateless6)
+	return b.String()
+}
+
+func TestPrivilegedRuleSets(t *testing.T) {
+	tp := newTopo(t)
+	for _, c := range []struct {
+		name, rules string
+	}{
+		{"none", ""},
+		{"stateless", stateless6},
+		{"keep-state", stateful6},
+		{"10000", bigSet()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tp.t = t
+			// each set replaces the previous one, as on a running host
+			f := tp.file(c.name+".conf", c.rules)
+			tp.mustRun("ipf", "-Fa", "-f", f)
+			rules := strings.Count(tp.mustRun("ipfstat", "-io"), "\n")
+			if want := strings.Count(c.rules, "\n"); rules != want {
+				t.Fatalf("ipfstat -io lists %d rules, want %d", rules, want)
+			}
+			_, before := tp.inputPackets()
+			tp.flows()
+			blocked, after := tp.inputPackets()
+			if after <= before {
+				t.Errorf("filter saw no passed input packets (%d before, %d after): not attached?", before, after)
+			}
+			if blocked != 0 {
+				t.Errorf("%d input packets blocked, want 0", blocked)
+			}
+		})
+	}
+}
+
+func TestPrivilegedKeepState(t *testing.T) {
+	tp := newTopo(t)
+	f := tp.file("ks.conf", `block in all
+pass out proto tcp from any to any flags S keep state
+pass out proto udp from any to any keep state
+`)
+	tp.mustRun("ipf", "-Fa", "-f", f)
+	if err := tp.tcpEcho(tp.b, addrA, 2*time.Second); err != nil {
+		t.Errorf("TCP from b (replies through state): %v", err)
+	}
+	if err := tp.udpEcho(tp.b, addrA, 2*time.Second); err != nil {
+		t.Errorf("UDP from b (replies through state): %v", err)
+	}
+	blocked0, _ := tp.inputPackets()
+	if err := tp.tcpEcho(tp.a, addrB, 300*time.Millisecond); err == nil {
+		t.Errorf("unsolicited TCP connection from a to b succeeded, want blocked")
+	}
+	if err := tp.udpEcho(tp.a, addrB, 300*time.Millisecond); err == nil {
+		t.Errorf("unsolicited UDP from a to b was answered, want blocked")
+	}
+	blocked1, _ := tp.inputPackets()
+	if blocked1 <= blocked0 {
+		t.Errorf("input blocked counter went from %d to %d, want it to grow", blocked0, blocked1)
+	}
+	states := tp.mustRun("ipfstat", "-sl")
+	if !strings.Contains(states, addrB+" -> "+addrA) {
+		t.Errorf("ipfstat -sl shows no state from b to a:\n%s", states)
+	}
+	var n int
+	out := tp.mustRun("ipf", "-v", "-FS")
+	if _, err := fmt.Sscanf(out, "%d state entries removed", &n); err != nil || n < 2 {
+		t.Errorf("ipf -v -FS printed %q, want at least 2 state entries removed", out)
+	}
+	if got := tp.mustRun("ipfstat", "-sl"); got != "" {
+		t.Errorf("ipfstat -sl after ipf -FS:\n%s\nwant nothing", got)
+	}
+}
+
+func TestPrivilegedKernelFlags(t *testing.T) {
+	tp := newTopo(t)
+	tp.mustRun("ipf", "-Fa", "-f", tp.file("p.conf", "pass in all\npass out all\n"))
+	if got := tp.mustRun("ipf", "-T", "state_max"); got != "state_max\tmin 1\tmax 2147483647\tcurrent 4013\n" {
+		t.Errorf("ipf -T state_max: %q", got)
+	}
+	tp.mustRun("ipf", "-T", "state_max=5000,udp_timeout=100")
+	if got := tp.mustRun("ipf", "-T", "list"); !strings.Contains(got, "state_max\tmin 1\tmax 2147483647\tcurrent 5000\n") ||
+		!strings.Contains(got, "udp_timeout\tmin 1\tmax 2147483647\tcurrent 100\n") {
+		t.Errorf("ipf -T list after setting:\n%s", got)
+	}
+	if code, _, e := tp.run("ipf", "-T", "nosuch=1"); code == 0 || !strings.Contains(e, "nosuch") {
+		t.Errorf("ipf -T nosuch=1: exit %d, stderr %q", code, e)
+	}
+	tp.mustRun("ipf", "-l", "block")
+	v := tp.mustRun("ipf", "-V")
+	for _, line := range []string{"ipf: IP Filter: v5.1.2 (Sluice)\n", "Running: yes\n", "Log Flags: 0x1 = block\n", "Default: pass all, Logging: available\n", "Active list: 0\n"} {
+		if !strings.Contains(v, line) {
+			t.Errorf("ipf -V:\n%s\nlacks %q", v, line)
+		}
+	}
+	tp.flows()
+	z := tp.mustRun("ipf", "-Z")
+	var blocked, passed, nomatch, counted uint64
+	for _, line := range strings.Split(z, "\n") {
+		if strings.HasPrefix(line, " input packets:") {
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, " input packets:")), "blocked %d passed %d nomatch %d counted %d", &blocked, &passed, &nomatch, &counted)
+		}
+	}
+	if passed == 0 {
+		t.Errorf("ipf -Z after traffic reports no passed input packets:\n%s", z)
+	}
+	if _, p := tp.inputPackets(); p != 0 {
+		t.Errorf("after ipf -Z ipfstat reports %d passed input packets, want 0", p)
+	}
+	tp.mustRun("ipf", "-s")
+	if v := tp.mustRun("ipf", "-V"); !strings.Contains(v, "Active list: 1\n") {
+		t.Errorf("ipf -V after -s:\n%s\nwant Active list: 1", v)
+	}
+	// the inactive set was empty: everything passes by default now
+	if got := tp.mustRun("ipfstat", "-i"); got != "" {
+		t.Errorf("ipfstat -i after swapping in the empty set: %q", got)
+	}
+}
+
+func TestPrivilegedSwapUnderLoad(t *testing.T) {
+	tp := newTopo(t)
+	tp.mustRun("ipf", "-Fa", "-f", tp.file("old.conf", stateless6))
+	newRules := tp.file("new.conf", fmt.Sprintf(`pass in quick proto tcp from any to any port = %d
+block in all
+pass out all
+`, tcpPort))
+
+	// a few long connections exchanging data all the time
+	const long = 3
+	var (
+		stop               atomic.Bool
+		wg                 sync.WaitGroup
+		crrOK, crrFail     atomic.Int64
+		longFail           atomic.Int64
+		longAfter          [long]atomic.Int64
+		swapped            atomic.Bool
+		firstErr           atomic.Value
+		conns              []net.Conn
+		bigMsg             = bytes.Repeat([]byte("0123456789abcdef"), 256)
+		recordErr          = func(err error) { firstErr.CompareAndSwap(nil, err.Error()) }
+		newConnWhileSwitch = 4
+	)
+	for i := 0; i < long; i++ {
+		c, err := tp.dialTCP(tp.a, addrB, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		defer c.Close()
+	}
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if err := echo(c, bigMsg, 3*time.Second); err != nil {
+					longFail.Add(1)
+					recordErr(err)
+					return
+				}
+				if swapped.Load() {
+					longAfter[i].Add(1)
+				}
+			}
+		}()
+	}
+	// many short connections (TCP_CRR-like: connect, request, response, close)
+	for g := 0; g < newConnWhileSwitch; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if err := tp.tcpEcho(tp.a, addrB, 3*time.Second); err != nil {
+					crrFail.Add(1)
+					recordErr(err)
+					continue
+				}
+				crrOK.Add(1)
+			}
+		}()
+	}
+	time.Sleep(700 * time.Millisecond)
+	before := crrOK.Load()
+	out := tp.mustRun("ipf", "-I", "-Fa", "-f", newRules, "-s")
+	swapped.Store(true)
+	time.Sleep(700 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+
+	if !strings.Contains(out, "now inactive") {
+		t.Errorf("ipf -s printed %q, want \"Set N now inactive\"", out)
+	}
+	if n := crrFail.Load(); n != 0 {
+		t.Errorf("%d short connections failed (%d succeeded); first error: %v", n, crrOK.Load(), firstErr.Load())
+	}
+	if n := longFail.Load(); n != 0 {
+		t.Errorf("%d long connections broke; first error: %v", n, firstErr.Load())
+	}
+	if before == 0 || crrOK.Load() == before {
+		t.Errorf("short connections before swap %d, total %d: the load did not run on both sides of the swap", before, crrOK.Load())
+	}
+	for i := range longAfter {
+		if longAfter[i].Load() == 0 {
+			t.Errorf("long connection %d exchanged nothing after the swap", i)
+		}
+	}
+	// the new rules are really in force: UDP is no longer let in
+	if err := tp.udpEcho(tp.a, addrB, 300*time.Millisecond); err == nil {
+		t.Errorf("UDP passed after swapping to rules that block it")
+	}
+	if got := tp.mustRun("ipfstat", "-i"); !strings.Contains(got, fmt.Sprintf("port = %d", tcpPort)) {
+		t.Errorf("ipfstat -i after swap:\n%s\nwant the new rules", got)
+	}
+	t.Logf("short connections: %d, swap at %d", crrOK.Load(), before)
+}
+
+// ruleHits returns the hit count ipfstat -h prints for the rule whose
+// text contains sub.
+func ruleHits(t *testing.T, listing, sub string) uint64 {
+	t.Helper()
+	for _, line := range strings.Split(listing, "\n") {
+		if strings.Contains(line, sub) {
+			n, _, _ := strings.Cut(line, " ")
+			v, err := strconv.ParseUint(n, 10, 64)
+			if err != nil {
+				t.Fatalf("ipfstat -h line %q: %v", line, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no rule with %q in:\n%s", sub, listing)
+	return 0
+}
+
+func TestPrivilegedHitCounters(t *testing.T) {
+	tp := newTopo(t)
+	tp.mustRun("ipf", "-Fa", "-f", tp.file("count.conf", fmt.Sprintf(`pass in quick proto udp from %s to %s port = 5003
+pass in all
+pass out quick proto udp from %s to %s port = 5004
+pass out all
+`, addrA, addrB, addrB, addrA)))
+	const nIn, nOut = 37, 23
+	tp.sendUDP(tp.a, addrB, 5003, nIn)
+	tp.sendUDP(tp.b, addrA, 5004, nOut)
+	var in, out uint64
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		in = ruleHits(t, tp.mustRun("ipfstat", "-ih"), "port = 5003")
+		out = ruleHits(t, tp.mustRun("ipfstat", "-oh"), "port = 5004")
+		if in >= nIn && out >= nOut {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if in != nIn {
+		t.Errorf("ipfstat -ih: %d hits on the in rule, want %d", in, nIn)
+	}
+	if out != nOut {
+		t.Errorf("ipfstat -oh: %d hits on the out rule, want %d", out, nOut)
+	}
+	// ipf -z reports a rule's counters and zeroes them
+	z := tp.file("z.conf", fmt.Sprintf("pass in quick proto udp from %s to %s port = 5003\n", addrA, addrB))
+	if got, want := tp.mustRun("ipf", "-z", "-f", z), fmt.Sprintf("hits %d bytes", nIn); !strings.HasPrefix(got, want) {
+		t.Errorf("ipf -z printed %q, want it to start with %q", got, want)
+	}
+	if in := ruleHits(t, tp.mustRun("ipfstat", "-ih"), "port = 5003"); in != 0 {
+		t.Errorf("after ipf -z the rule has %d hits, want 0", in)
+	}
+}
+
+func TestPrivilegedBadLoadChangesNothing(t *testing.T) {
+	tp := newTopo(t)
+	good := fmt.Sprintf("pass in quick proto tcp from any to any port = %d\npass in quick proto udp from any to any port = %d\nblock in all\npass out all\n", tcpPort, udpPort)
+	tp.mustRun("ipf", "-Fa", "-f", tp.file("good.conf", good))
+	tp.mustRun("ipf", "-I", "-f", tp.file("inactive.conf", "block in all\n"))
+	snapshot := func() string {
+		return tp.mustRun("ipfstat", "-io") + "--\n" + tp.mustRun("ipfstat", "-Iio")
+	}
+	before := snapshot()
+	for _, c := range []struct {
+		name, rules, why string
+		args             []string
+	}{
+		{"syntax", "pass in all\npass in quik all\n", "bad.conf:2", nil},
+		{"syntax-inactive", "pass in all\nblock in from to\n", "bad.conf:2", []string{"-I"}},
+		{"unsupported", "pass in all\npass in quick fastroute proto tcp from any to any\n", "not supported", nil},
+		{"remove-missing", "pass in proto gre from any to any\n", "not loaded", []string{"-r"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tp.t = t
+			f := tp.file("bad.conf", c.rules)
+			code, _, stderr := tp.run("ipf", append(c.args, "-f", f)...)
+			if code == 0 {
+				t.Errorf("ipf exited 0 on a bad rule set")
+			}
+			if !strings.Contains(stderr, c.why) {
+				t.Errorf("ipf stderr %q does not say why (want %q)", stderr, c.why)
+			}
+			if after := snapshot(); after != before {
+				t.Errorf("rules changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+			if err := tp.tcpEcho(tp.a, addrB, 2*time.Second); err != nil {
+				t.Errorf("TCP after the failed load: %v", err)
+			}
+		})
+	}
+}
+
+func TestPrivilegedIpmonLive(t *testing.T) {
+	tp := newTopo(t)
+	tp.mustRun("ipf", "-Fa", "-f", tp.file("log.conf", "pass in log quick proto udp from any to any port = 5005\npass in all\npass out all\n"))
+	// records wait in the ring until read; ipmon -F discards them
+	tp.sendUDP(tp.a, addrB, 5005, 3)
+	var flushed int
+	deadline := time.Now().Add(2 * time.Second)
+	for flushed == 0 && time.Now().Before(deadline) {
+		out := tp.mustRun("ipmon", "-F")
+		if _, err := fmt.Sscanf(out, "%d bytes flushed from log buffer", &flushed); err != nil {
+			t.Fatalf("ipmon -F printed %q: %v", out, err)
+		}
+	}
+	if flushed == 0 {
+		t.Errorf("ipmon -F flushed nothing after 3 logged packets")
+	}
+	if out := tp.mustRun("ipmon", "-F"); out != "0 bytes flushed from log buffer\n" {
+		t.Errorf("second ipmon -F printed %q, want 0 bytes", out)
+	}
+
+	logFile := filepath.Join(tp.tmp, "ipmon.out")
+	mon := tp.cmd("ipmon", "-o", "I", logFile)
+	var stderr bytes.Buffer
+	mon.Stderr = &stderr
+	if err := tp.start(mon); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { mon.Wait(); close(done) }()
+	t.Cleanup(func() {
+		mon.Process.Kill()
+		<-done
+	})
+	// ipmon needs a moment to open the ring; resend until it logs
+	want := fmt.Sprintf("slb @0:1 p %s,", addrA)
+	deadline = time.Now().Add(5 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		tp.sendUDP(tp.a, addrB, 5005, 1)
+		time.Sleep(100 * time.Millisecond)
+		b, _ := os.ReadFile(logFile)
+		got = string(b)
+		if strings.Contains(got, want) {
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("ipmon exited: %s", stderr.String())
+		default:
+		}
+	}
+	sc := bufio.NewScanner(strings.NewReader(got))
+	found := false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, want) {
+			found = true
+			for _, part := range []string{"-> " + addrB + ",5005 PR udp len 20 ", " IN"} {
+				if !strings.Contains(line, part) {
+					t.Errorf("ipmon line %q lacks %q", line, part)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("ipmon logged no line with %q; output:\n%s\nstderr: %s", want, got, stderr.String())
+	}
+}
+
+// tcxPrograms counts the TCX programs on an interface of namespace b.
+func (tp *topo) tcxPrograms(name string) int {
+	n := 0
+	err := tp.inNS(tp.b, func() error {
+		l, err := net.InterfaceByName(name)
+		if err != nil {
+			return err
+		}
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: l.Index, Attach: at})
+			if err != nil {
+				return err
+			}
+			n += len(res.Programs)
+		}
+		return nil
+	})
+	if err != nil {
+		tp.t.Fatalf("querying TCX programs on %s: %v", name, err)
+	}
+	return n
+}
+
+func TestPrivilegedAttachNamedOrAll(t *testing.T) {
+	tp := newTopo(t)
+	hb, err := netlink.NewHandleAt(tp.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hb.Close()
+	// a second interface in b: a veth pair with both ends there (the
+	// dummy driver may be missing)
+	if err := hb.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "sld"}, PeerName: "sle"}); err != nil {
+		t.Fatalf("adding veth: %v", err)
+	}
+	// rules naming slb (and an interface that does not exist) attach to slb only
+	tp.mustRun("ipf", "-f", tp.file("on.conf", "pass in on slb all\npass out on nosuch0 all\n"))
+	if a, d := tp.tcxPrograms("slb"), tp.tcxPrograms("sld"); a != 2 || d != 0 {
+		t.Errorf("rules on slb: %d programs on slb, %d on sld; want 2 and 0", a, d)
+	}
+	tp.mustRun("ipf", "-D")
+	// rules naming no interface attach to every non-loopback one
+	tp.mustRun("ipf", "-f", tp.file("all.conf", "pass in all\n"))
+	if a, d, lo := tp.tcxPrograms("slb"), tp.tcxPrograms("sld"), tp.tcxPrograms("lo"); a != 2 || d != 2 || lo != 0 {
+		t.Errorf("rules on no interface: %d programs on slb, %d on sld, %d on lo; want 2, 2, 0", a, d, lo)
+	}
+}
+
+func TestPrivilegedRemove(t *testing.T) {
+	tp := newTopo(t)
+	tp.mustRun("ipf", "-Fa", "-f", tp.file("r.conf", stateless6))
+	attached := func() int { return tp.tcxPrograms("slb") }
+	if n := attached(); n != 2 {
+		t.Fatalf("%d TCX programs on slb after ipf -f, want 2", n)
+	}
+	if v := tp.mustRun("ipf", "-V"); !strings.Contains(v, "Running: yes") {
+		t.Errorf("ipf -V:\n%s\nwant Running: yes", v)
+	}
+	tp.mustRun("ipf", "-D")
+	if n := attached(); n != 0 {
+		t.Errorf("%d TCX programs on slb after ipf -D, want 0", n)
+	}
+	if _, err := os.Stat(tp.pinDir); !os.IsNotExist(err) {
+		t.Errorf("pin directory after ipf -D: %v, want it gone", err)
+	}
+	if v := tp.mustRun("ipf", "-V"); !strings.Contains(v, "Running: no") {
+		t.Errorf("ipf -V after -D:\n%s\nwant Running: no", v)
+	}
+	tp.flows()
+}

@@ -1,0 +1,136 @@
+package ipfctl
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/bpf"
+	"sluice/internal/ipflog"
+)
+
+// LiveLog reads the datapath's log ring and hands out ipflog records, so
+// ipmon prints live and offline records with the same code.
+type LiveLog struct {
+	d  *bpf.Datapath
+	rd *bpf.LogReader
+	// monoToWall converts the ring's CLOCK_MONOTONIC stamps to wall time.
+	monoToWall time.Duration
+	seq        uint32
+	ifnames    map[uint32]string
+	groups     map[uint32]string // list id -> group name, from the active set
+}
+
+// OpenLiveLog starts reading the log ring of the datapath pinned in dir
+// ("" = default). Only one reader should run at a time: each record goes
+// to one reader.
+func OpenLiveLog(dir string) (*LiveLog, error) {
+	d, err := bpf.OpenPinned(dir)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := d.OpenLog()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		rd.Close()
+		d.Close()
+		return nil, fmt.Errorf("reading the monotonic clock: %w", err)
+	}
+	l := &LiveLog{d: d, rd: rd, ifnames: map[uint32]string{}}
+	l.monoToWall = time.Duration(time.Now().UnixNano() - ts.Nano())
+	return l, nil
+}
+
+// SetDeadline makes Next return os.ErrDeadlineExceeded after t.
+func (l *LiveLog) SetDeadline(t time.Time) { l.rd.SetDeadline(t) }
+
+// Close stops reading.
+func (l *LiveLog) Close() error {
+	err := l.rd.Close()
+	l.d.Close()
+	return err
+}
+
+// Next blocks for the next record.
+func (l *LiveLog) Next() (ipflog.Record, error) {
+	raw, err := l.rd.Read()
+	if err != nil {
+		return ipflog.Record{}, err
+	}
+	wall := time.Unix(0, int64(raw.Time+l.monoToWall))
+	r := Convert(&raw, l.ifname(raw.Ifindex), l.group(raw.List), wall, l.seq)
+	l.seq++
+	return r, nil
+}
+
+func (l *LiveLog) ifname(idx uint32) string {
+	if n, ok := l.ifnames[idx]; ok {
+		return n
+	}
+	n := fmt.Sprint(idx)
+	if ifc, err := net.InterfaceByIndex(int(idx)); err == nil {
+		n = ifc.Name
+	}
+	l.ifnames[idx] = n
+	return n
+}
+
+// group names list id id of the active set. The datapath numbers groups
+// in the order the set defines them, which is the order Rules lists them
+// in; a group without rules is not listed, so ids after it would be off
+// by one (reported as a gap).
+func (l *LiveLog) group(id uint32) string {
+	if id < firstGroupList {
+		return ""
+	}
+	if n, ok := l.groups[id]; ok {
+		return n
+	}
+	l.groups = map[uint32]string{}
+	if infos, err := l.d.Rules(bpf.Active); err == nil {
+		next := uint32(firstGroupList)
+		seen := map[string]bool{}
+		for _, ri := range infos {
+			k := fmt.Sprint(ri.Acct, ri.Group)
+			if ri.Group != "" && !seen[k] {
+				seen[k] = true
+				l.groups[next] = ri.Group
+				next++
+			}
+		}
+	}
+	if n, ok := l.groups[id]; ok {
+		return n
+	}
+	return fmt.Sprint(id)
+}
+
+// logHeaderSize is the fixed part of a kernel log record, before the
+// packet bytes.
+const logHeaderSize = 48
+
+// Flush discards the records waiting in the ring (ipmon -F) and returns
+// how many bytes they held.
+func (l *LiveLog) Flush() (int, error) {
+	l.rd.SetDeadline(time.Now())
+	defer l.rd.SetDeadline(time.Time{})
+	n := 0
+	for {
+		r, err := l.rd.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		n += logHeaderSize + len(r.Data)
+	}
+}
