@@ -11,8 +11,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-
-	"sluice/internal/rules/ipf"
 )
 
 func main() {
@@ -98,20 +96,6 @@ func parseFlags(args []string) (flags, error) {
 		}
 	}
 	return f, nil
-}
-
-func dirOf(out bool) ipf.Direction {
-	if out {
-		return ipf.DirOut
-	}
-	return ipf.DirIn
-}
-
-func pinDir() string {
-	if d := os.Getenv("SLUICE_BPF_DIR"); d != "" {
-		return d
-	}
-	return ""
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sluice/internal/bpf"
+	"sluice/internal/rules/ipf"
 )
 
 func init() {
@@ -125,4 +126,18 @@ func top(w io.Writer, d *bpf.Datapath, f flags) error {
 		}
 		time.Sleep(time.Duration(f.topSecs) * time.Second)
 	}
+}
+
+func dirOf(out bool) ipf.Direction {
+	if out {
+		return ipf.DirOut
+	}
+	return ipf.DirIn
+}
+
+func pinDir() string {
+	if d := os.Getenv("SLUICE_BPF_DIR"); d != "" {
+		return d
+	}
+	return ""
 }

@@ -186,16 +186,34 @@ func cpuModel(cpuinfo []byte) string {
 	return "unknown"
 }
 
-// Estimate is the measuring time of a plan (warm-ups included, set-up
-// and teardown not, configurations whose datapath is not built in
-// excluded), for progress displays.
+// Costs beyond the measuring itself, as seen on a 2-core machine shared
+// with other work: netperf's control exchange around each test, and
+// applying and removing a configuration (an eBPF datapath's verifier run,
+// 10 000 nftables rules).
+const (
+	TestOverhead  = 100 * time.Millisecond
+	ApplyOverhead = 3 * time.Second
+)
+
+// Estimate is the wall-clock time a plan should take: its tests and
+// warm-ups plus TestOverhead per test and ApplyOverhead per apply
+// (configurations whose datapath is not built in excluded; making the
+// test bed and the report take a few seconds more).
 func Estimate(p run.Plan) time.Duration {
 	var cs []*config.Config
+	applies := 0
 	for _, c := range p.Configs {
-		if c.Available() {
-			cs = append(cs, c)
+		if !c.Available() {
+			continue
+		}
+		cs = append(cs, c)
+		for _, t := range p.Tests {
+			if c.Runs(t.Suite) {
+				applies++
+				break
+			}
 		}
 	}
 	p.Configs = cs
-	return time.Duration(p.Total())*p.Duration + time.Duration(len(cs)*p.Reps)*p.Warmup
+	return time.Duration(p.Total())*(p.Duration+TestOverhead) + time.Duration(applies*p.Reps)*(p.Warmup+ApplyOverhead)
 }

@@ -48,10 +48,12 @@ func TestEstimate(t *testing.T) {
 		want time.Duration
 	}{
 		// none runs 8 + 1 tests, nft-stateful 8, nft-dscp 1: 18 per rep,
-		// and three warm-ups; sluice-stateless is skipped.
-		{"without datapaths", config.Datapaths{}, (36 + 6) * time.Second},
-		// sluice-stateless adds 8 tests and a warm-up per rep.
-		{"with the IPF datapath", config.Datapaths{IPF: func(string) (config.Applier, error) { return nil, nil }}, (52 + 8) * time.Second},
+		// and three applies with their warm-ups; sluice-stateless is
+		// skipped.
+		{"without datapaths", config.Datapaths{}, 36*(time.Second+TestOverhead) + 6*(time.Second+ApplyOverhead)},
+		// sluice-stateless adds 8 tests and an apply per rep.
+		{"with the IPF datapath", config.Datapaths{IPF: func(string) (config.Applier, error) { return nil, nil }},
+			52*(time.Second+TestOverhead) + 8*(time.Second+ApplyOverhead)},
 	} {
 		cs, err := config.Builtin(tc.dp).Select("none,nft-stateful,nft-dscp,sluice-stateless")
 		if err != nil {
@@ -60,6 +62,39 @@ func TestEstimate(t *testing.T) {
 		p := run.Plan{Configs: cs, Tests: tests, Reps: 2, Duration: time.Second, Warmup: time.Second}
 		if got := Estimate(p); got != tc.want {
 			t.Errorf("%s: Estimate = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPresetsFit: by the overhead model, with every datapath present, the
+// quick preset takes about four minutes and the full one at most 25,
+// which leaves a margin to the half hour it may take on a busy 2-core
+// machine.
+func TestPresetsFit(t *testing.T) {
+	dp := config.Datapaths{
+		IPF: func(string) (config.Applier, error) { return nil, nil },
+		QoS: func(string) (config.Applier, error) { return nil, nil },
+	}
+	for _, tc := range []struct {
+		p     run.Preset
+		tests int // per repetition
+		max   time.Duration
+	}{
+		// none 8+3, five filter configurations 8 each, two marking 3 each
+		{run.Quick(), 11 + 4*8 + 2*3, 5 * time.Minute},
+		// none 8+8, twelve filter configurations 8 each, two marking 8 each
+		{run.Full(), 16 + 12*8 + 2*8, 25 * time.Minute},
+	} {
+		cs, err := config.Builtin(dp).Select(tc.p.Configs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := run.Plan{Configs: cs, Tests: tc.p.Tests, Reps: tc.p.Reps, Duration: tc.p.Duration, Warmup: tc.p.Warmup}
+		if got := p.Total(); got != tc.tests*tc.p.Reps {
+			t.Errorf("%s: %d tests, want %d × %d", tc.p.Name, got, tc.tests, tc.p.Reps)
+		}
+		if est := Estimate(p); est > tc.max {
+			t.Errorf("%s: estimate %v, want at most %v", tc.p.Name, est, tc.max)
 		}
 	}
 }

@@ -266,8 +266,9 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 		return raw, fmt.Errorf("exp: %w", ErrUnsupported)
 	case r.BPF != "":
 		return raw, fmt.Errorf("bpf-v4/bpf-v6: %w", ErrUnsupported)
-	case r.RouteTo != nil || r.DupTo != nil || r.FastRoute:
-		return raw, fmt.Errorf("to/dup-to/fastroute: %w", ErrUnsupported)
+	}
+	if err := compileRoute(r, &raw, opts); err != nil {
+		return raw, err
 	}
 	if len(r.On) > 0 {
 		any := false
@@ -670,6 +671,58 @@ func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, pools *pool.Set, pt *po
 				raw.Match |= mNotDst
 			}
 		}
+	}
+	return nil
+}
+
+// compileRoute resolves the interfaces of to, dup-to and fastroute. A
+// target interface that does not exist leaves that action out: IPFilter
+// keeps such a rule and sends nothing until the interface appears.
+func compileRoute(r *ipf.Rule, raw *rawRule, opts CompileOptions) error {
+	target := func(t *ipf.RouteTarget, what string) (uint32, uint8, [4]uint32, bool, error) {
+		var nh [4]uint32
+		if t.DstList != "" {
+			return 0, 0, nh, false, fmt.Errorf("%s dstlist/%s: %w", what, t.DstList, ErrUnsupported)
+		}
+		if t.Iface == "" || t.Iface == "-" {
+			return 0, 0, nh, false, nil
+		}
+		idx, ok := opts.Ifindex(t.Iface)
+		if !ok {
+			return 0, 0, nh, false, nil
+		}
+		var fam uint8
+		if t.NextHop.IsValid() {
+			fam = 6
+			if t.NextHop.Is4() {
+				fam = 4
+			}
+			addrWords(t.NextHop, &nh)
+		}
+		return uint32(idx), fam, nh, true, nil
+	}
+	if r.DupTo != nil {
+		idx, fam, nh, ok, err := target(r.DupTo, "dup-to")
+		if err != nil {
+			return err
+		}
+		if ok {
+			raw.Route |= rtDup
+			raw.DupIfindex, raw.DupNHFam, raw.DupNH = idx, fam, nh
+		}
+	}
+	if r.RouteTo != nil {
+		idx, fam, nh, ok, err := target(r.RouteTo, "to")
+		if err != nil {
+			return err
+		}
+		if ok {
+			raw.Route |= rtTo
+			raw.ToIfindex, raw.ToNHFam, raw.ToNH = idx, fam, nh
+		}
+	}
+	if r.FastRoute {
+		raw.Route |= rtFast
 	}
 	return nil
 }

@@ -184,7 +184,7 @@ func pick[T any](r *rand.Rand, s []T) T { return s[r.IntN(len(s))] }
 func randomRules(r *rand.Rand) string {
 	var b strings.Builder
 	for n := 1 + r.IntN(6); n > 0; n-- {
-		act := pick(r, []string{"pass", "pass", "block", "block", "count"})
+		act := pick(r, []string{"pass", "pass", "block", "block", "count", "auth"})
 		if act == "block" && r.IntN(6) == 0 {
 			act = "block return-icmp"
 		}
@@ -259,7 +259,7 @@ func randomRules(r *rand.Rand) string {
 		if act != "count" && r.IntN(5) == 0 {
 			b.WriteString(pick(r, []string{" with frag", " with not frag", " with mcast"}))
 		}
-		if strings.HasPrefix(act, "pass") && r.IntN(2) == 0 || act == "block" && r.IntN(8) == 0 {
+		if strings.HasPrefix(act, "pass") && r.IntN(2) == 0 || (act == "block" || act == "auth") && r.IntN(8) == 0 {
 			b.WriteString(" keep state")
 		}
 		b.WriteString("\n")

@@ -164,6 +164,14 @@ type filterRule struct {
 	RuleNo     uint32
 	SrcPool    uint16
 	DstPool    uint16
+	ToIfindex  uint32
+	DupIfindex uint32
+	ToNh       [4]uint32
+	DupNh      [4]uint32
+	Route      uint8
+	ToNhFam    uint8
+	DupNhFam   uint8
+	Pad1       uint8
 }
 
 type filterRuleText struct {
@@ -275,6 +283,10 @@ type filterWork struct {
 	HitRuleNo  uint32
 	HitGroupNo uint32
 	HitLogtag  uint32
+	HitRev     uint32
+	HitSlot    uint32
+	HitIdx     uint32
+	_          [4]byte
 }
 
 // Names of all BPF objects in the ELF.

@@ -139,6 +139,9 @@ const (
 	stPPS      = 44
 	stRetFail  = 45
 	stOOW      = 46
+	stRouted   = 48
+	stDupped   = 49
+	stRouteErr = 50
 	numStats   = 64
 	numReasons = 32
 )
@@ -205,7 +208,22 @@ type rawRule struct {
 	RuleNo     uint32
 	SrcPool    uint16
 	DstPool    uint16
+	ToIfindex  uint32
+	DupIfindex uint32
+	ToNH       [4]uint32
+	DupNH      [4]uint32
+	Route      uint8
+	ToNHFam    uint8
+	DupNHFam   uint8
+	Pad1       uint8
 }
+
+// Route flags (RT_* in filter.h).
+const (
+	rtTo   = 0x01
+	rtDup  = 0x02
+	rtFast = 0x04
+)
 
 // rawList mirrors struct list.
 type rawList struct {

@@ -173,3 +173,82 @@ func TestInterfaceAddresses(t *testing.T) {
 		h.expect(false, testPkt{src: c.src, dst: c.dst, proto: 17, sport: 1000, dport: c.port}, c.want)
 	}
 }
+
+// TestRouting: `to IF` redirects a passing packet (the program returns
+// TC_ACT_REDIRECT and counts it), `dup-to IF` sends a copy and lets the
+// packet pass, a blocked packet is not routed, and fastroute consults the
+// routing table (counted as routed or failed, never silently skipped).
+func TestRouting(t *testing.T) {
+	h := newHarness(t)
+	h.load("pass in quick to lo:127.0.0.1 proto udp from any to any port = 1\n" +
+		"pass in quick dup-to lo proto udp from any to any port = 2\n" +
+		"block in quick to lo proto udp from any to any port = 3\n" +
+		"pass in quick fastroute proto udp from any to any port = 4\n" +
+		"pass in quick to nosuch0 proto udp from any to any port = 5\n")
+	udp := func(port uint16) []byte {
+		return testPkt{src: "10.0.0.1", dst: "10.0.0.2", proto: 17, sport: 1000, dport: port}.build()
+	}
+	stats := func() Stats {
+		s, err := h.d.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if ret, _ := h.run(false, udp(1)); ret != tcRedirect {
+		t.Errorf("to: got %s, want redirect", verdictName(ret))
+	}
+	if s := stats(); s.Routed != 1 || s.Duplicated != 0 {
+		t.Errorf("to: routed %d duplicated %d, want 1 and 0", s.Routed, s.Duplicated)
+	}
+	if ret, _ := h.run(false, udp(2)); ret != tcNext {
+		t.Errorf("dup-to: got %s, want pass", verdictName(ret))
+	}
+	if s := stats(); s.Duplicated+s.RouteFail != 1 || s.Routed != 1 {
+		t.Errorf("dup-to: duplicated %d failed %d routed %d, want one copy attempt", s.Duplicated, s.RouteFail, s.Routed)
+	}
+	if ret, _ := h.run(false, udp(3)); ret != tcShot {
+		t.Errorf("blocked: got %s, want block", verdictName(ret))
+	}
+	before := stats()
+	ret, _ := h.run(false, udp(4))
+	after := stats()
+	if n := after.Routed + after.RouteFail - before.Routed - before.RouteFail; n != 1 {
+		t.Errorf("fastroute: %d routing outcomes counted, want 1", n)
+	}
+	if (ret == tcRedirect) != (after.Routed > before.Routed) {
+		t.Errorf("fastroute: returned %s but routed count %d -> %d", verdictName(ret), before.Routed, after.Routed)
+	}
+	before = stats()
+	if ret, _ := h.run(false, udp(5)); ret != tcNext {
+		t.Errorf("to a missing interface: got %s, want pass", verdictName(ret))
+	}
+	if after := stats(); after.Routed != before.Routed || after.RouteFail != before.RouteFail {
+		t.Error("to a missing interface: the packet was routed")
+	}
+}
+
+// TestAuth: with no authorising daemon an auth rule blocks (IPFilter
+// queues the packet and drops it when nobody answers), counts the hit and
+// creates no state even with keep state.
+func TestAuth(t *testing.T) {
+	h := newHarness(t)
+	h.load("pass in all\nauth in proto tcp from any to any port = 80 keep state\n")
+	p := tcp4("10.0.0.1", "10.0.0.2", 1000, 80, synF)
+	h.expect(false, p, "block")
+	h.expect(false, tcp4("10.0.0.1", "10.0.0.2", 1000, 81, synF), "pass")
+	s, err := h.d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.In.Block != 1 || s.Drops[RSNFilter] != 1 || s.StateActive != 0 {
+		t.Errorf("blocked %d, filter drops %d, states %d; want 1, 1, 0", s.In.Block, s.Drops[RSNFilter], s.StateActive)
+	}
+	rs, err := h.d.Rules(Active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[1].Hits != 1 {
+		t.Errorf("auth rule hits %d, want 1", rs[1].Hits)
+	}
+}

@@ -34,6 +34,9 @@ type Stats struct {
 	OOW                  uint64
 	DCABlocked           uint64
 	PPSBlocked           uint64
+	// Routing: packets sent out by to/fastroute, copies sent by dup-to,
+	// and failures of either (the packet then goes on as usual).
+	Routed, Duplicated, RouteFail uint64
 	// Drops by reason (ipmon's reason numbers).
 	Drops [numReasons]uint64
 }
@@ -78,6 +81,7 @@ func (d *Datapath) Stats() (Stats, error) {
 	s.StateHits, s.StateMiss = raw[stHits], raw[stMisses]
 	s.StateMaxRefused, s.StateExpired, s.StateClosed = raw[stMaxRef], raw[stExpired], raw[stClosed]
 	s.OOW, s.DCABlocked, s.PPSBlocked = raw[stOOW], raw[stDCA], raw[stPPS]
+	s.Routed, s.Duplicated, s.RouteFail = raw[stRouted], raw[stDupped], raw[stRouteErr]
 	var active int64
 	if err := d.objs.StateCount.Lookup(uint32(0), &active); err == nil {
 		s.StateActive = active

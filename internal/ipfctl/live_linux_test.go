@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,9 +61,10 @@ func buildTools(t *testing.T) string {
 			return
 		}
 		binDir = dir
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(gobin); err != nil {
-			gobin = "go"
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			buildErr = fmt.Errorf("building the commands: %w", err)
+			return
 		}
 		out, err := exec.Command(gobin, "build", "-o", dir+"/", "sluice/cmd/ipf", "sluice/cmd/ipfstat", "sluice/cmd/ipmon").CombinedOutput()
 		if err != nil {
@@ -138,6 +140,20 @@ func newTopo(t *testing.T) *topo {
 	}
 	if err := netns.Set(orig); err != nil {
 		t.Fatal(err)
+	}
+	// no IPv6 on the test links: router solicitations and MLD reports
+	// would add packets the counters are not expecting
+	for _, ns := range []netns.NsHandle{tp.a, tp.b} {
+		if err := tp.inNS(ns, func() error {
+			for _, k := range []string{"all", "default"} {
+				if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/disable_ipv6", []byte("1"), 0); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Logf("disabling IPv6: %v", err)
+		}
 	}
 	ha, err := netlink.NewHandleAt(tp.a)
 	if err != nil {
@@ -866,4 +882,43 @@ func TestPrivilegedRemove(t *testing.T) {
 		t.Errorf("ipf -V after -D:\n%s\nwant Running: no", v)
 	}
 	tp.flows()
+}
+
+// TestPrivilegedMountsBPFFS runs ipf with the default pin directory in a
+// private mount namespace where /sys/fs/bpf is not a bpffs (a tmpfs hides
+// it): ipf must mount one there, load, and ipf -D must clean up.
+func TestPrivilegedMountsBPFFS(t *testing.T) {
+	tp := newTopo(t)
+	rules := tp.file("m.conf", stateless6)
+	script := fmt.Sprintf(`set -e
+mount -t tmpfs none /sys/fs/bpf
+echo "before: $(stat -f -c %%T /sys/fs/bpf)"
+%[1]s/ipf -Fa -f %[2]s
+echo "after: $(stat -f -c %%T /sys/fs/bpf)"
+%[1]s/ipfstat -io
+%[1]s/ipf -D
+test -e /sys/fs/bpf/sluice || echo "pins gone"
+`, tp.bin, rules)
+	c := exec.Command("sh", "-c", script)
+	env := []string{}
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, PinDirEnv+"=") {
+			env = append(env, e)
+		}
+	}
+	c.Env = env
+	// a new mount namespace (Go makes its mounts private first)
+	c.SysProcAttr = &syscall.SysProcAttr{Unshareflags: unix.CLONE_NEWNS}
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	if err := tp.start(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Wait(); err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, o.String(), e.String())
+	}
+	want := "before: tmpfs\nafter: bpf_fs\n" + stateless6 + "pins gone\n"
+	if o.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", o.String(), want, e.String())
+	}
 }

@@ -119,7 +119,7 @@ func Builtin(dp Datapaths) *Registry {
 
 	r.add(r.ipf("sluice-attach", "Sluice IPFilter datapath attached, no rules", ""))
 	r.add(r.ipf("sluice-stateless", "HP's stateless set: pass in|out proto tcp|udp|icmp from any to any", IPFStateless()))
-	r.add(r.ipf("sluice-stateful", "HP's set with keep state", IPFStateful()))
+	r.add(r.ipf("sluice-stateful", "HP's set with keep state (state_max 65536)", IPFStateful()))
 	for _, n := range NoMatchCounts {
 		r.add(r.ipf(fmt.Sprintf("sluice-nomatch-%d", n),
 			fmt.Sprintf("%d non-matching stateless rules (half in, half out), then the stateless set", n), IPFNoMatch(n)))

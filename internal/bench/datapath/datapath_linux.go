@@ -22,6 +22,14 @@ func Datapaths() config.Datapaths {
 	return config.Datapaths{IPF: LoadIPF, QoS: LoadQoS}
 }
 
+// StateMax is the IPFilter state_max the bench sets. IPFilter's default,
+// 4013, is far below what TCP_CRR opens: thousands of connections a
+// second, whose entries stay in TIME_WAIT for two minutes, so new
+// connections would be refused (blocked, as IPFilter does when it cannot
+// add state) within a second. 65536 is the size of the datapath's state
+// table; each apply starts with an empty one.
+const StateMax = 65536
+
 var sweepOnce sync.Once
 
 // sweep removes, once per process, the bpffs mounts of benches that died
@@ -79,6 +87,9 @@ func (a *ipfApplier) Apply(ctx context.Context, h *topo.Host) error {
 		dp, err := bpf.Load(bpf.Options{PinDir: pin})
 		if err != nil {
 			return err
+		}
+		if err := dp.SetStateMax(StateMax); err != nil {
+			return errors.Join(err, dp.Remove())
 		}
 		// Rules first, so the first packet the hook sees meets them.
 		if err := dp.LoadRules(im, bpf.Active); err != nil {

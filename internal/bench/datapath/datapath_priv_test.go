@@ -120,6 +120,12 @@ func TestPrivilegedIPF(t *testing.T) {
 			_ = a.Remove()
 		}
 	})
+	if got := a.(*ipfApplier).dp.StateMax(); got != StateMax {
+		t.Errorf("state_max %d, want %d", got, StateMax)
+	}
+	if c, _ := config.Builtin(Datapaths()).Get("sluice-stateful"); !strings.Contains(c.Description, "state_max "+strconv.Itoa(StateMax)) {
+		t.Errorf("sluice-stateful's description %q does not give state_max %d", c.Description, StateMax)
+	}
 	ids := attached(t, tp)
 	if len(ids) != 2 {
 		t.Errorf("programs attached in the SUT: %v, want ingress and egress", ids)

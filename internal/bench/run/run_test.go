@@ -220,8 +220,8 @@ func TestMatrices(t *testing.T) {
 	if _, err := SelectTests(all, "UDP_FOO"); err == nil {
 		t.Error("unknown test accepted")
 	}
-	// The quick preset must stay near three minutes even with every
-	// Sluice datapath present.
+	// The quick preset's measuring (warm-ups included, overheads not,
+	// bench.TestPresetsFit checks those) must stay near three minutes.
 	q := Quick()
 	reg := config.Builtin(config.Datapaths{})
 	cs, err := reg.Select(q.Configs)

@@ -241,6 +241,9 @@ struct work {
 	__u32 hit_rule_no;
 	__u32 hit_group_no;
 	__u32 hit_logtag;
+	__u32 hit_rev;  /* the state hit was a reply */
+	__u32 hit_slot; /* slot and rule index that created the entry */
+	__u32 hit_idx;
 };
 
 /* GLOBAL functions are verified once on their own instead of once per call
@@ -1837,6 +1840,9 @@ GLOBAL int sl_state_lookup(__u64 now)
 	e = state_lookup(&w->p, &rev, now, &w->e);
 	if (!e)
 		return 0;
+	w->hit_rev = rev;
+	w->hit_slot = e->slot;
+	w->hit_idx = e->rule;
 	w->hit_pass = e->pass;
 	w->hit_rule_no = e->rule_no;
 	w->hit_group_no = e->group_no;
@@ -2099,6 +2105,85 @@ GLOBAL int sl_reply(struct __sk_buff *skb, __u32 rst, __u32 code, __u32 asdest)
 	return ret;
 }
 
+/* ------------------------------------------------------------- routing */
+
+static __always_inline long redirect_nh(__u32 ifindex, __u8 fam, const __u32 *nh)
+{
+	struct bpf_redir_neigh rn = {};
+
+	if (fam == 4) {
+		rn.nh_family = 2; /* AF_INET */
+		rn.ipv4_nh = nh[0];
+	} else if (fam == 6) {
+		rn.nh_family = 10; /* AF_INET6 */
+		__builtin_memcpy(rn.ipv6_nh, nh, 16);
+	} else {
+		return bpf_redirect_neigh(ifindex, NULL, 0, 0);
+	}
+	return bpf_redirect_neigh(ifindex, &rn, sizeof(rn), 0);
+}
+
+/* sl_route carries out a passing packet's dup-to, to and fastroute
+ * (§2.2 step 10): dup-to sends a copy out of its interface, to sends the
+ * packet itself (the kernel's neighbour table fills in the link layer),
+ * fastroute (inbound) forwards along the routing table without touching
+ * the TTL. Returns a TC action, or -1 to let the packet go on as usual. */
+GLOBAL int sl_route(struct __sk_buff *skb, __u32 slot, __u32 idx)
+{
+	struct work *w = get_work();
+	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
+	struct rule *r;
+	struct pktinfo *p;
+
+	if (!w || slot >= NSLOTS)
+		return -1;
+	p = &w->p;
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r || !r->route)
+		return -1;
+	if (r->route & RT_DUP) {
+		if (bpf_clone_redirect(skb, r->dup_ifindex, 0) == 0)
+			stat_inc(ST_DUPPED);
+		else
+			stat_inc(ST_ROUTEFAIL);
+	}
+	if (r->route & RT_TO) {
+		long ret = redirect_nh(r->to_ifindex, r->to_nh_fam, r->to_nh);
+
+		if (ret == TC_ACT_REDIRECT) {
+			stat_inc(ST_ROUTED);
+			return TC_ACT_REDIRECT;
+		}
+		stat_inc(ST_ROUTEFAIL);
+		return -1;
+	}
+	if ((r->route & RT_FAST) && !p->out) {
+		struct bpf_fib_lookup fib = {};
+		long rc;
+
+		fib.family = p->family == 4 ? 2 : 10;
+		fib.l4_protocol = p->proto;
+		fib.tot_len = p->plen;
+		fib.ifindex = skb->ifindex;
+		if (p->family == 4) {
+			fib.tos = p->tos;
+			fib.ipv4_src = p->src[0];
+			fib.ipv4_dst = p->dst[0];
+		} else {
+			__builtin_memcpy(fib.ipv6_src, p->src, 16);
+			__builtin_memcpy(fib.ipv6_dst, p->dst, 16);
+		}
+		rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+		if ((rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) &&
+		    bpf_redirect_neigh(fib.ifindex, NULL, 0, 0) == TC_ACT_REDIRECT) {
+			stat_inc(ST_ROUTED);
+			return TC_ACT_REDIRECT;
+		}
+		stat_inc(ST_ROUTEFAIL);
+	}
+	return -1;
+}
+
 /* --------------------------------------------------------------- main */
 
 static __always_inline int verdict_of(__u32 pass)
@@ -2126,6 +2211,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	__builtin_memset(p, 0, sizeof(*p));
 	__builtin_memset(&w->s, 0, sizeof(w->s));
 	w->hit_logtag = 0;
+	w->hit_rev = 1;
 	p->out = out;
 	p->ifindex = skb->ifindex;
 	l2 = bpf_map_lookup_elem(&ifaces, &p->ifindex);
@@ -2301,8 +2387,22 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 	}
 
-	if (!blocked)
+	if (!blocked) {
+		/* the rule that matched, or for a state hit in the direction
+		 * that created it, the rule that created the state (the reverse
+		 * direction would follow reply-to) */
+		if (!(pass & FR_NOMATCH)) {
+			int rt = -1;
+
+			if (!hit && mrule)
+				rt = sl_route(skb, slot, mrule - 1);
+			else if (hit == 1 && !w->hit_rev && w->hit_slot == slot)
+				rt = sl_route(skb, slot, w->hit_idx);
+			if (rt >= 0)
+				return rt;
+		}
 		return TC_ACT_UNSPEC;
+	}
 	if (!out && (pass & FR_RETMASK)) {
 		int ret = -1;
 

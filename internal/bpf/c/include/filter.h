@@ -185,6 +185,9 @@
 #define ST_PPS 44
 #define ST_RETFAIL 45
 #define ST_OOW 46
+#define ST_ROUTED 48 /* sent out by to / fastroute */
+#define ST_DUPPED 49 /* copies sent by dup-to */
+#define ST_ROUTEFAIL 50
 #define ST_ACTIVE 47 /* not per-cpu meaningful: maintained as +/- */
 #define NSTATS 64
 
@@ -271,7 +274,20 @@ struct rule {
 	__u32 rule_no;
 	__u16 src_pool; /* pool table ids within the slot (M_SRCPOOL/M_DSTPOOL) */
 	__u16 dst_pool;
+	/* to / dup-to / fastroute (§1.3.14): interfaces and next hops */
+	__u32 to_ifindex;
+	__u32 dup_ifindex;
+	__u32 to_nh[4];
+	__u32 dup_nh[4];
+	__u8 route;      /* RT_* */
+	__u8 to_nh_fam;  /* 4, 6 or 0: no next hop given */
+	__u8 dup_nh_fam;
+	__u8 pad1;
 };
+
+#define RT_TO 0x01
+#define RT_DUP 0x02
+#define RT_FAST 0x04
 
 /* ippool tree and hash tables of a slot, one LPM trie for all: a match on
  * an entry with neg set means "not in the table" (tree "!" entries). */
