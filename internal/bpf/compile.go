@@ -48,7 +48,7 @@ type Image struct {
 	rules  []rawRule
 	texts  []string
 	lists  []imageList
-	ifaces []string // interfaces named by `on`, in first-seen order
+	ifaces []string    // interfaces named by `on`, in first-seen order
 	pools  []poolEntry // entries of the pool tables the rules name
 	// index entries; nil when the set is too small to benefit
 	dst   map[prefixKey]rawBlocks

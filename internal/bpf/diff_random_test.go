@@ -183,13 +183,23 @@ func pick[T any](r *rand.Rand, s []T) T { return s[r.IntN(len(s))] }
 // randomRules returns 1 to 6 rules from a small ipf.conf grammar.
 func randomRules(r *rand.Rand) string {
 	var b strings.Builder
+	// sometimes the first filter rule heads group 10 and later rules of
+	// its direction join it
+	grouped, headDir := r.IntN(4) == 0, ""
 	for n := 1 + r.IntN(6); n > 0; n-- {
 		act := pick(r, []string{"pass", "pass", "block", "block", "count", "auth"})
+		if grouped && act == "count" {
+			act = "pass"
+		}
 		if act == "block" && r.IntN(6) == 0 {
 			act = "block return-icmp"
 		}
 		b.WriteString(act)
-		b.WriteString(pick(r, []string{" in", " out"}))
+		dir := pick(r, []string{" in", " out"})
+		if headDir != "" {
+			dir = headDir
+		}
+		b.WriteString(dir)
 		if act != "count" && r.IntN(2) == 0 {
 			b.WriteString(" quick")
 		}
@@ -257,10 +267,18 @@ func randomRules(r *rand.Rand) string {
 			}
 		}
 		if act != "count" && r.IntN(5) == 0 {
-			b.WriteString(pick(r, []string{" with frag", " with not frag", " with mcast"}))
+			b.WriteString(pick(r, []string{" with frag", " with not frag", " with mcast", " with v6hdrs",
+				" with v6hdr dstopts", " with not v6hdr hopopts", " with v6hdr hopopts,routing"}))
 		}
 		if strings.HasPrefix(act, "pass") && r.IntN(2) == 0 || (act == "block" || act == "auth") && r.IntN(8) == 0 {
 			b.WriteString(" keep state")
+		}
+		switch {
+		case grouped && headDir == "":
+			b.WriteString(" head 10")
+			headDir = dir
+		case grouped && r.IntN(3) != 0:
+			b.WriteString(" group 10")
 		}
 		b.WriteString("\n")
 	}
@@ -279,12 +297,16 @@ type flowPkt struct {
 	id       uint16
 	out      bool
 	payload  int
+	exts     []uint8 // IPv6 extension headers, 8 bytes each
 }
 
 func (f flowPkt) String() string {
 	dir := "in"
 	if f.out {
 		dir = "out"
+	}
+	if len(f.exts) > 0 {
+		dir += fmt.Sprintf(" exthdrs %v", f.exts)
 	}
 	switch f.proto {
 	case 6:
@@ -351,13 +373,19 @@ func (f flowPkt) frame() []byte {
 		binary.BigEndian.PutUint16(frame[12:], 0x86dd)
 		ip := make([]byte, 40)
 		ip[0] = 0x60
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(l4)))
-		ip[6] = f.proto
+		var hdrs []byte
+		next := f.proto
+		for i := len(f.exts) - 1; i >= 0; i-- {
+			hdrs = append([]byte{next, 0, 0, 0, 0, 0, 0, 0}, hdrs...)
+			next = f.exts[i]
+		}
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(hdrs)+len(l4)))
+		ip[6] = next
 		ip[7] = 64
 		s, d := f.src.As16(), f.dst.As16()
 		copy(ip[8:], s[:])
 		copy(ip[24:], d[:])
-		frame = append(frame, ip...)
+		frame = append(append(frame, ip...), hdrs...)
 	}
 	return append(frame, l4...)
 }
@@ -373,14 +401,19 @@ func newFlowGen(r *rand.Rand) *flowGen { return &flowGen{r: r} }
 
 func (g *flowGen) next() flowPkt {
 	r := g.r
+	var p flowPkt
 	if len(g.flows) > 0 && r.IntN(3) != 0 {
 		i := r.IntN(len(g.flows))
-		p := g.follow(g.flows[i])
+		p = g.follow(g.flows[i])
 		g.flows[i] = p
-		return p
+	} else {
+		p = g.fresh()
+		g.flows = append(g.flows, p)
 	}
-	p := g.fresh()
-	g.flows = append(g.flows, p)
+	p.exts = nil
+	if p.v6 && r.IntN(5) == 0 {
+		p.exts = pick(r, [][]uint8{{0}, {60}, {0, 60}, {43}, {0, 43, 60}})
+	}
 	return p
 }
 

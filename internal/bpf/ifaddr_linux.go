@@ -31,13 +31,33 @@ func (d *Datapath) SetInterfaceAddr(ifindex int, addrs ...netip.Addr) error {
 	return nil
 }
 
-// SyncInterfaces reads the host's interface addresses into the datapath
-// (IPFilter's ipf -y). LoadRules calls it, so a rule set always replies
-// from the addresses the interfaces had when it was loaded.
+// SyncInterfaces reads the interface addresses of the calling thread's
+// network namespace into the datapath (IPFilter's ipf -y). LoadRules
+// calls it, so a rule set replies from the addresses the interfaces had
+// when it was loaded; call both from the namespace the datapath filters.
 func (d *Datapath) SyncInterfaces() error {
 	ifcs, err := net.Interfaces()
 	if err != nil {
 		return fmt.Errorf("listing interfaces: %w", err)
+	}
+	// forget interfaces that have gone: their index may be reused
+	live := map[uint32]bool{}
+	for _, ifc := range ifcs {
+		live[uint32(ifc.Index)] = true
+	}
+	var (
+		k     uint32
+		v     filterIfAddr
+		stale []uint32
+	)
+	it := d.objs.Ifaddrs.Iterate()
+	for it.Next(&k, &v) {
+		if !live[k] {
+			stale = append(stale, k)
+		}
+	}
+	for _, k := range stale {
+		_ = d.objs.Ifaddrs.Delete(k)
 	}
 	for _, ifc := range ifcs {
 		addrs, err := ifc.Addrs()

@@ -62,22 +62,22 @@ const (
 
 // Rule test bits (M_* in filter.h).
 const (
-	mIface  = 0x0001
-	mSrc    = 0x0002
-	mDst    = 0x0004
-	mNotSrc = 0x0008
-	mNotDst = 0x0010
-	mProto  = 0x0020
-	mTCPUDP = 0x0040
-	mTos    = 0x0080
-	mTTL    = 0x0100
-	mFlags  = 0x0200
-	mICMP   = 0x0400
-	mSport  = 0x0800
-	mDport  = 0x1000
-	mWith   = 0x2000
-	mOpt    = 0x4000
-	mNever  = 0x8000
+	mIface   = 0x0001
+	mSrc     = 0x0002
+	mDst     = 0x0004
+	mNotSrc  = 0x0008
+	mNotDst  = 0x0010
+	mProto   = 0x0020
+	mTCPUDP  = 0x0040
+	mTos     = 0x0080
+	mTTL     = 0x0100
+	mFlags   = 0x0200
+	mICMP    = 0x0400
+	mSport   = 0x0800
+	mDport   = 0x1000
+	mWith    = 0x2000
+	mOpt     = 0x4000
+	mNever   = 0x8000
 	mSec     = 0x10000
 	mSrcPool = 0x20000
 	mDstPool = 0x40000

@@ -102,6 +102,7 @@ type Engine struct {
 	gmaps  GroupMaps
 	reply  Replier
 	ifaddr IfAddrs
+	ifnets IfNetworks
 	limits connLimits
 
 	mu          sync.Mutex // guards tun
@@ -184,7 +185,10 @@ func (e *Engine) SetRouter(r Router) { e.router = r }
 func (e *Engine) SetReplier(r Replier) { e.reply = r }
 
 // SetIfAddrs installs the interface address lookup.
-func (e *Engine) SetIfAddrs(a IfAddrs) { e.ifaddr = a }
+func (e *Engine) SetIfAddrs(a IfAddrs) {
+	e.ifaddr = a
+	e.ifnets, _ = a.(IfNetworks)
+}
 
 // SetDstLists installs the dstlist resolver.
 func (e *Engine) SetDstLists(d DstLists) { e.dsts = d }
@@ -398,7 +402,7 @@ func (e *Engine) Check(p *Packet) Result {
 			e.rewriteIPID(p)
 		}
 	}
-	if pass&ruleset.FRLog != 0 && e.logger != nil {
+	if pass&ruleset.FRLog != 0 && e.logger != nil && !e.logSuppressed(sc.rule) {
 		lm := pass & ruleset.FRLogMask
 		if lm == ruleset.FRLog|ruleset.FRPass || lm == ruleset.FRLog|ruleset.FRBlock {
 			if err := e.log(&sc, pass); err != nil && pass&ruleset.FRLogOrBlock != 0 {
@@ -531,7 +535,7 @@ func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
 			r = gr
 			passt = r.Flags
 		}
-		if passt&ruleset.FRLogMask == ruleset.FRLog {
+		if passt&ruleset.FRLogMask == ruleset.FRLog && !sc.e.logSuppressed(r) {
 			if err := sc.e.log(sc, passt); err != nil && passt&ruleset.FRLogOrBlock != 0 {
 				passt &^= ruleset.FRCmdMask
 				passt |= ruleset.FRBlock | ruleset.FRQuick
@@ -550,7 +554,15 @@ func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
 		if passt&ruleset.FRRetMask != 0 {
 			sc.icode = r.ICMPCode
 		}
-		if r.HeadList != nil && sc.depth < 16 {
+		if passt&ruleset.FRCmdMask == ruleset.FRDecap {
+			// decapsulate never decides by itself; its head group
+			// judges the inner packet.
+			if r.HeadList != nil && sc.depth < 16 {
+				if inner, ok := sc.decapScan(r.HeadList, pass); ok {
+					pass = inner
+				}
+			}
+		} else if r.HeadList != nil && sc.depth < 16 {
 			sc.depth++
 			inner := pass
 			saved := *sc
@@ -575,6 +587,74 @@ func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
 		}
 	}
 	return pass
+}
+
+// decapScan scans group g against the packet carried inside the current
+// one (IP-in-IP, IPv6-in-IP or GRE carrying IPv4/IPv6), as IPFilter 5.x's
+// ipf_decaps does. ok is false when the packet carries nothing the
+// engine can decapsulate, or when nothing in g matched: the verdict
+// then stays. The inner packet lives only for this scan; decapsulating
+// rules are rare, so its allocation is accepted off the common path.
+func (sc *scan) decapScan(g *ruleset.List, pass uint32) (uint32, bool) {
+	p := sc.p
+	fi := &p.Info
+	if fi.Off != 0 || fi.Flags&(packet.FlagShort|packet.FlagBad) != 0 || fi.L4Off <= 0 {
+		return pass, false
+	}
+	end := min(fi.L4Off+fi.DLen, len(p.Data))
+	if fi.L4Off >= end {
+		return pass, false
+	}
+	payload := p.Data[fi.L4Off:end]
+	switch fi.L4Proto {
+	case 4, 41:
+	case 47:
+		payload = greInner(payload)
+		if payload == nil {
+			return pass, false
+		}
+	default:
+		return pass, false
+	}
+	in := &Packet{}
+	in.Load(payload, p.IfName, p.Out, p.LinkFlags)
+	if in.ParseErr != nil {
+		return pass, false
+	}
+	saved := *sc
+	sub := scan{e: sc.e, p: in, ruleNum: -1, depth: sc.depth + 1}
+	sub.portcmp = in.Info.Flags&packet.FlagTCPUDP != 0 && in.Info.DLen > 3 && in.Info.Off == 0
+	res := sub.scanList(g, pass)
+	*sc = saved
+	if !sub.matched {
+		return pass, false
+	}
+	sc.rule, sc.ruleNum, sc.group = sub.rule, sub.ruleNum, sub.group
+	sc.icode = sub.icode
+	return res, true
+}
+
+// greInner returns the IPv4 or IPv6 packet a GRE (RFC 2784/2890) header
+// carries, or nil.
+func greInner(b []byte) []byte {
+	if len(b) < 4 || b[1]&0x07 != 0 {
+		return nil
+	}
+	n := 4
+	if b[0]&0x80 != 0 { // checksum present
+		n += 4
+	}
+	if b[0]&0x20 != 0 { // key present
+		n += 4
+	}
+	if b[0]&0x10 != 0 { // sequence number present
+		n += 4
+	}
+	et := uint16(b[2])<<8 | uint16(b[3])
+	if (et != 0x0800 && et != 0x86dd) || len(b) <= n {
+		return nil
+	}
+	return b[n:]
 }
 
 // callGroup runs a srcgrpmap/dstgrpmap call: it scans the group the
@@ -656,6 +736,9 @@ func (sc *scan) match(r *ruleset.Rule) bool {
 	if t == 0 {
 		return true
 	}
+	if t&ruleset.TestExpr != 0 {
+		return sc.exprMatch(r.Expr)
+	}
 	if t&ruleset.TestProto != 0 {
 		if r.TCPUDP {
 			if fi.Flags&packet.FlagTCPUDP == 0 {
@@ -701,6 +784,63 @@ func (sc *scan) match(r *ruleset.Rule) bool {
 			return false
 		}
 		if (uint16(fi.ICMPType)<<8|uint16(fi.ICMPCode))&r.ICMPMask != r.ICMPValue {
+			return false
+		}
+	}
+	return true
+}
+
+// exprMatch is ipf_fr_matcharray: clauses are ANDed, the values of one
+// clause ORed. A clause whose implied protocol differs from the packet's
+// ends the test with no match, even for `!=`.
+func (sc *scan) exprMatch(x []ruleset.ExprTest) bool {
+	fi := &sc.p.Info
+	if sc.alen == 0 {
+		sc.words()
+	}
+	for i := range x {
+		c := &x[i]
+		if c.Proto != 0 && c.Proto != fi.Proto {
+			return false
+		}
+		rv := false
+		for j := range c.Vals {
+			v := &c.Vals[j]
+			switch c.Op {
+			case ruleset.ExprProto:
+				rv = uint32(fi.Proto) == v.Num
+			case ruleset.ExprAddr, ruleset.ExprSrc, ruleset.ExprDst, ruleset.ExprAddr6, ruleset.ExprSrc6, ruleset.ExprDst6:
+				want := uint8(4)
+				if c.Op >= ruleset.ExprAddr6 {
+					want = 6
+				}
+				if fi.Version != want {
+					break
+				}
+				src := sc.srcW[0]&v.M[0] == v.W[0] && sc.srcW[1]&v.M[1] == v.W[1]
+				dst := sc.dstW[0]&v.M[0] == v.W[0] && sc.dstW[1]&v.M[1] == v.W[1]
+				switch c.Op {
+				case ruleset.ExprSrc, ruleset.ExprSrc6:
+					rv = src
+				case ruleset.ExprDst, ruleset.ExprDst6:
+					rv = dst
+				default:
+					rv = src || dst
+				}
+			case ruleset.ExprPort:
+				rv = uint32(fi.SrcPort) == v.Num || uint32(fi.DstPort) == v.Num
+			case ruleset.ExprSport:
+				rv = uint32(fi.SrcPort) == v.Num
+			case ruleset.ExprDport:
+				rv = uint32(fi.DstPort) == v.Num
+			case ruleset.ExprFlags:
+				rv = uint32(fi.TCPFlags)&v.Mask == v.Num
+			}
+			if rv {
+				break
+			}
+		}
+		if rv == c.Not {
 			return false
 		}
 	}
@@ -772,22 +912,81 @@ func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr, w *[2]uint64) bool
 		}
 		hit = sc.e.pools.Contains(m.Kind, m.Table, a)
 	case ipf.AddrIface:
-		if m.IfaceMode != ipf.IfaceDynamic || sc.e.ifaddr == nil {
-			return false
+		hit = sc.e.ifaceAddrMatch(m, a)
+	}
+	return hit != m.Not
+}
+
+// ifaceAddrMatch tests a against an address taken from an interface
+// (ipf_ifpaddr/ipf_ifpfillv4addr). Without IfNetworks the interface's
+// netmask is taken as all ones, as IPFilter's userland build does: every
+// form then means the interface address itself, and `(IF)/BITS` keeps
+// its BITS. An interface with no known address matches nothing.
+func (e *Engine) ifaceAddrMatch(m *ruleset.AddrMatch, a netip.Addr) bool {
+	if e.ifaddr == nil {
+		return false
+	}
+	v6 := a.Is6()
+	ia, ok := e.ifaddr.IfAddr(m.Iface, v6)
+	if !ok {
+		return false
+	}
+	bits := a.BitLen()
+	switch m.IfaceMode {
+	case ipf.IfaceDynamic:
+		if int(m.IfaceBits) < bits {
+			bits = int(m.IfaceBits)
 		}
-		ia, ok := sc.e.ifaddr.IfAddr(m.Iface, a.Is6())
+	case ipf.IfaceBroadcast, ipf.IfaceNetwork, ipf.IfaceNetmasked, ipf.IfacePeer:
+		if e.ifnets == nil {
+			break
+		}
+		n, ok := e.ifnets.IfNetwork(m.Iface, v6)
 		if !ok {
 			return false
 		}
-		bits := int(m.IfaceBits)
-		if bits > a.BitLen() {
-			bits = a.BitLen()
+		switch m.IfaceMode {
+		case ipf.IfaceBroadcast:
+			ia = n.Broadcast
+		case ipf.IfacePeer:
+			ia = n.Peer
+		case ipf.IfaceNetwork:
+			ia = n.Prefix.Masked().Addr()
+		case ipf.IfaceNetmasked:
+			ia, bits = n.Prefix.Masked().Addr(), n.Prefix.Bits()
 		}
-		pa, _ := a.Prefix(bits)
-		pi, _ := ia.Prefix(bits)
-		hit = pa == pi
+		if !ia.IsValid() || bits < 0 {
+			return false
+		}
 	}
-	return hit != m.Not
+	if ia.BitLen() != a.BitLen() {
+		return false
+	}
+	pa, _ := a.Prefix(bits)
+	pi, _ := ia.Prefix(bits)
+	return pa == pi
+}
+
+// logSuppressed applies HP's `log limit [freq N]` (ipf-reference §7): a
+// rule with it writes at most N log records (1 without freq) per
+// one-second window, counted like pps. A suppressed record is not a
+// failed one, so `or-block` does not fire. [HP; the window is inferred.]
+func (e *Engine) logSuppressed(r *ruleset.Rule) bool {
+	if r == nil || !r.Src.HasLog || !r.Src.Log.Limit || e.logger == nil {
+		return false
+	}
+	n := r.Src.Log.LimitFreq
+	if n == 0 {
+		n = 1
+	}
+	now := e.clock.Ticks()
+	st := r.Stats
+	if st.LogCount.Load() == 0 || now-st.LogStart.Load() >= 2 {
+		st.LogStart.Store(now)
+		st.LogCount.Store(1)
+		return false
+	}
+	return st.LogCount.Add(1) > n
 }
 
 func (e *Engine) ppsExceeded(r *ruleset.Rule) bool {

@@ -95,9 +95,26 @@ type Replier interface {
 }
 
 // IfAddrs gives interface addresses for rules that take them from an
-// interface: `(IF)` and `(IF)/BITS` (ipf-reference §1.3.3). Broadcast,
-// network and peer forms need a netmask the reference engine does not
-// know; they never match.
+// interface: `(IF)`, `(IF)/BITS` and `IF/broadcast|network|netmasked|peer`
+// (ipf-reference §1.3.3). With IfAddrs alone the engine behaves like
+// ipftest, whose interfaces have an all-ones netmask: every IF/... form
+// then stands for the interface address itself.
 type IfAddrs interface {
 	IfAddr(name string, v6 bool) (netip.Addr, bool)
+}
+
+// IfNetwork describes an interface's network for the IF/... forms.
+type IfNetwork struct {
+	// Prefix is the interface address with its netmask length.
+	Prefix netip.Prefix
+	// Broadcast and Peer are the broadcast and point-to-point peer
+	// addresses; the zero Addr when the interface has none.
+	Broadcast, Peer netip.Addr
+}
+
+// IfNetworks is implemented by an IfAddrs that knows real netmasks (a
+// datapath reading the host's interfaces); the engine then uses it for
+// IF/broadcast, IF/network, IF/netmasked and IF/peer.
+type IfNetworks interface {
+	IfNetwork(name string, v6 bool) (IfNetwork, bool)
 }

@@ -56,6 +56,9 @@ func (e *Engine) stateCheck(p *Packet) (*state.Entry, bool) {
 	se, _, res := e.States.Lookup(sp)
 	switch res {
 	case state.Hit:
+		if sp.Rewrite {
+			rewriteSeqAck(p, sp.NewSeq, sp.NewAck)
+		}
 		return se, true
 	case state.OutOfWindow:
 		fi.Flags |= packet.FlagOOW
@@ -163,6 +166,7 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 			lim.PerSrcBits = int(ks.MaxPerSrcBits)
 			lim.Strict, lim.Loose, lim.NoICMPErr = ks.Strict, ks.Loose, ks.NoICMPErr
 			lim.ICMPHead = ks.ICMPHead
+			lim.NewISN = ks.NewISN
 		}
 		if p.Out {
 			// The rule's interfaces describe the outbound slots.
@@ -178,6 +182,9 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 	se, err := e.States.Add(sp, pass, &lim)
 	if err != state.AddOK {
 		return nil, false
+	}
+	if sp.Rewrite {
+		rewriteSeqAck(p, sp.NewSeq, sp.NewAck)
 	}
 	fi.Flags |= packet.FlagState
 	if fi.Flags&packet.FlagFrag != 0 {
@@ -208,4 +215,24 @@ func isICMPError4(t uint8) bool {
 		return true
 	}
 	return false
+}
+
+// rewriteSeqAck writes a newisn entry's translated sequence and
+// acknowledgement numbers into the TCP header, patching the checksum
+// (ipf_fixoutisn / ipf_fixinisn).
+func rewriteSeqAck(p *Packet, seq, ack uint32) {
+	fi := &p.Info
+	o := fi.L4Off
+	if fi.Proto != packet.ProtoTCP || fi.Off != 0 || o+20 > len(p.Data) {
+		return
+	}
+	t := p.Data[o:]
+	sum := binary.BigEndian.Uint16(t[16:])
+	oldSeq, oldAck := binary.BigEndian.Uint32(t[4:]), binary.BigEndian.Uint32(t[8:])
+	sum = packet.ChecksumUpdate32(sum, oldSeq, seq)
+	sum = packet.ChecksumUpdate32(sum, oldAck, ack)
+	binary.BigEndian.PutUint32(t[4:], seq)
+	binary.BigEndian.PutUint32(t[8:], ack)
+	binary.BigEndian.PutUint16(t[16:], sum)
+	fi.Seq, fi.Ack = seq, ack
 }

@@ -175,6 +175,7 @@ func (t *Tunables) StateConfig() state.Config {
 	c.Max = int(t.vals["state_max"])
 	c.Size = int(t.vals["state_size"])
 	c.MaxBucket = int(t.vals["state_maxbucket"])
+	c.WMHigh, c.WMLow, c.WMFreq = int(t.vals["state_wm_high"]), int(t.vals["state_wm_low"]), v("state_wm_freq")
 	c.Lock = t.vals["state_lock"] != 0
 	c.Logging = t.vals["state_logging"] != 0
 	c.SetTCPTimeouts(v("tcp_timeout"), v("tcp_syn_sent"), v("tcp_syn_received"), v("tcp_idle_timeout"),

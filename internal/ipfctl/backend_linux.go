@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cilium/ebpf/link"
 
 	"sluice/internal/bpf"
 	"sluice/internal/rules/ipf"
@@ -146,11 +149,8 @@ func currentRules(d *bpf.Datapath, s bpf.Set) ([]*ipf.Rule, error) {
 // one atomic step; on any error the set is as it was.
 func (b *Backend) AddRules(set cli.Set, rules []*ipf.Rule, remove bool) error {
 	s := toSet(set)
-	// compile the new rules alone first: an unsupported rule is refused
-	// before anything is loaded or attached
-	if _, err := bpf.Compile(rules, bpf.CompileOptions{}); err != nil {
-		return err
-	}
+	// everything that can fail on the rules (parsing the loaded ones,
+	// compiling) happens before the datapath is loaded or touched
 	var cur []*ipf.Rule
 	if d, err := b.open(); err == nil {
 		if cur, err = currentRules(d, s); err != nil {
@@ -299,16 +299,9 @@ func (b *Backend) SetEnabled(on bool) error {
 		}
 		return b.d.SetEnabled(true)
 	}
-	d, err := b.open()
-	if errors.Is(err, bpf.ErrNotLoaded) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	err = d.Remove()
-	b.d, b.loaded = nil, false
-	if err != nil {
+	b.Close()
+	b.loaded = false
+	if err := Remove(b.pinDir()); err != nil {
 		return fmt.Errorf("removing the datapath: %w", err)
 	}
 	return nil
@@ -526,19 +519,44 @@ func formatStatus(d *bpf.Datapath) string {
 // (0x1) and IPv6 (0x8); the datapath has no NAT, pools or auth.
 const featureMask = 0x1 | 0x8
 
-// Remove detaches and unpins the datapath in dir if one is there; tests
-// use it for cleanup.
+// Remove detaches and unpins the datapath in dir ("" = default) if one is
+// there. Pins that no longer open as this version's maps (left by another
+// build) are removed one by one, links first, so ipf -D always cleans up.
 func Remove(dir string) error {
+	if dir == "" {
+		dir = bpf.DefaultPinDir
+	}
 	d, err := bpf.OpenPinned(dir)
 	if errors.Is(err, bpf.ErrNotLoaded) {
-		return nil
-	}
-	if err != nil {
-		// maps that do not open still leave pins and links to remove
 		if _, serr := os.Stat(dir); serr != nil {
 			return nil
 		}
-		return err
+	} else if err == nil {
+		return d.Remove()
 	}
-	return d.Remove()
+	var errs []error
+	ents, rerr := os.ReadDir(dir)
+	if rerr != nil {
+		return rerr
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if strings.HasPrefix(e.Name(), "link_") {
+			if l, err := link.LoadPinnedLink(p, nil); err == nil {
+				// unpinning drops the last reference, which detaches
+				if err := l.Unpin(); err != nil {
+					errs = append(errs, err)
+				}
+				l.Close()
+				continue
+			}
+		}
+		if err := os.Remove(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

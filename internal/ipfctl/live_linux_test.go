@@ -35,6 +35,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"sluice/internal/bpf"
+	"sluice/internal/rules/ipf"
 	"sluice/internal/testutil"
 )
 
@@ -85,6 +87,66 @@ type topo struct {
 	pinDir string
 	bin    string
 	tmp    string
+	// cleanups run in reverse order by close
+	cleanups []func()
+}
+
+func (tp *topo) onClose(f func()) { tp.cleanups = append(tp.cleanups, f) }
+
+// close tears the topology down: processes and sockets, the datapath,
+// the veth, the namespaces, the bpffs mount and the files.
+func (tp *topo) close() {
+	for i := len(tp.cleanups) - 1; i >= 0; i-- {
+		tp.cleanups[i]()
+	}
+	tp.cleanups = nil
+}
+
+var (
+	sharedMu sync.Mutex
+	shared   *topo
+)
+
+// sharedTopo returns the topology the rule-set tests share (one datapath
+// load for all of them, the verifier being the slow part); TestMain tears
+// it down. Each test starts by resetting the rules.
+func sharedTopo(t *testing.T) *topo {
+	t.Helper()
+	testutil.RequireRoot(t)
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared == nil {
+		shared = newTopo(t)
+		return shared
+	}
+	shared.t = t
+	if _, err := os.Stat(shared.pinDir); err == nil {
+		shared.mustRun("ipf", "-l", "none", "-FS", "-Fa", "-I", "-Fa")
+	}
+	return shared
+}
+
+// ownTopo returns a topology for this test alone.
+func ownTopo(t *testing.T) *topo {
+	t.Helper()
+	testutil.RequireRoot(t)
+	// nothing is shared, so these overlap with each other (after the
+	// shared-topology tests, which run one by one)
+	t.Parallel()
+	tp := newTopo(t)
+	t.Cleanup(tp.close)
+	return tp
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.close()
+	}
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 // inNS runs f on an OS thread that has joined ns. If the thread cannot go
@@ -109,7 +171,18 @@ func (tp *topo) inNS(ns netns.NsHandle, f func() error) error {
 func newTopo(t *testing.T) *topo {
 	t.Helper()
 	testutil.RequireRoot(t)
-	tp := &topo{t: t, bin: buildTools(t), tmp: t.TempDir()}
+	tmp, err := os.MkdirTemp("", "ipfctl-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &topo{t: t, bin: buildTools(t), tmp: tmp}
+	tp.onClose(func() { os.RemoveAll(tmp) })
+	complete := false
+	defer func() {
+		if !complete { // a Fatal or Skip on the way: undo what was made
+			tp.close()
+		}
+	}()
 	mnt := filepath.Join(tp.tmp, "bpffs")
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		t.Fatal(err)
@@ -117,7 +190,7 @@ func newTopo(t *testing.T) *topo {
 	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
 		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
 	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	tp.onClose(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
 	tp.pinDir = filepath.Join(mnt, "sluice")
 
 	runtime.LockOSThread()
@@ -127,7 +200,7 @@ func newTopo(t *testing.T) *topo {
 		t.Fatal(err)
 	}
 	tp.orig = orig
-	t.Cleanup(func() { orig.Close() })
+	tp.onClose(func() { orig.Close() })
 	for _, p := range []*netns.NsHandle{&tp.a, &tp.b} {
 		ns, err := netns.New() // also switches this thread into it
 		if err != nil {
@@ -136,7 +209,7 @@ func newTopo(t *testing.T) *topo {
 		}
 		*p = ns
 		// closing the last handle destroys the namespace and its veth end
-		t.Cleanup(func() { ns.Close() })
+		tp.onClose(func() { ns.Close() })
 	}
 	if err := netns.Set(orig); err != nil {
 		t.Fatal(err)
@@ -169,7 +242,7 @@ func newTopo(t *testing.T) *topo {
 	if err := ha.LinkAdd(veth); err != nil {
 		t.Fatalf("adding veth: %v", err)
 	}
-	t.Cleanup(func() {
+	tp.onClose(func() {
 		// also removes the filter from slb; the namespaces go right after
 		if h, err := netlink.NewHandleAt(tp.a); err == nil {
 			if l, err := h.LinkByName("sla"); err == nil {
@@ -198,10 +271,11 @@ func newTopo(t *testing.T) *topo {
 			s.h.LinkSetUp(lo)
 		}
 	}
-	t.Cleanup(func() {
+	tp.onClose(func() {
 		tp.inNS(tp.b, func() error { return Remove(tp.pinDir) })
 	})
 	tp.startServers()
+	complete = true
 	return tp
 }
 
@@ -278,7 +352,7 @@ func (tp *topo) startServers() {
 		if err != nil {
 			tp.t.Fatalf("listening in namespace: %v", err)
 		}
-		tp.t.Cleanup(func() { ln.Close(); pc.Close() })
+		tp.onClose(func() { ln.Close(); pc.Close() })
 		go func() {
 			for {
 				c, err := ln.Accept()
@@ -441,7 +515,7 @@ func bigSet() string {
 }
 
 func TestPrivilegedRuleSets(t *testing.T) {
-	tp := newTopo(t)
+	tp := sharedTopo(t)
 	for _, c := range []struct {
 		name, rules string
 	}{
@@ -459,21 +533,21 @@ func TestPrivilegedRuleSets(t *testing.T) {
 			if want := strings.Count(c.rules, "\n"); rules != want {
 				t.Fatalf("ipfstat -io lists %d rules, want %d", rules, want)
 			}
-			_, before := tp.inputPackets()
+			blocked0, before := tp.inputPackets()
 			tp.flows()
 			blocked, after := tp.inputPackets()
 			if after <= before {
 				t.Errorf("filter saw no passed input packets (%d before, %d after): not attached?", before, after)
 			}
-			if blocked != 0 {
-				t.Errorf("%d input packets blocked, want 0", blocked)
+			if blocked != blocked0 {
+				t.Errorf("%d input packets blocked, want 0", blocked-blocked0)
 			}
 		})
 	}
 }
 
 func TestPrivilegedKeepState(t *testing.T) {
-	tp := newTopo(t)
+	tp := sharedTopo(t)
 	f := tp.file("ks.conf", `block in all
 pass out proto tcp from any to any flags S keep state
 pass out proto udp from any to any keep state
@@ -511,8 +585,12 @@ pass out proto udp from any to any keep state
 }
 
 func TestPrivilegedKernelFlags(t *testing.T) {
-	tp := newTopo(t)
+	tp := sharedTopo(t)
 	tp.mustRun("ipf", "-Fa", "-f", tp.file("p.conf", "pass in all\npass out all\n"))
+	t.Cleanup(func() {
+		// the topology is shared: put the defaults back
+		tp.run("ipf", "-l", "none", "-T", "state_max=4013,udp_timeout=240")
+	})
 	if got := tp.mustRun("ipf", "-T", "state_max"); got != "state_max\tmin 1\tmax 2147483647\tcurrent 4013\n" {
 		t.Errorf("ipf -T state_max: %q", got)
 	}
@@ -526,7 +604,7 @@ func TestPrivilegedKernelFlags(t *testing.T) {
 	}
 	tp.mustRun("ipf", "-l", "block")
 	v := tp.mustRun("ipf", "-V")
-	for _, line := range []string{"ipf: IP Filter: v5.1.2 (Sluice)\n", "Running: yes\n", "Log Flags: 0x1 = block\n", "Default: pass all, Logging: available\n", "Active list: 0\n"} {
+	for _, line := range []string{"ipf: IP Filter: v5.1.2 (Sluice)\n", "Running: yes\n", "Log Flags: 0x1 = block\n", "Default: pass all, Logging: available\n"} {
 		if !strings.Contains(v, line) {
 			t.Errorf("ipf -V:\n%s\nlacks %q", v, line)
 		}
@@ -545,9 +623,21 @@ func TestPrivilegedKernelFlags(t *testing.T) {
 	if _, p := tp.inputPackets(); p != 0 {
 		t.Errorf("after ipf -Z ipfstat reports %d passed input packets, want 0", p)
 	}
-	tp.mustRun("ipf", "-s")
-	if v := tp.mustRun("ipf", "-V"); !strings.Contains(v, "Active list: 1\n") {
-		t.Errorf("ipf -V after -s:\n%s\nwant Active list: 1", v)
+	activeList := func() int {
+		v := tp.mustRun("ipf", "-V")
+		_, rest, _ := strings.Cut(v, "Active list: ")
+		n, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+		if err != nil {
+			t.Fatalf("ipf -V has no active list number:\n%s", v)
+		}
+		return n
+	}
+	before := activeList()
+	if got, want := tp.mustRun("ipf", "-s"), fmt.Sprintf("Set %d now inactive\n", before); got != want {
+		t.Errorf("ipf -s printed %q, want %q", got, want)
+	}
+	if after := activeList(); after != 1-before {
+		t.Errorf("ipf -V after -s: active list %d, want %d", after, 1-before)
 	}
 	// the inactive set was empty: everything passes by default now
 	if got := tp.mustRun("ipfstat", "-i"); got != "" {
@@ -556,7 +646,7 @@ func TestPrivilegedKernelFlags(t *testing.T) {
 }
 
 func TestPrivilegedSwapUnderLoad(t *testing.T) {
-	tp := newTopo(t)
+	tp := sharedTopo(t)
 	tp.mustRun("ipf", "-Fa", "-f", tp.file("old.conf", stateless6))
 	newRules := tp.file("new.conf", fmt.Sprintf(`pass in quick proto tcp from any to any port = %d
 block in all
@@ -671,7 +761,7 @@ func ruleHits(t *testing.T, listing, sub string) uint64 {
 }
 
 func TestPrivilegedHitCounters(t *testing.T) {
-	tp := newTopo(t)
+	tp := sharedTopo(t)
 	tp.mustRun("ipf", "-Fa", "-f", tp.file("count.conf", fmt.Sprintf(`pass in quick proto udp from %s to %s port = 5003
 pass in all
 pass out quick proto udp from %s to %s port = 5004
@@ -706,8 +796,29 @@ pass out all
 	}
 }
 
+// unsupportedRule returns a rule the parser accepts and the compilers
+// (ruleset for the engine, bpf for the kernel) refuse as not supported.
+// Both gain features, so it tries several.
+func unsupportedRule(t *testing.T) string {
+	for _, r := range []string{
+		`pass in exp { "ip.src != 192.0.2.1;" }`,
+		`pass in bpf-v4 { "0 1 2 3" }`,
+		"pass in quick proto tcp from any to any with v6hdr frag",
+	} {
+		rs, err := ipf.Parse("u.conf", []byte(r), ipf.ParseOptions{})
+		if err != nil {
+			continue
+		}
+		if _, err := bpf.Compile(rs, bpf.CompileOptions{}); err != nil && strings.Contains(err.Error(), "not supported") {
+			return r
+		}
+	}
+	t.Fatal("every candidate rule is supported now: add one that is not")
+	return ""
+}
+
 func TestPrivilegedBadLoadChangesNothing(t *testing.T) {
-	tp := newTopo(t)
+	tp := sharedTopo(t)
 	good := fmt.Sprintf("pass in quick proto tcp from any to any port = %d\npass in quick proto udp from any to any port = %d\nblock in all\npass out all\n", tcpPort, udpPort)
 	tp.mustRun("ipf", "-Fa", "-f", tp.file("good.conf", good))
 	tp.mustRun("ipf", "-I", "-f", tp.file("inactive.conf", "block in all\n"))
@@ -721,7 +832,7 @@ func TestPrivilegedBadLoadChangesNothing(t *testing.T) {
 	}{
 		{"syntax", "pass in all\npass in quik all\n", "bad.conf:2", nil},
 		{"syntax-inactive", "pass in all\nblock in from to\n", "bad.conf:2", []string{"-I"}},
-		{"unsupported", "pass in all\npass in quick fastroute proto tcp from any to any\n", "not supported", nil},
+		{"unsupported", "pass in all\n" + unsupportedRule(t) + "\n", "not supported", nil},
 		{"remove-missing", "pass in proto gre from any to any\n", "not loaded", []string{"-r"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -742,10 +853,20 @@ func TestPrivilegedBadLoadChangesNothing(t *testing.T) {
 			}
 		})
 	}
+	tp.t = t
+	// and a good removal: ipf -r takes out exactly that rule
+	tp.mustRun("ipf", "-r", "-f", tp.file("rm.conf", fmt.Sprintf("pass in quick proto udp from any to any port = %d\n", udpPort)))
+	want := fmt.Sprintf("pass in quick proto tcp from any to any port = %d\nblock in all\n", tcpPort)
+	if got := tp.mustRun("ipfstat", "-i"); got != want {
+		t.Errorf("ipfstat -i after ipf -r:\n%s\nwant:\n%s", got, want)
+	}
+	if err := tp.udpEcho(tp.a, addrB, 300*time.Millisecond); err == nil {
+		t.Errorf("UDP still passes after its rule was removed")
+	}
 }
 
 func TestPrivilegedIpmonLive(t *testing.T) {
-	tp := newTopo(t)
+	tp := sharedTopo(t)
 	tp.mustRun("ipf", "-Fa", "-f", tp.file("log.conf", "pass in log quick proto udp from any to any port = 5005\npass in all\npass out all\n"))
 	// records wait in the ring until read; ipmon -F discards them
 	tp.sendUDP(tp.a, addrB, 5005, 3)
@@ -837,7 +958,7 @@ func (tp *topo) tcxPrograms(name string) int {
 }
 
 func TestPrivilegedAttachNamedOrAll(t *testing.T) {
-	tp := newTopo(t)
+	tp := ownTopo(t)
 	hb, err := netlink.NewHandleAt(tp.b)
 	if err != nil {
 		t.Fatal(err)
@@ -862,7 +983,7 @@ func TestPrivilegedAttachNamedOrAll(t *testing.T) {
 }
 
 func TestPrivilegedRemove(t *testing.T) {
-	tp := newTopo(t)
+	tp := ownTopo(t)
 	tp.mustRun("ipf", "-Fa", "-f", tp.file("r.conf", stateless6))
 	attached := func() int { return tp.tcxPrograms("slb") }
 	if n := attached(); n != 2 {
@@ -882,13 +1003,22 @@ func TestPrivilegedRemove(t *testing.T) {
 		t.Errorf("ipf -V after -D:\n%s\nwant Running: no", v)
 	}
 	tp.flows()
+	// -E brings the datapath back (enabled, empty, not attached yet)
+	tp.mustRun("ipf", "-E")
+	if v := tp.mustRun("ipf", "-V"); !strings.Contains(v, "Running: yes") {
+		t.Errorf("ipf -V after -E:\n%s\nwant Running: yes", v)
+	}
+	tp.mustRun("ipf", "-D")
+	if _, err := os.Stat(tp.pinDir); !os.IsNotExist(err) {
+		t.Errorf("pin directory after the second ipf -D: %v, want it gone", err)
+	}
 }
 
 // TestPrivilegedMountsBPFFS runs ipf with the default pin directory in a
 // private mount namespace where /sys/fs/bpf is not a bpffs (a tmpfs hides
 // it): ipf must mount one there, load, and ipf -D must clean up.
 func TestPrivilegedMountsBPFFS(t *testing.T) {
-	tp := newTopo(t)
+	tp := ownTopo(t)
 	rules := tp.file("m.conf", stateless6)
 	script := fmt.Sprintf(`set -e
 mount -t tmpfs none /sys/fs/bpf
@@ -920,5 +1050,68 @@ test -e /sys/fs/bpf/sluice || echo "pins gone"
 	want := "before: tmpfs\nafter: bpf_fs\n" + stateless6 + "pins gone\n"
 	if o.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", o.String(), want, e.String())
+	}
+}
+
+// TestPrivilegedRemoveStalePins checks that Remove (ipf -D) clears a pin
+// directory whose maps do not match this build's, as another version
+// would leave it.
+func TestPrivilegedRemoveStalePins(t *testing.T) {
+	testutil.RequireRoot(t)
+	mnt := t.TempDir()
+	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
+		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	dir := filepath.Join(mnt, "sluice")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"config", "rules"} {
+		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 2, ValueSize: 2, MaxEntries: 1})
+		if err != nil {
+			testutil.SkipOrFail(t, "creating a map: %v", err)
+		}
+		if err := m.Pin(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+	}
+	if err := Remove(dir); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("pin directory after Remove: %v, want it gone", err)
+	}
+	if err := Remove(dir); err != nil {
+		t.Errorf("Remove of nothing: %v, want nil", err)
+	}
+}
+
+// TestPrivilegedIncrementalLoad adds rules to a loaded set in a second
+// ipf -f, including a group rule whose head is already loaded.
+func TestPrivilegedIncrementalLoad(t *testing.T) {
+	tp := sharedTopo(t)
+	tp.mustRun("ipf", "-Fa", "-f", tp.file("a.conf", fmt.Sprintf(`pass in quick proto tcp from any to any port = %d
+pass in proto udp from any to any head 10
+pass out all
+`, tcpPort)))
+	if err := tp.udpEcho(tp.a, addrB, 2*time.Second); err != nil {
+		t.Fatalf("UDP before the group rule: %v", err)
+	}
+	tp.mustRun("ipf", "-f", tp.file("b.conf", fmt.Sprintf("block in proto udp from any to any port = %d group 10\n", udpPort)))
+	want := fmt.Sprintf(`pass in quick proto tcp from any to any port = %d
+pass in proto udp from any to any head 10
+# Group 10
+block in proto udp from any to any port = %d group 10
+`, tcpPort, udpPort)
+	if got := tp.mustRun("ipfstat", "-i"); got != want {
+		t.Errorf("ipfstat -i:\n%s\nwant:\n%s", got, want)
+	}
+	if err := tp.udpEcho(tp.a, addrB, 300*time.Millisecond); err == nil {
+		t.Errorf("UDP passed after adding a group rule that blocks it")
+	}
+	if err := tp.tcpEcho(tp.a, addrB, 2*time.Second); err != nil {
+		t.Errorf("TCP after adding the group rule: %v", err)
 	}
 }

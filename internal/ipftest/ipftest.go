@@ -287,6 +287,15 @@ func (r *run) packets() error {
 			return err
 		}
 		if rec.Packet == nil {
+			// "nic IF[=ADDR] ..." creates interfaces (get_unit), and
+			// an =ADDR gives them their address like a packet line does.
+			for _, n := range rec.NICs {
+				if name, a, ok := strings.Cut(n, "="); ok {
+					if ip, err := netip.ParseAddr(a); err == nil {
+						r.setIfAddr(name, ip)
+					}
+				}
+			}
 			continue
 		}
 		data := rec.Packet
@@ -294,12 +303,7 @@ func (r *run) packets() error {
 			ipftext.FixChecksums(data)
 		}
 		if rec.IfaceAddr.IsValid() {
-			if r.ifAddrs == nil {
-				r.ifAddrs = map[string]netip.Addr{}
-			}
-			if _, seen := r.ifAddrs[rec.Iface]; !seen {
-				r.ifAddrs[rec.Iface] = rec.IfaceAddr
-			}
+			r.setIfAddr(rec.Iface, rec.IfaceAddr)
 		}
 		ifn := rec.Iface
 		if ifn == "" {
@@ -659,6 +663,17 @@ func (r *run) loadNAT(name string) error {
 		return nil
 	}
 	return r.nat.AddRules(f)
+}
+
+// setIfAddr gives an interface its address. As in ipf_setifpaddr, an
+// interface keeps the first address it was given.
+func (r *run) setIfAddr(name string, a netip.Addr) {
+	if r.ifAddrs == nil {
+		r.ifAddrs = map[string]netip.Addr{}
+	}
+	if _, seen := r.ifAddrs[name]; !seen {
+		r.ifAddrs[name] = a
+	}
 }
 
 // IfAddr implements engine.IfAddrs with the addresses of the input.

@@ -97,6 +97,7 @@ func (n *NAT) expireLocked() int {
 
 // unlink drops a session's table keys and the references it holds.
 func (n *NAT) unlink(s *session) {
+	s.gone = true
 	if s.wildSP {
 		for i, w := range n.wild {
 			if w == s {

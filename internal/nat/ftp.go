@@ -1,6 +1,7 @@
 package nat
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -101,6 +102,49 @@ type ftpState struct {
 	debug   int
 	insec   bool
 	pasv    bool // ftp_pasvonly
+	force   bool // ftp_forcepasv: a 227/229 needs the PASV/EPSV before it
+	single  bool // ftp_single_xfer: one data connection at a time
+	// pend is the data connection set up last (ftp_pendnat); while it
+	// is in the table, ftp_single_xfer refuses another.
+	pend *session
+}
+
+// ftpDebugError is IPFilter's DEBUG_ERROR bit of ftp_debug.
+const ftpDebugError = 0x2
+
+// tunableOr reads a proxy tunable, def when the host does not know it.
+func (n *NAT) tunableOr(name string, def int) int {
+	if n.cfg.Tunable == nil {
+		return def
+	}
+	v, ok := n.cfg.Tunable(name)
+	if !ok {
+		return def
+	}
+	return v
+}
+
+// ftpXferBusy is the ftp_single_xfer check of ipf_p_ftp_addport and
+// ipf_p_ftp_pasvreply: with the tunable set, no new data connection is
+// set up while the previous one is still in the table.
+func (n *NAT) ftpXferBusy(f *ftpState, fn string) bool {
+	if f.pend != nil && f.pend.gone {
+		f.pend = nil
+	}
+	if f.pend == nil || !f.single {
+		return false
+	}
+	if f.debug&ftpDebugError != 0 {
+		n.debugf("%s:xfer active %p/%p\n", fn, f.pend, f.pend)
+	}
+	return true
+}
+
+// ftpPending records c as the control connection's pending transfer.
+func ftpPending(f *ftpState, c *session) {
+	if c != nil {
+		f.pend = c
+	}
 }
 
 func (n *NAT) tunable(name string) int {
@@ -125,6 +169,9 @@ func (n *NAT) ftp(s *session, v *view, fwd bool) {
 		f.debug = n.tunable("ftp_debug")
 		f.insec = n.tunable("ftp_insecure") != 0
 		f.pasv = n.tunable("ftp_pasvonly") != 0
+		// IPFilter's ipf_p_ftp_soft_create sets ftp_forcepasv to 1.
+		f.force = n.tunableOr("ftp_forcepasv", 1) != 0
+		f.single = n.tunable("ftp_single_xfer") != 0
 	}
 	if v.proto != 6 || v.l4 < 0 || v.l4len < 20 {
 		return
@@ -400,13 +447,36 @@ func (n *NAT) ftpServer(s *session, v *view, f *ftpState, at int, line []byte) i
 	go1 := f.passOK == ftpGo || f.insec
 	switch {
 	case go1 && hasPrefixFold(line, "227 "):
-		if f.side[0].cmd == ftpCmdPASV {
-			inc = n.ftpPasv(s, v, at, line)
+		// ipf_p_ftp_pasv: only ftp_forcepasv ties the reply to a PASV.
+		if f.force && f.side[0].cmd != ftpCmdPASV {
+			if f.debug&ftpDebugError != 0 {
+				n.debugf("ipf_p_ftp_pasv:ftps_cmd(%d) != FTPXY_C_PASV\n", f.side[0].cmd)
+			}
+			break
 		}
+		// ipf_p_ftp_pasv compares PASV_REPLEN (24) bytes of the reply.
+		if !bytes.HasPrefix(line, []byte("227 Entering Passive Mod")) {
+			if f.debug&ftpDebugError != 0 {
+				n.debugf("ipf_p_ftp_pasv:%d reply wrong\n", 227)
+			}
+			break
+		}
+		inc = n.ftpPasv(s, v, at, line)
 	case go1 && hasPrefixFold(line, "229 "):
-		if f.side[0].cmd == ftpCmdEPSV {
-			n.ftpEpsv(s, line)
+		if f.force && f.side[0].cmd != ftpCmdEPSV {
+			if f.debug&ftpDebugError != 0 {
+				n.debugf("ipf_p_ftp_epsv:ftps_cmd(%d) != FTPXY_C_EPSV\n", f.side[0].cmd)
+			}
+			break
 		}
+		// ipf_p_ftp_epsv compares EPSV_REPLEN (33) bytes.
+		if !bytes.HasPrefix(line, []byte("229 Entering Extended Passive Mod")) {
+			if f.debug&ftpDebugError != 0 {
+				n.debugf("ipf_p_ftp_epsv:%d reply wrong\n", 229)
+			}
+			break
+		}
+		n.ftpEpsv(s, line)
 	case f.passOK == ftpGo:
 	case line[0] == '4' || line[0] == '5':
 		f.passOK = ftpInit
@@ -485,7 +555,9 @@ func (n *NAT) ftpPort(s *session, v *view, at int, line []byte) int {
 			return 0
 		}
 	}
-	n.reverseConn(s, 6, uint16(port))
+	if !n.ftpXferBusy(&s.proxy.ftp, "ipf_p_ftp_addport") {
+		ftpPending(&s.proxy.ftp, n.reverseConn(s, 6, uint16(port)))
+	}
 	return inc
 }
 
@@ -518,7 +590,9 @@ func (n *NAT) ftpEprt(s *session, v *view, at int, line []byte) int {
 			return 0
 		}
 	}
-	n.reverseConn(s, 6, uint16(port))
+	if !n.ftpXferBusy(&s.proxy.ftp, "ipf_p_ftp_addport") {
+		ftpPending(&s.proxy.ftp, n.reverseConn(s, 6, uint16(port)))
+	}
 	return inc
 }
 
@@ -577,7 +651,9 @@ func (n *NAT) ftpPasv(s *session, v *view, at int, line []byte) int {
 	if !ok {
 		return 0
 	}
-	n.forwardConn(s, 6, uint16(port))
+	if !n.ftpXferBusy(&s.proxy.ftp, "ipf_p_ftp_pasvreply") {
+		ftpPending(&s.proxy.ftp, n.forwardConn(s, 6, uint16(port)))
+	}
 	return inc
 }
 
@@ -603,20 +679,26 @@ func (n *NAT) ftpEpsv(s *session, line []byte) {
 	if i == 0 || i >= len(b) || b[i] != d || port < 1024 || port > 65535 {
 		return
 	}
-	n.forwardConn(s, 6, uint16(port))
+	if !n.ftpXferBusy(&s.proxy.ftp, "ipf_p_ftp_pasvreply") {
+		ftpPending(&s.proxy.ftp, n.forwardConn(s, 6, uint16(port)))
+	}
 }
 
 // forwardConn sets up the NAT session and state entry for a connection
-// the client of s opens to its server's port port (passive FTP).
-func (n *NAT) forwardConn(s *session, proto uint8, port uint16) {
+// the client of s opens to its server's port port (passive FTP). It
+// returns the new session, nil if none was made.
+func (n *NAT) forwardConn(s *session, proto uint8, port uint16) *session {
 	c := n.slave(s, s.dir, proto, s.osrc, s.odst, s.nsrc, s.ndst)
 	if c == nil {
-		return
+		return nil
 	}
 	c.flags = flagTCP
 	c.odport, c.ndport = port, port
 	c.wildSP = true
-	n.linkSlave(c)
+	if !n.linkSlave(c) {
+		return nil
+	}
+	return c
 }
 
 // replacePayload replaces payload bytes [from, to) with repl, moving the

@@ -145,6 +145,7 @@ type session struct {
 	wildSP bool   // waiting for its first packet to learn the source port
 	clone  bool   // a wildcard that copies itself for each connection
 	pass   uint32 // filter flags of the proxy's state entry (0: proxyPass)
+	gone   bool   // unlinked from the tables (expired or flushed)
 }
 
 // hmKey indexes host map entries by original source and destination.

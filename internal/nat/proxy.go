@@ -124,8 +124,9 @@ func (n *NAT) rcmd(s *session, v *view, fwd bool) {
 }
 
 // reverseConn sets up the NAT session and state entry for a TCP/UDP
-// connection the server of s opens back to its client's port port.
-func (n *NAT) reverseConn(s *session, proto uint8, port uint16) {
+// connection the server of s opens back to its client's port port. It
+// returns the new session, nil if none was made.
+func (n *NAT) reverseConn(s *session, proto uint8, port uint16) *session {
 	var c *session
 	if s.dir == Out {
 		// The client is inside: the server connects to the mapped
@@ -137,7 +138,7 @@ func (n *NAT) reverseConn(s *session, proto uint8, port uint16) {
 		c = n.slave(s, Out, proto, s.ndst, s.osrc, s.odst, s.osrc)
 	}
 	if c == nil {
-		return
+		return nil
 	}
 	c.flags = flagTCP
 	if proto == 17 {
@@ -145,7 +146,10 @@ func (n *NAT) reverseConn(s *session, proto uint8, port uint16) {
 	}
 	c.odport, c.ndport = port, port
 	c.wildSP = true
-	n.linkSlave(c)
+	if !n.linkSlave(c) {
+		return nil
+	}
+	return c
 }
 
 // slave makes a session that belongs to the proxy of parent; the caller
@@ -160,22 +164,23 @@ func (n *NAT) slave(parent *session, dir Direction, proto uint8, osrc, odst, nsr
 }
 
 // linkSlave enters a proxy session in the tables and opens the filter
-// for it.
-func (n *NAT) linkSlave(c *session) {
+// for it; it reports false when an existing session already holds the
+// connection.
+func (n *NAT) linkSlave(c *session) bool {
 	n.seq++
 	c.seq = n.seq
 	if c.wildSP {
 		n.wild = append(n.wild, c)
 	} else {
 		if n.exists(c.fwdKey()) || n.exists(c.revKey()) {
-			return
+			return false
 		}
 		n.sessions[c.fwdKey()] = c
 		n.sessions[c.revKey()] = c
 	}
 	n.active = append(n.active, c)
 	if n.cfg.AddState == nil {
-		return
+		return true
 	}
 	ps := ProxyState{Out: c.dir == Out, IfName: c.ifname, V6: c.v6, Proto: c.proto, WildSrcPort: c.wildSP,
 		Clone: c.clone, Pass: c.pass}
@@ -201,6 +206,7 @@ func (n *NAT) linkSlave(c *session) {
 		ps.IfName = c.ifIn
 	}
 	n.cfg.AddState(ps)
+	return true
 }
 
 // lookupWild finds a proxy session waiting for its first packet with any

@@ -165,7 +165,7 @@ func TestFTPPasvRdr(t *testing.T) {
 	}
 	pasv := seg("198.51.100.7", "203.0.113.1", 4000, 21, 101, 501, "PASV\r\n")
 	pn.In(pasv, "le0")
-	reply := seg("10.0.0.5", "198.51.100.7", 21, 4000, 501, 107, "227 Passive (10,0,0,5,200,10)\r\n")
+	reply := seg("10.0.0.5", "198.51.100.7", 21, 4000, 501, 107, "227 Entering Passive Mode (10,0,0,5,200,10)\r\n")
 	b, res := pn.OutPacket(reply, "le0", "")
 	if res != Translated {
 		t.Fatalf("reply: got %v", res)
@@ -184,7 +184,7 @@ func TestFTPPasvRdr(t *testing.T) {
 	}
 	// The reply grew: the client's ack of it is shifted back to the
 	// server's numbering.
-	sent, seen := uint32(len("227 Passive (10,0,0,5,200,10)\r\n")), uint32(len(tcpPayload(b)))
+	sent, seen := uint32(len("227 Entering Passive Mode (10,0,0,5,200,10)\r\n")), uint32(len(tcpPayload(b)))
 	ack := seg("198.51.100.7", "203.0.113.1", 4000, 21, 107, 501+seen, "")
 	if pn.In(ack, "le0") != Translated {
 		t.Fatal("ack not translated")

@@ -34,6 +34,10 @@ type rpcbCall struct {
 
 type rpcbState struct {
 	calls []rpcbCall
+	// seq holds what rewrites that changed the length did to each
+	// direction of an rpcbt stream (0 from the client); IPFilter's
+	// proxy layer (ipf_proxy_fixseqack) shifts later segments by it.
+	seq [2]seqAdj
 }
 
 // xdr reads XDR items; a short or malformed buffer clears ok.
@@ -91,9 +95,55 @@ func (n *NAT) rpcb(s *session, v *view, fwd bool) {
 		// IPFilter's rpcb proxy serves redirected portmappers only.
 		return
 	}
+	if v.proto != 6 {
+		n.rpcbMsg(s, v, fwd)
+		return
+	}
+	if v.l4 < 0 || v.l4len < 20 {
+		return
+	}
+	w := 1
+	if fwd {
+		w = 0
+	}
+	rs := &s.proxy.rpcb
+	tcp := v.b[v.l4:]
+	seq := binary.BigEndian.Uint32(tcp[4:])
+	ack := binary.BigEndian.Uint32(tcp[8:])
+	plen := len(v.payload())
+	inc, changed := n.rpcbMsg(s, v, fwd)
+	if inc != 0 {
+		rs.seq[w].record(seq, plen, inc)
+	}
+	tcp = v.b[v.l4:]
+	nseq := seq + uint32(rs.seq[w].offFor(seq))
+	if inc != 0 {
+		nseq = seq + uint32(rs.seq[w].prev)
+	}
+	nack := ack
+	if tcp[13]&packet.TCPFlagAck != 0 {
+		nack = ack - uint32(rs.seq[1-w].ackOff(ack))
+	}
+	binary.BigEndian.PutUint32(tcp[4:], nseq)
+	binary.BigEndian.PutUint32(tcp[8:], nack)
+	if changed {
+		v.tcpChecksum()
+		return
+	}
+	c := binary.BigEndian.Uint16(tcp[16:])
+	c = packet.ChecksumUpdate32(c, seq, nseq)
+	c = packet.ChecksumUpdate32(c, ack, nack)
+	binary.BigEndian.PutUint16(tcp[16:], c)
+}
+
+// rpcbMsg looks at the RPC message of one packet: it remembers
+// GETPORT/GETADDR calls and acts on their replies. It returns by how
+// much the packet grew and whether its TCP payload changed (the caller
+// then recomputes the TCP checksum; UDP is fixed here).
+func (n *NAT) rpcbMsg(s *session, v *view, fwd bool) (inc int, changed bool) {
 	msg, at := v.rpcPayload()
 	if len(msg) < 8 {
-		return
+		return 0, false
 	}
 	rs := &s.proxy.rpcb
 	x := xdr{b: msg, ok: true}
@@ -101,42 +151,42 @@ func (n *NAT) rpcb(s *session, v *view, fwd bool) {
 	typ := x.u32()
 	if fwd && typ == rpcCall {
 		rs.call(&x, xid)
-		return
+		return 0, false
 	}
 	if fwd || typ != rpcReply {
-		return
+		return 0, false
 	}
 	i := 0
 	for i < len(rs.calls) && rs.calls[i].xid != xid {
 		i++
 	}
 	if i == len(rs.calls) {
-		return
+		return 0, false
 	}
 	c := rs.calls[i]
 	rs.calls = append(rs.calls[:i], rs.calls[i+1:]...)
 	if x.u32() != 0 { // MSG_ACCEPTED
-		return
+		return 0, false
 	}
 	x.u32() // verifier flavour
 	x.opaque(rpcMaxAuth)
 	if x.u32() != 0 || !x.ok { // SUCCESS
-		return
+		return 0, false
 	}
 	if c.vers == 2 {
 		port := x.u32()
 		if x.ok && port != 0 && port <= 65535 {
 			n.rpcbConn(s, c.proto, uint16(port))
 		}
-		return
+		return 0, false
 	}
 	lenAt, ua := x.opaque(64)
 	if !x.ok || len(ua) == 0 {
-		return
+		return 0, false
 	}
 	addr, port, ok := parseUaddr(string(ua))
 	if !ok || port == 0 {
-		return
+		return 0, false
 	}
 	if addr == s.ndst && s.ndst != s.odst && !s.v6 {
 		// The server named its own (inside) address: give the client
@@ -149,14 +199,17 @@ func (n *NAT) rpcb(s *session, v *view, fwd bool) {
 		oldEnd := lenAt + 4 + (len(ua)+3)&^3
 		if v.proto == 17 {
 			v.replaceUDP(8+at+lenAt, 8+at+oldEnd, repl)
-		} else if 4+(len(ua)+3)&^3 == len(repl) {
-			// Over TCP only a same-length rewrite keeps the stream intact.
+		} else if d, ok := v.replacePayload(at+lenAt, at+oldEnd, repl); ok {
+			// The record mark in front of the message carries its
+			// length (RFC 5531 section 11).
 			p := v.payload()
-			copy(p[at+lenAt:], repl)
-			v.tcpChecksum()
+			rm := binary.BigEndian.Uint32(p)
+			binary.BigEndian.PutUint32(p, rm&0x80000000|(rm&0x7fffffff+uint32(d))&0x7fffffff)
+			inc, changed = d, true
 		}
 	}
 	n.rpcbConn(s, c.proto, uint16(port))
+	return inc, changed
 }
 
 // call remembers a portmapper lookup.

@@ -102,6 +102,9 @@ type Stats struct {
 	// PPS window state (pps N).
 	PPSStart atomic.Uint32
 	PPSCount atomic.Uint32
+	// Log-limit window state (HP's log limit [freq N]).
+	LogStart atomic.Uint32
+	LogCount atomic.Uint32
 }
 
 // Rule is one compiled rule. All fields are read-only after Compile.
@@ -157,7 +160,9 @@ type Rule struct {
 	LimitReturn uint32
 	// CallTable is Call.Arg as text: the group-map table name.
 	CallTable string
-	Stats     *Stats
+	// Expr holds the clauses of an `exp { "..." }` rule, ANDed.
+	Expr  []ExprTest
+	Stats *Stats
 }
 
 // Test bits for Rule.Tests.
@@ -174,6 +179,8 @@ const (
 	TestOpt
 	TestV6Hdr
 	TestProto
+	// TestExpr: the rule is an `exp { "..." }` rule (Rule.Expr).
+	TestExpr
 )
 
 // List is an ordered rule list (a direction's main list, an accounting
@@ -242,7 +249,7 @@ type Options struct {
 }
 
 // ErrUnsupported is returned for rules whose features the engine cannot
-// run (call functions with no group-map, decapsulate, bpf, exp).
+// run (call functions with no group-map, bpf, unknown exp fields).
 type ErrUnsupported struct {
 	Pos    ipf.Pos
 	Reason string
@@ -395,13 +402,18 @@ func compile(r *ipf.Rule) (*Rule, error) {
 			return nil, &ErrUnsupported{r.Pos, fmt.Sprintf("call %s: unknown function", r.Call.Func)}
 		}
 	case ipf.ActionDecapsulate:
-		return nil, &ErrUnsupported{r.Pos, "decapsulate is not supported"}
+		cr.Flags = FRDecap
 	}
 	if r.BPF != "" {
 		return nil, &ErrUnsupported{r.Pos, "bpf rules are not supported"}
 	}
 	if r.Expr != nil {
-		return nil, &ErrUnsupported{r.Pos, "exp rules are not supported"}
+		x, err := compileExpr(r)
+		if err != nil {
+			return nil, err
+		}
+		cr.Expr = x
+		cr.Tests |= TestExpr
 	}
 	switch r.Return {
 	case ipf.ReturnRST:

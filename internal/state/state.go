@@ -9,6 +9,7 @@
 package state
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 )
@@ -34,9 +35,13 @@ func (c *ManualClock) Advance(n uint32) { c.mu.Lock(); c.t += n; c.mu.Unlock() }
 // Config holds the state tunables (ipf-reference §3.7). Timeouts are in
 // ticks.
 type Config struct {
-	Max            int  // state_max
-	Size           int  // state_size
-	MaxBucket      int  // state_maxbucket
+	Max       int // state_max
+	Size      int // state_size
+	MaxBucket int // state_maxbucket
+	// WMHigh, WMLow (percent) and WMFreq (ticks) drive the aggressive
+	// flush: state_wm_high, state_wm_low, state_wm_freq.
+	WMHigh, WMLow  int
+	WMFreq         uint32
 	Lock           bool // state_lock
 	Logging        bool // state_logging
 	TCPTimeout     [tcpNumStates]uint32
@@ -50,7 +55,7 @@ type Config struct {
 // DefaultConfig returns IPFilter 5.x defaults.
 func DefaultConfig() Config {
 	c := Config{
-		Max: 4013, Size: 5737, MaxBucket: 26, Logging: true,
+		Max: 4013, Size: 5737, MaxBucket: 26, Logging: true, WMHigh: 99, WMLow: 90, WMFreq: 20,
 		UDPTimeout: 240, UDPAckTimeout: 24, ICMPTimeout: 120, ICMPAckTimeout: 12, IPTimeout: 120,
 	}
 	c.SetTCPTimeouts(480, 480, 480, 864000, 14400, 60, 480, 480, 60)
@@ -97,6 +102,11 @@ type Packet struct {
 	// MultiDst is set when the destination is multicast or broadcast: the
 	// entry then has a wildcard destination (§3.1).
 	MultiDst bool
+	// Rewrite is set by Add and Lookup when a `newisn` entry asks for the
+	// packet's TCP sequence (outbound) or acknowledgement (inbound) to
+	// be rewritten; NewSeq and NewAck are then the values to write.
+	Rewrite        bool
+	NewSeq, NewAck uint32
 	// Flx holds the packet's FI_* flags already reduced to FI_CMP; Opt,
 	// Sec and Auth its IP option (IPv6: extension header), security
 	// class and authority bits. Every packet of an entry must agree with
@@ -120,10 +130,13 @@ const (
 	flagNoICMP   = 0x10
 	flagDeleted  = 0x20
 	flagRuleAged = 0x40
-	flagWildSP   = 0x80  // SI_W_SPORT: any source port
-	flagWildDP   = 0x100 // SI_W_DPORT: any destination port
-	flagClone    = 0x200 // SI_CLONE: a match makes a concrete copy
-	flagCloned   = 0x400 // SI_CLONED: made by a clone
+	flagWildSP   = 0x80   // SI_W_SPORT: any source port
+	flagWildDP   = 0x100  // SI_W_DPORT: any destination port
+	flagClone    = 0x200  // SI_CLONE: a match makes a concrete copy
+	flagCloned   = 0x400  // SI_CLONED: made by a clone
+	flagNewISN   = 0x800  // keep state (newisn)
+	flagISNSyn   = 0x1000 // IS_ISNSYN: forward outbound ISN rewritten
+	flagISNAck   = 0x2000 // IS_ISNACK: reverse outbound ISN rewritten
 	flagsWild    = flagWildDst | flagWildSP | flagWildDP
 )
 
@@ -166,7 +179,10 @@ type Entry struct {
 	key       flowKey
 	next      *Entry // global list, newest first
 	prev      *Entry
-	hnext     *Entry // hash chain
+	hnext     *Entry    // hash chain
+	bucket    uint32    // hash bucket, for state_maxbucket
+	touched   uint32    // tick of the last packet, for the aggressive flush
+	isnInc    [2]uint32 // is_isninc: added to outbound seqs per direction
 	tracked   bool
 	hasLimits bool
 }
@@ -218,6 +234,8 @@ type Limits struct {
 	// Clone makes every match spawn a concrete copy while the wildcard
 	// entry stays (SI_CLONE).
 	WildSrcPort, WildDstPort, Clone bool
+	// NewISN is keep state (newisn): outbound ISNs are replaced.
+	NewISN bool
 }
 
 // AddError says why Add refused to create an entry.
@@ -233,10 +251,12 @@ const (
 	AddBadICMP
 	AddTCPReset
 	AddExists
+	AddBucketFull
 )
 
 var addErrText = [...]string{"ok", "state table locked", "state table full", "rule limit reached",
-	"source limit reached", "ICMP type cannot hold state", "TCP reset", "entry exists"}
+	"source limit reached", "ICMP type cannot hold state", "TCP reset", "entry exists",
+	"hash bucket full"}
 
 func (e AddError) String() string {
 	if int(e) < len(addErrText) {
@@ -252,6 +272,9 @@ type Stats struct {
 	Misses  uint64
 	Max     uint64 // refused: state_max
 	Expired uint64
+	// BucketFull counts entries refused because their hash bucket held
+	// state_maxbucket entries (iss_bucket_full).
+	BucketFull uint64
 }
 
 // Table is the state table.
@@ -267,6 +290,66 @@ type Table struct {
 	perSrc   map[srcKey]int
 	srcsRule map[uint32]int
 	stats    Stats
+	// buckets counts live entries per hash bucket (state_size of them).
+	buckets []uint32
+	// doFlush is set when the table passed state_wm_high; the next
+	// Expire then runs the aggressive flush. wmLast is when it last ran.
+	doFlush bool
+	wmLast  uint32
+	// isn returns a new initial sequence number (ipf_newisn).
+	isn func() uint32
+}
+
+// SetISNSource replaces the ISN generator of `newisn` entries (random by
+// default); tests inject a fixed one.
+func (t *Table) SetISNSource(f func() uint32) { t.mu.Lock(); t.isn = f; t.mu.Unlock() }
+
+func (t *Table) newISN() uint32 {
+	if t.isn != nil {
+		return t.isn()
+	}
+	return rand.Uint32()
+}
+
+// checkNewISN is ipf_checknewisn: the first outbound SYN of direction dir
+// of a newisn entry gets a fresh ISN, remembered as an increment.
+func (t *Table) checkNewISN(e *Entry, p *Packet, dir int) {
+	bit := uint32(flagISNSyn)
+	if dir == 1 {
+		bit = flagISNAck
+	}
+	if e.flags&flagNewISN == 0 || !p.Out || p.Proto != 6 || p.TCPFlags&THSyn == 0 || e.flags&bit != 0 {
+		return
+	}
+	e.isnInc[dir] = t.newISN() - p.Seq
+	e.flags |= bit
+}
+
+// isnIn is ipf_fixinisn done before the window check: an inbound packet's
+// ack is turned back into the sequence space the state tracks.
+func isnIn(e *Entry, p *Packet, dir int) {
+	bit := uint32(flagISNAck)
+	if dir == 1 {
+		bit = flagISNSyn
+	}
+	if p.Out || e.flags&bit == 0 || p.TCPFlags&THAck == 0 {
+		return
+	}
+	p.Ack -= e.isnInc[1-dir]
+	p.Rewrite, p.NewSeq, p.NewAck = true, p.Seq, p.Ack
+}
+
+// isnOut is ipf_fixoutisn: an outbound packet's seq is moved into the
+// rewritten sequence space.
+func isnOut(e *Entry, p *Packet, dir int) {
+	bit := uint32(flagISNSyn)
+	if dir == 1 {
+		bit = flagISNAck
+	}
+	if !p.Out || e.flags&bit == 0 {
+		return
+	}
+	p.Rewrite, p.NewSeq, p.NewAck = true, p.Seq+e.isnInc[dir], p.Ack
 }
 
 // New returns an empty table using cfg and clock.
@@ -286,6 +369,7 @@ func (t *Table) Close() {
 	defer t.mu.Unlock()
 	t.byKey = make(map[flowKey]*Entry)
 	t.wild, t.list, t.active = nil, nil, 0
+	t.buckets = nil
 }
 
 // SetConfig replaces the tunables.
@@ -549,7 +633,37 @@ func (t *Table) clone(e *Entry) *Entry {
 	return &c
 }
 
+// bucketOf hashes a flow key onto one of state_size buckets. IPFilter
+// seeds its hash randomly, so only the bucket sizes, not the exact
+// placement, can be compared with it.
+func (t *Table) bucketOf(k *flowKey) uint32 {
+	if len(t.buckets) == 0 {
+		return 0
+	}
+	a, b := k.a.As16(), k.b.As16()
+	h := uint32(2166136261)
+	for _, x := range [...][]byte{a[:], b[:]} {
+		for _, c := range x {
+			h = (h ^ uint32(c)) * 16777619
+		}
+	}
+	h = (h ^ uint32(k.pa)<<16 ^ uint32(k.pb) ^ uint32(k.proto)<<8) * 16777619
+	return h % uint32(len(t.buckets))
+}
+
+// rebucket sizes the bucket counters for state_size and recounts them.
+func (t *Table) rebucket() {
+	t.buckets = make([]uint32, max(t.cfg.Size, 1))
+	for e := t.list; e != nil; e = e.next {
+		e.bucket = t.bucketOf(&e.key)
+		t.buckets[e.bucket]++
+	}
+}
+
 func (t *Table) linkList(e *Entry) {
+	if int(e.bucket) < len(t.buckets) {
+		t.buckets[e.bucket]++
+	}
 	e.next = t.list
 	if t.list != nil {
 		t.list.prev = e
@@ -590,6 +704,10 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 			e.Expire = now
 			return Miss
 		}
+		p.Rewrite = false
+		if e.flags&(flagISNSyn|flagISNAck) != 0 {
+			isnIn(e, p, dir)
+		}
 		f, to := &e.TCP[dir], &e.TCP[1-dir]
 		ok := true
 		if e.flags&flagLoose == 0 {
@@ -615,12 +733,17 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 		} else if p.TCPFlags&THSyn != 0 && len(p.TCPOpts) > 0 {
 			parseTCPOptions(p.TCPOpts, f)
 		}
+		if e.flags&flagNewISN != 0 {
+			t.checkNewISN(e, p, dir)
+			isnOut(e, p, dir)
+		}
 	} else {
 		e.Expire = now + t.otherTimeout(e, rev)
 	}
 	i := dir*2 + b2i(p.Out)
 	e.Pkts[i]++
 	e.Bytes[i] += uint64(p.PLen)
+	e.touched = now
 	return Hit
 }
 
@@ -671,6 +794,9 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	defer t.mu.Unlock()
 	if t.cfg.Lock {
 		return nil, AddLocked
+	}
+	if t.cfg.Max > 0 && t.active*100/t.cfg.Max > t.cfg.WMHigh {
+		t.doFlush = true
 	}
 	if lim.Limit > 0 {
 		if t.perRule[lim.RuleID] >= lim.Limit {
@@ -746,6 +872,9 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	if lim.Strict {
 		e.flags |= flagStrict
 	}
+	if lim.NewISN && p.Proto == 6 {
+		e.flags |= flagNewISN
+	}
 	if lim.Loose {
 		e.flags |= flagLoose
 	}
@@ -797,6 +926,16 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 			return nil, AddExists
 		}
 	}
+	if t.cfg.MaxBucket > 0 {
+		if len(t.buckets) != max(t.cfg.Size, 1) {
+			t.rebucket()
+		}
+		e.bucket = t.bucketOf(&e.key)
+		if int(t.buckets[e.bucket]) >= t.cfg.MaxBucket {
+			t.stats.BucketFull++
+			return nil, AddBucketFull
+		}
+	}
 	switch p.Proto {
 	case 6:
 		fsmStep(&e.TCPState, dir, p.TCPFlags, p.DataLen, e.flags&flagTCPFSM != 0)
@@ -816,6 +955,12 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	}
 	e.Pkts[b2i(p.Out)]++
 	e.Bytes[b2i(p.Out)] += uint64(p.PLen)
+	e.touched = now
+	p.Rewrite = false
+	if e.flags&flagNewISN != 0 {
+		t.checkNewISN(e, p, 0)
+		isnOut(e, p, 0)
+	}
 
 	if lim.Limit > 0 {
 		t.perRule[lim.RuleID]++
@@ -861,6 +1006,9 @@ func (t *Table) expire(e, prev *Entry) {
 	}
 	e.flags |= flagDeleted
 	t.active--
+	if int(e.bucket) < len(t.buckets) && t.buckets[e.bucket] > 0 {
+		t.buckets[e.bucket]--
+	}
 	t.stats.Expired++
 	if e.hasLimits {
 		t.perRule[e.ruleID]--
@@ -887,6 +1035,59 @@ func (t *Table) Expire() int {
 			n++
 		}
 		e = next
+	}
+	if t.doFlush {
+		n += t.flushAggressive(now)
+		t.doFlush = false
+		t.wmLast = now
+	}
+	return n
+}
+
+// flushAggressive is ipf_state_flush(2) through ipf_queueflush: at most
+// once per state_wm_freq ticks, TCP entries are removed, CLOSED ones
+// first, then (while active*100/state_size is above state_wm_low; the
+// divisor is state_size, not state_max, as in IPFilter) TIME_WAIT, then
+// FIN_WAIT_2, then those idle for longer and longer-shrinking intervals.
+func (t *Table) flushAggressive(now uint32) int {
+	if now-t.wmLast <= t.cfg.WMFreq {
+		return 0
+	}
+	size := max(t.cfg.Size, 1)
+	over := func() bool { return t.active*100/size > t.cfg.WMLow }
+	n := 0
+	sweep := func(keep func(*Entry) bool) {
+		for e := t.list; e != nil; {
+			next := e.next
+			if e.Proto == 6 && !keep(e) {
+				t.remove(e)
+				n++
+			}
+			e = next
+		}
+	}
+	queue := func(e *Entry) uint8 { return max(e.TCPState[0], e.TCPState[1]) }
+	sweep(func(e *Entry) bool { return queue(e) != TCPClosed })
+	for _, st := range []uint8{TCPTimeWait, TCPFinWait2} {
+		if over() {
+			sweep(func(e *Entry) bool { return queue(e) != st })
+		}
+	}
+	if over() {
+		var interval uint32
+		switch {
+		case now > 2*43200:
+			interval = 2 * 43200
+		case now > 2*1800:
+			interval = 2 * 1800
+		case now > 2*30:
+			interval = 2 * 30
+		default:
+			interval = 2 * 10
+		}
+		for ; over() && interval >= 2; interval /= 2 {
+			sweep(func(e *Entry) bool { return now-e.touched < interval })
+		}
 	}
 	return n
 }

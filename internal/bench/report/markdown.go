@@ -87,6 +87,8 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 	}
 	b.WriteString("; Δ is the change of the median against `none` measured in the same run.\n\n")
 
+	writeSummary(&b, m)
+
 	b.WriteString("## Configurations\n\n| Name | Family | Description |\n|---|---|---|\n")
 	for _, c := range r.Configs {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", oneLine(c.Name), c.Family, oneLine(c.Description))
@@ -162,6 +164,49 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeSummary writes the headline tables: per suite, a row per
+// configuration and a column per test; the none row holds the median
+// rates, the others the change of the rate and, in parentheses, of the
+// SUT's service demand against none.
+func writeSummary(b *strings.Builder, m *Model) {
+	have := false
+	for _, s := range m.Suites {
+		have = have || len(s.Configs) > 0
+	}
+	if !have {
+		return
+	}
+	b.WriteString("## Summary\n\nRow `none`: median rate (10^6bits/s for streams, Trans/s for RR). Other rows: change of the median rate against `none`, in parentheses the change of the SUT's service demand (lower is cheaper), in %.\n\n")
+	for _, s := range m.Suites {
+		if len(s.Configs) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "### %s\n\n| Configuration |", s.Title)
+		align := "|---|"
+		for _, t := range s.Tests {
+			fmt.Fprintf(b, " %s |", oneLine(t.ID))
+			align += "--:|"
+		}
+		b.WriteString("\n" + align + "\n")
+		for _, c := range s.Configs {
+			fmt.Fprintf(b, "| %s |", oneLine(c))
+			for _, t := range s.Tests {
+				cell, ok := s.Cells[t.ID][c]
+				switch {
+				case !ok || cell[Rate].N == 0:
+					b.WriteString(" — |")
+				case c == "none":
+					fmt.Fprintf(b, " %s |", num(cell[Rate].Median))
+				default:
+					fmt.Fprintf(b, " %s (%s) |", pct(cell[Rate].Diff), pct(cell[SUTSD].Diff))
+				}
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
 }
 
 func hostName(h string) string {

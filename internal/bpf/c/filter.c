@@ -250,7 +250,8 @@ struct work {
  * path; that keeps the verifier's work linear in the program's size. */
 #define GLOBAL __attribute__((noinline))
 
-/* skb->mark of a generated reply (return-rst / return-icmp) */
+/* skb->mark of a generated reply (return-rst / return-icmp) and of a
+ * packet an outbound rule routed elsewhere (to / dup-to) */
 #define REPLY_MARK 0x51c3e7f1
 
 struct {
@@ -688,10 +689,11 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 			}
 			continue;
 		}
+		/* IPFilter walks an IPv6 AH like any extension header: its
+		 * length in 8-byte units, not AH's 4-byte ones */
+		len = (e[1] + 1) * 8;
 		if (nh == 51)
-			len = (e[1] + 2) * 4;
-		else
-			len = (e[1] + 1) * 8;
+			p->flags |= PF_AH;
 		if (nh == 43 && e[2] == 0 && ((e[1] / 2) < e[3] || (e[3] && (e[1] & 1))))
 			p->flags |= PF_BAD;
 		if (pos + len > end)
@@ -2141,14 +2143,28 @@ GLOBAL int sl_route(struct __sk_buff *skb, __u32 slot, __u32 idx)
 	r = bpf_map_lookup_elem(&rules, &key);
 	if (!r || !r->route)
 		return -1;
+	/* a packet routed from an outbound hook has been filtered as
+	 * outbound already: the mark lets it through the egress hook of the
+	 * interface it now leaves by (IPFilter checks only inbound packets
+	 * again on their new way out) */
 	if (r->route & RT_DUP) {
-		if (bpf_clone_redirect(skb, r->dup_ifindex, 0) == 0)
+		__u32 mark = skb->mark;
+		long rc;
+
+		if (p->out)
+			skb->mark = REPLY_MARK;
+		rc = bpf_clone_redirect(skb, r->dup_ifindex, 0);
+		skb->mark = mark;
+		if (rc == 0)
 			stat_inc(ST_DUPPED);
 		else
 			stat_inc(ST_ROUTEFAIL);
 	}
 	if (r->route & RT_TO) {
 		long ret = redirect_nh(r->to_ifindex, r->to_nh_fam, r->to_nh);
+
+		if (ret == TC_ACT_REDIRECT && p->out)
+			skb->mark = REPLY_MARK;
 
 		if (ret == TC_ACT_REDIRECT) {
 			stat_inc(ST_ROUTED);

@@ -29,6 +29,17 @@ func TestPrint(t *testing.T) {
 		{"divert in on bge0 proto udp from 1.1.1.1 to 2.2.2.2 -> src 3.3.3.3,1000 dst 4.4.4.4,2000 udp;",
 			"divert in on bge0 proto udp from 1.1.1.1/32 to 2.2.2.2/32 -> src 3.3.3.3/32,1000 dst 4.4.4.4/32,2000 udp;"},
 		{"no map le0 10.0.0.0/8;", "no map le0 10.0.0.0/8 ip;"},
+		// mapoptions (ipnat_y.y): rr frag age mssclamp nattag setproto purge.
+		{"map le0 10.0.0.0/8 -> 1.1.1.0/24 round-robin", "map le0 10.0.0.0/8 -> 1.1.1.0/24 round-robin"},
+		{"map le0 10.0.0.0/8 -> 1.1.1.0/24 portmap tcp 1000:2000 round-robin frag age 10 tag t1",
+			"map le0 10.0.0.0/8 -> 1.1.1.0/24 portmap tcp 1000:2000 round-robin frag age 10/10 tag t1"},
+		// IPv4 forms of the in3_6/in6_6/in101_6 cases.
+		{"bimap le0 1/32 -> 1/32", "bimap le0 0.0.0.1/32 -> 0.0.0.1/32"},
+		{"bimap le0 10.0.0.5/8 -> 1.2.3.4/24", "bimap le0 10.0.0.0/8 -> 1.2.3.0/24"},
+		{"map foo0 from any port eq 1 to any port ne 0 -> 0/32 udp", "map foo0 from 0/0 port = 1 to 0/0 port != 0 -> 0/32 udp"},
+		{"map foo0 from any port 1 >< 20 to any port 20 <> 40 -> 0/32 tcp/udp", "map foo0 from 0/0 port 1 >< 20 to 0/0 port 20 <> 40 -> 0/32 tcp/udp"},
+		{"rewrite in on bge0 proto tcp/udp from 1.1.1.1/32 to 2.2.2.2/32 -> src 3.3.3.0/24,20202 dst 4.4.4.0/24,10101;",
+			"rewrite in on bge0 proto tcp/udp from 1.1.1.1/32 to 2.2.2.2/32 -> src 3.3.3.0/24,20202 dst 4.4.4.0/24,10101;"},
 		{"map le0 from 10.0.0.0/8 to pool/100 -> 1.2.3.4", "map le0 from 10.0.0.0/8 to pool/100 -> 1.2.3.4/32"},
 		{"map a0 10.0.0.0/8 -> 1.1.1.1-1.1.1.9", "map a0 10.0.0.0/8 -> range 1.1.1.1-1.1.1.9"},
 	}

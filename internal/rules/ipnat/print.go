@@ -250,6 +250,11 @@ func (r *Rule) mapString(b *strings.Builder) {
 		b.WriteString(" icmpidmap " + r.ProtoString() + " " + strconv.Itoa(r.SPMin) + ":" + strconv.Itoa(r.SPMax))
 		protoPrinted = true
 	}
+	// ipnat_y.y's mapoptions take round-robin before frag, and
+	// printnat.c prints the flag back in that place.
+	if r.RoundRobin {
+		b.WriteString(" round-robin")
+	}
 	if r.Frag {
 		b.WriteString(" frag")
 	}

@@ -1,5 +1,8 @@
 package bpf
 
+// Tests of the features added to close the gaps of the first version:
+// pool tables, v6hdr, interface addresses, routing, auth, wildcard state.
+
 import (
 	"encoding/binary"
 	"net/netip"
@@ -250,5 +253,34 @@ func TestAuth(t *testing.T) {
 	}
 	if rs[1].Hits != 1 {
 		t.Errorf("auth rule hits %d, want 1", rs[1].Hits)
+	}
+}
+
+// TestWildcardState: state created by a packet to a multicast address has
+// a wildcard destination; the first reply fills it in, so a reply from a
+// second host no longer matches (ipf-reference §3.1).
+func TestWildcardState(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\npass out proto udp all keep state\npass out proto ipv6-icmp all keep state\n")
+	q := testPkt{src: "10.0.0.1", dst: "224.0.0.9", proto: 17, sport: 5000, dport: 53}
+	h.expect(true, q, "pass")
+	h.expect(false, testPkt{src: "10.0.0.7", dst: "10.0.0.1", proto: 17, sport: 53, dport: 5000}, "pass")
+	h.expect(false, testPkt{src: "10.0.0.8", dst: "10.0.0.1", proto: 17, sport: 53, dport: 5000}, "block")
+	h.expect(false, testPkt{src: "10.0.0.7", dst: "10.0.0.1", proto: 17, sport: 53, dport: 5000}, "pass")
+
+	e := testPkt{src: "2001:db8::1", dst: "ff02::1", proto: 58, icmpType: 128, icmpID: 7}
+	h.expect(true, e, "pass")
+	h.expect(false, testPkt{src: "2001:db8::5", dst: "2001:db8::1", proto: 58, icmpType: 129, icmpID: 7}, "pass")
+	h.expect(false, testPkt{src: "2001:db8::6", dst: "2001:db8::1", proto: 58, icmpType: 129, icmpID: 7}, "block")
+	sts, err := h.d.States()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, s := range sts {
+		got[s.Src.String()+">"+s.Dst.String()] = true
+	}
+	if len(sts) != 2 || !got["10.0.0.1>10.0.0.7"] || !got["2001:db8::1>2001:db8::5"] {
+		t.Errorf("states after the replies: %v, want the two filled-in entries", got)
 	}
 }
