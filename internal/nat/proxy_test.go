@@ -338,6 +338,7 @@ func FuzzProxyPayload(f *testing.F) {
 	f.Add(uint8(2), false, []byte(pptpMsg(pptpOutCallRp, 1, 2)))
 	f.Add(uint8(3), true, rpcCallV2(1, 100003, 3, 17))
 	f.Add(uint8(3), false, rpcReplyWords(1, rpcReply, 0, 0, 0, 0, 2049))
+	f.Add(uint8(4), false, append([]byte{0x80, 0, 0, 40}, rpcReplyWords(1, rpcReply, 0, 0, 0, 0, 12)...))
 	f.Fuzz(runProxyCase)
 }
 
@@ -348,8 +349,9 @@ func runProxyCase(t *testing.T, which uint8, fromClient bool, data []byte) {
 			"map le0 10.0.0.0/8 -> 198.51.100.7/32 proxy port shell rcmd/tcp\n",
 			"map le0 10.0.0.0/8 -> 198.51.100.7/32 proxy port 1723 pptp/tcp\n",
 			"rdr le0 198.51.100.1/32 port 111 -> 10.9.9.7 port 111 udp proxy rpcbu\n",
+			"rdr le0 198.51.100.1/32 port 111 -> 10.9.9.7 port 111 tcp proxy rpcbt\n",
 		}
-		ports := []uint16{21, 514, 1723, 111}
+		ports := []uint16{21, 514, 1723, 111, 111}
 		if len(data) > 1400 {
 			return
 		}
@@ -363,6 +365,13 @@ func runProxyCase(t *testing.T, which uint8, fromClient bool, data []byte) {
 				pkt, out = udpMsg("203.0.113.5", "198.51.100.1", 700, 111, data), false
 			} else {
 				pkt, out = udpMsg("10.9.9.7", "203.0.113.5", 111, 700, data), true
+			}
+		} else if i == 4 {
+			pn.In(seg("203.0.113.5", "198.51.100.1", 700, 111, 1, 0, ""), "le0")
+			if fromClient {
+				pkt, out = seg("203.0.113.5", "198.51.100.1", 700, 111, 1, 1, string(data)), false
+			} else {
+				pkt, out = seg("10.9.9.7", "203.0.113.5", 111, 700, 1, 1, string(data)), true
 			}
 		} else {
 			pn.Out(seg("10.1.1.1", "203.0.113.5", 3000, ports[i], 1, 0, ""), "le0", "")

@@ -502,13 +502,17 @@ func (p *printer) optPrint() {
 		if r.OptMask != r.OptBits {
 			for _, e := range ipOptions {
 				if e.bit&r.OptMask != 0 && e.bit&r.OptBits == 0 {
+					// As above: sec-class stands for the sec option.
+					if e.bit == OptSEC && (secm != 0 || secb != 0) {
+						continue
+					}
 					p.s(s + e.name)
 					s = ","
 				}
 			}
 		}
 		if secm != secb {
-			p.s(" sec-class")
+			p.s(s + "sec-class")
 			s = " "
 			for _, e := range secClasses {
 				if e.bit&secm != 0 && e.bit&secb == 0 {
