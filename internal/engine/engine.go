@@ -1018,13 +1018,21 @@ func (e *Engine) log(sc *scan, pass uint32) error {
 	return err
 }
 
-// forward handles dup-to and to/route-to of the deciding rule.
+// forward handles dup-to, fastroute and to/route-to of the deciding rule.
 func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
 	src := r.Src
 	if src.DupTo != nil {
 		if ifn, nh, ok := e.target(p, src.DupTo); ok {
 			e.router.Route(p, ifn, nh, true)
 		}
+	}
+	if !p.Out && r.Flags&ruleset.FRFastroute != 0 {
+		// ipf_check: an inbound fastroute packet goes to
+		// ipf_fastroute with no destination, i.e. back out of the
+		// interface it came in on, routed by destination; it takes
+		// precedence over `to`.
+		e.router.Route(p, p.IfName, netip.Addr{}, false)
+		return true
 	}
 	if src.RouteTo != nil {
 		if ifn, nh, ok := e.target(p, src.RouteTo); ok {

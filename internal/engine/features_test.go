@@ -192,3 +192,22 @@ func TestExpire(t *testing.T) {
 		t.Errorf("after udp_timeout: expired %d, active %d; want 1, 0", n, e.States.Active())
 	}
 }
+
+// TestFastroute: an inbound pass with fastroute leaves through the
+// routing table (no interface given, so the one it arrived on), before
+// any `to`; outbound, fastroute does nothing.
+func TestFastroute(t *testing.T) {
+	e := newEngine(t, "pass in fastroute all\npass out fastroute all\n")
+	rec := &recorder{}
+	e.SetRouter(rec)
+	var p Packet
+	if r := check(e, &p, mkUDP("1.1.1.1", "2.2.2.2", 1, 2), false, "a"); !r.Forwarded {
+		t.Errorf("inbound: not forwarded")
+	}
+	if r := check(e, &p, mkUDP("1.1.1.1", "2.2.2.2", 1, 2), true, "b"); r.Forwarded {
+		t.Errorf("outbound: forwarded")
+	}
+	if len(rec.routes) != 1 || rec.routes[0] != "a" {
+		t.Errorf("routes: got %q, want [a]", rec.routes)
+	}
+}
