@@ -1031,16 +1031,36 @@ func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
 		// ipf_fastroute with no destination, i.e. back out of the
 		// interface it came in on, routed by destination; it takes
 		// precedence over `to`.
-		e.router.Route(p, p.IfName, netip.Addr{}, false)
+		if e.leaveAs(p, p.IfName) {
+			e.router.Route(p, p.IfName, netip.Addr{}, false)
+		}
 		return true
 	}
 	if src.RouteTo != nil {
 		if ifn, nh, ok := e.target(p, src.RouteTo); ok {
-			e.router.Route(p, ifn, nh, false)
+			if p.Out || e.leaveAs(p, ifn) {
+				e.router.Route(p, ifn, nh, false)
+			}
 			return true
 		}
 	}
 	return false
+}
+
+// leaveAs is the part of ipf_fastroute an inbound packet goes through
+// before it is sent out of ifn: it is counted by the outbound accounting
+// list and translated by NAT-out for ifn (with no rule tag, as fin_fr is
+// cleared). False means NAT failed and the packet is dropped.
+func (e *Engine) leaveAs(p *Packet, ifn string) bool {
+	inIf := p.IfName
+	p.Out, p.IfName = true, ifn
+	fi := &p.Info
+	sc := scan{e: e, p: p, ruleNum: -1}
+	sc.portcmp = fi.Flags&packet.FlagTCPUDP != 0 && fi.DLen > 3 && fi.Off == 0
+	e.account(&sc, &e.sets.Active().AcctOut)
+	ok := e.nat == nil || e.nat.Out(p, "")
+	p.Out, p.IfName = false, inIf
+	return ok
 }
 
 // routeIface is the interface a rule's `to IF` sends packets out of, ""

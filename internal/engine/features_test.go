@@ -211,3 +211,38 @@ func TestFastroute(t *testing.T) {
 		t.Errorf("routes: got %q, want [a]", rec.routes)
 	}
 }
+
+type routeNAT struct{ outIfs []string }
+
+func (f *routeNAT) In(p *Packet) bool { return true }
+func (f *routeNAT) Out(p *Packet, tag string) bool {
+	f.outIfs = append(f.outIfs, p.IfName)
+	return p.IfName != "deny"
+}
+
+// TestInboundRouteNATsOut: an inbound packet sent elsewhere by `to` or
+// fastroute is counted by outbound accounting and translated as it leaves
+// (ipf_fastroute); if that translation fails it is not sent.
+func TestInboundRouteNATsOut(t *testing.T) {
+	e := newEngine(t, "pass in on a to b all\npass in on c fastroute all\npass in on d to deny all\ncount out on b all\n")
+	rec := &recorder{}
+	nat := &routeNAT{}
+	e.SetRouter(rec)
+	e.SetNAT(nat)
+	var p Packet
+	for _, ifn := range []string{"a", "c", "d"} {
+		check(e, &p, mkUDP("1.1.1.1", "2.2.2.2", 1, 2), false, ifn)
+		if p.Out || p.IfName != ifn {
+			t.Errorf("%s: packet left as out=%v on %s", ifn, p.Out, p.IfName)
+		}
+	}
+	if len(rec.routes) != 2 || rec.routes[0] != "b" || rec.routes[1] != "c" {
+		t.Errorf("routes: got %q, want [b c]", rec.routes)
+	}
+	if len(nat.outIfs) != 3 || nat.outIfs[0] != "b" || nat.outIfs[1] != "c" || nat.outIfs[2] != "deny" {
+		t.Errorf("NAT-out on: got %q, want [b c deny]", nat.outIfs)
+	}
+	if got := e.sets.Active().AcctOut.Rules[0].Stats.Hits.Load(); got != 1 {
+		t.Errorf("outbound accounting hits: got %d, want 1", got)
+	}
+}

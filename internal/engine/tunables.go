@@ -69,7 +69,7 @@ var tunableTable = []Tunable{
 	{"log_size", "ipl_logsize", 0, 0x80000, 32768, false},
 	{"proxy_debug", "ipf_proxy_debug", 0, 0x1f, 0, false},
 	{"ftp_debug", "", 0, 10, 0, false},
-	{"ftp_forcepasv", "", 0, 1, 0, false},
+	{"ftp_forcepasv", "", 0, 1, 1, false},
 	{"ftp_insecure", "", 0, 1, 0, false},
 	{"ftp_pasvonly", "", 0, 1, 0, false},
 	{"ftp_pasvrdr", "", 0, 1, 0, false},

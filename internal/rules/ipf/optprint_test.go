@@ -1,0 +1,30 @@
+package ipf
+
+import "testing"
+
+// TestOptPrintNegatedSecClass: like optprint, the sec option is folded
+// into sec-class on the negated side too, and sec-class follows the
+// negated options after a comma.
+func TestOptPrintNegatedSecClass(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"block in from any to any with not opt sec-class unclass",
+			"block in inet from any to any with not opt sec-class unclass"},
+		{"block in from any to any with not opt lsrr not opt sec-class unclass",
+			"block in inet from any to any with not opt lsrr,sec-class unclass"},
+		{"block in all with opt lsrr not opt sec-class secret",
+			"block in inet from any to any with opt lsrr not opt sec-class secret"},
+		{"block in all with opt ssrr,sec-class topsecret",
+			"block in inet from any to any with opt ssrr,sec-class topsecret"},
+		{"block in all with not opt sec",
+			"block in inet from any to any with not opt sec"},
+	}
+	for _, tt := range tests {
+		rs, err := Parse("t", []byte(tt.in+"\n"), ParseOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.in, err)
+		}
+		if got := FormatRule(rs[0]); got != tt.want {
+			t.Errorf("%s:\n got %q\nwant %q", tt.in, got, tt.want)
+		}
+	}
+}
