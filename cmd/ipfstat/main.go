@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"strconv"
+
+	"sluice/internal/getopt"
 )
 
 func main() {
@@ -33,67 +35,56 @@ type flags struct {
 
 func parseFlags(args []string) (flags, error) {
 	f := flags{topSecs: 1}
-	for k := 0; k < len(args); k++ {
-		a := args[k]
-		if len(a) < 2 || a[0] != '-' {
-			return f, fmt.Errorf("unexpected argument %q", a)
+	p := getopt.New(args, "tCT:6aAdfghIilnoRsv")
+	for o, err := range p.All() {
+		if err != nil {
+			return f, err
 		}
-	letters:
-		for j, c := range a[1:] {
-			switch c {
-			case 't':
-				f.top = true
-			case 'C':
-				f.closed = true
-			case 'T':
-				v := a[2+j:]
-				if v == "" {
-					if k+1 >= len(args) {
-						return f, fmt.Errorf("option requires an argument -- T")
-					}
-					k++
-					v = args[k]
-				}
-				n, err := strconv.Atoi(v)
-				if err != nil || n < 1 {
-					return f, fmt.Errorf("-T %s: expected a number of seconds", v)
-				}
-				f.topSecs = n
-				break letters
-			case '6':
-				f.six = true
-			case 'a':
-				f.acct = true
-			case 'A':
-				f.auth = true
-			case 'd':
-				f.debug = true
-			case 'f':
-				f.frags = true
-			case 'g':
-				f.groups = true
-			case 'h':
-				f.hits = true
-			case 'I':
-				f.inactive = true
-			case 'i':
-				f.in = true
-			case 'l':
-				f.list = true
-			case 'n':
-				f.numbers = true
-			case 'o':
-				f.out = true
-			case 'R':
-				f.noresolve = true
-			case 's':
-				f.state = true
-			case 'v':
-				f.verbose = true
-			default:
-				return f, fmt.Errorf("unknown option -%c", c)
+		switch o.Flag {
+		case 't':
+			f.top = true
+		case 'C':
+			f.closed = true
+		case 'T':
+			n, err := strconv.Atoi(o.Arg)
+			if err != nil || n < 1 {
+				return f, fmt.Errorf("-T %s: expected a number of seconds", o.Arg)
 			}
+			f.topSecs = n
+		case '6':
+			f.six = true
+		case 'a':
+			f.acct = true
+		case 'A':
+			f.auth = true
+		case 'd':
+			f.debug = true
+		case 'f':
+			f.frags = true
+		case 'g':
+			f.groups = true
+		case 'h':
+			f.hits = true
+		case 'I':
+			f.inactive = true
+		case 'i':
+			f.in = true
+		case 'l':
+			f.list = true
+		case 'n':
+			f.numbers = true
+		case 'o':
+			f.out = true
+		case 'R':
+			f.noresolve = true
+		case 's':
+			f.state = true
+		case 'v':
+			f.verbose = true
 		}
+	}
+	if rest := p.Operands(); len(rest) > 0 {
+		return f, fmt.Errorf("unexpected argument %q", rest[0])
 	}
 	return f, nil
 }

@@ -15,9 +15,9 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
+	"sluice/internal/getopt"
 	"sluice/internal/ipflog"
 )
 
@@ -45,53 +45,11 @@ func usage(w io.Writer) {
 		"\t[-o [NSI]] [-O [NSI]] [-P pidfile] [-C configfile] [outfile]\n")
 }
 
-// getopt is POSIX getopt(3) over args (without the program name): options
-// may be grouped ("-bf file"), an option argument may be attached
-// ("-Pfile"), "--" ends the options, the first non-option ends them too.
-func getopt(args []string, spec string, f func(opt byte, arg string) error) ([]string, error) {
-	for len(args) > 0 {
-		a := args[0]
-		if a == "--" {
-			return args[1:], nil
-		}
-		if len(a) < 2 || a[0] != '-' {
-			return args, nil
-		}
-		args = args[1:]
-		for k := 1; k < len(a); k++ {
-			c := a[k]
-			i := strings.IndexByte(spec, c)
-			if i < 0 || c == ':' {
-				return nil, fmt.Errorf("illegal option -- %c", c)
-			}
-			if i+1 < len(spec) && spec[i+1] == ':' {
-				var arg string
-				switch {
-				case k+1 < len(a):
-					arg = a[k+1:]
-				case len(args) > 0:
-					arg, args = args[0], args[1:]
-				default:
-					return nil, fmt.Errorf("option requires an argument -- %c", c)
-				}
-				if err := f(c, arg); err != nil {
-					return nil, err
-				}
-				break
-			}
-			if err := f(c, ""); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return args, nil
-}
-
 func parseArgs(args []string) (*config, error) {
 	c := &config{ipfFile: defaultIPFDevice, natFile: "/dev/ipnat", stateFile: "/dev/ipstate",
 		facility: "local0", logs: map[byte]bool{}}
 	selected := false
-	rest, err := getopt(args, optstring, func(o byte, arg string) error {
+	option := func(o byte, arg string) error {
 		switch o {
 		case 'a':
 			c.logs['I'], c.logs['N'], c.logs['S'] = true, true, true
@@ -149,10 +107,17 @@ func parseArgs(args []string) (*config, error) {
 			c.fmt.HexHeader = true
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
+	p := getopt.New(args, optstring)
+	for o, err := range p.All() {
+		if err == nil {
+			err = option(o.Flag, o.Arg)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	rest := p.Operands()
 	if !selected {
 		c.logs['I'] = true // with no selection only the ipf log is read
 	}

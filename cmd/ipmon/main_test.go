@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/getopt"
 	"sluice/internal/ipflog"
 	"sluice/internal/packet"
 	pt "sluice/internal/packet/packettest"
@@ -16,13 +17,12 @@ import (
 
 func TestGetopt(t *testing.T) {
 	var seen []string
-	rest, err := getopt([]string{"-bf", "logout", "-P/dev/null", "-o", "NI", "-x", "out.txt", "-v"}, optstring,
-		func(o byte, arg string) error {
-			seen = append(seen, string(o)+"="+arg)
-			return nil
-		})
+	opts, rest, err := getopt.Parse([]string{"-bf", "logout", "-P/dev/null", "-o", "NI", "-x", "out.txt", "-v"}, optstring)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		seen = append(seen, string(o.Flag)+"="+o.Arg)
 	}
 	want := "b= f=logout P=/dev/null o=NI x="
 	if got := strings.Join(seen, " "); got != want {
@@ -32,8 +32,8 @@ func TestGetopt(t *testing.T) {
 		t.Errorf("operands: %q", rest)
 	}
 	for _, bad := range [][]string{{"-q"}, {"-f"}} {
-		if _, err := getopt(bad, optstring, func(byte, string) error { return nil }); err == nil {
-			t.Errorf("getopt(%q) accepted", bad)
+		if _, err := parseArgs(bad); err == nil {
+			t.Errorf("parseArgs(%q) accepted", bad)
 		}
 	}
 	c, err := parseArgs([]string{"-N", "n", "-S", "s", "-a", "-O", "S", "-n", "-p", "-s", "-t", "-X", "-D", "-F", "-L", "local3"})

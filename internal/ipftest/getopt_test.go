@@ -5,24 +5,31 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"sluice/internal/getopt"
 )
 
+// TestGetopt checks ipftest's optstring on the command lines of the
+// conformance kit.
 func TestGetopt(t *testing.T) {
+	flag := func(c byte) getopt.Opt { return getopt.Opt{Flag: c} }
+	arg := func(c byte, a string) getopt.Opt { return getopt.Opt{Flag: c, Arg: a, HasArg: true} }
 	tests := []struct {
 		args []string
-		want []opt
+		want []getopt.Opt
 		rest []string
 		err  bool
 	}{
-		{[]string{"-Rbr", "-", "-i", "x"}, []opt{{'R', ""}, {'b', ""}, {'r', "-"}, {'i', "x"}}, []string{}, false},
-		{[]string{"-T", "a=1", "-xF", "hex", "-DRbN", "-"}, []opt{{'T', "a=1"}, {'x', ""}, {'F', "hex"}, {'D', ""}, {'R', ""}, {'b', ""}, {'N', "-"}}, []string{}, false},
-		{[]string{"-6br-", "extra"}, []opt{{'6', ""}, {'b', ""}, {'r', "-"}}, []string{"extra"}, false},
+		{[]string{"-Rbr", "-", "-i", "x"}, []getopt.Opt{flag('R'), flag('b'), arg('r', "-"), arg('i', "x")}, []string{}, false},
+		{[]string{"-T", "a=1", "-xF", "hex", "-DRbN", "-"},
+			[]getopt.Opt{arg('T', "a=1"), flag('x'), arg('F', "hex"), flag('D'), flag('R'), flag('b'), arg('N', "-")}, []string{}, false},
+		{[]string{"-6br-", "extra"}, []getopt.Opt{flag('6'), flag('b'), arg('r', "-")}, []string{"extra"}, false},
 		{[]string{"-q"}, nil, nil, true},
 		{[]string{"-r"}, nil, nil, true},
 		{[]string{"--", "-b"}, nil, []string{"-b"}, false},
 	}
 	for _, tc := range tests {
-		got, rest, err := getopt(tc.args, optstring)
+		got, rest, err := getopt.Parse(tc.args, optstring)
 		if (err != nil) != tc.err {
 			t.Errorf("%v: err %v, want error %v", tc.args, err, tc.err)
 			continue
@@ -30,7 +37,7 @@ func TestGetopt(t *testing.T) {
 		if tc.err {
 			continue
 		}
-		if d := cmp.Diff(tc.want, got, cmp.AllowUnexported(opt{})); d != "" {
+		if d := cmp.Diff(tc.want, got); d != "" {
 			t.Errorf("%v: opts (-want +got):\n%s", tc.args, d)
 		}
 		if d := cmp.Diff(tc.rest, rest); d != "" && !(len(tc.rest) == 0 && len(rest) == 0) {

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"sluice/internal/engine"
+	"sluice/internal/getopt"
 	"sluice/internal/ipflog"
 	"sluice/internal/nat"
 	"sluice/internal/nat/enginehook"
@@ -93,7 +94,9 @@ func Main(env Env) int {
 }
 
 func (r *run) main() error {
-	opts, rest, err := getopt(r.env.Args, optstring)
+	p := getopt.New(r.env.Args, optstring)
+	p.GNU = true
+	opts, rest, err := p.Collect()
 	if err != nil {
 		return fmt.Errorf("%v\nusage: ipftest [-6bCdDoRvx] [-F text|hex] [-i file] [-I if] [-l logfile] [-N ipnat] [-P ippool] [-r ipf] [-S ip] [-T tunables]", err)
 	}
@@ -137,8 +140,8 @@ func (r *run) main() error {
 	return nil
 }
 
-func (r *run) option(o opt) error {
-	switch o.c {
+func (r *run) option(o getopt.Opt) error {
+	switch o.Flag {
 	case '6':
 		r.inet6 = true
 	case 'b':
@@ -151,49 +154,49 @@ func (r *run) option(o opt) error {
 	case 'D':
 		r.dump = true
 	case 'F':
-		if o.arg != "text" && o.arg != "hex" {
-			return fmt.Errorf("-F: unknown input format %q (text or hex)", o.arg)
+		if o.Arg != "text" && o.Arg != "hex" {
+			return fmt.Errorf("-F: unknown input format %q (text or hex)", o.Arg)
 		}
-		r.format = o.arg
+		r.format = o.Arg
 	case 'i':
-		r.input = o.arg
+		r.input = o.Arg
 	case 'I':
-		r.iface = o.arg
+		r.iface = o.Arg
 	case 'l':
-		r.logFile = o.arg
+		r.logFile = o.Arg
 	case 'M':
-		if o.arg != "user" && o.arg != "kern" {
-			return fmt.Errorf("-M: unknown mode %q", o.arg)
+		if o.Arg != "user" && o.Arg != "kern" {
+			return fmt.Errorf("-M: unknown mode %q", o.Arg)
 		}
-		if o.arg == "kern" {
+		if o.Arg == "kern" {
 			return errors.New("-M kern: kernel mode is not supported")
 		}
 	case 'N':
 		r.natMode = true
 		r.loaded = true
-		return r.loadNAT(o.arg)
+		return r.loadNAT(o.Arg)
 	case 'P':
 		r.loaded = true
-		return r.loadPools(o.arg)
+		return r.loadPools(o.Arg)
 	case 'r':
 		r.loaded = true
-		return r.loadRules(o.arg)
+		return r.loadRules(o.Arg)
 	case 'R':
 		r.resolve = false
 	case 'S':
-		a, err := netip.ParseAddr(o.arg)
+		a, err := netip.ParseAddr(o.Arg)
 		if err != nil {
-			return fmt.Errorf("-S: bad address %q", o.arg)
+			return fmt.Errorf("-S: bad address %q", o.Arg)
 		}
 		r.srcIn = a
 	case 'T':
-		if o.arg == "list" {
+		if o.Arg == "list" {
 			for _, l := range r.tun.List() {
 				fmt.Fprintln(r.out, l)
 			}
 			return nil
 		}
-		if err := r.tun.SetString(o.arg); err != nil {
+		if err := r.tun.SetString(o.Arg); err != nil {
 			return fmt.Errorf("-T: %v", err)
 		}
 		r.eng.ApplyTunables()

@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/getopt"
 	"sluice/internal/rules/ipnat"
 )
 
@@ -21,7 +21,7 @@ const usage = "usage: ipnat [-CdFhlnrRsv] [-f filename]\n"
 // Main runs ipnat with args (without the program name) and returns the
 // exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	opts, rest, err := netfmt.Getopt(args, "CdFf:hlm:M:N:nO:prRsvX")
+	opts, rest, err := getopt.Parse(args, "CdFf:hlm:M:N:nO:prRsvX")
 	if err != nil || len(rest) > 0 {
 		if err != nil {
 			fmt.Fprintf(stderr, "ipnat: %v\n", err)

@@ -1,3 +1,6 @@
+// Package cli implements the netperf and netserver command lines with the
+// C tools' getopt conventions: bundled flags (-cC), attached or separate
+// arguments (-l1, -l 1), and test-specific options after "--".
 package cli
 
 import (
@@ -11,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"sluice/internal/getopt"
 	"sluice/internal/netperf"
 	"sluice/internal/netperf/output"
 )
@@ -28,9 +32,12 @@ type Options struct {
 	ListNames bool     // "?" given to -o/-O/-k
 }
 
-var globalSpec = optSpec{'H': 1, 'p': 1, 'l': 1, 't': 1, 'c': 0, 'C': 0, 'f': 1, 'P': 1, 'v': 1,
-	'i': 1, 'I': 1, 'B': 1, 'L': 1, '4': 0, '6': 0, 'T': 1, 'Z': 1, 'o': 1, 'O': 1, 'h': 0, 'd': 0, 'n': 1, 'N': 0}
-var testSpec = optSpec{'m': 1, 'M': 1, 's': 1, 'S': 1, 'r': 1, 'D': 0, 'P': 1, 'k': 2, 'o': 2, 'O': 2, 'R': 1, 'H': 1, 'L': 1, '4': 0, '6': 0}
+// The optstrings of netperf's global options and of the test options
+// after "--" (-k, -o and -O take an optional output selector list).
+const (
+	globalSpec = "H:p:l:t:cCf:P:v:i:I:B:L:46T:Z:o:O:hdn:N"
+	testSpec   = "m:M:s:S:r:DP:k::o::O::R:H:L:46"
+)
 
 func atoi(opt byte, s string) (int, error) {
 	v, err := strconv.Atoi(strings.TrimSpace(s))
@@ -70,23 +77,23 @@ func ParseNetperf(args []string) (*Options, error) {
 	o := &Options{Host: "localhost", Verbosity: 1}
 	c := &o.Config
 	c.Test, c.Port, c.Duration = netperf.TCPStream, netperf.DefaultPort, 10*time.Second
-	opts, rest, err := getopt(args, globalSpec)
+	opts, rest, err := parseOpts(args, globalSpec)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range opts {
 		var err error
-		switch p.letter {
+		switch p.Flag {
 		case 'H':
-			o.Host, _ = splitPair(p.arg)
+			o.Host, _ = splitPair(p.Arg)
 		case 'p':
-			c.Port, err = atoi('p', strings.Split(p.arg, ",")[0])
+			c.Port, err = atoi('p', strings.Split(p.Arg, ",")[0])
 			if err == nil && (c.Port <= 0 || c.Port > 65535) {
 				err = fmt.Errorf("option -p: port %d out of range", c.Port)
 			}
 		case 'l':
 			var n int
-			n, err = atoi('l', p.arg)
+			n, err = atoi('l', p.Arg)
 			switch {
 			case n > 0:
 				c.Duration, c.Transactions = time.Duration(n)*time.Second, 0
@@ -96,28 +103,28 @@ func ParseNetperf(args []string) (*Options, error) {
 				err = fmt.Errorf("option -l: test length must not be 0")
 			}
 		case 't':
-			c.Test = strings.ToUpper(p.arg)
+			c.Test = strings.ToUpper(p.Arg)
 		case 'c':
 			c.LocalCPU = true
 		case 'C':
 			c.RemoteCPU = true
 		case 'f':
-			if len(p.arg) != 1 || !strings.ContainsRune("kmgKMGx", rune(p.arg[0])) {
+			if len(p.Arg) != 1 || !strings.ContainsRune("kmgKMGx", rune(p.Arg[0])) {
 				err = fmt.Errorf("option -f: units must be one of k m g K M G")
 			} else {
-				o.Units = p.arg[0]
+				o.Units = p.Arg[0]
 			}
 		case 'P':
-			o.NoHeaders = p.arg == "0"
+			o.NoHeaders = p.Arg == "0"
 		case 'v':
-			o.Verbosity, err = atoi('v', p.arg)
+			o.Verbosity, err = atoi('v', p.Arg)
 		case 'i':
-			a, b := splitPair(p.arg)
+			a, b := splitPair(p.Arg)
 			if c.ConfMax, err = atoi('i', a); err == nil {
 				c.ConfMin, err = atoi('i', b)
 			}
 		case 'I':
-			a, b := splitPair(p.arg)
+			a, b := splitPair(p.Arg)
 			if c.ConfLevel, err = atoi('I', a); err == nil {
 				c.ConfWidth, err = strconv.ParseFloat(b, 64)
 			}
@@ -125,15 +132,15 @@ func ParseNetperf(args []string) (*Options, error) {
 				c.ConfMax, c.ConfMin = 10, 3 // -I alone implies -i 10,3
 			}
 		case 'B':
-			o.Brand = p.arg
+			o.Brand = p.Arg
 		case 'L':
-			c.LocalAddr, _ = splitPair(p.arg)
+			c.LocalAddr, _ = splitPair(p.Arg)
 		case '4':
 			c.Family = 4
 		case '6':
 			c.Family = 6
 		case 'T':
-			a, b := splitPair(p.arg)
+			a, b := splitPair(p.Arg)
 			if a != "" {
 				c.BindLocalCPU = true
 				if c.LocalCPUAffinity, err = atoi('T', a); err != nil {
@@ -145,7 +152,7 @@ func ParseNetperf(args []string) (*Options, error) {
 				c.RemoteCPUAffinity, err = atoi('T', b)
 			}
 		case 'Z':
-			c.Passphrase = p.arg
+			c.Passphrase = p.Arg
 		case 'o', 'O', 'n', 'd', 'N':
 			// Buffer offsets, CPU count and debug: accepted, not used.
 		case 'h':
@@ -155,7 +162,7 @@ func ParseNetperf(args []string) (*Options, error) {
 			return nil, err
 		}
 	}
-	topts, extra, err := getopt(rest, testSpec)
+	topts, extra, err := parseOpts(rest, testSpec)
 	if err != nil {
 		return nil, fmt.Errorf("test option: %w", err)
 	}
@@ -164,19 +171,19 @@ func ParseNetperf(args []string) (*Options, error) {
 	}
 	for _, p := range topts {
 		var err error
-		switch p.letter {
+		switch p.Flag {
 		case 'm':
-			c.SendSize, err = sizeArg('m', strings.Split(p.arg, ",")[0])
+			c.SendSize, err = sizeArg('m', strings.Split(p.Arg, ",")[0])
 		case 'M':
-			c.RecvSize, err = sizeArg('M', strings.Split(p.arg, ",")[0])
+			c.RecvSize, err = sizeArg('M', strings.Split(p.Arg, ",")[0])
 		case 's':
-			a, _ := splitPair(p.arg)
+			a, _ := splitPair(p.Arg)
 			c.LocalSockBuf, err = sizeArg('s', a)
 		case 'S':
-			a, _ := splitPair(p.arg)
+			a, _ := splitPair(p.Arg)
 			c.RemoteSockBuf, err = sizeArg('S', a)
 		case 'r':
-			a, b := splitPair(p.arg)
+			a, b := splitPair(p.Arg)
 			if a != "" {
 				c.ReqSize, err = sizeArg('r', a)
 			}
@@ -186,7 +193,7 @@ func ParseNetperf(args []string) (*Options, error) {
 		case 'D':
 			c.NoDelay = true
 		case 'P':
-			a, b := splitPair(p.arg)
+			a, b := splitPair(p.Arg)
 			if a != "" {
 				c.LocalDataPort, err = atoi('P', a)
 			}
@@ -194,19 +201,19 @@ func ParseNetperf(args []string) (*Options, error) {
 				c.RemoteDataPort, err = atoi('P', b)
 			}
 		case 'k', 'o', 'O':
-			o.Style = map[byte]output.Style{'o': output.CSV, 'O': output.Columns, 'k': output.KeyValue}[p.letter]
+			o.Style = map[byte]output.Style{'o': output.CSV, 'O': output.Columns, 'k': output.KeyValue}[p.Flag]
 			switch {
-			case p.arg == "?":
+			case p.Arg == "?":
 				o.ListNames = true
-			case p.hasArg:
-				o.Selectors, err = output.ParseFieldList(p.arg)
+			case p.HasArg:
+				o.Selectors, err = output.ParseFieldList(p.Arg)
 			default:
 				o.Selectors = []string{} // defaults, filled in once the test is known
 			}
 		case 'H':
-			o.Host, _ = splitPair(p.arg)
+			o.Host, _ = splitPair(p.Arg)
 		case 'L':
-			c.LocalAddr, _ = splitPair(p.arg)
+			c.LocalAddr, _ = splitPair(p.Arg)
 		case '4':
 			c.Family = 4
 		case '6':
@@ -293,4 +300,39 @@ func NetperfMain(args []string, stdout, stderr io.Writer) int {
 	}
 	o.Print(stdout, o.Report(r, "netperf "+strings.Join(args, " ")))
 	return 0
+}
+
+// parseOpts parses netperf-style options: every word before "--" must be
+// an option (the C tools take no operands), and the words after "--" are
+// returned. As in the C tools, "--" is never taken as an option's
+// argument.
+func parseOpts(args []string, optstring string) ([]getopt.Opt, []string, error) {
+	p := getopt.New(args, optstring)
+	p.GNU = true
+	var opts []getopt.Opt
+	for o, err := range p.All() {
+		if err != nil {
+			return nil, nil, err
+		}
+		if o.HasArg && o.Arg == "--" && args[p.Optind()-1] == "--" {
+			return nil, nil, &getopt.Error{Kind: getopt.MissingArgument, Flag: o.Flag, GNU: true}
+		}
+		opts = append(opts, o)
+	}
+	if !p.DashDash() {
+		if rest := p.Operands(); len(rest) > 0 {
+			return nil, nil, fmt.Errorf("unexpected argument %q", rest[0])
+		}
+		return opts, nil, nil
+	}
+	return opts, p.Operands(), nil
+}
+
+// splitPair parses netperf's "a,b" arguments: "a" sets both, ",b" only the
+// second, "a," only the first.
+func splitPair(s string) (a, b string) {
+	if i := strings.IndexByte(s, ','); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, s
 }

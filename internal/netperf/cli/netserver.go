@@ -25,12 +25,12 @@ type ServerOptions struct {
 	Verbose    bool
 }
 
-var serverSpec = optSpec{'p': 1, 'L': 1, 'D': 0, '4': 0, '6': 0, 'f': 0, 'Z': 1, 'v': 1, 'd': 0, 'h': 0, 'N': 0}
+const serverSpec = "p:L:D46fZ:v:dhN"
 
 // ParseNetserver parses netserver's arguments.
 func ParseNetserver(args []string) (*ServerOptions, error) {
 	o := &ServerOptions{Port: netperf.DefaultPort}
-	opts, rest, err := getopt(args, serverSpec)
+	opts, rest, err := parseOpts(args, serverSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -38,16 +38,16 @@ func ParseNetserver(args []string) (*ServerOptions, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", rest)
 	}
 	for _, p := range opts {
-		switch p.letter {
+		switch p.Flag {
 		case 'p':
-			if o.Port, err = atoi('p', p.arg); err != nil {
+			if o.Port, err = atoi('p', p.Arg); err != nil {
 				return nil, err
 			}
 			if o.Port <= 0 || o.Port > 65535 {
 				return nil, fmt.Errorf("option -p: port %d out of range", o.Port)
 			}
 		case 'L':
-			o.Addr, _ = splitPair(p.arg)
+			o.Addr, _ = splitPair(p.Arg)
 		case 'D':
 			o.Foreground = true
 		case '4':
@@ -57,7 +57,7 @@ func ParseNetserver(args []string) (*ServerOptions, error) {
 		case 'f':
 			// "Do not fork": every test already runs in a goroutine.
 		case 'Z':
-			o.Passphrase = p.arg
+			o.Passphrase = p.Arg
 		case 'v', 'd':
 			o.Verbose = true
 		case 'h':

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"sluice/internal/getopt"
 	"sluice/internal/pool/netfmt"
 	"sluice/internal/rules/ippool"
 )
@@ -38,7 +39,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	// The first command letter picks the mode, as in the original; all
 	// options share one getopt pass here.
-	opts, _, err := netfmt.Getopt(args, "aAdf:Fi:lm:M:nN:o:O:rRsS:t:T:uvz")
+	opts, _, err := getopt.Parse(args, "aAdf:Fi:lm:M:nN:o:O:rRsS:t:T:uvz")
 	if err != nil {
 		fmt.Fprintf(stderr, "ippool: %v\n", err)
 		fmt.Fprint(stderr, usage)
@@ -122,7 +123,7 @@ func loadFiles(files []string, noLoad, verbose bool, stdin io.Reader, stdout, st
 
 // checkArgs validates the operands of the table commands as the
 // original does before it opens the device.
-func checkArgs(cmd byte, opts []netfmt.Opt) error {
+func checkArgs(cmd byte, opts []getopt.Opt) error {
 	var name, addr string
 	for _, o := range opts {
 		switch o.Flag {

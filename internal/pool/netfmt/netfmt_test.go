@@ -68,23 +68,6 @@ func TestParseHost(t *testing.T) {
 	}
 }
 
-func TestGetopt(t *testing.T) {
-	opts, rest, err := Getopt([]string{"-Rnvf", "file", "-x", "arg", "operand", "-z"}, "f:nRvx:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Opt{{'R', ""}, {'n', ""}, {'v', ""}, {'f', "file"}, {'x', "arg"}}
-	if !reflect.DeepEqual(opts, want) || !reflect.DeepEqual(rest, []string{"operand", "-z"}) {
-		t.Errorf("got %v %v", opts, rest)
-	}
-	if _, _, err := Getopt([]string{"-q"}, "f:"); err == nil {
-		t.Error("unknown option accepted")
-	}
-	if _, _, err := Getopt([]string{"-f"}, "f:"); err == nil {
-		t.Error("missing argument accepted")
-	}
-}
-
 func TestLex(t *testing.T) {
 	toks := Lex("map le0 1.2.3.4/32 -> 1:2::3,80 \\\n port <= 5 \"q s\" # c\n", true)
 	var got []string

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"sluice/internal/getopt"
 	"sluice/internal/rules/ipf"
 )
 
@@ -116,25 +117,25 @@ func (c *Command) Run(args []string) int {
 		c.Stdin = strings.NewReader("")
 	}
 	var o options
-	g := getopt{args: args, spec: optString}
+	g := getopt.New(args, optString)
 	sawAction := false
 	for {
-		opt, arg, err := g.next()
+		opt, ok, err := g.Next()
 		if err != nil {
 			fmt.Fprintf(c.Stderr, "ipf: %v\n", err)
 			c.usage()
 			return 1
 		}
-		if opt == 0 {
+		if !ok {
 			break
 		}
 		sawAction = true
-		if err := c.do(&o, opt, arg); err != nil {
+		if err := c.do(&o, opt.Flag, opt.Arg); err != nil {
 			fmt.Fprintf(c.Stderr, "ipf: %v\n", err)
 			return 1
 		}
 	}
-	if g.optind < len(args) || !sawAction {
+	if g.Optind() < len(args) || !sawAction {
 		c.usage()
 		return 1
 	}
@@ -406,68 +407,6 @@ func (c *Command) loadFile(o *options, name string) error {
 		return fmt.Errorf("loading %s: %w", name, err)
 	}
 	return nil
-}
-
-// getopt is POSIX getopt(3): clustered flags (-Rnvf file), an option's
-// argument either attached (-Fa) or in the next word, and `--`.
-type getopt struct {
-	args   []string
-	spec   string
-	optind int
-	sub    int // position inside args[optind], 0 = at a new word
-}
-
-// next returns the next option letter and its argument; opt 0 means the
-// options are over (g.optind is then the first operand).
-func (g *getopt) next() (byte, string, error) {
-	if g.sub == 0 {
-		if g.optind >= len(g.args) {
-			return 0, "", nil
-		}
-		a := g.args[g.optind]
-		if a == "--" {
-			g.optind++
-			return 0, "", nil
-		}
-		if len(a) < 2 || a[0] != '-' {
-			return 0, "", nil
-		}
-		g.sub = 1
-	}
-	a := g.args[g.optind]
-	ch := a[g.sub]
-	g.sub++
-	i := strings.IndexByte(g.spec, ch)
-	if ch == ':' || i < 0 {
-		g.advanceIfDone()
-		return 0, "", fmt.Errorf("illegal option -- %c", ch)
-	}
-	if i+1 < len(g.spec) && g.spec[i+1] == ':' {
-		var arg string
-		if g.sub < len(a) {
-			arg = a[g.sub:]
-			g.optind++
-		} else {
-			g.optind++
-			if g.optind >= len(g.args) {
-				g.sub = 0
-				return 0, "", fmt.Errorf("option requires an argument -- %c", ch)
-			}
-			arg = g.args[g.optind]
-			g.optind++
-		}
-		g.sub = 0
-		return ch, arg, nil
-	}
-	g.advanceIfDone()
-	return ch, "", nil
-}
-
-func (g *getopt) advanceIfDone() {
-	if g.sub >= len(g.args[g.optind]) {
-		g.optind++
-		g.sub = 0
-	}
 }
 
 // checkTunables validates the syntax of a -T argument: "list", or

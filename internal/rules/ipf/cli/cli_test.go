@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"sluice/internal/getopt"
 	"sluice/internal/rules/ipf"
 )
 
@@ -45,19 +46,19 @@ func TestGetopt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			g := getopt{args: tc.args, spec: optString}
+			g := getopt.New(tc.args, optString)
 			var got []o
 			var gerr error
 			for {
-				opt, arg, err := g.next()
+				opt, ok, err := g.Next()
 				if err != nil {
 					gerr = err
 					break
 				}
-				if opt == 0 {
+				if !ok {
 					break
 				}
-				got = append(got, o{opt, arg})
+				got = append(got, o{opt.Flag, opt.Arg})
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("options (-want +got):\n%s", d)
@@ -68,8 +69,8 @@ func TestGetopt(t *testing.T) {
 				}
 				return
 			}
-			if gerr != nil || g.optind != tc.rest {
-				t.Errorf("optind = %d, err = %v; want %d, nil", g.optind, gerr, tc.rest)
+			if gerr != nil || g.Optind() != tc.rest {
+				t.Errorf("optind = %d, err = %v; want %d, nil", g.Optind(), gerr, tc.rest)
 			}
 		})
 	}
