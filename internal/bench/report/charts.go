@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // chart is one figure before rendering.
@@ -19,6 +21,45 @@ type chart struct {
 	name string // file stem
 	plot *plot.Plot
 	w, h vg.Length
+	// legend, if legendW > 0, is drawn in a strip that wide right of
+	// the plot, where it covers no bar however many configurations
+	// there are.
+	legend  plot.Legend
+	legendW vg.Length
+}
+
+// Family palettes: Sluice's configurations in blues and greens,
+// nftables' in reds and oranges, so the two families read apart at a
+// glance and the members of each stay distinct.
+var (
+	sluiceColors = []color.Color{
+		color.RGBA{0x08, 0x45, 0x94, 0xff}, color.RGBA{0x21, 0x71, 0xb5, 0xff}, color.RGBA{0x42, 0x92, 0xc6, 0xff},
+		color.RGBA{0x6b, 0xae, 0xd6, 0xff}, color.RGBA{0x23, 0x8b, 0x45, 0xff}, color.RGBA{0x74, 0xc4, 0x76, 0xff},
+	}
+	nftColors = []color.Color{
+		color.RGBA{0x99, 0x00, 0x0d, 0xff}, color.RGBA{0xcb, 0x18, 0x1d, 0xff}, color.RGBA{0xef, 0x3b, 0x2c, 0xff},
+		color.RGBA{0xfb, 0x6a, 0x4a, 0xff}, color.RGBA{0xd9, 0x48, 0x01, 0xff}, color.RGBA{0xfd, 0x8d, 0x3c, 0xff},
+	}
+	otherColors = []color.Color{color.RGBA{0x52, 0x52, 0x52, 0xff}, color.RGBA{0x96, 0x96, 0x96, 0xff}, color.RGBA{0x6a, 0x51, 0xa3, 0xff}}
+)
+
+// configColors gives each configuration a colour by its family (its name's
+// prefix), in order within the family.
+func configColors(names []string) map[string]color.Color {
+	out := map[string]color.Color{}
+	n := map[string]int{}
+	for _, c := range names {
+		pal, fam := otherColors, "other"
+		switch {
+		case strings.HasPrefix(c, "sluice-") || strings.HasPrefix(c, "ipf:") || strings.HasPrefix(c, "ipqos:"):
+			pal, fam = sluiceColors, "sluice"
+		case strings.HasPrefix(c, "nft-"):
+			pal, fam = nftColors, "nft"
+		}
+		out[c] = pal[n[fam]%len(pal)]
+		n[fam]++
+	}
+	return out
 }
 
 // charts builds the figures of the model: per suite, the change against
@@ -35,11 +76,12 @@ func charts(m *Model) ([]chart, error) {
 		}
 		if len(others) > 0 && contains(s.Configs, "none") {
 			for _, k := range []Metric{Rate, SUTSD} {
-				p, err := diffBars(s, others, k)
+				p, leg, err := diffBars(s, others, k)
 				if err != nil {
 					return nil, err
 				}
-				out = append(out, chart{name: fmt.Sprintf("%s-%s-diff", s.Name, metricSlug(k)), plot: p, w: 8 * vg.Inch, h: 4.5 * vg.Inch})
+				out = append(out, chart{name: fmt.Sprintf("%s-%s-diff", s.Name, metricSlug(k)), plot: p, w: 10 * vg.Inch, h: 5 * vg.Inch,
+					legend: leg, legendW: 1.9 * vg.Inch})
 			}
 		}
 		if s.Name == "qos" {
@@ -61,7 +103,7 @@ func metricSlug(k Metric) string {
 	return [...]string{"rate", "cpu", "sd", "peer-cpu", "peer-sd"}[k]
 }
 
-func diffBars(s Suite, others []string, k Metric) (*plot.Plot, error) {
+func diffBars(s Suite, others []string, k Metric) (*plot.Plot, plot.Legend, error) {
 	p := plot.New()
 	what := "throughput / transaction rate"
 	if k == SUTSD {
@@ -73,8 +115,11 @@ func diffBars(s Suite, others []string, k Metric) (*plot.Plot, error) {
 	for _, t := range s.Tests {
 		labels = append(labels, t.ID)
 	}
-	width := vg.Points(math.Max(3, 48/float64(len(others))))
+	width := vg.Points(math.Max(3, 56/float64(len(others))))
 	lo, hi := 0.0, 0.0
+	colors := configColors(others)
+	leg := plot.NewLegend()
+	leg.Top = true
 	for i, c := range others {
 		vals := make(plotter.Values, len(s.Tests))
 		for j, t := range s.Tests {
@@ -87,26 +132,26 @@ func diffBars(s Suite, others []string, k Metric) (*plot.Plot, error) {
 		}
 		bars, err := plotter.NewBarChart(vals, width)
 		if err != nil {
-			return nil, fmt.Errorf("chart %s: %w", c, err)
+			return nil, leg, fmt.Errorf("chart %s: %w", c, err)
 		}
 		bars.LineStyle.Width = 0
-		bars.Color = plotutil.Color(i)
+		bars.Color = colors[c]
 		bars.Offset = width * vg.Length(float64(i)-float64(len(others)-1)/2)
 		p.Add(bars)
-		p.Legend.Add(c, bars)
+		leg.Add(c, bars)
 	}
 	p.Add(plotter.NewGrid())
-	// Room around the bars so the legend (top left) never covers one.
+	zero := plotter.NewFunction(func(float64) float64 { return 0 })
+	zero.Color = color.Black
+	zero.Width = vg.Points(0.75)
+	p.Add(zero)
 	span := math.Max(hi-lo, 1)
-	p.Y.Min, p.Y.Max = lo-0.1*span, hi+0.1*span+0.12*span*float64(len(others))
+	p.Y.Min, p.Y.Max = lo-0.05*span, hi+0.05*span
 	p.X.Min, p.X.Max = -0.5, float64(len(labels))-0.5
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Legend.XOffs = vg.Points(8)
 	p.NominalX(labels...)
 	p.X.Tick.Label.Rotation = math.Pi / 6
 	p.X.Tick.Label.XAlign = -0.8
-	return p, nil
+	return p, leg, nil
 }
 
 func sweepLines(s Suite, k Metric) (*plot.Plot, error) {
@@ -187,10 +232,19 @@ func renderFile(path string, c chart, format string) error {
 }
 
 func render(w io.Writer, c chart, format string) error {
-	wt, err := c.plot.WriterTo(c.w, c.h, strings.ToLower(format))
+	cw, err := draw.NewFormattedCanvas(c.w, c.h, strings.ToLower(format))
 	if err != nil {
 		return err
 	}
-	_, err = wt.WriteTo(w)
+	dc := draw.New(cw)
+	if c.legendW == 0 {
+		c.plot.Draw(dc)
+	} else {
+		c.plot.Draw(draw.Crop(dc, 0, -c.legendW, 0, 0))
+		// The strip starts a little below the title, level with the
+		// plot's top.
+		c.legend.Draw(draw.Crop(dc, c.w-c.legendW+vg.Points(6), 0, 0, -vg.Points(28)))
+	}
+	_, err = cw.WriteTo(w)
 	return err
 }
