@@ -55,6 +55,24 @@ func BenchmarkStateless6Rules(b *testing.B) {
 	benchRun(b, h, false, tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build())
 }
 
+// sixExprRules are sixRules as exp rules (the last one a 4-clause,
+// multi-value expression that matches).
+const sixExprRules = `block in all
+pass in quick exp { "ip.src = 10.0.0.0/8; tcp.dport = 22; tcp.flags = S/SA;" }
+pass in quick exp { "ip.dst = 192.168.1.0/24; tcp.dport = 80;" }
+pass in quick exp { "udp.dport = 53;" }
+block in quick exp { "ip.p = 1;" }
+pass in exp { "ip.p = 6; ip.src = 10.0.0.0/8, 172.16.0.0/12; tcp.dport = 443, 8080; tcp.flags != S/SA;" }
+`
+
+func BenchmarkStatelessExpr6Rules(b *testing.B) {
+	h := benchHarness(b)
+	if err := h.d.LoadRules(compileText(b, sixExprRules), Active); err != nil {
+		b.Fatal(err)
+	}
+	benchRun(b, h, false, tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build())
+}
+
 func BenchmarkStatefulEstablished(b *testing.B) {
 	h := benchHarness(b)
 	if err := h.d.LoadRules(compileText(b, "block in all\nblock out all\npass out quick proto tcp all flags S/SA keep state\n"), Active); err != nil {

@@ -39,6 +39,10 @@ type CompileOptions struct {
 	// ipf); their entries are copied into the image. A table that is not
 	// there never matches, as in the Go engine. nil: no tables.
 	Pools *pool.Set
+
+	// anon holds the anonymous tables of inline pool=(...)/hash=(...)
+	// operands (Compile makes them), by table name.
+	anon map[string]*ippool.Table
 }
 
 // Image is a rule set compiled for one slot of the kernel datapath: rules in
@@ -50,6 +54,7 @@ type Image struct {
 	lists  []imageList
 	ifaces []string    // interfaces named by `on`, in first-seen order
 	pools  []poolEntry // entries of the pool tables the rules name
+	exprs  []rawExpr   // values of the exp rules, flattened
 	// index entries; nil when the set is too small to benefit
 	dst   map[prefixKey]rawBlocks
 	ports map[uint32]rawBlocks
@@ -98,11 +103,17 @@ const indexThreshold = 4 << blockBits
 // compiles them with ruleset.Compile, as the Go engine does, and then
 // CompileSet. It fails on rules the kernel cannot evaluate.
 func Compile(rules []*ipf.Rule, opts CompileOptions) (*Image, error) {
+	// inline tables become anonymous tables as ipf creates them; their
+	// entries go into the image with the named tables'
+	rules, anon, err := ruleset.InlineTables(rules)
+	if err != nil {
+		return nil, err
+	}
 	set, err := ruleset.Compile(rules)
 	if err != nil {
 		return nil, err
 	}
-	return CompileSet(set, opts)
+	return CompileSet(set, opts.withAnon(anon))
 }
 
 // CompileSet builds an Image from a compiled rule set, keeping its lists,
@@ -156,7 +167,10 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 			r := cr.Src
 			raw, err := compileRule(r, opts)
 			if err == nil {
-				err = im.compilePools(r, &raw, opts.Pools, pt)
+				err = im.compilePools(r, &raw, opts, pt)
+			}
+			if err == nil && cr.Tests&ruleset.TestExpr != 0 {
+				err = im.compileExpr(cr.Expr, &raw)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d:%d: %w", r.Pos.File, r.Pos.Line, r.Pos.Col, err)
@@ -227,6 +241,12 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 	case ipf.ActionSkip:
 		raw.Action = frSkip
 		raw.Skip = r.Skip
+	case ipf.ActionDecapsulate:
+		// the engine re-parses the inner IP-in-IP/GRE packet and scans
+		// the head group with it; the program holds one parsed packet
+		// per CPU and its scan reads it implicitly, so a nested scan
+		// would need a second packet context throughout
+		return raw, fmt.Errorf("decapsulate (inner packet scan): %w", ErrUnsupported)
 	default:
 		return raw, fmt.Errorf("action %s: %w", r.Action, ErrUnsupported)
 	}
@@ -262,8 +282,6 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 	switch {
 	case r.Call.Func != "" || r.Action == ipf.ActionCall:
 		return raw, fmt.Errorf("call: %w", ErrUnsupported)
-	case r.Expr != nil:
-		return raw, fmt.Errorf("exp: %w", ErrUnsupported)
 	case r.BPF != "":
 		return raw, fmt.Errorf("bpf-v4/bpf-v6: %w", ErrUnsupported)
 	}
@@ -623,14 +641,16 @@ func nativeWord(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }
 // copying each table's entries into the image once. Tree entries keep
 // their "!"; a hash table has none, and its most specific matching entry
 // is its longest matching prefix, so one LPM trie serves both.
-func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, pools *pool.Set, pt *poolTables) error {
+func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt *poolTables) error {
+	pools := opts.Pools
 	for i, e := range []*ipf.Endpoint{&r.From, &r.To} {
 		k := e.Addr.Kind
 		if k != ipf.AddrPool && k != ipf.AddrHash {
 			continue
 		}
 		if e.Addr.Inline != nil {
-			return fmt.Errorf("inline pool table: %w", ErrUnsupported)
+			// CompileSet of a set built elsewhere: the tables are unknown
+			return fmt.Errorf("inline pool table (use Compile): %w", ErrUnsupported)
 		}
 		name := fmt.Sprintf("%d/%s", k, e.Addr.Table)
 		id, ok := pt.ids[name]
@@ -640,8 +660,8 @@ func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, pools *pool.Set, pt *po
 			}
 			id = uint16(len(pt.ids) + 1)
 			pt.ids[name] = id
-			var def *ippool.Table
-			if pools != nil {
+			def := opts.anon[name]
+			if def == nil && pools != nil {
 				if k == ipf.AddrPool {
 					if t := pools.Tree(ippool.RoleIPF, e.Addr.Table); t != nil {
 						def = t.Def
@@ -725,4 +745,91 @@ func compileRoute(r *ipf.Rule, raw *rawRule, opts CompileOptions) error {
 		raw.Route |= rtFast
 	}
 	return nil
+}
+
+// exprOps maps the engine's exp fields to EXPR_* (filter.h).
+var exprOps = [...]uint8{
+	ruleset.ExprNone: 0, ruleset.ExprProto: 1, ruleset.ExprAddr: 2, ruleset.ExprSrc: 3, ruleset.ExprDst: 4,
+	ruleset.ExprAddr6: 5, ruleset.ExprSrc6: 6, ruleset.ExprDst6: 7, ruleset.ExprPort: 8,
+	ruleset.ExprSport: 9, ruleset.ExprDport: 10, ruleset.ExprFlags: 11,
+}
+
+// compileExpr appends the values of an exp rule's clauses to the image and
+// points raw at them. A clause without values still takes one entry (that
+// never matches) so that its protocol and negation are evaluated.
+func (im *Image) compileExpr(x []ruleset.ExprTest, raw *rawRule) error {
+	start := len(im.exprs)
+	for _, c := range x {
+		if int(c.Op) >= len(exprOps) {
+			return fmt.Errorf("exp: field %d: %w", c.Op, ErrUnsupported)
+		}
+		n := len(c.Vals)
+		if n == 0 {
+			n = 1
+		}
+		for i := 0; i < n; i++ {
+			e := rawExpr{Op: exprOps[c.Op], Proto: c.Proto}
+			if i < len(c.Vals) {
+				v := &c.Vals[i]
+				e.Num, e.Mask = v.Num, v.Mask
+				switch c.Op {
+				case ruleset.ExprAddr, ruleset.ExprSrc, ruleset.ExprDst:
+					var b [4]byte
+					binary.BigEndian.PutUint32(b[:], uint32(v.W[0]))
+					e.W[0] = nativeWord(b[:])
+					binary.BigEndian.PutUint32(b[:], uint32(v.M[0]))
+					e.M[0] = nativeWord(b[:])
+				case ruleset.ExprAddr6, ruleset.ExprSrc6, ruleset.ExprDst6:
+					var b [16]byte
+					binary.BigEndian.PutUint64(b[:8], v.W[0])
+					binary.BigEndian.PutUint64(b[8:], v.W[1])
+					var m [16]byte
+					binary.BigEndian.PutUint64(m[:8], v.M[0])
+					binary.BigEndian.PutUint64(m[8:], v.M[1])
+					for j := range e.W {
+						e.W[j] = nativeWord(b[4*j:]) & nativeWord(m[4*j:])
+						e.M[j] = nativeWord(m[4*j:])
+					}
+				}
+				if c.Op == ruleset.ExprAddr || c.Op == ruleset.ExprSrc || c.Op == ruleset.ExprDst {
+					e.W[0] &= e.M[0]
+				}
+			}
+			if c.Not {
+				e.Not = 1
+			}
+			if i == n-1 {
+				e.End = 1
+			}
+			im.exprs = append(im.exprs, e)
+		}
+	}
+	if n := len(im.exprs) - start; n > maxExprVals {
+		return fmt.Errorf("exp: %d values: the kernel datapath takes at most %d per rule", n, maxExprVals)
+	}
+	if len(im.exprs) > maxExprs {
+		return fmt.Errorf("exp: %d values: the kernel datapath holds at most %d per set", len(im.exprs), maxExprs)
+	}
+	raw.Match |= mExpr
+	raw.ExprStart, raw.ExprCount = uint32(start), uint32(len(im.exprs)-start)
+	return nil
+}
+
+// tableKind is the address kind that names a table of t's type.
+func tableKind(t *ippool.Table) ipf.AddrKind {
+	if t.Type == ippool.Hash {
+		return ipf.AddrHash
+	}
+	return ipf.AddrPool
+}
+
+// withAnon returns opts with the anonymous tables of inline operands.
+func (opts CompileOptions) withAnon(anon []*ippool.Table) CompileOptions {
+	if len(anon) > 0 {
+		opts.anon = make(map[string]*ippool.Table, len(anon))
+		for _, t := range anon {
+			opts.anon[fmt.Sprintf("%d/%s", tableKind(t), t.Name)] = t
+		}
+	}
+	return opts
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,6 +31,10 @@ type Options struct {
 	// NoPin keeps everything in this process only (benchmarks, tests of
 	// the program alone); Attach then fails.
 	NoPin bool
+	// ForceVerifierError replaces the ingress program with one the
+	// verifier rejects: a hook for tests of the load-failure path (a
+	// first load that fails must leave no pins behind).
+	ForceVerifierError bool
 }
 
 // Datapath is the loaded filter: maps and programs, pinned under one
@@ -79,11 +84,28 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 	if mutate != nil {
 		mutate(spec)
 	}
+	if opts.ForceVerifierError {
+		spec.Programs["sluice_ingress"].Instructions = asm.Instructions{
+			asm.Mov.Reg(asm.R0, asm.R5), // R5 is not initialised
+			asm.Return(),
+		}
+	}
 	d := &Datapath{dir: opts.PinDir}
+	// what the pin directory held before, so that a failed load removes
+	// exactly the pins it created (and the directory, if it made it)
+	var before map[string]bool
+	dirExisted := false
 	var copts ebpf.CollectionOptions
 	if !opts.NoPin {
 		if d.dir == "" {
 			d.dir = DefaultPinDir
+		}
+		if ents, err := os.ReadDir(d.dir); err == nil {
+			dirExisted = true
+			before = make(map[string]bool, len(ents))
+			for _, e := range ents {
+				before[e.Name()] = true
+			}
 		}
 		if err := ensureBPFFS(d.dir); err != nil {
 			return nil, err
@@ -96,11 +118,30 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 		}
 		copts.Maps.PinPath = d.dir
 	}
+	cleanup := func() {
+		if opts.NoPin {
+			return
+		}
+		ents, err := os.ReadDir(d.dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if !before[e.Name()] {
+				_ = os.Remove(filepath.Join(d.dir, e.Name()))
+			}
+		}
+		if !dirExisted {
+			_ = os.Remove(d.dir)
+		}
+	}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
+		cleanup()
 		return nil, wrapVerifier("loading filter objects", err)
 	}
 	if err := d.initConfig(); err != nil {
 		d.objs.Close()
+		cleanup()
 		return nil, err
 	}
 	if !opts.NoPin {
@@ -109,6 +150,7 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 			_ = os.Remove(path)
 			if err := p.Pin(path); err != nil {
 				d.objs.Close()
+				cleanup()
 				return nil, fmt.Errorf("pinning %s: %w", name, err)
 			}
 		}

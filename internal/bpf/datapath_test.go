@@ -529,6 +529,7 @@ func TestLogRing(t *testing.T) {
 func TestCompileErrors(t *testing.T) {
 	for _, text := range []string{
 		"call now srcgrpmap/1 in all\n",
+		"decapsulate in proto 4 all head 5\n",
 	} {
 		rs, err := ipf.Parse("t.conf", []byte(text), ipf.ParseOptions{})
 		if err != nil {

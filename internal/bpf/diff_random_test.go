@@ -59,11 +59,25 @@ func TestDifferentialRandom(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d set %d: generated rules do not parse: %v\n%s", seed, n, err, text)
 		}
+		rules, anon, err := ruleset.InlineTables(rules)
+		if err != nil {
+			t.Fatalf("seed %d set %d: %v\n%s", seed, n, err, text)
+		}
 		set, err := ruleset.Compile(rules)
 		if err != nil {
 			t.Fatalf("seed %d set %d: %v\n%s", seed, n, err, text)
 		}
-		im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == "eth0" }, Pools: pools})
+		pools := pools
+		if len(anon) > 0 {
+			// the named tables and this set's anonymous ones
+			if pools, err = pool.NewSet(pf, func() uint32 { return 1 }); err != nil {
+				t.Fatal(err)
+			}
+			if err := pools.Add(&ippool.File{Tables: anon}, func() uint32 { return 1 }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == "eth0" }, Pools: pools}.withAnon(anon))
 		if err != nil {
 			t.Fatalf("seed %d set %d: compile: %v\n%s", seed, n, err, text)
 		}
@@ -206,8 +220,16 @@ func randomRules(r *rand.Rand) string {
 		if r.IntN(4) == 0 {
 			b.WriteString(pick(r, []string{" on eth0", " on eth1"}))
 		}
+		if r.IntN(6) == 0 {
+			b.WriteString(randomExpr(r))
+			if strings.HasPrefix(act, "pass") && r.IntN(3) == 0 {
+				b.WriteString(" keep state")
+			}
+			b.WriteString("\n")
+			continue
+		}
 		v6 := r.IntN(3) == 0
-		proto := pick(r, []string{"", "tcp", "udp", "tcp/udp", "icmp"})
+		proto := pick(r, []string{"", "tcp", "udp", "tcp/udp", "icmp", "tcp/udp", "ah"})
 		if proto == "icmp" && v6 {
 			proto = "ipv6-icmp"
 		}
@@ -216,7 +238,8 @@ func randomRules(r *rand.Rand) string {
 		}
 		addr := func() string {
 			if r.IntN(8) == 0 {
-				return pick(r, []string{"pool/100", "hash/200", "pool/7"})
+				return pick(r, []string{"pool/100", "hash/200", "pool/7",
+					"pool=(10.0.0.0/16,!10.0.0.2)", "hash=(192.168.1.1,10.0.1.0/24)", "pool=(2001:db8::/32,!2001:db8::2)"})
 			}
 			switch r.IntN(3) {
 			case 0:
@@ -285,6 +308,45 @@ func randomRules(r *rand.Rand) string {
 	return b.String()
 }
 
+// randomExpr returns ` exp { "..." }` with 1 to 3 clauses of 1 to 3
+// values, some negated, over every field the kernel evaluates.
+func randomExpr(r *rand.Rand) string {
+	var b strings.Builder
+	b.WriteString(` exp { "`)
+	for n := 1 + r.IntN(3); n > 0; n-- {
+		field := pick(r, []string{"ip.p", "ip.addr", "ip.src", "ip.dst", "ip6.addr", "ip6.src", "ip6.dst",
+			"tcp.port", "tcp.sport", "tcp.dport", "udp.port", "udp.sport", "udp.dport", "tcp.flags", "tcp.state"})
+		b.WriteString(field)
+		if r.IntN(4) == 0 {
+			b.WriteString(" != ")
+		} else {
+			b.WriteString(" = ")
+		}
+		for i := 1 + r.IntN(3); i > 0; i-- {
+			switch field {
+			case "ip.p":
+				b.WriteString(pick(r, []string{"6", "17", "1", "58", "tcp", "udp", "51"}))
+			case "ip.addr", "ip.src", "ip.dst":
+				b.WriteString(pick(r, randAddr4) + pick(r, []string{"", "/24", "/16", "/255.255.0.0"}))
+			case "ip6.addr", "ip6.src", "ip6.dst":
+				b.WriteString(pick(r, randAddr6) + pick(r, []string{"", "/64", "/32"}))
+			case "tcp.flags":
+				b.WriteString(pick(r, []string{"S", "S/SA", "A/A", "SA", "R/R"}))
+			case "tcp.state":
+				b.WriteString("4")
+			default:
+				b.WriteString(strconv.Itoa(int(pick(r, randPorts))))
+			}
+			if i > 1 {
+				b.WriteString(", ")
+			}
+		}
+		b.WriteString("; ")
+	}
+	b.WriteString(`" }`)
+	return b.String()
+}
+
 // flowPkt is one generated packet.
 type flowPkt struct {
 	v6       bool
@@ -298,6 +360,7 @@ type flowPkt struct {
 	out      bool
 	payload  int
 	exts     []uint8 // IPv6 extension headers, 8 bytes each
+	ah       bool    // IPv4: an AH header (12 bytes) before the transport header
 }
 
 func (f flowPkt) String() string {
@@ -307,6 +370,9 @@ func (f flowPkt) String() string {
 	}
 	if len(f.exts) > 0 {
 		dir += fmt.Sprintf(" exthdrs %v", f.exts)
+	}
+	if f.ah {
+		dir += " ah"
 	}
 	switch f.proto {
 	case 6:
@@ -364,6 +430,12 @@ func (f flowPkt) frame() []byte {
 		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)))
 		ip[8] = 64
 		ip[9] = f.proto
+		if f.ah {
+			// next header, length (12 bytes: (1+2)*4), SPI, sequence
+			l4 = append([]byte{f.proto, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}, l4...)
+			binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)))
+			ip[9] = 51
+		}
 		s, d := f.src.As4(), f.dst.As4()
 		copy(ip[12:], s[:])
 		copy(ip[16:], d[:])
@@ -410,9 +482,12 @@ func (g *flowGen) next() flowPkt {
 		p = g.fresh()
 		g.flows = append(g.flows, p)
 	}
-	p.exts = nil
+	p.exts, p.ah = nil, false
 	if p.v6 && r.IntN(5) == 0 {
 		p.exts = pick(r, [][]uint8{{0}, {60}, {0, 60}, {43}, {0, 43, 60}})
+	}
+	if !p.v6 && r.IntN(6) == 0 {
+		p.ah = true
 	}
 	return p
 }

@@ -14,7 +14,9 @@ import (
 	"sluice/internal/conformance"
 	"sluice/internal/engine"
 	"sluice/internal/packet/ipftext"
+	"sluice/internal/pool"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ippool"
 	"sluice/internal/ruleset"
 	"sluice/internal/state"
 	"sluice/internal/testutil"
@@ -33,7 +35,7 @@ func TestDifferentialKit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var compared, agreed, unsupported int
+	var compared, agreed, unsupported, inline int
 	var unexpected []string
 	for _, row := range strings.Split(string(man), "\n")[1:] {
 		f := strings.Split(row, "\t")
@@ -61,15 +63,28 @@ func TestDifferentialKit(t *testing.T) {
 			if err != nil {
 				continue
 			}
+			// inline pool=(...) tables become anonymous tables, as
+			// ipftest and the kernel path make them
+			rules, anon, err := ruleset.InlineTables(rules)
+			if err != nil {
+				continue
+			}
 			set, err := ruleset.Compile(rules)
 			if err != nil {
 				continue
 			}
-			if _, err := CompileSet(set, CompileOptions{}); errors.Is(err, ErrUnsupported) {
+			if _, err := CompileSet(set, CompileOptions{}.withAnon(anon)); errors.Is(err, ErrUnsupported) {
 				unsupported++
 				continue
 			}
-			eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
+			var pools *pool.Set
+			if len(anon) > 0 {
+				inline++
+				if pools, err = pool.NewSet(&ippool.File{Tables: anon}, func() uint32 { return 1 }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eng := engine.New(engine.Config{Clock: &state.ManualClock{}, Pools: pools})
 			eng.Sets().Store(0, set)
 			if _, err := h.d.FlushStates(nil); err != nil {
 				t.Fatal(err)
@@ -98,7 +113,7 @@ func TestDifferentialKit(t *testing.T) {
 				want := eng.Check(&p).Verdict
 				// the program sees every packet on ifindex 1: resolve the
 				// packet's interface to 1 and every other name to none
-				im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == ifn }})
+				im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == ifn }}.withAnon(anon))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -121,6 +136,7 @@ func TestDifferentialKit(t *testing.T) {
 			eng.Close()
 		}
 	}
+	t.Logf("differential: %d rule lines with inline tables", inline)
 	t.Logf("differential: %d packets compared, %d agree, %d rule lines unsupported by the kernel datapath",
 		compared, agreed, unsupported)
 	sort.Strings(unexpected)

@@ -284,3 +284,64 @@ func TestWildcardState(t *testing.T) {
 		t.Errorf("states after the replies: %v, want the two filled-in entries", got)
 	}
 }
+
+// TestInlinePools loads rules with inline pool=(...)/hash=(...) tables:
+// Compile gives them anonymous tables as ipf does, and the kernel answers
+// as the Go engine does with those tables.
+func TestInlinePools(t *testing.T) {
+	h := newHarness(t)
+	text := "block in all\n" +
+		"pass in quick from pool=(10.0.0.0/8,!10.1.0.0/16,2001:db8::/32) to hash=(192.168.1.1,172.16.0.0/12)\n" +
+		"pass in quick proto udp from !pool=(10.0.0.0/8) to any port = 53\n"
+	rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := Compile(rules, CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.d.LoadRules(im, Active); err != nil {
+		t.Fatal(err)
+	}
+	named, anon, err := ruleset.InlineTables(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(anon) != 3 || anon[0].Name != "2147483649" || anon[1].Type != ippool.Hash {
+		t.Fatalf("anonymous tables: %+v", anon)
+	}
+	ps, err := pool.NewSet(&ippool.File{Tables: anon}, func() uint32 { return 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{Clock: &state.ManualClock{}, Pools: ps})
+	defer eng.Close()
+	set, err := ruleset.Compile(named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Sets().Store(0, set)
+	for _, c := range []struct {
+		src, dst string
+		dport    uint16
+		want     string
+	}{
+		{"10.9.9.9", "192.168.1.1", 80, "pass"},
+		{"10.1.9.9", "192.168.1.1", 80, "block"}, // the "!" entry
+		{"10.9.9.9", "172.20.0.1", 80, "pass"},
+		{"10.9.9.9", "192.168.1.2", 80, "block"},
+		{"11.0.0.1", "192.168.1.1", 53, "pass"}, // !pool
+		{"10.0.0.1", "10.0.0.2", 53, "block"},
+		{"2001:db8::1", "2001:db8::2", 53, "pass"},
+	} {
+		p := testPkt{src: c.src, dst: c.dst, proto: 17, sport: 1000, dport: c.dport}
+		h.expect(false, p, c.want)
+		fp := flowPkt{v6: netip.MustParseAddr(c.src).Is6(), proto: 17, src: netip.MustParseAddr(c.src), dst: netip.MustParseAddr(c.dst), sp: 1000, dp: c.dport}
+		var ep engine.Packet
+		ep.Load(fp.frame()[14:], "eth0", false, 0)
+		if got := eng.Check(&ep).Verdict; got.Passed() != (c.want == "pass") {
+			t.Errorf("%s > %s:%d: engine %s, want %s", c.src, c.dst, c.dport, got, c.want)
+		}
+	}
+}

@@ -31,6 +31,18 @@ type filterDcaKey struct {
 	Src  [4]uint32
 }
 
+type filterExprVal struct {
+	_     structs.HostLayout
+	W     [4]uint32
+	M     [4]uint32
+	Num   uint32
+	Mask  uint32
+	Op    uint8
+	Proto uint8
+	Not   uint8
+	End   uint8
+}
+
 type filterFragEntry struct {
 	_       structs.HostLayout
 	Expire  uint64
@@ -172,6 +184,8 @@ type filterRule struct {
 	ToNhFam    uint8
 	DupNhFam   uint8
 	Pad1       uint8
+	ExprStart  uint32
+	ExprCount  uint32
 }
 
 type filterRuleText struct {
@@ -253,9 +267,10 @@ type filterWork struct {
 		Secclass uint8
 		Wscale   uint8
 		Sackok   uint8
+		L4proto  uint8
+		_        [3]byte
 		Ipid     uint32
 	}
-	_ [4]byte
 	S struct {
 		_          structs.HostLayout
 		Base       uint32
@@ -297,6 +312,7 @@ const (
 	filterMapCounters        = "counters"
 	filterMapDca             = "dca"
 	filterMapDrops           = "drops"
+	filterMapExprs           = "exprs"
 	filterMapFrags           = "frags"
 	filterMapIdxDport        = "idx_dport"
 	filterMapIdxDst          = "idx_dst"
@@ -373,6 +389,7 @@ type filterMapSpecs struct {
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	Dca        *ebpf.MapSpec `ebpf:"dca"`
 	Drops      *ebpf.MapSpec `ebpf:"drops"`
+	Exprs      *ebpf.MapSpec `ebpf:"exprs"`
 	Frags      *ebpf.MapSpec `ebpf:"frags"`
 	IdxDport   *ebpf.MapSpec `ebpf:"idx_dport"`
 	IdxDst     *ebpf.MapSpec `ebpf:"idx_dst"`
@@ -423,6 +440,7 @@ type filterMaps struct {
 	Counters   *ebpf.Map `ebpf:"counters"`
 	Dca        *ebpf.Map `ebpf:"dca"`
 	Drops      *ebpf.Map `ebpf:"drops"`
+	Exprs      *ebpf.Map `ebpf:"exprs"`
 	Frags      *ebpf.Map `ebpf:"frags"`
 	IdxDport   *ebpf.Map `ebpf:"idx_dport"`
 	IdxDst     *ebpf.Map `ebpf:"idx_dst"`
@@ -448,6 +466,7 @@ func (m *filterMaps) Close() error {
 		m.Counters,
 		m.Dca,
 		m.Drops,
+		m.Exprs,
 		m.Frags,
 		m.IdxDport,
 		m.IdxDst,

@@ -60,6 +60,41 @@ const (
 	frLimitCumul = 0x10000000
 )
 
+// The datapath's FR_* action bits, as RuleInfo.Flags and LogRecord.Pass
+// carry them. They are the datapath's own numbering (filter.h), not
+// IPFilter's ip_fil.h values; the command-field values (FRCmdMask) match.
+const (
+	FRCmdMask    = frCmdMask
+	FRLogOnly    = frLogOnly // command 0: a `log` rule
+	FRBlock      = frBlock
+	FRPass       = frPass
+	FRAuth       = frAuth
+	FRPreauth    = frPreauth
+	FRAccount    = frAccount
+	FRSkip       = frSkip
+	FRNomatchCmd = frNomatchCmd
+	FRQuick      = frQuick
+	FRKeepFrag   = frKeepFrag
+	FRKeepState  = frKeepState
+	FRRetRST     = frRetRST
+	FRRetICMP    = frRetICMP
+	FRFakeICMP   = frFakeICMP
+	FRRetMask    = frRetMask
+	FROutQue     = frOutQue
+	FRInQue      = frInQue
+	FRLogBody    = frLogBody
+	FRLogFirst   = frLogFirst
+	FRLog        = frLog
+	FRLogOrBlock = frLogOrBlock
+	FRFragStrict = frFragStrict
+	FRStStrict   = frStStrict
+	FRNoICMPErr  = frNoICMPErr
+	FRStLoose    = frStLoose
+	FRKeepLimit  = frKeepLimit
+	FRNomatch    = frNomatch // logged because nothing matched (ipf -l nomatch)
+	FRLimitCumul = frLimitCumul
+)
+
 // Rule test bits (M_* in filter.h).
 const (
 	mIface   = 0x0001
@@ -81,7 +116,26 @@ const (
 	mSec     = 0x10000
 	mSrcPool = 0x20000
 	mDstPool = 0x40000
+	mExpr    = 0x80000
 )
+
+// exp { "..." } storage (expr_val in filter.h).
+const (
+	maxExprs    = 4096 // values per slot
+	maxExprVals = 64   // values per rule
+)
+
+// rawExpr mirrors struct expr_val.
+type rawExpr struct {
+	W     [4]uint32
+	M     [4]uint32
+	Num   uint32
+	Mask  uint32
+	Op    uint8
+	Proto uint8
+	Not   uint8
+	End   uint8
+}
 
 // Config keys.
 const (
@@ -216,6 +270,8 @@ type rawRule struct {
 	ToNHFam    uint8
 	DupNHFam   uint8
 	Pad1       uint8
+	ExprStart  uint32
+	ExprCount  uint32
 }
 
 // Route flags (RT_* in filter.h).

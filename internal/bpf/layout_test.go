@@ -30,6 +30,7 @@ func TestLayout(t *testing.T) {
 		"dca_key":     filterDcaKey{},
 		"frag_key":    rawFragKey{},
 		"frag_entry":  rawFragEntry{},
+		"expr_val":    rawExpr{},
 	} {
 		var s *btf.Struct
 		if err := spec.Types.TypeByName(name, &s); err != nil {

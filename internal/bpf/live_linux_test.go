@@ -375,3 +375,39 @@ func TestPrivilegedClsactFallback(t *testing.T) {
 		t.Error("after Detach: tcp a->b:8081 still blocked")
 	}
 }
+
+// TestPrivilegedFailedFirstLoadLeavesNoPins makes the verifier reject the
+// program on a first load and checks that the maps it pinned before the
+// rejection are gone, with the directory it created.
+func TestPrivilegedFailedFirstLoadLeavesNoPins(t *testing.T) {
+	testutil.RequireRoot(t)
+	mnt := t.TempDir()
+	if err := unix.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
+		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	dir := filepath.Join(mnt, "sluice")
+	_, err := Load(Options{PinDir: dir, ForceVerifierError: true})
+	var ve *ebpf.VerifierError
+	if !errors.As(err, &ve) {
+		t.Fatalf("got %v, want a verifier error", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		ents, _ := os.ReadDir(dir)
+		t.Fatalf("pin dir after a failed first load: %v, %d entries left", err, len(ents))
+	}
+	// a later good load works in the same place and a failed reload keeps its pins
+	d, err := Load(Options{PinDir: dir})
+	if err != nil {
+		t.Fatalf("Load: %+v", err)
+	}
+	defer d.Remove()
+	n0, _ := os.ReadDir(dir)
+	if _, err := Load(Options{PinDir: dir, ForceVerifierError: true}); err == nil {
+		t.Fatal("forced verifier error: got nil")
+	}
+	n1, _ := os.ReadDir(dir)
+	if len(n0) == 0 || len(n1) != len(n0) {
+		t.Errorf("pins of the running datapath: %d before the failed reload, %d after", len(n0), len(n1))
+	}
+}

@@ -96,9 +96,18 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	if n > MaxRules {
 		return fmt.Errorf("%d rules exceed the kernel datapath's %d", n, MaxRules)
 	}
-	// pool tables before the rules that name them
+	// pool tables and exp values before the rules that name them
 	if err := d.writePools(slot, im); err != nil {
 		return err
+	}
+	if len(im.exprs) > 0 {
+		keys := make([]uint32, len(im.exprs))
+		for i := range keys {
+			keys[i] = slot*maxExprs + uint32(i)
+		}
+		if _, err := d.objs.Exprs.BatchUpdate(keys, im.exprs, nil); err != nil {
+			return fmt.Errorf("writing exp values: %w", err)
+		}
 	}
 	// rules
 	if n > 0 {
@@ -358,6 +367,10 @@ type RuleInfo struct {
 	Flags   uint32 // action flags (FR_*), for tests and debugging
 	IsHead  bool
 	HeadFor string
+	// Index is the rule's storage position in its set, for ZeroRule.
+	Index int
+	// List is the id of its list, as LogRecord.List numbers them.
+	List uint32
 }
 
 // Rules returns the rules of set s: main lists first (in, out, accounting
@@ -374,11 +387,12 @@ func (d *Datapath) Rules(s Set) ([]RuleInfo, error) {
 	}
 	per := make([]rawCounter, ncpu)
 	var out []RuleInfo
-	for _, l := range im.lists {
+	for li, l := range im.lists {
 		for i := 0; i < l.count; i++ {
 			pos := l.start + i
 			key := slot*MaxRules + uint32(pos)
-			ri := RuleInfo{Dir: l.dir, Acct: l.acct, Group: l.name, Number: i + 1, Text: im.texts[pos], Flags: im.rules[pos].Action}
+			ri := RuleInfo{Dir: l.dir, Acct: l.acct, Group: l.name, Number: i + 1, Text: im.texts[pos], Flags: im.rules[pos].Action,
+				Index: pos, List: uint32(li)}
 			if err := d.objs.Counters.Lookup(key, &per); err == nil {
 				for _, c := range per {
 					ri.Hits += c.Pkts
@@ -394,6 +408,44 @@ func (d *Datapath) Rules(s Set) ([]RuleInfo, error) {
 		}
 	}
 	return out, nil
+}
+
+// ZeroRule returns the hit and byte counters of the rule at storage
+// position index (RuleInfo.Index) of set s and clears them, leaving the
+// other rules' counters alone (ipf -z on one rule).
+func (d *Datapath) ZeroRule(s Set, index int) (hits, bytes uint64, err error) {
+	if index < 0 || index >= MaxRules {
+		return 0, 0, fmt.Errorf("rule index %d out of range", index)
+	}
+	key := d.slotOf(s)*MaxRules + uint32(index)
+	var per []rawCounter
+	if err := d.objs.Counters.Lookup(key, &per); err != nil {
+		return 0, 0, fmt.Errorf("reading counters: %w", err)
+	}
+	for _, c := range per {
+		hits += c.Pkts
+		bytes += c.Bytes
+	}
+	if err := d.objs.Counters.Put(key, make([]rawCounter, len(per))); err != nil {
+		return 0, 0, fmt.Errorf("zeroing counters: %w", err)
+	}
+	return hits, bytes, nil
+}
+
+// ListName returns the name of list id (LogRecord.List) in set s: the
+// group name, "" for the main and accounting lists.
+func (d *Datapath) ListName(s Set, id uint32) (string, error) {
+	if id >= MaxLists {
+		return "", fmt.Errorf("list id %d out of range", id)
+	}
+	if id < listGroup0 {
+		return "", nil
+	}
+	var m rawListMeta
+	if err := d.objs.ListMetas.Lookup(d.slotOf(s)*MaxLists+id, &m); err != nil {
+		return "", fmt.Errorf("reading lists: %w", err)
+	}
+	return cstr(m.Name[:]), nil
 }
 
 // ZeroRuleCounters clears the hit and byte counters of set s (ipf -z).

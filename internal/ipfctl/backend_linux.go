@@ -26,6 +26,9 @@ type Backend struct {
 	// loaded is set when d came from bpf.Load (programs available, so it
 	// can attach); OpenPinned handles reach the maps only.
 	loaded bool
+	// failVerifier makes loads fail in the verifier (tests of the
+	// failure path).
+	failVerifier bool
 }
 
 var _ cli.Backend = (*Backend)(nil)
@@ -99,7 +102,7 @@ func (b *Backend) load(ifaces []string) (*bpf.Datapath, error) {
 		missing = names // none: every non-loopback interface
 	}
 	if !b.loaded {
-		d, err := bpf.Load(bpf.Options{PinDir: b.dir})
+		d, err := bpf.Load(bpf.Options{PinDir: b.dir, ForceVerifierError: b.failVerifier})
 		if err != nil {
 			return nil, fmt.Errorf("loading the kernel datapath into %s: %w", b.pinDir(), err)
 		}
@@ -288,7 +291,7 @@ func (b *Backend) Swap() (int, error) {
 func (b *Backend) SetEnabled(on bool) error {
 	if on {
 		if !b.loaded {
-			d, err := bpf.Load(bpf.Options{PinDir: b.dir})
+			d, err := bpf.Load(bpf.Options{PinDir: b.dir, ForceVerifierError: b.failVerifier})
 			if err != nil {
 				return fmt.Errorf("loading the kernel datapath into %s: %w", b.pinDir(), err)
 			}
@@ -308,8 +311,8 @@ func (b *Backend) SetEnabled(on bool) error {
 }
 
 // ZeroRuleCounters reports the counters of the first loaded rule printed
-// as r is, then zeroes them. The datapath zeroes the counters of a whole
-// set at once, so the other rules of the set are zeroed too.
+// as r is and zeroes them, leaving the other rules' counters as they are
+// (ipf -z with a rule, as IPFilter's SIOCZRLST does).
 func (b *Backend) ZeroRuleCounters(set cli.Set, r *ipf.Rule) (hits, bytes uint64, err error) {
 	d, err := b.open()
 	if err != nil {
@@ -323,10 +326,7 @@ func (b *Backend) ZeroRuleCounters(set cli.Set, r *ipf.Rule) (hits, bytes uint64
 	text := ipf.FormatRule(r)
 	for _, ri := range infos {
 		if ri.Text == text {
-			if err := d.ZeroRuleCounters(s); err != nil {
-				return 0, 0, err
-			}
-			return ri.Hits, ri.Bytes, nil
+			return d.ZeroRule(s, ri.Index)
 		}
 	}
 	return 0, 0, fmt.Errorf("rule not loaded: %s", text)
@@ -501,10 +501,10 @@ func formatStatus(d *bpf.Datapath) string {
 	def := "nomatch -> block"
 	for _, t := range d.Tunables() {
 		if t.Name == "default_pass" {
-			switch t.Cur & kCmdMask {
-			case kPass:
+			switch t.Cur & bpf.FRCmdMask {
+			case bpf.FRPass:
 				def = "pass"
-			case kBlock:
+			case bpf.FRBlock:
 				def = "block"
 			}
 		}

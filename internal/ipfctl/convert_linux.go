@@ -11,50 +11,31 @@ import (
 // 2 and 3 accounting).
 const firstGroupList = 4
 
-// The datapath's FR_* action bits (include/filter.h), which differ from the
-// ones ipflog records carry (IPFilter 4.1's ip_fil.h).
-const (
-	kCmdMask    = 0x0000f
-	kBlock      = 0x00001
-	kPass       = 0x00002
-	kAuth       = 0x00003
-	kPreauth    = 0x00004
-	kAccount    = 0x00005
-	kQuick      = 0x00080
-	kKeepFrag   = 0x00100
-	kKeepState  = 0x00200
-	kLogBody    = 0x10000
-	kLogFirst   = 0x20000
-	kLog        = 0x40000
-	kLogOrBlock = 0x100000
-	kNomatch    = 0x8000000
-)
-
 // convertFlags maps the datapath's action flags to ipflog's.
 func convertFlags(p uint32) uint32 {
 	var f uint32
-	switch p & kCmdMask {
-	case kBlock:
+	switch p & bpf.FRCmdMask {
+	case bpf.FRBlock:
 		f = ipflog.FRBlock
-	case kPass:
+	case bpf.FRPass:
 		f = ipflog.FRPass
-	case kAuth:
+	case bpf.FRAuth:
 		f = ipflog.FRAuth
-	case kPreauth:
+	case bpf.FRPreauth:
 		f = ipflog.FRPreAuth
-	case kAccount:
+	case bpf.FRAccount:
 		f = ipflog.FRAccount
 	}
 	for _, m := range [...]struct{ k, f uint32 }{
-		{kQuick, ipflog.FRQuick}, {kKeepFrag, ipflog.FRKeepFrag}, {kKeepState, ipflog.FRKeepState},
-		{kLogBody, ipflog.FRLogBody}, {kLogFirst, ipflog.FRLogFirst}, {kLog, ipflog.FRLog},
-		{kLogOrBlock, ipflog.FRLogOrBlock}, {kNomatch, ipflog.FRNoMatch},
+		{bpf.FRQuick, ipflog.FRQuick}, {bpf.FRKeepFrag, ipflog.FRKeepFrag}, {bpf.FRKeepState, ipflog.FRKeepState},
+		{bpf.FRLogBody, ipflog.FRLogBody}, {bpf.FRLogFirst, ipflog.FRLogFirst}, {bpf.FRLog, ipflog.FRLog},
+		{bpf.FRLogOrBlock, ipflog.FRLogOrBlock}, {bpf.FRNomatch, ipflog.FRNoMatch},
 	} {
 		if p&m.k != 0 {
 			f |= m.f
 		}
 	}
-	if p&kNomatch != 0 {
+	if p&bpf.FRNomatch != 0 {
 		// logged because of ipf -l nomatch
 		f |= ipflog.FFLogNoMatch
 	}

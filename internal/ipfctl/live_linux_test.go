@@ -794,6 +794,10 @@ pass out all
 	if in := ruleHits(t, tp.mustRun("ipfstat", "-ih"), "port = 5003"); in != 0 {
 		t.Errorf("after ipf -z the rule has %d hits, want 0", in)
 	}
+	// the other rules keep theirs (IPFilter zeroes the one rule)
+	if out := ruleHits(t, tp.mustRun("ipfstat", "-oh"), "port = 5004"); out != nOut {
+		t.Errorf("after ipf -z on another rule the out rule has %d hits, want %d", out, nOut)
+	}
 }
 
 // unsupportedRule returns a rule the parser accepts and the compilers
@@ -867,7 +871,10 @@ func TestPrivilegedBadLoadChangesNothing(t *testing.T) {
 
 func TestPrivilegedIpmonLive(t *testing.T) {
 	tp := sharedTopo(t)
-	tp.mustRun("ipf", "-Fa", "-f", tp.file("log.conf", "pass in log quick proto udp from any to any port = 5005\npass in all\npass out all\n"))
+	tp.mustRun("ipf", "-Fa", "-f", tp.file("log.conf", "pass in log quick proto udp from any to any port = 5005\n"+
+		"pass in quick proto udp from any to any port = 5006 head g2\n"+
+		"pass in log quick proto udp from any to any port = 5006 group g2\n"+
+		"pass in all\npass out all\n"))
 	// records wait in the ring until read; ipmon -F discards them
 	tp.sendUDP(tp.a, addrB, 5005, 3)
 	var flushed int
@@ -931,6 +938,18 @@ func TestPrivilegedIpmonLive(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("ipmon logged no line with %q; output:\n%s\nstderr: %s", want, got, stderr.String())
+	}
+	// a rule of a group is logged under the group's name
+	want = fmt.Sprintf("slb @g2:1 p %s,", addrA)
+	deadline = time.Now().Add(5 * time.Second)
+	for !strings.Contains(got, want) && time.Now().Before(deadline) {
+		tp.sendUDP(tp.a, addrB, 5006, 1)
+		time.Sleep(100 * time.Millisecond)
+		b, _ := os.ReadFile(logFile)
+		got = string(b)
+	}
+	if !strings.Contains(got, want) {
+		t.Errorf("ipmon logged no line with %q; output:\n%s", want, got)
 	}
 }
 
@@ -1113,5 +1132,40 @@ block in proto udp from any to any port = %d group 10
 	}
 	if err := tp.tcpEcho(tp.a, addrB, 2*time.Second); err != nil {
 		t.Errorf("TCP after adding the group rule: %v", err)
+	}
+}
+
+// TestPrivilegedFailedFirstLoadLeavesNoPins makes the verifier reject the
+// first load (ipf -E) and checks that nothing is left pinned, so the next
+// ipf does not find a half-made datapath; a later load then works.
+func TestPrivilegedFailedFirstLoadLeavesNoPins(t *testing.T) {
+	testutil.RequireRoot(t)
+	mnt := t.TempDir()
+	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
+		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	dir := filepath.Join(mnt, "sluice")
+	b := New(dir)
+	defer b.Close()
+	b.failVerifier = true
+	err := b.SetEnabled(true)
+	var ve *ebpf.VerifierError
+	if !errors.As(err, &ve) {
+		t.Fatalf("ipf -E with a rejected program: got %v, want a verifier error", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		ents, _ := os.ReadDir(dir)
+		t.Fatalf("pin directory after the failed load: %v, %d entries", err, len(ents))
+	}
+	if _, err := bpf.OpenPinned(dir); !errors.Is(err, bpf.ErrNotLoaded) {
+		t.Errorf("OpenPinned after the failed load: %v, want ErrNotLoaded", err)
+	}
+	b.failVerifier = false
+	if err := b.SetEnabled(true); err != nil {
+		t.Fatalf("ipf -E: %v", err)
+	}
+	if err := b.SetEnabled(false); err != nil {
+		t.Fatalf("ipf -D: %v", err)
 	}
 }

@@ -22,7 +22,6 @@ type LiveLog struct {
 	monoToWall time.Duration
 	seq        uint32
 	ifnames    map[uint32]string
-	groups     map[uint32]string // list id -> group name, from the active set
 }
 
 // OpenLiveLog starts reading the log ring of the datapath pinned in dir
@@ -83,34 +82,17 @@ func (l *LiveLog) ifname(idx uint32) string {
 	return n
 }
 
-// group names list id id of the active set. The datapath numbers groups
-// in the order the set defines them, which is the order Rules lists them
-// in; a group without rules is not listed, so ids after it would be off
-// by one (reported as a gap).
+// group names list id of the active set from the datapath's list names
+// (one map lookup, not cached: the set may be replaced while ipmon runs).
 func (l *LiveLog) group(id uint32) string {
 	if id < firstGroupList {
 		return ""
 	}
-	if n, ok := l.groups[id]; ok {
-		return n
+	n, err := l.d.ListName(bpf.Active, id)
+	if err != nil || n == "" {
+		return fmt.Sprint(id)
 	}
-	l.groups = map[uint32]string{}
-	if infos, err := l.d.Rules(bpf.Active); err == nil {
-		next := uint32(firstGroupList)
-		seen := map[string]bool{}
-		for _, ri := range infos {
-			k := fmt.Sprint(ri.Acct, ri.Group)
-			if ri.Group != "" && !seen[k] {
-				seen[k] = true
-				l.groups[next] = ri.Group
-				next++
-			}
-		}
-	}
-	if n, ok := l.groups[id]; ok {
-		return n
-	}
-	return fmt.Sprint(id)
+	return n
 }
 
 // logHeaderSize is the fixed part of a kernel log record, before the

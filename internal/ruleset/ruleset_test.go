@@ -126,3 +126,35 @@ func TestSetsSwap(t *testing.T) {
 		t.Errorf("after swap: active index %d", n)
 	}
 }
+
+func TestInlineTables(t *testing.T) {
+	rules, err := ipf.Parse("t", []byte("pass in all\npass in from pool=(!1.1.1.1,2.2.0.0/16) to hash=(3.3.3.3,2001:db8::/32)\n"), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compile(rules); err == nil {
+		t.Fatal("Compile accepted an inline table it cannot resolve")
+	}
+	out, tabs, err := InlineTables(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0] != rules[0] || out[1] == rules[1] || rules[1].From.Addr.Inline == nil {
+		t.Fatal("InlineTables must copy only the rules it changes")
+	}
+	if len(tabs) != 2 || tabs[0].Name != "2147483649" || tabs[1].Name != "2147483650" {
+		t.Fatalf("tables %+v", tabs)
+	}
+	if out[1].From.Addr.Table != "2147483649" || out[1].To.Addr.Table != "2147483650" || out[1].To.Addr.Inline != nil {
+		t.Fatalf("rule not pointed at the tables: %+v %+v", out[1].From.Addr, out[1].To.Addr)
+	}
+	if e := tabs[0].Entries[0]; !e.Not || e.Bits != 32 || e.Fam != 4 {
+		t.Errorf("first entry %+v", e)
+	}
+	if e := tabs[1].Entries[1]; e.Fam != 6 || e.Bits != 32 || tabs[1].Size != 3 {
+		t.Errorf("hash table %+v", tabs[1])
+	}
+	if _, err := Compile(out); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -127,6 +127,13 @@ struct {
 	__type(value, struct blocks);
 } idx_dport SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_EXPRS);
+	__type(key, __u32);
+	__type(value, struct expr_val);
+} exprs SEC(".maps");
+
 /* Link-layer header length per ifindex; missing means Ethernet (14). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -202,6 +209,7 @@ struct pktinfo {
 	__u8 secclass;
 	__u8 wscale;   /* from a SYN's options, 0xff if none */
 	__u8 sackok;
+	__u8 l4proto;  /* protocol of the header at l4off: proto, or what IPv4 AH carries */
 	__u32 ipid;    /* IPv4 id or IPv6 fragment id */
 };
 
@@ -425,14 +433,17 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 	__u32 dlen = p->dlen;
 	__u8 h[20] = {};
 
+	if (p->l4proto == IPPROTO_TCP || p->l4proto == IPPROTO_UDP)
+		p->flags |= PF_TCPUDP;
+
 	if (fragoff != 0) {
 		__u32 min = 0;
 
-		if (p->proto == IPPROTO_TCP)
+		if (p->l4proto == IPPROTO_TCP)
 			min = 20;
-		else if (p->proto == IPPROTO_UDP)
+		else if (p->l4proto == IPPROTO_UDP)
 			min = 8;
-		else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6)
+		else if (p->l4proto == IPPROTO_ICMP || p->l4proto == IPPROTO_ICMPV6)
 			min = 8;
 		if (fragoff < min)
 			p->flags |= PF_SHORT;
@@ -444,18 +455,18 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		 * it the packet is dropped before the rules (pullup-fail) */
 		__u32 need = 0;
 
-		if (p->proto == IPPROTO_TCP && dlen >= 20)
+		if (p->l4proto == IPPROTO_TCP && dlen >= 20)
 			need = 20;
-		else if (p->proto == IPPROTO_UDP && dlen > 3)
+		else if (p->l4proto == IPPROTO_UDP && dlen > 3)
 			need = 8;
-		else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6)
+		else if (p->l4proto == IPPROTO_ICMP || p->l4proto == IPPROTO_ICMPV6)
 			need = 8;
 		if (need && off + need > skb->len) {
 			p->flags |= PF_BAD | PF_PULLUP;
 			return;
 		}
 	}
-	switch (p->proto) {
+	switch (p->l4proto) {
 	case IPPROTO_TCP: {
 		__u8 f;
 
@@ -520,11 +531,11 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		p->flags |= PF_ICMPOK;
 		/* only echo, timestamp and mask messages carry an id that state
 		 * matches on (IPFilter reads it for no other type) */
-		if (((p->proto == IPPROTO_ICMP && (t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18)) ||
-		     (p->proto == IPPROTO_ICMPV6 && (t == 128 || t == 129))) &&
+		if (((p->l4proto == IPPROTO_ICMP && (t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18)) ||
+		     (p->l4proto == IPPROTO_ICMPV6 && (t == 128 || t == 129))) &&
 		    dlen >= 6 && bpf_skb_load_bytes(skb, off, h, 6) == 0)
 			p->icmpid = (h[4] << 8) | h[5];
-		if (p->proto == IPPROTO_ICMP) {
+		if (p->l4proto == IPPROTO_ICMP) {
 			switch (t) {
 			case 0: case 8: case 9: case 10:
 				p->flags |= PF_ICMPQUERY;
@@ -577,7 +588,7 @@ static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, 
 	fo = (h[6] << 8) | h[7];
 	p->ipid = (h[4] << 8) | h[5];
 	p->ttl = h[8];
-	p->proto = h[9];
+	p->proto = p->l4proto = h[9];
 	__builtin_memcpy(&p->src[0], &h[12], 4);
 	__builtin_memcpy(&p->dst[0], &h[16], 4);
 	if (hl < 20 || p->plen < hl) {
@@ -599,6 +610,35 @@ static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, 
 	if (hl > 20) {
 		p->flags |= PF_IPOPTS;
 		sl_ipv4_options(skb, off + 20, hl - 20);
+	}
+	if (p->proto == IPPROTO_AH) {
+		/* ipf_pr_ah (§2.1): skip (len+2)*4 bytes and dissect what
+		 * follows; proto stays AH, as fi_p does */
+		__u8 ah[2];
+		__u32 n;
+
+		p->flags |= PF_AH;
+		p->l4proto = 59; /* IPPROTO_NONE */
+		if (fragoff ? fragoff < 12 : p->dlen < 12) {
+			p->flags |= PF_SHORT;
+			return 0;
+		}
+		if (fragoff)
+			return 0;
+		if (off + hl + 12 > skb->len || bpf_skb_load_bytes(skb, off + hl, ah, 2) < 0) {
+			p->flags |= PF_BAD | PF_PULLUP;
+			return 0;
+		}
+		n = ((__u32)ah[1] + 2) * 4;
+		if (n > p->dlen) {
+			p->flags |= PF_BAD;
+			return 0;
+		}
+		p->dlen -= n;
+		p->l4off += n;
+		p->l4proto = ah[0];
+		parse_l4(skb, p, off + hl + n, 0);
+		return 0;
 	}
 	parse_l4(skb, p, off + hl, fragoff);
 	return 0;
@@ -667,7 +707,7 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 		p->flags |= PF_V6HDRS;
 		if (pos + 8 > end || bpf_skb_load_bytes(skb, pos, e, 8) < 0) {
 			p->flags |= PF_SHORT;
-			p->proto = nh;
+			p->proto = p->l4proto = nh;
 			return 0;
 		}
 		if (nh == 44) {
@@ -701,7 +741,7 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 		nh = e[0];
 		pos += len;
 	}
-	p->proto = nh;
+	p->proto = p->l4proto = nh;
 	if (nh == 41 && !(p->flags & PF_FRAG))
 		p->optbits |= V6X_IPV6;
 	if (pos > end) {
@@ -773,6 +813,75 @@ static __always_inline int pool_has(__u32 slot, __u32 table, const struct pktinf
 	return v && !v->neg;
 }
 
+static __always_inline int expr_one(const struct expr_val *e, const struct pktinfo *p)
+{
+	switch (e->op) {
+	case EXPR_PROTO:
+		return p->proto == e->num;
+	case EXPR_ADDR:
+	case EXPR_SRC:
+	case EXPR_DST:
+	case EXPR_ADDR6:
+	case EXPR_SRC6:
+	case EXPR_DST6: {
+		__u8 fam = e->op >= EXPR_ADDR6 ? 6 : 4;
+		int src, dst;
+
+		if (p->family != fam)
+			return 0;
+		src = addr_eq(e->w, e->m, p->src, fam);
+		dst = addr_eq(e->w, e->m, p->dst, fam);
+		if (e->op == EXPR_SRC || e->op == EXPR_SRC6)
+			return src;
+		if (e->op == EXPR_DST || e->op == EXPR_DST6)
+			return dst;
+		return src || dst;
+	}
+	case EXPR_PORT:
+		return p->sport == e->num || p->dport == e->num;
+	case EXPR_SPORT:
+		return p->sport == e->num;
+	case EXPR_DPORT:
+		return p->dport == e->num;
+	case EXPR_FLAGS:
+		return (p->tcpflags & e->mask) == e->num;
+	}
+	return 0;
+}
+
+/* sl_expr_match is ipf_fr_matcharray for the packet in the per-CPU work
+ * area: clauses ANDed, values ORed, and a clause whose implied protocol is
+ * not the packet's fails the rule even when negated. */
+GLOBAL int sl_expr_match(__u32 slot, __u32 start, __u32 count)
+{
+	struct work *w = get_work();
+	int rv = 0;
+
+	if (!w || slot >= NSLOTS || start >= MAX_EXPRS)
+		return 0;
+	for (__u32 i = 0; i < MAX_EXPR_VALS; i++) {
+		struct expr_val *e;
+		__u32 k;
+
+		if (i >= count)
+			break;
+		k = slot * MAX_EXPRS + start + i;
+		e = bpf_map_lookup_elem(&exprs, &k);
+		if (!e)
+			return 0;
+		if (e->proto && e->proto != w->p.proto)
+			return 0;
+		if (!rv)
+			rv = expr_one(e, &w->p);
+		if (e->end) {
+			if (rv == !!e->not)
+				return 0;
+			rv = 0;
+		}
+	}
+	return 1;
+}
+
 static __always_inline int rule_match(const struct rule *r, const struct pktinfo *p, __u32 slot)
 {
 	__u32 m = r->match;
@@ -786,9 +895,14 @@ static __always_inline int rule_match(const struct rule *r, const struct pktinfo
 		return 0;
 	if (r->family && r->family != p->family)
 		return 0;
+	/* an exp rule tests nothing but its expression (ipf_check_ipf is not
+	 * called for FR_T_IPFEXPR) */
+	if (m & M_EXPR)
+		return sl_expr_match(slot, r->expr_start, r->expr_count);
 	if ((m & M_PROTO) && r->proto != p->proto)
 		return 0;
-	if ((m & M_TCPUDP) && p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+	/* FI_TCPUDP: behind IPv4 AH too, unlike proto tests */
+	if ((m & M_TCPUDP) && !(p->flags & PF_TCPUDP))
 		return 0;
 	if ((m & M_TOS) && r->tos != p->tos)
 		return 0;
@@ -829,7 +943,8 @@ static __always_inline int rule_match(const struct rule *r, const struct pktinfo
 		}
 	}
 	if (m & M_ICMP) {
-		if (!(p->flags & PF_ICMPOK) || (p->flags & PF_FRAGBODY))
+		if (!(p->flags & PF_ICMPOK) || (p->flags & PF_FRAGBODY) ||
+		    (p->proto != IPPROTO_ICMP && p->proto != IPPROTO_ICMPV6))
 			return 0;
 		if ((p->icmp & r->icmp_mask) != r->icmp_val)
 			return 0;

@@ -81,6 +81,7 @@
 #define M_SEC 0x10000
 #define M_SRCPOOL 0x20000 /* source looked up in pool table src_pool */
 #define M_DSTPOOL 0x40000
+#define M_EXPR 0x80000 /* exp { ... } rule: expr_count values from expr_start */
 
 /* Port comparison operators. */
 #define PORT_EQ 1
@@ -95,6 +96,7 @@
 
 /* Packet flags: IPFilter's FI_* values, so a rule's "with" mask applies
  * unchanged; bits above 0x800000 are Sluice's own. */
+#define PF_TCPUDP 0x01 /* the header at l4off is TCP or UDP (also behind IPv4 AH) */
 #define PF_IPOPTS 0x02
 #define PF_FRAG 0x04
 #define PF_SHORT 0x08
@@ -117,9 +119,10 @@
 #define PF_ICMPOK 0x2000000 /* icmp-type may be tested */
 #define PF_JUMBO 0x4000000
 #define PF_PULLUP 0x8000000 /* L4 header not in the buffer: dropped */
-/* FI_CMP without FI_TCPUDP (constant within a flow): the flags a packet
- * must share with the first packet of its state slot */
-#define PF_CMP 0x5cfe2
+/* FI_CMP: the flags a packet must share with the first packet of its
+ * state slot. FI_TCPUDP follows from the protocol except behind IPv4 AH,
+ * where AH+UDP and AH+ICMP share a state key. */
+#define PF_CMP 0x5cfe3
 
 /* IPv6 extension header bits, in the packet's option bits (IPFilter's
  * ip6exthdr table; "v6hdr" and "with v6hdrs NAME" test them). */
@@ -283,6 +286,38 @@ struct rule {
 	__u8 to_nh_fam;  /* 4, 6 or 0: no next hop given */
 	__u8 dup_nh_fam;
 	__u8 pad1;
+	__u32 expr_start; /* first expr_val of an exp rule (M_EXPR), slot-relative */
+	__u32 expr_count;
+};
+
+/* exp { "..." } clauses, flattened: one entry per value, the values of a
+ * clause consecutive and the last one marked with end. A clause holds when
+ * one value matches (inverted by not); the rule matches when all hold. */
+#define MAX_EXPRS 4096    /* values per slot */
+#define MAX_EXPR_VALS 64  /* values per rule */
+
+#define EXPR_NONE 0
+#define EXPR_PROTO 1
+#define EXPR_ADDR 2
+#define EXPR_SRC 3
+#define EXPR_DST 4
+#define EXPR_ADDR6 5
+#define EXPR_SRC6 6
+#define EXPR_DST6 7
+#define EXPR_PORT 8
+#define EXPR_SPORT 9
+#define EXPR_DPORT 10
+#define EXPR_FLAGS 11
+
+struct expr_val {
+	__u32 w[4];   /* address, as src/dst are held (IPv4 in w[0]) */
+	__u32 m[4];
+	__u32 num;
+	__u32 mask;   /* tcp.flags mask */
+	__u8 op;      /* EXPR_* */
+	__u8 proto;   /* the clause's implied protocol, 0: any */
+	__u8 not;
+	__u8 end;     /* last value of its clause */
 };
 
 #define RT_TO 0x01
