@@ -1,12 +1,17 @@
-// Command ippool loads, checks and prints IPFilter address pools.
+// Command ippool loads, checks, lists and edits IPFilter address pools.
+// On Linux the tables are kept in /run/sluice/pools (or $SLUICE_POOL_DIR)
+// and applied to the eBPF datapath pinned under /sys/fs/bpf/sluice (or
+// $SLUICE_BPF_DIR).
 package main
 
 import (
 	"os"
 
+	"sluice/internal/ipfctl"
 	"sluice/internal/pool/ippoolcmd"
 )
 
 func main() {
-	os.Exit(ippoolcmd.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	c := &ippoolcmd.Command{Device: ipfctl.PoolDevice(ipfctl.PinDir(), ""), Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	os.Exit(c.Run(os.Args[1:]))
 }

@@ -29,6 +29,9 @@ type Backend struct {
 	// failVerifier makes loads fail in the verifier (tests of the
 	// failure path).
 	failVerifier bool
+	// pools is the ippool table store rules are compiled with (nil:
+	// the one in PoolDir(), opened on first use).
+	pools *PoolStore
 }
 
 var _ cli.Backend = (*Backend)(nil)
@@ -166,7 +169,14 @@ func (b *Backend) AddRules(set cli.Set, rules []*ipf.Rule, remove bool) error {
 	if err != nil {
 		return err
 	}
-	im, err := bpf.Compile(all, bpf.CompileOptions{})
+	// the pool lock is held until the set is loaded, so an ippool edit
+	// cannot slip in between and be lost
+	pools, unlock, err := b.loadedPools()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	im, err := bpf.Compile(all, bpf.CompileOptions{Pools: pools})
 	if err != nil {
 		return err
 	}
@@ -445,12 +455,17 @@ func (b *Backend) SyncInterfaces() error {
 	if err != nil {
 		return err
 	}
+	pools, unlock, err := b.loadedPools()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	for _, s := range []bpf.Set{bpf.Active, bpf.Inactive} {
 		rules, err := currentRules(d, s)
 		if err != nil {
 			return err
 		}
-		im, err := bpf.Compile(rules, bpf.CompileOptions{})
+		im, err := bpf.Compile(rules, bpf.CompileOptions{Pools: pools})
 		if err != nil {
 			return err
 		}

@@ -68,7 +68,7 @@ func buildTools(t *testing.T) string {
 			buildErr = fmt.Errorf("building the commands: %w", err)
 			return
 		}
-		out, err := exec.Command(gobin, "build", "-o", dir+"/", "sluice/cmd/ipf", "sluice/cmd/ipfstat", "sluice/cmd/ipmon").CombinedOutput()
+		out, err := exec.Command(gobin, "build", "-o", dir+"/", "sluice/cmd/ipf", "sluice/cmd/ipfstat", "sluice/cmd/ipmon", "sluice/cmd/ippool").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -282,7 +282,7 @@ func newTopo(t *testing.T) *topo {
 // cmd prepares one of the built commands to run in namespace b.
 func (tp *topo) cmd(name string, args ...string) *exec.Cmd {
 	c := exec.Command(filepath.Join(tp.bin, name), args...)
-	c.Env = append(os.Environ(), PinDirEnv+"="+tp.pinDir)
+	c.Env = append(os.Environ(), PinDirEnv+"="+tp.pinDir, PoolDirEnv+"="+filepath.Join(tp.tmp, "pools"))
 	return c
 }
 

@@ -1,0 +1,282 @@
+package ipfctl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"sluice/internal/bpf"
+	"sluice/internal/pool"
+	"sluice/internal/pool/ippoolcmd"
+	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ippool"
+)
+
+// PoolDirEnv names the environment variable that moves the pool store
+// away from DefaultPoolDir (tests use a temporary directory).
+const PoolDirEnv = "SLUICE_POOL_DIR"
+
+// DefaultPoolDir is where the ippool tables of the live datapath are kept.
+// bpffs holds only BPF objects, so the definitions cannot sit among the
+// pins; /run is a tmpfs like bpffs, so the tables, like the pins, last
+// until reboot and no longer.
+const DefaultPoolDir = "/run/sluice/pools"
+
+// poolFile is the store inside the pool directory: the parsed ippool.conf
+// as JSON. JSON rather than the printed ippool.conf text because printing
+// loses what does not re-parse (a hash-policy dstlist prints "policy ;").
+const poolFile = "pools.json"
+
+// PoolDir returns $SLUICE_POOL_DIR, or DefaultPoolDir.
+func PoolDir() string {
+	if d := os.Getenv(PoolDirEnv); d != "" {
+		return d
+	}
+	return DefaultPoolDir
+}
+
+// PoolStore keeps the ippool tables the kernel rules are compiled with.
+// Readers and writers serialise on a lock file beside the store, so an
+// ippool edit and an ipf load cannot interleave.
+type PoolStore struct {
+	dir string
+}
+
+// NewPoolStore returns the store in dir ("" = PoolDir()).
+func NewPoolStore(dir string) *PoolStore {
+	if dir == "" {
+		dir = PoolDir()
+	}
+	return &PoolStore{dir: dir}
+}
+
+// Dir returns the directory the store lives in.
+func (s *PoolStore) Dir() string { return s.dir }
+
+// lock takes the store's exclusive lock, creating the directory.
+func (s *PoolStore) lock() (unlock func(), err error) {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("pool store: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("pool store: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("pool store: locking: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// Load returns the stored tables; no store yet means no tables.
+func (s *PoolStore) Load() (*ippool.File, error) {
+	data, err := os.ReadFile(filepath.Join(s.dir, poolFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return &ippool.File{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pool store: %w", err)
+	}
+	f := &ippool.File{}
+	if err := json.Unmarshal(data, f); err != nil {
+		return nil, fmt.Errorf("pool store %s: %w", filepath.Join(s.dir, poolFile), err)
+	}
+	if err := checkTables(f); err != nil {
+		return nil, fmt.Errorf("pool store %s: %w", filepath.Join(s.dir, poolFile), err)
+	}
+	return f, nil
+}
+
+// checkTables rejects a table defined twice: pool.Set keys tables by
+// role and name within trees, hashes (with group-maps) and dstlists, and
+// would keep only one of them.
+func checkTables(f *ippool.File) error {
+	type key struct {
+		role ippool.Role
+		kind ippool.Type
+		name string
+	}
+	seen := map[key]bool{}
+	for _, t := range f.Tables {
+		k := key{t.Role, t.Type, t.Name}
+		if k.kind == ippool.GroupMap {
+			k.kind = ippool.Hash
+		}
+		if seen[k] {
+			return fmt.Errorf("%s table %s/%s defined twice", t.Type, t.Role, t.Name)
+		}
+		seen[k] = true
+	}
+	_, err := pool.NewSet(f, nil)
+	return err
+}
+
+// Save replaces the stored tables atomically (write and rename).
+func (s *PoolStore) Save(f *ippool.File) error {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("pool store: %w", err)
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return fmt.Errorf("pool store: %w", err)
+	}
+	tmp, err := os.CreateTemp(s.dir, poolFile+".*")
+	if err != nil {
+		return fmt.Errorf("pool store: %w", err)
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("pool store: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, poolFile)); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("pool store: %w", err)
+	}
+	return nil
+}
+
+// poolSet returns the tables to compile rules with (nil when none).
+func poolSet(f *ippool.File) (*pool.Set, error) {
+	if len(f.Tables) == 0 {
+		return nil, nil
+	}
+	return pool.NewSet(f, nil)
+}
+
+// NewWithPools returns a Backend for the datapath pinned in dir whose
+// pool tables live in poolDir ("" = PoolDir()).
+func NewWithPools(dir, poolDir string) *Backend {
+	return &Backend{dir: dir, pools: NewPoolStore(poolDir)}
+}
+
+func (b *Backend) poolStore() *PoolStore {
+	if b.pools == nil {
+		b.pools = NewPoolStore("")
+	}
+	return b.pools
+}
+
+// loadedPools locks the store and returns its tables as a compile-ready
+// set; the caller must call unlock when the rules are loaded.
+func (b *Backend) loadedPools() (set *pool.Set, unlock func(), err error) {
+	st := b.poolStore()
+	if _, err := os.Stat(st.dir); errors.Is(err, os.ErrNotExist) {
+		// ippool never ran: no tables, and no reason to make the
+		// directory for every ipf load
+		return nil, func() {}, nil
+	}
+	unlock, err = st.lock()
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := st.Load()
+	if err == nil {
+		set, err = poolSet(f)
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return set, unlock, nil
+}
+
+// Pools returns the stored pool tables (ippool -l, -s).
+func (b *Backend) Pools() (*ippool.File, error) {
+	st := b.poolStore()
+	if _, err := os.Stat(st.dir); errors.Is(err, os.ErrNotExist) {
+		return &ippool.File{}, nil
+	}
+	unlock, err := st.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return st.Load()
+}
+
+// UpdatePools applies edit to a copy of the stored tables, then stores
+// the result and recompiles and reloads both rule sets with it. Nothing
+// changes when edit fails, the tables are inconsistent (a name used
+// twice) or a set does not compile. Each set is replaced atomically, as
+// an ipf rule edit does; the active set is loaded last so that a failure
+// leaves the rules that filter traffic as they were.
+func (b *Backend) UpdatePools(edit func(*ippool.File) error) error {
+	st := b.poolStore()
+	unlock, err := st.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := st.Load()
+	if err != nil {
+		return err
+	}
+	if err := edit(f); err != nil {
+		return err
+	}
+	if err := checkTables(f); err != nil {
+		return err
+	}
+	set, err := poolSet(f)
+	if err != nil {
+		return err
+	}
+	type load struct {
+		s  bpf.Set
+		im *bpf.Image
+	}
+	var loads []load
+	d, err := b.open()
+	if err != nil && !errors.Is(err, bpf.ErrNotLoaded) {
+		return err
+	}
+	if err == nil {
+		for _, s := range []bpf.Set{bpf.Inactive, bpf.Active} {
+			rules, err := currentRules(d, s)
+			if err != nil {
+				return err
+			}
+			if !usesPools(rules) {
+				continue
+			}
+			im, err := bpf.Compile(rules, bpf.CompileOptions{Pools: set})
+			if err != nil {
+				return fmt.Errorf("%s set with the new pools: %w", s, err)
+			}
+			loads = append(loads, load{s, im})
+		}
+	}
+	if err := st.Save(f); err != nil {
+		return err
+	}
+	for _, l := range loads {
+		if err := d.LoadRules(l.im, l.s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usesPools reports whether a set names pool or hash tables, and so must
+// be recompiled when they change; other sets are left untouched (their
+// counters stay).
+func usesPools(rules []*ipf.Rule) bool {
+	for _, r := range rules {
+		for _, e := range []*ipf.Endpoint{&r.From, &r.To} {
+			if k := e.Addr.Kind; k == ipf.AddrPool || k == ipf.AddrHash {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// PoolDevice returns ippool's kernel device: the pool store in poolDir
+// ("" = PoolDir()) applied to the datapath pinned in dir.
+func PoolDevice(dir, poolDir string) ippoolcmd.Device { return NewWithPools(dir, poolDir) }
