@@ -56,8 +56,10 @@ type Image struct {
 	pools  []poolEntry // entries of the pool tables the rules name
 	exprs  []rawExpr   // values of the exp rules, flattened
 	// index entries; nil when the set is too small to benefit
-	dst   map[prefixKey]rawBlocks
-	ports map[uint32]rawBlocks
+	dst    map[prefixKey]rawBlocks
+	ports  map[uint32]rawBlocks
+	src    map[prefixKey]rawBlocks // nil: no rule tests a source prefix
+	sports map[uint32]rawBlocks    // nil: no rule tests a source port with =
 }
 
 // poolEntry is one prefix of a pool table in an image.
@@ -544,37 +546,62 @@ func (b *rawBlocks) or(o rawBlocks) {
 	}
 }
 
-// buildIndex fills the candidate index: for a destination address (LPM)
-// and a destination port (hash), the blocks that hold a rule which could
-// match. A rule that does not constrain the field is in every entry, so the
-// AND of both lookups is a superset of the blocks with matching rules.
+// buildIndex fills the candidate index: for the destination and source
+// addresses (LPM) and ports (hash), the blocks that hold a rule which could
+// match. A rule that does not constrain a field is in every entry of that
+// field, so the AND of the lookups is a superset of the blocks with
+// matching rules. The source dimensions are left out (nil) when no rule
+// constrains them: their lookups would then select every block.
 func (im *Image) buildIndex() {
-	var wild4, wild6, wildPort rawBlocks
-	exact := map[uint32]rawBlocks{}
-	prefixes := map[prefixKey]rawBlocks{}
-	for pos := range im.rules {
-		r := &im.rules[pos]
-		if r.Match&mDst != 0 && r.Match&mNotDst == 0 {
-			if bitsN := prefixBits(r.Dmask, r.Family); bitsN >= 0 {
-				k := prefixKey{family: r.Family, addr: wordsBytes(r.Dst), bits: bitsN}
-				b := prefixes[k]
-				b.set(pos)
-				prefixes[k] = b
-			} else {
-				addWild(r, pos, &wild4, &wild6)
-			}
-		} else {
-			addWild(r, pos, &wild4, &wild6)
-		}
-		if r.Match&mDport != 0 && r.DportOp == portEq {
-			b := exact[uint32(r.DportLo)]
-			b.set(pos)
-			exact[uint32(r.DportLo)] = b
-		} else {
-			wildPort.set(pos)
-		}
+	var srcUsed, sportUsed bool
+	im.dst = prefixIndex(im.rules, func(r *rawRule) ([4]uint32, int, bool) {
+		return r.Dst, prefixBits(r.Dmask, r.Family), r.Match&(mDst|mNotDst) == mDst
+	})
+	im.ports = portIndex(im.rules, func(r *rawRule) (uint16, bool) {
+		return r.DportLo, r.Match&mDport != 0 && r.DportOp == portEq
+	})
+	src := prefixIndex(im.rules, func(r *rawRule) ([4]uint32, int, bool) {
+		ok := r.Match&(mSrc|mNotSrc) == mSrc
+		srcUsed = srcUsed || ok
+		return r.Src, prefixBits(r.Smask, r.Family), ok
+	})
+	sports := portIndex(im.rules, func(r *rawRule) (uint16, bool) {
+		ok := r.Match&mSport != 0 && r.SportOp == portEq
+		sportUsed = sportUsed || ok
+		return r.SportLo, ok
+	})
+	im.src, im.sports = nil, nil
+	if srcUsed {
+		im.src = src
 	}
-	im.dst = make(map[prefixKey]rawBlocks, len(prefixes)+2)
+	if sportUsed {
+		im.sports = sports
+	}
+}
+
+// prefixIndex builds one address dimension of the index: an entry per
+// prefix a rule tests, holding that prefix's rules, the rules of every
+// shorter prefix covering it and the rules that do not test the address
+// (of the family), plus a /0 entry per family for addresses no prefix
+// covers. field gives a rule's address, prefix length (-1: a mask the trie
+// cannot hold) and whether the rule tests the address positively; negated,
+// pool and exp tests count as wildcards.
+func prefixIndex(rules []rawRule, field func(*rawRule) ([4]uint32, int, bool)) map[prefixKey]rawBlocks {
+	var wild4, wild6 rawBlocks
+	prefixes := map[prefixKey]rawBlocks{}
+	for pos := range rules {
+		r := &rules[pos]
+		addr, bitsN, ok := field(r)
+		if !ok || bitsN < 0 || r.Match&mExpr != 0 || (r.Family != 4 && r.Family != 6) {
+			addWild(r, pos, &wild4, &wild6)
+			continue
+		}
+		k := prefixKey{family: r.Family, addr: maskBytes(wordsBytes(addr), bitsN), bits: bitsN}
+		b := prefixes[k]
+		b.set(pos)
+		prefixes[k] = b
+	}
+	idx := make(map[prefixKey]rawBlocks, len(prefixes)+2)
 	for k, b := range prefixes {
 		v := b
 		if k.family == 4 {
@@ -589,7 +616,7 @@ func (im *Image) buildIndex() {
 				v.or(pb)
 			}
 		}
-		im.dst[k] = v
+		idx[k] = v
 	}
 	for _, fam := range []uint8{4, 6} {
 		k := prefixKey{family: fam, bits: 0}
@@ -600,15 +627,36 @@ func (im *Image) buildIndex() {
 		if pb, ok := prefixes[k]; ok {
 			v.or(pb)
 		}
-		im.dst[k] = v
+		idx[k] = v
 	}
-	im.ports = make(map[uint32]rawBlocks, len(exact)+2)
+	return idx
+}
+
+// portIndex builds one port dimension of the index: an entry per port a
+// rule tests for equality, holding those rules and every rule that does not
+// test the port that way. The datapath looks up 0x10000 for a packet
+// without testable ports and 0x20000 for a port with no entry.
+func portIndex(rules []rawRule, field func(*rawRule) (uint16, bool)) map[uint32]rawBlocks {
+	var wild rawBlocks
+	exact := map[uint32]rawBlocks{}
+	for pos := range rules {
+		r := &rules[pos]
+		if port, ok := field(r); ok && r.Match&mExpr == 0 {
+			b := exact[uint32(port)]
+			b.set(pos)
+			exact[uint32(port)] = b
+		} else {
+			wild.set(pos)
+		}
+	}
+	idx := make(map[uint32]rawBlocks, len(exact)+2)
 	for p, b := range exact {
-		b.or(wildPort)
-		im.ports[p] = b
+		b.or(wild)
+		idx[p] = b
 	}
-	im.ports[0x10000] = wildPort
-	im.ports[0x20000] = wildPort
+	idx[0x10000] = wild
+	idx[0x20000] = wild
+	return idx
 }
 
 func addWild(r *rawRule, pos int, w4, w6 *rawBlocks) {

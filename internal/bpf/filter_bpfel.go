@@ -316,6 +316,8 @@ const (
 	filterMapFrags           = "frags"
 	filterMapIdxDport        = "idx_dport"
 	filterMapIdxDst          = "idx_dst"
+	filterMapIdxSport        = "idx_sport"
+	filterMapIdxSrc          = "idx_src"
 	filterMapIfaces          = "ifaces"
 	filterMapIfaddrs         = "ifaddrs"
 	filterMapListMetas       = "list_metas"
@@ -393,6 +395,8 @@ type filterMapSpecs struct {
 	Frags      *ebpf.MapSpec `ebpf:"frags"`
 	IdxDport   *ebpf.MapSpec `ebpf:"idx_dport"`
 	IdxDst     *ebpf.MapSpec `ebpf:"idx_dst"`
+	IdxSport   *ebpf.MapSpec `ebpf:"idx_sport"`
+	IdxSrc     *ebpf.MapSpec `ebpf:"idx_src"`
 	Ifaces     *ebpf.MapSpec `ebpf:"ifaces"`
 	Ifaddrs    *ebpf.MapSpec `ebpf:"ifaddrs"`
 	ListMetas  *ebpf.MapSpec `ebpf:"list_metas"`
@@ -444,6 +448,8 @@ type filterMaps struct {
 	Frags      *ebpf.Map `ebpf:"frags"`
 	IdxDport   *ebpf.Map `ebpf:"idx_dport"`
 	IdxDst     *ebpf.Map `ebpf:"idx_dst"`
+	IdxSport   *ebpf.Map `ebpf:"idx_sport"`
+	IdxSrc     *ebpf.Map `ebpf:"idx_src"`
 	Ifaces     *ebpf.Map `ebpf:"ifaces"`
 	Ifaddrs    *ebpf.Map `ebpf:"ifaddrs"`
 	ListMetas  *ebpf.Map `ebpf:"list_metas"`
@@ -470,6 +476,8 @@ func (m *filterMaps) Close() error {
 		m.Frags,
 		m.IdxDport,
 		m.IdxDst,
+		m.IdxSport,
+		m.IdxSrc,
 		m.Ifaces,
 		m.Ifaddrs,
 		m.ListMetas,

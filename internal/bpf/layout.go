@@ -159,6 +159,14 @@ const (
 	cfgN         = 32
 )
 
+// Values of cfgIndex0+slot (IDX_* in filter.h): which index dimensions the
+// slot has; 0 is no index.
+const (
+	idxOn    = 1 // destination address and port
+	idxSrc   = 2 // source address
+	idxSport = 4 // source port
+)
+
 // Statistics indexes.
 const (
 	stDir      = 16

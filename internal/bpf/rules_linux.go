@@ -210,53 +210,99 @@ func (d *Datapath) writeIndex(slot uint32, im *Image) error {
 	if err := d.setCfg(cfgIndex0+slot, 0); err != nil {
 		return err
 	}
-	var lk rawLPMKey
-	var bl rawBlocks
-	var lkeys []rawLPMKey
-	it := d.objs.IdxDst.Iterate()
-	for it.Next(&lk, &bl) {
-		if lk.Slot == slot {
-			lkeys = append(lkeys, lk)
+	for _, m := range []*ebpf.Map{d.objs.IdxDst, d.objs.IdxSrc} {
+		if err := clearLPMSlot(m, slot); err != nil {
+			return err
 		}
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading index: %w", err)
-	}
-	for _, k := range lkeys {
-		_ = d.objs.IdxDst.Delete(&k)
-	}
-	var pk rawPortKey
-	var pkeys []rawPortKey
-	it = d.objs.IdxDport.Iterate()
-	for it.Next(&pk, &bl) {
-		if pk.Slot == slot {
-			pkeys = append(pkeys, pk)
+	for _, m := range []*ebpf.Map{d.objs.IdxDport, d.objs.IdxSport} {
+		if err := clearPortSlot(m, slot); err != nil {
+			return err
 		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading index: %w", err)
-	}
-	for _, k := range pkeys {
-		_ = d.objs.IdxDport.Delete(&k)
 	}
 	if im.dst == nil {
 		return nil
 	}
-	for k, v := range im.dst {
+	on := uint64(idxOn)
+	if err := putLPM(d.objs.IdxDst, slot, im.dst); err != nil {
+		return err
+	}
+	if err := putPorts(d.objs.IdxDport, slot, im.ports); err != nil {
+		return err
+	}
+	if im.src != nil {
+		if err := putLPM(d.objs.IdxSrc, slot, im.src); err != nil {
+			return err
+		}
+		on |= idxSrc
+	}
+	if im.sports != nil {
+		if err := putPorts(d.objs.IdxSport, slot, im.sports); err != nil {
+			return err
+		}
+		on |= idxSport
+	}
+	return d.setCfg(cfgIndex0+slot, on)
+}
+
+func clearLPMSlot(m *ebpf.Map, slot uint32) error {
+	var lk rawLPMKey
+	var bl rawBlocks
+	var keys []rawLPMKey
+	it := m.Iterate()
+	for it.Next(&lk, &bl) {
+		if lk.Slot == slot {
+			keys = append(keys, lk)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading index: %w", err)
+	}
+	for _, k := range keys {
+		_ = m.Delete(&k)
+	}
+	return nil
+}
+
+func clearPortSlot(m *ebpf.Map, slot uint32) error {
+	var pk rawPortKey
+	var bl rawBlocks
+	var keys []rawPortKey
+	it := m.Iterate()
+	for it.Next(&pk, &bl) {
+		if pk.Slot == slot {
+			keys = append(keys, pk)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading index: %w", err)
+	}
+	for _, k := range keys {
+		_ = m.Delete(&k)
+	}
+	return nil
+}
+
+func putLPM(m *ebpf.Map, slot uint32, idx map[prefixKey]rawBlocks) error {
+	for k, v := range idx {
 		key := rawLPMKey{Prefixlen: 64 + uint32(k.bits), Slot: slot, Family: uint32(k.family)}
 		for i := range key.Addr {
 			key.Addr[i] = nativeWord(k.addr[4*i:])
 		}
-		if err := d.objs.IdxDst.Put(&key, &v); err != nil {
+		if err := m.Put(&key, &v); err != nil {
 			return fmt.Errorf("writing index: %w", err)
 		}
 	}
-	for p, v := range im.ports {
-		if err := d.objs.IdxDport.Put(&rawPortKey{Slot: slot, Port: p}, &v); err != nil {
+	return nil
+}
+
+func putPorts(m *ebpf.Map, slot uint32, idx map[uint32]rawBlocks) error {
+	for p, v := range idx {
+		if err := m.Put(&rawPortKey{Slot: slot, Port: p}, &v); err != nil {
 			return fmt.Errorf("writing index: %w", err)
 		}
 	}
-	return d.setCfg(cfgIndex0+slot, 1)
+	return nil
 }
 
 // Which selects lists for Flush.

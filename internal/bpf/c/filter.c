@@ -127,6 +127,23 @@ struct {
 	__type(value, struct blocks);
 } idx_dport SEC(".maps");
 
+/* Source dimensions of the index, laid out as idx_dst and idx_dport. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm_key);
+	__type(value, struct blocks);
+} idx_src SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct port_key);
+	__type(value, struct blocks);
+} idx_sport SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, NSLOTS * MAX_EXPRS);
@@ -1088,36 +1105,67 @@ static long scan_step(__u32 i, void *ctx)
 	return 0;
 }
 
-static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 slot)
+/* index_port looks a port up in a port dimension of the index: a packet
+ * without ports has its own entry, a port no rule names the 0x20000 one. */
+static __always_inline struct blocks *index_port(void *map, __u32 slot, struct pktinfo *p, __u16 port)
+{
+	struct port_key pk = {};
+	struct blocks *b;
+
+	pk.slot = slot;
+	pk.port = (p->flags & PF_PORTS) ? port : 0x10000;
+	b = bpf_map_lookup_elem(map, &pk);
+	if (!b && (p->flags & PF_PORTS)) {
+		pk.port = 0x20000;
+		b = bpf_map_lookup_elem(map, &pk);
+	}
+	return b;
+}
+
+/* index_addr looks an address up in an address dimension of the index. */
+static __always_inline struct blocks *index_addr(void *map, __u32 slot, struct pktinfo *p, const __u32 *addr)
 {
 	struct lpm_key lk = {};
-	struct port_key pk = {};
-	struct blocks *a, *b;
 
-	s->use_index = 0;
-	if (!cfg(CFG_INDEX0 + slot))
-		return;
 	lk.prefixlen = 64 + (p->family == 4 ? 32 : 128);
 	lk.slot = slot;
 	lk.family = p->family;
-	__builtin_memcpy(lk.addr, p->dst, 16);
+	__builtin_memcpy(lk.addr, addr, 16);
 	if (p->family == 4) {
 		lk.addr[1] = lk.addr[2] = lk.addr[3] = 0;
 	}
-	a = bpf_map_lookup_elem(&idx_dst, &lk);
-	pk.slot = slot;
-	pk.port = (p->flags & PF_PORTS) ? p->dport : 0x10000;
-	b = bpf_map_lookup_elem(&idx_dport, &pk);
-	if (!b) {
-		pk.port = 0x20000; /* ports the index has no entry for */
-		if (p->flags & PF_PORTS)
-			b = bpf_map_lookup_elem(&idx_dport, &pk);
-	}
+	return bpf_map_lookup_elem(map, &lk);
+}
+
+static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 slot)
+{
+	struct blocks *a, *b, *c, *d;
+	__u64 on;
+
+	s->use_index = 0;
+	on = cfg(CFG_INDEX0 + slot);
+	if (!(on & IDX_ON))
+		return;
+	a = index_addr(&idx_dst, slot, p, p->dst);
+	b = index_port(&idx_dport, slot, p, p->dport);
 	if (!a || !b)
 		return;
+	/* a dimension the slot lacks selects everything: AND a again */
+	c = a;
+	d = b;
+	if (on & IDX_SRC) {
+		c = index_addr(&idx_src, slot, p, p->src);
+		if (!c)
+			return;
+	}
+	if (on & IDX_SPORT) {
+		d = index_port(&idx_sport, slot, p, p->sport);
+		if (!d)
+			return;
+	}
 #pragma unroll
 	for (int w = 0; w < BLOCK_WORDS; w++)
-		s->cand[w] = a->w[w] & b->w[w];
+		s->cand[w] = a->w[w] & b->w[w] & c->w[w] & d->w[w];
 	s->use_index = 1;
 }
 

@@ -25,6 +25,7 @@ import (
 	engine "sluice/internal/qos"
 	"sluice/internal/qos/tc"
 	"sluice/internal/testutil"
+	"sluice/internal/testutil/bpffs"
 )
 
 // inNS runs fn on an OS thread switched into ns. The thread is never
@@ -76,16 +77,7 @@ func testPinDir(t *testing.T) string {
 	if err := unix.Statfs("/sys/fs/bpf", &st); err == nil && st.Type == unix.BPF_FS_MAGIC {
 		return filepath.Join("/sys/fs/bpf", name)
 	}
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		testutil.SkipOrFail(t, "mounting a bpffs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmounting test bpffs: %v", err)
-		}
-	})
-	return filepath.Join(mnt, name)
+	return filepath.Join(bpffs.Mount(t), name)
 }
 
 // topo is two namespaces joined by a veth pair qa0 (in a) — qb0 (in b),

@@ -145,7 +145,7 @@
 #define CFG_LOGFLAGS 5    /* ipf -l: FR_PASS/FR_BLOCK/FR_NOMATCH bits to log */
 #define CFG_MINTTL 6
 #define CFG_STATEMAX 7
-#define CFG_INDEX0 8      /* 8..10: slot has an index */
+#define CFG_INDEX0 8      /* 8..10: IDX_* bits, the slot's index dimensions */
 #define CFG_TO_TCP 12     /* 12..23: TCP state timeouts, ns */
 #define CFG_TO_UDP 24
 #define CFG_TO_UDPACK 25
@@ -154,6 +154,13 @@
 #define CFG_TO_IP 28
 #define CFG_STATELOG 29
 #define CFG_N 32
+
+/* Index dimensions of a slot (CFG_INDEX0 + slot); 0: no index. The source
+ * ones are only written when a rule tests them, so sets without source
+ * tests do not pay their lookups. */
+#define IDX_ON 1    /* destination address and port */
+#define IDX_SRC 2   /* source address */
+#define IDX_SPORT 4 /* source port */
 
 /* Per-direction statistics (index dir*ST_DIR + n) then globals. */
 #define ST_DIR 16
