@@ -7,11 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"sluice/internal/bpf"
 	"sluice/internal/rules/ipf"
-	"sluice/internal/testutil"
+	"sluice/internal/testutil/bpffs"
 )
 
 // frame builds an Ethernet/IPv4/TCP frame.
@@ -33,12 +31,7 @@ func frame(src, dst [4]byte, sport, dport uint16, flags uint8) []byte {
 }
 
 func TestPrivilegedIpfstat(t *testing.T) {
-	testutil.RequireRoot(t)
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := bpffs.Mount(t)
 	dir := filepath.Join(mnt, "sluice")
 	t.Setenv("SLUICE_BPF_DIR", dir)
 

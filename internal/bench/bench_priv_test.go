@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,8 +21,8 @@ import (
 	"sluice/internal/bench/result"
 	"sluice/internal/bench/run"
 	"sluice/internal/bench/topo"
-	"sluice/internal/netperf"
 	"sluice/internal/testutil"
+	"sluice/internal/testutil/netservertest"
 )
 
 // leftovers lists what of a test bed still exists: namespace mount
@@ -315,15 +314,7 @@ func cutShort(sutNS string, attaches bool) ([]ebpf.ProgramID, error) {
 // touched.
 func TestPrivilegedBenchRemote(t *testing.T) {
 	testutil.RequireRoot(t)
-	srv, err := netperf.NewServer("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
-	port := srv.Addr().(*net.TCPAddr).Port
+	port := netservertest.Loopback(t)
 	reg := config.Builtin(datapath.Datapaths())
 	cs, _ := reg.Select("none")
 	var remote bool

@@ -1,52 +1,25 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand"
-	"net/netip"
 	"strings"
 	"testing"
 
-	"sluice/internal/packet"
+	"sluice/internal/packet/packettest"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
 )
 
 // mkTCP builds an IPv4/TCP packet with valid checksums.
 func mkTCP(src, dst string, sport, dport uint16, flags uint8, seq, ack uint32) []byte {
-	b := make([]byte, 40)
-	b[0], b[8], b[9] = 0x45, 63, 6
-	binary.BigEndian.PutUint16(b[2:], 40)
-	s, d := netip.MustParseAddr(src).As4(), netip.MustParseAddr(dst).As4()
-	copy(b[12:], s[:])
-	copy(b[16:], d[:])
-	binary.BigEndian.PutUint16(b[10:], ^packet.Checksum(b[:20], 0))
-	t := b[20:]
-	binary.BigEndian.PutUint16(t, sport)
-	binary.BigEndian.PutUint16(t[2:], dport)
-	binary.BigEndian.PutUint32(t[4:], seq)
-	binary.BigEndian.PutUint32(t[8:], ack)
-	t[12], t[13] = 5<<4, flags
-	binary.BigEndian.PutUint16(t[14:], 4096)
-	ph := packet.PseudoHeaderChecksum(6, netip.MustParseAddr(src), netip.MustParseAddr(dst), 20)
-	binary.BigEndian.PutUint16(t[16:], ^packet.Checksum(t, ph))
-	return b
+	tcp := packettest.TCP{SrcPort: sport, DstPort: dport, Seq: seq, Ack: ack, Flags: flags, Win: 4096}
+	return packettest.V4{Src: src, Dst: dst, Proto: 6, TTL: 63, Payload: tcp.Bytes()}.Bytes()
 }
 
 // mkUDP builds an IPv4/UDP packet (UDP checksum 0 = none).
 func mkUDP(src, dst string, sport, dport uint16) []byte {
-	b := make([]byte, 28)
-	b[0], b[8], b[9] = 0x45, 63, 17
-	binary.BigEndian.PutUint16(b[2:], 28)
-	s, d := netip.MustParseAddr(src).As4(), netip.MustParseAddr(dst).As4()
-	copy(b[12:], s[:])
-	copy(b[16:], d[:])
-	binary.BigEndian.PutUint16(b[10:], ^packet.Checksum(b[:20], 0))
-	binary.BigEndian.PutUint16(b[20:], sport)
-	binary.BigEndian.PutUint16(b[22:], dport)
-	binary.BigEndian.PutUint16(b[24:], 8)
-	return b
+	return packettest.V4{Src: src, Dst: dst, Proto: 17, TTL: 63, Payload: packettest.UDP(sport, dport, nil, true)}.Bytes()
 }
 
 func newEngine(t testing.TB, rules string) *Engine {

@@ -38,6 +38,7 @@ import (
 	"sluice/internal/bpf"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/testutil"
+	"sluice/internal/testutil/bpffs"
 )
 
 const (
@@ -1076,12 +1077,7 @@ test -e /sys/fs/bpf/sluice || echo "pins gone"
 // directory whose maps do not match this build's, as another version
 // would leave it.
 func TestPrivilegedRemoveStalePins(t *testing.T) {
-	testutil.RequireRoot(t)
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := bpffs.Mount(t)
 	dir := filepath.Join(mnt, "sluice")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -1139,12 +1135,7 @@ block in proto udp from any to any port = %d group 10
 // first load (ipf -E) and checks that nothing is left pinned, so the next
 // ipf does not find a half-made datapath; a later load then works.
 func TestPrivilegedFailedFirstLoadLeavesNoPins(t *testing.T) {
-	testutil.RequireRoot(t)
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := bpffs.Mount(t)
 	dir := filepath.Join(mnt, "sluice")
 	b := New(dir)
 	defer b.Close()

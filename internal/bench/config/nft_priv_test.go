@@ -4,32 +4,13 @@ package config
 
 import (
 	"context"
-	"net"
-	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/google/nftables"
-	"golang.org/x/sys/unix"
 
 	"sluice/internal/bench/topo"
-	"sluice/internal/testutil"
+	"sluice/internal/testutil/topotest"
 )
-
-func newTopo(t *testing.T) *topo.Topo {
-	t.Helper()
-	testutil.RequireRoot(t)
-	tp, err := topo.New(context.Background(), topo.Options{Prefix: "slbcfg"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tp.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return tp
-}
 
 // tablesIn lists the nftables tables of a host's namespace.
 func tablesIn(t *testing.T, tp *topo.Topo, r topo.Role) map[string]int {
@@ -69,7 +50,7 @@ func tablesIn(t *testing.T, tp *topo.Topo, r topo.Role) map[string]int {
 }
 
 func TestPrivilegedNFTApply(t *testing.T) {
-	tp := newTopo(t)
+	tp := topotest.New(t, "slbcfg")
 	for _, tc := range []struct {
 		spec  NFTSpec
 		rules int
@@ -89,7 +70,7 @@ func TestPrivilegedNFTApply(t *testing.T) {
 			t.Errorf("tables in peer: %v, want none", got)
 		}
 		// Traffic still flows through the accepting rule sets.
-		if _, err := connectTOS(t, tp); err != nil {
+		if _, err := topotest.ConnectTOS(t, tp); err != nil {
 			t.Errorf("%+v: %v", tc.spec, err)
 		}
 		if err := n.Remove(); err != nil {
@@ -102,8 +83,8 @@ func TestPrivilegedNFTApply(t *testing.T) {
 }
 
 func TestPrivilegedNFTDSCP(t *testing.T) {
-	tp := newTopo(t)
-	if tos, err := connectTOS(t, tp); err != nil || tos>>2 != 0 {
+	tp := topotest.New(t, "slbcfg")
+	if tos, err := topotest.ConnectTOS(t, tp); err != nil || tos>>2 != 0 {
 		t.Fatalf("without marking: TOS %#x, %v; want DSCP 0", tos, err)
 	}
 	n := NewNFT(NFTSpec{Mark: true, DSCP: 46})
@@ -111,68 +92,11 @@ func TestPrivilegedNFTDSCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Remove()
-	tos, err := connectTOS(t, tp)
+	tos, err := topotest.ConnectTOS(t, tp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tos>>2 != 46 {
 		t.Errorf("DSCP on the wire: got %d, want 46", tos>>2)
-	}
-}
-
-// connectTOS opens a TCP connection from the SUT to the peer and returns
-// the TOS byte of the first TCP segment the peer received, read with a
-// raw socket in the peer's namespace. The kernel verifies the IPv4
-// checksum before delivering to raw sockets, so a bad checksum update
-// shows up as no packet at all.
-func connectTOS(t *testing.T, tp *topo.Topo) (byte, error) {
-	t.Helper()
-	var raw int
-	var ln net.Listener
-	if err := tp.Do(topo.Peer, func() (err error) {
-		raw, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
-		if err != nil {
-			return err
-		}
-		ln, err = net.Listen("tcp4", netip.AddrPortFrom(topo.PeerAddr, 0).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(raw)
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			c.Close()
-		}
-	}()
-	tv := unix.NsecToTimeval(int64(2 * time.Second))
-	if err := unix.SetsockoptTimeval(raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		t.Fatal(err)
-	}
-	if err := tp.Do(topo.SUT, func() error {
-		d := net.Dialer{Timeout: 2 * time.Second}
-		c, err := d.Dial("tcp4", ln.Addr().String())
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	}); err != nil {
-		return 0, err
-	}
-	port := uint16(ln.Addr().(*net.TCPAddr).Port)
-	buf := make([]byte, 1500)
-	for {
-		n, _, err := unix.Recvfrom(raw, buf, 0)
-		if err != nil {
-			return 0, err
-		}
-		if n < 24 {
-			continue
-		}
-		ihl := int(buf[0]&0x0f) * 4
-		if n >= ihl+4 && uint16(buf[ihl+2])<<8|uint16(buf[ihl+3]) == port {
-			return buf[1], nil
-		}
 	}
 }

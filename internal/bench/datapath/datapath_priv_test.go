@@ -19,22 +19,8 @@ import (
 	"sluice/internal/bench/config"
 	"sluice/internal/bench/topo"
 	"sluice/internal/testutil"
+	"sluice/internal/testutil/topotest"
 )
-
-func newTopo(t *testing.T) *topo.Topo {
-	t.Helper()
-	testutil.RequireRoot(t)
-	tp, err := topo.New(context.Background(), topo.Options{Prefix: "slbdp"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tp.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return tp
-}
 
 // listen opens a TCP listener on the SUT that accepts and closes.
 func listen(t *testing.T, tp *topo.Topo) int {
@@ -104,7 +90,7 @@ func checkGone(t *testing.T, tp *topo.Topo, ids []ebpf.ProgramID) {
 // the rest, checks that the kernel enforces it on the SUT's link, and
 // that Remove takes everything away.
 func TestPrivilegedIPF(t *testing.T) {
-	tp := newTopo(t)
+	tp := topotest.New(t, "slbdp")
 	blocked, open := listen(t, tp), listen(t, tp)
 	a, err := LoadIPF("block in quick proto tcp from any to any port = " + itoa(blocked) + "\n" + config.IPFStateful())
 	if err != nil {
@@ -154,7 +140,7 @@ func TestPrivilegedIPF(t *testing.T) {
 
 // TestPrivilegedIPFNoMatch loads the largest rule-scan set the bench uses.
 func TestPrivilegedIPFNoMatch(t *testing.T) {
-	tp := newTopo(t)
+	tp := topotest.New(t, "slbdp")
 	port := listen(t, tp)
 	n := config.NoMatchCounts[len(config.NoMatchCounts)-1]
 	a, err := LoadIPF(config.IPFNoMatch(n))
@@ -177,7 +163,7 @@ func TestPrivilegedIPFNoMatch(t *testing.T) {
 // TestPrivilegedQoS applies the marking configuration and checks the
 // DSCP of what the SUT sends, before and after Remove.
 func TestPrivilegedQoS(t *testing.T) {
-	tp := newTopo(t)
+	tp := topotest.New(t, "slbdp")
 	c, _ := config.Builtin(Datapaths()).Get("sluice-qos")
 	a, err := c.New()
 	if err != nil {
@@ -190,7 +176,7 @@ func TestPrivilegedQoS(t *testing.T) {
 	if len(ids) != 1 {
 		t.Errorf("programs attached in the SUT: %v, want the egress marker", ids)
 	}
-	tos, err := connectTOS(t, tp)
+	tos, err := topotest.ConnectTOS(t, tp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +187,7 @@ func TestPrivilegedQoS(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGone(t, tp, ids)
-	if tos, err := connectTOS(t, tp); err != nil || tos != 0 {
+	if tos, err := topotest.ConnectTOS(t, tp); err != nil || tos != 0 {
 		t.Errorf("after Remove: TOS %#x (%v), want 0", tos, err)
 	}
 }
@@ -248,57 +234,3 @@ func TestSweepMounts(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
-// connectTOS connects from the SUT to the peer and returns the TOS byte
-// of the first TCP packet the peer receives from it.
-func connectTOS(t *testing.T, tp *topo.Topo) (byte, error) {
-	t.Helper()
-	var raw int
-	var ln net.Listener
-	if err := tp.Do(topo.Peer, func() (err error) {
-		raw, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
-		if err != nil {
-			return err
-		}
-		ln, err = net.Listen("tcp4", netip.AddrPortFrom(topo.PeerAddr, 0).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(raw)
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			c.Close()
-		}
-	}()
-	tv := unix.NsecToTimeval(int64(2 * time.Second))
-	if err := unix.SetsockoptTimeval(raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		t.Fatal(err)
-	}
-	if err := tp.Do(topo.SUT, func() error {
-		d := net.Dialer{Timeout: 2 * time.Second}
-		c, err := d.Dial("tcp4", ln.Addr().String())
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	}); err != nil {
-		return 0, err
-	}
-	port := uint16(ln.Addr().(*net.TCPAddr).Port)
-	buf := make([]byte, 1500)
-	for {
-		n, _, err := unix.Recvfrom(raw, buf, 0)
-		if err != nil {
-			return 0, err
-		}
-		if n < 24 {
-			continue
-		}
-		ihl := int(buf[0]&0x0f) * 4
-		if n >= ihl+4 && uint16(buf[ihl+2])<<8|uint16(buf[ihl+3]) == port {
-			return buf[1], nil
-		}
-	}
-}

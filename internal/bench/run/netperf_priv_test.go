@@ -13,7 +13,7 @@ import (
 
 	"sluice/internal/bench/result"
 	"sluice/internal/bench/topo"
-	"sluice/internal/testutil"
+	"sluice/internal/testutil/topotest"
 )
 
 // sutBytes reads the received and transmitted byte counters of the SUT's
@@ -42,12 +42,7 @@ func sutBytes(t *testing.T, tb *topo.Topo) (rx, tx uint64) {
 // streams fill the SUT's receive counter, outbound ones its transmit
 // counter, and each test reaches the netserver of the host its role says.
 func TestPrivilegedNetperfRoles(t *testing.T) {
-	testutil.RequireRoot(t)
-	tb, err := topo.New(context.Background(), topo.Options{Prefix: "slbnp"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tb.Close() })
+	tb := topotest.New(t, "slbnp")
 	g, err := NewNetperf(tb, 0)
 	if err != nil {
 		t.Fatal(err)

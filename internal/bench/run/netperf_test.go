@@ -2,31 +2,19 @@ package run
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"sluice/internal/bench/result"
-	"sluice/internal/netperf"
+	"sluice/internal/testutil/netservertest"
 )
 
 // loopbackServer starts a netserver on 127.0.0.1 with a free port.
 func loopbackServer(t *testing.T) netip.AddrPort {
 	t.Helper()
-	srv, err := netperf.NewServer("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(srv.Addr().(*net.TCPAddr).Port))
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(netservertest.Loopback(t)))
 }
 
 // TestNetperfLoopback runs the papers' kinds of tests through the adapter

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,47 +25,8 @@ import (
 	"sluice/internal/qos/tc"
 	"sluice/internal/testutil"
 	"sluice/internal/testutil/bpffs"
+	"sluice/internal/testutil/netnstest"
 )
-
-// inNS runs fn on an OS thread switched into ns. The thread is never
-// handed back to the Go scheduler (the goroutine exits while locked, so
-// the runtime discards the thread), which keeps namespaces from leaking
-// into unrelated goroutines.
-func inNS(ns netns.NsHandle, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := netns.Set(ns); err != nil {
-			errc <- fmt.Errorf("entering netns: %w", err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
-
-// newNS creates an anonymous network namespace with lo up.
-func newNS(t *testing.T) netns.NsHandle {
-	t.Helper()
-	var h netns.NsHandle
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		var err error
-		h, err = netns.New()
-		if err == nil {
-			if lo, e := netlink.LinkByName("lo"); e == nil {
-				err = netlink.LinkSetUp(lo)
-			}
-		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("creating netns: %v", err)
-	}
-	t.Cleanup(func() { h.Close() }) // the last reference: the netns and its veth go away
-	return h
-}
 
 // testPinDir returns a fresh pin directory: under /sys/fs/bpf when a
 // bpffs is mounted there, else on a private bpffs mounted for the test.
@@ -90,14 +50,14 @@ type topo struct {
 func newTopo(t *testing.T) *topo {
 	t.Helper()
 	testutil.RequireRoot(t)
-	tp := &topo{a: newNS(t), b: newNS(t)}
+	tp := &topo{a: netnstest.New(t), b: netnstest.New(t)}
 	tp.pindir = testPinDir(t)
 	t.Cleanup(func() {
-		if err := inNS(tp.a, func() error { return Disable(tp.pindir) }); err != nil {
+		if err := netnstest.Do(tp.a, func() error { return Disable(tp.pindir) }); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	err := inNS(tp.a, func() error {
+	err := netnstest.Do(tp.a, func() error {
 		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "qa0"}, PeerName: "qb0", PeerNamespace: netlink.NsFd(tp.b)}); err != nil {
 			return fmt.Errorf("adding veth: %w", err)
 		}
@@ -109,7 +69,7 @@ func newTopo(t *testing.T) *topo {
 		}
 		t.Fatal(err)
 	}
-	if err := inNS(tp.b, func() error { return setup("qb0", "10.99.0.2/24", "fd00:99::2/64") }); err != nil {
+	if err := netnstest.Do(tp.b, func() error { return setup("qb0", "10.99.0.2/24", "fd00:99::2/64") }); err != nil {
 		t.Fatal(err)
 	}
 	return tp
@@ -157,7 +117,7 @@ func (tp *topo) load(t *testing.T, conf string, opts Options) *Report {
 	rs := compile(t, conf)
 	opts.PinDir = tp.pindir
 	var rep *Report
-	err := inNS(tp.a, func() error {
+	err := netnstest.Do(tp.a, func() error {
 		var err error
 		rep, err = Load(rs, opts)
 		return err
@@ -174,7 +134,7 @@ type capture struct{ fd int }
 func (tp *topo) capture(t *testing.T, ns netns.NsHandle, dev string) *capture {
 	t.Helper()
 	c := &capture{}
-	err := inNS(ns, func() error {
+	err := netnstest.Do(ns, func() error {
 		l, err := netlink.LinkByName(dev)
 		if err != nil {
 			return err
@@ -252,7 +212,7 @@ func (c *capture) next() (frameInfo, bool) {
 // is unconnected so ICMP port-unreachable answers do not fail the writes.
 func udpSend(t *testing.T, ns netns.NsHandle, network, addr, tag string, n int) {
 	t.Helper()
-	err := inNS(ns, func() error {
+	err := netnstest.Do(ns, func() error {
 		dst, err := net.ResolveUDPAddr(network, addr)
 		if err != nil {
 			return err
@@ -359,7 +319,7 @@ func TestPrivilegedMarkOnTheWire(t *testing.T) {
 		}
 	}
 	var stats []engine.Stats
-	if err := inNS(tp.a, func() (err error) { stats, err = ReadStats(tp.pindir); return }); err != nil {
+	if err := netnstest.Do(tp.a, func() (err error) { stats, err = ReadStats(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}
 	// Exactly the ten datagrams to port 9999 (five per family); the
@@ -371,7 +331,7 @@ func TestPrivilegedMarkOnTheWire(t *testing.T) {
 	if p := stats[0].Policies[0]; p.Filters[0].Bytes != want {
 		t.Errorf("voice filter bytes: got %d, want %d", p.Filters[0].Bytes, want)
 	}
-	if err := inNS(tp.a, func() (err error) {
+	if err := netnstest.Do(tp.a, func() (err error) {
 		if err = ResetStats(tp.pindir); err == nil {
 			stats, err = ReadStats(tp.pindir)
 		}
@@ -383,7 +343,7 @@ func TestPrivilegedMarkOnTheWire(t *testing.T) {
 		t.Errorf("after reset: %+v, want zero counters", p)
 	}
 	var si StateInfo
-	if err := inNS(tp.a, func() (err error) { si, err = GetState(tp.pindir); return }); err != nil {
+	if err := netnstest.Do(tp.a, func() (err error) { si, err = GetState(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}
 	if si.State != Filtering {
@@ -393,7 +353,7 @@ func TestPrivilegedMarkOnTheWire(t *testing.T) {
 
 func TestPrivilegedVLANPriority(t *testing.T) {
 	tp := newTopo(t)
-	if err := inNS(tp.a, func() error { return addVLAN("qa0", "10.98.0.1/24") }); err != nil {
+	if err := netnstest.Do(tp.a, func() error { return addVLAN("qa0", "10.98.0.1/24") }); err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) {
 			// Not a missing privilege: this kernel is built without
 			// CONFIG_VLAN_8021Q, so there is no VLAN device to test.
@@ -401,7 +361,7 @@ func TestPrivilegedVLANPriority(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	if err := inNS(tp.b, func() error { return addVLAN("qb0", "10.98.0.2/24") }); err != nil {
+	if err := netnstest.Do(tp.b, func() error { return addVLAN("qb0", "10.98.0.2/24") }); err != nil {
 		t.Fatal(err)
 	}
 	conf := `
@@ -447,7 +407,7 @@ func (tp *topo) tcpStreams(t *testing.T, ports []int, warm, d time.Duration) []f
 	var measuring atomic.Bool
 	lns := make([]net.Listener, len(ports))
 	for i, p := range ports {
-		err := inNS(tp.b, func() (err error) {
+		err := netnstest.Do(tp.b, func() (err error) {
 			lns[i], err = net.Listen("tcp4", fmt.Sprintf("10.99.0.2:%d", p))
 			return
 		})
@@ -475,7 +435,7 @@ func (tp *topo) tcpStreams(t *testing.T, ports []int, warm, d time.Duration) []f
 	}
 	conns := make([]net.Conn, len(ports))
 	for i, p := range ports {
-		err := inNS(tp.a, func() (err error) {
+		err := netnstest.Do(tp.a, func() (err error) {
 			conns[i], err = net.Dial("tcp4", fmt.Sprintf("10.99.0.2:%d", p))
 			return
 		})
@@ -578,7 +538,7 @@ func TestPrivilegedReplaceAndFailedLoad(t *testing.T) {
 	rate := Options{LinkRate: func(string) uint64 { return 10e9 }}
 	tp.load(t, markConf, rate)
 	var before string
-	if err := inNS(tp.a, func() (err error) { before, err = ActiveConfig(tp.pindir); return }); err != nil {
+	if err := netnstest.Do(tp.a, func() (err error) { before, err = ActiveConfig(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}
 	bad := `
@@ -598,12 +558,12 @@ adapter nosuch0 {
 }
 `
 	rs := compile(t, bad)
-	err := inNS(tp.a, func() error { _, err := Load(rs, Options{PinDir: tp.pindir, LinkRate: rate.LinkRate}); return err })
+	err := netnstest.Do(tp.a, func() error { _, err := Load(rs, Options{PinDir: tp.pindir, LinkRate: rate.LinkRate}); return err })
 	if err == nil {
 		t.Fatal("loading a configuration with a missing adapter succeeded with abort")
 	}
 	var after string
-	if err := inNS(tp.a, func() (err error) { after, err = ActiveConfig(tp.pindir); return }); err != nil {
+	if err := netnstest.Do(tp.a, func() (err error) { after, err = ActiveConfig(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}
 	if after != before {
@@ -617,7 +577,7 @@ adapter nosuch0 {
 
 	// A failure while switching the second adapter puts the first back:
 	// old program (DSCP 46) and no HTB on qa0, qa1 not attached.
-	if err := inNS(tp.a, func() error {
+	if err := netnstest.Do(tp.a, func() error {
 		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "qa1"}, PeerName: "qb1"}); err != nil {
 			return err
 		}
@@ -630,7 +590,7 @@ adapter nosuch0 {
 		t.Fatal(err)
 	}
 	two := compile(t, strings.Replace(bad, "nosuch0", "qa1", 1))
-	err = inNS(tp.a, func() error {
+	err = netnstest.Do(tp.a, func() error {
 		_, err := Load(two, Options{PinDir: tp.pindir, LinkRate: rate.LinkRate, failAt: func(name string) error {
 			if name == "qa1" {
 				return errors.New("injected failure")
@@ -644,7 +604,7 @@ adapter nosuch0 {
 	}
 	var htb bool
 	var si0 StateInfo
-	if err := inNS(tp.a, func() (err error) {
+	if err := netnstest.Do(tp.a, func() (err error) {
 		if htb, err = tc.Installed("qa0"); err != nil {
 			return err
 		}
@@ -670,7 +630,7 @@ adapter nosuch0 {
 	// With -continue the good adapter is loaded and the bad one skipped;
 	// the program on qa0 is replaced in place.
 	var rep *Report
-	if err := inNS(tp.a, func() (err error) {
+	if err := netnstest.Do(tp.a, func() (err error) {
 		rep, err = Load(rs, Options{PinDir: tp.pindir, Continue: true, LinkRate: rate.LinkRate, Log: io.Discard})
 		return
 	}); err != nil {
@@ -684,11 +644,11 @@ adapter nosuch0 {
 		t.Errorf("after the replace, want DSCP 10 (captured %v)", ok)
 	}
 	var installed bool
-	if err := inNS(tp.a, func() error { return Unload(tp.pindir, nil) }); err != nil {
+	if err := netnstest.Do(tp.a, func() error { return Unload(tp.pindir, nil) }); err != nil {
 		t.Fatal(err)
 	}
 	var si StateInfo
-	if err := inNS(tp.a, func() (err error) {
+	if err := netnstest.Do(tp.a, func() (err error) {
 		si, err = GetState(tp.pindir)
 		if err == nil {
 			installed, err = tc.Installed("qa0")
@@ -725,7 +685,7 @@ adapter qa0 {
 `, Options{LinkRate: func(string) uint64 { return 10e9 }})
 	// The 5 Mbit/s cap of p cannot drain a burst from many sockets: the
 	// class queue overflows and the drops show in the policy's stats.
-	if err := inNS(tp.a, func() error {
+	if err := netnstest.Do(tp.a, func() error {
 		dst := &unix.SockaddrInet4{Port: 9999, Addr: [4]byte{10, 99, 0, 2}}
 		payload := make([]byte, 1400)
 		for s := 0; s < 20; s++ {
@@ -743,7 +703,7 @@ adapter qa0 {
 		t.Fatal(err)
 	}
 	var stats []engine.Stats
-	if err := inNS(tp.a, func() (err error) { stats, err = ReadStats(tp.pindir); return }); err != nil {
+	if err := netnstest.Do(tp.a, func() (err error) { stats, err = ReadStats(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}
 	if d := stats[0].Policies[0].DroppedPackets; d == 0 {
@@ -767,11 +727,11 @@ func TestPrivilegedStaleLinkAfterDeviceRecreated(t *testing.T) {
 		return netlink.LinkSetUp(l)
 	}
 	conf := "filter f {\n}\npolicy p {\n    uses f\n    dscp 1\n}\nadapter qs0 {\n    uses p\n}\n"
-	if err := inNS(tp.a, mk); err != nil {
+	if err := netnstest.Do(tp.a, mk); err != nil {
 		t.Fatal(err)
 	}
 	tp.load(t, conf, Options{})
-	if err := inNS(tp.a, func() error {
+	if err := netnstest.Do(tp.a, func() error {
 		l, err := netlink.LinkByName("qs0")
 		if err != nil {
 			return err
@@ -784,14 +744,14 @@ func TestPrivilegedStaleLinkAfterDeviceRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	var si StateInfo
-	if err := inNS(tp.a, func() (err error) { si, err = GetState(tp.pindir); return }); err != nil {
+	if err := netnstest.Do(tp.a, func() (err error) { si, err = GetState(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}
 	if si.State != Enabled || len(si.Missing) != 1 {
 		t.Errorf("after the device was recreated: state %v missing %v, want enabled-not-filtering, qs0 missing", si.State, si.Missing)
 	}
 	tp.load(t, conf, Options{}) // must replace the stale link, not fail on it
-	if err := inNS(tp.a, func() (err error) { si, err = GetState(tp.pindir); return }); err != nil {
+	if err := netnstest.Do(tp.a, func() (err error) { si, err = GetState(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}
 	if si.State != Filtering {

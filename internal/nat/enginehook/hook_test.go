@@ -9,25 +9,15 @@ import (
 	"sluice/internal/engine"
 	"sluice/internal/nat"
 	"sluice/internal/packet"
+	"sluice/internal/packet/packettest"
 	"sluice/internal/pool"
 	"sluice/internal/rules/ipnat"
 )
 
+// udp builds an IPv4/UDP datagram in a buffer with room to grow.
 func udp(src, dst netip.Addr, sp, dp uint16) []byte {
-	b := make([]byte, 28, 28+64)
-	b[0] = 0x45
-	binary.BigEndian.PutUint16(b[2:], 28)
-	b[8], b[9] = 64, 17
-	s, d := src.As4(), dst.As4()
-	copy(b[12:], s[:])
-	copy(b[16:], d[:])
-	binary.BigEndian.PutUint16(b[10:], ^packet.Checksum(b[:20], 0))
-	binary.BigEndian.PutUint16(b[20:], sp)
-	binary.BigEndian.PutUint16(b[22:], dp)
-	binary.BigEndian.PutUint16(b[24:], 8)
-	sum := ^packet.Checksum(b[20:], packet.PseudoHeaderChecksum(17, src, dst, 8))
-	binary.BigEndian.PutUint16(b[26:], sum)
-	return b
+	b := packettest.V4{Src: src.String(), Dst: dst.String(), Proto: 17, Payload: packettest.UDP(sp, dp, nil, false)}.Bytes()
+	return append(make([]byte, 0, len(b)+64), b...)
 }
 
 func TestHookThroughEngine(t *testing.T) {

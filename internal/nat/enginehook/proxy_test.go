@@ -9,6 +9,7 @@ import (
 	"sluice/internal/engine"
 	"sluice/internal/nat"
 	"sluice/internal/packet"
+	"sluice/internal/packet/packettest"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/rules/ipnat"
 	"sluice/internal/ruleset"
@@ -18,25 +19,9 @@ import (
 // tcpPkt builds an IPv4/TCP segment with payload in a buffer with room
 // to grow (proxies rewrite commands in place).
 func tcpPkt(src, dst string, sport, dport uint16, flags uint8, seq, ack uint32, payload string) []byte {
-	n := 40 + len(payload)
-	b := make([]byte, n, n+128)
-	b[0], b[8], b[9] = 0x45, 64, 6
-	binary.BigEndian.PutUint16(b[2:], uint16(n))
-	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
-	s4, d4 := s.As4(), d.As4()
-	copy(b[12:], s4[:])
-	copy(b[16:], d4[:])
-	binary.BigEndian.PutUint16(b[10:], ^packet.Checksum(b[:20], 0))
-	t := b[20:]
-	binary.BigEndian.PutUint16(t, sport)
-	binary.BigEndian.PutUint16(t[2:], dport)
-	binary.BigEndian.PutUint32(t[4:], seq)
-	binary.BigEndian.PutUint32(t[8:], ack)
-	t[12], t[13] = 5<<4, flags
-	binary.BigEndian.PutUint16(t[14:], 8192)
-	copy(t[20:], payload)
-	binary.BigEndian.PutUint16(t[16:], ^packet.Checksum(t, packet.PseudoHeaderChecksum(6, s, d, len(t))))
-	return b
+	tcp := packettest.TCP{SrcPort: sport, DstPort: dport, Seq: seq, Ack: ack, Flags: flags, Win: 8192, Data: []byte(payload)}
+	b := packettest.V4{Src: src, Dst: dst, Proto: 6, Payload: tcp.Bytes()}.Bytes()
+	return append(make([]byte, 0, len(b)+128), b...)
 }
 
 // rig is an engine with NAT and proxy state, as ipftest wires them.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"math"
 	"net"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"sluice/internal/netperf"
 	"sluice/internal/netperf/output"
+	"sluice/internal/testutil/netservertest"
 )
 
 func TestParseNetperf(t *testing.T) {
@@ -118,15 +118,7 @@ func captured(t *testing.T) map[string]string {
 // six tests in several output styles and checks the output has the shape
 // of the C tool's captured output.
 func TestEndToEndOutputs(t *testing.T) {
-	s, err := netperf.NewServer("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	port := strconv.Itoa(s.Addr().(*net.TCPAddr).Port)
+	port := strconv.Itoa(netservertest.Loopback(t))
 	want := captured(t)
 	run := func(args ...string) string {
 		t.Helper()

@@ -5,28 +5,21 @@ package admin
 import (
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"sluice/internal/rules/ipqos"
-	"sluice/internal/testutil"
+	"sluice/internal/testutil/bpffs"
+	"sluice/internal/testutil/netnstest"
 )
 
 // TestPrivilegedAdminLifecycle drives ipqosadmin through enable, load,
 // state, showconfig, showstats, reset and unload, inside a fresh network
 // namespace (holding a veth pair) and on a private bpffs.
 func TestPrivilegedAdminLifecycle(t *testing.T) {
-	testutil.RequireRoot(t)
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		testutil.SkipOrFail(t, "mounting a bpffs: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := bpffs.Mount(t)
 	dir := filepath.Join(mnt, "sluice-qos")
 
 	conf := `# voice goes EF
@@ -62,33 +55,22 @@ adapter ad0 {
 		{"state unloaded", "", []string{"-state"}, 2, "enabled, not filtering"},
 		{"showconfig none", "", []string{"-showconfig"}, 1, ""},
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // the thread stays in the namespace and dies with the goroutine
-		ns, err := netns.New()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer ns.Close()
+	err := netnstest.Do(netnstest.New(t), func() error {
 		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "ad0"}, PeerName: "ad1"}); err != nil {
-			errc <- err
-			return
+			return err
 		}
 		for _, s := range steps {
 			rc, out, errs := run(s.stdin, append(s.args, "-pindir", dir)...)
 			if rc != s.rc || !strings.Contains(out, s.out) {
-				errc <- fmt.Errorf("%s: exit %d (want %d), stdout:\n%s\nstderr:\n%s(want stdout containing %q)", s.name, rc, s.rc, out, errs, s.out)
-				return
+				return fmt.Errorf("%s: exit %d (want %d), stdout:\n%s\nstderr:\n%s(want stdout containing %q)", s.name, rc, s.rc, out, errs, s.out)
 			}
 			if s.name == "state silent" && out != "" {
-				errc <- fmt.Errorf("-state -s printed %q", out)
-				return
+				return fmt.Errorf("-state -s printed %q", out)
 			}
 		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+		return nil
+	})
+	if err != nil {
 		t.Error(err)
 	}
 }
