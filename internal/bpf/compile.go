@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sort"
+	"strconv"
 
 	"sluice/internal/pool"
 	"sluice/internal/rules/ipf"
@@ -69,6 +70,7 @@ type poolEntry struct {
 	addr   [16]byte
 	bits   int
 	neg    bool
+	group  uint32 // group-map entries: list id of the group, 0 none
 }
 
 // poolTables numbers the tables an image uses (ids from 1).
@@ -171,6 +173,9 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 			if err == nil {
 				err = im.compilePools(r, &raw, opts, pt)
 			}
+			if err == nil && r.Action == ipf.ActionCall {
+				err = im.compileCall(r, &raw, opts, pt, set, ids)
+			}
 			if err == nil && cr.Tests&ruleset.TestExpr != 0 {
 				err = im.compileExpr(cr.Expr, &raw)
 			}
@@ -243,6 +248,13 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 	case ipf.ActionSkip:
 		raw.Action = frSkip
 		raw.Skip = r.Skip
+	case ipf.ActionCall:
+		// call rules have command 0 (IPFilter's FR_CALL); the call
+		// itself is compiled by compileCall
+		raw.Action = frLogOnly
+		if r.Call.Now {
+			raw.Action |= frCallNow
+		}
 	case ipf.ActionDecapsulate:
 		// the engine re-parses the inner IP-in-IP/GRE packet and scans
 		// the head group with it; the program holds one parsed packet
@@ -282,8 +294,10 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 		}
 	}
 	switch {
-	case r.Call.Func != "" || r.Action == ipf.ActionCall:
-		return raw, fmt.Errorf("call: %w", ErrUnsupported)
+	case r.Action == ipf.ActionCall && r.Call.Func != "srcgrpmap" && r.Call.Func != "dstgrpmap":
+		return raw, fmt.Errorf("call %s: only srcgrpmap and dstgrpmap calls: %w", r.Call.Func, ErrUnsupported)
+	case r.Action != ipf.ActionCall && r.Call.Func != "":
+		return raw, fmt.Errorf("call %s without a call action: %w", r.Call.Func, ErrUnsupported)
 	case r.BPF != "":
 		return raw, fmt.Errorf("bpf-v4/bpf-v6: %w", ErrUnsupported)
 	}
@@ -739,6 +753,41 @@ func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt
 				raw.Match |= mNotDst
 			}
 		}
+	}
+	return nil
+}
+
+// compileCall compiles a `call [now] srcgrpmap/N` or `dstgrpmap/N` rule:
+// the group-map's entries go into the pool tables with the list id of the
+// filter group each names (0 when the set has no such group: the call then
+// finds nothing, as in the Go engine).
+func (im *Image) compileCall(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt *poolTables, set *ruleset.Set, ids map[*ruleset.List]int) error {
+	table := strconv.FormatUint(uint64(r.Call.Arg), 10)
+	name := "grpmap/" + table
+	id, ok := pt.ids[name]
+	if !ok {
+		if len(pt.ids) >= 0xffff {
+			return fmt.Errorf("more than %d pool tables", 0xffff)
+		}
+		id = uint16(len(pt.ids) + 1)
+		pt.ids[name] = id
+		if opts.Pools != nil {
+			if h := opts.Pools.Hash(ippool.RoleIPF, table); h != nil && h.Def.Type == ippool.GroupMap {
+				for _, en := range h.Def.Entries {
+					pe := poolEntry{table: uint32(id), family: uint8(en.Fam), bits: en.Bits}
+					if g := set.Groups[en.Group]; g != nil {
+						pe.group = uint32(ids[g])
+					}
+					pe.addr = maskBytes(en.Addr, en.Bits)
+					im.pools = append(im.pools, pe)
+				}
+			}
+		}
+	}
+	raw.CallTable = id
+	raw.Call = callSrcGrpmap
+	if r.Call.Func == "dstgrpmap" {
+		raw.Call = callDstGrpmap
 	}
 	return nil
 }

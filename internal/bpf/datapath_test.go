@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -527,8 +528,15 @@ func TestLogRing(t *testing.T) {
 }
 
 func TestCompileErrors(t *testing.T) {
+	// a call of another function is refused (by ruleset.Compile already)
+	rs, err := ipf.Parse("t.conf", []byte("call now fooflow/1 in all\n"), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compile(rs, CompileOptions{}); err == nil || !strings.Contains(err.Error(), "fooflow") {
+		t.Errorf("call fooflow: got %v, want an error naming the function", err)
+	}
 	for _, text := range []string{
-		"call now srcgrpmap/1 in all\n",
 		"decapsulate in proto 4 all head 5\n",
 	} {
 		rs, err := ipf.Parse("t.conf", []byte(text), ipf.ParseOptions{})

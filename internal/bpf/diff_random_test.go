@@ -39,10 +39,30 @@ func TestDifferentialRandom(t *testing.T) {
 		}
 		seed = v
 	}
-	sets, pkts := 120, 24
+	sets := 120
 	if testing.Short() {
 		sets = 30
 	}
+	diffRandom(t, h, seed, sets, randomRules)
+}
+
+// TestDifferentialGroupMap is TestDifferentialRandom over rule sets made of
+// `call [now] srcgrpmap/dstgrpmap` rules and the groups group-map 300 names.
+func TestDifferentialGroupMap(t *testing.T) {
+	h := newHarness(t)
+	sets := 150
+	if testing.Short() {
+		sets = 40
+	}
+	for seed := uint64(1); seed <= 2; seed++ {
+		diffRandom(t, h, seed, sets, randomCallRules)
+	}
+}
+
+// diffRandom compares the engine and the kernel datapath over sets rule
+// sets drawn by gen, 24 packets each.
+func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.Rand) string) {
+	pkts := 24
 	pf, err := ippool.Parse("ippool.conf", randPools)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +74,7 @@ func TestDifferentialRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	var compared, failures int
 	for n := 0; n < sets && failures < 5; n++ {
-		text := randomRules(rng)
+		text := gen(rng)
 		rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
 		if err != nil {
 			t.Fatalf("seed %d set %d: generated rules do not parse: %v\n%s", seed, n, err, text)
@@ -138,6 +158,74 @@ func TestDifferentialRandom(t *testing.T) {
 	t.Logf("seed %d: %d rule sets, %d packets compared", seed, sets, compared)
 }
 
+// randomCallRules returns 2 to 7 rules: group-map calls (group-map 300
+// names groups 10, 20 and 99, 301 does not exist) among plain rules, and
+// the groups 10 and 20 (either may be missing or empty).
+func randomCallRules(r *rand.Rand) string {
+	var b strings.Builder
+	addr := func(v6 bool) string {
+		switch r.IntN(3) {
+		case 0:
+			if v6 {
+				return pick(r, randAddr6)
+			}
+			return pick(r, randAddr4)
+		case 1:
+			if v6 {
+				return "2001:db8::/32"
+			}
+			return pick(r, []string{"10.0.0.0/16", "10.0.1.0/24"})
+		}
+		return "any"
+	}
+	rule := func(act, dir string) {
+		b.WriteString(act + dir)
+		if r.IntN(3) == 0 {
+			b.WriteString(" quick")
+		}
+		if r.IntN(4) == 0 {
+			b.WriteString(pick(r, []string{" proto udp", " proto tcp", " proto icmp"}))
+		}
+		v6 := r.IntN(3) == 0
+		from, to := addr(v6), addr(v6)
+		if from == "any" && to == "any" {
+			b.WriteString(" all")
+		} else {
+			b.WriteString(" from " + from + " to " + to)
+		}
+		if strings.HasPrefix(act, "pass") && r.IntN(4) == 0 {
+			b.WriteString(" keep state")
+		}
+	}
+	plain := func() string {
+		return pick(r, []string{"pass", "block", "block return-icmp", "log", "pass", "block"})
+	}
+	dirs := []string{" in", " out"}
+	for n := 1 + r.IntN(4); n > 0; n-- {
+		dir := pick(r, dirs)
+		act := plain()
+		if r.IntN(3) != 0 {
+			act = pick(r, []string{"call now", "call"}) + pick(r, []string{" srcgrpmap/300", " dstgrpmap/300", " srcgrpmap/301"})
+		}
+		rule(act, dir)
+		if !strings.HasPrefix(act, "call") && r.IntN(6) == 0 {
+			b.WriteString(" head 20")
+		}
+		b.WriteString("\n")
+	}
+	for _, g := range []string{"10", "20"} {
+		for n := r.IntN(4); n > 0; n-- {
+			act := plain()
+			if r.IntN(6) == 0 {
+				act = "skip 1"
+			}
+			rule(act, pick(r, dirs))
+			b.WriteString(" group " + g + "\n")
+		}
+	}
+	return b.String()
+}
+
 // stat reads one global counter of the program.
 func (h *harness) stat(i uint32) uint64 {
 	ncpu, err := ebpf.PossibleCPU()
@@ -183,6 +271,7 @@ func compareCounters(d *Datapath, set *ruleset.Set) error {
 const randPools = `
 table role = ipf type = tree number = 100 { 10.0.0.0/16; !10.0.0.2/32; 2001:db8::/32; !2001:db8::2/128; };
 table role = ipf type = hash number = 200 { 192.168.1.1/32; 10.0.1.0/24; 2001:db8:1::5/128; };
+group-map in role = ipf number = 300 group = 10 { 10.0.0.1/32; 10.0.1.0/24, group = 20; 192.168.1.1/32, group = 99; 2001:db8::/32; 2001:db8::2/128, group = 20; };
 `
 
 var (
@@ -207,6 +296,12 @@ func randomRules(r *rand.Rand) string {
 		}
 		if act == "block" && r.IntN(6) == 0 {
 			act = "block return-icmp"
+		}
+		if r.IntN(7) == 0 && (act == "pass" || act == "block") && (!grouped || headDir != "") {
+			// group-map 300 names group 10 (the head group, when
+			// there is one), 20 (sometimes another head) or 99 (never)
+			act = pick(r, []string{"call now srcgrpmap/300", "call now dstgrpmap/300", "call srcgrpmap/300",
+				"call dstgrpmap/300", "call now srcgrpmap/301"})
 		}
 		b.WriteString(act)
 		dir := pick(r, []string{" in", " out"})
@@ -302,6 +397,10 @@ func randomRules(r *rand.Rand) string {
 			headDir = dir
 		case grouped && r.IntN(3) != 0:
 			b.WriteString(" group 10")
+		case !grouped && strings.HasPrefix(act, "pass") && r.IntN(6) == 0:
+			b.WriteString(" head 20")
+		case !grouped && r.IntN(5) == 0:
+			b.WriteString(" group 20")
 		}
 		b.WriteString("\n")
 	}
@@ -592,4 +691,94 @@ func (g *flowGen) follow(p flowPkt) flowPkt {
 		}
 	}
 	return n
+}
+
+// TestGroupMapCall runs call now / deferred srcgrpmap and dstgrpmap rules
+// through the program and the engine: an address in the group-map scans
+// the group it names (most specific entry), quick there ends that group's
+// scan only unless the rule it returns is itself quick, and an address
+// that is not in the map or names a missing group leaves the call without
+// effect (a deferred one then leaves command 0, which passes).
+func TestGroupMapCall(t *testing.T) {
+	h := newHarness(t)
+	pf, err := ippool.Parse("ippool.conf", `group-map in role = ipf number = 5 group = 10 {
+	10.1.0.0/16; 10.1.2.0/24, group = 20; 10.2.0.0/16, group = 30; };`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools, err := pool.NewSet(pf, func() uint32 { return 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := `block in all group 10
+pass in proto tcp from any to any port = 80 group 10
+block in quick proto tcp from any to any port = 80 group 20
+pass in all group 20
+`
+	type pkt struct {
+		src, dst string
+		dport    uint16
+		want     string
+	}
+	for _, tc := range []struct {
+		rules string
+		pkts  []pkt
+	}{
+		{"pass in all\ncall now srcgrpmap/5 in all\nblock in proto tcp from any to any port = 23\n", []pkt{
+			{"10.9.0.1", "10.0.0.1", 80, "pass"}, // not in the map
+			{"10.9.0.1", "10.0.0.1", 23, "block"},
+			{"10.1.0.1", "10.0.0.1", 80, "pass"}, // group 10: last match
+			{"10.1.0.1", "10.0.0.1", 443, "block"},
+			{"10.1.2.3", "10.0.0.1", 80, "block"}, // group 20: quick
+			{"10.1.2.3", "10.0.0.1", 443, "pass"}, // group 20, scan goes on
+			{"10.1.2.3", "10.0.0.1", 23, "block"}, // ... to the port 23 rule
+			{"10.2.0.1", "10.0.0.1", 443, "pass"}, // group 30 does not exist
+		}},
+		{"pass in all\ncall now dstgrpmap/5 in all\n", []pkt{
+			{"10.1.0.1", "10.9.0.1", 443, "pass"},
+			{"10.9.0.1", "10.1.0.1", 443, "block"},
+		}},
+		{"block in all\ncall srcgrpmap/5 in all\nblock in proto tcp from any to any port = 23\n", []pkt{
+			{"10.1.0.1", "10.0.0.1", 443, "block"}, // deferred: group 10
+			{"10.1.0.1", "10.0.0.1", 80, "pass"},
+			{"10.1.2.3", "10.0.0.1", 23, "block"}, // the call is not the last match
+			{"10.1.2.3", "10.0.0.1", 443, "pass"},
+			{"10.9.0.1", "10.0.0.1", 443, "pass"}, // unresolved: command 0
+		}},
+		{"call srcgrpmap/7 in all\n", []pkt{ // no such group-map
+			{"10.1.0.1", "10.0.0.1", 443, "pass"},
+		}},
+	} {
+		rules, err := ipf.Parse("r", []byte(tc.rules+groups), ipf.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := ruleset.Compile(rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == "eth0" }, Pools: pools})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.d.LoadRules(im, Active); err != nil {
+			t.Fatal(err)
+		}
+		eng := engine.New(engine.Config{Clock: &state.ManualClock{}, Pools: pools})
+		eng.Sets().Store(0, set)
+		for _, pk := range tc.pkts {
+			frame := tcp4(pk.src, pk.dst, 1024, pk.dport, synF).build()
+			var p engine.Packet
+			p.Load(append([]byte(nil), frame[14:]...), "eth0", false, 0)
+			engGot := "block"
+			if eng.Check(&p).Verdict.Passed() {
+				engGot = "pass"
+			}
+			ret, _ := h.run(false, frame)
+			if got := verdictName(ret); got != pk.want || engGot != pk.want {
+				t.Errorf("%s%s -> %s:%d: bpf %s, engine %s, want %s", tc.rules, pk.src, pk.dst, pk.dport, got, engGot, pk.want)
+			}
+		}
+		eng.Close()
+	}
 }

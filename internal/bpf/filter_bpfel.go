@@ -117,8 +117,9 @@ type filterPoolKey struct {
 }
 
 type filterPoolVal struct {
-	_   structs.HostLayout
-	Neg uint32
+	_     structs.HostLayout
+	Neg   uint32
+	Group uint32
 }
 
 type filterPortKey struct {
@@ -186,6 +187,9 @@ type filterRule struct {
 	Pad1       uint8
 	ExprStart  uint32
 	ExprCount  uint32
+	CallTable  uint16
+	Call       uint8
+	Pad2       uint8
 }
 
 type filterRuleText struct {
@@ -289,7 +293,12 @@ type filterWork struct {
 		StackPos   [16]uint32
 		StackEnd   [16]uint32
 		StackPasso [16]uint32
+		Ncall      uint32
+		StackCall  [16]uint32
+		StackPass  [16]uint32
+		StackRule  [16]uint32
 		Logs       [4]uint32
+		_          [4]byte
 		Cand       [16]uint64
 	}
 	E          filterStateEntry

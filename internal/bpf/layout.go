@@ -38,6 +38,7 @@ const (
 	frAccount    = 0x00005
 	frSkip       = 0x00006
 	frNomatchCmd = 0x00007
+	frCallNow    = 0x00010
 	frQuick      = 0x00080
 	frKeepFrag   = 0x00100
 	frKeepState  = 0x00200
@@ -280,7 +281,16 @@ type rawRule struct {
 	Pad1       uint8
 	ExprStart  uint32
 	ExprCount  uint32
+	CallTable  uint16
+	Call       uint8
+	Pad2       uint8
 }
+
+// Call functions (CALL_* in filter.h).
+const (
+	callSrcGrpmap = 1
+	callDstGrpmap = 2
+)
 
 // Route flags (RT_* in filter.h).
 const (

@@ -534,7 +534,7 @@ func (d *Datapath) writePools(slot uint32, im *Image) error {
 	}
 	for _, e := range im.pools {
 		k := filterPoolKey{Prefixlen: 96 + uint32(e.bits), Slot: slot, Table: e.table, Family: uint32(e.family), Addr: e.addr}
-		v := filterPoolVal{}
+		v := filterPoolVal{Group: e.group}
 		if e.neg {
 			v.Neg = 1
 		}

@@ -249,6 +249,10 @@ struct scan {
 	__u32 stack_pos[MAX_DEPTH];
 	__u32 stack_end[MAX_DEPTH];
 	__u32 stack_passo[MAX_DEPTH];
+	__u32 ncall;                 /* call frames on the stack */
+	__u32 stack_call[MAX_DEPTH]; /* 1: the frame scans a called group */
+	__u32 stack_pass[MAX_DEPTH]; /* call frames: pass and rule of the caller */
+	__u32 stack_rule[MAX_DEPTH];
 	__u32 logs[MAX_LOGS];
 	__u64 cand[BLOCK_WORDS];
 };
@@ -997,6 +1001,81 @@ static __always_inline int quick_state(struct scan *s, struct pktinfo *p)
 	return 1;
 }
 
+/* call_group returns the list a srcgrpmap/dstgrpmap call names for the
+ * packet's address, 0 when the address is not in the group-map or the
+ * group is not in the set. */
+static __always_inline __u32 call_group(const struct rule *r, const struct pktinfo *p, __u32 slot)
+{
+	struct pool_key k = {};
+	struct pool_val *v;
+
+	if (r->call == CALL_NONE)
+		return 0;
+	k.prefixlen = 96 + (p->family == 4 ? 32 : 128);
+	k.slot = slot;
+	k.table = r->call_table;
+	k.family = p->family;
+	__builtin_memcpy(k.addr, r->call == CALL_DSTGRPMAP ? p->dst : p->src, 16);
+	v = bpf_map_lookup_elem(&pools, &k);
+	return v ? v->group : 0;
+}
+
+/* scan_quick ends the scan at a quick rule; inside a called group only
+ * that group's scan ends (the caller goes on with its result). */
+static __always_inline long scan_quick(struct scan *s)
+{
+	if (s->ncall == 0)
+		return 1;
+	s->pos = s->end;
+	return 0;
+}
+
+/* scan_apply is the part of ipf_scanlist that follows a match of rule pos
+ * (slot-relative): the rule itself, or the result of a `call now`. */
+static __always_inline long scan_apply(struct scan *s, struct pktinfo *p, const struct rule *r, __u32 pos)
+{
+	__u32 act = r->action, passo = s->pass;
+
+	s->rule = pos + 1;
+	if ((act & (FR_CMDMASK | FR_LOG)) == FR_LOG) {
+		if (s->nlogs < MAX_LOGS) {
+			s->logs[s->nlogs & (MAX_LOGS - 1)] = pos;
+			s->nlogs++;
+		}
+	} else if ((act & FR_CMDMASK) == FR_SKIP) {
+		s->skip = r->skip;
+	} else {
+		s->passo = passo;
+		s->pass = act;
+	}
+	if (r->head) {
+		struct list *l;
+		__u32 lk = s->lbase + r->head;
+
+		l = bpf_map_lookup_elem(&lists, &lk);
+		if (l && l->count && s->depth < MAX_DEPTH) {
+			__u32 d = s->depth & (MAX_DEPTH - 1);
+
+			s->stack_pos[d] = s->pos;
+			s->stack_end[d] = s->end;
+			s->stack_passo[d] = passo;
+			s->stack_call[d] = 0;
+			s->depth++;
+			s->pos = l->start;
+			s->end = l->start + l->count;
+			return 0;
+		}
+	}
+	/* quick is the verdict's: a log or skip rule ends the scan when the
+	 * pass it leaves is quick (a called group starts from the call rule's) */
+	if (s->pass & FR_QUICK) {
+		if (quick_state(s, p))
+			return scan_quick(s);
+		s->pass = passo;
+	}
+	return 0;
+}
+
 static long scan_step(__u32 i, void *ctx)
 {
 	struct work *w = get_work();
@@ -1004,7 +1083,7 @@ static long scan_step(__u32 i, void *ctx)
 	struct scan *s;
 	struct counter *c;
 	struct rule *r;
-	__u32 pos, key, act;
+	__u32 pos, key;
 
 	if (!w)
 		return 1;
@@ -1020,9 +1099,33 @@ static long scan_step(__u32 i, void *ctx)
 		d = s->depth & (MAX_DEPTH - 1);
 		s->pos = s->stack_pos[d];
 		s->end = s->stack_end[d];
+		/* a skip counts within its own list (ipf_scanlist's local) */
+		s->skip = 0;
+		if (s->stack_call[d]) {
+			/* end of a called group: its last matching rule, if
+			 * any, stands for the call rule (ipf_scanlist) */
+			__u32 gr = s->rule;
+
+			s->ncall--;
+			s->pass = s->stack_pass[d];
+			s->rule = s->stack_rule[d];
+			if (!gr)
+				return 0;
+			pos = (gr - 1) & (MAX_RULES - 1);
+			key = s->base + pos;
+			r = bpf_map_lookup_elem(&rules, &key);
+			if (!r)
+				return 1;
+			c = bpf_map_lookup_elem(&counters, &key);
+			if (c) {
+				c->pkts++;
+				c->bytes += p->plen;
+			}
+			return scan_apply(s, p, r, pos);
+		}
 		if (s->pass & FR_QUICK) {
 			if (quick_state(s, p))
-				return 1;
+				return scan_quick(s);
 			s->pass = s->stack_passo[d];
 		}
 		return 0;
@@ -1060,49 +1163,43 @@ static long scan_step(__u32 i, void *ctx)
 	if (!rule_match(r, p, s->slot))
 		return 0;
 
-	act = r->action;
 	c = bpf_map_lookup_elem(&counters, &key);
+	if (r->action & FR_CALLNOW) {
+		/* call now: scan the group the group-map names; no entry,
+		 * no group or nothing matching there and the rule is passed
+		 * over */
+		__u32 g = call_group(r, p, s->slot);
+		struct list *l;
+		__u32 lk, d;
+
+		if (c)
+			c->pkts++;
+		if (!g || s->depth >= MAX_DEPTH)
+			return 0;
+		lk = s->lbase + g;
+		l = bpf_map_lookup_elem(&lists, &lk);
+		if (!l || !l->count)
+			return 0;
+		d = s->depth & (MAX_DEPTH - 1);
+		s->stack_pos[d] = s->pos;
+		s->stack_end[d] = s->end;
+		s->stack_passo[d] = s->passo;
+		s->stack_pass[d] = s->pass;
+		s->stack_rule[d] = s->rule;
+		s->stack_call[d] = 1;
+		s->depth++;
+		s->ncall++;
+		s->pass = r->action;
+		s->rule = 0;
+		s->pos = l->start;
+		s->end = l->start + l->count;
+		return 0;
+	}
 	if (c) {
 		c->pkts++;
 		c->bytes += p->plen;
 	}
-	s->rule = pos + 1;
-	if ((act & FR_CMDMASK) == FR_LOGONLY) {
-		if ((act & FR_LOG) && s->nlogs < MAX_LOGS) {
-			s->logs[s->nlogs & (MAX_LOGS - 1)] = pos;
-			s->nlogs++;
-		}
-		return 0;
-	}
-	if ((act & FR_CMDMASK) == FR_SKIP) {
-		s->skip = r->skip;
-		return 0;
-	}
-	s->passo = s->pass;
-	s->pass = act;
-	if (r->head) {
-		struct list *l;
-		__u32 lk = s->lbase + r->head;
-
-		l = bpf_map_lookup_elem(&lists, &lk);
-		if (l && l->count && s->depth < MAX_DEPTH) {
-			__u32 d = s->depth & (MAX_DEPTH - 1);
-
-			s->stack_pos[d] = s->pos;
-			s->stack_end[d] = s->end;
-			s->stack_passo[d] = s->passo;
-			s->depth++;
-			s->pos = l->start;
-			s->end = l->start + l->count;
-			return 0;
-		}
-	}
-	if (act & FR_QUICK) {
-		if (quick_state(s, p))
-			return 1;
-		s->pass = s->passo;
-	}
-	return 0;
+	return scan_apply(s, p, r, pos);
 }
 
 /* index_port looks a port up in a port dimension of the index: a packet
@@ -1181,6 +1278,7 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 	s->pass = pass;
 	s->rule = 0;
 	s->depth = 0;
+	s->ncall = 0;
 	s->skip = 0;
 	s->nlogs = 0;
 	l = bpf_map_lookup_elem(&lists, &lk);
@@ -1199,6 +1297,28 @@ GLOBAL int sl_scan(__u32 slot, __u32 list, __u32 pass)
 	if (!w)
 		return pass;
 	return scan_list(&w->s, slot, list, pass);
+}
+
+/* sl_call runs the deferred call of rule idx after the scan (ipf_firewall):
+ * it scans the group the group-map names and returns its last matching
+ * rule + 1, 0 when there is none. */
+GLOBAL int sl_call(__u32 slot, __u32 idx, __u32 pass)
+{
+	struct work *w = get_work();
+	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
+	struct rule *r;
+	__u32 g;
+
+	if (!w)
+		return 0;
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r)
+		return 0;
+	g = call_group(r, &w->p, slot);
+	if (!g)
+		return 0;
+	scan_list(&w->s, slot, g, pass);
+	return w->s.rule;
 }
 
 /* ---------------------------------------------------------------- log */
@@ -2469,6 +2589,25 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 				break;
 			sl_log_rule(skb, slot, w->s.logs[i & (MAX_LOGS - 1)], FR_LOG, RSN_NONE);
 		}
+		/* a deferred call decides after the scan (ipf_firewall); the
+		 * call rule stays the matching rule */
+		if (mrule && !(pass & FR_NOMATCH) && !(pass & (FR_CMDMASK | FR_CALLNOW))) {
+			__u32 gr = sl_call(slot, mrule - 1, pass);
+
+			if (gr) {
+				__u32 gk = slot * MAX_RULES + ((gr - 1) & (MAX_RULES - 1));
+				struct rule *g = bpf_map_lookup_elem(&rules, &gk);
+
+				if (g)
+					pass = g->action;
+			}
+			nlogs = w->s.nlogs;
+			for (int i = 0; i < MAX_LOGS; i++) {
+				if (i >= nlogs || !gr)
+					break;
+				sl_log_rule(skb, slot, w->s.logs[i & (MAX_LOGS - 1)], FR_LOG, RSN_NONE);
+			}
+		}
 	}
 
 	if (!hit && mrule && !(pass & FR_NOMATCH)) {
@@ -2530,7 +2669,9 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		sl_frag_add(pass | (hit ? FR_KEEPSTATE : 0), rno, gno, now);
 	}
 
-	if (out && !blocked) {
+	/* outbound accounting counts what the filter passed (the engine's
+	 * isPass): an unresolved call (command 0) or nomatch is not counted */
+	if (out && !blocked && (pass & FR_CMDMASK) == FR_PASS) {
 		sl_scan(slot, LIST_ACCT_OUT, 0);
 		if (w->s.rule)
 			stat_inc(d * ST_DIR + ST_ACCT);

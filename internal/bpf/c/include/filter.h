@@ -40,6 +40,7 @@
 #define FR_ACCOUNT 0x00005
 #define FR_SKIP 0x00006
 #define FR_NOMATCHCMD 0x00007
+#define FR_CALLNOW 0x00010 /* call now: command 0 (FR_CALL) evaluated in the scan */
 #define FR_QUICK 0x00080
 #define FR_KEEPFRAG 0x00100
 #define FR_KEEPSTATE 0x00200
@@ -295,7 +296,15 @@ struct rule {
 	__u8 pad1;
 	__u32 expr_start; /* first expr_val of an exp rule (M_EXPR), slot-relative */
 	__u32 expr_count;
+	__u16 call_table; /* group-map table id of a call rule (pools map) */
+	__u8 call;        /* CALL_* */
+	__u8 pad2;
 };
+
+/* call functions (the group-map calls, §4.3) */
+#define CALL_NONE 0
+#define CALL_SRCGRPMAP 1
+#define CALL_DSTGRPMAP 2
 
 /* exp { "..." } clauses, flattened: one entry per value, the values of a
  * clause consecutive and the last one marked with end. A clause holds when
@@ -343,6 +352,7 @@ struct pool_key {
 
 struct pool_val {
 	__u32 neg;
+	__u32 group; /* group-map entries: list id of the group, 0 none */
 };
 
 /* Addresses of an interface (return-icmp's source, §1.3.15); zero when
