@@ -56,6 +56,20 @@ func (p *Packet) Reparse() {
 	p.Info.Flags |= keep
 }
 
+// Rewritten is Reparse for a hook that rewrote the packet, oldLen bytes
+// long before, keeping its transport checksum consistent by incremental
+// updates (as NAT does). Summing the whole segment again is the costliest
+// part of a parse, and it cannot change the outcome for a packet of the
+// same length whose checksum already verified; so only packets that were
+// bad or changed length (divert, decap, proxies that resize) are verified
+// again.
+func (p *Packet) Rewritten(oldLen int) {
+	keep := p.Info.Flags & (packet.FlagLowTTL | packet.FlagBadSrc | packet.FlagNATed)
+	verify := p.Info.Flags&packet.FlagBad != 0 || len(p.Data) != oldLen
+	p.ParseErr = p.Info.Parse(p.Data, packet.ParseOptions{VerifyChecksums: verify, LinkFlags: p.LinkFlags})
+	p.Info.Flags |= keep
+}
+
 // Result is what Check returns besides the verdict.
 type Result struct {
 	Verdict Verdict
@@ -124,12 +138,6 @@ type Stats struct {
 // counters are the live, atomically updated form of Stats.
 type counters struct {
 	pass, block, nomatch, counted, bad, logged [2]atomic.Uint64
-}
-
-// fragCookie is what the fragment cache remembers about a rule.
-type fragCookie struct {
-	rule *ruleset.Rule
-	num  int
 }
 
 // New returns an engine with empty rule sets.
@@ -296,7 +304,9 @@ func (e *Engine) Check(p *Packet) Result {
 			pass = ruleset.FRBlock
 			matched = true
 		} else if fe != nil {
-			if c, ok := fe.Rule.(*fragCookie); ok && c != nil {
+			// The rule is nil when the first fragment matched a state
+			// entry no rule made (a NAT proxy's).
+			if r, ok := fe.Rule.(*ruleset.Rule); ok {
 				pass = fe.Pass
 				if pass&ruleset.FRKeepState != 0 {
 					fi.Flags |= packet.FlagState
@@ -305,7 +315,10 @@ func (e *Engine) Check(p *Packet) Result {
 				if pass&ruleset.FRLogFirst != 0 {
 					pass &^= ruleset.FRLogFirst | ruleset.FRLog
 				}
-				sc.rule, sc.ruleNum, sc.group = c.rule, c.num, c.rule.Group
+				sc.rule, sc.ruleNum = r, fe.RuleNum
+				if r != nil {
+					sc.group = r.Group
+				}
 				matched = true
 			}
 		}
@@ -325,7 +338,7 @@ func (e *Engine) Check(p *Packet) Result {
 			matched = true
 			if fi.Flags&packet.FlagFrag != 0 && isPass(pass) {
 				e.fragKey(p)
-				e.Frags.Add(&p.fk, pass, &fragCookie{sc.rule, sc.ruleNum}, fi.Off, fi.DLen, fi.PLen)
+				e.Frags.Add(&p.fk, pass, sc.rule, sc.ruleNum, fi.Off, fi.DLen, fi.PLen)
 			}
 		}
 	}
@@ -337,7 +350,7 @@ func (e *Engine) Check(p *Packet) Result {
 		pass = sc.scanList(list, pass)
 		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&packet.FlagFrag != 0 {
 			e.fragKey(p)
-			e.Frags.Add(&p.fk, pass, &fragCookie{sc.rule, sc.ruleNum}, fi.Off, fi.DLen, fi.PLen)
+			e.Frags.Add(&p.fk, pass, sc.rule, sc.ruleNum, fi.Off, fi.DLen, fi.PLen)
 		}
 		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && pass&(ruleset.FRCmdMask|ruleset.FRCallNow) == ruleset.FRCall &&
 			sc.rule.Call.Func != "" {

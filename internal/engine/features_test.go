@@ -4,7 +4,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"sluice/internal/packet"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 	"sluice/internal/state"
 )
 
@@ -244,5 +246,47 @@ func TestInboundRouteNATsOut(t *testing.T) {
 	}
 	if got := e.sets.Active().AcctOut.Rules[0].Stats.Hits.Load(); got != 1 {
 		t.Errorf("outbound accounting hits: got %d, want 1", got)
+	}
+}
+
+// A state entry with no rule behind it (NAT proxies open such entries)
+// lets a datagram's first fragment in; the later fragments then match the
+// fragment cache entry it left, which has no rule either.
+func TestFragOfRulelessState(t *testing.T) {
+	e := newEngine(t, "block in all\n")
+	sp := state.Packet{V: 4, Proto: packet.ProtoUDP, Src: netip.MustParseAddr("2.2.2.2"), Dst: netip.MustParseAddr("1.1.1.1"),
+		SPort: 53, DPort: 53, Out: true, IfName: "nic0", PLen: 28}
+	if _, err := e.States.Add(&sp, ruleset.FRPass|ruleset.FRKeepState, &state.Limits{RuleNum: -1}); err != state.AddOK {
+		t.Fatalf("state add: %v", err)
+	}
+	var p Packet
+	for i, pkt := range [][]byte{mkFrag(9, 0, true, 32), mkFrag(9, 32, false, 16)} {
+		res := check(e, &p, pkt, false, "nic0")
+		if res.Verdict != VerdictPass || res.Rule != nil || res.RuleNum != -1 {
+			t.Errorf("fragment %d: got %v rule %v num %d, want pass with no rule", i, res.Verdict, res.Rule, res.RuleNum)
+		}
+	}
+}
+
+// Fragments of a datagram already in the fragment cache, including a
+// retransmitted first fragment that is offered to the cache again, do not
+// allocate.
+func TestKeepFragsAllocs(t *testing.T) {
+	e := newEngine(t, "block in all\npass in proto udp from any to any port = 53 keep frags\n")
+	first, next := mkFrag(7, 0, true, 32), mkFrag(7, 32, true, 32)
+	var p Packet
+	if res := check(e, &p, first, false, "nic0"); res.Verdict != VerdictPass {
+		t.Fatalf("first fragment: got %v, want pass", res.Verdict)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if res := check(e, &p, first, false, "nic0"); res.Verdict != VerdictPass {
+			t.Fatalf("retransmitted first fragment: got %v", res.Verdict)
+		}
+		if res := check(e, &p, next, false, "nic0"); res.Verdict != VerdictPass {
+			t.Fatalf("next fragment: got %v", res.Verdict)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("got %v allocs per fragment pair, want 0", allocs)
 	}
 }

@@ -33,6 +33,7 @@ type Key struct {
 type Entry struct {
 	Pass     uint32 // the flags of the rule the first fragment matched
 	Rule     any    // that rule, opaque to this package
+	RuleNum  int    // the rule's number as the caller counts them
 	Pkts     uint64
 	Bytes    uint64
 	Expire   uint32
@@ -72,10 +73,10 @@ func (c *Cache) SetLimits(max int, ttl uint32) {
 	c.mu.Unlock()
 }
 
-// Add records a fragment that got verdict pass from rule (ipf_frag_new).
-// off is the fragment offset in bytes and dlen its payload length. It
+// Add records a fragment that got verdict pass from rule, number ruleNum
+// (ipf_frag_new). off is the fragment offset in bytes and dlen its payload length. It
 // returns false if no entry was made.
-func (c *Cache) Add(k *Key, pass uint32, rule any, off, dlen, plen int) bool {
+func (c *Cache) Add(k *Key, pass uint32, rule any, ruleNum, off, dlen, plen int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if pass&FlagStrict != 0 && off != 0 {
@@ -97,7 +98,7 @@ func (c *Cache) Add(k *Key, pass uint32, rule any, off, dlen, plen int) bool {
 		}
 	}
 	o := off >> 3
-	e := &Entry{Pass: pass, Rule: rule, Pkts: 1, Bytes: uint64(plen), Expire: now + c.ttl,
+	e := &Entry{Pass: pass, Rule: rule, RuleNum: ruleNum, Pkts: 1, Bytes: uint64(plen), Expire: now + c.ttl,
 		nextOff: o + dlen>>3}
 	if o == 0 {
 		e.seen0 = true

@@ -17,7 +17,7 @@ func key(id uint32) *Key {
 // a fragment at 48 (in order), and one at 8 that overlaps the first.
 func TestOverlap(t *testing.T) {
 	c := New(257, 120, &clock{})
-	if !c.Add(key(16), 2, "r", 0, 48, 96) {
+	if !c.Add(key(16), 2, "r", -1, 0, 48, 96) {
 		t.Fatal("Add failed")
 	}
 	if e, bad := c.Lookup(key(16), 48, 8, 56); e == nil || bad {
@@ -37,32 +37,32 @@ func TestOverlap(t *testing.T) {
 func TestStrictAndExpiry(t *testing.T) {
 	clk := &clock{}
 	c := New(2, 10, clk)
-	if c.Add(key(1), FlagStrict, nil, 8, 8, 8) {
+	if c.Add(key(1), FlagStrict, nil, -1, 8, 8, 8) {
 		t.Error("strict entry created from a non-first fragment")
 	}
-	c.Add(key(1), FlagStrict|2, nil, 0, 16, 16)
+	c.Add(key(1), FlagStrict|2, nil, -1, 0, 16, 16)
 	if e, _ := c.Lookup(key(1), 24, 8, 8); e != nil {
 		t.Error("strict: out-of-order fragment matched")
 	}
 	if e, _ := c.Lookup(key(1), 16, 8, 8); e == nil {
 		t.Error("strict: in-order fragment missed")
 	}
-	c.Add(key(2), 2, nil, 0, 8, 8)
-	if c.Add(key(3), 2, nil, 0, 8, 8) {
+	c.Add(key(2), 2, nil, -1, 0, 8, 8)
+	if c.Add(key(3), 2, nil, -1, 0, 8, 8) {
 		t.Error("cache over frag_size accepted an entry")
 	}
 	clk.t = 10
 	if e, _ := c.Lookup(key(2), 8, 8, 8); e != nil {
 		t.Error("expired entry matched")
 	}
-	if !c.Add(key(3), 2, nil, 0, 8, 8) {
+	if !c.Add(key(3), 2, nil, -1, 0, 8, 8) {
 		t.Error("no room after expiry")
 	}
 }
 
 func TestLookupAllocs(t *testing.T) {
 	c := New(257, 120, &clock{})
-	c.Add(key(5), 2, nil, 0, 1448, 1500)
+	c.Add(key(5), 2, nil, -1, 0, 1448, 1500)
 	k := key(5)
 	off := 1448
 	allocs := testing.AllocsPerRun(100, func() {

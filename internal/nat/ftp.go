@@ -192,19 +192,28 @@ func (n *NAT) ftp(s *session, v *view, fwd bool) {
 			changed = true
 		}
 	}
-	tcp = v.b[v.l4:]
-	nseq := seq + uint32(f.seq[w].offFor(seq))
-	if changed {
-		// The segment itself moves by what preceded it.
-		nseq = seq + uint32(f.seq[w].prev)
+	v.shiftSeqAck(&f.seq, w, seq, ack, changed, changed)
+}
+
+// shiftSeqAck moves the sequence and acknowledgement numbers of a proxied
+// TCP segment (side w) by what the proxy has inserted into each direction
+// so far; seq and ack are the values the segment arrived with. grown says
+// the proxy has just resized this segment, which then moves by what
+// preceded it only. A rewritten payload gets its checksum computed
+// afresh; otherwise the checksum is adjusted for the two words.
+func (v *view) shiftSeqAck(adj *[2]seqAdj, w int, seq, ack uint32, grown, rewritten bool) {
+	tcp := v.b[v.l4:]
+	nseq := seq + uint32(adj[w].offFor(seq))
+	if grown {
+		nseq = seq + uint32(adj[w].prev)
 	}
 	nack := ack
 	if tcp[13]&packet.TCPFlagAck != 0 {
-		nack = ack - uint32(f.seq[1-w].ackOff(ack))
+		nack = ack - uint32(adj[1-w].ackOff(ack))
 	}
 	binary.BigEndian.PutUint32(tcp[4:], nseq)
 	binary.BigEndian.PutUint32(tcp[8:], nack)
-	if changed {
+	if rewritten {
 		v.tcpChecksum()
 		return
 	}

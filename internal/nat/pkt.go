@@ -239,6 +239,20 @@ func (v *view) l4csumOff() int {
 	return -1
 }
 
+// rewrite gives v the source and destination src and dst and, for TCP
+// and UDP, the ports sport and dport. An ICMP query has one id, in the
+// source-port slot, which becomes id.
+func (v *view) rewrite(src, dst netip.Addr, sport, dport, id uint16) {
+	v.setAddr(0, src)
+	v.setAddr(1, dst)
+	if v.flags&flagICMPQuery != 0 {
+		v.setPort(0, id)
+		return
+	}
+	v.setPort(0, sport)
+	v.setPort(1, dport)
+}
+
 // setAddr rewrites the source (which=0) or destination address and
 // patches the IPv4 header checksum and the pseudo-header checksums.
 func (v *view) setAddr(which int, a netip.Addr) {

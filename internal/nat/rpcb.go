@@ -115,25 +115,7 @@ func (n *NAT) rpcb(s *session, v *view, fwd bool) {
 	if inc != 0 {
 		rs.seq[w].record(seq, plen, inc)
 	}
-	tcp = v.b[v.l4:]
-	nseq := seq + uint32(rs.seq[w].offFor(seq))
-	if inc != 0 {
-		nseq = seq + uint32(rs.seq[w].prev)
-	}
-	nack := ack
-	if tcp[13]&packet.TCPFlagAck != 0 {
-		nack = ack - uint32(rs.seq[1-w].ackOff(ack))
-	}
-	binary.BigEndian.PutUint32(tcp[4:], nseq)
-	binary.BigEndian.PutUint32(tcp[8:], nack)
-	if changed {
-		v.tcpChecksum()
-		return
-	}
-	c := binary.BigEndian.Uint16(tcp[16:])
-	c = packet.ChecksumUpdate32(c, seq, nseq)
-	c = packet.ChecksumUpdate32(c, ack, nack)
-	binary.BigEndian.PutUint16(tcp[16:], c)
+	v.shiftSeqAck(&rs.seq, w, seq, ack, inc != 0, changed)
 }
 
 // rpcbMsg looks at the RPC message of one packet: it remembers

@@ -332,21 +332,9 @@ func (n *NAT) apply(s *session, v *view, dir Direction) ([]byte, Result) {
 		v.clampMSS(uint16(s.rule.MSSClamp))
 	}
 	if dir == s.dir {
-		v.setAddr(0, s.nsrc)
-		v.setAddr(1, s.ndst)
-		v.setPort(0, s.nsport)
-		if v.flags&flagICMPQuery == 0 {
-			v.setPort(1, s.ndport)
-		}
+		v.rewrite(s.nsrc, s.ndst, s.nsport, s.ndport, s.nsport)
 	} else {
-		v.setAddr(0, s.odst)
-		v.setAddr(1, s.osrc)
-		if v.flags&flagICMPQuery != 0 {
-			v.setPort(0, s.osport)
-		} else {
-			v.setPort(0, s.odport)
-			v.setPort(1, s.osport)
-		}
+		v.rewrite(s.odst, s.osrc, s.odport, s.osport, s.osport)
 	}
 	if s.proxy != nil {
 		n.runProxy(s, v, dir == s.dir)
@@ -834,23 +822,11 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	m := copy(before[:], e.b)
 	if dir != s.dir {
 		// E was a forward packet, already translated: restore it.
-		e.setAddr(0, s.osrc)
-		e.setAddr(1, s.odst)
-		e.setPort(0, s.osport)
-		if e.flags&flagICMPQuery == 0 {
-			e.setPort(1, s.odport)
-		}
+		e.rewrite(s.osrc, s.odst, s.osport, s.odport, s.osport)
 	} else {
 		// E was a reply, translated back to the original view: give it
 		// the translated view its sender used.
-		e.setAddr(0, s.ndst)
-		e.setAddr(1, s.nsrc)
-		if e.flags&flagICMPQuery != 0 {
-			e.setPort(0, s.nsport)
-		} else {
-			e.setPort(0, s.ndport)
-			e.setPort(1, s.nsport)
-		}
+		e.rewrite(s.ndst, s.nsrc, s.ndport, s.nsport, s.nsport)
 	}
 	if e.flags&flagTCPUDP != 0 && e.l4 >= 0 && e.l4+4 <= m && !e.innerSumKept() {
 		// The embedded TCP/UDP checksum is absent (or zero) and was not

@@ -10,8 +10,8 @@ import (
 )
 
 // Hook adapts a *nat.NAT to engine.NAT. Translated packets are re-parsed
-// and marked FlagNATed ("with nat"). Divert rules change the packet's
-// length: p.Data then needs 28 bytes of spare capacity, and is replaced
+// with engine.Packet.Rewritten (NAT keeps checksums consistent) and
+// marked FlagNATed ("with nat"). Divert rules change the packet's length: p.Data then needs 28 bytes of spare capacity, and is replaced
 // by the re-sliced packet.
 type Hook struct {
 	NAT *nat.NAT
@@ -38,9 +38,10 @@ func finish(p *engine.Packet, b []byte, r nat.Result) bool {
 	case nat.Failed:
 		return false
 	case nat.Translated:
+		n := len(p.Data)
 		p.Data = b
 		p.Info.Flags |= packet.FlagNATed
-		p.Reparse()
+		p.Rewritten(n)
 	}
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"sluice/internal/engine"
@@ -193,5 +194,22 @@ func TestRcmdThroughEngine(t *testing.T) {
 	}
 	if _, dst, _, dport, _, _, _ := tcpFields(b); dst != netip.MustParseAddr("192.168.113.3") || dport != 1008 {
 		t.Errorf("stderr connection to %v:%d, want 192.168.113.3:1008", dst, dport)
+	}
+}
+
+// BenchmarkEngineNATEstablishedMTU is BenchmarkEngineNATEstablished with
+// a full-size segment, where a second checksum pass after NAT would show.
+func BenchmarkEngineNATEstablishedMTU(b *testing.B) {
+	r := newRig(b, "pass out quick on le0 proto tcp all flags S keep state\nblock in all\n",
+		"map le0 10.0.0.0/8 -> 198.51.100.1/32 portmap tcp 20000:30000 sequential\n")
+	r.send(tcpPkt("10.1.1.1", "203.0.113.5", 1234, 80, packet.TCPFlagSyn, 100, 0, ""), true)
+	r.send(tcpPkt("203.0.113.5", "198.51.100.1", 80, 20000, packet.TCPFlagSyn|packet.TCPFlagAck, 500, 101, ""), false)
+	outPkt := tcpPkt("10.1.1.1", "203.0.113.5", 1234, 80, packet.TCPFlagAck, 101, 501, strings.Repeat("x", 1460))
+	p := make([]byte, len(outPkt), cap(outPkt))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(outPkt)))
+	for b.Loop() {
+		copy(p, outPkt)
+		r.send(p, true)
 	}
 }

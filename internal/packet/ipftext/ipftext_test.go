@@ -275,3 +275,27 @@ func FuzzTextReader(f *testing.F) {
 		}
 	})
 }
+
+// TCP and UDP endpoints need a port, in both address families; the
+// message names the protocol and the side.
+func TestTextReaderMissingPort(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"in tcp 1.1.1.1 2.2.2.2,80\n", "tcp with no source port"},
+		{"in udp 1.1.1.1,53 2.2.2.2\n", "udp with no destination port"},
+		{"in6 tcp 1::1 2::2,80\n", "tcp with no source port"},
+		{"in6 udp 1::1,53 2::2\n", "udp with no destination port"},
+	} {
+		_, err := NewTextReader(strings.NewReader(c.in)).Next(make([]byte, 256))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got error %v, want %q", c.in, err, c.want)
+		}
+	}
+	// A TCP source carries the window and data offset ipftest sets.
+	rec, err := NewTextReader(strings.NewReader("in tcp 1.1.1.1,1 2.2.2.2,2\n")).Next(make([]byte, 256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tcp := rec.Packet[20:]; tcp[12] != 5<<4 || tcp[14] != 0x10 || tcp[15] != 0 || tcp[1] != 1 || tcp[3] != 2 {
+		t.Errorf("tcp header %x: want ports 1, 2, offset 5, window 4096", tcp[:20])
+	}
+}

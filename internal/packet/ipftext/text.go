@@ -110,6 +110,30 @@ func (t *TextReader) portNum(name, proto string) uint16 {
 	return 0
 }
 
+// endpoint splits a TCP or UDP "host,port" word, storing the port in the
+// transport header l4 (and, for a TCP source, the window and data offset
+// ipftest gives every TCP header); other protocols have no port, so word
+// is the host.
+func (t *TextReader) endpoint(word string, proto uint8, protoName string, l4 []byte, dst bool) (string, error) {
+	if proto != packet.ProtoTCP && proto != packet.ProtoUDP {
+		return word, nil
+	}
+	side, off := "source", 0
+	if dst {
+		side, off = "destination", 2
+	}
+	h, p, ok := strings.Cut(word, ",")
+	if !ok {
+		return "", parseErr(protoName + " with no " + side + " port")
+	}
+	binary.BigEndian.PutUint16(l4[off:], t.portNum(p, protoName))
+	if proto == packet.ProtoTCP && !dst {
+		binary.BigEndian.PutUint16(l4[14:], 4096)
+		l4[12] = 5 << 4
+	}
+	return h, nil
+}
+
 func (t *TextReader) hostNum(s string) [4]byte {
 	if strings.EqualFold(s, "any") {
 		return [4]byte{}
@@ -179,33 +203,18 @@ func (t *TextReader) parseLine(w []string, buf []byte) (Record, error) {
 		return rec, parseErr("missing source address")
 	}
 	var l4 [28]byte
-	tcpudp := proto == packet.ProtoTCP || proto == packet.ProtoUDP
-	src := w[0]
-	if tcpudp {
-		h, p, ok := strings.Cut(src, ",")
-		if !ok {
-			return rec, parseErr(protoName + " with no source port")
-		}
-		src = h
-		binary.BigEndian.PutUint16(l4[0:], t.portNum(p, protoName))
-		if proto == packet.ProtoTCP {
-			binary.BigEndian.PutUint16(l4[14:], 4096)
-			l4[12] = 5 << 4
-		}
+	src, err := t.endpoint(w[0], proto, protoName, l4[:], false)
+	if err != nil {
+		return rec, err
 	}
 	srcA := t.hostNum(src)
 	w = w[1:]
 	if len(w) == 0 {
 		return rec, parseErr("missing destination address")
 	}
-	dst := w[0]
-	if tcpudp {
-		h, p, ok := strings.Cut(dst, ",")
-		if !ok {
-			return rec, parseErr(protoName + " with no destination port")
-		}
-		dst = h
-		binary.BigEndian.PutUint16(l4[2:], t.portNum(p, protoName))
+	dst, err := t.endpoint(w[0], proto, protoName, l4[:], true)
+	if err != nil {
+		return rec, err
 	}
 	dstA := t.hostNum(dst)
 	w = w[1:]
@@ -338,18 +347,9 @@ func (t *TextReader) parseIPv6(w []string, buf []byte) (Record, error) {
 	}
 	var l4 [28]byte
 	tcpudp := nxt == packet.ProtoTCP || nxt == packet.ProtoUDP
-	src := w[0]
-	if tcpudp {
-		h, p, ok := strings.Cut(src, ",")
-		if !ok {
-			return rec, parseErr(protoName + " with no source port")
-		}
-		src = h
-		binary.BigEndian.PutUint16(l4[0:], t.portNum(p, protoName))
-		if nxt == packet.ProtoTCP {
-			binary.BigEndian.PutUint16(l4[14:], 4096)
-			l4[12] = 5 << 4
-		}
+	src, err := t.endpoint(w[0], nxt, protoName, l4[:], false)
+	if err != nil {
+		return rec, err
 	}
 	sa, err := netip.ParseAddr(src)
 	if err != nil || !sa.Is6() || sa.Zone() != "" {
@@ -359,14 +359,9 @@ func (t *TextReader) parseIPv6(w []string, buf []byte) (Record, error) {
 	if len(w) == 0 {
 		return rec, parseErr("missing destination address")
 	}
-	dst := w[0]
-	if tcpudp {
-		h, p, ok := strings.Cut(dst, ",")
-		if !ok {
-			return rec, parseErr(protoName + " with no destination port")
-		}
-		dst = h
-		binary.BigEndian.PutUint16(l4[2:], t.portNum(p, protoName))
+	dst, err := t.endpoint(w[0], nxt, protoName, l4[:], true)
+	if err != nil {
+		return rec, err
 	}
 	da, err := netip.ParseAddr(dst)
 	if err != nil || !da.Is6() || da.Zone() != "" {
