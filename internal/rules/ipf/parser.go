@@ -257,11 +257,9 @@ func (p *parser) parseRuleStmt() *Error {
 		r.HasInsertAt, r.InsertAt = true, n
 	}
 	if t := p.peek(); t.kind == tWord && isDigit(t.text) {
-		n, err := p.number("collection number", 32)
-		if err != nil {
+		if err := p.numberTo(&r.Collection, "collection number"); err != nil {
 			return err
 		}
-		r.Collection = n
 	}
 	if err := p.parseAction(r); err != nil {
 		return err
@@ -482,6 +480,15 @@ func (p *parser) number(what string, bits int) (uint32, *Error) {
 	return uint32(v), nil
 }
 
+// numberTo reads a 32-bit number into *dst.
+func (p *parser) numberTo(dst *uint32, what string) *Error {
+	n, err := p.number(what, 32)
+	if err == nil {
+		*dst = n
+	}
+	return err
+}
+
 func (p *parser) expectPunct(s string) *Error {
 	t := p.peek()
 	if !isPunct(t, s) {
@@ -534,18 +541,14 @@ func (p *parser) parseAction(r *Rule) *Error {
 		if err := p.expectPunct("/"); err != nil {
 			return err
 		}
-		n, err := p.number("function argument", 32)
-		if err != nil {
+		if err := p.numberTo(&r.Call.Arg, "function argument"); err != nil {
 			return err
 		}
-		r.Call.Arg = n
 	case "skip":
 		r.Action = ActionSkip
-		n, err := p.number("number of rules to skip", 32)
-		if err != nil {
+		if err := p.numberTo(&r.Skip, "number of rules to skip"); err != nil {
 			return err
 		}
-		r.Skip = n
 	case "decapsulate":
 		r.Action = ActionDecapsulate
 		if isWord(p.peek(), "l5-as") {
@@ -639,11 +642,9 @@ func (p *parser) parseLogOpts(r *Rule) *Error {
 			r.Log.Limit = true
 			if isWord(p.peek(), "freq") {
 				p.next()
-				n, err := p.number("log frequency", 32)
-				if err != nil {
+				if err := p.numberTo(&r.Log.LimitFreq, "log frequency"); err != nil {
 					return err
 				}
-				r.Log.LimitFreq = n
 			}
 			continue
 		default:
@@ -691,27 +692,20 @@ func (p *parser) parseOpts(b *builder) *Error {
 				return err
 			}
 			r.Via = names
-		case "dup-to":
+		case "dup-to", "reply-to", "route-to":
 			p.next()
 			d, err := p.parseDest()
 			if err != nil {
 				return err
 			}
-			r.DupTo = d
-		case "reply-to":
-			p.next()
-			d, err := p.parseDest()
-			if err != nil {
-				return err
+			switch strings.ToLower(t.text) {
+			case "dup-to":
+				r.DupTo = d
+			case "reply-to":
+				r.ReplyTo = d
+			default:
+				r.RouteTo = d
 			}
-			r.ReplyTo = d
-		case "route-to":
-			p.next()
-			d, err := p.parseDest()
-			if err != nil {
-				return err
-			}
-			r.RouteTo = d
 		case "to":
 			n1, n2 := p.peekN(1), p.peekN(2)
 			marked := isPunct(n2, "(") && isPunct(p.peekN(3), "!")
@@ -794,27 +788,59 @@ func (p *parser) parseOn(b *builder) *Error {
 
 // listOfWords reads `{ w [,] w ... }` or the 4.1 `( w, w )`.
 func (p *parser) listOfWords(what string) ([]token, *Error) {
-	open := p.next()
+	var items []token
+	err := p.braceList(func(t token) *Error {
+		if t.kind != tWord {
+			return expected(what, t)
+		}
+		items = append(items, p.next())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// braceList reads `{ x [,] x ... }` or the 4.1 `( x, x )`.
+func (p *parser) braceList(item func(t token) *Error) *Error {
 	closeP := "}"
-	if open.text == "(" {
+	if p.next().text == "(" {
 		closeP = ")"
 	}
-	var items []token
-	for {
+	return p.listUntil(closeP, item)
+}
+
+// listUntil reads a non-empty `x [,] x ... closeP`, calling item with the
+// first token of each x, still unread.
+func (p *parser) listUntil(closeP string, item func(t token) *Error) *Error {
+	for first := true; ; first = false {
 		t := p.peek()
-		if isPunct(t, closeP) && len(items) > 0 {
+		if isPunct(t, closeP) && !first {
 			p.next()
-			return items, nil
+			return nil
 		}
-		if isPunct(t, ",") && len(items) > 0 {
+		if isPunct(t, ",") && !first {
 			p.next()
 			t = p.peek()
 		}
-		if t.kind != tWord {
-			return nil, expected(what, t)
+		if err := item(t); err != nil {
+			return err
 		}
-		items = append(items, p.next())
 	}
+}
+
+// wordOrList reads WORD or a list of words.
+func (p *parser) wordOrList(what string) ([]token, *Error) {
+	t := p.peek()
+	if isPunct(t, "{") || isPunct(t, "(") {
+		return p.listOfWords(what)
+	}
+	w, err := p.word(what)
+	if err != nil {
+		return nil, err
+	}
+	return []token{w}, nil
 }
 
 // parseDest reads IF[:ADDR] or dstlist/NAME.
@@ -972,31 +998,19 @@ func (p *parser) parseRuleMain(b *builder) *Error {
 
 // numberOrList reads NUMBER or LIST(NUMBER).
 func (p *parser) numberOrList(what string, bits int) ([]uint64, *Error) {
-	t := p.peek()
-	if isPunct(t, "{") || isPunct(t, "(") {
-		items, err := p.listOfWords(what)
-		if err != nil {
-			return nil, err
-		}
-		vals := make([]uint64, len(items))
-		for i, it := range items {
-			v, e := parseUint(it.text, bits)
-			if e != nil {
-				return nil, expected(what, it)
-			}
-			vals[i] = v
-		}
-		return vals, nil
-	}
-	w, err := p.word(what)
+	items, err := p.wordOrList(what)
 	if err != nil {
 		return nil, err
 	}
-	v, e := parseUint(w.text, bits)
-	if e != nil {
-		return nil, expected(what, w)
+	vals := make([]uint64, len(items))
+	for i, it := range items {
+		v, e := parseUint(it.text, bits)
+		if e != nil {
+			return nil, expected(what, it)
+		}
+		vals[i] = v
 	}
-	return []uint64{v}, nil
+	return vals, nil
 }
 
 func (p *parser) parseProto(r *Rule) *Error {
@@ -1115,27 +1129,19 @@ func (p *parser) parenIsList() bool {
 }
 
 func (p *parser) addrList(r *Rule) ([]Addr, *Error) {
-	open := p.next()
-	closeP := "}"
-	if open.text == "(" {
-		closeP = ")"
-	}
 	var addrs []Addr
-	for {
-		t := p.peek()
-		if isPunct(t, closeP) && len(addrs) > 0 {
-			p.next()
-			return addrs, nil
-		}
-		if isPunct(t, ",") && len(addrs) > 0 {
-			p.next()
-		}
+	err := p.braceList(func(token) *Error {
 		a, err := p.parseAddr(r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		addrs = append(addrs, a)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return addrs, nil
 }
 
 var ifMasks = map[string]IfaceAddrMode{
@@ -1555,35 +1561,23 @@ func (p *parser) parseFlags(r *Rule) *Error {
 	r.HasFlags = true
 	if isPunct(p.peek(), "/") {
 		p.next()
-		m, err := p.word("TCP flags")
+		_, v, err := p.flagSet()
 		if err != nil {
 			return err
-		}
-		v, ok := parseFlagSet(m.text)
-		if !ok {
-			return expected("TCP flags", m)
 		}
 		r.Flags, r.FlagsMask = 0, v
 		return nil
 	}
-	w, err := p.word("TCP flags")
+	w, v, err := p.flagSet()
 	if err != nil {
 		return err
-	}
-	v, ok := parseFlagSet(w.text)
-	if !ok {
-		return expected("TCP flags", w)
 	}
 	r.Flags, r.FlagsMask = v, TCPFlagsDefaultMask
 	if isPunct(p.peek(), "/") {
 		p.next()
-		m, err := p.word("TCP flags")
+		m, mv, err := p.flagSet()
 		if err != nil {
 			return err
-		}
-		mv, ok := parseFlagSet(m.text)
-		if !ok {
-			return expected("TCP flags", m)
 		}
 		if mv == 0 && v != 0 {
 			// (flags & 0) == X never holds, and printfr cannot show it.
@@ -1592,6 +1586,19 @@ func (p *parser) parseFlags(r *Rule) *Error {
 		r.FlagsMask = mv
 	}
 	return nil
+}
+
+// flagSet reads one set of TCP flag letters.
+func (p *parser) flagSet() (token, uint8, *Error) {
+	w, err := p.word("TCP flags")
+	if err != nil {
+		return w, 0, err
+	}
+	v, ok := parseFlagSet(w.text)
+	if !ok {
+		return w, 0, expected("TCP flags", w)
+	}
+	return w, v, nil
 }
 
 func (p *parser) parseICMP(b *builder) *Error {
@@ -1615,19 +1622,9 @@ func (p *parser) parseICMP(b *builder) *Error {
 
 // nameOrList reads a number or name (via lookup), or a LIST of them.
 func (p *parser) nameOrList(what string, lookup func(string) (uint8, bool)) ([]uint8, *Error) {
-	var items []token
-	t := p.peek()
-	if isPunct(t, "{") || isPunct(t, "(") {
-		var err *Error
-		if items, err = p.listOfWords(what); err != nil {
-			return nil, err
-		}
-	} else {
-		w, err := p.word(what)
-		if err != nil {
-			return nil, err
-		}
-		items = []token{w}
+	items, err := p.wordOrList(what)
+	if err != nil {
+		return nil, err
 	}
 	vals := make([]uint8, len(items))
 	for i, it := range items {
@@ -1831,20 +1828,17 @@ func (p *parser) parseTail(b *builder) *Error {
 			if err := p.parseKeep(r); err != nil {
 				return err
 			}
-		case "head":
+		case "head", "group":
 			p.next()
 			g, err := p.groupName("group name")
 			if err != nil {
 				return err
 			}
-			r.Head = g
-		case "group":
-			p.next()
-			g, err := p.groupName("group name")
-			if err != nil {
-				return err
+			if strings.EqualFold(t.text, "head") {
+				r.Head = g
+			} else {
+				r.Group = g
 			}
-			r.Group = g
 		case "set-tag", "match-tag":
 			p.next()
 			match := strings.EqualFold(t.text, "match-tag")
@@ -1858,11 +1852,9 @@ func (p *parser) parseTail(b *builder) *Error {
 			r.TagFromMatch = match
 		case "pps":
 			p.next()
-			n, err := p.number("packets per second", 32)
-			if err != nil {
+			if err := p.numberTo(&r.PPS, "packets per second"); err != nil {
 				return err
 			}
-			r.PPS = n
 		case "age":
 			p.next()
 			if err := p.parseAge(r); err != nil {
@@ -1870,11 +1862,9 @@ func (p *parser) parseTail(b *builder) *Error {
 			}
 		case "rule-ttl":
 			p.next()
-			n, err := p.number("rule TTL", 32)
-			if err != nil {
+			if err := p.numberTo(&r.RuleTTL, "rule TTL"); err != nil {
 				return err
 			}
-			r.RuleTTL = n
 		case "comment":
 			p.next()
 			s := p.next()
@@ -1896,11 +1886,9 @@ func (p *parser) parseAge(r *Rule) *Error {
 	r.Age = [2]uint32{a, a}
 	if isPunct(p.peek(), "/") {
 		p.next()
-		b, err := p.number("age", 32)
-		if err != nil {
+		if err := p.numberTo(&r.Age[1], "age"); err != nil {
 			return err
 		}
-		r.Age[1] = b
 	}
 	return nil
 }
@@ -1927,11 +1915,9 @@ func (p *parser) parseKeep(r *Rule) *Error {
 			return p.expectPunct(")")
 		}
 	case isWord(t, "limit"):
-		n, err := p.number("connection limit", 32)
-		if err != nil {
+		if err := p.numberTo(&r.KeepLimit, "connection limit"); err != nil {
 			return err
 		}
-		r.KeepLimit = n
 		if isWord(p.peek(), "cumulative") {
 			p.next()
 			r.KeepLimitCumulative = true
@@ -1944,16 +1930,7 @@ func (p *parser) parseKeep(r *Rule) *Error {
 
 func (p *parser) parseStateOpts(r *Rule) *Error {
 	k := r.KeepState
-	for first := true; ; first = false {
-		t := p.peek()
-		if isPunct(t, ")") && !first {
-			p.next()
-			return nil
-		}
-		if isPunct(t, ",") && !first {
-			p.next()
-			t = p.peek()
-		}
+	return p.listUntil(")", func(t token) *Error {
 		if t.kind != tWord {
 			return expected("state option", t)
 		}
@@ -1994,26 +1971,15 @@ func (p *parser) parseStateOpts(r *Rule) *Error {
 		default:
 			return expected("state option", t)
 		}
-		if err != nil {
-			return err
-		}
-	}
+		return err
+	})
 }
 
 func (p *parser) parseTags(r *Rule, natOK bool) *Error {
 	if err := p.expectPunct("("); err != nil {
 		return err
 	}
-	for first := true; ; first = false {
-		t := p.peek()
-		if isPunct(t, ")") && !first {
-			p.next()
-			return nil
-		}
-		if isPunct(t, ",") && !first {
-			p.next()
-			t = p.peek()
-		}
+	return p.listUntil(")", func(t token) *Error {
 		switch {
 		case isWord(t, "log"):
 			p.next()
@@ -2043,7 +2009,8 @@ func (p *parser) parseTags(r *Rule, natOK bool) *Error {
 		default:
 			return expected("log=", t)
 		}
-	}
+		return nil
+	})
 }
 
 func contains(list []string, s string) bool {

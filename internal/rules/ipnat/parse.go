@@ -9,9 +9,8 @@ import (
 	"strings"
 
 	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/lex"
 )
-
-const maxErrors = 10
 
 // Parse reads ipnat.conf text. name is used in error positions. Rules
 // that parse are returned even when others fail; the error is then a
@@ -19,14 +18,9 @@ const maxErrors = 10
 // the grammar accepts but drops, as the original does) go to warn when
 // it is non-nil.
 func Parse(name, src string, warn io.Writer) (*File, error) {
-	p := &parser{file: name, toks: netfmt.Lex(src, true), out: &File{}, warn: warn}
-	for p.peek().Kind != netfmt.TokEOF && len(p.errs) < maxErrors {
-		p.line()
-	}
-	if len(p.errs) > 0 {
-		return p.out, p.errs
-	}
-	return p.out, nil
+	p := &parser{Parser: lex.New(name, netfmt.Lex(src, true)), out: &File{}, warn: warn}
+	p.Run(p.line)
+	return p.out, p.Err()
 }
 
 // ParseFile reads and parses the file at path.
@@ -39,125 +33,60 @@ func ParseFile(path string, warn io.Writer) (*File, error) {
 }
 
 type parser struct {
-	file string
-	toks []netfmt.Token
-	i    int
-	errs netfmt.ErrorList
+	lex.Parser
 	out  *File
 	warn io.Writer
 	r    *Rule
 }
 
-type bailout struct{}
-
-func (p *parser) peek() netfmt.Token { return p.toks[p.i] }
-
-func (p *parser) next() netfmt.Token {
-	t := p.toks[p.i]
-	if t.Kind != netfmt.TokEOF {
-		p.i++
-	}
-	return t
-}
-
-func (p *parser) errorf(pos netfmt.Pos, format string, args ...any) {
-	p.errs = append(p.errs, &netfmt.PosError{File: p.file, Pos: pos, Msg: fmt.Sprintf(format, args...)})
-	panic(bailout{})
-}
-
-func (p *parser) failAt(t netfmt.Token, want string) {
-	if t.Kind == netfmt.TokError {
-		p.errorf(t.Pos, "%s", t.Text)
-	}
-	p.errorf(t.Pos, "expected %s, found %s", want, t)
-}
-
 func (p *parser) warnf(format string, args ...any) {
 	if p.warn != nil {
-		fmt.Fprintf(p.warn, "%s:%d: "+format+"\n", append([]any{p.file, p.r.Pos.Line}, args...)...)
+		fmt.Fprintf(p.warn, "%s:%d: "+format+"\n", append([]any{p.File, p.r.Pos.Line}, args...)...)
 	}
-}
-
-func (p *parser) isPunct(s string) bool {
-	t := p.peek()
-	return t.Kind == netfmt.TokPunct && t.Text == s
-}
-
-func (p *parser) isWord(s string) bool {
-	t := p.peek()
-	return t.Kind == netfmt.TokWord && strings.EqualFold(t.Text, s)
-}
-
-func (p *parser) accept(s string) bool {
-	if p.isWord(s) || p.isPunct(s) {
-		p.next()
-		return true
-	}
-	return false
-}
-
-func (p *parser) expect(s string) netfmt.Token {
-	t := p.next()
-	if (t.Kind == netfmt.TokWord && strings.EqualFold(t.Text, s)) || (t.Kind == netfmt.TokPunct && t.Text == s) {
-		return t
-	}
-	p.failAt(t, fmt.Sprintf("%q", s))
-	return t
-}
-
-func (p *parser) word(want string) netfmt.Token {
-	t := p.next()
-	if t.Kind != netfmt.TokWord && t.Kind != netfmt.TokString {
-		p.failAt(t, want)
-	}
-	return t
 }
 
 func (p *parser) atEnd() bool {
-	t := p.peek()
+	t := p.Peek()
 	return t.Kind == netfmt.TokEOF || t.Kind == netfmt.TokNewline || (t.Kind == netfmt.TokPunct && t.Text == ";")
 }
 
+// skipLine resynchronises at the end of the line.
+func (p *parser) skipLine() {
+	for t := p.Peek(); t.Kind != netfmt.TokEOF && t.Kind != netfmt.TokNewline; t = p.Peek() {
+		p.I++
+	}
+}
+
 func (p *parser) line() {
-	defer func() {
-		if r := recover(); r != nil {
-			if _, ok := r.(bailout); !ok {
-				panic(r)
-			}
-			// Resynchronise at the end of the line.
-			for t := p.peek(); t.Kind != netfmt.TokEOF && t.Kind != netfmt.TokNewline; t = p.peek() {
-				p.i++
-			}
-		}
-	}()
-	t := p.peek()
+	defer p.Guard(p.skipLine)
+	t := p.Peek()
 	if t.Kind == netfmt.TokNewline || (t.Kind == netfmt.TokPunct && t.Text == ";") {
-		p.next()
+		p.Next()
 		return
 	}
 	r := p.rule()
-	t = p.peek()
+	t = p.Peek()
 	switch {
 	case t.Kind == netfmt.TokPunct && t.Text == ";":
-		p.next()
+		p.Next()
 	case t.Kind == netfmt.TokNewline, t.Kind == netfmt.TokEOF:
 		if r.Type.IsRewrite() || r.No {
-			p.failAt(t, `";"`)
+			p.FailAt(t, `";"`)
 		}
 	default:
-		p.failAt(t, "end of rule")
+		p.FailAt(t, "end of rule")
 	}
 	p.out.Rules = append(p.out.Rules, r)
 }
 
 func (p *parser) rule() *Rule {
-	start := p.peek()
+	start := p.Peek()
 	r := &Rule{Pos: start.Pos, Family: 0}
 	p.r = r
-	if p.accept("no") {
+	if p.Accept("no") {
 		r.No = true
 	}
-	t := p.next()
+	t := p.Next()
 	kw := ""
 	if t.Kind == netfmt.TokWord {
 		kw = strings.ToLower(t.Text)
@@ -173,9 +102,9 @@ func (p *parser) rule() *Rule {
 		r.Type = Rdr
 	case "rewrite", "divert":
 		if r.No {
-			p.failAt(t, "map, map-block or rdr")
+			p.FailAt(t, "map, map-block or rdr")
 		}
-		out := p.direction()
+		out := p.InOut()
 		switch {
 		case kw == "rewrite" && out:
 			r.Type = RewriteOut
@@ -186,9 +115,9 @@ func (p *parser) rule() *Rule {
 		default:
 			r.Type = DivertIn
 		}
-		p.expect("on")
+		p.Expect("on")
 	default:
-		p.failAt(t, "map, bimap, map-block, rdr, rewrite or divert")
+		p.FailAt(t, "map, bimap, map-block, rdr, rewrite or divert")
 	}
 	p.ifnames(r)
 	switch {
@@ -206,49 +135,35 @@ func (p *parser) rule() *Rule {
 	return r
 }
 
-func (p *parser) direction() bool {
-	t := p.next()
-	if t.Kind == netfmt.TokWord {
-		switch strings.ToLower(t.Text) {
-		case "in":
-			return false
-		case "out":
-			return true
-		}
-	}
-	p.failAt(t, "in or out")
-	return false
-}
-
 // ifs = IF [ "," IF ] [ "inet" | "inet6" ]
 func (p *parser) ifnames(r *Rule) {
-	t := p.next()
+	t := p.Next()
 	if t.Kind != netfmt.TokWord && t.Kind != netfmt.TokString {
-		p.failAt(t, "interface name")
+		p.FailAt(t, "interface name")
 	}
 	r.Ifs[0] = t.Text
-	if p.isPunct(",") {
-		p.next()
-		r.Ifs[1] = p.word("interface name").Text
+	if p.IsPunct(",") {
+		p.Next()
+		r.Ifs[1] = p.Word("interface name").Text
 	}
 	switch {
-	case p.accept("inet"):
+	case p.Accept("inet"):
 		r.Family = 4
-	case p.accept("inet6"):
+	case p.Accept("inet6"):
 		r.Family = 6
 	}
 }
 
 // protocol parses "tcp", "udp", "tcp/udp", "tcpudp", a name or a number.
 func (p *parser) protocol(r *Rule) {
-	t := p.word("protocol")
+	t := p.Word("protocol")
 	if r.protoSet {
-		p.errorf(t.Pos, "protocol %q given twice", t.Text)
+		p.Errorf(t.Pos, "protocol %q given twice", t.Text)
 	}
 	name := strings.ToLower(t.Text)
-	if name == "tcp" && p.isPunct("/") {
-		p.next()
-		p.expect("udp")
+	if name == "tcp" && p.IsPunct("/") {
+		p.Next()
+		p.Expect("udp")
 		name = "tcp/udp"
 	}
 	p.setProto(r, t, name)
@@ -266,7 +181,7 @@ func (p *parser) setProto(r *Rule, t netfmt.Token, name string) {
 	default:
 		n, ok := netfmt.ProtoNumber(name)
 		if !ok {
-			p.errorf(t.Pos, "unknown protocol %q", t.Text)
+			p.Errorf(t.Pos, "unknown protocol %q", t.Text)
 		}
 		r.Proto = n
 		switch n {
@@ -306,19 +221,19 @@ func isOptionWord(s string) bool {
 
 // mapRule = ("map"|"bimap"|"map-block") ifs lhs "->" rhs [mapport|proxy] mapopts
 func (p *parser) mapRule(r *Rule) {
-	if p.isWord("from") || p.isPunct("!") {
+	if p.IsWord("from") || p.IsPunct("!") {
 		p.fromTo(r)
 	} else {
 		r.Orig = p.addrMask(r, false)
 	}
 	if r.No {
-		if !p.atEnd() && !p.isPunct("->") {
+		if !p.atEnd() && !p.IsPunct("->") {
 			p.protocol(r)
 		}
 		return
 	}
-	p.expect("->")
-	if p.accept("range") {
+	p.Expect("->")
+	if p.Accept("range") {
 		r.Range = true
 		r.New = p.rangeAddr(r)
 	} else {
@@ -328,46 +243,46 @@ func (p *parser) mapRule(r *Rule) {
 		}
 	}
 	for !p.atEnd() {
-		t := p.peek()
+		t := p.Peek()
 		kw := strings.ToLower(t.Text)
 		if t.Kind != netfmt.TokWord {
-			p.failAt(t, "map option")
+			p.FailAt(t, "map option")
 		}
 		switch {
 		case kw == "portmap" && r.Type != MapBlock:
-			p.next()
+			p.Next()
 			p.portmap(r)
 		case kw == "icmpidmap" && r.Type != MapBlock:
-			p.next()
-			pt := p.word("icmp or ipv6-icmp")
+			p.Next()
+			pt := p.Word("icmp or ipv6-icmp")
 			switch strings.ToLower(pt.Text) {
 			case "icmp", "ipv6-icmp", "icmpv6":
 			default:
-				p.failAt(pt, "icmp or ipv6-icmp")
+				p.FailAt(pt, "icmp or ipv6-icmp")
 			}
 			r.ICMPIDMap, r.ICMPQuery, r.protoSet = true, true, true
 			n, _ := netfmt.ProtoNumber(strings.ToLower(pt.Text))
 			r.Proto = n
 			r.SPMin, r.SPMax = p.portRange(true)
 		case kw == "ports" && r.Type == MapBlock:
-			p.next()
-			if p.accept("auto") {
+			p.Next()
+			if p.Accept("auto") {
 				r.PortAuto = true
 			} else {
 				r.SPMin = p.number("port count", 0, 65535)
 			}
 		case kw == "proxy":
-			p.next()
+			p.Next()
 			p.proxy(r)
 		case kw == "sequential":
-			p.next()
+			p.Next()
 			r.Sequential = true
 		default:
 			if !p.commonOpt(r, t, kw) {
 				if isProtoWord(t) {
 					p.protocol(r)
 				} else {
-					p.failAt(t, "map option")
+					p.FailAt(t, "map option")
 				}
 			}
 		}
@@ -382,23 +297,23 @@ func (p *parser) commonOpt(r *Rule, t netfmt.Token, kw string) bool {
 	case "frag":
 		r.Frag = true
 	case "age":
-		p.next()
+		p.Next()
 		a := p.number("age", 0, 1<<31-1)
 		r.Age = [2]int{a, a}
-		if p.isPunct("/") {
-			p.next()
+		if p.IsPunct("/") {
+			p.Next()
 			r.Age[1] = p.number("age", 0, 1<<31-1)
 		}
 		return true
 	case "sticky":
 		r.Sticky = true
 	case "mssclamp":
-		p.next()
+		p.Next()
 		r.MSSClamp = p.number("MSS", 0, 65535)
 		return true
 	case "tag":
-		p.next()
-		r.Tag = p.word("tag name").Text
+		p.Next()
+		r.Tag = p.Word("tag name").Text
 		if len(r.Tag) > 16 {
 			r.Tag = r.Tag[:16]
 		}
@@ -408,17 +323,17 @@ func (p *parser) commonOpt(r *Rule, t netfmt.Token, kw string) bool {
 	default:
 		return false
 	}
-	p.next()
+	p.Next()
 	return true
 }
 
 // portmap = tcpudp P (":"|"-") P | P ":" P tcpudp | tcpudp "auto"
 func (p *parser) portmap(r *Rule) {
 	r.Portmap = true
-	t := p.peek()
+	t := p.Peek()
 	if t.Kind == netfmt.TokWord && (t.Text[0] < '0' || t.Text[0] > '9') {
 		p.portmapProto(r)
-		if p.accept("auto") {
+		if p.Accept("auto") {
 			r.PortAuto = true
 		} else {
 			r.SPMin, r.SPMax = p.portRange(true)
@@ -427,42 +342,42 @@ func (p *parser) portmap(r *Rule) {
 		r.SPMin, r.SPMax = p.portRange(true)
 		p.portmapProto(r)
 	}
-	if p.accept("sequential") {
+	if p.Accept("sequential") {
 		r.Sequential = true
 	}
 }
 
 func (p *parser) portmapProto(r *Rule) {
-	t := p.word("tcp, udp or tcp/udp")
+	t := p.Word("tcp, udp or tcp/udp")
 	name := strings.ToLower(t.Text)
-	if name == "tcp" && p.isPunct("/") {
-		p.next()
-		p.expect("udp")
+	if name == "tcp" && p.IsPunct("/") {
+		p.Next()
+		p.Expect("udp")
 		name = "tcp/udp"
 	}
 	switch name {
 	case "tcp", "udp", "tcp/udp", "tcpudp":
 	default:
-		p.failAt(t, "tcp, udp or tcp/udp")
+		p.FailAt(t, "tcp, udp or tcp/udp")
 	}
 	p.setProto(r, t, name)
 }
 
 // proxy = "proxy" "port" P NAME "/" proto [ "config" STRING ]
 func (p *parser) proxy(r *Rule) {
-	if r.Type == Rdr && !p.isWord("port") {
-		r.ProxyName = p.word("proxy name").Text
+	if r.Type == Rdr && !p.IsWord("port") {
+		r.ProxyName = p.Word("proxy name").Text
 		return
 	}
-	p.expect("port")
+	p.Expect("port")
 	r.ProxyPort = p.port()
-	r.ProxyName = p.word("proxy name").Text
-	p.expect("/")
-	t := p.word("protocol")
+	r.ProxyName = p.Word("proxy name").Text
+	p.Expect("/")
+	t := p.Word("protocol")
 	p.setProto(r, t, strings.ToLower(t.Text))
 	r.ProxyProto = r.Proto
-	if p.accept("config") {
-		r.ProxyConf = p.word("proxy configuration").Text
+	if p.Accept("config") {
+		r.ProxyConf = p.Word("proxy configuration").Text
 	}
 }
 
@@ -470,11 +385,11 @@ func (p *parser) proxy(r *Rule) {
 //
 //	"->" dip [ "port" ( P [("-"|":") P] | "=" P ) ] [ proto ] rdropts
 func (p *parser) rdr(r *Rule) {
-	if p.isWord("from") || p.isPunct("!") {
+	if p.IsWord("from") || p.IsPunct("!") {
 		p.fromTo(r)
 	} else {
 		r.Orig = p.addrMask(r, false)
-		if p.accept("port") {
+		if p.Accept("port") {
 			r.OPortMin, r.OPortMax = p.portRange(false)
 			r.hasPort = true
 		}
@@ -485,12 +400,12 @@ func (p *parser) rdr(r *Rule) {
 		}
 		return
 	}
-	p.expect("->")
+	p.Expect("->")
 	r.New = p.rhsAddr(r, true)
-	if p.accept("port") {
+	if p.Accept("port") {
 		r.hasPort = true
-		if p.isPunct("=") {
-			p.next()
+		if p.IsPunct("=") {
+			p.Next()
 			r.FixedDPort = true
 			r.DPMin = p.port()
 			r.DPMax = r.DPMin
@@ -499,14 +414,14 @@ func (p *parser) rdr(r *Rule) {
 		}
 	}
 	for !p.atEnd() {
-		t := p.peek()
+		t := p.Peek()
 		kw := strings.ToLower(t.Text)
 		if t.Kind != netfmt.TokWord {
-			p.failAt(t, "rdr option")
+			p.FailAt(t, "rdr option")
 		}
 		switch {
 		case kw == "proxy":
-			p.next()
+			p.Next()
 			p.proxy(r)
 			if r.ProxyPort != 0 {
 				r.OPortMin, r.OPortMax = r.ProxyPort, r.ProxyPort
@@ -516,7 +431,7 @@ func (p *parser) rdr(r *Rule) {
 		case isProtoWord(t):
 			p.protocol(r)
 		default:
-			p.failAt(t, "rdr option")
+			p.FailAt(t, "rdr option")
 		}
 	}
 }
@@ -525,50 +440,50 @@ func (p *parser) rdr(r *Rule) {
 //
 //	"->" "src" ADDR [ports] "dst" ADDR [ports] [ "purge" ] [ "udp" ]
 func (p *parser) rewrite(r *Rule) {
-	if p.accept("proto") {
+	if p.Accept("proto") {
 		p.protocol(r)
 	}
 	p.fromTo(r)
-	p.expect("->")
-	p.expect("src")
+	p.Expect("->")
+	p.Expect("src")
 	r.NewSrc = p.rewriteAddr(r)
-	if p.isPunct(",") {
-		p.next()
+	if p.IsPunct(",") {
+		p.Next()
 		r.SPMin, r.SPMax, r.FixedSPort = p.rewritePorts()
-	} else if p.isWord("port") {
+	} else if p.IsWord("port") {
 		r.SPMin, r.SPMax, r.FixedSPort = p.rewritePorts()
 	}
-	p.expect("dst")
+	p.Expect("dst")
 	r.NewDst = p.rewriteAddr(r)
-	if p.isPunct(",") {
-		p.next()
+	if p.IsPunct(",") {
+		p.Next()
 		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
-	} else if p.isWord("port") {
+	} else if p.IsWord("port") {
 		// "dst ADDR port = P" is also accepted (5.x grammar).
 		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
 	}
 	for !p.atEnd() {
-		t := p.peek()
+		t := p.Peek()
 		switch {
 		case strings.EqualFold(t.Text, "purge"):
-			p.next()
+			p.Next()
 			r.Purge = true
 		case strings.EqualFold(t.Text, "udp") && (r.Type == DivertIn || r.Type == DivertOut):
-			p.next()
+			p.Next()
 		default:
-			p.failAt(t, `"purge" or ";"`)
+			p.FailAt(t, `"purge" or ";"`)
 		}
 	}
 	if r.Type == DivertIn || r.Type == DivertOut {
 		if r.SPMin == 0 || r.DPMin == 0 {
-			p.errorf(r.Pos, "divert needs a source and destination port")
+			p.Errorf(r.Pos, "divert needs a source and destination port")
 		}
 	}
 }
 
 func (p *parser) rewritePorts() (int, int, bool) {
-	if p.accept("port") {
-		p.expect("=")
+	if p.Accept("port") {
+		p.Expect("=")
 		v := p.port()
 		return v, v, true
 	}
@@ -577,10 +492,10 @@ func (p *parser) rewritePorts() (int, int, bool) {
 }
 
 func (p *parser) rewriteAddr(r *Rule) Addr {
-	if p.isWord("dstlist") {
-		p.next()
-		p.expect("/")
-		return Addr{Kind: AddrLookup, Table: "dstlist", Name: p.word("dstlist name").Text}
+	if p.IsWord("dstlist") {
+		p.Next()
+		p.Expect("/")
+		return Addr{Kind: AddrLookup, Table: "dstlist", Name: p.Word("dstlist name").Text}
 	}
 	return p.addrMask(r, false)
 }
@@ -588,28 +503,22 @@ func (p *parser) rewriteAddr(r *Rule) Addr {
 // fromTo = [!] "from" [!] obj [!] "to" [!] obj
 func (p *parser) fromTo(r *Rule) {
 	r.Filter = true
-	if p.accept("!") {
-		r.NotSrc = true
+	r.NotSrc, r.Src, r.SrcPort = p.endpoint(r, "from")
+	r.NotDst, r.Dst, r.DstPort = p.endpoint(r, "to")
+}
+
+// endpoint = [!] kw [!] obj ["port" cmp]; a "!" on either side negates.
+func (p *parser) endpoint(r *Rule, kw string) (not bool, a Addr, port PortCmp) {
+	not = p.Accept("!")
+	p.Expect(kw)
+	if p.Accept("!") {
+		not = true
 	}
-	p.expect("from")
-	if p.accept("!") {
-		r.NotSrc = true
+	a = p.addrMask(r, true)
+	if p.Accept("port") {
+		port = p.portCmp()
 	}
-	r.Src = p.addrMask(r, true)
-	if p.accept("port") {
-		r.SrcPort = p.portCmp()
-	}
-	if p.accept("!") {
-		r.NotDst = true
-	}
-	p.expect("to")
-	if p.accept("!") {
-		r.NotDst = true
-	}
-	r.Dst = p.addrMask(r, true)
-	if p.accept("port") {
-		r.DstPort = p.portCmp()
-	}
+	return not, a, port
 }
 
 var cmpWords = map[string]string{
@@ -619,9 +528,9 @@ var cmpWords = map[string]string{
 
 // portCmp = cmp P | P ("<>"|"><") P | P ":" P
 func (p *parser) portCmp() PortCmp {
-	t := p.peek()
+	t := p.Peek()
 	if op, ok := cmpWords[strings.ToLower(t.Text)]; ok && (t.Kind == netfmt.TokPunct || t.Kind == netfmt.TokWord) {
-		p.next()
+		p.Next()
 		return PortCmp{Op: op, P1: p.port()}
 	}
 	if t.Kind == netfmt.TokWord && strings.Contains(t.Text, ":") {
@@ -629,30 +538,30 @@ func (p *parser) portCmp() PortCmp {
 		return PortCmp{Op: ":", P1: a, P2: b}
 	}
 	a := p.port()
-	op := p.next()
+	op := p.Next()
 	if op.Kind != netfmt.TokPunct || (op.Text != "<>" && op.Text != "><") {
-		p.failAt(op, `"<>" or "><"`)
+		p.FailAt(op, `"<>" or "><"`)
 	}
 	return PortCmp{Op: op.Text, P1: a, P2: p.port()}
 }
 
 func (p *parser) number(want string, lo, hi int) int {
-	t := p.next()
+	t := p.Next()
 	v, err := strconv.Atoi(t.Text)
 	if t.Kind != netfmt.TokWord || err != nil {
-		p.failAt(t, want)
+		p.FailAt(t, want)
 	}
 	if v < lo || v > hi {
-		p.errorf(t.Pos, "%s %d out of range %d-%d", want, v, lo, hi)
+		p.Errorf(t.Pos, "%s %d out of range %d-%d", want, v, lo, hi)
 	}
 	return v
 }
 
 func (p *parser) port() int {
-	t := p.word("port")
+	t := p.Word("port")
 	v, ok := netfmt.ServicePort(t.Text)
 	if !ok {
-		p.failAt(t, "port number or service name")
+		p.FailAt(t, "port number or service name")
 	}
 	return v
 }
@@ -660,16 +569,16 @@ func (p *parser) port() int {
 // portRange reads "P", "P-P" or "P:P" (the lexer keeps them as one word,
 // or as "P" "-" "P" tokens when spaced out).
 func (p *parser) portRange(colonOnly bool) (int, int) {
-	t := p.word("port range")
+	t := p.Word("port range")
 	s := t.Text
 	sep := strings.IndexAny(s, ":-")
 	if sep < 0 {
 		a, ok := netfmt.ServicePort(s)
 		if !ok {
-			p.failAt(t, "port number")
+			p.FailAt(t, "port number")
 		}
-		if p.isWord("-") {
-			p.next()
+		if p.IsWord("-") {
+			p.Next()
 			return a, p.port()
 		}
 		return a, a
@@ -677,7 +586,7 @@ func (p *parser) portRange(colonOnly bool) (int, int) {
 	a, ok1 := netfmt.ServicePort(s[:sep])
 	b, ok2 := netfmt.ServicePort(s[sep+1:])
 	if !ok1 || !ok2 {
-		p.failAt(t, "port range")
+		p.FailAt(t, "port range")
 	}
 	return a, b
 }
@@ -686,17 +595,17 @@ func (p *parser) portRange(colonOnly bool) (int, int) {
 //
 //	| ("pool"|"hash") "/" (N|NAME)        (only after from/to)
 func (p *parser) addrMask(r *Rule, lookupOK bool) Addr {
-	t := p.word("address")
+	t := p.Word("address")
 	lw := strings.ToLower(t.Text)
 	if lw == "any" {
 		return Addr{}
 	}
-	if (lw == "pool" || lw == "hash") && p.isPunct("/") {
+	if (lw == "pool" || lw == "hash") && p.IsPunct("/") {
 		if !lookupOK {
-			p.errorf(t.Pos, "%s/ is only allowed after from or to", lw)
+			p.Errorf(t.Pos, "%s/ is only allowed after from or to", lw)
 		}
-		p.next()
-		return Addr{Kind: AddrLookup, Table: lw, Name: p.word("pool name or number").Text}
+		p.Next()
+		return Addr{Kind: AddrLookup, Table: lw, Name: p.Word("pool name or number").Text}
 	}
 	h := p.host(r, t)
 	a := Addr{A: h.A}
@@ -705,12 +614,12 @@ func (p *parser) addrMask(r *Rule, lookupOK bool) Addr {
 		fam = r.Family
 	}
 	switch {
-	case p.isPunct("/"):
-		p.next()
-		m := p.word("mask")
+	case p.IsPunct("/"):
+		p.Next()
+		m := p.Word("mask")
 		if n, err := strconv.Atoi(m.Text); err == nil {
 			if n < 0 || n > 128 {
-				p.errorf(m.Pos, "bad prefix length %d", n)
+				p.Errorf(m.Pos, "bad prefix length %d", n)
 			}
 			if h.Fam == 0 && fam != 6 && n > 32 {
 				// A mask longer than 32 bits implies IPv6.
@@ -721,9 +630,9 @@ func (p *parser) addrMask(r *Rule, lookupOK bool) Addr {
 		} else {
 			a.M = p.maskWord(m, fam)
 		}
-	case p.isWord("mask") || p.isWord("netmask"):
-		p.next()
-		a.M = p.maskWord(p.word("mask"), fam)
+	case p.IsWord("mask") || p.IsWord("netmask"):
+		p.Next()
+		a.M = p.maskWord(p.Word("mask"), fam)
 	default:
 		if fam == 6 {
 			a.M = netfmt.MaskV6(128)
@@ -766,7 +675,7 @@ func (p *parser) maskWord(t netfmt.Token, fam int) [16]byte {
 			return h.A
 		}
 	}
-	p.failAt(t, "netmask")
+	p.FailAt(t, "netmask")
 	return m
 }
 
@@ -774,7 +683,7 @@ func (p *parser) host(r *Rule, t netfmt.Token) netfmt.Host {
 	fam := r.Family
 	h, err := netfmt.ParseHost(t.Text, fam)
 	if err != nil {
-		p.errorf(t.Pos, "%v", err)
+		p.Errorf(t.Pos, "%v", err)
 	}
 	if h.Fam == 6 && r.Family == 0 {
 		r.Family = 6
@@ -784,34 +693,34 @@ func (p *parser) host(r *Rule, t netfmt.Token) netfmt.Host {
 
 // rhsAddr = ADDRMASK | IP "-" IP | (rdr only) IP "," IP
 func (p *parser) rhsAddr(r *Rule, rdr bool) Addr {
-	t := p.peek()
+	t := p.Peek()
 	if t.Kind == netfmt.TokWord && strings.Contains(t.Text, "-") {
 		if lo, hi, ok := splitRange(t.Text); ok {
-			p.next()
+			p.Next()
 			return p.makeRange(r, t, lo, hi)
 		}
 	}
-	if rdr && p.isWord("dstlist") && p.toks[p.i+1].Kind == netfmt.TokPunct && p.toks[p.i+1].Text == "/" {
+	if rdr && p.IsWord("dstlist") && p.PeekAt(1).Kind == netfmt.TokPunct && p.PeekAt(1).Text == "/" {
 		// 5.x: redirect to a member of an ippool destination list.
-		p.next()
-		p.next()
-		return Addr{Kind: AddrLookup, Table: "dstlist", Name: p.word("dstlist name").Text}
+		p.Next()
+		p.Next()
+		return Addr{Kind: AddrLookup, Table: "dstlist", Name: p.Word("dstlist name").Text}
 	}
-	if rdr && t.Kind == netfmt.TokWord && p.toks[p.i+1].Kind == netfmt.TokPunct && p.toks[p.i+1].Text == "," {
-		p.next()
-		p.next()
+	if rdr && t.Kind == netfmt.TokWord && p.PeekAt(1).Kind == netfmt.TokPunct && p.PeekAt(1).Text == "," {
+		p.Next()
+		p.Next()
 		a := p.host(r, t)
-		b := p.host(r, p.word("address"))
+		b := p.host(r, p.Word("address"))
 		return Addr{Kind: AddrSplit, A: a.A, M: b.A}
 	}
 	return p.addrMask(r, false)
 }
 
 func (p *parser) rangeAddr(r *Rule) Addr {
-	t := p.word("address range")
+	t := p.Word("address range")
 	lo, hi, ok := splitRange(t.Text)
 	if !ok {
-		p.failAt(t, "address range a-b")
+		p.FailAt(t, "address range a-b")
 	}
 	return p.makeRange(r, t, lo, hi)
 }
@@ -868,6 +777,6 @@ func (p *parser) finish(r *Rule) {
 		r.Sticky = false
 	}
 	if r.Type == MapBlock && r.Orig.Kind != AddrNormal {
-		p.errorf(r.Pos, "map-block needs an address/mask on the left")
+		p.Errorf(r.Pos, "map-block needs an address/mask on the left")
 	}
 }

@@ -10,30 +10,21 @@ import (
 	"strings"
 
 	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/lex"
 )
 
-const maxErrors = 10
-
 type parser struct {
-	file string
-	toks []netfmt.Token
-	i    int
-	errs netfmt.ErrorList
-	out  *File
+	lex.Parser
+	out *File
 }
-
-type bailout struct{}
 
 // Parse reads an ippool.conf text. name is used in error positions;
 // file:// and whois sources are opened relative to the current directory.
 // All errors found (up to ten) are returned as a netfmt.ErrorList.
 func Parse(name, src string) (*File, error) {
-	p := &parser{file: name, toks: netfmt.Lex(src, false), out: &File{}}
-	p.run()
-	if len(p.errs) > 0 {
-		return p.out, p.errs
-	}
-	return p.out, nil
+	p := &parser{Parser: lex.New(name, netfmt.Lex(src, false)), out: &File{}}
+	p.Run(p.statement)
+	return p.out, p.Err()
 }
 
 // ParseFile reads and parses path ("-" = standard input is left to callers).
@@ -45,27 +36,14 @@ func ParseFile(path string) (*File, error) {
 	return Parse(path, string(b))
 }
 
-func (p *parser) run() {
-	for p.peek().Kind != netfmt.TokEOF && len(p.errs) < maxErrors {
-		p.statement()
-	}
-}
-
 func (p *parser) statement() {
-	defer func() {
-		if r := recover(); r != nil {
-			if _, ok := r.(bailout); !ok {
-				panic(r)
-			}
-			p.resync()
-		}
-	}()
-	t := p.next()
+	defer p.Guard(p.resync)
+	t := p.Next()
 	if t.Kind == netfmt.TokPunct && t.Text == ";" {
 		return
 	}
 	if t.Kind != netfmt.TokWord {
-		p.failAt(t, "table, group-map or pool")
+		p.FailAt(t, "table, group-map or pool")
 	}
 	switch strings.ToLower(t.Text) {
 	case "table":
@@ -75,14 +53,14 @@ func (p *parser) statement() {
 	case "pool":
 		p.pool(t)
 	default:
-		p.failAt(t, "table, group-map or pool")
+		p.FailAt(t, "table, group-map or pool")
 	}
 }
 
 // resync skips to the start of the next definition.
 func (p *parser) resync() {
 	for {
-		t := p.peek()
+		t := p.Peek()
 		if t.Kind == netfmt.TokEOF {
 			return
 		}
@@ -92,80 +70,21 @@ func (p *parser) resync() {
 				return
 			}
 		}
-		p.i++
+		p.I++
 	}
-}
-
-func (p *parser) peek() netfmt.Token { return p.toks[p.i] }
-
-// peekAt looks k tokens ahead, stopping at the final EOF token.
-func (p *parser) peekAt(k int) netfmt.Token {
-	if p.i+k >= len(p.toks) {
-		return p.toks[len(p.toks)-1]
-	}
-	return p.toks[p.i+k]
-}
-
-func (p *parser) next() netfmt.Token {
-	t := p.toks[p.i]
-	if t.Kind != netfmt.TokEOF {
-		p.i++
-	}
-	return t
-}
-
-func (p *parser) errorf(pos netfmt.Pos, format string, args ...any) {
-	p.errs = append(p.errs, &netfmt.PosError{File: p.file, Pos: pos, Msg: fmt.Sprintf(format, args...)})
-	panic(bailout{})
-}
-
-func (p *parser) failAt(t netfmt.Token, want string) {
-	if t.Kind == netfmt.TokError {
-		p.errorf(t.Pos, "%s", t.Text)
-	}
-	p.errorf(t.Pos, "expected %s, found %s", want, t)
-}
-
-func (p *parser) isPunct(s string) bool {
-	t := p.peek()
-	return t.Kind == netfmt.TokPunct && t.Text == s
-}
-
-func (p *parser) punct(s string) netfmt.Token {
-	t := p.next()
-	if t.Kind != netfmt.TokPunct || t.Text != s {
-		p.failAt(t, fmt.Sprintf("%q", s))
-	}
-	return t
-}
-
-func (p *parser) keyword(s string) netfmt.Token {
-	t := p.next()
-	if t.Kind != netfmt.TokWord || !strings.EqualFold(t.Text, s) {
-		p.failAt(t, fmt.Sprintf("%q", s))
-	}
-	return t
-}
-
-func (p *parser) word(want string) netfmt.Token {
-	t := p.next()
-	if t.Kind != netfmt.TokWord && t.Kind != netfmt.TokString {
-		p.failAt(t, want)
-	}
-	return t
 }
 
 func (p *parser) number(want string) uint32 {
-	t := p.next()
+	t := p.Next()
 	v, err := netfmt.ParseUint(t.Text)
 	if t.Kind != netfmt.TokWord || err != nil {
-		p.failAt(t, want)
+		p.FailAt(t, want)
 	}
 	return v
 }
 
 func (p *parser) role() Role {
-	t := p.next()
+	t := p.Next()
 	if t.Kind == netfmt.TokWord {
 		switch strings.ToLower(t.Text) {
 		case "ipf":
@@ -180,26 +99,26 @@ func (p *parser) role() Role {
 			return RoleAll
 		}
 	}
-	p.failAt(t, "role (ipf, nat, auth, count or all)")
+	p.FailAt(t, "role (ipf, nat, auth, count or all)")
 	return 0
 }
 
 // table = "table" "role" "=" role "type" "=" ("tree"|"hash") {opt} "{" entries "}" [";"]
 func (p *parser) table(start netfmt.Token) {
 	tb := &Table{Pos: start.Pos}
-	p.keyword("role")
-	p.punct("=")
+	p.Keyword("role")
+	p.Punct("=")
 	tb.Role = p.role()
-	p.keyword("type")
-	p.punct("=")
-	t := p.next()
+	p.Keyword("type")
+	p.Punct("=")
+	t := p.Next()
 	switch {
 	case t.Kind == netfmt.TokWord && strings.EqualFold(t.Text, "tree"):
 		tb.Type = Tree
 	case t.Kind == netfmt.TokWord && strings.EqualFold(t.Text, "hash"):
 		tb.Type = Hash
 	default:
-		p.failAt(t, "tree or hash")
+		p.FailAt(t, "tree or hash")
 	}
 	size := -1
 	p.tableOpts(tb, &size, nil)
@@ -211,37 +130,37 @@ func (p *parser) table(start netfmt.Token) {
 // for group-maps, "group = G", in any order.
 func (p *parser) tableOpts(tb *Table, size *int, group *string) {
 	for {
-		t := p.peek()
+		t := p.Peek()
 		if t.Kind != netfmt.TokWord {
 			return
 		}
 		kw := strings.ToLower(t.Text)
 		switch kw {
 		case "number", "name":
-			p.next()
-			p.punct("=")
+			p.Next()
+			p.Punct("=")
 			// "number=" with nothing after it is how an unnamed table
 			// prints; accept it back.
-			if p.isPunct("{") || p.peekAt(1).Kind == netfmt.TokPunct && p.peekAt(1).Text == "=" {
+			if p.IsPunct("{") || p.PeekAt(1).Kind == netfmt.TokPunct && p.PeekAt(1).Text == "=" {
 				tb.Name = ""
 				continue
 			}
-			tb.Name = p.word("table name or number").Text
+			tb.Name = p.Word("table name or number").Text
 		case "size":
-			p.next()
-			p.punct("=")
+			p.Next()
+			p.Punct("=")
 			*size = int(p.number("size"))
 		case "seed":
-			p.next()
-			p.punct("=")
+			p.Next()
+			p.Punct("=")
 			tb.Seed = p.number("seed")
 		case "group":
 			if group == nil {
 				return
 			}
-			p.next()
-			p.punct("=")
-			*group = p.word("group name").Text
+			p.Next()
+			p.Punct("=")
+			*group = p.Word("group name").Text
 		default:
 			return
 		}
@@ -249,8 +168,8 @@ func (p *parser) tableOpts(tb *Table, size *int, group *string) {
 }
 
 func (p *parser) finish(tb *Table, size int) {
-	if p.isPunct(";") {
-		p.next()
+	if p.IsPunct(";") {
+		p.Next()
 	}
 	if tb.Type == Hash || tb.Type == GroupMap {
 		if size > 0 {
@@ -272,17 +191,17 @@ func (p *parser) groupMap(start netfmt.Token) {
 	tb := &Table{Pos: start.Pos, Type: GroupMap}
 	size := -1
 	group := ""
-	if p.isPunct("(") {
-		p.next()
+	if p.IsPunct("(") {
+		p.Next()
 		tb.Name = p.poolName()
-		p.punct(";")
-		tb.Out = p.direction()
-		p.punct(";")
-		p.punct(")")
+		p.Punct(";")
+		tb.Out = p.InOut()
+		p.Punct(";")
+		p.Punct(")")
 	} else {
-		tb.Out = p.direction()
-		p.keyword("role")
-		p.punct("=")
+		tb.Out = p.InOut()
+		p.Keyword("role")
+		p.Punct("=")
 		tb.Role = p.role()
 		p.tableOpts(tb, &size, &group)
 	}
@@ -290,42 +209,28 @@ func (p *parser) groupMap(start netfmt.Token) {
 	p.finish(tb, size)
 }
 
-func (p *parser) direction() bool {
-	t := p.next()
-	if t.Kind == netfmt.TokWord {
-		switch strings.ToLower(t.Text) {
-		case "in":
-			return false
-		case "out":
-			return true
-		}
-	}
-	p.failAt(t, "in or out")
-	return false
-}
-
 // poolName = "name" STR | "number" NUM
 func (p *parser) poolName() string {
-	t := p.next()
+	t := p.Next()
 	if t.Kind == netfmt.TokWord {
 		switch strings.ToLower(t.Text) {
 		case "name":
-			return p.word("name").Text
+			return p.Word("name").Text
 		case "number":
 			return strconv.FormatUint(uint64(p.number("number")), 10)
 		}
 	}
-	p.failAt(t, "name or number")
+	p.FailAt(t, "name or number")
 	return ""
 }
 
 // pool = "pool" [ role "/" type ] "(" name ";" {opt ";"} ")" "{" nodes "}" ";"
 func (p *parser) pool(start netfmt.Token) {
 	tb := &Table{Pos: start.Pos, Type: Tree, Role: RoleAll}
-	if !p.isPunct("(") {
+	if !p.IsPunct("(") {
 		tb.Role = p.role()
-		p.punct("/")
-		t := p.next()
+		p.Punct("/")
+		t := p.Next()
 		switch strings.ToLower(t.Text) {
 		case "tree":
 			tb.Type = Tree
@@ -334,16 +239,16 @@ func (p *parser) pool(start netfmt.Token) {
 		case "dstlist":
 			tb.Type = DstList
 		default:
-			p.failAt(t, "tree, hash or dstlist")
+			p.FailAt(t, "tree, hash or dstlist")
 		}
 	}
-	p.punct("(")
+	p.Punct("(")
 	tb.Name = p.poolName()
-	p.punct(";")
-	for !p.isPunct(")") {
-		t := p.next()
+	p.Punct(";")
+	for !p.IsPunct(")") {
+		t := p.Next()
 		if t.Kind != netfmt.TokWord {
-			p.failAt(t, "pool option or \")\"")
+			p.FailAt(t, "pool option or \")\"")
 		}
 		switch kw := strings.ToLower(t.Text); {
 		case kw == "policy" && tb.Type == DstList:
@@ -355,11 +260,11 @@ func (p *parser) pool(start netfmt.Token) {
 		case kw == "seed" && tb.Type == Hash:
 			tb.Seed = p.number("seed")
 		default:
-			p.failAt(t, "pool option")
+			p.FailAt(t, "pool option")
 		}
-		p.punct(";")
+		p.Punct(";")
 	}
-	p.punct(")")
+	p.Punct(")")
 	if tb.Type == DstList {
 		tb.Dests = p.dests()
 	} else {
@@ -369,7 +274,7 @@ func (p *parser) pool(start netfmt.Token) {
 }
 
 func (p *parser) policy() Policy {
-	t := p.next()
+	t := p.Next()
 	switch strings.ToLower(t.Text) {
 	case "round-robin":
 		return PolicyRoundRobin
@@ -382,46 +287,52 @@ func (p *parser) policy() Policy {
 	case "dst-hash":
 		return PolicyDstHash
 	case "weighted", "weighting":
-		p.keyword("connection")
+		p.Keyword("connection")
 		return PolicyWeighted
 	}
-	p.failAt(t, "dstlist policy")
+	p.FailAt(t, "dstlist policy")
 	return 0
 }
 
 func (p *parser) dests() []Dest {
-	p.punct("{")
 	var ds []Dest
-	for {
-		if p.isPunct(";") {
-			p.next()
-			continue
-		}
-		if p.isPunct("}") {
-			p.next()
-			return ds
-		}
-		t := p.word("destination address")
+	p.block(func() {
+		t := p.Word("destination address")
 		d := Dest{Pos: t.Pos}
 		if a, err := netip.ParseAddr(t.Text); err == nil {
 			d.Addr = a
-		} else if k := strings.IndexByte(t.Text, ':'); k > 0 {
-			d.Iface = t.Text[:k]
-			h, err := netfmt.ParseHost(t.Text[k+1:], 0)
-			if err != nil {
-				p.errorf(t.Pos, "%v", err)
-			}
-			d.Addr = hostAddr(h)
 		} else {
-			h, err := netfmt.ParseHost(t.Text, 0)
+			host := t.Text
+			if k := strings.IndexByte(host, ':'); k > 0 {
+				d.Iface, host = host[:k], host[k+1:]
+			}
+			h, err := netfmt.ParseHost(host, 0)
 			if err != nil {
-				p.errorf(t.Pos, "%v", err)
+				p.Errorf(t.Pos, "%v", err)
 			}
 			d.Addr = hostAddr(h)
 		}
 		ds = append(ds, d)
-		if !p.isPunct("}") {
-			p.punct(";")
+	})
+	return ds
+}
+
+// block reads `{ item ; item ; ... }`: empty statements are skipped and the
+// ";" may be left out before the "}".
+func (p *parser) block(item func()) {
+	p.Punct("{")
+	for {
+		if p.IsPunct(";") {
+			p.Next()
+			continue
+		}
+		if p.IsPunct("}") {
+			p.Next()
+			return
+		}
+		item()
+		if !p.IsPunct("}") {
+			p.Punct(";")
 		}
 	}
 }
@@ -435,44 +346,35 @@ func hostAddr(h netfmt.Host) netip.Addr {
 
 // entries = "{" { ["!"] entry ["," "group" "=" G] ";" } "}"
 func (p *parser) entries(groupMap bool, defGroup string) []Entry {
-	p.punct("{")
 	var es []Entry
-	for {
-		if p.isPunct(";") {
-			p.next()
-			continue
-		}
-		if p.isPunct("}") {
-			p.next()
-			return es
-		}
+	p.block(func() {
 		not := false
-		if p.isPunct("!") {
-			p.next()
+		if p.IsPunct("!") {
+			p.Next()
 			not = true
 		}
-		t := p.word("address")
+		t := p.Word("address")
 		text := t.Text
 		switch {
 		case strings.HasPrefix(strings.ToLower(text), "file://"):
 			es = append(es, p.loadFile(t, text[len("file://"):])...)
 		case t.Kind == netfmt.TokWord && strings.EqualFold(text, "whois"):
-			p.keyword("file")
-			f := p.word("file name")
+			p.Keyword("file")
+			f := p.Word("file name")
 			es = append(es, p.loadWhois(f)...)
 		default:
 			e := p.address(t)
 			e.Not = not
 			if groupMap {
 				e.Group = defGroup
-				if p.isPunct(",") {
-					p.next()
-					p.keyword("group")
-					p.punct("=")
+				if p.IsPunct(",") {
+					p.Next()
+					p.Keyword("group")
+					p.Punct("=")
 					// "group=" with nothing after it is how an entry
 					// without a group prints; accept it back.
-					if !p.isPunct(";") && !p.isPunct("}") {
-						e.Group = p.word("group name").Text
+					if !p.IsPunct(";") && !p.IsPunct("}") {
+						e.Group = p.Word("group name").Text
 					} else {
 						e.Group = ""
 					}
@@ -480,17 +382,15 @@ func (p *parser) entries(groupMap bool, defGroup string) []Entry {
 			}
 			es = append(es, e)
 		}
-		if !p.isPunct("}") {
-			p.punct(";")
-		}
-	}
+	})
+	return es
 }
 
 // address = HOST [ "/" ( BITS | A.B.C.D | HEX ) ]
 func (p *parser) address(t netfmt.Token) Entry {
 	h, err := netfmt.ParseHost(t.Text, 0)
 	if err != nil {
-		p.errorf(t.Pos, "%v", err)
+		p.Errorf(t.Pos, "%v", err)
 	}
 	e := Entry{Pos: t.Pos, Fam: h.Fam, Addr: h.A}
 	if e.Fam == 0 {
@@ -501,12 +401,12 @@ func (p *parser) address(t netfmt.Token) Entry {
 	} else {
 		e.Bits = 32
 	}
-	if p.isPunct("/") {
-		p.next()
-		m := p.word("mask")
+	if p.IsPunct("/") {
+		p.Next()
+		m := p.Word("mask")
 		bits, err := maskBits(m.Text, e.Fam)
 		if err != nil {
-			p.errorf(m.Pos, "%v", err)
+			p.Errorf(m.Pos, "%v", err)
 		}
 		e.Bits = bits
 	}
@@ -559,7 +459,7 @@ func applyMask(e *Entry) {
 func (p *parser) loadFile(t netfmt.Token, path string) []Entry {
 	f, err := os.Open(path)
 	if err != nil {
-		p.errorf(t.Pos, "%v", err)
+		p.Errorf(t.Pos, "%v", err)
 	}
 	defer f.Close()
 	var es []Entry
@@ -576,10 +476,7 @@ func (p *parser) loadFile(t netfmt.Token, path string) []Entry {
 		}) {
 			e, err := fileEntry(w)
 			if err != nil {
-				p.errs = append(p.errs, &netfmt.PosError{File: path, Pos: netfmt.Pos{Line: ln, Col: 1}, Msg: err.Error()})
-				if len(p.errs) >= maxErrors {
-					panic(bailout{})
-				}
+				p.Add(&netfmt.PosError{File: path, Pos: netfmt.Pos{Line: ln, Col: 1}, Msg: err.Error()})
 				continue
 			}
 			es = append(es, e)
@@ -633,7 +530,7 @@ func fileEntry(w string) (Entry, error) {
 func (p *parser) loadWhois(t netfmt.Token) []Entry {
 	b, err := os.ReadFile(t.Text)
 	if err != nil {
-		p.errorf(t.Pos, "%v", err)
+		p.Errorf(t.Pos, "%v", err)
 	}
 	var es []Entry
 	for _, line := range strings.Split(string(b), "\n") {

@@ -117,6 +117,22 @@ func (p *parser) skipLine() {
 	}
 }
 
+// addUse records a `uses` reference to the kind (plural kinds) of block
+// named by n, in a block of type owner: each may be used once per owner
+// and must already be defined.
+func (p *parser) addUse(n token, kind, kinds, owner string, uses, defined map[string]Pos) bool {
+	if prev, dup := uses[n.text]; dup {
+		p.errorf(n.pos, "%s %s is already used by this %s (at %s)", kind, n.text, owner, prev)
+		return false
+	}
+	if _, ok := defined[n.text]; !ok {
+		p.errorf(n.pos, "unknown %s %s (%s must be defined before use)", kind, n.text, kinds)
+		return false
+	}
+	uses[n.text] = n.pos
+	return true
+}
+
 func (p *parser) skipNewlines() {
 	for p.tok.kind == tNewline {
 		p.next()
@@ -660,15 +676,9 @@ func (pp *policyParser) attribute(attr token, args []token) {
 			return
 		}
 		n := args[0]
-		if prev, dup := pp.uses[n.text]; dup {
-			p.errorf(n.pos, "filter %s is already used by this policy (at %s)", n.text, prev)
+		if !p.addUse(n, "filter", "filters", "policy", pp.uses, p.filterPos) {
 			return
 		}
-		if _, ok := p.filterPos[n.text]; !ok {
-			p.errorf(n.pos, "unknown filter %s (filters must be defined before use)", n.text)
-			return
-		}
-		pp.uses[n.text] = n.pos
 		pol.Uses = append(pol.Uses, Ref{n.text, n.pos})
 	case "res", "reservation", "max", "maximum":
 		key := attr.text[:3]
@@ -776,15 +786,9 @@ func (ap *adapterParser) attribute(attr token, args []token) {
 		return
 	}
 	n := args[0]
-	if prev, dup := ap.uses[n.text]; dup {
-		p.errorf(n.pos, "policy %s is already used by this adapter (at %s)", n.text, prev)
+	if !p.addUse(n, "policy", "policies", "adapter", ap.uses, p.policyPos) {
 		return
 	}
-	if _, ok := p.policyPos[n.text]; !ok {
-		p.errorf(n.pos, "unknown policy %s (policies must be defined before use)", n.text)
-		return
-	}
-	ap.uses[n.text] = n.pos
 	ap.a.Uses = append(ap.a.Uses, Ref{n.text, n.pos})
 }
 

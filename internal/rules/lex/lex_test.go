@@ -1,0 +1,75 @@
+package lex
+
+import (
+	"strings"
+	"testing"
+
+	"sluice/internal/pool/netfmt"
+)
+
+// stmt reads `word = word ;` so the tests can drive errors and resync.
+func stmt(p *Parser) func() {
+	return func() {
+		defer p.Guard(func() {
+			for !p.IsPunct(";") && p.Peek().Kind != netfmt.TokEOF {
+				p.Next()
+			}
+			p.Accept(";")
+		})
+		p.Word("name")
+		p.Punct("=")
+		p.Keyword("on")
+		p.Expect(";")
+	}
+}
+
+func TestErrorsAndResync(t *testing.T) {
+	p := New("f.conf", netfmt.Lex("a = on;\nb x on;\nc = ON ;\nd = off;", false))
+	p.Run(stmt(&p))
+	want := "f.conf:2:3: expected \"=\", found \"x\"\nf.conf:4:5: expected \"on\", found \"off\""
+	if err := p.Err(); err == nil || err.Error() != want {
+		t.Fatalf("got %v, want\n%s", err, want)
+	}
+}
+
+func TestErrNilWhenClean(t *testing.T) {
+	p := New("f", netfmt.Lex("a = on;", false))
+	p.Run(stmt(&p))
+	if err := p.Err(); err != nil {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestStopsAtMaxErrors(t *testing.T) {
+	p := New("f", netfmt.Lex(strings.Repeat("a b;\n", 3*MaxErrors), false))
+	p.Run(stmt(&p))
+	if len(p.Errs) != MaxErrors {
+		t.Fatalf("got %d errors, want %d", len(p.Errs), MaxErrors)
+	}
+}
+
+func TestPeekAtStopsAtEOF(t *testing.T) {
+	p := New("f", netfmt.Lex("a", false))
+	if k := p.PeekAt(5).Kind; k != netfmt.TokEOF {
+		t.Fatalf("PeekAt past end = %v", k)
+	}
+	p.Next()
+	p.Next()
+	if p.I != 1 {
+		t.Fatalf("Next moved past EOF: I = %d", p.I)
+	}
+}
+
+func TestInOut(t *testing.T) {
+	p := New("f", netfmt.Lex("OUT in sideways", false))
+	if !p.InOut() || p.InOut() {
+		t.Fatal("in/out misread")
+	}
+	func() {
+		defer p.Guard(func() {})
+		p.InOut()
+	}()
+	if err := p.Err(); err == nil || err.Error() != `f:1:8: expected in or out, found "sideways"` {
+		t.Fatalf("got %v", err)
+	}
+}
