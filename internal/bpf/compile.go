@@ -169,7 +169,7 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		im.lists[id] = imageList{start: len(im.rules), count: n, dir: s.dir, acct: s.acct, name: s.l.Name}
 		for i, cr := range s.l.Rules {
 			r := cr.Src
-			raw, err := compileRule(r, opts)
+			raw, err := compileRule(cr, opts)
 			if err == nil {
 				err = im.compilePools(r, &raw, opts, pt)
 			}
@@ -228,7 +228,12 @@ func hostIfindex(name string) (int, bool) {
 	return ifc.Index, true
 }
 
-func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
+// compileRule lays out one rule for the program. Tests the reference engine
+// has already compiled (tos, ttl, protocol, flags, ICMP, with) are taken from
+// cr, so both datapaths match on the same values; the rest comes from the
+// parsed rule.
+func compileRule(cr *ruleset.Rule, opts CompileOptions) (rawRule, error) {
+	r := cr.Src
 	var raw rawRule
 	switch r.Action {
 	case ipf.ActionPass:
@@ -334,19 +339,19 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 		}
 	}
 	raw.Family = uint8(r.Family)
-	if r.HasTos {
+	if cr.Tests&ruleset.TestTos != 0 {
 		raw.Match |= mTos
-		raw.Tos = r.Tos
+		raw.Tos = cr.Tos
 	}
-	if r.HasTTL {
+	if cr.Tests&ruleset.TestTTL != 0 {
 		raw.Match |= mTTL
-		raw.TTL = r.TTL
+		raw.TTL = cr.TTL
 	}
-	if r.TCPUDP {
+	if cr.TCPUDP {
 		raw.Match |= mTCPUDP
-	} else if r.HasProto {
+	} else if cr.HasProto {
 		raw.Match |= mProto
-		raw.Proto = r.Proto
+		raw.Proto = cr.Proto
 	}
 	from, to := r.From, r.To
 	for _, e := range []*ipf.Endpoint{&from, &to} {
@@ -379,22 +384,18 @@ func compileRule(r *ipf.Rule, opts CompileOptions) (rawRule, error) {
 		raw.Match |= mDport
 		raw.DportOp, raw.DportLo, raw.DportHi = uint8(r.To.Port.Op), r.To.Port.Lo, r.To.Port.Hi
 	}
-	if r.HasFlags {
+	if cr.Tests&ruleset.TestFlags != 0 {
 		raw.Match |= mFlags
 		// not ANDed: IPFilter's `flags S/APU` can never match (S is outside the mask)
-		raw.Tcpf, raw.TcpfMask = r.Flags, r.FlagsMask
+		raw.Tcpf, raw.TcpfMask = cr.TCPFlags, cr.TCPFlagsMask
 	}
-	if r.HasICMPType {
+	if cr.Tests&ruleset.TestICMP != 0 {
 		raw.Match |= mICMP
-		raw.ICMPVal, raw.ICMPMask = uint16(r.ICMPType)<<8, 0xff00
-		if r.HasICMPCode {
-			raw.ICMPVal |= uint16(r.ICMPCodeMatch)
-			raw.ICMPMask = 0xffff
-		}
+		raw.ICMPVal, raw.ICMPMask = cr.ICMPValue, cr.ICMPMask
 	}
-	if r.WithMask != 0 {
+	if cr.Tests&ruleset.TestWith != 0 {
 		raw.Match |= mWith
-		raw.WithMask, raw.WithWant = r.WithMask, r.With&r.WithMask
+		raw.WithMask, raw.WithWant = cr.WithMask, cr.With&cr.WithMask
 	}
 	if r.OptMask != 0 {
 		raw.Match |= mOpt
