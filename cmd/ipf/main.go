@@ -6,8 +6,8 @@ package main
 import (
 	"os"
 
+	cli "sluice/internal/cmd/ipf"
 	"sluice/internal/ipfctl"
-	"sluice/internal/rules/ipf/cli"
 )
 
 func main() {

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"sluice/internal/ipftest"
+	"sluice/internal/cmd/ipftest"
 )
 
 func main() {

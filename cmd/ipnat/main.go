@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"sluice/internal/nat/ipnatcmd"
+	ipnatcmd "sluice/internal/cmd/ipnat"
 )
 
 func main() {

@@ -7,8 +7,8 @@ package main
 import (
 	"os"
 
+	ippoolcmd "sluice/internal/cmd/ippool"
 	"sluice/internal/ipfctl"
-	"sluice/internal/pool/ippoolcmd"
 )
 
 func main() {

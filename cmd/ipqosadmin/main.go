@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"sluice/internal/qos/admin"
+	admin "sluice/internal/cmd/ipqosadmin"
 )
 
 func main() {

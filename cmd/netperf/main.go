@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"sluice/internal/netperf/cli"
+	cli "sluice/internal/cmd/netperf"
 )
 
 func main() { os.Exit(cli.NetperfMain(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"sluice/internal/netperf/cli"
+	cli "sluice/internal/cmd/netperf"
 )
 
 func main() { os.Exit(cli.NetserverMain(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -6,8 +6,8 @@ package main
 import (
 	"os"
 
-	"sluice/internal/bench/cli"
 	"sluice/internal/bench/datapath"
+	cli "sluice/internal/cmd/sluice"
 )
 
 func main() {

@@ -13,8 +13,8 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"sluice/internal/bpf"
+	cli "sluice/internal/cmd/ipf"
 	"sluice/internal/rules/ipf"
-	"sluice/internal/rules/ipf/cli"
 )
 
 // Backend is ipf's cli.Backend over the pinned eBPF datapath. Every ipf

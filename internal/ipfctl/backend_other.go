@@ -3,8 +3,8 @@
 package ipfctl
 
 import (
-	"sluice/internal/pool/ippoolcmd"
-	"sluice/internal/rules/ipf/cli"
+	cli "sluice/internal/cmd/ipf"
+	ippoolcmd "sluice/internal/cmd/ippool"
 )
 
 // Kernel returns nil: there is no kernel datapath outside Linux, so ipf

@@ -9,8 +9,8 @@ import (
 	"syscall"
 
 	"sluice/internal/bpf"
+	ippoolcmd "sluice/internal/cmd/ippool"
 	"sluice/internal/pool"
-	"sluice/internal/pool/ippoolcmd"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/rules/ippool"
 )

@@ -1,5 +1,0 @@
-package main
-
-import "sluice/internal/ipfctl"
-
-func openLive() (recordSource, error) { return ipfctl.OpenLiveLog(ipfctl.PinDir()) }

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package main
-
-import "errors"
-
-func openLive() (recordSource, error) {
-	return nil, errors.New("no kernel log on this system: give a log file with -f")
-}

@@ -1,0 +1,109 @@
+// Command ipfstat reports on the kernel filter datapath: statistics, the
+// loaded rules with their counters, and the state table (see ipfstat(8)).
+//
+// It reads the datapath pinned under /sys/fs/bpf/sluice (or $SLUICE_BPF_DIR),
+// so it needs no daemon.
+package ipfstat
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"sluice/internal/getopt"
+)
+
+const usage = "usage: ipfstat [-6aAdfghIilnoRsv]\n       ipfstat -t [-C] [-T refreshtime]\n"
+
+// flags are ipfstat's single-letter options (combinable, as with getopt).
+type flags struct {
+	six, acct, auth, debug, frags, groups, hits bool
+	inactive, in, list, numbers, out, noresolve bool
+	state, verbose                              bool
+	// top is -t: a refreshing state listing every topSecs (-T) seconds;
+	// closed (-C) also lists closed TCP entries.
+	top, closed bool
+	topSecs     int
+	tty         bool // stdout is a terminal: -t redraws
+}
+
+func parseFlags(args []string) (flags, error) {
+	f := flags{topSecs: 1}
+	p := getopt.New(args, "tCT:6aAdfghIilnoRsv")
+	for o, err := range p.All() {
+		if err != nil {
+			return f, err
+		}
+		switch o.Flag {
+		case 't':
+			f.top = true
+		case 'C':
+			f.closed = true
+		case 'T':
+			n, err := strconv.Atoi(o.Arg)
+			if err != nil || n < 1 {
+				return f, fmt.Errorf("-T %s: expected a number of seconds", o.Arg)
+			}
+			f.topSecs = n
+		case '6':
+			f.six = true
+		case 'a':
+			f.acct = true
+		case 'A':
+			f.auth = true
+		case 'd':
+			f.debug = true
+		case 'f':
+			f.frags = true
+		case 'g':
+			f.groups = true
+		case 'h':
+			f.hits = true
+		case 'I':
+			f.inactive = true
+		case 'i':
+			f.in = true
+		case 'l':
+			f.list = true
+		case 'n':
+			f.numbers = true
+		case 'o':
+			f.out = true
+		case 'R':
+			f.noresolve = true
+		case 's':
+			f.state = true
+		case 'v':
+			f.verbose = true
+		}
+	}
+	if rest := p.Operands(); len(rest) > 0 {
+		return f, fmt.Errorf("unexpected argument %q", rest[0])
+	}
+	return f, nil
+}
+
+// Main runs the command with args (without the program name) and returns
+// its exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	f, err := parseFlags(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "ipfstat: %v\n%s", err, usage)
+		return 2
+	}
+	if fi, ok := stdout.(*os.File); ok {
+		if st, err := fi.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			f.tty = true
+		}
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	if err := report(w, stderr, f); err != nil {
+		w.Flush()
+		fmt.Fprintf(stderr, "ipfstat: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,195 @@
+//go:build linux
+
+package sluice
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/google/nftables"
+
+	"sluice/internal/bench"
+	"sluice/internal/bench/config"
+	"sluice/internal/bench/datapath"
+	"sluice/internal/bench/topo"
+	"sluice/internal/testutil"
+)
+
+// TestPrivilegedBenchSIGINT interrupts `sluice bench` (this test binary
+// acting as the command, with the eBPF datapaths) during a test under an
+// nftables configuration and under each Sluice datapath, and checks that
+// it exits 130, removes its namespaces (hence its veth and table), its
+// eBPF programs and their bpffs mounts, and still writes a report of
+// what it measured.
+func TestPrivilegedBenchSIGINT(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, tc := range []struct{ config, test string }{
+		{"nft-stateful", "TCP_STREAM 64K inbound"},
+		{"sluice-stateful", "TCP_STREAM 64K inbound"},
+		{"sluice-qos", "TCP_STREAM m=512 outbound"},
+	} {
+		t.Run(tc.config, func(t *testing.T) { testSIGINT(t, tc.config, tc.test) })
+	}
+}
+
+func testSIGINT(t *testing.T, configName, test string) {
+	out := t.TempDir()
+	cmd := exec.Command(os.Args[0], "bench", "--configs", "none,"+configName, "--tests", test,
+		"--duration", "1s", "--reps", "20", "--warmup", "0", "--no-progress", "--out", out)
+	mark := fmt.Sprintf("SLUICE_TEST_MARK=%d-%d", os.Getpid(), time.Now().UnixNano())
+	cmd.Env = append(os.Environ(), "SLUICE_CLI_MAIN=1", mark)
+	var output bytes.Buffer
+	cmd.Stderr = &output
+	cmd.Stdout = &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	// Wait for none's measurement: the configuration is applied next.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(out, bench.ResultsFile))
+		if bytes.Contains(b, []byte(`"kind":"rep"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no measurement after 15 s; output:\n%s", output.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ours := namespacesOf(t, pid)
+	if len(ours) != 2 {
+		t.Fatalf("namespaces of pid %d: %v", pid, ours)
+	}
+	if pids := processesWith(mark); len(pids) != 1 || pids[0] != pid {
+		t.Errorf("processes with the mark: %v, want only sluice %d (its netservers run in-process)", pids, pid)
+	}
+	var sutNS string
+	for _, n := range ours {
+		if strings.HasSuffix(n, "-sut") {
+			sutNS = filepath.Join(topo.NetNSDir, n)
+		}
+	}
+	sluice := strings.HasPrefix(configName, "sluice-")
+	// Inside the configuration's test: once its programs are attached
+	// (loading takes a moment), 400 ms more.
+	var progs []ebpf.ProgramID
+	for deadline := time.Now().Add(10 * time.Second); sluice && len(progs) == 0 && time.Now().Before(deadline); {
+		progs, _ = datapath.AttachedPrograms(sutNS)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if sluice {
+		if len(progs) == 0 {
+			t.Fatalf("no eBPF program attached in %s; output:\n%s", sutNS, output.String())
+		}
+		if m, err := datapath.Mounts(pid); err != nil || len(m) != 1 {
+			t.Errorf("private bpffs mounts of sluice: %v (%v), want one", m, err)
+		}
+	}
+	time.Sleep(400 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Errorf("exit: %v, want status 130; output:\n%s", err, output.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("sluice did not exit 10 s after SIGINT; output:\n%s", output.String())
+	}
+	if left := namespacesOf(t, pid); len(left) > 0 {
+		t.Errorf("namespaces left: %v", left)
+	}
+	// Nothing it started may outlive it.
+	if pids := processesWith(mark); len(pids) > 0 {
+		t.Errorf("processes left: %v", pids)
+	}
+	for deadline := time.Now().Add(3 * time.Second); len(datapath.LivePrograms(progs)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if live := datapath.LivePrograms(progs); len(live) > 0 {
+		t.Errorf("eBPF programs left: %v", live)
+	}
+	if m, err := datapath.Mounts(pid); err != nil || len(m) > 0 {
+		t.Errorf("bpffs mounts left: %v (%v)", m, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.md")); err != nil {
+		t.Errorf("no report after the interrupt: %v", err)
+	}
+	if !strings.Contains(output.String(), "interrupted") {
+		t.Errorf("output does not mention the interrupt:\n%s", output.String())
+	}
+	// The table lived in the SUT namespace; none may appear in ours.
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := c.ListTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range ts {
+		if tb.Name == config.NFTTable {
+			t.Errorf("table %s in the root namespace", tb.Name)
+		}
+	}
+}
+
+// namespacesOf lists the bench namespaces a process made (their names
+// carry its PID).
+func namespacesOf(t *testing.T, pid int) []string {
+	t.Helper()
+	ents, err := os.ReadDir(topo.NetNSDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("slb-%d-", pid)) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// processesWith lists the processes whose environment holds kv.
+func processesWith(kv string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, v := range bytes.Split(b, []byte{0}) {
+			if string(v) == kv {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
