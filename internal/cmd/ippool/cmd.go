@@ -15,8 +15,8 @@ import (
 	"strings"
 
 	"sluice/internal/getopt"
-	"sluice/internal/pool/netfmt"
 	"sluice/internal/rules/ippool"
+	"sluice/internal/rules/netfmt"
 )
 
 // ErrNoDevice is returned by commands that need a loaded packet filter

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
 	"sluice/internal/rules/lex"
+	"sluice/internal/rules/netfmt"
 )
 
 // Parse reads ipnat.conf text. name is used in error positions. Rules

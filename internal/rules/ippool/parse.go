@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
 	"sluice/internal/rules/lex"
+	"sluice/internal/rules/netfmt"
 )
 
 type parser struct {

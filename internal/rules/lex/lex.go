@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/netfmt"
 )
 
 // MaxErrors is how many errors a parse collects before it gives up.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/netfmt"
 )
 
 // stmt reads `word = word ;` so the tests can drive errors and resync.
