@@ -13,8 +13,9 @@ import (
 	"strconv"
 	"strings"
 
-	bpfqos "sluice/internal/bpf/qos"
+	"sluice/internal/bpf/qosmark"
 	"sluice/internal/qos"
+	"sluice/internal/qos/engine"
 	"sluice/internal/rules/ipqos"
 )
 
@@ -28,7 +29,7 @@ const usage = `usage:
   ipqosadmin -showstats -reset
   ipqosadmin -loglevel LEVEL                  0-4 or none, error, warning, info, debug
   ipqosadmin -test -f FILE -i PACKETS [-F text|hex] [-a ADAPTER]
-common: -pindir DIR (default ` + bpfqos.DefaultPinDir + `)
+common: -pindir DIR (default ` + qosmark.DefaultPinDir + `)
 `
 
 var levels = []string{"none", "error", "warning", "info", "debug"}
@@ -56,7 +57,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		verbose    = fs.Bool("verbose", false, "")
 		abort      = fs.Bool("abort", false, "")
 		cont       = fs.Bool("continue", false, "")
-		pindir     = fs.String("pindir", bpfqos.DefaultPinDir, "")
+		pindir     = fs.String("pindir", qosmark.DefaultPinDir, "")
 	)
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(stderr, "ipqosadmin: "+format+"\n", args...)
@@ -101,7 +102,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !*showstats && len(rest) > 0 {
 		return fail("unexpected argument %q", rest[0])
 	}
-	level, _ := bpfqos.LogLevel(*pindir)
+	level, _ := qosmark.LogLevel(*pindir)
 	logw := io.Writer(nil)
 	if *verbose || level >= 3 {
 		logw = stdout
@@ -109,12 +110,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	switch {
 	case *state:
-		si, err := bpfqos.GetState(*pindir)
+		si, err := qosmark.GetState(*pindir)
 		if err != nil {
 			if !*silent {
 				fmt.Fprintf(stderr, "ipqosadmin: %v\n", err)
 			}
-			return int(bpfqos.Error)
+			return int(qosmark.Error)
 		}
 		if !*silent {
 			fmt.Fprintf(stdout, "IPQoS state: %s\n", si.State)
@@ -140,7 +141,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if err != nil {
 			return failConfig(err)
 		}
-		rep, err := bpfqos.Load(rs, bpfqos.Options{PinDir: *pindir, Continue: *cont, Log: logw})
+		rep, err := qosmark.Load(rs, qosmark.Options{PinDir: *pindir, Continue: *cont, Log: logw})
 		if err != nil {
 			return fail("load failed, previous configuration kept: %v", err)
 		}
@@ -156,13 +157,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 
 	case *unload:
-		if err := bpfqos.Unload(*pindir, logw); err != nil {
+		if err := qosmark.Unload(*pindir, logw); err != nil {
 			return fail("%v", err)
 		}
 		return 0
 
 	case *showconfig:
-		text, err := bpfqos.ActiveConfig(*pindir)
+		text, err := qosmark.ActiveConfig(*pindir)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -177,7 +178,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			if len(rest) > 0 {
 				return fail("-showstats -reset takes no adapter")
 			}
-			if err := bpfqos.ResetStats(*pindir); err != nil {
+			if err := qosmark.ResetStats(*pindir); err != nil {
 				return fail("%v", err)
 			}
 			return 0
@@ -189,7 +190,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if len(rest) == 1 {
 			sel = rest[0]
 		}
-		stats, err := bpfqos.ReadStats(*pindir)
+		stats, err := qosmark.ReadStats(*pindir)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -206,7 +207,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail("%v", err)
 		}
-		if err := bpfqos.SetLogLevel(*pindir, n); err != nil {
+		if err := qosmark.SetLogLevel(*pindir, n); err != nil {
 			return fail("%v", err)
 		}
 		return 0
@@ -227,12 +228,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if f == "" {
 			f = guessFormat(string(data))
 		}
-		pkts, err := qos.ReadPackets(strings.NewReader(string(data)), f)
+		pkts, err := engine.ReadPackets(strings.NewReader(string(data)), f)
 		if err != nil {
 			return fail("%s: %v", *input, err)
 		}
 		w := bufio.NewWriter(stdout)
-		if err := qos.RunTest(w, rs, *adapter, pkts); err != nil {
+		if err := engine.RunTest(w, rs, *adapter, pkts); err != nil {
 			return fail("%v", err)
 		}
 		if err := w.Flush(); err != nil {

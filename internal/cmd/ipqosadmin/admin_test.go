@@ -18,26 +18,26 @@ func run(stdin string, args ...string) (int, string, string) {
 
 func TestTestMode(t *testing.T) {
 	for _, f := range []string{"text", "hex"} {
-		rc, out, errs := run("", "-test", "-f", "../../qos/testdata/test.conf", "-i", "../../qos/testdata/packets."+f)
+		rc, out, errs := run("", "-test", "-f", "../../qos/engine/testdata/test.conf", "-i", "../../qos/engine/testdata/packets."+f)
 		if rc != 0 {
 			t.Fatalf("%s: exit %d: %s", f, rc, errs)
 		}
-		want := mustRead(t, "../../qos/testdata/packets."+f+".golden")
+		want := mustRead(t, "../../qos/engine/testdata/packets."+f+".golden")
 		if out != want {
 			t.Errorf("%s: output differs from the engine's golden file:\n%s", f, out)
 		}
 	}
-	rc, out, _ := run("", "-test", "-f", "../../qos/testdata/test.conf", "-i", "../../qos/testdata/packets.text", "-a", "nic0", "-F", "text")
+	rc, out, _ := run("", "-test", "-f", "../../qos/engine/testdata/test.conf", "-i", "../../qos/engine/testdata/packets.text", "-a", "nic0", "-F", "text")
 	if rc != 0 || !strings.Contains(out, "policy ftp_p filter ftp_f tos 0x00 -> 0x28") {
 		t.Errorf("-a nic0 -F text: exit %d, output:\n%s", rc, out)
 	}
-	if rc, _, errs := run("", "-test", "-f", "../../qos/testdata/test.conf", "-i", "../../qos/testdata/packets.text", "-a", "nope"); rc != 1 || !strings.Contains(errs, "adapter nope is not in the configuration") {
+	if rc, _, errs := run("", "-test", "-f", "../../qos/engine/testdata/test.conf", "-i", "../../qos/engine/testdata/packets.text", "-a", "nope"); rc != 1 || !strings.Contains(errs, "adapter nope is not in the configuration") {
 		t.Errorf("-a nope: exit %d, stderr %q", rc, errs)
 	}
 }
 
 func TestVerify(t *testing.T) {
-	if rc, out, errs := run("", "-verify", "-f", "../../qos/testdata/test.conf"); rc != 0 || !strings.Contains(out, "valid") {
+	if rc, out, errs := run("", "-verify", "-f", "../../qos/engine/testdata/test.conf"); rc != 0 || !strings.Contains(out, "valid") {
 		t.Errorf("valid file: exit %d, out %q, err %q", rc, out, errs)
 	}
 	rc, _, errs := run("filter f {\n  srcport x\n}\n", "-verify", "-f", "-")

@@ -1,4 +1,4 @@
-// Package qos is the kernel datapath of Sluice's IPQoS: a TCX egress eBPF
+// Package qosmark is the kernel datapath of Sluice's IPQoS: a TCX egress eBPF
 // program (qos.c, compiled with bpf2go) that marks DSCP / IPv6 traffic
 // class and sets skb->priority by the rules of an internal/qos.Ruleset,
 // plus the loader that pins it under a bpffs directory, attaches it to the
@@ -16,7 +16,7 @@
 // switches each adapter's link to the new program; if any step fails the
 // adapters already switched are put back, so a failed load keeps the old
 // configuration.
-package qos
+package qosmark
 
 import "errors"
 

@@ -1,6 +1,6 @@
 //go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
 
-package qos
+package qosmark
 
 import (
 	"bytes"
@@ -21,7 +21,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	engine "sluice/internal/qos"
+	"sluice/internal/qos"
+	"sluice/internal/qos/engine"
 	"sluice/internal/qos/tc"
 	"sluice/internal/testutil"
 	"sluice/internal/testutil/bpffs"
@@ -318,7 +319,7 @@ func TestPrivilegedMarkOnTheWire(t *testing.T) {
 			t.Errorf("%s %s: IPv4 header checksum on the wire does not verify", tc.network, tc.addr)
 		}
 	}
-	var stats []engine.Stats
+	var stats []qos.Stats
 	if err := netnstest.Do(tp.a, func() (err error) { stats, err = ReadStats(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}
@@ -702,7 +703,7 @@ adapter qa0 {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var stats []engine.Stats
+	var stats []qos.Stats
 	if err := netnstest.Do(tp.a, func() (err error) { stats, err = ReadStats(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}

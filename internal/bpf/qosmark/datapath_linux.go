@@ -1,6 +1,6 @@
 //go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
 
-package qos
+package qosmark
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	engine "sluice/internal/qos"
+	"sluice/internal/qos"
 	"sluice/internal/qos/tc"
 )
 
@@ -69,7 +69,7 @@ func objMaps(o *qosObjects) map[string]*ebpf.Map {
 type pinned struct {
 	prog *ebpf.Program
 	maps map[string]*ebpf.Map
-	rs   *engine.Ruleset
+	rs   *qos.Ruleset
 	text string
 }
 
@@ -186,7 +186,7 @@ func lock(dir string) (func(), error) {
 }
 
 // Load makes rs the active configuration, replacing any previous one.
-func Load(rs *engine.Ruleset, opts Options) (*Report, error) {
+func Load(rs *qos.Ruleset, opts Options) (*Report, error) {
 	dir := opts.dir()
 	if err := Enable(dir); err != nil {
 		return nil, err
@@ -209,10 +209,10 @@ func Load(rs *engine.Ruleset, opts Options) (*Report, error) {
 
 	// Check every adapter before touching anything.
 	type prepared struct {
-		a    *engine.Adapter
+		a    *qos.Adapter
 		port port
 		plan *tc.Plan
-		old  *engine.Adapter
+		old  *qos.Adapter
 		vlan bool
 	}
 	var todo []prepared
@@ -445,7 +445,7 @@ func live(l link.Link, ifindex uint32) bool {
 }
 
 // vlanMap is the egress QoS map an adapter's policies need.
-func vlanMap(a *engine.Adapter) map[uint32]uint32 {
+func vlanMap(a *qos.Adapter) map[uint32]uint32 {
 	m := map[uint32]uint32{}
 	if a == nil {
 		return m
@@ -460,7 +460,7 @@ func vlanMap(a *engine.Adapter) map[uint32]uint32 {
 }
 
 // detach removes an adapter's link, HTB tree and VLAN mappings.
-func detach(dir string, a *engine.Adapter, logf func(string, ...any)) {
+func detach(dir string, a *qos.Adapter, logf func(string, ...any)) {
 	detachLink(filepath.Join(dir, "links", a.Name), logf)
 	if err := tc.Remove(a.Name); err != nil {
 		logf("adapter %s: %v", a.Name, err)
@@ -603,7 +603,7 @@ func ActiveConfig(dir string) (string, error) {
 // ReadStats returns the kernel counters of the active configuration.
 // Dropped packets come from the HTB classes and their leaf qdiscs; the
 // kernel does not count dropped bytes, so DroppedBytes stays 0.
-func ReadStats(dir string) ([]engine.Stats, error) {
+func ReadStats(dir string) ([]qos.Stats, error) {
 	p, err := openPinned(dir)
 	if err != nil || p == nil {
 		return nil, err
@@ -613,14 +613,14 @@ func ReadStats(dir string) ([]engine.Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []engine.Stats
+	var out []qos.Stats
 	for ai, a := range p.rs.Adapters {
 		drops, _ := tc.Drops(a.Name)
-		s := engine.Stats{Adapter: a.Name}
+		s := qos.Stats{Adapter: a.Name}
 		for pi := range a.Policies {
 			pol := &a.Policies[pi]
 			slot := l.policy[ai] + uint32(pi)
-			ps := engine.PolicyStats{Name: pol.Name}
+			ps := qos.PolicyStats{Name: pol.Name}
 			if ps.Packets, ps.Bytes, err = sumCounter(p.maps["policy_stats"], slot); err != nil {
 				return nil, fmt.Errorf("reading policy counters: %w", err)
 			}
@@ -635,7 +635,7 @@ func ReadStats(dir string) ([]engine.Stats, error) {
 				if int(f.Policy) != pi {
 					continue
 				}
-				fs := engine.FilterStats{Name: f.Name}
+				fs := qos.FilterStats{Name: f.Name}
 				if fs.Packets, fs.Bytes, err = sumCounter(p.maps["filter_stats"], l.filter[ai]+uint32(fi)); err != nil {
 					return nil, fmt.Errorf("reading filter counters: %w", err)
 				}
