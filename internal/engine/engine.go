@@ -923,7 +923,7 @@ func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr, w *[2]uint64) bool
 		if sc.e.pools == nil {
 			return false
 		}
-		hit = sc.e.pools.Contains(m.Kind, m.Table, a)
+		hit = sc.e.pools.Contains(m.Kind == ipf.AddrHash, m.Table, a)
 	case ipf.AddrIface:
 		hit = sc.e.ifaceAddrMatch(m, a)
 	}

@@ -579,11 +579,11 @@ func (r *run) inlineTables(rule *ipf.Rule) error {
 // tables of inline operands.
 type poolMux struct{ r *run }
 
-func (m poolMux) Contains(kind ipf.AddrKind, table string, addr netip.Addr) bool {
-	if m.r.pools != nil && m.r.pools.Contains(kind, table, addr) {
+func (m poolMux) Contains(hash bool, table string, addr netip.Addr) bool {
+	if m.r.pools != nil && m.r.pools.Contains(hash, table, addr) {
 		return true
 	}
-	return m.r.anonPools != nil && m.r.anonPools.Contains(kind, table, addr)
+	return m.r.anonPools != nil && m.r.anonPools.Contains(hash, table, addr)
 }
 
 func (m poolMux) GroupFor(table string, addr netip.Addr) (string, bool) {
