@@ -157,6 +157,8 @@ const (
 	cfgToICMPAck = 27
 	cfgToIP      = 28
 	cfgStateLog  = 29
+	cfgSwapLog   = 30 // user space only: an ipf -s in progress (see Swap)
+	cfgToken     = 31 // user space only: Token/SetToken
 	cfgN         = 32
 )
 

@@ -154,6 +154,7 @@
 #define CFG_TO_ICMPACK 27
 #define CFG_TO_IP 28
 #define CFG_STATELOG 29
+/* 30, 31: user space only (swap journal, ipf's rollback token) */
 #define CFG_N 32
 
 /* Index dimensions of a slot (CFG_INDEX0 + slot); 0: no index. The source
