@@ -11,3 +11,7 @@ const DefaultPinDir = "/sys/fs/bpf/sluice"
 // Tick is IPFilter's clock unit: timeouts, TTLs and ipfstat's "IPF Ticks"
 // count in half seconds.
 const Tick = 500 * time.Millisecond
+
+// MaxPoolEntries is the size of the pool map (pools in c/filter.c): the
+// entries of the pool tables of all three rule slots share it.
+const MaxPoolEntries = 65536

@@ -545,6 +545,30 @@ func (d *Datapath) ListName(s Set, id uint32) (string, error) {
 	return cstr(m.Name[:]), nil
 }
 
+// PoolEntriesUsed returns the pool-map entries held by the active and the
+// inactive set. A load writes its image's entries (Image.PoolEntries)
+// beside both, so it fits when they add up to at most MaxPoolEntries.
+func (d *Datapath) PoolEntriesUsed() (active, inactive int, err error) {
+	a, i := d.slots()
+	var (
+		k filterPoolKey
+		v filterPoolVal
+	)
+	it := d.objs.Pools.Iterate()
+	for it.Next(&k, &v) {
+		switch k.Slot {
+		case a:
+			active++
+		case i:
+			inactive++
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, 0, fmt.Errorf("reading pool tables: %w", err)
+	}
+	return active, inactive, nil
+}
+
 // ZeroRuleCounters clears the hit and byte counters of set s (ipf -z).
 func (d *Datapath) ZeroRuleCounters(s Set) error {
 	slot := d.slotOf(s)
