@@ -188,10 +188,11 @@ func newTopo(t *testing.T) *topo {
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
+	unmount, err := bpffs.MountAt(mnt)
+	if err != nil {
+		testutil.SkipOrFail(t, "%v", err)
 	}
-	tp.onClose(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	tp.onClose(func() { unmount() })
 	tp.pinDir = filepath.Join(mnt, "sluice")
 
 	runtime.LockOSThread()
@@ -1137,10 +1138,11 @@ block in proto udp from any to any port = %d group 10
 func TestPrivilegedFailedFirstLoadLeavesNoPins(t *testing.T) {
 	mnt := bpffs.Mount(t)
 	dir := filepath.Join(mnt, "sluice")
-	b := New(dir)
+	b := NewKernel(dir)
 	defer b.Close()
 	b.failVerifier = true
-	err := b.SetEnabled(true)
+	enable := []Op{{Kind: OpEnable}}
+	_, err := b.Apply(enable, ApplyOptions{})
 	var ve *ebpf.VerifierError
 	if !errors.As(err, &ve) {
 		t.Fatalf("ipf -E with a rejected program: got %v, want a verifier error", err)
@@ -1153,10 +1155,10 @@ func TestPrivilegedFailedFirstLoadLeavesNoPins(t *testing.T) {
 		t.Errorf("OpenPinned after the failed load: %v, want ErrNotLoaded", err)
 	}
 	b.failVerifier = false
-	if err := b.SetEnabled(true); err != nil {
+	if _, err := b.Apply(enable, ApplyOptions{}); err != nil {
 		t.Fatalf("ipf -E: %v", err)
 	}
-	if err := b.SetEnabled(false); err != nil {
+	if _, err := b.Apply([]Op{{Kind: OpDisable}}, ApplyOptions{}); err != nil {
 		t.Fatalf("ipf -D: %v", err)
 	}
 }

@@ -18,14 +18,17 @@
 // configuration.
 package qosmark
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // DefaultPinDir is where ipqosadmin keeps its state.
 const DefaultPinDir = "/sys/fs/bpf/sluice-qos"
 
 // ErrNotSupported is returned where the kernel datapath cannot run (not
 // Linux, or a kernel without TCX).
-var ErrNotSupported = errors.New("IPQoS kernel datapath not supported on this system")
+var ErrNotSupported = fmt.Errorf("IPQoS kernel datapath not supported on this system: %w", errors.ErrUnsupported)
 
 // State is the IPQoS state, numbered like `ipqosadmin -state`'s exit code.
 type State int

@@ -29,16 +29,11 @@ import (
 	"sluice/internal/testutil/netnstest"
 )
 
-// testPinDir returns a fresh pin directory: under /sys/fs/bpf when a
-// bpffs is mounted there, else on a private bpffs mounted for the test.
+// testPinDir returns a fresh pin directory on a private bpffs mounted for
+// the test (never the host's /sys/fs/bpf).
 func testPinDir(t *testing.T) string {
 	t.Helper()
-	name := fmt.Sprintf("sluice-qos-test-%d-%d", os.Getpid(), time.Now().UnixNano())
-	var st unix.Statfs_t
-	if err := unix.Statfs("/sys/fs/bpf", &st); err == nil && st.Type == unix.BPF_FS_MAGIC {
-		return filepath.Join("/sys/fs/bpf", name)
-	}
-	return filepath.Join(bpffs.Mount(t), name)
+	return filepath.Join(bpffs.Mount(t), "sluice-qos")
 }
 
 // topo is two namespaces joined by a veth pair qa0 (in a) — qb0 (in b),
