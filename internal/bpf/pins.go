@@ -15,3 +15,8 @@ const Tick = 500 * time.Millisecond
 // MaxPoolEntries is the size of the pool map (pools in c/filter.c): the
 // entries of the pool tables of all three rule slots share it.
 const MaxPoolEntries = 65536
+
+// MaxGroupDepth is how deep the scan follows `head` groups (MAX_DEPTH in
+// c/include/filter.h): the head rule of a group nested deeper is not
+// followed.
+const MaxGroupDepth = maxDepth

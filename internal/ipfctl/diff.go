@@ -12,6 +12,51 @@ type content struct {
 	rules []*ipf.Rule
 }
 
+// writeStep is one step that brings the kernel's sets towards the staged
+// ones: write content c into set, or swap the sets.
+type writeStep struct {
+	swap bool
+	set  Set
+	c    content
+}
+
+// writeOrder returns the steps that turn the kernel's sets kv into cur.
+// Each step is atomic in the kernel, and the order keeps the active set,
+// between steps, either as it was or as it will be: never a set that is
+// neither (a swap that would briefly activate a stale inactive set is
+// done after the new content is in place, not before).
+func writeOrder(cur, kv [2]content) []writeStep {
+	a, i := cur[SetActive], cur[SetInactive]
+	ka, ki := kv[SetActive], kv[SetInactive]
+	if a.id == ka.id && i.id == ki.id {
+		return nil
+	}
+	switch {
+	case a.id == ki.id:
+		// the active set becomes the loaded inactive one: swap, then write
+		// the inactive set if it is new
+		steps := []writeStep{{swap: true}}
+		if i.id != ka.id {
+			steps = append(steps, writeStep{set: SetInactive, c: i})
+		}
+		return steps
+	case i.id == ka.id:
+		// a new active set and the old one inactive: write the new one
+		// into the inactive set, then swap, so it goes live in one step
+		return []writeStep{{set: SetInactive, c: a}, {swap: true}}
+	}
+	// the inactive set first: a failure then leaves the rules that filter
+	// traffic as they were
+	var steps []writeStep
+	if i.id != ki.id {
+		steps = append(steps, writeStep{set: SetInactive, c: i})
+	}
+	if a.id != ka.id {
+		steps = append(steps, writeStep{set: SetActive, c: a})
+	}
+	return steps
+}
+
 // listKey names one list of a set: main lists by direction and
 // accounting, groups by name.
 type listKey struct {

@@ -137,6 +137,9 @@ type ApplyOptions struct {
 	// called within this time, a detached watchdog process puts the rule
 	// sets back as they were before Apply (ipf -W). Zero applies for good.
 	ConfirmWithin time.Duration
+	// Warn receives what is accepted but worth saying (a set nesting
+	// groups deeper than the datapath follows); nil drops it.
+	Warn func(msg string)
 }
 
 // Backend is the filter in the kernel that ipf drives; ipf never touches
@@ -168,6 +171,8 @@ type Diff struct {
 	Lists []ListDiff
 	// Swapped is set when the sets would be exchanged.
 	Swapped bool
+	// Warnings are what Apply would pass to ApplyOptions.Warn.
+	Warnings []string
 }
 
 // ListDiff is the change to one list (main list or group) of one set.

@@ -42,8 +42,9 @@ type tx struct {
 	poolsRead   bool
 	unlockPools func()
 
-	steps   []func(res []Result) error
-	results []Result
+	steps    []func(res []Result) error
+	results  []Result
+	warnings []string
 }
 
 func (b *Kernel) newTx() (*tx, error) {
@@ -301,60 +302,30 @@ func (t *tx) compile(s Set, c content) (*bpf.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s set: %w", s, err)
 	}
+	if w := depthWarning(s, c.rules, bpf.MaxGroupDepth); w != "" {
+		t.warnings = append(t.warnings, w)
+	}
 	return im, nil
 }
 
 // flushSets plans the writes that bring the kernel's sets (kv) to the
 // staged ones (cur), compiling what must be written now.
 func (t *tx) flushSets() error {
-	a, i := t.cur[SetActive], t.cur[SetInactive]
-	ka, ki := t.kv[SetActive], t.kv[SetInactive]
-	if a.id == ka.id && i.id == ki.id {
-		return nil
-	}
 	var order []any // setWrite or "swap"
-	compile := func(s Set, c content) error {
-		c, err := t.resolve(c)
+	for _, st := range writeOrder(t.cur, t.kv) {
+		if st.swap {
+			order = append(order, "swap")
+			continue
+		}
+		c, err := t.resolve(st.c)
 		if err != nil {
 			return err
 		}
-		im, err := t.compile(s, c)
+		im, err := t.compile(st.set, c)
 		if err != nil {
 			return err
 		}
-		order = append(order, setWrite{s, im})
-		return nil
-	}
-	switch {
-	case a.id == ki.id:
-		// the active set becomes the loaded inactive one: swap first,
-		// then write the inactive set if it is new
-		order = append(order, "swap")
-		if i.id != ka.id {
-			if err := compile(SetInactive, i); err != nil {
-				return err
-			}
-		}
-	case i.id == ka.id:
-		// a new active set and the old one inactive: write the new one
-		// into the inactive set, then swap, so it goes live in one step
-		if err := compile(SetInactive, a); err != nil {
-			return err
-		}
-		order = append(order, "swap")
-	default:
-		// the inactive set first: a failure then leaves the rules that
-		// filter traffic as they were
-		if i.id != ki.id {
-			if err := compile(SetInactive, i); err != nil {
-				return err
-			}
-		}
-		if a.id != ka.id {
-			if err := compile(SetActive, a); err != nil {
-				return err
-			}
-		}
+		order = append(order, setWrite{st.set, im})
 	}
 	if err := t.checkPoolSpace(order); err != nil {
 		return err
@@ -629,6 +600,11 @@ func (b *Kernel) Apply(ops []Op, opts ApplyOptions) ([]Result, error) {
 	if err := t.plan(ops); err != nil {
 		return nil, err
 	}
+	if opts.Warn != nil {
+		for _, w := range t.warnings {
+			opts.Warn(w)
+		}
+	}
 	if opts.ConfirmWithin > 0 {
 		if err := t.armRollback(opts.ConfirmWithin); err != nil {
 			return nil, err
@@ -691,5 +667,7 @@ func (b *Kernel) Plan(ops []Op) (*Diff, error) {
 			return nil, err
 		}
 	}
-	return diffSets(t.orig, t.cur), nil
+	d := diffSets(t.orig, t.cur)
+	d.Warnings = t.warnings
+	return d, nil
 }

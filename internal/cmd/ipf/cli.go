@@ -195,7 +195,8 @@ func (c *Command) Run(args []string) int {
 	for i := range steps {
 		ops[i] = steps[i].op
 	}
-	res, err := c.Backend.Apply(ops, ipfctl.ApplyOptions{ConfirmWithin: within})
+	warn := func(msg string) { fmt.Fprintf(c.Stderr, "ipf: warning: %s\n", msg) }
+	res, err := c.Backend.Apply(ops, ipfctl.ApplyOptions{ConfirmWithin: within, Warn: warn})
 	for i := range res {
 		c.report(&steps[i], &res[i])
 	}
@@ -259,6 +260,9 @@ func (c *Command) dryRun(steps []step, version bool) int {
 		return 1
 	}
 	if d != nil {
+		for _, w := range d.Warnings {
+			fmt.Fprintf(c.Stderr, "ipf: warning: %s\n", w)
+		}
 		writeDiff(c.Stdout, d)
 	}
 	return 0
