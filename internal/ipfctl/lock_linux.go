@@ -33,14 +33,25 @@ var ErrForeignBPFFS = errors.New("/sys/fs/bpf is not the host's bpffs here: this
 
 // initMountNS reports whether this process shares the mount namespace of
 // PID 1 (the host's, or a container's own). ok is false when that cannot
-// be told (no /proc, or no permission to look at PID 1).
+// be told. Where PID 1's namespaces are hidden (an init that is not
+// dumpable), kthreadd, PID 2 of the host's PID namespace, serves: kernel
+// threads live in the initial mount namespace.
 var initMountNS = func() (same, ok bool) {
-	self, err1 := os.Readlink("/proc/self/ns/mnt")
-	init, err2 := os.Readlink("/proc/1/ns/mnt")
-	if err1 != nil || err2 != nil {
+	self, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
 		return false, false
 	}
-	return self == init, true
+	for _, pid := range []string{"1", "2"} {
+		if pid == "2" {
+			if comm, err := os.ReadFile("/proc/2/comm"); err != nil || string(comm) != "kthreadd\n" {
+				continue
+			}
+		}
+		if init, err := os.Readlink("/proc/" + pid + "/ns/mnt"); err == nil {
+			return self == init, true
+		}
+	}
+	return false, false
 }
 
 // prepareBPFFS makes sure the parent of pinDir is a bpffs that outlives

@@ -36,14 +36,14 @@ const lostPoll = 100 * time.Millisecond
 // ("" = default). Only one reader should run at a time: each record goes
 // to one reader.
 func OpenLiveLog(dir string) (*LiveLog, error) {
-	d, err := bpf.OpenPinned(dir)
+	d, err := bpf.OpenPinned(orDefault(dir))
 	if err != nil {
-		return nil, err
+		return nil, permissionHint(err)
 	}
 	rd, err := d.OpenLog()
 	if err != nil {
 		d.Close()
-		return nil, err
+		return nil, permissionHint(err)
 	}
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {

@@ -26,10 +26,10 @@ type PoolSpaceError struct {
 }
 
 func (e *PoolSpaceError) Error() string {
-	what := "the pool tables of the rules"
+	what := "the pool tables of the rules need"
 	if e.Table != nil {
-		what = fmt.Sprintf("pool table %s/%s", e.Table.Role, e.Table.Name)
+		what = fmt.Sprintf("pool table %s/%s needs", e.Table.Role, e.Table.Name)
 	}
-	return fmt.Sprintf("%s need %d pool entries, but the kernel datapath's pool map has room for %d more (%d in all, %d used by the loaded sets)",
+	return fmt.Sprintf("%s %d pool entries, but the kernel datapath's pool map has room for %d more (%d in all, %d used by the loaded sets)",
 		what, e.Need, max(e.Max-e.Used, 0), e.Max, e.Used)
 }

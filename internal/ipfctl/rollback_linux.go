@@ -82,6 +82,7 @@ func (t *tx) armRollback(within time.Duration) error {
 	if err := start(spec); err != nil {
 		return fmt.Errorf("starting the rollback watchdog: %w", err)
 	}
+	t.token = spec.Token
 	setToken := func([]Result) error {
 		d, err := t.live()
 		if err != nil || d == nil {
@@ -89,6 +90,8 @@ func (t *tx) armRollback(within time.Duration) error {
 		}
 		return d.SetToken(spec.Token)
 	}
+	// first (when loaded), after every load of the datapath (flushSets),
+	// and last
 	t.steps = append(append([]func([]Result) error{setToken}, t.steps...), setToken)
 	return nil
 }
@@ -172,15 +175,21 @@ func RunWatchdog(stdin io.Reader, ack io.Writer) int {
 func watch(spec *watchdogSpec, poll time.Duration) (restored bool, err error) {
 	k := NewKernelWithPools(spec.PinDir, spec.PoolDir)
 	defer k.Close()
+	// the token is written while ipf applies the load (for a first load,
+	// only once the datapath exists): leave early only when it was seen
+	// and then changed (confirmed, or replaced by a later -W load)
+	seen := false
 	for {
 		wait := time.Until(spec.Deadline)
 		if wait <= 0 {
 			break
 		}
 		time.Sleep(min(wait, poll))
-		if !k.tokenIs(spec.Token) {
+		mine := k.tokenIs(spec.Token)
+		if seen && !mine {
 			return false, nil
 		}
+		seen = seen || mine
 	}
 	return k.rollback(spec)
 }

@@ -45,6 +45,12 @@ type tx struct {
 	steps    []func(res []Result) error
 	results  []Result
 	warnings []string
+	// poolRule is the first rule of the command line that names a pool
+	// table: a load whose tables do not fit is reported there.
+	poolRule *ipf.Rule
+	// token is the rollback token of an armed transaction (0: none); it
+	// is written as soon as the datapath exists.
+	token uint64
 }
 
 func (b *Kernel) newTx() (*tx, error) {
@@ -205,6 +211,9 @@ func (t *tx) stage(i int, op *Op) error {
 // exist (a reference to a missing table would silently match nothing).
 func (t *tx) checkNewRules(op *Op) error {
 	for _, r := range op.Rules {
+		if t.poolRule == nil && usesPools([]*ipf.Rule{r}) {
+			t.poolRule = r
+		}
 		for _, e := range []*ipf.Endpoint{&r.From, &r.To} {
 			k := e.Addr.Kind
 			if (k != ipf.AddrPool && k != ipf.AddrHash) || e.Addr.Inline != nil {
@@ -328,6 +337,9 @@ func (t *tx) flushSets() error {
 		order = append(order, setWrite{st.set, im})
 	}
 	if err := t.checkPoolSpace(order); err != nil {
+		if r := t.poolRule; r != nil {
+			return fmt.Errorf("%s:%d: %w", r.Pos.File, r.Pos.Line, err)
+		}
 		return err
 	}
 	t.kv = t.cur
@@ -337,6 +349,11 @@ func (t *tx) flushSets() error {
 				d, err := t.k.load(w.im.Interfaces())
 				if err != nil {
 					return err
+				}
+				if t.token != 0 && d.Token() != t.token {
+					if err := d.SetToken(t.token); err != nil {
+						return err
+					}
 				}
 				if err := d.LoadRules(w.im, toBPF(w.s)); err != nil {
 					return permissionHint(err)
