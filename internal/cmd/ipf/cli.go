@@ -102,6 +102,7 @@ const Usage = `usage: ipf [-46AdDEhInoPrRsvVyzZ] [-C] [-W seconds] [-F i|o|a|s|S
              lost SSH session cannot leave a bad set in force)
   -C         confirm the pending -W load
   -o, -P     accepted for IPFilter compatibility, no effect
+  -c lang    generate C code for the rules: not supported
   -h         print this help
 The whole command line is checked first: every file parsed, rules to remove
 found, tunables known, the new sets compiled and within the kernel's limits.

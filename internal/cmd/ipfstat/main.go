@@ -28,6 +28,8 @@ const Usage = `usage: ipfstat [-6aAdfghIilnoRsv]
   -6 -d -R -v  accepted: IPv6 included, debug, no resolving, verbose
 `
 
+const optString = "tCT:6aAdfghIilnoRsv"
+
 // flags are ipfstat's single-letter options (combinable, as with getopt).
 type flags struct {
 	six, acct, auth, debug, frags, groups, hits bool
@@ -42,7 +44,7 @@ type flags struct {
 
 func parseFlags(args []string) (flags, error) {
 	f := flags{topSecs: 1}
-	p := getopt.New(args, "tCT:6aAdfghIilnoRsv")
+	p := getopt.New(args, optString)
 	for o, err := range p.All() {
 		if err != nil {
 			return f, err

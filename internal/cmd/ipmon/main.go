@@ -40,10 +40,27 @@ type config struct {
 	logs      map[byte]bool // 'I', 'N', 'S'
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "usage: ipmon [-abBDFhnpstvxX] [-N device] [-S device] [-f device] [-L facility]\n"+
-		"\t[-o [NSI]] [-O [NSI]] [-P pidfile] [-C configfile] [outfile]\n")
-}
+// Usage is ipmon's complete usage text (-h).
+const Usage = `usage: ipmon [-abBDFhnpstvxX] [-N device] [-S device] [-f device] [-L facility]
+	[-o [NSI]] [-O [NSI]] [-P pidfile] [-C configfile] [outfile]
+  (none)      print the kernel datapath's log records as they come, until killed
+  -f, -I file read ipf log records from file (ipftest -l) instead
+  -N file     NAT log file;  -S file  state log file;  -a  all three logs
+  -o NSI      read these logs (N NAT, S state, I ipf);  -O NSI  not these
+  -t          keep reading the files as they grow (tail)
+  -F          flush the kernel log and exit (prints the bytes flushed)
+  -s          log to syslog (facility -L, default local0) instead of outfile
+  -B file     also append the raw records to file
+  -D          run as a daemon;  -P file  write the process id to file
+  -b          hex dump of the logged body;  -x  of the whole packet;  -X  of the header
+  -n          resolve names;  -p  numeric ports;  -v  TCP sequence numbers and window
+  -C file     action configuration (not supported: ignored)
+  -h, -?      print this help
+Records the datapath could not log (its ring was full) show as
+"missed N ipf log entries: A B", as in IPFilter's ipmon.
+`
+
+func usage(w io.Writer) { fmt.Fprint(w, Usage) }
 
 func parseArgs(args []string) (*config, error) {
 	c := &config{ipfFile: defaultIPFDevice, natFile: "/dev/ipnat", stateFile: "/dev/ipstate",

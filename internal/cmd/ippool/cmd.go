@@ -51,9 +51,13 @@ const Usage = `usage: ippool [-dnv] -f <file> [-R] [-u]
   -n       check only, change nothing;  -v verbose;  -d debug
   -o role  ipf, nat, auth, count or all;  -t type  tree, hash, group-map, dstlist
   -S seed, -T ttl  hash seed, entry lifetime
+  -z       zero statistics (not supported);  -M core, -N namelist, -O fields:
+           accepted for IPFilter compatibility, no effect
 All the files of a -f load are checked first; the tables change only when
 every one is good, all at once, and the rules that use them are reloaded.
 `
+
+const optString = "aAdf:Fhi:lm:M:nN:o:O:rRsS:t:T:uvz"
 
 // Main runs ippool with args (without the program name) on the table
 // store and datapath ipfctl finds (ipfctl.PinDir, ipfctl.PoolDir) and
@@ -73,7 +77,7 @@ func (c *Command) Run(args []string) int {
 	}
 	// The first command letter picks the mode, as in the original; all
 	// options share one getopt pass here.
-	opts, _, err := getopt.Parse(args, "aAdf:Fhi:lm:M:nN:o:O:rRsS:t:T:uvz")
+	opts, _, err := getopt.Parse(args, optString)
 	if err != nil {
 		fmt.Fprintf(stderr, "ippool: %v\n", err)
 		fmt.Fprint(stderr, Usage)
@@ -490,7 +494,7 @@ func (c *Command) tableCommand(cmd byte, opts []getopt.Opt, verbose bool) error 
 		}
 		return err
 	}
-	return fmt.Errorf("-%c: not supported", cmd)
+	return fmt.Errorf("-%c: %w", cmd, errors.ErrUnsupported)
 }
 
 func addRemove(cmd byte) string {
