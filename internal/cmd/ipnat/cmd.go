@@ -29,7 +29,6 @@ const Usage = `usage: ipnat [-CdFhlnrRsv] [-p] [-m expr] [-O fields] -f filename
 ipnat -h alone prints this help.
 `
 
-
 const optString = "CdFf:hlm:M:N:nO:prRsvX"
 
 // Main runs ipnat with args (without the program name) and returns the
