@@ -134,14 +134,6 @@ func (e *Engine) Load(rs *qos.Ruleset) {
 	e.cur.Store(st)
 }
 
-// Ruleset returns the loaded ruleset, or nil.
-func (e *Engine) Ruleset() *qos.Ruleset {
-	if st := e.cur.Load(); st != nil {
-		return st.rs
-	}
-	return nil
-}
-
 // AdapterIndex returns the index of the named adapter, or -1.
 func (e *Engine) AdapterIndex(name string) int {
 	st := e.cur.Load()
@@ -219,26 +211,4 @@ func (e *Engine) Stats() []qos.Stats {
 		out[i] = s
 	}
 	return out
-}
-
-// ResetStats zeroes every counter.
-func (e *Engine) ResetStats() {
-	st := e.cur.Load()
-	if st == nil {
-		return
-	}
-	for i := range st.adapters {
-		as := &st.adapters[i]
-		for j := range as.policies {
-			c := &as.policies[j]
-			c.Packets.Store(0)
-			c.Bytes.Store(0)
-			c.DroppedPackets.Store(0)
-			c.DroppedBytes.Store(0)
-		}
-		for j := range as.filters {
-			as.filters[j].Packets.Store(0)
-			as.filters[j].Bytes.Store(0)
-		}
-	}
 }
