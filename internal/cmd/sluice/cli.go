@@ -48,7 +48,9 @@ const DefaultOut = "results"
 const usage = `usage: sluice bench [flags]     measure (as root), then write the report
        sluice report [flags] FILE  re-make the report from results.jsonl
        sluice configs              list the configurations
-Run "sluice bench -h" or "sluice report -h" for the flags.
+       sluice exporter [flags]     serve the datapaths' counters to Prometheus
+       sluice doctor [flags]       check this host's prerequisites
+Run "sluice COMMAND -h" for the flags.
 `
 
 // Main runs the command with args (without the program name) and returns
@@ -66,6 +68,10 @@ func Main(args []string, stdout, stderr io.Writer, dp config.Datapaths) int {
 		return cmdReport(args[1:], stdout, stderr)
 	case "configs":
 		return cmdConfigs(stdout, dp)
+	case "exporter":
+		return cmdExporter(args[1:], stdout, stderr)
+	case "doctor":
+		return cmdDoctor(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
