@@ -13,16 +13,18 @@ import (
 // goodEnv is a host that has everything.
 func goodEnv() *doctorEnv {
 	return &doctorEnv{
-		euid:       func() int { return 0 },
-		release:    func() (string, error) { return "6.18.44-fc-v1045", nil },
-		fsType:     func(string) (int64, error) { return unix.BPF_FS_MAGIC, nil },
-		readlink:   func(string) (string, error) { return "mnt:[4026531832]", nil },
-		exists:     func(string) bool { return true },
-		lookPath:   func(n string) (string, error) { return "/usr/local/sbin/" + n, nil },
-		probeBPF:   func() error { return nil },
-		mountInfo1: func() (string, error) { return "30 23 0:27 / /sys/fs/bpf rw,relatime shared:8 - bpf bpf rw,mode=700\n", nil },
-		commands:   installedCommands,
-		sysctl:     func(string) (string, error) { return "0", nil },
+		euid:     func() int { return 0 },
+		release:  func() (string, error) { return "6.18.44-fc-v1045", nil },
+		fsType:   func(string) (int64, error) { return unix.BPF_FS_MAGIC, nil },
+		readlink: func(string) (string, error) { return "mnt:[4026531832]", nil },
+		exists:   func(string) bool { return true },
+		lookPath: func(n string) (string, error) { return "/usr/local/sbin/" + n, nil },
+		probeBPF: func() error { return nil },
+		mountInfo1: func() (string, error) {
+			return "30 23 0:27 / /sys/fs/bpf rw,relatime shared:8 - bpf bpf rw,mode=700\n", nil
+		},
+		commands: installedCommands,
+		sysctl:   func(string) (string, error) { return "0", nil },
 	}
 }
 
