@@ -46,7 +46,7 @@ var specialChars = map[rune]string{
 	'’': `\(aq`, '…': `.\|.\|.`, '±': `\(+-`, '·': `\(pc`, 'µ': `\(mc`,
 }
 
-var titleRE = regexp.MustCompile(`^# ([a-z0-9._-]+)\(([1-9][a-z]*)\) -- (.+)$`)
+var titleRE = regexp.MustCompile(`^# ([a-z0-9][a-z0-9._-]*)\(([1-9][a-z]*)\) -- (.+)$`)
 
 // Error is a source error at a line.
 type Error struct {
@@ -89,7 +89,7 @@ func Render(file, src string) (string, *Page, error) {
 	if err != nil {
 		return "", nil, errAt(0, "%v", err)
 	}
-	fmt.Fprintf(&w, ".SH NAME\n%s \\- %s\n", escape(p.Name), summary)
+	fmt.Fprintf(&w, ".SH NAME\n%s\n", lineStart(escape(p.Name)+` \- `+summary))
 
 	i := 1
 	para := false // text written since the last paragraph macro
