@@ -55,8 +55,10 @@ func newBootEnv(t *testing.T, prefix, sbin, script string) *bootEnv {
 		// whatever the test did: ipmon stopped, the filter detached and
 		// unpinned, IPQoS unloaded (then the namespaces go)
 		e.killIpmon()
-		e.run(e.script, "qos-stop")
-		e.run(filepath.Join(sbin, "ipf"), "-D")
+		if _, err := os.Stat(e.script); err == nil { // (the package may be purged)
+			e.run(e.script, "qos-stop")
+			e.run(filepath.Join(sbin, "ipf"), "-D")
+		}
 	})
 	return e
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds dist/sluice_VERSION_ARCH.deb from the repository with make
 # install and dpkg-deb (no other tool). VERSION defaults to
-# packaging/VERSION; OUT to ./dist.
+# packaging/VERSION; OUT to ./dist; BUILDDIR (where the commands are
+# built) to a temporary directory.
 set -eu
 cd "$(dirname "$0")/../.."
 version="${VERSION:-$(cat packaging/VERSION)}"
@@ -12,7 +13,7 @@ trap 'rm -rf "$stage"' EXIT
 root="$stage/root"
 
 make --no-print-directory install DESTDIR="$root" PREFIX=/usr SYSCONFDIR=/etc \
-	LIBEXECDIR=/usr/libexec UNITDIR=/lib/systemd/system BUILDDIR="$stage/bin" >/dev/null
+	LIBEXECDIR=/usr/libexec UNITDIR=/lib/systemd/system BUILDDIR="${BUILDDIR:-$stage/bin}" >/dev/null
 
 mkdir -p "$root/DEBIAN" "$root/usr/share/doc/sluice"
 cp LICENSE "$root/usr/share/doc/sluice/copyright"

@@ -2,11 +2,14 @@ package sluice
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -296,6 +299,64 @@ func TestExporterUsage(t *testing.T) {
 		var out, errb bytes.Buffer
 		if rc := cmdExporter(args, &out, &errb); rc != 2 || errb.Len() == 0 {
 			t.Errorf("%q: exit %d, stderr %q", args, rc, errb.String())
+		}
+	}
+}
+
+// TestGrafanaDashboard: docs/grafana/sluice.json is valid JSON, every
+// panel has queries, and every metric the queries name is one the
+// exporter produces. (The package test evaluates each query in a real
+// Prometheus.)
+func TestGrafanaDashboard(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/grafana/sluice.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Title  string `json:"title"`
+		UID    string `json:"uid"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("not valid JSON: %v", err)
+	}
+	if d.Title == "" || d.UID == "" || len(d.Panels) == 0 {
+		t.Fatalf("title %q uid %q, %d panels", d.Title, d.UID, len(d.Panels))
+	}
+	known := map[string]bool{}
+	for _, n := range MetricNames() {
+		known[n] = true
+	}
+	used := map[string]bool{}
+	name := regexp.MustCompile(`\bsluice_[a-z0-9_]+`)
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			ms := name.FindAllString(tg.Expr, -1)
+			if len(ms) == 0 {
+				t.Errorf("panel %q: query %q names no sluice metric", p.Title, tg.Expr)
+			}
+			for _, m := range ms {
+				used[m] = true
+				if !known[m] {
+					t.Errorf("panel %q: metric %s is not exported", p.Title, m)
+				}
+			}
+		}
+	}
+	// the main families are on the dashboard
+	for _, m := range []string{"sluice_verdicts_total", "sluice_rule_packets_total", "sluice_state_entries", "sluice_state_insert_failures_total",
+		"sluice_fragment_entries", "sluice_log_drops_total", "sluice_dca_refused_total", "sluice_pps_refused_total",
+		"sluice_ipqos_policy_bytes_total", "sluice_ipqos_filter_packets_total", "sluice_bpf_run_seconds_total"} {
+		if !used[m] {
+			t.Errorf("the dashboard does not show %s", m)
 		}
 	}
 }
