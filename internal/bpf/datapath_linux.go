@@ -12,6 +12,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/ruleset"
 )
 
 // DefaultPinDir is where the datapath pins its maps, programs and links so
@@ -202,7 +204,7 @@ func (d *Datapath) initConfig() error {
 		cfgActive:    0,
 		cfgInactive:  1,
 		cfgEnabled:   1,
-		cfgDefPass:   frPass | frNomatch,
+		cfgDefPass:   uint64(ruleset.FRPass | ruleset.FRNoMatch),
 		cfgMinTTL:    4,
 		cfgStateMax:  4013,
 		cfgToUDP:     240,
@@ -254,9 +256,9 @@ func (d *Datapath) Enabled() bool { return d.cfg(cfgEnabled) != 0 }
 
 // SetDefaultBlock makes packets no rule matches blocked (true) or passed.
 func (d *Datapath) SetDefaultBlock(block bool) error {
-	v := uint64(frPass | frNomatch)
+	v := uint64(ruleset.FRPass | ruleset.FRNoMatch)
 	if block {
-		v = frBlock | frNomatch
+		v = uint64(ruleset.FRBlock | ruleset.FRNoMatch)
 	}
 	return d.setCfg(cfgDefPass, v)
 }
@@ -266,9 +268,9 @@ type LogFlags uint32
 
 // The flags of SetLogFlags.
 const (
-	LogPass    LogFlags = frPass
-	LogBlock   LogFlags = frBlock
-	LogNomatch LogFlags = frNomatch
+	LogPass    LogFlags = LogFlags(ruleset.FRPass)
+	LogBlock   LogFlags = LogFlags(ruleset.FRBlock)
+	LogNomatch LogFlags = LogFlags(ruleset.FRNoMatch)
 )
 
 // SetLogFlags sets which verdicts are logged even without a log rule.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Sluice filter datapath: IPFilter semantics (fil.c order) on TC/TCX hooks.
  *
@@ -19,7 +19,7 @@
 #define IPPROTO_ICMPV6 58
 #endif
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* BOUND masks an index in a way the compiler cannot drop after proving a
  * tighter range, which the verifier could not follow. */
@@ -990,10 +990,15 @@ int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now, __u32 dca_on);
  * connection as well. */
 static __always_inline int quick_state(struct scan *s, struct pktinfo *p)
 {
-	__u32 pass = s->pass;
+	__u32 pass = s->pass, key;
+	struct rule *r;
 
-	if (!(pass & FR_KEEPSTATE) || (pass & FR_CMDMASK) == FR_AUTH || (pass & FR_KEEPLIMIT) ||
+	if (!(pass & FR_KEEPSTATE) || (pass & FR_CMDMASK) == FR_AUTH ||
 	    (p->flags & PF_STATE) || s->rule == 0)
+		return 1;
+	key = s->base + ((s->rule - 1) & (MAX_RULES - 1));
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r || r->keep_limit)
 		return 1;
 	if (sl_state_create(s->slot, s->rule - 1, pass, s->now, 0) <= 0)
 		return 0;
@@ -1340,7 +1345,8 @@ static __always_inline int emit_log(struct __sk_buff *skb, struct pktinfo *p, __
 	rec->ifindex = p->ifindex;
 	rec->rule_no = rule_no;
 	rec->group_no = group_no;
-	rec->pass = pass;
+	/* logged because nothing matched: ipmon prints it as such */
+	rec->pass = pass | ((pass & FR_NOMATCH) ? FF_LOGNOMATCH : 0);
 	rec->reason = reason;
 	rec->pflags = p->flags;
 	rec->plen = p->plen;
@@ -1438,7 +1444,7 @@ static __always_inline void state_release(const struct state_key *k, struct stat
 
 		dk.slot = e->slot;
 		dk.rule = e->rule;
-		if (!(e->pass & FR_LIMITCUMUL))
+		if (!(e->flags & SF_CUMUL))
 			__builtin_memcpy(dk.src, k->src, 16);
 		v = bpf_map_lookup_elem(&dca, &dk);
 		if (v && *v > 0)
@@ -1834,12 +1840,14 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		 * (or per rule), released when the entry goes away */
 		dk.slot = slot;
 		dk.rule = idx;
-		if (!(pass & FR_LIMITCUMUL))
+		if (!r->limit_cumul)
 			__builtin_memcpy(dk.src, p->src, 16);
 		dv = bpf_map_lookup_elem(&dca, &dk);
 		if (dv && *dv >= r->keep_limit)
 			return -2;
 		ep->flags |= SF_DCA;
+		if (r->limit_cumul)
+			ep->flags |= SF_CUMUL;
 	}
 	make_key(&k, p, 0);
 	if (wild_dst(p)) {
@@ -2631,14 +2639,14 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			}
 		}
 		if (r && ((pass & FR_CMDMASK) == FR_PASS || (pass & FR_CMDMASK) == FR_BLOCK)) {
-			int dca_on = (pass & FR_CMDMASK) == FR_PASS && (pass & FR_KEEPLIMIT) && r->keep_limit && p->proto == IPPROTO_TCP &&
+			int dca_on = (pass & FR_CMDMASK) == FR_PASS && r->keep_limit && p->proto == IPPROTO_TCP &&
 				     (p->tcpflags & 0x12) == 0x02;
 
 			if (((pass & FR_KEEPSTATE) && !(p->flags & PF_STATE)) || dca_on) {
 				int rc = sl_state_create(slot, idx, pass, now, dca_on);
 
 				if (rc == -2) {
-					pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
+					pass = (pass & ~FR_CMDMASK) | FR_BLOCK | r->limit_ret;
 					reason = RSN_DCA;
 					stat_inc(ST_DCA);
 				} else if (rc == 0 && (pass & FR_KEEPSTATE) && (pass & FR_CMDMASK) == FR_PASS) {
@@ -2726,10 +2734,13 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	if (!out && (pass & FR_RETMASK)) {
 		int ret = -1;
 
-		if ((pass & FR_RETRST) && p->proto == IPPROTO_TCP &&
+		__u32 rm = pass & FR_RETMASK;
+
+		/* FR_FAKEICMP is FR_RETRST|FR_RETICMP: compare the field */
+		if (rm == FR_RETRST && p->proto == IPPROTO_TCP &&
 		    !(p->flags & (PF_SHORT | PF_OOW)) && !(p->tcpflags & 0x04)) {
 			ret = sl_reply(skb, 1, 0, 0);
-		} else if ((pass & FR_RETICMP) && !(p->flags & PF_FRAGBODY)) {
+		} else if (rm != FR_RETRST && !(p->flags & PF_FRAGBODY)) {
 			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
 			struct rule *r = bpf_map_lookup_elem(&rules, &key);
 
