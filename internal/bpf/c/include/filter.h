@@ -1,8 +1,9 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * Layout shared by the Sluice filter datapath (filter.c) and its Go loader
- * (internal/bpf/layout.go mirrors every struct and constant here; a test
- * checks that sizes and offsets agree with the BTF of the compiled object).
+ * Layout shared by the Sluice filter datapath (filter.c and lib/) and its
+ * Go loader: bpf2go generates the Go structs from these; the constants the
+ * Go side uses are in layout.go, and TestHeaderConstants compares every one
+ * of them (and IPFilter's FR_* and FI_* values) with the #defines here.
  */
 #ifndef SLUICE_FILTER_H
 #define SLUICE_FILTER_H
