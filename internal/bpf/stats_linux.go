@@ -111,18 +111,6 @@ func (d *Datapath) ZeroStats() error {
 	return nil
 }
 
-// TCP state names, IPFilter numbering.
-var tcpStateNames = [12]string{"LISTEN", "SYN_SENT", "SYN_RECEIVED", "HALF_ESTAB", "ESTABLISHED",
-	"CLOSE_WAIT", "FIN_WAIT_1", "CLOSING", "LAST_ACK", "FIN_WAIT_2", "TIME_WAIT", "CLOSED"}
-
-// TCPStateName returns the name of IPFilter TCP state n.
-func TCPStateName(n uint8) string {
-	if int(n) < len(tcpStateNames) {
-		return tcpStateNames[n]
-	}
-	return fmt.Sprint(n)
-}
-
 // State is one state table entry.
 type State struct {
 	Proto            uint8
