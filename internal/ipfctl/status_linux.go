@@ -17,6 +17,7 @@ import (
 	"sluice/internal/bpf"
 	bpfqos "sluice/internal/bpf/qos"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 )
 
 // ReadStatus takes a snapshot of the filter pinned in filterDir and of
@@ -72,7 +73,7 @@ func readFilter(dir string) (*FilterStatus, error) {
 		}
 		fs.Rules = append(fs.Rules, RuleCounters{
 			Direction: dir, Accounting: r.Acct, Group: r.Group, Number: r.Number, Text: r.Text,
-			Packets: r.Hits, Bytes: r.Bytes, States: r.States, KeepState: r.Flags&bpf.FRKeepState != 0,
+			Packets: r.Hits, Bytes: r.Bytes, States: r.States, KeepState: r.Flags&ruleset.FRKeepState != 0,
 		})
 	}
 	s, err := d.Stats()
@@ -100,7 +101,7 @@ func readFilter(dir string) (*FilterStatus, error) {
 	fs.Drops = map[string]uint64{}
 	for r, n := range s.Drops {
 		if n != 0 {
-			fs.Drops[bpf.ReasonName(uint32(r))] += n
+			fs.Drops[reasonName(uint32(r))] += n
 		}
 	}
 	if fs.Frag, err = readFrags(dir); err != nil {
@@ -110,14 +111,43 @@ func readFilter(dir string) (*FilterStatus, error) {
 	return fs, nil
 }
 
+// reasonName names a block reason as ipmon does (IPFilter's names;
+// Sluice's own reasons past IPFilter's table get names of their own).
+func reasonName(r uint32) string {
+	switch r {
+	case bpf.RSNFilter:
+		return "filter-rule"
+	case bpf.RSNLogFail:
+		return "log-or-block_1"
+	case bpf.RSNPPS:
+		return "pps-rate"
+	case bpf.RSNJumbo:
+		return "jumbogram"
+	case bpf.RSNStateAdd:
+		return "state_add-fail"
+	case bpf.RSNPullup:
+		return "pullup-fail"
+	case bpf.RSNBadFrag:
+		return "bad-frag"
+	case bpf.RSNBad:
+		return "bad-packet"
+	case bpf.RSNDCA:
+		return "keep-limit"
+	case bpf.RSNScanCut:
+		return "scan-cut"
+	}
+	return fmt.Sprintf("reason-%d", r)
+}
+
 // fragValueExpire is where struct frag_entry keeps its expiry time
 // (CLOCK_MONOTONIC ns): the first field.
 const fragValueExpire = 0
 
 // readFrags counts the live entries of the pinned fragment cache. The map
 // is opened by its pin, read only, and walked with raw keys and values so
-// that only the expiry field's position is assumed here (bpf's layout
-// test pins struct frag_entry's layout).
+// that only the expiry field's position (first in struct frag_entry) is
+// assumed here; the exporter's privileged test sends fragments and checks
+// the count.
 func readFrags(dir string) (FragCounters, error) {
 	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "frags"), &ebpf.LoadPinOptions{ReadOnly: true})
 	if err != nil {

@@ -40,6 +40,7 @@ func TestPrivilegedExporterPrometheus(t *testing.T) {
 	rules := filepath.Join(dir, "ipf.conf")
 	os.WriteFile(rules, []byte("block in quick proto udp from any to any port = 9\n"+
 		"pass out quick proto udp from any to any port = 7777 keep state\n"+
+		"pass in quick proto udp from any to any port = 4000 keep state keep frags\n"+
 		"count in proto udp from any to any\n"), 0o644)
 	qconf := filepath.Join(dir, "ipqos.conf")
 	os.WriteFile(qconf, []byte(fmt.Sprintf("filter f7777 {\n    udp\n    dstport 7777\n}\npolicy mark {\n    uses f7777\n    dscp 46\n}\nadapter %s {\n    uses mark\n}\n", link)), 0o644)
@@ -73,6 +74,8 @@ func TestPrivilegedExporterPrometheus(t *testing.T) {
 	// 5 datagrams to the blocked port in, 3 out through the IPQoS filter
 	sendUDP(t, func(fn func() error) error { return tp.Do(topo.Peer, fn) }, topo.SUTAddr, 9, 5)
 	sendUDP(t, sut, topo.PeerAddr, 7777, 3)
+	// one datagram of 3000 bytes: 3 fragments on a 1500-byte link
+	sendSized(t, func(fn func() error) error { return tp.Do(topo.Peer, fn) }, topo.SUTAddr, 4000, 3000)
 
 	const wait = 30 * time.Second
 	prom.WaitFor(t, `up{job="sluice"}`, wait, promtest.One(1))
@@ -80,13 +83,15 @@ func TestPrivilegedExporterPrometheus(t *testing.T) {
 	// keep state: the rule sees the first packet, the state entry the rest
 	prom.WaitFor(t, `sluice_rule_packets_total{direction="out",number="1"}`, wait, promtest.One(1))
 	prom.WaitFor(t, `sluice_state_hits_total`, wait, func(r []promtest.Sample) bool { return len(r) == 1 && r[0].Value >= 2 })
-	prom.WaitFor(t, `sluice_rule_packets_total{list="accounting"}`, wait, promtest.One(5))
+	prom.WaitFor(t, `sluice_rule_packets_total{list="accounting"}`, wait, func(r []promtest.Sample) bool { return len(r) == 1 && r[0].Value >= 6 })
+	prom.WaitFor(t, `sluice_fragments_total{direction="in"}`, wait, func(r []promtest.Sample) bool { return len(r) == 1 && r[0].Value >= 3 })
+	prom.WaitFor(t, `sluice_fragment_entries`, wait, promtest.One(1))
 	prom.WaitFor(t, `sluice_rule_bytes_total{direction="in",number="1",list="filter"}`, wait, promtest.One(5*(20+8+16)))
 	prom.WaitFor(t, `sluice_ipqos_filter_packets_total{adapter="`+link+`",policy="mark",filter="f7777"}`, wait, promtest.One(3))
 	prom.WaitFor(t, `sluice_ipqos_state`, wait, promtest.One(3))
 	prom.WaitFor(t, `sluice_drops_total{reason="filter-rule"}`, wait, func(r []promtest.Sample) bool { return len(r) == 1 && r[0].Value >= 5 })
-	prom.WaitFor(t, `sluice_state_inserts_total{proto="udp"}`, wait, promtest.One(1))
-	prom.WaitFor(t, `sluice_state_entries`, wait, promtest.One(1))
+	prom.WaitFor(t, `sluice_state_inserts_total{proto="udp"}`, wait, promtest.One(2))
+	prom.WaitFor(t, `sluice_state_entries`, wait, promtest.One(2))
 	prom.WaitFor(t, `sluice_filter_attached{interface="`+link+`"}`, wait, promtest.One(1))
 	prom.WaitFor(t, `sluice_bpf_stats_enabled`, wait, promtest.One(1))
 	// run time per packet: the exporter held BPF_ENABLE_STATS while the
@@ -130,6 +135,23 @@ func startExporter(t *testing.T, do func(func() error) error, args ...string) st
 		}
 	}()
 	return strings.TrimSuffix(strings.TrimSpace(line[i+len(mark):]), "/metrics")
+}
+
+// sendSized sends one datagram of size bytes (fragmented by the sender
+// when it is larger than the link's MTU).
+func sendSized(t *testing.T, do func(func() error) error, dst netip.Addr, port, size int) {
+	t.Helper()
+	if err := do(func() error {
+		c, err := net.ListenUDP("udp4", nil)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.WriteToUDP(make([]byte, size), net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, uint16(port))))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // sendUDP sends n datagrams of 16 bytes to dst:port from a socket made
