@@ -147,7 +147,9 @@ func TestSelect(t *testing.T) {
 		{"nft-stateless", "none,nft-stateless"},
 		{"nft-stateless,none", "none,nft-stateless"},
 		{"nft-nomatch-*", "none,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000"},
-		{"none,nftables", "none,nft-attach,nft-stateless,nft-stateful,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000,nft-dscp"},
+		{"none,nftables", "none,nft-attach,nft-stateless,nft-stateful,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000,nft-dscp," +
+			"nft-dscp-any,nft-dscp-nomatch,nft-masq,nft-dnat"},
+		{"reference", "none,tcx-floor"},
 	} {
 		cs, err := r.Select(tc.in)
 		if err != nil {
@@ -186,7 +188,7 @@ func TestSluiceUnavailable(t *testing.T) {
 	r = Builtin(Datapaths{QoS: func(string) (Applier, error) { return nil, nil }})
 	for _, n := range r.Names() {
 		c, _ := r.Get(n)
-		if want := c.Family != Sluice || c.Suite == SuiteQoS; c.Available() != want {
+		if want := c.Family == NFTables || c.Family == Baseline || c.Family == Sluice && c.Suite == SuiteQoS; c.Available() != want {
 			t.Errorf("%s: Available %v with only the QoS datapath, want %v", n, c.Available(), want)
 		}
 	}
