@@ -283,8 +283,9 @@ const (
 
 // Estimate is the wall-clock time a plan should take: its tests and
 // warm-ups plus TestOverhead per test and ApplyOverhead per apply
-// (configurations whose datapath is not built in excluded; making the
-// test bed and the report take a few seconds more).
+// (configurations whose datapath is not built in excluded; a
+// configuration is applied once per link profile of its tests; making
+// the test bed and the report take a few seconds more).
 func Estimate(p run.Plan) time.Duration {
 	var cs []*config.Config
 	applies := 0
@@ -293,12 +294,13 @@ func Estimate(p run.Plan) time.Duration {
 			continue
 		}
 		cs = append(cs, c)
+		var ts []result.Test
 		for _, t := range p.Tests {
 			if c.Runs(t.Suite) {
-				applies++
-				break
+				ts = append(ts, t)
 			}
 		}
+		applies += len(run.ByLink(ts)) // one apply per link profile
 	}
 	p.Configs = cs
 	return time.Duration(p.Total())*(p.Duration+TestOverhead) + time.Duration(applies*p.Reps)*(p.Warmup+ApplyOverhead)

@@ -157,6 +157,7 @@ func Builtin(dp Datapaths) *Registry {
 	}
 	r.add(r.qos("sluice-qos", "IPQoS: one filter, one policy marking every TCP packet DSCP 10", QoSMarkTCP(DSCPMark)))
 	r.add(r.qos("sluice-qos-any", "IPQoS: one filter matching every IPv4 packet (UDP and fragments too), marked DSCP 10", QoSMarkAny(DSCPMark)))
+	r.add(r.qos("sluice-qos-max", "IPQoS: the marking policy capped at max 50% of the adapter's declared speed (the link profile's line rate)", QoSMax(DSCPMark, 50)))
 	r.add(r.qos("sluice-qos-nomatch", "IPQoS: one filter that matches no packet of the tests (dstaddr 198.18.0.1)", QoSNoMatch(DSCPMark)))
 
 	r.add(r.nft("nft-attach", "nftables table with input/output base chains, no rules", NFTSpec{}))
@@ -305,6 +306,25 @@ func (r *Registry) FromFile(spec string) (*Config, error) {
 	return nil, fmt.Errorf("config: bad file spec %q (want ipf=PATH or ipqos=PATH)", spec)
 }
 
+// SubstQoS fills in an ipqos.conf for a host: @LINK@ becomes its
+// interface and @SPEED@ the line rate of the link profile it is applied
+// for (the `speed` extension, so res and max percentages resolve against
+// the shaped rate); on an unshaped link, lines naming @SPEED@ are
+// dropped and the interface's own speed applies.
+func SubstQoS(conf string, h *topo.Host) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(conf, "\n") {
+		if strings.Contains(line, "@SPEED@") {
+			if h.Speed == 0 {
+				continue
+			}
+			line = strings.ReplaceAll(line, "@SPEED@", fmt.Sprint(h.Speed))
+		}
+		b.WriteString(strings.ReplaceAll(line, "@LINK@", h.Link))
+	}
+	return b.String()
+}
+
 // linkSubst fills in the SUT's interface name before handing an
 // ipqos.conf to the loader: the adapter block must name it and it is only
 // known once the test bed exists.
@@ -315,7 +335,7 @@ type linkSubst struct {
 }
 
 func (l *linkSubst) Apply(ctx context.Context, h *topo.Host) error {
-	a, err := l.load(strings.ReplaceAll(l.conf, "@LINK@", h.Link))
+	a, err := l.load(SubstQoS(l.conf, h))
 	if err != nil {
 		return err
 	}

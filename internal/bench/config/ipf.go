@@ -53,6 +53,26 @@ func IPFNoMatch(n int) string {
 	return b.String()
 }
 
+// QoSMax returns the marking configuration with its policy capped at
+// pct % of the adapter's speed, which the adapter declares as @SPEED@
+// (the `speed` extension; config.SubstQoS fills in the link profile's
+// rate). On an unshaped link the interface's reported speed applies.
+func QoSMax(dscp, pct int) string {
+	return fmt.Sprintf(`filter tcp_all {
+    protocol 6
+}
+policy mark_tcp {
+    uses tcp_all
+    dscp %d
+    max %d%%
+}
+adapter @LINK@ {
+    speed @SPEED@
+    uses mark_tcp
+}
+`, dscp, pct)
+}
+
 // QoSMarkAny returns a configuration whose one filter matches every
 // IPv4 packet (UDP and fragments included), marked DSCP dscp.
 func QoSMarkAny(dscp int) string {

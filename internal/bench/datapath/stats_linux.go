@@ -82,25 +82,38 @@ func NewFloor() (config.Applier, error) { return &floor{}, nil }
 
 type floor struct {
 	host  *topo.Host
-	prog  *ebpf.Program
+	progs []*ebpf.Program // one per hook, so each hook's statistics are its own
 	links []link.Link
 }
 
 func (f *floor) Apply(ctx context.Context, h *topo.Host) error {
-	if f.prog != nil {
+	if f.progs != nil {
 		return errors.New("datapath: floor applied twice")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "sluice_floor", Type: ebpf.SchedCLS, License: "GPL", Instructions: floorInsns})
-	if err != nil {
-		return fmt.Errorf("loading the trivial program: %w", err)
-	}
+	var progs []*ebpf.Program
 	var links []link.Link
-	err = h.Do(func() error {
-		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
-			l, err := link.AttachTCX(link.TCXOptions{Interface: h.Index, Program: prog, Attach: at})
+	undo := func() {
+		for _, l := range links {
+			l.Close()
+		}
+		for _, p := range progs {
+			p.Close()
+		}
+	}
+	for _, name := range []string{"floor_ingress", "floor_egress"} {
+		p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: name, Type: ebpf.SchedCLS, License: "GPL", Instructions: floorInsns})
+		if err != nil {
+			undo()
+			return fmt.Errorf("loading the trivial program: %w", err)
+		}
+		progs = append(progs, p)
+	}
+	err := h.Do(func() error {
+		for i, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			l, err := link.AttachTCX(link.TCXOptions{Interface: h.Index, Program: progs[i], Attach: at})
 			if err != nil {
 				return fmt.Errorf("attaching the trivial program to %s: %w", h.Link, err)
 			}
@@ -109,25 +122,24 @@ func (f *floor) Apply(ctx context.Context, h *topo.Host) error {
 		return nil
 	})
 	if err != nil {
-		for _, l := range links {
-			l.Close()
-		}
-		prog.Close()
+		undo()
 		return err
 	}
-	f.host, f.prog, f.links = h, prog, links
+	f.host, f.progs, f.links = h, progs, links
 	return nil
 }
 
 func (f *floor) Remove() error {
-	if f.prog == nil {
+	if f.progs == nil {
 		return nil
 	}
 	var errs []error
 	for _, l := range f.links {
 		errs = append(errs, l.Close())
 	}
-	errs = append(errs, f.prog.Close())
-	f.prog, f.links = nil, nil
+	for _, p := range f.progs {
+		errs = append(errs, p.Close())
+	}
+	f.progs, f.links = nil, nil
 	return errors.Join(errs...)
 }

@@ -177,4 +177,3 @@ func (e *External) Run(ctx context.Context, t result.Test, d time.Duration) (Mea
 	}
 	return ParseKeyval(out.Bytes())
 }
-

@@ -228,35 +228,58 @@ func (r *Runner) Execute(ctx context.Context) (err error) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			tests := r.testsFor(c)
-			if len(tests) == 0 {
-				continue
-			}
-			a, err := r.apply(ctx, c)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
+			all := r.testsFor(c)
+			// One apply per link profile, so a configuration that
+			// depends on the line rate (an IPQoS adapter's declared
+			// speed) is loaded for the profile it is measured at.
+			for gi, tests := range ByLink(all) {
+				a, err := r.apply(ctx, c, tests[0].Link)
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if werr := skip(c, err); werr != nil {
+						return werr
+					}
+					left := len(all) * (p.Reps - rep)
+					for _, g := range ByLink(all)[gi:] {
+						left += len(g)
+					}
+					total -= left
+					break
 				}
-				if werr := skip(c, err); werr != nil {
-					return werr
+				err = r.runTests(ctx, c, tests, rep, &done, total)
+				if a != nil {
+					if rerr := a.Remove(); rerr != nil {
+						// A configuration that cannot be removed poisons
+						// every later measurement: stop.
+						return errors.Join(err, fmt.Errorf("run: removing %s: %w", c.Name, rerr))
+					}
 				}
-				total -= len(tests) * (p.Reps - rep + 1)
-				continue
-			}
-			err = r.runTests(ctx, c, tests, rep, &done, total)
-			if a != nil {
-				if rerr := a.Remove(); rerr != nil {
-					// A configuration that cannot be removed poisons
-					// every later measurement: stop.
-					return errors.Join(err, fmt.Errorf("run: removing %s: %w", c.Name, rerr))
+				if err != nil {
+					return err
 				}
-			}
-			if err != nil {
-				return err
 			}
 		}
 	}
 	return nil
+}
+
+// ByLink groups tests by link profile, in the order the profiles first
+// appear, keeping the tests' order within each group.
+func ByLink(ts []result.Test) [][]result.Test {
+	var out [][]result.Test
+	idx := map[string]int{}
+	for _, t := range ts {
+		i, ok := idx[t.Link]
+		if !ok {
+			i = len(out)
+			idx[t.Link] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], t)
+	}
+	return out
 }
 
 func (r *Runner) gen(t result.Test) Generator {
@@ -306,7 +329,7 @@ func (r *Runner) testsFor(c *config.Config) []result.Test {
 	return ts
 }
 
-func (r *Runner) apply(ctx context.Context, c *config.Config) (config.Applier, error) {
+func (r *Runner) apply(ctx context.Context, c *config.Config, link string) (config.Applier, error) {
 	if c.New == nil {
 		return nil, nil
 	}
@@ -321,7 +344,11 @@ func (r *Runner) apply(ctx context.Context, c *config.Config) (config.Applier, e
 		}
 		host = r.GW
 	}
-	if err := a.Apply(ctx, host); err != nil {
+	h := *host
+	if p, ok := topo.ProfileByName(link); ok {
+		h.Speed = p.BitsPerSec
+	}
+	if err := a.Apply(ctx, &h); err != nil {
 		return nil, fmt.Errorf("applying %s: %w", c.Name, err)
 	}
 	return a, nil

@@ -109,6 +109,10 @@ type Host struct {
 	// towards the client (Link is the one towards the server); empty
 	// elsewhere.
 	Inside string
+	// Speed is the line rate in bits/s of the link profile the
+	// configuration is applied for (0: not shaped); the runner sets it
+	// on the copy it hands to Apply.
+	Speed uint64
 	// Addr and Addr6 are the host's own IPv4 and IPv6 addresses,
 	// PeerAddr and PeerAddr6 those of the other end.
 	Addr, Addr6         netip.Addr

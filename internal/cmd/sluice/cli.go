@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -177,11 +178,31 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return 2
 	}
-	all := append(preset.Tests, run.AllTests()...)
+	all := append(slices.Clip(preset.Tests), run.AllTests()...)
 	ts := preset.Tests
 	if *tests != "" {
 		if ts, err = run.SelectTests(all, *tests); err != nil {
 			fmt.Fprintln(stderr, "sluice bench:", err)
+			return 2
+		}
+		// Tests are selected at the link profiles of --link, or else of
+		// the preset (quick and full: the unshaped veth; paper: HP's).
+		links := map[string]bool{}
+		for _, p := range profiles {
+			if p.Shaped() {
+				links[p.Name] = true
+			} else {
+				links[""] = true
+			}
+		}
+		if len(profiles) == 0 {
+			for _, t := range preset.Tests {
+				links[t.Link] = true
+			}
+		}
+		ts = slices.DeleteFunc(ts, func(t result.Test) bool { return !links[t.Link] })
+		if len(ts) == 0 {
+			fmt.Fprintf(stderr, "sluice bench: no test selected by %q at the link profiles of the run (--link)\n", *tests)
 			return 2
 		}
 		mode = "custom"
