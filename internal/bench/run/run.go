@@ -166,6 +166,8 @@ func suiteName(s string) string {
 		return "IPFilter (ipf)"
 	case config.SuiteQoS:
 		return "IPQoS (qos)"
+	case config.SuiteNAT:
+		return "NAT gateway (nat)"
 	}
 	return s
 }
