@@ -207,6 +207,26 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 		}
 		mode = "custom"
 	}
+	if *tests == "" {
+		// Configurations of a suite the preset has no test of (--configs
+		// all under quick: the NAT ones) bring that suite's tests from
+		// the full preset, rather than being refused.
+		have := map[string]bool{}
+		for _, t := range ts {
+			have[t.Suite] = true
+		}
+		for _, c := range cs {
+			if c.Suite == "" || have[c.Suite] {
+				continue
+			}
+			have[c.Suite] = true
+			for _, t := range run.Full().Tests {
+				if t.Suite == c.Suite {
+					ts = append(slices.Clip(ts), t)
+				}
+			}
+		}
+	}
 	plan := run.Plan{Configs: cs, Tests: ts, Reps: preset.Reps, Duration: preset.Duration, Warmup: preset.Warmup}
 	if *duration > 0 {
 		plan.Duration, mode = *duration, "custom"

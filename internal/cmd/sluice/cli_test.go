@@ -64,6 +64,9 @@ func TestRefusals(t *testing.T) {
 		{[]string{"bench", "--configs", "sluice-qos", "--tests", "TCP_RR 1/1 inbound"}, "configuration sluice-qos takes part in the IPQoS (qos) tests and none is selected"},
 		{[]string{"bench", "--configs", "none,nft-stateless", "--tests", "TCP_RR 1/1 inbound,TCP_STREAM m=32"}, `test "TCP_STREAM m=32 outbound" is one of the IPQoS (qos) tests, which none of nft-stateless runs`},
 		{[]string{"bench", "--configs", "nft-masq", "--tests", "ipf"}, "configuration nft-masq takes part in the NAT gateway (nat) tests and none is selected"},
+		// Without --tests, a suite the preset lacks comes with its
+		// configurations, and what is left is the root check.
+		{[]string{"bench", "--configs", "all", "--remote", "192.0.2.1"}, `test "TCP_STREAM 64K forwarded" cannot run with --remote`},
 		{[]string{"bench", "--remote", "192.0.2.1", "--link", "1GigE", "--configs", "none"}, "cannot run with --remote"},
 		{[]string{"bench", "--remote", "192.0.2.1", "--configs", "none", "--tests", "nat"}, "cannot run with --remote"},
 		{[]string{"bench", "--link", "1GigE", "--tests", "TCP_STREAM 64K"}, "no test selected"},
