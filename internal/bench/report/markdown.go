@@ -320,11 +320,18 @@ func writeBPF(b *strings.Builder, m *Model) {
 				}
 				cell := s.Cells[t.ID][c]
 				fmt.Fprintf(b, "| %s | %s | %s | %s | %s, %s | %s | %s |\n", oneLine(t.ID), c, costText(in), costText(out),
-					num(in.Runs), num(out.Runs), deltaCI(cell[Rate]), deltaCI(cell[SUTSD]))
+					runsText(in), runsText(out), deltaCI(cell[Rate]), deltaCI(cell[SUTSD]))
 			}
 		}
 		b.WriteString("\n")
 	}
+}
+
+func runsText(c BPFCost) string {
+	if c.NsPerPkt.N == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", c.Runs)
 }
 
 func costText(c BPFCost) string {

@@ -29,7 +29,7 @@ func WriteSummary(w io.Writer, m *Model) error {
 			continue
 		}
 		fmt.Fprintf(&b, "\n%s\n", s.Title)
-		const w0, w = 32, 16
+		const w0, w = 38, 16
 		fmt.Fprintf(&b, "%-*s", w0, "")
 		for _, c := range s.Configs {
 			fmt.Fprintf(&b, " %*s", w, trunc(c, w))

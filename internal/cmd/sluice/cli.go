@@ -168,10 +168,12 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 	if len(profiles) > 0 {
 		mode += " at " + *link
 	}
+	// A preset with anything changed is recorded as such.
+	custom := "custom (from " + mode + ")"
 	reg := config.Builtin(dp)
 	cl := preset.Configs
 	if *configs != "" {
-		cl, mode = *configs, "custom"
+		cl, mode = *configs, custom
 	}
 	cs, err := reg.Select(cl)
 	if err != nil {
@@ -205,7 +207,7 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 			fmt.Fprintf(stderr, "sluice bench: no test selected by %q at the link profiles of the run (--link)\n", *tests)
 			return 2
 		}
-		mode = "custom"
+		mode = custom
 	}
 	if *tests == "" {
 		// Configurations of a suite the preset has no test of (--configs
@@ -229,10 +231,10 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 	}
 	plan := run.Plan{Configs: cs, Tests: ts, Reps: preset.Reps, Duration: preset.Duration, Warmup: preset.Warmup}
 	if *duration > 0 {
-		plan.Duration, mode = *duration, "custom"
+		plan.Duration, mode = *duration, custom
 	}
 	if *reps > 0 {
-		plan.Reps, mode = *reps, "custom"
+		plan.Reps, mode = *reps, custom
 	}
 	if *warmup != "" {
 		w, err := time.ParseDuration(*warmup)
