@@ -58,6 +58,9 @@ func WriteSummary(w io.Writer, m *Model) error {
 		}
 	}
 	b.WriteString("\nvs none: Δrate% (ΔSUT service demand%), medians; ≈ within noise (the 95 % CI of the repetitions includes 0); inbound/outbound relative to the SUT.")
+	if r.Reps < 2 {
+		b.WriteString(" One repetition: no confidence interval, so no Δ can be told from noise.")
+	}
 	if len(m.Skips) > 0 {
 		var names []string
 		for _, s := range m.Skips {
