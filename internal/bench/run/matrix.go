@@ -332,7 +332,7 @@ func PresetAt(name string, ps []topo.Profile) (Preset, error) {
 // 2-core machine that would take over five hours, so the preset trades
 // length for repetitions, which is what gives the confidence intervals:
 // 4 interleaved repetitions of 10 s (netperf's default length) after a
-// 2 s warm-up per apply, 118 tests a repetition, about 85 minutes
+// 2 s warm-up per apply, 106 tests a repetition, about 80 minutes
 // (bench.Estimate). Longer runs are a matter of --duration and --reps.
 func Paper() Preset {
 	var ts []result.Test

@@ -15,7 +15,7 @@
 // minutes) runs the papers' tests on the papers' four configurations for
 // Sluice and nftables and the marking ones, 3 × 1 s; --full (about 40
 // minutes on 2 cores) every configuration and test (the IPQoS further
-// tests and the NAT gateway suite included), 4 × 2 s; --paper (about 85
+// tests and the NAT gateway suite included), 4 × 2 s; --paper (about 80
 // minutes) HP's matrix at HP's link speeds, 4 × 10 s. --link shapes the
 // test link to 100BaseT, 1GigE or 10GigE (tests at each, with the
 // paper's message sizes for the speed). bench prints its estimate when
@@ -96,10 +96,10 @@ func cmdConfigs(stdout io.Writer, dp config.Datapaths) int {
 func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int {
 	fs := flag.NewFlagSet("sluice bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	quick := fs.Bool("quick", false, "the quick preset (default): paper tests, main configurations, 3 × 1 s, about 4 minutes")
+	quick := fs.Bool("quick", false, "the quick preset (default): the papers' tests on their four configurations (Sluice, nftables) and the marking ones, 3 × 1 s, about 5 minutes")
 	full := fs.Bool("full", false, "the full preset, about 40 minutes on 2 cores: every configuration and test (IPFilter set, IPQoS sweep\n"+
 		"and further tests, NAT gateway suite); 4 × 2 s after a 1 s warm-up per apply")
-	paper := fs.Bool("paper", false, "HP's matrix and parameters, about 85 minutes on 2 cores: the IPFilter paper's tests at 10GigE and 1GigE\n"+
+	paper := fs.Bool("paper", false, "HP's matrix and parameters, about 80 minutes on 2 cores: the IPFilter paper's tests at 10GigE and 1GigE\n"+
 		"on its four configurations (Sluice, nftables, the trivial-program floor), the IPQoS sweep at 100BaseT and 1GigE; 4 × 10 s")
 	link := fs.String("link", "", "link profiles to shape the test link to, e.g. 1GigE,10GigE (veth, 100BaseT, 1GigE, 10GigE;\n"+
 		"default the preset's): each test runs at each, with the paper's message sizes for the speed")
