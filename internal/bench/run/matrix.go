@@ -327,7 +327,7 @@ func PresetAt(name string, ps []topo.Profile) (Preset, error) {
 // on its four configurations for Sluice and nftables plus the trivial
 // TCX program (the floor of the in-kernel cost), and the IPQoS paper's
 // send-size sweep (PaperSweep) at 100BaseT and 1GigE on none, sluice-qos
-// and nft-dscp. HP ran each test for 60 s once (the IPQoS tables'
+// and nft-dscp. HP ran its IPQoS tests for 60 s (the raw tables'
 // elapsed time, 60.01 s); the IPFilter paper does not say. On this
 // 2-core machine that would take over five hours, so the preset trades
 // length for repetitions, which is what gives the confidence intervals:
