@@ -158,6 +158,7 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		ids[s.l] = i
 	}
 	im := &Image{lists: make([]imageList, len(lists))}
+	var where []ipf.Pos // each rule's position, for errors
 	pt := &poolTables{ids: map[string]uint16{}}
 	seen := map[string]bool{}
 	for id, s := range lists {
@@ -180,12 +181,16 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 			raw.RuleNo = uint32(i + 1)
 			raw.GroupNo = uint32(id)
 			im.rules = append(im.rules, raw)
+			where = append(where, cr.Pos)
 			if opts.Text != nil {
 				im.texts = append(im.texts, opts.Text(cr.Src))
 			} else {
 				im.texts = append(im.texts, ipf.FormatRule(cr.Src))
 			}
 		}
+	}
+	if err := im.checkScanSteps(where); err != nil {
+		return nil, err
 	}
 	if len(im.rules) >= indexThreshold {
 		im.buildIndex()

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
+	"sluice/internal/frag"
 	"sluice/internal/ruleset"
 	"sluice/internal/state"
 )
@@ -184,7 +185,12 @@ func (d *Datapath) initConfig() error {
 		return fmt.Errorf("reading config: %w", err)
 	}
 	if cur != 0 {
-		return nil // already initialised by an earlier Load
+		// already initialised by an earlier Load; keys added since then
+		// get their defaults
+		if d.cfg(cfgFragTTL) == 0 {
+			return d.setCfg(cfgFragTTL, frag.DefaultTTL*uint64(tick))
+		}
+		return nil
 	}
 	def := state.DefaultConfig()
 	set := map[uint32]uint64{
@@ -200,12 +206,13 @@ func (d *Datapath) initConfig() error {
 		cfgToICMPAck: uint64(def.ICMPAckTimeout),
 		cfgToIP:      uint64(def.IPTimeout),
 		cfgStateLog:  1,
+		cfgFragTTL:   frag.DefaultTTL,
 	}
 	for st, t := range def.TCPTimeout {
 		set[uint32(cfgToTCP+st)] = uint64(t)
 	}
 	for k, v := range set {
-		if k >= cfgToTCP && k <= cfgToIP {
+		if (k >= cfgToTCP && k <= cfgToIP) || k == cfgFragTTL {
 			v *= uint64(tick)
 		}
 		if err := d.objs.Config.Put(k, v); err != nil {

@@ -6,14 +6,17 @@ package bpf
 
 // Capacity of the kernel rule storage.
 const (
-	MaxRules  = 16384 // rules per slot (all lists and groups of one set)
-	MaxLists  = 512   // lists per slot: in, out, count in, count out, groups
-	maxDepth  = 16    // group nesting the scan follows
-	numSlots  = 3
-	blockBits = 4 // the index works on blocks of 1<<blockBits rules
-	numBlocks = MaxRules >> blockBits
-	blockWord = numBlocks / 64
-	logSnap   = 128
+	MaxRules = 16384 // rules per slot (all lists and groups of one set)
+	MaxLists = 512   // lists per slot: in, out, count in, count out, groups
+	maxDepth = 16    // group nesting the scan follows
+	// scanBudget is the steps one scan may take (SCAN_BUDGET, bpf_loop's
+	// limit); CompileSet refuses a set that could need more.
+	scanBudget = 8388608
+	numSlots   = 3
+	blockBits  = 4 // the index works on blocks of 1<<blockBits rules
+	numBlocks  = MaxRules >> blockBits
+	blockWord  = numBlocks / 64
+	logSnap    = 128
 )
 
 // List ids within a slot; groups start at listGroup0.
@@ -74,6 +77,7 @@ const (
 	cfgToICMPAck = 27
 	cfgToIP      = 28
 	cfgStateLog  = 29
+	cfgFragTTL   = 30
 	cfgN         = 32
 )
 
@@ -122,6 +126,7 @@ const (
 	stRouted   = 48
 	stDupped   = 49
 	stRouteErr = 50
+	stScanCut  = 51
 	numStats   = 64
 	numReasons = 32
 )
@@ -182,4 +187,5 @@ const (
 	RSNBadFrag  = 15
 	RSNBad      = 20
 	RSNDCA      = 21
+	RSNScanCut  = 23
 )

@@ -39,6 +39,9 @@ type Stats struct {
 	// Routing: packets sent out by to/fastroute, copies sent by dup-to,
 	// and failures of either (the packet then goes on as usual).
 	Routed, Duplicated, RouteFail uint64
+	// ScanCut counts scans that did not end within their steps (the
+	// packet was blocked); the loader's check keeps it at zero.
+	ScanCut uint64
 	// Drops by reason (ipmon's reason numbers).
 	Drops [numReasons]uint64
 }
@@ -84,6 +87,7 @@ func (d *Datapath) Stats() (Stats, error) {
 	s.StateMaxRefused, s.StateExpired, s.StateClosed = raw[stMaxRef], raw[stExpired], raw[stClosed]
 	s.OOW, s.DCABlocked, s.PPSBlocked = raw[stOOW], raw[stDCA], raw[stPPS]
 	s.Routed, s.Duplicated, s.RouteFail = raw[stRouted], raw[stDupped], raw[stRouteErr]
+	s.ScanCut = raw[stScanCut]
 	var active int64
 	if err := d.objs.StateCount.Lookup(uint32(0), &active); err == nil {
 		s.StateActive = active
@@ -224,6 +228,32 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 		}
 		d.releaseState(&k, &ents[i])
 		n++
+	}
+	return n, nil
+}
+
+// FlushFrags empties the fragment cache and returns how many entries it
+// held.
+func (d *Datapath) FlushFrags() (int, error) {
+	var (
+		k    filterFragKey
+		v    filterFragEntry
+		keys []filterFragKey
+	)
+	it := d.objs.Frags.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("reading fragment cache: %w", err)
+	}
+	n := 0
+	for i := range keys {
+		if err := d.objs.Frags.Delete(&keys[i]); err == nil {
+			n++
+		} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, fmt.Errorf("flushing fragment cache: %w", err)
+		}
 	}
 	return n, nil
 }

@@ -30,6 +30,7 @@ var tunables = func() map[string]tunable {
 		"min_ttl":          {[]uint32{cfgMinTTL}, false, 0, 255},
 		"default_pass":     {[]uint32{cfgDefPass}, false, 0, 0xffffffff},
 		"state_logging":    {[]uint32{cfgStateLog}, false, 0, 1},
+		"frag_ttl":         {[]uint32{cfgFragTTL}, true, 1, 0x7fffffff},
 	}
 	for _, tt := range state.TCPTimeoutTunables {
 		t := tunable{ticks: true, min: 1, max: 0x7fffffff}

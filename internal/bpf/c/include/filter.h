@@ -17,6 +17,10 @@
 #define NSLOTS 3
 #define MAX_LISTS 512
 #define MAX_DEPTH 16
+/* Steps (bpf_loop iterations: a rule looked at, a run of index blocks
+ * skipped, a group left) one scan may take: bpf_loop's limit. The loader
+ * refuses a set in which a scan could need more. */
+#define SCAN_BUDGET 8388608
 
 /* The index works on blocks of 16 rules: a candidate bitmap says which
  * blocks may hold a rule matching the packet. */
@@ -165,6 +169,7 @@
 #define CFG_TO_ICMPACK 27
 #define CFG_TO_IP 28
 #define CFG_STATELOG 29
+#define CFG_FRAG_TTL 30   /* frag_ttl, ns */
 #define CFG_N 32
 
 /* Index dimensions of a slot (CFG_INDEX0 + slot); 0: no index. The source
@@ -210,6 +215,7 @@
 #define ST_ROUTED 48 /* sent out by to / fastroute */
 #define ST_DUPPED 49 /* copies sent by dup-to */
 #define ST_ROUTEFAIL 50
+#define ST_SCANCUT 51 /* a scan ran out of steps: packet blocked */
 #define ST_ACTIVE 47 /* not per-cpu meaningful: maintained as +/- */
 #define NSTATS 64
 
@@ -225,6 +231,7 @@
 #define RSN_BAD 20      /* Sluice: sanity check failed and a rule blocked it */
 #define RSN_DCA 21      /* Sluice: HP keep limit exceeded */
 #define RSN_DISABLED 22
+#define RSN_SCANCUT 23  /* Sluice: the rule scan ran out of steps */
 #define NREASONS 32
 
 /* TCP states (IPFilter numbering). */
@@ -450,13 +457,18 @@ struct state_entry {
 	__u32 opt;
 };
 
+/* A datagram's fragments, as IPFilter keys them: interface, version,
+ * protocol, id, addresses, options and security class. */
 struct frag_key {
 	__u32 src[4];
 	__u32 dst[4];
 	__u32 id;
+	__u32 ifindex;
+	__u32 opt;
 	__u8 proto;
 	__u8 family;
-	__u16 pad;
+	__u8 secclass;
+	__u8 pad;
 };
 
 struct frag_entry {
@@ -465,6 +477,10 @@ struct frag_entry {
 	__u32 rule_no;
 	__u32 group_no;
 	__u32 logtag;
+	__u32 first_end; /* end of the first fragment, 8-byte units (seen0) */
+	__u32 next_off;  /* where the next in-order fragment starts */
+	__u8 seen0;      /* the first fragment (offset 0) went by */
+	__u8 pad[7];
 };
 
 struct dca_key {

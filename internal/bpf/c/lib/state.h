@@ -9,6 +9,7 @@
 
 #include <linux/in.h>
 #include "common.h"
+#include "frag.h"
 
 static __always_inline void make_key(struct state_key *k, const struct pktinfo *p, int rev)
 {
@@ -532,6 +533,9 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		return 0;
 	__sync_fetch_and_add(n, 1);
 	__sync_fetch_and_add(cnt, 1);
+	/* a fragment that made state: the rest of its datagram follows */
+	if (p->flags & PF_FRAG)
+		sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
 	if (dca_on) {
 		if (dv) {
 			__sync_fetch_and_add(dv, 1);
