@@ -14,6 +14,7 @@ import (
 
 	"sluice/internal/bpf"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 )
 
 // Kernel is the Backend over the pinned eBPF datapath. Every ipf run is a
@@ -373,10 +374,10 @@ func status(d *bpf.Datapath) string {
 	}
 	def := "nomatch -> block"
 	if t, ok := findTunable(d.Tunables(), "default_pass"); ok {
-		switch t.Cur & bpf.FRCmdMask {
-		case bpf.FRPass:
+		switch uint32(t.Cur) & ruleset.FRCmdMask {
+		case ruleset.FRPass:
 			def = "pass"
-		case bpf.FRBlock:
+		case ruleset.FRBlock:
 			def = "block"
 		}
 	}

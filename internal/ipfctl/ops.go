@@ -117,8 +117,8 @@ type Op struct {
 	Expr  []ipf.ExprClause
 }
 
-// RuleCounters are the counters of one rule as ipf -z reports them.
-type RuleCounters struct {
+// ZeroedRule is a rule and the counters ipf -z read before zeroing them.
+type ZeroedRule struct {
 	Rule        *ipf.Rule
 	Hits, Bytes uint64
 }
@@ -128,7 +128,7 @@ type Result struct {
 	Count    int
 	SetNo    int
 	Text     string
-	Counters []RuleCounters
+	Counters []ZeroedRule
 }
 
 // ApplyOptions modify Apply.

@@ -487,7 +487,7 @@ func (t *tx) stageKernel(i int, op *Op) error {
 						if err != nil {
 							return fmt.Errorf("zeroing counters: %w", err)
 						}
-						res[i].Counters = append(res[i].Counters, RuleCounters{Rule: r, Hits: h, Bytes: b})
+						res[i].Counters = append(res[i].Counters, ZeroedRule{Rule: r, Hits: h, Bytes: b})
 						break
 					}
 				}

@@ -126,7 +126,7 @@ func (l *loader) prepareOne(a *qos.Adapter) (prepared, error) {
 	if dev.Attrs().EncapType == "ether" {
 		pt.l2len = 14
 	}
-	plan, err := tc.NewPlan(a, l.linkRate(a.Name))
+	plan, err := tc.NewPlan(a, l.rate(a))
 	if err != nil {
 		return prepared{}, err
 	}
@@ -135,6 +135,15 @@ func (l *loader) prepareOne(a *qos.Adapter) (prepared, error) {
 		pr.old = l.old.rs.Adapter(a.Name)
 	}
 	return pr, nil
+}
+
+// rate is an adapter's speed for percentage rates and HTB ceilings: the
+// one the configuration declares (ipqos `speed`), else the link's.
+func (l *loader) rate(a *qos.Adapter) uint64 {
+	if a.Speed != 0 {
+		return a.Speed
+	}
+	return l.linkRate(a.Name)
 }
 
 // rollback undoes the adapters switched so far, last first.
@@ -185,7 +194,7 @@ func (l *loader) applyQdisc(pr prepared, mine *[]func()) error {
 	name := pr.a.Name
 	var oldPlan *tc.Plan
 	if pr.old != nil {
-		oldPlan, _ = tc.NewPlan(pr.old, l.linkRate(name))
+		oldPlan, _ = tc.NewPlan(pr.old, l.rate(pr.old))
 	}
 	restore := func() {
 		if oldPlan != nil {

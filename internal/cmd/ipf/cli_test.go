@@ -257,7 +257,7 @@ func (f *fakeBackend) Apply(ops []ipfctl.Op, opts ipfctl.ApplyOptions) ([]ipfctl
 		}
 		if op.Kind == ipfctl.OpZeroRules {
 			for _, r := range op.Rules {
-				res[i].Counters = append(res[i].Counters, ipfctl.RuleCounters{Rule: r, Hits: 7, Bytes: 700})
+				res[i].Counters = append(res[i].Counters, ipfctl.ZeroedRule{Rule: r, Hits: 7, Bytes: 700})
 			}
 		}
 		f.calls = append(f.calls, call)
