@@ -18,7 +18,8 @@ import (
 // the exporter read it, tests point it at a private bpffs).
 const QoSDirEnv = "SLUICE_QOS_DIR"
 
-// QoSPinDir returns $SLUICE_QOS_DIR, or "" for IPQoS's default.
+// QoSPinDir returns $SLUICE_QOS_DIR, or "" for IPQoS's default
+// (DefaultQoSPinDir; QoSBackend and ReadStatus resolve "").
 func QoSPinDir() string { return os.Getenv(QoSDirEnv) }
 
 // ErrStatusUnsupported is returned by ReadStatus where there is no kernel

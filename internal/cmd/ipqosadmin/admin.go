@@ -32,7 +32,7 @@ const Usage = `usage:
   ipqosadmin -loglevel LEVEL                  0-4 or none, error, warning, info, debug
   ipqosadmin -test -f FILE -i PACKETS [-F text|hex] [-a ADAPTER]
   ipqosadmin -h                               this help
-common: -pindir DIR (default ` + ipfctl.DefaultQoSPinDir + `)
+common: -pindir DIR (default $SLUICE_QOS_DIR, else ` + ipfctl.DefaultQoSPinDir + `)
 A load is checked whole first (the file, every adapter); with -abort (the
 default) any failure keeps the previous configuration.
 `
@@ -108,7 +108,7 @@ func (c *command) parse(args []string) (code int, ok bool) {
 	fs.BoolVar(&c.verbose, "verbose", false, "")
 	fs.BoolVar(&c.abort, "abort", false, "")
 	fs.BoolVar(&c.cont, "continue", false, "")
-	fs.StringVar(&c.pindir, "pindir", ipfctl.DefaultQoSPinDir, "")
+	fs.StringVar(&c.pindir, "pindir", ipfctl.QoSPinDir(), "")
 	// Options may follow the -showstats selector, so parsing resumes
 	// after each positional argument.
 	for {
