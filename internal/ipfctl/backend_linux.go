@@ -69,7 +69,7 @@ func (b *Kernel) open() (*bpf.Datapath, error) {
 	}
 	d, err := bpf.OpenPinned(b.dir)
 	if err != nil {
-		return nil, permissionHint(err)
+		return nil, permissionHint(explainNotLoaded(b.dir, err))
 	}
 	b.d = d
 	return d, nil

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/bpf"
 )
 
 // bpffsRoot is where the host mounts bpffs; pins under it are shared by
@@ -82,6 +84,23 @@ func prepareBPFFS(pinDir string) error {
 		return permissionHint(fmt.Errorf("mounting bpffs on %s: %w", parent, err))
 	}
 	return nil
+}
+
+// explainNotLoaded turns "not loaded" into ErrForeignBPFFS when the
+// reason is that this process sees a private /sys (ip netns exec), where
+// the host's pins cannot be seen at all.
+func explainNotLoaded(dir string, err error) error {
+	if !errors.Is(err, bpf.ErrNotLoaded) || filepath.Dir(filepath.Clean(dir)) != bpffsRoot {
+		return err
+	}
+	var st unix.Statfs_t
+	if unix.Statfs(bpffsRoot, &st) == nil && st.Type == unix.BPF_FS_MAGIC {
+		return err
+	}
+	if same, ok := initMountNS(); ok && !same {
+		return ErrForeignBPFFS
+	}
+	return err
 }
 
 // lockTx takes the lock beside the pins of dir: exclusive for a change,

@@ -38,7 +38,7 @@ const lostPoll = 100 * time.Millisecond
 func OpenLiveLog(dir string) (*LiveLog, error) {
 	d, err := bpf.OpenPinned(orDefault(dir))
 	if err != nil {
-		return nil, permissionHint(err)
+		return nil, permissionHint(explainNotLoaded(orDefault(dir), err))
 	}
 	rd, err := d.OpenLog()
 	if err != nil {

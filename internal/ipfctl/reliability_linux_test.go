@@ -256,6 +256,10 @@ func TestPrivilegedPrivateSys(t *testing.T) {
 	script := fmt.Sprintf(`mount -t sysfs sysfs /sys || exit 99
 %[1]s/ipf -Fa -f %[2]s
 echo "ipf exit $?"
+%[1]s/ipfstat -io
+echo "ipfstat exit $?"
+%[1]s/ipf -V >/dev/null
+echo "ipf -V exit $?"
 stat -f -c %%T /sys/fs/bpf
 `, tp.bin, rules)
 	c := exec.Command("sh", "-c", script)
@@ -272,6 +276,10 @@ stat -f -c %%T /sys/fs/bpf
 	s := string(out)
 	if !strings.Contains(s, "ipf exit 1") || !strings.Contains(s, "ip netns exec") || !strings.Contains(s, "nsenter --net") {
 		t.Errorf("ipf under a private /sys:\n%s\nwant exit 1 and a message naming ip netns exec and nsenter --net", s)
+	}
+	// the readers say why they see nothing, rather than "not loaded"
+	if !strings.Contains(s, "ipfstat exit 1") || !strings.Contains(s, "ipf -V exit 1") || strings.Count(s, "ip netns exec") < 3 {
+		t.Errorf("ipfstat and ipf -V under a private /sys:\n%s", s)
 	}
 	if !strings.HasSuffix(s, "sysfs\n") {
 		t.Errorf("something was mounted on /sys/fs/bpf:\n%s", s)

@@ -82,7 +82,7 @@ func OpenReader(dir string) (Reader, error) {
 	dir = orDefault(dir)
 	d, err := bpf.OpenPinned(dir)
 	if err != nil {
-		return nil, permissionHint(err)
+		return nil, permissionHint(explainNotLoaded(dir, err))
 	}
 	return &view{dir: dir, d: d}, nil
 }
