@@ -478,9 +478,13 @@ func TestPrivilegedRollbackUnconfirmed(t *testing.T) {
 		t.Errorf("ipf -C after the rollback: exit %d, stderr %q", code, stderr)
 	}
 
-	// confirmed within the time: the new set stays
+	// confirmed within the time: the new set stays; a change made while
+	// the rollback is pending is warned about
 	newSet := "pass in all\nblock in proto udp from any to any port = 9\npass out all\n"
-	tp.mustRun("ipf", "-W", "2", "-Fa", "-f", tp.file("new.conf", newSet))
+	tp.mustRun("ipf", "-W", "2", "-Fa", "-f", tp.file("new.conf", newSet[:len(newSet)-len("pass out all\n")]))
+	if code, _, stderr := tp.run("ipf", "-f", tp.file("more.conf", "pass out all\n")); code != 0 || !strings.Contains(stderr, "waits for confirmation") {
+		t.Errorf("a load while a rollback is pending: exit %d, stderr %q; want a warning", code, stderr)
+	}
 	if out := tp.mustRun("ipf", "-C"); !strings.Contains(out, "confirmed") {
 		t.Errorf("ipf -C printed %q", out)
 	}

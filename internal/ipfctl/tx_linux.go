@@ -617,6 +617,10 @@ func (b *Kernel) Apply(ops []Op, opts ApplyOptions) ([]Result, error) {
 	if err := t.plan(ops); err != nil {
 		return nil, err
 	}
+	if opts.ConfirmWithin == 0 && t.d != nil && t.d.Token() != 0 && len(t.steps) > 0 {
+		t.warnings = append(t.warnings, "a load made with ipf -W waits for confirmation: unless ipf -C confirms it, "+
+			"its rollback will undo this change too")
+	}
 	if opts.Warn != nil {
 		for _, w := range t.warnings {
 			opts.Warn(w)
