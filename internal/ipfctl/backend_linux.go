@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -253,6 +254,63 @@ func (b *Backend) FlushState(arg string, expr []ipf.ExprClause) (int, error) {
 		return d.FlushStates(nil)
 	}
 	return d.FlushStates(match)
+}
+
+// DCA is ipf -m e|d|q|t, HP-UX's DCA mode: e and d switch the keep-limit
+// connection limits on and off, q prints the mode, t the connections each
+// limit holds now (one line per rule and source; a cumulative limit has
+// no source). [HP documents the options, not their output: the lines are
+// Sluice's.]
+func (b *Backend) DCA(mode byte) (string, error) {
+	d, err := b.open()
+	if err != nil {
+		return "", err
+	}
+	switch mode {
+	case 'e', 'd':
+		return "", d.SetDCA(mode == 'e')
+	case 'q':
+		if d.DCAEnabled() {
+			return "DCA: enabled\n", nil
+		}
+		return "DCA: disabled\n", nil
+	case 't':
+		counts, err := d.DCACounts()
+		if err != nil {
+			return "", err
+		}
+		sort.Slice(counts, func(i, j int) bool {
+			a, c := counts[i], counts[j]
+			if a.Rule.Set != c.Rule.Set {
+				return a.Rule.Set < c.Rule.Set
+			}
+			if a.Rule.List != c.Rule.List {
+				return a.Rule.List < c.Rule.List
+			}
+			if a.Rule.Number != c.Rule.Number {
+				return a.Rule.Number < c.Rule.Number
+			}
+			return a.Src.Less(c.Src)
+		})
+		var w strings.Builder
+		for _, c := range counts {
+			group := "0"
+			if c.Rule.List >= firstGroupList {
+				name, err := d.ListName(c.Rule.Set, c.Rule.List)
+				if err != nil {
+					return "", err
+				}
+				group = name
+			}
+			src := "cumulative"
+			if c.Src.IsValid() {
+				src = c.Src.String()
+			}
+			fmt.Fprintf(&w, "@%s:%d %s connections %d\n", group, c.Rule.Number, src, c.Conns)
+		}
+		return w.String(), nil
+	}
+	return "", fmt.Errorf("unknown DCA mode %q", mode)
 }
 
 // stateMatcher returns the selection of ipf -F s, -F 5..11 and -F N>=30;

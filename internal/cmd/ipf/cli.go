@@ -77,6 +77,14 @@ type Backend interface {
 	Status() (string, error)
 }
 
+// DCABackend is a Backend with HP-UX's DCA mode (the connection limits of
+// `keep limit` rules): `ipf -m e|d|q|t`.
+type DCABackend interface {
+	// DCA enables (e) or disables (d) the limits, queries the mode (q) or
+	// shows the connection table (t), and returns what to print.
+	DCA(mode byte) (string, error)
+}
+
 // Version is the version string ipf -V prints.
 const Version = "IP Filter: v5.1.2 (Sluice)"
 
@@ -143,7 +151,25 @@ func (c *Command) Run(args []string) int {
 }
 
 func (c *Command) usage() {
-	fmt.Fprintln(c.Stderr, "usage: ipf [-46AdDEInoPrRsvVyzZ] [-l block|pass|nomatch|state|nat] [-c c] [-F i|o|a|s|S|N] [-m expr] [-T list] -f filename")
+	fmt.Fprintln(c.Stderr, "usage: ipf [-46AdDEInoPrRsvVyzZ] [-l block|pass|nomatch|state|nat] [-c c] [-F i|o|a|s|S|N] [-m expr|e|d|q|t] [-T list] -f filename")
+}
+
+// dca carries out ipf -m e|d|q|t.
+func (c *Command) dca(o *options, mode byte) error {
+	b, ok, err := c.kernel(o)
+	if err != nil || !ok {
+		return err
+	}
+	db, ok := b.(DCABackend)
+	if !ok {
+		return fmt.Errorf("-m %c: DCA mode: %w", mode, errors.ErrUnsupported)
+	}
+	out, err := db.DCA(mode)
+	if err != nil {
+		return fmt.Errorf("-m %c: %w", mode, err)
+	}
+	fmt.Fprint(c.Stdout, out)
+	return nil
 }
 
 // kernel returns the backend, or an error when the operation must reach
@@ -187,6 +213,11 @@ func (c *Command) do(o *options, opt byte, arg string) error {
 	case 'z':
 		o.zero = true
 	case 'm':
+		if len(arg) == 1 && strings.Contains("edqt", arg) {
+			// HP-UX: -m e|d|q|t is the DCA mode; 5.x's -m is an exp
+			// filter, which is never one of these letters
+			return c.dca(o, arg[0])
+		}
 		e, err := ipf.ParseExpr(arg)
 		if err != nil {
 			return fmt.Errorf("-m: %w", err)
