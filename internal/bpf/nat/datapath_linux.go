@@ -119,7 +119,10 @@ func OpenPinned(dir string) (*Datapath, error) {
 		dir = DefaultPinDir
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config")); err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, ErrNotLoaded)
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("%s: %w", dir, ErrNotLoaded)
+		}
+		return nil, fmt.Errorf("opening the NAT datapath: %w", err)
 	}
 	spec, err := loadNat()
 	if err != nil {

@@ -1,0 +1,528 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
+
+package ipnat
+
+// Live NAT tests: three namespaces, a client (c) and a server (s) on
+// either side of a gateway (g) that forwards between them and runs ipnat
+// (and ipf) in process, with the pins on a private bpffs. The server has
+// no route back to the client's network, so replies only come back when
+// the gateway translates.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	natbpf "sluice/internal/bpf/nat"
+	cli "sluice/internal/cmd/ipf"
+	"sluice/internal/ipfctl"
+	"sluice/internal/testutil"
+)
+
+const (
+	gwC4    = "192.168.77.2" // client
+	gwGC4   = "192.168.77.1" // gateway, inside
+	gwGS4   = "198.51.100.1" // gateway, outside
+	gwS4    = "198.51.100.2" // server
+	gwC6    = "fd77::2"
+	gwGC6   = "fd77::1"
+	gwGS6   = "2001:db8:100::1"
+	gwS6    = "2001:db8:100::2"
+	gwTCP   = 5001
+	gwUDP   = 5002
+	gwOutIf = "gs0" // the gateway's outside interface
+)
+
+type gwTopo struct {
+	t        *testing.T
+	c, g, s  netns.NsHandle
+	orig     netns.NsHandle
+	pinDir   string
+	tmp      string
+	cleanups []func()
+}
+
+func (w *gwTopo) onClose(f func()) { w.cleanups = append(w.cleanups, f) }
+
+func (w *gwTopo) close() {
+	for i := len(w.cleanups) - 1; i >= 0; i-- {
+		w.cleanups[i]()
+	}
+	w.cleanups = nil
+}
+
+// in runs f on an OS thread that joined ns.
+func (w *gwTopo) in(ns netns.NsHandle, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := netns.Set(ns); err != nil {
+			errc <- fmt.Errorf("setns: %w", err)
+			return
+		}
+		err := f()
+		if netns.Set(w.orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
+func (w *gwTopo) must(err error) {
+	w.t.Helper()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// newGW builds the three namespaces. The NAT and filter pins go to a
+// private bpffs; SLUICE_BPF_DIR points the in-process commands at it.
+func newGW(t *testing.T) *gwTopo {
+	t.Helper()
+	testutil.RequireRoot(t)
+	w := &gwTopo{t: t, tmp: t.TempDir()}
+	t.Cleanup(w.close)
+	mnt := filepath.Join(w.tmp, "bpffs")
+	w.must(os.Mkdir(mnt, 0o700))
+	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
+		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
+	}
+	w.onClose(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	w.pinDir = filepath.Join(mnt, "sluice")
+	t.Setenv(ipfctl.PinDirEnv, w.pinDir)
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	w.must(err)
+	w.orig = orig
+	w.onClose(func() { orig.Close() })
+	for _, p := range []*netns.NsHandle{&w.c, &w.g, &w.s} {
+		ns, err := netns.New()
+		if err != nil {
+			netns.Set(orig)
+			testutil.SkipOrFail(t, "creating a network namespace: %v", err)
+		}
+		*p = ns
+		w.onClose(func() { ns.Close() })
+	}
+	w.must(netns.Set(orig))
+	hc, err := netlink.NewHandleAt(w.c)
+	w.must(err)
+	defer hc.Close()
+	hg, err := netlink.NewHandleAt(w.g)
+	w.must(err)
+	defer hg.Close()
+	hs, err := netlink.NewHandleAt(w.s)
+	w.must(err)
+	defer hs.Close()
+	w.must(hc.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "vc0"}, PeerName: "gc0", PeerNamespace: netlink.NsFd(w.g)}))
+	w.must(hs.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "vs0"}, PeerName: "gs0", PeerNamespace: netlink.NsFd(w.g)}))
+	for _, x := range []struct {
+		h    *netlink.Handle
+		link string
+		a    []string
+	}{
+		{hc, "vc0", []string{gwC4 + "/24", gwC6 + "/64"}},
+		{hg, "gc0", []string{gwGC4 + "/24", gwGC6 + "/64"}},
+		{hg, "gs0", []string{gwGS4 + "/24", gwGS6 + "/64"}},
+		{hs, "vs0", []string{gwS4 + "/24", gwS6 + "/64"}},
+	} {
+		l, err := x.h.LinkByName(x.link)
+		w.must(err)
+		for _, a := range x.a {
+			ad, err := netlink.ParseAddr(a)
+			w.must(err)
+			ad.Flags = unix.IFA_F_NODAD
+			w.must(x.h.AddrAdd(l, ad))
+		}
+		w.must(x.h.LinkSetUp(l))
+		if lo, err := x.h.LinkByName("lo"); err == nil {
+			x.h.LinkSetUp(lo)
+		}
+	}
+	// the client routes everything through the gateway; the server knows
+	// only its own network
+	vc, err := hc.LinkByName("vc0")
+	w.must(err)
+	for _, gw := range []string{gwGC4, gwGC6} {
+		w.must(hc.RouteAdd(&netlink.Route{LinkIndex: vc.Attrs().Index, Gw: net.ParseIP(gw)}))
+	}
+	w.must(w.in(w.g, func() error {
+		for _, f := range []string{"/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"} {
+			if err := os.WriteFile(f, []byte("1"), 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	w.onClose(func() { w.in(w.g, func() error { return ipfctl.Remove(w.pinDir) }) })
+	return w
+}
+
+// routeVia makes the server send traffic for prefix to the gateway.
+func (w *gwTopo) routeVia(prefix string) {
+	w.t.Helper()
+	hs, err := netlink.NewHandleAt(w.s)
+	w.must(err)
+	defer hs.Close()
+	l, err := hs.LinkByName("vs0")
+	w.must(err)
+	_, dst, err := net.ParseCIDR(prefix)
+	w.must(err)
+	gw := gwGS4
+	if dst.IP.To4() == nil {
+		gw = gwGS6
+	}
+	w.must(hs.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst, Gw: net.ParseIP(gw)}))
+}
+
+// ipnat runs the ipnat command in process inside the gateway, as the
+// bench does.
+func (w *gwTopo) ipnat(args ...string) (int, string, string) {
+	w.t.Helper()
+	var o, e bytes.Buffer
+	var code int
+	w.must(w.in(w.g, func() error {
+		code = Main(args, strings.NewReader(""), &o, &e)
+		return nil
+	}))
+	return code, o.String(), e.String()
+}
+
+func (w *gwTopo) mustIPNAT(args ...string) string {
+	w.t.Helper()
+	code, o, e := w.ipnat(args...)
+	if code != 0 {
+		w.t.Fatalf("ipnat %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, o, e)
+	}
+	return o
+}
+
+// ipf runs ipf in process inside the gateway.
+func (w *gwTopo) ipf(args ...string) string {
+	w.t.Helper()
+	var o, e bytes.Buffer
+	var code int
+	w.must(w.in(w.g, func() error {
+		b := ipfctl.New(w.pinDir)
+		defer b.Close()
+		c := &cli.Command{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e, Backend: b}
+		code = c.Run(args)
+		return nil
+	}))
+	if code != 0 {
+		w.t.Fatalf("ipf %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, o.String(), e.String())
+	}
+	return o.String()
+}
+
+func (w *gwTopo) file(name, text string) string {
+	w.t.Helper()
+	p := filepath.Join(w.tmp, name)
+	w.must(os.WriteFile(p, []byte(text), 0o644))
+	return p
+}
+
+// serve runs TCP and UDP echo servers at addr in ns; the TCP one also
+// reports the peer address it saw on conns.
+func (w *gwTopo) serve(ns netns.NsHandle, addr string, tcpPort, udpPort int) (peers chan string) {
+	w.t.Helper()
+	peers = make(chan string, 64)
+	var ln net.Listener
+	var pc net.PacketConn
+	fam := "4"
+	if strings.Contains(addr, ":") {
+		fam = "6"
+	}
+	w.must(w.in(ns, func() error {
+		var err error
+		if ln, err = net.Listen("tcp"+fam, net.JoinHostPort(addr, strconv.Itoa(tcpPort))); err != nil {
+			return err
+		}
+		if udpPort != 0 {
+			pc, err = net.ListenPacket("udp"+fam, net.JoinHostPort(addr, strconv.Itoa(udpPort)))
+		}
+		return err
+	}))
+	w.onClose(func() {
+		ln.Close()
+		if pc != nil {
+			pc.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case peers <- c.RemoteAddr().String():
+			default:
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	if pc != nil {
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				pc.WriteTo(buf[:n], from)
+			}
+		}()
+	}
+	return peers
+}
+
+func echo(c net.Conn, msg []byte, timeout time.Duration) error {
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write(msg); err != nil {
+		return err
+	}
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	if !bytes.Equal(buf, msg) {
+		return fmt.Errorf("echo: got %q, want %q", buf, msg)
+	}
+	return nil
+}
+
+// dial connects from ns to addr:port over TCP and exchanges a message;
+// the connection is returned open.
+func (w *gwTopo) dial(ns netns.NsHandle, addr string, port int) (net.Conn, error) {
+	var c net.Conn
+	err := w.in(ns, func() error {
+		var err error
+		c, err = net.DialTimeout("tcp", net.JoinHostPort(addr, strconv.Itoa(port)), 2*time.Second)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := echo(c, []byte("through the gateway"), 2*time.Second); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// udp sends a datagram from ns on a connected socket and waits for the
+// echo; with a closed port the ICMP error that comes back surfaces as
+// ECONNREFUSED, but only if its embedded header matches the socket's
+// addresses and ports (the gateway translated it back).
+func (w *gwTopo) udp(ns netns.NsHandle, addr string, port int) error {
+	var c net.Conn
+	if err := w.in(ns, func() error {
+		var err error
+		c, err = net.Dial("udp", net.JoinHostPort(addr, strconv.Itoa(port)))
+		return err
+	}); err != nil {
+		return err
+	}
+	defer c.Close()
+	var last error
+	for try := 0; try < 3; try++ {
+		if last = echo(c, []byte("hello"), 700*time.Millisecond); last == nil || errors.Is(last, syscall.ECONNREFUSED) {
+			return last
+		}
+	}
+	return last
+}
+
+// ping sends an ICMP echo request from ns and waits for the reply.
+func (w *gwTopo) ping(ns netns.NsHandle, addr string) error {
+	v6 := strings.Contains(addr, ":")
+	return w.in(ns, func() error {
+		network, typ := "ip4:icmp", byte(8)
+		if v6 {
+			network, typ = "ip6:ipv6-icmp", 128
+		}
+		pc, err := net.ListenPacket(network, "")
+		if err != nil {
+			return err
+		}
+		defer pc.Close()
+		msg := []byte{typ, 0, 0, 0, 0x12, 0x34, 0, 1, 'n', 'a', 't'}
+		if !v6 {
+			var s uint32
+			for i := 0; i+1 < len(msg); i += 2 {
+				s += uint32(msg[i])<<8 | uint32(msg[i+1])
+			}
+			s += uint32(msg[len(msg)-1]) << 8
+			for s>>16 != 0 {
+				s = s&0xffff + s>>16
+			}
+			msg[2], msg[3] = byte(^s>>8), byte(^s)
+		}
+		dst, err := net.ResolveIPAddr("ip", addr)
+		if err != nil {
+			return err
+		}
+		if _, err := pc.WriteTo(msg, dst); err != nil {
+			return err
+		}
+		pc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return fmt.Errorf("ping %s: %w", addr, err)
+			}
+			// the reply to this request: type 0 / 129, our id and data
+			if n >= 11 && from.String() == dst.String() && (buf[0] == 0 || buf[0] == 129) &&
+				buf[4] == 0x12 && buf[5] == 0x34 && string(buf[8:n]) == "nat" {
+				return nil
+			}
+		}
+	})
+}
+
+// sessions returns ipnat -l's session lines.
+func (w *gwTopo) sessions() []string {
+	w.t.Helper()
+	out := w.mustIPNAT("-l")
+	_, s, ok := strings.Cut(out, "List of active sessions:\n")
+	if !ok {
+		w.t.Fatalf("ipnat -l: no session list in\n%s", out)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+func hostPort(s string) (netip.Addr, int) {
+	ap := netip.MustParseAddrPort(s)
+	return ap.Addr().Unmap(), int(ap.Port())
+}
+
+// TestPrivilegedNATMasquerade: a client behind the gateway reaches the
+// server over TCP, UDP and ICMP echo, IPv4 and IPv6, with its address
+// (and, TCP/UDP, its ports: portmap auto) replaced by the gateway's; an
+// ICMP port unreachable comes back with its embedded header translated;
+// ipnat -l lists the sessions, -s counts them, -F ends them.
+func TestPrivilegedNATMasquerade(t *testing.T) {
+	w := newGW(t)
+	peers4 := w.serve(w.s, gwS4, gwTCP, gwUDP)
+	peers6 := w.serve(w.s, gwS6, gwTCP, gwUDP)
+	w.mustIPNAT("-f", w.file("masq.nat", `map gs0 192.168.77.0/24 -> 0/32 portmap tcp/udp auto
+map gs0 192.168.77.0/24 -> 0/32
+map gs0 inet6 fd77::/64 -> 2001:db8:100::1/128 portmap tcp/udp auto
+map gs0 inet6 fd77::/64 -> 2001:db8:100::1/128
+`))
+	c4, err := w.dial(w.c, gwS4, gwTCP)
+	if err != nil {
+		t.Fatalf("TCP through the masquerade: %v", err)
+	}
+	defer c4.Close()
+	from, port := hostPort(<-peers4)
+	if from.String() != gwGS4 || port < 1024 {
+		t.Errorf("the server saw the connection from %s:%d, want the gateway %s and a mapped port", from, port, gwGS4)
+	}
+	c6, err := w.dial(w.c, gwS6, gwTCP)
+	if err != nil {
+		t.Fatalf("TCP over IPv6 through the masquerade: %v", err)
+	}
+	defer c6.Close()
+	if from, _ := hostPort(<-peers6); from.String() != gwGS6 {
+		t.Errorf("the server saw the IPv6 connection from %s, want %s", from, gwGS6)
+	}
+	for _, a := range []string{gwS4, gwS6} {
+		if err := w.udp(w.c, a, gwUDP); err != nil {
+			t.Errorf("UDP to %s through the masquerade: %v", a, err)
+		}
+		if err := w.ping(w.c, a); err != nil {
+			t.Errorf("ICMP echo to %s through the masquerade: %v", a, err)
+		}
+		// nothing listens on gwUDP+1: the port unreachable must come
+		// back translated for the socket to see it
+		if err := w.udp(w.c, a, gwUDP+1); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("UDP to a closed port of %s: got %v, want the ICMP error as ECONNREFUSED", a, err)
+		}
+	}
+	ss := w.sessions()
+	re := regexp.MustCompile(`^MAP 192\.168\.77\.2 +(\d+) +<- -> 198\.51\.100\.1 +(\d+) +\[198\.51\.100\.2 5001\]$`)
+	found := false
+	for _, l := range ss {
+		if m := re.FindStringSubmatch(l); m != nil {
+			found = true
+			if m[2] != strconv.Itoa(port) {
+				t.Errorf("ipnat -l maps to port %s, the server saw %d: %q", m[2], port, l)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("ipnat -l has no TCP session of the client:\n%s", strings.Join(ss, "\n"))
+	}
+	// TCP, UDP (2 ports), ICMP, each on IPv4 and IPv6
+	if len(ss) < 8 {
+		t.Errorf("ipnat -l lists %d sessions, want at least 8:\n%s", len(ss), strings.Join(ss, "\n"))
+	}
+	t.Logf("ipnat -lv:\n%s", w.mustIPNAT("-lv"))
+	st := w.mustIPNAT("-s")
+	t.Logf("ipnat -s:\n%s", st)
+	for _, want := range []*regexp.Regexp{regexp.MustCompile(`(?m)^([1-9]\d*)\tpackets translated out$`),
+		regexp.MustCompile(`(?m)^([1-9]\d*)\tpackets translated in$`), regexp.MustCompile(`(?m)^([1-9]\d*)\tactive$`)} {
+		if !want.MatchString(st) {
+			t.Errorf("ipnat -s has no %s:\n%s", want, st)
+		}
+	}
+	if out := w.mustIPNAT("-F"); !regexp.MustCompile(`^(\d+) entries flushed from NAT table\n$`).MatchString(out) || strings.HasPrefix(out, "0 ") {
+		t.Errorf("ipnat -F: %q", out)
+	}
+	if ss := w.sessions(); len(ss) != 0 {
+		t.Errorf("sessions after ipnat -F:\n%s", strings.Join(ss, "\n"))
+	}
+	// a new connection still goes through (the rules are still loaded)
+	if c, err := w.dial(w.c, gwS4, gwTCP); err != nil {
+		t.Errorf("TCP after ipnat -F: %v", err)
+	} else {
+		c.Close()
+	}
+	// ipnat -CF takes it all away: the programs are detached
+	w.mustIPNAT("-CF")
+	w.must(w.in(w.g, func() error {
+		d, err := natbpf.OpenPinned(ipfctl.NATPinDir(w.pinDir))
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if a := d.Attached(); len(a) != 0 {
+			return fmt.Errorf("NAT still attached to %v with no rules and no sessions", a)
+		}
+		return nil
+	}))
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:1", 10*time.Millisecond); err == nil {
+		c.Close()
+	}
+	if err := w.udp(w.c, gwS4, gwUDP); err == nil {
+		t.Errorf("UDP went through with NAT removed (the server has no route back)")
+	}
+}
