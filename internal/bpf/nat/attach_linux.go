@@ -303,7 +303,9 @@ func lastOnEgress(ifindex int, prog *ebpf.Program) (bool, error) {
 }
 
 // moveEgress attaches the egress program anew at the tail and drops the
-// old link, with the double-translation guard on meanwhile.
+// old link, with the double-translation guard on meanwhile. TCX takes a
+// program once per hook, so the new link gets a second instance of the
+// egress program over the same maps, which then becomes the pinned one.
 func (d *Datapath) moveEgress(ifindex int) error {
 	pin := linkPin(d.dir, ifindex, "egress")
 	old, err := link.LoadPinnedLink(pin, nil)
@@ -311,11 +313,15 @@ func (d *Datapath) moveEgress(ifindex int) error {
 		return fmt.Errorf("NAT egress link of interface %d: %w", ifindex, err)
 	}
 	defer old.Close()
+	prog, err := d.egressInstance()
+	if err != nil {
+		return err
+	}
 	if err := d.setCfg(cfgCookie, 0x5a7e0000|uint64(ifindex&0xffff)); err != nil {
 		return err
 	}
 	defer d.setCfg(cfgCookie, 0)
-	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: d.objs.NatEgress, Attach: ebpf.AttachTCXEgress, Anchor: link.Tail()})
+	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: ebpf.AttachTCXEgress, Anchor: link.Tail()})
 	if err != nil {
 		return fmt.Errorf("moving NAT behind the filter on interface %d: %w", ifindex, err)
 	}
@@ -327,6 +333,45 @@ func (d *Datapath) moveEgress(ifindex int) error {
 		return fmt.Errorf("pinning the moved NAT link: %w", err)
 	}
 	return nil
+}
+
+// egressInstance loads another instance of the egress program over this
+// datapath's maps and makes it the pinned one (and d's).
+func (d *Datapath) egressInstance() (*ebpf.Program, error) {
+	spec, err := loadNat()
+	if err != nil {
+		return nil, err
+	}
+	repl := map[string]*ebpf.Map{}
+	o := &d.objs.natMaps
+	for name, m := range map[string]*ebpf.Map{
+		"rules": o.Rules, "rstates": o.Rstates, "hits": o.Hits, "orders": o.Orders, "texts": o.Texts,
+		"config": o.Config, "stats": o.Stats, "sessions": o.Sessions, "frags": o.Frags, "hostmaps": o.Hostmaps,
+		"ftps": o.Ftps, "ifaddrs": o.Ifaddrs, "l2lens": o.L2lens, "work_area": o.WorkArea,
+	} {
+		if m != nil {
+			repl[name] = m
+		}
+	}
+	var objs struct {
+		NatEgress *ebpf.Program `ebpf:"nat_egress"`
+	}
+	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		return nil, fmt.Errorf("loading another NAT egress program: %w", err)
+	}
+	if d.dir != "" {
+		path := filepath.Join(d.dir, "prog_egress")
+		_ = os.Remove(path)
+		if err := objs.NatEgress.Pin(path); err != nil {
+			objs.NatEgress.Close()
+			return nil, err
+		}
+	}
+	if d.objs.NatEgress != nil {
+		d.objs.NatEgress.Close()
+	}
+	d.objs.NatEgress = objs.NatEgress
+	return objs.NatEgress, nil
 }
 
 // Remove detaches and unpins everything in dir ("" = DefaultPinDir).
@@ -354,4 +399,38 @@ func Remove(dir string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// TCXOrder returns the ids of the programs attached with TCX to an
+// interface's ingress (out false) or egress, in the order they run.
+func TCXOrder(ifindex int, out bool) ([]ebpf.ProgramID, error) {
+	typ := ebpf.AttachTCXIngress
+	if out {
+		typ = ebpf.AttachTCXEgress
+	}
+	q, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: typ})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]ebpf.ProgramID, len(q.Programs))
+	for i, p := range q.Programs {
+		ids[i] = p.ID
+	}
+	return ids, nil
+}
+
+// ProgramID returns a program's kernel id.
+func ProgramID(p *ebpf.Program) (ebpf.ProgramID, error) {
+	if p == nil {
+		return 0, errors.New("no program")
+	}
+	info, err := p.Info()
+	if err != nil {
+		return 0, err
+	}
+	id, ok := info.ID()
+	if !ok {
+		return 0, errors.New("the kernel gives no program id")
+	}
+	return id, nil
 }

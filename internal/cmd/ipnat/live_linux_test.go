@@ -526,3 +526,249 @@ map gs0 inet6 fd77::/64 -> 2001:db8:100::1/128
 		t.Errorf("UDP went through with NAT removed (the server has no route back)")
 	}
 }
+
+// TestPrivilegedNATRdr forwards ports of the gateway's outside address to
+// the client's servers (rdr), TCP and UDP, IPv4 and IPv6: the outside
+// host reaches them and its address is kept.
+func TestPrivilegedNATRdr(t *testing.T) {
+	w := newGW(t)
+	peers4 := w.serve(w.c, gwC4, 80, 53)
+	peers6 := w.serve(w.c, gwC6, 80, 53)
+	w.mustIPNAT("-f", w.file("rdr.nat", `rdr gs0 198.51.100.1/32 port 8080 -> 192.168.77.2 port 80 tcp
+rdr gs0 198.51.100.1/32 port 8053 -> 192.168.77.2 port 53 udp
+rdr gs0 inet6 2001:db8:100::1/128 port 8080 -> fd77::2 port 80 tcp
+rdr gs0 inet6 2001:db8:100::1/128 port 8053 -> fd77::2 port 53 udp
+`))
+	for _, x := range []struct {
+		addr  string
+		peers chan string
+		want  string
+	}{{gwGS4, peers4, gwS4}, {gwGS6, peers6, gwS6}} {
+		c, err := w.dial(w.s, x.addr, 8080)
+		if err != nil {
+			t.Fatalf("TCP to %s port 8080 (rdr): %v", x.addr, err)
+		}
+		c.Close()
+		if from, _ := hostPort(<-x.peers); from.String() != x.want {
+			t.Errorf("the client's server saw %s, want the outside host %s", from, x.want)
+		}
+		if err := w.udp(w.s, x.addr, 8053); err != nil {
+			t.Errorf("UDP to %s port 8053 (rdr): %v", x.addr, err)
+		}
+		// a port no rule redirects is the gateway's own: refused
+		if c, err := w.dial(w.s, x.addr, 8081); err == nil {
+			c.Close()
+			t.Errorf("TCP to %s port 8081 reached something", x.addr)
+		}
+	}
+	ss := strings.Join(w.sessions(), "\n")
+	for _, want := range []string{"RDR 192.168.77.2    80    <- -> 198.51.100.1    8080  [198.51.100.2 ",
+		"RDR 192.168.77.2    53    <- -> 198.51.100.1    8053  [198.51.100.2 ", "RDR fd77::2 80    <- -> 2001:db8:100::1 8080  [2001:db8:100::2 "} {
+		if !strings.Contains(ss, want) {
+			t.Errorf("ipnat -l has no %q:\n%s", want, ss)
+		}
+	}
+}
+
+// TestPrivilegedNATBimap maps the client 1:1 to an outside address, both
+// ways.
+func TestPrivilegedNATBimap(t *testing.T) {
+	w := newGW(t)
+	peersS := w.serve(w.s, gwS4, gwTCP, gwUDP)
+	peersC := w.serve(w.c, gwC4, gwTCP, gwUDP)
+	w.routeVia("198.51.100.77/32")
+	w.mustIPNAT("-f", w.file("bimap.nat", "bimap gs0 192.168.77.2/32 -> 198.51.100.77/32\n"))
+	c, err := w.dial(w.c, gwS4, gwTCP)
+	if err != nil {
+		t.Fatalf("TCP out through bimap: %v", err)
+	}
+	local := c.LocalAddr().String()
+	c.Close()
+	from, port := hostPort(<-peersS)
+	_, lport := hostPort(local)
+	if from.String() != "198.51.100.77" || port != lport {
+		t.Errorf("the server saw %s:%d, want 198.51.100.77:%d", from, port, lport)
+	}
+	c, err = w.dial(w.s, "198.51.100.77", gwTCP)
+	if err != nil {
+		t.Fatalf("TCP in through bimap: %v", err)
+	}
+	c.Close()
+	if from, _ := hostPort(<-peersC); from.String() != gwS4 {
+		t.Errorf("the client saw %s, want %s", from, gwS4)
+	}
+	if err := w.udp(w.s, "198.51.100.77", gwUDP); err != nil {
+		t.Errorf("UDP in through bimap: %v", err)
+	}
+	ss := strings.Join(w.sessions(), "\n")
+	if !strings.Contains(ss, "BIMAP 192.168.77.2 ") {
+		t.Errorf("ipnat -l has no BIMAP session:\n%s", ss)
+	}
+}
+
+// TestPrivilegedNATMapBlock gives the client a block of ports of an
+// outside address (map-block ... ports 256): the port the server sees is
+// the one IPFilter's formula gives.
+func TestPrivilegedNATMapBlock(t *testing.T) {
+	w := newGW(t)
+	peers := w.serve(w.s, gwS4, gwTCP, gwUDP)
+	w.routeVia("198.51.100.64/30")
+	w.mustIPNAT("-f", w.file("block.nat", "map-block gs0 192.168.77.0/24 -> 198.51.100.64/30 ports 256\n"))
+	for i := 0; i < 3; i++ {
+		c, err := w.dial(w.c, gwS4, gwTCP)
+		if err != nil {
+			t.Fatalf("TCP through map-block: %v", err)
+		}
+		_, lport := hostPort(c.LocalAddr().String())
+		c.Close()
+		from, port := hostPort(<-peers)
+		// h = 2 (the client's host part), 252 addresses per new address:
+		// address .64 + 2/252, port 1024 + sport%256 + 256*(2%252)
+		if want := 1024 + lport%256 + 512; from.String() != "198.51.100.64" || port != want {
+			t.Errorf("the server saw %s:%d, want 198.51.100.64:%d (client port %d)", from, port, want, lport)
+		}
+	}
+	if err := w.udp(w.c, gwS4, gwUDP); err != nil {
+		t.Errorf("UDP through map-block: %v", err)
+	}
+	ss := strings.Join(w.sessions(), "\n")
+	if !strings.Contains(ss, "MAP-BLOCK 192.168.77.2 ") {
+		t.Errorf("ipnat -l has no MAP-BLOCK session:\n%s", ss)
+	}
+}
+
+// TestPrivilegedNATHost translates the gateway's own traffic: a map on
+// its outgoing connections and a rdr of an outside port to a local one.
+func TestPrivilegedNATHost(t *testing.T) {
+	w := newGW(t)
+	peersS := w.serve(w.s, gwS4, gwTCP, gwUDP)
+	peersG := w.serve(w.g, gwGS4, 7022, 0)
+	w.routeVia("198.51.100.50/32")
+	w.mustIPNAT("-f", w.file("host.nat", `map gs0 198.51.100.1/32 -> 198.51.100.50/32
+rdr gs0 198.51.100.1/32 port 2222 -> 198.51.100.1 port 7022 tcp
+`))
+	c, err := w.dial(w.g, gwS4, gwTCP)
+	if err != nil {
+		t.Fatalf("the gateway's own TCP through map: %v", err)
+	}
+	c.Close()
+	if from, _ := hostPort(<-peersS); from.String() != "198.51.100.50" {
+		t.Errorf("the server saw the gateway's connection from %s, want 198.51.100.50", from)
+	}
+	if err := w.udp(w.g, gwS4, gwUDP); err != nil {
+		t.Errorf("the gateway's own UDP through map: %v", err)
+	}
+	c, err = w.dial(w.s, gwGS4, 2222)
+	if err != nil {
+		t.Fatalf("TCP to the gateway's port 2222 (rdr to a local port): %v", err)
+	}
+	c.Close()
+	if from, _ := hostPort(<-peersG); from.String() != gwS4 {
+		t.Errorf("the local server saw %s, want %s", from, gwS4)
+	}
+}
+
+// TestPrivilegedNATWithFilter runs the filter and NAT together: rules
+// see untranslated packets outbound (the filter runs before NAT) and
+// translated ones inbound (NAT runs before the filter), keep state works
+// across the translation, and the programs stay in that order whichever
+// of ipf and ipnat was loaded first. ipf -D removes NAT too.
+func TestPrivilegedNATWithFilter(t *testing.T) {
+	for _, natFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("natFirst=%v", natFirst), func(t *testing.T) {
+			w := newGW(t)
+			w.serve(w.s, gwS4, gwTCP, gwUDP)
+			w.serve(w.c, gwC4, 80, 53)
+			ipfRules := w.file("gw.ipf", `block out quick on gs0 proto udp from 192.168.77.2 to any port = 5002
+pass out quick on gs0 proto tcp from any to any keep state
+pass out quick on gs0 proto udp from any to any keep state
+block in quick on gs0 proto tcp from any to 192.168.77.2 port = 80
+pass in quick on gs0 proto tcp from any to 192.168.77.2 port = 81 keep state
+block in quick on gs0 all
+`)
+			natRules := w.file("gw.nat", `map gs0 192.168.77.0/24 -> 0/32 portmap tcp/udp auto
+rdr gs0 198.51.100.1/32 port 8080 -> 192.168.77.2 port 80 tcp
+rdr gs0 198.51.100.1/32 port 8081 -> 192.168.77.2 port 81 tcp
+`)
+			w.serve(w.c, gwC4, 81, 0)
+			if natFirst {
+				w.mustIPNAT("-f", natRules)
+				w.ipf("-Fa", "-f", ipfRules)
+			} else {
+				w.ipf("-Fa", "-f", ipfRules)
+				w.mustIPNAT("-f", natRules)
+			}
+			w.checkOrder("gs0")
+			c, err := w.dial(w.c, gwS4, gwTCP)
+			if err != nil {
+				t.Fatalf("TCP out (filter keep state, then NAT): %v", err)
+			}
+			c.Close()
+			// the filter blocks by the client's own address, which NAT
+			// replaces only after the filter
+			if err := w.udp(w.c, gwS4, gwUDP); err == nil {
+				t.Errorf("UDP from 192.168.77.2 to port 5002 passed a rule that blocks it")
+			}
+			if err := w.udp(w.c, gwS4, gwUDP+1); !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Errorf("UDP to a closed port with the filter: got %v, want ECONNREFUSED", err)
+			}
+			// inbound the filter sees the redirected destination
+			if c, err := w.dial(w.s, gwGS4, 8080); err == nil {
+				c.Close()
+				t.Errorf("TCP to port 8080 passed; the filter blocks its target 192.168.77.2 port 80")
+			}
+			if c, err := w.dial(w.s, gwGS4, 8081); err != nil {
+				t.Errorf("TCP to port 8081, redirected to a port the filter passes: %v", err)
+			} else {
+				c.Close()
+			}
+			w.ipf("-D")
+			w.must(w.in(w.g, func() error {
+				if _, err := os.Stat(ipfctl.NATPinDir(w.pinDir)); !os.IsNotExist(err) {
+					return fmt.Errorf("NAT pins after ipf -D: %v", err)
+				}
+				return nil
+			}))
+			if c, err := w.dial(w.c, gwS4, gwTCP); err == nil {
+				c.Close()
+				t.Errorf("TCP went through after ipf -D removed NAT (the server has no route back)")
+			}
+		})
+	}
+}
+
+// checkOrder checks that on ifname NAT runs first inbound and last
+// outbound, with the filter between.
+func (w *gwTopo) checkOrder(ifname string) {
+	w.t.Helper()
+	w.must(w.in(w.g, func() error {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		d, err := natbpf.OpenPinned(ipfctl.NATPinDir(w.pinDir))
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		for _, out := range []bool{false, true} {
+			ids, err := natbpf.TCXOrder(ifc.Index, out)
+			if err != nil {
+				return err
+			}
+			id, err := natbpf.ProgramID(d.Program(out))
+			if err != nil {
+				return err
+			}
+			pos := 0
+			if out {
+				pos = len(ids) - 1
+			}
+			if len(ids) < 2 || ids[pos] != id {
+				return fmt.Errorf("%s (out=%v): programs %v, want NAT (%d) %s with the filter", ifname, out, ids, id,
+					map[bool]string{false: "first", true: "last"}[out])
+			}
+		}
+		return nil
+	}))
+}
