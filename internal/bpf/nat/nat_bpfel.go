@@ -24,10 +24,10 @@ type natNatFragKey struct {
 }
 
 type natNatFtp struct {
-	_    structs.HostLayout
-	Side [2]struct {
+	_ structs.HostLayout
+	S struct {
 		_     structs.HostLayout
-		Buf   [160]uint8
+		Buf   [256]uint8
 		R     int32
 		W     int32
 		Lines int32
@@ -35,7 +35,7 @@ type natNatFtp struct {
 		Junk  uint8
 		Pad   [3]uint8
 	}
-	Seq [2]struct {
+	Adj struct {
 		_      structs.HostLayout
 		Set    uint32
 		Min    uint32
@@ -46,9 +46,7 @@ type natNatFtp struct {
 	Passok int32
 	Incok  uint8
 	Gaveup uint8
-	PendOn uint8
-	Pad    uint8
-	Pend   natNatKey
+	Pad    [2]uint8
 }
 
 type natNatHm struct {
@@ -207,8 +205,10 @@ type natNatTuple struct {
 }
 
 type natWork struct {
-	_ structs.HostLayout
-	X struct {
+	_     structs.HostLayout
+	Proxy uint32
+	Pad   uint32
+	X     struct {
 		_  structs.HostLayout
 		Hk natNatHmKey
 		Nh natNatHm
@@ -217,6 +217,48 @@ type natWork struct {
 		Hn [4]uint32
 		Hd [4]uint32
 		M  [4]uint32
+	}
+	Mv struct {
+		_    structs.HostLayout
+		Dst  uint32
+		Src  uint32
+		N    uint32
+		Kind uint8
+		Pad  [3]uint8
+	}
+	Sc2 struct {
+		_    structs.HostLayout
+		From uint32
+		To   uint32
+		Res  uint32
+		Kind uint8
+		Ch   uint8
+		Pad  [2]uint8
+	}
+	Ap struct {
+		_        structs.HostLayout
+		Pos      uint32
+		End      uint32
+		V        uint32
+		Quad     uint32
+		Fields   uint8
+		Digits   uint8
+		First    uint8
+		Bad      uint8
+		Groups   uint8
+		Colons   uint8
+		Ellipsis uint8
+		Pad      uint8
+	}
+	Side struct {
+		_     structs.HostLayout
+		Buf   [256]uint8
+		R     int32
+		W     int32
+		Lines int32
+		Cmd   int32
+		Junk  uint8
+		Pad   [3]uint8
 	}
 	P struct {
 		_         structs.HostLayout
@@ -249,6 +291,7 @@ type natWork struct {
 	K2 natNatKey
 	Fk natNatFragKey
 	T  natNatTuple
+	_  [4]byte
 	Sc struct {
 		_        structs.HostLayout
 		Slot     uint32
@@ -293,10 +336,46 @@ type natWork struct {
 		Src      [4]uint32
 		Dst      [4]uint32
 	}
+	_  [4]byte
+	Fc struct {
+		_         structs.HostLayout
+		Seq       uint64
+		Fk        natNatKey
+		T         natNatTuple
+		Len       uint32
+		Off       int32
+		Base      int32
+		Inc       int32
+		Iptot     uint32
+		Nums      [6]uint32
+		Side      uint8
+		Phase     uint8
+		Sdir      uint8
+		Family    uint8
+		Insecure  uint8
+		Pasvonly  uint8
+		Forcepasv uint8
+		Fail      uint8
+		Changed   uint8
+		Need      uint8
+		Gaveup    uint8
+		Incok     uint8
+		At        int32
+		D         int32
+		Passok    int32
+		Cmd0      int32
+		Ln        uint32
+		Sum       uint32
+		Sumlen    uint32
+		Which     uint8
+		Th        [20]uint8
+		Pad2      [3]uint8
+		_         [4]byte
+	}
 	Pay  [2048]uint8
+	Orig [2048]uint8
+	Tmp  [2048]uint8
 	Line [128]uint8
-	Tail [2048]uint8
-	_    [4]byte
 }
 
 // Names of all BPF objects in the ELF.

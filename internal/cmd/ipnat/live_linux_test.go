@@ -33,6 +33,7 @@ import (
 	cli "sluice/internal/cmd/ipf"
 	"sluice/internal/ipfctl"
 	"sluice/internal/testutil"
+	"sluice/internal/testutil/ftptest"
 )
 
 const (
@@ -771,4 +772,143 @@ func (w *gwTopo) checkOrder(ifname string) {
 		}
 		return nil
 	}))
+}
+
+// ftpAddr is a second address of the client (and of the inside FTP
+// server), chosen so that the PORT and 227 lines change length when the
+// proxy puts the gateway's address in: the sequence numbers of the rest of
+// the control connection must then be shifted right.
+const ftpAddr = "10.9.9.2"
+
+// addClientAddr gives the client ftpAddr, routed by the gateway.
+func (w *gwTopo) addClientAddr() {
+	w.t.Helper()
+	hc, err := netlink.NewHandleAt(w.c)
+	w.must(err)
+	defer hc.Close()
+	l, err := hc.LinkByName("vc0")
+	w.must(err)
+	a, err := netlink.ParseAddr(ftpAddr + "/32")
+	w.must(err)
+	w.must(hc.AddrAdd(l, a))
+	hg, err := netlink.NewHandleAt(w.g)
+	w.must(err)
+	defer hg.Close()
+	gl, err := hg.LinkByName("gc0")
+	w.must(err)
+	_, dst, _ := net.ParseCIDR(ftpAddr + "/32")
+	w.must(hg.RouteAdd(&netlink.Route{LinkIndex: gl.Attrs().Index, Dst: dst, Gw: net.ParseIP(gwC4)}))
+}
+
+// ftpServer runs the test FTP server at addr:21 in ns.
+func (w *gwTopo) ftpServer(ns netns.NsHandle, addr string, files map[string][]byte) {
+	w.t.Helper()
+	var ln net.Listener
+	w.must(w.in(ns, func() (err error) {
+		ln, err = net.Listen("tcp4", net.JoinHostPort(addr, "21"))
+		return err
+	}))
+	s := ftptest.Serve(ln, files, func(network, a string) (l net.Listener, err error) {
+		err = w.in(ns, func() error {
+			l, err = net.Listen(network, a)
+			return err
+		})
+		return l, err
+	}, func(network, local, a string) (c net.Conn, err error) {
+		err = w.in(ns, func() error {
+			c, err = ftptest.Dial(network, local, a)
+			return err
+		})
+		return c, err
+	})
+	w.onClose(func() {
+		if err := s.Close(); err != nil {
+			w.t.Errorf("FTP server: %v", err)
+		}
+	})
+}
+
+// ftpSession logs in from local (in ns) to server:21 and fetches the file
+// four ways: PORT, EPRT, PASV, EPSV.
+func (w *gwTopo) ftpSession(ns netns.NsHandle, local, server string, want []byte) {
+	w.t.Helper()
+	var cc net.Conn
+	w.must(w.in(ns, func() (err error) {
+		d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		cc, err = d.Dial("tcp4", net.JoinHostPort(server, "21"))
+		return err
+	}))
+	cl, err := ftptest.NewClient(cc)
+	if err != nil {
+		w.t.Fatalf("FTP greeting through the gateway: %v", err)
+	}
+	defer cl.Close()
+	if err := cl.Login("anonymous", "nat@sluice"); err != nil {
+		w.t.Fatalf("FTP login: %v", err)
+	}
+	for round := 0; round < 2; round++ {
+		for _, eprt := range []bool{false, true} {
+			var dl net.Listener
+			w.must(w.in(ns, func() (err error) {
+				dl, err = net.Listen("tcp4", net.JoinHostPort(local, "0"))
+				return err
+			}))
+			got, err := cl.RetrActive("file", dl, eprt)
+			dl.Close()
+			if err != nil || !bytes.Equal(got, want) {
+				w.t.Errorf("active FTP (EPRT %v, round %d): %d bytes, %v", eprt, round, len(got), err)
+			}
+		}
+		for _, epsv := range []bool{false, true} {
+			got, announced, err := cl.RetrPassive("file", epsv, func(a string) (c net.Conn, err error) {
+				err = w.in(ns, func() error {
+					d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+					c, err = d.Dial("tcp4", a)
+					return err
+				})
+				return c, err
+			})
+			if err != nil || !bytes.Equal(got, want) {
+				w.t.Errorf("passive FTP (EPSV %v, round %d, data at %s): %d bytes, %v", epsv, round, announced, len(got), err)
+			}
+		}
+	}
+}
+
+// TestPrivilegedNATFTP runs FTP through the ftp proxy, active and
+// passive, PORT/EPRT/PASV/EPSV: with the client behind a masquerade (the
+// proxy rewrites PORT and EPRT, and opens the server's connections back),
+// and with the server behind a rdr (it rewrites the 227 reply and opens
+// the client's connections in). The rewritten lines change length, so the
+// control connection only survives its later commands if the sequence
+// numbers are shifted right.
+func TestPrivilegedNATFTP(t *testing.T) {
+	file := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+	t.Run("map", func(t *testing.T) {
+		w := newGW(t)
+		w.addClientAddr()
+		w.ftpServer(w.s, gwS4, map[string][]byte{"file": file})
+		w.mustIPNAT("-f", w.file("ftp.nat", `map gs0 10.9.9.0/24 -> 0/32 proxy port ftp ftp/tcp
+map gs0 10.9.9.0/24 -> 0/32 portmap tcp/udp auto
+`))
+		w.ftpSession(w.c, ftpAddr, gwS4, file)
+		ss := strings.Join(w.sessions(), "\n")
+		if !regexp.MustCompile(`MAP 10\.9\.9\.2 +\d+ +<- -> 198\.51\.100\.1 +\d+ +\[198\.51\.100\.2 21\]\n\tproxy active`).MatchString(ss) {
+			t.Errorf("ipnat -l has no proxied control session:\n%s", ss)
+		}
+		if st := w.mustIPNAT("-s"); !regexp.MustCompile(`(?m)^0\tproxy create fail (in|out)$`).MatchString(st) {
+			t.Errorf("ipnat -s:\n%s", st)
+		}
+	})
+	t.Run("rdr", func(t *testing.T) {
+		w := newGW(t)
+		w.addClientAddr()
+		w.ftpServer(w.c, ftpAddr, map[string][]byte{"file": file})
+		w.mustIPNAT("-f", w.file("ftp.nat", "rdr gs0 198.51.100.1/32 port 21 -> 10.9.9.2 port 21 tcp proxy ftp\n"))
+		w.ftpSession(w.s, gwS4, gwGS4, file)
+		ss := strings.Join(w.sessions(), "\n")
+		if !strings.Contains(ss, "RDR 10.9.9.2        21    <- -> 198.51.100.1    21    [198.51.100.2 ") {
+			t.Errorf("ipnat -l has no redirected control session:\n%s", ss)
+		}
+	})
 }

@@ -232,8 +232,83 @@ struct scratch {
 	__u32 m[4];
 };
 
+/* The ftp proxy's working state for one segment (see ftp.h). */
+struct ftpctx {
+	__u64 seq;          /* the control session: its ftps key */
+	struct nat_key fk;  /* and its forward entry */
+	struct nat_tuple t;
+	__u32 len;          /* payload bytes in pay */
+	__s32 off;          /* the engine's ftpProcess locals */
+	__s32 base;
+	__s32 inc;
+	__u32 iptot;        /* IPv4 total length / IPv6 payload length */
+	__u32 nums[6];
+	__u8 side;
+	__u8 phase;
+	__u8 sdir;
+	__u8 family;
+	__u8 insecure;
+	__u8 pasvonly;
+	__u8 forcepasv;
+	__u8 fail;
+	__u8 changed;
+	__u8 need;          /* ftp_step stopped at a line to act on */
+	__u8 gaveup;        /* side 0's login state, copied */
+	__u8 incok;
+	__s32 at;           /* its payload offset */
+	__s32 d;            /* what acting on it changed */
+	__s32 passok;
+	__s32 cmd0;         /* side 0's last command of interest */
+	__u32 ln;           /* bytes in line */
+	__u32 sum;          /* payload_sum */
+	__u32 sumlen;
+	__u8 which;
+	__u8 th[20];        /* the TCP header as it came */
+	__u8 pad2[3];
+};
+
+/* A byte move, a byte scan and an address check of the ftp proxy
+ * (ftp.h mv, scan, parse_v4/v6). */
+struct moves {
+	__u32 dst;
+	__u32 src;
+	__u32 n;
+	__u8 kind;
+	__u8 pad[3];
+};
+
+struct scanctx {
+	__u32 from;
+	__u32 to;
+	__u32 res;
+	__u8 kind;
+	__u8 ch;
+	__u8 pad[2];
+};
+
+struct addrparse {
+	__u32 pos;
+	__u32 end;
+	__u32 v;
+	__u32 quad;
+	__u8 fields;
+	__u8 digits;
+	__u8 first;
+	__u8 bad;
+	__u8 groups;
+	__u8 colons;
+	__u8 ellipsis;
+	__u8 pad;
+};
+
 struct work {
+	__u32 proxy; /* 1, 2: run the proxy, forward or reply (finish) */
+	__u32 pad_;
 	struct scratch x;
+	struct moves mv;
+	struct scanctx sc2;
+	struct addrparse ap;
+	struct ftp_side side;
 	struct pkt p;
 	struct nat_key k;
 	struct nat_key k2;
@@ -246,10 +321,13 @@ struct work {
 	__u8 sb2[sizeof(struct nat_sess)] __attribute__((aligned(8)));
 	struct newsess ns;
 	struct inner in;
-	/* ftp: the payload of the segment and the line being built */
+	struct ftpctx fc;
+	/* ftp: the segment's payload as it is being rewritten, as it came,
+	 * room to move a tail, and the line being built */
 	__u8 pay[FTP_MAXPAY];
+	__u8 orig[FTP_MAXPAY];
+	__u8 tmp[FTP_MAXPAY];
 	__u8 line[FTP_MAXLINE + 32];
-	__u8 tail[FTP_MAXPAY];
 };
 
 struct {
@@ -752,8 +830,12 @@ static __always_inline int sess_delete(struct nat_key *key, struct nat_sess *v, 
 	}
 	if (sflags & SF_HM)
 		hm_release(hm_rule, hm_port, family, osrc, odst);
-	if (sflags & SF_PROXY)
+	if (sflags & SF_PROXY) {
+		seq *= 2;
 		bpf_map_delete_elem(&ftps, &seq);
+		seq++;
+		bpf_map_delete_elem(&ftps, &seq);
+	}
 	stat_inc(stat);
 	return 1;
 }
@@ -1408,7 +1490,7 @@ static long sticky_step(__u32 i, void *unused)
 	o = bpf_map_lookup_elem(&orders, &ok);
 	if (!o || i >= c->n)
 		return 1;
-	idx = o->idx[i & (NAT_MAX_RULES - 1)];
+	idx = o->idx[BOUND(i, NAT_MAX_RULES - 1)];
 	r = rule_at(c->slot, idx);
 	if (!r || !(r->flags & RF_STICKY))
 		return 0;
@@ -1735,8 +1817,12 @@ GLOBAL int nat_insert(__u32 slot, __u32 idx)
 		return -1;
 	if (r->flags & RF_FTP) {
 		/* a fresh proxy state, zeroed in the scratch room */
-		__builtin_memset(w->tail, 0, sizeof(struct nat_ftp));
-		bpf_map_update_elem(&ftps, &WS(w)->seq, w->tail, BPF_ANY);
+		__u64 k = WS(w)->seq * 2;
+
+		__builtin_memset(w->orig, 0, sizeof(struct nat_ftp));
+		bpf_map_update_elem(&ftps, &k, w->orig, BPF_ANY);
+		k++;
+		bpf_map_update_elem(&ftps, &k, w->orig, BPF_ANY);
 	}
 	return 0;
 }
@@ -1809,7 +1895,7 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 
 	if (!w || !o || i >= c->n)
 		return 1;
-	idx = o->idx[i & (NAT_MAX_RULES - 1)];
+	idx = o->idx[BOUND(i, NAT_MAX_RULES - 1)];
 	r = rule_at(c->slot, idx);
 	if (!r)
 		return 0;
@@ -1832,43 +1918,65 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 	return 1;
 }
 
-/* rotate moves a round-robin rule behind the other rules of its mask. */
-static __always_inline void rotate(__u32 slot, __u32 dir, __u32 idx)
+/* rotate moves a round-robin rule behind the other rules of its mask
+ * (the engine's rotate). It finds the rule, then moves it one place at a
+ * time, each swap under the order's lock: a concurrent rotation may stop
+ * it early, but the order stays a permutation of the rules. */
+struct rot_ctx {
+	__u32 key;
+	__u32 idx;
+	__u32 pos;
+	__u8 mask;
+	__u8 found;
+	__u8 pad[2];
+};
+
+static long rot_find(__u32 i, struct rot_ctx *c)
 {
-	__u32 ok = slot * 2 + dir;
-	struct nat_order *o = bpf_map_lookup_elem(&orders, &ok);
-	__u32 n, i, pos = NAT_MAX_RULES;
-	__u8 m;
+	struct nat_order *o = bpf_map_lookup_elem(&orders, &c->key);
 
-	if (!o)
-		return;
-	bpf_spin_lock(&o->lock);
-	n = o->n;
-	if (n > NAT_MAX_RULES)
-		n = NAT_MAX_RULES;
-	for (i = 0; i < NAT_MAX_RULES; i++) {
-		if (i >= n)
-			break;
-		if (o->idx[i] == idx) {
-			pos = i;
-			break;
-		}
+	if (!o || i >= o->n || i >= NAT_MAX_RULES)
+		return 1;
+	if (o->idx[BOUND(i, NAT_MAX_RULES - 1)] == c->idx) {
+		c->pos = i;
+		c->mask = o->mask[BOUND(i, NAT_MAX_RULES - 1)];
+		c->found = 1;
+		return 1;
 	}
-	if (pos < NAT_MAX_RULES) {
-		m = o->mask[pos];
-		for (i = pos; i + 1 < NAT_MAX_RULES; i++) {
-			__u16 t;
+	return 0;
+}
 
-			if (i + 1 >= n || o->mask[i + 1] != m)
-				break;
-			t = o->idx[i];
-			o->idx[i] = o->idx[i + 1];
-			o->idx[i + 1] = t;
-			o->mask[i] = o->mask[i + 1];
-			o->mask[i + 1] = m;
-		}
+static long rot_swap(__u32 k, struct rot_ctx *c)
+{
+	struct nat_order *o = bpf_map_lookup_elem(&orders, &c->key);
+	__u32 i = BOUND(c->pos + k, NAT_MAX_RULES - 1), j = BOUND(i + 1, NAT_MAX_RULES - 1);
+	long stop = 1;
+
+	if (!o || c->pos + k + 1 >= NAT_MAX_RULES)
+		return 1;
+	bpf_spin_lock(&o->lock);
+	if (c->pos + k + 1 < o->n && o->idx[i] == c->idx && o->mask[j] == c->mask) {
+		__u16 t = o->idx[i];
+
+		o->idx[i] = o->idx[j];
+		o->idx[j] = t;
+		o->mask[i] = o->mask[j];
+		o->mask[j] = c->mask;
+		stop = 0;
 	}
 	bpf_spin_unlock(&o->lock);
+	return stop;
+}
+
+static __always_inline void rotate(__u32 slot, __u32 dir, __u32 idx)
+{
+	struct rot_ctx c = {};
+
+	c.key = slot * 2 + dir;
+	c.idx = idx;
+	bpf_loop(NAT_MAX_RULES, rot_find, &c, 0);
+	if (c.found)
+		bpf_loop(NAT_MAX_RULES, rot_swap, &c, 0);
 }
 
 /* nat_new runs the rules for a packet no session knows (w->p). Returns 1
@@ -1987,7 +2095,7 @@ gone:
  * port port (host order), any source port. deadline is when it ends if no
  * packet comes. Returns 1 if made; the forward wildcard key is left in
  * w->k for the proxy to remember. */
-static __always_inline __attribute__((unused)) int wild_add(struct work *w, const struct nat_sess *parent, __u8 dir, __u8 proto,
+static __always_inline int wild_add(struct work *w, const struct nat_sess *parent, __u8 dir, __u8 proto,
 				    const __u32 *osrc, const __u32 *odst, const __u32 *nsrc, const __u32 *ndst,
 				    __u16 port, __u64 deadline)
 {
@@ -2158,13 +2266,13 @@ GLOBAL int nat_mss(struct __sk_buff *skb, __u32 l4, __u32 csumoff, __u32 max)
 
 static __always_inline __u16 be16(const __u8 *b, __u32 off)
 {
-	return (__u16)b[off & (ICMP_INNER - 1)] << 8 | b[(off + 1) & (ICMP_INNER - 1)];
+	return (__u16)b[BOUND(off, ICMP_INNER - 1)] << 8 | b[BOUND(off + 1, ICMP_INNER - 1)];
 }
 
 static __always_inline void put16(__u8 *b, __u32 off, __u16 v)
 {
-	b[off & (ICMP_INNER - 1)] = v >> 8;
-	b[(off + 1) & (ICMP_INNER - 1)] = v & 0xff;
+	b[BOUND(off, ICMP_INNER - 1)] = v >> 8;
+	b[BOUND(off + 1, ICMP_INNER - 1)] = v & 0xff;
 }
 
 /* csum_upd16 is the engine's ChecksumUpdate16, on host-order values. */
@@ -2256,7 +2364,7 @@ static __always_inline int inner_parse(struct inner *in, __u32 tot)
 			in->l4 = 0;
 			return 1;
 		}
-		if (in->proto == IPPROTO_ICMP ? icmp4_query(b[in->l4 & 127]) : icmp6_query(b[in->l4 & 127])) {
+		if (in->proto == IPPROTO_ICMP ? icmp4_query(b[BOUND(in->l4, 127)]) : icmp6_query(b[BOUND(in->l4, 127)])) {
 			in->pflags = PF_ICMPQ;
 			in->sport = in->dport = be16(b, in->l4 + 4);
 		}
@@ -2432,6 +2540,45 @@ static __always_inline int outer_addr(struct __sk_buff *skb, struct pkt *p, int 
 	return 0;
 }
 
+/* fixICMPChecksum: the ICMP checksum follows every 16-bit word of the
+ * embedded bytes that changed from in->o to in->b (m bytes). */
+struct fix_ctx {
+	__u32 m;
+	__u16 ck;
+	__u16 pad;
+};
+
+static long fix_step(__u32 k, struct fix_ctx *c)
+{
+	struct work *w = get_work();
+	struct inner *in;
+	__u32 i = k * 2;
+	__u16 o, nw;
+
+	if (!w || i >= c->m || i >= ICMP_INNER)
+		return 1;
+	in = &w->in;
+	if (i + 1 < c->m) {
+		o = be16(in->o, i);
+		nw = be16(in->b, i);
+	} else {
+		/* an odd last byte, as the high half of a word */
+		o = (__u16)in->o[BOUND(i, ICMP_INNER - 1)] << 8;
+		nw = (__u16)in->b[BOUND(i, ICMP_INNER - 1)] << 8;
+	}
+	if (o != nw)
+		c->ck = csum_upd16(c->ck, o, nw);
+	return 0;
+}
+
+static __always_inline __u16 inner_fix(struct inner *in, __u16 ck, __u32 m)
+{
+	struct fix_ctx c = { .m = m, .ck = ck };
+
+	bpf_loop(ICMP_INNER / 2, fix_step, &c, 0);
+	return c.ck;
+}
+
 /* nat_icmperr translates an ICMP error whose embedded packet belongs to a
  * session (the engine's icmpError). Returns 1 if translated. */
 GLOBAL int nat_icmperr(struct __sk_buff *skb)
@@ -2507,42 +2654,11 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 			/* the ports' change goes through IPFilter's delta */
 			put16(in->o, in->l4, ns);
 			put16(in->o, in->l4 + 2, nd);
-			for (__u32 i = 0; i < ICMP_INNER; i += 2) {
-				__u16 o, nw;
-
-				if (i + 1 >= tm)
-					break;
-				o = be16(in->o, i);
-				nw = be16(in->b, i);
-				if (o != nw)
-					ck = csum_upd16(ck, o, nw);
-			}
-			if (tm & 1) {
-				__u32 i = (tm - 1) & (ICMP_INNER - 1);
-
-				if (in->o[i] != in->b[i])
-					ck = csum_upd16(ck, (__u16)in->o[i] << 8, (__u16)in->b[i] << 8);
-			}
-			ck = ipf_port_delta(ck, os, ns, od, nd);
+			ck = ipf_port_delta(inner_fix(in, ck, tm), os, ns, od, nd);
 			goto store;
 		}
 	}
-	for (__u32 i = 0; i < ICMP_INNER; i += 2) {
-		__u16 o, nw;
-
-		if (i + 1 >= tm)
-			break;
-		o = be16(in->o, i);
-		nw = be16(in->b, i);
-		if (o != nw)
-			ck = csum_upd16(ck, o, nw);
-	}
-	if (tm & 1) {
-		__u32 i = (tm - 1) & (ICMP_INNER - 1);
-
-		if (in->o[i] != in->b[i])
-			ck = csum_upd16(ck, (__u16)in->o[i] << 8, (__u16)in->b[i] << 8);
-	}
+	ck = inner_fix(in, ck, tm);
 store:
 	if (bpf_skb_store_bytes(skb, off, in->b, m & (ICMP_INNER - 1) ? m & (ICMP_INNER - 1) : ICMP_INNER,
 				BPF_F_RECOMPUTE_CSUM) < 0)
@@ -2574,14 +2690,28 @@ static __always_inline void mark_done(struct __sk_buff *skb)
 		skb->cb[4] = cookie;
 }
 
-/* finish runs what follows a rewrite: MSS clamping, the proxy, the note
- * for later fragments. v is gone after this (helpers may have run). */
-static __always_inline void finish(struct __sk_buff *skb, struct work *w, struct pkt *p, struct nat_sess *v,
-				   struct nat_key *k)
+/* nat_finish rewrites a packet of a known session (entry key w->k2) and
+ * runs what follows the rewrite: MSS clamping, the note for later
+ * fragments, and (from the main function) the proxy. */
+GLOBAL int nat_finish(struct __sk_buff *skb)
 {
-	__u16 mss = v->mss;
-	__u8 proxy = v->sflags & SF_PROXY, vw = v->w;
+	struct work *w = get_work();
+	struct nat_sess *v;
+	struct nat_key *k;
+	struct pkt *p;
+	__u16 mss;
+	__u8 proxy, vw;
 
+	if (!w || !skb)
+		return 0;
+	p = &w->p;
+	k = &w->k2;
+	v = bpf_map_lookup_elem(&sessions, k);
+	if (!v)
+		return 0;
+	mss = v->mss;
+	proxy = v->sflags & SF_PROXY;
+	vw = v->w;
 	if (proxy) {
 		/* the proxy needs the session's forward key */
 		if (vw == 0)
@@ -2590,7 +2720,7 @@ static __always_inline void finish(struct __sk_buff *skb, struct work *w, struct
 			w->k = v->peer;
 	}
 	if (apply(skb, v, p, now_ns()) < 0)
-		return;
+		return 0;
 	stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 	if (p->dir == DIR_OUT)
 		mark_done(skb);
@@ -2598,9 +2728,11 @@ static __always_inline void finish(struct __sk_buff *skb, struct work *w, struct
 		nat_mss(skb, p->l4off, p->csumoff, mss);
 	if (p->morefrags)
 		note_frag(p, k);
-	if (proxy && p->proto == IPPROTO_TCP && p->l4off) {
-		nat_proxy(skb, vw == 0);
-	}
+	/* the proxy runs from the program's main function: called from
+	 * here the call chain would be deeper than the verifier allows */
+	if (proxy && p->proto == IPPROTO_TCP && p->l4off)
+		w->proxy = vw == 0 ? 1 : 2;
+	return 0;
 }
 
 /* nat_slow handles what the fast path does not: ICMP errors, fragment
@@ -2650,7 +2782,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	v = bpf_map_lookup_elem(&sessions, k);
 	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
 		/* a session that needs more than the fast path gives */
-		finish(skb, w, p, v, k);
+		nat_finish(skb);
 		return TC_ACT_UNSPEC;
 	}
 	/* a session on another interface, or none */
@@ -2668,26 +2800,23 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		stat_inc(p->dir * NS_SIDE + NS_IGNORED);
 		return TC_ACT_UNSPEC;
 	}
-	k = &w->k2;
-	*k = w->k;
-	v = bpf_map_lookup_elem(&sessions, k);
-	if (!v)
-		return TC_ACT_UNSPEC;
-	finish(skb, w, p, v, k);
+	w->k2 = w->k;
+	nat_finish(skb);
 	return TC_ACT_UNSPEC;
 }
 
-static __always_inline int nat_run(struct __sk_buff *skb, __u8 dir)
+static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir)
 {
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	struct work *w = get_work();
-	struct nat_key k;
+	struct nat_key *k;
 	struct nat_sess *v;
 	struct pkt *pp;
 	__u32 l3 = 14;
 
-	if (!w)
+	if (!w || !skb)
 		return TC_ACT_UNSPEC;
+	dir &= 1;
 	pp = &w->p;
 #define p (*pp)
 	/* While user space moves the egress program behind the filter, two
@@ -2780,15 +2909,16 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u8 dir)
 			return TC_ACT_UNSPEC;
 	}
 	if (!p.icmperr && !p.fragbody) {
-		__builtin_memset(&k, 0, sizeof(k));
-		__builtin_memcpy(k.src, p.src, 16);
-		__builtin_memcpy(k.dst, p.dst, 16);
-		k.sport = p.sport;
-		k.dport = p.dport;
-		k.proto = p.proto;
-		k.dir = dir;
-		k.family = p.family;
-		v = bpf_map_lookup_elem(&sessions, &k);
+		k = &w->k;
+		__builtin_memcpy(k->src, p.src, 16);
+		__builtin_memcpy(k->dst, p.dst, 16);
+		k->sport = p.sport;
+		k->dport = p.dport;
+		k->proto = p.proto;
+		k->dir = dir;
+		k->family = p.family;
+		k->pad = 0;
+		v = bpf_map_lookup_elem(&sessions, k);
 		if (v && (!v->ifindex || v->ifindex == p.ifindex) && !v->mss && !(v->sflags & SF_PROXY) &&
 		    !p.morefrags) {
 			if (apply(skb, v, pp, now_ns()) == 0) {
@@ -2803,16 +2933,30 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u8 dir)
 #undef p
 }
 
+static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir)
+{
+	struct work *w = get_work();
+	int ret;
+
+	if (!w)
+		return TC_ACT_UNSPEC;
+	w->proxy = 0;
+	ret = nat_run(skb, dir);
+	if (w->proxy)
+		nat_proxy(skb, w->proxy == 1);
+	return ret;
+}
+
 SEC("tc")
 int nat_ingress(struct __sk_buff *skb)
 {
-	return nat_run(skb, DIR_IN);
+	return nat_main(skb, DIR_IN);
 }
 
 SEC("tc")
 int nat_egress(struct __sk_buff *skb)
 {
-	return nat_run(skb, DIR_OUT);
+	return nat_main(skb, DIR_OUT);
 }
 
 /* ---------------------------------------------------------------- flush */
@@ -2865,8 +3009,4 @@ int nat_flush(struct __sk_buff *skb)
 	return TC_ACT_UNSPEC;
 }
 
-/* The ftp proxy (see ftp.h); a stub until it is written. */
-GLOBAL int nat_proxy(struct __sk_buff *skb, __u32 fwd)
-{
-	return 0;
-}
+#include "ftp.h"

@@ -141,6 +141,8 @@
 #define FTP_MAXLINE 96
 /* The largest TCP payload whose tail the proxy can move after a rewrite. */
 #define FTP_MAXPAY 2048
+/* The most whole lines of one segment the proxy acts upon. */
+#define FTP_MAXLINES 64
 
 struct nat_op {
 	__u64 a[2];
@@ -290,7 +292,8 @@ struct nat_ifaddr {
 };
 
 struct ftp_side {
-	__u8 buf[FTP_BUFSZ];
+	/* FTP_BUFSZ bytes are used; the rest lets an index be masked */
+	__u8 buf[256];
 	__s32 r;
 	__s32 w;
 	__s32 lines;
@@ -307,15 +310,15 @@ struct seq_adj {
 	__s32 prev;
 };
 
+/* One side of an ftp control session's proxy state, at key seq*2+side;
+ * the login state lives in side 0's. */
 struct nat_ftp {
-	struct ftp_side side[2];
-	struct seq_adj seq[2];
+	struct ftp_side s;
+	struct seq_adj adj;
 	__s32 passok;
 	__u8 incok;
 	__u8 gaveup;
-	__u8 pend_on;
-	__u8 pad;
-	struct nat_key pend; /* the data connection set up last */
+	__u8 pad[2];
 };
 
 /* Text of a loaded rule, for ipnat -l (the Go side keeps no copy). */
