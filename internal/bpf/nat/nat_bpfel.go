@@ -365,6 +365,8 @@ type natWork struct {
 		Passok    int32
 		Cmd0      int32
 		Ln        uint32
+		Zs        uint32
+		Zl        uint32
 		Sum       uint32
 		Sumlen    uint32
 		Which     uint8

@@ -324,8 +324,9 @@ static __always_inline void put_c(struct work *w, __u8 c)
 {
 	__u32 n = w->fc.ln;
 
-	if (n < sizeof(w->line))
-		w->line[BOUND(n, sizeof(w->line) - 1)] = c;
+	/* no branch: past the end it wraps, and replace_payload refuses a
+	 * line longer than the buffer */
+	w->line[BOUND(n, sizeof(w->line) - 1)] = c;
 	w->fc.ln = n + 1;
 }
 
@@ -349,23 +350,26 @@ static __always_inline void put8(struct work *w, __u64 k, __u32 len)
 			put8(w, PK8(s, 24), sizeof(s) - 1 - 24);                                                 \
 	} while (0)
 
-/* line_dec appends v in decimal. */
-static __always_inline void line_dec(struct work *w, __u32 v)
+/* line_dec appends v (below 100000) in decimal. */
+GLOBAL int line_dec(__u32 v)
 {
-	__u8 d[5];
-	int k = 0;
+	struct work *w = get_work();
+	__u32 div = 10000;
+	int started = 0;
 
-	for (int i = 0; i < 5; i++) {
-		d[i] = '0' + v % 10;
-		v /= 10;
-		k = i + 1;
-		if (!v)
-			break;
+	if (!w)
+		return 0;
+	for (int i = 0; i < 4; i++) {
+		__u32 d = v / div % 10;
+
+		if (d || started) {
+			put_c(w, '0' + d);
+			started = 1;
+		}
+		div /= 10;
 	}
-	for (int i = 4; i >= 0; i--) {
-		if (i < k)
-			put_c(w, d[i]);
-	}
+	put_c(w, '0' + v % 10);
+	return 0;
 }
 
 /* line_quad appends the IPv4 address of the session's new source (which
@@ -373,39 +377,57 @@ static __always_inline void line_dec(struct work *w, __u32 v)
 static __always_inline void line_quad(struct work *w, __u32 which, __u8 sep)
 {
 	const __u8 *a = (const __u8 *)(which ? w->fc.t.odst : w->fc.t.nsrc);
+	__u8 b[4];
 
+	__builtin_memcpy(b, a, 4);
 	for (int i = 0; i < 4; i++) {
 		if (i)
 			put_c(w, sep);
-		line_dec(w, a[i]);
-	}
-}
-
-static __always_inline void put_hex16(struct work *w, __u16 v)
-{
-	int started = 0;
-
-	for (int s = 12; s >= 0; s -= 4) {
-		__u8 d = (v >> s) & 15;
-
-		if (d || started || s == 0) {
-			put_c(w, d < 10 ? '0' + d : 'a' + d - 10);
-			started = 1;
-		}
+		line_dec(b[i]);
 	}
 }
 
 /* line_addr6 appends the session's new source, IPv6, as Go's
  * netip.Addr.String does: RFC 5952 (the longest run of two or more zero
  * groups compressed, the first one on a tie), IPv4-mapped as
- * ::ffff:a.b.c.d. */
-GLOBAL int line_addr6(void)
+ * ::ffff:a.b.c.d. The groups are written one per bpf_loop turn. */
+static long group_step(__u32 i, void *unused)
 {
 	struct work *w = get_work();
 	const __u8 *b;
+	__u16 g;
+	int started = 0;
+
+	if (!w || i >= 8)
+		return 1;
+	if (w->fc.zs < 8 && i >= w->fc.zs && i < w->fc.zs + w->fc.zl) {
+		if (i == w->fc.zs) {
+			put_c(w, ':');
+			put_c(w, ':');
+		}
+		return 0;
+	}
+	if (i > 0 && !(w->fc.zs < 8 && i == w->fc.zs + w->fc.zl))
+		put_c(w, ':');
+	b = (const __u8 *)w->fc.t.nsrc;
+	g = (__u16)b[BOUND(2 * i, 15)] << 8 | b[BOUND(2 * i + 1, 15)];
+	for (int s = 12; s >= 0; s -= 4) {
+		__u8 d = (g >> s) & 15;
+
+		if (d || started || s == 0) {
+			put_c(w, d < 10 ? '0' + d : 'a' + d - 10);
+			started = 1;
+		}
+	}
+	return 0;
+}
+
+GLOBAL int line_addr6(void)
+{
+	struct work *w = get_work();
 	const __u32 *a;
-	__u16 g[8];
-	int zs = -1, zl = 0, cs = -1, cl = 0;
+	const __u8 *b;
+	__u32 zs = 8, zl = 0, cs = 8, cl = 0;
 
 	if (!w)
 		return 0;
@@ -413,18 +435,15 @@ GLOBAL int line_addr6(void)
 	b = (const __u8 *)a;
 	if (a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0xffff)) {
 		PUT_STR(w, "::ffff:");
-		for (int i = 0; i < 4; i++) {
-			if (i)
-				put_c(w, '.');
-			line_dec(w, b[12 + i]);
-		}
+		/* the dotted quad of the last four bytes */
+		w->fc.t.nsrc[0] = a[3];
+		line_quad(w, 0, '.');
+		w->fc.t.nsrc[0] = 0;
 		return 0;
 	}
-	for (int i = 0; i < 8; i++)
-		g[i] = (__u16)b[2 * i] << 8 | b[2 * i + 1];
-	for (int i = 0; i < 8; i++) {
-		if (g[i] == 0) {
-			if (cs < 0)
+	for (__u32 i = 0; i < 8; i++) {
+		if (b[2 * i] == 0 && b[2 * i + 1] == 0) {
+			if (cs == 8)
 				cs = i;
 			cl++;
 			if (cl > zl) {
@@ -432,22 +451,15 @@ GLOBAL int line_addr6(void)
 				zs = cs;
 			}
 		} else {
-			cs = -1;
+			cs = 8;
 			cl = 0;
 		}
 	}
 	if (zl < 2)
-		zs = -1;
-	for (int i = 0; i < 8; i++) {
-		if (zs >= 0 && i >= zs && i < zs + zl) {
-			if (i == zs)
-				PUT_STR(w, "::");
-			continue;
-		}
-		if (i > 0 && !(zs >= 0 && i == zs + zl))
-			put_c(w, ':');
-		put_hex16(w, g[i]);
-	}
+		zs = 8;
+	w->fc.zs = zs;
+	w->fc.zl = zl;
+	bpf_loop(8, group_step, NULL, 0);
 	return 0;
 }
 
@@ -519,9 +531,9 @@ GLOBAL int ftp_port(__u32 at, __u32 end)
 		PUT_STR(w, "PORT ");
 		line_quad(w, 0, ',');
 		put_c(w, ',');
-		line_dec(w, w->fc.nums[4]);
+		line_dec(w->fc.nums[4]);
 		put_c(w, ',');
-		line_dec(w, w->fc.nums[5]);
+		line_dec(w->fc.nums[5]);
 		PUT_STR(w, "\r\n");
 		inc = replace_payload(w, at, end, w->fc.ln);
 		if (inc < -FTP_MAXPAY)
@@ -736,7 +748,7 @@ GLOBAL int ftp_eprt(__u32 at, __u32 end)
 		else
 			line_quad(w, 0, '.');
 		put_c(w, d);
-		line_dec(w, port);
+		line_dec(port);
 		put_c(w, d);
 		PUT_STR(w, "\r\n");
 		inc = replace_payload(w, at, end, w->fc.ln);
@@ -774,9 +786,9 @@ GLOBAL int ftp_pasv(__u32 at, __u32 end)
 		put_c(w, '(');
 	line_quad(w, 1, ',');
 	put_c(w, ',');
-	line_dec(w, w->fc.nums[4]);
+	line_dec(w->fc.nums[4]);
 	put_c(w, ',');
-	line_dec(w, w->fc.nums[5]);
+	line_dec(w->fc.nums[5]);
 	if (paren)
 		put_c(w, ')');
 	PUT_STR(w, "\r\n");

@@ -260,6 +260,8 @@ struct ftpctx {
 	__s32 passok;
 	__s32 cmd0;         /* side 0's last command of interest */
 	__u32 ln;           /* bytes in line */
+	__u32 zs;           /* line_addr6: the compressed run of zero groups */
+	__u32 zl;
 	__u32 sum;          /* payload_sum */
 	__u32 sumlen;
 	__u8 which;
