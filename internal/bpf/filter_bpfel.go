@@ -44,22 +44,29 @@ type filterExprVal struct {
 }
 
 type filterFragEntry struct {
-	_       structs.HostLayout
-	Expire  uint64
-	Pass    uint32
-	RuleNo  uint32
-	GroupNo uint32
-	Logtag  uint32
+	_        structs.HostLayout
+	Expire   uint64
+	Pass     uint32
+	RuleNo   uint32
+	GroupNo  uint32
+	Logtag   uint32
+	FirstEnd uint32
+	NextOff  uint32
+	Seen0    uint8
+	Pad      [7]uint8
 }
 
 type filterFragKey struct {
-	_      structs.HostLayout
-	Src    [4]uint32
-	Dst    [4]uint32
-	Id     uint32
-	Proto  uint8
-	Family uint8
-	Pad    uint16
+	_        structs.HostLayout
+	Src      [4]uint32
+	Dst      [4]uint32
+	Id       uint32
+	Ifindex  uint32
+	Opt      uint32
+	Proto    uint8
+	Family   uint8
+	Secclass uint8
+	Pad      uint8
 }
 
 type filterIfAddr struct {
@@ -78,7 +85,7 @@ type filterListMeta struct {
 	_    structs.HostLayout
 	Dir  uint32
 	Acct uint32
-	Name [24]int8
+	Name [24]uint8
 }
 
 type filterLogRec struct {
@@ -189,14 +196,15 @@ type filterRule struct {
 	ExprCount  uint32
 	CallTable  uint16
 	Call       uint8
-	Pad2       uint8
+	LimitCumul uint8
+	LimitRet   uint32
 }
 
 type filterRuleText struct {
 	_    structs.HostLayout
 	Len  uint32
 	Pad  uint32
-	Text [376]int8
+	Text [376]uint8
 }
 
 type filterStateEntry struct {
@@ -216,18 +224,9 @@ type filterStateEntry struct {
 	GroupNo uint32
 	Flags   uint8
 	Pad     [3]uint8
-	Tcp     [2]struct {
-		_      structs.HostLayout
-		End    uint32
-		Maxend uint32
-		Maxwin uint32
-		Wscale uint8
-		Wflags uint8
-		State  uint8
-		Pad    uint8
-	}
-	Flx [4]uint32
-	Opt uint32
+	Tcp     [2]filterTcpSide
+	Flx     [4]uint32
+	Opt     uint32
 }
 
 type filterStateKey struct {
@@ -239,6 +238,17 @@ type filterStateKey struct {
 	Proto  uint8
 	Family uint8
 	Wild   uint16
+}
+
+type filterTcpSide struct {
+	_      structs.HostLayout
+	End    uint32
+	Maxend uint32
+	Maxwin uint32
+	Wscale uint8
+	Wflags uint8
+	State  uint8
+	Pad    uint8
 }
 
 type filterWork struct {
@@ -274,7 +284,9 @@ type filterWork struct {
 		L4proto  uint8
 		_        [3]byte
 		Ipid     uint32
+		Fragoff  uint32
 	}
+	_ [4]byte
 	S struct {
 		_          structs.HostLayout
 		Base       uint32
@@ -288,6 +300,8 @@ type filterWork struct {
 		Nlogs      uint32
 		UseIndex   uint32
 		Passo      uint32
+		Done       uint32
+		Cut        uint32
 		Slot       uint32
 		Now        uint64
 		StackPos   [16]uint32
@@ -297,12 +311,15 @@ type filterWork struct {
 		StackCall  [16]uint32
 		StackPass  [16]uint32
 		StackRule  [16]uint32
+		StackSkip  [16]uint32
 		Logs       [4]uint32
 		_          [4]byte
 		Cand       [16]uint64
 	}
 	E          filterStateEntry
 	Obuf       [64]uint8
+	Fk         filterFragKey
+	Fe         filterFragEntry
 	HitPass    uint32
 	HitRuleNo  uint32
 	HitGroupNo uint32

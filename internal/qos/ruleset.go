@@ -82,6 +82,10 @@ type Adapter struct {
 	Policies []Policy
 	Filters  []FilterRef
 	Rules    []Rule
+	// Speed is the declared line rate in bits/s (ipqos `speed`), 0 if
+	// none: loaders use it, when set, for res/max percentages and the
+	// HTB root class instead of the speed the interface reports.
+	Speed uint64
 }
 
 // Ruleset is a compiled configuration. It is immutable once Compile
@@ -122,7 +126,7 @@ const (
 func Compile(cfg *ipqos.Config) (*Ruleset, error) {
 	rs := &Ruleset{Config: cfg}
 	for _, ca := range cfg.Adapters {
-		a := &Adapter{Name: ca.Name}
+		a := &Adapter{Name: ca.Name, Speed: ca.Speed}
 		for pi, u := range ca.Uses {
 			cp := cfg.Policy(u.Name)
 			if cp == nil {

@@ -227,7 +227,11 @@ func Load(rs *engine.Ruleset, opts Options) (*Report, error) {
 			if l.Attrs().EncapType == "ether" {
 				pt.l2len = 14
 			}
-			plan, err := tc.NewPlan(a, linkRate(a.Name))
+			rate := a.Speed // declared in the configuration (ipqos `speed`)
+			if rate == 0 {
+				rate = linkRate(a.Name)
+			}
+			plan, err := tc.NewPlan(a, rate)
 			if err != nil {
 				return prepared{}, err
 			}
@@ -283,7 +287,11 @@ func Load(rs *engine.Ruleset, opts Options) (*Report, error) {
 		name := pr.a.Name
 		var oldPlan *tc.Plan
 		if pr.old != nil {
-			oldPlan, _ = tc.NewPlan(pr.old, linkRate(name))
+			rate := pr.old.Speed
+			if rate == 0 {
+				rate = linkRate(name)
+			}
+			oldPlan, _ = tc.NewPlan(pr.old, rate)
 		}
 		restoreQdisc := func() {
 			if oldPlan != nil {
