@@ -119,6 +119,11 @@ func (b *Backend) load(ifaces []string) (*bpf.Datapath, error) {
 	if err := b.d.Attach(missing); err != nil {
 		return nil, err
 	}
+	// the filter was appended to the interfaces' chains: NAT must stay
+	// first inbound and last outbound
+	if err := natKeepOrder(b.dir); err != nil {
+		return nil, err
+	}
 	return b.d, nil
 }
 
@@ -599,6 +604,10 @@ const featureMask = 0x1 | 0x8
 func Remove(dir string) error {
 	if dir == "" {
 		dir = bpf.DefaultPinDir
+	}
+	// NAT goes with the filter, as it goes with the ipf module
+	if err := removeNAT(dir); err != nil {
+		return fmt.Errorf("removing NAT: %w", err)
 	}
 	d, err := bpf.OpenPinned(dir)
 	if errors.Is(err, bpf.ErrNotLoaded) {
