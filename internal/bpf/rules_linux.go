@@ -144,6 +144,11 @@ func (d *Datapath) ActiveSetNumber() int { return int(d.cfg(cfgSetNo)) }
 
 func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	base := slot * MaxRules
+	// a new generation of rules: state entries and keep-limit counts of
+	// the rules that held this slot before no longer count for these
+	if err := d.setCfg(cfgGen0+slot, d.cfg(cfgGen0+slot)+1); err != nil {
+		return err
+	}
 	n := len(im.rules)
 	if n > MaxRules {
 		return fmt.Errorf("%d rules exceed the kernel datapath's %d", n, MaxRules)

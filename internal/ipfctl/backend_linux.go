@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -122,6 +123,11 @@ func (b *Kernel) load(ifaces []string) (*bpf.Datapath, error) {
 	if err := b.d.Attach(missing); err != nil {
 		return nil, permissionHint(err)
 	}
+	// the filter was appended to the interfaces' chains: NAT must stay
+	// first inbound and last outbound
+	if err := natKeepOrder(b.dir); err != nil {
+		return nil, err
+	}
 	return b.d, nil
 }
 
@@ -211,6 +217,59 @@ func flushRules(rules []*ipf.Rule, which FlushWhich) ([]*ipf.Rule, int) {
 // tcpEstablished is IPFilter's TCP state number of ESTABLISHED; -F s
 // flushes the states after it.
 const tcpEstablished = 4
+
+// dca is ipf -m e|d|q|t, HP-UX's DCA mode: e and d switch the keep-limit
+// connection limits on and off, q prints the mode, t the connections each
+// limit holds now (one line per rule and source; a cumulative limit has
+// no source). [HP documents the options, not their output: the lines are
+// Sluice's.]
+func dca(d *bpf.Datapath, mode byte) (string, error) {
+	switch mode {
+	case 'e', 'd':
+		return "", d.SetDCA(mode == 'e')
+	case 'q':
+		if d.DCAEnabled() {
+			return "DCA: enabled\n", nil
+		}
+		return "DCA: disabled\n", nil
+	case 't':
+		counts, err := d.DCACounts()
+		if err != nil {
+			return "", err
+		}
+		sort.Slice(counts, func(i, j int) bool {
+			a, c := counts[i], counts[j]
+			if a.Rule.Set != c.Rule.Set {
+				return a.Rule.Set < c.Rule.Set
+			}
+			if a.Rule.List != c.Rule.List {
+				return a.Rule.List < c.Rule.List
+			}
+			if a.Rule.Number != c.Rule.Number {
+				return a.Rule.Number < c.Rule.Number
+			}
+			return a.Src.Less(c.Src)
+		})
+		var w strings.Builder
+		for _, c := range counts {
+			group := "0"
+			if c.Rule.List >= firstGroupList {
+				name, err := d.ListName(c.Rule.Set, c.Rule.List)
+				if err != nil {
+					return "", err
+				}
+				group = name
+			}
+			src := "cumulative"
+			if c.Src.IsValid() {
+				src = c.Src.String()
+			}
+			fmt.Fprintf(&w, "@%s:%d %s connections %d\n", group, c.Rule.Number, src, c.Conns)
+		}
+		return w.String(), nil
+	}
+	return "", fmt.Errorf("unknown DCA mode %q", mode)
+}
 
 // stateMatcher returns the selection of ipf -F s, -F 5..11 and -F N>=30;
 // a number below 30 outside 5..11 selects nothing, as in IPFilter.
@@ -396,6 +455,10 @@ const featureMask = 0x1 | 0x8
 // build) are removed one by one, links first, so ipf -D always cleans up.
 func Remove(dir string) error {
 	dir = orDefault(dir)
+	// NAT goes with the filter, as it goes with the ipf module
+	if err := removeNAT(dir); err != nil {
+		return permissionHint(fmt.Errorf("removing NAT: %w", err))
+	}
 	d, err := bpf.OpenPinned(dir)
 	if errors.Is(err, bpf.ErrNotLoaded) {
 		if _, serr := os.Stat(dir); serr != nil {

@@ -81,11 +81,14 @@ const (
 	OpSync
 	// OpStatus reports the -V lines after the version (Result.Text).
 	OpStatus
+	// OpDCA is HP-UX's DCA mode (-m Arg: e enable, d disable, q query, t
+	// the connections each keep limit holds); Result.Text is what to print.
+	OpDCA
 )
 
 var opNames = [...]string{OpAdd: "-f", OpRemove: "-r -f", OpFlush: "-F", OpFlushState: "-F", OpSwap: "-s",
 	OpEnable: "-E", OpDisable: "-D", OpZeroRules: "-z -f", OpZeroStats: "-Z", OpLogFlags: "-l",
-	OpTunables: "-T", OpSync: "-y", OpStatus: "-V"}
+	OpTunables: "-T", OpSync: "-y", OpStatus: "-V", OpDCA: "-m"}
 
 // String names the option the operation comes from.
 func (k OpKind) String() string {

@@ -3,6 +3,7 @@ package ipfctl
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"sluice/internal/bpf"
 	"sluice/internal/pool"
@@ -549,6 +550,25 @@ func (t *tx) stageKernel(i int, op *Op) error {
 			res[i].Text = s
 			if err != nil {
 				return fmt.Errorf("-T %s: %w", op.Arg, err)
+			}
+			return nil
+		})
+	case OpDCA:
+		if len(op.Arg) != 1 || !strings.Contains("edqt", op.Arg) {
+			return fmt.Errorf("-m %s: expected e, d, q or t", op.Arg)
+		}
+		if err := t.needLoaded(op); err != nil {
+			return err
+		}
+		t.step(func(res []Result) error {
+			d, err := t.liveOrFail()
+			if err != nil {
+				return err
+			}
+			s, err := dca(d, op.Arg[0])
+			res[i].Text = s
+			if err != nil {
+				return fmt.Errorf("-m %s: %w", op.Arg, err)
 			}
 			return nil
 		})

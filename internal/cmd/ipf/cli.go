@@ -74,7 +74,7 @@ const optString = "46Ac:CdDEf:F:hIl:m:noPrRsT:vVW:yzZ"
 
 // Usage is ipf's complete usage text (-h).
 const Usage = `usage: ipf [-46AdDEhInoPrRsvVyzZ] [-C] [-W seconds] [-F i|o|a|s|S|N] [-f file]
-           [-l block|pass|nomatch|none|state|nat] [-m expr] [-T list|name[=value][,...]]
+           [-l block|pass|nomatch|none|state|nat] [-m expr|e|d|q|t] [-T list|name[=value][,...]]
   -f file    read rules from file ("-": standard input) and add them to the set
   -r         remove the rules of the following -f files instead of adding them
   -A, -I     act on the active set (the default) / on the inactive set
@@ -82,6 +82,8 @@ const Usage = `usage: ipf [-46AdDEhInoPrRsvVyzZ] [-C] [-W seconds] [-F i|o|a|s|S
   -F s|S|N   flush state: s closing TCP entries, S all, N those in TCP state N
              (5..11) or idle for more than N seconds (N >= 30)
   -m expr    with -F: select the state entries to flush by an expression
+  -m e|d|q|t HP-UX's DCA mode (keep limit): enable, disable, query, or
+             show the connections each limit holds
   -s         swap the active and the inactive set
   -E, -D     enable the filter (load the datapath) / disable it (detach and
              remove everything: rules, state, counters)
@@ -317,7 +319,7 @@ func (c *Command) report(s *step, r *ipfctl.Result) {
 		if s.verbose {
 			fmt.Fprintln(c.Stdout, "filter sync'd")
 		}
-	case ipfctl.OpZeroStats, ipfctl.OpTunables:
+	case ipfctl.OpZeroStats, ipfctl.OpTunables, ipfctl.OpDCA:
 		fmt.Fprint(c.Stdout, r.Text)
 	case ipfctl.OpStatus:
 		fmt.Fprintf(c.Stdout, "ipf: %s\n%s", Version, r.Text)
@@ -360,6 +362,13 @@ func (c *Command) parse(o *options, opt byte, arg string) ([]step, error) {
 		o.zero = true
 	case 'C':
 	case 'm':
+		if len(arg) == 1 && strings.Contains("edqt", arg) {
+			// HP-UX: -m e|d|q|t is the DCA mode; 5.x's -m is an exp
+			// filter, which is never one of these letters
+			s := op(ipfctl.OpDCA)
+			s[0].op.Arg = arg
+			return s, nil
+		}
 		e, err := ipf.ParseExpr(arg)
 		if err != nil {
 			return nil, fmt.Errorf("-m: %w", err)

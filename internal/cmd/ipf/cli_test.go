@@ -252,7 +252,7 @@ func (f *fakeBackend) Apply(ops []ipfctl.Op, opts ipfctl.ApplyOptions) ([]ipfctl
 			res[i].Text = "state_max\tmin 1\tmax 2147483647\tcurrent 4013\n"
 		case ipfctl.OpStatus:
 			res[i].Text = "Kernel: " + Version + "\nRunning: yes\n"
-		case ipfctl.OpLogFlags:
+		case ipfctl.OpLogFlags, ipfctl.OpDCA:
 			call += " " + op.Arg
 		}
 		if op.Kind == ipfctl.OpZeroRules {

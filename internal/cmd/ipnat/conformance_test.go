@@ -45,7 +45,9 @@ func TestMainFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var out, errb bytes.Buffer
-		code := Main(tc.args, strings.NewReader(tc.stdin), &out, &errb)
+		// no kernel device: what works offline, and what fails without one
+		c := &Command{Stdin: strings.NewReader(tc.stdin), Stdout: &out, Stderr: &errb}
+		code := c.Run(tc.args)
 		if code != tc.code || out.String() != tc.out {
 			t.Errorf("%v: got exit %d output %q, want %d %q (stderr %q)", tc.args, code, out.String(), tc.code, tc.out, errb.String())
 		}
