@@ -5,7 +5,6 @@ package nat
 import (
 	"fmt"
 	"io"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -195,4 +194,3 @@ func engineSections(n *gonat.NAT) (sessions, hostmaps string) {
 	return sessions, hostmaps
 }
 
-func addrMust(s string) netip.Addr { return netip.MustParseAddr(s) }
