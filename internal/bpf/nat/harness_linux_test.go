@@ -193,4 +193,3 @@ func engineSections(n *gonat.NAT) (sessions, hostmaps string) {
 	sessions, hostmaps, _ = strings.Cut(rest, "\nHostmap table:\n")
 	return sessions, hostmaps
 }
-
