@@ -101,7 +101,7 @@ func readFilter(dir string) (*FilterStatus, error) {
 	fs.Drops = map[string]uint64{}
 	for r, n := range s.Drops {
 		if n != 0 {
-			fs.Drops[reasonName(uint32(r))] += n
+			fs.Drops[bpf.ReasonName(uint32(r))] += n
 		}
 	}
 	if fs.Frag, err = readFrags(dir); err != nil {
@@ -109,34 +109,6 @@ func readFilter(dir string) (*FilterStatus, error) {
 	}
 	fs.Programs = readPrograms(dir)
 	return fs, nil
-}
-
-// reasonName names a block reason as ipmon does (IPFilter's names;
-// Sluice's own reasons past IPFilter's table get names of their own).
-func reasonName(r uint32) string {
-	switch r {
-	case bpf.RSNFilter:
-		return "filter-rule"
-	case bpf.RSNLogFail:
-		return "log-or-block_1"
-	case bpf.RSNPPS:
-		return "pps-rate"
-	case bpf.RSNJumbo:
-		return "jumbogram"
-	case bpf.RSNStateAdd:
-		return "state_add-fail"
-	case bpf.RSNPullup:
-		return "pullup-fail"
-	case bpf.RSNBadFrag:
-		return "bad-frag"
-	case bpf.RSNBad:
-		return "bad-packet"
-	case bpf.RSNDCA:
-		return "keep-limit"
-	case bpf.RSNScanCut:
-		return "scan-cut"
-	}
-	return fmt.Sprintf("reason-%d", r)
 }
 
 // fragValueExpire is where struct frag_entry keeps its expiry time

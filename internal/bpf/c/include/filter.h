@@ -239,7 +239,6 @@
 #define RSN_BADFRAG 15
 #define RSN_BAD 20      /* Sluice: sanity check failed and a rule blocked it */
 #define RSN_DCA 21      /* Sluice: HP keep limit exceeded */
-#define RSN_DISABLED 22
 #define RSN_SCANCUT 23  /* Sluice: the rule scan ran out of steps */
 #define NREASONS 32
 
