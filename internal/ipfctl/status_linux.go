@@ -1,7 +1,6 @@
 package ipfctl
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"sluice/internal/bpf"
 	"sluice/internal/bpf/qosmark"
@@ -104,46 +102,11 @@ func readFilter(dir string) (*FilterStatus, error) {
 			fs.Drops[bpf.ReasonName(uint32(r))] += n
 		}
 	}
-	if fs.Frag, err = readFrags(dir); err != nil {
+	if fs.Frag.Entries, fs.Frag.Max, err = d.FragCache(); err != nil {
 		return nil, err
 	}
 	fs.Programs = readPrograms(dir)
 	return fs, nil
-}
-
-// fragValueExpire is where struct frag_entry keeps its expiry time
-// (CLOCK_MONOTONIC ns): the first field.
-const fragValueExpire = 0
-
-// readFrags counts the live entries of the pinned fragment cache. The map
-// is opened by its pin, read only, and walked with raw keys and values so
-// that only the expiry field's position (first in struct frag_entry) is
-// assumed here; the exporter's privileged test sends fragments and checks
-// the count.
-func readFrags(dir string) (FragCounters, error) {
-	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "frags"), &ebpf.LoadPinOptions{ReadOnly: true})
-	if err != nil {
-		return FragCounters{}, fmt.Errorf("opening the fragment cache: %w", err)
-	}
-	defer m.Close()
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return FragCounters{}, err
-	}
-	now := uint64(ts.Nano())
-	fc := FragCounters{Max: int(m.MaxEntries())}
-	k := make([]byte, m.KeySize())
-	v := make([]byte, m.ValueSize())
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		if len(v) >= fragValueExpire+8 && binary.NativeEndian.Uint64(v[fragValueExpire:]) >= now {
-			fc.Entries++
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fc, fmt.Errorf("reading the fragment cache: %w", err)
-	}
-	return fc, nil
 }
 
 // readPrograms sums the run statistics of the programs the pinned links
