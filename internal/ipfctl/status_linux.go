@@ -52,14 +52,11 @@ func readFilter(dir string) (*FilterStatus, error) {
 	}
 	defer d.Close()
 	fs := &FilterStatus{Enabled: d.Enabled(), ActiveSet: d.ActiveSetNumber()}
-	for _, idx := range d.Attached() {
-		name := fmt.Sprintf("if%d", idx)
-		if ifc, err := net.InterfaceByIndex(idx); err == nil {
-			name = ifc.Name
-		}
-		fs.Interfaces = append(fs.Interfaces, name)
+	cov, err := coverage(d)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(fs.Interfaces)
+	fs.Interfaces, fs.AllInterfaces, fs.Unfiltered = cov.Attached, cov.All, cov.Unfiltered
 	rules, err := d.Rules(bpf.Active)
 	if err != nil {
 		return nil, fmt.Errorf("reading the active rules: %w", err)
@@ -107,6 +104,40 @@ func readFilter(dir string) (*FilterStatus, error) {
 	}
 	fs.Programs = readPrograms(dir)
 	return fs, nil
+}
+
+// coverage reads which interfaces the filter is on. In all-interfaces
+// mode (recorded by the load that entered it, or implied by unmatched
+// packets being blocked) the non-loopback interfaces that are up without
+// the filter are the unfiltered ones.
+func coverage(d *bpf.Datapath) (Coverage, error) {
+	hooked, err := d.Hooked()
+	if err != nil {
+		return Coverage{}, fmt.Errorf("reading the interfaces the filter is on: %w", err)
+	}
+	c := Coverage{All: d.AllInterfaces() || defaultBlocks(d)}
+	for idx := range hooked {
+		name := fmt.Sprintf("if%d", idx)
+		if ifc, err := net.InterfaceByIndex(idx); err == nil {
+			name = ifc.Name
+		}
+		c.Attached = append(c.Attached, name)
+	}
+	sort.Strings(c.Attached)
+	if !c.All {
+		return c, nil
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return c, fmt.Errorf("listing interfaces: %w", err)
+	}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagLoopback == 0 && ifc.Flags&net.FlagUp != 0 && !hooked[ifc.Index] {
+			c.Unfiltered = append(c.Unfiltered, ifc.Name)
+		}
+	}
+	sort.Strings(c.Unfiltered)
+	return c, nil
 }
 
 // readPrograms sums the run statistics of the programs the pinned links
