@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Sluice NAT datapath: IPFilter's ipnat (ip_nat.c as the Go reference
  * engine internal/nat implements it) on TCX hooks. The ingress program
@@ -27,7 +27,7 @@
 
 #include "nat.h"
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #ifndef IPPROTO_ICMPV6
 #define IPPROTO_ICMPV6 58

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Layout shared by the Sluice NAT datapath (nat.c) and its Go loader
  * (internal/bpf/nat/layout.go mirrors every struct and constant; a test
