@@ -43,7 +43,7 @@ type Datapath struct {
 }
 
 // pinned program names.
-var progPins = []string{"prog_ingress", "prog_egress", "prog_flush"}
+var progPins = []string{"prog_ingress", "prog_egress", "prog_flush", "prog_egress_pre"}
 
 // Load loads the programs and maps. Maps already pinned in the directory
 // are reused, so rules and sessions survive a reload. A verifier rejection
@@ -88,7 +88,7 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	if !opts.NoPin {
-		for i, p := range []*ebpf.Program{d.objs.NatIngress, d.objs.NatEgress, d.objs.NatFlush} {
+		for i, p := range []*ebpf.Program{d.objs.NatIngress, d.objs.NatEgress, d.objs.NatFlush, d.objs.NatEgressPre} {
 			path := filepath.Join(d.dir, progPins[i])
 			_ = os.Remove(path)
 			if err := p.Pin(path); err != nil {
@@ -160,7 +160,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 			m.Close()
 		}
 	}
-	for i, p := range []**ebpf.Program{&d.objs.NatIngress, &d.objs.NatEgress, &d.objs.NatFlush} {
+	for i, p := range []**ebpf.Program{&d.objs.NatIngress, &d.objs.NatEgress, &d.objs.NatFlush, &d.objs.NatEgressPre} {
 		if prog, err := ebpf.LoadPinnedProgram(filepath.Join(dir, progPins[i]), nil); err == nil {
 			*p = prog
 		}
@@ -440,6 +440,15 @@ func (d *Datapath) LoadRules(im *Image) error {
 		return err
 	}
 	if err := d.setCfg(cfgNRules+nxt, uint64(len(im.rules))); err != nil {
+		return err
+	}
+	ftp := uint64(0)
+	for _, r := range im.rules {
+		if r.Flags&rfFTP != 0 {
+			ftp = 1
+		}
+	}
+	if err := d.setCfg(cfgFTPRules, ftp); err != nil {
 		return err
 	}
 	// the switch: from here on new sessions use the new rules

@@ -153,6 +153,19 @@ func (h *harness) run(out bool, ifname string, ip []byte) (int32, []byte, error)
 	return ret, frame[14:], nil
 }
 
+// runPre runs the egress program that precedes the filter.
+func (h *harness) runPre(ifname string, ip []byte) (int32, []byte, error) {
+	idx, err := h.ifindex(ifname)
+	if err != nil {
+		return 0, nil, err
+	}
+	ret, frame, err := h.d.RunPre(ethFrame(ip), idx)
+	if err != nil {
+		return 0, nil, err
+	}
+	return ret, frame[14:], nil
+}
+
 // ethFrame puts an Ethernet header in front of an IP packet.
 func ethFrame(ip []byte) []byte {
 	f := make([]byte, 14+len(ip))

@@ -109,6 +109,7 @@ const (
 )
 
 const (
-	cfgNRules = 19 // + slot
-	cfgCookie = 21
+	cfgNRules   = 19 // + slot
+	cfgCookie   = 21
+	cfgFTPRules = 22
 )

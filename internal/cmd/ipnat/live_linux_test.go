@@ -900,6 +900,28 @@ map gs0 10.9.9.0/24 -> 0/32 portmap tcp/udp auto
 			t.Errorf("ipnat -s:\n%s", st)
 		}
 	})
+	// with a filter that passes only the control connection: the data
+	// connections pass by what the proxy opened, as with IPFilter's
+	// proxy state entries
+	t.Run("map+filter", func(t *testing.T) {
+		w := newGW(t)
+		w.addClientAddr()
+		w.ftpServer(w.s, gwS4, map[string][]byte{"file": file})
+		w.mustIPNAT("-f", w.file("ftp.nat", `map gs0 10.9.9.0/24 -> 0/32 proxy port ftp ftp/tcp
+map gs0 10.9.9.0/24 -> 0/32 portmap tcp/udp auto
+`))
+		w.ipf("-Fa", "-f", w.file("ftp.ipf", `pass out quick on gs0 proto tcp from any to any port = ftp flags S keep state
+block out quick on gs0 all
+block in quick on gs0 all
+`))
+		w.checkOrder("gs0")
+		w.ftpSession(w.c, ftpAddr, gwS4, file)
+		// anything else is blocked
+		if c, err := w.dial(w.c, gwS4, gwTCP); err == nil {
+			c.Close()
+			t.Errorf("TCP to port %d passed a filter that blocks it", gwTCP)
+		}
+	})
 	t.Run("rdr", func(t *testing.T) {
 		w := newGW(t)
 		w.addClientAddr()

@@ -305,7 +305,9 @@ struct addrparse {
 
 struct work {
 	__u32 proxy; /* 1, 2: run the proxy, forward or reply (finish) */
-	__u32 pad_;
+	__u8 pre;    /* the egress program that runs before the filter */
+	__u8 slave;  /* the packet belongs to a proxy's data connection */
+	__u8 pad_[2];
 	struct scratch x;
 	struct moves mv;
 	struct scanctx sc2;
@@ -2714,6 +2716,8 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	mss = v->mss;
 	proxy = v->sflags & SF_PROXY;
 	vw = v->w;
+	if (v->sflags & SF_SLAVE)
+		w->slave = 1;
 	if (proxy) {
 		/* the proxy needs the session's forward key */
 		if (vw == 0)
@@ -2750,6 +2754,8 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	if (!w || !skb)
 		return TC_ACT_UNSPEC;
 	p = &w->p;
+	if (w->pre && (p->icmperr || p->fragbody))
+		return TC_ACT_UNSPEC;
 	if (p->icmperr) {
 		nat_icmperr(skb);
 		return TC_ACT_UNSPEC;
@@ -2784,6 +2790,8 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	v = bpf_map_lookup_elem(&sessions, k);
 	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
 		/* a session that needs more than the fast path gives */
+		if (w->pre && !(v->sflags & SF_SLAVE))
+			return TC_ACT_UNSPEC;
 		nat_finish(skb);
 		return TC_ACT_UNSPEC;
 	}
@@ -2792,6 +2800,8 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	r = 0;
 	if (cfg(NCFG_WILDS))
 		r = nat_wild();
+	if (!r && w->pre)
+		return TC_ACT_UNSPEC; /* the rules are the other program's */
 	if (!r)
 		r = nat_new();
 	if (r < 0) {
@@ -2807,7 +2817,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	return TC_ACT_UNSPEC;
 }
 
-static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir)
+static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 {
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	struct work *w = get_work();
@@ -2923,6 +2933,10 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir)
 		v = bpf_map_lookup_elem(&sessions, k);
 		if (v && (!v->ifindex || v->ifindex == p.ifindex) && !v->mss && !(v->sflags & SF_PROXY) &&
 		    !p.morefrags) {
+			if (pre && !(v->sflags & SF_SLAVE))
+				return TC_ACT_UNSPEC;
+			if (v->sflags & SF_SLAVE)
+				w->slave = 1;
 			if (apply(skb, v, pp, now_ns()) == 0) {
 				stat_inc(dir * NS_SIDE + NS_TRANSLATED);
 				if (dir == DIR_OUT)
@@ -2935,7 +2949,12 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir)
 #undef p
 }
 
-static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir)
+/* nat_main is each program's body. The packets of the data connections
+ * the ftp proxy opened pass the filter, as the state entry IPFilter's
+ * proxy makes for them would let them: inbound NAT runs before the filter
+ * and ends the chain for them; outbound, a second egress program (pre)
+ * placed before the filter does their translation and ends the chain. */
+static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
 {
 	struct work *w = get_work();
 	int ret;
@@ -2943,22 +2962,32 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir)
 	if (!w)
 		return TC_ACT_UNSPEC;
 	w->proxy = 0;
-	ret = nat_run(skb, dir);
+	w->pre = pre;
+	w->slave = 0;
+	ret = nat_run(skb, dir, pre);
 	if (w->proxy)
 		nat_proxy(skb, w->proxy == 1);
+	if (ret == TC_ACT_UNSPEC && w->slave && (dir == DIR_IN || pre))
+		return TC_ACT_OK;
 	return ret;
 }
 
 SEC("tc")
 int nat_ingress(struct __sk_buff *skb)
 {
-	return nat_main(skb, DIR_IN);
+	return nat_main(skb, DIR_IN, 0);
 }
 
 SEC("tc")
 int nat_egress(struct __sk_buff *skb)
 {
-	return nat_main(skb, DIR_OUT);
+	return nat_main(skb, DIR_OUT, 0);
+}
+
+SEC("tc")
+int nat_egress_pre(struct __sk_buff *skb)
+{
+	return nat_main(skb, DIR_OUT, 1);
 }
 
 /* ---------------------------------------------------------------- flush */

@@ -106,6 +106,7 @@
 #define NCFG_CLOCK 18     /* added to the clock: tests move time */
 #define NCFG_NRULES 19    /* 19, 20: rules in slot 0, 1 (user space) */
 #define NCFG_COOKIE 21    /* marks a packet the egress program translated */
+#define NCFG_FTPRULES 22  /* the rules use the ftp proxy (user space) */
 #define NCFG_N 32
 
 /* Flush program modes. */
