@@ -259,15 +259,16 @@ func (d *Datapath) SetTunables(t Tunables) error {
 	return nil
 }
 
-// SetIPFTestRandom makes port allocation use ipftest's deterministic
-// ipf_random() sequence from its start (tests compare with the engine),
-// or the kernel's generator again.
-func (d *Datapath) SetIPFTestRandom(on bool) error {
+// SetIPFTestMode makes the datapath behave as ipftest's NAT, for tests
+// that compare it with the Go engine, or normally again: port allocation
+// uses ipftest's deterministic ipf_random() sequence from its start, and
+// sessions do not age.
+func (d *Datapath) SetIPFTestMode(on bool) error {
 	v := uint64(0)
 	if on {
 		v = 1
 	}
-	for k, x := range map[uint32]uint64{cfgRandMode: v, cfgRandCalls: 0, cfgRandLast: 0} {
+	for k, x := range map[uint32]uint64{cfgRandMode: v, cfgRandCalls: 0, cfgRandLast: 0, cfgNoExpire: v} {
 		if err := d.setCfg(k, x); err != nil {
 			return err
 		}

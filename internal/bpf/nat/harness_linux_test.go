@@ -104,14 +104,15 @@ func (h *harness) reset() error {
 	if err := h.d.ClearIfAddrs(); err != nil {
 		return err
 	}
-	return h.d.SetIPFTestRandom(true)
+	return h.d.SetIPFTestMode(true)
 }
 
 func clearMap(m *ebpf.Map) error {
 	var keys [][]byte
 	k := make([]byte, m.KeySize())
+	v := make([]byte, m.ValueSize())
 	it := m.Iterate()
-	for it.Next(&k, nil) {
+	for it.Next(&k, &v) {
 		keys = append(keys, append([]byte(nil), k...))
 	}
 	for _, k := range keys {

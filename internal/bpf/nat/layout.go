@@ -112,4 +112,5 @@ const (
 	cfgNRules   = 19 // + slot
 	cfgCookie   = 21
 	cfgFTPRules = 22
+	cfgNoExpire = 23
 )

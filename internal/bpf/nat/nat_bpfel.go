@@ -211,14 +211,15 @@ type natWork struct {
 	Slave uint8
 	Pad   [2]uint8
 	X     struct {
-		_  structs.HostLayout
-		Hk natNatHmKey
-		Nh natNatHm
-		Rk natNatKey
-		Na [4]uint32
-		Hn [4]uint32
-		Hd [4]uint32
-		M  [4]uint32
+		_   structs.HostLayout
+		Hk  natNatHmKey
+		Nh  natNatHm
+		Rk  natNatKey
+		Rk2 natNatKey
+		Na  [4]uint32
+		Hn  [4]uint32
+		Hd  [4]uint32
+		M   [4]uint32
 	}
 	Mv struct {
 		_    structs.HostLayout
@@ -307,6 +308,7 @@ type natWork struct {
 	}
 	Sb  [224]uint8
 	Sb2 [224]uint8
+	Sb3 [224]uint8
 	Ns  struct {
 		_       structs.HostLayout
 		T       natNatTuple

@@ -226,6 +226,7 @@ struct scratch {
 	struct nat_hm_key hk;
 	struct nat_hm nh;
 	struct nat_key rk;
+	struct nat_key rk2;
 	__u32 na[4];
 	__u32 hn[4];
 	__u32 hd[4];
@@ -323,6 +324,7 @@ struct work {
 	 * per-CPU map's value type (its bytes stay zero here) */
 	__u8 sb[sizeof(struct nat_sess)] __attribute__((aligned(8)));
 	__u8 sb2[sizeof(struct nat_sess)] __attribute__((aligned(8)));
+	__u8 sb3[sizeof(struct nat_sess)] __attribute__((aligned(8))); /* shadow() */
 	struct newsess ns;
 	struct inner in;
 	struct ftpctx fc;
@@ -869,6 +871,12 @@ static int sess_timer(void *map, struct nat_key *key, struct nat_sess *v)
 {
 	__u64 now = now_ns(), exp = sess_expiry(v);
 
+	if (cfg(NCFG_NOEXPIRE)) {
+		/* differential tests compare with an engine whose sessions
+		 * never age (as ipftest's) */
+		bpf_timer_start(&v->timer, 3600 * 1000000000ULL, 0);
+		return 0;
+	}
 	if (exp > now) {
 		bpf_timer_start(&v->timer, exp - now, 0);
 		return 0;
@@ -944,6 +952,51 @@ static __always_inline void sess_arm(struct nat_key *k, __u64 in_ns)
 	bpf_timer_start(&v->timer, in_ns, 0);
 }
 
+/* shadow moves the entry at key k, if any, out of the way of a new
+ * session: to the same key with DIR_SHADOW set, where no packet finds it,
+ * its peer pointing there. The session it belongs to lives on (listed,
+ * found by its other entry, ended by its timer), as in the engine, whose
+ * table assignment leaves an older session reachable only by the key a
+ * newer one did not take. Returns 0, or -1 when it cannot. */
+static __always_inline int shadow(struct work *w, struct nat_key *k)
+{
+	struct nat_sess *old = bpf_map_lookup_elem(&sessions, k), *peer;
+	struct nat_sess *cp = (struct nat_sess *)w->sb3;
+	struct nat_key *sk = &w->x.rk2;
+	__u64 life = 0;
+	int g;
+
+	if (!old)
+		return 0;
+	if (k->dir & DIR_SHADOW)
+		return -1;
+	copy_sess(cp, old);
+	/* shadows stack: each takes the first free generation (key.pad) */
+	*sk = *k;
+	sk->dir |= DIR_SHADOW;
+	for (g = 1; g < 16; g++) {
+		sk->pad = g;
+		if (!bpf_map_lookup_elem(&sessions, sk))
+			break;
+	}
+	if (g == 16)
+		return -1;
+	if (cp->w == 0) {
+		__u64 now = now_ns(), exp = sess_expiry(old);
+
+		life = exp > now ? exp - now : 1;
+	}
+	peer = bpf_map_lookup_elem(&sessions, &cp->peer);
+	if (peer)
+		peer->peer = *sk;
+	if (bpf_map_update_elem(&sessions, sk, cp, BPF_NOEXIST) != 0)
+		return -1;
+	bpf_map_delete_elem(&sessions, k);
+	if (cp->w == 0)
+		sess_arm(sk, life);
+	return 0;
+}
+
 /* sess_insert enters the session described by w->ns (made by packet
  * w->p, rule rtype/age/mss) as two entries. Returns 0 on success; the
  * entries are w->k (forward) and w->s2's peer (reply). */
@@ -996,7 +1049,10 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 	rev_key(rk, &ns->t, dir, p->proto, p->family);
 	e->peer = *rk;
 	r->peer = w->k;
-	if (bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0) {
+	/* a key another session holds (it was made on another interface)
+	 * is taken over, as the engine's table assignment does */
+	if (shadow(w, &w->k) != 0 || shadow(w, rk) != 0 ||
+	    bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0) {
 		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
 		return -1;
 	}

@@ -76,6 +76,8 @@
 #define DIR_OUT 1
 /* nat_key.dir bit of a proxy's wildcard entry (source port still to learn). */
 #define DIR_WILD 0x80
+/* nat_key.dir bit of an entry a newer session took the key of (shadow()). */
+#define DIR_SHADOW 0x40
 
 /* Session flags. */
 #define SF_PROXY 0x01 /* the ftp proxy follows it */
@@ -107,6 +109,7 @@
 #define NCFG_NRULES 19    /* 19, 20: rules in slot 0, 1 (user space) */
 #define NCFG_COOKIE 21    /* marks a packet the egress program translated */
 #define NCFG_FTPRULES 22  /* the rules use the ftp proxy (user space) */
+#define NCFG_NOEXPIRE 23  /* tests: the timers keep every session */
 #define NCFG_N 32
 
 /* Flush program modes. */
