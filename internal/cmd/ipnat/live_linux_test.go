@@ -284,7 +284,7 @@ func (w *gwTopo) serve(ns netns.NsHandle, addr string, tcpPort, udpPort int) (pe
 	}()
 	if pc != nil {
 		go func() {
-			buf := make([]byte, 2048)
+			buf := make([]byte, 65536)
 			for {
 				n, from, err := pc.ReadFrom(buf)
 				if err != nil {
@@ -933,4 +933,60 @@ block in quick on gs0 all
 			t.Errorf("ipnat -l has no redirected control session:\n%s", ss)
 		}
 	})
+}
+
+// TestPrivilegedNATFragmentsAndMSS sends a UDP datagram bigger than the
+// links' MTU through the masquerade: its fragments are translated by the
+// session of the first one, both ways. And a rule's mssclamp lowers the
+// MSS the server is offered (the SYN's checksum must stay right for the
+// connection to open at all).
+func TestPrivilegedNATFragmentsAndMSS(t *testing.T) {
+	w := newGW(t)
+	peers := w.serve(w.s, gwS4, gwTCP, gwUDP)
+	w.mustIPNAT("-f", w.file("frag.nat", `map gs0 192.168.77.0/24 -> 0/32 portmap tcp/udp auto mssclamp 500
+`))
+	var c net.Conn
+	w.must(w.in(w.c, func() (err error) {
+		c, err = net.Dial("udp4", net.JoinHostPort(gwS4, strconv.Itoa(gwUDP)))
+		return err
+	}))
+	defer c.Close()
+	big := bytes.Repeat([]byte("fragment "), 400) // 3600 bytes: three fragments each way
+	if err := echo(c, big, 2*time.Second); err != nil {
+		t.Errorf("a fragmented UDP datagram through the masquerade: %v", err)
+	}
+	st := w.mustIPNAT("-s")
+	for _, side := range []string{"in", "out"} {
+		if m := regexp.MustCompile(`(?m)^(\d+)\tpackets translated ` + side + `$`).FindStringSubmatch(st); m == nil || m[1] == "0" || m[1] == "1" {
+			t.Errorf("packets translated %s: %v, want the fragments counted", side, m)
+		}
+	}
+	// the server's side of the connection learns the MSS the SYN offered
+	var ln net.Listener
+	w.must(w.in(w.s, func() (err error) {
+		ln, err = net.Listen("tcp4", net.JoinHostPort(gwS4, "5011"))
+		return err
+	}))
+	defer ln.Close()
+	mss := make(chan int, 1)
+	go func() {
+		sc, err := ln.Accept()
+		if err != nil {
+			mss <- -1
+			return
+		}
+		defer sc.Close()
+		raw, _ := sc.(*net.TCPConn).SyscallConn()
+		v := -1
+		raw.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG) })
+		mss <- v
+	}()
+	cc, err := w.dial(w.c, gwS4, 5011)
+	if err == nil {
+		cc.Close()
+	}
+	_ = peers
+	if v := <-mss; v <= 0 || v > 500 {
+		t.Errorf("the server's MSS toward the client: %d, want at most the clamp, 500", v)
+	}
 }
