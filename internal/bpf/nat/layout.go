@@ -113,4 +113,6 @@ const (
 	cfgCookie   = 21
 	cfgFTPRules = 22
 	cfgNoExpire = 23
+	cfgNsPerJif = 24
+	flClocks    = 4
 )

@@ -125,6 +125,21 @@ func newGW(t *testing.T) *gwTopo {
 		w.onClose(func() { ns.Close() })
 	}
 	w.must(netns.Set(orig))
+	// no duplicate address detection: a tentative link-local address
+	// would hold up neighbour discovery for a second or two after the
+	// links come up, and with it the first IPv6 packets
+	for _, ns := range []netns.NsHandle{w.c, w.g, w.s} {
+		w.must(w.in(ns, func() error {
+			for _, k := range []string{"all", "default"} {
+				for _, f := range []string{"accept_dad", "dad_transmits"} {
+					if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/"+f, []byte("0"), 0); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}))
+	}
 	hc, err := netlink.NewHandleAt(w.c)
 	w.must(err)
 	defer hc.Close()

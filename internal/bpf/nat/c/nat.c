@@ -24,6 +24,7 @@
 #include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 
 #include "nat.h"
 
@@ -382,9 +383,35 @@ static __always_inline void stat_inc(__u32 k)
 		*v += 1;
 }
 
+/* now_ns is the clock sessions age by: jiffies (which the verifier reads
+ * inline, where a clock helper costs a call per packet) times the length
+ * of a jiffy user space measured at load (NCFG_NSPERJIFFY), plus the
+ * offset tests move time with. */
 static __always_inline __u64 now_ns(void)
 {
-	return bpf_ktime_get_coarse_ns() + cfg(NCFG_CLOCK);
+	__u64 nspj = cfg(NCFG_NSPERJIFFY);
+
+	if (!nspj)
+		return bpf_ktime_get_coarse_ns() + cfg(NCFG_CLOCK);
+	return bpf_jiffies64() * nspj + cfg(NCFG_CLOCK);
+}
+
+/* The kernel's skb, for its ip_summed (CO-RE: the field's place comes
+ * from the running kernel's BTF). */
+extern void *bpf_cast_to_kern_ctx(void *) __ksym;
+
+struct sk_buff___nat {
+	__u8 ip_summed : 2;
+} __attribute__((preserve_access_index));
+
+#define CHECKSUM_COMPLETE 2
+#define CHECKSUM_PARTIAL 3
+
+static __always_inline int ip_summed(struct __sk_buff *skb)
+{
+	struct sk_buff___nat *k = bpf_cast_to_kern_ctx(skb);
+
+	return BPF_CORE_READ_BITFIELD(k, ip_summed);
 }
 
 /* One's complement arithmetic on raw (memory-order) 16-bit words. */
@@ -732,6 +759,7 @@ static __always_inline int apply(struct __sk_buff *skb, struct nat_sess *v, stru
 	__u32 *nsrc, *ndst;
 	__u16 sp, dp;
 	__u64 mf;
+	int summed;
 
 	if (v->w == 0) {
 		nsrc = v->t.nsrc;
@@ -781,10 +809,37 @@ static __always_inline int apply(struct __sk_buff *skb, struct nat_sess *v, stru
 	}
 	if (!p->csumoff)
 		return 0;
-	/* the engine turns a UDP sum that comes out 0 into 0xffff; the
-	 * helper does so too, but skips a zero field, which only an IPv6
-	 * UDP packet (where zero is invalid) reaches here with */
+	/* the engine turns a UDP sum that comes out 0 into 0xffff; so does
+	 * the helper, which skips a zero field, as only an IPv6 UDP packet
+	 * (where zero is invalid) reaches here with */
 	mf = p->proto == IPPROTO_UDP && !p->udp0 ? BPF_F_MARK_MANGLED_0 : 0;
+	summed = ip_summed(skb);
+	if (summed != CHECKSUM_COMPLETE) {
+		/* the field is written directly, as bpf_l4_csum_replace would
+		 * have it: a CHECKSUM_PARTIAL skb holds only the pseudo
+		 * header's sum there (the ports are summed later), any other
+		 * the whole sum; CHECKSUM_COMPLETE needs skb->csum kept, which
+		 * only the helper can do */
+		__u16 *ck = data + (p->csumoff & 0x3ff);
+		__u32 diff = 0;
+
+		if ((void *)(ck + 1) > end)
+			return -1;
+		if (v->csum_l4a && p->proto != IPPROTO_ICMP)
+			diff = v->csum_l4a;
+		if (summed == CHECKSUM_PARTIAL) {
+			if (diff)
+				*ck = csum_fold32(csum_add32(*ck, diff));
+		} else {
+			if (v->csum_l4p && p->l4off && (p->pflags & (PF_TCPUDP | PF_ICMPQ)))
+				diff = csum_add32(diff, v->csum_l4p);
+			if (diff)
+				*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
+		}
+		if (mf && *ck == 0)
+			*ck = 0xffff;
+		return 0;
+	}
 	if (v->csum_l4a && p->proto != IPPROTO_ICMP)
 		bpf_l4_csum_replace(skb, p->csumoff, 0, v->csum_l4a, BPF_F_PSEUDO_HDR | mf);
 	if (v->csum_l4p && p->l4off && (p->pflags & (PF_TCPUDP | PF_ICMPQ)))
@@ -3088,6 +3143,16 @@ int nat_flush(struct __sk_buff *skb)
 
 	c.mode = cfg(NCFG_FLUSHMODE);
 	c.arg = cfg(NCFG_FLUSHARG);
+	if (c.mode == FL_CLOCKS) {
+		/* the two clocks, for user space to measure a jiffy */
+		out = cfgp(NCFG_FLUSHED);
+		if (out)
+			*out = bpf_jiffies64();
+		out = cfgp(NCFG_FLUSHARG);
+		if (out)
+			*out = bpf_ktime_get_ns();
+		return TC_ACT_UNSPEC;
+	}
 	c.now = now_ns();
 	bpf_for_each_map_elem(&sessions, flush_cb, &c, 0);
 	out = cfgp(NCFG_FLUSHED);

@@ -110,12 +110,14 @@
 #define NCFG_COOKIE 21    /* marks a packet the egress program translated */
 #define NCFG_FTPRULES 22  /* the rules use the ftp proxy (user space) */
 #define NCFG_NOEXPIRE 23  /* tests: the timers keep every session */
+#define NCFG_NSPERJIFFY 24 /* the length of a jiffy, measured at load */
 #define NCFG_N 32
 
 /* Flush program modes. */
 #define FL_ALL 1     /* every session (ipnat -F) */
 #define FL_RULE 2    /* the sessions of rule id FLUSHARG (ipnat -rp, purge) */
 #define FL_EXPIRED 3 /* sessions past their lifetime at the (moved) clock */
+#define FL_CLOCKS 4  /* read jiffies and ns into FLUSHED and FLUSHARG */
 
 /* Statistics (per-CPU array, index side*NS_SIDE + n for sided ones). */
 #define NS_SIDE 16
