@@ -67,8 +67,6 @@ func benchLoad(b *testing.B, h *harness, rules string) {
 	}
 }
 
-
-
 func tcpSeg(src, dst string, sport, dport uint16, flags uint8) []byte {
 	return ethFrame(packettest.V4{Src: src, Dst: dst, Proto: 6,
 		Payload: packettest.TCP{SrcPort: sport, DstPort: dport, Seq: 1, Ack: 1, Flags: flags, Win: 8192, Data: make([]byte, 64)}.Bytes()}.Bytes())
