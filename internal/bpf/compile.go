@@ -98,6 +98,10 @@ func (im *Image) Interfaces() []string { return append([]string(nil), im.ifaces.
 // Len returns the number of rules in the image.
 func (im *Image) Len() int { return len(im.rules) }
 
+// PoolEntries returns the number of pool-map entries the image writes (the
+// entries of every table its rules name, group-maps included).
+func (im *Image) PoolEntries() int { return len(im.pools) }
+
 // indexThreshold is the rule count from which an index is built: below a
 // few blocks the linear scan is as fast as the lookups.
 const indexThreshold = 4 << blockBits

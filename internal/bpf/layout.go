@@ -78,7 +78,15 @@ const (
 	cfgToIP      = 28
 	cfgStateLog  = 29
 	cfgFragTTL   = 30
-	cfgN         = 32
+	cfgStateSize = 31
+	cfgWMHigh    = 32
+	cfgWMLow     = 33
+	cfgWMFreq    = 34
+	cfgDCA       = 35
+	cfgGen0      = 36 // 36..38: generation of each slot's rules
+	cfgSwapLog   = 39 // user space only: an ipf -s in progress (see Swap)
+	cfgToken     = 40 // user space only: Token/SetToken
+	cfgN         = 48
 )
 
 // Values of cfgIndex0+slot (IDX_* in filter.h): which index dimensions the
@@ -127,6 +135,7 @@ const (
 	stDupped   = 49
 	stRouteErr = 50
 	stScanCut  = 51
+	stDCAFull  = 54
 	numStats   = 64
 	numReasons = 32
 )
@@ -144,10 +153,19 @@ const (
 	portRange = 9
 )
 
-// State entry flags (SF_* in filter.h).
+// Table sizes and the sweeper (filter.h).
 const (
-	sfDCA   = 0x02 // counted against a keep limit
-	sfCumul = 0x08 // ... a cumulative one
+	stateCap = 262144 // STATE_CAP: the most state entries; state_max's ceiling
+	dcaCap   = 65536  // DCA_CAP
+	sweepNS  = 500000000
+)
+
+// sluice_ctl operations (CTL_* in filter.h).
+const (
+	ctlArm   = 1
+	ctlKill  = 2
+	ctlSweep = 3
+	ctlKeys  = 256
 )
 
 // Log record kinds.

@@ -3,7 +3,6 @@ package engine
 import (
 	"net/netip"
 
-	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
 )
 
@@ -28,9 +27,10 @@ type NAT interface {
 // sluice/internal/pool implements it.
 type Pools interface {
 	// Contains reports whether addr is in the ippool table named table
-	// (a number as text or a name), of kind ipf.AddrPool (tree) or
-	// ipf.AddrHash, with role ipf. An unknown table never matches.
-	Contains(kind ipf.AddrKind, table string, addr netip.Addr) bool
+	// (a number as text or a name), a hash table (ipf.AddrHash) when hash
+	// is set, else a tree (ipf.AddrPool), with role ipf. An unknown table
+	// never matches.
+	Contains(hash bool, table string, addr netip.Addr) bool
 }
 
 // LogRecord is what the engine hands to a Logger for one packet log

@@ -2,6 +2,7 @@ package ipfctl
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"time"
 )
@@ -17,12 +18,13 @@ import (
 // the exporter read it, tests point it at a private bpffs).
 const QoSDirEnv = "SLUICE_QOS_DIR"
 
-// QoSPinDir returns $SLUICE_QOS_DIR, or "" for IPQoS's default.
+// QoSPinDir returns $SLUICE_QOS_DIR, or "" for IPQoS's default
+// (DefaultQoSPinDir; QoSBackend and ReadStatus resolve "").
 func QoSPinDir() string { return os.Getenv(QoSDirEnv) }
 
 // ErrStatusUnsupported is returned by ReadStatus where there is no kernel
 // datapath (not Linux).
-var ErrStatusUnsupported = errors.New("kernel datapath status: " + errors.ErrUnsupported.Error())
+var ErrStatusUnsupported = fmt.Errorf("kernel datapath status: %w", errors.ErrUnsupported)
 
 // Status is one snapshot of the kernel datapaths.
 type Status struct {

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sluice/internal/bpf"
-	bpfqos "sluice/internal/bpf/qos"
+	"sluice/internal/bpf/qosmark"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
 )
@@ -28,7 +28,7 @@ func ReadStatus(filterDir, qosDir string) (*Status, error) {
 		filterDir = bpf.DefaultPinDir
 	}
 	if qosDir == "" {
-		qosDir = bpfqos.DefaultPinDir
+		qosDir = qosmark.DefaultPinDir
 	}
 	var st Status
 	f, err := readFilter(filterDir)
@@ -228,15 +228,15 @@ func readPrograms(dir string) []ProgramRun {
 }
 
 func readQoS(dir string) (*QoSStatus, error) {
-	si, err := bpfqos.GetState(dir)
+	si, err := qosmark.GetState(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading the IPQoS state: %w", err)
 	}
-	if si.State == bpfqos.Disabled {
+	if si.State == qosmark.Disabled {
 		return nil, nil
 	}
 	q := &QoSStatus{State: si.State.String(), StateNo: int(si.State)}
-	stats, err := bpfqos.ReadStats(dir)
+	stats, err := qosmark.ReadStats(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading the IPQoS counters: %w", err)
 	}

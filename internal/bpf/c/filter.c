@@ -28,6 +28,8 @@
 #include "lib/state.h"
 #include "lib/reply.h"
 #include "lib/route.h"
+#include "lib/dca.h"
+#include "lib/sweep.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -187,6 +189,13 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		__u32 key = slot * MAX_RULES + idx;
 		struct rule *r = bpf_map_lookup_elem(&rules, &key);
 
+		/* HP's keep limit: a connection over the limit is blocked, with
+		 * the rule's return-* reply */
+		if (r && r->keep_limit && !sl_dca(slot, idx, now)) {
+			pass = (pass & ~FR_CMDMASK) | FR_BLOCK | r->limit_ret;
+			reason = RSN_DCA;
+			stat_inc(ST_DCA);
+		}
 		if (r && r->pps) {
 			struct pps_window *pw = bpf_map_lookup_elem(&pps, &key);
 
@@ -202,22 +211,12 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 				}
 			}
 		}
-		if (r && ((pass & FR_CMDMASK) == FR_PASS || (pass & FR_CMDMASK) == FR_BLOCK)) {
-			int dca_on = (pass & FR_CMDMASK) == FR_PASS && r->keep_limit && p->proto == IPPROTO_TCP &&
-				     (p->tcpflags & 0x12) == 0x02;
-
-			if (((pass & FR_KEEPSTATE) && !(p->flags & PF_STATE)) || dca_on) {
-				int rc = sl_state_create(slot, idx, pass, now, dca_on);
-
-				if (rc == -2) {
-					pass = (pass & ~FR_CMDMASK) | FR_BLOCK | r->limit_ret;
-					reason = RSN_DCA;
-					stat_inc(ST_DCA);
-				} else if (rc == 0 && (pass & FR_KEEPSTATE) && (pass & FR_CMDMASK) == FR_PASS) {
-					pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
-					reason = RSN_STATEADD;
-					stat_inc(d * ST_DIR + ST_STLOST);
-				}
+		if (r && ((pass & FR_CMDMASK) == FR_PASS || (pass & FR_CMDMASK) == FR_BLOCK) &&
+		    (pass & FR_KEEPSTATE) && !(p->flags & PF_STATE)) {
+			if (sl_state_create(slot, idx, pass, now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
+				pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
+				reason = RSN_STATEADD;
+				stat_inc(d * ST_DIR + ST_STLOST);
 			}
 		}
 	}

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"sluice/internal/pool/netfmt"
 	"sluice/internal/rules/ipnat"
+	"sluice/internal/rules/netfmt"
 )
 
 // FuzzCompile feeds ipnat.conf text through the parser and the compiler

@@ -5,7 +5,6 @@ package nat
 import (
 	"fmt"
 	"io"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -208,5 +207,3 @@ func engineSections(n *gonat.NAT) (sessions, hostmaps string) {
 	sessions, hostmaps, _ = strings.Cut(rest, "\nHostmap table:\n")
 	return sessions, hostmaps
 }
-
-func addrMust(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -15,9 +15,22 @@ import (
 
 // ErrNoDevice is returned by commands that need the NAT device, which
 // this build does not have.
-var ErrNoDevice = errors.New("/dev/ipnat: no kernel NAT device (use -n to check rules offline)")
+var ErrNoDevice = fmt.Errorf("/dev/ipnat: no kernel NAT device (use -n to check rules offline): %w", errors.ErrUnsupported)
 
-const usage = "usage: ipnat [-CdFhlnrRsv] [-f filename]\n"
+// Usage is ipnat's complete usage text (ipnat -h alone).
+const Usage = `usage: ipnat [-CdFhlnrRsv] [-p] [-m expr] [-O fields] -f filename
+  -f file  read NAT rules from file ("-": standard input) and load them
+  -r       remove the rules of the following -f files instead
+  -C       clear (flush) the NAT rules;  -F  flush the active sessions
+  -l       list the rules and sessions;  -h  with -l: each rule's hit count
+  -s       statistics;  -p  with -r: purge the rules' sessions too
+  -n       check the files only, change nothing;  -v  verbose;  -d  debug
+  -R       do not resolve names;  -m expr, -O fields: select and format -l
+  -M core, -N namelist, -X  accepted for IPFilter compatibility, no effect
+ipnat -h alone prints this help.
+`
+
+const optString = "CdFf:hlm:M:N:nO:prRsvX"
 
 // Device is the kernel NAT ipnat drives (the eBPF datapath through
 // sluice/internal/ipfctl on Linux).
@@ -64,13 +77,18 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // Every file is parsed (and checked) before anything is changed.
 func (c *Command) Run(args []string) int {
 	stdin, stdout, stderr := c.Stdin, c.Stdout, c.Stderr
-	opts, rest, err := getopt.Parse(args, "CdFf:hlm:M:N:nO:prRsvX")
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		// -h alone: with -l it keeps its IPFilter meaning (hits)
+		fmt.Fprint(stdout, Usage)
+		return 0
+	}
+	opts, rest, err := getopt.Parse(args, optString)
 	if err != nil || len(rest) > 0 {
 		if err != nil {
 			fmt.Fprintf(stderr, "ipnat: %v\n", err)
 		}
-		fmt.Fprint(stderr, usage)
-		return 1
+		fmt.Fprint(stderr, Usage)
+		return 2
 	}
 	var noLoad, verbose, clear, flush, list, stats, remove, purge, hits bool
 	var files []string
@@ -99,8 +117,8 @@ func (c *Command) Run(args []string) int {
 		}
 	}
 	if len(opts) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 1
+		fmt.Fprint(stderr, Usage)
+		return 2
 	}
 	if purge && !remove {
 		fmt.Fprintln(stderr, "ipnat: -p must be used with -r")

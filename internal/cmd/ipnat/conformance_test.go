@@ -41,7 +41,7 @@ func TestMainFlags(t *testing.T) {
 		{[]string{"-CFn"}, "", 0, "0 entries flushed from NAT table\n0 entries flushed from NAT list\n"},
 		{[]string{"-l"}, "", 1, ""},
 		{[]string{"-f", "-"}, "map le0 10.0.0.0/8 -> 1.2.3.4\n", 1, ""}, // no device to load into
-		{[]string{"-Q"}, "", 1, ""},
+		{[]string{"-Q"}, "", 2, ""},                                     // usage error
 	}
 	for _, tc := range tests {
 		var out, errb bytes.Buffer

@@ -238,7 +238,7 @@ func (w *gwTopo) ipf(args ...string) string {
 	var o, e bytes.Buffer
 	var code int
 	w.must(w.in(w.g, func() error {
-		b := ipfctl.New(w.pinDir)
+		b := ipfctl.NewKernel(w.pinDir)
 		defer b.Close()
 		c := &cli.Command{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e, Backend: b}
 		code = c.Run(args)

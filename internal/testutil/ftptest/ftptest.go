@@ -158,7 +158,9 @@ func (s *Server) session(c net.Conn) error {
 				passive.Close()
 				passive = nil
 			default:
-				err = reply("425 use PORT or PASV first")
+				if err := reply("425 use PORT or PASV first"); err != nil {
+					return err
+				}
 				continue
 			}
 			if err != nil {

@@ -10,7 +10,7 @@
 #include "common.h"
 #include "match.h"
 
-int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now, __u32 dca_on);
+int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now);
 
 /* quick_state adds the state of a quick keep-state rule during the scan
  * (§2.3): it returns 0 when the entry cannot be added, and the scan then
@@ -29,7 +29,7 @@ static __always_inline int quick_state(struct scan *s, struct pktinfo *p)
 	r = bpf_map_lookup_elem(&rules, &key);
 	if (!r || r->keep_limit)
 		return 1;
-	if (sl_state_create(s->slot, s->rule - 1, pass, s->now, 0) <= 0)
+	if (sl_state_create(s->slot, s->rule - 1, pass, s->now) <= 0)
 		return 0;
 	p->flags |= PF_STATE;
 	return 1;

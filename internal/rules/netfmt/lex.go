@@ -48,68 +48,96 @@ func (t Token) String() string {
 // Lex splits src into tokens. With newlines set, line ends are returned as
 // TokNewline tokens (ipnat.conf rules end at a line end); otherwise they
 // are blanks. A backslash before a newline joins the lines; '#' starts a
-// comment that runs to the end of the line.
+// comment that runs to the end of the line. The last token is TokEOF.
 func Lex(src string, newlines bool) []Token {
 	var toks []Token
-	line, col := 1, 1
-	i := 0
-	adv := func(n int) {
-		for k := 0; k < n; k++ {
-			if src[i] == '\n' {
-				line++
-				col = 1
-			} else {
-				col++
-			}
-			i++
+	l := NewLexer(src, newlines)
+	for {
+		t := l.Next()
+		toks = append(toks, t)
+		if t.Kind == TokEOF {
+			return toks
 		}
 	}
-	for i < len(src) {
+}
+
+// Lexer hands out the tokens of a source one at a time, so that a parser
+// that gives up early (after its error cap) never tokenizes, or holds,
+// the rest of a huge input.
+type Lexer struct {
+	src       string
+	newlines  bool
+	i         int
+	line, col int
+}
+
+// NewLexer returns a Lexer over src (see Lex for newlines).
+func NewLexer(src string, newlines bool) *Lexer {
+	return &Lexer{src: src, newlines: newlines, line: 1, col: 1}
+}
+
+func (l *Lexer) adv(n int) {
+	for k := 0; k < n; k++ {
+		if l.src[l.i] == '\n' {
+			l.line++
+			l.col = 1
+		} else {
+			l.col++
+		}
+		l.i++
+	}
+}
+
+// Next returns the next token; at the end of the source, TokEOF (again
+// and again).
+func (l *Lexer) Next() Token {
+	src := l.src
+	for l.i < len(src) {
+		i := l.i
 		c := src[i]
-		p := Pos{line, col}
+		p := Pos{l.line, l.col}
 		switch {
 		case c == '\\' && i+1 < len(src) && src[i+1] == '\n':
-			adv(2)
+			l.adv(2)
 		case c == '\\' && i+2 < len(src) && src[i+1] == '\r' && src[i+2] == '\n':
-			adv(3)
+			l.adv(3)
 		case c == '\n':
-			if newlines {
-				toks = append(toks, Token{TokNewline, "\n", p})
+			l.adv(1)
+			if l.newlines {
+				return Token{TokNewline, "\n", p}
 			}
-			adv(1)
 		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
-			adv(1)
+			l.adv(1)
 		case c == '#':
-			for i < len(src) && src[i] != '\n' {
-				adv(1)
+			for l.i < len(src) && src[l.i] != '\n' {
+				l.adv(1)
 			}
 		case c == '"' || c == '\'':
 			j := strings.IndexByte(src[i+1:], c)
 			nl := strings.IndexByte(src[i+1:], '\n')
 			if j < 0 || (nl >= 0 && nl < j) {
-				toks = append(toks, Token{TokError, "unterminated string", p})
-				adv(len(src) - i)
-				continue
+				l.adv(len(src) - i)
+				return Token{TokError, "unterminated string", p}
 			}
-			toks = append(toks, Token{TokString, src[i+1 : i+1+j], p})
-			adv(j + 2)
+			l.adv(j + 2)
+			return Token{TokString, src[i+1 : i+1+j], p}
 		case strings.HasPrefix(src[i:], "file://"):
 			// A file URL is one word even though it contains '/'.
 			j := i
 			for j < len(src) && strings.IndexByte(" \t\r\n;,}\"'", src[j]) < 0 {
 				j++
 			}
-			toks = append(toks, Token{TokWord, src[i:j], p})
-			adv(j - i)
+			l.adv(j - i)
+			return Token{TokWord, src[i:j], p}
 		case c == '-' && i+1 < len(src) && src[i+1] == '>':
-			toks = append(toks, Token{TokPunct, "->", p})
-			adv(2)
+			l.adv(2)
+			return Token{TokPunct, "->", p}
 		case strings.IndexByte("<>!", c) >= 0 && i+1 < len(src) && isTwoCharOp(src[i:i+2]):
-			toks = append(toks, Token{TokPunct, src[i : i+2], p})
-			adv(2)
+			l.adv(2)
+			return Token{TokPunct, src[i : i+2], p}
 		case strings.IndexByte("{}();,/=!<>", c) >= 0:
-			toks = append(toks, Token{TokPunct, string(c), p})
-			adv(1)
+			l.adv(1)
+			return Token{TokPunct, string(c), p}
 		case isWordChar(c):
 			j := i
 			for j < len(src) && isWordChar(src[j]) {
@@ -118,15 +146,14 @@ func Lex(src string, newlines bool) []Token {
 				}
 				j++
 			}
-			toks = append(toks, Token{TokWord, src[i:j], p})
-			adv(j - i)
+			l.adv(j - i)
+			return Token{TokWord, src[i:j], p}
 		default:
-			toks = append(toks, Token{TokError, fmt.Sprintf("unexpected character %q", c), p})
-			adv(1)
+			l.adv(1)
+			return Token{TokError, fmt.Sprintf("unexpected character %q", c), p}
 		}
 	}
-	toks = append(toks, Token{TokEOF, "", Pos{line, col}})
-	return toks
+	return Token{TokEOF, "", Pos{l.line, l.col}}
 }
 
 func isTwoCharOp(s string) bool {

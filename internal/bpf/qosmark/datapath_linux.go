@@ -1,6 +1,6 @@
 //go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
 
-package qos
+package qosmark
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	engine "sluice/internal/qos"
+	"sluice/internal/qos"
 	"sluice/internal/qos/tc"
 )
 
@@ -69,7 +69,7 @@ func objMaps(o *qosObjects) map[string]*ebpf.Map {
 type pinned struct {
 	prog *ebpf.Program
 	maps map[string]*ebpf.Map
-	rs   *engine.Ruleset
+	rs   *qos.Ruleset
 	text string
 }
 
@@ -185,263 +185,6 @@ func lock(dir string) (func(), error) {
 	return func() { unix.Close(fd) }, nil
 }
 
-// Load makes rs the active configuration, replacing any previous one.
-func Load(rs *engine.Ruleset, opts Options) (*Report, error) {
-	dir := opts.dir()
-	if err := Enable(dir); err != nil {
-		return nil, err
-	}
-	unlock, err := lock(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	linkRate := opts.LinkRate
-	if linkRate == nil {
-		linkRate = tc.LinkSpeed
-	}
-	old, err := openPinned(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer old.Close()
-	rep := &Report{}
-
-	// Check every adapter before touching anything.
-	type prepared struct {
-		a    *engine.Adapter
-		port port
-		plan *tc.Plan
-		old  *engine.Adapter
-		vlan bool
-	}
-	var todo []prepared
-	ports := map[string]port{}
-	for _, a := range rs.Adapters {
-		pr, err := func() (prepared, error) {
-			l, err := netlink.LinkByName(a.Name)
-			if err != nil {
-				return prepared{}, fmt.Errorf("adapter %s: %w", a.Name, err)
-			}
-			pt := port{ifindex: uint32(l.Attrs().Index)}
-			if l.Attrs().EncapType == "ether" {
-				pt.l2len = 14
-			}
-			rate := a.Speed // declared in the configuration (ipqos `speed`)
-			if rate == 0 {
-				rate = linkRate(a.Name)
-			}
-			plan, err := tc.NewPlan(a, rate)
-			if err != nil {
-				return prepared{}, err
-			}
-			pr := prepared{a: a, port: pt, plan: plan, vlan: tc.IsVLAN(a.Name)}
-			if old != nil {
-				pr.old = old.rs.Adapter(a.Name)
-			}
-			return pr, nil
-		}()
-		if err != nil {
-			if !opts.Continue {
-				return nil, err
-			}
-			rep.Skipped = append(rep.Skipped, err.Error())
-			opts.logf("skipping: %v", err)
-			continue
-		}
-		todo = append(todo, pr)
-		ports[a.Name] = pr.port
-	}
-
-	objs, err := newObjects(rs, ports)
-	if err != nil {
-		return nil, err
-	}
-	defer objs.Close()
-
-	var keep []link.Link
-	defer func() {
-		for _, l := range keep {
-			l.Close()
-		}
-	}()
-	var undo []func()
-	rollback := func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-		undo = nil
-	}
-	// apply switches one adapter; on error it undoes its own steps.
-	apply := func(pr prepared) (err error) {
-		var mine []func()
-		defer func() {
-			if err != nil {
-				for i := len(mine) - 1; i >= 0; i-- {
-					mine[i]()
-				}
-			} else {
-				undo = append(undo, mine...)
-			}
-		}()
-		name := pr.a.Name
-		var oldPlan *tc.Plan
-		if pr.old != nil {
-			rate := pr.old.Speed
-			if rate == 0 {
-				rate = linkRate(name)
-			}
-			oldPlan, _ = tc.NewPlan(pr.old, rate)
-		}
-		restoreQdisc := func() {
-			if oldPlan != nil {
-				_ = tc.Apply(oldPlan)
-			} else {
-				_ = tc.Remove(name)
-			}
-		}
-		if pr.plan != nil {
-			opts.logf("adapter %s: htb with %d classes (link %d bit/s)", name, len(pr.plan.Classes)+1, pr.plan.Link)
-			mine = append(mine, restoreQdisc)
-			if err := tc.Apply(pr.plan); err != nil {
-				return err
-			}
-		} else if oldPlan != nil {
-			mine = append(mine, restoreQdisc)
-			if err := tc.Remove(name); err != nil {
-				return err
-			}
-		}
-		newMap, oldMap := vlanMap(pr.a), vlanMap(pr.old)
-		if len(newMap) > 0 || len(oldMap) > 0 {
-			if !pr.vlan {
-				if len(newMap) > 0 {
-					opts.logf("adapter %s: not a VLAN device, vpr ignored", name)
-				}
-			} else {
-				set := map[uint32]uint32{}
-				for k := range oldMap {
-					set[k] = 0
-				}
-				for k, v := range newMap {
-					set[k] = v
-				}
-				mine = append(mine, func() {
-					back := map[uint32]uint32{}
-					for k := range newMap {
-						back[k] = 0
-					}
-					for k, v := range oldMap {
-						back[k] = v
-					}
-					_ = tc.SetEgressQoS(name, back)
-				})
-				if err := tc.SetEgressQoS(name, set); err != nil {
-					return err
-				}
-				opts.logf("adapter %s: egress qos map %v", name, newMap)
-			}
-		}
-		lpath := filepath.Join(dir, "links", name)
-		if l, err := link.LoadPinnedLink(lpath, nil); err == nil {
-			keep = append(keep, l) // the undo step may still need it
-			if live(l, pr.port.ifindex) && old != nil {
-				if err := l.Update(objs.QosEgress); err != nil {
-					return fmt.Errorf("adapter %s: updating link: %w", name, err)
-				}
-				oldProg := old.prog
-				mine = append(mine, func() { _ = l.Update(oldProg) })
-				opts.logf("adapter %s: program replaced", name)
-				if opts.failAt != nil {
-					return opts.failAt(name)
-				}
-				return nil
-			}
-			// The device went away (or was recreated) since the last
-			// load, or the pin is an orphan: start over on this device.
-			opts.logf("adapter %s: dropping a stale link", name)
-			detachLink(lpath, opts.logf)
-		}
-		l, err := link.AttachTCX(link.TCXOptions{Interface: int(pr.port.ifindex), Program: objs.QosEgress, Attach: ebpf.AttachTCXEgress})
-		if err != nil {
-			if errors.Is(err, ebpf.ErrNotSupported) {
-				return fmt.Errorf("adapter %s: attaching tcx egress: %w (%w)", name, err, ErrNotSupported)
-			}
-			return fmt.Errorf("adapter %s: attaching tcx egress: %w", name, err)
-		}
-		defer l.Close()
-		if err := l.Pin(lpath); err != nil {
-			return fmt.Errorf("adapter %s: pinning link: %w", name, err)
-		}
-		mine = append(mine, func() { detachLink(lpath, opts.logf) })
-		opts.logf("adapter %s: attached", name)
-		if opts.failAt != nil {
-			return opts.failAt(name)
-		}
-		return nil
-	}
-	for _, pr := range todo {
-		if err := apply(pr); err != nil {
-			if !opts.Continue {
-				rollback()
-				return nil, err
-			}
-			rep.Skipped = append(rep.Skipped, err.Error())
-			opts.logf("skipping: %v", err)
-			_ = objs.Adapters.Delete(pr.port.ifindex)
-			continue
-		}
-		rep.Attached = append(rep.Attached, pr.a.Name)
-	}
-
-	// Commit: pin the new objects next to the old ones, then swap dirs.
-	next, cur, prev := filepath.Join(dir, "next"), filepath.Join(dir, "cur"), filepath.Join(dir, "prev")
-	_ = os.RemoveAll(next)
-	commitErr := func() error {
-		if err := os.Mkdir(next, 0o700); err != nil {
-			return err
-		}
-		if err := objs.QosEgress.Pin(filepath.Join(next, "prog")); err != nil {
-			return err
-		}
-		for n, m := range objMaps(objs) {
-			if err := m.Pin(filepath.Join(next, n)); err != nil {
-				return err
-			}
-		}
-		_ = os.RemoveAll(prev)
-		if old != nil {
-			if err := os.Rename(cur, prev); err != nil {
-				return err
-			}
-		}
-		if err := os.Rename(next, cur); err != nil {
-			if old != nil {
-				_ = os.Rename(prev, cur)
-			}
-			return err
-		}
-		return nil
-	}()
-	if commitErr != nil {
-		rollback()
-		_ = os.RemoveAll(next)
-		return nil, fmt.Errorf("pinning new configuration: %w", commitErr)
-	}
-	_ = os.RemoveAll(prev)
-
-	// Adapters that left the configuration go back to normal.
-	if old != nil {
-		for _, a := range old.rs.Adapters {
-			if _, kept := ports[a.Name]; kept {
-				continue
-			}
-			detach(dir, a, opts.logf)
-		}
-	}
-	return rep, nil
-}
-
 // live reports whether a pinned TCX link is still attached to ifindex.
 func live(l link.Link, ifindex uint32) bool {
 	info, err := l.Info()
@@ -453,7 +196,7 @@ func live(l link.Link, ifindex uint32) bool {
 }
 
 // vlanMap is the egress QoS map an adapter's policies need.
-func vlanMap(a *engine.Adapter) map[uint32]uint32 {
+func vlanMap(a *qos.Adapter) map[uint32]uint32 {
 	m := map[uint32]uint32{}
 	if a == nil {
 		return m
@@ -468,7 +211,7 @@ func vlanMap(a *engine.Adapter) map[uint32]uint32 {
 }
 
 // detach removes an adapter's link, HTB tree and VLAN mappings.
-func detach(dir string, a *engine.Adapter, logf func(string, ...any)) {
+func detach(dir string, a *qos.Adapter, logf func(string, ...any)) {
 	detachLink(filepath.Join(dir, "links", a.Name), logf)
 	if err := tc.Remove(a.Name); err != nil {
 		logf("adapter %s: %v", a.Name, err)
@@ -611,7 +354,7 @@ func ActiveConfig(dir string) (string, error) {
 // ReadStats returns the kernel counters of the active configuration.
 // Dropped packets come from the HTB classes and their leaf qdiscs; the
 // kernel does not count dropped bytes, so DroppedBytes stays 0.
-func ReadStats(dir string) ([]engine.Stats, error) {
+func ReadStats(dir string) ([]qos.Stats, error) {
 	p, err := openPinned(dir)
 	if err != nil || p == nil {
 		return nil, err
@@ -621,14 +364,14 @@ func ReadStats(dir string) ([]engine.Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []engine.Stats
+	var out []qos.Stats
 	for ai, a := range p.rs.Adapters {
 		drops, _ := tc.Drops(a.Name)
-		s := engine.Stats{Adapter: a.Name}
+		s := qos.Stats{Adapter: a.Name}
 		for pi := range a.Policies {
 			pol := &a.Policies[pi]
 			slot := l.policy[ai] + uint32(pi)
-			ps := engine.PolicyStats{Name: pol.Name}
+			ps := qos.PolicyStats{Name: pol.Name}
 			if ps.Packets, ps.Bytes, err = sumCounter(p.maps["policy_stats"], slot); err != nil {
 				return nil, fmt.Errorf("reading policy counters: %w", err)
 			}
@@ -643,7 +386,7 @@ func ReadStats(dir string) ([]engine.Stats, error) {
 				if int(f.Policy) != pi {
 					continue
 				}
-				fs := engine.FilterStats{Name: f.Name}
+				fs := qos.FilterStats{Name: f.Name}
 				if fs.Packets, fs.Bytes, err = sumCounter(p.maps["filter_stats"], l.filter[ai]+uint32(fi)); err != nil {
 					return nil, fmt.Errorf("reading filter counters: %w", err)
 				}

@@ -1,4 +1,4 @@
-package qos
+package engine
 
 import (
 	"bytes"
@@ -8,15 +8,17 @@ import (
 	"testing"
 
 	"sluice/internal/rules/ipqos"
+
+	"sluice/internal/qos"
 )
 
-func mustCompile(t testing.TB, src string) *Ruleset {
+func mustCompile(t testing.TB, src string) *qos.Ruleset {
 	t.Helper()
 	cfg, err := ipqos.Parse("test.conf", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := Compile(cfg)
+	rs, err := qos.Compile(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +118,14 @@ func TestProcess(t *testing.T) {
 	}{
 		{"ftp data", pkt("192.168.0.1", "192.168.0.2", 6, 20, 3000, 0), Marked, "ftp_p", "ftp_f", 10 << 2, 0},
 		{"ecn kept", pkt("192.168.0.1", "192.168.0.2", 6, 21, 3000, 0x03), Marked, "ftp_p", "ftp_f", 10<<2 | 3, 0},
-		{"web to server", pkt("192.168.0.1", "10.1.2.3", 6, 5000, 80, 0), Marked, "web_p", "web", 34 << 2, FirstClass + 1},
-		{"web from server", pkt("10.1.2.3", "192.168.0.1", 6, 80, 5000, 0), Marked, "web_p", "web", 34 << 2, FirstClass + 1},
+		{"web to server", pkt("192.168.0.1", "10.1.2.3", 6, 5000, 80, 0), Marked, "web_p", "web", 34 << 2, qos.FirstClass + 1},
+		{"web from server", pkt("10.1.2.3", "192.168.0.1", 6, 80, 5000, 0), Marked, "web_p", "web", 34 << 2, qos.FirstClass + 1},
 		{"web wrong side", pkt("10.1.2.3", "192.168.0.1", 6, 5000, 80, 0), Unmatched, "", "", 0, 0},
 		{"ftp beats web", pkt("10.1.2.3", "192.168.0.1", 6, 20, 80, 0), Marked, "ftp_p", "ftp_f", 10 << 2, 0},
 		{"ef wins, no rewrite", pkt("10.1.2.3", "192.168.0.1", 6, 20, 80, 46<<2), Matched, "keep_ef", "ef_only", 46 << 2, 0},
-		{"udp", pkt("1.2.3.4", "5.6.7.8", 17, 1, 2, 0), Marked, "bulk", "any_udp", 8 << 2, FirstClass + 2},
-		{"udp already 8", pkt("1.2.3.4", "5.6.7.8", 17, 1, 2, 8<<2), Matched, "bulk", "any_udp", 8 << 2, FirstClass + 2},
-		{"v6 range", pkt("2001:db8::9999", "2001:db8::20", 6, 1, 2, 9<<2|1), Marked, "bulk", "v6", 8<<2 | 1, FirstClass + 2},
+		{"udp", pkt("1.2.3.4", "5.6.7.8", 17, 1, 2, 0), Marked, "bulk", "any_udp", 8 << 2, qos.FirstClass + 2},
+		{"udp already 8", pkt("1.2.3.4", "5.6.7.8", 17, 1, 2, 8<<2), Matched, "bulk", "any_udp", 8 << 2, qos.FirstClass + 2},
+		{"v6 range", pkt("2001:db8::9999", "2001:db8::20", 6, 1, 2, 9<<2|1), Marked, "bulk", "v6", 8<<2 | 1, qos.FirstClass + 2},
 		{"v6 dscp below", pkt("2001:db8::9999", "2001:db8::20", 6, 1, 2, 7<<2), Unmatched, "", "", 7 << 2, 0},
 		{"v6 out of range", pkt("2001:db8::9999", "2001:db8::100", 6, 1, 2, 9<<2), Unmatched, "", "", 9 << 2, 0},
 		{"icmp", pkt("1.2.3.4", "5.6.7.8", 1, 0, 0, 0), Unmatched, "", "", 0, 0},
@@ -155,7 +157,7 @@ func TestProcess(t *testing.T) {
 			checkHeader(t, orig, tc.pkt)
 			if want := uint32(0); tc.priorityMin == 0 && r.Priority != want {
 				t.Errorf("priority: got %#x, want %#x", r.Priority, want)
-			} else if tc.priorityMin != 0 && r.Priority != HTBMajor<<16|uint32(tc.priorityMin) {
+			} else if tc.priorityMin != 0 && r.Priority != qos.HTBMajor<<16|uint32(tc.priorityMin) {
 				t.Errorf("priority: got %#x, want 1:%x", r.Priority, tc.priorityMin)
 			}
 			st := e.Stats()[0]

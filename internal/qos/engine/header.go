@@ -1,6 +1,10 @@
-package qos
+package engine
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"sluice/internal/qos"
+)
 
 // A small local header view; internal/packet did not exist when this was
 // written, and marking needs only the fields below.
@@ -126,7 +130,7 @@ type flow struct {
 	tc           uint8
 	hasPorts     bool
 	sport, dport uint16
-	src, dst     Addr128
+	src, dst     qos.Addr128
 }
 
 func hasPorts(proto uint8) bool {
@@ -148,8 +152,8 @@ func parseFlow(l3 []byte, f *flow) bool {
 			return false
 		}
 		f.family, f.proto, f.tc = 4, l3[v4Protocol], l3[v4TOS]
-		f.src = Addr128{Lo: uint64(binary.BigEndian.Uint32(l3[v4Src:]))}
-		f.dst = Addr128{Lo: uint64(binary.BigEndian.Uint32(l3[v4Dst:]))}
+		f.src = qos.Addr128{Lo: uint64(binary.BigEndian.Uint32(l3[v4Src:]))}
+		f.dst = qos.Addr128{Lo: uint64(binary.BigEndian.Uint32(l3[v4Dst:]))}
 		if binary.BigEndian.Uint16(l3[v4FragOff:])&0x1fff == 0 {
 			l4 = l3[ihl:]
 		}
@@ -158,8 +162,8 @@ func parseFlow(l3 []byte, f *flow) bool {
 			return false
 		}
 		f.family, f.tc = 6, l3[0]<<4|l3[1]>>4
-		f.src = Addr128{binary.BigEndian.Uint64(l3[v6Src:]), binary.BigEndian.Uint64(l3[v6Src+8:])}
-		f.dst = Addr128{binary.BigEndian.Uint64(l3[v6Dst:]), binary.BigEndian.Uint64(l3[v6Dst+8:])}
+		f.src = qos.Addr128{Hi: binary.BigEndian.Uint64(l3[v6Src:]), Lo: binary.BigEndian.Uint64(l3[v6Src+8:])}
+		f.dst = qos.Addr128{Hi: binary.BigEndian.Uint64(l3[v6Dst:]), Lo: binary.BigEndian.Uint64(l3[v6Dst+8:])}
 		nh, off := l3[v6NextHeader], v6Len
 		for i := 0; i < maxExtHeaders && isExtHeader(nh) && off+8 <= len(l3); i++ {
 			next := l3[off]

@@ -1,6 +1,6 @@
 //go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
 
-package qos
+package qosmark
 
 import (
 	"bytes"
@@ -14,7 +14,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
-	engine "sluice/internal/qos"
+	"sluice/internal/qos"
+	"sluice/internal/qos/engine"
 	"sluice/internal/rules/ipqos"
 	"sluice/internal/testutil"
 )
@@ -85,13 +86,13 @@ adapter eth0 {
 }
 `
 
-func compile(t testing.TB, src string) *engine.Ruleset {
+func compile(t testing.TB, src string) *qos.Ruleset {
 	t.Helper()
 	cfg, err := ipqos.Parse("test.conf", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := engine.Compile(cfg)
+	rs, err := qos.Compile(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func compile(t testing.TB, src string) *engine.Ruleset {
 
 // loadTest loads the program with the ruleset's first adapter bound to
 // the loopback device (ifindex 1), which BPF_PROG_TEST_RUN runs on.
-func loadTest(t testing.TB, rs *engine.Ruleset) *qosObjects {
+func loadTest(t testing.TB, rs *qos.Ruleset) *qosObjects {
 	t.Helper()
 	testutil.RequireRoot(t)
 	objs, err := newObjects(rs, map[string]port{rs.Adapters[0].Name: {ifindex: 1, l2len: 14}})
@@ -325,8 +326,8 @@ func TestMarkCases(t *testing.T) {
 		prio  uint32
 	}{
 		{"v4 ftp with ECN", other, ipPacket("192.168.0.1", "192.168.0.2", 6, 20, 3000, 0x02), 10<<2 | 2, 0},
-		{"v4 web vpr", other, ipPacket("192.168.0.1", "10.1.2.3", 6, 5000, 80, 0), 34 << 2, engine.HTBMajor<<16 | engine.FirstClass + 1},
-		{"v6 range", other, ipPacket("2001:db8::9", "2001:db8::20", 17, 1, 2, 9<<2|3), 8<<2 | 3, engine.HTBMajor<<16 | engine.FirstClass + 2},
+		{"v4 web vpr", other, ipPacket("192.168.0.1", "10.1.2.3", 6, 5000, 80, 0), 34 << 2, qos.HTBMajor<<16 | qos.FirstClass + 1},
+		{"v6 range", other, ipPacket("2001:db8::9", "2001:db8::20", 17, 1, 2, 9<<2|3), 8<<2 | 3, qos.HTBMajor<<16 | qos.FirstClass + 2},
 		{"mac match", gwMAC, ipPacket("192.168.0.1", "192.168.0.2", 1, 0, 0, 0), 63 << 2, 0},
 		{"mac mismatch", other, ipPacket("192.168.0.1", "192.168.0.2", 1, 0, 0, 0), 0, 0},
 	} {

@@ -1,4 +1,4 @@
-package qos
+package engine
 
 import (
 	"io"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"sluice/internal/rules/ipqos"
+
+	"sluice/internal/qos"
 )
 
 // FuzzRunTest drives `ipqosadmin -test` end to end: a configuration, a packet
@@ -33,7 +35,7 @@ func FuzzRunTest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rs, err := Compile(cfg)
+		rs, err := qos.Compile(cfg)
 		if err != nil {
 			return
 		}

@@ -1,10 +1,12 @@
-package qos
+package engine
 
 import (
 	"fmt"
 	"io"
 	"net/netip"
 	"strings"
+
+	"sluice/internal/qos"
 )
 
 // RunTest classifies and marks packets offline (`ipqosadmin -test`) and
@@ -13,7 +15,7 @@ import (
 // else by the adapter named like the packet's interface, else by the
 // first adapter. Inbound packets are printed but not classified: IPQoS
 // acts on outbound traffic only.
-func RunTest(w io.Writer, rs *Ruleset, adapter string, pkts []InputPacket) error {
+func RunTest(w io.Writer, rs *qos.Ruleset, adapter string, pkts []InputPacket) error {
 	if adapter != "" && rs.Adapter(adapter) == nil {
 		return fmt.Errorf("adapter %s is not in the configuration", adapter)
 	}
@@ -72,7 +74,7 @@ func describe(l3 []byte) string {
 	if !parseFlow(l3, &f) {
 		return fmt.Sprintf("non-IP len %d", len(l3))
 	}
-	addr := func(a Addr128) netip.Addr {
+	addr := func(a qos.Addr128) netip.Addr {
 		if f.family == 4 {
 			return netip.AddrFrom4([4]byte{byte(a.Lo >> 24), byte(a.Lo >> 16), byte(a.Lo >> 8), byte(a.Lo)})
 		}

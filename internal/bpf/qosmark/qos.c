@@ -4,11 +4,11 @@
 //
 // Sluice IPQoS egress marker: a TC/TCX egress program that classifies
 // outbound IPv4/IPv6 packets by the rules in maps (written by
-// internal/bpf/qos from a compiled internal/qos.Ruleset), rewrites the
+// internal/bpf/qosmark from a compiled internal/qos.Ruleset), rewrites the
 // DSCP (IPv4 TOS with an incremental header-checksum update, IPv6 traffic
 // class), sets skb->priority (the HTB class id, which the VLAN egress QoS
 // map also turns into an 802.1p priority) and counts per policy/filter.
-// Every decision mirrors internal/qos (engine.go, header.go) so the two
+// Every decision mirrors internal/qos/engine (engine.go, header.go) so the two
 // datapaths can be tested against each other.
 
 #include <linux/bpf.h>
@@ -21,7 +21,7 @@
 #define MAX_POLICIES 1024
 #define MAX_FILTERS 4096
 #define MAX_ADAPTERS 64
-#define MAX_EXT_HEADERS 4 /* qos.maxExtHeaders */
+#define MAX_EXT_HEADERS 4 /* engine.maxExtHeaders */
 
 #define MATCH_SRC (1 << 0)
 #define MATCH_DST (1 << 1)

@@ -1,4 +1,4 @@
-// Package qos is the kernel datapath of Sluice's IPQoS: a TCX egress eBPF
+// Package qosmark is the kernel datapath of Sluice's IPQoS: a TCX egress eBPF
 // program (qos.c, compiled with bpf2go) that marks DSCP / IPv6 traffic
 // class and sets skb->priority by the rules of an internal/qos.Ruleset,
 // plus the loader that pins it under a bpffs directory, attaches it to the
@@ -16,16 +16,19 @@
 // switches each adapter's link to the new program; if any step fails the
 // adapters already switched are put back, so a failed load keeps the old
 // configuration.
-package qos
+package qosmark
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // DefaultPinDir is where ipqosadmin keeps its state.
 const DefaultPinDir = "/sys/fs/bpf/sluice-qos"
 
 // ErrNotSupported is returned where the kernel datapath cannot run (not
 // Linux, or a kernel without TCX).
-var ErrNotSupported = errors.New("IPQoS kernel datapath not supported on this system")
+var ErrNotSupported = fmt.Errorf("IPQoS kernel datapath not supported on this system: %w", errors.ErrUnsupported)
 
 // State is the IPQoS state, numbered like `ipqosadmin -state`'s exit code.
 type State int

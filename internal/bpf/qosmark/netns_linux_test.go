@@ -1,6 +1,6 @@
 //go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
 
-package qos
+package qosmark
 
 import (
 	"bytes"
@@ -21,23 +21,19 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	engine "sluice/internal/qos"
+	"sluice/internal/qos"
+	"sluice/internal/qos/engine"
 	"sluice/internal/qos/tc"
 	"sluice/internal/testutil"
 	"sluice/internal/testutil/bpffs"
 	"sluice/internal/testutil/netnstest"
 )
 
-// testPinDir returns a fresh pin directory: under /sys/fs/bpf when a
-// bpffs is mounted there, else on a private bpffs mounted for the test.
+// testPinDir returns a fresh pin directory on a private bpffs mounted for
+// the test (never the host's /sys/fs/bpf).
 func testPinDir(t *testing.T) string {
 	t.Helper()
-	name := fmt.Sprintf("sluice-qos-test-%d-%d", os.Getpid(), time.Now().UnixNano())
-	var st unix.Statfs_t
-	if err := unix.Statfs("/sys/fs/bpf", &st); err == nil && st.Type == unix.BPF_FS_MAGIC {
-		return filepath.Join("/sys/fs/bpf", name)
-	}
-	return filepath.Join(bpffs.Mount(t), name)
+	return filepath.Join(bpffs.Mount(t), "sluice-qos")
 }
 
 // topo is two namespaces joined by a veth pair qa0 (in a) — qb0 (in b),
@@ -318,7 +314,7 @@ func TestPrivilegedMarkOnTheWire(t *testing.T) {
 			t.Errorf("%s %s: IPv4 header checksum on the wire does not verify", tc.network, tc.addr)
 		}
 	}
-	var stats []engine.Stats
+	var stats []qos.Stats
 	if err := netnstest.Do(tp.a, func() (err error) { stats, err = ReadStats(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}
@@ -702,7 +698,7 @@ adapter qa0 {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var stats []engine.Stats
+	var stats []qos.Stats
 	if err := netnstest.Do(tp.a, func() (err error) { stats, err = ReadStats(tp.pindir); return }); err != nil {
 		t.Fatal(err)
 	}

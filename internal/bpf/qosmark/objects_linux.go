@@ -1,6 +1,6 @@
 //go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
 
-package qos
+package qosmark
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	engine "sluice/internal/qos"
+	"sluice/internal/qos"
 	"sluice/internal/rules/ipqos"
 )
 
@@ -31,7 +31,7 @@ type slotLayout struct {
 	policy, filter, rule []uint32
 }
 
-func layout(rs *engine.Ruleset) (slotLayout, error) {
+func layout(rs *qos.Ruleset) (slotLayout, error) {
 	var l slotLayout
 	var p, f, r uint32
 	for _, a := range rs.Adapters {
@@ -55,7 +55,7 @@ func layout(rs *engine.Ruleset) (slotLayout, error) {
 	return l, nil
 }
 
-func encodeRule(r *engine.Rule, policyBase, filterBase uint32) qosQosRule {
+func encodeRule(r *qos.Rule, policyBase, filterBase uint32) qosQosRule {
 	var o qosQosRule
 	o.SrcLo.Hi, o.SrcLo.Lo = r.SrcLo.Hi, r.SrcLo.Lo
 	o.SrcHi.Hi, o.SrcHi.Lo = r.SrcHi.Hi, r.SrcHi.Lo
@@ -79,7 +79,7 @@ type port struct {
 // newObjects loads a fresh, unpinned copy of the program and maps and
 // fills them for the ruleset. ports maps adapter names to interfaces;
 // adapters missing from it get no entry (their traffic is not touched).
-func newObjects(rs *engine.Ruleset, ports map[string]port) (*qosObjects, error) {
+func newObjects(rs *qos.Ruleset, ports map[string]port) (*qosObjects, error) {
 	l, err := layout(rs)
 	if err != nil {
 		return nil, err
@@ -99,7 +99,7 @@ func newObjects(rs *engine.Ruleset, ports map[string]port) (*qosObjects, error) 
 	return objs, nil
 }
 
-func fill(objs *qosObjects, rs *engine.Ruleset, l slotLayout, ports map[string]port) error {
+func fill(objs *qosObjects, rs *qos.Ruleset, l slotLayout, ports map[string]port) error {
 	for ai, a := range rs.Adapters {
 		for i := range a.Rules {
 			v := encodeRule(&a.Rules[i], l.policy[ai], l.filter[ai])
@@ -157,12 +157,12 @@ func readConf(m *ebpf.Map) (string, error) {
 }
 
 // compileText turns stored configuration text back into a ruleset.
-func compileText(text string) (*engine.Ruleset, error) {
+func compileText(text string) (*qos.Ruleset, error) {
 	cfg, err := ipqos.Parse("active configuration", []byte(text))
 	if err != nil {
 		return nil, err
 	}
-	return engine.Compile(cfg)
+	return qos.Compile(cfg)
 }
 
 // sumCounter reads a per-CPU counter slot.

@@ -1,8 +1,14 @@
-package qos
+// Package engine is the Go reference datapath of IPQoS: it classifies and
+// marks outbound packets with a compiled qos.Ruleset and keeps the
+// per-policy and per-filter counters; RunTest is ipqosadmin -test. The
+// eBPF marker (internal/bpf/qosmark) is tested against it.
+package engine
 
 import (
 	"fmt"
 	"sync/atomic"
+
+	"sluice/internal/qos"
 )
 
 // Action is what the engine did with a packet.
@@ -36,39 +42,39 @@ type Result struct {
 	Priority       uint32 // skb->priority the kernel path would set, 0 = none
 }
 
-// Match returns the index of the first rule matching the packet, or -1.
-func (a *Adapter) match(f *flow, dstMAC []byte) int {
+// match returns the index of the first rule matching the packet, or -1.
+func match(a *qos.Adapter, f *flow, dstMAC []byte) int {
 	for i := range a.Rules {
 		r := &a.Rules[i]
 		if r.Family != 0 && r.Family != f.family {
 			continue
 		}
-		if r.Flags&MatchProto != 0 && r.Proto != f.proto {
+		if r.Flags&qos.MatchProto != 0 && r.Proto != f.proto {
 			continue
 		}
-		if r.Flags&MatchSrc != 0 && (f.src.Less(r.SrcLo) || r.SrcHi.Less(f.src)) {
+		if r.Flags&qos.MatchSrc != 0 && (f.src.Less(r.SrcLo) || r.SrcHi.Less(f.src)) {
 			continue
 		}
-		if r.Flags&MatchDst != 0 && (f.dst.Less(r.DstLo) || r.DstHi.Less(f.dst)) {
+		if r.Flags&qos.MatchDst != 0 && (f.dst.Less(r.DstLo) || r.DstHi.Less(f.dst)) {
 			continue
 		}
-		if r.Flags&(MatchSport|MatchDport) != 0 {
+		if r.Flags&(qos.MatchSport|qos.MatchDport) != 0 {
 			if !f.hasPorts {
 				continue
 			}
-			if r.Flags&MatchSport != 0 && (f.sport < r.SportLo || f.sport > r.SportHi) {
+			if r.Flags&qos.MatchSport != 0 && (f.sport < r.SportLo || f.sport > r.SportHi) {
 				continue
 			}
-			if r.Flags&MatchDport != 0 && (f.dport < r.DportLo || f.dport > r.DportHi) {
+			if r.Flags&qos.MatchDport != 0 && (f.dport < r.DportLo || f.dport > r.DportHi) {
 				continue
 			}
 		}
-		if r.Flags&MatchDSCP != 0 {
+		if r.Flags&qos.MatchDSCP != 0 {
 			if d := f.tc >> 2; d < r.DSCPLo || d > r.DSCPHi {
 				continue
 			}
 		}
-		if r.Flags&MatchMAC != 0 && (len(dstMAC) < 6 || [6]byte(dstMAC[:6]) != r.MAC) {
+		if r.Flags&qos.MatchMAC != 0 && (len(dstMAC) < 6 || [6]byte(dstMAC[:6]) != r.MAC) {
 			continue
 		}
 		return i
@@ -88,13 +94,13 @@ type FilterCounters struct {
 }
 
 type adapterState struct {
-	a        *Adapter
+	a        *qos.Adapter
 	policies []PolicyCounters
 	filters  []FilterCounters
 }
 
 type engineState struct {
-	rs       *Ruleset
+	rs       *qos.Ruleset
 	adapters []adapterState
 }
 
@@ -105,14 +111,14 @@ type Engine struct {
 }
 
 // NewEngine returns an engine with the given ruleset (nil = none loaded).
-func NewEngine(rs *Ruleset) *Engine {
+func NewEngine(rs *qos.Ruleset) *Engine {
 	e := &Engine{}
 	e.Load(rs)
 	return e
 }
 
 // Load installs a ruleset; nil unloads.
-func (e *Engine) Load(rs *Ruleset) {
+func (e *Engine) Load(rs *qos.Ruleset) {
 	if rs == nil {
 		e.cur.Store(nil)
 		return
@@ -128,14 +134,6 @@ func (e *Engine) Load(rs *Ruleset) {
 	e.cur.Store(st)
 }
 
-// Ruleset returns the loaded ruleset, or nil.
-func (e *Engine) Ruleset() *Ruleset {
-	if st := e.cur.Load(); st != nil {
-		return st.rs
-	}
-	return nil
-}
-
 // AdapterIndex returns the index of the named adapter, or -1.
 func (e *Engine) AdapterIndex(name string) int {
 	st := e.cur.Load()
@@ -149,20 +147,6 @@ func (e *Engine) AdapterIndex(name string) int {
 	}
 	return -1
 }
-
-// Priority is the skb->priority (an HTB class id, HTBMajor:Class) the
-// kernel path sets for a policy that shapes or sets an 802.1p priority; 0
-// otherwise. HTB reads it as the class; a VLAN device's egress QoS map
-// turns it into the 802.1p priority.
-func (p *Policy) Priority() uint32 {
-	if p.VPR < 0 && !p.Shapes() {
-		return 0
-	}
-	return HTBMajor<<16 | uint32(p.Class)
-}
-
-// Shapes reports whether the policy has a bandwidth reservation or cap.
-func (p *Policy) Shapes() bool { return p.Res.Set || p.Max.Set }
 
 // Process classifies an outbound IP packet (l3 starts at the IP header)
 // leaving adapter number ad, rewrites its DSCP in place if the matching
@@ -180,7 +164,7 @@ func (e *Engine) Process(ad int, l3, dstMAC []byte) Result {
 	}
 	as := &st.adapters[ad]
 	res.OldTC, res.NewTC = f.tc, f.tc
-	i := as.a.match(&f, dstMAC)
+	i := match(as.a, &f, dstMAC)
 	if i < 0 {
 		return res
 	}
@@ -203,42 +187,23 @@ func (e *Engine) Process(ad int, l3, dstMAC []byte) Result {
 	return res
 }
 
-// Stats is a snapshot of counters, shaped like `ipqosadmin -showstats`.
-type Stats struct {
-	Adapter  string
-	Policies []PolicyStats
-}
-
-// PolicyStats are one policy's counters and those of its filters.
-type PolicyStats struct {
-	Name                                         string
-	Packets, Bytes, DroppedPackets, DroppedBytes uint64
-	Filters                                      []FilterStats
-}
-
-// FilterStats are one filter's counters.
-type FilterStats struct {
-	Name           string
-	Packets, Bytes uint64
-}
-
 // Stats snapshots the counters of every adapter.
-func (e *Engine) Stats() []Stats {
+func (e *Engine) Stats() []qos.Stats {
 	st := e.cur.Load()
 	if st == nil {
 		return nil
 	}
-	out := make([]Stats, len(st.adapters))
+	out := make([]qos.Stats, len(st.adapters))
 	for i := range st.adapters {
 		as := &st.adapters[i]
-		s := Stats{Adapter: as.a.Name}
+		s := qos.Stats{Adapter: as.a.Name}
 		for pi, p := range as.a.Policies {
 			pc := &as.policies[pi]
-			ps := PolicyStats{Name: p.Name, Packets: pc.Packets.Load(), Bytes: pc.Bytes.Load(),
+			ps := qos.PolicyStats{Name: p.Name, Packets: pc.Packets.Load(), Bytes: pc.Bytes.Load(),
 				DroppedPackets: pc.DroppedPackets.Load(), DroppedBytes: pc.DroppedBytes.Load()}
 			for fi, f := range as.a.Filters {
 				if int(f.Policy) == pi {
-					ps.Filters = append(ps.Filters, FilterStats{f.Name, as.filters[fi].Packets.Load(), as.filters[fi].Bytes.Load()})
+					ps.Filters = append(ps.Filters, qos.FilterStats{Name: f.Name, Packets: as.filters[fi].Packets.Load(), Bytes: as.filters[fi].Bytes.Load()})
 				}
 			}
 			s.Policies = append(s.Policies, ps)
@@ -246,26 +211,4 @@ func (e *Engine) Stats() []Stats {
 		out[i] = s
 	}
 	return out
-}
-
-// ResetStats zeroes every counter.
-func (e *Engine) ResetStats() {
-	st := e.cur.Load()
-	if st == nil {
-		return
-	}
-	for i := range st.adapters {
-		as := &st.adapters[i]
-		for j := range as.policies {
-			c := &as.policies[j]
-			c.Packets.Store(0)
-			c.Bytes.Store(0)
-			c.DroppedPackets.Store(0)
-			c.DroppedBytes.Store(0)
-		}
-		for j := range as.filters {
-			as.filters[j].Packets.Store(0)
-			as.filters[j].Bytes.Store(0)
-		}
-	}
 }

@@ -1,11 +1,11 @@
 //go:build !linux || !(386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
 
-package qos
+package qosmark
 
 import (
 	"io"
 
-	engine "sluice/internal/qos"
+	"sluice/internal/qos"
 )
 
 // Options tune Load (see the Linux implementation).
@@ -33,7 +33,7 @@ type StateInfo struct {
 func Enable(string) error { return ErrNotSupported }
 
 // Load is not supported here.
-func Load(*engine.Ruleset, Options) (*Report, error) { return nil, ErrNotSupported }
+func Load(*qos.Ruleset, Options) (*Report, error) { return nil, ErrNotSupported }
 
 // Unload is not supported here.
 func Unload(string, io.Writer) error { return ErrNotSupported }
@@ -48,7 +48,7 @@ func GetState(string) (StateInfo, error) { return StateInfo{State: Disabled}, ni
 func ActiveConfig(string) (string, error) { return "", ErrNotSupported }
 
 // ReadStats is not supported here.
-func ReadStats(string) ([]engine.Stats, error) { return nil, ErrNotSupported }
+func ReadStats(string) ([]qos.Stats, error) { return nil, ErrNotSupported }
 
 // ResetStats is not supported here.
 func ResetStats(string) error { return ErrNotSupported }
