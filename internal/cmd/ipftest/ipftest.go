@@ -233,11 +233,19 @@ func (r *run) loadRules(name string) error {
 	}
 	for _, rule := range rules {
 		if r.verbose {
-			fmt.Fprintln(r.out, printRule(rule, r.resolve, true))
+			// ipftest echoes each rule as it parses it, before any
+			// interface is known: every name is marked (!).
+			fmt.Fprintln(r.out, ipf.Format(rule, ipf.PrintOptions{NoResolve: !r.resolve, Verbose: true, Unresolved: ipf.MarkAllUnresolved}))
 		}
 		if rule.Action == ipf.ActionCall && (r.pools == nil || r.pools.Hash(ippool.RoleIPF, strconv.FormatUint(uint64(rule.Call.Arg), 10)) == nil) {
 			// The kernel refuses a call to a group-map that does not exist.
 			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: call %s/%d: group-map not found\n", rule.Pos.File, rule.Pos.Line, rule.Call.Func, rule.Call.Arg)
+			continue
+		}
+		if msg := r.missingTable(rule); msg != "" {
+			// The kernel refuses a rule whose lookup table does not
+			// exist (ipf_findlookup) and ipftest goes on with the next.
+			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: %s\n", rule.Pos.File, rule.Pos.Line, msg)
 			continue
 		}
 		if err := r.inlineTables(rule); err != nil {
@@ -249,6 +257,23 @@ func (r *run) loadRules(name string) error {
 		}
 	}
 	return nil
+}
+
+// missingTable names the first lookup table a rule refers to that is not
+// loaded, or returns "".
+func (r *run) missingTable(rule *ipf.Rule) string {
+	for i, ep := range []*ipf.Endpoint{&rule.From, &rule.To} {
+		a := &ep.Addr
+		if (a.Kind != ipf.AddrPool && a.Kind != ipf.AddrHash) || a.Inline != nil {
+			continue
+		}
+		found := r.pools != nil && (a.Kind == ipf.AddrPool && r.pools.Tree(ippool.RoleIPF, a.Table) != nil ||
+			a.Kind == ipf.AddrHash && r.pools.Hash(ippool.RoleIPF, a.Table) != nil)
+		if !found {
+			return [...]string{"cannot find source lookup pool", "cannot find destination lookup pool"}[i]
+		}
+	}
+	return ""
 }
 
 func (r *run) packets() error {
@@ -648,6 +673,10 @@ func (r *run) loadNAT(name string) error {
 	f, err := ipnat.Parse(fname, string(src), r.env.Stderr)
 	if err != nil {
 		return err
+	}
+	if r.verbose {
+		// ipftest -v echoes the NAT rules as ipnat -v prints them.
+		f.Print(r.out)
 	}
 	if r.nat == nil {
 		r.nat, err = nat.New(f, nat.Config{Pools: r.pools, IfAddr: r.ifAddr,

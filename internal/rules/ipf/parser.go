@@ -334,11 +334,19 @@ func (p *parser) finish(b *builder, r *Rule, first token) *Error {
 		fam = f
 		return nil
 	}
+	hint := Family(0)
 	for _, ep := range []*Endpoint{&r.From, &r.To} {
-		if ep.Addr.Kind == AddrHost {
+		switch {
+		case ep.Addr.Kind == AddrHost:
 			if err := note(ep.Addr.IP); err != nil {
 				return err
 			}
+		case ep.Addr.Kind == AddrAny && ep.Addr.Family == FamilyInet:
+			if err := note(netip.IPv4Unspecified()); err != nil {
+				return err
+			}
+		case ep.Addr.Family != FamilyAny:
+			hint = ep.Addr.Family
 		}
 	}
 	for _, rt := range []*RouteTarget{r.RouteTo, r.DupTo, r.ReplyTo} {
@@ -353,6 +361,9 @@ func (p *parser) finish(b *builder, r *Rule, first token) *Error {
 			return errorf(first, "address family does not match the rule's family")
 		}
 		r.Family = fam
+	}
+	if r.Family == FamilyAny && hint != FamilyAny {
+		r.Family = hint
 	}
 	if r.Family == FamilyAny && r.HasICMPType {
 		if r.HasProto && r.Proto == 58 {
@@ -1185,7 +1196,7 @@ func (p *parser) parseAddr(r *Rule) (Addr, *Error) {
 			if _, isIP := parseIPv4(t.text); !isIP {
 				p.next()
 				p.next()
-				return Addr{Kind: AddrIface, Iface: t.text, IfaceMode: mode}, nil
+				return Addr{Kind: AddrIface, Iface: t.text, IfaceMode: mode, Family: FamilyInet}, nil
 			}
 		}
 	}
@@ -1202,7 +1213,7 @@ func (p *parser) parseAddr(r *Rule) (Addr, *Error) {
 			if v, e := strconv.ParseUint(m.text, 10, 8); e == nil && m.kind == tWord && v <= 128 {
 				p.next()
 				p.next()
-				return Addr{Kind: AddrIface, Iface: t.text, IfaceMode: IfaceDynamic, IfaceBits: uint8(v)}, nil
+				return Addr{Kind: AddrIface, Iface: t.text, IfaceMode: IfaceDynamic, IfaceBits: uint8(v), Family: FamilyInet}, nil
 			}
 		}
 		return Addr{}, err
@@ -1210,6 +1221,11 @@ func (p *parser) parseAddr(r *Rule) (Addr, *Error) {
 	mask, merr := p.parseMask(ip)
 	if merr != nil {
 		return Addr{}, merr
+	}
+	if mask.Is4() && MaskBits(mask) < 0 {
+		// IPFilter keeps only contiguous IPv4 masks: a rule written
+		// with 255.0.255.0 loads (and prints, and matches) as `any`.
+		return Addr{Kind: AddrAny, Family: FamilyInet}, nil
 	}
 	return Addr{Kind: AddrHost, IP: andMask(ip, mask), Mask: mask}, nil
 }
@@ -1391,6 +1407,7 @@ func (p *parser) parseDynamic() (Addr, *Error) {
 		if err != nil {
 			return Addr{}, err
 		}
+		a.Family = FamilyInet
 		if mode, ok := ifMasks[strings.ToLower(m.text)]; ok {
 			a.IfaceMode = mode
 		} else if v, e := strconv.ParseUint(m.text, 10, 8); e == nil && v <= 128 {
