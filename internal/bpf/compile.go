@@ -715,7 +715,13 @@ func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt
 			// CompileSet of a set built elsewhere: the tables are unknown
 			return fmt.Errorf("inline pool table (use Compile): %w", ErrUnsupported)
 		}
-		name := fmt.Sprintf("%d/%s", k, e.Addr.Table)
+		// Accounting rules find hash tables of role count (the Go
+		// engine's ruleset.AddrMatch.Count); tree pools any role.
+		role := ippool.RoleIPF
+		if r.Action == ipf.ActionCount && k == ipf.AddrHash {
+			role = ippool.RoleCount
+		}
+		name := fmt.Sprintf("%d/%d/%s", k, role, e.Addr.Table)
 		id, ok := pt.ids[name]
 		if !ok {
 			if len(pt.ids) >= 0xffff {
@@ -723,13 +729,13 @@ func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt
 			}
 			id = uint16(len(pt.ids) + 1)
 			pt.ids[name] = id
-			def := opts.anon[name]
+			def := opts.anon[fmt.Sprintf("%d/%s", k, e.Addr.Table)]
 			if def == nil && pools != nil {
 				if k == ipf.AddrPool {
-					if t := pools.Tree(ippool.RoleIPF, e.Addr.Table); t != nil {
+					if t := pools.Tree(role, e.Addr.Table); t != nil {
 						def = t.Def
 					}
-				} else if h := pools.Hash(ippool.RoleIPF, e.Addr.Table); h != nil {
+				} else if h := pools.Hash(role, e.Addr.Table); h != nil {
 					def = h.Def
 				}
 			}

@@ -16,6 +16,7 @@ import (
 	"sluice/internal/frag"
 	"sluice/internal/packet"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ippool"
 	"sluice/internal/ruleset"
 	"sluice/internal/state"
 )
@@ -923,7 +924,11 @@ func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr, w *[2]uint64) bool
 		if sc.e.pools == nil {
 			return false
 		}
-		hit = sc.e.pools.Contains(m.Kind, m.Table, a)
+		role := ippool.RoleIPF
+		if m.Count {
+			role = ippool.RoleCount
+		}
+		hit = sc.e.pools.ContainsRole(role, m.Kind == ipf.AddrHash, m.Table, a)
 	case ipf.AddrIface:
 		hit = sc.e.ifaceAddrMatch(m, a)
 	}

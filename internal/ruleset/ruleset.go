@@ -72,8 +72,10 @@ type AddrMatch struct {
 	// W and M are IP and Mask as two big-endian 64-bit words (IPv4 in
 	// the low 32 bits of W[0]), for a two-instruction match.
 	W, M [2]uint64
-	// Table names the ippool table for AddrPool/AddrHash.
+	// Table names the ippool table for AddrPool/AddrHash. Count is set
+	// for accounting rules, which find hash tables of role count.
 	Table string
+	Count bool
 	// Iface and IfaceMode are for AddrIface (resolved by the engine).
 	Iface     string
 	IfaceMode ipf.IfaceAddrMode
@@ -588,6 +590,7 @@ func compileAddr(ep *ipf.Endpoint, r *ipf.Rule) (AddrMatch, error) {
 		m.W, m.M = Words(ip), Words(mask)
 	case ipf.AddrPool, ipf.AddrHash:
 		m.Table = ep.Addr.Table
+		m.Count = r.Action == ipf.ActionCount
 		if ep.Addr.Inline != nil {
 			return m, &ErrUnsupported{r.Pos, "inline pool tables are not supported"}
 		}

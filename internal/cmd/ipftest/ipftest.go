@@ -267,8 +267,12 @@ func (r *run) missingTable(rule *ipf.Rule) string {
 		if (a.Kind != ipf.AddrPool && a.Kind != ipf.AddrHash) || a.Inline != nil {
 			continue
 		}
-		found := r.pools != nil && (a.Kind == ipf.AddrPool && r.pools.Tree(ippool.RoleIPF, a.Table) != nil ||
-			a.Kind == ipf.AddrHash && r.pools.Hash(ippool.RoleIPF, a.Table) != nil)
+		role := ippool.RoleIPF
+		if rule.Action == ipf.ActionCount {
+			role = ippool.RoleCount
+		}
+		found := r.pools != nil && (a.Kind == ipf.AddrPool && r.pools.Tree(role, a.Table) != nil ||
+			a.Kind == ipf.AddrHash && r.pools.Hash(role, a.Table) != nil)
 		if !found {
 			return [...]string{"cannot find source lookup pool", "cannot find destination lookup pool"}[i]
 		}
@@ -604,11 +608,11 @@ func (r *run) inlineTables(rule *ipf.Rule) error {
 // tables of inline operands.
 type poolMux struct{ r *run }
 
-func (m poolMux) Contains(kind ipf.AddrKind, table string, addr netip.Addr) bool {
-	if m.r.pools != nil && m.r.pools.Contains(kind, table, addr) {
+func (m poolMux) ContainsRole(role ippool.Role, hash bool, table string, addr netip.Addr) bool {
+	if m.r.pools != nil && m.r.pools.ContainsRole(role, hash, table, addr) {
 		return true
 	}
-	return m.r.anonPools != nil && m.r.anonPools.Contains(kind, table, addr)
+	return m.r.anonPools != nil && m.r.anonPools.ContainsRole(ippool.RoleIPF, hash, table, addr)
 }
 
 func (m poolMux) GroupFor(table string, addr netip.Addr) (string, bool) {
