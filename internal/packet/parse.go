@@ -40,6 +40,7 @@ const (
 	icmp6ErrMinLen    = 8  // ICMP6ERR_MINPKTLEN - sizeof(ip6_t)
 	icmp6ErrIPICMPLen = 88 // ICMP6ERR_IPICMPHLEN
 	icmpMinFragMTU    = 68 // icmp_minfragmtu default
+	greHdrLen         = 8  // sizeof(grehdr_t)
 )
 
 // Parse fills i from the packet b (starting at the IP header) exactly as
@@ -181,8 +182,10 @@ func (i *Info) parseIPv4(b []byte, o ParseOptions) error {
 			}
 		}
 	case ProtoGRE:
-		i.short(4)
-		if i.Off == 0 && i.pullup(b, 4) {
+		// ipf_pr_gre checks for and pulls up a whole grehdr_t (8
+		// bytes, the PPTP form), though it reads the first four.
+		i.short(greHdrLen)
+		if i.Off == 0 && i.pullup(b, greHdrLen) {
 			i.SrcPort = binary.BigEndian.Uint16(b[i.L4Off:])
 			i.DstPort = binary.BigEndian.Uint16(b[i.L4Off+2:])
 		}
@@ -209,9 +212,10 @@ func (i *Info) skipAH4(p []byte) uint8 {
 	ah := AH(p[i.L4Off:])
 	n := ah.Length()
 	if n > i.DLen {
-		// IPFilter would step past the packet end here; Sluice calls the
-		// packet bad and stops instead.
+		// IPFilter steps past the end of the packet here, and the next
+		// pull-up frees it: the packet is bad (a bad-packet verdict).
 		i.Flags |= FlagBad
+		i.pulledOut = true
 		return ProtoNone
 	}
 	i.DLen -= n
@@ -391,6 +395,12 @@ func (i *Info) tcpCommon(p []byte) bool {
 		i.Flags |= FlagBad
 		return false
 	}
+	// ipf_pr_tcpcommon then pulls up the options too: a header whose
+	// data offset runs past the buffer (options cut by a first
+	// fragment, or a lying offset) makes the packet bad.
+	if tlen > TCPMinimumSize && !i.pullup(p, tlen) {
+		return false
+	}
 	return true
 }
 
@@ -562,7 +572,10 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 			i.icmp6(p, o)
 			walking = false
 		case ProtoGRE:
-			i.short(4)
+			i.short(greHdrLen)
+			if i.Off == 0 {
+				i.pullup(p, greHdrLen)
+			}
 			walking = false
 		case ProtoHopOpts, ProtoMobility:
 			proto = i.extHdr(p, false, proto)
@@ -577,6 +590,9 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 			proto = i.extHdr(p, false, ProtoHopOpts)
 		case ProtoESP:
 			i.short(ESPMinimumSize)
+			if i.Off == 0 {
+				i.pullup(p, ESPMinimumSize)
+			}
 			walking = false
 		case ProtoIPv6:
 			if i.Flags&FlagFrag == 0 {
