@@ -338,7 +338,7 @@ func compileRule(cr *ruleset.Rule, opts CompileOptions) (rawRule, error) {
 			}
 		}
 	}
-	raw.Family = uint8(r.Family)
+	raw.Family = cr.Family
 	if cr.Tests&ruleset.TestTos != 0 {
 		raw.Match |= mTos
 		raw.Tos = cr.Tos

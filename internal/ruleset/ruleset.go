@@ -494,6 +494,12 @@ func compile(r *ipf.Rule) (*Rule, error) {
 	cr.Age = [2]uint32{r.Age[0] * 2, r.Age[1] * 2}
 
 	cr.Family = uint8(r.Family)
+	if r.TestsNothing() {
+		// A rule that prints as `all` has no IP part (FR_T_NONE):
+		// IPFilter never compares its family, so `pass in inet6 all`
+		// (or `pass in all` under -6) matches IPv4 packets too.
+		cr.Family = 0
+	}
 	if len(r.On) > 0 {
 		cr.IfNames[0] = r.On[0]
 		if r.On[0] != "*" && r.On[0] != "-" {

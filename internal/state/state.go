@@ -808,8 +808,10 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	}
 	var sk srcKey
 	if lim.MaxSrcs > 0 || lim.MaxPerSrc > 0 {
+		// A family-less rule's default /128 covers a whole IPv4
+		// address too.
 		bits := lim.PerSrcBits
-		if bits == 0 {
+		if bits == 0 || bits > p.Src.BitLen() {
 			bits = p.Src.BitLen()
 		}
 		pfx, _ := p.Src.Prefix(bits)

@@ -376,9 +376,11 @@ func (p *parser) finish(b *builder, r *Rule, first token) *Error {
 		r.Family = FamilyInet
 	}
 	if r.KeepState != nil && r.KeepState.MaxPerSrc != 0 && r.KeepState.MaxPerSrcBits == 0 {
-		r.KeepState.MaxPerSrcBits = 32
-		if r.Family == FamilyInet6 {
-			r.KeepState.MaxPerSrcBits = 128
+		// IPFilter's default is the full length of the rule's family,
+		// 128 bits unless the rule is inet.
+		r.KeepState.MaxPerSrcBits = 128
+		if r.Family == FamilyInet {
+			r.KeepState.MaxPerSrcBits = 32
 		}
 	}
 	if r.Group != "" {
@@ -416,11 +418,12 @@ func (p *parser) fillGroup(r *Rule) {
 // isIPFType reports whether the rule has any packet test of the classic
 // kind (IPFilter's FR_T_IPF, as opposed to a bare `all`, exp or bpf).
 func (r *Rule) isIPFType() bool {
-	return !r.testsNothing() && r.Expr == nil && r.BPF == ""
+	return !r.TestsNothing() && r.Expr == nil && r.BPF == ""
 }
 
-// testsNothing reports whether the rule prints as `all`.
-func (r *Rule) testsNothing() bool {
+// TestsNothing reports whether the rule prints as `all`: it has no IP
+// part (IPFilter's FR_T_NONE), so not even its family is compared.
+func (r *Rule) TestsNothing() bool {
 	return !r.HasFromTo && !r.HasProto && !r.TCPUDP && !r.HasTos && !r.HasTTL &&
 		!r.HasFlags && !r.HasICMPType && r.With == 0 && r.WithMask == 0 &&
 		r.OptMask == 0 && r.OptBits == 0 && r.SecMask == 0 && r.SecBits == 0 &&
@@ -1081,11 +1084,26 @@ func (p *parser) parseIP(b *builder) *Error {
 		t := p.peek()
 		switch {
 		case isWord(t, "flags"):
+			// IPFilter's grammar takes flags only on a proto tcp rule.
+			switch {
+			case r.TestsNothing():
+				return errorf(t, "flags with non-ipf type rule")
+			case !r.HasProto || r.Proto != 6:
+				return errorf(t, "flags with non-TCP rule")
+			}
 			p.next()
 			if err := p.parseFlags(r); err != nil {
 				return err
 			}
 		case isWord(t, "icmp-type"):
+			// icmp-type needs the family's ICMP as the protocol (or no
+			// protocol at all, when IPFilter drops the test).
+			switch {
+			case r.Family == FamilyInet6 && (r.TCPUDP || r.HasProto && r.Proto != 58):
+				return errorf(t, "proto not ipv6-icmp")
+			case r.Family != FamilyInet6 && (r.TCPUDP || r.HasProto && r.Proto != 1):
+				return errorf(t, "proto not icmp")
+			}
 			p.next()
 			if err := p.parseICMP(b); err != nil {
 				return err

@@ -91,7 +91,7 @@ func TestPrintProductions(t *testing.T) {
 		{"flags hex and W", "pass in proto tcp all flags 0x80/AW", "pass in proto tcp from any to any flags C/AC", ParseOptions{}},
 		{"icmp type code", "block in proto icmp from any to any icmp-type unreach code 3", "block in inet proto icmp from any to any icmp-type unreach code 3", ParseOptions{}},
 		{"icmp type number", "block in proto icmp all icmp-type 200", "block in inet proto icmp from any to any icmp-type 200", ParseOptions{}},
-		{"icmp6 type", "pass in proto ipv6-icmp all icmp-type neighborsol", "pass in inet6 proto ipv6-icmp from any to any icmp-type neighborsol", ParseOptions{}},
+		{"icmp6 type", "pass in inet6 proto ipv6-icmp all icmp-type neighborsol", "pass in inet6 proto ipv6-icmp from any to any icmp-type neighborsol", ParseOptions{}},
 		{"icmp type list", "pass in proto icmp all icmp-type {echo,timex}", "pass in inet proto icmp from any to any icmp-type echo\npass in inet proto icmp from any to any icmp-type timex", ParseOptions{}},
 		{"with attributes order", "pass in all with mbcast,not bcast,multicast,not state,not ipopts", "pass in from any to any with not ipopts,mbcast,not bcast,mcast,not state", ParseOptions{}},
 		{"and keyword", "pass in from localhost to localhost and not frag", "pass in inet from 127.0.0.1/32 to 127.0.0.1/32 with not frag", ParseOptions{}},
@@ -187,7 +187,7 @@ func TestASTValues(t *testing.T) {
 		}
 	})
 	t.Run("keep state", func(t *testing.T) {
-		r := parseOne(t, "pass in proto tcp all keep state (limit 5, strict, icmp-head g1, nolog, sync, age 30/5, max-srcs 9, max-per-src 2) keep frags")
+		r := parseOne(t, "pass in inet proto tcp all keep state (limit 5, strict, icmp-head g1, nolog, sync, age 30/5, max-srcs 9, max-per-src 2) keep frags")
 		want := &KeepState{Limit: 5, Strict: true, ICMPHead: "g1", NoLog: true, Sync: true, MaxSrcs: 9, MaxPerSrc: 2, MaxPerSrcBits: 32}
 		if d := cmp.Diff(want, r.KeepState); d != "" {
 			t.Errorf("KeepState (-want +got):\n%s", d)
@@ -294,6 +294,13 @@ func TestErrors(t *testing.T) {
 		{"ipv4 address in inet6 mode", "pass in from 1.2.3.4 to any", []string{`t:1:1: address family does not match the rule's family`}, 0},
 		{"flags that never match", "pass in proto tcp all flags S/0", []string{`t:1:31: flags S/0 can never match`}, 0},
 		{"bad flags", "pass in proto tcp all flags SZ", []string{`t:1:29: expected TCP flags, found "SZ"`}, 0},
+		{"flags on an all rule", "pass in all flags S", []string{`t:1:13: flags with non-ipf type rule`}, 0},
+		{"flags without proto tcp", "pass in proto udp from any to any flags S", []string{`t:1:35: flags with non-TCP rule`}, 0},
+		{"flags on tcp/udp", "pass in proto tcp/udp all flags S", []string{`t:1:27: flags with non-TCP rule`}, 0},
+		{"icmp-type with tcp", "pass in proto tcp all icmp-type 8", []string{`t:1:23: proto not icmp`}, 0},
+		{"icmpv6 type without inet6", "pass in proto ipv6-icmp all icmp-type 128", []string{`t:1:29: proto not icmp`}, 0},
+		{"icmp type with inet6", "pass in inet6 proto icmp all icmp-type 8", []string{`t:1:30: proto not ipv6-icmp`}, 0},
+		{"icmp type in inet6 mode", "pass in proto icmp all icmp-type 8", []string{`t:1:24: proto not ipv6-icmp`}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
