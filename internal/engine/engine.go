@@ -445,7 +445,10 @@ func (e *Engine) Check(p *Packet) Result {
 	res.Rule, res.RuleNum, res.Group = sc.rule, sc.ruleNum, sc.group
 	res.Reason = sc.reason
 	res.ICMPCode = sc.icode
-	res.Verdict = verdictOf(pass, false)
+	// A `nomatch` rule's flags have no pass bit: IPFilter drops the
+	// packet it matched, and ipftest reports a no-match whose packet is
+	// gone (bad-packet).
+	res.Verdict = verdictOf(pass, pass&ruleset.FRNoMatch != 0 && pass&ruleset.FRCmdMask == 0)
 	e.count(out, &res)
 	return res
 }

@@ -612,7 +612,7 @@ func (m poolMux) ContainsRole(role ippool.Role, hash bool, table string, addr ne
 	if m.r.pools != nil && m.r.pools.ContainsRole(role, hash, table, addr) {
 		return true
 	}
-	return m.r.anonPools != nil && m.r.anonPools.ContainsRole(ippool.RoleIPF, hash, table, addr)
+	return m.r.anonPools != nil && m.r.anonPools.ContainsRole(role, hash, table, addr)
 }
 
 func (m poolMux) GroupFor(table string, addr netip.Addr) (string, bool) {

@@ -1098,10 +1098,10 @@ func (p *parser) parseIP(b *builder) *Error {
 		case isWord(t, "icmp-type"):
 			// icmp-type needs the family's ICMP as the protocol (or no
 			// protocol at all, when IPFilter drops the test).
-			switch {
-			case r.Family == FamilyInet6 && (r.TCPUDP || r.HasProto && r.Proto != 58):
+			switch v6 := r.familySoFar() == FamilyInet6; {
+			case v6 && (r.TCPUDP || r.HasProto && r.Proto != 58):
 				return errorf(t, "proto not ipv6-icmp")
-			case r.Family != FamilyInet6 && (r.TCPUDP || r.HasProto && r.Proto != 1):
+			case !v6 && (r.TCPUDP || r.HasProto && r.Proto != 1):
 				return errorf(t, "proto not icmp")
 			}
 			p.next()
@@ -1112,6 +1112,24 @@ func (p *parser) parseIP(b *builder) *Error {
 			return nil
 		}
 	}
+}
+
+// familySoFar is the rule's family as IPFilter's parser knows it while
+// it reads the rule: the one written (or -6), else that of an address
+// already read.
+func (r *Rule) familySoFar() Family {
+	if r.Family != FamilyAny {
+		return r.Family
+	}
+	for _, a := range []*Addr{&r.From.Addr, &r.To.Addr} {
+		if a.Kind == AddrHost && a.IP.IsValid() {
+			if a.IP.Is4() {
+				return FamilyInet
+			}
+			return FamilyInet6
+		}
+	}
+	return FamilyAny
 }
 
 // parseObj reads [!] (addr | LIST(addr)) [port] | port.
