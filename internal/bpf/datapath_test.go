@@ -215,6 +215,10 @@ func TestVerdicts(t *testing.T) {
 		{"nomatch and log-only keep default", "log in all\n", []pk{
 			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "pass"},
 		}},
+		{"a nomatch rule drops", "pass in all\nnomatch in proto tcp all\n", []pk{
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "block"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 2}, "pass"},
+		}},
 		{"skip", "block in all\nskip 1 in proto tcp all\npass in all\n", []pk{
 			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "block"},
 			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 2}, "pass"},
