@@ -172,11 +172,11 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 			// The rule's interfaces describe the outbound slots.
 			lim.IfNames = [4]string{r.IfNames[2], r.IfNames[3], r.IfNames[0], r.IfNames[1]}
 		}
-		for i, n := range lim.IfNames {
-			if n == "*" || n == "-" {
-				lim.IfNames[i] = n
-			}
-		}
+	}
+	if pass&ruleset.FRLogFirst != 0 {
+		// ipf_state_add: only the first packet is logged, so the
+		// entry's flags have neither log nor log first.
+		pass &^= ruleset.FRLogFirst | ruleset.FRLog
 	}
 	sp := fillState(p)
 	se, err := e.States.Add(sp, pass, &lim)

@@ -32,9 +32,9 @@ const (
 	FRSkip       uint32 = 0x6
 	FRDecap      uint32 = 0x8
 	FRCmdMask    uint32 = 0xf
-	FRLog        uint32 = 0x20
+	FRLog        uint32 = 0x10
 	FRLogMask    uint32 = FRLog | FRCmdMask
-	FRCallNow    uint32 = 0x10
+	FRCallNow    uint32 = 0x20
 	FRNotSrcIP   uint32 = 0x40
 	FRNotDstIP   uint32 = 0x80
 	FRQuick      uint32 = 0x100

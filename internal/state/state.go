@@ -907,12 +907,13 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		e.opt[0] &^= v6FragOpt
 	}
 	e.flx[b2i(p.Out)*2] = p.Flx
-	// The interface of the creating packet's slot is always recorded.
+	// The interface of the creating packet's slot is always recorded,
+	// in place of a rule's wildcard `on *` or `on -` too.
 	slot := 0
 	if p.Out {
 		slot = 2
 	}
-	if e.IfNames[slot] == "" {
+	if n := e.IfNames[slot]; n == "" || n == "*" || n == "-" {
 		e.IfNames[slot] = p.IfName
 	}
 	// Reject duplicates before touching any counter.

@@ -45,14 +45,18 @@ type Env struct {
 }
 
 type run struct {
-	env      Env
-	out      *bufio.Writer
-	eng      *engine.Engine
-	set      *ruleset.Set
-	loaded   bool
-	brief    bool
-	dump     bool
-	inet6    bool
+	env    Env
+	out    *bufio.Writer
+	eng    *engine.Engine
+	set    *ruleset.Set
+	loaded bool
+	brief  bool
+	dump   bool
+	inet6  bool
+	// rules6 is -6 as the ipf.conf parser sees it: IPFilter's ippool
+	// parser clears that flag, so a -P before -r loads family-less
+	// rules as in IPv4 mode (text input stays IPv6).
+	rules6   bool
 	resolve  bool
 	verbose  bool
 	hexOut   bool
@@ -143,7 +147,7 @@ func (r *run) main() error {
 func (r *run) option(o getopt.Opt) error {
 	switch o.Flag {
 	case '6':
-		r.inet6 = true
+		r.inet6, r.rules6 = true, true
 	case 'b':
 		r.brief = true
 	case 'C':
@@ -177,6 +181,7 @@ func (r *run) option(o getopt.Opt) error {
 		return r.loadNAT(o.Arg)
 	case 'P':
 		r.loaded = true
+		r.rules6 = false
 		return r.loadPools(o.Arg)
 	case 'r':
 		r.loaded = true
@@ -227,7 +232,7 @@ func (r *run) loadRules(name string) error {
 	if err != nil {
 		return fmt.Errorf("-r: %v", err)
 	}
-	rules, err := ipf.Parse(fname, src, ipf.ParseOptions{NoResolve: !r.resolve, Inet6: r.inet6})
+	rules, err := ipf.Parse(fname, src, ipf.ParseOptions{NoResolve: !r.resolve, Inet6: r.rules6})
 	if err != nil {
 		return err
 	}
