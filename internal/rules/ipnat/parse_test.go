@@ -30,9 +30,9 @@ func TestPrint(t *testing.T) {
 			"divert in on bge0 proto udp from 1.1.1.1/32 to 2.2.2.2/32 -> src 3.3.3.3/32,1000 dst 4.4.4.4/32,2000 udp;"},
 		{"no map le0 10.0.0.0/8;", "no map le0 10.0.0.0/8 ip;"},
 		// mapoptions (ipnat_y.y): rr frag age mssclamp nattag setproto purge.
-		{"map le0 10.0.0.0/8 -> 1.1.1.0/24 round-robin", "map le0 10.0.0.0/8 -> 1.1.1.0/24 round-robin"},
+		{"map le0 10.0.0.0/8 -> 1.1.1.0/24 round-robin", "map le0 10.0.0.0/8 -> 1.1.1.0/24"}, // printnat shows round-robin on rdr only
 		{"map le0 10.0.0.0/8 -> 1.1.1.0/24 portmap tcp 1000:2000 round-robin frag age 10 tag t1",
-			"map le0 10.0.0.0/8 -> 1.1.1.0/24 portmap tcp 1000:2000 round-robin frag age 10/10 tag t1"},
+			"map le0 10.0.0.0/8 -> 1.1.1.0/24 portmap tcp 1000:2000 frag age 10/10 tag t1"},
 		// IPv4 forms of the in3_6/in6_6/in101_6 cases.
 		{"bimap le0 1/32 -> 1/32", "bimap le0 0.0.0.1/32 -> 0.0.0.1/32"},
 		{"bimap le0 10.0.0.5/8 -> 1.2.3.4/24", "bimap le0 10.0.0.0/8 -> 1.2.3.0/24"},

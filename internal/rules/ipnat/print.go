@@ -250,11 +250,8 @@ func (r *Rule) mapString(b *strings.Builder) {
 		b.WriteString(" icmpidmap " + r.ProtoString() + " " + strconv.Itoa(r.SPMin) + ":" + strconv.Itoa(r.SPMax))
 		protoPrinted = true
 	}
-	// ipnat_y.y's mapoptions take round-robin before frag, and
-	// printnat.c prints the flag back in that place.
-	if r.RoundRobin {
-		b.WriteString(" round-robin")
-	}
+	// ipnat_y.y's mapoptions take round-robin, but printnat.c prints it
+	// for rdr rules only: a map rule's is never shown.
 	if r.Frag {
 		b.WriteString(" frag")
 	}
