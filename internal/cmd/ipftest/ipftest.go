@@ -264,6 +264,31 @@ func (r *run) loadRules(name string) error {
 	return nil
 }
 
+// natTableMissing reports whether a NAT rule names a pool or hash table
+// that a NAT rule cannot find: tree pools of any role, hash tables (not
+// group-maps) of role nat.
+func (r *run) natTableMissing(nr *ipnat.Rule) bool {
+	for _, a := range []*ipnat.Addr{&nr.Src, &nr.Dst, &nr.Orig, &nr.New, &nr.NewSrc, &nr.NewDst} {
+		if a.Kind != ipnat.AddrLookup {
+			continue
+		}
+		switch a.Table {
+		case "pool":
+			if r.pools == nil || r.pools.Tree(ippool.RoleNAT, a.Name) == nil {
+				return true
+			}
+		case "hash":
+			if r.pools == nil {
+				return true
+			}
+			if h := r.pools.Hash(ippool.RoleNAT, a.Name); h == nil || h.Def.Type != ippool.Hash {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // missingTable names the first lookup table a rule refers to that is not
 // loaded, or returns "".
 func (r *run) missingTable(rule *ipf.Rule) string {
@@ -687,6 +712,17 @@ func (r *run) loadNAT(name string) error {
 		// ipftest -v echoes the NAT rules as ipnat -v prints them.
 		f.Print(r.out)
 	}
+	kept := f.Rules[:0:0]
+	for _, nr := range f.Rules {
+		if r.natTableMissing(nr) {
+			// The kernel refuses a NAT rule whose pool or hash table
+			// it cannot find (ipf_nat_resolverule), and ipftest goes on.
+			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: nat rule: function not found for lookup\n", fname, nr.Pos.Line)
+			continue
+		}
+		kept = append(kept, nr)
+	}
+	f.Rules = kept
 	if r.nat == nil {
 		r.nat, err = nat.New(f, nat.Config{Pools: r.pools, IfAddr: r.ifAddr,
 			AddState: enginehook.StateAdder(r.eng),

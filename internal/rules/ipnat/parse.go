@@ -401,7 +401,12 @@ func (p *parser) rdr(r *Rule) {
 		return
 	}
 	p.Expect("->")
-	r.New = p.rhsAddr(r, true)
+	if p.Accept("range") {
+		// `-> range A-B` is the same address range as `-> A-B`.
+		r.New = p.rangeAddr(r)
+	} else {
+		r.New = p.rhsAddr(r, true)
+	}
 	if p.Accept("port") {
 		r.hasPort = true
 		if p.IsPunct("=") {
@@ -760,6 +765,13 @@ func (p *parser) finish(r *Rule) {
 		} else {
 			r.Proto, r.TCP, r.UDP = 6, true, true
 		}
+	}
+	if r.Type == Rdr && !r.Filter && r.OPortMin == 0 && r.OPortMax == 0 && !r.FixedDPort && r.DPMax != 0 {
+		// With no (or port 0) LHS port, ipnat_y.y takes the top of the
+		// new port range as the top of the original one: the rule
+		// prints `port 0-HI`, still matches every port (its bottom is
+		// 0) and maps a port P to P + HI.
+		r.OPortMax = r.DPMax
 	}
 	if !r.IsTCPUDP() {
 		// Port tests and translations need TCP or UDP; the original
