@@ -354,24 +354,25 @@ type rawTCPSide struct {
 
 // rawStateEntry mirrors struct state_entry.
 type rawStateEntry struct {
-	Created uint64
-	Expire  uint64
-	Last    uint64
-	Pkts    [4]uint64
-	Bytes   [4]uint64
-	Pass    uint32
-	Rule    uint32
-	Slot    uint32
-	Ifindex [4]uint32
-	Age     [2]uint32
-	Logtag  uint32
-	RuleNo  uint32
-	GroupNo uint32
-	Flags   uint8
-	Pad     [3]uint8
-	TCP     [2]rawTCPSide
-	Flx     [4]uint32
-	Opt     uint32
+	Created  uint64
+	Expire   uint64
+	Last     uint64
+	Pkts     [4]uint64
+	Bytes    [4]uint64
+	Pass     uint32
+	Rule     uint32
+	Slot     uint32
+	Ifindex  [4]uint32
+	Age      [2]uint32
+	Logtag   uint32
+	RuleNo   uint32
+	GroupNo  uint32
+	Flags    uint8
+	Secclass uint8
+	Pad      [2]uint8
+	TCP      [2]rawTCPSide
+	Flx      [4]uint32
+	Opt      uint32
 }
 
 // rawLogRec mirrors struct log_rec.

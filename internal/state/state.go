@@ -166,11 +166,13 @@ type Entry struct {
 	RuleNum int
 	Group   string
 	// flx are the FI_CMP flags seen first in each direction (index
-	// out*2+rev; 0 = not yet seen); opt the options per direction (the
-	// reverse direction must carry none); sec and auth those of the
-	// creating packet.
+	// out*2+rev; 0 = not yet seen); opt[0] the creating packet's options
+	// under optMask, which the creating direction must repeat (the reply
+	// direction's options are not compared); sec and auth those of the
+	// creating packet, which both directions must carry.
 	flx       [4]uint32
 	opt       [2]uint32
+	optMask   uint32
 	sec, auth uint16
 	ageFwd    uint32
 	ageRev    uint32
@@ -225,6 +227,11 @@ type Limits struct {
 	NoICMPErr  bool
 	ICMPHead   string
 	IfNames    [4]string // the rule's on / via names
+	// OptMask is the creating rule's IP option (IPv6: extension header)
+	// test mask: later packets of the creating direction must carry the
+	// same options under it (ipf_matchsrcdst's is_optmsk); a rule that
+	// tests no option lets them vary.
+	OptMask uint32
 	Tag        uint32
 	Cookie     any
 	RuleNum    int
@@ -527,11 +534,7 @@ func (t *Table) matchMasks(e *Entry, p *Packet, rev bool) bool {
 	if c := e.flx[i]; c != 0 && c != p.Flx {
 		return false
 	}
-	opt := p.Opt
-	if p.V == 6 {
-		opt &^= v6FragOpt
-	}
-	if opt != e.opt[b2i(rev)] || p.Sec != e.sec || p.Auth != e.auth {
+	if !rev && p.Opt&e.optMask != e.opt[0] || p.Sec != e.sec || p.Auth != e.auth {
 		return false
 	}
 	if e.flx[i] == 0 {
@@ -902,10 +905,12 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	if lim.Clone {
 		e.flags |= flagClone
 	}
-	e.opt[0] = p.Opt
+	// IPv6 fragments and whole packets belong to one flow.
+	e.optMask = lim.OptMask
 	if p.V == 6 {
-		e.opt[0] &^= v6FragOpt
+		e.optMask &^= v6FragOpt
 	}
+	e.opt[0] = p.Opt & e.optMask
 	e.flx[b2i(p.Out)*2] = p.Flx
 	// The interface of the creating packet's slot is always recorded,
 	// in place of a rule's wildcard `on *` or `on -` too.
@@ -922,12 +927,26 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	if e.flags&flagsWild == 0 {
 		chain = t.byKey[e.key]
 	}
+	var stale *Entry
 	for x := chain; x != nil; x = x.hnext {
 		if x.Proto == e.Proto && x.Src == e.Src && (x.Dst == e.Dst || x.flags&flagWildDst != 0) &&
 			x.SPort == e.SPort && x.DPort == e.DPort && x.ICMPType == e.ICMPType && x.ICMPID == e.ICMPID &&
 			x.flags&flagsWild == e.flags&flagsWild && int32(now-x.Expire) < 0 {
-			return nil, AddExists
+			// ipf_state_match compares the flags and options too: an
+			// entry the packet could not match is no duplicate of it.
+			if x.Pass == e.Pass && x.flx == e.flx && x.opt == e.opt && x.optMask == e.optMask &&
+				x.sec == e.sec && x.auth == e.auth {
+				return nil, AddExists
+			}
+			stale = x
+			break
 		}
+	}
+	if stale != nil {
+		// IPFilter then adds a second entry that its lookups find
+		// first; Sluice keeps one entry per flow (as the kernel
+		// datapath's map must) and replaces the first.
+		t.remove(stale)
 	}
 	if t.cfg.MaxBucket > 0 {
 		if len(t.buckets) != max(t.cfg.Size, 1) {

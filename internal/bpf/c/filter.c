@@ -1734,17 +1734,24 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	if (e->ifindex[slot] && e->ifindex[slot] != p->ifindex)
 		return NULL;
 	{
-		/* flags, options and security class must agree with what the
-		 * first packet of this slot carried; replies carry no options
-		 * and no packet with a security class matches (the entry keeps
-		 * none) */
+		/* flags must agree with what the first packet of this slot
+		 * carried, the security class with the creating packet's; the
+		 * creating direction repeats the options its rule tested (the
+		 * rule's mask, looked up only for such rules), replies are not
+		 * compared (ipf_matchsrcdst) */
 		__u32 fi = (p->out * 2 + rev) & 3, flx = p->flags & PF_CMP;
-		__u32 opt = rev ? 0 : e->opt;
 
 		if (e->flx[fi] && e->flx[fi] != flx)
 			return NULL;
-		if (state_opt(p) != opt || p->secclass)
+		if (p->secclass != e->secclass)
 			return NULL;
+		if (!rev && (e->flags & SF_OPTMASK)) {
+			__u32 rk = e->slot * MAX_RULES + (e->rule & (MAX_RULES - 1));
+			struct rule *cr = bpf_map_lookup_elem(&rules, &rk);
+
+			if (!cr || (state_opt(p) & cr->opt_mask) != e->opt)
+				return NULL;
+		}
 		if (!e->flx[fi])
 			e->flx[fi] = flx;
 	}
@@ -1871,7 +1878,11 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->group_no = r->group_no;
 	ep->ifindex[p->out & 1] = p->ifindex;
 	ep->flx[(p->out & 1) * 2] = p->flags & PF_CMP;
-	ep->opt = state_opt(p);
+	if (r->match & M_OPT) {
+		ep->flags |= SF_OPTMASK;
+		ep->opt = state_opt(p) & r->opt_mask;
+	}
+	ep->secclass = p->secclass;
 	ep->pkts[p->out & 1] = 1;
 	ep->bytes[p->out & 1] = p->plen;
 	if (p->proto == IPPROTO_TCP) {
@@ -1900,8 +1911,21 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			to = (__u64)r->age_fwd * 1000000000ULL;
 		ep->expire = now + to;
 	}
-	if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0)
-		return 0;
+	if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0) {
+		/* IPFilter refuses only an identical entry (ipf_state_match:
+		 * flags, options, class and pass): an entry the packet could
+		 * not match is followed by a new one, which its lookups find
+		 * first. The map keeps one per key, so the new one replaces it. */
+		struct state_entry *old = bpf_map_lookup_elem(&states, &k);
+
+		if (!old || (old->pass == ep->pass && old->opt == ep->opt && old->secclass == ep->secclass &&
+			     old->flx[0] == ep->flx[0] && old->flx[1] == ep->flx[1] &&
+			     old->flx[2] == ep->flx[2] && old->flx[3] == ep->flx[3]))
+			return 0;
+		state_release(&k, old);
+		if (bpf_map_update_elem(&states, &k, ep, BPF_ANY) < 0)
+			return 0;
+	}
 	__sync_fetch_and_add(n, 1);
 	__sync_fetch_and_add(cnt, 1);
 	if (dca_on) {

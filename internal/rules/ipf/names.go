@@ -289,11 +289,13 @@ var ipOptions = []nameBit{
 	{"rtralrt", OptRTRALRT}, {"ump", OptUMP},
 }
 
-// secClasses is IPFilter's secclass table (print order).
+// secClasses is IPFilter's secclass table. printfr walks it in this
+// order, by bit value (the order of the RIPSO class bytes), whatever
+// order the rule named them in.
 var secClasses = []nameBit{
-	{"unclass", SecUnclass}, {"confid", SecConfid}, {"reserv-1", SecReserv1},
-	{"reserv-2", SecReserv2}, {"reserv-3", SecReserv3}, {"reserv-4", SecReserv4},
-	{"secret", SecSecret}, {"topsecret", SecTopSecret},
+	{"reserv-4", SecReserv4}, {"topsecret", SecTopSecret}, {"secret", SecSecret},
+	{"reserv-3", SecReserv3}, {"confid", SecConfid}, {"unclass", SecUnclass},
+	{"reserv-2", SecReserv2}, {"reserv-1", SecReserv1},
 }
 
 // v6Hdrs is IPFilter's v6ionames table.

@@ -1816,8 +1816,10 @@ func (p *parser) parseOptList(r *Rule, not bool) *Error {
 				}
 				p.next()
 			}
-			r.OptMask |= OptSEC
 			if !not {
+				// `not opt sec-class X` tests the classes only: a
+				// packet with another class still matches.
+				r.OptMask |= OptSEC
 				r.OptBits |= OptSEC
 			}
 		} else {

@@ -234,6 +234,7 @@
 #define SF_SYN 0x01     /* created by a SYN */
 #define SF_DCA 0x02     /* counted against a keep limit */
 #define SF_NOSTATE 0x04 /* tracking only (keep limit without keep state) */
+#define SF_OPTMASK 0x08 /* the rule tests options: opt holds them under its mask */
 
 #define WF_WSCALE_SEEN 0x01
 #define WF_WSCALE_FIRST 0x02
@@ -428,10 +429,12 @@ struct state_entry {
 	__u32 rule_no;
 	__u32 group_no;
 	__u8 flags;
-	__u8 pad[3];
+	__u8 secclass;  /* of the creating packet: both directions repeat it */
+	__u8 pad[2];
 	struct tcp_side tcp[2];
 	/* §3.2: the FI_CMP flags each slot [out*2 + rev] saw first, and the
-	 * IP options (IPv6: extension headers) of the creating packet */
+	 * IP options (IPv6: extension headers) of the creating packet under
+	 * the creating rule's option mask (SF_OPTMASK) */
 	__u32 flx[4];
 	__u32 opt;
 };
