@@ -232,10 +232,10 @@ type Limits struct {
 	// same options under it (ipf_matchsrcdst's is_optmsk); a rule that
 	// tests no option lets them vary.
 	OptMask uint32
-	Tag        uint32
-	Cookie     any
-	RuleNum    int
-	Group      string
+	Tag     uint32
+	Cookie  any
+	RuleNum int
+	Group   string
 	// WildSrcPort and WildDstPort create an entry that matches any
 	// source or destination port (proxies expecting a connection, SI_W_*);
 	// Clone makes every match spawn a concrete copy while the wildcard
