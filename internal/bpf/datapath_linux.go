@@ -12,6 +12,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/ruleset"
+	"sluice/internal/state"
 )
 
 // DefaultPinDir is where the datapath pins its maps, programs and links so
@@ -48,22 +51,7 @@ type Datapath struct {
 	forceTC bool // tests: attach with clsact as on kernels without TCX
 }
 
-// Default timeouts (§3.5), in IPFilter ticks of 0.5 s.
-var defaultTCPTicks = [12]uint64{
-	480,    // LISTEN (tcp_timeout)
-	480,    // SYN_SENT
-	480,    // SYN_RECEIVED
-	480,    // HALF_ESTAB
-	864000, // ESTABLISHED
-	14400,  // CLOSE_WAIT
-	14400,  // FIN_WAIT_1
-	480,    // CLOSING
-	60,     // LAST_ACK
-	480,    // FIN_WAIT_2
-	480,    // TIME_WAIT
-	60,     // CLOSED
-}
-
+// tick is IPFilter's timer tick: timeouts are counted in them.
 const tick = 500 * time.Millisecond
 
 // Load loads the filter programs and maps. Maps already pinned in the
@@ -198,22 +186,23 @@ func (d *Datapath) initConfig() error {
 	if cur != 0 {
 		return nil // already initialised by an earlier Load
 	}
+	def := state.DefaultConfig()
 	set := map[uint32]uint64{
 		cfgActive:    0,
 		cfgInactive:  1,
 		cfgEnabled:   1,
-		cfgDefPass:   frPass | frNomatch,
+		cfgDefPass:   uint64(ruleset.FRPass | ruleset.FRNoMatch),
 		cfgMinTTL:    4,
-		cfgStateMax:  4013,
-		cfgToUDP:     240,
-		cfgToUDPAck:  24,
-		cfgToICMP:    120,
-		cfgToICMPAck: 12,
-		cfgToIP:      120,
+		cfgStateMax:  uint64(def.Max),
+		cfgToUDP:     uint64(def.UDPTimeout),
+		cfgToUDPAck:  uint64(def.UDPAckTimeout),
+		cfgToICMP:    uint64(def.ICMPTimeout),
+		cfgToICMPAck: uint64(def.ICMPAckTimeout),
+		cfgToIP:      uint64(def.IPTimeout),
 		cfgStateLog:  1,
 	}
-	for i, t := range defaultTCPTicks {
-		set[uint32(cfgToTCP+i)] = t
+	for st, t := range def.TCPTimeout {
+		set[uint32(cfgToTCP+st)] = uint64(t)
 	}
 	for k, v := range set {
 		if k >= cfgToTCP && k <= cfgToIP {
@@ -254,9 +243,9 @@ func (d *Datapath) Enabled() bool { return d.cfg(cfgEnabled) != 0 }
 
 // SetDefaultBlock makes packets no rule matches blocked (true) or passed.
 func (d *Datapath) SetDefaultBlock(block bool) error {
-	v := uint64(frPass | frNomatch)
+	v := uint64(ruleset.FRPass | ruleset.FRNoMatch)
 	if block {
-		v = frBlock | frNomatch
+		v = uint64(ruleset.FRBlock | ruleset.FRNoMatch)
 	}
 	return d.setCfg(cfgDefPass, v)
 }
@@ -266,9 +255,9 @@ type LogFlags uint32
 
 // The flags of SetLogFlags.
 const (
-	LogPass    LogFlags = frPass
-	LogBlock   LogFlags = frBlock
-	LogNomatch LogFlags = frNomatch
+	LogPass    LogFlags = LogFlags(ruleset.FRPass)
+	LogBlock   LogFlags = LogFlags(ruleset.FRBlock)
+	LogNomatch LogFlags = LogFlags(ruleset.FRNoMatch)
 )
 
 // SetLogFlags sets which verdicts are logged even without a log rule.

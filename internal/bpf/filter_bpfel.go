@@ -78,7 +78,7 @@ type filterListMeta struct {
 	_    structs.HostLayout
 	Dir  uint32
 	Acct uint32
-	Name [24]int8
+	Name [24]uint8
 }
 
 type filterLogRec struct {
@@ -189,14 +189,15 @@ type filterRule struct {
 	ExprCount  uint32
 	CallTable  uint16
 	Call       uint8
-	Pad2       uint8
+	LimitCumul uint8
+	LimitRet   uint32
 }
 
 type filterRuleText struct {
 	_    structs.HostLayout
 	Len  uint32
 	Pad  uint32
-	Text [376]int8
+	Text [376]uint8
 }
 
 type filterStateEntry struct {
@@ -217,18 +218,9 @@ type filterStateEntry struct {
 	Flags    uint8
 	Secclass uint8
 	Pad      [2]uint8
-	Tcp      [2]struct {
-		_      structs.HostLayout
-		End    uint32
-		Maxend uint32
-		Maxwin uint32
-		Wscale uint8
-		Wflags uint8
-		State  uint8
-		Pad    uint8
-	}
-	Flx [4]uint32
-	Opt uint32
+	Tcp      [2]filterTcpSide
+	Flx      [4]uint32
+	Opt      uint32
 }
 
 type filterStateKey struct {
@@ -240,6 +232,17 @@ type filterStateKey struct {
 	Proto  uint8
 	Family uint8
 	Wild   uint16
+}
+
+type filterTcpSide struct {
+	_      structs.HostLayout
+	End    uint32
+	Maxend uint32
+	Maxwin uint32
+	Wscale uint8
+	Wflags uint8
+	State  uint8
+	Pad    uint8
 }
 
 type filterWork struct {

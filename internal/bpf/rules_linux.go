@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 )
 
 // Set names one of the two rule sets.
@@ -127,7 +128,7 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 		return err
 	}
 	for i, t := range im.texts {
-		var rt rawRuleText
+		var rt filterRuleText
 		rt.Len = uint32(copy(rt.Text[:], t))
 		if err := d.objs.RuleTexts.Put(base+uint32(i), &rt); err != nil {
 			return fmt.Errorf("writing rule text: %w", err)
@@ -140,13 +141,13 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	// lists last: until they change, the slot's old lists still describe
 	// valid rule ranges
 	lkeys := make([]uint32, MaxLists)
-	lvals := make([]rawList, MaxLists)
-	metas := make([]rawListMeta, MaxLists)
+	lvals := make([]filterList, MaxLists)
+	metas := make([]filterListMeta, MaxLists)
 	for i := range lkeys {
 		lkeys[i] = slot*MaxLists + uint32(i)
 		if i < len(im.lists) {
 			l := im.lists[i]
-			lvals[i] = rawList{Start: uint32(l.start), Count: uint32(l.count)}
+			lvals[i] = filterList{Start: uint32(l.start), Count: uint32(l.count)}
 			metas[i].Dir = uint32(l.dir)
 			if l.acct {
 				metas[i].Acct = 1
@@ -168,11 +169,11 @@ func (d *Datapath) zeroRuleState(keys []uint32) error {
 	if err != nil {
 		return err
 	}
-	zc := make([]rawCounter, len(keys)*ncpu)
+	zc := make([]filterCounter, len(keys)*ncpu)
 	if _, err := d.objs.Counters.BatchUpdate(keys, zc, nil); err != nil {
 		return fmt.Errorf("zeroing counters: %w", err)
 	}
-	if _, err := d.objs.Pps.BatchUpdate(keys, make([]rawCounter, len(keys)), nil); err != nil {
+	if _, err := d.objs.Pps.BatchUpdate(keys, make([]filterCounter, len(keys)), nil); err != nil {
 		return fmt.Errorf("zeroing pps: %w", err)
 	}
 	if _, err := d.objs.RuleStates.BatchUpdate(keys, make([]uint32, len(keys)), nil); err != nil {
@@ -184,7 +185,7 @@ func (d *Datapath) zeroRuleState(keys []uint32) error {
 func (d *Datapath) clearTexts(slot uint32) error {
 	var (
 		k    uint32
-		v    rawRuleText
+		v    filterRuleText
 		dels []uint32
 	)
 	it := d.objs.RuleTexts.Iterate()
@@ -246,9 +247,9 @@ func (d *Datapath) writeIndex(slot uint32, im *Image) error {
 }
 
 func clearLPMSlot(m *ebpf.Map, slot uint32) error {
-	var lk rawLPMKey
-	var bl rawBlocks
-	var keys []rawLPMKey
+	var lk filterLpmKey
+	var bl filterBlocks
+	var keys []filterLpmKey
 	it := m.Iterate()
 	for it.Next(&lk, &bl) {
 		if lk.Slot == slot {
@@ -265,9 +266,9 @@ func clearLPMSlot(m *ebpf.Map, slot uint32) error {
 }
 
 func clearPortSlot(m *ebpf.Map, slot uint32) error {
-	var pk rawPortKey
-	var bl rawBlocks
-	var keys []rawPortKey
+	var pk filterPortKey
+	var bl filterBlocks
+	var keys []filterPortKey
 	it := m.Iterate()
 	for it.Next(&pk, &bl) {
 		if pk.Slot == slot {
@@ -283,9 +284,9 @@ func clearPortSlot(m *ebpf.Map, slot uint32) error {
 	return nil
 }
 
-func putLPM(m *ebpf.Map, slot uint32, idx map[prefixKey]rawBlocks) error {
+func putLPM(m *ebpf.Map, slot uint32, idx map[prefixKey]filterBlocks) error {
 	for k, v := range idx {
-		key := rawLPMKey{Prefixlen: 64 + uint32(k.bits), Slot: slot, Family: uint32(k.family)}
+		key := filterLpmKey{Prefixlen: 64 + uint32(k.bits), Slot: slot, Family: uint32(k.family)}
 		for i := range key.Addr {
 			key.Addr[i] = nativeWord(k.addr[4*i:])
 		}
@@ -296,9 +297,9 @@ func putLPM(m *ebpf.Map, slot uint32, idx map[prefixKey]rawBlocks) error {
 	return nil
 }
 
-func putPorts(m *ebpf.Map, slot uint32, idx map[uint32]rawBlocks) error {
+func putPorts(m *ebpf.Map, slot uint32, idx map[uint32]filterBlocks) error {
 	for p, v := range idx {
-		if err := m.Put(&rawPortKey{Slot: slot, Port: p}, &v); err != nil {
+		if err := m.Put(&filterPortKey{Slot: slot, Port: p}, &v); err != nil {
 			return fmt.Errorf("writing index: %w", err)
 		}
 	}
@@ -328,7 +329,7 @@ func (d *Datapath) Flush(which Which, s Set) (int, error) {
 		nl := imageList{start: len(keep.rules), dir: l.dir, acct: l.acct, name: l.name}
 		for i := l.start; i < l.start+l.count; i++ {
 			r := im.rules[i]
-			out := r.Action&frOutQue != 0
+			out := r.Action&ruleset.FROutQue != 0
 			if (out && which&FlushOut != 0) || (!out && which&FlushIn != 0) {
 				removed++
 				continue
@@ -356,8 +357,8 @@ func (d *Datapath) readImage(slot uint32) (*Image, error) {
 	im := &Image{}
 	total := 0
 	for i := 0; i < MaxLists; i++ {
-		var l rawList
-		var m rawListMeta
+		var l filterList
+		var m filterListMeta
 		if err := d.objs.Lists.Lookup(slot*MaxLists+uint32(i), &l); err != nil {
 			return nil, fmt.Errorf("reading lists: %w", err)
 		}
@@ -378,14 +379,14 @@ func (d *Datapath) readImage(slot uint32) (*Image, error) {
 	if total > MaxRules {
 		return nil, fmt.Errorf("corrupt lists: %d rules", total)
 	}
-	im.rules = make([]rawRule, total)
+	im.rules = make([]filterRule, total)
 	im.texts = make([]string, total)
 	for i := 0; i < total; i++ {
 		key := slot*MaxRules + uint32(i)
 		if err := d.objs.Rules.Lookup(key, &im.rules[i]); err != nil {
 			return nil, fmt.Errorf("reading rules: %w", err)
 		}
-		var rt rawRuleText
+		var rt filterRuleText
 		if err := d.objs.RuleTexts.Lookup(key, &rt); err == nil {
 			im.texts[i] = string(rt.Text[:min(int(rt.Len), textLen)])
 		}
@@ -431,7 +432,7 @@ func (d *Datapath) Rules(s Set) ([]RuleInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	per := make([]rawCounter, ncpu)
+	per := make([]filterCounter, ncpu)
 	var out []RuleInfo
 	for li, l := range im.lists {
 		for i := 0; i < l.count; i++ {
@@ -464,7 +465,7 @@ func (d *Datapath) ZeroRule(s Set, index int) (hits, bytes uint64, err error) {
 		return 0, 0, fmt.Errorf("rule index %d out of range", index)
 	}
 	key := d.slotOf(s)*MaxRules + uint32(index)
-	var per []rawCounter
+	var per []filterCounter
 	if err := d.objs.Counters.Lookup(key, &per); err != nil {
 		return 0, 0, fmt.Errorf("reading counters: %w", err)
 	}
@@ -472,7 +473,7 @@ func (d *Datapath) ZeroRule(s Set, index int) (hits, bytes uint64, err error) {
 		hits += c.Pkts
 		bytes += c.Bytes
 	}
-	if err := d.objs.Counters.Put(key, make([]rawCounter, len(per))); err != nil {
+	if err := d.objs.Counters.Put(key, make([]filterCounter, len(per))); err != nil {
 		return 0, 0, fmt.Errorf("zeroing counters: %w", err)
 	}
 	return hits, bytes, nil
@@ -487,7 +488,7 @@ func (d *Datapath) ListName(s Set, id uint32) (string, error) {
 	if id < listGroup0 {
 		return "", nil
 	}
-	var m rawListMeta
+	var m filterListMeta
 	if err := d.objs.ListMetas.Lookup(d.slotOf(s)*MaxLists+id, &m); err != nil {
 		return "", fmt.Errorf("reading lists: %w", err)
 	}
@@ -505,7 +506,7 @@ func (d *Datapath) ZeroRuleCounters(s Set) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.objs.Counters.BatchUpdate(keys, make([]rawCounter, len(keys)*ncpu), nil); err != nil {
+	if _, err := d.objs.Counters.BatchUpdate(keys, make([]filterCounter, len(keys)*ncpu), nil); err != nil {
 		return fmt.Errorf("zeroing counters: %w", err)
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+
+	"sluice/internal/ruleset"
 )
 
 // DirStats are the per-direction counters (IPFilter's filterstats_t).
@@ -109,18 +111,6 @@ func (d *Datapath) ZeroStats() error {
 	return nil
 }
 
-// TCP state names, IPFilter numbering.
-var tcpStateNames = [12]string{"LISTEN", "SYN_SENT", "SYN_RECEIVED", "HALF_ESTAB", "ESTABLISHED",
-	"CLOSE_WAIT", "FIN_WAIT_1", "CLOSING", "LAST_ACK", "FIN_WAIT_2", "TIME_WAIT", "CLOSED"}
-
-// TCPStateName returns the name of IPFilter TCP state n.
-func TCPStateName(n uint8) string {
-	if int(n) < len(tcpStateNames) {
-		return tcpStateNames[n]
-	}
-	return fmt.Sprint(n)
-}
-
 // State is one state table entry.
 type State struct {
 	Proto            uint8
@@ -155,8 +145,8 @@ func (d *Datapath) States() ([]State, error) {
 		return nil, err
 	}
 	var (
-		k   rawStateKey
-		v   rawStateEntry
+		k   filterStateKey
+		v   filterStateEntry
 		out []State
 	)
 	it := d.objs.States.Iterate()
@@ -171,8 +161,8 @@ func (d *Datapath) States() ([]State, error) {
 			Pkts: v.Pkts, Bytes: v.Bytes, Ifindex: v.Ifindex,
 		}
 		for i := 0; i < 2; i++ {
-			s.TCPState[i] = v.TCP[i].State
-			s.End[i], s.MaxEnd[i], s.MaxWin[i], s.WScale[i] = v.TCP[i].End, v.TCP[i].Maxend, v.TCP[i].Maxwin, v.TCP[i].Wscale
+			s.TCPState[i] = v.Tcp[i].State
+			s.End[i], s.MaxEnd[i], s.MaxWin[i], s.WScale[i] = v.Tcp[i].End, v.Tcp[i].Maxend, v.Tcp[i].Maxwin, v.Tcp[i].Wscale
 		}
 		out = append(out, s)
 	}
@@ -199,15 +189,15 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 		return 0, err
 	}
 	var (
-		k    rawStateKey
-		v    rawStateEntry
-		dels []rawStateKey
-		ents []rawStateEntry
+		k    filterStateKey
+		v    filterStateEntry
+		dels []filterStateKey
+		ents []filterStateEntry
 	)
 	it := d.objs.States.Iterate()
 	for it.Next(&k, &v) {
 		if match != nil {
-			s := State{Proto: k.Proto, TCPState: [2]uint8{v.TCP[0].State, v.TCP[1].State}}
+			s := State{Proto: k.Proto, TCPState: [2]uint8{v.Tcp[0].State, v.Tcp[1].State}}
 			if now > v.Last {
 				s.Idle = time.Duration(now - v.Last)
 			}
@@ -240,7 +230,7 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 
 // releaseState undoes an entry's contribution to the limits, as the
 // program's state_release does.
-func (d *Datapath) releaseState(k *rawStateKey, e *rawStateEntry) {
+func (d *Datapath) releaseState(k *filterStateKey, e *filterStateEntry) {
 	key := e.Slot*MaxRules + e.Rule%MaxRules
 	var n uint32
 	if d.objs.RuleStates.Lookup(key, &n) == nil && n > 0 {
@@ -250,9 +240,9 @@ func (d *Datapath) releaseState(k *rawStateKey, e *rawStateEntry) {
 	if d.objs.StateCount.Lookup(uint32(0), &c) == nil {
 		_ = d.objs.StateCount.Put(uint32(0), c-1)
 	}
-	if e.Flags&0x02 != 0 {
+	if e.Flags&sfDCA != 0 {
 		dk := filterDcaKey{Slot: e.Slot, Rule: e.Rule}
-		if e.Pass&frLimitCumul == 0 {
+		if e.Flags&sfCumul == 0 {
 			dk.Src = k.Src
 		}
 		var v uint32
@@ -281,8 +271,8 @@ type LogRecord struct {
 
 // Blocked reports whether the logged verdict was block.
 func (r *LogRecord) Blocked() bool {
-	c := r.Pass & frCmdMask
-	return c == frBlock || c == frAuth || c == frPreauth
+	c := r.Pass & ruleset.FRCmdMask
+	return c == ruleset.FRBlock || c == ruleset.FRAuth || c == ruleset.FRPreauth
 }
 
 // LogReader reads log records from the ring.
@@ -315,29 +305,36 @@ func (l *LogReader) Read() (LogRecord, error) {
 func (l *LogReader) Close() error { return l.rd.Close() }
 
 func decodeLog(b []byte) (LogRecord, error) {
-	const hdr = 48
-	if len(b) < hdr {
+	var k filterLogRec
+	hdr, size := binary.Size(k)-logSnap, len(b)
+	if size < hdr {
 		return LogRecord{}, fmt.Errorf("log record of %d bytes", len(b))
 	}
-	ne := binary.NativeEndian
-	r := LogRecord{
-		Time:    time.Duration(ne.Uint64(b[0:])),
-		State:   ne.Uint32(b[8:]) == logState,
-		Ifindex: ne.Uint32(b[12:]),
-		RuleNo:  int32(ne.Uint32(b[16:])),
-		List:    ne.Uint32(b[20:]),
-		Pass:    ne.Uint32(b[24:]),
-		Reason:  ne.Uint32(b[28:]),
-		Flags:   ne.Uint32(b[32:]),
-		Len:     ne.Uint32(b[36:]),
-		Tag:     ne.Uint32(b[40:]),
-		Out:     b[46] != 0,
-		Family:  b[47],
+	if len(b) < binary.Size(k) {
+		// the ring holds whole records; a short one only in tests
+		b = append(append([]byte(nil), b...), make([]byte, binary.Size(k)-len(b))...)
 	}
-	n := int(ne.Uint16(b[44:]))
-	if n > logSnap || hdr+n > len(b) {
+	if _, err := binary.Decode(b, binary.NativeEndian, &k); err != nil {
+		return LogRecord{}, fmt.Errorf("log record: %w", err)
+	}
+	r := LogRecord{
+		Time:    time.Duration(k.Ts),
+		State:   k.Kind == logState,
+		Ifindex: k.Ifindex,
+		RuleNo:  int32(k.RuleNo),
+		List:    k.GroupNo,
+		Pass:    k.Pass,
+		Reason:  k.Reason,
+		Flags:   k.Pflags,
+		Len:     k.Plen,
+		Tag:     k.Logtag,
+		Out:     k.Dir != 0,
+		Family:  k.Family,
+	}
+	n := int(k.Caplen)
+	if n > logSnap || hdr+n > size {
 		return r, fmt.Errorf("log record caplen %d", n)
 	}
-	r.Data = append([]byte(nil), b[hdr:hdr+n]...)
+	r.Data = append([]byte(nil), k.Data[:n]...)
 	return r, nil
 }

@@ -105,14 +105,10 @@ type IfAddrs interface {
 	IfAddr(name string, v6 bool) (netip.Addr, bool)
 }
 
-// IfNetwork describes an interface's network for the IF/... forms.
-type IfNetwork struct {
-	// Prefix is the interface address with its netmask length.
-	Prefix netip.Prefix
-	// Broadcast and Peer are the broadcast and point-to-point peer
-	// addresses; the zero Addr when the interface has none.
-	Broadcast, Peer netip.Addr
-}
+// IfNetwork describes an interface's network for the IF/... forms: the
+// interface address with its netmask length (Prefix), and its broadcast
+// and point-to-point peer addresses (the zero Addr when it has none).
+type IfNetwork = ruleset.IfaceNet
 
 // IfNetworks is implemented by an IfAddrs that knows real netmasks (a
 // datapath reading the host's interfaces); the engine then uses it for

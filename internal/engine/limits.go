@@ -34,8 +34,7 @@ type connKey struct {
 // admit reports whether the packet may pass rule r's connection limit,
 // and keeps the connection table up to date.
 func (l *connLimits) admit(r *ruleset.Rule, fi *packet.Info) bool {
-	src := r.Src
-	if src.KeepLimit == 0 || fi.Proto != packet.ProtoTCP {
+	if r.KeepLimit == 0 || fi.Proto != packet.ProtoTCP {
 		return true
 	}
 	l.mu.Lock()
@@ -51,10 +50,10 @@ func (l *connLimits) admit(r *ruleset.Rule, fi *packet.Info) bool {
 			return true
 		}
 		lk := limitKey{rule: r.ID}
-		if !src.KeepLimitCumulative {
+		if !r.LimitCumulative {
 			lk.src = fi.Src
 		}
-		if l.open[lk] >= int(src.KeepLimit) {
+		if l.open[lk] >= int(r.KeepLimit) {
 			return false
 		}
 		l.open[lk]++

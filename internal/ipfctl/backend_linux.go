@@ -15,6 +15,7 @@ import (
 	"sluice/internal/bpf"
 	cli "sluice/internal/cmd/ipf"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 )
 
 // Backend is ipf's cli.Backend over the pinned eBPF datapath. Every ipf
@@ -516,10 +517,10 @@ func formatStatus(d *bpf.Datapath) string {
 	def := "nomatch -> block"
 	for _, t := range d.Tunables() {
 		if t.Name == "default_pass" {
-			switch t.Cur & bpf.FRCmdMask {
-			case bpf.FRPass:
+			switch uint32(t.Cur) & ruleset.FRCmdMask {
+			case ruleset.FRPass:
 				def = "pass"
-			case bpf.FRBlock:
+			case ruleset.FRBlock:
 				def = "block"
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"sluice/internal/bpf"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 )
 
 // The formatting here is a pure function of what the datapath returned, so
@@ -222,28 +223,28 @@ func writeStateList(w io.Writer, states []bpf.State) {
 // passText renders FR_* verdict flags the way IPFilter's printflags does.
 func passText(p uint32) string {
 	var b strings.Builder
-	switch p & 0xf {
-	case 1:
+	switch p & ruleset.FRCmdMask {
+	case ruleset.FRBlock:
 		b.WriteString("block")
-	case 2:
+	case ruleset.FRPass:
 		b.WriteString("pass")
-	case 5:
+	case ruleset.FRAccount:
 		b.WriteString("count")
 	default:
 		b.WriteString("nomatch")
 	}
-	if p&0x8000 != 0 {
+	if p&ruleset.FRInQue != 0 {
 		b.WriteString(" in")
-	} else if p&0x4000 != 0 {
+	} else if p&ruleset.FROutQue != 0 {
 		b.WriteString(" out")
 	}
-	if p&0x40000 != 0 {
+	if p&ruleset.FRLog != 0 {
 		b.WriteString(" log")
 	}
-	if p&0x80 != 0 {
+	if p&ruleset.FRQuick != 0 {
 		b.WriteString(" quick")
 	}
-	if p&0x200 != 0 {
+	if p&ruleset.FRKeepState != 0 {
 		b.WriteString(" keep state")
 	}
 	return b.String()

@@ -1,8 +1,9 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * Layout shared by the Sluice filter datapath (filter.c) and its Go loader
- * (internal/bpf/layout.go mirrors every struct and constant here; a test
- * checks that sizes and offsets agree with the BTF of the compiled object).
+ * Layout shared by the Sluice filter datapath (filter.c and lib/) and its
+ * Go loader: bpf2go generates the Go structs from these; the constants the
+ * Go side uses are in layout.go, and TestHeaderConstants compares every one
+ * of them (and IPFilter's FR_* and FI_* values) with the #defines here.
  */
 #ifndef SLUICE_FILTER_H
 #define SLUICE_FILTER_H
@@ -30,37 +31,47 @@
 #define LIST_ACCT_OUT 3
 #define LIST_GROUP0 4
 
-/* Rule action flags (IPFilter's FR_* values where one exists). */
-#define FR_CMDMASK 0x0000f
-#define FR_LOGONLY 0x00000 /* command 0 + FR_LOG: a pure "log" rule */
+/* Rule action flags: IPFilter's FR_* values (ip_fil.h), as the Go side
+ * (sluice/internal/ruleset) has them; a test compares the two. */
+#define FR_CALL 0x00000 /* command 0: call rule, or with FR_LOG a "log" rule */
 #define FR_BLOCK 0x00001
 #define FR_PASS 0x00002
 #define FR_AUTH 0x00003
 #define FR_PREAUTH 0x00004
 #define FR_ACCOUNT 0x00005
 #define FR_SKIP 0x00006
-#define FR_NOMATCHCMD 0x00007
-#define FR_CALLNOW 0x00010 /* call now: command 0 (FR_CALL) evaluated in the scan */
-#define FR_QUICK 0x00080
-#define FR_KEEPFRAG 0x00100
-#define FR_KEEPSTATE 0x00200
-#define FR_RETRST 0x00800
-#define FR_RETICMP 0x01000
+#define FR_DECAPSULATE 0x00008
+#define FR_CMDMASK 0x0000f
+#define FR_LOG 0x00010 /* ipftest -D shows pass 0x...12 for "pass log" */
+#define FR_CALLNOW 0x00020
+#define FR_NOTSRCIP 0x00040
+#define FR_NOTDSTIP 0x00080
+#define FR_QUICK 0x00100
+#define FR_KEEPFRAG 0x00200
+#define FR_KEEPSTATE 0x00400
+#define FR_FASTROUTE 0x00800
+#define FR_RETRST 0x01000
+#define FR_RETICMP 0x02000
 #define FR_FAKEICMP 0x03000
-#define FR_RETMASK 0x03800
+#define FR_RETMASK 0x03000
 #define FR_OUTQUE 0x04000
 #define FR_INQUE 0x08000
 #define FR_LOGBODY 0x10000
 #define FR_LOGFIRST 0x20000
-#define FR_LOG 0x40000
-#define FR_LOGORBLOCK 0x100000
-#define FR_FRSTRICT 0x200000 /* keep frags (strict) */
-#define FR_STSTRICT 0x400000
-#define FR_NOICMPERR 0x1000000
-#define FR_STLOOSE 0x2000000
-#define FR_KEEPLIMIT 0x4000000 /* HP DCA "keep limit N" */
+#define FR_LOGORBLOCK 0x40000
+#define FR_STLOOSE 0x80000
+#define FR_FRSTRICT 0x100000
+#define FR_STSTRICT 0x200000
+#define FR_NEWISN 0x400000
+#define FR_NOICMPERR 0x800000
+#define FR_STATESYNC 0x1000000
+#define FR_COPIED 0x2000000
+#define FR_INACTIVE 0x4000000
 #define FR_NOMATCH 0x8000000
-#define FR_LIMITCUMUL 0x10000000 /* "keep limit N cumulative" */
+/* ipf_flags bits a log record's pass may carry (FF_*). */
+#define FF_LOGPASS 0x10000000
+#define FF_LOGBLOCK 0x20000000
+#define FF_LOGNOMATCH 0x40000000
 
 /* Which tests a rule carries. */
 #define M_IFACE 0x0001
@@ -235,6 +246,7 @@
 #define SF_DCA 0x02     /* counted against a keep limit */
 #define SF_NOSTATE 0x04 /* tracking only (keep limit without keep state) */
 #define SF_OPTMASK 0x08 /* the rule tests options: opt holds them under its mask */
+#define SF_CUMUL 0x08   /* the keep limit is cumulative (one count per rule) */
 
 #define WF_WSCALE_SEEN 0x01
 #define WF_WSCALE_FIRST 0x02
@@ -299,7 +311,9 @@ struct rule {
 	__u32 expr_count;
 	__u16 call_table; /* group-map table id of a call rule (pools map) */
 	__u8 call;        /* CALL_* */
-	__u8 pad2;
+	__u8 limit_cumul; /* keep limit N cumulative: one count for the rule */
+	__u32 limit_ret;  /* return-* of a pass rule with a keep limit, for the
+			   * connections over it (FR_RETMASK bits) */
 };
 
 /* call functions (the group-map calls, §4.3) */
@@ -468,14 +482,14 @@ struct dca_key {
 struct rule_text {
 	__u32 len;
 	__u32 pad;
-	char text[TEXT_LEN];
+	__u8 text[TEXT_LEN];
 };
 
 #define LIST_NAME_LEN 24
 struct list_meta {
 	__u32 dir;   /* 0 in, 1 out */
 	__u32 acct;  /* accounting list */
-	char name[LIST_NAME_LEN]; /* group name, "" for the main lists */
+	__u8 name[LIST_NAME_LEN]; /* group name, "" for the main lists */
 };
 
 struct log_rec {
