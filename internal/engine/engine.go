@@ -40,6 +40,9 @@ type Packet struct {
 
 	sp state.Packet
 	fk fragKeyT
+	// stateRev is set when the packet matched a state entry in the
+	// reply direction.
+	stateRev bool
 }
 
 // Load points p at a new packet and parses it as ipftest does (checksums
@@ -265,6 +268,7 @@ func (e *Engine) Check(p *Packet) Result {
 	sc := scan{e: e, p: p, ruleNum: -1}
 	res := Result{RuleNum: -1}
 	p.NATTag = ""
+	p.stateRev = false
 
 	if p.ParseErr != nil {
 		res.Pass = ruleset.FRBlock | ruleset.FRNoMatch
@@ -439,7 +443,7 @@ func (e *Engine) Check(p *Packet) Result {
 		}
 	}
 	if e.router != nil && sc.rule != nil && isPass(pass) && pass&ruleset.FRNoMatch == 0 {
-		res.Forwarded = e.forward(p, sc.rule)
+		res.Forwarded = e.forward(p, sc.rule, res.State)
 	}
 	res.Pass = pass
 	res.Rule, res.RuleNum, res.Group = sc.rule, sc.ruleNum, sc.group
@@ -1016,7 +1020,7 @@ func (e *Engine) log(sc *scan, pass uint32) error {
 }
 
 // forward handles dup-to, fastroute and to/route-to of the deciding rule.
-func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
+func (e *Engine) forward(p *Packet, r *ruleset.Rule, st *state.Entry) bool {
 	if r.DupTo != nil {
 		if ifn, nh, ok := e.target(p, r.DupTo); ok {
 			e.router.Route(p, ifn, nh, true)
@@ -1027,14 +1031,20 @@ func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
 		// ipf_fastroute with no destination, i.e. back out of the
 		// interface it came in on, routed by destination; it takes
 		// precedence over `to`.
-		if e.leaveAs(p, p.IfName) {
+		if e.leaveAs(p, p.IfName, r) {
 			e.router.Route(p, p.IfName, netip.Addr{}, false)
 		}
 		return true
 	}
-	if r.RouteTo != nil {
-		if ifn, nh, ok := e.target(p, r.RouteTo); ok {
-			if p.Out || e.leaveAs(p, ifn) {
+	t := r.RouteTo
+	if st != nil && p.stateRev {
+		// A state entry keeps the rule's destinations per direction
+		// (is_tifs): replies follow reply-to, not to.
+		t = r.ReplyTo
+	}
+	if t != nil {
+		if ifn, nh, ok := e.flowTarget(p, t, st); ok {
+			if p.Out || e.leaveAs(p, ifn, r) {
 				e.router.Route(p, ifn, nh, false)
 			}
 			return true
@@ -1043,17 +1053,49 @@ func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
 	return false
 }
 
+// flowTarget is target for a packet of a state entry's flow: the
+// creating packet's choice (a dstlist member picked once per flow, as
+// ipf_state_add does) serves the later packets of its direction.
+func (e *Engine) flowTarget(p *Packet, t *ipf.RouteTarget, st *state.Entry) (string, netip.Addr, bool) {
+	if st == nil || p.stateRev || t.DstList == "" {
+		return e.target(p, t)
+	}
+	if d, ok := e.States.Route(st).(flowDest); ok {
+		return d.iface, d.addr, true
+	}
+	ifn, nh, ok := e.target(p, t)
+	if ok {
+		e.States.SetRoute(st, flowDest{ifn, nh})
+	}
+	return ifn, nh, ok
+}
+
+// flowDest is the destination a flow's state entry keeps.
+type flowDest struct {
+	iface string
+	addr  netip.Addr
+}
+
 // leaveAs is the part of ipf_fastroute an inbound packet goes through
 // before it is sent out of ifn: it is counted by the outbound accounting
 // list and translated by NAT-out for ifn (with no rule tag, as fin_fr is
 // cleared). False means NAT failed and the packet is dropped.
-func (e *Engine) leaveAs(p *Packet, ifn string) bool {
+func (e *Engine) leaveAs(p *Packet, ifn string, r *ruleset.Rule) bool {
 	inIf := p.IfName
 	p.Out, p.IfName = true, ifn
 	fi := &p.Info
 	sc := scan{e: e, p: p, ruleNum: -1}
 	sc.portcmp = fi.Flags&packet.FlagTCPUDP != 0 && fi.DLen > 3 && fi.Off == 0
 	e.account(&sc, &e.sets.Active().AcctOut)
+	if r == nil || r.Flags&ruleset.FRRetMask == 0 {
+		// ipf_fastroute runs the state check on the way out too: the
+		// flow's entry counts the packet as outbound and records the
+		// interface it leaves by.
+		flags := fi.Flags
+		fi.Flags &^= packet.FlagState
+		e.stateCheck(p)
+		fi.Flags = flags
+	}
 	ok := e.nat == nil || e.nat.Out(p, "")
 	p.Out, p.IfName = false, inIf
 	return ok

@@ -53,9 +53,10 @@ func (e *Engine) stateCheck(p *Packet) (*state.Entry, bool) {
 		return e.icmpErrorState(p)
 	}
 	sp := fillState(p)
-	se, _, res := e.States.Lookup(sp)
+	se, rev, res := e.States.Lookup(sp)
 	switch res {
 	case state.Hit:
+		p.stateRev = rev
 		if sp.Rewrite {
 			rewriteSeqAck(p, sp.NewSeq, sp.NewAck)
 		}

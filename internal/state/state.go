@@ -195,6 +195,7 @@ type Entry struct {
 	Expire   uint32 // tick at which the entry dies
 	ICMPHead string // icmp-head group
 	Cookie   any    // the creating rule, opaque to this package
+	route    any    // the flow's destination, see Route
 	flags    uint32
 	icmpErr  [4]uint64
 	// RuleNum and Group locate the creating rule for log records.
@@ -422,6 +423,22 @@ func (t *Table) Config() Config { t.mu.Lock(); defer t.mu.Unlock(); return t.cfg
 
 // Active returns the number of live entries.
 func (t *Table) Active() int { t.mu.Lock(); defer t.mu.Unlock(); return t.active }
+
+// Route returns what SetRoute stored for e's flow (nil if nothing).
+func (t *Table) Route(e *Entry) any {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return e.route
+}
+
+// SetRoute stores the destination the caller chose for e's flow (a
+// dstlist member: IPFilter picks one when it creates the entry and sends
+// the flow's later packets there), opaque to this package.
+func (t *Table) SetRoute(e *Entry, v any) {
+	t.mu.Lock()
+	e.route = v
+	t.mu.Unlock()
+}
 
 // Stats returns a copy of the counters.
 func (t *Table) Stats() Stats { t.mu.Lock(); defer t.mu.Unlock(); return t.stats }
