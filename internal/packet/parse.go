@@ -376,6 +376,9 @@ func (i *Info) tcpCommon(p []byte) bool {
 		i.DstPort = binary.BigEndian.Uint16(p[i.L4Off+2:])
 	}
 	if i.Flags&FlagShort != 0 {
+		if i.Version == 6 {
+			i.shortTCP6(p)
+		}
 		return false
 	}
 	if !i.pullup(p, TCPMinimumSize) {
@@ -402,6 +405,25 @@ func (i *Info) tcpCommon(p []byte) bool {
 		return false
 	}
 	return true
+}
+
+// shortTCP6 is what IPFilter's IPv6 path does with a TCP header shorter
+// than 20 bytes: unlike the IPv4 path it goes on to read the data offset
+// and flags, and a header that claims options is pulled up (and fails:
+// the packet is bad). Bytes past the packet's end read as zero.
+func (i *Info) shortTCP6(p []byte) {
+	var h [TCPMinimumSize]byte
+	if i.L4Off < len(p) {
+		copy(h[:], p[i.L4Off:min(len(p), i.L4Off+i.DLen)])
+	}
+	tcp := TCP(h[:])
+	if TCPFlagsBad(tcp.Flags(), tcp.UrgentPointer(), tcp.AckNumber()) {
+		i.Flags |= FlagBad
+		return
+	}
+	if tlen := tcp.DataOffset(); tlen > TCPMinimumSize {
+		i.pullup(p, tlen)
+	}
 }
 
 // TCPFlagsBad reports whether IPFilter considers a TCP flag combination
