@@ -686,6 +686,16 @@ func (p *parser) maskWord(t netfmt.Token, fam int) [16]byte {
 
 func (p *parser) host(r *Rule, t netfmt.Token) netfmt.Host {
 	fam := r.Family
+	if lf := literalFamily(t.Text); lf != 0 {
+		if fam != 0 && lf != fam {
+			// ipnat_y.y refuses an address of the other family
+			// rather than reading it into the rule's.
+			p.Errorf(t.Pos, "address family mismatch")
+		}
+		if fam == 0 {
+			r.Family = lf
+		}
+	}
 	h, err := netfmt.ParseHost(t.Text, fam)
 	if err != nil {
 		p.Errorf(t.Pos, "%v", err)
@@ -694,6 +704,21 @@ func (p *parser) host(r *Rule, t netfmt.Token) netfmt.Host {
 		r.Family = 6
 	}
 	return h
+}
+
+// literalFamily is the family an address literal is written in: 6 for
+// anything with a colon, 4 for a dotted quad, 0 for names and the short
+// forms (such as 0) that take the rule's family.
+func literalFamily(s string) int {
+	switch {
+	case strings.Contains(s, ":"):
+		return 6
+	case strings.Count(s, ".") == 3:
+		if _, ok := netfmt.ParseDotted(s); ok {
+			return 4
+		}
+	}
+	return 0
 }
 
 // rhsAddr = ADDRMASK | IP "-" IP | (rdr only) IP "," IP

@@ -66,6 +66,15 @@ func TestErrors(t *testing.T) {
 		{"map le0 1.2.3.4 -> 1.1.1.1 age x", `f:1:32: expected age, found "x"`},
 		{"map le0 1.2.3.4/200 -> 1.1.1.1", `f:1:17: bad prefix length 200`},
 		{"map le0 \"x", `f:1:9: unterminated string`},
+		// an address of the other family is an error, never a translation
+		{"map le0 inet6 10.1.1.0/24 -> 2001:db8::1/128", `f:1:15: address family mismatch`},
+		{"map le0 inet6 2001:db8::/64 -> 192.168.1.1/32", `f:1:32: address family mismatch`},
+		{"map le0 inet 2001:db8::/64 -> 10.1.1.1/32", `f:1:14: address family mismatch`},
+		{"map le0 10.1.1.0/24 -> 2001:db8::1/128", `f:1:24: address family mismatch`},
+		{"rdr le0 2001:db8::1 port 80 -> 1.1.1.1 port 80 tcp", `f:1:32: address family mismatch`},
+		{"rdr le0 inet6 1.1.1.1 port 80 -> 2001:db8::1 port 80 tcp", `f:1:15: address family mismatch`},
+		{"map le0 inet6 from 10.0.0.0/8 to any -> 2001:db8::1/128", `f:1:20: address family mismatch`},
+		{"map le0 inet6 from any to 10.0.0.0/8 -> 2001:db8::1/128", `f:1:27: address family mismatch`},
 	}
 	for _, tc := range tests {
 		_, err := Parse("f", tc.in, nil)
