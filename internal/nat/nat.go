@@ -142,6 +142,7 @@ type session struct {
 
 	proxy  *proxy // the rule's application proxy, nil if none
 	slave  bool   // set up by the proxy of another session
+	rcmd   bool   // the stderr back-connection of an rcmd proxy
 	wildSP bool   // waiting for its first packet to learn the source port
 	clone  bool   // a wildcard that copies itself for each connection
 	pass   uint32 // filter flags of the proxy's state entry (0: proxyPass)

@@ -263,6 +263,9 @@ type Limits struct {
 	NoICMPErr  bool
 	ICMPHead   string
 	IfNames    [4]string // the rule's on / via names
+	// NoCount leaves the creating packet uncounted (a proxy's made-up
+	// packet that stands for no real one).
+	NoCount bool
 	// OptMask is the creating rule's IP option (IPv6: extension header)
 	// test mask: later packets of the creating direction must carry the
 	// same options under it (ipf_matchsrcdst's is_optmsk); a rule that
@@ -1027,8 +1030,10 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 			e.Expire = now + e.ageFwd
 		}
 	}
-	e.Pkts[b2i(p.Out)]++
-	e.Bytes[b2i(p.Out)] += uint64(p.PLen)
+	if !lim.NoCount {
+		e.Pkts[b2i(p.Out)]++
+		e.Bytes[b2i(p.Out)] += uint64(p.PLen)
+	}
 	e.touched = now
 	p.Rewrite = false
 	if e.flags&flagNewISN != 0 {
