@@ -131,11 +131,37 @@ var protoNames = func() [256]string {
 // or "" if it has none.
 func ProtoName(p uint8) string { return protoNames[p] }
 
+// protoAliases are the aliases /etc/protocols gives beside the upper
+// case of each name (getprotobyname is case-sensitive: "OSPFIGP" is
+// ospf, "ospfigp" is unknown, as are the non-Debian icmpv6 and icmp6).
+var protoAliases = map[string]uint8{
+	"IP-ENCAP": 4, "IPv6": 41, "IPv6-Route": 43, "IPv6-Frag": 44, "IPSEC-ESP": 50,
+	"IPSEC-AH": 51, "IPv6-ICMP": 58, "IPv6-NoNxt": 59, "IPv6-Opts": 60, "OSPFIGP": 89,
+	"Mobility-Header": 135, "UDPLite": 136, "MPLS-in-IP": 137, "Shim6": 140, "Ethernet": 143,
+}
+
 // LookupProto returns the protocol number of a name from the embedded
-// /etc/protocols table.
+// /etc/protocols table: a name, its upper case, or an alias.
 func LookupProto(name string) (uint8, bool) {
-	v, ok := protocols[strings.ToLower(name)]
-	return v, ok
+	if v, ok := protocols[name]; ok && !isNonDebianAlias(name) {
+		return v, true
+	}
+	if v, ok := protoAliases[name]; ok {
+		return v, true
+	}
+	if l := strings.ToLower(name); strings.ToUpper(l) == name && !isNonDebianAlias(l) {
+		v, ok := protocols[l]
+		return v, ok
+	}
+	return 0, false
+}
+
+func isNonDebianAlias(n string) bool {
+	switch n {
+	case "icmpv6", "icmp6", "ipv6-icmpv6", "ospfigp":
+		return true
+	}
+	return false
 }
 
 // hosts is the embedded host table (kit README §8): IPFilter hard-wires

@@ -700,6 +700,10 @@ func (p *parser) parseOpts(b *builder) *Error {
 				return err
 			}
 		case "in-via", "out-via":
+			if len(r.On) == 0 {
+				// IPFilter's grammar takes a via only after on.
+				return expected("on before "+strings.ToLower(t.text), t)
+			}
 			p.next()
 			names, err := p.ifPair()
 			if err != nil {
@@ -1735,7 +1739,12 @@ func (p *parser) parseWith(r *Rule) *Error {
 			if err := p.parseOptList(r, not); err != nil {
 				return err
 			}
-		case t.kind == tWord && (n == "v6hdr" || (n == "v6hdrs" && p.isV6HdrName(p.peekN(1)))):
+		case t.kind == tWord && n == "v6hdr":
+			// `v6hdr` takes a list of header names; `v6hdrs` is always
+			// the attribute, and IPFilter's grammar has no `not v6hdr`.
+			if not {
+				return expected("with attribute", t)
+			}
 			p.next()
 			for {
 				w, err := p.word("IPv6 extension header name")
@@ -1761,10 +1770,10 @@ func (p *parser) parseWith(r *Rule) *Error {
 				return expected("with attribute", t)
 			}
 			p.next()
+			// A `not` only adds the bit to the mask: after `short,not
+			// short` the rule still wants short, as IPFilter's does.
 			r.WithMask |= bit
-			if not {
-				r.With &^= bit
-			} else {
+			if !not {
 				r.With |= bit
 			}
 		}
@@ -1837,6 +1846,11 @@ func (p *parser) parseOptList(r *Rule, not bool) *Error {
 					return err
 				}
 			}
+		}
+		if isPunct(p.peek(), ",") && isWord(p.peekN(1), "not") {
+			// IPFilter's grammar ends an option list at the comma:
+			// `opt mtur,not ipopts` is refused, not read as two tests.
+			return expected("IP option name", p.peekN(1))
 		}
 		if !(isPunct(p.peek(), ",") && isOptName(p.peekN(1))) {
 			return nil
@@ -1995,8 +2009,15 @@ func (p *parser) parseStateOpts(r *Rule) *Error {
 		case "limit":
 			k.Limit, err = p.number("state limit", 32)
 		case "strict":
+			if k.Loose {
+				// IPFilter's grammar takes one of strict and loose.
+				return expected("state option other than strict", t)
+			}
 			k.Strict = true
 		case "loose":
+			if k.Strict {
+				return expected("state option other than loose", t)
+			}
 			k.Loose = true
 		case "newisn":
 			k.NewISN = true

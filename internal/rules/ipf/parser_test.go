@@ -91,6 +91,9 @@ func TestPrintProductions(t *testing.T) {
 		{"flags hex and W", "pass in proto tcp all flags 0x80/AW", "pass in proto tcp from any to any flags C/AC", ParseOptions{}},
 		{"icmp type code", "block in proto icmp from any to any icmp-type unreach code 3", "block in inet proto icmp from any to any icmp-type unreach code 3", ParseOptions{}},
 		{"icmp type number", "block in proto icmp all icmp-type 200", "block in inet proto icmp from any to any icmp-type 200", ParseOptions{}},
+		{"with contradiction keeps the positive", "log in all with short,not short", "log in from any to any with short", ParseOptions{}},
+		{"v6hdrs is the attribute", "pass in inet6 all with not v6hdrs frag", "pass in inet6 from any to any with frag,not v6hdrs", ParseOptions{}},
+		{"protocol alias is case-sensitive", "pass in proto IPv6-ICMP all", "pass in proto ipv6-icmp from any to any", ParseOptions{}},
 		{"icmp6 type", "pass in inet6 proto ipv6-icmp all icmp-type neighborsol", "pass in inet6 proto ipv6-icmp from any to any icmp-type neighborsol", ParseOptions{}},
 		{"icmp type list", "pass in proto icmp all icmp-type {echo,timex}", "pass in inet proto icmp from any to any icmp-type echo\npass in inet proto icmp from any to any icmp-type timex", ParseOptions{}},
 		{"with attributes order", "pass in all with mbcast,not bcast,multicast,not state,not ipopts", "pass in from any to any with not ipopts,mbcast,not bcast,mcast,not state", ParseOptions{}},
@@ -301,6 +304,11 @@ func TestErrors(t *testing.T) {
 		{"icmpv6 type without inet6", "pass in proto ipv6-icmp all icmp-type 128", []string{`t:1:29: proto not icmp`}, 0},
 		{"icmp type with inet6", "pass in inet6 proto icmp all icmp-type 8", []string{`t:1:30: proto not ipv6-icmp`}, 0},
 		{"icmp type in inet6 mode", "pass in proto icmp all icmp-type 8", []string{`t:1:24: proto not ipv6-icmp`}, 0},
+		{"via without on", "block out in-via nic0 all", []string{`t:1:11: expected on before in-via, found "in-via"`}, 0},
+		{"icmpv6 is no /etc/protocols name", "pass in proto icmpv6 all", []string{`t:1:15: unknown protocol "icmpv6"`}, 0},
+		{"strict and loose", "pass in proto tcp all keep state (strict,loose)", []string{`t:1:42: expected state option other than loose, found "loose"`}, 0},
+		{"not after an option list", "log in all with opt mtur,not ipopts", []string{`t:1:26: expected IP option name, found "not"`}, 0},
+		{"not v6hdr", "pass in inet6 all with not v6hdr frag", []string{`t:1:28: expected with attribute, found "v6hdr"`}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
