@@ -376,9 +376,10 @@ func (i *Info) tcpCommon(p []byte) bool {
 		i.DstPort = binary.BigEndian.Uint16(p[i.L4Off+2:])
 	}
 	if i.Flags&FlagShort != 0 {
-		if i.Version == 6 {
-			i.shortTCP6(p)
-		}
+		return false
+	}
+	if i.Version == 6 && i.DLen < TCPMinimumSize {
+		i.shortTCP6(p)
 		return false
 	}
 	if !i.pullup(p, TCPMinimumSize) {
@@ -408,15 +409,19 @@ func (i *Info) tcpCommon(p []byte) bool {
 }
 
 // shortTCP6 is what IPFilter's IPv6 path does with a TCP header shorter
-// than 20 bytes: unlike the IPv4 path it goes on to read the data offset
-// and flags, and a header that claims options is pulled up (and fails:
-// the packet is bad). Bytes past the packet's end read as zero.
+// than 20 bytes: unlike the IPv4 path it does not call the packet short
+// but bad (its pull-up of the header fails without freeing it) and goes
+// on to read the header, bytes past the packet's end reading as zero (so
+// flag tests see flags 0); a header that claims options is pulled up
+// again, and that failure frees it (bad-packet).
 func (i *Info) shortTCP6(p []byte) {
+	i.Flags |= FlagBad
 	var h [TCPMinimumSize]byte
 	if i.L4Off < len(p) {
 		copy(h[:], p[i.L4Off:min(len(p), i.L4Off+i.DLen)])
 	}
 	tcp := TCP(h[:])
+	i.TCPFlags = tcp.Flags()
 	if TCPFlagsBad(tcp.Flags(), tcp.UrgentPointer(), tcp.AckNumber()) {
 		i.Flags |= FlagBad
 		return
@@ -584,7 +589,12 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 			}
 			walking = false
 		case ProtoTCP:
-			i.short(TCPMinimumSize)
+			// IPFilter's IPv6 path calls a first fragment or whole
+			// segment with less than a TCP header not short (see
+			// shortTCP6); a later fragment is, by its offset.
+			if i.Off != 0 {
+				i.short(TCPMinimumSize)
+			}
 			if i.tcpCommon(p) {
 				i.Proto = proto
 				i.checkSum(p, o, true)

@@ -257,9 +257,12 @@ func (s *Set) DumpPools(w io.Writer) error {
 }
 
 // DumpHashes writes the hash tables and group-maps as ipftest -D lists
-// them, in DumpPools' order.
+// them, in DumpPools' order. IPFilter's listing leaves out the hash
+// tables of role count (which accounting rules still find).
 func (s *Set) DumpHashes(w io.Writer) error {
-	return s.dump(w, func(t *ippool.Table) bool { return t.Type == ippool.Hash || t.Type == ippool.GroupMap })
+	return s.dump(w, func(t *ippool.Table) bool {
+		return (t.Type == ippool.Hash || t.Type == ippool.GroupMap) && t.Role != ippool.RoleCount
+	})
 }
 
 func (s *Set) dump(w io.Writer, want func(*ippool.Table) bool) error {
