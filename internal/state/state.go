@@ -917,11 +917,20 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		}
 		d.MaxWin = 1
 		if p.TCPFlags&THSyn != 0 {
-			e.flags |= flagTCPFSM
+			if p.TCPFlags&THAck == 0 {
+				// Only an opening SYN starts the strict state
+				// machine; after a SYN-ACK the other side may
+				// join with a bare ACK (half-established).
+				e.flags |= flagTCPFSM
+			}
 			if len(p.TCPOpts) > 0 {
 				parseTCPOptions(p.TCPOpts, s)
 			}
-		} else {
+		}
+		if p.TCPFlags&THAck != 0 {
+			// Any first packet with an ACK (a SYN-ACK too) tells
+			// where the peer is: ipf_state_add takes its end from
+			// the ack and its window as four times this one.
 			d.End = p.Ack
 			d.MaxEnd = p.Ack
 			d.MaxWin = s.MaxWin * 4
