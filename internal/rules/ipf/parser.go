@@ -1741,10 +1741,8 @@ func (p *parser) parseWith(r *Rule) *Error {
 			}
 		case t.kind == tWord && n == "v6hdr":
 			// `v6hdr` takes a list of header names; `v6hdrs` is always
-			// the attribute, and IPFilter's grammar has no `not v6hdr`.
-			if not {
-				return expected("with attribute", t)
-			}
+			// the attribute. (`not v6hdr LIST`, which IPFilter's
+			// grammar lacks, is kept as a Sluice extension.)
 			p.next()
 			for {
 				w, err := p.word("IPv6 extension header name")

@@ -139,10 +139,13 @@ static __always_inline int tcp_fsm(struct state_entry *e, int rev, const struct 
 	case TS_HALF_ESTAB:
 		if (f & 0x01)
 			TO(TS_FIN_WAIT_1);
-		if (f & 0x10) {
+		if ((f & 0x17) == 0x10) {
 			if (o == TS_HALF_ESTAB || o == TS_ESTABLISHED)
 				TO(TS_ESTABLISHED);
-			RESTART();
+			/* a follow-on packet of a flow picked up mid-way, only
+			 * while the other side has not closed (ipf_tcp_state) */
+			if (o == TS_LISTEN || o == TS_SYN_SENT || o == TS_SYN_RECEIVED)
+				RESTART();
 		}
 		return 0;
 	case TS_ESTABLISHED:
@@ -270,7 +273,8 @@ static __always_inline void tcp_init(struct state_entry *e, const struct pktinfo
 	}
 	if (p->sackok)
 		e->tcp[0].wflags |= WF_SACK;
-	if (!(f & 0x02)) {
+	if (f & 0x10) {
+		/* any first packet with an ACK, a SYN-ACK too */
 		e->tcp[1].end = e->tcp[1].maxend = p->ack;
 		e->tcp[1].maxwin = 4 * win;
 	}
@@ -514,7 +518,8 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->pkts[p->out & 1] = 1;
 	ep->bytes[p->out & 1] = p->plen;
 	if (p->proto == IPPROTO_TCP) {
-		if (p->tcpflags & 0x02)
+		/* only an opening SYN (no ACK) starts the strict machine */
+		if ((p->tcpflags & 0x12) == 0x02)
 			ep->flags |= SF_SYN;
 		tcp_init(ep, p);
 		/* IPFilter keeps the entry even when the first packet is not a
