@@ -444,6 +444,13 @@ func (e *Engine) Check(p *Packet) Result {
 	}
 	if e.router != nil && sc.rule != nil && isPass(pass) && pass&ruleset.FRNoMatch == 0 {
 		res.Forwarded = e.forward(p, sc.rule, res.State)
+	} else if e.router != nil && sc.rule != nil && sc.rule.DupTo != nil && pass&ruleset.FRCmdMask == ruleset.FRBlock {
+		// IPFilter sends the dup-to copy of a blocked packet too (a
+		// monitor sees what was dropped); a block rule's `to` is not
+		// followed (see docs/ipfilter-differences.md).
+		if ifn, nh, ok := e.target(p, sc.rule.DupTo); ok {
+			e.router.Route(p, ifn, nh, true)
+		}
 	}
 	res.Pass = pass
 	res.Rule, res.RuleNum, res.Group = sc.rule, sc.ruleNum, sc.group

@@ -90,6 +90,9 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 			return nil, false
 		}
 		emb.V, emb.Proto = 4, ip[9]
+		if hl > 20 {
+			emb.Flx |= uint32(packet.FlagOptions)
+		}
 		emb.Src = netip.AddrFrom4([4]byte(ip[12:16]))
 		emb.Dst = netip.AddrFrom4([4]byte(ip[16:20]))
 		l4 := ip[hl:]
@@ -108,6 +111,9 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 		emb.Proto == packet.ProtoICMPv6 && emb.ICMPType < 128 {
 		// An error about an error never matches state.
 		return nil, false
+	}
+	if emb.Proto == packet.ProtoTCP || emb.Proto == packet.ProtoUDP {
+		emb.Flx |= uint32(packet.FlagTCPUDP)
 	}
 	se, ok := e.States.LookupICMPError(&emb, p.Out)
 	if !ok {

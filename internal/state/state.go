@@ -152,6 +152,13 @@ type Packet struct {
 	Auth uint16
 }
 
+// FI_TCPUDP and FI_OPTIONS, the bits of Packet.Flx a quoted header in an
+// ICMP error can show.
+const (
+	flxTCPUDP  = 0x1
+	flxOptions = 0x2
+)
+
 // v6FragOpt is the IPv6 fragment-header bit of Packet.Opt, which state
 // matching ignores: fragments and whole packets belong to one flow.
 const v6FragOpt = 0x8
@@ -977,12 +984,13 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	e.opt[0] = p.Opt & e.optMask
 	e.flx[b2i(p.Out)*2] = p.Flx
 	// The interface of the creating packet's slot is always recorded,
-	// in place of a rule's wildcard `on *` or `on -` too.
+	// in place of a rule's wildcard `on *` too (and of `on -` outbound:
+	// IPFilter keeps an inbound `-`).
 	slot := 0
 	if p.Out {
 		slot = 2
 	}
-	if n := e.IfNames[slot]; n == "" || n == "*" || n == "-" {
+	if n := e.IfNames[slot]; n == "" || n == "*" || n == "-" && p.Out {
 		e.IfNames[slot] = p.IfName
 	}
 	// Reject duplicates before touching any counter.
@@ -1239,6 +1247,14 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool) (*Entry, bool) {
 			continue
 		}
 		if isICMP(emb) && emb.ICMPID != e.ICMPID {
+			continue
+		}
+		// The quoted packet must carry the flags the flow's first
+		// packet of its direction did (ipf_matchsrcdst on the quoted
+		// header: a flow opened with IP options is not matched by an
+		// error quoting a header without them). emb.Flx holds the
+		// quoted header's TCP/UDP and options bits.
+		if c := e.flx[b2i(!errOut)*2+b2i(backward)] & (flxTCPUDP | flxOptions); c != 0 && c != emb.Flx {
 			continue
 		}
 		if e.flags&flagNoICMP != 0 {
