@@ -253,21 +253,29 @@ func (s *Set) GroupFor(table string, addr netip.Addr) (string, bool) {
 // DumpPools writes the tree pools as ipftest -D lists them: by role
 // (all, ipf, nat, ...), most recently loaded first within a role.
 func (s *Set) DumpPools(w io.Writer) error {
-	return s.dump(w, func(t *ippool.Table) bool { return t.Type == ippool.Tree })
+	return s.dump(w, func(t *ippool.Table) bool { return t.Type == ippool.Tree }, nil)
 }
 
 // DumpHashes writes the hash tables and group-maps as ipftest -D lists
 // them, in DumpPools' order. IPFilter's listing leaves out the hash
 // tables of role count (which accounting rules still find).
-func (s *Set) DumpHashes(w io.Writer) error {
+func (s *Set) DumpHashes(w io.Writer) error { return s.DumpHashesWith(w, nil) }
+
+// DumpHashesWith is DumpHashes calling atIPF (if not nil) where the ipf
+// role's tables begin: ipftest lists the anonymous tables of inline
+// operands, the newest ipf tables, there.
+func (s *Set) DumpHashesWith(w io.Writer, atIPF func(io.Writer)) error {
 	return s.dump(w, func(t *ippool.Table) bool {
 		return (t.Type == ippool.Hash || t.Type == ippool.GroupMap) && t.Role != ippool.RoleCount
-	})
+	}, atIPF)
 }
 
-func (s *Set) dump(w io.Writer, want func(*ippool.Table) bool) error {
+func (s *Set) dump(w io.Writer, want func(*ippool.Table) bool, atIPF func(io.Writer)) error {
 	var b strings.Builder
 	for _, role := range roleOrder {
+		if role == ippool.RoleIPF && atIPF != nil {
+			atIPF(&b)
+		}
 		for i := len(s.order) - 1; i >= 0; i-- {
 			if t := s.order[i]; t.Role == role && want(t) {
 				t.Format(&b)

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,7 +57,16 @@ type run struct {
 	// rules6 is -6 as the ipf.conf parser sees it: IPFilter's ippool
 	// parser clears that flag, so a -P before -r loads family-less
 	// rules as in IPv4 mode (text input stays IPv6).
-	rules6   bool
+	rules6 bool
+	// loadedRules holds the normalised text of every rule loaded, to
+	// refuse duplicates.
+	loadedRules map[string]bool
+	// acctGroups are the groups of count rules, in creation order.
+	acctGroups []groupInfo
+	// anonRefs counts the rules using each anonymous table; anonKeys
+	// finds a line's table again for the other rules its LIST makes.
+	anonRefs []int
+	anonKeys map[string]int
 	resolve  bool
 	verbose  bool
 	hexOut   bool
@@ -256,9 +266,22 @@ func (r *run) loadRules(name string) error {
 		if err := r.inlineTables(rule); err != nil {
 			return err
 		}
+		// The kernel refuses a rule identical to one it holds (the
+		// same normalised rule in the same list) and ipftest goes on.
+		key := ipf.FormatRule(rule)
+		if r.loadedRules[key] {
+			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: rule already exists\n", rule.Pos.File, rule.Pos.Line)
+			continue
+		}
+		if r.loadedRules == nil {
+			r.loadedRules = map[string]bool{}
+		}
+		r.loadedRules[key] = true
 		if _, err := r.set.Add(rule); err != nil {
 			// IPFilter reports a rule the kernel refuses and goes on.
 			fmt.Fprintf(r.env.Stderr, "ipftest: %v\n", err)
+		} else if rule.Action == ipf.ActionCount {
+			r.noteAcctGroups(rule)
 		}
 	}
 	return nil
@@ -429,15 +452,20 @@ func (r *run) dumpTables() {
 		r.pools.DumpPools(w)
 	}
 	fmt.Fprintln(w, "List of configured hash tables")
-	for i := len(r.anon) - 1; i >= 0; i-- {
-		// IPFilter counts the rule's reference and the table list's.
-		fmt.Fprintf(w, "# 'anonymous' table refs 2\n")
-		var b strings.Builder
-		r.anon[i].Format(&b)
-		io.WriteString(w, b.String())
+	anon := func(w io.Writer) {
+		for i := len(r.anon) - 1; i >= 0; i-- {
+			// IPFilter counts the rules' references and the table
+			// list's.
+			fmt.Fprintf(w, "# 'anonymous' table refs %d\n", r.anonRefs[i]+1)
+			var b strings.Builder
+			r.anon[i].Format(&b)
+			io.WriteString(w, b.String())
+		}
 	}
 	if r.pools != nil {
-		r.pools.DumpHashes(w)
+		r.pools.DumpHashesWith(w, anon)
+	} else {
+		anon(w)
 	}
 	for s := 0; s < 2; s++ {
 		fmt.Fprintf(w, "List of groups configured (set %d)\n", s)
@@ -445,6 +473,18 @@ func (r *run) dumpTables() {
 		for _, gi := range r.groupList(set, s) {
 			fmt.Fprintf(w, "Dev.0. Group %s Ref %d Flags %#x\n", gi.name, gi.ref, gi.flags)
 			if g := set.Groups[gi.name]; g != nil {
+				for _, rule := range g.Rules {
+					r.printDumpRule(rule)
+				}
+			}
+		}
+		if s != 0 {
+			continue
+		}
+		// Groups of count rules live in the accounting unit (Dev.7).
+		for _, gi := range r.acctGroups {
+			fmt.Fprintf(w, "Dev.7. Group %s Ref %d Flags %#x\n", gi.name, gi.ref, gi.flags)
+			if g := set.AcctGroups[gi.name]; g != nil {
 				for _, rule := range g.Rules {
 					r.printDumpRule(rule)
 				}
@@ -532,6 +572,10 @@ func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
 			i = len(out)
 			pos[name] = i
 			out = append(out, groupInfo{name: name, flags: flags})
+		} else if out[i].flags == 0 {
+			// A group first seen with no rule takes its head's
+			// direction.
+			out[i].flags = flags
 		}
 		return &out[i]
 	}
@@ -585,6 +629,26 @@ func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
 	return out
 }
 
+// noteAcctGroups records the groups a count rule heads or belongs to, in
+// the order IPFilter creates them, for -D.
+func (r *run) noteAcctGroups(rule *ipf.Rule) {
+	flags := uint32(ruleset.FRInQue)
+	if rule.Dir == ipf.DirOut {
+		flags = ruleset.FROutQue
+	}
+	for _, name := range []string{rule.Head, rule.Group} {
+		if name == "" {
+			continue
+		}
+		i := slices.IndexFunc(r.acctGroups, func(g groupInfo) bool { return g.name == name })
+		if i < 0 {
+			r.acctGroups = append(r.acctGroups, groupInfo{name: name, flags: flags})
+			i = len(r.acctGroups) - 1
+		}
+		r.acctGroups[i].ref++
+	}
+}
+
 // anonBase is the first number IPFilter gives anonymous tables.
 const anonBase = 0x80000001
 
@@ -592,9 +656,16 @@ const anonBase = 0x80000001
 // into anonymous ippool tables and points the rule at them, as ipf does
 // when it loads such a rule.
 func (r *run) inlineTables(rule *ipf.Rule) error {
-	for _, ep := range []*ipf.Endpoint{&rule.From, &rule.To} {
+	for i, ep := range []*ipf.Endpoint{&rule.From, &rule.To} {
 		a := &ep.Addr
 		if a.Inline == nil || (a.Kind != ipf.AddrPool && a.Kind != ipf.AddrHash) {
+			continue
+		}
+		// The rules a LIST expands one line into share its tables.
+		key := fmt.Sprintf("%v/%d/%v", rule.Pos, i, a.Inline)
+		if j, ok := r.anonKeys[key]; ok {
+			r.anonRefs[j]++
+			a.Table, a.Inline = r.anon[j].Name, nil
 			continue
 		}
 		t := &ippool.Table{Type: ippool.Tree, Role: ippool.RoleIPF,
@@ -602,6 +673,9 @@ func (r *run) inlineTables(rule *ipf.Rule) error {
 		if a.Kind == ipf.AddrHash {
 			t.Type = ippool.Hash
 			t.Size = 2*len(a.Inline) - 1
+			if rule.Action == ipf.ActionCount {
+				t.Role = ippool.RoleCount // where count rules find hashes
+			}
 		}
 		for _, pe := range a.Inline {
 			bits := ipf.MaskBits(pe.Mask)
@@ -627,7 +701,12 @@ func (r *run) inlineTables(rule *ipf.Rule) error {
 		} else if err := r.anonPools.Add(f, nil); err != nil {
 			return err
 		}
+		if r.anonKeys == nil {
+			r.anonKeys = map[string]int{}
+		}
+		r.anonKeys[key] = len(r.anon)
 		r.anon = append(r.anon, t)
+		r.anonRefs = append(r.anonRefs, 1)
 		a.Table, a.Inline = t.Name, nil
 		r.eng.SetPools(poolMux{r})
 	}
