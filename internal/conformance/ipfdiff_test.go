@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,15 +27,17 @@ const EnvIPFDiff = "IPFDIFF_DIR"
 // knownDiff is one entry of testdata/ipfdiff-known.json: a bucket of
 // disagreements docs/ipfilter-differences.md explains (IPFilter's Linux
 // build misbehaving, or a plain IPFilter bug that Sluice does not copy).
-// A bucket matches when its check and kind are the entry's and it carries
-// every tag of Tags (and Contains, if set, occurs in its reproducer).
+// A bucket matches when its check and kind are the entry's, it carries
+// every tag of Tags and its reproducer (files, command, both outputs)
+// matches Repro, a regular expression, if set.
 type knownDiff struct {
-	ID       string   `json:"id"`
-	Check    string   `json:"check"`
-	Kind     string   `json:"kind"`
-	Tags     []string `json:"tags"`
-	Contains string   `json:"contains"`
-	Why      string   `json:"why"`
+	ID    string   `json:"id"`
+	Check string   `json:"check"`
+	Kind  string   `json:"kind"`
+	Tags  []string `json:"tags"`
+	Repro string   `json:"repro"`
+	Why   string   `json:"why"`
+	re    *regexp.Regexp
 }
 
 type diffBucket struct {
@@ -61,7 +64,7 @@ func (k *knownDiff) matches(b *diffBucket) bool {
 			return false
 		}
 	}
-	return k.Contains == "" || strings.Contains(b.Repro, k.Contains)
+	return k.re == nil || k.re.MatchString(b.Repro)
 }
 
 // ipfdiffDir finds ../shared/ipf-diff (or $IPFDIFF_DIR).
@@ -108,6 +111,16 @@ func TestIPFDiff(t *testing.T) {
 	var known []knownDiff
 	if err := json.Unmarshal(b, &known); err != nil {
 		t.Fatalf("testdata/ipfdiff-known.json: %v", err)
+	}
+	for i := range known {
+		if known[i].ID == "" || known[i].Why == "" {
+			t.Fatalf("testdata/ipfdiff-known.json entry %d: id and why are required", i)
+		}
+		if known[i].Repro != "" {
+			if known[i].re, err = regexp.Compile(known[i].Repro); err != nil {
+				t.Fatalf("testdata/ipfdiff-known.json %s: %v", known[i].ID, err)
+			}
+		}
 	}
 	h := getHarness(t)
 	for _, tool := range []string{"ipftest", "ipf", "ipnat", "ippool"} {

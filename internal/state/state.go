@@ -789,11 +789,15 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 			e.Expire = now + t.tcpTimeout(e, dir)
 		}
 		if p.TCPFlags&thOpening == thOpening {
+			// A SYN-ACK that carries options settles window scaling:
+			// both sides scale only if both offered it. One without
+			// options leaves the scales as they are (IPFilter checks
+			// only after reading options).
 			if len(p.TCPOpts) > 0 {
 				parseTCPOptions(p.TCPOpts, f)
-			}
-			if f.WinFlags&wscaleSeen == 0 || to.WinFlags&wscaleSeen == 0 {
-				f.WinScale, to.WinScale = 0, 0
+				if f.WinFlags&wscaleSeen == 0 || to.WinFlags&wscaleSeen == 0 {
+					f.WinScale, to.WinScale = 0, 0
+				}
 			}
 		} else if p.TCPFlags&THSyn != 0 && len(p.TCPOpts) > 0 {
 			parseTCPOptions(p.TCPOpts, f)

@@ -801,6 +801,7 @@ func (p *parser) finish(r *Rule) {
 	if !r.IsTCPUDP() {
 		// Port tests and translations need TCP or UDP; the original
 		// silently drops them otherwise.
+		r.portTest = r.SrcPort.Op != "" || r.DstPort.Op != ""
 		r.SrcPort, r.DstPort = PortCmp{}, PortCmp{}
 		if r.Type == Rdr {
 			r.OPortMin, r.OPortMax, r.DPMin, r.DPMax, r.FixedDPort = 0, 0, 0, 0, false

@@ -257,7 +257,13 @@ func (r *Rule) mapString(b *strings.Builder) {
 			b.WriteString(" sequential")
 		}
 	case r.ICMPIDMap:
-		b.WriteString(" icmpidmap " + r.ProtoString() + " " + strconv.Itoa(r.SPMin) + ":" + strconv.Itoa(r.SPMax))
+		proto := r.ProtoString()
+		if r.portTest {
+			// ipnat_y.y makes a rule with a port test tcp/udp, and
+			// printnat shows that protocol after icmpidmap.
+			proto = "tcp/udp"
+		}
+		b.WriteString(" icmpidmap " + proto + " " + strconv.Itoa(r.SPMin) + ":" + strconv.Itoa(r.SPMax))
 		protoPrinted = true
 	}
 	// ipnat_y.y's mapoptions take round-robin, but printnat.c prints it
