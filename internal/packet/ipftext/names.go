@@ -72,16 +72,6 @@ var protocols = []struct {
 	{"wesp", 141}, {"rohc", 142},
 }
 
-// ProtocolNumber returns the number of a protocol name.
-func ProtocolNumber(name string) (uint8, bool) {
-	for _, p := range protocols {
-		if strings.EqualFold(p.name, name) {
-			return p.num, true
-		}
-	}
-	return 0, false
-}
-
 // ProtocolName returns the first name of protocol n, or "" if unknown.
 func ProtocolName(n uint8) string {
 	for _, p := range protocols {

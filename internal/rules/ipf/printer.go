@@ -610,8 +610,3 @@ func escName(s string) string {
 	}
 	return b.String()
 }
-
-// FormatGroupHeader returns the line ipfstat -io prints before the rules
-// of group name (4.1 style, used when groups are listed after the main
-// list): "# Group NAME".
-func FormatGroupHeader(name string) string { return "# Group " + escName(name) }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -21,15 +20,6 @@ func Parse(name, src string, warn io.Writer) (*File, error) {
 	p := &parser{Parser: lex.New(name, netfmt.Lex(src, true)), out: &File{}, warn: warn}
 	p.Run(p.line)
 	return p.out, p.Err()
-}
-
-// ParseFile reads and parses the file at path.
-func ParseFile(path string, warn io.Writer) (*File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(path, string(b), warn)
 }
 
 type parser struct {
