@@ -3,6 +3,7 @@ package ipf
 import (
 	"fmt"
 	"net/netip"
+	"sluice/internal/ipnames"
 	"strconv"
 	"strings"
 )
@@ -133,8 +134,8 @@ func (p *printer) rule() {
 			p.s(" return-icmp-as-dest")
 		}
 		if r.ICMPCode != 0 {
-			if int(r.ICMPCode) < len(icmpCodes) {
-				p.f("(%s)", icmpCodes[r.ICMPCode])
+			if int(r.ICMPCode) < len(ipnames.ICMPCodes) {
+				p.f("(%s)", ipnames.ICMPCodes[r.ICMPCode])
 			} else {
 				p.f("(%d)", r.ICMPCode)
 			}
