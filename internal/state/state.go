@@ -867,13 +867,43 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	if t.cfg.Max > 0 && t.active*100/t.cfg.Max > t.cfg.WMHigh {
 		t.doFlush = true
 	}
+	sk, err := t.admit(p, lim)
+	if err != AddOK {
+		return nil, err
+	}
+	e, err := newEntry(p, pass, lim)
+	if err != AddOK {
+		return nil, err
+	}
+	now := t.clock.Ticks()
+	if err := t.replaceOrRefuse(e, now); err != AddOK {
+		return nil, err
+	}
+	if t.cfg.MaxBucket > 0 {
+		if len(t.buckets) != max(t.cfg.Size, 1) {
+			t.rebucket()
+		}
+		e.bucket = t.bucketOf(&e.key)
+		if int(t.buckets[e.bucket]) >= t.cfg.MaxBucket {
+			t.stats.BucketFull++
+			return nil, AddBucketFull
+		}
+	}
+	t.start(e, p, lim, now)
+	t.insert(e, lim, sk)
+	return e, AddOK
+}
+
+// admit applies the table and per-rule/per-source limits (ipf_state_add's
+// checks before it allocates) and returns the source key to count under.
+func (t *Table) admit(p *Packet, lim *Limits) (srcKey, AddError) {
 	if lim.Limit > 0 {
 		if t.perRule[lim.RuleID] >= lim.Limit {
-			return nil, AddRuleLimit
+			return srcKey{}, AddRuleLimit
 		}
 	} else if t.active >= t.cfg.Max {
 		t.stats.Max++
-		return nil, AddTableFull
+		return srcKey{}, AddTableFull
 	}
 	var sk srcKey
 	if lim.MaxSrcs > 0 || lim.MaxPerSrc > 0 {
@@ -887,20 +917,25 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		sk = srcKey{rule: lim.RuleID, addr: pfx.Addr()}
 		n, seen := t.perSrc[sk]
 		if !seen && lim.MaxSrcs > 0 && t.srcsRule[lim.RuleID] >= lim.MaxSrcs {
-			return nil, AddSrcLimit
+			return sk, AddSrcLimit
 		}
 		if lim.MaxPerSrc > 0 && n >= lim.MaxPerSrc {
-			return nil, AddSrcLimit
+			return sk, AddSrcLimit
 		}
 	}
+	return sk, AddOK
+}
+
+// newEntry builds the entry for the first packet of a flow: its tuple, the
+// TCP windows (ipf_state_add's per-protocol part), the flags the limits
+// ask for and the flags, options and interface the packet shows.
+func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	e := &Entry{
 		V: p.V, Proto: p.Proto, Src: p.Src, Dst: p.Dst,
 		Pass: pass, Tag: lim.Tag, IfNames: lim.IfNames, ICMPHead: lim.ICMPHead,
 		Cookie: lim.Cookie, RuleNum: lim.RuleNum, Group: lim.Group, ruleID: lim.RuleID,
 		sec: p.Sec, auth: p.Auth, hasLimits: lim.Limit > 0,
 	}
-	now := t.clock.Ticks()
-	dir := 0
 	switch p.Proto {
 	case 1, 58:
 		if _, ok := icmpReply(p.V, p.ICMPType); !ok {
@@ -997,8 +1032,14 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	if n := e.IfNames[slot]; n == "" || n == "*" || n == "-" && p.Out {
 		e.IfNames[slot] = p.IfName
 	}
-	// Reject duplicates before touching any counter.
 	e.key = makeKey(p)
+	return e, AddOK
+}
+
+// replaceOrRefuse refuses an entry identical to a live one of its flow
+// and removes a live one it is not identical to (see the comment below).
+func (t *Table) replaceOrRefuse(e *Entry, now uint32) AddError {
+	// Reject duplicates before touching any counter.
 	chain := t.wild
 	if e.flags&flagsWild == 0 {
 		chain = t.byKey[e.key]
@@ -1012,7 +1053,7 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 			// entry the packet could not match is no duplicate of it.
 			if x.Pass == e.Pass && x.flx == e.flx && x.opt == e.opt && x.optMask == e.optMask &&
 				x.sec == e.sec && x.auth == e.auth {
-				return nil, AddExists
+				return AddExists
 			}
 			stale = x
 			break
@@ -1024,16 +1065,13 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		// datapath's map must) and replaces the first.
 		t.remove(stale)
 	}
-	if t.cfg.MaxBucket > 0 {
-		if len(t.buckets) != max(t.cfg.Size, 1) {
-			t.rebucket()
-		}
-		e.bucket = t.bucketOf(&e.key)
-		if int(t.buckets[e.bucket]) >= t.cfg.MaxBucket {
-			t.stats.BucketFull++
-			return nil, AddBucketFull
-		}
-	}
+	return AddOK
+}
+
+// start runs the TCP state machine for the first packet, sets the expiry
+// and counts the packet (unless lim.NoCount).
+func (t *Table) start(e *Entry, p *Packet, lim *Limits, now uint32) {
+	dir := 0
 	switch p.Proto {
 	case 6:
 		fsmStep(&e.TCPState, dir, p.TCPFlags, p.DataLen, e.flags&flagTCPFSM != 0)
@@ -1061,7 +1099,10 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		t.checkNewISN(e, p, 0)
 		isnOut(e, p, 0)
 	}
+}
 
+// insert counts e against its limits and links it into the tables.
+func (t *Table) insert(e *Entry, lim *Limits, sk srcKey) {
 	if lim.Limit > 0 {
 		t.perRule[lim.RuleID]++
 	}
@@ -1080,7 +1121,6 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		t.byKey[e.key] = e
 	}
 	t.linkList(e)
-	return e, AddOK
 }
 
 // expire removes e (whose predecessor in its hash chain is prev).
