@@ -670,6 +670,10 @@ func (im *Image) compilePools(cr *ruleset.Rule, raw *filterRule, pt *poolTables,
 			id = uint16(len(pt.ids) + 1)
 			pt.ids[name] = id
 			def := opts.anon[fmt.Sprintf("%d/%s", k, m.Table)]
+			if def != nil && k == ipf.AddrHash && def.Role != role {
+				// an accounting rule does not find an inline (ipf) hash
+				def = nil
+			}
 			if def == nil && pools != nil {
 				if k == ipf.AddrPool {
 					if t := pools.Tree(role, m.Table); t != nil {

@@ -13,8 +13,7 @@ import (
 const AnonTableBase = 0x80000001
 
 // InlineTables returns rules with every inline `pool=(...)`/`hash=(...)`
-// operand replaced by a reference to an anonymous table (role ipf, or
-// count for the hash of an accounting rule), numbered
+// operand replaced by a reference to an anonymous ipf-role table, numbered
 // from AnonTableBase in rule order as ipf does when it loads them, and
 // those tables. Compile refuses inline operands because a matcher needs
 // the table: a loader (ipftest, the kernel path) calls this first and
@@ -40,10 +39,6 @@ func InlineTables(rules []*ipf.Rule) ([]*ipf.Rule, []*ippool.Table, error) {
 				Name: strconv.FormatUint(uint64(AnonTableBase+len(tables)), 10)}
 			if a.Kind == ipf.AddrHash {
 				t.Type = ippool.Hash
-				if r.Action == ipf.ActionCount {
-					// where an accounting rule finds its hash tables
-					t.Role = ippool.RoleCount
-				}
 				t.Size = 2*len(a.Inline) - 1
 			}
 			for _, pe := range a.Inline {

@@ -63,6 +63,8 @@ type run struct {
 	loadedRules map[string]bool
 	// acctGroups are the groups of count rules, in creation order.
 	acctGroups []groupInfo
+	// groupSeen are the filter groups in the order rules made them.
+	groupSeen []string
 	// anonRefs counts the rules using each anonymous table; anonKeys
 	// finds a line's table again for the other rules its LIST makes.
 	anonRefs []int
@@ -257,14 +259,17 @@ func (r *run) loadRules(name string) error {
 			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: call %s/%d: group-map not found\n", rule.Pos.File, rule.Pos.Line, rule.Call.Func, rule.Call.Arg)
 			continue
 		}
-		if msg := r.missingTable(rule); msg != "" {
-			// The kernel refuses a rule whose lookup table does not
-			// exist (ipf_findlookup) and ipftest goes on with the next.
-			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: %s\n", rule.Pos.File, rule.Pos.Line, msg)
-			continue
-		}
+		// ipf makes a rule's inline tables before the kernel sees it.
 		if err := r.inlineTables(rule); err != nil {
 			return err
+		}
+		if msg := r.missingTable(rule); msg != "" {
+			// The kernel refuses a rule whose lookup table does not
+			// exist (ipf_findlookup: an accounting rule looks for hash
+			// tables of role count, inline ones too) and ipftest goes
+			// on with the next.
+			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: %s\n", rule.Pos.File, rule.Pos.Line, msg)
+			continue
 		}
 		// The kernel refuses a rule identical to one it holds (the
 		// same normalised rule in the same list) and ipftest goes on.
@@ -280,8 +285,8 @@ func (r *run) loadRules(name string) error {
 		if _, err := r.set.Add(rule); err != nil {
 			// IPFilter reports a rule the kernel refuses and goes on.
 			fmt.Fprintf(r.env.Stderr, "ipftest: %v\n", err)
-		} else if rule.Action == ipf.ActionCount {
-			r.noteAcctGroups(rule)
+		} else {
+			r.noteLoaded(rule)
 		}
 	}
 	return nil
@@ -317,15 +322,18 @@ func (r *run) natTableMissing(nr *ipnat.Rule) bool {
 func (r *run) missingTable(rule *ipf.Rule) string {
 	for i, ep := range []*ipf.Endpoint{&rule.From, &rule.To} {
 		a := &ep.Addr
-		if (a.Kind != ipf.AddrPool && a.Kind != ipf.AddrHash) || a.Inline != nil {
+		if a.Kind != ipf.AddrPool && a.Kind != ipf.AddrHash {
 			continue
 		}
 		role := ippool.RoleIPF
 		if rule.Action == ipf.ActionCount {
 			role = ippool.RoleCount
 		}
-		found := r.pools != nil && (a.Kind == ipf.AddrPool && r.pools.Tree(role, a.Table) != nil ||
-			a.Kind == ipf.AddrHash && r.pools.Hash(role, a.Table) != nil)
+		found := false
+		for _, s := range []*pool.Set{r.pools, r.anonPools} {
+			found = found || s != nil && (a.Kind == ipf.AddrPool && s.Tree(role, a.Table) != nil ||
+				a.Kind == ipf.AddrHash && s.Hash(role, a.Table) != nil)
+		}
 		if !found {
 			return [...]string{"cannot find source lookup pool", "cannot find destination lookup pool"}[i]
 		}
@@ -626,12 +634,37 @@ func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
 			}
 		}
 	}
+	// IPFilter lists groups in the order it made them: group-map
+	// groups with the pools, then as rules first named them.
+	rank := func(name string) int {
+		if i := slices.Index(r.groupSeen, name); i >= 0 {
+			return i
+		}
+		return -1
+	}
+	slices.SortStableFunc(out, func(a, b groupInfo) int { return rank(a.name) - rank(b.name) })
 	return out
 }
 
-// noteAcctGroups records the groups a count rule heads or belongs to, in
-// the order IPFilter creates them, for -D.
-func (r *run) noteAcctGroups(rule *ipf.Rule) {
+// noteLoaded records, for -D, the references a loaded rule makes to
+// anonymous tables and the groups it heads or belongs to, in the order
+// IPFilter creates them.
+func (r *run) noteLoaded(rule *ipf.Rule) {
+	for _, ep := range []*ipf.Endpoint{&rule.From, &rule.To} {
+		for i, t := range r.anon {
+			if (ep.Addr.Kind == ipf.AddrPool || ep.Addr.Kind == ipf.AddrHash) && t.Name == ep.Addr.Table {
+				r.anonRefs[i]++
+			}
+		}
+	}
+	if rule.Action != ipf.ActionCount {
+		for _, name := range []string{rule.Head, rule.Group} {
+			if name != "" && !slices.Contains(r.groupSeen, name) {
+				r.groupSeen = append(r.groupSeen, name)
+			}
+		}
+		return
+	}
 	flags := uint32(ruleset.FRInQue)
 	if rule.Dir == ipf.DirOut {
 		flags = ruleset.FROutQue
@@ -664,7 +697,6 @@ func (r *run) inlineTables(rule *ipf.Rule) error {
 		// The rules a LIST expands one line into share its tables.
 		key := fmt.Sprintf("%v/%d/%v", rule.Pos, i, a.Inline)
 		if j, ok := r.anonKeys[key]; ok {
-			r.anonRefs[j]++
 			a.Table, a.Inline = r.anon[j].Name, nil
 			continue
 		}
@@ -673,9 +705,6 @@ func (r *run) inlineTables(rule *ipf.Rule) error {
 		if a.Kind == ipf.AddrHash {
 			t.Type = ippool.Hash
 			t.Size = 2*len(a.Inline) - 1
-			if rule.Action == ipf.ActionCount {
-				t.Role = ippool.RoleCount // where count rules find hashes
-			}
 		}
 		for _, pe := range a.Inline {
 			bits := ipf.MaskBits(pe.Mask)
@@ -706,7 +735,7 @@ func (r *run) inlineTables(rule *ipf.Rule) error {
 		}
 		r.anonKeys[key] = len(r.anon)
 		r.anon = append(r.anon, t)
-		r.anonRefs = append(r.anonRefs, 1)
+		r.anonRefs = append(r.anonRefs, 0)
 		a.Table, a.Inline = t.Name, nil
 		r.eng.SetPools(poolMux{r})
 	}
