@@ -444,7 +444,8 @@ func (e *Engine) Check(p *Packet) Result {
 	}
 	if e.router != nil && sc.rule != nil && isPass(pass) && pass&ruleset.FRNoMatch == 0 {
 		res.Forwarded = e.forward(p, sc.rule, res.State)
-	} else if e.router != nil && sc.rule != nil && sc.rule.DupTo != nil && pass&ruleset.FRCmdMask == ruleset.FRBlock {
+	} else if e.router != nil && sc.rule != nil && sc.rule.DupTo != nil &&
+		(pass&ruleset.FRCmdMask == ruleset.FRBlock || pass&(ruleset.FRCmdMask|ruleset.FRNoMatch) == ruleset.FRNoMatch) {
 		// IPFilter sends the dup-to copy of a blocked packet too (a
 		// monitor sees what was dropped); a block rule's `to` is not
 		// followed (see docs/ipfilter-differences.md).

@@ -409,6 +409,11 @@ func compile(r *ipf.Rule) (*Rule, error) {
 	if err := cr.compileAction(r); err != nil {
 		return nil, err
 	}
+	if r.KeepState != nil && r.With&ipf.FI_OOW != 0 {
+		// ipf_rule_ioctl refuses it: state never follows a packet
+		// that is out of its window.
+		return nil, fmt.Errorf("%s:%d:%d: 'keep state' rule included 'with oow'", r.Pos.File, r.Pos.Line, r.Pos.Col)
+	}
 	cr.compileLog(r)
 	cr.compileKeep(r)
 	cr.compileInterfaces(r)

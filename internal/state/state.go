@@ -153,11 +153,23 @@ type Packet struct {
 }
 
 // FI_TCPUDP and FI_OPTIONS, the bits of Packet.Flx a quoted header in an
-// ICMP error can show.
+// ICMP error can show, and FI_OOW, which entries are not told apart by.
 const (
 	flxTCPUDP  = 0x1
 	flxOptions = 0x2
+	flxOOW     = 0x800
 )
+
+// sameFlx compares the flags two entries saw, but for out-of-window: a
+// packet that failed an entry's window makes no different entry.
+func sameFlx(a, b *[4]uint32) bool {
+	for i := range a {
+		if a[i]&^flxOOW != b[i]&^flxOOW {
+			return false
+		}
+	}
+	return true
+}
 
 // v6FragOpt is the IPv6 fragment-header bit of Packet.Opt, which state
 // matching ignores: fragments and whole packets belong to one flow.
@@ -1051,7 +1063,7 @@ func (t *Table) replaceOrRefuse(e *Entry, now uint32) AddError {
 			x.flags&flagsWild == e.flags&flagsWild && int32(now-x.Expire) < 0 {
 			// ipf_state_match compares the flags and options too: an
 			// entry the packet could not match is no duplicate of it.
-			if x.Pass == e.Pass && x.flx == e.flx && x.opt == e.opt && x.optMask == e.optMask &&
+			if x.Pass == e.Pass && sameFlx(&x.flx, &e.flx) && x.opt == e.opt && x.optMask == e.optMask &&
 				x.sec == e.sec && x.auth == e.auth {
 				return AddExists
 			}

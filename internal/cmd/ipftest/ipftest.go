@@ -587,6 +587,7 @@ func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
 		}
 		return &out[i]
 	}
+	fromMap := map[string]bool{}
 	if idx == 0 {
 		for _, f := range r.poolFiles {
 			for _, t := range f.Tables {
@@ -600,6 +601,7 @@ func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
 				for _, e := range t.Entries {
 					if e.Group != "" {
 						add(e.Group, flags).ref++
+						fromMap[e.Group] = true
 					}
 				}
 			}
@@ -637,6 +639,9 @@ func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
 	// IPFilter lists groups in the order it made them: group-map
 	// groups with the pools, then as rules first named them.
 	rank := func(name string) int {
+		if fromMap[name] {
+			return -1
+		}
 		if i := slices.Index(r.groupSeen, name); i >= 0 {
 			return i
 		}

@@ -552,9 +552,10 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		 * Go engine does). */
 		struct state_entry *old = bpf_map_lookup_elem(&states, &k);
 
+		/* out-of-window makes no different entry */
 		if (!old || (old->pass == ep->pass && old->opt == ep->opt && old->secclass == ep->secclass &&
-			     old->flx[0] == ep->flx[0] && old->flx[1] == ep->flx[1] &&
-			     old->flx[2] == ep->flx[2] && old->flx[3] == ep->flx[3]))
+			     ((old->flx[0] ^ ep->flx[0]) & ~PF_OOW) == 0 && ((old->flx[1] ^ ep->flx[1]) & ~PF_OOW) == 0 &&
+			     ((old->flx[2] ^ ep->flx[2]) & ~PF_OOW) == 0 && ((old->flx[3] ^ ep->flx[3]) & ~PF_OOW) == 0))
 			return 0;
 		state_release(&k, old);
 		if (bpf_map_update_elem(&states, &k, ep, BPF_ANY) < 0)
