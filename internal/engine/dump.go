@@ -67,7 +67,11 @@ func PrintState(w io.Writer, e *state.Entry, resolve bool) {
 	fmt.Fprintf(w, "\tREV: IN pkts %d bytes %d OUT pkts %d bytes %d\n", e.Pkts[2], e.Bytes[2], e.Pkts[3], e.Bytes[3])
 	fmt.Fprintf(w, "\ttag %d pass %#x = %s\n", e.Tag, e.Pass, PassString(e.Pass))
 	fmt.Fprintf(w, "\tinterfaces: in X[%s],X[%s] out X[%s],X[%s]\n", e.IfNames[0], e.IfNames[1], e.IfNames[2], e.IfNames[3])
-	fmt.Fprintf(w, "\tSync status: not synchronized\n")
+	if e.SyncNum != 0 {
+		fmt.Fprintf(w, "\tSync status: idx -1 num %d v %d pr %d rev 0\n", e.SyncNum, e.V, e.Proto)
+	} else {
+		fmt.Fprintf(w, "\tSync status: not synchronized\n")
+	}
 }
 
 // PassString describes FR_* flags the way printstate does.

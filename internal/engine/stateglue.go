@@ -176,6 +176,7 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 			lim.MaxPerSrc = int(ks.MaxPerSrc)
 			lim.PerSrcBits = int(ks.MaxPerSrcBits)
 			lim.Strict, lim.Loose, lim.NoICMPErr = ks.Strict, ks.Loose, ks.NoICMPErr
+			lim.Sync = ks.Sync
 			lim.ICMPHead = ks.ICMPHead
 			lim.NewISN = ks.NewISN
 		}

@@ -215,8 +215,11 @@ type Entry struct {
 	ICMPHead string // icmp-head group
 	Cookie   any    // the creating rule, opaque to this package
 	route    any    // the flow's destination, see Route
-	flags    uint32
-	icmpErr  [4]uint64
+	// SyncNum is the state-sync number of an entry of a keep state
+	// (sync) rule, 0 for others.
+	SyncNum uint32
+	flags   uint32
+	icmpErr [4]uint64
 	// RuleNum and Group locate the creating rule for log records.
 	RuleNum int
 	Group   string
@@ -285,6 +288,8 @@ type Limits struct {
 	// NoCount leaves the creating packet uncounted (a proxy's made-up
 	// packet that stands for no real one).
 	NoCount bool
+	// Sync marks an entry of a keep state (sync) rule.
+	Sync bool
 	// OptMask is the creating rule's IP option (IPv6: extension header)
 	// test mask: later packets of the creating direction must carry the
 	// same options under it (ipf_matchsrcdst's is_optmsk); a rule that
@@ -355,6 +360,9 @@ type Table struct {
 	perSrc   map[srcKey]int
 	srcsRule map[uint32]int
 	stats    Stats
+	// syncNum numbers the entries of keep state (sync) rules, as
+	// IPFilter's state sync does (its first is 2).
+	syncNum uint32
 	// buckets counts live entries per hash bucket (state_size of them).
 	buckets []uint32
 	// doFlush is set when the table passed state_wm_high; the next
@@ -1115,6 +1123,13 @@ func (t *Table) start(e *Entry, p *Packet, lim *Limits, now uint32) {
 
 // insert counts e against its limits and links it into the tables.
 func (t *Table) insert(e *Entry, lim *Limits, sk srcKey) {
+	if lim.Sync {
+		if t.syncNum == 0 {
+			t.syncNum = 1
+		}
+		t.syncNum++
+		e.SyncNum = t.syncNum
+	}
 	if lim.Limit > 0 {
 		t.perRule[lim.RuleID]++
 	}
