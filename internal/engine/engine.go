@@ -413,11 +413,11 @@ func (e *Engine) Check(p *Packet) Result {
 				if fi.Version == 6 {
 					sc.reason = ReasonNATv6
 				}
-			} else if e.updateIPID && fi.Version == 4 {
-				e.rewriteIPID(p)
+			} else if e.updateIPID && fi.Version == 4 && !e.rewriteIPID(p) {
+				pass = ipidFailed(pass, &sc)
 			}
-		} else if e.updateIPID && fi.Version == 4 {
-			e.rewriteIPID(p)
+		} else if e.updateIPID && fi.Version == 4 && !e.rewriteIPID(p) {
+			pass = ipidFailed(pass, &sc)
 		}
 	}
 	if pass&ruleset.FRLog != 0 && e.logger != nil && !e.logSuppressed(sc.rule) {
@@ -1137,10 +1137,10 @@ const maxFragIDs = 4096
 // rewriteIPID is ipf_updateipid: outbound IPv4 packets get ids from a
 // counter (0, 1, 2, ... as in ipftest); the fragments of one datagram
 // share the id its first fragment got.
-func (e *Engine) rewriteIPID(p *Packet) {
+func (e *Engine) rewriteIPID(p *Packet) bool {
 	fi := &p.Info
 	if len(p.Data) < 20 {
-		return
+		return true
 	}
 	var id uint16
 	if fi.Flags&packet.FlagFrag != 0 {
@@ -1157,8 +1157,10 @@ func (e *Engine) rewriteIPID(p *Packet) {
 		} else if v, ok := e.fragIDs[p.fk]; ok {
 			id = v
 		} else {
+			// ipf_updateipid fails for a fragment whose first one it
+			// has not seen, and the packet is dropped.
 			e.idMu.Unlock()
-			return
+			return false
 		}
 		e.idMu.Unlock()
 	} else {
@@ -1169,4 +1171,12 @@ func (e *Engine) rewriteIPID(p *Packet) {
 	binary.BigEndian.PutUint16(p.Data[4:], id)
 	binary.BigEndian.PutUint16(p.Data[10:], packet.ChecksumUpdate16(sum, old, id))
 	fi.ID = uint32(id)
+	return true
+}
+
+// ipidFailed turns pass into a block for a packet whose IP id could not
+// be rewritten (reason updateipid-fail).
+func ipidFailed(pass uint32, sc *scan) uint32 {
+	sc.reason = ReasonUpdateIPID
+	return pass&^(ruleset.FRCmdMask|ruleset.FRNoMatch) | ruleset.FRBlock
 }

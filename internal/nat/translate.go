@@ -481,6 +481,11 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 			if l >= r.ppip || (l > 0 && v.flags&flagTCPUDP == 0) {
 				return false
 			}
+			if r.SPMin == 0 && !r.PortAuto || r.Ifs[1] != "" && r.Ifs[1] != r.Ifs[0] {
+				// IPFilter's map-block needs its ports and one
+				// interface: without, every new session fails.
+				return false
+			}
 			h := src.and(r.orig.m.not(v6)).lo
 			in = a128{0, (h / uint64(r.ippip)) & r.newA.m.not(v6).lo}.add(nsrc.lo)
 			if !v6 {
