@@ -184,7 +184,13 @@ func parse(v *view, b []byte) bool {
 			id := binary.BigEndian.Uint16(l4[4:])
 			v.sport, v.dport = id, id
 		} else if (v.proto == 1 && isICMPv4Error(v.icmpType)) || (v.proto == 58 && isICMPv6Error(v.icmpType)) {
-			v.icmpErr = true
+			// An error too short to quote an IP header is translated
+			// as a plain packet, as IPFilter does.
+			quoted := packet.IPv4MinimumSize
+			if v.proto == 58 {
+				quoted = packet.IPv6MinimumSize
+			}
+			v.icmpErr = len(l4) >= 8+quoted
 		}
 	}
 	return true
