@@ -98,6 +98,10 @@ func (im *Image) Interfaces() []string { return append([]string(nil), im.ifaces.
 // Len returns the number of rules in the image.
 func (im *Image) Len() int { return len(im.rules) }
 
+// PoolEntries returns the number of pool-map entries the image writes (the
+// entries of every table its rules name, group-maps included).
+func (im *Image) PoolEntries() int { return len(im.pools) }
+
 // indexThreshold is the rule count from which an index is built: below a
 // few blocks the linear scan is as fast as the lookups.
 const indexThreshold = 4 << blockBits
@@ -158,6 +162,7 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		ids[s.l] = i
 	}
 	im := &Image{lists: make([]imageList, len(lists))}
+	var where []ipf.Pos // each rule's position, for errors
 	pt := &poolTables{ids: map[string]uint16{}}
 	seen := map[string]bool{}
 	for id, s := range lists {
@@ -180,12 +185,16 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 			raw.RuleNo = uint32(i + 1)
 			raw.GroupNo = uint32(id)
 			im.rules = append(im.rules, raw)
+			where = append(where, cr.Pos)
 			if opts.Text != nil {
 				im.texts = append(im.texts, opts.Text(cr.Src))
 			} else {
 				im.texts = append(im.texts, ipf.FormatRule(cr.Src))
 			}
 		}
+	}
+	if err := im.checkScanSteps(where); err != nil {
+		return nil, err
 	}
 	if len(im.rules) >= indexThreshold {
 		im.buildIndex()

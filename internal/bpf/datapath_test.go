@@ -54,6 +54,9 @@ func newHarness(t *testing.T) *harness {
 	if _, err := d.FlushStates(nil); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := d.FlushFrags(); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.ZeroStats(); err != nil {
 		t.Fatal(err)
 	}

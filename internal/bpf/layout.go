@@ -6,14 +6,17 @@ package bpf
 
 // Capacity of the kernel rule storage.
 const (
-	MaxRules  = 16384 // rules per slot (all lists and groups of one set)
-	MaxLists  = 512   // lists per slot: in, out, count in, count out, groups
-	maxDepth  = 16    // group nesting the scan follows
-	numSlots  = 3
-	blockBits = 4 // the index works on blocks of 1<<blockBits rules
-	numBlocks = MaxRules >> blockBits
-	blockWord = numBlocks / 64
-	logSnap   = 128
+	MaxRules = 16384 // rules per slot (all lists and groups of one set)
+	MaxLists = 512   // lists per slot: in, out, count in, count out, groups
+	maxDepth = 16    // group nesting the scan follows
+	// scanBudget is the steps one scan may take (SCAN_BUDGET, bpf_loop's
+	// limit); CompileSet refuses a set that could need more.
+	scanBudget = 8388608
+	numSlots   = 3
+	blockBits  = 4 // the index works on blocks of 1<<blockBits rules
+	numBlocks  = MaxRules >> blockBits
+	blockWord  = numBlocks / 64
+	logSnap    = 128
 )
 
 // List ids within a slot; groups start at listGroup0.
@@ -74,7 +77,16 @@ const (
 	cfgToICMPAck = 27
 	cfgToIP      = 28
 	cfgStateLog  = 29
-	cfgN         = 32
+	cfgFragTTL   = 30
+	cfgStateSize = 31
+	cfgWMHigh    = 32
+	cfgWMLow     = 33
+	cfgWMFreq    = 34
+	cfgDCA       = 35
+	cfgGen0      = 36 // 36..38: generation of each slot's rules
+	cfgSwapLog   = 39 // user space only: an ipf -s in progress (see Swap)
+	cfgToken     = 40 // user space only: Token/SetToken
+	cfgN         = 48
 )
 
 // Values of cfgIndex0+slot (IDX_* in filter.h): which index dimensions the
@@ -122,6 +134,8 @@ const (
 	stRouted   = 48
 	stDupped   = 49
 	stRouteErr = 50
+	stScanCut  = 51
+	stDCAFull  = 54
 	numStats   = 64
 	numReasons = 32
 )
@@ -139,10 +153,19 @@ const (
 	portRange = 9
 )
 
-// State entry flags (SF_* in filter.h).
+// Table sizes and the sweeper (filter.h).
 const (
-	sfDCA   = 0x02 // counted against a keep limit
-	sfCumul = 0x08 // ... a cumulative one
+	stateCap = 262144 // STATE_CAP: the most state entries; state_max's ceiling
+	dcaCap   = 65536  // DCA_CAP
+	sweepNS  = 500000000
+)
+
+// sluice_ctl operations (CTL_* in filter.h).
+const (
+	ctlArm   = 1
+	ctlKill  = 2
+	ctlSweep = 3
+	ctlKeys  = 256
 )
 
 // Log record kinds.
@@ -182,4 +205,5 @@ const (
 	RSNBadFrag  = 15
 	RSNBad      = 20
 	RSNDCA      = 21
+	RSNScanCut  = 23
 )

@@ -39,6 +39,15 @@ type Stats struct {
 	// Routing: packets sent out by to/fastroute, copies sent by dup-to,
 	// and failures of either (the packet then goes on as usual).
 	Routed, Duplicated, RouteFail uint64
+	// ScanCut counts scans that did not end within their steps (the
+	// packet was blocked); the loader's check keeps it at zero.
+	ScanCut uint64
+	// Swept counts the expired entries the sweeper removed, Flushed the
+	// entries the watermark flush removed; DCAFull the connections
+	// refused because the keep-limit table was full.
+	Swept, Flushed, DCAFull uint64
+	// SweepRuns counts the sweeper's runs: it runs every 0.5 s.
+	SweepRuns uint64
 	// Drops by reason (ipmon's reason numbers).
 	Drops [numReasons]uint64
 }
@@ -84,6 +93,13 @@ func (d *Datapath) Stats() (Stats, error) {
 	s.StateMaxRefused, s.StateExpired, s.StateClosed = raw[stMaxRef], raw[stExpired], raw[stClosed]
 	s.OOW, s.DCABlocked, s.PPSBlocked = raw[stOOW], raw[stDCA], raw[stPPS]
 	s.Routed, s.Duplicated, s.RouteFail = raw[stRouted], raw[stDupped], raw[stRouteErr]
+	s.ScanCut = raw[stScanCut]
+	s.DCAFull = raw[stDCAFull]
+	var sw filterSweeper
+	if err := d.objs.Sweeper.Lookup(uint32(0), &sw); err == nil {
+		s.Swept, s.Flushed, s.SweepRuns = sw.Swept, sw.Flushed, sw.Runs
+		s.StateExpired += sw.Swept
+	}
 	var active int64
 	if err := d.objs.StateCount.Lookup(uint32(0), &active); err == nil {
 		s.StateActive = active
@@ -183,7 +199,14 @@ func (d *Datapath) now() (uint64, error) {
 
 // FlushStates removes state entries: all of them when match is nil, else
 // those for which match returns true. It returns how many were removed.
+// The entries are removed by the kernel's own code (sluice_ctl), so the
+// state count and the per-rule counts stay equal to the table.
 func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
+	unlock, err := d.lock()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	now, err := d.now()
 	if err != nil {
 		return 0, err
@@ -191,8 +214,7 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 	var (
 		k    filterStateKey
 		v    filterStateEntry
-		dels []filterStateKey
-		ents []filterStateEntry
+		keys []filterStateKey
 	)
 	it := d.objs.States.Iterate()
 	for it.Next(&k, &v) {
@@ -208,48 +230,90 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 				continue
 			}
 		}
-		dels = append(dels, k)
-		ents = append(ents, v)
+		keys = append(keys, k)
 	}
 	if err := it.Err(); err != nil {
 		return 0, fmt.Errorf("reading states: %w", err)
 	}
 	n := 0
-	for i, k := range dels {
-		if err := d.objs.States.Delete(&k); err != nil {
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				continue
-			}
-			return n, fmt.Errorf("deleting state: %w", err)
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), ctlKeys)]
+		keys = keys[len(batch):]
+		idx := make([]uint32, len(batch))
+		for i := range idx {
+			idx[i] = uint32(i)
 		}
-		d.releaseState(&k, &ents[i])
-		n++
+		if _, err := d.objs.CtlKeys.BatchUpdate(idx, batch, nil); err != nil {
+			return n, fmt.Errorf("flushing states: %w", err)
+		}
+		removed, err := d.control(ctlKill, uint32(len(batch)))
+		if err != nil {
+			return n, fmt.Errorf("flushing states: %w", err)
+		}
+		n += removed
 	}
 	return n, nil
 }
 
-// releaseState undoes an entry's contribution to the limits, as the
-// program's state_release does.
-func (d *Datapath) releaseState(k *filterStateKey, e *filterStateEntry) {
-	key := e.Slot*MaxRules + e.Rule%MaxRules
-	var n uint32
-	if d.objs.RuleStates.Lookup(key, &n) == nil && n > 0 {
-		_ = d.objs.RuleStates.Put(key, n-1)
+// FlushFrags empties the fragment cache and returns how many entries it
+// held.
+func (d *Datapath) FlushFrags() (int, error) {
+	var (
+		k    filterFragKey
+		v    filterFragEntry
+		keys []filterFragKey
+	)
+	it := d.objs.Frags.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
 	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("reading fragment cache: %w", err)
+	}
+	n := 0
+	for i := range keys {
+		if err := d.objs.Frags.Delete(&keys[i]); err == nil {
+			n++
+		} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, fmt.Errorf("flushing fragment cache: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// Sweep runs the sweeper once now instead of at its next tick: tests that
+// move the clock use it.
+func (d *Datapath) Sweep() error {
+	_, err := d.control(ctlSweep, 0)
+	return err
+}
+
+// StateCount returns the kernel's count of state entries (what state_max
+// is compared with); it always equals the number of entries in the table.
+func (d *Datapath) StateCount() (int64, error) {
 	var c int64
-	if d.objs.StateCount.Lookup(uint32(0), &c) == nil {
-		_ = d.objs.StateCount.Put(uint32(0), c-1)
+	if err := d.objs.StateCount.Lookup(uint32(0), &c); err != nil {
+		return 0, fmt.Errorf("reading state count: %w", err)
 	}
-	if e.Flags&sfDCA != 0 {
-		dk := filterDcaKey{Slot: e.Slot, Rule: e.Rule}
-		if e.Flags&sfCumul == 0 {
-			dk.Src = k.Src
-		}
-		var v uint32
-		if d.objs.Dca.Lookup(&dk, &v) == nil && v > 0 {
-			_ = d.objs.Dca.Put(&dk, v-1)
-		}
+	return c, nil
+}
+
+// StateEntries counts the entries in the state table, expired or not
+// (StateCount should equal it).
+func (d *Datapath) StateEntries() (int, error) {
+	var (
+		k filterStateKey
+		v filterStateEntry
+		n int
+	)
+	it := d.objs.States.Iterate()
+	for it.Next(&k, &v) {
+		n++
 	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("reading states: %w", err)
+	}
+	return n, nil
 }
 
 // LogRecord is one record of the datapath's log ring (ipmon reads these).

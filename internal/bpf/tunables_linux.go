@@ -27,9 +27,14 @@ var tunables = func() map[string]tunable {
 		"icmp_ack_timeout": {[]uint32{cfgToICMPAck}, true, 1, 0x7fffffff},
 		"ip_timeout":       {[]uint32{cfgToIP}, true, 1, 0x7fffffff},
 		"state_max":        {[]uint32{cfgStateMax}, false, 1, 0x7fffffff},
+		"state_size":       {[]uint32{cfgStateSize}, false, 1, 0x7fffffff},
+		"state_wm_high":    {[]uint32{cfgWMHigh}, false, 2, 100},
+		"state_wm_low":     {[]uint32{cfgWMLow}, false, 1, 99},
+		"state_wm_freq":    {[]uint32{cfgWMFreq}, true, 2, 999999},
 		"min_ttl":          {[]uint32{cfgMinTTL}, false, 0, 255},
 		"default_pass":     {[]uint32{cfgDefPass}, false, 0, 0xffffffff},
 		"state_logging":    {[]uint32{cfgStateLog}, false, 0, 1},
+		"frag_ttl":         {[]uint32{cfgFragTTL}, true, 1, 0x7fffffff},
 	}
 	for _, tt := range state.TCPTimeoutTunables {
 		t := tunable{ticks: true, min: 1, max: 0x7fffffff}
@@ -69,6 +74,10 @@ func (d *Datapath) SetTunable(name string, v uint64) error {
 	}
 	if v < t.min || v > t.max {
 		return fmt.Errorf("tunable %s: %d outside %d..%d", name, v, t.min, t.max)
+	}
+	if name == "state_max" && v > stateCap {
+		// IPFilter's range is shown; the kernel table is smaller
+		return fmt.Errorf("tunable state_max: %d: the kernel state table holds at most %d entries", v, stateCap)
 	}
 	val := v
 	if t.ticks {

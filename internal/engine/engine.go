@@ -125,6 +125,7 @@ type Engine struct {
 
 	mu          sync.Mutex // guards tun
 	tun         *Tunables
+	stateCfg    state.Config // tun's state tunables, for keep limit timeouts
 	defaultPass uint32
 	minTTL      uint8
 	updateIPID  bool
@@ -171,6 +172,7 @@ func New(c Config) *Engine {
 // correctness.
 func (e *Engine) Expire() int {
 	e.Frags.Expire()
+	e.limits.expire(e.clock.Ticks())
 	return e.States.Expire()
 }
 
@@ -220,7 +222,8 @@ func (e *Engine) ApplyTunables() {
 }
 
 func (e *Engine) applyTunables() {
-	e.States.SetConfig(e.tun.StateConfig())
+	e.stateCfg = e.tun.StateConfig()
+	e.States.SetConfig(e.stateCfg)
 	fs, _ := e.tun.Get("frag_size")
 	ft, _ := e.tun.Get("frag_ttl")
 	e.Frags.SetLimits(int(fs), uint32(ft))
@@ -364,7 +367,8 @@ func (e *Engine) Check(p *Packet) Result {
 				pass = gr.Flags
 			}
 		}
-		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && sc.rule.KeepLimit != 0 && !e.limits.admit(sc.rule, fi) {
+		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && sc.rule.KeepLimit != 0 &&
+			!e.limits.admit(sc.rule, fi, e.clock.Ticks(), &e.stateCfg) {
 			// Over the DCA limit: the rule's return-* reply is kept.
 			pass &^= ruleset.FRCmdMask
 			pass |= ruleset.FRBlock | sc.rule.LimitReturn

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"sluice/internal/frag"
 	"sluice/internal/state"
 )
 
@@ -66,8 +67,8 @@ var tunableTable = []Tunable{
 	{"nat_doflush", "fr_nat_doflush", 0, 1, 0, false},
 	{"nat_table_wm_low", "", 1, 99, 90, false},
 	{"nat_table_wm_high", "", 2, 100, 99, false},
-	{"frag_size", "ipfr_size", 1, 0x7fffffff, 257, false},
-	{"frag_ttl", "fr_ipfrttl", 1, 0x7fffffff, 120, false},
+	{"frag_size", "ipfr_size", 1, 0x7fffffff, frag.DefaultSize, false},
+	{"frag_ttl", "fr_ipfrttl", 1, 0x7fffffff, frag.DefaultTTL, false},
 	{"log_suppress", "ipl_suppress", 0, 1, 1, false},
 	{"log_all", "ipl_logall", 0, 1, 0, false},
 	{"log_size", "ipl_logsize", 0, 0x80000, 32768, false},

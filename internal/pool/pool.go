@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 
-	"sluice/internal/rules/ipf"
 	"sluice/internal/rules/ippool"
 )
 
@@ -218,15 +217,16 @@ func (s *Set) DstList(role ippool.Role, name string) *DstList {
 	return s.dstlists[tableKey{ippool.RoleAll, name}]
 }
 
-// Contains implements the filter engine's pool test (engine.Pools):
-// pool/N looks in the ipf tree table N, hash/N in the ipf hash table N.
-// Unknown tables never match.
-func (s *Set) Contains(kind ipf.AddrKind, table string, addr netip.Addr) bool {
-	return s.ContainsRole(ippool.RoleIPF, kind == ipf.AddrHash, table, addr)
+// Contains is ContainsRole for role ipf: pool/N looks in the tree table N
+// (hash false), hash/N in the ipf hash table N. Unknown tables never
+// match.
+func (s *Set) Contains(hash bool, table string, addr netip.Addr) bool {
+	return s.ContainsRole(ippool.RoleIPF, hash, table, addr)
 }
 
 // ContainsRole tests addr against the tree (hash=false) or hash table of
-// the given role; NAT rules use RoleNAT.
+// the given role, as a rule of that role finds it; it implements the
+// filter engine's pool test (engine.Pools). NAT rules use RoleNAT.
 func (s *Set) ContainsRole(role ippool.Role, hash bool, table string, addr netip.Addr) bool {
 	if hash {
 		if h := s.Hash(role, table); h != nil {

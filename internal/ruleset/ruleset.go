@@ -289,6 +289,17 @@ func (e *ErrUnsupported) Error() string {
 	return fmt.Sprintf("%s:%d:%d: %s", e.Pos.File, e.Pos.Line, e.Pos.Col, e.Reason)
 }
 
+// ErrRule is a rule the compiler refuses: valid syntax, but a combination
+// the filter does not allow.
+type ErrRule struct {
+	Pos    ipf.Pos
+	Reason string
+}
+
+func (e *ErrRule) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", e.Pos.File, e.Pos.Line, e.Pos.Col, e.Reason)
+}
+
 // NewSet returns an empty set.
 func NewSet() *Set {
 	return &Set{Groups: map[string]*List{}, AcctGroups: map[string]*List{}}
@@ -415,7 +426,9 @@ func compile(r *ipf.Rule) (*Rule, error) {
 		return nil, fmt.Errorf("%s:%d:%d: 'keep state' rule included 'with oow'", r.Pos.File, r.Pos.Line, r.Pos.Col)
 	}
 	cr.compileLog(r)
-	cr.compileKeep(r)
+	if err := cr.compileKeep(r); err != nil {
+		return nil, err
+	}
 	cr.compileInterfaces(r)
 	if err := cr.compileTests(r); err != nil {
 		return nil, err
@@ -530,7 +543,7 @@ func (cr *Rule) compileLog(r *ipf.Rule) {
 }
 
 // compileKeep sets keep state, keep frags and keep limit.
-func (cr *Rule) compileKeep(r *ipf.Rule) {
+func (cr *Rule) compileKeep(r *ipf.Rule) error {
 	if ks := r.KeepState; ks != nil {
 		c := *ks
 		cr.KeepState = &c
@@ -559,6 +572,25 @@ func (cr *Rule) compileKeep(r *ipf.Rule) {
 	}
 	cr.KeepLimit, cr.LimitCumulative = r.KeepLimit, r.KeepLimitCumulative
 	cr.Age = [2]uint32{r.Age[0] * 2, r.Age[1] * 2}
+	if r.KeepLimit > 0 {
+		// HP's DCA applies only to quick inbound TCP rules, and such a
+		// rule may not keep state (ipf-reference §7)
+		var why string
+		switch {
+		case !r.Quick:
+			why = "is not quick"
+		case r.Dir != ipf.DirIn:
+			why = "is not inbound"
+		case !r.HasProto || r.TCPUDP || r.Proto != 6:
+			why = "is not proto tcp"
+		case r.KeepState != nil:
+			why = "also keeps state"
+		}
+		if why != "" {
+			return &ErrRule{r.Pos, "keep limit: HP-UX allows it only on quick inbound proto tcp rules without keep state; this rule " + why}
+		}
+	}
+	return nil
 }
 
 // compileInterfaces sets the family and the `on` and `via` names.

@@ -24,10 +24,12 @@
 #include "lib/match.h"
 #include "lib/scan.h"
 #include "lib/log.h"
-#include "lib/state.h"
 #include "lib/frag.h"
+#include "lib/state.h"
 #include "lib/reply.h"
 #include "lib/route.h"
+#include "lib/dca.h"
+#include "lib/sweep.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -49,7 +51,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	struct pktinfo *p;
 	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0, nlogs, l3off;
 	__u64 now;
-	int blocked, fam, hit = 0;
+	int blocked, fam, hit = 0, fr = 0, cut = 0;
 
 	if (out && skb->mark == REPLY_MARK) {
 		skb->mark = 0;
@@ -110,23 +112,36 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			stat_inc(d * ST_DIR + ST_ACCT);
 	}
 
-	if ((p->flags & PF_FRAG) && !(p->flags & (PF_SHORT | PF_BAD)) && sl_frag_lookup(now)) {
+	if ((p->flags & PF_FRAG) && !(p->flags & PF_BAD))
+		fr = sl_frag_lookup(now);
+	if (fr > 0) {
 		hit = 2;
 		if (w->hit_pass & FR_KEEPSTATE)
 			p->flags |= PF_STATE;
 		w->hit_pass &= ~(FR_KEEPSTATE | FR_KEEPFRAG);
-	} else if (!(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD))) {
+	} else if (fr == 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD))) {
 		hit = sl_state_lookup(now);
 		if (!hit && (p->flags & PF_ICMPERR))
 			hit = sl_icmperr_lookup(skb, now);
 	}
-	if (hit) {
+	if (fr < 0) {
+		/* a fragment starting inside the first one is an attack on
+		 * reassembly: dropped without consulting the rules */
+		p->flags |= PF_BAD;
+		pass = FR_BLOCK;
+		reason = RSN_BADFRAG;
+	} else if (hit) {
 		pass = w->hit_pass;
 		if (pass & FR_LOGFIRST)
 			pass &= ~FR_LOG;
 		p->flags |= PF_STATE;
-		stat_inc(ST_HITS);
-		stat_inc(d * ST_DIR + ST_STKEPT);
+		if (hit == 1) {
+			stat_inc(ST_HITS);
+			stat_inc(d * ST_DIR + ST_STKEPT);
+		}
+		/* a fragment of a passed flow: its datagram follows the flow */
+		if (hit == 1 && (p->flags & PF_FRAG) && (pass & FR_CMDMASK) == FR_PASS)
+			sl_frag_add(pass, w->hit_rule_no, w->hit_group_no, w->hit_logtag, now);
 	} else {
 		stat_inc(ST_MISSES);
 		load_index(&w->s, p, slot);
@@ -134,6 +149,16 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		pass = sl_scan(slot, out ? LIST_OUT : LIST_IN, cfg(CFG_DEFPASS));
 		mrule = w->s.rule;
 		nlogs = w->s.nlogs;
+		cut = w->s.cut;
+		/* keep frags without keep state: the rest of the datagram
+		 * gets this verdict (with keep state, the state entry does) */
+		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG && (p->flags & PF_FRAG)) {
+			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
+			struct rule *r = bpf_map_lookup_elem(&rules, &key);
+
+			if (r)
+				sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
+		}
 		/* pure log rules met during the scan */
 		for (int i = 0; i < MAX_LOGS; i++) {
 			if (i >= nlogs)
@@ -145,6 +170,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (mrule && !(pass & FR_NOMATCH) && !(pass & (FR_CMDMASK | FR_CALLNOW))) {
 			__u32 gr = sl_call(slot, mrule - 1, pass);
 
+			cut |= w->s.cut;
 			if (gr) {
 				__u32 gk = slot * MAX_RULES + ((gr - 1) & (MAX_RULES - 1));
 				struct rule *g = bpf_map_lookup_elem(&rules, &gk);
@@ -166,6 +192,13 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		__u32 key = slot * MAX_RULES + idx;
 		struct rule *r = bpf_map_lookup_elem(&rules, &key);
 
+		/* HP's keep limit: a connection over the limit is blocked, with
+		 * the rule's return-* reply */
+		if (r && r->keep_limit && !sl_dca(slot, idx, now)) {
+			pass = (pass & ~FR_CMDMASK) | FR_BLOCK | r->limit_ret;
+			reason = RSN_DCA;
+			stat_inc(ST_DCA);
+		}
 		if (r && r->pps) {
 			struct pps_window *pw = bpf_map_lookup_elem(&pps, &key);
 
@@ -181,45 +214,24 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 				}
 			}
 		}
-		if (r && ((pass & FR_CMDMASK) == FR_PASS || (pass & FR_CMDMASK) == FR_BLOCK)) {
-			int dca_on = (pass & FR_CMDMASK) == FR_PASS && r->keep_limit && p->proto == IPPROTO_TCP &&
-				     (p->tcpflags & 0x12) == 0x02;
-
-			if (((pass & FR_KEEPSTATE) && !(p->flags & PF_STATE)) || dca_on) {
-				int rc = sl_state_create(slot, idx, pass, now, dca_on);
-
-				if (rc == -2) {
-					pass = (pass & ~FR_CMDMASK) | FR_BLOCK | r->limit_ret;
-					reason = RSN_DCA;
-					stat_inc(ST_DCA);
-				} else if (rc == 0 && (pass & FR_KEEPSTATE) && (pass & FR_CMDMASK) == FR_PASS) {
-					pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
-					reason = RSN_STATEADD;
-					stat_inc(d * ST_DIR + ST_STLOST);
-				}
+		if (r && ((pass & FR_CMDMASK) == FR_PASS || (pass & FR_CMDMASK) == FR_BLOCK) &&
+		    (pass & FR_KEEPSTATE) && !(p->flags & PF_STATE)) {
+			if (sl_state_create(slot, idx, pass, now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
+				pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
+				reason = RSN_STATEADD;
+				stat_inc(d * ST_DIR + ST_STLOST);
 			}
 		}
 	}
 
+	if (cut) {
+		/* a scan that did not end: fail closed, never skip rules */
+		pass = (pass & ~(FR_CMDMASK | FR_NOMATCH | FR_RETMASK)) | FR_BLOCK;
+		reason = RSN_SCANCUT;
+	}
 	blocked = verdict_of(pass);
 	if (blocked && reason == RSN_NONE)
 		reason = RSN_FILTER;
-	if ((p->flags & PF_FRAG) && !blocked && hit != 2 &&
-	    ((pass & (FR_KEEPFRAG | FR_KEEPSTATE)) || hit)) {
-		__u32 rno = hit ? w->hit_rule_no : 0xffffffff, gno = hit ? w->hit_group_no : 0xffffffff;
-
-		if (!hit && mrule) {
-			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
-			struct rule *r = bpf_map_lookup_elem(&rules, &key);
-
-			if (r) {
-				rno = r->rule_no;
-				gno = r->group_no;
-			}
-		}
-		sl_frag_add(pass | (hit ? FR_KEEPSTATE : 0), rno, gno, now);
-	}
-
 	/* outbound accounting counts what the filter passed (the engine's
 	 * isPass): an unresolved call (command 0) or nomatch is not counted */
 	if (out && !blocked && (pass & FR_CMDMASK) == FR_PASS) {

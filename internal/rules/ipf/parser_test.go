@@ -108,7 +108,7 @@ func TestPrintProductions(t *testing.T) {
 		{"keep state and frags", "pass in proto tcp all keep frags keep state", "pass in proto tcp from any to any keep state keep frags # count 0", ParseOptions{}},
 		{"head and group", "block return-icmp in quick proto udp all keep state head 110 group 10", "block return-icmp in quick proto udp from any to any keep state head 110 group 10 # count 0", ParseOptions{}},
 		{"numeric group kept as decimal", "pass in all head 0x10 group 007", "pass in all head 16 group 7", ParseOptions{}},
-		{"group name cut to 15", "pass in all group abcdefghijklmnopqrstuvwxyz", "pass in all group abcdefghijklmno", ParseOptions{}},
+		{"group name of 15", "pass in all group abcdefghijklmno", "pass in all group abcdefghijklmno", ParseOptions{}},
 		{"group inherits proto and family", "block in on vm0 proto tcp/udp from 1.0.0.0/8 to any head 101\npass in from any to 2.2.2.2 group 101",
 			"block in on vm0 inet proto tcp/udp from 1.0.0.0/8 to any head 101\npass in inet proto tcp/udp from any to 2.2.2.2/32 group 101", ParseOptions{}},
 		{"group with bare head inherits nothing", "block in on eri0 all head 1\npass in on eri0 from 1.1.1.1 to any group 1", "block in on eri0 all head 1\npass in on eri0 inet from 1.1.1.1/32 to any group 1", ParseOptions{}},
@@ -308,6 +308,16 @@ func TestErrors(t *testing.T) {
 		{"icmpv6 is no /etc/protocols name", "pass in proto icmpv6 all", []string{`t:1:15: unknown protocol "icmpv6"`}, 0},
 		{"strict and loose", "pass in proto tcp all keep state (strict,loose)", []string{`t:1:42: expected state option other than loose, found "loose"`}, 0},
 		{"not after an option list", "log in all with opt mtur,not ipopts", []string{`t:1:26: expected IP option name, found "not"`}, 0},
+		// IPFilter cuts group names to 15 characters, which merged these two
+		{"group name too long", "pass in all head abcdefghijklmnop1\npass in all head abcdefghijklmnop2",
+			[]string{`t:1:18: group name "abcdefghijklmnop1" is longer than 15 characters (IPFilter's FR_GROUPLEN); it would merge with any group of the same first 15`,
+				`t:2:18: group name "abcdefghijklmnop2" is longer than 15 characters (IPFilter's FR_GROUPLEN); it would merge with any group of the same first 15`}, 0},
+		{"interface name too long", "pass in on abcdefghijklmnopq all", []string{`t:1:12: interface name "abcdefghijklmnopq" is longer than 15 characters (IFNAMSIZ)`}, 0},
+		{"interface list name too long", "pass in on { eth0, abcdefghijklmnopq } all", []string{`t:1:20: interface name "abcdefghijklmnopq" is longer than 15 characters (IFNAMSIZ)`}, 0},
+		{"route interface too long", "pass in on eth0 to abcdefghijklmnopq:1.2.3.4 from any to any", []string{`t:1:20: interface name "abcdefghijklmnopq" is longer than 15 characters (IFNAMSIZ)`}, 0},
+		{"interface name of 15", "pass in on abcdefghijklmno all", nil, 1},
+		// a NUL would otherwise join "pass", "in", ... into one word
+		{"NUL byte", "pass\x00in all", []string{`t:1:5: unexpected control character 0x00`}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@
 #define SLUICE_FILTER_H
 
 #include <linux/types.h>
+#include <linux/bpf.h>
 
 /* Rule storage: three slots of MAX_RULES rules. Two hold the active and
  * inactive sets; the third is scratch so a new active set can be written
@@ -17,6 +18,10 @@
 #define NSLOTS 3
 #define MAX_LISTS 512
 #define MAX_DEPTH 16
+/* Steps (bpf_loop iterations: a rule looked at, a run of index blocks
+ * skipped, a group left) one scan may take: bpf_loop's limit. The loader
+ * refuses a set in which a scan could need more. */
+#define SCAN_BUDGET 8388608
 
 /* The index works on blocks of 16 rules: a candidate bitmap says which
  * blocks may hold a rule matching the packet. */
@@ -165,7 +170,15 @@
 #define CFG_TO_ICMPACK 27
 #define CFG_TO_IP 28
 #define CFG_STATELOG 29
-#define CFG_N 32
+#define CFG_FRAG_TTL 30   /* frag_ttl, ns */
+#define CFG_STATESIZE 31  /* state_size: the watermarks' low mark divides by it */
+#define CFG_WMHIGH 32     /* state_wm_high, percent of state_max */
+#define CFG_WMLOW 33      /* state_wm_low, percent of state_size */
+#define CFG_WMFREQ 34     /* state_wm_freq, ns */
+#define CFG_DCA 35        /* HP DCA (keep limit) on: ipf -m e / -m d */
+#define CFG_GEN0 36       /* 36..38: generation of each slot's rules */
+/* 39, 40: user space only (the swap journal, ipf's rollback token) */
+#define CFG_N 48
 
 /* Index dimensions of a slot (CFG_INDEX0 + slot); 0: no index. The source
  * ones are only written when a rule tests them, so sets without source
@@ -210,6 +223,8 @@
 #define ST_ROUTED 48 /* sent out by to / fastroute */
 #define ST_DUPPED 49 /* copies sent by dup-to */
 #define ST_ROUTEFAIL 50
+#define ST_SCANCUT 51 /* a scan ran out of steps: packet blocked */
+#define ST_DCAFULL 54 /* DCA connection table full: connection refused */
 #define ST_ACTIVE 47 /* not per-cpu meaningful: maintained as +/- */
 #define NSTATS 64
 
@@ -225,6 +240,7 @@
 #define RSN_BAD 20      /* Sluice: sanity check failed and a rule blocked it */
 #define RSN_DCA 21      /* Sluice: HP keep limit exceeded */
 #define RSN_DISABLED 22
+#define RSN_SCANCUT 23  /* Sluice: the rule scan ran out of steps */
 #define NREASONS 32
 
 /* TCP states (IPFilter numbering). */
@@ -243,10 +259,7 @@
 
 /* State entry flags. */
 #define SF_SYN 0x01     /* created by a SYN */
-#define SF_DCA 0x02     /* counted against a keep limit */
-#define SF_NOSTATE 0x04 /* tracking only (keep limit without keep state) */
 #define SF_OPTMASK 0x08 /* the rule tests options: opt holds them under its mask */
-#define SF_CUMUL 0x08   /* the keep limit is cumulative (one count per rule) */
 
 #define WF_WSCALE_SEEN 0x01
 #define WF_WSCALE_FIRST 0x02
@@ -428,6 +441,10 @@ struct tcp_side {
 	__u8 pad;
 };
 
+/* The state table holds at most this many entries; state_max may not
+ * exceed it. Entries are allocated as they are made (no preallocation). */
+#define STATE_CAP 262144
+
 struct state_entry {
 	__u64 created;
 	__u64 expire;
@@ -451,15 +468,22 @@ struct state_entry {
 	 * the creating rule's option mask (SF_OPTMASK) */
 	__u32 flx[4];
 	__u32 opt;
+	__u32 gen;      /* generation of the slot's rules that made it */
+	__u32 pad2;
 };
 
+/* A datagram's fragments, as IPFilter keys them: interface, version,
+ * protocol, id, addresses, options and security class. */
 struct frag_key {
 	__u32 src[4];
 	__u32 dst[4];
 	__u32 id;
+	__u32 ifindex;
+	__u32 opt;
 	__u8 proto;
 	__u8 family;
-	__u16 pad;
+	__u8 secclass;
+	__u8 pad;
 };
 
 struct frag_entry {
@@ -468,13 +492,68 @@ struct frag_entry {
 	__u32 rule_no;
 	__u32 group_no;
 	__u32 logtag;
+	__u32 first_end; /* end of the first fragment, 8-byte units (seen0) */
+	__u32 next_off;  /* where the next in-order fragment starts */
+	__u8 seen0;      /* the first fragment (offset 0) went by */
+	__u8 pad[7];
 };
 
+/* HP DCA (keep limit N [cumulative]): the connections each rule and source
+ * (or rule alone, cumulative) has open, and the connections themselves so
+ * that a close or expiry gives its quota back. */
 struct dca_key {
 	__u32 slot;
+	__u32 gen;
 	__u32 rule;
 	__u32 src[4]; /* zero for a cumulative limit */
 };
+
+struct dca_conn_key {
+	__u32 slot;
+	__u32 gen;
+	__u32 rule;
+	__u32 src[4];
+	__u32 dst[4];
+	__u16 sport;
+	__u16 dport;
+	__u8 family;
+	__u8 cumul;
+	__u16 pad;
+};
+
+struct dca_conn {
+	__u64 expire;
+};
+
+#define DCA_CAP 65536
+
+/* The sweeper: a kernel timer that reclaims expired state, fragment and
+ * DCA entries every SWEEP_NS and runs IPFilter's watermark flush when the
+ * table passed state_wm_high (ipf_slowtimer's work, with no daemon). */
+#define SWEEP_NS 500000000
+struct sweeper {
+	struct bpf_timer timer;
+	__u64 doflush; /* the table passed state_wm_high */
+	__u64 wm_last; /* when the watermark flush last ran */
+	__u64 runs;
+	__u64 swept;   /* expired entries removed */
+	__u64 flushed; /* entries the watermark flush removed */
+};
+
+/* Control operations run through sluice_ctl (BPF_PROG_TEST_RUN), so that
+ * user space changes the tables with the same atomic accounting as the
+ * packet path. */
+#define CTL_ARM 1      /* start (or restart) the sweeper */
+#define CTL_KILL 2     /* remove the state entries in ctl_keys[0..n) */
+#define CTL_SWEEP 3    /* one sweep now */
+#define CTL_KEYS 256
+
+struct ctl_args {
+	__u32 op;
+	__u32 n;
+	__u64 removed; /* out: entries CTL_KILL removed */
+};
+
 
 /* Metadata only user space reads: the printed rule and list names, so
  * ipfstat can show the loaded set without a daemon holding it. */

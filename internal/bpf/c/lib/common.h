@@ -44,6 +44,7 @@ struct pktinfo {
 	__u8 sackok;
 	__u8 l4proto;  /* protocol of the header at l4off: proto, or what IPv4 AH carries */
 	__u32 ipid;    /* IPv4 id or IPv6 fragment id */
+	__u32 fragoff; /* fragment offset in bytes */
 };
 
 #define MAX_LOGS 4
@@ -60,6 +61,8 @@ struct scan {
 	__u32 nlogs;
 	__u32 use_index;
 	__u32 passo;    /* pass before the last matching rule (§2.3 restore) */
+	__u32 done;     /* the scan ran to its end (or to a quick rule) */
+	__u32 cut;      /* a scan of this packet ran out of steps */
 	__u32 slot;
 	__u64 now;
 	__u32 stack_pos[MAX_DEPTH];
@@ -69,6 +72,7 @@ struct scan {
 	__u32 stack_call[MAX_DEPTH]; /* 1: the frame scans a called group */
 	__u32 stack_pass[MAX_DEPTH]; /* call frames: pass and rule of the caller */
 	__u32 stack_rule[MAX_DEPTH];
+	__u32 stack_skip[MAX_DEPTH]; /* the caller's rules still to skip */
 	__u32 logs[MAX_LOGS];
 	__u64 cand[BLOCK_WORDS];
 };
@@ -81,6 +85,8 @@ struct work {
 	struct scan s;
 	struct state_entry e;
 	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
+	struct frag_key fk;   /* fragment cache key and new entry: the calls */
+	struct frag_entry fe; /* that make them are deep in the stack */
 	/* result of the state lookup */
 	__u32 hit_pass;
 	__u32 hit_rule_no;

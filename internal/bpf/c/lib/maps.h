@@ -76,9 +76,12 @@ struct {
 	__type(value, __s64);
 } state_count SEC(".maps");
 
+/* Not an LRU: an entry leaves only through state_unlink (expiry, the
+ * sweeper, a close, ipf -FS), which keeps state_count equal to the table. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, STATE_CAP);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct state_key);
 	__type(value, struct state_entry);
 } states SEC(".maps");
@@ -92,11 +95,41 @@ struct {
 } frags SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DCA_CAP);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct dca_key);
 	__type(value, __u32);
 } dca SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DCA_CAP);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct dca_conn_key);
+	__type(value, struct dca_conn);
+} dca_conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sweeper);
+} sweeper SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ctl_args);
+} ctl_args SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CTL_KEYS);
+	__type(key, __u32);
+	__type(value, struct state_key);
+} ctl_keys SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);

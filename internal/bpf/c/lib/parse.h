@@ -318,6 +318,7 @@ static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, 
 	p->dlen = p->plen - hl;
 	p->l4off = off + hl;
 	fragoff = (fo & 0x1fff) * 8;
+	p->fragoff = fragoff;
 	if (fo & 0x3fff)
 		p->flags |= PF_FRAG;
 	if (fragoff) {
@@ -369,25 +370,156 @@ static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, 
 static __always_inline __u32 v6x_bit(__u8 nh)
 {
 	switch (nh) {
-	case 0: case 51: return V6X_HOPOPTS;
+	case 0: return V6X_HOPOPTS;
+	case 41: return V6X_IPV6;
 	case 43: return V6X_ROUTING;
 	case 44: return V6X_FRAG;
+	case 50: return V6X_ESP;
+	case 51: return V6X_AH;
+	case 59: return V6X_NONE;
 	case 60: return V6X_DSTOPTS;
 	case 135: return V6X_MOBILITY;
 	}
 	return 0;
 }
 
-static __always_inline int is_v6ext(__u8 nh)
+#define NH_NONE 59
+
+/* The IPv6 header chain is walked one extension header per bpf_loop
+ * iteration, so a chain of any length is walked to its end exactly as the
+ * Go engine walks it (packet.Info.parseIPv6, IPFilter's ipf_pr_ipv6hdr and
+ * ipf_pr_ipv6exthdr): no header is left unread and taken for the
+ * transport. An IPv6 packet of 64 KB holds at most 8192 headers. */
+#define V6_MAX_HDRS 8200
+
+struct v6walk {
+	struct __sk_buff *skb;
+	__u32 pos;     /* offset of the header at hand */
+	__u32 end;     /* end of the IP payload */
+	__u32 fragoff; /* fragment offset (bytes) of a fragment header */
+	__u8 nh;       /* type of the header at hand */
+	__u8 walking;  /* 0: the walk reached a header it does not skip */
+	__u8 h[8];     /* the last extension header read */
+};
+
+/* v6_exthdr skips the extension header at c->pos (of type proto, as the
+ * bits count it) and returns the next header type, NH_NONE when it is
+ * short or malformed (ipf_pr_ipv6exthdr). */
+static __always_inline __u8 v6_exthdr(struct v6walk *c, struct pktinfo *p, int multiple, __u8 proto)
 {
-	return nh == 0 || nh == 43 || nh == 44 || nh == 51 || nh == 60 || nh == 135;
+	__u32 dlen = c->end - c->pos, shift, bit;
+
+	p->flags |= PF_V6HDRS;
+	if (dlen < 8) {
+		p->flags |= PF_SHORT;
+		return NH_NONE;
+	}
+	if (c->pos + 8 > c->skb->len || bpf_skb_load_bytes(c->skb, c->pos, c->h, 8) < 0) {
+		p->flags |= PF_BAD | PF_PULLUP;
+		return NH_NONE;
+	}
+	shift = proto == 44 ? 8 : ((__u32)c->h[1] + 1) * 8;
+	if (shift > dlen) {
+		p->flags |= PF_BAD;
+		return NH_NONE;
+	}
+	c->pos += shift;
+	/* headers are not recorded past a fragment header */
+	if (p->flags & PF_FRAG)
+		return c->h[0];
+	bit = v6x_bit(proto);
+	if (!multiple && (p->optbits & bit))
+		p->flags |= PF_BAD;
+	else
+		p->optbits |= bit;
+	return c->h[0];
+}
+
+static long v6_step(__u32 i, void *ctx)
+{
+	struct v6walk *c = ctx;
+	struct work *w = get_work();
+	struct pktinfo *p;
+	__u32 start = c->pos;
+	__u8 nh = c->nh, next;
+
+	if (!w)
+		return 1;
+	p = &w->p;
+	if (p->flags & PF_SHORT)
+		return 1;
+	switch (nh) {
+	case 0:
+	case 135:
+		next = v6_exthdr(c, p, 0, nh);
+		break;
+	case 60:
+		next = v6_exthdr(c, p, 1, nh);
+		break;
+	case 51:
+		/* IPFilter walks an IPv6 AH like any extension header (its
+		 * length in 8-byte units, not AH's 4-byte ones) and records it
+		 * as hop-by-hop */
+		p->flags |= PF_AH;
+		next = v6_exthdr(c, p, 0, 0);
+		break;
+	case 43:
+		next = v6_exthdr(c, p, 0, nh);
+		if (next != NH_NONE && c->h[2] == 0 &&
+		    ((c->h[1] >> 1) < c->h[3] || (c->h[3] && (c->h[1] & 1)))) {
+			/* type 0 with more segments left than addresses */
+			p->flags |= PF_BAD;
+			next = NH_NONE;
+		}
+		break;
+	case 44: {
+		__u32 fo;
+
+		next = v6_exthdr(c, p, 0, nh);
+		p->flags |= PF_FRAG;
+		if (next == NH_NONE && c->pos == start)
+			break;
+		fo = ((__u32)c->h[2] << 8) | c->h[3];
+		if ((fo & 1) && (p->plen & 7))
+			p->flags |= PF_BAD;
+		p->ipid = ((__u32)c->h[4] << 24) | ((__u32)c->h[5] << 16) | ((__u32)c->h[6] << 8) | c->h[7];
+		c->fragoff = fo & 0xfff8;
+		p->fragoff = c->fragoff;
+		if (c->fragoff) {
+			p->flags |= PF_FRAGBODY;
+			c->walking = 0;
+		}
+		/* IPFilter shifts the offset, already in bytes, by 3 again */
+		if ((c->fragoff << 3) + (c->end - c->pos) > 65535)
+			p->flags |= PF_BAD;
+		break;
+	}
+	case 41:
+		if (!(p->flags & PF_FRAG))
+			p->optbits |= V6X_IPV6;
+		c->walking = 0;
+		return 1;
+	default:
+		/* a transport, ESP, no next header, or one it does not know */
+		c->walking = 0;
+		return 1;
+	}
+	c->nh = next;
+	if (!c->walking)
+		return 1;
+	if (next != NH_NONE && c->pos > c->skb->len) {
+		p->flags |= PF_BAD | PF_PULLUP;
+		c->nh = NH_NONE;
+		return 1;
+	}
+	/* NH_NONE ends the walk at the next step, as no next header */
+	return 0;
 }
 
 static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, __u32 off)
 {
+	struct v6walk c = {};
 	__u8 h[40];
-	__u8 nh;
-	__u32 pos, end, seen = 0, fragoff = 0;
 
 	p->family = 6;
 	if (bpf_skb_load_bytes(skb, off, h, 40) < 0) {
@@ -396,7 +528,6 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 	}
 	p->tos = ((h[0] & 0xf) << 4) | (h[1] >> 4);
 	p->dlen = (h[4] << 8) | h[5];
-	nh = h[6];
 	p->ttl = h[7];
 	__builtin_memcpy(p->src, &h[8], 16);
 	__builtin_memcpy(p->dst, &h[24], 16);
@@ -407,72 +538,39 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 	}
 	if (h[24] == 0xff)
 		p->flags |= PF_MCAST | PF_MBCAST;
-	pos = off + 40;
-	end = pos + p->dlen;
-#pragma unroll
-	for (int n = 0; n < 6; n++) {
-		__u8 e[8];
-		__u32 len, bit;
-
-		if (!is_v6ext(nh))
-			break;
-		bit = 1 << (nh & 31);
-		if (nh == 135)
-			bit = 1 << 30;
-		if (seen & bit)
+	c.skb = skb;
+	c.pos = off + 40;
+	c.end = c.pos + p->dlen;
+	c.nh = h[6];
+	c.walking = 1;
+	bpf_loop(V6_MAX_HDRS, v6_step, &c, 0);
+	p->proto = p->l4proto = c.nh;
+	p->dlen = c.end - c.pos;
+	p->l4off = c.pos;
+	if (c.walking) {
+		/* the walk stopped short of a transport header: a first
+		 * fragment that ends there is bad */
+		if ((p->flags & PF_FRAG) && !c.fragoff)
 			p->flags |= PF_BAD;
-		seen |= bit;
-		/* extension header bits (v6hdrs), not recorded past a fragment
-		 * header; AH is recorded as hop-by-hop, as IPFilter does */
-		if (!(p->flags & PF_FRAG))
-			p->optbits |= v6x_bit(nh);
-		p->flags |= PF_V6HDRS;
-		if (pos + 8 > end || bpf_skb_load_bytes(skb, pos, e, 8) < 0) {
-			p->flags |= PF_SHORT;
-			p->proto = p->l4proto = nh;
-			return 0;
-		}
-		if (nh == 44) {
-			__u32 fo = (e[2] << 8) | e[3];
-
-			len = 8;
-			p->flags |= PF_FRAG;
-			p->ipid = ((__u32)e[4] << 24) | ((__u32)e[5] << 16) | ((__u32)e[6] << 8) | e[7];
-			fragoff = fo & 0xfff8;
-			if ((fo & 1) && ((end - pos - 8) & 7))
-				p->flags |= PF_BAD;
-			if (fragoff + (end - pos - 8) > 65535)
-				p->flags |= PF_BAD;
-			nh = e[0];
-			pos += len;
-			if (fragoff) {
-				p->flags |= PF_FRAGBODY;
-				break;
-			}
-			continue;
-		}
-		/* IPFilter walks an IPv6 AH like any extension header: its
-		 * length in 8-byte units, not AH's 4-byte ones */
-		len = (e[1] + 1) * 8;
-		if (nh == 51)
-			p->flags |= PF_AH;
-		if (nh == 43 && e[2] == 0 && ((e[1] / 2) < e[3] || (e[3] && (e[1] & 1))))
-			p->flags |= PF_BAD;
-		if (pos + len > end)
-			p->flags |= PF_BAD;
-		nh = e[0];
-		pos += len;
-	}
-	p->proto = p->l4proto = nh;
-	if (nh == 41 && !(p->flags & PF_FRAG))
-		p->optbits |= V6X_IPV6;
-	if (pos > end) {
-		p->flags |= PF_BAD;
 		return 0;
 	}
-	p->dlen = end - pos;
-	p->l4off = pos;
-	parse_l4(skb, p, pos, fragoff);
+	if (c.fragoff)
+		return 0;
+	switch (c.nh) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_ICMPV6:
+		parse_l4(skb, p, c.pos, 0);
+		break;
+	case 47: /* GRE */
+		if (p->dlen < 4)
+			p->flags |= PF_SHORT;
+		break;
+	case 50: /* ESP */
+		if (p->dlen < 8)
+			p->flags |= PF_SHORT;
+		break;
+	}
 	return 0;
 }
 

@@ -10,7 +10,7 @@
 #include "common.h"
 #include "match.h"
 
-int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now, __u32 dca_on);
+int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now);
 
 /* quick_state adds the state of a quick keep-state rule during the scan
  * (§2.3): it returns 0 when the entry cannot be added, and the scan then
@@ -29,7 +29,7 @@ static __always_inline int quick_state(struct scan *s, struct pktinfo *p)
 	r = bpf_map_lookup_elem(&rules, &key);
 	if (!r || r->keep_limit)
 		return 1;
-	if (sl_state_create(s->slot, s->rule - 1, pass, s->now, 0) <= 0)
+	if (sl_state_create(s->slot, s->rule - 1, pass, s->now) <= 0)
 		return 0;
 	p->flags |= PF_STATE;
 	return 1;
@@ -58,8 +58,10 @@ static __always_inline __u32 call_group(const struct rule *r, const struct pktin
  * that group's scan ends (the caller goes on with its result). */
 static __always_inline long scan_quick(struct scan *s)
 {
-	if (s->ncall == 0)
+	if (s->ncall == 0) {
+		s->done = 1;
 		return 1;
+	}
 	s->pos = s->end;
 	return 0;
 }
@@ -94,6 +96,8 @@ static __always_inline long scan_apply(struct scan *s, struct pktinfo *p, const 
 			s->stack_end[d] = s->end;
 			s->stack_passo[d] = passo;
 			s->stack_call[d] = 0;
+			s->stack_skip[d] = s->skip;
+			s->skip = 0;
 			s->depth++;
 			s->pos = l->start;
 			s->end = l->start + l->count;
@@ -127,14 +131,16 @@ static long scan_step(__u32 i, void *ctx)
 	if (s->pos >= s->end) {
 		__u32 d;
 
-		if (s->depth == 0)
+		if (s->depth == 0) {
+			s->done = 1;
 			return 1;
+		}
 		s->depth--;
 		d = s->depth & (MAX_DEPTH - 1);
 		s->pos = s->stack_pos[d];
 		s->end = s->stack_end[d];
 		/* a skip counts within its own list (ipf_scanlist's local) */
-		s->skip = 0;
+		s->skip = s->stack_skip[d];
 		if (s->stack_call[d]) {
 			/* end of a called group: its last matching rule, if
 			 * any, stands for the call rule (ipf_scanlist) */
@@ -221,6 +227,8 @@ static long scan_step(__u32 i, void *ctx)
 		s->stack_pass[d] = s->pass;
 		s->stack_rule[d] = s->rule;
 		s->stack_call[d] = 1;
+		s->stack_skip[d] = s->skip;
+		s->skip = 0;
 		s->depth++;
 		s->ncall++;
 		s->pass = r->action;
@@ -320,7 +328,16 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 		return pass;
 	s->pos = l->start;
 	s->end = l->start + l->count;
-	bpf_loop(4 * MAX_RULES, scan_step, NULL, 0);
+	s->done = 0;
+	s->cut = 0;
+	bpf_loop(SCAN_BUDGET, scan_step, NULL, 0);
+	if (!s->done) {
+		/* cannot happen for a set the loader checked (CompileSet
+		 * proves every scan ends within SCAN_BUDGET steps); should it,
+		 * no rule is skipped silently: the caller blocks the packet */
+		s->cut = 1;
+		stat_inc(ST_SCANCUT);
+	}
 	return s->pass;
 }
 

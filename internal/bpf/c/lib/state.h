@@ -9,6 +9,7 @@
 
 #include <linux/in.h>
 #include "common.h"
+#include "frag.h"
 
 static __always_inline void make_key(struct state_key *k, const struct pktinfo *p, int rev)
 {
@@ -61,28 +62,33 @@ static __always_inline __u64 tcp_timeout(__u8 st)
 	return cfg(CFG_TO_TCP + ((st & 15) < 12 ? (st & 15) : 11));
 }
 
-static __always_inline void state_release(const struct state_key *k, struct state_entry *e)
+/* state_release gives back what an entry held: its place in state_count
+ * and in its rule's count (keep state (limit N)), when the slot still
+ * holds the rules of the generation that made it. */
+static __always_inline void state_release(__u32 slot, __u32 rule, __u32 gen)
 {
-	__u32 key = e->slot * MAX_RULES + (e->rule & (MAX_RULES - 1)), zero = 0;
+	__u32 key = (slot % NSLOTS) * MAX_RULES + (rule & (MAX_RULES - 1)), zero = 0;
 	__u32 *n = bpf_map_lookup_elem(&rule_states, &key);
 	__s64 *cnt = bpf_map_lookup_elem(&state_count, &zero);
 
-	if (n && *n > 0)
+	if (n && *n > 0 && gen == cfg(CFG_GEN0 + (slot % NSLOTS)))
 		__sync_fetch_and_add(n, -1);
 	if (cnt)
 		__sync_fetch_and_add(cnt, -1);
-	if (e->flags & SF_DCA) {
-		struct dca_key dk = {};
-		__u32 *v;
+}
 
-		dk.slot = e->slot;
-		dk.rule = e->rule;
-		if (!(e->flags & SF_CUMUL))
-			__builtin_memcpy(dk.src, k->src, 16);
-		v = bpf_map_lookup_elem(&dca, &dk);
-		if (v && *v > 0)
-			__sync_fetch_and_add(v, -1);
-	}
+/* state_unlink removes the entry e under k from the table and, when this
+ * call is the one that removed it (another CPU, the sweeper or ipf -FS may
+ * race for it), releases it: every removal goes through here, so
+ * state_count always equals the number of entries. */
+static __always_inline int state_unlink(struct state_key *k, struct state_entry *e)
+{
+	__u32 slot = e->slot, rule = e->rule, gen = e->gen;
+
+	if (bpf_map_delete_elem(&states, k) != 0)
+		return 0;
+	state_release(slot, rule, gen);
+	return 1;
 }
 
 /* tcp_fsm applies IPFilter's per-direction TCP state machine (§3.3) and
@@ -280,12 +286,6 @@ static __always_inline void tcp_init(struct state_entry *e, const struct pktinfo
 	}
 }
 
-static __always_inline void state_delete(struct state_key *k, struct state_entry *e)
-{
-	state_release(k, e);
-	bpf_map_delete_elem(&states, k);
-}
-
 /* state_opt is the option set state compares: the IPv6 fragment header is
  * ignored, so fragments and whole packets belong to one flow. */
 static __always_inline __u32 state_opt(const struct pktinfo *p)
@@ -355,8 +355,8 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 			return NULL;
 	}
 	if (e->expire < now) {
-		stat_inc(ST_EXPIRED);
-		state_delete(&k, e);
+		if (state_unlink(&k, e))
+			stat_inc(ST_EXPIRED);
 		return NULL;
 	}
 	slot = rev * 2 + p->out;
@@ -389,8 +389,8 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		/* a new SYN on a flow closed on both sides starts afresh */
 		if ((p->tcpflags & 0x12) == 0x02 && e->tcp[0].state > TS_ESTABLISHED &&
 		    e->tcp[1].state > TS_ESTABLISHED) {
-			stat_inc(ST_CLOSED);
-			state_delete(&k, e);
+			if (state_unlink(&k, e))
+				stat_inc(ST_CLOSED);
 			return NULL;
 		}
 		if (!tcp_window(e, rev, p)) {
@@ -423,11 +423,14 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	if (wild) {
 		/* the first packet to use a wildcard entry fills it in */
 		__builtin_memcpy(scratch, e, sizeof(*scratch));
-		bpf_map_delete_elem(&states, &k);
+		/* whoever removes the wildcard entry moves it: when another
+		 * CPU did (and released it), this packet still had its match */
+		if (bpf_map_delete_elem(&states, &k) != 0)
+			return scratch;
 		k.wild = 0;
 		__builtin_memcpy(k.dst, rev ? p->src : p->dst, 16);
 		if (bpf_map_update_elem(&states, &k, scratch, BPF_NOEXIST) < 0)
-			state_release(&k, scratch); /* a concrete entry exists: keep that */
+			state_release(scratch->slot, scratch->rule, scratch->gen); /* a concrete entry exists: keep that */
 		return scratch;
 	}
 	return e;
@@ -436,11 +439,9 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 /* state_create adds an entry for p created by rule idx; returns 0 on
  * failure (the caller turns pass into block). */
 static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx,
-					const struct rule *r, __u32 pass, __u64 now, int dca_on,
+					const struct rule *r, __u32 pass, __u64 now,
 					struct state_entry *ep)
 {
-	struct dca_key dk = {};
-	__u32 *dv = NULL;
 	struct state_key k;
 	__u32 key = slot * MAX_RULES + idx, zero = 0;
 	__u32 *n;
@@ -469,6 +470,13 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	cnt = bpf_map_lookup_elem(&state_count, &zero);
 	if (!n || !cnt)
 		return 0;
+	if (smax && *cnt > 0 && (__u64)*cnt * 100 / smax > cfg(CFG_WMHIGH)) {
+		/* past state_wm_high: the sweeper runs the watermark flush */
+		struct sweeper *sw = bpf_map_lookup_elem(&sweeper, &zero);
+
+		if (sw)
+			sw->doflush = 1;
+	}
 	if (r->state_limit) {
 		if (*n >= r->state_limit) {
 			stat_inc(ST_MAXREF);
@@ -479,20 +487,6 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		return 0;
 	}
 	__builtin_memset(ep, 0, sizeof(*ep));
-	if (dca_on) {
-		/* HP "keep limit N [cumulative]": connections per source
-		 * (or per rule), released when the entry goes away */
-		dk.slot = slot;
-		dk.rule = idx;
-		if (!r->limit_cumul)
-			__builtin_memcpy(dk.src, p->src, 16);
-		dv = bpf_map_lookup_elem(&dca, &dk);
-		if (dv && *dv >= r->keep_limit)
-			return -2;
-		ep->flags |= SF_DCA;
-		if (r->limit_cumul)
-			ep->flags |= SF_CUMUL;
-	}
 	make_key(&k, p, 0);
 	if (wild_dst(p)) {
 		__builtin_memset(k.dst, 0, sizeof(k.dst));
@@ -503,6 +497,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->pass = pass;
 	ep->rule = idx;
 	ep->slot = slot;
+	ep->gen = cfg(CFG_GEN0 + (slot % NSLOTS));
 	ep->age[0] = r->age_fwd;
 	ep->age[1] = r->age_rev;
 	ep->logtag = r->logtag;
@@ -557,25 +552,16 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			     ((old->flx[0] ^ ep->flx[0]) & ~PF_OOW) == 0 && ((old->flx[1] ^ ep->flx[1]) & ~PF_OOW) == 0 &&
 			     ((old->flx[2] ^ ep->flx[2]) & ~PF_OOW) == 0 && ((old->flx[3] ^ ep->flx[3]) & ~PF_OOW) == 0))
 			return 0;
-		state_release(&k, old);
+		/* the old entry's counts go with it (state_unlink's release) */
+		state_release(old->slot, old->rule, old->gen);
 		if (bpf_map_update_elem(&states, &k, ep, BPF_ANY) < 0)
 			return 0;
 	}
 	__sync_fetch_and_add(n, 1);
 	__sync_fetch_and_add(cnt, 1);
-	if (dca_on) {
-		if (dv) {
-			__sync_fetch_and_add(dv, 1);
-		} else {
-			__u32 one = 1;
-
-			if (bpf_map_update_elem(&dca, &dk, &one, BPF_NOEXIST) < 0) {
-				dv = bpf_map_lookup_elem(&dca, &dk);
-				if (dv)
-					__sync_fetch_and_add(dv, 1);
-			}
-		}
-	}
+	/* a fragment that made state: the rest of its datagram follows */
+	if (p->flags & PF_FRAG)
+		sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
 	return 1;
 }
 
@@ -679,7 +665,7 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	return 1;
 }
 
-GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now, __u32 dca_on)
+GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 {
 	struct work *w = get_work();
 	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
@@ -690,7 +676,7 @@ GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now, __u32 d
 	r = bpf_map_lookup_elem(&rules, &key);
 	if (!r)
 		return 0;
-	return state_create(&w->p, slot, idx & (MAX_RULES - 1), r, pass, now, dca_on, &w->e);
+	return state_create(&w->p, slot, idx & (MAX_RULES - 1), r, pass, now, &w->e);
 }
 
 #endif
