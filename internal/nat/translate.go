@@ -481,9 +481,9 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 			if l >= r.ppip || (l > 0 && v.flags&flagTCPUDP == 0) {
 				return false
 			}
-			if r.SPMin == 0 && !r.PortAuto || r.Ifs[1] != "" && r.Ifs[1] != r.Ifs[0] {
-				// IPFilter's map-block needs its ports and one
-				// interface: without, every new session fails.
+			if r.orig.m == r.newA.m {
+				// IPFilter's map-block of a block onto one of the
+				// same size fails for every new session.
 				return false
 			}
 			h := src.and(r.orig.m.not(v6)).lo

@@ -225,9 +225,9 @@ type Entry struct {
 	Group   string
 	// flx are the FI_CMP flags seen first in each direction (index
 	// out*2+rev; 0 = not yet seen); opt[0] the creating packet's options
-	// under optMask, which the creating direction must repeat (the reply
-	// direction's options are not compared); sec and auth those of the
-	// creating packet, which both directions must carry.
+	// under optMask, which the creating direction must repeat (IPv4
+	// replies are not compared, IPv6 ones must carry none); sec and auth
+	// those of the creating packet, which both directions must carry.
 	flx       [4]uint32
 	opt       [2]uint32
 	optMask   uint32
@@ -533,7 +533,13 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 	k := makeKey(p)
 	oow := false
 	var prev *Entry
-	for e = t.byKey[k]; e != nil; {
+	first := t.byKey[k]
+	if p.V == 4 && p.Dst.IsMulticast() {
+		// IPFilter hashes a packet to a multicast group without its
+		// destination, so only wildcard-destination entries find it.
+		first = nil
+	}
+	for e = first; e != nil; {
 		next := e.hnext
 		if int32(now-e.Expire) >= 0 {
 			t.expire(e, prev)
@@ -616,7 +622,11 @@ func (t *Table) matchMasks(e *Entry, p *Packet, rev bool) bool {
 	if c := e.flx[i]; c != 0 && c != p.Flx {
 		return false
 	}
-	if !rev && p.Opt&e.optMask != e.opt[0] || p.Sec != e.sec || p.Auth != e.auth {
+	mask := e.optMask
+	if rev && p.V == 4 {
+		mask = 0 // IPv4 replies may carry any options
+	}
+	if p.Opt&mask != e.opt[b2i(rev)] || p.Sec != e.sec || p.Auth != e.auth {
 		return false
 	}
 	if e.flx[i] == 0 {
@@ -1036,9 +1046,12 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		e.flags |= flagClone
 	}
 	// IPv6 fragments and whole packets belong to one flow.
+	// IPv4 packets repeat the options the rule tested; IPv6 ones every
+	// extension header of the first packet (replies none), but for the
+	// fragment header: fragments and whole packets belong to one flow.
 	e.optMask = lim.OptMask
 	if p.V == 6 {
-		e.optMask &^= v6FragOpt
+		e.optMask = ^uint32(0) &^ v6FragOpt
 	}
 	e.opt[0] = p.Opt & e.optMask
 	e.flx[b2i(p.Out)*2] = p.Flx

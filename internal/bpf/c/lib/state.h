@@ -329,12 +329,17 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	struct state_entry *e;
 	int rev = 0, slot, wild = 0;
 
-	make_key(&k, p, 0);
-	e = bpf_map_lookup_elem(&states, &k);
-	if (!e) {
-		rev = 1;
-		if (reverse_key(&k, p))
-			e = bpf_map_lookup_elem(&states, &k);
+	/* IPFilter hashes a packet to an IPv4 multicast group without its
+	 * destination: only wildcard-destination entries find it */
+	e = NULL;
+	if (!(p->family == 4 && (p->dst[0] & 0xf0) == 0xe0)) {
+		make_key(&k, p, 0);
+		e = bpf_map_lookup_elem(&states, &k);
+		if (!e) {
+			rev = 1;
+			if (reverse_key(&k, p))
+				e = bpf_map_lookup_elem(&states, &k);
+		}
 	}
 	if (!e) {
 		wild = 1;
@@ -375,7 +380,12 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 			return NULL;
 		if (p->secclass != e->secclass)
 			return NULL;
-		if (!rev && (e->flags & SF_OPTMASK)) {
+		if (p->family == 6) {
+			/* IPv6: every extension header of the first packet but
+			 * the fragment header; replies none */
+			if (state_opt(p) != (rev ? 0 : e->opt))
+				return NULL;
+		} else if (!rev && (e->flags & SF_OPTMASK)) {
 			__u32 rk = e->slot * MAX_RULES + (e->rule & (MAX_RULES - 1));
 			struct rule *cr = bpf_map_lookup_elem(&rules, &rk);
 
@@ -505,7 +515,9 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->group_no = r->group_no;
 	ep->ifindex[p->out & 1] = p->ifindex;
 	ep->flx[(p->out & 1) * 2] = p->flags & PF_CMP;
-	if (r->match & M_OPT) {
+	if (p->family == 6) {
+		ep->opt = state_opt(p);
+	} else if (r->match & M_OPT) {
 		ep->flags |= SF_OPTMASK;
 		ep->opt = state_opt(p) & r->opt_mask;
 	}
