@@ -481,11 +481,6 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 			if l >= r.ppip || (l > 0 && v.flags&flagTCPUDP == 0) {
 				return false
 			}
-			if r.orig.m == r.newA.m {
-				// IPFilter's map-block of a block onto one of the
-				// same size fails for every new session.
-				return false
-			}
 			h := src.and(r.orig.m.not(v6)).lo
 			in = a128{0, (h / uint64(r.ippip)) & r.newA.m.not(v6).lo}.add(nsrc.lo)
 			if !v6 {
