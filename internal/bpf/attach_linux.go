@@ -27,6 +27,12 @@ func (d *Datapath) Attach(names []string) error {
 	if d.dir == "" {
 		return errors.New("attach: datapath is not pinned")
 	}
+	if d.final != "" {
+		// links pinned in the staging directory would be cleared with
+		// it if the load were interrupted, and filter meanwhile with a
+		// datapath no other process can see
+		return errors.New("attach: datapath not published yet")
+	}
 	if d.objs.SluiceIngress == nil {
 		return errNoPrograms
 	}
@@ -155,23 +161,8 @@ func (d *Datapath) Detach() error {
 		}
 	}
 	// clsact fallback filters carry our name
-	links, err := netlink.LinkList()
-	if err == nil {
-		for _, l := range links {
-			for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-				fs, err := netlink.FilterList(l, parent)
-				if err != nil {
-					continue
-				}
-				for _, f := range fs {
-					if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == tcFilterName {
-						if err := netlink.FilterDel(f); err != nil {
-							errs = append(errs, err)
-						}
-					}
-				}
-			}
-		}
+	if err := detachClsact(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

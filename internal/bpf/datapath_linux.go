@@ -36,6 +36,11 @@ type Options struct {
 	// verifier rejects: a hook for tests of the load-failure path (a
 	// first load that fails must leave no pins behind).
 	ForceVerifierError bool
+	// Unpublished leaves a first load (no datapath pinned in PinDir yet)
+	// in its staging directory: the caller writes its rules, then calls
+	// Publish, so that the datapath appears with them. Attach needs a
+	// published datapath. A reload is published as it is.
+	Unpublished bool
 }
 
 // Datapath is the loaded filter: maps and programs, pinned under one
@@ -43,7 +48,10 @@ type Options struct {
 // changes to the rule slots, and an flock on the pin directory serialises
 // them between processes.
 type Datapath struct {
+	// dir is where the pins are: the pin directory, or the staging
+	// directory of a first load not yet published to final.
 	dir     string
+	final   string
 	objs    filterObjects
 	mu      sync.Mutex
 	forceTC bool // tests: attach with clsact as on kernels without TCX
@@ -81,24 +89,40 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 		}
 	}
 	d := &Datapath{dir: opts.PinDir}
-	// what the pin directory held before, so that a failed load removes
-	// exactly the pins it created (and the directory, if it made it)
+	// what the pin directory held before, so that a failed reload removes
+	// exactly the pins it created
 	var before map[string]bool
-	dirExisted := false
 	var copts ebpf.CollectionOptions
 	if !opts.NoPin {
 		if d.dir == "" {
 			d.dir = DefaultPinDir
 		}
-		if ents, err := os.ReadDir(d.dir); err == nil {
-			dirExisted = true
+		d.dir = filepath.Clean(d.dir)
+		if err := ensureBPFFS(d.dir); err != nil {
+			return nil, err
+		}
+		if err := FinishInterrupted(d.dir); err != nil {
+			return nil, fmt.Errorf("clearing what an interrupted load or removal left: %w", err)
+		}
+		if _, err := os.Stat(filepath.Join(d.dir, "config")); errors.Is(err, os.ErrNotExist) {
+			// a first load: built aside, published whole (see
+			// pindir_linux.go)
+			staging, err := newStaging(d.dir)
+			if err != nil {
+				return nil, err
+			}
+			d.final, d.dir = d.dir, staging
+		} else if err != nil {
+			return nil, err
+		} else {
+			ents, err := os.ReadDir(d.dir)
+			if err != nil {
+				return nil, err
+			}
 			before = make(map[string]bool, len(ents))
 			for _, e := range ents {
 				before[e.Name()] = true
 			}
-		}
-		if err := ensureBPFFS(d.dir); err != nil {
-			return nil, err
 		}
 		for name, m := range spec.Maps {
 			// .rodata/.bss belong to one program load, not to the pins
@@ -108,58 +132,82 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 		}
 		copts.Maps.PinPath = d.dir
 	}
-	cleanup := func() {
-		if opts.NoPin {
-			return
-		}
-		ents, err := os.ReadDir(d.dir)
-		if err != nil {
-			return
-		}
-		for _, e := range ents {
-			if !before[e.Name()] {
-				_ = os.Remove(filepath.Join(d.dir, e.Name()))
+	fail := func(err error) (*Datapath, error) {
+		d.objs.Close()
+		switch {
+		case opts.NoPin:
+		case d.final != "":
+			_ = clearPinDir(d.dir, false)
+		default:
+			ents, _ := os.ReadDir(d.dir)
+			for _, e := range ents {
+				if !before[e.Name()] {
+					_ = os.Remove(filepath.Join(d.dir, e.Name()))
+				}
 			}
 		}
-		if !dirExisted {
-			_ = os.Remove(d.dir)
-		}
+		return nil, err
 	}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
-		cleanup()
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
-			return nil, fmt.Errorf("%s holds the maps of a datapath with another layout (an older Sluice): "+
-				"remove that datapath first (detach it and delete the directory), then load again: %w", d.dir, err)
+			return fail(fmt.Errorf("%s holds the maps of a datapath with another layout (an older Sluice): "+
+				"remove that datapath first (detach it and delete the directory), then load again: %w", d.dir, err))
 		}
-		return nil, wrapVerifier("loading filter objects", err)
+		return fail(wrapVerifier("loading filter objects", err))
 	}
 	d.ctl = d.objs.SluiceCtl
 	if err := d.initConfig(); err != nil {
-		d.objs.Close()
-		cleanup()
-		return nil, err
+		return fail(err)
 	}
 	// the sweeper reclaims expired entries from now on, with no process
 	// around; a reload points it at the new program
 	if _, err := d.control(ctlArm, 0); err != nil {
-		d.objs.Close()
-		cleanup()
-		return nil, fmt.Errorf("starting the state sweeper: %w", err)
+		return fail(fmt.Errorf("starting the state sweeper: %w", err))
 	}
 	if !opts.NoPin {
 		for name, p := range map[string]*ebpf.Program{"prog_ingress": d.objs.SluiceIngress, "prog_egress": d.objs.SluiceEgress,
 			"prog_ctl": d.objs.SluiceCtl} {
+			// pinned aside, then renamed over the old pin: a reader
+			// never finds the name missing
 			path := filepath.Join(d.dir, name)
-			_ = os.Remove(path)
-			if err := p.Pin(path); err != nil {
-				d.objs.Close()
-				cleanup()
-				return nil, fmt.Errorf("pinning %s: %w", name, err)
+			next := path + "_next"
+			_ = os.Remove(next)
+			if err := p.Pin(next); err != nil {
+				return fail(fmt.Errorf("pinning %s: %w", name, err))
+			}
+			if err := os.Rename(next, path); err != nil {
+				_ = os.Remove(next)
+				return fail(fmt.Errorf("pinning %s: %w", name, err))
 			}
 		}
 	}
+	if opts.Unpublished || d.final == "" {
+		return d, nil
+	}
+	if err := d.Publish(); err != nil {
+		return fail(err)
+	}
 	return d, nil
 }
+
+// Publish makes a first load, built aside (Options.Unpublished), the
+// datapath of its pin directory: one rename, so other processes see no
+// datapath or the whole of it. It does nothing for a datapath that is
+// published already.
+func (d *Datapath) Publish() error {
+	if d.final == "" {
+		return nil
+	}
+	if err := publish(d.dir, d.final); err != nil {
+		return err
+	}
+	d.dir, d.final = d.final, ""
+	return nil
+}
+
+// Published reports whether the datapath is in its pin directory (false
+// for a first load built aside and not published yet).
+func (d *Datapath) Published() bool { return d.final == "" }
 
 // OpenPinned opens the maps of a datapath another process loaded into
 // dir, without loading the programs (no verifier run): enough for rules,
@@ -179,13 +227,18 @@ func OpenPinned(dir string) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading filter spec: %w", err)
 	}
-	for name, m := range spec.Maps {
-		if !strings.HasPrefix(name, ".") {
-			m.Pinning = ebpf.PinByName
-		}
+	// only what is pinned: never create a map (see pindir_linux.go)
+	pinned, err := openPinnedMaps(spec, dir)
+	if err != nil {
+		return nil, err
 	}
+	defer func() {
+		for _, m := range pinned {
+			m.Close() // LoadAndAssign took clones
+		}
+	}()
 	d := &Datapath{dir: dir}
-	if err := spec.LoadAndAssign(&d.objs.filterMaps, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
+	if err := spec.LoadAndAssign(&d.objs.filterMaps, &ebpf.CollectionOptions{MapReplacements: pinned}); err != nil {
 		return nil, fmt.Errorf("opening pinned maps in %s: %w", dir, err)
 	}
 	// the control program, for the table changes that must keep the
@@ -461,34 +514,23 @@ func ensureBPFFS(dir string) error {
 			return fmt.Errorf("mounting bpffs on %s: %w", parent, err)
 		}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
-	}
 	return nil
 }
 
 // Remove detaches the datapath from every interface and deletes all its
-// pinned objects and the directory.
+// pinned objects and the directory (RemovePinned); a first load not
+// published yet only loses its staging directory.
 func (d *Datapath) Remove() error {
 	var errs []error
-	if err := d.Detach(); err != nil {
-		errs = append(errs, err)
+	switch {
+	case d.dir == "":
+		errs = append(errs, d.Detach())
+	case d.final != "":
+		errs = append(errs, clearPinDir(d.dir, false))
+	default:
+		errs = append(errs, RemovePinned(d.dir))
 	}
-	if d.dir != "" {
-		ents, err := os.ReadDir(d.dir)
-		if err != nil && !os.IsNotExist(err) {
-			errs = append(errs, err)
-		}
-		for _, e := range ents {
-			if err := os.Remove(filepath.Join(d.dir, e.Name())); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if err := os.Remove(d.dir); err != nil && !os.IsNotExist(err) {
-			errs = append(errs, err)
-		}
-	}
-	errs = append(errs, d.objs.Close())
+	errs = append(errs, d.Close())
 	return errors.Join(errs...)
 }
 

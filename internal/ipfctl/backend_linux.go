@@ -4,14 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/cilium/ebpf/link"
 
 	"sluice/internal/bpf"
 	"sluice/internal/rules/ipf"
@@ -36,6 +32,19 @@ type Kernel struct {
 	// watchdog starts the rollback watchdog (nil: re-execute this
 	// program, see startWatchdog).
 	watchdog func(w *watchdogSpec) error
+	// deferred are the attachments load put off while d is a first load
+	// not yet published (see publish).
+	deferred []attachReq
+	// beforePublish, when set, runs just before a first load is
+	// published (tests: what other processes see of a load half way).
+	beforePublish func(staging string)
+}
+
+// attachReq is one call of load: the interfaces a set names, and whether
+// a rule of it applies everywhere.
+type attachReq struct {
+	ifaces     []string
+	everywhere bool
 }
 
 var _ Backend = (*Kernel)(nil)
@@ -53,14 +62,47 @@ func NewKernelWithPools(dir, poolDir string) *Kernel {
 	return &Kernel{dir: orDefault(dir), pools: NewPoolStore(poolDir)}
 }
 
-// Close releases the handle; the pinned datapath stays.
+// Close releases the handle; the pinned datapath stays. A first load
+// that was not published (its command failed half way) is thrown away.
 func (b *Kernel) Close() error {
 	if b.d == nil {
 		return nil
 	}
-	err := b.d.Close()
-	b.d, b.loaded = nil, false
+	var err error
+	if !b.d.Published() {
+		err = b.d.Remove()
+	} else {
+		err = b.d.Close()
+	}
+	b.d, b.loaded, b.deferred = nil, false, nil
 	return err
+}
+
+// publish makes a first load, built aside with the sets the step wrote
+// into it, the datapath of the pin directory (one rename: other processes
+// see no datapath or the whole of it), then attaches it where the loads
+// of the step asked. It does nothing when no first load is pending.
+func (b *Kernel) publish() ([]string, error) {
+	if b.d == nil || b.d.Published() {
+		return nil, nil
+	}
+	if b.beforePublish != nil {
+		b.beforePublish(b.d.Dir())
+	}
+	if err := b.d.Publish(); err != nil {
+		return nil, permissionHint(err)
+	}
+	reqs := b.deferred
+	b.deferred = nil
+	var warnings []string
+	for _, r := range reqs {
+		_, w, err := b.load(r.ifaces, r.everywhere)
+		warnings = append(warnings, w...)
+		if err != nil {
+			return warnings, err
+		}
+	}
+	return warnings, nil
 }
 
 // open returns the pinned datapath, or bpf.ErrNotLoaded (wrapped).
@@ -153,6 +195,12 @@ func (b *Kernel) load(ifaces []string, everywhere bool) (*bpf.Datapath, []string
 	if err := b.loadPrograms(); err != nil {
 		return nil, nil, err
 	}
+	if !b.d.Published() {
+		// a first load: attached once its sets are written and it is
+		// published (publish replays this call)
+		b.deferred = append(b.deferred, attachReq{ifaces, everywhere})
+		return b.d, nil, nil
+	}
 	if allMode && !b.d.AllInterfaces() {
 		if err := b.d.SetAllInterfaces(); err != nil {
 			return nil, nil, permissionHint(err)
@@ -210,7 +258,8 @@ func (b *Kernel) loadPrograms() error {
 	if b.loaded {
 		return nil
 	}
-	d, err := bpf.Load(bpf.Options{PinDir: b.dir, ForceVerifierError: b.failVerifier})
+	// a first load stays aside until publish
+	d, err := bpf.Load(bpf.Options{PinDir: b.dir, ForceVerifierError: b.failVerifier, Unpublished: true})
 	if err != nil {
 		return permissionHint(fmt.Errorf("loading the kernel datapath into %s: %w", b.dir, err))
 	}
@@ -535,50 +584,15 @@ func status(d *bpf.Datapath) (string, []string) {
 const featureMask = 0x1 | 0x8
 
 // Remove detaches and unpins the datapath in dir ("" = default) if one is
-// there. Pins that no longer open as this version's maps (left by another
-// build) are removed one by one, links first, so ipf -D always cleans up.
+// there (bpf.RemovePinned: the directory goes out of the way first, so no
+// process sees it half removed). Pins that no longer open as this
+// version's maps (left by another build) are removed too, links first, so
+// ipf -D always cleans up. The caller holds the lock.
 func Remove(dir string) error {
 	dir = orDefault(dir)
 	// NAT goes with the filter, as it goes with the ipf module
 	if err := removeNAT(dir); err != nil {
 		return permissionHint(fmt.Errorf("removing NAT: %w", err))
 	}
-	d, err := bpf.OpenPinned(dir)
-	if errors.Is(err, bpf.ErrNotLoaded) {
-		if _, serr := os.Stat(dir); serr != nil {
-			if errors.Is(serr, os.ErrNotExist) {
-				return nil
-			}
-			return permissionHint(serr)
-		}
-	} else if err == nil {
-		return permissionHint(d.Remove())
-	} else if errors.Is(err, os.ErrPermission) {
-		return permissionHint(err)
-	}
-	var errs []error
-	ents, rerr := os.ReadDir(dir)
-	if rerr != nil {
-		return permissionHint(rerr)
-	}
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		if strings.HasPrefix(e.Name(), "link_") {
-			if l, err := link.LoadPinnedLink(p, nil); err == nil {
-				// unpinning drops the last reference, which detaches
-				if err := l.Unpin(); err != nil {
-					errs = append(errs, err)
-				}
-				l.Close()
-				continue
-			}
-		}
-		if err := os.Remove(p); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
-		errs = append(errs, err)
-	}
-	return permissionHint(errors.Join(errs...))
+	return permissionHint(bpf.RemovePinned(dir))
 }

@@ -138,5 +138,13 @@ func lockTx(dir string, exclusive, create bool) (unlock func(), err error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("locking %s: %w", p, err)
 	}
+	if exclusive {
+		// a load or ipf -D killed half way left a staging directory or
+		// a removal to finish: clear it before anything else
+		if err := bpf.FinishInterrupted(dir); err != nil {
+			unix.Close(fd)
+			return nil, permissionHint(fmt.Errorf("clearing what an interrupted command left: %w", err))
+		}
+	}
 	return func() { unix.Close(fd) }, nil
 }

@@ -632,10 +632,17 @@ func (t *tx) liveOrFail() (*bpf.Datapath, error) {
 	return t.k.open()
 }
 
-// commit runs the planned steps in order.
+// commit runs the planned steps in order. A step that made the first
+// load of the datapath publishes it when it is done, with its sets
+// written (Kernel.publish).
 func (t *tx) commit() ([]Result, error) {
 	for _, s := range t.steps {
 		if err := s(t.results); err != nil {
+			return t.results, err
+		}
+		warnings, err := t.k.publish()
+		t.warnNow(warnings)
+		if err != nil {
 			return t.results, err
 		}
 	}

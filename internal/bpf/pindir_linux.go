@@ -1,0 +1,242 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// The pin directory's life cycle. A datapath appears and disappears as a
+// whole: other processes (ipfstat, ipmon, the exporter, the rollback
+// watchdog of ipf -W) open the pins at any time without a lock, so none
+// of them may ever see a directory half made or half removed.
+//
+//   - A first Load builds everything in a staging directory beside the
+//     final one (<dir>-staging-<pid>) and renames it into place when it is
+//     complete (Publish): the rename is the commit point.
+//   - RemovePinned renames the directory out of the way (<dir>-removing)
+//     first, then detaches and deletes what it holds.
+//   - A process killed half way leaves only those side directories, which
+//     FinishInterrupted clears (Load and RemovePinned call it; so do the
+//     commands that change the datapath, under their lock).
+//   - OpenPinned only opens pins, never creates one. (It used to load the
+//     maps by name with cilium/ebpf's PinByName, which creates and pins a
+//     map that is missing: a reader that came while a first load was half
+//     way pinned maps of its own beside the loader's, which then failed
+//     with "pin map to …: file exists".)
+//
+// bpffs accepts no dot in a name, hence the dashes.
+
+// stagingPrefix is the start of the name of a staging directory for the
+// pin directory dir; the loader's process ID follows.
+func stagingPrefix(dir string) string { return filepath.Clean(dir) + "-staging-" }
+
+// removingDir is where RemovePinned moves a pin directory before clearing it.
+func removingDir(dir string) string { return filepath.Clean(dir) + "-removing" }
+
+// ErrIncomplete is returned by OpenPinned for a pin directory that has the
+// datapath's config map but not all of its other maps: one of another
+// Sluice version, or left by a process of an older one killed half way.
+var ErrIncomplete = errors.New("datapath pins incomplete")
+
+// newStaging creates a fresh staging directory for dir.
+func newStaging(dir string) (string, error) {
+	p := stagingPrefix(dir) + strconv.Itoa(os.Getpid())
+	if err := clearPinDir(p, false); err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(p, 0o700); err != nil {
+		return "", fmt.Errorf("creating the staging directory %s: %w", p, err)
+	}
+	return p, nil
+}
+
+// publish renames a complete staging directory into place. dir may exist
+// empty (an older Sluice created it first), or hold pins without the
+// config map (left by a process killed while removing a datapath, before
+// removal was atomic): those are swapped out and cleared.
+func publish(staging, dir string) error {
+	err := unix.Rename(staging, dir)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("publishing %s as %s: %w", staging, dir, err)
+	}
+	if _, serr := os.Stat(filepath.Join(dir, "config")); serr == nil {
+		// a datapath appeared meanwhile: this load raced another
+		// loader that holds no lock; never replace a live datapath
+		return fmt.Errorf("publishing %s: %s holds a datapath already (loaded meanwhile by another process)", staging, dir)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, staging, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE); err != nil {
+		return fmt.Errorf("publishing %s as %s: %w", staging, dir, err)
+	}
+	// staging now holds the leftovers; the new datapath is attached
+	// nowhere yet, so any clsact filter is theirs
+	return clearPinDir(staging, true)
+}
+
+// FinishInterrupted clears what a process killed while loading or
+// removing the datapath of dir left beside it: staging directories of
+// loaders that are gone, and a removal that was not finished (whose links
+// may still be attached). A staging directory of a live process is left
+// alone.
+func FinishInterrupted(dir string) error {
+	var errs []error
+	// the clsact fallback's filters are found by name only: they are the
+	// removed datapath's unless a datapath is loaded in dir now
+	_, serr := os.Stat(filepath.Join(dir, "config"))
+	if err := clearPinDir(removingDir(dir), errors.Is(serr, os.ErrNotExist)); err != nil {
+		errs = append(errs, err)
+	}
+	prefix := stagingPrefix(dir)
+	ents, err := os.ReadDir(filepath.Dir(prefix))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(filepath.Dir(prefix), e.Name())
+		pid, ok := strings.CutPrefix(p, prefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if n, err := strconv.Atoi(pid); err == nil && n != os.Getpid() && processAlive(n) {
+			continue
+		}
+		// a staging directory is never attached
+		if err := clearPinDir(p, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// processAlive reports whether a process with that ID exists.
+func processAlive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
+
+// RemovePinned removes the datapath pinned in dir, if there is one: the
+// directory is first renamed out of the way (from then on the datapath is
+// not loaded for any process), then its links are detached and its pins
+// deleted. Pins that do not open as this version's objects (left by
+// another build) go too. A process killed half way leaves the renamed
+// directory, which FinishInterrupted (any later load or removal) clears.
+func RemovePinned(dir string) error {
+	if dir == "" {
+		dir = DefaultPinDir
+	}
+	if err := FinishInterrupted(dir); err != nil {
+		return err
+	}
+	trash := removingDir(dir)
+	if err := unix.Rename(dir, trash); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("removing %s: %w", dir, err)
+	}
+	return clearPinDir(trash, true)
+}
+
+// clearPinDir detaches the links pinned in dir, removes every pin and the
+// directory; a missing directory is not an error. The clsact fallback's
+// filters are not pinned: with clsact, when dir holds no TCX link, they
+// are found by name and removed too.
+func clearPinDir(dir string, clsact bool) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	hadLinks := false
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if _, _, ok := linkPin(e.Name()); ok {
+			hadLinks = true
+			if l, err := link.LoadPinnedLink(p, nil); err == nil {
+				// detach now: dropping the pin alone releases the link
+				// later, from a workqueue
+				if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+					errs = append(errs, fmt.Errorf("detaching %s: %w", p, err))
+				}
+				l.Close()
+			}
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if clsact && !hadLinks {
+		// no TCX link: the datapath may run on the clsact fallback
+		if err := detachClsact(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// detachClsact removes the clsact fallback's filters (they carry
+// tcFilterName) from every interface of this network namespace.
+func detachClsact() error {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	for _, l := range links {
+		for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+			fs, err := netlink.FilterList(l, parent)
+			if err != nil {
+				continue
+			}
+			for _, f := range fs {
+				if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == tcFilterName {
+					if err := netlink.FilterDel(f); err != nil {
+						errs = append(errs, err)
+					}
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// openPinnedMaps opens every map of spec pinned in dir, creating nothing.
+// The caller closes them.
+func openPinnedMaps(spec *ebpf.CollectionSpec, dir string) (map[string]*ebpf.Map, error) {
+	maps := map[string]*ebpf.Map{}
+	for name := range spec.Maps {
+		if strings.HasPrefix(name, ".") {
+			continue // .rodata/.bss belong to one program load
+		}
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if err != nil {
+			for _, m := range maps {
+				m.Close()
+			}
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%s: map %s is not pinned (a datapath of another Sluice version, "+
+					"or one half removed by an older Sluice: remove it with ipf -D and load again): %w", dir, name, ErrIncomplete)
+			}
+			return nil, fmt.Errorf("opening pinned map %s in %s: %w", name, dir, err)
+		}
+		maps[name] = m
+	}
+	return maps, nil
+}
