@@ -99,10 +99,95 @@ func (d *Datapath) Hooked() (map[int]bool, error) {
 		// interface spared)
 		return out, nil
 	}
+	return clsactHooked()
+}
+
+// Prune forgets the interfaces that went away: their pinned links, which
+// the kernel detached with the device, are unpinned (so a new interface
+// that gets the same ifindex is attached afresh) and their ifaces entries
+// deleted (so the map does not fill up as interfaces come and go). The
+// clsact fallback (kernels without TCX) pins no link: its qdisc and
+// filters go with the device, so an entry is forgotten when no interface
+// of this network namespace with that ifindex carries the fallback's
+// filter (the device went, or a new one took its ifindex). It returns the
+// ifindexes it forgot.
+func (d *Datapath) Prune() ([]int, error) {
+	if d.dir == "" {
+		return nil, nil
+	}
+	ents, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	gone := map[int]bool{}
+	// live: ifindexes with a link pin that stays (a live link, or one
+	// that could not be unpinned)
+	live := map[int]bool{}
+	for _, e := range ents {
+		idx, _, ok := linkPin(e.Name())
+		if !ok {
+			continue
+		}
+		p := filepath.Join(d.dir, e.Name())
+		now, err := pinnedLinkIfindex(p)
+		if err == nil && now > 0 {
+			live[idx] = true
+			continue
+		}
+		// defunct, or a pin that no longer opens as a link
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("unpinning %s: %w", p, err))
+			live[idx] = true
+			continue
+		}
+		gone[idx] = true
+	}
+	// the clsact fallback's entries
+	var stale []uint32
+	var clsact map[int]bool
+	var (
+		k uint32
+		v uint32
+	)
+	it := d.objs.Ifaces.Iterate()
+	for it.Next(&k, &v) {
+		if k == allIfacesKey || live[int(k)] || gone[int(k)] {
+			continue
+		}
+		if clsact == nil {
+			if clsact, err = clsactHooked(); err != nil {
+				return nil, errors.Join(append(errs, err)...)
+			}
+		}
+		if !clsact[int(k)] {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("reading the interfaces map: %w", err))
+	}
+	for _, k := range stale {
+		gone[int(k)] = true
+	}
+	var out []int
+	for idx := range gone {
+		if err := d.objs.Ifaces.Delete(uint32(idx)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("forgetting ifindex %d: %w", idx, err))
+		}
+		out = append(out, idx)
+	}
+	return out, errors.Join(errs...)
+}
+
+// clsactHooked returns the interfaces of this network namespace that
+// carry the clsact fallback's ingress filter.
+func clsactHooked() (map[int]bool, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
-		return out, fmt.Errorf("listing interfaces: %w", err)
+		return nil, fmt.Errorf("listing interfaces: %w", err)
 	}
+	out := map[int]bool{}
 	for _, l := range links {
 		fs, err := netlink.FilterList(l, netlink.HANDLE_MIN_INGRESS)
 		if err != nil {
@@ -115,46 +200,4 @@ func (d *Datapath) Hooked() (map[int]bool, error) {
 		}
 	}
 	return out, nil
-}
-
-// Prune forgets the interfaces that went away: their pinned links, which
-// the kernel detached with the device, are unpinned (so a new interface
-// that gets the same ifindex is attached afresh) and their ifaces entries
-// deleted (so the map does not fill up as interfaces come and go). It
-// returns the ifindexes it forgot.
-func (d *Datapath) Prune() ([]int, error) {
-	if d.dir == "" {
-		return nil, nil
-	}
-	ents, err := os.ReadDir(d.dir)
-	if err != nil {
-		return nil, err
-	}
-	var errs []error
-	gone := map[int]bool{}
-	for _, e := range ents {
-		idx, _, ok := linkPin(e.Name())
-		if !ok {
-			continue
-		}
-		p := filepath.Join(d.dir, e.Name())
-		now, err := pinnedLinkIfindex(p)
-		if err == nil && now > 0 {
-			continue
-		}
-		// defunct, or a pin that no longer opens as a link
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("unpinning %s: %w", p, err))
-			continue
-		}
-		gone[idx] = true
-	}
-	var out []int
-	for idx := range gone {
-		if err := d.objs.Ifaces.Delete(uint32(idx)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("forgetting ifindex %d: %w", idx, err))
-		}
-		out = append(out, idx)
-	}
-	return out, errors.Join(errs...)
 }
