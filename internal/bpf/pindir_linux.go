@@ -22,8 +22,11 @@ import (
 //   - A first Load builds everything in a staging directory beside the
 //     final one (<dir>-staging-<pid>) and renames it into place when it is
 //     complete (Publish): the rename is the commit point.
-//   - RemovePinned renames the directory out of the way (<dir>-removing)
-//     first, then detaches and deletes what it holds.
+//   - RemovePinned marks the directory (a "removing" directory inside
+//     it: the removal is decided), switches the filter off (one map
+//     write: from then on every packet passes untouched, as with no
+//     filter), renames the directory out of the way (<dir>-removing: no
+//     datapath for any process), then detaches and deletes what it holds.
 //   - A process killed half way leaves only those side directories, which
 //     FinishInterrupted clears (Load and RemovePinned call it; so do the
 //     commands that change the datapath, under their lock).
@@ -41,6 +44,10 @@ func stagingPrefix(dir string) string { return filepath.Clean(dir) + "-staging-"
 
 // removingDir is where RemovePinned moves a pin directory before clearing it.
 func removingDir(dir string) string { return filepath.Clean(dir) + "-removing" }
+
+// removingMark is the directory RemovePinned makes inside the pin
+// directory before it changes anything: a removal was decided.
+const removingMark = "removing"
 
 // ErrIncomplete is returned by OpenPinned for a pin directory that has the
 // datapath's config map but not all of its other maps: one of another
@@ -85,11 +92,20 @@ func publish(staging, dir string) error {
 }
 
 // FinishInterrupted clears what a process killed while loading or
-// removing the datapath of dir left beside it: staging directories of
-// loaders that are gone, and a removal that was not finished (whose links
-// may still be attached). A staging directory of a live process is left
-// alone.
+// removing the datapath of dir left: a removal that was decided (it is
+// finished), one whose directory was moved away but not cleared (its
+// links may still be attached), and staging directories of loaders that
+// are gone. A staging directory of a live process is left alone.
 func FinishInterrupted(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, removingMark)); err == nil {
+		return RemovePinned(dir)
+	}
+	return clearLeftovers(dir)
+}
+
+// clearLeftovers clears the side directories of dir that killed
+// processes left (see FinishInterrupted).
+func clearLeftovers(dir string) error {
 	var errs []error
 	// the clsact fallback's filters are found by name only: they are the
 	// removed datapath's unless a datapath is loaded in dir now
@@ -125,18 +141,38 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, unix.EPERM)
 }
 
-// RemovePinned removes the datapath pinned in dir, if there is one: the
-// directory is first renamed out of the way (from then on the datapath is
-// not loaded for any process), then its links are detached and its pins
-// deleted. Pins that do not open as this version's objects (left by
-// another build) go too. A process killed half way leaves the renamed
-// directory, which FinishInterrupted (any later load or removal) clears.
+// RemovePinned removes the datapath pinned in dir, if there is one (see
+// the top of this file for the order of its steps): from the moment it
+// switches the filter off every packet passes, and once it has renamed
+// the directory no process finds a datapath; then the links are detached
+// and the pins deleted. Pins that do not open as this version's objects
+// (left by another build) go too. A process killed half way leaves the
+// mark or the renamed directory, and FinishInterrupted (every later load,
+// removal and change under ipfctl's lock) finishes the removal.
 func RemovePinned(dir string) error {
 	if dir == "" {
 		dir = DefaultPinDir
 	}
-	if err := FinishInterrupted(dir); err != nil {
+	if err := clearLeftovers(dir); err != nil {
 		return err
+	}
+	if err := os.Mkdir(filepath.Join(dir, removingMark), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // nothing loaded
+		}
+		return fmt.Errorf("removing %s: %w", dir, err)
+	}
+	// off: the programs still attached until they are detached below
+	// pass every packet untouched (a config map of another layout, left
+	// by another build, is not written)
+	if m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "config"), nil); err == nil {
+		if m.KeySize() == 4 && m.ValueSize() == 8 && m.MaxEntries() > cfgEnabled {
+			err = m.Put(uint32(cfgEnabled), uint64(0))
+		}
+		m.Close()
+		if err != nil {
+			return fmt.Errorf("switching the filter off: %w", err)
+		}
 	}
 	trash := removingDir(dir)
 	if err := unix.Rename(dir, trash); err != nil {

@@ -35,9 +35,10 @@ type Kernel struct {
 	// deferred are the attachments load put off while d is a first load
 	// not yet published (see publish).
 	deferred []attachReq
-	// beforePublish, when set, runs just before a first load is
-	// published (tests: what other processes see of a load half way).
-	beforePublish func(staging string)
+	// hook, when set, is called by tests at points of a transaction:
+	// "publish" just before a first load is published (arg: its staging
+	// directory), "step" after each step is committed.
+	hook func(event, arg string)
 }
 
 // attachReq is one call of load: the interfaces a set names, and whether
@@ -86,8 +87,8 @@ func (b *Kernel) publish() ([]string, error) {
 	if b.d == nil || b.d.Published() {
 		return nil, nil
 	}
-	if b.beforePublish != nil {
-		b.beforePublish(b.d.Dir())
+	if b.hook != nil {
+		b.hook("publish", b.d.Dir())
 	}
 	if err := b.d.Publish(); err != nil {
 		return nil, permissionHint(err)
@@ -195,16 +196,19 @@ func (b *Kernel) load(ifaces []string, everywhere bool) (*bpf.Datapath, []string
 	if err := b.loadPrograms(); err != nil {
 		return nil, nil, err
 	}
+	if allMode && !b.d.AllInterfaces() {
+		// before a first load is published, too: if this process is
+		// killed before it attached, ipf -V and ipfstat report the
+		// interfaces unfiltered and ipf -y attaches them
+		if err := b.d.SetAllInterfaces(); err != nil {
+			return nil, nil, permissionHint(err)
+		}
+	}
 	if !b.d.Published() {
 		// a first load: attached once its sets are written and it is
 		// published (publish replays this call)
 		b.deferred = append(b.deferred, attachReq{ifaces, everywhere})
 		return b.d, nil, nil
-	}
-	if allMode && !b.d.AllInterfaces() {
-		if err := b.d.SetAllInterfaces(); err != nil {
-			return nil, nil, permissionHint(err)
-		}
 	}
 	var warnings []string
 	attached := 0

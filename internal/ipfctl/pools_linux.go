@@ -114,8 +114,37 @@ func checkTables(f *ippool.File) error {
 	return err
 }
 
+// pendingFile holds the tables of an ippool change between the moment
+// they are checked and the moment the kernel's sets are compiled with
+// them: a process killed in between leaves it, and the next change under
+// the lock finishes the change (finishPools).
+const pendingFile = "pools-pending.json"
+
 // Save replaces the stored tables atomically (write and rename).
-func (s *PoolStore) Save(f *ippool.File) error {
+func (s *PoolStore) Save(f *ippool.File) error { return s.write(f, poolFile) }
+
+// savePending writes the tables of a change in progress.
+func (s *PoolStore) savePending(f *ippool.File) error { return s.write(f, pendingFile) }
+
+// commitPending makes the pending tables the stored ones.
+func (s *PoolStore) commitPending() error {
+	if err := os.Rename(filepath.Join(s.dir, pendingFile), filepath.Join(s.dir, poolFile)); err != nil {
+		return fmt.Errorf("pool store: %w", err)
+	}
+	return nil
+}
+
+// dropPending forgets the tables of a change that did not happen.
+func (s *PoolStore) dropPending() error {
+	if err := os.Remove(filepath.Join(s.dir, pendingFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("pool store: %w", err)
+	}
+	return nil
+}
+
+// write replaces the file name of the store atomically: written aside,
+// then renamed; the files a killed writer left aside go first.
+func (s *PoolStore) write(f *ippool.File, name string) error {
 	data, err := json.Marshal(f)
 	if err != nil {
 		return fmt.Errorf("pool store: %w", err)
@@ -123,7 +152,12 @@ func (s *PoolStore) Save(f *ippool.File) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("pool store: %w", err)
 	}
-	tmp, err := os.CreateTemp(s.dir, poolFile+".*")
+	if old, _ := filepath.Glob(filepath.Join(s.dir, name+".*")); len(old) > 0 {
+		for _, p := range old {
+			os.Remove(p)
+		}
+	}
+	tmp, err := os.CreateTemp(s.dir, name+".*")
 	if err != nil {
 		return fmt.Errorf("pool store: %w", err)
 	}
@@ -133,7 +167,7 @@ func (s *PoolStore) Save(f *ippool.File) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("pool store: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, poolFile)); err != nil {
+	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, name)); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("pool store: %w", err)
 	}
@@ -185,6 +219,15 @@ func (b *Kernel) Pools() (*ippool.File, error) {
 	if _, err := os.Stat(st.dir); errors.Is(err, os.ErrNotExist) {
 		return &ippool.File{}, nil
 	}
+	if _, err := os.Stat(filepath.Join(st.dir, pendingFile)); err == nil {
+		// an ippool change was killed half way: finish it first, so
+		// that what is listed is what the kernel's sets use
+		unlock, err := b.lock(false)
+		if err != nil {
+			return nil, err
+		}
+		unlock()
+	}
 	unlock, err := st.lock()
 	if err != nil {
 		return nil, permissionHint(err)
@@ -207,9 +250,11 @@ func onBPFFS(dir string) bool {
 // the pins throughout, as ipf does, so an ipf load and an ippool edit
 // never interleave. Each set is replaced atomically; the active set is
 // written last so that a failure leaves the rules that filter traffic as
-// they were.
+// they were. Killed half way, the change is finished by the next one
+// (finishPools): the kernel's sets and the stored tables always end up
+// agreeing, with the old tables or the new ones.
 func (b *Kernel) UpdatePools(edit func(*ippool.File) error) error {
-	unlock, err := lockTx(b.dir, true, onBPFFS(b.dir))
+	unlock, err := b.lock(onBPFFS(b.dir))
 	if err != nil {
 		return err
 	}
@@ -232,6 +277,14 @@ func (b *Kernel) UpdatePools(edit func(*ippool.File) error) error {
 	if err := edit(f); err != nil {
 		return err
 	}
+	return b.applyPools(st, f, before)
+}
+
+// applyPools makes f the stored tables and recompiles the sets that name
+// tables with them; the caller holds both locks. The tables are written
+// aside first (pendingFile), then the sets, then the tables take the
+// stored ones' place.
+func (b *Kernel) applyPools(st *PoolStore, f *ippool.File, before map[*ippool.Table]bool) error {
 	if err := checkTables(f); err != nil {
 		return err
 	}
@@ -244,7 +297,7 @@ func (b *Kernel) UpdatePools(edit func(*ippool.File) error) error {
 		return err
 	}
 	defer t.close()
-	// the store is locked above: compile with the edited tables
+	// the store is locked by the caller: compile with the edited tables
 	t.pools, t.poolsRead = set, true
 	if t.d != nil {
 		for _, s := range []Set{SetInactive, SetActive} {
@@ -258,17 +311,78 @@ func (b *Kernel) UpdatePools(edit func(*ippool.File) error) error {
 		}
 		if err := t.flushSets(); err != nil {
 			var pe *PoolSpaceError
-			if errors.As(err, &pe) {
+			if errors.As(err, &pe) && before != nil {
 				pe.Table = largestNew(f, before)
 			}
 			return err
 		}
 	}
-	if err := st.Save(f); err != nil {
+	if err := st.savePending(f); err != nil {
 		return err
 	}
-	_, err = t.commit()
-	return err
+	if b.hook != nil {
+		b.hook("pools pending", "")
+	}
+	if _, err := t.commit(); err != nil {
+		return errors.Join(err, st.dropPending())
+	}
+	if b.hook != nil {
+		b.hook("pools committed", "")
+	}
+	return st.commitPending()
+}
+
+// finishPools finishes an ippool change that a killed process left half
+// done (its tables in pendingFile): the sets that name tables are
+// compiled with those tables, which then become the stored ones. If that
+// cannot be done, the stored tables are put back in the kernel instead.
+// The caller holds the lock beside the pins.
+func (b *Kernel) finishPools() error {
+	st := b.poolStore()
+	if _, err := os.Stat(filepath.Join(st.dir, pendingFile)); err != nil {
+		return nil
+	}
+	unlock, err := st.lock()
+	if err != nil {
+		return permissionHint(err)
+	}
+	defer unlock()
+	defer b.Close()
+	data, err := os.ReadFile(filepath.Join(st.dir, pendingFile))
+	f := &ippool.File{}
+	if err == nil {
+		err = json.Unmarshal(data, f)
+	}
+	if err == nil {
+		if err = b.applyPools(st, f, nil); err == nil {
+			return nil
+		}
+	}
+	// back to the stored tables
+	if derr := st.dropPending(); derr != nil {
+		return errors.Join(err, derr)
+	}
+	old, lerr := st.Load()
+	if lerr != nil {
+		return errors.Join(err, lerr)
+	}
+	b.Close()
+	return b.applyPools(st, old, nil)
+}
+
+// lock takes the lock beside the pins for a change (creating it with
+// create, see lockTx) and finishes an ippool change a killed process
+// left half done.
+func (b *Kernel) lock(create bool) (func(), error) {
+	unlock, err := lockTx(b.dir, true, create)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.finishPools(); err != nil {
+		unlock()
+		return nil, fmt.Errorf("finishing an interrupted ippool change: %w", err)
+	}
+	return unlock, nil
 }
 
 // largestNew returns the table with the most entries among those the

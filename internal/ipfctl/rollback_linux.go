@@ -207,7 +207,7 @@ func (b *Kernel) tokenIs(token uint64) bool {
 
 // rollback puts the saved sets back if the token is still the spec's.
 func (b *Kernel) rollback(spec *watchdogSpec) (bool, error) {
-	unlock, err := lockTx(b.dir, true, false)
+	unlock, err := b.lock(false)
 	if err != nil {
 		return false, err
 	}
@@ -270,7 +270,7 @@ func logRollback(spec *watchdogSpec, err error) {
 // Confirm implements Backend: it keeps the rules of a load made with
 // ConfirmWithin by clearing the token its watchdog watches.
 func (b *Kernel) Confirm() error {
-	unlock, err := lockTx(b.dir, true, false)
+	unlock, err := b.lock(false)
 	if err != nil {
 		return err
 	}

@@ -645,6 +645,9 @@ func (t *tx) commit() ([]Result, error) {
 		if err != nil {
 			return t.results, err
 		}
+		if t.k.hook != nil {
+			t.k.hook("step", "")
+		}
 	}
 	return t.results, nil
 }
@@ -655,7 +658,12 @@ func (b *Kernel) Apply(ops []Op, opts ApplyOptions) ([]Result, error) {
 	if readOnly(ops) && opts.ConfirmWithin == 0 {
 		return b.applyReadOnly(ops, opts.Warn)
 	}
-	unlock, err := lockTx(b.dir, true, true)
+	// ipf -y alone (what udev runs for a new interface) makes nothing,
+	// not even the lock: without one nothing was ever loaded, and a first
+	// load that takes it after this looked lists the interfaces after
+	// this one appeared. With one, -y waits for a load in progress and
+	// decides whether a filter is loaded once it has the lock.
+	unlock, err := b.lock(!syncOnly(ops) || opts.ConfirmWithin > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -685,6 +693,16 @@ func (b *Kernel) Apply(ops []Op, opts ApplyOptions) ([]Result, error) {
 		}
 	}
 	return t.commit()
+}
+
+// syncOnly reports whether ops are only ipf -y.
+func syncOnly(ops []Op) bool {
+	for _, op := range ops {
+		if op.Kind != OpSync {
+			return false
+		}
+	}
+	return len(ops) > 0
 }
 
 // readOnly reports whether ops only read (ipf -V): those need no lock and
