@@ -420,6 +420,31 @@ func runBootScript(t *testing.T, e *bootEnv) {
 	if code, _, _ := e.run(filepath.Join(e.sbin, "ipqosadmin"), "-state", "-s", "-pindir", e.qos); code != 3 {
 		t.Errorf("ipqosadmin -state after qos-start: %d, want 3 (filtering)", code)
 	}
+	// an adapter ipqos.conf names that appears after the load (loaded
+	// with -continue) gets the marker from ipfboot resync, as udev runs it
+	conf := e.write("ipqos-late.conf", "filter f {\n    udp\n}\npolicy p {\n    uses f\n    dscp 10\n}\nadapter "+e.link+" {\n    uses p\n}\nadapter slq0 {\n    uses p\n}\n")
+	if code, _, er := e.run(filepath.Join(e.sbin, "ipqosadmin"), "-load", "-continue", "-f", conf, "-pindir", e.qos); code != 1 || !strings.Contains(er, "slq0") {
+		t.Errorf("ipqosadmin -load -continue with slq0 missing: exit %d, stderr %q", code, er)
+	}
+	if code, _, _ := e.run(filepath.Join(e.sbin, "ipqosadmin"), "-state", "-s", "-pindir", e.qos); code != 2 {
+		t.Errorf("ipqosadmin -state with slq0 missing: %d, want 2 (not filtering)", code)
+	}
+	if err := e.tp.Do(topo.SUT, func() error {
+		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "slq0"}, PeerName: "slq1"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.tp.Do(topo.SUT, func() error {
+		l, err := netlink.LinkByName("slq0")
+		if err == nil {
+			err = netlink.LinkDel(l)
+		}
+		return err
+	})
+	e.boot(0, "resync")
+	if code, o, _ := e.run(filepath.Join(e.sbin, "ipqosadmin"), "-state", "-pindir", e.qos); code != 3 {
+		t.Errorf("ipqosadmin -state after ipfboot resync: exit %d, want 3 (filtering)\n%s", code, o)
+	}
 	e.boot(0, "qos-stop")
 	if code, _, _ := e.run(filepath.Join(e.sbin, "ipqosadmin"), "-state", "-s", "-pindir", e.qos); code == 3 {
 		t.Error("IPQoS still filtering after qos-stop")

@@ -45,6 +45,10 @@ type QoS interface {
 	// Continue) the previous one stays.
 	Load(rs *qos.Ruleset, opts QoSLoadOptions) (*QoSReport, error)
 	Unload(log io.Writer) error
+	// Resync attaches the active configuration to the adapters it names
+	// that are not marked now (they appeared, or came back, since the
+	// load); it does nothing when no configuration is loaded.
+	Resync(log io.Writer) (*QoSReport, error)
 	// Config returns the active configuration's text ("" when none).
 	Config() (string, error)
 	// Stats returns the counters (nil when nothing is loaded).
@@ -76,6 +80,11 @@ func (q qosKernel) Load(rs *qos.Ruleset, opts QoSLoadOptions) (*QoSReport, error
 }
 
 func (q qosKernel) Unload(log io.Writer) error { return permissionHint(qosmark.Unload(q.dir, log)) }
+
+func (q qosKernel) Resync(log io.Writer) (*QoSReport, error) {
+	rep, err := qosmark.Resync(q.dir, log)
+	return rep, permissionHint(err)
+}
 
 func (q qosKernel) Config() (string, error) {
 	s, err := qosmark.ActiveConfig(q.dir)

@@ -34,6 +34,9 @@ type Options struct {
 	// failAt lets tests make the switch of an adapter fail after all of
 	// its steps ran, to exercise the rollback.
 	failAt func(ifname string) error
+	// stepDone, when set, runs after each step of a load (tests: a
+	// process killed there).
+	stepDone func(step string)
 }
 
 func (o *Options) dir() string {
@@ -41,6 +44,13 @@ func (o *Options) dir() string {
 		return DefaultPinDir
 	}
 	return o.PinDir
+}
+
+// step marks the end of a step of a load (stepDone).
+func (o *Options) step(name string) {
+	if o.stepDone != nil {
+		o.stepDone(name)
+	}
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -86,8 +96,11 @@ func (p *pinned) Close() {
 }
 
 // openPinned opens cur/; it returns nil, nil when nothing is loaded.
-func openPinned(dir string) (*pinned, error) {
-	cur := filepath.Join(dir, "cur")
+func openPinned(dir string) (*pinned, error) { return openPinnedAt(filepath.Join(dir, "cur")) }
+
+// openPinnedAt opens a configuration pinned in cur (cur/ or next/); it
+// returns nil, nil when there is none.
+func openPinnedAt(cur string) (*pinned, error) {
 	if _, err := os.Stat(filepath.Join(cur, "prog")); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -118,6 +131,16 @@ func openPinned(dir string) (*pinned, error) {
 // Enable creates the state directory and settings map (IPQoS enabled,
 // nothing loaded yet).
 func Enable(dir string) error {
+	unlock, err := lockEnabled(dir)
+	if err != nil {
+		return err
+	}
+	unlock()
+	return nil
+}
+
+// makeDir creates the state directory (and links/) on a bpffs.
+func makeDir(dir string) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(filepath.Dir(dir), &st); err != nil || st.Type != unix.BPF_FS_MAGIC {
 		return fmt.Errorf("%s is not on a bpffs (mount one with: mount -t bpf bpf %s)", dir, filepath.Dir(dir))
@@ -125,18 +148,38 @@ func Enable(dir string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "links"), 0o700); err != nil {
 		return fmt.Errorf("creating %s (is bpffs mounted?): %w", dir, err)
 	}
-	m, err := settingsMap(dir)
+	return nil
+}
+
+var settingsSpec = ebpf.MapSpec{Name: "settings", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}
+
+// ensureSettings pins the settings map if it is not there; the caller
+// holds the lock (two processes creating it at once would both pin).
+func ensureSettings(dir string) error {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "settings"), nil)
+	if err == nil {
+		return m.Close()
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("settings map: %w", err)
+	}
+	spec := settingsSpec
+	spec.Pinning = ebpf.PinByName
+	m, err = ebpf.NewMapWithOptions(&spec, ebpf.MapOptions{PinPath: dir})
 	if err != nil {
-		return err
+		return fmt.Errorf("settings map: %w", err)
 	}
 	return m.Close()
 }
 
+// settingsMap opens the pinned settings map; it never creates it.
 func settingsMap(dir string) (*ebpf.Map, error) {
-	m, err := ebpf.NewMapWithOptions(&ebpf.MapSpec{
-		Name: "settings", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1, Pinning: ebpf.PinByName,
-	}, ebpf.MapOptions{PinPath: dir})
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "settings"), nil)
 	if err != nil {
+		return nil, fmt.Errorf("settings map: %w", err)
+	}
+	if err := settingsSpec.Compatible(m); err != nil {
+		m.Close()
 		return nil, fmt.Errorf("settings map: %w", err)
 	}
 	return m, nil
@@ -145,9 +188,11 @@ func settingsMap(dir string) (*ebpf.Map, error) {
 // SetLogLevel stores the log level (ipqosadmin -loglevel); it enables
 // IPQoS if needed.
 func SetLogLevel(dir string, level uint32) error {
-	if err := Enable(dir); err != nil {
+	unlock, err := lockEnabled(dir)
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	m, err := settingsMap(dir)
 	if err != nil {
 		return err
@@ -158,10 +203,10 @@ func SetLogLevel(dir string, level uint32) error {
 
 // LogLevel returns the stored log level (0 when IPQoS is disabled).
 func LogLevel(dir string) (uint32, error) {
-	if _, err := os.Stat(filepath.Join(dir, "settings")); errors.Is(err, os.ErrNotExist) {
+	m, err := settingsMap(dir)
+	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
-	m, err := settingsMap(dir)
 	if err != nil {
 		return 0, err
 	}
@@ -171,16 +216,33 @@ func LogLevel(dir string) (uint32, error) {
 	return v, err
 }
 
-// lock takes an exclusive flock on the state directory so concurrent
-// ipqosadmin runs do not interleave their changes.
+// lock takes an exclusive flock on the state directory so that
+// ipqosadmin runs do not interleave their changes. It fails with
+// errVanished when the directory was removed (Disable) while it waited:
+// a lock on a removed directory guards nothing.
 func lock(dir string) (func(), error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("locking %s: %w", dir, err)
 	}
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+	for {
+		err = unix.Flock(fd, unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	var held, now unix.Stat_t
+	if err := unix.Fstat(fd, &held); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	if err := unix.Stat(dir, &now); err != nil || now.Ino != held.Ino || now.Dev != held.Dev {
+		unix.Close(fd)
+		return nil, fmt.Errorf("locking %s: %w", dir, errVanished)
 	}
 	return func() { unix.Close(fd) }, nil
 }
@@ -248,11 +310,28 @@ func Unload(dir string, log io.Writer) error {
 		return nil
 	}
 	unlock, err := lock(dir)
+	if errors.Is(err, errVanished) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	o := Options{PinDir: dir, Log: log}
+	if err := finishInterrupted(dir, &o); err != nil {
+		return err
+	}
+	return unloadLocked(dir, &o)
+}
+
+// unloadLocked is Unload under the lock. The unloading/ mark, made first
+// and removed last, has the next ipqosadmin finish an unload that was
+// killed half way.
+func unloadLocked(dir string, o *Options) error {
+	mark := filepath.Join(dir, "unloading")
+	if err := os.Mkdir(mark, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
 	old, err := openPinned(dir)
 	if err != nil {
 		return err
@@ -260,6 +339,7 @@ func Unload(dir string, log io.Writer) error {
 	if old != nil {
 		for _, a := range old.rs.Adapters {
 			detach(dir, a, o.logf)
+			o.step("unload detached " + a.Name)
 		}
 		old.Close()
 	}
@@ -269,20 +349,33 @@ func Unload(dir string, log io.Writer) error {
 			detachLink(filepath.Join(dir, "links", e.Name()), o.logf)
 		}
 	}
-	for _, d := range []string{"cur", "next", "prev"} {
+	for _, d := range []string{"cur", "next", "prev", "staging"} {
 		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
 			return err
 		}
 	}
-	return nil
+	return os.Remove(mark)
 }
 
-// Disable unloads and removes the whole state directory.
+// Disable unloads and removes the whole state directory, under the lock:
+// a load waiting for it then starts afresh.
 func Disable(dir string) error {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	if err := Unload(dir, nil); err != nil {
+	unlock, err := lock(dir)
+	if errors.Is(err, errVanished) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	o := Options{PinDir: dir}
+	if err := finishInterrupted(dir, &o); err != nil {
+		return err
+	}
+	if err := unloadLocked(dir, &o); err != nil {
 		return err
 	}
 	return os.RemoveAll(dir)

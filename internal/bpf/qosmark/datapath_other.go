@@ -38,6 +38,9 @@ func Load(*qos.Ruleset, Options) (*Report, error) { return nil, ErrNotSupported 
 // Unload is not supported here.
 func Unload(string, io.Writer) error { return ErrNotSupported }
 
+// Resync is not supported here.
+func Resync(string, io.Writer) (*Report, error) { return nil, ErrNotSupported }
+
 // Disable is not supported here.
 func Disable(string) error { return ErrNotSupported }
 

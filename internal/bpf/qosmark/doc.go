@@ -11,11 +11,15 @@
 //	cur/prog       the marker program of the active configuration
 //	cur/<map>      its maps (rules, adapters, policies, counters, conf text)
 //	links/<ifname> the TCX link of each adapter, updated in place on reload
+//	next/          a load's new objects while it switches the adapters
+//	unloading/     mark of an unload in progress
 //
-// A load builds and fills a complete new set of objects first, then
-// switches each adapter's link to the new program; if any step fails the
-// adapters already switched are put back, so a failed load keeps the old
-// configuration.
+// A load builds and fills a complete new set of objects first and pins
+// them in next/, then switches each adapter's link to the new program;
+// if any step fails the adapters already switched are put back, so a
+// failed load keeps the old configuration. The commit exchanges next/ and
+// cur/ in one rename. Every change holds the directory's flock and first
+// finishes what a killed process left (resync_linux.go).
 package qosmark
 
 import (

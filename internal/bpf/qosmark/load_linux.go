@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"sluice/internal/qos"
 	"sluice/internal/qos/tc"
@@ -18,21 +19,24 @@ import (
 
 // Load makes rs the active configuration, replacing any previous one. Its
 // steps: check every adapter and plan its HTB classes (prepare), build and
-// fill the new objects, switch each adapter to them (apply, each step with
-// its undo), pin the new objects in place of the old (commit), and take
-// the adapters that left the configuration back to normal. Without
-// Continue, a failure in any step before the commit undoes the adapters
-// already switched, so the previous configuration stays.
+// fill the new objects and pin them in next/ (the journal), switch each
+// adapter to them (apply, each step with its undo), take the adapters
+// that left the configuration back to normal, and make next/ the active
+// configuration cur/ (commit, one rename). Without Continue, a failure in
+// any step before the commit undoes the adapters already switched, so the
+// previous configuration stays. A process killed half way leaves next/,
+// from which the next ipqosadmin puts every adapter back as cur/ says
+// (finishInterrupted): the old configuration or the new one, whole.
 func Load(rs *qos.Ruleset, opts Options) (*Report, error) {
 	dir := opts.dir()
-	if err := Enable(dir); err != nil {
-		return nil, err
-	}
-	unlock, err := lock(dir)
+	unlock, err := lockEnabled(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	if err := finishInterrupted(dir, &opts); err != nil {
+		return nil, err
+	}
 	old, err := openPinned(dir)
 	if err != nil {
 		return nil, err
@@ -51,10 +55,15 @@ func Load(rs *qos.Ruleset, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer l.objs.Close()
+	if err := l.journal(); err != nil {
+		return nil, fmt.Errorf("pinning new configuration: %w", err)
+	}
+	l.opts.step("journal")
 	for _, pr := range todo {
 		if err := l.apply(pr); err != nil {
 			if !opts.Continue {
 				l.rollback()
+				_ = os.RemoveAll(filepath.Join(dir, "next"))
 				return nil, err
 			}
 			l.rep.Skipped = append(l.rep.Skipped, err.Error())
@@ -63,12 +72,16 @@ func Load(rs *qos.Ruleset, opts Options) (*Report, error) {
 			continue
 		}
 		l.rep.Attached = append(l.rep.Attached, pr.a.Name)
-	}
-	if err := l.commit(); err != nil {
-		l.rollback()
-		return nil, fmt.Errorf("pinning new configuration: %w", err)
+		l.opts.step("applied " + pr.a.Name)
 	}
 	l.detachRemoved()
+	l.opts.step("detached")
+	if err := l.commit(); err != nil {
+		// next/ is still there: put cur/ back on every adapter
+		l.rollback()
+		return nil, errors.Join(fmt.Errorf("pinning new configuration: %w", err), finishInterrupted(dir, &opts))
+	}
+	l.opts.step("committed")
 	return l.rep, nil
 }
 
@@ -291,43 +304,61 @@ func (l *loader) applyProgram(pr prepared, mine *[]func()) error {
 	return nil
 }
 
-// commit pins the new objects in next/, then swaps directories: cur/
-// becomes prev/ (removed), next/ becomes cur/.
-func (l *loader) commit() error {
-	next, cur, prev := filepath.Join(l.dir, "next"), filepath.Join(l.dir, "cur"), filepath.Join(l.dir, "prev")
-	_ = os.RemoveAll(next)
+// journal pins the new objects, whole, in next/ before any adapter is
+// touched: built in staging/, then renamed, so next/ is never partial.
+func (l *loader) journal() error {
+	staging, next := filepath.Join(l.dir, "staging"), filepath.Join(l.dir, "next")
+	_ = os.RemoveAll(staging)
 	err := func() error {
-		if err := os.Mkdir(next, 0o700); err != nil {
+		if err := os.Mkdir(staging, 0o700); err != nil {
 			return err
 		}
-		if err := l.objs.QosEgress.Pin(filepath.Join(next, "prog")); err != nil {
+		if err := l.objs.QosEgress.Pin(filepath.Join(staging, "prog")); err != nil {
 			return err
 		}
 		for n, m := range objMaps(l.objs) {
-			if err := m.Pin(filepath.Join(next, n)); err != nil {
+			if err := m.Pin(filepath.Join(staging, n)); err != nil {
 				return err
 			}
 		}
-		_ = os.RemoveAll(prev)
-		if l.old != nil {
-			if err := os.Rename(cur, prev); err != nil {
-				return err
-			}
-		}
-		if err := os.Rename(next, cur); err != nil {
-			if l.old != nil {
-				_ = os.Rename(prev, cur)
-			}
-			return err
-		}
-		return nil
+		return os.Rename(staging, next)
 	}()
 	if err != nil {
-		_ = os.RemoveAll(next)
+		_ = os.RemoveAll(staging)
+	}
+	return err
+}
+
+// commit makes next/ the active configuration: exchanged with cur/ in one
+// rename (then the old objects, now in next/, go), or renamed to cur/ on
+// a first load. Killed after the exchange, the next ipqosadmin finds the
+// old objects in next/ and cur/ new: it puts cur/ on the adapters, which
+// have it already (finishInterrupted).
+func (l *loader) commit() error {
+	next, cur := filepath.Join(l.dir, "next"), filepath.Join(l.dir, "cur")
+	if l.old == nil {
+		return os.Rename(next, cur)
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, next, unix.AT_FDCWD, cur, unix.RENAME_EXCHANGE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		// no RENAME_EXCHANGE on this bpffs: two renames, cur/ to prev/
+		// first; finishInterrupted puts prev/ back if cur/ is missing
+		prev := filepath.Join(l.dir, "prev")
+		_ = os.RemoveAll(prev)
+		if err := os.Rename(cur, prev); err != nil {
+			return err
+		}
+		if err := os.Rename(next, cur); err != nil {
+			_ = os.Rename(prev, cur)
+			return err
+		}
+		return os.RemoveAll(prev)
+	}
+	if err != nil {
 		return err
 	}
-	_ = os.RemoveAll(prev)
-	return nil
+	l.opts.step("exchanged")
+	return os.RemoveAll(next)
 }
 
 // detachRemoved takes the adapters that left the configuration back to

@@ -26,6 +26,9 @@ const Usage = `usage:
   ipqosadmin -verify -f FILE                  check a configuration
   ipqosadmin -load -f FILE|- [-verbose] [-abort|-continue]
   ipqosadmin -unload
+  ipqosadmin -resync [-verbose]               mark the adapters of the active configuration
+                                              that appeared since it was loaded (Sluice; udev
+                                              runs it through ipfboot resync)
   ipqosadmin -showconfig
   ipqosadmin -showstats [ADAPTER[/POLICY[/FILTER]]]
   ipqosadmin -showstats -reset
@@ -48,6 +51,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // command is one run: the options and where it reads and writes.
 type command struct {
 	state, silent, verify, load, unload, showconfig bool
+	resync                                          bool
 	showstats, reset, test, verbose, abort, cont    bool
 	loglevel, file, input, format, adapter, pindir  string
 	// rest are the operands (the -showstats selector)
@@ -74,6 +78,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, backend func(
 		return c.doLoad()
 	case c.unload:
 		return c.result(c.q.Unload(c.logWriter()))
+	case c.resync:
+		return c.doResync()
 	case c.showconfig:
 		return c.doShowconfig()
 	case c.showstats:
@@ -96,6 +102,7 @@ func (c *command) parse(args []string) (code int, ok bool) {
 	fs.BoolVar(&c.verify, "verify", false, "")
 	fs.BoolVar(&c.load, "load", false, "")
 	fs.BoolVar(&c.unload, "unload", false, "")
+	fs.BoolVar(&c.resync, "resync", false, "")
 	fs.BoolVar(&c.showconfig, "showconfig", false, "")
 	fs.BoolVar(&c.showstats, "showstats", false, "")
 	fs.BoolVar(&c.reset, "reset", false, "")
@@ -127,13 +134,13 @@ func (c *command) parse(args []string) (code int, ok bool) {
 		args = fs.Args()[1:]
 	}
 	actions := 0
-	for _, b := range []bool{c.state, c.verify, c.load, c.unload, c.showconfig, c.showstats, c.loglevel != "", c.test} {
+	for _, b := range []bool{c.state, c.verify, c.load, c.unload, c.resync, c.showconfig, c.showstats, c.loglevel != "", c.test} {
 		if b {
 			actions++
 		}
 	}
 	if actions != 1 {
-		fmt.Fprintf(c.stderr, "ipqosadmin: exactly one of -state, -verify, -load, -unload, -showconfig, -showstats, -loglevel, -test is needed\n%s", Usage)
+		fmt.Fprintf(c.stderr, "ipqosadmin: exactly one of -state, -verify, -load, -unload, -resync, -showconfig, -showstats, -loglevel, -test is needed\n%s", Usage)
 		return 2, false
 	}
 	if c.abort && c.cont {
@@ -226,6 +233,28 @@ func (c *command) doLoad() int {
 		fmt.Fprintf(logw, "configuration loaded on %s\n", strings.Join(rep.Attached, " "))
 	}
 	if len(rep.Skipped) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// doResync is -resync: adapters that appeared get the marker; an adapter
+// that cannot be attached is a warning and exit status 1.
+func (c *command) doResync() int {
+	logw := c.logWriter()
+	rep, err := c.q.Resync(logw)
+	if rep != nil {
+		if logw != nil && len(rep.Attached) > 0 {
+			fmt.Fprintf(logw, "configuration attached to %s\n", strings.Join(rep.Attached, " "))
+		}
+		for _, s := range rep.Skipped {
+			fmt.Fprintf(c.stderr, "ipqosadmin: warning: %s\n", s)
+		}
+	}
+	if err != nil {
+		if rep == nil {
+			return c.fail("%v", err)
+		}
 		return 1
 	}
 	return 0

@@ -84,7 +84,10 @@ func (denied) State() (ipfctl.QoSStateInfo, error) { return ipfctl.QoSStateInfo{
 func (denied) Load(*qos.Ruleset, ipfctl.QoSLoadOptions) (*ipfctl.QoSReport, error) {
 	return nil, errDenied
 }
-func (denied) Unload(io.Writer) error         { return errDenied }
+func (denied) Unload(io.Writer) error { return errDenied }
+func (denied) Resync(io.Writer) (*ipfctl.QoSReport, error) {
+	return nil, errDenied
+}
 func (denied) Config() (string, error)        { return "", errDenied }
 func (denied) Stats() ([]qos.Stats, error)    { return nil, errDenied }
 func (denied) ResetStats() error              { return errDenied }
@@ -96,7 +99,7 @@ func (denied) SetLogLevel(level uint32) error { return errDenied }
 func TestPermissionErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-state"}, {"-load", "-f", "../../qos/engine/testdata/test.conf"}, {"-unload"}, {"-showconfig"},
-		{"-showstats"}, {"-showstats", "-reset"}, {"-loglevel", "2"},
+		{"-showstats"}, {"-showstats", "-reset"}, {"-loglevel", "2"}, {"-resync"},
 	} {
 		var out, errb bytes.Buffer
 		rc := run(args, strings.NewReader(""), &out, &errb, func(string) ipfctl.QoS { return denied{} })
