@@ -8,9 +8,10 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sluice/internal/netperf/cpu"
 	"sluice/internal/netperf/proto"
@@ -42,6 +43,8 @@ type client struct {
 	family int32
 	local  netip.Addr
 	msg    proto.Msg
+	// pending holds control bytes read ahead by the data phase's watcher.
+	pending []byte
 }
 
 func run(ctx context.Context, cfg *Config) (*Result, error) {
@@ -169,10 +172,22 @@ func (c *client) dial(ctx context.Context) error {
 	return nil
 }
 
+// readMsg reads the next control message, starting with any bytes the
+// data phase's watcher read ahead.
+func (c *client) readMsg(m *proto.Msg) error {
+	n := copy(m[:], c.pending)
+	c.pending = c.pending[n:]
+	_, err := io.ReadFull(c.ctl, m[n:])
+	if err == io.EOF && n > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
 func (c *client) exchange(m *proto.Msg, timeout time.Duration) error {
 	_ = c.ctl.SetDeadline(time.Now().Add(timeout))
 	defer c.ctl.SetDeadline(time.Time{})
-	if err := proto.ReadMsg(c.ctl, m); err != nil {
+	if err := c.readMsg(m); err != nil {
 		return fmt.Errorf("netperf: waiting for netserver: %w", err)
 	}
 	return nil
@@ -188,40 +203,51 @@ type loopStats struct {
 	lat                  *latencyHist
 }
 
+// ErrControlLost is wrapped by the error of a test whose netserver closed
+// the control connection (or died) during the data phase.
+var ErrControlLost = errors.New("netserver closed the control connection")
+
 func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, error) {
 	cfg, k := c.cfg, c.kind
-	sockType := 1
-	if k.udp() {
-		sockType = 2
-	}
 	fam := 4
 	if c.family == proto.FamilyINET6 {
 		fam = 6
 	}
-	lss, lsr, err := probeSockBufs(fam, sockType, cfg.LocalSockBuf, cfg.LocalSockBuf)
+	// The first data socket is made before the request, as netperf does:
+	// its buffer sizes go into the request.
+	opts := c.sockOpts()
+	fd, err := newDataSocket(fam, !k.udp(), opts)
 	if err != nil {
-		return nil, 0, fmt.Errorf("netperf: probing socket buffers: %w", err)
+		return nil, 0, fmt.Errorf("netperf: data socket: %w", err)
 	}
+	var ph phase
+	ph.fds.add(fd)
+	defer func() {
+		if fd >= 0 {
+			ph.fds.closeFd(fd)
+		}
+	}()
+	lss, lsr := sockBuf(fd)
 	p := resolve(cfg, k, lss, lsr)
 
-	var udp *net.UDPConn
 	netperfPort := 0
-	if k.udp() {
-		laddr := &net.UDPAddr{IP: c.local.AsSlice(), Port: cfg.LocalDataPort}
-		var extra func(int)
-		if !k.rr {
-			extra = setDontRoute
+	switch {
+	case k.udp():
+		if err := bindTo(fd, netip.AddrPortFrom(c.local, uint16(cfg.LocalDataPort))); err != nil {
+			return nil, 0, fmt.Errorf("netperf: binding the data socket: %w", err)
 		}
-		lc := net.ListenConfig{Control: sockBufControl(cfg.LocalSockBuf, cfg.LocalSockBuf, extra)}
-		pc, err := lc.ListenPacket(ctx, "udp", laddr.String())
-		if err != nil {
-			return nil, 0, fmt.Errorf("netperf: data socket: %w", err)
-		}
-		udp = pc.(*net.UDPConn)
-		defer udp.Close()
-		netperfPort = udp.LocalAddr().(*net.UDPAddr).Port
-	} else if k.crr {
+		netperfPort = int(localAddr(fd).Port())
+	case k.crr:
 		netperfPort = cfg.LocalDataPort
+		if cfg.LocalAddr != "" {
+			if err := bindTo(fd, netip.AddrPortFrom(c.local, 0)); err != nil {
+				return nil, 0, fmt.Errorf("netperf: binding the data socket: %w", err)
+			}
+		}
+	case cfg.LocalAddr != "" || cfg.LocalDataPort != 0:
+		if err := bindTo(fd, netip.AddrPortFrom(c.local, uint16(cfg.LocalDataPort))); err != nil {
+			return nil, 0, fmt.Errorf("netperf: binding the data socket: %w", err)
+		}
 	}
 
 	req := buildRequest(cfg, p, c.family, proto.IPWords(c.server), dataPort, netperfPort)
@@ -245,34 +271,81 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 	if rsp.DataPort <= 0 || rsp.DataPort > 65535 {
 		return nil, 0, fmt.Errorf("netperf: netserver gave data port %d", rsp.DataPort)
 	}
-	dst := netip.AddrPortFrom(c.server, uint16(rsp.DataPort))
+	l := &clientLoop{c: c, ph: &ph, p: p, fd: fd, fam: fam, opts: opts,
+		dst: toRaw(netip.AddrPortFrom(c.server, uint16(rsp.DataPort)))}
+	if cfg.Transactions > 0 {
+		l.limit = cfg.Transactions
+	}
+	if k.rr {
+		l.demo = newDemoTicker(cfg, k.name, float64(p.reqSize+p.respSize))
+	} else {
+		l.demo = newDemoTicker(cfg, k.name, 0)
+	}
+	if cfg.Latency && k.rr {
+		l.st.lat = newLatencyHist()
+	}
 
+	// A netserver that dies or closes the control connection ends the
+	// test at once (its data socket may never answer again).
+	w := watchCtl(c.ctl, ph.fds.abort)
 	var cpu0 cpu.Sample
 	if cfg.LocalCPU {
 		cpu0, _ = cpu.Read()
 	}
-	var st loopStats
 	bind := -1
 	if cfg.BindLocalCPU {
 		bind = cfg.LocalCPUAffinity
 	}
 	err = withCPUAffinity(bind, func() error {
-		var err error
-		if k.udp() {
-			st, err = c.udpData(ctx, udp, dst, p)
-		} else if k.crr {
-			st, err = c.crrData(ctx, dst, p)
+		if l.limit > 0 {
+			ph.startTimer(noDeadline, k.crr)
 		} else {
-			st, err = c.tcpData(ctx, dst, p)
+			ph.startTimer(cfg.Duration, k.crr)
 		}
-		return err
+		defer ph.stopTimer()
+		if l.demo != nil {
+			l.demo.begin()
+		}
+		l.start = time.Now()
+		if !k.udp() && !k.crr {
+			if err := l.connect(); err != nil {
+				return l.fail("connecting the data socket", err)
+			}
+		}
+		switch {
+		case k.udp() && k.rr:
+			return l.udpRR()
+		case k.udp():
+			return l.udpStream()
+		case k.crr:
+			fd = -1 // the loop owns the first socket
+			return l.crr()
+		case k.rr:
+			return l.tcpRR()
+		case k.clientSends():
+			return l.tcpStream()
+		default:
+			return l.tcpMaerts()
+		}
 	})
 	var cpu1 cpu.Sample
 	if cfg.LocalCPU {
 		cpu1, _ = cpu.Read()
 	}
+	l.demo.final()
+	pend, werr := w.stop()
+	c.pending = append(c.pending[:0], pend...)
 	if err != nil {
+		if errors.Is(err, errAborted) {
+			if ctx.Err() != nil {
+				return nil, 0, ctx.Err()
+			}
+			return nil, 0, fmt.Errorf("netperf: %s: %w during the test", k.name, ErrControlLost)
+		}
 		return nil, 0, err
+	}
+	if werr != nil {
+		return nil, 0, fmt.Errorf("netperf: %s: %w during the test: %v", k.name, ErrControlLost, werr)
 	}
 	wait := 120*time.Second + time.Duration(max(req.TestLength, 0))*time.Second
 	if err := c.exchange(&c.msg, wait); err != nil {
@@ -283,8 +356,28 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 	if res.Errno != 0 {
 		return nil, 0, fmt.Errorf("%w %d from netserver results", ErrRemote, res.Errno)
 	}
-	r := c.compute(p, &rsp, &res, &st, cpu0, cpu1)
+	r := c.compute(p, &rsp, &res, &l.st, cpu0, cpu1)
 	return r, int(rsp.DataPort), nil
+}
+
+// sockOpts are the client's data socket options.
+func (c *client) sockOpts() sockOpts {
+	k := c.kind
+	o := sockOpts{sndBuf: c.cfg.LocalSockBuf, rcvBuf: c.cfg.LocalSockBuf}
+	if k.udp() {
+		// IP_RECVERR reports a netserver's closed port (ICMP) as
+		// ECONNREFUSED on the next call, as netperf's enable_enobufs
+		// does for UDP_STREAM.
+		o.recvErr = true
+		o.dontRoute = !k.rr
+	} else {
+		o.noDelay = c.cfg.NoDelay
+	}
+	// TCP_CRR opens a socket per transaction and spends no system call
+	// on timeouts: its timer shuts a blocked socket down instead.
+	o.timeouts = !k.crr
+	o.reuseAddr = c.cfg.LocalDataPort != 0
+	return o
 }
 
 func (c *client) compute(p params, rsp *proto.Response, res *proto.Results, st *loopStats, cpu0, cpu1 cpu.Sample) *Result {
@@ -362,240 +455,487 @@ func methodLetter(m int32) byte {
 	return '?'
 }
 
-func (c *client) dialer(p params) *net.Dialer {
-	var extra func(int)
-	if c.cfg.NoDelay {
-		extra = setNoDelay
-	}
-	d := &net.Dialer{Timeout: 30 * time.Second, Control: sockBufControl(c.cfg.LocalSockBuf, c.cfg.LocalSockBuf, extra)}
-	if c.cfg.LocalAddr != "" || c.cfg.LocalDataPort != 0 && !c.kind.crr {
-		port := 0
-		if !c.kind.crr {
-			port = c.cfg.LocalDataPort
-		}
-		d.LocalAddr = &net.TCPAddr{IP: c.local.AsSlice(), Port: port}
-	}
-	return d
+// noDeadline stands in for "no timer" in -N tests; a bound still exists so
+// a silent peer cannot pin the loop forever.
+const noDeadline = time.Hour
+
+// clientLoop is one iteration's data phase on the client side.
+type clientLoop struct {
+	c     *client
+	ph    *phase
+	p     params
+	fd    int
+	fam   int
+	opts  sockOpts
+	dst   rawSockaddr
+	limit int64 // -l -N: transactions (RR) or bytes (streams); 0 = timed
+	demo  *demoTicker
+	start time.Time
+	st    loopStats
+	y     yielder
 }
 
-func (c *client) endTime(start time.Time) time.Time {
-	if c.cfg.Transactions > 0 {
-		return start.Add(noDeadline)
+// fail turns a failed data socket call into the loop's outcome: nil when
+// the test's time was up anyway (netperf's timer interrupting a call),
+// errAborted when the sockets were shut down from outside.
+func (l *clientLoop) fail(what string, e error) error {
+	if l.ph.fds.aborted.Load() {
+		return errAborted
 	}
-	return start.Add(c.cfg.Duration)
+	if l.ph.stop.Load() || e == errTimedOut {
+		return nil
+	}
+	return fmt.Errorf("netperf: %s: %s: %w", l.c.kind.name, what, e)
 }
 
-func timedOut(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
-
-func (c *client) tcpData(ctx context.Context, dst netip.AddrPort, p params) (loopStats, error) {
-	var st loopStats
-	conn, err := c.dialer(p).DialContext(ctx, "tcp", dst.String())
-	if err != nil {
-		return st, fmt.Errorf("netperf: data connection: %w", err)
+// connect connects the data socket. Its send timeout makes a slow
+// handshake return EINPROGRESS; then it waits for the outcome in
+// pollTick steps.
+func (l *clientLoop) connect() error {
+	e := connectTo(l.fd, &l.dst)
+	if e == 0 {
+		return nil
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	start := time.Now()
-	end := c.endTime(start)
-	limit := c.cfg.Transactions
-	switch {
-	case c.kind.rr:
-		req, rsp := make([]byte, p.reqSize), make([]byte, p.respSize)
-		if c.cfg.Latency {
-			st.lat = newLatencyHist()
+	if e != unix.EINPROGRESS && e != unix.EALREADY {
+		return e
+	}
+	for {
+		pfd := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(pfd, int(pollTick/time.Millisecond))
+		if err != nil && err != unix.EINTR {
+			return err
 		}
-		_ = conn.SetDeadline(end)
-		for limit == 0 || st.trans < limit {
-			var t0 time.Time
-			if st.lat != nil {
-				t0 = time.Now()
+		if n > 0 {
+			v, err := unix.GetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+			if err != nil {
+				return err
 			}
-			if err = rrTransact(conn, req, rsp); err != nil {
-				break
+			if v != 0 {
+				return unix.Errno(v)
 			}
-			if st.lat != nil {
-				st.lat.add(time.Since(t0))
-			}
-			st.trans++
+			return nil
 		}
-		st.elapsed = time.Since(start)
-		st.sendCalls, st.recvCalls = st.trans, st.trans
-		st.bytesTx, st.bytesRx = st.trans*int64(p.reqSize), st.trans*int64(p.respSize)
-		if err != nil && !timedOut(err) {
-			return st, fmt.Errorf("netperf: TCP_RR transaction: %w", err)
+		if err := l.ph.blocked(); err != nil {
+			return err
 		}
-		_ = conn.SetDeadline(time.Now().Add(time.Minute))
-		_ = conn.(*net.TCPConn).CloseWrite()
-		_, _ = io.Copy(io.Discard, conn)
-	case c.kind.clientSends():
-		buf := make([]byte, p.sendSize)
-		_ = conn.SetWriteDeadline(end)
-		for limit == 0 || st.sendCalls < limit {
-			n, werr := conn.Write(buf)
-			st.bytesTx += int64(n)
+	}
+}
+
+// send writes all of b, riding out send timeouts until the phase ends.
+func (l *clientLoop) send(b []byte) error {
+	n, e := sysWrite(l.fd, b)
+	if e == 0 && n == len(b) {
+		return nil
+	}
+	return l.sendSlow(b, n, e)
+}
+
+func (l *clientLoop) sendSlow(b []byte, n int, e unix.Errno) error {
+	for {
+		switch e {
+		case 0:
+			if n >= len(b) {
+				return nil
+			}
+			b = b[n:]
+		case unix.EAGAIN:
+			if err := l.ph.blocked(); err != nil {
+				return err
+			}
+		default:
+			return e
+		}
+		n, e = sysWrite(l.fd, b)
+	}
+}
+
+// recvFull reads all of b; io.EOF if the peer closed first.
+func (l *clientLoop) recvFull(b []byte) error {
+	n, e := readFull(l.fd, b)
+	if e == 0 && n == len(b) {
+		return nil
+	}
+	for {
+		switch {
+		case e == unix.EAGAIN:
+			if err := l.ph.blocked(); err != nil {
+				return err
+			}
+		case e != 0:
+			return e
+		case n < len(b):
+			return io.EOF
+		default:
+			return nil
+		}
+		var m int
+		m, e = readFull(l.fd, b[n:])
+		n += m
+	}
+}
+
+// finishTCP records the connection's final sizes and closes it netperf's
+// way: shut down our side and wait for the server's close, so that the
+// server has seen every byte.
+func (l *clientLoop) finishTCP() {
+	l.st.lssEnd, l.st.lsrEnd = sockBuf(l.fd)
+	l.st.mss, _, _ = tcpFacts(l.fd)
+	_ = unix.Shutdown(l.fd, unix.SHUT_WR)
+	var b [256]byte
+	bound := time.Now().Add(time.Minute)
+	for {
+		n, e := sysRead(l.fd, b[:])
+		if e == unix.EAGAIN && !l.ph.fds.aborted.Load() && time.Now().Before(bound) {
+			continue
+		}
+		if e != 0 || n == 0 {
+			return
+		}
+	}
+}
+
+func (l *clientLoop) tcpStream() error {
+	buf := make([]byte, l.p.sendSize)
+	st := &l.st
+	var err error
+	for !l.ph.stop.Load() && (l.limit == 0 || st.bytesTx < l.limit) {
+		n, e := sysWrite(l.fd, buf)
+		if e != 0 || n != len(buf) {
 			if n > 0 {
+				st.bytesTx += int64(n)
 				st.sendCalls++
 			}
-			if werr != nil {
-				err = werr
-				break
-			}
-		}
-		if err != nil && !timedOut(err) {
-			return st, fmt.Errorf("netperf: sending: %w", err)
-		}
-		_ = conn.SetDeadline(time.Now().Add(time.Minute))
-		_ = conn.(*net.TCPConn).CloseWrite()
-		_, _ = io.Copy(io.Discard, conn)
-		st.elapsed = time.Since(start)
-	default:
-		buf := make([]byte, p.recvSize)
-		_ = conn.SetReadDeadline(end.Add(time.Minute))
-		for {
-			n, rerr := conn.Read(buf)
-			st.bytesRx += int64(n)
-			if n > 0 {
-				st.recvCalls++
-			}
-			if rerr != nil {
-				if rerr != io.EOF {
-					return st, fmt.Errorf("netperf: receiving: %w", rerr)
+			if e == 0 || e == unix.EAGAIN {
+				if err = l.ph.blocked(); err != nil {
+					err = l.fail("sending", err)
+					break
 				}
-				break
+				continue
 			}
+			err = l.fail("sending", e)
+			break
 		}
-		st.elapsed = time.Since(start)
+		st.bytesTx += int64(n)
+		st.sendCalls++
+		if l.demo != nil {
+			l.demo.tick(float64(n))
+		}
+		l.y.tick()
 	}
-	st.lssEnd, st.lsrEnd = sockBufs(conn)
-	st.mss, _, _ = tcpInfo(conn)
-	return st, nil
-}
-
-// rrTransact sends one request and reads the whole response. It does not
-// allocate.
-func rrTransact(c net.Conn, req, rsp []byte) error {
-	if _, err := c.Write(req); err != nil {
+	if err != nil {
 		return err
 	}
-	_, err := io.ReadFull(c, rsp)
-	return err
+	l.finishTCP()
+	st.elapsed = time.Since(l.start)
+	return nil
 }
 
-func (c *client) crrData(ctx context.Context, dst netip.AddrPort, p params) (loopStats, error) {
-	var st loopStats
-	d := c.dialer(p)
-	req, rsp := make([]byte, p.reqSize), make([]byte, p.respSize)
-	var drain [64]byte
-	start := time.Now()
-	end := c.endTime(start)
-	limit := c.cfg.Transactions
-	if c.cfg.Latency {
-		st.lat = newLatencyHist()
-	}
-	addr := dst.String()
-	for (limit == 0 || st.trans < limit) && time.Now().Before(end) {
-		if ctx.Err() != nil {
-			return st, ctx.Err()
-		}
-		t0 := time.Now()
-		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return st, fmt.Errorf("netperf: TCP_CRR connect: %w", err)
-		}
-		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-		err = rrTransact(conn, req, rsp)
-		if err == nil {
-			// Wait for the server's close so it, not us, holds TIME_WAIT.
-			_, err = conn.Read(drain[:])
-			if err == io.EOF {
-				err = nil
+func (l *clientLoop) tcpMaerts() error {
+	buf := make([]byte, l.p.recvSize)
+	st := &l.st
+	for {
+		n, e := sysRead(l.fd, buf)
+		if e != 0 {
+			if e == unix.EAGAIN {
+				if err := l.ph.blocked(); err == nil {
+					continue
+				} else if err == errTimedOut {
+					break // the server stopped sending after the test length
+				}
 			}
+			if err := l.fail("receiving", e); err != nil {
+				return err
+			}
+			break
 		}
-		if st.lssEnd == 0 {
-			st.lssEnd, st.lsrEnd = sockBufs(conn)
+		if n == 0 {
+			break
 		}
-		conn.Close()
-		if err != nil {
-			return st, fmt.Errorf("netperf: TCP_CRR transaction: %w", err)
+		st.bytesRx += int64(n)
+		st.recvCalls++
+		if l.demo != nil {
+			l.demo.tick(float64(n))
+		}
+		l.y.tick()
+	}
+	st.elapsed = time.Since(l.start)
+	l.finishTCP()
+	return nil
+}
+
+func (l *clientLoop) tcpRR() error {
+	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
+	err := l.tcpRRLoop(req, rsp)
+	st := &l.st
+	st.elapsed = time.Since(l.start)
+	st.sendCalls, st.recvCalls = st.trans, st.trans
+	st.bytesTx, st.bytesRx = st.trans*int64(l.p.reqSize), st.trans*int64(l.p.respSize)
+	if err != nil {
+		return err
+	}
+	l.finishTCP()
+	return nil
+}
+
+// tcpRRLoop runs transactions until the timer or the count ends it. It
+// does not allocate.
+func (l *clientLoop) tcpRRLoop(req, rsp []byte) error {
+	st := &l.st
+	for {
+		if l.limit > 0 {
+			if st.trans >= l.limit {
+				return nil
+			}
+		} else if l.ph.stop.Load() {
+			return nil
+		}
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
+		}
+		if e := l.send(req); e != nil {
+			return l.fail("sending a request", e)
+		}
+		if e := l.recvFull(rsp); e != nil {
+			if e == io.EOF {
+				e = errClosedData
+			}
+			return l.fail("receiving a response", e)
 		}
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}
 		st.trans++
+		if l.demo != nil {
+			l.demo.tick(1)
+		}
+		l.y.tick()
 	}
-	st.elapsed = time.Since(start)
-	st.sendCalls, st.recvCalls = st.trans, st.trans
-	st.bytesTx, st.bytesRx = st.trans*int64(p.reqSize), st.trans*int64(p.respSize)
-	return st, nil
 }
 
-func (c *client) udpData(ctx context.Context, conn *net.UDPConn, dst netip.AddrPort, p params) (loopStats, error) {
-	var st loopStats
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	start := time.Now()
-	end := c.endTime(start)
-	limit := c.cfg.Transactions
+var errClosedData = errors.New("netserver closed the data connection")
+
+// crr makes a connection per transaction with plain socket, connect,
+// send, receive and close calls: 6 system calls where net.Dialer and a
+// net.Conn spent about 30.
+func (l *clientLoop) crr() error {
+	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
+	var drain [64]byte
+	st := &l.st
+	fd := l.fd
+	opts := l.opts
+	opts.reuseAddr = false
+	var bindAddr netip.AddrPort
+	if l.c.cfg.LocalAddr != "" {
+		bindAddr = netip.AddrPortFrom(l.c.local, 0)
+	}
 	var err error
-	if c.kind.rr {
-		req, rsp := make([]byte, p.reqSize), make([]byte, p.respSize)
-		if c.cfg.Latency {
-			st.lat = newLatencyHist()
-		}
-		_ = conn.SetDeadline(end)
-		for limit == 0 || st.trans < limit {
-			var t0 time.Time
-			if st.lat != nil {
-				t0 = time.Now()
-			}
-			if err = udpTransact(conn, dst, req, rsp); err != nil {
+	for {
+		if l.limit > 0 {
+			if st.trans >= l.limit {
 				break
 			}
-			if st.lat != nil {
-				st.lat.add(time.Since(t0))
-			}
-			st.trans++
+		} else if l.ph.stop.Load() {
+			break
 		}
-		st.elapsed = time.Since(start)
-		st.sendCalls, st.recvCalls = st.trans, st.trans
-		st.bytesTx, st.bytesRx = st.trans*int64(p.reqSize), st.trans*int64(p.respSize)
-	} else {
-		buf := make([]byte, p.sendSize)
-		_ = conn.SetWriteDeadline(end)
-		for limit == 0 || st.sendCalls < limit {
-			n, werr := conn.WriteToUDPAddrPort(buf, dst)
-			if werr != nil {
-				if isTransientSendErr(werr) {
-					st.failed++
-					continue
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
+		}
+		if fd < 0 {
+			if fd, err = newDataSocket(l.fam, true, opts); err != nil {
+				err = l.fail("data socket", err)
+				break
+			}
+			if bindAddr.IsValid() {
+				if err = bindTo(fd, bindAddr); err != nil {
+					unix.Close(fd)
+					fd = -1
+					err = l.fail("binding", err)
+					break
 				}
-				err = werr
+			}
+			if !l.ph.fds.add(fd) {
+				unix.Close(fd)
+				fd = -1
+				err = errAborted
 				break
 			}
-			st.bytesTx += int64(n)
-			st.sendCalls++
 		}
-		st.elapsed = time.Since(start)
+		if e := connectTo(fd, &l.dst); e != 0 {
+			l.ph.fds.closeFd(fd)
+			fd = -1
+			if e == unix.EADDRNOTAVAIL || e == unix.EADDRINUSE {
+				continue // out of local ports for the moment: netperf's "transient" error
+			}
+			err = l.fail("connecting", e)
+			break
+		}
+		e := l.crrTransact(fd, req, rsp, drain[:])
+		if st.trans == 0 {
+			st.lssEnd, st.lsrEnd = sockBuf(fd)
+			st.mss, _, _ = tcpFacts(fd)
+		}
+		l.ph.fds.closeFd(fd)
+		fd = -1
+		if e != nil {
+			err = l.fail("transaction", e)
+			break
+		}
+		if st.lat != nil {
+			st.lat.add(time.Since(t0))
+		}
+		st.trans++
+		if l.demo != nil {
+			l.demo.tick(1)
+		}
+		l.y.tick()
 	}
-	if err != nil && !timedOut(err) {
-		return st, fmt.Errorf("netperf: %s: %w", c.kind.name, err)
+	if fd >= 0 {
+		l.ph.fds.closeFd(fd)
 	}
-	// Three empty datagrams tell netserver the test is over.
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	for range 3 {
-		_, _ = conn.WriteToUDPAddrPort(nil, dst)
-	}
-	st.lssEnd, st.lsrEnd = sockBufs(conn)
-	return st, nil
+	st.elapsed = time.Since(l.start)
+	st.sendCalls, st.recvCalls = st.trans, st.trans
+	st.bytesTx, st.bytesRx = st.trans*int64(l.p.reqSize), st.trans*int64(l.p.respSize)
+	return err
 }
 
-// udpTransact sends one request datagram and waits for a response from the
-// server. It does not allocate.
-func udpTransact(c *net.UDPConn, dst netip.AddrPort, req, rsp []byte) error {
-	if _, err := c.WriteToUDPAddrPort(req, dst); err != nil {
+// crrTransact sends the request, reads the response and waits for the
+// server's close, so the server (as in netperf) holds the TIME_WAIT.
+func (l *clientLoop) crrTransact(fd int, req, rsp, drain []byte) error {
+	if n, e := sysWrite(fd, req); e != 0 {
+		return e
+	} else if n != len(req) {
+		return io.ErrShortWrite
+	}
+	n, e := readFull(fd, rsp)
+	if e != 0 {
+		return e
+	}
+	if n != len(rsp) {
+		return io.ErrUnexpectedEOF
+	}
+	for {
+		n, e := sysRead(fd, drain)
+		if e != 0 {
+			return e
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}
+
+func (l *clientLoop) udpRR() error {
+	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
+	err := l.udpRRLoop(req, rsp)
+	st := &l.st
+	st.elapsed = time.Since(l.start)
+	st.sendCalls, st.recvCalls = st.trans, st.trans
+	st.bytesTx, st.bytesRx = st.trans*int64(l.p.reqSize), st.trans*int64(l.p.respSize)
+	if err != nil {
 		return err
 	}
-	_, _, err := c.ReadFromUDPAddrPort(rsp)
-	return err
+	l.udpEnd()
+	return nil
+}
+
+// udpRRLoop runs transactions until the timer or the count ends it. It
+// does not allocate.
+func (l *clientLoop) udpRRLoop(req, rsp []byte) error {
+	st := &l.st
+	for {
+		if l.limit > 0 {
+			if st.trans >= l.limit {
+				return nil
+			}
+		} else if l.ph.stop.Load() {
+			return nil
+		}
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
+		}
+		if _, e := sysSendto(l.fd, req, &l.dst); e != 0 {
+			if isTransientSend(e) {
+				st.failed++
+				continue
+			}
+			if e == unix.EAGAIN {
+				if err := l.ph.blocked(); err != nil {
+					return l.fail("sending a request", err)
+				}
+				continue
+			}
+			return l.fail("sending a request", e)
+		}
+		for {
+			_, e := sysRead(l.fd, rsp)
+			if e == 0 {
+				break
+			}
+			if e != unix.EAGAIN {
+				return l.fail("receiving a response", e)
+			}
+			// A lost datagram: wait on, as netperf does, until the
+			// test's time is up.
+			if err := l.ph.blocked(); err != nil {
+				return l.fail("receiving a response", err)
+			}
+		}
+		if st.lat != nil {
+			st.lat.add(time.Since(t0))
+		}
+		st.trans++
+		if l.demo != nil {
+			l.demo.tick(1)
+		}
+		l.y.tick()
+	}
+}
+
+func (l *clientLoop) udpStream() error {
+	buf := make([]byte, l.p.sendSize)
+	st := &l.st
+	var err error
+	for !l.ph.stop.Load() && (l.limit == 0 || st.bytesTx < l.limit) {
+		n, e := sysSendto(l.fd, buf, &l.dst)
+		if e != 0 {
+			if isTransientSend(e) {
+				st.failed++
+				continue
+			}
+			if e == unix.EAGAIN {
+				if err = l.ph.blocked(); err != nil {
+					err = l.fail("sending", err)
+					break
+				}
+				continue
+			}
+			// ECONNREFUSED: the netserver's port is gone (netperf's
+			// "send_data: data send error").
+			err = l.fail("send_data: data send error", e)
+			break
+		}
+		st.bytesTx += int64(n)
+		st.sendCalls++
+		if l.demo != nil {
+			l.demo.tick(float64(n))
+		}
+		l.y.tick()
+	}
+	st.elapsed = time.Since(l.start)
+	if err != nil {
+		return err
+	}
+	l.udpEnd()
+	return nil
+}
+
+// udpEnd sends netperf's end-of-test marker: three empty datagrams.
+func (l *clientLoop) udpEnd() {
+	for range 3 {
+		_, _ = sysSendto(l.fd, nil, &l.dst)
+	}
+	l.st.lssEnd, l.st.lsrEnd = sockBuf(l.fd)
 }

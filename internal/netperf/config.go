@@ -71,6 +71,18 @@ type Config struct {
 	Latency bool
 	// ResponseTimeout bounds the wait for the server's answer (default 120 s).
 	ResponseTimeout time.Duration
+
+	// DemoInterval, when positive and Interim is set, turns on demo mode
+	// (-D): interim results about every DemoInterval during the test.
+	DemoInterval time.Duration
+	// DemoAlways reads the clock after every unit of work (a negative -D
+	// time) instead of estimating how many units make an interval.
+	DemoAlways bool
+	// DemoUnits is the first guess of units per interval (-D ,units):
+	// bytes for stream tests, transactions for RR tests. 0 = netperf's 100.
+	DemoUnits float64
+	// Interim receives demo mode's interim results, from the data loop.
+	Interim func(Interim)
 }
 
 // CPUStats is one side's CPU utilisation breakdown, in percent.

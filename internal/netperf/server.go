@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"sluice/internal/netperf/cpu"
 	"sluice/internal/netperf/proto"
 )
@@ -251,11 +253,11 @@ const (
 )
 
 type serverTest struct {
-	req      *proto.Request
-	udp      bool
-	padded   bool // timer is L+4 (quirk Q3)
-	deadline time.Time
-	limit    int64 // -N transactions/sends, 0 = timed
+	req    *proto.Request
+	udp    bool
+	padded bool  // timer is L+4 (quirk Q3)
+	limit  int64 // -l -N: transactions (RR) or bytes (streams), 0 = timed
+	ph     phase
 
 	recvBuf, sendBuf []byte
 
@@ -263,30 +265,12 @@ type serverTest struct {
 	recvCalls, sendCalls uint32
 	trans                uint32
 	timedOut             bool
-
-	closeMu sync.Mutex
-	closers []io.Closer
-	aborted bool
-}
-
-func (t *serverTest) track(c io.Closer) bool {
-	t.closeMu.Lock()
-	defer t.closeMu.Unlock()
-	if t.aborted {
-		c.Close()
-		return false
-	}
-	t.closers = append(t.closers, c)
-	return true
-}
-
-func (t *serverTest) abort() {
-	t.closeMu.Lock()
-	defer t.closeMu.Unlock()
-	t.aborted = true
-	for _, c := range t.closers {
-		c.Close()
-	}
+	// lssEnd and lsrEnd are the data socket's buffer sizes when it was
+	// last seen (TCP_CRR: its first connection's).
+	lssEnd, lsrEnd int
+	retrans        int
+	cong           string
+	y              yielder
 }
 
 func validRequest(r *proto.Request) error {
@@ -337,57 +321,49 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 	if req.IPFamily == proto.FamilyINET6 && ip.Is4() || req.IPFamily == proto.FamilyINET && ip.Is6() {
 		ip = proto.AddrFromWords(req.NetserverIP, req.IPFamily)
 	}
-	var extra func(fd int)
-	if req.Flags&proto.FlagNoDelay != 0 && !t.udp {
-		extra = setNoDelay
+	fam := 4
+	if ip.Is6() {
+		fam = 6
 	}
-	lc := net.ListenConfig{Control: sockBufControl(int(req.SendBufSize), int(req.RecvBufSize), extra)}
-	network := "tcp"
-	if t.udp {
-		network = "udp"
-	}
-	var (
-		ln  net.Listener
-		pc  net.PacketConn
-		err error
-	)
-	listen := func(port int32) error {
-		addr := netip.AddrPortFrom(ip, uint16(port)).String()
-		if t.udp {
-			pc, err = lc.ListenPacket(context.Background(), network, addr)
-		} else {
-			ln, err = lc.Listen(context.Background(), network, addr)
+	// As netserver's create_data_socket: requested buffer sizes,
+	// SO_REUSEADDR, TCP_NODELAY when asked; plus the poll timeouts, which
+	// accepted connections inherit.
+	opts := sockOpts{sndBuf: int(req.SendBufSize), rcvBuf: int(req.RecvBufSize), reuseAddr: true, timeouts: true,
+		noDelay: req.Flags&proto.FlagNoDelay != 0 && !t.udp}
+	lfd := -1
+	open := func() error {
+		fd, err := newDataSocket(fam, !t.udp, opts)
+		if err != nil {
+			return err
 		}
-		return err
-	}
-	listenAny := func() error {
-		if listen(req.DataPort) != nil && req.DataPort != 0 {
-			err = listen(0) // the port of a previous iteration may be gone
+		err = bindTo(fd, netip.AddrPortFrom(ip, uint16(req.DataPort)))
+		if err != nil && req.DataPort != 0 {
+			err = bindTo(fd, netip.AddrPortFrom(ip, 0)) // the port of a previous iteration may be gone
 		}
-		return err
+		if err == nil && !t.udp {
+			err = unix.Listen(fd, 5) // netserver's backlog
+		}
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		lfd = fd
+		return nil
 	}
+	var err error
 	if s.NetNS != "" {
-		if nerr := inNetNS(s.NetNS, listenAny); nerr != nil && err == nil {
-			err = nerr
-		}
+		err = inNetNS(s.NetNS, open)
 	} else {
-		_ = listenAny()
+		err = open()
 	}
 	if err != nil {
 		return fail(errnoEADDRNOTAVAL, fmt.Errorf("data listener: %w", err))
 	}
-	var dataPort int
-	var snd, rcv int
-	if t.udp {
-		t.track(pc)
-		dataPort = pc.LocalAddr().(*net.UDPAddr).Port
-		snd, rcv = sockBufs(pc)
-	} else {
-		t.track(ln)
-		dataPort = ln.Addr().(*net.TCPAddr).Port
-		snd, rcv = sockBufs(ln)
-	}
-	defer t.abort()
+	t.ph.fds.add(lfd)
+	defer t.ph.fds.closeFd(lfd)
+	dataPort := int(localAddr(lfd).Port())
+	snd, rcv := sockBuf(lfd)
+	t.lssEnd, t.lsrEnd = snd, rcv
 
 	rsp := proto.Response{
 		RecvBufSize: int32(rcv), SendBufSize: int32(snd),
@@ -443,59 +419,40 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 
 	// Watch the control connection: a client that vanishes mid-test must
 	// not leave the data phase waiting for its timer.
-	watch := make(chan struct{})
-	var wbuf [proto.MsgSize]byte
-	var wn int
-	var werr error
-	go func() {
-		wn, werr = c.Conn.Read(wbuf[:])
-		close(watch)
-		var ne net.Error
-		if !(errors.As(werr, &ne) && ne.Timeout()) {
-			t.abort()
-		}
-	}()
+	w := watchCtl(c.Conn, t.ph.fds.abort)
 
 	if !serverSendsOnly && t.limit == 0 {
 		t.padded = true
 	}
 	var start time.Time
 	var cpu0 cpu.Sample
-	begin := func() {
-		start = time.Now()
-		if t.limit == 0 {
-			d := time.Duration(req.TestLength) * time.Second
-			if t.padded {
-				d += 4 * time.Second
-			}
-			t.deadline = start.Add(d)
-		}
-		if measure {
-			cpu0, _ = cpu.Read()
-		}
+	if measure {
+		cpu0, _ = cpu.Read()
 	}
-	var data net.Conn
 	bind := int(req.CPUAffinity)
 	if bind >= runtime.NumCPU() {
 		bind = -1 // netserver ignores CPUs it does not have
 	}
 	dataErr := withCPUAffinity(bind, func() error {
-		var err error
-		switch {
-		case t.udp:
-			begin()
-			err = t.udpLoop(pc)
-		case req.Flags&proto.FlagConnectTest != 0:
-			begin()
-			err = t.crrLoop(ln)
-		default:
-			data, err = t.accept(ln, req)
-			if err == nil {
-				begin()
-				err = t.tcpLoop(data)
+		// As netserver: the timer starts before the first accept.
+		start = time.Now()
+		d := noDeadline
+		if t.limit == 0 {
+			d = time.Duration(req.TestLength) * time.Second
+			if t.padded {
+				d += padTime
 			}
 		}
-		return err
+		t.ph.startTimer(d, false)
+		defer t.ph.stopTimer()
+		switch {
+		case t.udp:
+			return t.udpLoop(lfd)
+		case req.Flags&proto.FlagConnectTest != 0:
+			return t.crrLoop(lfd, start)
+		default:
+			return t.tcpData(lfd)
+		}
 	})
 	end := time.Now()
 	var cpu1 cpu.Sample
@@ -503,30 +460,18 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 		cpu1, _ = cpu.Read()
 	}
 	elapsed := end.Sub(start).Seconds()
-	if start.IsZero() {
-		elapsed = 0
-	}
 	if t.timedOut && t.padded {
-		elapsed -= 4
+		elapsed -= padTime.Seconds()
 	}
 	res := proto.Results{
 		BytesReceived: t.bytesRx, RecvCalls: t.recvCalls,
 		BytesSent: t.bytesTx, SendCalls: t.sendCalls,
 		Trans: t.trans, Elapsed: float32(elapsed),
-		ServDem: -1, TransportRetrx: -1,
-		RecvBufSize: int32(rcv), SendBufSize: int32(snd),
+		ServDem: -1, TransportRetrx: int32(t.retrans),
+		RecvBufSize: int32(t.lsrEnd), SendBufSize: int32(t.lssEnd),
 	}
-	if data != nil {
-		s2, r2 := sockBufs(data)
-		res.SendBufSize, res.RecvBufSize = int32(s2), int32(r2)
-		if req.Flags&proto.FlagConnectTest == 0 {
-			_, retr, cc := tcpInfo(data)
-			res.TransportRetrx = int32(retr)
-			if req.Flags&proto.FlagRoutingAllowed != 0 {
-				res.CongControl = cc
-			}
-		}
-		data.Close()
+	if req.Flags&proto.FlagRoutingAllowed != 0 && req.Flags&proto.FlagConnectTest == 0 {
+		res.CongControl = t.cong
 	}
 	if measure && cpu0 != nil && cpu1 != nil {
 		u := cpu.Compute(cpu0, cpu1, 1)
@@ -535,18 +480,12 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 		res.CPUMethod, res.NumCPUs = proto.CPUMethodProcStat, int32(u.NumCPUs)
 		res.PeakCPUID, res.PeakCPUUtil = int32(u.PeakID), float32(u.Peak)
 	}
-	t.abort()
 
 	// Stop the watcher; keep anything it read as the start of the next
 	// message.
-	_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
-	<-watch
-	_ = c.Conn.SetReadDeadline(time.Time{})
-	if wn > 0 {
-		c.pending = append(c.pending[:0], wbuf[:wn]...)
-	}
-	var ne net.Error
-	if werr != nil && !(errors.As(werr, &ne) && ne.Timeout()) {
+	pend, werr := w.stop()
+	c.pending = append(c.pending[:0], pend...)
+	if werr != nil {
 		return fmt.Errorf("%w during the data phase: %v", errControlLost, werr)
 	}
 	res.Encode(&out)
@@ -559,194 +498,327 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 	return nil
 }
 
-// noDeadline stands in for "no timer" in -N tests; a bound still exists so
-// a silent peer cannot pin the goroutine forever.
-const noDeadline = time.Hour
+// padTime is netserver's PAD_TIME: a receiving server's timer runs this
+// much past the test length so that the client ends the test (quirk Q3).
+const padTime = 4 * time.Second
 
-func (t *serverTest) dl() time.Time {
-	if t.deadline.IsZero() {
-		return time.Now().Add(noDeadline)
-	}
-	return t.deadline
-}
-
-func (t *serverTest) accept(ln net.Listener, req *proto.Request) (net.Conn, error) {
-	wait := time.Minute
-	if req.TestLength > 0 {
-		wait += time.Duration(req.TestLength) * time.Second
-	}
-	_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(wait))
-	c, err := ln.Accept()
-	if err != nil {
-		return nil, fmt.Errorf("accepting data connection: %w", err)
-	}
-	ln.Close()
-	if !t.track(c) {
-		return nil, errors.New("aborted")
-	}
-	return c, nil
-}
-
-// endErr classifies how a data loop ended: EOF and the timer are normal.
-func (t *serverTest) endErr(err error) error {
-	if err == nil || err == io.EOF {
-		return nil
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+// blocked handles a data socket call that returned EAGAIN after pollTick:
+// nil to call again; otherwise the loop ends, normally if the timer fired.
+func (t *serverTest) blocked() error {
+	err := t.ph.blocked()
+	if err == errTimedOut {
 		t.timedOut = true
-		return nil
+		return errTimedOut
 	}
 	return err
 }
 
-func (t *serverTest) tcpLoop(c net.Conn) error {
-	_ = c.SetDeadline(t.dl())
+// endErr classifies the errno that ended a loop.
+func (t *serverTest) endErr(e unix.Errno) error {
+	if t.ph.fds.aborted.Load() {
+		return errAborted
+	}
+	return e
+}
+
+// running reports whether the loop should go on: until the timer, or
+// until the -N count is used up.
+func (t *serverTest) running(done int64) bool {
+	if t.limit > 0 {
+		return done < t.limit && !t.ph.stop.Load()
+	}
+	return !t.ph.stop.Load()
+}
+
+// accept waits for a connection on the listening socket lfd, within the
+// test's time.
+func (t *serverTest) accept(lfd int) (int, error) {
+	for {
+		fd, e := sysAccept(lfd)
+		if e == 0 {
+			if !t.ph.fds.add(fd) {
+				unix.Close(fd)
+				return -1, errAborted
+			}
+			return fd, nil
+		}
+		if e == unix.EAGAIN {
+			if err := t.blocked(); err != nil {
+				return -1, err
+			}
+			continue
+		}
+		if e == unix.ECONNABORTED {
+			continue
+		}
+		return -1, t.endErr(e)
+	}
+}
+
+// tcpData serves TCP_STREAM, TCP_MAERTS and TCP_RR on one connection.
+func (t *serverTest) tcpData(lfd int) error {
+	fd, err := t.accept(lfd)
+	if err != nil {
+		if err == errTimedOut {
+			return nil
+		}
+		return fmt.Errorf("accepting data connection: %w", err)
+	}
+	defer t.ph.fds.closeFd(fd)
 	switch t.req.Direction {
 	case proto.DirServerRecvs:
-		for {
-			n, err := c.Read(t.recvBuf)
-			if n > 0 {
-				t.bytesRx += uint64(n)
-				t.recvCalls++
-			}
-			if err != nil {
-				return t.endErr(err)
-			}
-		}
+		err = t.tcpRecv(fd)
 	case proto.DirServerSends:
-		for t.limit == 0 || int64(t.sendCalls) < t.limit {
-			n, err := c.Write(t.sendBuf)
-			t.bytesTx += uint64(n)
-			if n > 0 {
-				t.sendCalls++
-			}
-			if err != nil {
-				return t.endErr(err)
-			}
-		}
-		return nil
+		err = t.tcpSend(fd)
 	default:
-		for {
-			if err := serveRR(c, t.recvBuf, t.sendBuf); err != nil {
-				return t.endErr(err)
-			}
-			t.recvCalls++
-			t.sendCalls++
-			t.trans++
-			t.bytesRx += uint64(len(t.recvBuf))
-			t.bytesTx += uint64(len(t.sendBuf))
-		}
+		err = t.tcpRR(fd)
 	}
-}
-
-// serveRR reads one full request and writes the response. It does not
-// allocate.
-func serveRR(c net.Conn, req, rsp []byte) error {
-	if _, err := io.ReadFull(c, req); err != nil {
-		if err == io.ErrUnexpectedEOF {
-			err = io.EOF
-		}
-		return err
+	t.lssEnd, t.lsrEnd = sockBuf(fd)
+	_, t.retrans, t.cong = tcpFacts(fd)
+	if err == errTimedOut {
+		err = nil
 	}
-	_, err := c.Write(rsp)
 	return err
 }
 
-// crrLoop accepts one connection per transaction. Besides the timer and -N
-// it ends when the client has stopped connecting after the test length, so
-// results come back without netperf's 4 s pad.
-func (t *serverTest) crrLoop(ln net.Listener) error {
-	tl := ln.(*net.TCPListener)
-	var lengthEnd time.Time
-	if t.req.TestLength > 0 {
-		lengthEnd = time.Now().Add(time.Duration(t.req.TestLength) * time.Second)
-	}
-	const idle = 300 * time.Millisecond
-	for t.limit == 0 || int64(t.trans) < t.limit {
-		now := time.Now()
-		dl := t.dl()
-		if !lengthEnd.IsZero() {
-			dl = minTime(dl, maxTime(lengthEnd, now).Add(idle))
-		}
-		_ = tl.SetDeadline(dl)
-		c, err := tl.Accept()
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && !lengthEnd.IsZero() && time.Now().Before(t.deadline) {
-				if time.Now().After(lengthEnd) {
-					return nil // idle after the test length: the client is done
+func (t *serverTest) tcpRecv(fd int) error {
+	buf := t.recvBuf
+	for t.running(int64(t.bytesRx)) {
+		n, e := sysRead(fd, buf)
+		if e != 0 {
+			if e == unix.EAGAIN {
+				if err := t.blocked(); err != nil {
+					return err
 				}
 				continue
 			}
-			return t.endErr(err)
+			return t.endErr(e)
 		}
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		err = serveRR(c, t.recvBuf, t.sendBuf)
-		c.Close()
-		if err != nil {
-			if err == io.EOF {
-				continue // a probe or a client that gave up mid-transaction
+		if n == 0 {
+			return nil // the client's shutdown: the end of the test
+		}
+		t.bytesRx += uint64(n)
+		t.recvCalls++
+		t.y.tick()
+	}
+	return nil
+}
+
+func (t *serverTest) tcpSend(fd int) error {
+	buf := t.sendBuf
+	for t.running(int64(t.bytesTx)) {
+		n, e := sysWrite(fd, buf)
+		if n > 0 {
+			t.bytesTx += uint64(n)
+			t.sendCalls++
+			t.y.tick()
+		}
+		if e != 0 {
+			if e == unix.EAGAIN {
+				if err := t.blocked(); err != nil {
+					return err
+				}
+				continue
 			}
-			continue
+			return t.endErr(e)
+		}
+	}
+	return nil
+}
+
+func (t *serverTest) tcpRR(fd int) error {
+	req, rsp := t.recvBuf, t.sendBuf
+	for t.running(int64(t.trans)) {
+		if err := t.recvFull(fd, req); err != nil {
+			if err == io.EOF {
+				return nil // the client's shutdown: the end of the test
+			}
+			return err
+		}
+		if err := t.sendAll(fd, rsp); err != nil {
+			return err
 		}
 		t.recvCalls++
 		t.sendCalls++
 		t.trans++
+		t.y.tick()
+		t.bytesRx += uint64(len(req))
+		t.bytesTx += uint64(len(rsp))
+	}
+	return nil
+}
+
+// recvFull reads a whole request; io.EOF if the client closed before one
+// began.
+func (t *serverTest) recvFull(fd int, b []byte) error {
+	n, e := readFull(fd, b)
+	for e != 0 || n < len(b) {
+		switch {
+		case e == unix.EAGAIN:
+			if err := t.blocked(); err != nil {
+				return err
+			}
+		case e != 0:
+			return t.endErr(e)
+		default:
+			if t.ph.fds.aborted.Load() {
+				return errAborted
+			}
+			return io.EOF
+		}
+		var m int
+		m, e = readFull(fd, b[n:])
+		n += m
+	}
+	return nil
+}
+
+func (t *serverTest) sendAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, e := sysWrite(fd, b)
+		if e != 0 {
+			if e == unix.EAGAIN {
+				if err := t.blocked(); err != nil {
+					return err
+				}
+				continue
+			}
+			return t.endErr(e)
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// crrIdle ends a TCP_CRR test once the client has stopped connecting after
+// the test length, so results come back without netserver's 4 s pad.
+const crrIdle = 300 * time.Millisecond
+
+// crrLoop accepts one connection per transaction.
+func (t *serverTest) crrLoop(lfd int, start time.Time) error {
+	var lengthEnd time.Time
+	if t.req.TestLength > 0 {
+		lengthEnd = start.Add(time.Duration(t.req.TestLength) * time.Second)
+	}
+	last := start
+	for t.running(int64(t.trans)) {
+		fd, e := sysAccept(lfd)
+		if e != 0 {
+			switch e {
+			case unix.EAGAIN:
+				if now := time.Now(); !lengthEnd.IsZero() && now.After(lengthEnd) && now.Sub(last) >= crrIdle {
+					return nil // idle after the test length: the client is done
+				}
+				if err := t.blocked(); err != nil {
+					if err == errTimedOut {
+						return nil
+					}
+					return err
+				}
+				continue
+			case unix.ECONNABORTED, unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+				continue
+			}
+			return t.endErr(e)
+		}
+		if !t.ph.fds.add(fd) {
+			unix.Close(fd)
+			return errAborted
+		}
+		err := t.recvFull(fd, t.recvBuf)
+		if err == nil {
+			err = t.sendAll(fd, t.sendBuf)
+		}
+		if t.trans == 0 {
+			t.lssEnd, t.lsrEnd = sockBuf(fd)
+		}
+		t.ph.fds.closeFd(fd)
+		last = time.Now()
+		if err != nil {
+			if err == errAborted {
+				return err
+			}
+			if err == errTimedOut {
+				return nil
+			}
+			continue // a probe or a client that gave up mid-transaction
+		}
+		t.recvCalls++
+		t.sendCalls++
+		t.trans++
+		t.y.tick()
 		t.bytesRx += uint64(len(t.recvBuf))
 		t.bytesTx += uint64(len(t.sendBuf))
 	}
 	return nil
 }
 
-func (t *serverTest) udpLoop(pc net.PacketConn) error {
-	uc := pc.(*net.UDPConn)
-	_ = uc.SetDeadline(t.dl())
+func (t *serverTest) udpLoop(fd int) error {
+	err := t.udpData(fd)
+	if err == errTimedOut {
+		return nil
+	}
+	return err
+}
+
+func (t *serverTest) udpData(fd int) error {
 	if t.req.Direction == proto.DirServerRecvs {
-		for {
-			n, err := uc.Read(t.recvBuf)
-			if err != nil {
-				return t.endErr(err)
+		buf := t.recvBuf
+		for t.running(int64(t.bytesRx)) {
+			n, e := sysRead(fd, buf)
+			if e != 0 {
+				if e == unix.EAGAIN || e == unix.ECONNREFUSED {
+					if err := t.blocked(); err != nil {
+						return err
+					}
+					continue
+				}
+				return t.endErr(e)
 			}
 			if n == 0 {
+				if t.ph.fds.aborted.Load() {
+					return errAborted
+				}
 				return nil // netperf's end-of-test marker
 			}
 			t.bytesRx += uint64(n)
 			t.recvCalls++
+			t.y.tick()
 		}
+		return nil
 	}
-	for {
-		n, from, err := uc.ReadFromUDPAddrPort(t.recvBuf)
-		if err != nil {
-			return t.endErr(err)
+	var from rawSockaddr
+	for t.running(int64(t.trans)) {
+		n, e := sysRecvfrom(fd, t.recvBuf, &from)
+		if e != 0 {
+			if e == unix.EAGAIN || e == unix.ECONNREFUSED {
+				if err := t.blocked(); err != nil {
+					return err
+				}
+				continue
+			}
+			return t.endErr(e)
 		}
 		if n == 0 {
+			if t.ph.fds.aborted.Load() {
+				return errAborted
+			}
 			return nil
 		}
 		t.bytesRx += uint64(n)
 		t.recvCalls++
-		if _, err := uc.WriteToUDPAddrPort(t.sendBuf, from); err != nil {
-			if isTransientSendErr(err) {
+		if _, e := sysSendto(fd, t.sendBuf, &from); e != 0 {
+			if isTransientSend(e) || e == unix.EAGAIN || e == unix.ECONNREFUSED {
 				continue
 			}
-			return t.endErr(err)
+			return t.endErr(e)
 		}
 		t.bytesTx += uint64(len(t.sendBuf))
 		t.sendCalls++
 		t.trans++
+		t.y.tick()
 	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return nil
 }
 
 // ListenerFile returns a duplicate of the control listener's socket, for
