@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -35,14 +34,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // ErrRemote is wrapped by errors the netserver reported in serv_errno.
 var ErrRemote = errors.New("netperf: remote error")
 
+// ErrNoControl is wrapped by the error of a run that could not connect to
+// netserver.
+var ErrNoControl = errors.New("netperf: establishing control connection")
+
 type client struct {
 	cfg    *Config
 	kind   testKind
 	ctl    net.Conn
 	server netip.Addr
-	family int32
-	local  netip.Addr
-	msg    proto.Msg
+	// data is where the data connection goes: the server, or DataHost;
+	// dataLocal the address data sockets bind to.
+	data, dataLocal netip.Addr
+	family          int32
+	local           netip.Addr
+	msg             proto.Msg
 	// pending holds control bytes read ahead by the data phase's watcher.
 	pending []byte
 }
@@ -54,9 +60,10 @@ func run(ctx context.Context, cfg *Config) (*Result, error) {
 	}
 	// The wire carries sizes as int32; larger ones cannot be honoured and
 	// would make the data loops' buffer allocations panic.
-	for _, v := range []int{cfg.SendSize, cfg.RecvSize, cfg.ReqSize, cfg.RespSize, cfg.LocalSockBuf, cfg.RemoteSockBuf} {
-		if v > math.MaxInt32 || v < math.MinInt32 {
-			return nil, fmt.Errorf("netperf: size %d out of range", v)
+	for _, v := range []int{cfg.SendSize, cfg.RecvSize, cfg.LocalSendSize, cfg.RemoteSendSize, cfg.LocalRecvSize, cfg.RemoteRecvSize,
+		cfg.ReqSize, cfg.RespSize, cfg.LocalSendBuf, cfg.LocalRecvBuf, cfg.RemoteSendBuf, cfg.RemoteRecvBuf} {
+		if v > maxSize || v < 0 {
+			return nil, fmt.Errorf("netperf: size %d out of range (0 to %d)", v, maxSize)
 		}
 	}
 	if cfg.Duration <= 0 && cfg.Transactions <= 0 {
@@ -75,6 +82,9 @@ func run(ctx context.Context, cfg *Config) (*Result, error) {
 	defer c.ctl.Close()
 	stop := context.AfterFunc(ctx, func() { c.ctl.Close() })
 	defer stop()
+	if cfg.Connected != nil {
+		cfg.Connected()
+	}
 
 	iters := 1
 	if cfg.ConfMax > 1 {
@@ -132,32 +142,39 @@ func (c *client) dial(ctx context.Context) error {
 	}
 	// Resolve here so the dial uses one literal address (and therefore one
 	// goroutine, which matters inside a network namespace).
-	host := c.cfg.Host
-	ip, err := netip.ParseAddr(host)
+	ip, err := resolveHost(ctx, c.cfg.Host, c.cfg.Family)
 	if err != nil {
-		ips, lerr := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		if lerr != nil || len(ips) == 0 {
-			return fmt.Errorf("netperf: resolving %q: %v", host, lerr)
-		}
-		ip = ips[0]
-		for _, a := range ips {
-			if c.cfg.Family == 6 && a.Is6() || c.cfg.Family != 6 && a.Is4() {
-				ip = a
-				break
-			}
-		}
+		return err
 	}
 	ctl, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), strconv.Itoa(c.cfg.Port)))
 	if err != nil {
-		return fmt.Errorf("netperf: establishing control connection: %w", err)
+		return fmt.Errorf("%w: %w", ErrNoControl, err)
 	}
 	c.ctl = ctl
 	ra := ctl.RemoteAddr().(*net.TCPAddr).AddrPort()
 	la := ctl.LocalAddr().(*net.TCPAddr).AddrPort()
 	c.server, c.local = ra.Addr().Unmap(), la.Addr().Unmap()
+	c.data = c.server
+	if h := c.cfg.DataHost; h != "" {
+		a, err := resolveHost(ctx, h, c.cfg.Family)
+		if err != nil {
+			ctl.Close()
+			return err
+		}
+		c.data = a
+	}
 	c.family = proto.FamilyINET
-	if c.server.Is6() {
+	if c.data.Is6() {
 		c.family = proto.FamilyINET6
+	}
+	// Data sockets bind to the control connection's local address when
+	// they can (it is the right one for namespaces and -L).
+	c.dataLocal = c.local
+	if c.local.Is4() != c.data.Is4() {
+		c.dataLocal = netip.IPv4Unspecified()
+		if c.data.Is6() {
+			c.dataLocal = netip.IPv6Unspecified()
+		}
 	}
 	if c.cfg.Passphrase != "" {
 		if err := proto.EncodePassphrase(&c.msg, c.cfg.Passphrase); err != nil {
@@ -184,6 +201,26 @@ func (c *client) readMsg(m *proto.Msg) error {
 	return err
 }
 
+// resolveHost returns host's address, preferring the family asked for
+// (IPv4 unless 6).
+func resolveHost(ctx context.Context, host string, family int) (netip.Addr, error) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap(), nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return netip.Addr{}, fmt.Errorf("netperf: resolving %q: %v", host, err)
+	}
+	ip := ips[0]
+	for _, a := range ips {
+		if family == 6 && a.Is6() || family != 6 && a.Is4() {
+			ip = a
+			break
+		}
+	}
+	return ip.Unmap(), nil
+}
+
 func (c *client) exchange(m *proto.Msg, timeout time.Duration) error {
 	_ = c.ctl.SetDeadline(time.Now().Add(timeout))
 	defer c.ctl.SetDeadline(time.Time{})
@@ -200,6 +237,8 @@ type loopStats struct {
 	trans, failed        int64
 	elapsed              time.Duration
 	lssEnd, lsrEnd, mss  int
+	retrans              int
+	cong                 string
 	lat                  *latencyHist
 }
 
@@ -233,24 +272,24 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 	netperfPort := 0
 	switch {
 	case k.udp():
-		if err := bindTo(fd, netip.AddrPortFrom(c.local, uint16(cfg.LocalDataPort))); err != nil {
+		if err := bindTo(fd, netip.AddrPortFrom(c.dataLocal, uint16(cfg.LocalDataPort))); err != nil {
 			return nil, 0, fmt.Errorf("netperf: binding the data socket: %w", err)
 		}
 		netperfPort = int(localAddr(fd).Port())
 	case k.crr:
 		netperfPort = cfg.LocalDataPort
 		if cfg.LocalAddr != "" {
-			if err := bindTo(fd, netip.AddrPortFrom(c.local, 0)); err != nil {
+			if err := bindTo(fd, netip.AddrPortFrom(c.dataLocal, 0)); err != nil {
 				return nil, 0, fmt.Errorf("netperf: binding the data socket: %w", err)
 			}
 		}
 	case cfg.LocalAddr != "" || cfg.LocalDataPort != 0:
-		if err := bindTo(fd, netip.AddrPortFrom(c.local, uint16(cfg.LocalDataPort))); err != nil {
+		if err := bindTo(fd, netip.AddrPortFrom(c.dataLocal, uint16(cfg.LocalDataPort))); err != nil {
 			return nil, 0, fmt.Errorf("netperf: binding the data socket: %w", err)
 		}
 	}
 
-	req := buildRequest(cfg, p, c.family, proto.IPWords(c.server), dataPort, netperfPort)
+	req := buildRequest(cfg, p, c.family, proto.IPWords(c.data), dataPort, netperfPort)
 	req.Encode(&c.msg)
 	_ = c.ctl.SetWriteDeadline(time.Now().Add(time.Minute))
 	if err := proto.WriteMsg(c.ctl, &c.msg); err != nil {
@@ -272,7 +311,7 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 		return nil, 0, fmt.Errorf("netperf: netserver gave data port %d", rsp.DataPort)
 	}
 	l := &clientLoop{c: c, ph: &ph, p: p, fd: fd, fam: fam, opts: opts,
-		dst: toRaw(netip.AddrPortFrom(c.server, uint16(rsp.DataPort)))}
+		dst: toRaw(netip.AddrPortFrom(c.data, uint16(rsp.DataPort)))}
 	if cfg.Transactions > 0 {
 		l.limit = cfg.Transactions
 	}
@@ -281,7 +320,7 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 	} else {
 		l.demo = newDemoTicker(cfg, k.name, 0)
 	}
-	if cfg.Latency && k.rr {
+	if cfg.Latency {
 		l.st.lat = newLatencyHist()
 	}
 
@@ -363,13 +402,13 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 // sockOpts are the client's data socket options.
 func (c *client) sockOpts() sockOpts {
 	k := c.kind
-	o := sockOpts{sndBuf: c.cfg.LocalSockBuf, rcvBuf: c.cfg.LocalSockBuf}
+	o := sockOpts{sndBuf: c.cfg.LocalSendBuf, rcvBuf: c.cfg.LocalRecvBuf}
 	if k.udp() {
 		// IP_RECVERR reports a netserver's closed port (ICMP) as
 		// ECONNREFUSED on the next call, as netperf's enable_enobufs
 		// does for UDP_STREAM.
 		o.recvErr = true
-		o.dontRoute = !k.rr
+		o.dontRoute = !k.rr && !c.cfg.AllowRouting
 	} else {
 		o.noDelay = c.cfg.NoDelay
 	}
@@ -401,7 +440,14 @@ func (c *client) compute(p params, rsp *proto.Response, res *proto.Results, st *
 		RemoteCongControl: res.CongControl,
 		FailedSends:       st.failed,
 		MSS:               st.mss,
+		LocalSendWidth:    p.sendWidth, LocalRecvWidth: p.recvWidth,
+		RemoteSendWidth: int(rsp.SendWidth), RemoteRecvWidth: int(rsp.RecvWidth),
+		LocalRetrans: st.retrans, RemoteRetrans: int(res.TransportRetrx),
+		LocalCongControl: st.cong,
 	}
+	// netserver reports its CPU count and method whenever it has measured
+	// (quirk Q1 makes the rest of its CPU fields junk unless -C asked).
+	r.RemoteCPUStats.NumCPUs, r.RemoteCPUStats.Method = int(res.NumCPUs), methodLetter(res.CPUMethod)
 	if !k.rr {
 		r.LSSEnd, r.LSREnd = max(r.LSSEnd, 0), max(r.LSREnd, 0)
 	}
@@ -579,7 +625,7 @@ func (l *clientLoop) recvFull(b []byte) error {
 // server has seen every byte.
 func (l *clientLoop) finishTCP() {
 	l.st.lssEnd, l.st.lsrEnd = sockBuf(l.fd)
-	l.st.mss, _, _ = tcpFacts(l.fd)
+	l.st.mss, l.st.retrans, l.st.cong = tcpFacts(l.fd)
 	_ = unix.Shutdown(l.fd, unix.SHUT_WR)
 	var b [256]byte
 	bound := time.Now().Add(time.Minute)
@@ -599,7 +645,14 @@ func (l *clientLoop) tcpStream() error {
 	st := &l.st
 	var err error
 	for !l.ph.stop.Load() && (l.limit == 0 || st.bytesTx < l.limit) {
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
+		}
 		n, e := sysWrite(l.fd, buf)
+		if st.lat != nil {
+			st.lat.add(time.Since(t0))
+		}
 		if e != 0 || n != len(buf) {
 			if n > 0 {
 				st.bytesTx += int64(n)
@@ -634,7 +687,14 @@ func (l *clientLoop) tcpMaerts() error {
 	buf := make([]byte, l.p.recvSize)
 	st := &l.st
 	for {
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
+		}
 		n, e := sysRead(l.fd, buf)
+		if st.lat != nil {
+			st.lat.add(time.Since(t0))
+		}
 		if e != 0 {
 			if e == unix.EAGAIN {
 				if err := l.ph.blocked(); err == nil {
@@ -727,7 +787,7 @@ func (l *clientLoop) crr() error {
 	opts.reuseAddr = false
 	var bindAddr netip.AddrPort
 	if l.c.cfg.LocalAddr != "" {
-		bindAddr = netip.AddrPortFrom(l.c.local, 0)
+		bindAddr = netip.AddrPortFrom(l.c.dataLocal, 0)
 	}
 	var err error
 	for {
@@ -775,6 +835,7 @@ func (l *clientLoop) crr() error {
 		if st.trans == 0 {
 			st.lssEnd, st.lsrEnd = sockBuf(fd)
 			st.mss, _, _ = tcpFacts(fd)
+			st.retrans = -1
 		}
 		l.ph.fds.closeFd(fd)
 		fd = -1
@@ -899,7 +960,14 @@ func (l *clientLoop) udpStream() error {
 	st := &l.st
 	var err error
 	for !l.ph.stop.Load() && (l.limit == 0 || st.bytesTx < l.limit) {
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
+		}
 		n, e := sysSendto(l.fd, buf, &l.dst)
+		if st.lat != nil {
+			st.lat.add(time.Since(t0))
+		}
 		if e != 0 {
 			if isTransientSend(e) {
 				st.failed++
@@ -938,4 +1006,5 @@ func (l *clientLoop) udpEnd() {
 		_, _ = sysSendto(l.fd, nil, &l.dst)
 	}
 	l.st.lssEnd, l.st.lsrEnd = sockBuf(l.fd)
+	l.st.mss, l.st.retrans = -1, -1
 }

@@ -140,6 +140,29 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 }
 
+// ServeConn serves one control connection that is already open, as
+// netserver does when inetd starts it with the connection on its standard
+// input, and returns when the client is done. Close aborts it.
+func (s *Server) ServeConn(c net.Conn) {
+	s.mu.Lock()
+	if s.conns == nil {
+		s.conns = map[net.Conn]struct{}{}
+	}
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	s.handle(c)
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
 // Close stops accepting, closes every control connection (which aborts
 // running tests) and waits for their goroutines.
 func (s *Server) Close() error {
@@ -149,7 +172,10 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
-	err := s.ln.Close()
+	var err error
+	if s.ln != nil {
+		err = s.ln.Close()
+	}
 	for c := range s.conns {
 		c.Close()
 	}
@@ -308,7 +334,7 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 	if err := validRequest(req); err != nil {
 		return fail(errnoEINVAL, fmt.Errorf("rejecting request: %w", err))
 	}
-	t := &serverTest{req: req, udp: req.SocketType == 2}
+	t := &serverTest{req: req, udp: req.SocketType == 2, retrans: -1}
 	if req.TestLength < 0 {
 		t.limit = -int64(req.TestLength)
 	}
@@ -469,6 +495,8 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 		Trans: t.trans, Elapsed: float32(elapsed),
 		ServDem: -1, TransportRetrx: int32(t.retrans),
 		RecvBufSize: int32(t.lsrEnd), SendBufSize: int32(t.lssEnd),
+		// CPUMethod and NumCPUs stay 0 (method 'U') unless measured, as
+		// in a netserver child that has not measured CPU.
 	}
 	if req.Flags&proto.FlagRoutingAllowed != 0 && req.Flags&proto.FlagConnectTest == 0 {
 		res.CongControl = t.cong
