@@ -24,6 +24,14 @@ const (
 // DefaultPort is netserver's control port.
 const DefaultPort = 12865
 
+// Version is the netperf release whose protocol and behaviour this
+// package follows.
+const Version = "2.7.1"
+
+// Implementation names this netperf in reports that say which netperf
+// measured them (sluice bench), as opposed to the C tools.
+const Implementation = "Go netperf " + Version + " (sluice/internal/netperf)"
+
 // Config describes one netperf test run from the client side.
 type Config struct {
 	Test         string        // "TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR"

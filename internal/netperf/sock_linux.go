@@ -185,13 +185,15 @@ func localAddr(fd int) netip.AddrPort {
 // the loops never box a value; EINTR (a Go runtime signal arriving while a
 // socket with a timeout blocks) is retried.
 
+// sysRead receives on a socket. recvfrom, as netperf's recv, goes straight
+// to the socket; read takes the VFS path (position lock, fsnotify).
 func sysRead(fd int, b []byte) (int, unix.Errno) {
 	var p unsafe.Pointer
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
 	}
 	for {
-		n, _, e := syscall.Syscall(unix.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
+		n, _, e := syscall.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(p), uintptr(len(b)), 0, 0, 0)
 		if e != unix.EINTR {
 			if e != 0 {
 				return 0, e

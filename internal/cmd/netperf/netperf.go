@@ -303,7 +303,7 @@ func (o *Options) global(p getopt.Opt) error {
 	case 'h':
 		return &exitError{code: 1, stderr: usage}
 	case 'V':
-		return &exitError{code: 0, stdout: "Netperf version " + Version + "\n"}
+		return &exitError{code: 0, stdout: "Netperf version " + netperf.Version + "\n"}
 	case 'c':
 		c.LocalCPU = true
 	case 'C':

@@ -1,8 +1,5 @@
 package netperf
 
-// Version is the netperf version these tools speak and print for -V.
-const Version = "2.7.1"
-
 // usage is netperf's global usage text (netsh.c), printed to stderr by -h
 // and for a bad global option.
 const usage = `

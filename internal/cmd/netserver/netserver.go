@@ -31,9 +31,6 @@ import (
 	"sluice/internal/netperf"
 )
 
-// Version is the netperf version this netserver speaks and prints for -V.
-const Version = "2.7.1"
-
 const usage = `
 Usage: netserver [options] 
 
@@ -95,7 +92,7 @@ func Parse(args []string) (*Options, error) {
 		case 'h':
 			return nil, &exitError{code: 1, stderr: usage}
 		case 'V':
-			return nil, &exitError{code: 0, stdout: "Netperf version " + Version + "\n"}
+			return nil, &exitError{code: 0, stdout: "Netperf version " + netperf.Version + "\n"}
 		case 'D':
 			o.Foreground, o.NotInetd = true, true
 		case 'f':

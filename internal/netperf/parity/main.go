@@ -14,7 +14,11 @@
 // The main figure is the combined client + server CPU time per unit (µs per
 // KB moved, or per transaction), taken from the two processes' own
 // accounting (the client's rusage, the server's /proc/PID/stat), so other
-// load on the machine is not charged to the test. netperf's own service
+// load on the machine is not charged to the test. For UDP_STREAM each side
+// is counted per KB it handled (sent, or received: datagrams get lost).
+// -pin places the processes: on a busy virtual machine a wake-up across
+// CPUs costs far more than one on the same CPU, which makes throughput
+// follow where the scheduler happened to put the two ends. netperf's own service
 // demand (-c, machine-wide /proc/stat) is shown beside it. The C netserver
 // runs with -f so that its tests are accounted to its own process (forked
 // children are reaped with SIGCHLD ignored, which loses their times).
@@ -50,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	pairsArg := fs.String("pairs", "GG,CC,GC,CG", "client→server pairings: G = Go, C = C")
 	cDir := fs.String("c", "", "directory of the C netperf and netserver (default: $NETPERF_C_BIN's, else ../shared/netperf-c/bin)")
 	goDir := fs.String("go", "", "directory of the Go netperf and netserver (default: built from this module)")
+	pin := fs.String("pin", "", "CPU placement: \"\" (the scheduler's), \"same\" (client and server on CPU 0), \"split\" (client on CPU 0, server on CPU 1)")
 	rawOut := fs.String("raw", "", "also write every run as a JSON line to this file")
 	reportIn := fs.String("report", "", "re-make the table from a -raw file instead of measuring")
 	if err := fs.Parse(args); err != nil {
@@ -76,7 +81,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	m, err := newMeasurer(*cDir, *goDir, stderr)
+	if *pin != "" && *pin != "same" && *pin != "split" {
+		fmt.Fprintf(stderr, "parity: bad -pin %q\n", *pin)
+		return 2
+	}
+	m, err := newMeasurer(*cDir, *goDir, *pin, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "parity:", err)
 		return 1
@@ -92,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		raw = f
 	}
-	meta := Meta{Start: time.Now(), Reps: *reps, Length: *length, LoadStart: loadAvg(), Kernel: kernel()}
+	meta := Meta{Start: time.Now(), Reps: *reps, Length: *length, LoadStart: loadAvg(), Kernel: kernel(), Pin: *pin}
 	enc := json.NewEncoder(raw)
 	_ = enc.Encode(Record{Meta: &meta})
 	var runs []Run
@@ -170,6 +179,7 @@ type Meta struct {
 	Reps, Length       int
 	LoadStart, LoadEnd string
 	Kernel             string
+	Pin                string // CPU placement (-pin)
 }
 
 // Run is one netperf invocation's figures.
@@ -184,6 +194,10 @@ type Run struct {
 	RemoteSD   float64
 	// Amount is the number of units moved: KB or transactions.
 	Amount float64
+	// ServerAmount is what the server handled when it differs from
+	// Amount: the KB netserver received in UDP_STREAM (datagrams get
+	// lost), 0 otherwise.
+	ServerAmount float64
 	// ClientCPU and ServerCPU are process CPU seconds (user + system).
 	ClientCPU, ServerCPU float64
 	Load                 float64 // 1-minute load average when the run ended
@@ -193,6 +207,11 @@ type Run struct {
 func (r Run) CPUPerUnit() float64 {
 	if r.Amount <= 0 {
 		return 0
+	}
+	if r.ServerAmount > 0 {
+		// Each side per unit it handled: a receiver that gets fewer
+		// datagrams must not look cheaper for it.
+		return (r.ClientCPU/r.Amount + r.ServerCPU/r.ServerAmount) * 1e6
 	}
 	return (r.ClientCPU + r.ServerCPU) * 1e6 / r.Amount
 }
@@ -238,10 +257,26 @@ type measurer struct {
 	bin     map[byte]string // netperf by implementation letter
 	servers map[byte]*server
 	tmp     string
+	// clientCPU and serverCPU are the CPUs to pin to, "" for none.
+	clientCPU, serverCPU string
 }
 
-func newMeasurer(cDir, goDir string, stderr io.Writer) (*measurer, error) {
+// command runs bin on cpu (through taskset) when one is set.
+func command(cpu, bin string, args ...string) *exec.Cmd {
+	if cpu == "" {
+		return exec.Command(bin, args...)
+	}
+	return exec.Command("taskset", append([]string{"-c", cpu, bin}, args...)...)
+}
+
+func newMeasurer(cDir, goDir, pin string, stderr io.Writer) (*measurer, error) {
 	m := &measurer{bin: map[byte]string{}, servers: map[byte]*server{}}
+	switch pin {
+	case "same":
+		m.clientCPU, m.serverCPU = "0", "0"
+	case "split":
+		m.clientCPU, m.serverCPU = "0", "1"
+	}
 	if cDir == "" {
 		if b := os.Getenv("NETPERF_C_BIN"); b != "" {
 			cDir = filepath.Dir(b)
@@ -281,7 +316,7 @@ func newMeasurer(cDir, goDir string, stderr io.Writer) (*measurer, error) {
 		if letter == 'C' {
 			args = append(args, "-f")
 		}
-		cmd := exec.Command(ns, args...)
+		cmd := command(m.serverCPU, ns, args...)
 		if err := cmd.Start(); err != nil {
 			m.close()
 			return nil, err
@@ -325,7 +360,7 @@ func waitPort(port int) error {
 	return errors.New("netserver did not start listening")
 }
 
-var selectors = []string{"THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "LOCAL_SD", "REMOTE_SD", "LOCAL_BYTES_SENT", "LOCAL_BYTES_RECVD"}
+var selectors = []string{"THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "LOCAL_SD", "REMOTE_SD", "LOCAL_BYTES_SENT", "LOCAL_BYTES_RECVD", "REMOTE_BYTES_RECVD"}
 
 func (m *measurer) measure(t Test, pair string, rep, length int) (Run, error) {
 	srv := m.servers[pair[1]]
@@ -339,7 +374,7 @@ func (m *measurer) measure(t Test, pair string, rep, length int) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	cmd := exec.Command(m.bin[pair[0]], args...)
+	cmd := command(m.clientCPU, m.bin[pair[0]], args...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -378,6 +413,13 @@ func (m *measurer) measure(t Test, pair string, rep, length int) (Run, error) {
 			return r, err
 		}
 		r.Amount = b / 1024
+		if strings.HasPrefix(t.Name, "UDP_STREAM") {
+			rb, err := num("REMOTE_BYTES_RECVD")
+			if err != nil {
+				return r, err
+			}
+			r.ServerAmount = rb / 1024
+		}
 	} else {
 		// RR tests use 1-byte requests: bytes sent count transactions.
 		if r.Amount, err = num("LOCAL_BYTES_SENT"); err != nil {

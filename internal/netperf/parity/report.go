@@ -85,7 +85,13 @@ func report(w io.Writer, meta Meta, runs []Run) {
 	}
 	fmt.Fprintf(w, "netperf Go vs C on loopback: %d repetitions of %d s, interleaved; medians.\n", meta.Reps, meta.Length)
 	fmt.Fprintf(w, "Kernel %s; load average (1/5/15 min) %s at the start, %s at the end.\n", meta.Kernel, meta.LoadStart, meta.LoadEnd)
-	fmt.Fprintf(w, "CPU/unit: client + server process CPU time per KB (streams) or per transaction (RR), in µs;\n")
+	switch meta.Pin {
+	case "same":
+		fmt.Fprintf(w, "Client and server pinned to CPU 0.\n")
+	case "split":
+		fmt.Fprintf(w, "Client pinned to CPU 0, server to CPU 1.\n")
+	}
+	fmt.Fprintf(w, "CPU/unit: client + server process CPU time per KB (streams; UDP_STREAM: each side per KB it sent or received) or per transaction (RR), in µs;\n")
 	fmt.Fprintf(w, "±: half-range of the repetitions in %% of the median. netperf SD: -c service demand (machine-wide /proc/stat).\n\n")
 	fmt.Fprintln(w, "| test | pair | CPU/unit µs | ± | vs C→C | netperf SD | vs C→C | throughput | vs C→C |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
