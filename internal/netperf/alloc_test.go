@@ -17,7 +17,7 @@ var loopback = netip.MustParseAddr("127.0.0.1")
 // loops' options, client end first.
 func rawPair(tb testing.TB) (int, int) {
 	tb.Helper()
-	lfd, err := newDataSocket(4, true, sockOpts{timeouts: true, reuseAddr: true})
+	lfd, err := newDataSocket(4, true, sockOpts{reuseAddr: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func rawPair(tb testing.TB) (int, int) {
 	if err := unix.Listen(lfd, 5); err != nil {
 		tb.Fatal(err)
 	}
-	cfd, err := newDataSocket(4, true, sockOpts{timeouts: true})
+	cfd, err := newDataSocket(4, true, sockOpts{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func rrServer(tb testing.TB, fd int, udp bool) {
 		}
 	}()
 	tb.Cleanup(func() {
-		t.ph.fds.add(fd)
+		t.ph.fds.add(fd, udp)
 		t.ph.fds.abort()
 		<-done
 	})
@@ -117,7 +117,7 @@ func TestTransactionsDoNotAllocate(t *testing.T) {
 		}
 	})
 	t.Run("UDP_RR", func(t *testing.T) {
-		sfd, err := newDataSocket(4, false, sockOpts{timeouts: true})
+		sfd, err := newDataSocket(4, false, sockOpts{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func TestTransactionsDoNotAllocate(t *testing.T) {
 			t.Fatal(err)
 		}
 		rrServer(t, sfd, true)
-		cfd, err := newDataSocket(4, false, sockOpts{timeouts: true, recvErr: true})
+		cfd, err := newDataSocket(4, false, sockOpts{recvErr: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestTransactionsDoNotAllocate(t *testing.T) {
 		}
 	})
 	t.Run("TCP_CRR", func(t *testing.T) {
-		lfd, err := newDataSocket(4, true, sockOpts{timeouts: true, reuseAddr: true})
+		lfd, err := newDataSocket(4, true, sockOpts{reuseAddr: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestTransactionsDoNotAllocate(t *testing.T) {
 		}
 		srv := &serverTest{req: &proto.Request{Direction: proto.DirBoth, Flags: proto.FlagConnectTest},
 			recvBuf: make([]byte, 1), sendBuf: make([]byte, 1)}
-		srv.ph.fds.add(lfd)
+		srv.ph.fds.add(lfd, false)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

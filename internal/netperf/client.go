@@ -260,7 +260,7 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 		return nil, 0, fmt.Errorf("netperf: data socket: %w", err)
 	}
 	var ph phase
-	ph.fds.add(fd)
+	ph.fds.add(fd, k.udp())
 	defer func() {
 		if fd >= 0 {
 			ph.fds.closeFd(fd)
@@ -336,10 +336,17 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 		bind = cfg.LocalCPUAffinity
 	}
 	err = withCPUAffinity(bind, func() error {
+		// A request/response in flight at the end gets a quarter
+		// second to complete, a stream's last send or netserver's last
+		// MAERTS data two seconds.
+		grace := 250 * time.Millisecond
+		if !k.rr {
+			grace = 2 * time.Second
+		}
 		if l.limit > 0 {
-			ph.startTimer(noDeadline, k.crr)
+			ph.startTimer(noDeadline, grace)
 		} else {
-			ph.startTimer(cfg.Duration, k.crr)
+			ph.startTimer(cfg.Duration, grace)
 		}
 		defer ph.stopTimer()
 		if l.demo != nil {
@@ -347,8 +354,11 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 		}
 		l.start = time.Now()
 		if !k.udp() && !k.crr {
-			if err := l.connect(); err != nil {
-				return l.fail("connecting the data socket", err)
+			if e := connectTo(l.fd, &l.dst); e != 0 {
+				if ph.ended() == errAborted {
+					return errAborted
+				}
+				return fmt.Errorf("netperf: %s: connecting the data socket: %w", k.name, e)
 			}
 		}
 		switch {
@@ -412,9 +422,6 @@ func (c *client) sockOpts() sockOpts {
 	} else {
 		o.noDelay = c.cfg.NoDelay
 	}
-	// TCP_CRR opens a socket per transaction and spends no system call
-	// on timeouts: its timer shuts a blocked socket down instead.
-	o.timeouts = !k.crr
 	o.reuseAddr = c.cfg.LocalDataPort != 0
 	return o
 }
@@ -522,102 +529,40 @@ type clientLoop struct {
 }
 
 // fail turns a failed data socket call into the loop's outcome: nil when
-// the test's time was up anyway (netperf's timer interrupting a call),
-// errAborted when the sockets were shut down from outside.
+// the test's time was up (the timer interrupting a call, as netperf's
+// SIGALRM does), errAborted when the sockets were shut down from outside.
 func (l *clientLoop) fail(what string, e error) error {
-	if l.ph.fds.aborted.Load() {
+	switch l.ph.ended() {
+	case errAborted:
 		return errAborted
-	}
-	if l.ph.stop.Load() || e == errTimedOut {
+	case errTimedOut:
 		return nil
 	}
 	return fmt.Errorf("netperf: %s: %s: %w", l.c.kind.name, what, e)
 }
 
-// connect connects the data socket. Its send timeout makes a slow
-// handshake return EINPROGRESS; then it waits for the outcome in
-// pollTick steps.
-func (l *clientLoop) connect() error {
-	e := connectTo(l.fd, &l.dst)
-	if e == 0 {
-		return nil
-	}
-	if e != unix.EINPROGRESS && e != unix.EALREADY {
-		return e
-	}
-	for {
-		pfd := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLOUT}}
-		n, err := unix.Poll(pfd, int(pollTick/time.Millisecond))
-		if err != nil && err != unix.EINTR {
-			return err
-		}
-		if n > 0 {
-			v, err := unix.GetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_ERROR)
-			if err != nil {
-				return err
-			}
-			if v != 0 {
-				return unix.Errno(v)
-			}
-			return nil
-		}
-		if err := l.ph.blocked(); err != nil {
-			return err
-		}
-	}
-}
-
-// send writes all of b, riding out send timeouts until the phase ends.
+// send writes all of b.
 func (l *clientLoop) send(b []byte) error {
-	n, e := sysWrite(l.fd, b)
-	if e == 0 && n == len(b) {
-		return nil
-	}
-	return l.sendSlow(b, n, e)
-}
-
-func (l *clientLoop) sendSlow(b []byte, n int, e unix.Errno) error {
-	for {
-		switch e {
-		case 0:
-			if n >= len(b) {
-				return nil
-			}
-			b = b[n:]
-		case unix.EAGAIN:
-			if err := l.ph.blocked(); err != nil {
-				return err
-			}
-		default:
+	for len(b) > 0 {
+		n, e := sysWrite(l.fd, b)
+		if e != 0 {
 			return e
 		}
-		n, e = sysWrite(l.fd, b)
+		b = b[n:]
 	}
+	return nil
 }
 
 // recvFull reads all of b; io.EOF if the peer closed first.
 func (l *clientLoop) recvFull(b []byte) error {
 	n, e := readFull(l.fd, b)
-	if e == 0 && n == len(b) {
-		return nil
+	if e != 0 {
+		return e
 	}
-	for {
-		switch {
-		case e == unix.EAGAIN:
-			if err := l.ph.blocked(); err != nil {
-				return err
-			}
-		case e != 0:
-			return e
-		case n < len(b):
-			return io.EOF
-		default:
-			return nil
-		}
-		var m int
-		m, e = readFull(l.fd, b[n:])
-		n += m
+	if n < len(b) {
+		return io.EOF
 	}
+	return nil
 }
 
 // finishTCP records the connection's final sizes and closes it netperf's
@@ -626,14 +571,11 @@ func (l *clientLoop) recvFull(b []byte) error {
 func (l *clientLoop) finishTCP() {
 	l.st.lssEnd, l.st.lsrEnd = sockBuf(l.fd)
 	l.st.mss, l.st.retrans, l.st.cong = tcpFacts(l.fd)
+	l.ph.extend(time.Minute) // the server may have buffers to drain
 	_ = unix.Shutdown(l.fd, unix.SHUT_WR)
 	var b [256]byte
-	bound := time.Now().Add(time.Minute)
 	for {
 		n, e := sysRead(l.fd, b[:])
-		if e == unix.EAGAIN && !l.ph.fds.aborted.Load() && time.Now().Before(bound) {
-			continue
-		}
 		if e != 0 || n == 0 {
 			return
 		}
@@ -653,23 +595,14 @@ func (l *clientLoop) tcpStream() error {
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}
-		if e != 0 || n != len(buf) {
-			if n > 0 {
-				st.bytesTx += int64(n)
-				st.sendCalls++
-			}
-			if e == 0 || e == unix.EAGAIN {
-				if err = l.ph.blocked(); err != nil {
-					err = l.fail("sending", err)
-					break
-				}
-				continue
-			}
+		if n > 0 {
+			st.bytesTx += int64(n)
+			st.sendCalls++
+		}
+		if e != 0 {
 			err = l.fail("sending", e)
 			break
 		}
-		st.bytesTx += int64(n)
-		st.sendCalls++
 		if l.demo != nil {
 			l.demo.tick(float64(n))
 		}
@@ -696,19 +629,16 @@ func (l *clientLoop) tcpMaerts() error {
 			st.lat.add(time.Since(t0))
 		}
 		if e != 0 {
-			if e == unix.EAGAIN {
-				if err := l.ph.blocked(); err == nil {
-					continue
-				} else if err == errTimedOut {
-					break // the server stopped sending after the test length
-				}
-			}
 			if err := l.fail("receiving", e); err != nil {
 				return err
 			}
 			break
 		}
 		if n == 0 {
+			// netserver's close at the end of its test, or our timer.
+			if l.ph.ended() == errAborted {
+				return errAborted
+			}
 			break
 		}
 		st.bytesRx += int64(n)
@@ -815,7 +745,7 @@ func (l *clientLoop) crr() error {
 					break
 				}
 			}
-			if !l.ph.fds.add(fd) {
+			if !l.ph.fds.add(fd, false) {
 				unix.Close(fd)
 				fd = -1
 				err = errAborted
@@ -922,27 +852,22 @@ func (l *clientLoop) udpRRLoop(req, rsp []byte) error {
 				st.failed++
 				continue
 			}
-			if e == unix.EAGAIN {
-				if err := l.ph.blocked(); err != nil {
-					return l.fail("sending a request", err)
-				}
-				continue
-			}
 			return l.fail("sending a request", e)
 		}
+		// A lost datagram leaves this waiting, as netperf waits, until
+		// the timer interrupts it.
 		for {
-			_, e := sysRead(l.fd, rsp)
-			if e == 0 {
-				break
-			}
-			if e != unix.EAGAIN {
+			n, e := sysRead(l.fd, rsp)
+			if e != 0 {
 				return l.fail("receiving a response", e)
 			}
-			// A lost datagram: wait on, as netperf does, until the
-			// test's time is up.
-			if err := l.ph.blocked(); err != nil {
-				return l.fail("receiving a response", err)
+			if n > 0 {
+				break
 			}
+			if why := l.ph.ended(); why != nil {
+				return l.fail("receiving a response", why)
+			}
+			// An empty datagram is no response: wait on.
 		}
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
@@ -971,13 +896,6 @@ func (l *clientLoop) udpStream() error {
 		if e != 0 {
 			if isTransientSend(e) {
 				st.failed++
-				continue
-			}
-			if e == unix.EAGAIN {
-				if err = l.ph.blocked(); err != nil {
-					err = l.fail("sending", err)
-					break
-				}
 				continue
 			}
 			// ECONNREFUSED: the netserver's port is gone (netperf's

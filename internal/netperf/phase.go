@@ -15,24 +15,35 @@ import (
 // closed.
 var errAborted = errors.New("test aborted")
 
-// errTimedOut ends a data loop whose timer fired while a call was blocked.
+// errTimedOut ends a data loop whose time was up while a call was blocked.
 var errTimedOut = errors.New("test length reached")
 
 // phase is the state one side's data loop shares with the goroutines that
-// may end it: the test timer sets stop, an abort shuts the sockets down.
+// may end it: the test timer sets stop, then interrupts calls still
+// blocked; an abort shuts the sockets down at once.
 type phase struct {
 	fds         fdSet
 	stop        atomic.Bool // the test length (or the safety bound) is reached
 	timer, late *time.Timer
 }
 
-// startTimer sets stop after d, as netperf's SIGALRM sets times_up. A
-// loop whose sockets have no timeouts (TCP_CRR's per-transaction sockets)
-// is woken pollTick later by shutting them down.
-func (p *phase) startTimer(d time.Duration, wake bool) {
+// startTimer sets stop after d, as netperf's SIGALRM sets times_up, and
+// grace later shuts the sockets down if a call is still blocked, as
+// SIGALRM interrupts it. The loops check stop once per iteration; the
+// grace lets a transaction in flight at the end complete normally.
+func (p *phase) startTimer(d, grace time.Duration) {
 	p.timer = time.AfterFunc(d, func() { p.stop.Store(true) })
-	if wake {
-		p.late = time.AfterFunc(d+pollTick, p.fds.interrupt)
+	p.late = time.AfterFunc(d+grace, func() {
+		p.stop.Store(true)
+		p.fds.interrupt()
+	})
+}
+
+// extend moves the interruption d from now: for netperf's closing
+// handshake, which may wait for the peer to drain its buffers.
+func (p *phase) extend(d time.Duration) {
+	if p.late != nil {
+		p.late.Reset(d)
 	}
 }
 
@@ -45,9 +56,10 @@ func (p *phase) stopTimer() {
 	}
 }
 
-// blocked is called when a socket call timed out (EAGAIN after pollTick):
-// nil means call again, otherwise it says why the loop must end.
-func (p *phase) blocked() error {
+// ended says why a call failed or met the end of its stream: errAborted
+// after an abort, errTimedOut once the test's time is up (the timer's
+// interruption), nil otherwise (a real error or end of stream).
+func (p *phase) ended() error {
 	if p.fds.aborted.Load() {
 		return errAborted
 	}

@@ -297,6 +297,10 @@ type serverTest struct {
 	retrans        int
 	cong           string
 	y              yielder
+	// crrTrans counts TCP_CRR transactions for the idle watcher, which
+	// sets idle when it ends the test.
+	crrTrans atomic.Uint32
+	idle     atomic.Bool
 }
 
 func validRequest(r *proto.Request) error {
@@ -352,9 +356,9 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 		fam = 6
 	}
 	// As netserver's create_data_socket: requested buffer sizes,
-	// SO_REUSEADDR, TCP_NODELAY when asked; plus the poll timeouts, which
-	// accepted connections inherit.
-	opts := sockOpts{sndBuf: int(req.SendBufSize), rcvBuf: int(req.RecvBufSize), reuseAddr: true, timeouts: true,
+	// SO_REUSEADDR, TCP_NODELAY when asked (accepted connections inherit
+	// them).
+	opts := sockOpts{sndBuf: int(req.SendBufSize), rcvBuf: int(req.RecvBufSize), reuseAddr: true,
 		noDelay: req.Flags&proto.FlagNoDelay != 0 && !t.udp}
 	lfd := -1
 	open := func() error {
@@ -385,7 +389,7 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 	if err != nil {
 		return fail(errnoEADDRNOTAVAL, fmt.Errorf("data listener: %w", err))
 	}
-	t.ph.fds.add(lfd)
+	t.ph.fds.add(lfd, t.udp)
 	defer t.ph.fds.closeFd(lfd)
 	dataPort := int(localAddr(lfd).Port())
 	snd, rcv := sockBuf(lfd)
@@ -469,7 +473,8 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 				d += padTime
 			}
 		}
-		t.ph.startTimer(d, false)
+		// netserver's SIGALRM interrupts whatever call is blocked.
+		t.ph.startTimer(d, 0)
 		defer t.ph.stopTimer()
 		switch {
 		case t.udp:
@@ -530,23 +535,21 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 // much past the test length so that the client ends the test (quirk Q3).
 const padTime = 4 * time.Second
 
-// blocked handles a data socket call that returned EAGAIN after pollTick:
-// nil to call again; otherwise the loop ends, normally if the timer fired.
-func (t *serverTest) blocked() error {
-	err := t.ph.blocked()
-	if err == errTimedOut {
+// ended classifies how a call failed (e) or met the end of its stream
+// (e == 0): an abort, the timer's interruption at the deadline (a timeout,
+// as netserver's SIGALRM), or else e itself (nil: a real end of stream).
+func (t *serverTest) ended(e unix.Errno) error {
+	switch t.ph.ended() {
+	case errAborted:
+		return errAborted
+	case errTimedOut:
 		t.timedOut = true
 		return errTimedOut
 	}
-	return err
-}
-
-// endErr classifies the errno that ended a loop.
-func (t *serverTest) endErr(e unix.Errno) error {
-	if t.ph.fds.aborted.Load() {
-		return errAborted
+	if e != 0 {
+		return e
 	}
-	return e
+	return nil
 }
 
 // running reports whether the loop should go on: until the timer, or
@@ -564,22 +567,16 @@ func (t *serverTest) accept(lfd int) (int, error) {
 	for {
 		fd, e := sysAccept(lfd)
 		if e == 0 {
-			if !t.ph.fds.add(fd) {
+			if !t.ph.fds.add(fd, false) {
 				unix.Close(fd)
 				return -1, errAborted
 			}
 			return fd, nil
 		}
-		if e == unix.EAGAIN {
-			if err := t.blocked(); err != nil {
-				return -1, err
-			}
-			continue
-		}
 		if e == unix.ECONNABORTED {
 			continue
 		}
-		return -1, t.endErr(e)
+		return -1, t.ended(e)
 	}
 }
 
@@ -613,17 +610,9 @@ func (t *serverTest) tcpRecv(fd int) error {
 	buf := t.recvBuf
 	for t.running(int64(t.bytesRx)) {
 		n, e := sysRead(fd, buf)
-		if e != 0 {
-			if e == unix.EAGAIN {
-				if err := t.blocked(); err != nil {
-					return err
-				}
-				continue
-			}
-			return t.endErr(e)
-		}
-		if n == 0 {
-			return nil // the client's shutdown: the end of the test
+		if e != 0 || n == 0 {
+			// n == 0: the client's shutdown, the end of the test.
+			return t.ended(e)
 		}
 		t.bytesRx += uint64(n)
 		t.recvCalls++
@@ -642,13 +631,7 @@ func (t *serverTest) tcpSend(fd int) error {
 			t.y.tick()
 		}
 		if e != 0 {
-			if e == unix.EAGAIN {
-				if err := t.blocked(); err != nil {
-					return err
-				}
-				continue
-			}
-			return t.endErr(e)
+			return t.ended(e)
 		}
 	}
 	return nil
@@ -677,41 +660,23 @@ func (t *serverTest) tcpRR(fd int) error {
 }
 
 // recvFull reads a whole request; io.EOF if the client closed before one
-// began.
+// was complete.
 func (t *serverTest) recvFull(fd int, b []byte) error {
 	n, e := readFull(fd, b)
-	for e != 0 || n < len(b) {
-		switch {
-		case e == unix.EAGAIN:
-			if err := t.blocked(); err != nil {
-				return err
-			}
-		case e != 0:
-			return t.endErr(e)
-		default:
-			if t.ph.fds.aborted.Load() {
-				return errAborted
-			}
-			return io.EOF
-		}
-		var m int
-		m, e = readFull(fd, b[n:])
-		n += m
+	if e == 0 && n == len(b) {
+		return nil
 	}
-	return nil
+	if err := t.ended(e); err != nil {
+		return err
+	}
+	return io.EOF
 }
 
 func (t *serverTest) sendAll(fd int, b []byte) error {
 	for len(b) > 0 {
 		n, e := sysWrite(fd, b)
 		if e != 0 {
-			if e == unix.EAGAIN {
-				if err := t.blocked(); err != nil {
-					return err
-				}
-				continue
-			}
-			return t.endErr(e)
+			return t.ended(e)
 		}
 		b = b[n:]
 	}
@@ -724,32 +689,39 @@ const crrIdle = 300 * time.Millisecond
 
 // crrLoop accepts one connection per transaction.
 func (t *serverTest) crrLoop(lfd int, start time.Time) error {
-	var lengthEnd time.Time
 	if t.req.TestLength > 0 {
-		lengthEnd = start.Add(time.Duration(t.req.TestLength) * time.Second)
+		// After the test length, a watcher ends the test (by shutting
+		// the listener down) once a crrIdle passes without a transaction.
+		lengthEnd := start.Add(time.Duration(t.req.TestLength) * time.Second)
+		var last uint32
+		var watch *time.Timer
+		watch = time.AfterFunc(time.Until(lengthEnd)+crrIdle, func() {
+			if n := t.crrTrans.Load(); n != last {
+				last = n
+				watch.Reset(crrIdle)
+				return
+			}
+			t.idle.Store(true)
+			t.ph.fds.interruptFd(lfd)
+		})
+		defer watch.Stop()
 	}
-	last := start
 	for t.running(int64(t.trans)) {
 		fd, e := sysAccept(lfd)
 		if e != 0 {
 			switch e {
-			case unix.EAGAIN:
-				if now := time.Now(); !lengthEnd.IsZero() && now.After(lengthEnd) && now.Sub(last) >= crrIdle {
-					return nil // idle after the test length: the client is done
-				}
-				if err := t.blocked(); err != nil {
-					if err == errTimedOut {
-						return nil
-					}
-					return err
-				}
-				continue
 			case unix.ECONNABORTED, unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
 				continue
 			}
-			return t.endErr(e)
+			if t.idle.Load() {
+				return nil // the client is done
+			}
+			if err := t.ended(e); err != errTimedOut {
+				return err
+			}
+			return nil
 		}
-		if !t.ph.fds.add(fd) {
+		if !t.ph.fds.add(fd, false) {
 			unix.Close(fd)
 			return errAborted
 		}
@@ -761,12 +733,11 @@ func (t *serverTest) crrLoop(lfd int, start time.Time) error {
 			t.lssEnd, t.lsrEnd = sockBuf(fd)
 		}
 		t.ph.fds.closeFd(fd)
-		last = time.Now()
 		if err != nil {
-			if err == errAborted {
+			switch err {
+			case errAborted:
 				return err
-			}
-			if err == errTimedOut {
+			case errTimedOut:
 				return nil
 			}
 			continue // a probe or a client that gave up mid-transaction
@@ -774,6 +745,7 @@ func (t *serverTest) crrLoop(lfd int, start time.Time) error {
 		t.recvCalls++
 		t.sendCalls++
 		t.trans++
+		t.crrTrans.Add(1)
 		t.y.tick()
 		t.bytesRx += uint64(len(t.recvBuf))
 		t.bytesTx += uint64(len(t.sendBuf))
@@ -794,20 +766,13 @@ func (t *serverTest) udpData(fd int) error {
 		buf := t.recvBuf
 		for t.running(int64(t.bytesRx)) {
 			n, e := sysRead(fd, buf)
-			if e != 0 {
-				if e == unix.EAGAIN || e == unix.ECONNREFUSED {
-					if err := t.blocked(); err != nil {
-						return err
-					}
-					continue
-				}
-				return t.endErr(e)
+			if e == unix.ECONNREFUSED {
+				continue // an ICMP error for an earlier datagram
 			}
-			if n == 0 {
-				if t.ph.fds.aborted.Load() {
-					return errAborted
-				}
-				return nil // netperf's end-of-test marker
+			if e != 0 || n == 0 {
+				// n == 0: netperf's end-of-test marker, or the timer's
+				// or an abort's shutdown.
+				return t.ended(e)
 			}
 			t.bytesRx += uint64(n)
 			t.recvCalls++
@@ -818,28 +783,19 @@ func (t *serverTest) udpData(fd int) error {
 	var from rawSockaddr
 	for t.running(int64(t.trans)) {
 		n, e := sysRecvfrom(fd, t.recvBuf, &from)
-		if e != 0 {
-			if e == unix.EAGAIN || e == unix.ECONNREFUSED {
-				if err := t.blocked(); err != nil {
-					return err
-				}
-				continue
-			}
-			return t.endErr(e)
+		if e == unix.ECONNREFUSED {
+			continue
 		}
-		if n == 0 {
-			if t.ph.fds.aborted.Load() {
-				return errAborted
-			}
-			return nil
+		if e != 0 || n == 0 {
+			return t.ended(e)
 		}
 		t.bytesRx += uint64(n)
 		t.recvCalls++
 		if _, e := sysSendto(fd, t.sendBuf, &from); e != 0 {
-			if isTransientSend(e) || e == unix.EAGAIN || e == unix.ECONNREFUSED {
+			if isTransientSend(e) || e == unix.ECONNREFUSED {
 				continue
 			}
-			return t.endErr(e)
+			return t.ended(e)
 		}
 		t.bytesTx += uint64(len(t.sendBuf))
 		t.sendCalls++

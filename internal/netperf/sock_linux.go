@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,18 +19,18 @@ import (
 // thread; the Go scheduler leaves it alone while other processors are
 // idle.
 //
-// Ending a blocked call: every data socket carries SO_RCVTIMEO and
-// SO_SNDTIMEO of pollTick, so no call blocks longer than that; a loop that
-// sees EAGAIN checks its stop flag and deadline and calls again. Aborting
-// a test (lost control connection, cancelled context, server shutdown)
-// shuts the sockets down, which wakes any call blocked on them at once;
-// close alone would not. Sockets are closed only by the goroutine that
-// owns them, after its loop has returned, so a descriptor number is never
-// reused under a call still using it.
-
-// pollTick bounds how long a data socket call blocks before its loop
-// looks at the clock and its stop and abort flags.
-const pollTick = 250 * time.Millisecond
+// Ending a blocked call: netperf's SIGALRM interrupts whatever call is
+// blocked when the test's time is up. Here a timer sets the loop's stop
+// flag, which each iteration reads, and a second one shuts the sockets
+// down a little later if a call is still blocked (a lost datagram, a
+// silent peer); an abort (lost control connection, cancelled context,
+// server shutdown) shuts them down at once. Shutting a socket down wakes
+// a call blocked on it, which close alone would not. The sockets carry
+// no SO_RCVTIMEO/SO_SNDTIMEO: a blocking call with a timeout arms and
+// cancels a kernel timer every time, which measurably slowed every
+// transaction. Sockets are closed only by the goroutine that owns them,
+// after its loop has returned, so a descriptor number is never reused
+// under a call still using it.
 
 // rawSockaddr is a socket address in the kernel's layout, built once so
 // the loops pass it to sendto without converting or allocating.
@@ -82,7 +81,6 @@ type sockOpts struct {
 	noDelay        bool // TCP_NODELAY (-D)
 	dontRoute      bool // SO_DONTROUTE (UDP_STREAM)
 	recvErr        bool // IP_RECVERR: report ICMP errors and ENOBUFS on unconnected UDP
-	timeouts       bool // SO_RCVTIMEO/SO_SNDTIMEO of pollTick
 	reuseAddr      bool
 }
 
@@ -136,18 +134,7 @@ func applyOpts(fd, af int, o sockOpts) error {
 			set(unix.IPPROTO_IP, unix.IP_RECVERR, 1)
 		}
 	}
-	if o.timeouts && err == nil {
-		err = setTimeouts(fd, pollTick)
-	}
 	return err
-}
-
-func setTimeouts(fd int, d time.Duration) error {
-	tv := unix.NsecToTimeval(d.Nanoseconds())
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return err
-	}
-	return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 }
 
 func bindTo(fd int, ap netip.AddrPort) error {
@@ -159,9 +146,7 @@ func bindTo(fd int, ap netip.AddrPort) error {
 	return nil
 }
 
-// connectTo connects a blocking socket. With SO_SNDTIMEO set, a connect
-// that takes longer than the timeout fails with EINPROGRESS; callers
-// without timeouts block until the handshake ends.
+// connectTo connects a blocking socket.
 func connectTo(fd int, sa *rawSockaddr) unix.Errno {
 	for {
 		_, _, e := syscall.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa.any)), uintptr(sa.len))
@@ -182,8 +167,7 @@ func localAddr(fd int) netip.AddrPort {
 }
 
 // The system call wrappers below return the errno rather than an error so
-// the loops never box a value; EINTR (a Go runtime signal arriving while a
-// socket with a timeout blocks) is retried.
+// the loops never box a value; EINTR is retried.
 
 // sysRead receives on a socket. recvfrom, as netperf's recv, goes straight
 // to the socket; read takes the VFS path (position lock, fsnotify).
@@ -328,25 +312,31 @@ func probeSockBufs(family, sockType int, snd, rcv int) (int, int, error) {
 	return s, r, nil
 }
 
-// fdSet holds the data sockets of one test so that an abort can shut them
-// down from another goroutine. Its mutex orders shutdown against the
-// owner's close: a descriptor leaves the set before it is closed.
+// fdSet holds the data sockets of one test so that the test's timer and
+// an abort can shut them down from other goroutines. Its mutex orders a
+// shutdown against the owner's close: a descriptor leaves the set before
+// it is closed.
 type fdSet struct {
 	mu      sync.Mutex // guards fds; aborted is set under it
-	fds     []int
+	fds     []fdEntry
 	aborted atomic.Bool
 }
 
-// add records fd; it reports false, after shutting fd down, when the test
-// has already been aborted.
-func (s *fdSet) add(fd int) bool {
+type fdEntry struct {
+	fd    int
+	dgram bool
+}
+
+// add records fd (dgram for a UDP socket); it reports false, after
+// shutting fd down, when the test has already been aborted.
+func (s *fdSet) add(fd int, dgram bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.aborted.Load() {
 		_ = unix.Shutdown(fd, unix.SHUT_RDWR)
 		return false
 	}
-	s.fds = append(s.fds, fd)
+	s.fds = append(s.fds, fdEntry{fd, dgram})
 	return true
 }
 
@@ -354,8 +344,8 @@ func (s *fdSet) add(fd int) bool {
 func (s *fdSet) remove(fd int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, f := range s.fds {
-		if f == fd {
+	for i, e := range s.fds {
+		if e.fd == fd {
 			s.fds = append(s.fds[:i], s.fds[i+1:]...)
 			return
 		}
@@ -374,18 +364,35 @@ func (s *fdSet) abort() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.aborted.Store(true)
-	for _, fd := range s.fds {
-		_ = unix.Shutdown(fd, unix.SHUT_RDWR)
+	for _, e := range s.fds {
+		_ = unix.Shutdown(e.fd, unix.SHUT_RDWR)
 	}
 }
 
 // interrupt shuts the recorded sockets down without marking an abort: the
-// test's time is up and a call is still blocked.
+// test's time is up and a call may still be blocked. UDP sockets are only
+// shut for receiving, so netperf's end-of-test datagrams can still go.
 func (s *fdSet) interrupt() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, fd := range s.fds {
-		_ = unix.Shutdown(fd, unix.SHUT_RDWR)
+	for _, e := range s.fds {
+		how := unix.SHUT_RDWR
+		if e.dgram {
+			how = unix.SHUT_RD
+		}
+		_ = unix.Shutdown(e.fd, how)
+	}
+}
+
+// interruptFd shuts down fd alone, if it is still recorded.
+func (s *fdSet) interruptFd(fd int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.fds {
+		if e.fd == fd {
+			_ = unix.Shutdown(fd, unix.SHUT_RDWR)
+			return
+		}
 	}
 }
 

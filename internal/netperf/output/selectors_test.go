@@ -177,3 +177,28 @@ func TestCatalogueIsNetperfs(t *testing.T) {
 		t.Errorf("-o ? listing: %q", b.String())
 	}
 }
+
+// FuzzParseSelection: any -o/-O/-k argument either fails cleanly or gives
+// a selection every printer can print.
+func FuzzParseSelection(f *testing.F) {
+	for _, s := range []string{"all", "THROUGHPUT", "throughput,elapsed_time", "A;B", "THROUGHPUT;;ELAPSED_TIME", ",", "OUTPUT_NONE OUTPUT_END", "?"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		if _, known := byName[strings.ToUpper(spec)]; !strings.ContainsAny(spec, ",;") && !known && !strings.EqualFold(spec, "all") {
+			return // would be read as a file name
+		}
+		sel, err := ParseSelection(spec)
+		if err != nil {
+			return
+		}
+		if len(sel) == 0 || len(sel) > maxBlocks {
+			t.Fatalf("%q: %d blocks", spec, len(sel))
+		}
+		r := withCPU(base(netperf.TCPRR), 50, 10)
+		for _, st := range []Style{CSV, Columns, KeyValue} {
+			var b strings.Builder
+			Selected(&b, r, st, sel)
+		}
+	})
+}
