@@ -33,14 +33,24 @@ type GeneratorFactory func(tb *topo.Topo) (run.Generator, func() error, error)
 
 // Options describe one bench run.
 type Options struct {
-	Mode    string // quick, full or custom (recorded)
-	OutDir  string
-	Plan    run.Plan
-	Topo    topo.Options
-	NewGen  GeneratorFactory
-	OnStart func(tb *topo.Topo) // called once the test bed exists (tests)
+	Mode   string // quick, full or custom (recorded)
+	OutDir string
+	Plan   run.Plan
+	Topo   topo.Options
+	NewGen GeneratorFactory
+	// NewGWGen starts the generator of the gateway topology, built when
+	// the plan has NAT tests (default NetperfGateway).
+	NewGWGen GatewayFactory
+	OnStart  func(tb *topo.Topo) // called once the test bed exists (tests)
 	// OnProgress is passed to the runner.
 	OnProgress func(run.Progress)
+	// Stats, if set, turns the kernel's BPF run-time statistics on for
+	// the run and reads those of the programs attached to the SUT's
+	// link around every test (config.Datapaths.Stats).
+	Stats config.StatsFunc
+	// LoadWindow is how long the machine's load is sampled before the
+	// run (default 1 s; tests use less).
+	LoadWindow time.Duration
 }
 
 // ErrNotRoot is returned when the process lacks the privileges to make
@@ -63,8 +73,26 @@ func Run(ctx context.Context, o Options) (path string, err error) {
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return "", err
 	}
+	nat := false
+	for _, t := range o.Plan.Tests {
+		nat = nat || t.Suite == config.SuiteNAT
+		if o.Topo.Remote == "" {
+			continue
+		}
+		if t.Link != "" {
+			return "", fmt.Errorf("bench: test %q asks for the %s link profile; with --remote the link is a real one, which the bench does not shape (drop --link)", t.ID, t.Link)
+		}
+		if t.Suite == config.SuiteNAT {
+			return "", fmt.Errorf("bench: test %q needs the gateway topology (three namespaces), which --remote does not build", t.ID)
+		}
+	}
 	// Namespaces of runs killed with SIGKILL; those of live runs stay.
 	_, _ = topo.Sweep(o.Topo.Prefix)
+	window := o.LoadWindow
+	if window <= 0 {
+		window = time.Second
+	}
+	before := SampleLoad(window)
 
 	tb, err := topo.New(ctx, o.Topo)
 	if err != nil {
@@ -102,14 +130,72 @@ func Run(ctx context.Context, o Options) (path string, err error) {
 	hdr := result.Run{
 		Kernel: info.Kernel, CPUModel: info.CPUModel, NumCPU: info.NumCPU, Hostname: info.Hostname,
 		GoVersion: runtime.Version(), Mode: o.Mode, Topology: describeTopo(o.Topo),
-		Notes: notes(gen.Name(), o.Topo),
+		Notes: notes(gen.Name(), o.Topo), LoadBefore: before, Generator: gen.Name(),
+	}
+	if d, ok := gen.(interface{ Describe() string }); ok {
+		hdr.Generator = d.Describe()
 	}
 	plan := o.Plan
 	if tb.Remote() {
 		// The remote machine only runs netserver.
 		plan.Tests = run.FromSUT(plan.Tests)
 	}
-	r := &run.Runner{Plan: plan, Gen: gen, SUT: tb.Host(topo.SUT), Out: w, Header: hdr, OnProgress: o.OnProgress}
+	r := &run.Runner{Plan: plan, Gen: gen, SUT: tb.Host(topo.SUT), Out: w, Header: hdr, OnProgress: o.OnProgress,
+		Shape: func(link string) error {
+			p, ok := topo.ProfileByName(link)
+			if !ok {
+				return fmt.Errorf("bench: unknown link profile %q", link)
+			}
+			return tb.Shape(p)
+		}}
+	if o.Stats != nil {
+		probe, closer, err := o.Stats(tb.Host(topo.SUT))
+		if err != nil {
+			hdr.Notes = append(hdr.Notes, "In-kernel ns/packet not recorded: "+err.Error())
+			r.Header = hdr
+		} else {
+			r.Probe = probe
+			defer func() {
+				if cerr := closer.Close(); cerr != nil {
+					err = errors.Join(err, fmt.Errorf("bench: BPF statistics: %w", cerr))
+				}
+			}()
+		}
+	}
+	if nat {
+		gw, err := topo.NewGateway(o.Topo.Prefix)
+		if err != nil {
+			return "", err
+		}
+		defer func() {
+			if cerr := gw.Close(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}()
+		newGW := o.NewGWGen
+		if newGW == nil {
+			newGW = NetperfGateway()
+		}
+		g, gstop, err := newGW(gw)
+		if err != nil {
+			return "", err
+		}
+		defer func() {
+			if cerr := gstop(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}()
+		r.GW, r.GWGen = gw.Host(topo.GWGateway), g
+		if o.Stats != nil {
+			if probe, closer, serr := o.Stats(r.GW); serr == nil {
+				r.GWProbe = probe
+				defer closer.Close()
+			}
+		}
+		r.Header.Topology += "; NAT suite: client — gateway (SUT, forwarding) — server namespaces, the client dialling " + topo.ServiceAddr.String()
+	}
+	mon := startLoadMonitor(5 * time.Second)
+	r.OnEnd = func(e *result.EndInfo) { e.LoadDuring = mon.finish() }
 	return path, r.Execute(ctx)
 }
 
@@ -197,8 +283,9 @@ const (
 
 // Estimate is the wall-clock time a plan should take: its tests and
 // warm-ups plus TestOverhead per test and ApplyOverhead per apply
-// (configurations whose datapath is not built in excluded; making the
-// test bed and the report take a few seconds more).
+// (configurations whose datapath is not built in excluded; a
+// configuration is applied once per link profile of its tests; making
+// the test bed and the report take a few seconds more).
 func Estimate(p run.Plan) time.Duration {
 	var cs []*config.Config
 	applies := 0
@@ -207,12 +294,13 @@ func Estimate(p run.Plan) time.Duration {
 			continue
 		}
 		cs = append(cs, c)
+		var ts []result.Test
 		for _, t := range p.Tests {
 			if c.Runs(t.Suite) {
-				applies++
-				break
+				ts = append(ts, t)
 			}
 		}
+		applies += len(run.ByLink(ts)) // one apply per link profile
 	}
 	p.Configs = cs
 	return time.Duration(p.Total())*(p.Duration+TestOverhead) + time.Duration(applies*p.Reps)*(p.Warmup+ApplyOverhead)

@@ -67,23 +67,28 @@ func TestEstimate(t *testing.T) {
 }
 
 // TestPresetsFit: by the overhead model, with every datapath present, the
-// quick preset takes about four minutes and the full one at most 25,
-// which leaves a margin to the half hour it may take on a busy 2-core
-// machine.
+// quick preset takes under six minutes, the full one at most 45 and the
+// paper one at most 85, which leaves a margin to the 90 minutes it may
+// take on a busy 2-core machine.
 func TestPresetsFit(t *testing.T) {
-	dp := config.Datapaths{
-		IPF: func(string) (config.Applier, error) { return nil, nil },
-		QoS: func(string) (config.Applier, error) { return nil, nil },
-	}
+	nop := func(string) (config.Applier, error) { return nil, nil }
+	dp := config.Datapaths{IPF: nop, QoS: nop, NAT: nop, Floor: func() (config.Applier, error) { return nil, nil }}
 	for _, tc := range []struct {
 		p     run.Preset
 		tests int // per repetition
 		max   time.Duration
 	}{
-		// none 8+3, five filter configurations 8 each, two marking 3 each
-		{run.Quick(), 11 + 4*8 + 2*3, 5 * time.Minute},
-		// none 8+8, twelve filter configurations 8 each, two marking 8 each
-		{run.Full(), 16 + 12*8 + 2*8, 25 * time.Minute},
+		// none 8+3, six filter configurations 8 each, two marking 3 each
+		{run.Quick(), 11 + 6*8 + 2*3, 6 * time.Minute},
+		// none 8 + 8 + 4 + 4; thirteen filter configurations (the floor
+		// included) 8 each, seven marking ones 8 + 4 each, four NAT
+		// ones 4 each
+		{run.Full(), 24 + 13*8 + 7*12 + 4*4, 45 * time.Minute},
+		// none 8 + 14; seven filter configurations (the floor, Sluice's
+		// and nftables' three) 8 each: 10GigE 64K in and out and CRR,
+		// 1GigE 8K and 1K in and out and CRR; two marking ones the
+		// seven sizes at 100BaseT and 1GigE
+		{run.Paper(), 22 + 7*8 + 2*14, 85 * time.Minute},
 	} {
 		cs, err := config.Builtin(dp).Select(tc.p.Configs)
 		if err != nil {
@@ -93,8 +98,10 @@ func TestPresetsFit(t *testing.T) {
 		if got := p.Total(); got != tc.tests*tc.p.Reps {
 			t.Errorf("%s: %d tests, want %d × %d", tc.p.Name, got, tc.tests, tc.p.Reps)
 		}
-		if est := Estimate(p); est > tc.max {
+		est := Estimate(p)
+		if est > tc.max {
 			t.Errorf("%s: estimate %v, want at most %v", tc.p.Name, est, tc.max)
 		}
+		t.Logf("%s: %d tests, estimate %v", tc.p.Name, p.Total(), est)
 	}
 }

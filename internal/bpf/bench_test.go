@@ -176,8 +176,8 @@ func Benchmark10000SrcRulesLinear(b *testing.B) { benchSrc(b, false) }
 
 // candidates is the Go reading of the index for one packet: the blocks the
 // datapath would scan, from the same maps it is given.
-func candidates(im *Image, src, dst netip.Addr, sport, dport uint16) rawBlocks {
-	lookupAddr := func(idx map[prefixKey]rawBlocks, a netip.Addr) rawBlocks {
+func candidates(im *Image, src, dst netip.Addr, sport, dport uint16) filterBlocks {
+	lookupAddr := func(idx map[prefixKey]filterBlocks, a netip.Addr) filterBlocks {
 		fam, n := uint8(4), 32
 		if a.Is6() {
 			fam, n = 6, 128
@@ -194,16 +194,16 @@ func candidates(im *Image, src, dst netip.Addr, sport, dport uint16) rawBlocks {
 				return b
 			}
 		}
-		return rawBlocks{}
+		return filterBlocks{}
 	}
-	lookupPort := func(idx map[uint32]rawBlocks, p uint16) rawBlocks {
+	lookupPort := func(idx map[uint32]filterBlocks, p uint16) filterBlocks {
 		if b, ok := idx[uint32(p)]; ok {
 			return b
 		}
 		return idx[0x20000]
 	}
 	c := lookupAddr(im.dst, dst)
-	and := func(o rawBlocks) {
+	and := func(o filterBlocks) {
 		for i := range c.W {
 			c.W[i] &= o.W[i]
 		}
@@ -229,7 +229,7 @@ func TestSourceIndexPrunes(t *testing.T) {
 	if im.sports != nil {
 		t.Error("no rule tests a source port, yet a source port index was built")
 	}
-	count := func(b rawBlocks) int {
+	count := func(b filterBlocks) int {
 		n := 0
 		for _, w := range b.W {
 			n += bits.OnesCount64(w)

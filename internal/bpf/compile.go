@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"sort"
-	"strconv"
 
 	"sluice/internal/pool"
 	"sluice/internal/rules/ipf"
@@ -29,13 +28,13 @@ type CompileOptions struct {
 	// Text prints a rule for ipfstat (the ipf printer); nil uses a short
 	// built-in form.
 	Text func(*ipf.Rule) string
-	// IfAddr resolves an address taken from an interface (`(IF)`,
-	// `(IF)/BITS`, `IF/broadcast|network|netmasked|peer`): the address
-	// and mask to compare the packet with ((pkt & mask) == addr). ok=false
-	// makes the rule never match, as IPFilter does for an interface
-	// without such an address. nil uses the host's interfaces as they are
-	// when the rules are compiled.
-	IfAddr func(name string, mode ipf.IfaceAddrMode, v6 bool) (addr, mask netip.Addr, ok bool)
+	// IfNet describes an interface for the rules that take an address
+	// from it (`(IF)`, `(IF)/BITS`, `IF/broadcast|network|netmasked|
+	// peer`): ruleset.AddrMatch.IfaceTarget turns it into the prefix to
+	// compare with. ok=false makes the rule never match, as IPFilter does
+	// for an interface without such an address. nil uses the host's
+	// interfaces as they are when the rules are compiled.
+	IfNet func(name string, v6 bool) (ruleset.IfaceNet, bool)
 	// Pools holds the ippool tables `pool/N` and `hash/N` name (role
 	// ipf); their entries are copied into the image. A table that is not
 	// there never matches, as in the Go engine. nil: no tables.
@@ -50,17 +49,17 @@ type CompileOptions struct {
 // storage order, the lists (main in/out, accounting in/out, groups) that
 // index them, and the candidate index. An Image is immutable once built.
 type Image struct {
-	rules  []rawRule
+	rules  []filterRule
 	texts  []string
 	lists  []imageList
-	ifaces []string    // interfaces named by `on`, in first-seen order
-	pools  []poolEntry // entries of the pool tables the rules name
-	exprs  []rawExpr   // values of the exp rules, flattened
+	ifaces []string        // interfaces named by `on`, in first-seen order
+	pools  []poolEntry     // entries of the pool tables the rules name
+	exprs  []filterExprVal // values of the exp rules, flattened
 	// index entries; nil when the set is too small to benefit
-	dst    map[prefixKey]rawBlocks
-	ports  map[uint32]rawBlocks
-	src    map[prefixKey]rawBlocks // nil: no rule tests a source prefix
-	sports map[uint32]rawBlocks    // nil: no rule tests a source port with =
+	dst    map[prefixKey]filterBlocks
+	ports  map[uint32]filterBlocks
+	src    map[prefixKey]filterBlocks // nil: no rule tests a source prefix
+	sports map[uint32]filterBlocks    // nil: no rule tests a source port with =
 }
 
 // poolEntry is one prefix of a pool table in an image.
@@ -99,6 +98,10 @@ func (im *Image) Interfaces() []string { return append([]string(nil), im.ifaces.
 // Len returns the number of rules in the image.
 func (im *Image) Len() int { return len(im.rules) }
 
+// PoolEntries returns the number of pool-map entries the image writes (the
+// entries of every table its rules name, group-maps included).
+func (im *Image) PoolEntries() int { return len(im.pools) }
+
 // indexThreshold is the rule count from which an index is built: below a
 // few blocks the linear scan is as fast as the lookups.
 const indexThreshold = 4 << blockBits
@@ -128,8 +131,8 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	if opts.Ifindex == nil {
 		opts.Ifindex = hostIfindex
 	}
-	if opts.IfAddr == nil {
-		opts.IfAddr = hostIfAddr
+	if opts.IfNet == nil {
+		opts.IfNet = hostIfNet
 	}
 	type src struct {
 		l    *ruleset.List
@@ -159,6 +162,7 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		ids[s.l] = i
 	}
 	im := &Image{lists: make([]imageList, len(lists))}
+	var where []ipf.Pos // each rule's position, for errors
 	pt := &poolTables{ids: map[string]uint16{}}
 	seen := map[string]bool{}
 	for id, s := range lists {
@@ -168,42 +172,29 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		}
 		im.lists[id] = imageList{start: len(im.rules), count: n, dir: s.dir, acct: s.acct, name: s.l.Name}
 		for i, cr := range s.l.Rules {
-			r := cr.Src
-			raw, err := compileRule(cr, opts)
-			if err == nil {
-				err = im.compilePools(r, &raw, opts, pt)
-			}
-			if err == nil && r.Action == ipf.ActionCall {
-				err = im.compileCall(r, &raw, opts, pt, set, ids)
-			}
-			if err == nil && cr.Tests&ruleset.TestExpr != 0 {
-				err = im.compileExpr(cr.Expr, &raw)
-			}
+			raw, err := im.compileRule(cr, opts, pt, set, ids)
 			if err != nil {
-				return nil, fmt.Errorf("%s:%d:%d: %w", r.Pos.File, r.Pos.Line, r.Pos.Col, err)
+				return nil, fmt.Errorf("%s:%d:%d: %w", cr.Pos.File, cr.Pos.Line, cr.Pos.Col, err)
 			}
-			for _, n := range r.On {
-				if n != "-" && n != "*" && !seen[n] {
+			for _, n := range cr.IfNames[:2] {
+				if n != "" && n != "-" && n != "*" && !seen[n] {
 					seen[n] = true
 					im.ifaces = append(im.ifaces, n)
 				}
 			}
-			if cr.HeadList != nil {
-				hid, ok := ids[cr.HeadList]
-				if !ok {
-					return nil, fmt.Errorf("%s:%d:%d: head %s: group not in the set", r.Pos.File, r.Pos.Line, r.Pos.Col, r.Head)
-				}
-				raw.Head = uint16(hid)
-			}
 			raw.RuleNo = uint32(i + 1)
 			raw.GroupNo = uint32(id)
 			im.rules = append(im.rules, raw)
+			where = append(where, cr.Pos)
 			if opts.Text != nil {
-				im.texts = append(im.texts, opts.Text(r))
+				im.texts = append(im.texts, opts.Text(cr.Src))
 			} else {
-				im.texts = append(im.texts, ipf.FormatRule(r))
+				im.texts = append(im.texts, ipf.FormatRule(cr.Src))
 			}
 		}
+	}
+	if err := im.checkScanSteps(where); err != nil {
+		return nil, err
 	}
 	if len(im.rules) >= indexThreshold {
 		im.buildIndex()
@@ -228,124 +219,120 @@ func hostIfindex(name string) (int, bool) {
 	return ifc.Index, true
 }
 
-// compileRule lays out one rule for the program. Tests the reference engine
-// has already compiled (tos, ttl, protocol, flags, ICMP, with) are taken from
-// cr, so both datapaths match on the same values; the rest comes from the
-// parsed rule.
-func compileRule(cr *ruleset.Rule, opts CompileOptions) (rawRule, error) {
-	r := cr.Src
-	var raw rawRule
-	switch r.Action {
-	case ipf.ActionPass:
-		raw.Action = frPass
-	case ipf.ActionBlock:
-		raw.Action = frBlock
-	case ipf.ActionLog:
-		raw.Action = frLogOnly
-	case ipf.ActionCount:
-		raw.Action = frAccount
-	case ipf.ActionAuth:
-		raw.Action = frAuth
-	case ipf.ActionPreauth:
-		raw.Action = frPreauth
-	case ipf.ActionNomatch:
-		raw.Action = frNomatchCmd | frNomatch
-	case ipf.ActionSkip:
-		raw.Action = frSkip
-		raw.Skip = r.Skip
-	case ipf.ActionCall:
-		// call rules have command 0 (IPFilter's FR_CALL); the call
-		// itself is compiled by compileCall
-		raw.Action = frLogOnly
-		if r.Call.Now {
-			raw.Action |= frCallNow
+// compileRule lays out one compiled rule for the program: a field-by-field
+// translation of ruleset.Rule, which both datapaths read.
+func (im *Image) compileRule(cr *ruleset.Rule, opts CompileOptions, pt *poolTables, set *ruleset.Set, ids map[*ruleset.List]int) (filterRule, error) {
+	var raw filterRule
+	if err := compileAction(cr, &raw); err != nil {
+		return raw, err
+	}
+	if err := compileRoute(cr, &raw, opts); err != nil {
+		return raw, err
+	}
+	compileIfaces(cr, &raw, opts)
+	if err := compileTests(cr, &raw, opts); err != nil {
+		return raw, err
+	}
+	if err := im.compilePools(cr, &raw, pt, opts); err != nil {
+		return raw, err
+	}
+	if cr.Call.Func != "" {
+		if err := im.compileCall(cr, &raw, opts, pt, set, ids); err != nil {
+			return raw, err
 		}
-	case ipf.ActionDecapsulate:
+	}
+	if cr.Tests&ruleset.TestExpr != 0 {
+		if err := im.compileExpr(cr.Expr, &raw); err != nil {
+			return raw, err
+		}
+	}
+	if cr.HeadList != nil {
+		hid, ok := ids[cr.HeadList]
+		if !ok {
+			return raw, fmt.Errorf("head %s: group not in the set", cr.Head)
+		}
+		raw.Head = uint16(hid)
+	}
+	return raw, nil
+}
+
+// compileAction takes the FR_* flags as they are (the program uses
+// IPFilter's values) and the values of the action and its keep options.
+func compileAction(cr *ruleset.Rule, raw *filterRule) error {
+	if cr.Flags&ruleset.FRCmdMask == ruleset.FRDecap {
 		// the engine re-parses the inner IP-in-IP/GRE packet and scans
 		// the head group with it; the program holds one parsed packet
 		// per CPU and its scan reads it implicitly, so a nested scan
 		// would need a second packet context throughout
-		return raw, fmt.Errorf("decapsulate (inner packet scan): %w", ErrUnsupported)
-	default:
-		return raw, fmt.Errorf("action %s: %w", r.Action, ErrUnsupported)
+		return fmt.Errorf("decapsulate (inner packet scan): %w", ErrUnsupported)
 	}
-	switch r.Return {
-	case ipf.ReturnRST:
-		raw.Action |= frRetRST
-	case ipf.ReturnICMP:
-		raw.Action |= frRetICMP
-	case ipf.ReturnICMPAsDest:
-		raw.Action |= frFakeICMP
+	raw.Action = cr.Flags
+	raw.RetCode = cr.ICMPCode
+	raw.Skip = uint32(cr.Skip)
+	if cr.KeepState != nil {
+		raw.StateLimit = cr.KeepState.Limit
 	}
-	raw.RetCode = r.ICMPCode
-	if r.Dir == ipf.DirOut {
-		raw.Action |= frOutQue
-	} else {
-		raw.Action |= frInQue
+	// the program counts ages in seconds, the rule in ticks of 0.5 s
+	raw.AgeFwd, raw.AgeRev = cr.Age[0]/2, cr.Age[1]/2
+	raw.KeepLimit = cr.KeepLimit
+	if cr.LimitCumulative {
+		raw.LimitCumul = 1
 	}
-	if r.Quick {
-		raw.Action |= frQuick
+	raw.LimitRet = cr.LimitReturn
+	raw.Pps = cr.PPS
+	raw.Logtag = cr.LogTag
+	if cr.NATTag != "" && cr.NATTagMatch && !cr.Out {
+		// the kernel datapath does no NAT, so no packet carries a NAT tag
+		raw.Match |= mNever
 	}
-	if r.HasLog {
-		raw.Action |= frLog
-		if r.Log.Body {
-			raw.Action |= frLogBody
+	return nil
+}
+
+// compileIfaces resolves the names of `on`. An unresolved name never
+// matches (IPFilter keeps the rule but shows "(!)"); the other name of a
+// pair may still match.
+func compileIfaces(cr *ruleset.Rule, raw *filterRule, opts CompileOptions) {
+	names := cr.IfNames[:2]
+	if names[0] == "" {
+		return
+	}
+	if names[1] == "" {
+		names = names[:1]
+	}
+	any := false
+	for i, name := range names {
+		if name == "-" || name == "*" {
+			any = true
+			continue
 		}
-		if r.Log.First {
-			raw.Action |= frLogFirst
+		idx, ok := opts.Ifindex(name)
+		if !ok {
+			raw.Ifindex[i] = 0xffffffff
+			continue
 		}
-		if r.Log.OrBlock {
-			raw.Action |= frLogOrBlock
-		}
+		raw.Ifindex[i] = uint32(idx)
 	}
-	switch {
-	case r.Action == ipf.ActionCall && r.Call.Func != "srcgrpmap" && r.Call.Func != "dstgrpmap":
-		return raw, fmt.Errorf("call %s: only srcgrpmap and dstgrpmap calls: %w", r.Call.Func, ErrUnsupported)
-	case r.Action != ipf.ActionCall && r.Call.Func != "":
-		return raw, fmt.Errorf("call %s without a call action: %w", r.Call.Func, ErrUnsupported)
-	case r.BPF != "":
-		return raw, fmt.Errorf("bpf-v4/bpf-v6: %w", ErrUnsupported)
+	if len(names) == 1 {
+		raw.Ifindex[1] = raw.Ifindex[0]
 	}
-	if err := compileRoute(r, &raw, opts); err != nil {
-		return raw, err
-	}
-	if len(r.On) > 0 {
-		any := false
-		for i, name := range r.On {
-			if i > 1 {
-				break
-			}
-			if name == "-" || name == "*" {
-				any = true
-				continue
-			}
-			idx, ok := opts.Ifindex(name)
-			if !ok {
-				// unresolved: IPFilter keeps the rule but it never matches
-				// that name; the other name of the pair may still match
-				raw.Ifindex[i] = 0xffffffff
-				continue
-			}
-			raw.Ifindex[i] = uint32(idx)
-		}
-		if len(r.On) == 1 {
-			raw.Ifindex[1] = raw.Ifindex[0]
-		}
-		if !any {
-			raw.Match |= mIface
-			if raw.Ifindex[0] == 0xffffffff && raw.Ifindex[1] == 0xffffffff {
-				raw.Match |= mNever
-			}
+	if !any {
+		raw.Match |= mIface
+		if raw.Ifindex[0] == 0xffffffff && raw.Ifindex[1] == 0xffffffff {
+			raw.Match |= mNever
 		}
 	}
-	raw.Family = uint8(r.Family)
+}
+
+// compileTests turns the rule's tests into M_* bits and values.
+func compileTests(cr *ruleset.Rule, raw *filterRule, opts CompileOptions) error {
+	raw.Family = cr.Family
 	if cr.Tests&ruleset.TestTos != 0 {
 		raw.Match |= mTos
 		raw.Tos = cr.Tos
 	}
 	if cr.Tests&ruleset.TestTTL != 0 {
 		raw.Match |= mTTL
-		raw.TTL = cr.TTL
+		raw.Ttl = cr.TTL
 	}
 	if cr.TCPUDP {
 		raw.Match |= mTCPUDP
@@ -353,36 +340,19 @@ func compileRule(cr *ruleset.Rule, opts CompileOptions) (rawRule, error) {
 		raw.Match |= mProto
 		raw.Proto = cr.Proto
 	}
-	from, to := r.From, r.To
-	for _, e := range []*ipf.Endpoint{&from, &to} {
-		if e.Addr.Kind != ipf.AddrIface {
-			continue
-		}
-		// the family is the rule's; an interface address is IPv4 otherwise
-		ip, mask, ok := opts.IfAddr(e.Addr.Iface, e.Addr.IfaceMode, r.Family == 6)
-		if e.Addr.IfaceMode == ipf.IfaceDynamic && ok {
-			mask = prefixMask(ip.Is4(), int(e.Addr.IfaceBits))
-		}
-		if !ok || !ip.IsValid() || !mask.IsValid() || ip.Is4() != mask.Is4() {
-			raw.Match |= mNever
-			e.Addr = ipf.Addr{Kind: ipf.AddrAny}
-			continue
-		}
-		e.Addr = ipf.Addr{Kind: ipf.AddrHost, IP: ip, Mask: mask}
+	if err := compileAddr(&cr.Src4, cr.Family, raw, true, opts); err != nil {
+		return err
 	}
-	if err := compileAddr(&from, &raw, true); err != nil {
-		return raw, err
+	if err := compileAddr(&cr.Dst4, cr.Family, raw, false, opts); err != nil {
+		return err
 	}
-	if err := compileAddr(&to, &raw, false); err != nil {
-		return raw, err
-	}
-	if r.From.Port.Op != ipf.PortNone {
+	if cr.Tests&ruleset.TestSrcPort != 0 {
 		raw.Match |= mSport
-		raw.SportOp, raw.SportLo, raw.SportHi = uint8(r.From.Port.Op), r.From.Port.Lo, r.From.Port.Hi
+		raw.SportOp, raw.SportLo, raw.SportHi = uint8(cr.SrcPort.Op), cr.SrcPort.Lo, cr.SrcPort.Hi
 	}
-	if r.To.Port.Op != ipf.PortNone {
+	if cr.Tests&ruleset.TestDstPort != 0 {
 		raw.Match |= mDport
-		raw.DportOp, raw.DportLo, raw.DportHi = uint8(r.To.Port.Op), r.To.Port.Lo, r.To.Port.Hi
+		raw.DportOp, raw.DportLo, raw.DportHi = uint8(cr.DstPort.Op), cr.DstPort.Lo, cr.DstPort.Hi
 	}
 	if cr.Tests&ruleset.TestFlags != 0 {
 		raw.Match |= mFlags
@@ -391,92 +361,69 @@ func compileRule(cr *ruleset.Rule, opts CompileOptions) (rawRule, error) {
 	}
 	if cr.Tests&ruleset.TestICMP != 0 {
 		raw.Match |= mICMP
-		raw.ICMPVal, raw.ICMPMask = cr.ICMPValue, cr.ICMPMask
+		raw.IcmpVal, raw.IcmpMask = cr.ICMPValue, cr.ICMPMask
 	}
 	if cr.Tests&ruleset.TestWith != 0 {
 		raw.Match |= mWith
 		raw.WithMask, raw.WithWant = cr.WithMask, cr.With&cr.WithMask
 	}
-	if r.OptMask != 0 {
+	if cr.OptMask != 0 {
 		raw.Match |= mOpt
-		raw.OptMask, raw.OptWant = r.OptMask, r.OptBits&r.OptMask
+		raw.OptMask, raw.OptWant = cr.OptMask, cr.Opt&cr.OptMask
 	}
-	if r.V6HdrsMask != 0 {
+	if cr.V6Mask != 0 {
 		// the extension header bits share the option word with the IPv4
 		// options; only IPv6 packets carry them, and any IPv4 `opt`
 		// would make the rule inet
-		if r.OptMask != 0 || raw.Family == 4 {
+		if cr.OptMask != 0 || raw.Family == 4 {
 			raw.Match |= mNever
 		}
 		raw.Family = 6
 		raw.Match |= mOpt
-		raw.OptMask, raw.OptWant = r.V6HdrsMask, r.V6Hdrs
+		raw.OptMask, raw.OptWant = cr.V6Mask, cr.V6
 	}
-	if r.SecMask != 0 {
+	if cr.SecMask != 0 {
 		raw.Match |= mSec
-		raw.SecMask, raw.SecWant = r.SecMask, r.SecBits&r.SecMask
+		raw.SecMask, raw.SecWant = uint8(cr.SecMask), uint8(cr.Sec&cr.SecMask)
 	}
-	if r.KeepState != nil {
-		raw.Action |= frKeepState
-		raw.StateLimit = r.KeepState.Limit
-		if r.KeepState.Strict {
-			raw.Action |= frStStrict
-		}
-		if r.KeepState.Loose {
-			raw.Action |= frStLoose
-		}
-		if r.KeepState.NoICMPErr {
-			raw.Action |= frNoICMPErr
-		}
-	}
-	raw.AgeFwd, raw.AgeRev = r.Age[0], r.Age[1]
-	if r.KeepFrags {
-		raw.Action |= frKeepFrag
-		if r.KeepFragsStrict {
-			raw.Action |= frFragStrict
-		}
-	}
-	if r.KeepLimit != 0 {
-		raw.Action |= frKeepLimit
-		raw.KeepLimit = r.KeepLimit
-		if r.KeepLimitCumulative {
-			raw.Action |= frLimitCumul
-		}
-	}
-	raw.PPS = r.PPS
-	if r.Tag.HasLog {
-		raw.Logtag = r.Tag.Log
-	}
-	if r.Tag.NAT != "" && r.TagFromMatch && r.Dir == ipf.DirIn {
-		// the kernel datapath does no NAT, so no packet carries a NAT tag
-		raw.Match |= mNever
-	}
-	return raw, nil
+	return nil
 }
 
-func compileAddr(e *ipf.Endpoint, raw *rawRule, src bool) error {
-	switch e.Addr.Kind {
+// compileAddr lays out a host or interface address test; pool tests are
+// compilePools'. An interface address is resolved now, in the rule's
+// family (IPv4 when it has none).
+func compileAddr(m *ruleset.AddrMatch, family uint8, raw *filterRule, src bool, opts CompileOptions) error {
+	var ip, mask netip.Addr
+	switch m.Kind {
 	case ipf.AddrAny:
 		// `!any` never matches; IPFilter stores it as mask 0 inverted
-		if e.Not && e.Addr.Iface == "" {
+		if m.Not {
 			raw.Match |= mNever
 		}
 		return nil
 	case ipf.AddrHost:
+		ip, mask = addrOf(m.IP[:m.Len]), addrOf(m.Mask[:m.Len])
+	case ipf.AddrIface:
+		n, ok := opts.IfNet(m.Iface, family == 6)
+		pfx, ok2 := m.IfaceTarget(n)
+		if !ok || !ok2 {
+			raw.Match |= mNever
+			return nil
+		}
+		ip, mask = pfx.Addr(), prefixMask(pfx.Addr().Is4(), pfx.Bits())
 	case ipf.AddrPool, ipf.AddrHash:
 		return nil // compilePools
 	default:
-		return fmt.Errorf("address form %d: %w", e.Addr.Kind, ErrUnsupported)
+		return fmt.Errorf("address form %d: %w", m.Kind, ErrUnsupported)
 	}
-	ip, mask := e.Addr.IP, e.Addr.Mask
 	if !ip.IsValid() || !mask.IsValid() || ip.Is4() != mask.Is4() {
 		return fmt.Errorf("address %v/%v: mixed or missing family", ip, mask)
 	}
-	var a, m [4]uint32
+	var a, mw [4]uint32
 	addrWords(ip, &a)
-	addrWords(mask, &m)
+	addrWords(mask, &mw)
 	for i := range a {
-		a[i] &= m[i]
+		a[i] &= mw[i]
 	}
 	fam := uint8(6)
 	if ip.Is4() {
@@ -488,19 +435,25 @@ func compileAddr(e *ipf.Endpoint, raw *rawRule, src bool) error {
 		raw.Match |= mNever
 	}
 	if src {
-		raw.Src, raw.Smask = a, m
+		raw.Src, raw.Smask = a, mw
 		raw.Match |= mSrc
-		if e.Not {
+		if m.Not {
 			raw.Match |= mNotSrc
 		}
 	} else {
-		raw.Dst, raw.Dmask = a, m
+		raw.Dst, raw.Dmask = a, mw
 		raw.Match |= mDst
-		if e.Not {
+		if m.Not {
 			raw.Match |= mNotDst
 		}
 	}
 	return nil
+}
+
+// addrOf is the address of 4 or 16 bytes.
+func addrOf(b []byte) netip.Addr {
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // addrWords stores an address the way the C program holds it: the network
@@ -550,12 +503,12 @@ func prefixBits(m [4]uint32, fam uint8) int {
 	return total
 }
 
-func (b *rawBlocks) set(pos int) {
+func (b *filterBlocks) set(pos int) {
 	blk := pos >> blockBits
 	b.W[blk/64] |= 1 << (blk % 64)
 }
 
-func (b *rawBlocks) or(o rawBlocks) {
+func (b *filterBlocks) or(o filterBlocks) {
 	for i := range b.W {
 		b.W[i] |= o.W[i]
 	}
@@ -569,18 +522,18 @@ func (b *rawBlocks) or(o rawBlocks) {
 // constrains them: their lookups would then select every block.
 func (im *Image) buildIndex() {
 	var srcUsed, sportUsed bool
-	im.dst = prefixIndex(im.rules, func(r *rawRule) ([4]uint32, int, bool) {
+	im.dst = prefixIndex(im.rules, func(r *filterRule) ([4]uint32, int, bool) {
 		return r.Dst, prefixBits(r.Dmask, r.Family), r.Match&(mDst|mNotDst) == mDst
 	})
-	im.ports = portIndex(im.rules, func(r *rawRule) (uint16, bool) {
+	im.ports = portIndex(im.rules, func(r *filterRule) (uint16, bool) {
 		return r.DportLo, r.Match&mDport != 0 && r.DportOp == portEq
 	})
-	src := prefixIndex(im.rules, func(r *rawRule) ([4]uint32, int, bool) {
+	src := prefixIndex(im.rules, func(r *filterRule) ([4]uint32, int, bool) {
 		ok := r.Match&(mSrc|mNotSrc) == mSrc
 		srcUsed = srcUsed || ok
 		return r.Src, prefixBits(r.Smask, r.Family), ok
 	})
-	sports := portIndex(im.rules, func(r *rawRule) (uint16, bool) {
+	sports := portIndex(im.rules, func(r *filterRule) (uint16, bool) {
 		ok := r.Match&mSport != 0 && r.SportOp == portEq
 		sportUsed = sportUsed || ok
 		return r.SportLo, ok
@@ -601,9 +554,9 @@ func (im *Image) buildIndex() {
 // covers. field gives a rule's address, prefix length (-1: a mask the trie
 // cannot hold) and whether the rule tests the address positively; negated,
 // pool and exp tests count as wildcards.
-func prefixIndex(rules []rawRule, field func(*rawRule) ([4]uint32, int, bool)) map[prefixKey]rawBlocks {
-	var wild4, wild6 rawBlocks
-	prefixes := map[prefixKey]rawBlocks{}
+func prefixIndex(rules []filterRule, field func(*filterRule) ([4]uint32, int, bool)) map[prefixKey]filterBlocks {
+	var wild4, wild6 filterBlocks
+	prefixes := map[prefixKey]filterBlocks{}
 	for pos := range rules {
 		r := &rules[pos]
 		addr, bitsN, ok := field(r)
@@ -616,7 +569,7 @@ func prefixIndex(rules []rawRule, field func(*rawRule) ([4]uint32, int, bool)) m
 		b.set(pos)
 		prefixes[k] = b
 	}
-	idx := make(map[prefixKey]rawBlocks, len(prefixes)+2)
+	idx := make(map[prefixKey]filterBlocks, len(prefixes)+2)
 	for k, b := range prefixes {
 		v := b
 		if k.family == 4 {
@@ -651,9 +604,9 @@ func prefixIndex(rules []rawRule, field func(*rawRule) ([4]uint32, int, bool)) m
 // rule tests for equality, holding those rules and every rule that does not
 // test the port that way. The datapath looks up 0x10000 for a packet
 // without testable ports and 0x20000 for a port with no entry.
-func portIndex(rules []rawRule, field func(*rawRule) (uint16, bool)) map[uint32]rawBlocks {
-	var wild rawBlocks
-	exact := map[uint32]rawBlocks{}
+func portIndex(rules []filterRule, field func(*filterRule) (uint16, bool)) map[uint32]filterBlocks {
+	var wild filterBlocks
+	exact := map[uint32]filterBlocks{}
 	for pos := range rules {
 		r := &rules[pos]
 		if port, ok := field(r); ok && r.Match&mExpr == 0 {
@@ -664,7 +617,7 @@ func portIndex(rules []rawRule, field func(*rawRule) (uint16, bool)) map[uint32]
 			wild.set(pos)
 		}
 	}
-	idx := make(map[uint32]rawBlocks, len(exact)+2)
+	idx := make(map[uint32]filterBlocks, len(exact)+2)
 	for p, b := range exact {
 		b.or(wild)
 		idx[p] = b
@@ -674,7 +627,7 @@ func portIndex(rules []rawRule, field func(*rawRule) (uint16, bool)) map[uint32]
 	return idx
 }
 
-func addWild(r *rawRule, pos int, w4, w6 *rawBlocks) {
+func addWild(r *filterRule, pos int, w4, w6 *filterBlocks) {
 	if r.Family != 6 {
 		w4.set(pos)
 	}
@@ -704,18 +657,14 @@ func nativeWord(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }
 // copying each table's entries into the image once. Tree entries keep
 // their "!"; a hash table has none, and its most specific matching entry
 // is its longest matching prefix, so one LPM trie serves both.
-func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt *poolTables) error {
+func (im *Image) compilePools(cr *ruleset.Rule, raw *filterRule, pt *poolTables, opts CompileOptions) error {
 	pools := opts.Pools
-	for i, e := range []*ipf.Endpoint{&r.From, &r.To} {
-		k := e.Addr.Kind
+	for i, m := range []*ruleset.AddrMatch{&cr.Src4, &cr.Dst4} {
+		k := m.Kind
 		if k != ipf.AddrPool && k != ipf.AddrHash {
 			continue
 		}
-		if e.Addr.Inline != nil {
-			// CompileSet of a set built elsewhere: the tables are unknown
-			return fmt.Errorf("inline pool table (use Compile): %w", ErrUnsupported)
-		}
-		name := fmt.Sprintf("%d/%s", k, e.Addr.Table)
+		name := fmt.Sprintf("%d/%s", k, m.Table)
 		id, ok := pt.ids[name]
 		if !ok {
 			if len(pt.ids) >= 0xffff {
@@ -726,10 +675,10 @@ func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt
 			def := opts.anon[name]
 			if def == nil && pools != nil {
 				if k == ipf.AddrPool {
-					if t := pools.Tree(ippool.RoleIPF, e.Addr.Table); t != nil {
+					if t := pools.Tree(ippool.RoleIPF, m.Table); t != nil {
 						def = t.Def
 					}
-				} else if h := pools.Hash(ippool.RoleIPF, e.Addr.Table); h != nil {
+				} else if h := pools.Hash(ippool.RoleIPF, m.Table); h != nil {
 					def = h.Def
 				}
 			}
@@ -744,13 +693,13 @@ func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt
 		if i == 0 {
 			raw.Match |= mSrcPool
 			raw.SrcPool = id
-			if e.Not {
+			if m.Not {
 				raw.Match |= mNotSrc
 			}
 		} else {
 			raw.Match |= mDstPool
 			raw.DstPool = id
-			if e.Not {
+			if m.Not {
 				raw.Match |= mNotDst
 			}
 		}
@@ -762,8 +711,8 @@ func (im *Image) compilePools(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt
 // the group-map's entries go into the pool tables with the list id of the
 // filter group each names (0 when the set has no such group: the call then
 // finds nothing, as in the Go engine).
-func (im *Image) compileCall(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt *poolTables, set *ruleset.Set, ids map[*ruleset.List]int) error {
-	table := strconv.FormatUint(uint64(r.Call.Arg), 10)
+func (im *Image) compileCall(cr *ruleset.Rule, raw *filterRule, opts CompileOptions, pt *poolTables, set *ruleset.Set, ids map[*ruleset.List]int) error {
+	table := cr.CallTable
 	name := "grpmap/" + table
 	id, ok := pt.ids[name]
 	if !ok {
@@ -787,7 +736,7 @@ func (im *Image) compileCall(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt 
 	}
 	raw.CallTable = id
 	raw.Call = callSrcGrpmap
-	if r.Call.Func == "dstgrpmap" {
+	if cr.Call.Func == "dstgrpmap" {
 		raw.Call = callDstGrpmap
 	}
 	return nil
@@ -796,7 +745,7 @@ func (im *Image) compileCall(r *ipf.Rule, raw *rawRule, opts CompileOptions, pt 
 // compileRoute resolves the interfaces of to, dup-to and fastroute. A
 // target interface that does not exist leaves that action out: IPFilter
 // keeps such a rule and sends nothing until the interface appears.
-func compileRoute(r *ipf.Rule, raw *rawRule, opts CompileOptions) error {
+func compileRoute(cr *ruleset.Rule, raw *filterRule, opts CompileOptions) error {
 	target := func(t *ipf.RouteTarget, what string) (uint32, uint8, [4]uint32, bool, error) {
 		var nh [4]uint32
 		if t.DstList != "" {
@@ -819,27 +768,27 @@ func compileRoute(r *ipf.Rule, raw *rawRule, opts CompileOptions) error {
 		}
 		return uint32(idx), fam, nh, true, nil
 	}
-	if r.DupTo != nil {
-		idx, fam, nh, ok, err := target(r.DupTo, "dup-to")
+	if cr.DupTo != nil {
+		idx, fam, nh, ok, err := target(cr.DupTo, "dup-to")
 		if err != nil {
 			return err
 		}
 		if ok {
 			raw.Route |= rtDup
-			raw.DupIfindex, raw.DupNHFam, raw.DupNH = idx, fam, nh
+			raw.DupIfindex, raw.DupNhFam, raw.DupNh = idx, fam, nh
 		}
 	}
-	if r.RouteTo != nil {
-		idx, fam, nh, ok, err := target(r.RouteTo, "to")
+	if cr.RouteTo != nil {
+		idx, fam, nh, ok, err := target(cr.RouteTo, "to")
 		if err != nil {
 			return err
 		}
 		if ok {
 			raw.Route |= rtTo
-			raw.ToIfindex, raw.ToNHFam, raw.ToNH = idx, fam, nh
+			raw.ToIfindex, raw.ToNhFam, raw.ToNh = idx, fam, nh
 		}
 	}
-	if r.FastRoute {
+	if cr.Flags&ruleset.FRFastroute != 0 {
 		raw.Route |= rtFast
 	}
 	return nil
@@ -855,7 +804,7 @@ var exprOps = [...]uint8{
 // compileExpr appends the values of an exp rule's clauses to the image and
 // points raw at them. A clause without values still takes one entry (that
 // never matches) so that its protocol and negation are evaluated.
-func (im *Image) compileExpr(x []ruleset.ExprTest, raw *rawRule) error {
+func (im *Image) compileExpr(x []ruleset.ExprTest, raw *filterRule) error {
 	start := len(im.exprs)
 	for _, c := range x {
 		if int(c.Op) >= len(exprOps) {
@@ -866,7 +815,7 @@ func (im *Image) compileExpr(x []ruleset.ExprTest, raw *rawRule) error {
 			n = 1
 		}
 		for i := 0; i < n; i++ {
-			e := rawExpr{Op: exprOps[c.Op], Proto: c.Proto}
+			e := filterExprVal{Op: exprOps[c.Op], Proto: c.Proto}
 			if i < len(c.Vals) {
 				v := &c.Vals[i]
 				e.Num, e.Mask = v.Num, v.Mask

@@ -3,6 +3,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
-)
 
-// DefaultPinDir is where the datapath pins its maps, programs and links so
-// that ipf, ipfstat and ipmon work on it without a daemon.
-const DefaultPinDir = "/sys/fs/bpf/sluice"
+	"sluice/internal/frag"
+	"sluice/internal/ruleset"
+	"sluice/internal/state"
+)
 
 var errNoPrograms = errors.New("datapath opened from pins without programs: use Load")
 
@@ -46,25 +47,14 @@ type Datapath struct {
 	objs    filterObjects
 	mu      sync.Mutex
 	forceTC bool // tests: attach with clsact as on kernels without TCX
+	// ctl is sluice_ctl: objs.SluiceCtl after Load, the pinned program
+	// after OpenPinned (then ownCtl: Close closes it).
+	ctl    *ebpf.Program
+	ownCtl bool
 }
 
-// Default timeouts (§3.5), in IPFilter ticks of 0.5 s.
-var defaultTCPTicks = [12]uint64{
-	480,    // LISTEN (tcp_timeout)
-	480,    // SYN_SENT
-	480,    // SYN_RECEIVED
-	480,    // HALF_ESTAB
-	864000, // ESTABLISHED
-	14400,  // CLOSE_WAIT
-	14400,  // FIN_WAIT_1
-	480,    // CLOSING
-	60,     // LAST_ACK
-	480,    // FIN_WAIT_2
-	480,    // TIME_WAIT
-	60,     // CLOSED
-}
-
-const tick = 500 * time.Millisecond
+// tick is IPFilter's timer tick (Tick): timeouts are counted in them.
+const tick = Tick
 
 // Load loads the filter programs and maps. Maps already pinned in the
 // directory are reused (rules, state and counters survive a reload); a
@@ -137,15 +127,28 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 	}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
 		cleanup()
+		if errors.Is(err, ebpf.ErrMapIncompatible) {
+			return nil, fmt.Errorf("%s holds the maps of a datapath with another layout (an older Sluice): "+
+				"remove that datapath first (detach it and delete the directory), then load again: %w", d.dir, err)
+		}
 		return nil, wrapVerifier("loading filter objects", err)
 	}
+	d.ctl = d.objs.SluiceCtl
 	if err := d.initConfig(); err != nil {
 		d.objs.Close()
 		cleanup()
 		return nil, err
 	}
+	// the sweeper reclaims expired entries from now on, with no process
+	// around; a reload points it at the new program
+	if _, err := d.control(ctlArm, 0); err != nil {
+		d.objs.Close()
+		cleanup()
+		return nil, fmt.Errorf("starting the state sweeper: %w", err)
+	}
 	if !opts.NoPin {
-		for name, p := range map[string]*ebpf.Program{"prog_ingress": d.objs.SluiceIngress, "prog_egress": d.objs.SluiceEgress} {
+		for name, p := range map[string]*ebpf.Program{"prog_ingress": d.objs.SluiceIngress, "prog_egress": d.objs.SluiceEgress,
+			"prog_ctl": d.objs.SluiceCtl} {
 			path := filepath.Join(d.dir, name)
 			_ = os.Remove(path)
 			if err := p.Pin(path); err != nil {
@@ -166,7 +169,11 @@ func OpenPinned(dir string) (*Datapath, error) {
 		dir = DefaultPinDir
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config")); err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, ErrNotLoaded)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", dir, ErrNotLoaded)
+		}
+		// EACCES on a 0700 bpffs is not "nothing loaded": say so
+		return nil, err
 	}
 	spec, err := loadFilter()
 	if err != nil {
@@ -181,6 +188,11 @@ func OpenPinned(dir string) (*Datapath, error) {
 	if err := spec.LoadAndAssign(&d.objs.filterMaps, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
 		return nil, fmt.Errorf("opening pinned maps in %s: %w", dir, err)
 	}
+	// the control program, for the table changes that must keep the
+	// kernel's accounting (ipf -FS)
+	if p, err := ebpf.LoadPinnedProgram(filepath.Join(dir, "prog_ctl"), nil); err == nil {
+		d.ctl, d.ownCtl = p, true
+	}
 	return d, nil
 }
 
@@ -188,7 +200,36 @@ func OpenPinned(dir string) (*Datapath, error) {
 func (d *Datapath) Dir() string { return d.dir }
 
 // Close releases this process's handles; pinned objects stay.
-func (d *Datapath) Close() error { return d.objs.Close() }
+func (d *Datapath) Close() error {
+	if d.ownCtl {
+		d.ctl.Close()
+	}
+	return d.objs.Close()
+}
+
+// control runs sluice_ctl with operation op over n entries of ctl_keys
+// and returns what it returned (entries removed). Callers that pass keys
+// hold the lock.
+func (d *Datapath) control(op, n uint32) (int, error) {
+	if d.ctl == nil {
+		return 0, fmt.Errorf("control program not loaded in %s (a datapath of an older Sluice?): %w", d.dir, errNoPrograms)
+	}
+	if err := d.objs.CtlArgs.Put(uint32(0), filterCtlArgs{Op: op, N: n}); err != nil {
+		return 0, fmt.Errorf("control: %w", err)
+	}
+	ret, err := d.ctl.Run(&ebpf.RunOptions{Data: make([]byte, 14)})
+	if err != nil {
+		return 0, fmt.Errorf("control: %w", err)
+	}
+	if int32(ret) < 0 {
+		return 0, fmt.Errorf("control operation %d failed", op)
+	}
+	var a filterCtlArgs
+	if err := d.objs.CtlArgs.Lookup(uint32(0), &a); err != nil {
+		return 0, fmt.Errorf("control: %w", err)
+	}
+	return int(a.Removed), nil
+}
 
 func (d *Datapath) initConfig() error {
 	var cur uint64
@@ -198,25 +239,32 @@ func (d *Datapath) initConfig() error {
 	if cur != 0 {
 		return nil // already initialised by an earlier Load
 	}
+	def := state.DefaultConfig()
 	set := map[uint32]uint64{
 		cfgActive:    0,
 		cfgInactive:  1,
 		cfgEnabled:   1,
-		cfgDefPass:   frPass | frNomatch,
+		cfgDefPass:   uint64(ruleset.FRPass | ruleset.FRNoMatch),
 		cfgMinTTL:    4,
-		cfgStateMax:  4013,
-		cfgToUDP:     240,
-		cfgToUDPAck:  24,
-		cfgToICMP:    120,
-		cfgToICMPAck: 12,
-		cfgToIP:      120,
+		cfgStateMax:  uint64(def.Max),
+		cfgToUDP:     uint64(def.UDPTimeout),
+		cfgToUDPAck:  uint64(def.UDPAckTimeout),
+		cfgToICMP:    uint64(def.ICMPTimeout),
+		cfgToICMPAck: uint64(def.ICMPAckTimeout),
+		cfgToIP:      uint64(def.IPTimeout),
 		cfgStateLog:  1,
+		cfgFragTTL:   frag.DefaultTTL,
+		cfgStateSize: uint64(def.Size),
+		cfgWMHigh:    uint64(def.WMHigh),
+		cfgWMLow:     uint64(def.WMLow),
+		cfgWMFreq:    uint64(def.WMFreq),
+		cfgDCA:       1,
 	}
-	for i, t := range defaultTCPTicks {
-		set[uint32(cfgToTCP+i)] = t
+	for st, t := range def.TCPTimeout {
+		set[uint32(cfgToTCP+st)] = uint64(t)
 	}
 	for k, v := range set {
-		if k >= cfgToTCP && k <= cfgToIP {
+		if (k >= cfgToTCP && k <= cfgToIP) || k == cfgFragTTL || k == cfgWMFreq {
 			v *= uint64(tick)
 		}
 		if err := d.objs.Config.Put(k, v); err != nil {
@@ -254,9 +302,9 @@ func (d *Datapath) Enabled() bool { return d.cfg(cfgEnabled) != 0 }
 
 // SetDefaultBlock makes packets no rule matches blocked (true) or passed.
 func (d *Datapath) SetDefaultBlock(block bool) error {
-	v := uint64(frPass | frNomatch)
+	v := uint64(ruleset.FRPass | ruleset.FRNoMatch)
 	if block {
-		v = frBlock | frNomatch
+		v = uint64(ruleset.FRBlock | ruleset.FRNoMatch)
 	}
 	return d.setCfg(cfgDefPass, v)
 }
@@ -266,9 +314,9 @@ type LogFlags uint32
 
 // The flags of SetLogFlags.
 const (
-	LogPass    LogFlags = frPass
-	LogBlock   LogFlags = frBlock
-	LogNomatch LogFlags = frNomatch
+	LogPass    LogFlags = LogFlags(ruleset.FRPass)
+	LogBlock   LogFlags = LogFlags(ruleset.FRBlock)
+	LogNomatch LogFlags = LogFlags(ruleset.FRNoMatch)
 )
 
 // SetLogFlags sets which verdicts are logged even without a log rule.
@@ -277,8 +325,88 @@ func (d *Datapath) SetLogFlags(f LogFlags) error { return d.setCfg(cfgLogFlags, 
 // LogFlags returns the current global logging flags.
 func (d *Datapath) LogFlags() LogFlags { return LogFlags(d.cfg(cfgLogFlags)) }
 
-// SetStateMax sets state_max (entries not created by a rule with a limit).
-func (d *Datapath) SetStateMax(n uint64) error { return d.setCfg(cfgStateMax, n) }
+// SetStateMax sets state_max (entries not created by a rule with a limit);
+// the table holds at most StateCapacity entries.
+func (d *Datapath) SetStateMax(n uint64) error {
+	if n > stateCap {
+		return fmt.Errorf("state_max %d: the kernel state table holds at most %d entries", n, stateCap)
+	}
+	return d.setCfg(cfgStateMax, n)
+}
+
+// StateCapacity is the most entries the kernel state table holds, and so
+// the largest state_max.
+const StateCapacity = stateCap
+
+// SetDCA switches HP's DCA connection limits (keep limit) on or off:
+// ipf -m e / -m d. Off, keep-limit rules pass what they match unlimited.
+func (d *Datapath) SetDCA(on bool) error {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	return d.setCfg(cfgDCA, v)
+}
+
+// DCAEnabled reports whether keep limits are enforced (ipf -m q).
+func (d *Datapath) DCAEnabled() bool { return d.cfg(cfgDCA) != 0 }
+
+// DCACount is one source's (or, cumulative, one rule's) open connections
+// under a keep limit.
+type DCACount struct {
+	Rule  RuleRef
+	Src   netip.Addr // invalid for a cumulative limit
+	Conns uint32
+}
+
+// RuleRef names a rule of the active or inactive set by list and number.
+type RuleRef struct {
+	Set    Set
+	List   uint32 // list id (0 in, 1 out, 4+ groups)
+	Number int    // 1-based within the list
+}
+
+// DCACounts lists the keep-limit counts of the rules loaded now (ipf -m t).
+func (d *Datapath) DCACounts() ([]DCACount, error) {
+	var (
+		k   filterDcaKey
+		v   uint32
+		out []DCACount
+	)
+	slots := map[uint32]Set{d.slotOf(Active): Active, d.slotOf(Inactive): Inactive}
+	it := d.objs.Dca.Iterate()
+	for it.Next(&k, &v) {
+		set, ok := slots[k.Slot]
+		if !ok || v == 0 || k.Gen != uint32(d.cfg(cfgGen0+k.Slot)) {
+			continue
+		}
+		var r filterRule
+		if err := d.objs.Rules.Lookup(k.Slot*MaxRules+k.Rule%MaxRules, &r); err != nil {
+			continue
+		}
+		c := DCACount{Rule: RuleRef{Set: set, List: r.GroupNo, Number: int(r.RuleNo)}, Conns: v}
+		if r.LimitCumul == 0 {
+			c.Src = keyAddr(k.Src, addrFamily(k.Src, r.Family))
+		}
+		out = append(out, c)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading keep-limit counts: %w", err)
+	}
+	return out, nil
+}
+
+// addrFamily guesses an address's family from the rule's, and otherwise
+// from whether anything but the first word is set.
+func addrFamily(w [4]uint32, fam uint8) uint8 {
+	if fam == 4 || fam == 6 {
+		return fam
+	}
+	if w[1]|w[2]|w[3] != 0 {
+		return 6
+	}
+	return 4
+}
 
 // AdvanceClock moves the datapath's clock forward (state timeouts); tests
 // use it to expire entries without waiting.
@@ -302,11 +430,16 @@ func (d *Datapath) lock() (func(), error) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("locking %s: %w", d.dir, err)
 	}
-	return func() {
+	unlock := func() {
 		unix.Flock(fd, unix.LOCK_UN)
 		unix.Close(fd)
 		d.mu.Unlock()
-	}, nil
+	}
+	if err := d.finishSwap(); err != nil {
+		unlock()
+		return nil, fmt.Errorf("finishing an interrupted swap: %w", err)
+	}
+	return unlock, nil
 }
 
 // ensureBPFFS makes sure dir lives on a bpf filesystem, mounting one on

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 	"sluice/internal/testutil"
 )
 
@@ -51,6 +52,9 @@ func newHarness(t *testing.T) *harness {
 		}
 	}
 	if _, err := d.FlushStates(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.FlushFrags(); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.ZeroStats(); err != nil {
@@ -458,7 +462,7 @@ func TestCountersAndAccounting(t *testing.T) {
 		switch {
 		case r.Acct:
 			want[r.Text] = 3
-		case r.Flags&frCmdMask == frPass:
+		case r.Flags&ruleset.FRCmdMask == ruleset.FRPass:
 			want[r.Text] = 3
 		default:
 			want[r.Text] = 1

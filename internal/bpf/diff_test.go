@@ -89,6 +89,9 @@ func TestDifferentialKit(t *testing.T) {
 			if _, err := h.d.FlushStates(nil); err != nil {
 				t.Fatal(err)
 			}
+			if _, err := h.d.FlushFrags(); err != nil {
+				t.Fatal(err)
+			}
 			rd, err := ipftext.NewReader(format, bytes.NewReader(input))
 			if err != nil {
 				t.Fatal(err)

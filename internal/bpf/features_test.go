@@ -136,22 +136,20 @@ func TestInterfaceAddresses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := func(name string, mode ipf.IfaceAddrMode, v6 bool) (netip.Addr, netip.Addr, bool) {
+	fake := func(name string, v6 bool) (ruleset.IfaceNet, bool) {
 		switch {
 		case name == "lo":
-			return hostIfAddr(name, mode, v6)
+			return hostIfNet(name, v6)
 		case name != "eth9" || v6:
-			return netip.Addr{}, netip.Addr{}, false
-		case mode == ipf.IfaceBroadcast:
-			return netip.MustParseAddr("192.0.2.255"), netip.MustParseAddr("255.255.255.255"), true
-		case mode == ipf.IfaceNetmasked:
-			return netip.MustParseAddr("192.0.2.0"), netip.MustParseAddr("255.255.255.0"), true
-		case mode == ipf.IfacePeer:
-			return netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("255.255.255.255"), true
+			return ruleset.IfaceNet{}, false
 		}
-		return netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("255.255.255.255"), true
+		return ruleset.IfaceNet{
+			Prefix:    netip.MustParsePrefix("192.0.2.7/24"),
+			Broadcast: netip.MustParseAddr("192.0.2.255"),
+			Peer:      netip.MustParseAddr("198.51.100.1"),
+		}, true
 	}
-	im, err := Compile(rules, CompileOptions{IfAddr: fake})
+	im, err := Compile(rules, CompileOptions{IfNet: fake})
 	if err != nil {
 		t.Fatal(err)
 	}

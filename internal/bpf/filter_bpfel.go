@@ -24,9 +24,36 @@ type filterCounter struct {
 	Bytes uint64
 }
 
+type filterCtlArgs struct {
+	_       structs.HostLayout
+	Op      uint32
+	N       uint32
+	Removed uint64
+}
+
+type filterDcaConn struct {
+	_      structs.HostLayout
+	Expire uint64
+}
+
+type filterDcaConnKey struct {
+	_      structs.HostLayout
+	Slot   uint32
+	Gen    uint32
+	Rule   uint32
+	Src    [4]uint32
+	Dst    [4]uint32
+	Sport  uint16
+	Dport  uint16
+	Family uint8
+	Cumul  uint8
+	Pad    uint16
+}
+
 type filterDcaKey struct {
 	_    structs.HostLayout
 	Slot uint32
+	Gen  uint32
 	Rule uint32
 	Src  [4]uint32
 }
@@ -44,22 +71,29 @@ type filterExprVal struct {
 }
 
 type filterFragEntry struct {
-	_       structs.HostLayout
-	Expire  uint64
-	Pass    uint32
-	RuleNo  uint32
-	GroupNo uint32
-	Logtag  uint32
+	_        structs.HostLayout
+	Expire   uint64
+	Pass     uint32
+	RuleNo   uint32
+	GroupNo  uint32
+	Logtag   uint32
+	FirstEnd uint32
+	NextOff  uint32
+	Seen0    uint8
+	Pad      [7]uint8
 }
 
 type filterFragKey struct {
-	_      structs.HostLayout
-	Src    [4]uint32
-	Dst    [4]uint32
-	Id     uint32
-	Proto  uint8
-	Family uint8
-	Pad    uint16
+	_        structs.HostLayout
+	Src      [4]uint32
+	Dst      [4]uint32
+	Id       uint32
+	Ifindex  uint32
+	Opt      uint32
+	Proto    uint8
+	Family   uint8
+	Secclass uint8
+	Pad      uint8
 }
 
 type filterIfAddr struct {
@@ -78,7 +112,7 @@ type filterListMeta struct {
 	_    structs.HostLayout
 	Dir  uint32
 	Acct uint32
-	Name [24]int8
+	Name [24]uint8
 }
 
 type filterLogRec struct {
@@ -189,14 +223,15 @@ type filterRule struct {
 	ExprCount  uint32
 	CallTable  uint16
 	Call       uint8
-	Pad2       uint8
+	LimitCumul uint8
+	LimitRet   uint32
 }
 
 type filterRuleText struct {
 	_    structs.HostLayout
 	Len  uint32
 	Pad  uint32
-	Text [376]int8
+	Text [376]uint8
 }
 
 type filterStateEntry struct {
@@ -216,18 +251,11 @@ type filterStateEntry struct {
 	GroupNo uint32
 	Flags   uint8
 	Pad     [3]uint8
-	Tcp     [2]struct {
-		_      structs.HostLayout
-		End    uint32
-		Maxend uint32
-		Maxwin uint32
-		Wscale uint8
-		Wflags uint8
-		State  uint8
-		Pad    uint8
-	}
-	Flx [4]uint32
-	Opt uint32
+	Tcp     [2]filterTcpSide
+	Flx     [4]uint32
+	Opt     uint32
+	Gen     uint32
+	Pad2    uint32
 }
 
 type filterStateKey struct {
@@ -239,6 +267,30 @@ type filterStateKey struct {
 	Proto  uint8
 	Family uint8
 	Wild   uint16
+}
+
+type filterSweeper struct {
+	_     structs.HostLayout
+	Timer struct {
+		_ structs.HostLayout
+		_ [16]byte
+	}
+	Doflush uint64
+	WmLast  uint64
+	Runs    uint64
+	Swept   uint64
+	Flushed uint64
+}
+
+type filterTcpSide struct {
+	_      structs.HostLayout
+	End    uint32
+	Maxend uint32
+	Maxwin uint32
+	Wscale uint8
+	Wflags uint8
+	State  uint8
+	Pad    uint8
 }
 
 type filterWork struct {
@@ -274,7 +326,9 @@ type filterWork struct {
 		L4proto  uint8
 		_        [3]byte
 		Ipid     uint32
+		Fragoff  uint32
 	}
+	_ [4]byte
 	S struct {
 		_          structs.HostLayout
 		Base       uint32
@@ -288,6 +342,8 @@ type filterWork struct {
 		Nlogs      uint32
 		UseIndex   uint32
 		Passo      uint32
+		Done       uint32
+		Cut        uint32
 		Slot       uint32
 		Now        uint64
 		StackPos   [16]uint32
@@ -297,12 +353,15 @@ type filterWork struct {
 		StackCall  [16]uint32
 		StackPass  [16]uint32
 		StackRule  [16]uint32
+		StackSkip  [16]uint32
 		Logs       [4]uint32
 		_          [4]byte
 		Cand       [16]uint64
 	}
 	E          filterStateEntry
 	Obuf       [64]uint8
+	Fk         filterFragKey
+	Fe         filterFragEntry
 	HitPass    uint32
 	HitRuleNo  uint32
 	HitGroupNo uint32
@@ -319,7 +378,10 @@ type filterWork struct {
 const (
 	filterMapConfig          = "config"
 	filterMapCounters        = "counters"
+	filterMapCtlArgs         = "ctl_args"
+	filterMapCtlKeys         = "ctl_keys"
 	filterMapDca             = "dca"
+	filterMapDcaConns        = "dca_conns"
 	filterMapDrops           = "drops"
 	filterMapExprs           = "exprs"
 	filterMapFrags           = "frags"
@@ -341,6 +403,8 @@ const (
 	filterMapStateCount      = "state_count"
 	filterMapStates          = "states"
 	filterMapStats           = "stats"
+	filterMapSweeper         = "sweeper"
+	filterProgSluiceCtl      = "sluice_ctl"
 	filterProgSluiceEgress   = "sluice_egress"
 	filterProgSluiceIngress  = "sluice_ingress"
 	filterVarSluiceLogRecBtf = "sluice_log_rec_btf"
@@ -388,6 +452,7 @@ type filterSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterProgramSpecs struct {
+	SluiceCtl     *ebpf.ProgramSpec `ebpf:"sluice_ctl"`
 	SluiceEgress  *ebpf.ProgramSpec `ebpf:"sluice_egress"`
 	SluiceIngress *ebpf.ProgramSpec `ebpf:"sluice_ingress"`
 }
@@ -398,7 +463,10 @@ type filterProgramSpecs struct {
 type filterMapSpecs struct {
 	Config     *ebpf.MapSpec `ebpf:"config"`
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	CtlArgs    *ebpf.MapSpec `ebpf:"ctl_args"`
+	CtlKeys    *ebpf.MapSpec `ebpf:"ctl_keys"`
 	Dca        *ebpf.MapSpec `ebpf:"dca"`
+	DcaConns   *ebpf.MapSpec `ebpf:"dca_conns"`
 	Drops      *ebpf.MapSpec `ebpf:"drops"`
 	Exprs      *ebpf.MapSpec `ebpf:"exprs"`
 	Frags      *ebpf.MapSpec `ebpf:"frags"`
@@ -420,6 +488,7 @@ type filterMapSpecs struct {
 	StateCount *ebpf.MapSpec `ebpf:"state_count"`
 	States     *ebpf.MapSpec `ebpf:"states"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
+	Sweeper    *ebpf.MapSpec `ebpf:"sweeper"`
 }
 
 // filterVariableSpecs contains global variables before they are loaded into the kernel.
@@ -451,7 +520,10 @@ func (o *filterObjects) Close() error {
 type filterMaps struct {
 	Config     *ebpf.Map `ebpf:"config"`
 	Counters   *ebpf.Map `ebpf:"counters"`
+	CtlArgs    *ebpf.Map `ebpf:"ctl_args"`
+	CtlKeys    *ebpf.Map `ebpf:"ctl_keys"`
 	Dca        *ebpf.Map `ebpf:"dca"`
+	DcaConns   *ebpf.Map `ebpf:"dca_conns"`
 	Drops      *ebpf.Map `ebpf:"drops"`
 	Exprs      *ebpf.Map `ebpf:"exprs"`
 	Frags      *ebpf.Map `ebpf:"frags"`
@@ -473,13 +545,17 @@ type filterMaps struct {
 	StateCount *ebpf.Map `ebpf:"state_count"`
 	States     *ebpf.Map `ebpf:"states"`
 	Stats      *ebpf.Map `ebpf:"stats"`
+	Sweeper    *ebpf.Map `ebpf:"sweeper"`
 }
 
 func (m *filterMaps) Close() error {
 	return _FilterClose(
 		m.Config,
 		m.Counters,
+		m.CtlArgs,
+		m.CtlKeys,
 		m.Dca,
+		m.DcaConns,
 		m.Drops,
 		m.Exprs,
 		m.Frags,
@@ -501,6 +577,7 @@ func (m *filterMaps) Close() error {
 		m.StateCount,
 		m.States,
 		m.Stats,
+		m.Sweeper,
 	)
 }
 
@@ -515,12 +592,14 @@ type filterVariables struct {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterPrograms struct {
+	SluiceCtl     *ebpf.Program `ebpf:"sluice_ctl"`
 	SluiceEgress  *ebpf.Program `ebpf:"sluice_egress"`
 	SluiceIngress *ebpf.Program `ebpf:"sluice_ingress"`
 }
 
 func (p *filterPrograms) Close() error {
 	return _FilterClose(
+		p.SluiceCtl,
 		p.SluiceEgress,
 		p.SluiceIngress,
 	)

@@ -11,5 +11,5 @@
 package bpf
 
 // regen.sh runs this; `regen.sh --check` fails when the committed output is
-// stale.
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu -Ic/include" filter c/filter.c
+// stale. gen.sh picks the include directory for GOARCH.
+//go:generate ./gen.sh

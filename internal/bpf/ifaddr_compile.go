@@ -7,15 +7,18 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 )
 
-// hostIfAddr is CompileOptions.IfAddr for the host's interfaces: the
-// first address of the family (IPFilter takes the first one too).
-func hostIfAddr(name string, mode ipf.IfaceAddrMode, v6 bool) (netip.Addr, netip.Addr, bool) {
+// hostIfNet is CompileOptions.IfNet for the host's interfaces: the first
+// address of the family (IPFilter takes the first one too), its netmask,
+// its broadcast address (IPv4 without one configured: the all-ones host
+// part) and its point-to-point peer.
+func hostIfNet(name string, v6 bool) (ruleset.IfaceNet, bool) {
+	var n ruleset.IfaceNet
 	l, err := netlink.LinkByName(name)
 	if err != nil {
-		return netip.Addr{}, netip.Addr{}, false
+		return n, false
 	}
 	fam := unix.AF_INET
 	if v6 {
@@ -23,44 +26,31 @@ func hostIfAddr(name string, mode ipf.IfaceAddrMode, v6 bool) (netip.Addr, netip
 	}
 	addrs, err := netlink.AddrList(l, fam)
 	if err != nil || len(addrs) == 0 {
-		return netip.Addr{}, netip.Addr{}, false
+		return n, false
 	}
 	a := addrs[0]
 	ip, ok := netipOf(a.IP)
 	if !ok {
-		return netip.Addr{}, netip.Addr{}, false
+		return n, false
 	}
 	ones, _ := a.Mask.Size()
-	host := prefixMask(ip.Is4(), ip.BitLen())
-	switch mode {
-	case ipf.IfaceDynamic:
-		return ip, host, true
-	case ipf.IfaceBroadcast:
-		if b, ok := netipOf(a.Broadcast); ok {
-			return b, host, true
-		}
-		if !ip.Is4() {
-			return netip.Addr{}, netip.Addr{}, false
-		}
-		// no broadcast configured: the all-ones host part
+	n.Prefix = netip.PrefixFrom(ip, ones)
+	if b, ok := netipOf(a.Broadcast); ok {
+		n.Broadcast = b
+	} else if ip.Is4() {
 		b := ip.As4()
 		m := prefixMask(true, ones).As4()
 		for i := range b {
 			b[i] |= ^m[i]
 		}
-		return netip.AddrFrom4(b), host, true
-	case ipf.IfaceNetwork:
-		return netip.PrefixFrom(ip, ones).Masked().Addr(), host, true
-	case ipf.IfaceNetmasked:
-		return netip.PrefixFrom(ip, ones).Masked().Addr(), prefixMask(ip.Is4(), ones), true
-	case ipf.IfacePeer:
-		if a.Peer != nil {
-			if p, ok := netipOf(a.Peer.IP); ok && p != ip {
-				return p, host, true
-			}
+		n.Broadcast = netip.AddrFrom4(b)
+	}
+	if a.Peer != nil {
+		if p, ok := netipOf(a.Peer.IP); ok && p != ip {
+			n.Peer = p
 		}
 	}
-	return netip.Addr{}, netip.Addr{}, false
+	return n, true
 }
 
 func netipOf(ip net.IP) (netip.Addr, bool) {

@@ -1,21 +1,22 @@
 package bpf
 
-import "fmt"
-
-// Go mirrors of include/filter.h. layout_test.go checks every struct's size
-// and field offsets against the BTF of the compiled object, so a change on
-// one side that is not made on the other fails the tests.
+// The constants of include/filter.h the Go side uses. The structs are
+// bpf2go's (filter_bpfel.go); consts_test.go checks every value here, and
+// ruleset's FR_* flags, against the header's #defines.
 
 // Capacity of the kernel rule storage.
 const (
-	MaxRules  = 16384 // rules per slot (all lists and groups of one set)
-	MaxLists  = 512   // lists per slot: in, out, count in, count out, groups
-	maxDepth  = 16    // group nesting the scan follows
-	numSlots  = 3
-	blockBits = 4 // the index works on blocks of 1<<blockBits rules
-	numBlocks = MaxRules >> blockBits
-	blockWord = numBlocks / 64
-	logSnap   = 128
+	MaxRules = 16384 // rules per slot (all lists and groups of one set)
+	MaxLists = 512   // lists per slot: in, out, count in, count out, groups
+	maxDepth = 16    // group nesting the scan follows
+	// scanBudget is the steps one scan may take (SCAN_BUDGET, bpf_loop's
+	// limit); CompileSet refuses a set that could need more.
+	scanBudget = 8388608
+	numSlots   = 3
+	blockBits  = 4 // the index works on blocks of 1<<blockBits rules
+	numBlocks  = MaxRules >> blockBits
+	blockWord  = numBlocks / 64
+	logSnap    = 128
 )
 
 // List ids within a slot; groups start at listGroup0.
@@ -25,75 +26,6 @@ const (
 	listAcctIn  = 2
 	listAcctOut = 3
 	listGroup0  = 4
-)
-
-// Rule action flags (FR_* in filter.h).
-const (
-	frCmdMask    = 0x0000f
-	frLogOnly    = 0x00000
-	frBlock      = 0x00001
-	frPass       = 0x00002
-	frAuth       = 0x00003
-	frPreauth    = 0x00004
-	frAccount    = 0x00005
-	frSkip       = 0x00006
-	frNomatchCmd = 0x00007
-	frCallNow    = 0x00010
-	frQuick      = 0x00080
-	frKeepFrag   = 0x00100
-	frKeepState  = 0x00200
-	frRetRST     = 0x00800
-	frRetICMP    = 0x01000
-	frFakeICMP   = 0x03000
-	frRetMask    = 0x03800
-	frOutQue     = 0x04000
-	frInQue      = 0x08000
-	frLogBody    = 0x10000
-	frLogFirst   = 0x20000
-	frLog        = 0x40000
-	frLogOrBlock = 0x100000
-	frFragStrict = 0x200000
-	frStStrict   = 0x400000
-	frNoICMPErr  = 0x1000000
-	frStLoose    = 0x2000000
-	frKeepLimit  = 0x4000000
-	frNomatch    = 0x8000000
-	frLimitCumul = 0x10000000
-)
-
-// The datapath's FR_* action bits, as RuleInfo.Flags and LogRecord.Pass
-// carry them. They are the datapath's own numbering (filter.h), not
-// IPFilter's ip_fil.h values; the command-field values (FRCmdMask) match.
-const (
-	FRCmdMask    = frCmdMask
-	FRLogOnly    = frLogOnly // command 0: a `log` rule
-	FRBlock      = frBlock
-	FRPass       = frPass
-	FRAuth       = frAuth
-	FRPreauth    = frPreauth
-	FRAccount    = frAccount
-	FRSkip       = frSkip
-	FRNomatchCmd = frNomatchCmd
-	FRQuick      = frQuick
-	FRKeepFrag   = frKeepFrag
-	FRKeepState  = frKeepState
-	FRRetRST     = frRetRST
-	FRRetICMP    = frRetICMP
-	FRFakeICMP   = frFakeICMP
-	FRRetMask    = frRetMask
-	FROutQue     = frOutQue
-	FRInQue      = frInQue
-	FRLogBody    = frLogBody
-	FRLogFirst   = frLogFirst
-	FRLog        = frLog
-	FRLogOrBlock = frLogOrBlock
-	FRFragStrict = frFragStrict
-	FRStStrict   = frStStrict
-	FRNoICMPErr  = frNoICMPErr
-	FRStLoose    = frStLoose
-	FRKeepLimit  = frKeepLimit
-	FRNomatch    = frNomatch // logged because nothing matched (ipf -l nomatch)
-	FRLimitCumul = frLimitCumul
 )
 
 // Rule test bits (M_* in filter.h).
@@ -126,18 +58,6 @@ const (
 	maxExprVals = 64   // values per rule
 )
 
-// rawExpr mirrors struct expr_val.
-type rawExpr struct {
-	W     [4]uint32
-	M     [4]uint32
-	Num   uint32
-	Mask  uint32
-	Op    uint8
-	Proto uint8
-	Not   uint8
-	End   uint8
-}
-
 // Config keys.
 const (
 	cfgActive    = 0
@@ -157,7 +77,16 @@ const (
 	cfgToICMPAck = 27
 	cfgToIP      = 28
 	cfgStateLog  = 29
-	cfgN         = 32
+	cfgFragTTL   = 30
+	cfgStateSize = 31
+	cfgWMHigh    = 32
+	cfgWMLow     = 33
+	cfgWMFreq    = 34
+	cfgDCA       = 35
+	cfgGen0      = 36 // 36..38: generation of each slot's rules
+	cfgSwapLog   = 39 // user space only: an ipf -s in progress (see Swap)
+	cfgToken     = 40 // user space only: Token/SetToken
+	cfgN         = 48
 )
 
 // Values of cfgIndex0+slot (IDX_* in filter.h): which index dimensions the
@@ -205,6 +134,8 @@ const (
 	stRouted   = 48
 	stDupped   = 49
 	stRouteErr = 50
+	stScanCut  = 51
+	stDCAFull  = 54
 	numStats   = 64
 	numReasons = 32
 )
@@ -222,69 +153,26 @@ const (
 	portRange = 9
 )
 
+// Table sizes and the sweeper (filter.h).
+const (
+	stateCap = 262144 // STATE_CAP: the most state entries; state_max's ceiling
+	dcaCap   = 65536  // DCA_CAP
+	sweepNS  = 500000000
+)
+
+// sluice_ctl operations (CTL_* in filter.h).
+const (
+	ctlArm   = 1
+	ctlKill  = 2
+	ctlSweep = 3
+	ctlKeys  = 256
+)
+
 // Log record kinds.
 const (
 	logPacket = 0
 	logState  = 1
 )
-
-// rawRule mirrors struct rule.
-type rawRule struct {
-	Action     uint32
-	Match      uint32
-	Ifindex    [2]uint32
-	Src        [4]uint32
-	Smask      [4]uint32
-	Dst        [4]uint32
-	Dmask      [4]uint32
-	WithMask   uint32
-	WithWant   uint32
-	OptMask    uint32
-	OptWant    uint32
-	SportLo    uint16
-	SportHi    uint16
-	DportLo    uint16
-	DportHi    uint16
-	SportOp    uint8
-	DportOp    uint8
-	Family     uint8
-	Proto      uint8
-	Tos        uint8
-	TTL        uint8
-	Tcpf       uint8
-	TcpfMask   uint8
-	ICMPVal    uint16
-	ICMPMask   uint16
-	Head       uint16
-	RetCode    uint8
-	SecMask    uint8
-	SecWant    uint8
-	Pad0       [3]uint8
-	Skip       uint32
-	PPS        uint32
-	StateLimit uint32
-	KeepLimit  uint32
-	AgeFwd     uint32
-	AgeRev     uint32
-	Logtag     uint32
-	GroupNo    uint32
-	RuleNo     uint32
-	SrcPool    uint16
-	DstPool    uint16
-	ToIfindex  uint32
-	DupIfindex uint32
-	ToNH       [4]uint32
-	DupNH      [4]uint32
-	Route      uint8
-	ToNHFam    uint8
-	DupNHFam   uint8
-	Pad1       uint8
-	ExprStart  uint32
-	ExprCount  uint32
-	CallTable  uint16
-	Call       uint8
-	Pad2       uint8
-}
 
 // Call functions (CALL_* in filter.h).
 const (
@@ -299,117 +187,10 @@ const (
 	rtFast = 0x04
 )
 
-// rawList mirrors struct list.
-type rawList struct {
-	Start uint32
-	Count uint32
-}
-
-// rawCounter mirrors struct counter.
-type rawCounter struct {
-	Pkts  uint64
-	Bytes uint64
-}
-
-// rawLPMKey mirrors struct lpm_key.
-type rawLPMKey struct {
-	Prefixlen uint32
-	Slot      uint32
-	Family    uint32
-	Addr      [4]uint32
-}
-
-// rawPortKey mirrors struct port_key.
-type rawPortKey struct {
-	Slot uint32
-	Port uint32
-}
-
-// rawBlocks mirrors struct blocks.
-type rawBlocks struct {
-	W [blockWord]uint64
-}
-
-// rawStateKey mirrors struct state_key.
-type rawStateKey struct {
-	Src    [4]uint32
-	Dst    [4]uint32
-	Sport  uint16
-	Dport  uint16
-	Proto  uint8
-	Family uint8
-	Wild   uint16 // 1: wildcard destination, filled by the first reply
-}
-
-// rawTCPSide mirrors struct tcp_side.
-type rawTCPSide struct {
-	End    uint32
-	Maxend uint32
-	Maxwin uint32
-	Wscale uint8
-	Wflags uint8
-	State  uint8
-	Pad    uint8
-}
-
-// rawStateEntry mirrors struct state_entry.
-type rawStateEntry struct {
-	Created uint64
-	Expire  uint64
-	Last    uint64
-	Pkts    [4]uint64
-	Bytes   [4]uint64
-	Pass    uint32
-	Rule    uint32
-	Slot    uint32
-	Ifindex [4]uint32
-	Age     [2]uint32
-	Logtag  uint32
-	RuleNo  uint32
-	GroupNo uint32
-	Flags   uint8
-	Pad     [3]uint8
-	TCP     [2]rawTCPSide
-	Flx     [4]uint32
-	Opt     uint32
-}
-
-// rawLogRec mirrors struct log_rec.
-type rawLogRec struct {
-	TS      uint64
-	Kind    uint32
-	Ifindex uint32
-	RuleNo  uint32
-	GroupNo uint32
-	Pass    uint32
-	Reason  uint32
-	PFlags  uint32
-	Plen    uint32
-	Logtag  uint32
-	Caplen  uint16
-	Dir     uint8
-	Family  uint8
-	Data    [logSnap]byte
-}
-
 const (
 	textLen     = 376
 	listNameLen = 24
 )
-
-// rawRuleText mirrors struct rule_text.
-type rawRuleText struct {
-	Len  uint32
-	Pad  uint32
-	Text [textLen]byte
-}
-
-// rawListMeta mirrors struct list_meta.
-type rawListMeta struct {
-	Dir  uint32
-	Acct uint32
-	Name [listNameLen]byte
-}
 
 // Block reasons in Stats.Drops and LogRecord.Reason (IPFilter's FRB_*
 // numbering as ipmon prints it; 20 and above are Sluice's own).
@@ -424,48 +205,5 @@ const (
 	RSNBadFrag  = 15
 	RSNBad      = 20
 	RSNDCA      = 21
+	RSNScanCut  = 23
 )
-
-// ReasonName returns ipmon's name for a block reason.
-func ReasonName(r uint32) string {
-	switch r {
-	case RSNFilter:
-		return "filter-rule"
-	case RSNLogFail:
-		return "log-or-block_1"
-	case RSNPPS:
-		return "pps-rate"
-	case RSNJumbo:
-		return "jumbogram"
-	case RSNStateAdd:
-		return "state_add-fail"
-	case RSNPullup:
-		return "pullup-fail"
-	case RSNBadFrag:
-		return "bad-frag"
-	case RSNBad:
-		return "bad-packet"
-	case RSNDCA:
-		return "keep-limit"
-	}
-	return fmt.Sprintf("reason-%d", r)
-}
-
-// rawFragKey mirrors struct frag_key.
-type rawFragKey struct {
-	Src    [4]uint32
-	Dst    [4]uint32
-	ID     uint32
-	Proto  uint8
-	Family uint8
-	Pad    uint16
-}
-
-// rawFragEntry mirrors struct frag_entry.
-type rawFragEntry struct {
-	Expire  uint64
-	Pass    uint32
-	RuleNo  uint32
-	GroupNo uint32
-	Logtag  uint32
-}

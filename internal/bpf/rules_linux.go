@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 )
 
 // Set names one of the two rule sets.
@@ -27,16 +28,58 @@ func (s Set) String() string {
 }
 
 func (d *Datapath) slotOf(s Set) uint32 {
+	active, inactive := d.slots()
 	if s == Inactive {
-		return uint32(d.cfg(cfgInactive)) % numSlots
+		return inactive
 	}
-	return uint32(d.cfg(cfgActive)) % numSlots
+	return active
 }
 
-// LoadRules replaces set s with the compiled image. For the active set the
-// image is written to the spare slot and published by one config write, so
-// packets see either the old rules or the new ones, never a mix; if any
-// write fails the running rules are untouched.
+// slots returns the active and inactive slots. While a Swap is being
+// written (or after one was interrupted) the journal says which slot was
+// active before, so readers never see both sets on one slot.
+func (d *Datapath) slots() (active, inactive uint32) {
+	active = uint32(d.cfg(cfgActive)) % numSlots
+	inactive = uint32(d.cfg(cfgInactive)) % numSlots
+	if j := d.cfg(cfgSwapLog); j&swapLogValid != 0 {
+		if old := uint32(j) & 0xff % numSlots; old != active {
+			// the new active slot is published: the old one is inactive
+			inactive = old
+		}
+	}
+	return active, inactive
+}
+
+// The swap journal (cfgSwapLog): valid bit, set number before the swap
+// (bits 8..15), active slot before the swap (bits 0..7).
+const swapLogValid = 1 << 16
+
+// finishSwap completes a Swap that a killed process left half written.
+// The caller holds the lock.
+func (d *Datapath) finishSwap() error {
+	j := d.cfg(cfgSwapLog)
+	if j&swapLogValid == 0 {
+		return nil
+	}
+	old := uint32(j) & 0xff % numSlots
+	if uint32(d.cfg(cfgActive))%numSlots != old {
+		// the new active slot was published: finish the rest
+		if err := d.setCfg(cfgInactive, uint64(old)); err != nil {
+			return err
+		}
+		if err := d.setCfg(cfgSetNo, (j>>8&1)^1); err != nil {
+			return err
+		}
+	}
+	return d.setCfg(cfgSwapLog, 0)
+}
+
+// LoadRules replaces set s with the compiled image. The image is written
+// to the spare slot, the one neither set uses, and only then published
+// by one config write (cfgActive or cfgInactive). So packets see either
+// the old rules or the new ones, never a mix; and a load that fails or
+// is killed half way leaves both sets as they were: a half-written slot
+// is never one that Swap can activate or Rules can list.
 func (d *Datapath) LoadRules(im *Image, s Set) error {
 	unlock, err := d.lock()
 	if err != nil {
@@ -46,52 +89,66 @@ func (d *Datapath) LoadRules(im *Image, s Set) error {
 	if err := d.SyncInterfaces(); err != nil {
 		return fmt.Errorf("loading %s rules: %w", s, err)
 	}
-	active, inactive := d.slotOf(Active), d.slotOf(Inactive)
-	target := inactive
-	if s == Active {
-		target = 3 - active - inactive
-		if active == inactive {
-			return fmt.Errorf("corrupt config: active and inactive sets share slot %d", active)
-		}
+	active, inactive := d.slots()
+	if active == inactive {
+		return fmt.Errorf("corrupt config: active and inactive sets share slot %d", active)
 	}
+	target := 3 - active - inactive
 	if err := d.writeSlot(target, im); err != nil {
 		return fmt.Errorf("loading %s rules: %w", s, err)
 	}
-	if s == Active {
-		if err := d.setCfg(cfgActive, uint64(target)); err != nil {
-			return fmt.Errorf("publishing rules: %w", err)
-		}
+	key := uint32(cfgActive)
+	if s == Inactive {
+		key = cfgInactive
+	}
+	if err := d.setCfg(key, uint64(target)); err != nil {
+		return fmt.Errorf("publishing rules: %w", err)
 	}
 	return nil
 }
 
 // Swap exchanges the active and inactive sets (ipf -s) and returns the
-// slot number IPFilter would print ("Set %d now inactive": 0 or 1).
+// slot number IPFilter would print ("Set %d now inactive": 0 or 1). It
+// takes three config writes; a journal written first lets readers and
+// the next writer finish a swap that a killed process left half done.
 func (d *Datapath) Swap() (int, error) {
 	unlock, err := d.lock()
 	if err != nil {
 		return 0, err
 	}
 	defer unlock()
-	active, inactive := d.slotOf(Active), d.slotOf(Inactive)
+	active, inactive := d.slots()
+	setNo := d.cfg(cfgSetNo) & 1
+	if err := d.setCfg(cfgSwapLog, swapLogValid|setNo<<8|uint64(active)); err != nil {
+		return 0, err
+	}
 	if err := d.setCfg(cfgActive, uint64(inactive)); err != nil {
 		return 0, err
 	}
-	if err := d.setCfg(cfgInactive, uint64(active)); err != nil {
+	if err := d.finishSwap(); err != nil {
 		return 0, err
 	}
-	n := d.cfg(cfgSetNo) ^ 1 // IPFilter's set number flips 0/1
-	if err := d.setCfg(cfgSetNo, n); err != nil {
-		return 0, err
-	}
-	return int(n ^ 1), nil
+	return int(setNo), nil
 }
+
+// Token returns a word of user-space state kept with the pins (ipf keeps
+// the token of an unconfirmed load there, see ipfctl); the programs never
+// read it. 0 when never set.
+func (d *Datapath) Token() uint64 { return d.cfg(cfgToken) }
+
+// SetToken stores the word Token returns.
+func (d *Datapath) SetToken(v uint64) error { return d.setCfg(cfgToken, v) }
 
 // ActiveSetNumber is IPFilter's number (0 or 1) of the active set.
 func (d *Datapath) ActiveSetNumber() int { return int(d.cfg(cfgSetNo)) }
 
 func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	base := slot * MaxRules
+	// a new generation of rules: state entries and keep-limit counts of
+	// the rules that held this slot before no longer count for these
+	if err := d.setCfg(cfgGen0+slot, d.cfg(cfgGen0+slot)+1); err != nil {
+		return err
+	}
 	n := len(im.rules)
 	if n > MaxRules {
 		return fmt.Errorf("%d rules exceed the kernel datapath's %d", n, MaxRules)
@@ -127,7 +184,7 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 		return err
 	}
 	for i, t := range im.texts {
-		var rt rawRuleText
+		var rt filterRuleText
 		rt.Len = uint32(copy(rt.Text[:], t))
 		if err := d.objs.RuleTexts.Put(base+uint32(i), &rt); err != nil {
 			return fmt.Errorf("writing rule text: %w", err)
@@ -140,13 +197,13 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	// lists last: until they change, the slot's old lists still describe
 	// valid rule ranges
 	lkeys := make([]uint32, MaxLists)
-	lvals := make([]rawList, MaxLists)
-	metas := make([]rawListMeta, MaxLists)
+	lvals := make([]filterList, MaxLists)
+	metas := make([]filterListMeta, MaxLists)
 	for i := range lkeys {
 		lkeys[i] = slot*MaxLists + uint32(i)
 		if i < len(im.lists) {
 			l := im.lists[i]
-			lvals[i] = rawList{Start: uint32(l.start), Count: uint32(l.count)}
+			lvals[i] = filterList{Start: uint32(l.start), Count: uint32(l.count)}
 			metas[i].Dir = uint32(l.dir)
 			if l.acct {
 				metas[i].Acct = 1
@@ -168,11 +225,11 @@ func (d *Datapath) zeroRuleState(keys []uint32) error {
 	if err != nil {
 		return err
 	}
-	zc := make([]rawCounter, len(keys)*ncpu)
+	zc := make([]filterCounter, len(keys)*ncpu)
 	if _, err := d.objs.Counters.BatchUpdate(keys, zc, nil); err != nil {
 		return fmt.Errorf("zeroing counters: %w", err)
 	}
-	if _, err := d.objs.Pps.BatchUpdate(keys, make([]rawCounter, len(keys)), nil); err != nil {
+	if _, err := d.objs.Pps.BatchUpdate(keys, make([]filterCounter, len(keys)), nil); err != nil {
 		return fmt.Errorf("zeroing pps: %w", err)
 	}
 	if _, err := d.objs.RuleStates.BatchUpdate(keys, make([]uint32, len(keys)), nil); err != nil {
@@ -184,7 +241,7 @@ func (d *Datapath) zeroRuleState(keys []uint32) error {
 func (d *Datapath) clearTexts(slot uint32) error {
 	var (
 		k    uint32
-		v    rawRuleText
+		v    filterRuleText
 		dels []uint32
 	)
 	it := d.objs.RuleTexts.Iterate()
@@ -246,9 +303,9 @@ func (d *Datapath) writeIndex(slot uint32, im *Image) error {
 }
 
 func clearLPMSlot(m *ebpf.Map, slot uint32) error {
-	var lk rawLPMKey
-	var bl rawBlocks
-	var keys []rawLPMKey
+	var lk filterLpmKey
+	var bl filterBlocks
+	var keys []filterLpmKey
 	it := m.Iterate()
 	for it.Next(&lk, &bl) {
 		if lk.Slot == slot {
@@ -265,9 +322,9 @@ func clearLPMSlot(m *ebpf.Map, slot uint32) error {
 }
 
 func clearPortSlot(m *ebpf.Map, slot uint32) error {
-	var pk rawPortKey
-	var bl rawBlocks
-	var keys []rawPortKey
+	var pk filterPortKey
+	var bl filterBlocks
+	var keys []filterPortKey
 	it := m.Iterate()
 	for it.Next(&pk, &bl) {
 		if pk.Slot == slot {
@@ -283,9 +340,9 @@ func clearPortSlot(m *ebpf.Map, slot uint32) error {
 	return nil
 }
 
-func putLPM(m *ebpf.Map, slot uint32, idx map[prefixKey]rawBlocks) error {
+func putLPM(m *ebpf.Map, slot uint32, idx map[prefixKey]filterBlocks) error {
 	for k, v := range idx {
-		key := rawLPMKey{Prefixlen: 64 + uint32(k.bits), Slot: slot, Family: uint32(k.family)}
+		key := filterLpmKey{Prefixlen: 64 + uint32(k.bits), Slot: slot, Family: uint32(k.family)}
 		for i := range key.Addr {
 			key.Addr[i] = nativeWord(k.addr[4*i:])
 		}
@@ -296,9 +353,9 @@ func putLPM(m *ebpf.Map, slot uint32, idx map[prefixKey]rawBlocks) error {
 	return nil
 }
 
-func putPorts(m *ebpf.Map, slot uint32, idx map[uint32]rawBlocks) error {
+func putPorts(m *ebpf.Map, slot uint32, idx map[uint32]filterBlocks) error {
 	for p, v := range idx {
-		if err := m.Put(&rawPortKey{Slot: slot, Port: p}, &v); err != nil {
+		if err := m.Put(&filterPortKey{Slot: slot, Port: p}, &v); err != nil {
 			return fmt.Errorf("writing index: %w", err)
 		}
 	}
@@ -328,7 +385,7 @@ func (d *Datapath) Flush(which Which, s Set) (int, error) {
 		nl := imageList{start: len(keep.rules), dir: l.dir, acct: l.acct, name: l.name}
 		for i := l.start; i < l.start+l.count; i++ {
 			r := im.rules[i]
-			out := r.Action&frOutQue != 0
+			out := r.Action&ruleset.FROutQue != 0
 			if (out && which&FlushOut != 0) || (!out && which&FlushIn != 0) {
 				removed++
 				continue
@@ -356,8 +413,8 @@ func (d *Datapath) readImage(slot uint32) (*Image, error) {
 	im := &Image{}
 	total := 0
 	for i := 0; i < MaxLists; i++ {
-		var l rawList
-		var m rawListMeta
+		var l filterList
+		var m filterListMeta
 		if err := d.objs.Lists.Lookup(slot*MaxLists+uint32(i), &l); err != nil {
 			return nil, fmt.Errorf("reading lists: %w", err)
 		}
@@ -378,14 +435,14 @@ func (d *Datapath) readImage(slot uint32) (*Image, error) {
 	if total > MaxRules {
 		return nil, fmt.Errorf("corrupt lists: %d rules", total)
 	}
-	im.rules = make([]rawRule, total)
+	im.rules = make([]filterRule, total)
 	im.texts = make([]string, total)
 	for i := 0; i < total; i++ {
 		key := slot*MaxRules + uint32(i)
 		if err := d.objs.Rules.Lookup(key, &im.rules[i]); err != nil {
 			return nil, fmt.Errorf("reading rules: %w", err)
 		}
-		var rt rawRuleText
+		var rt filterRuleText
 		if err := d.objs.RuleTexts.Lookup(key, &rt); err == nil {
 			im.texts[i] = string(rt.Text[:min(int(rt.Len), textLen)])
 		}
@@ -431,7 +488,7 @@ func (d *Datapath) Rules(s Set) ([]RuleInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	per := make([]rawCounter, ncpu)
+	per := make([]filterCounter, ncpu)
 	var out []RuleInfo
 	for li, l := range im.lists {
 		for i := 0; i < l.count; i++ {
@@ -464,7 +521,7 @@ func (d *Datapath) ZeroRule(s Set, index int) (hits, bytes uint64, err error) {
 		return 0, 0, fmt.Errorf("rule index %d out of range", index)
 	}
 	key := d.slotOf(s)*MaxRules + uint32(index)
-	var per []rawCounter
+	var per []filterCounter
 	if err := d.objs.Counters.Lookup(key, &per); err != nil {
 		return 0, 0, fmt.Errorf("reading counters: %w", err)
 	}
@@ -472,7 +529,7 @@ func (d *Datapath) ZeroRule(s Set, index int) (hits, bytes uint64, err error) {
 		hits += c.Pkts
 		bytes += c.Bytes
 	}
-	if err := d.objs.Counters.Put(key, make([]rawCounter, len(per))); err != nil {
+	if err := d.objs.Counters.Put(key, make([]filterCounter, len(per))); err != nil {
 		return 0, 0, fmt.Errorf("zeroing counters: %w", err)
 	}
 	return hits, bytes, nil
@@ -487,11 +544,35 @@ func (d *Datapath) ListName(s Set, id uint32) (string, error) {
 	if id < listGroup0 {
 		return "", nil
 	}
-	var m rawListMeta
+	var m filterListMeta
 	if err := d.objs.ListMetas.Lookup(d.slotOf(s)*MaxLists+id, &m); err != nil {
 		return "", fmt.Errorf("reading lists: %w", err)
 	}
 	return cstr(m.Name[:]), nil
+}
+
+// PoolEntriesUsed returns the pool-map entries held by the active and the
+// inactive set. A load writes its image's entries (Image.PoolEntries)
+// beside both, so it fits when they add up to at most MaxPoolEntries.
+func (d *Datapath) PoolEntriesUsed() (active, inactive int, err error) {
+	a, i := d.slots()
+	var (
+		k filterPoolKey
+		v filterPoolVal
+	)
+	it := d.objs.Pools.Iterate()
+	for it.Next(&k, &v) {
+		switch k.Slot {
+		case a:
+			active++
+		case i:
+			inactive++
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, 0, fmt.Errorf("reading pool tables: %w", err)
+	}
+	return active, inactive, nil
 }
 
 // ZeroRuleCounters clears the hit and byte counters of set s (ipf -z).
@@ -505,7 +586,7 @@ func (d *Datapath) ZeroRuleCounters(s Set) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.objs.Counters.BatchUpdate(keys, make([]rawCounter, len(keys)*ncpu), nil); err != nil {
+	if _, err := d.objs.Counters.BatchUpdate(keys, make([]filterCounter, len(keys)*ncpu), nil); err != nil {
 		return fmt.Errorf("zeroing counters: %w", err)
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+
+	"sluice/internal/ruleset"
 )
 
 // DirStats are the per-direction counters (IPFilter's filterstats_t).
@@ -37,6 +39,15 @@ type Stats struct {
 	// Routing: packets sent out by to/fastroute, copies sent by dup-to,
 	// and failures of either (the packet then goes on as usual).
 	Routed, Duplicated, RouteFail uint64
+	// ScanCut counts scans that did not end within their steps (the
+	// packet was blocked); the loader's check keeps it at zero.
+	ScanCut uint64
+	// Swept counts the expired entries the sweeper removed, Flushed the
+	// entries the watermark flush removed; DCAFull the connections
+	// refused because the keep-limit table was full.
+	Swept, Flushed, DCAFull uint64
+	// SweepRuns counts the sweeper's runs: it runs every 0.5 s.
+	SweepRuns uint64
 	// Drops by reason (ipmon's reason numbers).
 	Drops [numReasons]uint64
 }
@@ -82,6 +93,13 @@ func (d *Datapath) Stats() (Stats, error) {
 	s.StateMaxRefused, s.StateExpired, s.StateClosed = raw[stMaxRef], raw[stExpired], raw[stClosed]
 	s.OOW, s.DCABlocked, s.PPSBlocked = raw[stOOW], raw[stDCA], raw[stPPS]
 	s.Routed, s.Duplicated, s.RouteFail = raw[stRouted], raw[stDupped], raw[stRouteErr]
+	s.ScanCut = raw[stScanCut]
+	s.DCAFull = raw[stDCAFull]
+	var sw filterSweeper
+	if err := d.objs.Sweeper.Lookup(uint32(0), &sw); err == nil {
+		s.Swept, s.Flushed, s.SweepRuns = sw.Swept, sw.Flushed, sw.Runs
+		s.StateExpired += sw.Swept
+	}
 	var active int64
 	if err := d.objs.StateCount.Lookup(uint32(0), &active); err == nil {
 		s.StateActive = active
@@ -107,18 +125,6 @@ func (d *Datapath) ZeroStats() error {
 		}
 	}
 	return nil
-}
-
-// TCP state names, IPFilter numbering.
-var tcpStateNames = [12]string{"LISTEN", "SYN_SENT", "SYN_RECEIVED", "HALF_ESTAB", "ESTABLISHED",
-	"CLOSE_WAIT", "FIN_WAIT_1", "CLOSING", "LAST_ACK", "FIN_WAIT_2", "TIME_WAIT", "CLOSED"}
-
-// TCPStateName returns the name of IPFilter TCP state n.
-func TCPStateName(n uint8) string {
-	if int(n) < len(tcpStateNames) {
-		return tcpStateNames[n]
-	}
-	return fmt.Sprint(n)
 }
 
 // State is one state table entry.
@@ -155,8 +161,8 @@ func (d *Datapath) States() ([]State, error) {
 		return nil, err
 	}
 	var (
-		k   rawStateKey
-		v   rawStateEntry
+		k   filterStateKey
+		v   filterStateEntry
 		out []State
 	)
 	it := d.objs.States.Iterate()
@@ -171,8 +177,8 @@ func (d *Datapath) States() ([]State, error) {
 			Pkts: v.Pkts, Bytes: v.Bytes, Ifindex: v.Ifindex,
 		}
 		for i := 0; i < 2; i++ {
-			s.TCPState[i] = v.TCP[i].State
-			s.End[i], s.MaxEnd[i], s.MaxWin[i], s.WScale[i] = v.TCP[i].End, v.TCP[i].Maxend, v.TCP[i].Maxwin, v.TCP[i].Wscale
+			s.TCPState[i] = v.Tcp[i].State
+			s.End[i], s.MaxEnd[i], s.MaxWin[i], s.WScale[i] = v.Tcp[i].End, v.Tcp[i].Maxend, v.Tcp[i].Maxwin, v.Tcp[i].Wscale
 		}
 		out = append(out, s)
 	}
@@ -193,21 +199,27 @@ func (d *Datapath) now() (uint64, error) {
 
 // FlushStates removes state entries: all of them when match is nil, else
 // those for which match returns true. It returns how many were removed.
+// The entries are removed by the kernel's own code (sluice_ctl), so the
+// state count and the per-rule counts stay equal to the table.
 func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
+	unlock, err := d.lock()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	now, err := d.now()
 	if err != nil {
 		return 0, err
 	}
 	var (
-		k    rawStateKey
-		v    rawStateEntry
-		dels []rawStateKey
-		ents []rawStateEntry
+		k    filterStateKey
+		v    filterStateEntry
+		keys []filterStateKey
 	)
 	it := d.objs.States.Iterate()
 	for it.Next(&k, &v) {
 		if match != nil {
-			s := State{Proto: k.Proto, TCPState: [2]uint8{v.TCP[0].State, v.TCP[1].State}}
+			s := State{Proto: k.Proto, TCPState: [2]uint8{v.Tcp[0].State, v.Tcp[1].State}}
 			if now > v.Last {
 				s.Idle = time.Duration(now - v.Last)
 			}
@@ -218,48 +230,90 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 				continue
 			}
 		}
-		dels = append(dels, k)
-		ents = append(ents, v)
+		keys = append(keys, k)
 	}
 	if err := it.Err(); err != nil {
 		return 0, fmt.Errorf("reading states: %w", err)
 	}
 	n := 0
-	for i, k := range dels {
-		if err := d.objs.States.Delete(&k); err != nil {
-			if errors.Is(err, ebpf.ErrKeyNotExist) {
-				continue
-			}
-			return n, fmt.Errorf("deleting state: %w", err)
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), ctlKeys)]
+		keys = keys[len(batch):]
+		idx := make([]uint32, len(batch))
+		for i := range idx {
+			idx[i] = uint32(i)
 		}
-		d.releaseState(&k, &ents[i])
-		n++
+		if _, err := d.objs.CtlKeys.BatchUpdate(idx, batch, nil); err != nil {
+			return n, fmt.Errorf("flushing states: %w", err)
+		}
+		removed, err := d.control(ctlKill, uint32(len(batch)))
+		if err != nil {
+			return n, fmt.Errorf("flushing states: %w", err)
+		}
+		n += removed
 	}
 	return n, nil
 }
 
-// releaseState undoes an entry's contribution to the limits, as the
-// program's state_release does.
-func (d *Datapath) releaseState(k *rawStateKey, e *rawStateEntry) {
-	key := e.Slot*MaxRules + e.Rule%MaxRules
-	var n uint32
-	if d.objs.RuleStates.Lookup(key, &n) == nil && n > 0 {
-		_ = d.objs.RuleStates.Put(key, n-1)
+// FlushFrags empties the fragment cache and returns how many entries it
+// held.
+func (d *Datapath) FlushFrags() (int, error) {
+	var (
+		k    filterFragKey
+		v    filterFragEntry
+		keys []filterFragKey
+	)
+	it := d.objs.Frags.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
 	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("reading fragment cache: %w", err)
+	}
+	n := 0
+	for i := range keys {
+		if err := d.objs.Frags.Delete(&keys[i]); err == nil {
+			n++
+		} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, fmt.Errorf("flushing fragment cache: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// Sweep runs the sweeper once now instead of at its next tick: tests that
+// move the clock use it.
+func (d *Datapath) Sweep() error {
+	_, err := d.control(ctlSweep, 0)
+	return err
+}
+
+// StateCount returns the kernel's count of state entries (what state_max
+// is compared with); it always equals the number of entries in the table.
+func (d *Datapath) StateCount() (int64, error) {
 	var c int64
-	if d.objs.StateCount.Lookup(uint32(0), &c) == nil {
-		_ = d.objs.StateCount.Put(uint32(0), c-1)
+	if err := d.objs.StateCount.Lookup(uint32(0), &c); err != nil {
+		return 0, fmt.Errorf("reading state count: %w", err)
 	}
-	if e.Flags&0x02 != 0 {
-		dk := filterDcaKey{Slot: e.Slot, Rule: e.Rule}
-		if e.Pass&frLimitCumul == 0 {
-			dk.Src = k.Src
-		}
-		var v uint32
-		if d.objs.Dca.Lookup(&dk, &v) == nil && v > 0 {
-			_ = d.objs.Dca.Put(&dk, v-1)
-		}
+	return c, nil
+}
+
+// StateEntries counts the entries in the state table, expired or not
+// (StateCount should equal it).
+func (d *Datapath) StateEntries() (int, error) {
+	var (
+		k filterStateKey
+		v filterStateEntry
+		n int
+	)
+	it := d.objs.States.Iterate()
+	for it.Next(&k, &v) {
+		n++
 	}
+	if err := it.Err(); err != nil {
+		return 0, fmt.Errorf("reading states: %w", err)
+	}
+	return n, nil
 }
 
 // LogRecord is one record of the datapath's log ring (ipmon reads these).
@@ -281,8 +335,8 @@ type LogRecord struct {
 
 // Blocked reports whether the logged verdict was block.
 func (r *LogRecord) Blocked() bool {
-	c := r.Pass & frCmdMask
-	return c == frBlock || c == frAuth || c == frPreauth
+	c := r.Pass & ruleset.FRCmdMask
+	return c == ruleset.FRBlock || c == ruleset.FRAuth || c == ruleset.FRPreauth
 }
 
 // LogReader reads log records from the ring.
@@ -315,29 +369,36 @@ func (l *LogReader) Read() (LogRecord, error) {
 func (l *LogReader) Close() error { return l.rd.Close() }
 
 func decodeLog(b []byte) (LogRecord, error) {
-	const hdr = 48
-	if len(b) < hdr {
+	var k filterLogRec
+	hdr, size := binary.Size(k)-logSnap, len(b)
+	if size < hdr {
 		return LogRecord{}, fmt.Errorf("log record of %d bytes", len(b))
 	}
-	ne := binary.NativeEndian
-	r := LogRecord{
-		Time:    time.Duration(ne.Uint64(b[0:])),
-		State:   ne.Uint32(b[8:]) == logState,
-		Ifindex: ne.Uint32(b[12:]),
-		RuleNo:  int32(ne.Uint32(b[16:])),
-		List:    ne.Uint32(b[20:]),
-		Pass:    ne.Uint32(b[24:]),
-		Reason:  ne.Uint32(b[28:]),
-		Flags:   ne.Uint32(b[32:]),
-		Len:     ne.Uint32(b[36:]),
-		Tag:     ne.Uint32(b[40:]),
-		Out:     b[46] != 0,
-		Family:  b[47],
+	if len(b) < binary.Size(k) {
+		// the ring holds whole records; a short one only in tests
+		b = append(append([]byte(nil), b...), make([]byte, binary.Size(k)-len(b))...)
 	}
-	n := int(ne.Uint16(b[44:]))
-	if n > logSnap || hdr+n > len(b) {
+	if _, err := binary.Decode(b, binary.NativeEndian, &k); err != nil {
+		return LogRecord{}, fmt.Errorf("log record: %w", err)
+	}
+	r := LogRecord{
+		Time:    time.Duration(k.Ts),
+		State:   k.Kind == logState,
+		Ifindex: k.Ifindex,
+		RuleNo:  int32(k.RuleNo),
+		List:    k.GroupNo,
+		Pass:    k.Pass,
+		Reason:  k.Reason,
+		Flags:   k.Pflags,
+		Len:     k.Plen,
+		Tag:     k.Logtag,
+		Out:     k.Dir != 0,
+		Family:  k.Family,
+	}
+	n := int(k.Caplen)
+	if n > logSnap || hdr+n > size {
 		return r, fmt.Errorf("log record caplen %d", n)
 	}
-	r.Data = append([]byte(nil), b[hdr:hdr+n]...)
+	r.Data = append([]byte(nil), k.Data[:n]...)
 	return r, nil
 }

@@ -4,42 +4,47 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"sluice/internal/state"
 )
 
-// tunables maps IPFilter 5.x tunable names (ipf -T) to config keys. Timeouts
-// are in ticks (0.5 s) as ipf -T shows them; the map holds nanoseconds.
-var tunables = map[string]struct {
-	key   uint32
-	ticks bool
-	min   uint64
-	max   uint64
-}{
-	"tcp_timeout":      {cfgToTCP + 0, true, 1, 0x7fffffff},
-	"tcp_syn_sent":     {cfgToTCP + 1, true, 1, 0x7fffffff},
-	"tcp_syn_received": {cfgToTCP + 2, true, 1, 0x7fffffff},
-	"tcp_idle_timeout": {cfgToTCP + 4, true, 1, 0x7fffffff},
-	"tcp_half_closed":  {cfgToTCP + 5, true, 1, 0x7fffffff},
-	"tcp_last_ack":     {cfgToTCP + 8, true, 1, 0x7fffffff},
-	"tcp_close_wait":   {cfgToTCP + 9, true, 1, 0x7fffffff},
-	"tcp_time_wait":    {cfgToTCP + 10, true, 1, 0x7fffffff},
-	"tcp_closed":       {cfgToTCP + 11, true, 1, 0x7fffffff},
-	"udp_timeout":      {cfgToUDP, true, 1, 0x7fffffff},
-	"udp_ack_timeout":  {cfgToUDPAck, true, 1, 0x7fffffff},
-	"icmp_timeout":     {cfgToICMP, true, 1, 0x7fffffff},
-	"icmp_ack_timeout": {cfgToICMPAck, true, 1, 0x7fffffff},
-	"ip_timeout":       {cfgToIP, true, 1, 0x7fffffff},
-	"state_max":        {cfgStateMax, false, 1, 0x7fffffff},
-	"min_ttl":          {cfgMinTTL, false, 0, 255},
-	"default_pass":     {cfgDefPass, false, 0, 0xffffffff},
-	"state_logging":    {cfgStateLog, false, 0, 1},
+// tunable is one of the datapath's ipf -T tunables: the config keys it
+// sets (a TCP timeout tunable sets the timeout of each state it covers),
+// whether it is a timeout in ticks (0.5 s; the map holds nanoseconds), and
+// its range.
+type tunable struct {
+	keys     []uint32
+	ticks    bool
+	min, max uint64
 }
 
-// The timeouts that IPFilter keeps in one tunable but the datapath per TCP
-// state: setting the tunable sets all of them.
-var tunableAlso = map[string][]uint32{
-	"tcp_timeout":     {cfgToTCP + 3, cfgToTCP + 7}, // HALF_ESTAB, CLOSING
-	"tcp_half_closed": {cfgToTCP + 6},               // FIN_WAIT_1
-}
+// tunables maps IPFilter 5.x tunable names (ipf -T) to config keys.
+var tunables = func() map[string]tunable {
+	m := map[string]tunable{
+		"udp_timeout":      {[]uint32{cfgToUDP}, true, 1, 0x7fffffff},
+		"udp_ack_timeout":  {[]uint32{cfgToUDPAck}, true, 1, 0x7fffffff},
+		"icmp_timeout":     {[]uint32{cfgToICMP}, true, 1, 0x7fffffff},
+		"icmp_ack_timeout": {[]uint32{cfgToICMPAck}, true, 1, 0x7fffffff},
+		"ip_timeout":       {[]uint32{cfgToIP}, true, 1, 0x7fffffff},
+		"state_max":        {[]uint32{cfgStateMax}, false, 1, 0x7fffffff},
+		"state_size":       {[]uint32{cfgStateSize}, false, 1, 0x7fffffff},
+		"state_wm_high":    {[]uint32{cfgWMHigh}, false, 2, 100},
+		"state_wm_low":     {[]uint32{cfgWMLow}, false, 1, 99},
+		"state_wm_freq":    {[]uint32{cfgWMFreq}, true, 2, 999999},
+		"min_ttl":          {[]uint32{cfgMinTTL}, false, 0, 255},
+		"default_pass":     {[]uint32{cfgDefPass}, false, 0, 0xffffffff},
+		"state_logging":    {[]uint32{cfgStateLog}, false, 0, 1},
+		"frag_ttl":         {[]uint32{cfgFragTTL}, true, 1, 0x7fffffff},
+	}
+	for _, tt := range state.TCPTimeoutTunables {
+		t := tunable{ticks: true, min: 1, max: 0x7fffffff}
+		for _, st := range tt.States {
+			t.keys = append(t.keys, cfgToTCP+uint32(st))
+		}
+		m[tt.Name] = t
+	}
+	return m
+}()
 
 // Tunable is one ipf -T value.
 type Tunable struct {
@@ -51,7 +56,7 @@ type Tunable struct {
 func (d *Datapath) Tunables() []Tunable {
 	var out []Tunable
 	for name, t := range tunables {
-		v := d.cfg(t.key)
+		v := d.cfg(t.keys[0])
 		if t.ticks {
 			v /= uint64(tick)
 		}
@@ -70,11 +75,15 @@ func (d *Datapath) SetTunable(name string, v uint64) error {
 	if v < t.min || v > t.max {
 		return fmt.Errorf("tunable %s: %d outside %d..%d", name, v, t.min, t.max)
 	}
+	if name == "state_max" && v > stateCap {
+		// IPFilter's range is shown; the kernel table is smaller
+		return fmt.Errorf("tunable state_max: %d: the kernel state table holds at most %d entries", v, stateCap)
+	}
 	val := v
 	if t.ticks {
 		val = uint64(time.Duration(v) * tick)
 	}
-	for _, k := range append([]uint32{t.key}, tunableAlso[name]...) {
+	for _, k := range t.keys {
 		if err := d.setCfg(k, val); err != nil {
 			return err
 		}

@@ -121,6 +121,7 @@ type Engine struct {
 
 	mu          sync.Mutex // guards tun
 	tun         *Tunables
+	stateCfg    state.Config // tun's state tunables, for keep limit timeouts
 	defaultPass uint32
 	minTTL      uint8
 	updateIPID  bool
@@ -167,6 +168,7 @@ func New(c Config) *Engine {
 // correctness.
 func (e *Engine) Expire() int {
 	e.Frags.Expire()
+	e.limits.expire(e.clock.Ticks())
 	return e.States.Expire()
 }
 
@@ -216,7 +218,8 @@ func (e *Engine) ApplyTunables() {
 }
 
 func (e *Engine) applyTunables() {
-	e.States.SetConfig(e.tun.StateConfig())
+	e.stateCfg = e.tun.StateConfig()
+	e.States.SetConfig(e.stateCfg)
 	fs, _ := e.tun.Get("frag_size")
 	ft, _ := e.tun.Get("frag_ttl")
 	e.Frags.SetLimits(int(fs), uint32(ft))
@@ -359,7 +362,8 @@ func (e *Engine) Check(p *Packet) Result {
 				pass = gr.Flags
 			}
 		}
-		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && sc.rule.Src.KeepLimit != 0 && !e.limits.admit(sc.rule, fi) {
+		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && sc.rule.KeepLimit != 0 &&
+			!e.limits.admit(sc.rule, fi, e.clock.Ticks(), &e.stateCfg) {
 			// Over the DCA limit: the rule's return-* reply is kept.
 			pass &^= ruleset.FRCmdMask
 			pass |= ruleset.FRBlock | sc.rule.LimitReturn
@@ -923,7 +927,7 @@ func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr, w *[2]uint64) bool
 		if sc.e.pools == nil {
 			return false
 		}
-		hit = sc.e.pools.Contains(m.Kind, m.Table, a)
+		hit = sc.e.pools.Contains(m.Kind == ipf.AddrHash, m.Table, a)
 	case ipf.AddrIface:
 		hit = sc.e.ifaceAddrMatch(m, a)
 	}
@@ -931,10 +935,10 @@ func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr, w *[2]uint64) bool
 }
 
 // ifaceAddrMatch tests a against an address taken from an interface
-// (ipf_ifpaddr/ipf_ifpfillv4addr). Without IfNetworks the interface's
-// netmask is taken as all ones, as IPFilter's userland build does: every
-// form then means the interface address itself, and `(IF)/BITS` keeps
-// its BITS. An interface with no known address matches nothing.
+// (ipf_ifpaddr/ipf_ifpfillv4addr; ruleset.AddrMatch.IfaceTarget says what
+// each form means). Without IfNetworks the interface's netmask is taken as
+// all ones, as IPFilter's userland build does. An interface with no known
+// address matches nothing.
 func (e *Engine) ifaceAddrMatch(m *ruleset.AddrMatch, a netip.Addr) bool {
 	if e.ifaddr == nil {
 		return false
@@ -944,40 +948,16 @@ func (e *Engine) ifaceAddrMatch(m *ruleset.AddrMatch, a netip.Addr) bool {
 	if !ok {
 		return false
 	}
-	bits := a.BitLen()
-	switch m.IfaceMode {
-	case ipf.IfaceDynamic:
-		if int(m.IfaceBits) < bits {
-			bits = int(m.IfaceBits)
-		}
-	case ipf.IfaceBroadcast, ipf.IfaceNetwork, ipf.IfaceNetmasked, ipf.IfacePeer:
-		if e.ifnets == nil {
-			break
-		}
-		n, ok := e.ifnets.IfNetwork(m.Iface, v6)
+	n := ruleset.HostOnly(ia)
+	if m.IfaceMode != ipf.IfaceDynamic && e.ifnets != nil {
+		in, ok := e.ifnets.IfNetwork(m.Iface, v6)
 		if !ok {
 			return false
 		}
-		switch m.IfaceMode {
-		case ipf.IfaceBroadcast:
-			ia = n.Broadcast
-		case ipf.IfacePeer:
-			ia = n.Peer
-		case ipf.IfaceNetwork:
-			ia = n.Prefix.Masked().Addr()
-		case ipf.IfaceNetmasked:
-			ia, bits = n.Prefix.Masked().Addr(), n.Prefix.Bits()
-		}
-		if !ia.IsValid() || bits < 0 {
-			return false
-		}
+		n = in
 	}
-	if ia.BitLen() != a.BitLen() {
-		return false
-	}
-	pa, _ := a.Prefix(bits)
-	pi, _ := ia.Prefix(bits)
-	return pa == pi
+	pfx, ok := m.IfaceTarget(n)
+	return ok && pfx.Contains(a)
 }
 
 // logSuppressed applies HP's `log limit [freq N]` (ipf-reference §7): a
@@ -985,10 +965,10 @@ func (e *Engine) ifaceAddrMatch(m *ruleset.AddrMatch, a netip.Addr) bool {
 // one-second window, counted like pps. A suppressed record is not a
 // failed one, so `or-block` does not fire. [HP; the window is inferred.]
 func (e *Engine) logSuppressed(r *ruleset.Rule) bool {
-	if r == nil || !r.Src.HasLog || !r.Src.Log.Limit || e.logger == nil {
+	if r == nil || !r.LogLimit || e.logger == nil {
 		return false
 	}
-	n := r.Src.Log.LimitFreq
+	n := r.LogLimitFreq
 	if n == 0 {
 		n = 1
 	}
@@ -1033,9 +1013,8 @@ func (e *Engine) log(sc *scan, pass uint32) error {
 
 // forward handles dup-to, fastroute and to/route-to of the deciding rule.
 func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
-	src := r.Src
-	if src.DupTo != nil {
-		if ifn, nh, ok := e.target(p, src.DupTo); ok {
+	if r.DupTo != nil {
+		if ifn, nh, ok := e.target(p, r.DupTo); ok {
 			e.router.Route(p, ifn, nh, true)
 		}
 	}
@@ -1049,8 +1028,8 @@ func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
 		}
 		return true
 	}
-	if src.RouteTo != nil {
-		if ifn, nh, ok := e.target(p, src.RouteTo); ok {
+	if r.RouteTo != nil {
+		if ifn, nh, ok := e.target(p, r.RouteTo); ok {
 			if p.Out || e.leaveAs(p, ifn) {
 				e.router.Route(p, ifn, nh, false)
 			}
@@ -1080,10 +1059,10 @@ func (e *Engine) leaveAs(p *Packet, ifn string) bool {
 // when it has none (or also duplicates them, in which case IPFilter NATs
 // for the original interface).
 func routeIface(r *ruleset.Rule) string {
-	if r == nil || r.Src.RouteTo == nil || r.Src.DupTo != nil {
+	if r == nil || r.RouteTo == nil || r.DupTo != nil {
 		return ""
 	}
-	if ifn := r.Src.RouteTo.Iface; ifn != "-" {
+	if ifn := r.RouteTo.Iface; ifn != "-" {
 		return ifn
 	}
 	return ""

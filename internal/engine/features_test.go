@@ -290,3 +290,58 @@ func TestKeepFragsAllocs(t *testing.T) {
 		t.Errorf("got %v allocs per fragment pair, want 0", allocs)
 	}
 }
+
+// TestKeepLimitExpiry (issue 10 item 6): keep-limit quotas come back when
+// a connection expires, not only when it closes: an embryonic connection
+// (spoofed SYNs) after tcp_syn_sent, an open one after tcp_idle_timeout.
+func TestKeepLimitExpiry(t *testing.T) {
+	clk := &state.ManualClock{}
+	rs, err := ipf.Parse("t", []byte("pass in quick proto tcp from any to any port = 25 keep limit 2 cumulative\n"), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := ruleset.Compile(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{Clock: clk})
+	e.Sets().Store(0, set)
+	var p Packet
+	pkt := func(src string, sp uint16, flags uint8) Verdict {
+		return check(e, &p, mkTCP(src, "2.2.2.2", sp, 25, flags, 1, 0), false, "a").Verdict
+	}
+	id := set.In.Rules[0].ID
+	syn := uint32(state.TCPTimeoutDefault("tcp_syn_sent"))
+	idle := uint32(state.TCPTimeoutDefault("tcp_idle_timeout"))
+	// two spoofed SYNs take the whole cumulative quota
+	pkt("10.0.0.1", 1, 0x02)
+	pkt("10.0.0.2", 1, 0x02)
+	if v := pkt("10.0.0.3", 1, 0x02); v != VerdictBlock {
+		t.Fatalf("third connection: got %v, want block", v)
+	}
+	clk.Advance(syn - 1)
+	if v := pkt("10.0.0.3", 2, 0x02); v != VerdictBlock {
+		t.Errorf("before tcp_syn_sent: got %v, want block", v)
+	}
+	clk.Advance(1)
+	if v := pkt("10.0.0.3", 3, 0x02); v != VerdictPass {
+		t.Errorf("after tcp_syn_sent: got %v, want pass (the spoofed SYNs' quota back)", v)
+	}
+	if n := e.limits.count(id, netip.Addr{}); n != 1 {
+		t.Errorf("open connections: got %d, want 1", n)
+	}
+	// an open connection (its ACKs refresh it) keeps its quota until idle
+	pkt("10.0.0.3", 3, 0x10)
+	pkt("10.0.0.4", 1, 0x02)
+	clk.Advance(syn + 1)
+	pkt("10.0.0.3", 3, 0x10)
+	e.Expire()
+	if n := e.limits.count(id, netip.Addr{}); n != 1 {
+		t.Errorf("after the embryonic one expired: %d open, want 1", n)
+	}
+	clk.Advance(idle)
+	e.Expire()
+	if n := e.limits.count(id, netip.Addr{}); n != 0 {
+		t.Errorf("after tcp_idle_timeout: %d open, want 0", n)
+	}
+}

@@ -3,7 +3,6 @@ package engine
 import (
 	"net/netip"
 
-	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
 )
 
@@ -28,9 +27,10 @@ type NAT interface {
 // sluice/internal/pool implements it.
 type Pools interface {
 	// Contains reports whether addr is in the ippool table named table
-	// (a number as text or a name), of kind ipf.AddrPool (tree) or
-	// ipf.AddrHash, with role ipf. An unknown table never matches.
-	Contains(kind ipf.AddrKind, table string, addr netip.Addr) bool
+	// (a number as text or a name), a hash table (ipf.AddrHash) when hash
+	// is set, else a tree (ipf.AddrPool), with role ipf. An unknown table
+	// never matches.
+	Contains(hash bool, table string, addr netip.Addr) bool
 }
 
 // LogRecord is what the engine hands to a Logger for one packet log
@@ -103,14 +103,10 @@ type IfAddrs interface {
 	IfAddr(name string, v6 bool) (netip.Addr, bool)
 }
 
-// IfNetwork describes an interface's network for the IF/... forms.
-type IfNetwork struct {
-	// Prefix is the interface address with its netmask length.
-	Prefix netip.Prefix
-	// Broadcast and Peer are the broadcast and point-to-point peer
-	// addresses; the zero Addr when the interface has none.
-	Broadcast, Peer netip.Addr
-}
+// IfNetwork describes an interface's network for the IF/... forms: the
+// interface address with its netmask length (Prefix), and its broadcast
+// and point-to-point peer addresses (the zero Addr when it has none).
+type IfNetwork = ruleset.IfaceNet
 
 // IfNetworks is implemented by an IfAddrs that knows real netmasks (a
 // datapath reading the host's interfaces); the engine then uses it for

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"sluice/internal/frag"
 	"sluice/internal/state"
 )
 
@@ -18,6 +19,10 @@ type Tunable struct {
 	ReadOnly bool
 }
 
+// stateDefaults are the state table's defaults (sluice/internal/state
+// holds them for both datapaths).
+var stateDefaults = state.DefaultConfig()
+
 // tunableTable lists every tunable with its 5.x defaults. Timeouts are in
 // ticks (0.5 s).
 var tunableTable = []Tunable{
@@ -29,21 +34,21 @@ var tunableTable = []Tunable{
 	{"min_ttl", "fr_minttl", 0, 1, 4, false},
 	{"icmp_minfragmtu", "fr_icmpminfragmtu", 0, 1, 68, false},
 	{"default_pass", "fr_pass", 0, 0xffffffff, 0x8000002, false},
-	{"tcp_idle_timeout", "fr_tcpidletimeout", 1, 0x7fffffff, 864000, false},
-	{"tcp_close_wait", "fr_tcpclosewait", 1, 0x7fffffff, 480, false},
-	{"tcp_last_ack", "fr_tcplastack", 1, 0x7fffffff, 60, false},
-	{"tcp_timeout", "fr_tcptimeout", 1, 0x7fffffff, 480, false},
-	{"tcp_syn_sent", "", 1, 0x7fffffff, 480, false},
-	{"tcp_syn_received", "", 1, 0x7fffffff, 480, false},
-	{"tcp_closed", "fr_tcpclosed", 1, 0x7fffffff, 60, false},
-	{"tcp_half_closed", "fr_tcphalfclosed", 1, 0x7fffffff, 14400, false},
-	{"tcp_time_wait", "fr_tcptimewait", 1, 0x7fffffff, 480, false},
-	{"udp_timeout", "fr_udptimeout", 1, 0x7fffffff, 240, false},
-	{"udp_ack_timeout", "fr_udpacktimeout", 1, 0x7fffffff, 24, false},
-	{"icmp_timeout", "fr_icmptimeout", 1, 0x7fffffff, 120, false},
-	{"icmp_ack_timeout", "fr_icmpacktimeout", 1, 0x7fffffff, 12, false},
-	{"ip_timeout", "fr_iptimeout", 1, 0x7fffffff, 120, false},
-	{"state_max", "fr_statemax", 1, 0x7fffffff, 4013, false},
+	{"tcp_idle_timeout", "fr_tcpidletimeout", 1, 0x7fffffff, uint64(state.TCPTimeoutDefault("tcp_idle_timeout")), false},
+	{"tcp_close_wait", "fr_tcpclosewait", 1, 0x7fffffff, uint64(state.TCPTimeoutDefault("tcp_close_wait")), false},
+	{"tcp_last_ack", "fr_tcplastack", 1, 0x7fffffff, uint64(state.TCPTimeoutDefault("tcp_last_ack")), false},
+	{"tcp_timeout", "fr_tcptimeout", 1, 0x7fffffff, uint64(state.TCPTimeoutDefault("tcp_timeout")), false},
+	{"tcp_syn_sent", "", 1, 0x7fffffff, uint64(state.TCPTimeoutDefault("tcp_syn_sent")), false},
+	{"tcp_syn_received", "", 1, 0x7fffffff, uint64(state.TCPTimeoutDefault("tcp_syn_received")), false},
+	{"tcp_closed", "fr_tcpclosed", 1, 0x7fffffff, uint64(state.TCPTimeoutDefault("tcp_closed")), false},
+	{"tcp_half_closed", "fr_tcphalfclosed", 1, 0x7fffffff, uint64(state.TCPTimeoutDefault("tcp_half_closed")), false},
+	{"tcp_time_wait", "fr_tcptimewait", 1, 0x7fffffff, uint64(state.TCPTimeoutDefault("tcp_time_wait")), false},
+	{"udp_timeout", "fr_udptimeout", 1, 0x7fffffff, uint64(stateDefaults.UDPTimeout), false},
+	{"udp_ack_timeout", "fr_udpacktimeout", 1, 0x7fffffff, uint64(stateDefaults.UDPAckTimeout), false},
+	{"icmp_timeout", "fr_icmptimeout", 1, 0x7fffffff, uint64(stateDefaults.ICMPTimeout), false},
+	{"icmp_ack_timeout", "fr_icmpacktimeout", 1, 0x7fffffff, uint64(stateDefaults.ICMPAckTimeout), false},
+	{"ip_timeout", "fr_iptimeout", 1, 0x7fffffff, uint64(stateDefaults.IPTimeout), false},
+	{"state_max", "fr_statemax", 1, 0x7fffffff, uint64(stateDefaults.Max), false},
 	{"state_size", "fr_statesize", 1, 0x7fffffff, 5737, false},
 	{"state_lock", "fr_state_lock", 0, 1, 0, true},
 	{"state_maxbucket", "fr_state_maxbucket", 1, 0x7fffffff, 26, false},
@@ -62,8 +67,8 @@ var tunableTable = []Tunable{
 	{"nat_doflush", "fr_nat_doflush", 0, 1, 0, false},
 	{"nat_table_wm_low", "", 1, 99, 90, false},
 	{"nat_table_wm_high", "", 2, 100, 99, false},
-	{"frag_size", "ipfr_size", 1, 0x7fffffff, 257, false},
-	{"frag_ttl", "fr_ipfrttl", 1, 0x7fffffff, 120, false},
+	{"frag_size", "ipfr_size", 1, 0x7fffffff, frag.DefaultSize, false},
+	{"frag_ttl", "fr_ipfrttl", 1, 0x7fffffff, frag.DefaultTTL, false},
 	{"log_suppress", "ipl_suppress", 0, 1, 1, false},
 	{"log_all", "ipl_logall", 0, 1, 0, false},
 	{"log_size", "ipl_logsize", 0, 0x80000, 32768, false},
@@ -178,8 +183,9 @@ func (t *Tunables) StateConfig() state.Config {
 	c.WMHigh, c.WMLow, c.WMFreq = int(t.vals["state_wm_high"]), int(t.vals["state_wm_low"]), v("state_wm_freq")
 	c.Lock = t.vals["state_lock"] != 0
 	c.Logging = t.vals["state_logging"] != 0
-	c.SetTCPTimeouts(v("tcp_timeout"), v("tcp_syn_sent"), v("tcp_syn_received"), v("tcp_idle_timeout"),
-		v("tcp_half_closed"), v("tcp_last_ack"), v("tcp_close_wait"), v("tcp_time_wait"), v("tcp_closed"))
+	for _, tt := range state.TCPTimeoutTunables {
+		c.SetTCPTimeout(tt.Name, v(tt.Name))
+	}
 	c.UDPTimeout, c.UDPAckTimeout = v("udp_timeout"), v("udp_ack_timeout")
 	c.ICMPTimeout, c.ICMPAckTimeout = v("icmp_timeout"), v("icmp_ack_timeout")
 	c.IPTimeout = v("ip_timeout")

@@ -58,6 +58,13 @@ type Cache struct {
 	stats Stats
 }
 
+// IPFilter's defaults: frag_size (entries) and frag_ttl (ticks of 0.5 s).
+// The Go engine and the kernel datapath both start from them.
+const (
+	DefaultSize = 257
+	DefaultTTL  = 120
+)
+
 // FlagStrict is FR_FRSTRICT: `keep frags (strict)`.
 const FlagStrict = 0x100000
 

@@ -11,37 +11,6 @@ import (
 // 2 and 3 accounting).
 const firstGroupList = 4
 
-// convertFlags maps the datapath's action flags to ipflog's.
-func convertFlags(p uint32) uint32 {
-	var f uint32
-	switch p & bpf.FRCmdMask {
-	case bpf.FRBlock:
-		f = ipflog.FRBlock
-	case bpf.FRPass:
-		f = ipflog.FRPass
-	case bpf.FRAuth:
-		f = ipflog.FRAuth
-	case bpf.FRPreauth:
-		f = ipflog.FRPreAuth
-	case bpf.FRAccount:
-		f = ipflog.FRAccount
-	}
-	for _, m := range [...]struct{ k, f uint32 }{
-		{bpf.FRQuick, ipflog.FRQuick}, {bpf.FRKeepFrag, ipflog.FRKeepFrag}, {bpf.FRKeepState, ipflog.FRKeepState},
-		{bpf.FRLogBody, ipflog.FRLogBody}, {bpf.FRLogFirst, ipflog.FRLogFirst}, {bpf.FRLog, ipflog.FRLog},
-		{bpf.FRLogOrBlock, ipflog.FRLogOrBlock}, {bpf.FRNomatch, ipflog.FRNoMatch},
-	} {
-		if p&m.k != 0 {
-			f |= m.f
-		}
-	}
-	if p&bpf.FRNomatch != 0 {
-		// logged because of ipf -l nomatch
-		f |= ipflog.FFLogNoMatch
-	}
-	return f
-}
-
 // Convert turns a kernel log record into the ipflog record ipmon prints:
 // ifname and group are the names of its interface and group ("" for the
 // main lists), wall its time, seq its sequence number.
@@ -54,7 +23,7 @@ func Convert(k *bpf.LogRecord, ifname, group string, wall time.Time, seq uint32)
 		Iface:  ifname,
 		Group:  group,
 		Rule:   k.RuleNo - 1,
-		Flags:  convertFlags(k.Pass),
+		Flags:  k.Pass, // the datapath uses IPFilter's FR_*/FF_* values, as ipflog
 		LFlags: k.Flags,
 		Out:    k.Out,
 		LogTag: k.Tag,

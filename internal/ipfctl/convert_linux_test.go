@@ -9,6 +9,7 @@ import (
 	"sluice/internal/bpf"
 	"sluice/internal/ipflog"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
 )
 
 // udp4 builds an IPv4/UDP packet with n payload bytes.
@@ -34,23 +35,23 @@ func TestConvertPrintsAsOffline(t *testing.T) {
 	}{
 		{
 			name: "pass-rule",
-			rec:  bpf.LogRecord{RuleNo: 1, Pass: bpf.FRPass | bpf.FRLog | bpf.FRQuick, Family: 4, Len: 36, Data: udp4(1234, 5005, 8)},
+			rec:  bpf.LogRecord{RuleNo: 1, Pass: ruleset.FRPass | ruleset.FRLog | ruleset.FRQuick, Family: 4, Len: 36, Data: udp4(1234, 5005, 8)},
 			want: "29/11/2026 20:01:02.345678 veth0 @0:1 p 10.0.0.1,1234 -> 10.0.0.2,5005 PR udp len 20 36 IN\n",
 		},
 		{
 			name:  "block-group-out-state",
-			rec:   bpf.LogRecord{RuleNo: 3, List: 4, Out: true, Pass: bpf.FRBlock | bpf.FRLog | bpf.FRKeepState, Family: 4, Reason: bpf.RSNPPS, Data: udp4(53, 1024, 0)},
+			rec:   bpf.LogRecord{RuleNo: 3, List: 4, Out: true, Pass: ruleset.FRBlock | ruleset.FRLog | ruleset.FRKeepState, Family: 4, Reason: bpf.RSNPPS, Data: udp4(53, 1024, 0)},
 			group: "web",
 			want:  "29/11/2026 20:01:02.345678 veth0 @web:3 b 10.0.0.1,53 -> 10.0.0.2,1024 PR udp len 20 28 K-S OUT reason:pps-rate\n",
 		},
 		{
 			name: "block-rule",
-			rec:  bpf.LogRecord{RuleNo: 2, Pass: bpf.FRBlock | bpf.FRLog, Reason: bpf.RSNFilter, Data: udp4(1, 2, 0)},
+			rec:  bpf.LogRecord{RuleNo: 2, Pass: ruleset.FRBlock | ruleset.FRLog, Reason: bpf.RSNFilter, Data: udp4(1, 2, 0)},
 			want: "29/11/2026 20:01:02.345678 veth0 @0:2 b 10.0.0.1,1 -> 10.0.0.2,2 PR udp len 20 28 IN\n",
 		},
 		{
 			name: "nomatch",
-			rec:  bpf.LogRecord{RuleNo: -1, Pass: bpf.FRNomatch, Data: udp4(1, 2, 0)},
+			rec:  bpf.LogRecord{RuleNo: -1, Pass: ruleset.FRNoMatch | ipflog.FFLogNoMatch, Data: udp4(1, 2, 0)},
 			want: "29/11/2026 20:01:02.345678 veth0 @-1:-1 n 10.0.0.1,1 -> 10.0.0.2,2 PR udp len 20 28 IN\n",
 		},
 	} {
@@ -171,7 +172,7 @@ func TestFormatZeroStats(t *testing.T) {
 }
 
 func TestConvertNoAllocs(t *testing.T) {
-	rec := bpf.LogRecord{RuleNo: 1, Pass: bpf.FRPass | bpf.FRLog, Data: udp4(1, 2, 8)}
+	rec := bpf.LogRecord{RuleNo: 1, Pass: ruleset.FRPass | ruleset.FRLog, Data: udp4(1, 2, 8)}
 	wall := time.Now()
 	var r ipflog.Record
 	if n := testing.AllocsPerRun(100, func() { r = Convert(&rec, "veth0", "", wall, 1) }); n != 0 {

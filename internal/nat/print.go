@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
 	"sluice/internal/rules/ipnat"
+	"sluice/internal/rules/netfmt"
 )
 
 // Dump writes the NAT part of ipftest -D: the rules, the active

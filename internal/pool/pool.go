@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 
-	"sluice/internal/rules/ipf"
 	"sluice/internal/rules/ippool"
 )
 
@@ -208,10 +207,10 @@ func (s *Set) DstList(role ippool.Role, name string) *DstList {
 }
 
 // Contains implements the filter engine's pool test (engine.Pools):
-// pool/N looks in the ipf tree table N, hash/N in the ipf hash table N.
-// Unknown tables never match.
-func (s *Set) Contains(kind ipf.AddrKind, table string, addr netip.Addr) bool {
-	return s.ContainsRole(ippool.RoleIPF, kind == ipf.AddrHash, table, addr)
+// pool/N looks in the ipf tree table N (hash false), hash/N in the ipf
+// hash table N. Unknown tables never match.
+func (s *Set) Contains(hash bool, table string, addr netip.Addr) bool {
+	return s.ContainsRole(ippool.RoleIPF, hash, table, addr)
 }
 
 // ContainsRole tests addr against the tree (hash=false) or hash table of

@@ -107,21 +107,32 @@ type Stats struct {
 	LogCount atomic.Uint32
 }
 
-// Rule is one compiled rule. All fields are read-only after Compile.
+// Rule is one compiled rule: everything the Go engine and the eBPF
+// compiler need, as plain values. Neither reads Src except to print the
+// rule (a test in this package checks both packages for that). All fields
+// are read-only after Compile.
 type Rule struct {
 	// ID is unique across every rule compiled by this process; state
 	// limits are keyed by it.
 	ID uint32
-	// Src is the parsed rule, for printing.
+	// Src is the parsed rule, for printing only.
 	Src *ipf.Rule
-	// Flags are the FR_* bits.
+	// Pos is where the rule starts in its file (for error messages).
+	Pos ipf.Pos
+	// Collection and InsertAt place the rule in its list: the leading
+	// collection number and `@N` (InsertAt < 0 when none).
+	Collection uint32
+	InsertAt   int
+	// Flags are the FR_* bits: command, quick, log options, keep
+	// state/frags options, return-*, direction, fastroute.
 	Flags uint32
 	Out   bool
 	// Family is 0 (any), 4 or 6.
 	Family uint8
 	// IfName is the interface of `on` ("" = any).
 	IfName string
-	// IfNames are the four state slots: on[0], on[1], via[0], via[1].
+	// IfNames are the four state slots: on[0], on[1], via[0], via[1]
+	// ("" when not given; "*" and "-" mean any).
 	IfNames [4]string
 	// Proto: HasProto with Proto, or TCPUDP.
 	HasProto bool
@@ -147,19 +158,36 @@ type Rule struct {
 	Head, Group string
 	HeadList    *List
 	Skip        int
-	ICMPCode    uint8
-	// Keep state options.
+	// ICMPCode is the code of return-icmp replies.
+	ICMPCode uint8
+	// KeepState holds the keep state options (a copy; nil without keep
+	// state).
 	KeepState *ipf.KeepState
 	Age       [2]uint32 // ticks
-	LogTag    uint32
-	NATTag    string
-	PPS       uint32
-	Call      ipf.Call
+	// KeepLimit is HP's DCA `keep limit N` (0 = none), per source unless
+	// LimitCumulative.
+	KeepLimit       uint32
+	LimitCumulative bool
+	// LogLimit and LogLimitFreq are HP's `log limit [freq N]`.
+	LogLimit     bool
+	LogLimitFreq uint32
+	LogTag       uint32
+	// NATTag is the rule's nat tag; NATTagMatch says it came from
+	// match-tag (an inbound rule then matches only packets the NAT rule
+	// tagged so).
+	NATTag      string
+	NATTagMatch bool
+	PPS         uint32
+	Call        ipf.Call
 	// LimitReturn holds the return-* bits of a pass rule with HP's
 	// `keep limit`: they apply to the connections over the limit.
 	LimitReturn uint32
 	// CallTable is Call.Arg as text: the group-map table name.
 	CallTable string
+	// RouteTo, DupTo and ReplyTo are the rule's `to`, `dup-to` and
+	// `reply-to` targets (copies; nil when absent). FRFastroute in Flags
+	// is `fastroute`.
+	RouteTo, DupTo, ReplyTo *ipf.RouteTarget
 	// Expr holds the clauses of an `exp { "..." }` rule, ANDed.
 	Expr  []ExprTest
 	Stats *Stats
@@ -259,6 +287,17 @@ func (e *ErrUnsupported) Error() string {
 	return fmt.Sprintf("%s:%d:%d: %s", e.Pos.File, e.Pos.Line, e.Pos.Col, e.Reason)
 }
 
+// ErrRule is a rule the compiler refuses: valid syntax, but a combination
+// the filter does not allow.
+type ErrRule struct {
+	Pos    ipf.Pos
+	Reason string
+}
+
+func (e *ErrRule) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", e.Pos.File, e.Pos.Line, e.Pos.Col, e.Reason)
+}
+
 // NewSet returns an empty set.
 func NewSet() *Set {
 	return &Set{Groups: map[string]*List{}, AcctGroups: map[string]*List{}}
@@ -304,12 +343,12 @@ func (s *Set) Add(r *ipf.Rule) (*Rule, error) {
 // insert places r after all rules of lower or equal collection, or at
 // position @N among the rules of its collection.
 func insert(l *List, r *Rule) {
-	coll := r.Src.Collection
-	start := sort.Search(len(l.Rules), func(i int) bool { return l.Rules[i].Src.Collection >= coll })
-	end := sort.Search(len(l.Rules), func(i int) bool { return l.Rules[i].Src.Collection > coll })
+	coll := r.Collection
+	start := sort.Search(len(l.Rules), func(i int) bool { return l.Rules[i].Collection >= coll })
+	end := sort.Search(len(l.Rules), func(i int) bool { return l.Rules[i].Collection > coll })
 	pos := end
-	if r.Src.HasInsertAt && start+int(r.Src.InsertAt) < end {
-		pos = start + int(r.Src.InsertAt)
+	if r.InsertAt >= 0 && start+r.InsertAt < end {
+		pos = start + r.InsertAt
 	}
 	l.Rules = append(l.Rules, nil)
 	copy(l.Rules[pos+1:], l.Rules[pos:])
@@ -369,8 +408,36 @@ func Compile(rules []*ipf.Rule) (*Set, error) {
 	return s, nil
 }
 
+// compile turns a parsed rule into a Rule, one step per part of the
+// rule: action, options, interfaces, tests, keep options, tags.
 func compile(r *ipf.Rule) (*Rule, error) {
-	cr := &Rule{ID: nextID.Add(1), Src: r, Stats: &Stats{}}
+	cr := &Rule{ID: nextID.Add(1), Src: r, Pos: r.Pos, Collection: r.Collection, InsertAt: -1, Stats: &Stats{}}
+	if r.HasInsertAt {
+		cr.InsertAt = int(r.InsertAt)
+	}
+	if err := cr.compileAction(r); err != nil {
+		return nil, err
+	}
+	cr.compileLog(r)
+	if err := cr.compileKeep(r); err != nil {
+		return nil, err
+	}
+	cr.compileInterfaces(r)
+	if err := cr.compileTests(r); err != nil {
+		return nil, err
+	}
+	cr.Head, cr.Group = r.Head, r.Group
+	if r.Tag.HasLog {
+		cr.LogTag = r.Tag.Log
+	}
+	cr.NATTag, cr.NATTagMatch = r.Tag.NAT, r.TagFromMatch
+	cr.PPS = r.PPS
+	return cr, nil
+}
+
+// compileAction sets the command, return-*, direction, quick and routing
+// parts of Flags and the action's own fields.
+func (cr *Rule) compileAction(r *ipf.Rule) error {
 	switch r.Action {
 	case ipf.ActionPass:
 		cr.Flags = FRPass
@@ -399,21 +466,13 @@ func compile(r *ipf.Rule) (*Rule, error) {
 		switch r.Call.Func {
 		case "srcgrpmap", "dstgrpmap":
 		default:
-			return nil, &ErrUnsupported{r.Pos, fmt.Sprintf("call %s: unknown function", r.Call.Func)}
+			return &ErrUnsupported{r.Pos, fmt.Sprintf("call %s: unknown function", r.Call.Func)}
 		}
 	case ipf.ActionDecapsulate:
 		cr.Flags = FRDecap
 	}
 	if r.BPF != "" {
-		return nil, &ErrUnsupported{r.Pos, "bpf rules are not supported"}
-	}
-	if r.Expr != nil {
-		x, err := compileExpr(r)
-		if err != nil {
-			return nil, err
-		}
-		cr.Expr = x
-		cr.Tests |= TestExpr
+		return &ErrUnsupported{r.Pos, "bpf rules are not supported"}
 	}
 	switch r.Return {
 	case ipf.ReturnRST:
@@ -436,35 +495,52 @@ func compile(r *ipf.Rule) (*Rule, error) {
 	} else {
 		cr.Flags |= FRInQue
 	}
-	if r.HasLog {
-		if r.Action != ipf.ActionLog {
-			cr.Flags |= FRLog
-		}
-		if r.Log.Body {
-			cr.Flags |= FRLogBody
-		}
-		if r.Log.First {
-			cr.Flags |= FRLogFirst
-		}
-		if r.Log.OrBlock {
-			cr.Flags |= FRLogOrBlock
-		}
-	}
 	if r.Quick {
 		cr.Flags |= FRQuick
 	}
 	if r.FastRoute {
 		cr.Flags |= FRFastroute
 	}
-	if r.From.Not {
-		cr.Flags |= FRNotSrcIP
+	cr.RouteTo, cr.DupTo, cr.ReplyTo = copyRoute(r.RouteTo), copyRoute(r.DupTo), copyRoute(r.ReplyTo)
+	// IPFilter marks every rule loaded from user space.
+	cr.Flags |= FRCopied
+	return nil
+}
+
+func copyRoute(t *ipf.RouteTarget) *ipf.RouteTarget {
+	if t == nil {
+		return nil
 	}
-	if r.To.Not {
-		cr.Flags |= FRNotDstIP
+	c := *t
+	return &c
+}
+
+// compileLog sets the log flags and HP's log limit.
+func (cr *Rule) compileLog(r *ipf.Rule) {
+	if !r.HasLog {
+		return
 	}
+	if r.Action != ipf.ActionLog {
+		cr.Flags |= FRLog
+	}
+	if r.Log.Body {
+		cr.Flags |= FRLogBody
+	}
+	if r.Log.First {
+		cr.Flags |= FRLogFirst
+	}
+	if r.Log.OrBlock {
+		cr.Flags |= FRLogOrBlock
+	}
+	cr.LogLimit, cr.LogLimitFreq = r.Log.Limit, r.Log.LimitFreq
+}
+
+// compileKeep sets keep state, keep frags and keep limit.
+func (cr *Rule) compileKeep(r *ipf.Rule) error {
 	if ks := r.KeepState; ks != nil {
+		c := *ks
+		cr.KeepState = &c
 		cr.Flags |= FRKeepState
-		cr.KeepState = ks
 		if ks.Strict {
 			cr.Flags |= FRStStrict
 		}
@@ -487,10 +563,31 @@ func compile(r *ipf.Rule) (*Rule, error) {
 			cr.Flags |= FRFragStrict
 		}
 	}
-	// IPFilter marks every rule loaded from user space.
-	cr.Flags |= FRCopied
+	cr.KeepLimit, cr.LimitCumulative = r.KeepLimit, r.KeepLimitCumulative
 	cr.Age = [2]uint32{r.Age[0] * 2, r.Age[1] * 2}
+	if r.KeepLimit > 0 {
+		// HP's DCA applies only to quick inbound TCP rules, and such a
+		// rule may not keep state (ipf-reference §7)
+		var why string
+		switch {
+		case !r.Quick:
+			why = "is not quick"
+		case r.Dir != ipf.DirIn:
+			why = "is not inbound"
+		case !r.HasProto || r.TCPUDP || r.Proto != 6:
+			why = "is not proto tcp"
+		case r.KeepState != nil:
+			why = "also keeps state"
+		}
+		if why != "" {
+			return &ErrRule{r.Pos, "keep limit: HP-UX allows it only on quick inbound proto tcp rules without keep state; this rule " + why}
+		}
+	}
+	return nil
+}
 
+// compileInterfaces sets the family and the `on` and `via` names.
+func (cr *Rule) compileInterfaces(r *ipf.Rule) {
 	cr.Family = uint8(r.Family)
 	if len(r.On) > 0 {
 		cr.IfNames[0] = r.On[0]
@@ -507,16 +604,34 @@ func compile(r *ipf.Rule) (*Rule, error) {
 	if len(r.Via) > 1 {
 		cr.IfNames[3] = r.Via[1]
 	}
+}
+
+// compileTests sets Tests and the values each test compares with.
+func (cr *Rule) compileTests(r *ipf.Rule) error {
+	if r.From.Not {
+		cr.Flags |= FRNotSrcIP
+	}
+	if r.To.Not {
+		cr.Flags |= FRNotDstIP
+	}
+	if r.Expr != nil {
+		x, err := compileExpr(r)
+		if err != nil {
+			return err
+		}
+		cr.Expr = x
+		cr.Tests |= TestExpr
+	}
 	if r.HasProto || r.TCPUDP {
 		cr.Tests |= TestProto
 		cr.HasProto, cr.Proto, cr.TCPUDP = r.HasProto && !r.TCPUDP, r.Proto, r.TCPUDP
 	}
 	var err error
 	if cr.Src4, err = compileAddr(&r.From, r); err != nil {
-		return nil, err
+		return err
 	}
 	if cr.Dst4, err = compileAddr(&r.To, r); err != nil {
-		return nil, err
+		return err
 	}
 	if r.From.Addr.Kind != ipf.AddrAny || r.From.Not {
 		cr.Tests |= TestSrc
@@ -565,13 +680,7 @@ func compile(r *ipf.Rule) (*Rule, error) {
 		cr.Tests |= TestV6Hdr
 		cr.V6, cr.V6Mask = r.V6Hdrs, r.V6HdrsMask
 	}
-	cr.Head, cr.Group = r.Head, r.Group
-	if r.Tag.HasLog {
-		cr.LogTag = r.Tag.Log
-	}
-	cr.NATTag = r.Tag.NAT
-	cr.PPS = r.PPS
-	return cr, nil
+	return nil
 }
 
 func compileAddr(ep *ipf.Endpoint, r *ipf.Rule) (AddrMatch, error) {

@@ -1,6 +1,8 @@
 package ruleset
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -156,5 +158,35 @@ func TestInlineTables(t *testing.T) {
 	}
 	if _, err := Compile(out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKeepLimitRestrictions: HP's keep limit only on quick inbound TCP
+// rules without keep state; anything else is refused with its position.
+func TestKeepLimitRestrictions(t *testing.T) {
+	for _, c := range []struct {
+		rule, want string
+	}{
+		{"pass in quick proto tcp from any to any port = 25 keep limit 2", ""},
+		{"pass return-rst in log limit freq 5 quick proto tcp from 18.9.90.0/24 to any port = 25 keep limit 10 cumulative", ""},
+		{"pass in proto tcp from any to any port = 25 keep limit 2", "r:1:1: keep limit: HP-UX allows it only on quick inbound proto tcp rules without keep state; this rule is not quick"},
+		{"pass out quick proto tcp from any to any port = 25 keep limit 2", "this rule is not inbound"},
+		{"pass in quick proto udp from any to any port = 25 keep limit 2", "this rule is not proto tcp"},
+		{"pass in quick proto tcp/udp from any to any port = 25 keep limit 2", "this rule is not proto tcp"},
+		{"pass in quick all keep limit 2", "this rule is not proto tcp"},
+		{"pass in quick proto tcp from any to any port = 25 keep state keep limit 2", "this rule also keeps state"},
+	} {
+		rs, err := ipf.Parse("r", []byte(c.rule+"\n"), ipf.ParseOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.rule, err)
+		}
+		_, err = Compile(rs)
+		var re *ErrRule
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.rule, err)
+		case c.want != "" && (!errors.As(err, &re) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: got %v, want an ErrRule saying %q", c.rule, err, c.want)
+		}
 	}
 }

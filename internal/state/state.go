@@ -58,24 +58,59 @@ func DefaultConfig() Config {
 		Max: 4013, Size: 5737, MaxBucket: 26, Logging: true, WMHigh: 99, WMLow: 90, WMFreq: 20,
 		UDPTimeout: 240, UDPAckTimeout: 24, ICMPTimeout: 120, ICMPAckTimeout: 12, IPTimeout: 120,
 	}
-	c.SetTCPTimeouts(480, 480, 480, 864000, 14400, 60, 480, 480, 60)
+	for _, tt := range TCPTimeoutTunables {
+		c.SetTCPTimeout(tt.Name, tt.Default)
+	}
 	return c
 }
 
-// SetTCPTimeouts distributes the TCP tunables over the per-state queues as
-// ipf_state.c does: tcp_timeout (LISTEN, HALF_ESTAB, CLOSING), SYN_SENT,
-// SYN_RECEIVED, idle (ESTABLISHED), half-closed (CLOSE_WAIT, FIN_WAIT_1),
-// last-ack, close-wait (FIN_WAIT_2), time-wait, closed.
-func (c *Config) SetTCPTimeouts(timeout, synSent, synRcvd, idle, halfClosed, lastAck, closeWait, timeWait, closed uint32) {
-	t := &c.TCPTimeout
-	t[TCPListen], t[TCPHalfEstab], t[TCPClosing] = timeout, timeout, timeout
-	t[TCPSynSent], t[TCPSynReceived] = synSent, synRcvd
-	t[TCPEstablished] = idle
-	t[TCPCloseWait], t[TCPFinWait1] = halfClosed, halfClosed
-	t[TCPLastAck] = lastAck
-	t[TCPFinWait2] = closeWait
-	t[TCPTimeWait] = timeWait
-	t[TCPClosed] = closed
+// TCPTimeoutTunable is one of IPFilter's TCP timeout tunables: its `ipf -T`
+// name, its default in ticks, and the TCP states whose timeout it sets.
+type TCPTimeoutTunable struct {
+	Name    string
+	Default uint32
+	States  []uint8
+}
+
+// TCPTimeoutTunables distributes the TCP tunables over the per-state
+// queues as ipf_state.c does (ipf-reference §3.5). The Go engine and the
+// kernel datapath both take their defaults and what each tunable sets
+// from here.
+var TCPTimeoutTunables = [...]TCPTimeoutTunable{
+	{"tcp_timeout", 480, []uint8{TCPListen, TCPHalfEstab, TCPClosing}},
+	{"tcp_syn_sent", 480, []uint8{TCPSynSent}},
+	{"tcp_syn_received", 480, []uint8{TCPSynReceived}},
+	{"tcp_idle_timeout", 864000, []uint8{TCPEstablished}},
+	{"tcp_half_closed", 14400, []uint8{TCPCloseWait, TCPFinWait1}},
+	{"tcp_last_ack", 60, []uint8{TCPLastAck}},
+	{"tcp_close_wait", 480, []uint8{TCPFinWait2}},
+	{"tcp_time_wait", 480, []uint8{TCPTimeWait}},
+	{"tcp_closed", 60, []uint8{TCPClosed}},
+}
+
+// TCPTimeoutDefault returns the default of the TCP timeout tunable name,
+// in ticks (0 for a name that is not one).
+func TCPTimeoutDefault(name string) uint32 {
+	for _, tt := range TCPTimeoutTunables {
+		if tt.Name == name {
+			return tt.Default
+		}
+	}
+	return 0
+}
+
+// SetTCPTimeout sets the TCP timeout tunable name to ticks, that is the
+// timeouts of the states it covers; false if name is not one.
+func (c *Config) SetTCPTimeout(name string, ticks uint32) bool {
+	for _, tt := range TCPTimeoutTunables {
+		if tt.Name == name {
+			for _, st := range tt.States {
+				c.TCPTimeout[st] = ticks
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // Packet is what the table needs to know about a packet. The engine fills

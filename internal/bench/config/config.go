@@ -9,10 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
 
+	"sluice/internal/bench/result"
 	"sluice/internal/bench/topo"
 )
 
@@ -38,6 +40,9 @@ const (
 	Baseline Family = "baseline"
 	Sluice   Family = "sluice"
 	NFTables Family = "nftables"
+	// Reference is the trivial eBPF program: the floor of what any
+	// program attached to the link costs (issue 12).
+	Reference Family = "reference"
 )
 
 // Config is one named configuration.
@@ -89,7 +94,7 @@ type IPFLoader func(rules string) (Applier, error)
 // QoSLoader loads an ipqos.conf configuration into Sluice's IPQoS marking
 // datapath, with the same contract as IPFLoader. The configuration names
 // the SUT's interface as its adapter (already substituted for @LINK@);
-// marking is on egress. The lead plugs internal/bpf/qos in here.
+// marking is on egress. The lead plugs internal/bpf/qosmark in here.
 type QoSLoader func(conf string) (Applier, error)
 
 // Datapaths are the Sluice datapaths available to the bench; a nil field
@@ -99,7 +104,23 @@ type QoSLoader func(conf string) (Applier, error)
 type Datapaths struct {
 	IPF IPFLoader
 	QoS QoSLoader
+	// Floor attaches the trivial TCX program (return TCX_NEXT) to the
+	// SUT's link in both directions: the floor of the in-kernel cost.
+	Floor func() (Applier, error)
+	// NAT loads an ipnat.conf into Sluice's kernel NAT on the gateway
+	// of the gateway topology; see SuiteNAT.
+	NAT NATLoader
+	// Stats reads the in-kernel cost of attached programs.
+	Stats StatsFunc
 }
+
+// StatsFunc turns the kernel's BPF run-time statistics on (until the
+// closer is closed) and returns a probe reading the cumulative
+// run_time_ns and run_cnt of every eBPF program attached to the host's
+// link. The kernel counts only while statistics are on, and another
+// holder (another helper, bpftool) may have them on as well: the closer
+// drops only this holder's reference.
+type StatsFunc func(h *topo.Host) (probe func() ([]result.ProgStat, error), closer io.Closer, err error)
 
 // Non-matching rule counts (in all, both directions: NoMatchSplit) of the
 // "rule-scan" configurations.
@@ -117,6 +138,16 @@ func Builtin(dp Datapaths) *Registry {
 	r := &Registry{byName: map[string]*Config{}, dp: dp}
 	r.add(&Config{Name: "none", Family: Baseline, Description: "no filter, no marking"})
 
+	r.add(&Config{Name: "tcx-floor", Family: Reference, Suite: SuiteIPF,
+		Description: "a trivial TCX program (return TCX_NEXT) on ingress and egress: the floor of the in-kernel cost, for the ns/packet rows",
+		Rules:       "SEC(\"tcx\") int floor(struct __sk_buff *skb) { return TCX_NEXT; }",
+		Unavailable: func() bool { return r.dp.Floor == nil },
+		New: func() (Applier, error) {
+			if r.dp.Floor == nil {
+				return nil, ErrUnavailable
+			}
+			return r.dp.Floor()
+		}})
 	r.add(r.ipf("sluice-attach", "Sluice IPFilter datapath attached, no rules", ""))
 	r.add(r.ipf("sluice-stateless", "HP's stateless set: pass in|out proto tcp|udp|icmp from any to any", IPFStateless()))
 	r.add(r.ipf("sluice-stateful", "HP's set with keep state (state_max 65536)", IPFStateful()))
@@ -125,6 +156,9 @@ func Builtin(dp Datapaths) *Registry {
 			fmt.Sprintf("%d non-matching stateless rules (half in, half out), then the stateless set", n), IPFNoMatch(n)))
 	}
 	r.add(r.qos("sluice-qos", "IPQoS: one filter, one policy marking every TCP packet DSCP 10", QoSMarkTCP(DSCPMark)))
+	r.add(r.qos("sluice-qos-any", "IPQoS: one filter matching every IPv4 packet (UDP and fragments too), marked DSCP 10", QoSMarkAny(DSCPMark)))
+	r.add(r.qos("sluice-qos-max", "IPQoS: the marking policy capped at max 50% of the adapter's declared speed (the link profile's line rate)", QoSMax(DSCPMark, 50)))
+	r.add(r.qos("sluice-qos-nomatch", "IPQoS: one filter that matches no packet of the tests (dstaddr 198.18.0.1)", QoSNoMatch(DSCPMark)))
 
 	r.add(r.nft("nft-attach", "nftables table with input/output base chains, no rules", NFTSpec{}))
 	r.add(r.nft("nft-stateless", "nftables: accept tcp, udp, icmp in and out", NFTSpec{Stateless: true}))
@@ -134,6 +168,9 @@ func Builtin(dp Datapaths) *Registry {
 			fmt.Sprintf("nftables: %d non-matching rules (half input, half output), then the stateless set", n), NFTSpec{NoMatch: n, Stateless: true}))
 	}
 	r.add(r.nft("nft-dscp", "nftables: set DSCP 10 on every outgoing TCP packet", NFTSpec{Mark: true, DSCP: DSCPMark}))
+	r.add(r.nft("nft-dscp-any", "nftables: set DSCP 10 on every outgoing IPv4 packet", NFTSpec{Mark: true, MarkAny: true, DSCP: DSCPMark}))
+	r.add(r.nft("nft-dscp-nomatch", "nftables: set DSCP 10 on outgoing packets to 198.18.0.1 (none in the tests)", NFTSpec{Mark: true, MarkNoMatch: true, DSCP: DSCPMark}))
+	r.addNAT()
 	return r
 }
 
@@ -204,7 +241,7 @@ func (r *Registry) Select(list string) ([]*Config, error) {
 			for _, n := range r.order {
 				push(r.byName[n])
 			}
-		case item == string(Sluice) || item == string(NFTables):
+		case item == string(Sluice) || item == string(NFTables) || item == string(Reference):
 			for _, n := range r.order {
 				if string(r.byName[n].Family) == item {
 					push(r.byName[n])
@@ -269,6 +306,25 @@ func (r *Registry) FromFile(spec string) (*Config, error) {
 	return nil, fmt.Errorf("config: bad file spec %q (want ipf=PATH or ipqos=PATH)", spec)
 }
 
+// SubstQoS fills in an ipqos.conf for a host: @LINK@ becomes its
+// interface and @SPEED@ the line rate of the link profile it is applied
+// for (the `speed` extension, so res and max percentages resolve against
+// the shaped rate); on an unshaped link, lines naming @SPEED@ are
+// dropped and the interface's own speed applies.
+func SubstQoS(conf string, h *topo.Host) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(conf, "\n") {
+		if strings.Contains(line, "@SPEED@") {
+			if h.Speed == 0 {
+				continue
+			}
+			line = strings.ReplaceAll(line, "@SPEED@", fmt.Sprint(h.Speed))
+		}
+		b.WriteString(strings.ReplaceAll(line, "@LINK@", h.Link))
+	}
+	return b.String()
+}
+
 // linkSubst fills in the SUT's interface name before handing an
 // ipqos.conf to the loader: the adapter block must name it and it is only
 // known once the test bed exists.
@@ -279,7 +335,7 @@ type linkSubst struct {
 }
 
 func (l *linkSubst) Apply(ctx context.Context, h *topo.Host) error {
-	a, err := l.load(strings.ReplaceAll(l.conf, "@LINK@", h.Link))
+	a, err := l.load(SubstQoS(l.conf, h))
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sluice/internal/bench/topo"
+	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ipnat"
+	"sluice/internal/rules/ipqos"
 )
 
 // fakeKernel records the nftables messages a batch sends, by type.
@@ -147,7 +151,9 @@ func TestSelect(t *testing.T) {
 		{"nft-stateless", "none,nft-stateless"},
 		{"nft-stateless,none", "none,nft-stateless"},
 		{"nft-nomatch-*", "none,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000"},
-		{"none,nftables", "none,nft-attach,nft-stateless,nft-stateful,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000,nft-dscp"},
+		{"none,nftables", "none,nft-attach,nft-stateless,nft-stateful,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000,nft-dscp," +
+			"nft-dscp-any,nft-dscp-nomatch,nft-masq,nft-dnat"},
+		{"reference", "none,tcx-floor"},
 	} {
 		cs, err := r.Select(tc.in)
 		if err != nil {
@@ -186,7 +192,7 @@ func TestSluiceUnavailable(t *testing.T) {
 	r = Builtin(Datapaths{QoS: func(string) (Applier, error) { return nil, nil }})
 	for _, n := range r.Names() {
 		c, _ := r.Get(n)
-		if want := c.Family != Sluice || c.Suite == SuiteQoS; c.Available() != want {
+		if want := c.Family == NFTables || c.Family == Baseline || c.Family == Sluice && c.Suite == SuiteQoS; c.Available() != want {
 			t.Errorf("%s: Available %v with only the QoS datapath, want %v", n, c.Available(), want)
 		}
 	}
@@ -255,5 +261,54 @@ func TestSuites(t *testing.T) {
 	c, _ := r.Get("nft-dscp")
 	if !strings.Contains(c.Rules, "ip dscp set 10") {
 		t.Errorf("nft-dscp does not mark:\n%s", c.Rules)
+	}
+}
+
+// TestSubstQoS: @LINK@ and @SPEED@ are filled in for the host; on an
+// unshaped link the speed line goes and the interface's speed applies.
+func TestSubstQoS(t *testing.T) {
+	conf := QoSMax(DSCPMark, 50)
+	got := SubstQoS(conf, &topo.Host{Link: "veth9", Speed: 100_000_000})
+	if !strings.Contains(got, "adapter veth9 {\n    speed 100000000\n") || strings.Contains(got, "@") {
+		t.Errorf("shaped:\n%s", got)
+	}
+	got = SubstQoS(conf, &topo.Host{Link: "veth9"})
+	if strings.Contains(got, "speed") || strings.Contains(got, "@") || !strings.Contains(got, "max 50%") {
+		t.Errorf("unshaped:\n%s", got)
+	}
+	for _, c := range []string{QoSMarkAny(DSCPMark), QoSNoMatch(DSCPMark), QoSMax(DSCPMark, 50), NATMasq(), NATRdr()} {
+		if !strings.Contains(c, "@LINK@") && !strings.Contains(c, "@OUT@") && !strings.Contains(c, "@IN@") {
+			t.Errorf("configuration names no interface:\n%s", c)
+		}
+	}
+}
+
+// TestBuiltinRuleTexts: every Sluice configuration's rule text parses
+// with the real parsers once filled in for a host, so none is skipped
+// for a typo at run time.
+func TestBuiltinRuleTexts(t *testing.T) {
+	r := Builtin(Datapaths{})
+	h := &topo.Host{Link: "veth0", Inside: "veth1", Speed: 1_000_000_000}
+	for _, n := range r.Names() {
+		c, _ := r.Get(n)
+		if c.Family != Sluice {
+			continue
+		}
+		var err error
+		switch c.Suite {
+		case SuiteQoS:
+			_, err = ipqos.Parse(n, []byte(SubstQoS(c.Rules, h)))
+		case SuiteNAT:
+			text := strings.NewReplacer("@IN@", h.Inside, "@OUT@", h.Link).Replace(c.Rules)
+			var msgs strings.Builder
+			if _, perr := ipnat.Parse(n, text, &msgs); perr != nil {
+				err = fmt.Errorf("%v: %s", perr, msgs.String())
+			}
+		case SuiteIPF:
+			_, err = ipf.Parse(n, []byte(c.Rules), ipf.ParseOptions{})
+		}
+		if err != nil {
+			t.Errorf("%s: %v\n%s", n, err, c.Rules)
+		}
 	}
 }

@@ -53,6 +53,60 @@ func IPFNoMatch(n int) string {
 	return b.String()
 }
 
+// QoSMax returns the marking configuration with its policy capped at
+// pct % of the adapter's speed, which the adapter declares as @SPEED@
+// (the `speed` extension; config.SubstQoS fills in the link profile's
+// rate). On an unshaped link the interface's reported speed applies.
+func QoSMax(dscp, pct int) string {
+	return fmt.Sprintf(`filter tcp_all {
+    protocol 6
+}
+policy mark_tcp {
+    uses tcp_all
+    dscp %d
+    max %d%%
+}
+adapter @LINK@ {
+    speed @SPEED@
+    uses mark_tcp
+}
+`, dscp, pct)
+}
+
+// QoSMarkAny returns a configuration whose one filter matches every
+// IPv4 packet (UDP and fragments included), marked DSCP dscp.
+func QoSMarkAny(dscp int) string {
+	return fmt.Sprintf(`filter ipv4_all {
+    netproto 0x800
+}
+policy mark_all {
+    uses ipv4_all
+    dscp %d
+}
+adapter @LINK@ {
+    uses mark_all
+}
+`, dscp)
+}
+
+// QoSNoMatch returns a configuration whose filter matches only packets
+// to 198.18.0.1, an address the test bed never uses: every packet is
+// classified and none is marked (the IPQoS paper's "filters that do not
+// match").
+func QoSNoMatch(dscp int) string {
+	return fmt.Sprintf(`filter nomatch {
+    dstaddr 198.18.0.1
+}
+policy mark_none {
+    uses nomatch
+    dscp %d
+}
+adapter @LINK@ {
+    uses mark_none
+}
+`, dscp)
+}
+
 // QoSMarkTCP returns the IPQoS white paper's configuration: one filter
 // matching every TCP packet and one policy rewriting its DSCP, on the
 // SUT's adapter (@LINK@).

@@ -37,6 +37,20 @@ type NFTSpec struct {
 	// (in a postrouting chain).
 	Mark bool
 	DSCP int
+	// MarkAny marks every outgoing IPv4 packet, not only TCP; MarkNoMatch
+	// marks only packets to an address the test bed never uses
+	// (198.18.0.1), so every packet is tested and none matches.
+	MarkAny, MarkNoMatch bool
+}
+
+func (s NFTSpec) markMatch() string {
+	switch {
+	case s.MarkNoMatch:
+		return "meta nfproto ipv4 ip daddr 198.18.0.1"
+	case s.MarkAny:
+		return "meta nfproto ipv4"
+	}
+	return "meta nfproto ipv4 meta l4proto tcp"
 }
 
 // String renders the rule set in nft syntax, with the non-matching
@@ -67,7 +81,7 @@ func (s NFTSpec) String() string {
 		b.WriteString("  }\n")
 	}
 	if s.Mark {
-		fmt.Fprintf(&b, "  chain postrouting {\n    type filter hook postrouting priority filter; policy accept;\n    meta nfproto ipv4 meta l4proto tcp ip dscp set %d\n  }\n", s.DSCP)
+		fmt.Fprintf(&b, "  chain postrouting {\n    type filter hook postrouting priority filter; policy accept;\n    %s ip dscp set %d\n  }\n", s.markMatch(), s.DSCP)
 	}
 	b.WriteString("}\n")
 	return b.String()
@@ -225,7 +239,15 @@ func (n *NFT) build(c *nftables.Conn) error {
 			Name: "postrouting", Table: t, Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityFilter, Policy: &accept,
 		})
-		ex := append(nfproto(unix.NFPROTO_IPV4), l4proto(unix.IPPROTO_TCP)...)
+		var ex []expr.Any
+		switch {
+		case s.MarkNoMatch:
+			ex = ipv4Addr(16, noMatchAddr(1))
+		case s.MarkAny:
+			ex = nfproto(unix.NFPROTO_IPV4)
+		default:
+			ex = append(nfproto(unix.NFPROTO_IPV4), l4proto(unix.IPPROTO_TCP)...)
+		}
 		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(ex, dscpSet(byte(s.DSCP))...)})
 	}
 	if ferr != nil {

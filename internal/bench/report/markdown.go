@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sluice/internal/bench/result"
+	"sluice/internal/bench/stats"
 )
 
 // Options adjust the outputs.
@@ -67,13 +68,25 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 	fmt.Fprintf(&b, "| Started | %s |\n", r.Start.UTC().Format(time.RFC3339))
 	fmt.Fprintf(&b, "| Kernel | %s |\n", r.Kernel)
 	fmt.Fprintf(&b, "| CPU | %s × %d |\n", r.CPUModel, r.NumCPU)
-	fmt.Fprintf(&b, "| Traffic generator | %s |\n", r.Runner)
+	gen := r.Generator
+	if gen == "" {
+		gen = r.Runner
+	}
+	fmt.Fprintf(&b, "| Traffic generator (which netperf measured) | %s |\n", oneLine(gen))
 	fmt.Fprintf(&b, "| Mode | %s: %d repetitions of %v per test, %v warm-up after each apply, configurations interleaved |\n",
 		r.Mode, r.Reps, r.Duration, r.Warmup)
-	fmt.Fprintf(&b, "| Test bed | %s |\n", r.Topology)
+	fmt.Fprintf(&b, "| Test bed | %s |\n", oneLine(r.Topology))
+	if links := linkProfiles(r.Tests); links != "" {
+		fmt.Fprintf(&b, "| Link profiles | %s |\n", links)
+	}
+	fmt.Fprintf(&b, "| Load before the run | %s |\n", loadText(r.LoadBefore, false))
+	fmt.Fprintf(&b, "| Load during the run | %s |\n", loadText(m.LoadDuring, true))
 	fmt.Fprintf(&b, "| Repetitions measured | %d (%d failed) |\n\n", m.Reps, len(m.Failures))
 	if m.Interrupted {
 		b.WriteString("> **The run was interrupted**: the tables show what was measured before it stopped.\n\n")
+	}
+	for _, w := range m.Warnings() {
+		fmt.Fprintf(&b, "> **Warning**: %s\n\n", w)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "- %s\n", n)
@@ -85,9 +98,13 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 	if o.CI {
 		b.WriteString(", ± the 95 % confidence interval of the mean")
 	}
-	b.WriteString("; Δ is the change of the median against `none` measured in the same run.\n\n")
+	b.WriteString("; Δ is the change of the median against `none` measured in the same run, with its 95 % confidence interval " +
+		"from the repetitions (percentile bootstrap of both samples' medians, " + fmt.Sprint(stats.BootstrapResamples) + " resamples) in brackets; " +
+		"*within noise* (≈ in the summaries) marks a Δ whose interval includes 0.\n\n")
 
 	writeSummary(&b, m)
+	writePapers(&b, m)
+	writeBPF(&b, m)
 
 	b.WriteString("## Configurations\n\n| Name | Family | Description |\n|---|---|---|\n")
 	for _, c := range r.Configs {
@@ -96,9 +113,13 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 	b.WriteString("\n")
 
 	b.WriteString("## Tests\n\nDirections are relative to the SUT; the SUT's CPU and service demand are netperf's local figures where the client ran on the SUT and its remote ones where it ran on the peer.\n\n")
-	b.WriteString("| Test | netperf | Client on | netserver on | Direction |\n|---|---|---|---|---|\n")
+	b.WriteString("| Test | netperf test run | Client on | netserver on | Direction | Link |\n|---|---|---|---|---|---|\n")
 	for _, t := range r.Tests {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", oneLine(t.ID), t.Name, hostName(t.ClientHost()), hostName(t.ServerHost()), t.Direction())
+		link := t.Link
+		if link == "" {
+			link = "veth"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", oneLine(t.ID), t.NetperfTest(), hostName(t.ClientHost()), hostName(t.ServerHost()), t.Direction(), link)
 	}
 	b.WriteString("\n")
 
@@ -134,7 +155,7 @@ func WriteMarkdown(w io.Writer, m *Model, o Options) error {
 					}
 					fmt.Fprintf(&b, " %s |", cell[k].text(o.CI))
 					if c != "none" {
-						fmt.Fprintf(&b, " %s |", pct(cell[k].Diff))
+						fmt.Fprintf(&b, " %s |", deltaCI(cell[k]))
 					}
 				}
 				b.WriteString("\n")
@@ -178,7 +199,9 @@ func writeSummary(b *strings.Builder, m *Model) {
 	if !have {
 		return
 	}
-	b.WriteString("## Summary\n\nRow `none`: median rate (10^6bits/s for streams, Trans/s for RR). Other rows: change of the median rate against `none`, in parentheses the change of the SUT's service demand (lower is cheaper), in %.\n\n")
+	b.WriteString("## Summary\n\nRow `none`: median rate (10^6bits/s for streams, Trans/s for RR). Other rows: change of the median rate against `none` " +
+		"with its 95 % confidence interval, in parentheses the change of the SUT's service demand (lower is cheaper), in %; " +
+		"≈ marks a change within noise (its interval includes 0).\n\n")
 	for _, s := range m.Suites {
 		if len(s.Configs) == 0 {
 			continue
@@ -200,13 +223,126 @@ func writeSummary(b *strings.Builder, m *Model) {
 				case c == "none":
 					fmt.Fprintf(b, " %s |", num(cell[Rate].Median))
 				default:
-					fmt.Fprintf(b, " %s (%s) |", pct(cell[Rate].Diff), pct(cell[SUTSD].Diff))
+					fmt.Fprintf(b, " %s (%s) |", compactCI(cell[Rate]), compactCI(cell[SUTSD]))
 				}
 			}
 			b.WriteString("\n")
 		}
 		b.WriteString("\n")
 	}
+}
+
+// compactCI is a Δ for the summary tables: "-13.5 [-18.0, -9.1]", with
+// "≈" in front when the interval includes 0.
+func compactCI(c Cell) string {
+	if math.IsNaN(c.Diff) {
+		return "—"
+	}
+	s := pctShort(c.Diff)
+	if c.DiffCI.Valid() {
+		s += " [" + pctShort(c.DiffCI.Lo) + ", " + pctShort(c.DiffCI.Hi) + "]"
+		if c.Noise() {
+			s = "≈" + s
+		}
+	}
+	return s
+}
+
+// linkProfiles lists the link profiles of the tests.
+func linkProfiles(ts []result.Test) string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range ts {
+		l := t.Link
+		if l == "" {
+			l = "veth (not shaped)"
+		}
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	if len(out) == 1 && out[0] == "veth (not shaped)" {
+		return ""
+	}
+	return strings.Join(out, ", ") + " (token-bucket shaping of both veth ends at the line rate; test IDs say @PROFILE)"
+}
+
+// loadText describes the machine's load.
+func loadText(l *result.Load, during bool) string {
+	if l == nil {
+		return "not recorded"
+	}
+	s := fmt.Sprintf("load average %.2f / %.2f / %.2f", l.Load1, l.Load5, l.Load15)
+	if during && l.MaxLoad1 > 0 {
+		s += fmt.Sprintf(" (1-min peak %.2f)", l.MaxLoad1)
+	}
+	if l.Interval > 0 {
+		s += fmt.Sprintf("; over %s: CPU busy %.1f %%, steal %.1f %%", time.Duration(l.Interval*float64(time.Second)).Round(time.Second), l.BusyPct, l.StealPct)
+	}
+	return s
+}
+
+// writeBPF writes the in-kernel cost table: per test and configuration
+// the ns per packet of the programs on the SUT's link, with the trivial
+// program's as the floor.
+func writeBPF(b *strings.Builder, m *Model) {
+	have := false
+	for _, s := range m.Suites {
+		have = have || len(s.BPF) > 0
+	}
+	if !have {
+		return
+	}
+	b.WriteString("## In-kernel cost per packet\n\n")
+	b.WriteString("The kernel's own BPF run-time statistics (on for the run, through a statistics fd: `run_time_ns / run_cnt` of the programs attached with TCX " +
+		"to the SUT's link, accumulated over each test), median [min–max] over the repetitions, in ns per packet; " +
+		"`tcx-floor` is a program that only returns TCX_NEXT, the floor of any attached program (the statistics' own cost included). " +
+		"Beside them the rate's and service demand's Δ of the same test, so the in-kernel cost and its effect read together.\n\n")
+	for _, s := range m.Suites {
+		if len(s.BPF) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "### %s\n\n| Test | Configuration | ingress ns/packet | egress ns/packet | packets/test (in, out) | Δ rate | Δ SUT service demand |\n|---|---|--:|--:|--:|--:|--:|\n", s.Title)
+		for _, t := range s.Tests {
+			for _, c := range s.Configs {
+				costs, ok := s.BPF[t.ID][c]
+				if !ok {
+					continue
+				}
+				var in, out BPFCost
+				for _, x := range costs {
+					if x.Hook == "ingress" {
+						in = x
+					} else {
+						out = x
+					}
+				}
+				cell := s.Cells[t.ID][c]
+				fmt.Fprintf(b, "| %s | %s | %s | %s | %s, %s | %s | %s |\n", oneLine(t.ID), c, costText(in), costText(out),
+					runsText(in), runsText(out), deltaCI(cell[Rate]), deltaCI(cell[SUTSD]))
+			}
+		}
+		b.WriteString("\n")
+	}
+}
+
+func runsText(c BPFCost) string {
+	if c.NsPerPkt.N == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", c.Runs)
+}
+
+func costText(c BPFCost) string {
+	if c.NsPerPkt.N == 0 {
+		return "—"
+	}
+	s := num(c.NsPerPkt.Median)
+	if c.NsPerPkt.N > 1 {
+		s += " [" + num(c.NsPerPkt.Min) + "–" + num(c.NsPerPkt.Max) + "]"
+	}
+	return s
 }
 
 func hostName(h string) string {

@@ -5,6 +5,7 @@
 package report
 
 import (
+	"fmt"
 	"math"
 	"sort"
 
@@ -88,6 +89,24 @@ type Cell struct {
 	// Diff is the change of the median against "none" in %, NaN when
 	// there is no baseline.
 	Diff float64
+	// DiffCI is the 95 % bootstrap confidence interval of Diff (NaN
+	// with fewer than two repetitions on either side).
+	DiffCI stats.Interval
+}
+
+// Noise reports whether the change is within noise: its confidence
+// interval includes 0.
+func (c Cell) Noise() bool { return c.DiffCI.Contains(0) }
+
+// BPFCost is the in-kernel cost of the programs attached to the SUT's
+// link under one configuration during one test: ns per packet (per
+// program run) per hook, median over the repetitions with its range.
+type BPFCost struct {
+	Hook     string // ingress or egress
+	Name     string // program name
+	NsPerPkt stats.Summary
+	// Runs is the median number of program runs per repetition.
+	Runs float64
 }
 
 // Suite is one paper's part of the report.
@@ -98,6 +117,8 @@ type Suite struct {
 	Configs []string // with data, "none" first
 	// Cells[test ID][config][metric]
 	Cells map[string]map[string][numMetrics]Cell
+	// BPF[test ID][config] is the in-kernel cost, where recorded.
+	BPF map[string]map[string][]BPFCost
 }
 
 // Model is everything the outputs show.
@@ -108,22 +129,68 @@ type Model struct {
 	Failures    []result.Rep // repetitions with an error
 	Interrupted bool         // no end record, or the end says so
 	Reps        int          // good repetitions in total
+	// LoadDuring is the machine's load over the run (nil if the run
+	// did not end or did not record it).
+	LoadDuring *result.Load
+}
+
+// Busy thresholds: a machine whose 1-minute load average exceeds
+// half its CPUs before the run, whose CPUs were more than a fifth busy
+// before it, or whose hypervisor stole more than 2 % of CPU time, was
+// not quiet; during the run the bench's own two ends load every CPU, so
+// only a load beyond one more than the CPUs counts there.
+const (
+	busyLoadBefore = 0.5
+	busyCPUBefore  = 20.0
+	busySteal      = 2.0
+)
+
+// Warnings says when the machine was busy before or during the run, so
+// the numbers are noisier than they should be.
+func (m *Model) Warnings() []string {
+	var w []string
+	n := float64(max(m.Run.NumCPU, 1))
+	if l := m.Run.LoadBefore; l != nil {
+		if l.Load1 > busyLoadBefore*n || l.BusyPct > busyCPUBefore {
+			w = append(w, fmt.Sprintf("the machine was busy before the run (1-minute load %.2f on %d CPUs, %.0f %% busy): other work shares the CPUs with the measurement", l.Load1, m.Run.NumCPU, l.BusyPct))
+		}
+		if l.StealPct > busySteal {
+			w = append(w, fmt.Sprintf("the hypervisor stole %.1f %% of CPU time before the run", l.StealPct))
+		}
+	}
+	if l := m.LoadDuring; l != nil {
+		if l.MaxLoad1 > n+1 {
+			w = append(w, fmt.Sprintf("the 1-minute load reached %.2f during the run on %d CPUs: other work competed with the measurement", l.MaxLoad1, m.Run.NumCPU))
+		}
+		if l.StealPct > busySteal {
+			w = append(w, fmt.Sprintf("the hypervisor stole %.1f %% of CPU time during the run", l.StealPct))
+		}
+	}
+	return w
 }
 
 var suiteTitles = map[string]string{
 	"ipf": "IPFilter white paper: filtering overhead",
-	"qos": "IPQoS white paper: DSCP marking, TCP_STREAM send-size sweep",
+	"qos": "IPQoS white paper: DSCP marking, TCP_STREAM send-size sweep and further tests",
+	"nat": "NAT on a gateway: client — SUT (forwarding) — server",
 }
 
 // Build computes the Model of a results set.
 func Build(set *result.Set) *Model {
 	m := &Model{Run: set.Run, Skips: set.Skips, Interrupted: set.End == nil || set.End.Interrupted}
+	if set.End != nil {
+		m.LoadDuring = set.End.LoadDuring
+	}
 	tests := map[string]result.Test{}
 	for _, t := range set.Run.Tests {
 		tests[t.ID] = t
 	}
 	// Values per test, config, metric.
 	vals := map[string]map[string][numMetrics][]float64{}
+	type hookKey struct{ test, config, hook, name string }
+	bpfNs := map[hookKey][]float64{}
+	bpfRuns := map[hookKey][]float64{}
+	var hookOrder []hookKey
 	for _, r := range set.Reps {
 		if r.Rep < 1 {
 			continue
@@ -141,6 +208,30 @@ func Build(set *result.Set) *Model {
 			v[k] = append(v[k], k.value(r, tests[r.Test]))
 		}
 		vals[r.Test][r.Config] = v
+		// Per hook: the programs of one hook are summed (one per hook
+		// in practice).
+		per := map[string]*result.ProgStat{}
+		for _, p := range r.BPF {
+			if q, ok := per[p.Hook]; ok {
+				q.RunNs += p.RunNs
+				q.RunCnt += p.RunCnt
+				continue
+			}
+			p := p
+			per[p.Hook] = &p
+		}
+		for _, hook := range []string{"ingress", "egress"} {
+			p, ok := per[hook]
+			if !ok {
+				continue
+			}
+			k := hookKey{r.Test, r.Config, hook, p.Name}
+			if _, seen := bpfNs[k]; !seen {
+				hookOrder = append(hookOrder, k)
+			}
+			bpfNs[k] = append(bpfNs[k], p.NsPerRun())
+			bpfRuns[k] = append(bpfRuns[k], float64(p.RunCnt))
+		}
 	}
 	var suites []string
 	seen := map[string]bool{}
@@ -151,7 +242,7 @@ func Build(set *result.Set) *Model {
 		}
 	}
 	for _, name := range suites {
-		s := Suite{Name: name, Title: suiteTitles[name], Cells: map[string]map[string][numMetrics]Cell{}}
+		s := Suite{Name: name, Title: suiteTitles[name], Cells: map[string]map[string][numMetrics]Cell{}, BPF: map[string]map[string][]BPFCost{}}
 		if s.Title == "" {
 			s.Title = name
 		}
@@ -174,11 +265,25 @@ func Build(set *result.Set) *Model {
 				for cfg, c := range cells {
 					for k := range c {
 						c[k].Diff = stats.PctDiff(c[k].Median, base[k].Median)
+						c[k].DiffCI = stats.Interval{Lo: math.NaN(), Hi: math.NaN()}
+						if cfg != "none" {
+							c[k].DiffCI = stats.DiffCI(vals[t.ID][cfg][k], vals[t.ID]["none"][k])
+						}
 					}
 					cells[cfg] = c
 				}
 			}
 			s.Cells[t.ID] = cells
+			for _, k := range hookOrder {
+				if k.test != t.ID {
+					continue
+				}
+				if s.BPF[t.ID] == nil {
+					s.BPF[t.ID] = map[string][]BPFCost{}
+				}
+				s.BPF[t.ID][k.config] = append(s.BPF[t.ID][k.config], BPFCost{Hook: k.hook, Name: k.name,
+					NsPerPkt: stats.Summarize(bpfNs[k]), Runs: stats.Summarize(bpfRuns[k]).Median})
+			}
 		}
 		for _, c := range set.Run.Configs {
 			if hasData[c.Name] {

@@ -18,12 +18,18 @@ func WriteSummary(w io.Writer, m *Model) error {
 		b.WriteString(" (INTERRUPTED)")
 	}
 	b.WriteString("\n")
+	if r.Generator != "" {
+		fmt.Fprintf(&b, "measured by: %s\n", r.Generator)
+	}
+	for _, w := range m.Warnings() {
+		fmt.Fprintf(&b, "WARNING: %s\n", w)
+	}
 	for _, s := range m.Suites {
 		if len(s.Configs) == 0 {
 			continue
 		}
 		fmt.Fprintf(&b, "\n%s\n", s.Title)
-		const w0, w = 26, 15
+		const w0, w = 38, 16
 		fmt.Fprintf(&b, "%-*s", w0, "")
 		for _, c := range s.Configs {
 			fmt.Fprintf(&b, " %*s", w, trunc(c, w))
@@ -44,14 +50,17 @@ func WriteSummary(w io.Writer, m *Model) error {
 					}
 					txt = num(cell[Rate].Median) + unit
 				default:
-					txt = shortPct(cell[Rate].Diff) + " (" + shortPct(cell[SUTSD].Diff) + ")"
+					txt = noisePct(cell[Rate]) + " (" + noisePct(cell[SUTSD]) + ")"
 				}
 				fmt.Fprintf(&b, " %*s", w, txt)
 			}
 			b.WriteString("\n")
 		}
 	}
-	b.WriteString("\nvs none: Δrate% (ΔSUT service demand%), medians; inbound/outbound relative to the SUT.")
+	b.WriteString("\nvs none: Δrate% (ΔSUT service demand%), medians; ≈ within noise (the 95 % CI of the repetitions includes 0); inbound/outbound relative to the SUT.")
+	if r.Reps < 2 {
+		b.WriteString(" One repetition: no confidence interval, so no Δ can be told from noise.")
+	}
 	if len(m.Skips) > 0 {
 		var names []string
 		for _, s := range m.Skips {
@@ -65,6 +74,15 @@ func WriteSummary(w io.Writer, m *Model) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// noisePct is a Δ with "≈" in front when it is within noise.
+func noisePct(c Cell) string {
+	s := shortPct(c.Diff)
+	if c.Noise() {
+		s = "≈" + s
+	}
+	return s
 }
 
 func shortPct(v float64) string {

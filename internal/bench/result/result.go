@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -19,20 +20,28 @@ import (
 )
 
 // Version of the format. Version 2 added Test.Client (before it, the
-// netperf client always ran on the system under test); Read accepts 1
-// and 2 and rejects others.
-const Version = 2
+// netperf client always ran on the system under test); version 3 added
+// link profiles (Test.Link, Test.Netperf), the machine's load
+// (Run.LoadBefore, EndInfo.LoadDuring), the traffic generator's
+// identity (Run.Generator) and the in-kernel cost of eBPF programs
+// (Rep.BPF). Read accepts 1 to 3 and rejects others.
+const Version = 3
 
-// Hosts a netperf client can run on (Test.Client).
+// Hosts a netperf client can run on (Test.Client). Client is the
+// client namespace of the gateway topology, whose tests cross the SUT.
 const (
-	SUT  = "sut"
-	Peer = "peer"
+	SUT    = "sut"
+	Peer   = "peer"
+	Client = "client"
 )
 
 // Directions of a test relative to the system under test.
 const (
 	Inbound  = "inbound"
 	Outbound = "outbound"
+	// Forwarded tests cross the SUT (a gateway) from a client to a
+	// server.
+	Forwarded = "forwarded"
 )
 
 // Kinds of records.
@@ -68,8 +77,13 @@ type Run struct {
 	Duration time.Duration `json:"duration_ns"`
 	Reps     int           `json:"reps"`
 	Warmup   time.Duration `json:"warmup_ns"`
+	// Generator says which netperf measured: the in-process Go netperf
+	// library or external binaries (paths and their version line).
+	Generator string `json:"generator,omitempty"`
 	// Topology options as text (MTU, offloads, CPUs, remote).
 	Topology string `json:"topology"`
+	// LoadBefore is the machine's load just before the run.
+	LoadBefore *Load `json:"load_before,omitempty"`
 	// Directions of the test names relative to the system under test.
 	Notes   []string `json:"notes,omitempty"`
 	Configs []Config `json:"configs"`
@@ -95,6 +109,21 @@ type Test struct {
 	// Client is the host the netperf client runs on (SUT or Peer); the
 	// netserver runs on the other. Empty means SUT (version 1).
 	Client string `json:"client,omitempty"`
+	// Link is the link profile the test ran over ("100BaseT", "1GigE",
+	// "10GigE"); empty for the unshaped veth (version 3).
+	Link string `json:"link,omitempty"`
+	// Netperf is the netperf test that was run when it differs from
+	// Name: a remote peer runs only netserver, so an inbound
+	// TCP_STREAM is measured as a TCP_MAERTS from the SUT (version 3).
+	Netperf string `json:"netperf,omitempty"`
+}
+
+// NetperfTest returns the netperf test to run.
+func (t Test) NetperfTest() string {
+	if t.Netperf != "" {
+		return t.Netperf
+	}
+	return t.Name
 }
 
 // ClientHost returns where the netperf client runs: SUT or Peer.
@@ -107,6 +136,9 @@ func (t Test) ClientHost() string {
 
 // ServerHost returns where netserver runs: the other host.
 func (t Test) ServerHost() string {
+	if t.ClientHost() == Client {
+		return "server"
+	}
 	if t.ClientHost() == SUT {
 		return Peer
 	}
@@ -119,7 +151,10 @@ func (t Test) ServerHost() string {
 // the connections and requests come from (Inbound: they arrive at the
 // SUT).
 func (t Test) Direction() string {
-	fromClient := !strings.HasSuffix(t.Name, "_MAERTS")
+	if t.ClientHost() == Client {
+		return Forwarded
+	}
+	fromClient := !strings.HasSuffix(t.NetperfTest(), "_MAERTS")
 	if fromClient == (t.ClientHost() == Peer) {
 		return Inbound
 	}
@@ -148,6 +183,45 @@ type Rep struct {
 	LocalSD        float64 `json:"local_sd"`       // us/KB or us/Tr
 	RemoteSD       float64 `json:"remote_sd"`
 	Error          string  `json:"error,omitempty"`
+	// BPF is the kernel's run-time statistics of the eBPF programs
+	// attached to the SUT's link, accumulated over this test (kernel
+	// BPF statistics are on during the run).
+	BPF []ProgStat `json:"bpf,omitempty"`
+}
+
+// ProgStat is the in-kernel cost of one eBPF program over one test:
+// deltas of the kernel's run_time_ns and run_cnt.
+type ProgStat struct {
+	Hook   string `json:"hook"` // "ingress" or "egress" (TCX)
+	Name   string `json:"name"` // the program's name
+	ID     uint32 `json:"id"`
+	RunNs  uint64 `json:"run_ns"`
+	RunCnt uint64 `json:"run_cnt"`
+}
+
+// NsPerRun returns the mean in-kernel time per run (per packet), NaN
+// when the program did not run.
+func (p ProgStat) NsPerRun() float64 {
+	if p.RunCnt == 0 {
+		return math.NaN()
+	}
+	return float64(p.RunNs) / float64(p.RunCnt)
+}
+
+// Load describes how busy the machine was: the load averages at a
+// moment and, over an interval, the share of CPU time the hypervisor
+// stole and the share that was not idle (every CPU together, in %).
+type Load struct {
+	Time     time.Time `json:"time"`
+	Load1    float64   `json:"load1"`
+	Load5    float64   `json:"load5"`
+	Load15   float64   `json:"load15"`
+	Interval float64   `json:"interval_s"` // length of the steal/busy window
+	StealPct float64   `json:"steal_pct"`
+	BusyPct  float64   `json:"busy_pct"`
+	// MaxLoad1 is the highest 1-minute load average sampled during a
+	// run (LoadDuring only).
+	MaxLoad1 float64 `json:"max_load1,omitempty"`
 }
 
 // Skip records a configuration that could not run, and why.
@@ -161,6 +235,9 @@ type EndInfo struct {
 	Time        time.Time `json:"time"`
 	Interrupted bool      `json:"interrupted,omitempty"`
 	Error       string    `json:"error,omitempty"`
+	// LoadDuring is the machine's load over the run (steal and busy
+	// shares over the whole run, load averages at the end).
+	LoadDuring *Load `json:"load_during,omitempty"`
 }
 
 // Writer appends records to a stream; safe for concurrent use.

@@ -107,6 +107,11 @@ func (n *Netperf) Close() error {
 // Name implements Generator.
 func (n *Netperf) Name() string { return "netperf" }
 
+// Describe says which netperf measured.
+func (n *Netperf) Describe() string {
+	return "in-process Go netperf (internal/netperf: netperf 2.7's control protocol and tests, CPU from /proc/stat)"
+}
+
 // Run implements Generator.
 func (n *Netperf) Run(ctx context.Context, t result.Test, d time.Duration) (Measurement, error) {
 	client, server := n.SUT, n.Peer
@@ -120,7 +125,7 @@ func (n *Netperf) Run(ctx context.Context, t result.Test, d time.Duration) (Meas
 	// given 0 falls back to its default of 10 s), so round.
 	d = max(time.Second, d.Round(time.Second))
 	cfg := netperf.Config{
-		Test:      t.Name,
+		Test:      t.NetperfTest(),
 		Host:      server.Server.Addr().String(),
 		Port:      int(server.Server.Port()),
 		Duration:  d,
@@ -144,4 +149,34 @@ func (n *Netperf) Run(ctx context.Context, t result.Test, d time.Duration) (Meas
 		LocalSD:        r.LocalSD,
 		RemoteSD:       r.RemoteSD,
 	}, nil
+}
+
+// NewGatewayNetperf makes the generator of the gateway topology: an
+// in-process netserver in the server's namespace, listening on every
+// address (the client dials topo.ServiceAddr, which reaches the server
+// as itself or translated to topo.ServerAddr), and clients in the
+// client's namespace. Tests of the NAT suite run their client there
+// (result.Client).
+func NewGatewayNetperf(gw *topo.Gateway) (*Netperf, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Netperf{cancel: cancel, errs: make(chan error, 1)}
+	srvHost := gw.Host(topo.GWServer)
+	srv, err := netperf.NewServerNS("0.0.0.0:0", srvHost.NetNS)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("netperf: starting netserver in the server namespace: %w", err), n.Close())
+	}
+	n.srvs = append(n.srvs, srv)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := srv.Serve(ctx); err != nil && ctx.Err() == nil {
+			n.errs <- fmt.Errorf("netperf: netserver on the server: %w", err)
+		}
+	}()
+	port := uint16(srv.Addr().(*net.TCPAddr).Port)
+	// A client-side test picks n.SUT as the client's end (its Client is
+	// neither the peer nor the SUT) and n.Peer as the server's.
+	n.SUT = Endpoint{NetNS: gw.Host(topo.GWClient).NetNS}
+	n.Peer = Endpoint{NetNS: srvHost.NetNS, Server: netip.AddrPortFrom(topo.ServiceAddr, port)}
+	return n, nil
 }

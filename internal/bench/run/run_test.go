@@ -137,8 +137,21 @@ func TestExecuteInterleaves(t *testing.T) {
 	if set.End == nil || set.End.Interrupted {
 		t.Errorf("end: %+v", set.End)
 	}
-	if len(prog) != 8 || prog[7].Done != 8 || prog[7].Total != 8 {
-		t.Errorf("progress: %d calls, last %+v", len(prog), prog[len(prog)-1])
+	// Every test reports progress, and so does every skip (so the
+	// command can say at once why a configuration is left out).
+	var tests, skips []Progress
+	for _, p := range prog {
+		if p.Skipped {
+			skips = append(skips, p)
+		} else {
+			tests = append(tests, p)
+		}
+	}
+	if len(tests) != 8 || tests[7].Done != 8 || tests[7].Total != 8 {
+		t.Errorf("progress: %d test calls, last %+v", len(tests), tests[len(tests)-1])
+	}
+	if len(skips) != 2 || skips[0].Config != "sl" || skips[1].Config != "broken" || skips[1].Err == nil {
+		t.Errorf("skip progress: %+v", skips)
 	}
 }
 
@@ -230,8 +243,8 @@ func TestMatrices(t *testing.T) {
 	}
 	p := Plan{Configs: cs, Tests: q.Tests, Reps: q.Reps, Duration: q.Duration}
 	secs := float64(p.Total())*q.Duration.Seconds() + float64(len(cs)*q.Reps)*q.Warmup.Seconds()
-	if secs > 200 {
-		t.Errorf("quick preset measures for %.0f s, want at most 200", secs)
+	if secs > 240 {
+		t.Errorf("quick preset measures for %.0f s, want at most 240", secs)
 	}
 }
 
@@ -259,7 +272,8 @@ func TestRoles(t *testing.T) {
 }
 
 // TestFromSUT: with a remote peer every client moves to the SUT; streams
-// keep their direction by swapping STREAM and MAERTS, RR tests turn
+// keep their direction, and their ID, by running the other netperf test
+// (STREAM and MAERTS swap, Netperf says which ran), RR tests turn
 // outbound and say so.
 func TestFromSUT(t *testing.T) {
 	all := append(IPFTests(), QoSTests([]int{32})...)
@@ -277,9 +291,20 @@ func TestFromSUT(t *testing.T) {
 			t.Errorf("%s: sizes or suite changed: %+v from %+v", tc.ID, tc, all[i])
 		}
 	}
-	want := "TCP_MAERTS 64K inbound,TCP_MAERTS 8K inbound,TCP_MAERTS 1K inbound,TCP_STREAM 64K outbound,TCP_STREAM 8K outbound," +
-		"TCP_STREAM 1K outbound,TCP_RR 1/1 outbound,TCP_CRR 1/1 outbound,TCP_STREAM m=32 outbound"
+	want := "TCP_STREAM 64K inbound,TCP_STREAM 8K inbound,TCP_STREAM 1K inbound,TCP_MAERTS 64K outbound,TCP_MAERTS 8K outbound," +
+		"TCP_MAERTS 1K outbound,TCP_RR 1/1 outbound,TCP_CRR 1/1 outbound,TCP_STREAM m=32 outbound"
 	if strings.Join(ids, ",") != want {
 		t.Errorf("got %s\nwant %s", strings.Join(ids, ","), want)
+	}
+	var runs []string
+	for _, tc := range got {
+		runs = append(runs, tc.NetperfTest())
+	}
+	if want := "TCP_MAERTS,TCP_MAERTS,TCP_MAERTS,TCP_STREAM,TCP_STREAM,TCP_STREAM,TCP_RR,TCP_CRR,TCP_STREAM"; strings.Join(runs, ",") != want {
+		t.Errorf("netperf tests run: %s, want %s", strings.Join(runs, ","), want)
+	}
+	// A shaped test keeps its profile.
+	if g := FromSUT([]result.Test{At(IPFTests()[0], topo.GigE)}); g[0].ID != "TCP_STREAM 64K inbound @1GigE" || g[0].Link != "1GigE" {
+		t.Errorf("shaped: %+v", g[0])
 	}
 }

@@ -105,18 +105,30 @@ type Host struct {
 	// Index its ifindex inside NetNS.
 	Link  string
 	Index int
+	// Inside is, on the gateway of the gateway topology, the interface
+	// towards the client (Link is the one towards the server); empty
+	// elsewhere.
+	Inside string
+	// Speed is the line rate in bits/s of the link profile the
+	// configuration is applied for (0: not shaped); the runner sets it
+	// on the copy it hands to Apply.
+	Speed uint64
 	// Addr and Addr6 are the host's own IPv4 and IPv6 addresses,
 	// PeerAddr and PeerAddr6 those of the other end.
 	Addr, Addr6         netip.Addr
 	PeerAddr, PeerAddr6 netip.Addr
 
 	topo *Topo
+	do   func(func() error) error // hosts of a Gateway
 }
 
 // Do runs fn on an OS thread that is inside the host's namespace.
 // Goroutines started by fn do not inherit the namespace, but sockets
 // opened by fn stay in it.
 func (h *Host) Do(fn func() error) error {
+	if h.do != nil {
+		return h.do(fn)
+	}
 	if h.topo == nil {
 		return errors.New("topo: host is not part of a test bed")
 	}
@@ -143,3 +155,29 @@ var ErrNotSupported = errors.New("topo: not supported on this system")
 // ErrRemote is returned by Do(Peer, …) in remote mode: the peer is
 // another machine.
 var ErrRemote = errors.New("topo: peer is a remote machine")
+
+// Addresses of the gateway topology (client — gateway — server). The
+// client dials ServiceAddr, which the server holds on its loopback and
+// the gateway routes to it, so the same test reaches the server whether
+// a configuration forwards it, masquerades it or redirects it (dnat/rdr
+// of ServiceAddr to ServerAddr).
+var (
+	GWClientNet  = netip.MustParseAddr("10.232.1.0")
+	ClientAddr   = netip.MustParseAddr("10.232.1.2")
+	GWInsideAddr = netip.MustParseAddr("10.232.1.1")
+	GWOutAddr    = netip.MustParseAddr("10.232.2.1")
+	ServerAddr   = netip.MustParseAddr("10.232.2.2")
+	ServiceAddr  = netip.MustParseAddr("10.232.9.9")
+)
+
+// GWRole names a namespace of the gateway topology.
+type GWRole int
+
+// The gateway topology's hosts: the netperf client, the gateway (the
+// system under test, forwarding between its two links) and the server
+// running netserver.
+const (
+	GWClient GWRole = iota
+	GWGateway
+	GWServer
+)

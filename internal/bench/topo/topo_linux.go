@@ -299,9 +299,14 @@ func (t *Topo) Do(r Role, fn func() error) error {
 	if t.remote && r == Peer {
 		return ErrRemote
 	}
-	target := t.ns[r]
+	return doIn(t.ns[r], r.String(), fn)
+}
+
+// doIn runs fn on an OS thread inside the namespace target (named what
+// for errors).
+func doIn(target netns.NsHandle, what string, fn func() error) error {
 	if !target.IsOpen() {
-		return fmt.Errorf("topo: %s namespace is closed", r)
+		return fmt.Errorf("topo: %s namespace is closed", what)
 	}
 	runtime.LockOSThread()
 	orig, err := netns.Get()
@@ -312,7 +317,7 @@ func (t *Topo) Do(r Role, fn func() error) error {
 	defer orig.Close()
 	if err := netns.Set(target); err != nil {
 		runtime.UnlockOSThread()
-		return fmt.Errorf("topo: entering %s namespace: %w", r, err)
+		return fmt.Errorf("topo: entering %s namespace: %w", what, err)
 	}
 	restored := false
 	defer func() {
@@ -323,7 +328,7 @@ func (t *Topo) Do(r Role, fn func() error) error {
 	}()
 	ferr := fn()
 	if err := netns.Set(orig); err != nil {
-		return errors.Join(ferr, fmt.Errorf("topo: leaving %s namespace: %w", r, err))
+		return errors.Join(ferr, fmt.Errorf("topo: leaving %s namespace: %w", what, err))
 	}
 	restored = true
 	return ferr

@@ -75,8 +75,35 @@ type run struct {
 	ifAddrs   map[string]netip.Addr
 }
 
-// Main runs ipftest and returns its exit status.
+// Usage is ipftest's complete usage text (ipftest -h).
+const Usage = `usage: ipftest [-6bCdDoRvx] [-F text|hex] [-i file] [-I if] [-l logfile] [-N ipnat] [-P ippool] [-r ipf] [-S ip] [-T tunables]
+  -r file   ipf.conf rules to test ("-": standard input)
+  -N file   ipnat.conf rules;  -P file  ippool.conf tables
+  -i file   packets to run through them (default standard input)
+  -F fmt    the packets' format: text (default) or hex
+  -I if     interface for packets that name none (default anon0)
+  -S ip     source address of the interface for -I
+  -T arg    tunables: list, or name=value[,...]
+  -l file   write the log records (for ipmon -f)
+  -6        IPv6 rules;  -R  do not resolve names;  -C  verify checksums
+  -b        one word per packet;  -v  verbose;  -x  hex dump of each packet
+  -D        dump the state, NAT and pool tables at the end
+  -d -o -X  accepted, no effect;  -M user (kern is not supported)
+  -h        print this help
+`
+
+// usageError is a command-line error: exit 2 with the usage.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+
+// Main runs ipftest and returns its exit status: 0 done, 1 an error, 2 a
+// usage error.
 func Main(env Env) int {
+	if len(env.Args) == 1 && (env.Args[0] == "-h" || env.Args[0] == "--help") {
+		fmt.Fprint(env.Stdout, Usage)
+		return 0
+	}
 	if env.Open == nil {
 		env.Open = func(n string) (io.ReadCloser, error) { return os.Open(n) }
 	}
@@ -88,6 +115,11 @@ func Main(env Env) int {
 	if err := r.main(); err != nil {
 		r.out.Flush()
 		fmt.Fprintf(env.Stderr, "ipftest: %v\n", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprint(env.Stderr, Usage)
+			return 2
+		}
 		return 1
 	}
 	return 0
@@ -98,10 +130,10 @@ func (r *run) main() error {
 	p.GNU = true
 	opts, rest, err := p.Collect()
 	if err != nil {
-		return fmt.Errorf("%v\nusage: ipftest [-6bCdDoRvx] [-F text|hex] [-i file] [-I if] [-l logfile] [-N ipnat] [-P ippool] [-r ipf] [-S ip] [-T tunables]", err)
+		return &usageError{err}
 	}
 	if len(rest) > 0 {
-		return fmt.Errorf("unexpected argument %q", rest[0])
+		return &usageError{fmt.Errorf("unexpected argument %q", rest[0])}
 	}
 	r.tun = engine.NewTunables()
 	clock := &state.ManualClock{}
@@ -169,7 +201,7 @@ func (r *run) option(o getopt.Opt) error {
 			return fmt.Errorf("-M: unknown mode %q", o.Arg)
 		}
 		if o.Arg == "kern" {
-			return errors.New("-M kern: kernel mode is not supported")
+			return fmt.Errorf("-M kern: kernel mode: %w", errors.ErrUnsupported)
 		}
 	case 'N':
 		r.natMode = true
@@ -579,11 +611,11 @@ func (r *run) inlineTables(rule *ipf.Rule) error {
 // tables of inline operands.
 type poolMux struct{ r *run }
 
-func (m poolMux) Contains(kind ipf.AddrKind, table string, addr netip.Addr) bool {
-	if m.r.pools != nil && m.r.pools.Contains(kind, table, addr) {
+func (m poolMux) Contains(hash bool, table string, addr netip.Addr) bool {
+	if m.r.pools != nil && m.r.pools.Contains(hash, table, addr) {
 		return true
 	}
-	return m.r.anonPools != nil && m.r.anonPools.Contains(kind, table, addr)
+	return m.r.anonPools != nil && m.r.anonPools.Contains(hash, table, addr)
 }
 
 func (m poolMux) GroupFor(table string, addr netip.Addr) (string, bool) {

@@ -2,19 +2,24 @@
 // library, so cmd/sluice stays a thin main and tests can run the real
 // command in a subprocess (the test binary re-executing itself).
 //
-//	sluice bench [--quick|--full] [--out DIR] [--configs LIST] [--tests LIST]
-//	             [--duration D] [--reps N] [--warmup D] [--remote HOST [--port N]]
+//	sluice bench [--quick|--full|--paper] [--link LIST] [--out DIR] [--configs LIST]
+//	             [--tests LIST] [--duration D] [--reps N] [--warmup D]
+//	             [--remote HOST [--port N]] [--netperf PATH --netserver PATH]
 //	             [--mtu N] [--gro on|off] [--gso on|off] [--tso on|off] [--cpus 0,1]
 //	sluice report [--out DIR] [--ci] [--no-charts] results.jsonl
 //	sluice configs
 //
 // bench measures (as root) and writes DIR/results.jsonl (DIR is ./results
 // unless --out says otherwise), then the report; report re-makes the
-// report from a results file. The presets: --quick (the default, about 4
-// minutes) runs the papers' tests on the main configurations, 3 × 1 s;
-// --full (about 25 minutes on 2 cores) runs the IPFilter tests on every
-// filter configuration and the IPQoS sweep on none, sluice-qos and
-// nft-dscp, 4 × 2 s. bench prints its estimate when it starts.
+// report from a results file. The presets: --quick (the default, about 5
+// minutes) runs the papers' tests on the papers' four configurations for
+// Sluice and nftables and the marking ones, 3 × 1 s; --full (about 40
+// minutes on 2 cores) every configuration and test (the IPQoS further
+// tests and the NAT gateway suite included), 4 × 2 s; --paper (about 80
+// minutes) HP's matrix at HP's link speeds, 4 × 10 s. --link shapes the
+// test link to 100BaseT, 1GigE or 10GigE (tests at each, with the
+// paper's message sizes for the speed). bench prints its estimate when
+// it starts.
 package sluice
 
 import (
@@ -26,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,7 +54,9 @@ const DefaultOut = "results"
 const usage = `usage: sluice bench [flags]     measure (as root), then write the report
        sluice report [flags] FILE  re-make the report from results.jsonl
        sluice configs              list the configurations
-Run "sluice bench -h" or "sluice report -h" for the flags.
+       sluice exporter [flags]     serve the datapaths' counters to Prometheus
+       sluice doctor [flags]       check this host's prerequisites
+Run "sluice COMMAND -h" for the flags.
 `
 
 // Main runs the command with args (without the program name) and returns
@@ -66,6 +74,10 @@ func Main(args []string, stdout, stderr io.Writer, dp config.Datapaths) int {
 		return cmdReport(args[1:], stdout, stderr)
 	case "configs":
 		return cmdConfigs(stdout, dp)
+	case "exporter":
+		return cmdExporter(args[1:], stdout, stderr)
+	case "doctor":
+		return cmdDoctor(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -90,9 +102,15 @@ func cmdConfigs(stdout io.Writer, dp config.Datapaths) int {
 func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int {
 	fs := flag.NewFlagSet("sluice bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	quick := fs.Bool("quick", false, "the quick preset (default): paper tests, main configurations, 3 × 1 s, about 4 minutes")
-	full := fs.Bool("full", false, "the full preset, about 25 minutes on 2 cores: the IPFilter tests on every filter configuration,\n"+
-		"the IPQoS sweep (8 send sizes) on none, sluice-qos and nft-dscp; 4 × 2 s after a 1 s warm-up per apply")
+	quick := fs.Bool("quick", false, "the quick preset (default): the papers' tests on their four configurations (Sluice, nftables) and the marking ones, 3 × 1 s, about 5 minutes")
+	full := fs.Bool("full", false, "the full preset, about 40 minutes on 2 cores: every configuration and test (IPFilter set, IPQoS sweep\n"+
+		"and further tests, NAT gateway suite); 4 × 2 s after a 1 s warm-up per apply")
+	paper := fs.Bool("paper", false, "HP's matrix and parameters, about 80 minutes on 2 cores: the IPFilter paper's tests at 10GigE and 1GigE\n"+
+		"on its four configurations (Sluice, nftables, the trivial-program floor), the IPQoS sweep at 100BaseT and 1GigE; 4 × 10 s")
+	link := fs.String("link", "", "link profiles to shape the test link to, e.g. 1GigE,10GigE (veth, 100BaseT, 1GigE, 10GigE;\n"+
+		"default the preset's): each test runs at each, with the paper's message sizes for the speed")
+	netperfBin := fs.String("netperf", "", "run the tests with this external netperf binary (e.g. ../shared/netperf-c/bin/netperf); needs --netserver")
+	netserverBin := fs.String("netserver", "", "the external netserver binary to start in the test bed's namespaces (with --netperf)")
 	out := fs.String("out", DefaultOut, "output directory (results.jsonl, report.md, charts; overwritten)")
 	configs := fs.String("configs", "", "configurations: names, families (sluice, nftables), prefixes (nft-*), all, ipf=FILE, ipqos=FILE")
 	tests := fs.String("tests", "", "tests: IDs (\"TCP_STREAM 64K\"), names (TCP_RR) or suites (ipf, qos); default the preset's")
@@ -115,40 +133,114 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 		fmt.Fprintf(stderr, "sluice bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *quick && *full {
-		fmt.Fprintln(stderr, "sluice bench: --quick and --full exclude each other")
+	name := ""
+	for _, p := range []struct {
+		set  bool
+		name string
+	}{{*quick, "quick"}, {*full, "full"}, {*paper, "paper"}} {
+		if !p.set {
+			continue
+		}
+		if name != "" {
+			fmt.Fprintf(stderr, "sluice bench: --%s and --%s exclude each other\n", name, p.name)
+			return 2
+		}
+		name = p.name
+	}
+	if name == "" {
+		name = "quick"
+	}
+	var profiles []topo.Profile
+	if *link != "" {
+		for _, f := range strings.Split(*link, ",") {
+			p, err := topo.ParseProfile(f)
+			if err != nil {
+				fmt.Fprintln(stderr, "sluice bench:", err)
+				return 2
+			}
+			profiles = append(profiles, p)
+		}
+	}
+	if (*netperfBin == "") != (*netserverBin == "") {
+		fmt.Fprintln(stderr, "sluice bench: --netperf and --netserver go together")
 		return 2
 	}
-	preset := run.Quick()
-	if *full {
-		preset = run.Full()
+	preset, err := run.PresetAt(name, profiles)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice bench:", err)
+		return 2
 	}
 	mode := preset.Name
+	if len(profiles) > 0 {
+		mode += " at " + *link
+	}
+	// A preset with anything changed is recorded as such.
+	custom := "custom (from " + mode + ")"
 	reg := config.Builtin(dp)
 	cl := preset.Configs
 	if *configs != "" {
-		cl, mode = *configs, "custom"
+		cl, mode = *configs, custom
 	}
 	cs, err := reg.Select(cl)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return 2
 	}
-	all := append(run.IPFTests(), run.QoSTests(run.SweepSizes)...)
+	all := append(slices.Clip(preset.Tests), run.AllTests()...)
 	ts := preset.Tests
 	if *tests != "" {
 		if ts, err = run.SelectTests(all, *tests); err != nil {
 			fmt.Fprintln(stderr, "sluice bench:", err)
 			return 2
 		}
-		mode = "custom"
+		// Tests are selected at the link profiles of --link, or else of
+		// the preset (quick and full: the unshaped veth; paper: HP's).
+		links := map[string]bool{}
+		for _, p := range profiles {
+			if p.Shaped() {
+				links[p.Name] = true
+			} else {
+				links[""] = true
+			}
+		}
+		if len(profiles) == 0 {
+			for _, t := range preset.Tests {
+				links[t.Link] = true
+			}
+		}
+		ts = slices.DeleteFunc(ts, func(t result.Test) bool { return !links[t.Link] })
+		if len(ts) == 0 {
+			fmt.Fprintf(stderr, "sluice bench: no test selected by %q at the link profiles of the run (--link)\n", *tests)
+			return 2
+		}
+		mode = custom
+	}
+	if *tests == "" {
+		// Configurations of a suite the preset has no test of (--configs
+		// all under quick: the NAT ones) bring that suite's tests from
+		// the full preset, rather than being refused.
+		have := map[string]bool{}
+		for _, t := range ts {
+			have[t.Suite] = true
+		}
+		for _, c := range cs {
+			if c.Suite == "" || have[c.Suite] {
+				continue
+			}
+			have[c.Suite] = true
+			for _, t := range run.Full().Tests {
+				if t.Suite == c.Suite {
+					ts = append(slices.Clip(ts), t)
+				}
+			}
+		}
 	}
 	plan := run.Plan{Configs: cs, Tests: ts, Reps: preset.Reps, Duration: preset.Duration, Warmup: preset.Warmup}
 	if *duration > 0 {
-		plan.Duration, mode = *duration, "custom"
+		plan.Duration, mode = *duration, custom
 	}
 	if *reps > 0 {
-		plan.Reps, mode = *reps, "custom"
+		plan.Reps, mode = *reps, custom
 	}
 	if *warmup != "" {
 		w, err := time.ParseDuration(*warmup)
@@ -186,6 +278,18 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 		fmt.Fprintln(stderr, "sluice bench: empty --out")
 		return 2
 	}
+	if err := plan.Validate(); err != nil {
+		fmt.Fprintln(stderr, "sluice bench:", err)
+		return 2
+	}
+	if *remote != "" {
+		for _, t := range plan.Tests {
+			if t.Link != "" || t.Suite == config.SuiteNAT {
+				fmt.Fprintf(stderr, "sluice bench: test %q cannot run with --remote (link profiles shape the local test bed's veth; the NAT suite needs the gateway namespaces)\n", t.ID)
+				return 2
+			}
+		}
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(stderr, "sluice bench:", bench.ErrNotRoot)
 		return 1
@@ -211,14 +315,22 @@ func cmdBench(args []string, stdout, stderr io.Writer, dp config.Datapaths) int 
 	if !*noProgress && isTerminal(stderr) {
 		bar = &progressBar{w: stderr, start: time.Now(), est: est}
 	}
-	opts := bench.Options{Mode: mode, OutDir: *out, Plan: plan, Topo: to, NewGen: bench.NetperfGenerator(*port)}
-	if bar != nil {
-		opts.OnProgress = bar.update
-	} else {
-		opts.OnProgress = func(p run.Progress) {
-			if p.Err != nil {
-				fmt.Fprintf(stderr, "  %s / %s rep %d: %v\n", p.Config, p.Test, p.Rep, p.Err)
+	opts := bench.Options{Mode: mode, OutDir: *out, Plan: plan, Topo: to, NewGen: bench.NetperfGenerator(*port), Stats: dp.Stats}
+	if *netperfBin != "" {
+		opts.NewGen = bench.ExternalGenerator(*netperfBin, *netserverBin, *port)
+		opts.NewGWGen = bench.ExternalGateway(*netperfBin, *netserverBin)
+	}
+	opts.OnProgress = func(p run.Progress) {
+		switch {
+		case p.Skipped:
+			if bar != nil {
+				bar.done()
 			}
+			fmt.Fprintf(stderr, "sluice bench: %s skipped: %v\n", p.Config, p.Err)
+		case bar != nil:
+			bar.update(p)
+		case p.Err != nil:
+			fmt.Fprintf(stderr, "  %s / %s rep %d: %v\n", p.Config, p.Test, p.Rep, p.Err)
 		}
 	}
 	path, err := bench.Run(ctx, opts)

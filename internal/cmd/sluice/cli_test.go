@@ -36,6 +36,9 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--out", ""},
 		{"bench", "--warmup", "soon"},
 		{"report"},
+		{"bench", "--paper", "--quick"},
+		{"bench", "--link", "2GigE"},
+		{"bench", "--netperf", "/bin/true"},
 	} {
 		var out, errb bytes.Buffer
 		if rc := Main(args, &out, &errb, config.Datapaths{}); rc != 2 {
@@ -43,6 +46,34 @@ func TestUsageErrors(t *testing.T) {
 		}
 		if errb.Len() == 0 {
 			t.Errorf("%q: no message", args)
+		}
+	}
+}
+
+// TestRefusals: a combination the bench cannot run is refused with a
+// message that says why, before anything is measured (and before the
+// root check, so this runs unprivileged too), never dropped silently.
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		// sluice-qos marks what the SUT sends; the IPFilter set's
+		// inbound TCP_RR is not one of its tests (its own is
+		// "TCP_RR 1/1 outbound").
+		{[]string{"bench", "--configs", "sluice-qos", "--tests", "TCP_RR 1/1 inbound"}, "configuration sluice-qos takes part in the IPQoS (qos) tests and none is selected"},
+		{[]string{"bench", "--configs", "none,nft-stateless", "--tests", "TCP_RR 1/1 inbound,TCP_STREAM m=32"}, `test "TCP_STREAM m=32 outbound" is one of the IPQoS (qos) tests, which none of nft-stateless runs`},
+		{[]string{"bench", "--configs", "nft-masq", "--tests", "ipf"}, "configuration nft-masq takes part in the NAT gateway (nat) tests and none is selected"},
+		// Without --tests, a suite the preset lacks comes with its
+		// configurations, and what is left is the root check.
+		{[]string{"bench", "--configs", "all", "--remote", "192.0.2.1"}, `test "TCP_STREAM 64K forwarded" cannot run with --remote`},
+		{[]string{"bench", "--remote", "192.0.2.1", "--link", "1GigE", "--configs", "none"}, "cannot run with --remote"},
+		{[]string{"bench", "--remote", "192.0.2.1", "--configs", "none", "--tests", "nat"}, "cannot run with --remote"},
+		{[]string{"bench", "--link", "1GigE", "--tests", "TCP_STREAM 64K"}, "no test selected"},
+	} {
+		var out, errb bytes.Buffer
+		if rc := Main(tc.args, &out, &errb, config.Datapaths{}); rc != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", tc.args, rc, errb.String(), tc.want)
 		}
 	}
 }

@@ -193,3 +193,66 @@ func processesWith(kv string) []int {
 	}
 	return pids
 }
+
+// TestPrivilegedBenchEarlyInterrupt interrupts `sluice bench --paper` in
+// its first seconds, as soon as the results file exists (before or
+// during the first test: nothing or almost nothing measured), and checks
+// that it exits 130 with a partial report and its charts, never a panic
+// (a log axis with no data used to panic), and that `sluice report` of
+// the same file works the same. About 10 s.
+func TestPrivilegedBenchEarlyInterrupt(t *testing.T) {
+	testutil.RequireRoot(t)
+	out := t.TempDir()
+	cmd := exec.Command(os.Args[0], "bench", "--paper", "--no-progress", "--out", out)
+	cmd.Env = append(os.Environ(), "SLUICE_CLI_MAIN=1")
+	var output bytes.Buffer
+	cmd.Stderr = &output
+	cmd.Stdout = &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	results := filepath.Join(out, bench.ResultsFile)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(results); err == nil && bytes.Contains(b, []byte(`"kind":"run"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no results header after 30 s; output:\n%s", output.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Errorf("exit: %v, want status 130; output:\n%s", err, output.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("sluice did not exit 60 s after SIGINT; output:\n%s", output.String())
+	}
+	if strings.Contains(output.String(), "panic") {
+		t.Errorf("output:\n%s", output.String())
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil || !bytes.Contains(md, []byte("The run was interrupted")) {
+		t.Errorf("partial report: %v\n%s", err, md)
+	}
+	again := t.TempDir()
+	var rout, rerr bytes.Buffer
+	if rc := Main([]string{"report", "--out", again, results}, &rout, &rerr, config.Datapaths{}); rc != 0 {
+		t.Errorf("sluice report of the partial results: exit %d: %s", rc, rerr.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(again, "report.md")); err != nil || !bytes.Equal(b, md) {
+		t.Errorf("sluice report made a different report (%v)", err)
+	}
+}

@@ -91,3 +91,28 @@ adapter eth0 {
 		t.Errorf("no shaping policy: got %v, %v, want nil, nil", p, err)
 	}
 }
+
+// TestDeclaredSpeed: an adapter's declared speed (the ipqos `speed`
+// extension) survives compilation and is what res/max percentages
+// resolve against.
+func TestDeclaredSpeed(t *testing.T) {
+	cfg, err := ipqos.Parse("speed.conf", []byte("filter f {\n protocol 6\n}\npolicy p {\n uses f\n res 10%\n max 50%\n}\nadapter veth0 {\n speed 1G\n uses p\n}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := qos.Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rs.Adapters[0]
+	if a.Speed != 1_000_000_000 {
+		t.Fatalf("compiled speed %d, want 1e9", a.Speed)
+	}
+	pl, err := NewPlan(a, a.Speed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := pl.Classes[0]; c.Rate != 100_000_000 || c.Ceil != 500_000_000 || pl.Link != 1_000_000_000 {
+		t.Errorf("plan %+v, want rate 1e8, ceil 5e8 on a 1e9 link", pl)
+	}
+}

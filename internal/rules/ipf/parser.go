@@ -65,7 +65,8 @@ const maxErrors = 10
 // maxExpansion caps the rules one LIST-expanded rule may produce.
 const maxExpansion = 65536
 
-// groupLen is FR_GROUPLEN-1: group names are cut to this length.
+// groupLen is FR_GROUPLEN-1, the longest group name. IPFilter cuts longer
+// names, which can merge two groups into one; here they are an error.
 const groupLen = 15
 
 // natTagLen is IPFTAG_LEN: NAT tags are cut to this length.
@@ -752,8 +753,22 @@ func (p *parser) ifName() (token, *Error) {
 	if err != nil {
 		return t, err
 	}
+	if err := checkIfName(t, t.text); err != nil {
+		return t, err
+	}
 	p.skipUnresolvedMark()
 	return t, nil
+}
+
+// ifNameMax is the kernel's IFNAMSIZ-1: a longer name can never match an
+// interface, so it is an error rather than a rule that never fires.
+const ifNameMax = 15
+
+func checkIfName(t token, name string) *Error {
+	if len(name) > ifNameMax {
+		return errorf(t, "interface name %q is longer than %d characters (IFNAMSIZ)", name, ifNameMax)
+	}
+	return nil
 }
 
 func (p *parser) skipUnresolvedMark() {
@@ -773,6 +788,9 @@ func (p *parser) parseOn(b *builder) *Error {
 		}
 		names := make([]string, len(items))
 		for i, it := range items {
+			if err := checkIfName(it, it.text); err != nil {
+				return err
+			}
 			names[i] = it.text
 		}
 		b.list(len(names), func(r *Rule, i int) { r.On = []string{names[i]} })
@@ -869,6 +887,9 @@ func (p *parser) parseDest() (*RouteTarget, *Error) {
 	}
 	if d.Iface == "" {
 		return nil, expected("interface name", t)
+	}
+	if err := checkIfName(t, d.Iface); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -1796,16 +1817,13 @@ func (p *parser) groupName(what string) (string, *Error) {
 		return "", err
 	}
 	// The grammar reads a numeric group as a number and keeps it as its
-	// decimal string: `group 0x10` is group "16". Cutting a long name can
-	// leave digits only, which then count as a number too.
+	// decimal string: `group 0x10` is group "16".
 	s := w.text
-	for range 2 {
-		if v, err := parseUint(s, 32); err == nil {
-			s = strconv.FormatUint(v, 10)
-		}
-		if len(s) > groupLen {
-			s = s[:groupLen]
-		}
+	if v, err := parseUint(s, 32); err == nil {
+		s = strconv.FormatUint(v, 10)
+	}
+	if len(s) > groupLen {
+		return "", errorf(w, "%s %q is longer than %d characters (IPFilter's FR_GROUPLEN); it would merge with any group of the same first %d", what, s, groupLen, groupLen)
 	}
 	return s, nil
 }

@@ -104,7 +104,7 @@ func TestPrintProductions(t *testing.T) {
 		{"keep state and frags", "pass in proto tcp all keep frags keep state", "pass in proto tcp from any to any keep state keep frags # count 0", ParseOptions{}},
 		{"head and group", "block return-icmp in quick proto udp all keep state head 110 group 10", "block return-icmp in quick proto udp from any to any keep state head 110 group 10 # count 0", ParseOptions{}},
 		{"numeric group kept as decimal", "pass in all head 0x10 group 007", "pass in all head 16 group 7", ParseOptions{}},
-		{"group name cut to 15", "pass in all group abcdefghijklmnopqrstuvwxyz", "pass in all group abcdefghijklmno", ParseOptions{}},
+		{"group name of 15", "pass in all group abcdefghijklmno", "pass in all group abcdefghijklmno", ParseOptions{}},
 		{"group inherits proto and family", "block in on vm0 proto tcp/udp from 1.0.0.0/8 to any head 101\npass in from any to 2.2.2.2 group 101",
 			"block in on vm0 inet proto tcp/udp from 1.0.0.0/8 to any head 101\npass in inet proto tcp/udp from any to 2.2.2.2/32 group 101", ParseOptions{}},
 		{"group with bare head inherits nothing", "block in on eri0 all head 1\npass in on eri0 from 1.1.1.1 to any group 1", "block in on eri0 all head 1\npass in on eri0 inet from 1.1.1.1/32 to any group 1", ParseOptions{}},
@@ -293,6 +293,16 @@ func TestErrors(t *testing.T) {
 		{"ipv4 address in inet6 mode", "pass in from 1.2.3.4 to any", []string{`t:1:1: address family does not match the rule's family`}, 0},
 		{"flags that never match", "pass in proto tcp all flags S/0", []string{`t:1:31: flags S/0 can never match`}, 0},
 		{"bad flags", "pass in proto tcp all flags SZ", []string{`t:1:29: expected TCP flags, found "SZ"`}, 0},
+		// IPFilter cuts group names to 15 characters, which merged these two
+		{"group name too long", "pass in all head abcdefghijklmnop1\npass in all head abcdefghijklmnop2",
+			[]string{`t:1:18: group name "abcdefghijklmnop1" is longer than 15 characters (IPFilter's FR_GROUPLEN); it would merge with any group of the same first 15`,
+				`t:2:18: group name "abcdefghijklmnop2" is longer than 15 characters (IPFilter's FR_GROUPLEN); it would merge with any group of the same first 15`}, 0},
+		{"interface name too long", "pass in on abcdefghijklmnopq all", []string{`t:1:12: interface name "abcdefghijklmnopq" is longer than 15 characters (IFNAMSIZ)`}, 0},
+		{"interface list name too long", "pass in on { eth0, abcdefghijklmnopq } all", []string{`t:1:20: interface name "abcdefghijklmnopq" is longer than 15 characters (IFNAMSIZ)`}, 0},
+		{"route interface too long", "pass in on eth0 to abcdefghijklmnopq:1.2.3.4 from any to any", []string{`t:1:20: interface name "abcdefghijklmnopq" is longer than 15 characters (IFNAMSIZ)`}, 0},
+		{"interface name of 15", "pass in on abcdefghijklmno all", nil, 1},
+		// a NUL would otherwise join "pass", "in", ... into one word
+		{"NUL byte", "pass\x00in all", []string{`t:1:5: unexpected control character 0x00`}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,7 +9,7 @@ package ipnat
 import (
 	"encoding/binary"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/netfmt"
 )
 
 // Type is the kind of NAT rule.

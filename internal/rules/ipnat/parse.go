@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
 	"sluice/internal/rules/lex"
+	"sluice/internal/rules/netfmt"
 )
 
 // Parse reads ipnat.conf text. name is used in error positions. Rules
@@ -18,7 +18,7 @@ import (
 // the grammar accepts but drops, as the original does) go to warn when
 // it is non-nil.
 func Parse(name, src string, warn io.Writer) (*File, error) {
-	p := &parser{Parser: lex.New(name, netfmt.Lex(src, true)), out: &File{}, warn: warn}
+	p := &parser{Parser: lex.NewSource(name, src, true), out: &File{}, warn: warn}
 	p.Run(p.line)
 	return p.out, p.Err()
 }

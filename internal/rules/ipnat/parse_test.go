@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/netfmt"
 	"testing"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/netfmt"
 )
 
 // Print writes every rule in ipnat's normalised form (ipnat -nv).

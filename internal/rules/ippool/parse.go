@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
 	"sluice/internal/rules/lex"
+	"sluice/internal/rules/netfmt"
 )
 
 type parser struct {
@@ -22,7 +22,7 @@ type parser struct {
 // file:// and whois sources are opened relative to the current directory.
 // All errors found (up to ten) are returned as a netfmt.ErrorList.
 func Parse(name, src string) (*File, error) {
-	p := &parser{Parser: lex.New(name, netfmt.Lex(src, false)), out: &File{}}
+	p := &parser{Parser: lex.NewSource(name, src, false), out: &File{}}
 	p.Run(p.statement)
 	return p.out, p.Err()
 }

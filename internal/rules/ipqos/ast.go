@@ -141,6 +141,11 @@ type Adapter struct {
 	Name string
 	Pos  Pos
 	Uses []Ref
+	// Speed is the adapter's line rate in bits/s declared with `speed
+	// RATE` (a Sluice extension; 0 = not declared): res and max given as
+	// percentages resolve against it instead of the speed the interface
+	// reports, which virtual adapters give as 10 Gb/s or not at all.
+	Speed uint64
 }
 
 // Filter returns the filter of that name, or nil.

@@ -715,7 +715,8 @@ func (pp *policyParser) attribute(attr token, args []token) {
 }
 
 // parseRate reads N% or N bits per second with an optional k/K (10^3) or
-// m/M (10^6) suffix; HP lists both cases, so both mean the same.
+// m/M (10^6) suffix; HP lists both cases, so both mean the same. (g/G,
+// 10^9, is accepted only by the `speed` extension: see parseSpeed.)
 func parseRate(s string) (Rate, bool) {
 	if strings.HasSuffix(s, "%") {
 		v, ok := parseUint(s[:len(s)-1], maxPercentage)
@@ -776,10 +777,43 @@ func (p *parser) newAdapter(name string, pos Pos) *adapterParser {
 	return &adapterParser{p: p, a: &Adapter{Name: name, Pos: pos}, uses: map[string]Pos{}}
 }
 
+// parseSpeed reads an adapter speed: N bits per second with an optional
+// k/K, m/M or g/G (10^9) suffix; no percentage.
+func parseSpeed(s string) (uint64, bool) {
+	if strings.HasSuffix(s, "g") || strings.HasSuffix(s, "G") {
+		r, ok := parseRate(s[:len(s)-1] + "M")
+		if !ok || r.Value > (1<<50)/1000 {
+			return 0, false
+		}
+		return r.Value * 1000, true
+	}
+	if strings.HasSuffix(s, "%") {
+		return 0, false
+	}
+	r, ok := parseRate(s)
+	return r.Value, ok
+}
+
 func (ap *adapterParser) attribute(attr token, args []token) {
 	p := ap.p
+	if attr.text == "speed" {
+		if !p.want(attr, args, 1, "adapter speed (bits per second, k/M/G suffix)") {
+			return
+		}
+		if ap.a.Speed != 0 {
+			p.errorf(attr.pos, "adapter %s: speed given twice", ap.a.Name)
+			return
+		}
+		v, ok := parseSpeed(args[0].text)
+		if !ok {
+			p.errorf(args[0].pos, "expected adapter speed (bits per second with an optional k, M or G suffix, not a percentage), found %s", args[0])
+			return
+		}
+		ap.a.Speed = v
+		return
+	}
 	if attr.text != "uses" {
-		p.expected("adapter attribute (uses)", attr)
+		p.expected("adapter attribute (uses, speed)", attr)
 		return
 	}
 	if !p.want(attr, args, 1, "policy name") {

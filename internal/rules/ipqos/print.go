@@ -43,6 +43,9 @@ func Format(c *Config) string {
 		b.WriteString(sep)
 		sep = "\n"
 		fmt.Fprintf(&b, "adapter %s {\n", a.Name)
+		if a.Speed != 0 {
+			fmt.Fprintf(&b, "    speed %s\n", formatRate(Rate{Set: true, Value: a.Speed}))
+		}
 		for _, u := range a.Uses {
 			fmt.Fprintf(&b, "    uses %s\n", u.Name)
 		}

@@ -1,13 +1,15 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * Layout shared by the Sluice filter datapath (filter.c) and its Go loader
- * (internal/bpf/layout.go mirrors every struct and constant here; a test
- * checks that sizes and offsets agree with the BTF of the compiled object).
+ * Layout shared by the Sluice filter datapath (filter.c and lib/) and its
+ * Go loader: bpf2go generates the Go structs from these; the constants the
+ * Go side uses are in layout.go, and TestHeaderConstants compares every one
+ * of them (and IPFilter's FR_* and FI_* values) with the #defines here.
  */
 #ifndef SLUICE_FILTER_H
 #define SLUICE_FILTER_H
 
 #include <linux/types.h>
+#include <linux/bpf.h>
 
 /* Rule storage: three slots of MAX_RULES rules. Two hold the active and
  * inactive sets; the third is scratch so a new active set can be written
@@ -16,6 +18,10 @@
 #define NSLOTS 3
 #define MAX_LISTS 512
 #define MAX_DEPTH 16
+/* Steps (bpf_loop iterations: a rule looked at, a run of index blocks
+ * skipped, a group left) one scan may take: bpf_loop's limit. The loader
+ * refuses a set in which a scan could need more. */
+#define SCAN_BUDGET 8388608
 
 /* The index works on blocks of 16 rules: a candidate bitmap says which
  * blocks may hold a rule matching the packet. */
@@ -30,37 +36,47 @@
 #define LIST_ACCT_OUT 3
 #define LIST_GROUP0 4
 
-/* Rule action flags (IPFilter's FR_* values where one exists). */
-#define FR_CMDMASK 0x0000f
-#define FR_LOGONLY 0x00000 /* command 0 + FR_LOG: a pure "log" rule */
+/* Rule action flags: IPFilter's FR_* values (ip_fil.h), as the Go side
+ * (sluice/internal/ruleset) has them; a test compares the two. */
+#define FR_CALL 0x00000 /* command 0: call rule, or with FR_LOG a "log" rule */
 #define FR_BLOCK 0x00001
 #define FR_PASS 0x00002
 #define FR_AUTH 0x00003
 #define FR_PREAUTH 0x00004
 #define FR_ACCOUNT 0x00005
 #define FR_SKIP 0x00006
-#define FR_NOMATCHCMD 0x00007
-#define FR_CALLNOW 0x00010 /* call now: command 0 (FR_CALL) evaluated in the scan */
-#define FR_QUICK 0x00080
-#define FR_KEEPFRAG 0x00100
-#define FR_KEEPSTATE 0x00200
-#define FR_RETRST 0x00800
-#define FR_RETICMP 0x01000
+#define FR_DECAPSULATE 0x00008
+#define FR_CMDMASK 0x0000f
+#define FR_CALLNOW 0x00010
+#define FR_LOG 0x00020
+#define FR_NOTSRCIP 0x00040
+#define FR_NOTDSTIP 0x00080
+#define FR_QUICK 0x00100
+#define FR_KEEPFRAG 0x00200
+#define FR_KEEPSTATE 0x00400
+#define FR_FASTROUTE 0x00800
+#define FR_RETRST 0x01000
+#define FR_RETICMP 0x02000
 #define FR_FAKEICMP 0x03000
-#define FR_RETMASK 0x03800
+#define FR_RETMASK 0x03000
 #define FR_OUTQUE 0x04000
 #define FR_INQUE 0x08000
 #define FR_LOGBODY 0x10000
 #define FR_LOGFIRST 0x20000
-#define FR_LOG 0x40000
-#define FR_LOGORBLOCK 0x100000
-#define FR_FRSTRICT 0x200000 /* keep frags (strict) */
-#define FR_STSTRICT 0x400000
-#define FR_NOICMPERR 0x1000000
-#define FR_STLOOSE 0x2000000
-#define FR_KEEPLIMIT 0x4000000 /* HP DCA "keep limit N" */
+#define FR_LOGORBLOCK 0x40000
+#define FR_STLOOSE 0x80000
+#define FR_FRSTRICT 0x100000
+#define FR_STSTRICT 0x200000
+#define FR_NEWISN 0x400000
+#define FR_NOICMPERR 0x800000
+#define FR_STATESYNC 0x1000000
+#define FR_COPIED 0x2000000
+#define FR_INACTIVE 0x4000000
 #define FR_NOMATCH 0x8000000
-#define FR_LIMITCUMUL 0x10000000 /* "keep limit N cumulative" */
+/* ipf_flags bits a log record's pass may carry (FF_*). */
+#define FF_LOGPASS 0x10000000
+#define FF_LOGBLOCK 0x20000000
+#define FF_LOGNOMATCH 0x40000000
 
 /* Which tests a rule carries. */
 #define M_IFACE 0x0001
@@ -154,7 +170,15 @@
 #define CFG_TO_ICMPACK 27
 #define CFG_TO_IP 28
 #define CFG_STATELOG 29
-#define CFG_N 32
+#define CFG_FRAG_TTL 30   /* frag_ttl, ns */
+#define CFG_STATESIZE 31  /* state_size: the watermarks' low mark divides by it */
+#define CFG_WMHIGH 32     /* state_wm_high, percent of state_max */
+#define CFG_WMLOW 33      /* state_wm_low, percent of state_size */
+#define CFG_WMFREQ 34     /* state_wm_freq, ns */
+#define CFG_DCA 35        /* HP DCA (keep limit) on: ipf -m e / -m d */
+#define CFG_GEN0 36       /* 36..38: generation of each slot's rules */
+/* 39, 40: user space only (the swap journal, ipf's rollback token) */
+#define CFG_N 48
 
 /* Index dimensions of a slot (CFG_INDEX0 + slot); 0: no index. The source
  * ones are only written when a rule tests them, so sets without source
@@ -199,6 +223,8 @@
 #define ST_ROUTED 48 /* sent out by to / fastroute */
 #define ST_DUPPED 49 /* copies sent by dup-to */
 #define ST_ROUTEFAIL 50
+#define ST_SCANCUT 51 /* a scan ran out of steps: packet blocked */
+#define ST_DCAFULL 54 /* DCA connection table full: connection refused */
 #define ST_ACTIVE 47 /* not per-cpu meaningful: maintained as +/- */
 #define NSTATS 64
 
@@ -214,6 +240,7 @@
 #define RSN_BAD 20      /* Sluice: sanity check failed and a rule blocked it */
 #define RSN_DCA 21      /* Sluice: HP keep limit exceeded */
 #define RSN_DISABLED 22
+#define RSN_SCANCUT 23  /* Sluice: the rule scan ran out of steps */
 #define NREASONS 32
 
 /* TCP states (IPFilter numbering). */
@@ -232,8 +259,7 @@
 
 /* State entry flags. */
 #define SF_SYN 0x01     /* created by a SYN */
-#define SF_DCA 0x02     /* counted against a keep limit */
-#define SF_NOSTATE 0x04 /* tracking only (keep limit without keep state) */
+
 
 #define WF_WSCALE_SEEN 0x01
 #define WF_WSCALE_FIRST 0x02
@@ -298,7 +324,9 @@ struct rule {
 	__u32 expr_count;
 	__u16 call_table; /* group-map table id of a call rule (pools map) */
 	__u8 call;        /* CALL_* */
-	__u8 pad2;
+	__u8 limit_cumul; /* keep limit N cumulative: one count for the rule */
+	__u32 limit_ret;  /* return-* of a pass rule with a keep limit, for the
+			   * connections over it (FR_RETMASK bits) */
 };
 
 /* call functions (the group-map calls, §4.3) */
@@ -413,6 +441,10 @@ struct tcp_side {
 	__u8 pad;
 };
 
+/* The state table holds at most this many entries; state_max may not
+ * exceed it. Entries are allocated as they are made (no preallocation). */
+#define STATE_CAP 262144
+
 struct state_entry {
 	__u64 created;
 	__u64 expire;
@@ -434,15 +466,22 @@ struct state_entry {
 	 * IP options (IPv6: extension headers) of the creating packet */
 	__u32 flx[4];
 	__u32 opt;
+	__u32 gen;      /* generation of the slot's rules that made it */
+	__u32 pad2;
 };
 
+/* A datagram's fragments, as IPFilter keys them: interface, version,
+ * protocol, id, addresses, options and security class. */
 struct frag_key {
 	__u32 src[4];
 	__u32 dst[4];
 	__u32 id;
+	__u32 ifindex;
+	__u32 opt;
 	__u8 proto;
 	__u8 family;
-	__u16 pad;
+	__u8 secclass;
+	__u8 pad;
 };
 
 struct frag_entry {
@@ -451,13 +490,68 @@ struct frag_entry {
 	__u32 rule_no;
 	__u32 group_no;
 	__u32 logtag;
+	__u32 first_end; /* end of the first fragment, 8-byte units (seen0) */
+	__u32 next_off;  /* where the next in-order fragment starts */
+	__u8 seen0;      /* the first fragment (offset 0) went by */
+	__u8 pad[7];
 };
 
+/* HP DCA (keep limit N [cumulative]): the connections each rule and source
+ * (or rule alone, cumulative) has open, and the connections themselves so
+ * that a close or expiry gives its quota back. */
 struct dca_key {
 	__u32 slot;
+	__u32 gen;
 	__u32 rule;
 	__u32 src[4]; /* zero for a cumulative limit */
 };
+
+struct dca_conn_key {
+	__u32 slot;
+	__u32 gen;
+	__u32 rule;
+	__u32 src[4];
+	__u32 dst[4];
+	__u16 sport;
+	__u16 dport;
+	__u8 family;
+	__u8 cumul;
+	__u16 pad;
+};
+
+struct dca_conn {
+	__u64 expire;
+};
+
+#define DCA_CAP 65536
+
+/* The sweeper: a kernel timer that reclaims expired state, fragment and
+ * DCA entries every SWEEP_NS and runs IPFilter's watermark flush when the
+ * table passed state_wm_high (ipf_slowtimer's work, with no daemon). */
+#define SWEEP_NS 500000000
+struct sweeper {
+	struct bpf_timer timer;
+	__u64 doflush; /* the table passed state_wm_high */
+	__u64 wm_last; /* when the watermark flush last ran */
+	__u64 runs;
+	__u64 swept;   /* expired entries removed */
+	__u64 flushed; /* entries the watermark flush removed */
+};
+
+/* Control operations run through sluice_ctl (BPF_PROG_TEST_RUN), so that
+ * user space changes the tables with the same atomic accounting as the
+ * packet path. */
+#define CTL_ARM 1      /* start (or restart) the sweeper */
+#define CTL_KILL 2     /* remove the state entries in ctl_keys[0..n) */
+#define CTL_SWEEP 3    /* one sweep now */
+#define CTL_KEYS 256
+
+struct ctl_args {
+	__u32 op;
+	__u32 n;
+	__u64 removed; /* out: entries CTL_KILL removed */
+};
+
 
 /* Metadata only user space reads: the printed rule and list names, so
  * ipfstat can show the loaded set without a daemon holding it. */
@@ -465,14 +559,14 @@ struct dca_key {
 struct rule_text {
 	__u32 len;
 	__u32 pad;
-	char text[TEXT_LEN];
+	__u8 text[TEXT_LEN];
 };
 
 #define LIST_NAME_LEN 24
 struct list_meta {
 	__u32 dir;   /* 0 in, 1 out */
 	__u32 acct;  /* accounting list */
-	char name[LIST_NAME_LEN]; /* group name, "" for the main lists */
+	__u8 name[LIST_NAME_LEN]; /* group name, "" for the main lists */
 };
 
 struct log_rec {

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * What every part of the filter shares: the packet info parsed once
+ * (struct pktinfo), the scan state, the per-CPU work area, and the
+ * config, statistics and clock helpers.
+ */
+#ifndef SLUICE_COMMON_H
+#define SLUICE_COMMON_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "maps.h"
+
+/* BOUND masks an index in a way the compiler cannot drop after proving a
+ * tighter range, which the verifier could not follow. */
+#define BOUND(x, m) ({ __u64 _v = (x); asm volatile("" : "+r"(_v)); _v & (m); })
+
+struct pktinfo {
+	__u32 src[4];
+	__u32 dst[4];
+	__u32 flags;
+	__u32 optbits;
+	__u32 ifindex;
+	__u32 plen;   /* IP total length */
+	__u32 dlen;   /* L4 bytes */
+	__u32 l3off;
+	__u32 l4off;
+	__u32 seq;
+	__u32 ack;
+	__u16 sport;
+	__u16 dport;
+	__u16 icmp;   /* type<<8 | code */
+	__u16 win;
+	__u16 icmpid;
+	__u8 family;
+	__u8 proto;
+	__u8 tos;
+	__u8 ttl;
+	__u8 tcpflags;
+	__u8 out;
+	__u8 doff;
+	__u8 secclass;
+	__u8 wscale;   /* from a SYN's options, 0xff if none */
+	__u8 sackok;
+	__u8 l4proto;  /* protocol of the header at l4off: proto, or what IPv4 AH carries */
+	__u32 ipid;    /* IPv4 id or IPv6 fragment id */
+	__u32 fragoff; /* fragment offset in bytes */
+};
+
+#define MAX_LOGS 4
+
+struct scan {
+	__u32 base;     /* slot * MAX_RULES */
+	__u32 lbase;    /* slot * MAX_LISTS */
+	__u32 pos;
+	__u32 end;
+	__u32 pass;
+	__u32 rule;     /* slot-relative index of the last matching rule + 1 */
+	__u32 depth;
+	__u32 skip;
+	__u32 nlogs;
+	__u32 use_index;
+	__u32 passo;    /* pass before the last matching rule (§2.3 restore) */
+	__u32 done;     /* the scan ran to its end (or to a quick rule) */
+	__u32 cut;      /* a scan of this packet ran out of steps */
+	__u32 slot;
+	__u64 now;
+	__u32 stack_pos[MAX_DEPTH];
+	__u32 stack_end[MAX_DEPTH];
+	__u32 stack_passo[MAX_DEPTH];
+	__u32 ncall;                 /* call frames on the stack */
+	__u32 stack_call[MAX_DEPTH]; /* 1: the frame scans a called group */
+	__u32 stack_pass[MAX_DEPTH]; /* call frames: pass and rule of the caller */
+	__u32 stack_rule[MAX_DEPTH];
+	__u32 stack_skip[MAX_DEPTH]; /* the caller's rules still to skip */
+	__u32 logs[MAX_LOGS];
+	__u64 cand[BLOCK_WORDS];
+};
+
+/* Per-CPU scratch: the 512-byte BPF stack cannot hold the packet info, the
+ * scan state and a state entry under construction at once. TC programs run
+ * with migration disabled and do not nest on one CPU. */
+struct work {
+	struct pktinfo p;
+	struct scan s;
+	struct state_entry e;
+	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
+	struct frag_key fk;   /* fragment cache key and new entry: the calls */
+	struct frag_entry fe; /* that make them are deep in the stack */
+	/* result of the state lookup */
+	__u32 hit_pass;
+	__u32 hit_rule_no;
+	__u32 hit_group_no;
+	__u32 hit_logtag;
+	__u32 hit_rev;  /* the state hit was a reply */
+	__u32 hit_slot; /* slot and rule index that created the entry */
+	__u32 hit_idx;
+};
+
+/* GLOBAL functions are verified once on their own instead of once per call
+ * path; that keeps the verifier's work linear in the program's size. */
+#define GLOBAL __attribute__((noinline))
+
+/* skb->mark of a generated reply (return-rst / return-icmp) and of a
+ * packet an outbound rule routed elsewhere (to / dup-to) */
+#define REPLY_MARK 0x51c3e7f1
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct work);
+} scratch SEC(".maps");
+
+static __always_inline struct work *get_work(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
+static __always_inline __u64 cfg(__u32 key)
+{
+	__u64 *v = bpf_map_lookup_elem(&config, &key);
+	return v ? *v : 0;
+}
+
+static __always_inline void stat_inc(__u32 key)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &key);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline void drop_inc(__u32 reason)
+{
+	__u64 *v = bpf_map_lookup_elem(&drops, &reason);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u64 now_ns(void)
+{
+	return bpf_ktime_get_ns() + cfg(CFG_CLOCK);
+}
+
+#endif

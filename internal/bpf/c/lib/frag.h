@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The fragment cache (ip_frag.c, ipf-reference 3.8): the verdict of a
+ * datagram's first fragment for the rest of it.
+ */
+#ifndef SLUICE_FRAG_H
+#define SLUICE_FRAG_H
+
+#include "common.h"
+
+static __always_inline void frag_key_of(struct frag_key *k, const struct pktinfo *p)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	__builtin_memcpy(k->src, p->src, 16);
+	__builtin_memcpy(k->dst, p->dst, 16);
+	k->id = p->ipid;
+	k->ifindex = p->ifindex;
+	k->opt = p->optbits;
+	k->proto = p->proto;
+	k->family = p->family;
+	k->secclass = p->secclass;
+}
+
+/* sl_frag_lookup finds the cached verdict of an earlier fragment of this
+ * packet's datagram (ipf_frag_lookup, §3.8). It returns 1 on a hit, 0 on
+ * none (also a retransmitted first fragment, and with keep frags (strict)
+ * a fragment out of order), and -1 for a fragment that starts inside the
+ * first one: an attack on reassembly, which the caller blocks (bad-frag). */
+GLOBAL int sl_frag_lookup(__u64 now)
+{
+	struct work *w = get_work();
+	struct pktinfo *p;
+	struct frag_entry *e;
+	__u32 o;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	frag_key_of(&w->fk, p);
+	e = bpf_map_lookup_elem(&frags, &w->fk);
+	if (!e)
+		return 0;
+	if (e->expire <= now) {
+		bpf_map_delete_elem(&frags, &w->fk);
+		return 0;
+	}
+	o = p->fragoff >> 3;
+	if (e->seen0) {
+		if (o == 0)
+			return 0;
+		if (e->first_end && o < e->first_end)
+			return -1;
+	} else if (o == 0) {
+		e->seen0 = 1;
+		e->first_end = p->dlen >> 3;
+	}
+	if ((e->pass & FR_FRSTRICT) && o != e->next_off)
+		return 0;
+	if (o == e->next_off)
+		e->next_off = o + (p->dlen >> 3);
+	w->hit_pass = e->pass;
+	w->hit_rule_no = e->rule_no;
+	w->hit_group_no = e->group_no;
+	w->hit_logtag = e->logtag;
+	return 1;
+}
+
+/* sl_frag_add caches the verdict pass of this fragment, from the rule
+ * rule_no of group_no, for the rest of its datagram (ipf_frag_new). An
+ * entry that has not expired stays; with keep frags (strict) only the
+ * first fragment makes one. */
+GLOBAL int sl_frag_add(__u32 pass, __u32 rule_no, __u32 group_no, __u32 logtag, __u64 now)
+{
+	struct work *w = get_work();
+	struct pktinfo *p;
+	struct frag_entry *old, *e;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	if ((pass & FR_FRSTRICT) && p->fragoff)
+		return 0;
+	frag_key_of(&w->fk, p);
+	old = bpf_map_lookup_elem(&frags, &w->fk);
+	if (old) {
+		if (old->expire > now)
+			return 0;
+		bpf_map_delete_elem(&frags, &w->fk);
+	}
+	e = &w->fe;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->expire = now + cfg(CFG_FRAG_TTL);
+	e->pass = pass;
+	e->rule_no = rule_no;
+	e->group_no = group_no;
+	e->logtag = logtag;
+	e->next_off = (p->fragoff >> 3) + (p->dlen >> 3);
+	if (p->fragoff == 0) {
+		e->seen0 = 1;
+		e->first_end = e->next_off;
+	}
+	bpf_map_update_elem(&frags, &w->fk, e, BPF_NOEXIST);
+	return 0;
+}
+
+#endif

@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The filter's maps: rule storage (three slots), lists, counters, the
+ * index, state, fragment and keep-limit tables, pools, interface data,
+ * the log ring and the metadata ipfstat reads. Layouts are in filter.h.
+ */
+#ifndef SLUICE_MAPS_H
+#define SLUICE_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "filter.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct rule);
+} rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_LISTS);
+	__type(key, __u32);
+	__type(value, struct list);
+} lists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct counter);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct pps_window);
+} pps SEC(".maps");
+
+/* Entries each rule has created (keep state limit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_RULES);
+	__type(key, __u32);
+	__type(value, __u32);
+} rule_states SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CFG_N);
+	__type(key, __u32);
+	__type(value, __u64);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NSTATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NREASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+/* Global count of live state entries (state_max). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} state_count SEC(".maps");
+
+/* Not an LRU: an entry leaves only through state_unlink (expiry, the
+ * sweeper, a close, ipf -FS), which keeps state_count equal to the table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, STATE_CAP);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct state_key);
+	__type(value, struct state_entry);
+} states SEC(".maps");
+
+/* Fragment cache (keep frags, and fragments of flows with state). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct frag_key);
+	__type(value, struct frag_entry);
+} frags SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DCA_CAP);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct dca_key);
+	__type(value, __u32);
+} dca SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DCA_CAP);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct dca_conn_key);
+	__type(value, struct dca_conn);
+} dca_conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sweeper);
+} sweeper SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ctl_args);
+} ctl_args SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CTL_KEYS);
+	__type(key, __u32);
+	__type(value, struct state_key);
+} ctl_keys SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm_key);
+	__type(value, struct blocks);
+} idx_dst SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct port_key);
+	__type(value, struct blocks);
+} idx_dport SEC(".maps");
+
+/* Source dimensions of the index, laid out as idx_dst and idx_dport. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm_key);
+	__type(value, struct blocks);
+} idx_src SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct port_key);
+	__type(value, struct blocks);
+} idx_sport SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_EXPRS);
+	__type(key, __u32);
+	__type(value, struct expr_val);
+} exprs SEC(".maps");
+
+/* Link-layer header length per ifindex; missing means Ethernet (14). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} ifaces SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct pool_key);
+	__type(value, struct pool_val);
+} pools SEC(".maps");
+
+/* Interface addresses by ifindex, written by user space at load time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct if_addr);
+} ifaddrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} log_ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct rule_text);
+} rule_texts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * MAX_LISTS);
+	__type(key, __u32);
+	__type(value, struct list_meta);
+} list_metas SEC(".maps");
+
+/* Unused: puts struct log_rec into the BTF for the layout test and for
+ * user space decoders (the ring buffer itself carries no type). */
+struct log_rec sluice_log_rec_btf SEC(".bss");
+
+#endif

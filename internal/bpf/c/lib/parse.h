@@ -1,0 +1,581 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Packet parse (ipf-reference 2.1): IPv4 with options and AH, IPv6 with
+ * its extension headers, then TCP/UDP/ICMP, into struct pktinfo with
+ * IPFilter's FI_* flags.
+ */
+#ifndef SLUICE_PARSE_H
+#define SLUICE_PARSE_H
+
+#include <linux/in.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_endian.h>
+#include "common.h"
+
+/* Option bits by option type (IPFilter's ionames; addext and visa are never
+ * recorded because of its table quirk), and IPSO classes by classification
+ * byte. Tables instead of switches: no branches for the verifier to walk. */
+static const __u32 optbit_tab[256] = {
+	[0x07] = 0x2, [0x0a] = 0x4, [0x0b] = 0x8, [0x0c] = 0x10, [0x0f] = 0x20,
+	[0x44] = 0x40, [0x52] = 0x80, [0x82] = 0x100, [0x83] = 0x200,
+	[0x85] = 0x400, [0x86] = 0x800, [0x88] = 0x1000, [0x89] = 0x2000,
+	[0x90] = 0x10000, [0x91] = 0x20000, [0xcd] = 0x40000,
+};
+
+static const __u8 ipso_tab[256] = {
+	[0x01] = 0x01, [0x3d] = 0x02, [0x5a] = 0x04, [0x66] = 0x08,
+	[0x96] = 0x10, [0xab] = 0x20, [0xcc] = 0x40, [0xf1] = 0x80,
+};
+
+GLOBAL int sl_ipv4_options(struct __sk_buff *skb, __u32 off, __u32 olen)
+{
+	struct work *w = get_work();
+	struct pktinfo *p;
+	__u8 *opt;
+	__u32 i = 0;
+	int nsec = 0;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	opt = w->obuf;
+	__builtin_memset(opt, 0, 64);
+
+	if (olen > 40)
+		olen = 40;
+	if (olen < 4)
+		olen = 4;
+	{
+		__u32 n = BOUND(olen, 63);
+
+		if (n == 0 || n > 40 || bpf_skb_load_bytes(skb, off, opt, n) < 0)
+			return 0;
+	}
+#pragma unroll
+	for (int n = 0; n < 40; n++) {
+		__u8 type, len;
+
+		if (i >= olen || i >= 40)
+			break;
+		type = opt[BOUND(i, 63)];
+		if (type == 0) /* EOL */
+			break;
+		if (type == 1) { /* NOP */
+			i++;
+			continue;
+		}
+		if (i + 1 >= olen || i + 1 >= 40)
+			break;
+		len = opt[BOUND(i + 1, 63)];
+		if (len < 2 || i + len > olen)
+			break;
+		if (len > 4)
+			p->optbits |= optbit_tab[BOUND(type, 255)];
+		if (type == 0x82) {
+			if (++nsec > 1)
+				p->flags |= PF_BAD;
+			if (i + 2 < 40)
+				p->secclass = ipso_tab[BOUND(opt[BOUND(i + 2, 63)], 255)];
+		}
+		if (type == 0x86 && (len < 6 || len > 40))
+			p->flags |= PF_BAD;
+		i += len;
+	}
+	return 0;
+}
+
+GLOBAL int sl_tcp_options(struct __sk_buff *skb, __u32 off, __u32 olen)
+{
+	struct work *w = get_work();
+	struct pktinfo *p;
+	__u8 *o;
+	__u32 i = 0;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	o = w->obuf;
+	__builtin_memset(o, 0, 64);
+	if (olen > 40)
+		olen = 40;
+	{
+		__u32 n = BOUND(olen, 63);
+
+		if (n == 0 || n > 40 || bpf_skb_load_bytes(skb, off, o, n) < 0)
+			return 0;
+	}
+#pragma unroll
+	for (int n = 0; n < 20; n++) {
+		__u8 t, l;
+
+		if (i >= olen || i >= 39)
+			break;
+		t = o[BOUND(i, 63)];
+		if (t == 0)
+			break;
+		if (t == 1) {
+			i++;
+			continue;
+		}
+		l = o[BOUND(i + 1, 63)];
+		if (l < 2)
+			break;
+		if (t == 3) {
+			if (l != 3)
+				p->flags |= PF_BAD;
+			else
+				p->wscale = o[BOUND(i + 2, 63)] > 14 ? 14 : o[BOUND(i + 2, 63)];
+		}
+		if (t == 4) {
+			if (l != 2)
+				p->flags |= PF_BAD;
+			else
+				p->sackok = 1;
+		}
+		i += l;
+	}
+	return 0;
+}
+
+static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u32 fragoff)
+{
+	__u32 dlen = p->dlen;
+	__u8 h[20] = {};
+
+	if (p->l4proto == IPPROTO_TCP || p->l4proto == IPPROTO_UDP)
+		p->flags |= PF_TCPUDP;
+
+	if (fragoff != 0) {
+		__u32 min = 0;
+
+		if (p->l4proto == IPPROTO_TCP)
+			min = 20;
+		else if (p->l4proto == IPPROTO_UDP)
+			min = 8;
+		else if (p->l4proto == IPPROTO_ICMP || p->l4proto == IPPROTO_ICMPV6)
+			min = 8;
+		if (fragoff < min)
+			p->flags |= PF_SHORT;
+		return;
+	}
+
+	{
+		/* IPFilter pulls the L4 header up; when the buffer does not hold
+		 * it the packet is dropped before the rules (pullup-fail) */
+		__u32 need = 0;
+
+		if (p->l4proto == IPPROTO_TCP && dlen >= 20)
+			need = 20;
+		else if (p->l4proto == IPPROTO_UDP && dlen > 3)
+			need = 8;
+		else if (p->l4proto == IPPROTO_ICMP || p->l4proto == IPPROTO_ICMPV6)
+			need = 8;
+		if (need && off + need > skb->len) {
+			p->flags |= PF_BAD | PF_PULLUP;
+			return;
+		}
+	}
+	switch (p->l4proto) {
+	case IPPROTO_TCP: {
+		__u8 f;
+
+		if (dlen < 20 || bpf_skb_load_bytes(skb, off, h, 20) < 0) {
+			p->flags |= PF_SHORT;
+			if (dlen >= 4 && bpf_skb_load_bytes(skb, off, h, 4) == 0) {
+				p->sport = (h[0] << 8) | h[1];
+				p->dport = (h[2] << 8) | h[3];
+				p->flags |= PF_PORTS;
+			}
+			return;
+		}
+		p->sport = (h[0] << 8) | h[1];
+		p->dport = (h[2] << 8) | h[3];
+		p->seq = ((__u32)h[4] << 24) | ((__u32)h[5] << 16) | ((__u32)h[6] << 8) | h[7];
+		p->ack = ((__u32)h[8] << 24) | ((__u32)h[9] << 16) | ((__u32)h[10] << 8) | h[11];
+		p->doff = h[12] >> 4;
+		p->tcpflags = f = h[13];
+		p->win = (h[14] << 8) | h[15];
+		p->flags |= PF_PORTS;
+		if (p->doff < 5)
+			p->flags |= PF_BAD;
+		if ((f & 0x20) && h[18] == 0 && h[19] == 0)
+			p->flags |= PF_BAD; /* URG with urp 0 */
+		if ((f & (0x02 | 0x01)) && (f & 0x04) && !(f & 0x10))
+			p->flags |= PF_BAD;
+		if ((f & 0x02) && (f & (0x20 | 0x08)))
+			p->flags |= PF_BAD;
+		if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+			p->flags |= PF_BAD;
+		/* window scale and SACK-permitted from a SYN's options */
+		p->wscale = 0xff;
+		if ((f & 0x02) && p->doff > 5)
+			sl_tcp_options(skb, off + 20, (p->doff - 5) * 4);
+		return;
+	}
+	case IPPROTO_UDP:
+		if (dlen < 8 || bpf_skb_load_bytes(skb, off, h, 8) < 0) {
+			p->flags |= PF_SHORT;
+			if (dlen >= 4 && bpf_skb_load_bytes(skb, off, h, 4) == 0) {
+				p->sport = (h[0] << 8) | h[1];
+				p->dport = (h[2] << 8) | h[3];
+				p->flags |= PF_PORTS;
+			}
+			return;
+		}
+		p->sport = (h[0] << 8) | h[1];
+		p->dport = (h[2] << 8) | h[3];
+		p->flags |= PF_PORTS;
+		return;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6: {
+		__u8 t;
+		__u32 min = 8;
+
+		if (dlen < 2 || bpf_skb_load_bytes(skb, off, h, 2) < 0) {
+			p->flags |= PF_SHORT;
+			return;
+		}
+		t = h[0];
+		p->icmp = (h[0] << 8) | h[1];
+		p->flags |= PF_ICMPOK;
+		/* only echo, timestamp and mask messages carry an id that state
+		 * matches on (IPFilter reads it for no other type) */
+		if (((p->l4proto == IPPROTO_ICMP && (t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18)) ||
+		     (p->l4proto == IPPROTO_ICMPV6 && (t == 128 || t == 129))) &&
+		    dlen >= 6 && bpf_skb_load_bytes(skb, off, h, 6) == 0)
+			p->icmpid = (h[4] << 8) | h[5];
+		if (p->l4proto == IPPROTO_ICMP) {
+			switch (t) {
+			case 0: case 8: case 9: case 10:
+				p->flags |= PF_ICMPQUERY;
+				break;
+			case 13: case 14:
+				min = 20;
+				p->flags |= PF_ICMPQUERY;
+				break;
+			case 15: case 16:
+				p->flags |= PF_ICMPQUERY;
+				min = 28;
+				break;
+			case 17: case 18:
+				min = 12;
+				p->flags |= PF_ICMPQUERY;
+				break;
+			case 3: case 4: case 5: case 11: case 12:
+				min = 28;
+				p->flags |= PF_ICMPERR;
+				break;
+			default:
+				min = 28;
+			}
+		} else {
+			if (t >= 128)
+				p->flags |= PF_ICMPQUERY;
+			else if (t >= 1 && t <= 4)
+				p->flags |= PF_ICMPERR;
+		}
+		if (dlen < min)
+			p->flags |= PF_SHORT;
+		return;
+	}
+	}
+}
+
+static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, __u32 off)
+{
+	__u8 h[20];
+	__u32 hl, fo, fragoff;
+
+	p->family = 4;
+	if (bpf_skb_load_bytes(skb, off, h, 20) < 0) {
+		p->flags |= PF_SHORT | PF_BAD;
+		return 0;
+	}
+	hl = (h[0] & 0xf) * 4;
+	p->tos = h[1];
+	p->plen = (h[2] << 8) | h[3];
+	fo = (h[6] << 8) | h[7];
+	p->ipid = (h[4] << 8) | h[5];
+	p->ttl = h[8];
+	p->proto = p->l4proto = h[9];
+	__builtin_memcpy(&p->src[0], &h[12], 4);
+	__builtin_memcpy(&p->dst[0], &h[16], 4);
+	if (hl < 20 || p->plen < hl) {
+		p->flags |= PF_BAD;
+		return 0;
+	}
+	p->dlen = p->plen - hl;
+	p->l4off = off + hl;
+	fragoff = (fo & 0x1fff) * 8;
+	p->fragoff = fragoff;
+	if (fo & 0x3fff)
+		p->flags |= PF_FRAG;
+	if (fragoff) {
+		p->flags |= PF_FRAGBODY;
+		if (fragoff + p->dlen > 65535 || p->dlen == 0 || ((fo & 0x2000) && (p->dlen & 7)))
+			p->flags |= PF_BAD;
+	}
+	if ((h[16] & 0xf0) == 0xe0)
+		p->flags |= PF_MCAST | PF_MBCAST;
+	if (hl > 20) {
+		p->flags |= PF_IPOPTS;
+		sl_ipv4_options(skb, off + 20, hl - 20);
+	}
+	if (p->proto == IPPROTO_AH) {
+		/* ipf_pr_ah (§2.1): skip (len+2)*4 bytes and dissect what
+		 * follows; proto stays AH, as fi_p does */
+		__u8 ah[2];
+		__u32 n;
+
+		p->flags |= PF_AH;
+		p->l4proto = 59; /* IPPROTO_NONE */
+		if (fragoff ? fragoff < 12 : p->dlen < 12) {
+			p->flags |= PF_SHORT;
+			return 0;
+		}
+		if (fragoff)
+			return 0;
+		if (off + hl + 12 > skb->len || bpf_skb_load_bytes(skb, off + hl, ah, 2) < 0) {
+			p->flags |= PF_BAD | PF_PULLUP;
+			return 0;
+		}
+		n = ((__u32)ah[1] + 2) * 4;
+		if (n > p->dlen) {
+			p->flags |= PF_BAD;
+			return 0;
+		}
+		p->dlen -= n;
+		p->l4off += n;
+		p->l4proto = ah[0];
+		parse_l4(skb, p, off + hl + n, 0);
+		return 0;
+	}
+	parse_l4(skb, p, off + hl, fragoff);
+	return 0;
+}
+
+static __always_inline __u32 v6x_bit(__u8 nh)
+{
+	switch (nh) {
+	case 0: return V6X_HOPOPTS;
+	case 41: return V6X_IPV6;
+	case 43: return V6X_ROUTING;
+	case 44: return V6X_FRAG;
+	case 50: return V6X_ESP;
+	case 51: return V6X_AH;
+	case 59: return V6X_NONE;
+	case 60: return V6X_DSTOPTS;
+	case 135: return V6X_MOBILITY;
+	}
+	return 0;
+}
+
+#define NH_NONE 59
+
+/* The IPv6 header chain is walked one extension header per bpf_loop
+ * iteration, so a chain of any length is walked to its end exactly as the
+ * Go engine walks it (packet.Info.parseIPv6, IPFilter's ipf_pr_ipv6hdr and
+ * ipf_pr_ipv6exthdr): no header is left unread and taken for the
+ * transport. An IPv6 packet of 64 KB holds at most 8192 headers. */
+#define V6_MAX_HDRS 8200
+
+struct v6walk {
+	struct __sk_buff *skb;
+	__u32 pos;     /* offset of the header at hand */
+	__u32 end;     /* end of the IP payload */
+	__u32 fragoff; /* fragment offset (bytes) of a fragment header */
+	__u8 nh;       /* type of the header at hand */
+	__u8 walking;  /* 0: the walk reached a header it does not skip */
+	__u8 h[8];     /* the last extension header read */
+};
+
+/* v6_exthdr skips the extension header at c->pos (of type proto, as the
+ * bits count it) and returns the next header type, NH_NONE when it is
+ * short or malformed (ipf_pr_ipv6exthdr). */
+static __always_inline __u8 v6_exthdr(struct v6walk *c, struct pktinfo *p, int multiple, __u8 proto)
+{
+	__u32 dlen = c->end - c->pos, shift, bit;
+
+	p->flags |= PF_V6HDRS;
+	if (dlen < 8) {
+		p->flags |= PF_SHORT;
+		return NH_NONE;
+	}
+	if (c->pos + 8 > c->skb->len || bpf_skb_load_bytes(c->skb, c->pos, c->h, 8) < 0) {
+		p->flags |= PF_BAD | PF_PULLUP;
+		return NH_NONE;
+	}
+	shift = proto == 44 ? 8 : ((__u32)c->h[1] + 1) * 8;
+	if (shift > dlen) {
+		p->flags |= PF_BAD;
+		return NH_NONE;
+	}
+	c->pos += shift;
+	/* headers are not recorded past a fragment header */
+	if (p->flags & PF_FRAG)
+		return c->h[0];
+	bit = v6x_bit(proto);
+	if (!multiple && (p->optbits & bit))
+		p->flags |= PF_BAD;
+	else
+		p->optbits |= bit;
+	return c->h[0];
+}
+
+static long v6_step(__u32 i, void *ctx)
+{
+	struct v6walk *c = ctx;
+	struct work *w = get_work();
+	struct pktinfo *p;
+	__u32 start = c->pos;
+	__u8 nh = c->nh, next;
+
+	if (!w)
+		return 1;
+	p = &w->p;
+	if (p->flags & PF_SHORT)
+		return 1;
+	switch (nh) {
+	case 0:
+	case 135:
+		next = v6_exthdr(c, p, 0, nh);
+		break;
+	case 60:
+		next = v6_exthdr(c, p, 1, nh);
+		break;
+	case 51:
+		/* IPFilter walks an IPv6 AH like any extension header (its
+		 * length in 8-byte units, not AH's 4-byte ones) and records it
+		 * as hop-by-hop */
+		p->flags |= PF_AH;
+		next = v6_exthdr(c, p, 0, 0);
+		break;
+	case 43:
+		next = v6_exthdr(c, p, 0, nh);
+		if (next != NH_NONE && c->h[2] == 0 &&
+		    ((c->h[1] >> 1) < c->h[3] || (c->h[3] && (c->h[1] & 1)))) {
+			/* type 0 with more segments left than addresses */
+			p->flags |= PF_BAD;
+			next = NH_NONE;
+		}
+		break;
+	case 44: {
+		__u32 fo;
+
+		next = v6_exthdr(c, p, 0, nh);
+		p->flags |= PF_FRAG;
+		if (next == NH_NONE && c->pos == start)
+			break;
+		fo = ((__u32)c->h[2] << 8) | c->h[3];
+		if ((fo & 1) && (p->plen & 7))
+			p->flags |= PF_BAD;
+		p->ipid = ((__u32)c->h[4] << 24) | ((__u32)c->h[5] << 16) | ((__u32)c->h[6] << 8) | c->h[7];
+		c->fragoff = fo & 0xfff8;
+		p->fragoff = c->fragoff;
+		if (c->fragoff) {
+			p->flags |= PF_FRAGBODY;
+			c->walking = 0;
+		}
+		/* IPFilter shifts the offset, already in bytes, by 3 again */
+		if ((c->fragoff << 3) + (c->end - c->pos) > 65535)
+			p->flags |= PF_BAD;
+		break;
+	}
+	case 41:
+		if (!(p->flags & PF_FRAG))
+			p->optbits |= V6X_IPV6;
+		c->walking = 0;
+		return 1;
+	default:
+		/* a transport, ESP, no next header, or one it does not know */
+		c->walking = 0;
+		return 1;
+	}
+	c->nh = next;
+	if (!c->walking)
+		return 1;
+	if (next != NH_NONE && c->pos > c->skb->len) {
+		p->flags |= PF_BAD | PF_PULLUP;
+		c->nh = NH_NONE;
+		return 1;
+	}
+	/* NH_NONE ends the walk at the next step, as no next header */
+	return 0;
+}
+
+static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, __u32 off)
+{
+	struct v6walk c = {};
+	__u8 h[40];
+
+	p->family = 6;
+	if (bpf_skb_load_bytes(skb, off, h, 40) < 0) {
+		p->flags |= PF_SHORT | PF_BAD;
+		return 0;
+	}
+	p->tos = ((h[0] & 0xf) << 4) | (h[1] >> 4);
+	p->dlen = (h[4] << 8) | h[5];
+	p->ttl = h[7];
+	__builtin_memcpy(p->src, &h[8], 16);
+	__builtin_memcpy(p->dst, &h[24], 16);
+	p->plen = p->dlen + 40;
+	if (p->dlen == 0) {
+		p->flags |= PF_JUMBO | PF_BAD;
+		return 0;
+	}
+	if (h[24] == 0xff)
+		p->flags |= PF_MCAST | PF_MBCAST;
+	c.skb = skb;
+	c.pos = off + 40;
+	c.end = c.pos + p->dlen;
+	c.nh = h[6];
+	c.walking = 1;
+	bpf_loop(V6_MAX_HDRS, v6_step, &c, 0);
+	p->proto = p->l4proto = c.nh;
+	p->dlen = c.end - c.pos;
+	p->l4off = c.pos;
+	if (c.walking) {
+		/* the walk stopped short of a transport header: a first
+		 * fragment that ends there is bad */
+		if ((p->flags & PF_FRAG) && !c.fragoff)
+			p->flags |= PF_BAD;
+		return 0;
+	}
+	if (c.fragoff)
+		return 0;
+	switch (c.nh) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_ICMPV6:
+		parse_l4(skb, p, c.pos, 0);
+		break;
+	case 47: /* GRE */
+		if (p->dlen < 4)
+			p->flags |= PF_SHORT;
+		break;
+	case 50: /* ESP */
+		if (p->dlen < 8)
+			p->flags |= PF_SHORT;
+		break;
+	}
+	return 0;
+}
+
+GLOBAL int sl_parse(struct __sk_buff *skb, __u32 l3off)
+{
+	struct work *w = get_work();
+
+	if (!w)
+		return 0;
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		parse_ipv4(skb, &w->p, l3off);
+		return 4;
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		parse_ipv6(skb, &w->p, l3off);
+		return 6;
+	}
+	return 0;
+}
+
+#endif

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * to, dup-to and fastroute (ipf-reference 1.3.14, 2.2 step 10).
+ */
+#ifndef SLUICE_ROUTE_H
+#define SLUICE_ROUTE_H
+
+#include <linux/pkt_cls.h>
+#include "common.h"
+
+static __always_inline long redirect_nh(__u32 ifindex, __u8 fam, const __u32 *nh)
+{
+	struct bpf_redir_neigh rn = {};
+
+	if (fam == 4) {
+		rn.nh_family = 2; /* AF_INET */
+		rn.ipv4_nh = nh[0];
+	} else if (fam == 6) {
+		rn.nh_family = 10; /* AF_INET6 */
+		__builtin_memcpy(rn.ipv6_nh, nh, 16);
+	} else {
+		return bpf_redirect_neigh(ifindex, NULL, 0, 0);
+	}
+	return bpf_redirect_neigh(ifindex, &rn, sizeof(rn), 0);
+}
+
+/* sl_route carries out a passing packet's dup-to, to and fastroute
+ * (§2.2 step 10): dup-to sends a copy out of its interface, to sends the
+ * packet itself (the kernel's neighbour table fills in the link layer),
+ * fastroute (inbound) forwards along the routing table without touching
+ * the TTL. Returns a TC action, or -1 to let the packet go on as usual. */
+GLOBAL int sl_route(struct __sk_buff *skb, __u32 slot, __u32 idx)
+{
+	struct work *w = get_work();
+	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
+	struct rule *r;
+	struct pktinfo *p;
+
+	if (!w || slot >= NSLOTS)
+		return -1;
+	p = &w->p;
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r || !r->route)
+		return -1;
+	/* a packet routed from an outbound hook has been filtered as
+	 * outbound already: the mark lets it through the egress hook of the
+	 * interface it now leaves by (IPFilter checks only inbound packets
+	 * again on their new way out) */
+	if (r->route & RT_DUP) {
+		__u32 mark = skb->mark;
+		long rc;
+
+		if (p->out)
+			skb->mark = REPLY_MARK;
+		rc = bpf_clone_redirect(skb, r->dup_ifindex, 0);
+		skb->mark = mark;
+		if (rc == 0)
+			stat_inc(ST_DUPPED);
+		else
+			stat_inc(ST_ROUTEFAIL);
+	}
+	if (r->route & RT_TO) {
+		long ret = redirect_nh(r->to_ifindex, r->to_nh_fam, r->to_nh);
+
+		if (ret == TC_ACT_REDIRECT && p->out)
+			skb->mark = REPLY_MARK;
+
+		if (ret == TC_ACT_REDIRECT) {
+			stat_inc(ST_ROUTED);
+			return TC_ACT_REDIRECT;
+		}
+		stat_inc(ST_ROUTEFAIL);
+		return -1;
+	}
+	if ((r->route & RT_FAST) && !p->out) {
+		struct bpf_fib_lookup fib = {};
+		long rc;
+
+		fib.family = p->family == 4 ? 2 : 10;
+		fib.l4_protocol = p->proto;
+		fib.tot_len = p->plen;
+		fib.ifindex = skb->ifindex;
+		if (p->family == 4) {
+			fib.tos = p->tos;
+			fib.ipv4_src = p->src[0];
+			fib.ipv4_dst = p->dst[0];
+		} else {
+			__builtin_memcpy(fib.ipv6_src, p->src, 16);
+			__builtin_memcpy(fib.ipv6_dst, p->dst, 16);
+		}
+		rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+		if ((rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) &&
+		    bpf_redirect_neigh(fib.ifindex, NULL, 0, 0) == TC_ACT_REDIRECT) {
+			stat_inc(ST_ROUTED);
+			return TC_ACT_REDIRECT;
+		}
+		stat_inc(ST_ROUTEFAIL);
+	}
+	return -1;
+}
+
+#endif

@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The rule scan (ipf_scanlist, ipf-reference 2.3): last match wins
+ * unless quick, skip, groups, call now and deferred calls, the candidate
+ * index.
+ */
+#ifndef SLUICE_SCAN_H
+#define SLUICE_SCAN_H
+
+#include "common.h"
+#include "match.h"
+
+int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now);
+
+/* quick_state adds the state of a quick keep-state rule during the scan
+ * (§2.3): it returns 0 when the entry cannot be added, and the scan then
+ * restores the previous verdict and goes on with the next rule. Rules with
+ * a keep limit are left to the creation after the scan, which counts the
+ * connection as well. */
+static __always_inline int quick_state(struct scan *s, struct pktinfo *p)
+{
+	__u32 pass = s->pass, key;
+	struct rule *r;
+
+	if (!(pass & FR_KEEPSTATE) || (pass & FR_CMDMASK) == FR_AUTH ||
+	    (p->flags & PF_STATE) || s->rule == 0)
+		return 1;
+	key = s->base + ((s->rule - 1) & (MAX_RULES - 1));
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r || r->keep_limit)
+		return 1;
+	if (sl_state_create(s->slot, s->rule - 1, pass, s->now) <= 0)
+		return 0;
+	p->flags |= PF_STATE;
+	return 1;
+}
+
+/* call_group returns the list a srcgrpmap/dstgrpmap call names for the
+ * packet's address, 0 when the address is not in the group-map or the
+ * group is not in the set. */
+static __always_inline __u32 call_group(const struct rule *r, const struct pktinfo *p, __u32 slot)
+{
+	struct pool_key k = {};
+	struct pool_val *v;
+
+	if (r->call == CALL_NONE)
+		return 0;
+	k.prefixlen = 96 + (p->family == 4 ? 32 : 128);
+	k.slot = slot;
+	k.table = r->call_table;
+	k.family = p->family;
+	__builtin_memcpy(k.addr, r->call == CALL_DSTGRPMAP ? p->dst : p->src, 16);
+	v = bpf_map_lookup_elem(&pools, &k);
+	return v ? v->group : 0;
+}
+
+/* scan_quick ends the scan at a quick rule; inside a called group only
+ * that group's scan ends (the caller goes on with its result). */
+static __always_inline long scan_quick(struct scan *s)
+{
+	if (s->ncall == 0) {
+		s->done = 1;
+		return 1;
+	}
+	s->pos = s->end;
+	return 0;
+}
+
+/* scan_apply is the part of ipf_scanlist that follows a match of rule pos
+ * (slot-relative): the rule itself, or the result of a `call now`. */
+static __always_inline long scan_apply(struct scan *s, struct pktinfo *p, const struct rule *r, __u32 pos)
+{
+	__u32 act = r->action, passo = s->pass;
+
+	s->rule = pos + 1;
+	if ((act & (FR_CMDMASK | FR_LOG)) == FR_LOG) {
+		if (s->nlogs < MAX_LOGS) {
+			s->logs[s->nlogs & (MAX_LOGS - 1)] = pos;
+			s->nlogs++;
+		}
+	} else if ((act & FR_CMDMASK) == FR_SKIP) {
+		s->skip = r->skip;
+	} else {
+		s->passo = passo;
+		s->pass = act;
+	}
+	if (r->head) {
+		struct list *l;
+		__u32 lk = s->lbase + r->head;
+
+		l = bpf_map_lookup_elem(&lists, &lk);
+		if (l && l->count && s->depth < MAX_DEPTH) {
+			__u32 d = s->depth & (MAX_DEPTH - 1);
+
+			s->stack_pos[d] = s->pos;
+			s->stack_end[d] = s->end;
+			s->stack_passo[d] = passo;
+			s->stack_call[d] = 0;
+			s->stack_skip[d] = s->skip;
+			s->skip = 0;
+			s->depth++;
+			s->pos = l->start;
+			s->end = l->start + l->count;
+			return 0;
+		}
+	}
+	/* quick is the verdict's: a log or skip rule ends the scan when the
+	 * pass it leaves is quick (a called group starts from the call rule's) */
+	if (s->pass & FR_QUICK) {
+		if (quick_state(s, p))
+			return scan_quick(s);
+		s->pass = passo;
+	}
+	return 0;
+}
+
+static long scan_step(__u32 i, void *ctx)
+{
+	struct work *w = get_work();
+	struct pktinfo *p;
+	struct scan *s;
+	struct counter *c;
+	struct rule *r;
+	__u32 pos, key;
+
+	if (!w)
+		return 1;
+	p = &w->p;
+	s = &w->s;
+
+	if (s->pos >= s->end) {
+		__u32 d;
+
+		if (s->depth == 0) {
+			s->done = 1;
+			return 1;
+		}
+		s->depth--;
+		d = s->depth & (MAX_DEPTH - 1);
+		s->pos = s->stack_pos[d];
+		s->end = s->stack_end[d];
+		/* a skip counts within its own list (ipf_scanlist's local) */
+		s->skip = s->stack_skip[d];
+		if (s->stack_call[d]) {
+			/* end of a called group: its last matching rule, if
+			 * any, stands for the call rule (ipf_scanlist) */
+			__u32 gr = s->rule;
+
+			s->ncall--;
+			s->pass = s->stack_pass[d];
+			s->rule = s->stack_rule[d];
+			if (!gr)
+				return 0;
+			pos = (gr - 1) & (MAX_RULES - 1);
+			key = s->base + pos;
+			r = bpf_map_lookup_elem(&rules, &key);
+			if (!r)
+				return 1;
+			c = bpf_map_lookup_elem(&counters, &key);
+			if (c) {
+				c->pkts++;
+				c->bytes += p->plen;
+			}
+			return scan_apply(s, p, r, pos);
+		}
+		if (s->pass & FR_QUICK) {
+			if (quick_state(s, p))
+				return scan_quick(s);
+			s->pass = s->stack_passo[d];
+		}
+		return 0;
+	}
+	pos = s->pos;
+	if (pos >= MAX_RULES)
+		return 1;
+	if (s->use_index && s->skip == 0) {
+		__u32 blk = pos >> BLOCK_SHIFT;
+
+		__u64 rest = s->cand[(blk >> 6) & (BLOCK_WORDS - 1)] >> (blk & 63);
+
+		if (!(rest & 1)) {
+			__u32 next;
+
+			if (rest == 0) /* nothing left in this word: skip 64 blocks */
+				next = ((blk | 63) + 1) << BLOCK_SHIFT;
+			else if (!(rest & 0xffff)) /* skip runs of empty blocks */
+				next = (blk + 16) << BLOCK_SHIFT;
+			else
+				next = (blk + 1) << BLOCK_SHIFT;
+			s->pos = next < s->end ? next : s->end;
+			return 0;
+		}
+	}
+	s->pos = pos + 1;
+	if (s->skip) {
+		s->skip--;
+		return 0;
+	}
+	key = s->base + pos;
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r)
+		return 1;
+	if (!rule_match(r, p, s->slot))
+		return 0;
+
+	c = bpf_map_lookup_elem(&counters, &key);
+	if (r->action & FR_CALLNOW) {
+		/* call now: scan the group the group-map names; no entry,
+		 * no group or nothing matching there and the rule is passed
+		 * over */
+		__u32 g = call_group(r, p, s->slot);
+		struct list *l;
+		__u32 lk, d;
+
+		if (c)
+			c->pkts++;
+		if (!g || s->depth >= MAX_DEPTH)
+			return 0;
+		lk = s->lbase + g;
+		l = bpf_map_lookup_elem(&lists, &lk);
+		if (!l || !l->count)
+			return 0;
+		d = s->depth & (MAX_DEPTH - 1);
+		s->stack_pos[d] = s->pos;
+		s->stack_end[d] = s->end;
+		s->stack_passo[d] = s->passo;
+		s->stack_pass[d] = s->pass;
+		s->stack_rule[d] = s->rule;
+		s->stack_call[d] = 1;
+		s->stack_skip[d] = s->skip;
+		s->skip = 0;
+		s->depth++;
+		s->ncall++;
+		s->pass = r->action;
+		s->rule = 0;
+		s->pos = l->start;
+		s->end = l->start + l->count;
+		return 0;
+	}
+	if (c) {
+		c->pkts++;
+		c->bytes += p->plen;
+	}
+	return scan_apply(s, p, r, pos);
+}
+
+/* index_port looks a port up in a port dimension of the index: a packet
+ * without ports has its own entry, a port no rule names the 0x20000 one. */
+static __always_inline struct blocks *index_port(void *map, __u32 slot, struct pktinfo *p, __u16 port)
+{
+	struct port_key pk = {};
+	struct blocks *b;
+
+	pk.slot = slot;
+	pk.port = (p->flags & PF_PORTS) ? port : 0x10000;
+	b = bpf_map_lookup_elem(map, &pk);
+	if (!b && (p->flags & PF_PORTS)) {
+		pk.port = 0x20000;
+		b = bpf_map_lookup_elem(map, &pk);
+	}
+	return b;
+}
+
+/* index_addr looks an address up in an address dimension of the index. */
+static __always_inline struct blocks *index_addr(void *map, __u32 slot, struct pktinfo *p, const __u32 *addr)
+{
+	struct lpm_key lk = {};
+
+	lk.prefixlen = 64 + (p->family == 4 ? 32 : 128);
+	lk.slot = slot;
+	lk.family = p->family;
+	__builtin_memcpy(lk.addr, addr, 16);
+	if (p->family == 4) {
+		lk.addr[1] = lk.addr[2] = lk.addr[3] = 0;
+	}
+	return bpf_map_lookup_elem(map, &lk);
+}
+
+static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 slot)
+{
+	struct blocks *a, *b, *c, *d;
+	__u64 on;
+
+	s->use_index = 0;
+	on = cfg(CFG_INDEX0 + slot);
+	if (!(on & IDX_ON))
+		return;
+	a = index_addr(&idx_dst, slot, p, p->dst);
+	b = index_port(&idx_dport, slot, p, p->dport);
+	if (!a || !b)
+		return;
+	/* a dimension the slot lacks selects everything: AND a again */
+	c = a;
+	d = b;
+	if (on & IDX_SRC) {
+		c = index_addr(&idx_src, slot, p, p->src);
+		if (!c)
+			return;
+	}
+	if (on & IDX_SPORT) {
+		d = index_port(&idx_sport, slot, p, p->sport);
+		if (!d)
+			return;
+	}
+#pragma unroll
+	for (int w = 0; w < BLOCK_WORDS; w++)
+		s->cand[w] = a->w[w] & b->w[w] & c->w[w] & d->w[w];
+	s->use_index = 1;
+}
+
+/* scan_list runs the scan over one list and returns the pass flags. */
+static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, __u32 pass)
+{
+	struct list *l;
+	__u32 lk = slot * MAX_LISTS + list;
+
+	s->base = slot * MAX_RULES;
+	s->lbase = slot * MAX_LISTS;
+	s->slot = slot;
+	s->pass = pass;
+	s->rule = 0;
+	s->depth = 0;
+	s->ncall = 0;
+	s->skip = 0;
+	s->nlogs = 0;
+	l = bpf_map_lookup_elem(&lists, &lk);
+	if (!l || l->count == 0)
+		return pass;
+	s->pos = l->start;
+	s->end = l->start + l->count;
+	s->done = 0;
+	s->cut = 0;
+	bpf_loop(SCAN_BUDGET, scan_step, NULL, 0);
+	if (!s->done) {
+		/* cannot happen for a set the loader checked (CompileSet
+		 * proves every scan ends within SCAN_BUDGET steps); should it,
+		 * no rule is skipped silently: the caller blocks the packet */
+		s->cut = 1;
+		stat_inc(ST_SCANCUT);
+	}
+	return s->pass;
+}
+
+GLOBAL int sl_scan(__u32 slot, __u32 list, __u32 pass)
+{
+	struct work *w = get_work();
+
+	if (!w)
+		return pass;
+	return scan_list(&w->s, slot, list, pass);
+}
+
+/* sl_call runs the deferred call of rule idx after the scan (ipf_firewall):
+ * it scans the group the group-map names and returns its last matching
+ * rule + 1, 0 when there is none. */
+GLOBAL int sl_call(__u32 slot, __u32 idx, __u32 pass)
+{
+	struct work *w = get_work();
+	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
+	struct rule *r;
+	__u32 g;
+
+	if (!w)
+		return 0;
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r)
+		return 0;
+	g = call_group(r, &w->p, slot);
+	if (!g)
+		return 0;
+	scan_list(&w->s, slot, g, pass);
+	return w->s.rule;
+}
+
+#endif

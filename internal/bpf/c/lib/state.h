@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The state table (ipf_state.c, ipf-reference 3): keys, lookup forward,
+ * reverse and wildcard, the TCP state machine and window tracking,
+ * creation with its limits, ICMP errors matched to the flow they quote.
+ */
+#ifndef SLUICE_STATE_H
+#define SLUICE_STATE_H
+
+#include <linux/in.h>
+#include "common.h"
+#include "frag.h"
+
+static __always_inline void make_key(struct state_key *k, const struct pktinfo *p, int rev)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->proto = p->proto;
+	k->family = p->family;
+	if (!rev) {
+		__builtin_memcpy(k->src, p->src, 16);
+		__builtin_memcpy(k->dst, p->dst, 16);
+		k->sport = p->sport;
+		k->dport = p->dport;
+	} else {
+		__builtin_memcpy(k->src, p->dst, 16);
+		__builtin_memcpy(k->dst, p->src, 16);
+		k->sport = p->dport;
+		k->dport = p->sport;
+	}
+	if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
+		k->sport = p->icmpid;
+		k->dport = p->icmp >> 8;
+	} else if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP) {
+		k->sport = k->dport = 0;
+	}
+}
+
+/* query_of returns the query type an ICMP reply answers, or -1. */
+static __always_inline int query_of(__u8 proto, __u8 type)
+{
+	if (proto == IPPROTO_ICMP) {
+		switch (type) {
+		case 0: return 8;
+		case 14: return 13;
+		case 16: return 15;
+		case 18: return 17;
+		}
+		return -1;
+	}
+	switch (type) {
+	case 129: return 128;
+	case 131: return 130;
+	case 134: return 133;
+	case 136: return 135;
+	case 140: return 139;
+	}
+	return -1;
+}
+
+static __always_inline __u64 tcp_timeout(__u8 st)
+{
+	return cfg(CFG_TO_TCP + ((st & 15) < 12 ? (st & 15) : 11));
+}
+
+/* state_release gives back what an entry held: its place in state_count
+ * and in its rule's count (keep state (limit N)), when the slot still
+ * holds the rules of the generation that made it. */
+static __always_inline void state_release(__u32 slot, __u32 rule, __u32 gen)
+{
+	__u32 key = (slot % NSLOTS) * MAX_RULES + (rule & (MAX_RULES - 1)), zero = 0;
+	__u32 *n = bpf_map_lookup_elem(&rule_states, &key);
+	__s64 *cnt = bpf_map_lookup_elem(&state_count, &zero);
+
+	if (n && *n > 0 && gen == cfg(CFG_GEN0 + (slot % NSLOTS)))
+		__sync_fetch_and_add(n, -1);
+	if (cnt)
+		__sync_fetch_and_add(cnt, -1);
+}
+
+/* state_unlink removes the entry e under k from the table and, when this
+ * call is the one that removed it (another CPU, the sweeper or ipf -FS may
+ * race for it), releases it: every removal goes through here, so
+ * state_count always equals the number of entries. */
+static __always_inline int state_unlink(struct state_key *k, struct state_entry *e)
+{
+	__u32 slot = e->slot, rule = e->rule, gen = e->gen;
+
+	if (bpf_map_delete_elem(&states, k) != 0)
+		return 0;
+	state_release(slot, rule, gen);
+	return 1;
+}
+
+/* tcp_fsm applies IPFilter's per-direction TCP state machine (§3.3) and
+ * returns 0 when the packet must be rejected. */
+static __always_inline int tcp_fsm(struct state_entry *e, int rev, const struct pktinfo *p, __u64 now)
+{
+	__u8 f = p->tcpflags;
+	struct tcp_side *me = rev ? &e->tcp[1] : &e->tcp[0];
+	struct tcp_side *other = rev ? &e->tcp[0] : &e->tcp[1];
+	__u8 n = me->state, o = other->state;
+	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
+	int syn_created = e->flags & SF_SYN;
+
+	if (f & 0x04) { /* RST */
+		me->state = (!(f & 0x08) && data == 0) ? TS_CLOSED : TS_CLOSE_WAIT;
+		if (o <= TS_ESTABLISHED)
+			other->state = TS_CLOSE_WAIT;
+		e->expire = now + tcp_timeout(me->state);
+		return 1;
+	}
+#define TO(x) do { me->state = (x); e->expire = now + tcp_timeout(x); return 1; } while (0)
+#define RESTART() do { e->expire = now + tcp_timeout(me->state); return 1; } while (0)
+	switch (n) {
+	case TS_LISTEN:
+		if ((f & 0x12) == 0x12)
+			TO(TS_SYN_RECEIVED);
+		if (f & 0x02)
+			TO(TS_SYN_SENT);
+		if (!syn_created && (f & 0x17) == 0x10) {
+			if (o == TS_LISTEN || o == TS_SYN_RECEIVED)
+				TO(TS_HALF_ESTAB);
+			if (o == TS_HALF_ESTAB || o == TS_ESTABLISHED)
+				TO(TS_ESTABLISHED);
+		}
+		return 0;
+	case TS_SYN_SENT:
+		if ((f & 0x3f) == 0x02)
+			return 1;
+		if ((f & 0x13) == 0x10)
+			TO(TS_ESTABLISHED);
+		if (f & 0x01)
+			TO(TS_FIN_WAIT_1);
+		if ((f & 0x12) == 0x12)
+			TO(TS_SYN_RECEIVED);
+		return 0;
+	case TS_SYN_RECEIVED:
+		if ((f & 0x13) == 0x10)
+			TO(TS_ESTABLISHED);
+		if ((f & 0x3f) == 0x12)
+			return 1;
+		if (f & 0x01)
+			TO(TS_FIN_WAIT_1);
+		return 0;
+	case TS_HALF_ESTAB:
+		if (f & 0x01)
+			TO(TS_FIN_WAIT_1);
+		if (f & 0x10) {
+			if (o == TS_HALF_ESTAB || o == TS_ESTABLISHED)
+				TO(TS_ESTABLISHED);
+			RESTART();
+		}
+		return 0;
+	case TS_ESTABLISHED:
+		if (f & 0x01)
+			TO(o == TS_FIN_WAIT_1 ? TS_CLOSING : TS_FIN_WAIT_1);
+		if ((f & 0x10) && o == TS_FIN_WAIT_1)
+			TO(TS_CLOSE_WAIT);
+		if ((f & 0x10) && o < TS_CLOSE_WAIT)
+			TO(TS_ESTABLISHED);
+		RESTART();
+	case TS_CLOSE_WAIT:
+		if (f & 0x01)
+			TO(TS_LAST_ACK);
+		TO(TS_CLOSE_WAIT);
+	case TS_FIN_WAIT_1:
+		if ((f & 0x10) && o > TS_CLOSE_WAIT)
+			TO(TS_LAST_ACK);
+		TO(TS_FIN_WAIT_1);
+	case TS_CLOSING:
+		if ((f & 0x11) == 0x10)
+			TO(TS_TIME_WAIT);
+		RESTART();
+	case TS_LAST_ACK:
+		if (f & 0x10)
+			RESTART();
+		return 0;
+	case TS_FIN_WAIT_2:
+		return 0;
+	case TS_TIME_WAIT:
+		if (o == TS_LAST_ACK)
+			TO(TS_CLOSED);
+		return 1;
+	case TS_CLOSED:
+		return 1;
+	}
+#undef TO
+#undef RESTART
+	return 0;
+}
+
+static __always_inline int seq_ge(__u32 a, __u32 b) { return (__s32)(a - b) >= 0; }
+static __always_inline int seq_gt(__u32 a, __u32 b) { return (__s32)(a - b) > 0; }
+
+/* tcp_window implements §3.4; returns 0 when the packet is out of window. */
+static __always_inline int tcp_window(struct state_entry *e, int rev, const struct pktinfo *p)
+{
+	struct tcp_side *fs = rev ? &e->tcp[1] : &e->tcp[0];
+	struct tcp_side *ts = rev ? &e->tcp[0] : &e->tcp[1];
+	__u8 f = p->tcpflags;
+	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
+	__u32 len = data + ((f & 0x02) ? 1 : 0) + ((f & 0x01) ? 1 : 0);
+	__u32 win, end, seq = p->seq, ack = p->ack, maxwin;
+	__s32 ackskew;
+	int syn_created = e->flags & SF_SYN, inwin = 0;
+
+	if (e->pass & FR_STLOOSE)
+		return 1;
+	if (f & 0x02) {
+		win = p->win;
+		if (p->wscale != 0xff) {
+			fs->wscale = p->wscale;
+			fs->wflags |= WF_WSCALE_SEEN;
+		}
+		if (p->sackok)
+			fs->wflags |= WF_SACK;
+	} else {
+		win = (__u32)p->win << (fs->wscale & 15);
+	}
+	if (win == 0)
+		win = 1;
+	end = seq + len;
+	if (!(f & 0x02) && (fs->wflags & WF_WSCALE_FIRST)) {
+		fs->wflags &= ~WF_WSCALE_FIRST;
+		fs->maxwin = win;
+	}
+	if (fs->end == 0 && (!syn_created || (f & 0x12) == 0x12)) {
+		fs->end = end - 1;
+		fs->maxwin = 1;
+		fs->maxend = end + win;
+	}
+	if (!(f & 0x10) || ((f & 0x14) && ack == 0))
+		ack = ts->end;
+	maxwin = ts->maxwin;
+	ackskew = (__s32)(ts->end - ack);
+	if ((e->pass & FR_STSTRICT) && seq != fs->end)
+		return 0;
+	if (seq_ge(fs->maxend, end) && seq_ge(seq, fs->end - maxwin) &&
+	    -ackskew <= 66000 && ackskew <= (66000 << (fs->wscale & 15)))
+		inwin = 1;
+	else if (seq == fs->maxend && ackskew == 0 && (fs->wflags & WF_SACK) && (ts->wflags & WF_SACK))
+		inwin = 1;
+	else if (seq == 0 && (f & 0x3f) == 0x14 && ackskew >= -1 && ackskew <= 1)
+		inwin = 1;
+	else if (!syn_created && !(fs->wflags & (WF_WSCALE_SEEN | WF_WSCALE_FIRST)) &&
+		 ((seq == fs->maxend && ackskew == 0) || seq_ge(seq + maxwin, fs->end - maxwin)))
+		inwin = 1;
+	if (!inwin)
+		return 0;
+	if (ackskew < 0)
+		ts->end = ack;
+	if (win > fs->maxwin)
+		fs->maxwin = win;
+	if (seq_gt(end, fs->end))
+		fs->end = end;
+	if (seq_ge(ack + win, ts->maxend))
+		ts->maxend = ack + win;
+	return 1;
+}
+
+static __always_inline void tcp_init(struct state_entry *e, const struct pktinfo *p)
+{
+	__u8 f = p->tcpflags;
+	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
+	__u32 len = data + ((f & 0x02) ? 1 : 0) + ((f & 0x01) ? 1 : 0);
+	__u32 win = p->win;
+
+	if (win == 0)
+		win = 1;
+	e->tcp[0].end = e->tcp[0].maxend = p->seq + len;
+	e->tcp[0].maxwin = win;
+	e->tcp[1].maxwin = 1;
+	if (p->wscale != 0xff) {
+		e->tcp[0].wscale = p->wscale;
+		e->tcp[0].wflags |= WF_WSCALE_SEEN | WF_WSCALE_FIRST;
+	}
+	if (p->sackok)
+		e->tcp[0].wflags |= WF_SACK;
+	if (!(f & 0x02)) {
+		e->tcp[1].end = e->tcp[1].maxend = p->ack;
+		e->tcp[1].maxwin = 4 * win;
+	}
+}
+
+/* state_opt is the option set state compares: the IPv6 fragment header is
+ * ignored, so fragments and whole packets belong to one flow. */
+static __always_inline __u32 state_opt(const struct pktinfo *p)
+{
+	return p->family == 6 ? p->optbits & ~V6X_FRAG : p->optbits;
+}
+
+/* wild_dst reports a packet whose state entry gets a wildcard destination
+ * (§3.1): multicast or broadcast IPv4, ICMPv6 to a multicast address. */
+static __always_inline int wild_dst(const struct pktinfo *p)
+{
+	if (p->family == 4)
+		return !!(p->flags & (PF_MCAST | PF_BCAST | PF_MBCAST));
+	return p->proto == IPPROTO_ICMPV6 && (p->dst[0] & 0xff) == 0xff;
+}
+
+/* reverse_key makes the key a reply of p would find its entry under;
+ * returns 0 when p cannot be a reply (an ICMP type that answers nothing). */
+static __always_inline int reverse_key(struct state_key *k, const struct pktinfo *p)
+{
+	make_key(k, p, 1);
+	if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
+		int q = query_of(p->proto, p->icmp >> 8);
+
+		if (q < 0)
+			return 0;
+		k->dport = q;
+	}
+	return 1;
+}
+
+/* state_lookup finds the entry for p (forward, then reverse, then the
+ * wildcard-destination entries both ways) and applies the TCP checks; it
+ * returns the entry or NULL. A wildcard entry that matches is filled in
+ * with the packet's address and moved to its concrete key; the returned
+ * pointer is then the copy in scratch. */
+static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *revp, __u64 now,
+							struct state_entry *scratch)
+{
+	struct state_key k;
+	struct state_entry *e;
+	int rev = 0, slot, wild = 0;
+
+	make_key(&k, p, 0);
+	e = bpf_map_lookup_elem(&states, &k);
+	if (!e) {
+		rev = 1;
+		if (reverse_key(&k, p))
+			e = bpf_map_lookup_elem(&states, &k);
+	}
+	if (!e) {
+		wild = 1;
+		rev = 0;
+		make_key(&k, p, 0);
+		__builtin_memset(k.dst, 0, sizeof(k.dst));
+		k.wild = 1;
+		e = bpf_map_lookup_elem(&states, &k);
+		if (!e) {
+			rev = 1;
+			if (!reverse_key(&k, p))
+				return NULL;
+			__builtin_memset(k.dst, 0, sizeof(k.dst));
+			k.wild = 1;
+			e = bpf_map_lookup_elem(&states, &k);
+		}
+		if (!e)
+			return NULL;
+	}
+	if (e->expire < now) {
+		if (state_unlink(&k, e))
+			stat_inc(ST_EXPIRED);
+		return NULL;
+	}
+	slot = rev * 2 + p->out;
+	slot &= 3;
+	if (e->ifindex[slot] && e->ifindex[slot] != p->ifindex)
+		return NULL;
+	{
+		/* flags, options and security class must agree with what the
+		 * first packet of this slot carried; replies carry no options
+		 * and no packet with a security class matches (the entry keeps
+		 * none) */
+		__u32 fi = (p->out * 2 + rev) & 3, flx = p->flags & PF_CMP;
+		__u32 opt = rev ? 0 : e->opt;
+
+		if (e->flx[fi] && e->flx[fi] != flx)
+			return NULL;
+		if (state_opt(p) != opt || p->secclass)
+			return NULL;
+		if (!e->flx[fi])
+			e->flx[fi] = flx;
+	}
+	if (p->proto == IPPROTO_TCP) {
+		/* a new SYN on a flow closed on both sides starts afresh */
+		if ((p->tcpflags & 0x12) == 0x02 && e->tcp[0].state > TS_ESTABLISHED &&
+		    e->tcp[1].state > TS_ESTABLISHED) {
+			if (state_unlink(&k, e))
+				stat_inc(ST_CLOSED);
+			return NULL;
+		}
+		if (!tcp_window(e, rev, p)) {
+			p->flags |= PF_OOW;
+			stat_inc(ST_OOW);
+			return NULL;
+		}
+		if (!tcp_fsm(e, rev, p, now))
+			return NULL;
+	} else {
+		__u64 to;
+		__u32 age = e->age[rev & 1];
+
+		if (p->proto == IPPROTO_UDP)
+			to = cfg(rev ? CFG_TO_UDPACK : CFG_TO_UDP);
+		else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6)
+			to = cfg(rev ? CFG_TO_ICMPACK : CFG_TO_ICMP);
+		else
+			to = cfg(rev ? CFG_TO_UDPACK : CFG_TO_UDP);
+		if (age)
+			to = (__u64)age * 1000000000ULL;
+		e->expire = now + to;
+	}
+	if (!e->ifindex[slot])
+		e->ifindex[slot] = p->ifindex;
+	e->last = now;
+	e->pkts[slot]++;
+	e->bytes[slot] += p->plen;
+	*revp = rev;
+	if (wild) {
+		/* the first packet to use a wildcard entry fills it in */
+		__builtin_memcpy(scratch, e, sizeof(*scratch));
+		/* whoever removes the wildcard entry moves it: when another
+		 * CPU did (and released it), this packet still had its match */
+		if (bpf_map_delete_elem(&states, &k) != 0)
+			return scratch;
+		k.wild = 0;
+		__builtin_memcpy(k.dst, rev ? p->src : p->dst, 16);
+		if (bpf_map_update_elem(&states, &k, scratch, BPF_NOEXIST) < 0)
+			state_release(scratch->slot, scratch->rule, scratch->gen); /* a concrete entry exists: keep that */
+		return scratch;
+	}
+	return e;
+}
+
+/* state_create adds an entry for p created by rule idx; returns 0 on
+ * failure (the caller turns pass into block). */
+static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx,
+					const struct rule *r, __u32 pass, __u64 now,
+					struct state_entry *ep)
+{
+	struct state_key k;
+	__u32 key = slot * MAX_RULES + idx, zero = 0;
+	__u32 *n;
+	__s64 *cnt;
+	__u64 smax = cfg(CFG_STATEMAX);
+
+	if (p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD | PF_STATE))
+		return 0;
+	if ((p->flags & PF_OOW) && !(p->tcpflags & 0x02))
+		return 0;
+	if (p->proto == IPPROTO_TCP && (p->tcpflags & 0x04))
+		return 0;
+	if (p->proto == IPPROTO_ICMP) {
+		__u8 t = p->icmp >> 8;
+
+		if (t != 8 && t != 13 && t != 15 && t != 17)
+			return 0;
+	}
+	if (p->proto == IPPROTO_ICMPV6) {
+		__u8 t = p->icmp >> 8;
+
+		if (t != 128 && t != 130 && t != 133 && t != 135 && t != 139)
+			return 0;
+	}
+	n = bpf_map_lookup_elem(&rule_states, &key);
+	cnt = bpf_map_lookup_elem(&state_count, &zero);
+	if (!n || !cnt)
+		return 0;
+	if (smax && *cnt > 0 && (__u64)*cnt * 100 / smax > cfg(CFG_WMHIGH)) {
+		/* past state_wm_high: the sweeper runs the watermark flush */
+		struct sweeper *sw = bpf_map_lookup_elem(&sweeper, &zero);
+
+		if (sw)
+			sw->doflush = 1;
+	}
+	if (r->state_limit) {
+		if (*n >= r->state_limit) {
+			stat_inc(ST_MAXREF);
+			return 0;
+		}
+	} else if (smax && *cnt >= (__s64)smax) {
+		stat_inc(ST_MAXREF);
+		return 0;
+	}
+	__builtin_memset(ep, 0, sizeof(*ep));
+	make_key(&k, p, 0);
+	if (wild_dst(p)) {
+		__builtin_memset(k.dst, 0, sizeof(k.dst));
+		k.wild = 1;
+	}
+	ep->created = now;
+	ep->last = now;
+	ep->pass = pass;
+	ep->rule = idx;
+	ep->slot = slot;
+	ep->gen = cfg(CFG_GEN0 + (slot % NSLOTS));
+	ep->age[0] = r->age_fwd;
+	ep->age[1] = r->age_rev;
+	ep->logtag = r->logtag;
+	ep->rule_no = r->rule_no;
+	ep->group_no = r->group_no;
+	ep->ifindex[p->out & 1] = p->ifindex;
+	ep->flx[(p->out & 1) * 2] = p->flags & PF_CMP;
+	ep->opt = state_opt(p);
+	ep->pkts[p->out & 1] = 1;
+	ep->bytes[p->out & 1] = p->plen;
+	if (p->proto == IPPROTO_TCP) {
+		if (p->tcpflags & 0x02)
+			ep->flags |= SF_SYN;
+		tcp_init(ep, p);
+		/* IPFilter keeps the entry even when the first packet is not a
+		 * transition of the state machine; it then ages as LISTEN */
+		if (!tcp_fsm(ep, 0, p, now))
+			ep->expire = now + tcp_timeout(ep->tcp[0].state);
+		stat_inc(ST_ADD_TCP);
+	} else {
+		__u64 to;
+
+		if (p->proto == IPPROTO_UDP) {
+			to = cfg(CFG_TO_UDP);
+			stat_inc(ST_ADD_UDP);
+		} else if (p->proto == IPPROTO_ICMP || p->proto == IPPROTO_ICMPV6) {
+			to = cfg(CFG_TO_ICMP);
+			stat_inc(ST_ADD_ICMP);
+		} else {
+			to = cfg(CFG_TO_IP);
+			stat_inc(ST_ADD_OTHER);
+		}
+		if (r->age_fwd)
+			to = (__u64)r->age_fwd * 1000000000ULL;
+		ep->expire = now + to;
+	}
+	if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0)
+		return 0;
+	__sync_fetch_and_add(n, 1);
+	__sync_fetch_and_add(cnt, 1);
+	/* a fragment that made state: the rest of its datagram follows */
+	if (p->flags & PF_FRAG)
+		sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
+	return 1;
+}
+
+GLOBAL int sl_state_lookup(__u64 now)
+{
+	struct work *w = get_work();
+	struct state_entry *e;
+	int rev = 0;
+
+	if (!w)
+		return 0;
+	e = state_lookup(&w->p, &rev, now, &w->e);
+	if (!e)
+		return 0;
+	w->hit_rev = rev;
+	w->hit_slot = e->slot;
+	w->hit_idx = e->rule;
+	w->hit_pass = e->pass;
+	w->hit_rule_no = e->rule_no;
+	w->hit_group_no = e->group_no;
+	w->hit_logtag = e->logtag;
+	return 1;
+}
+
+/* sl_icmperr_lookup matches an ICMP error against the state of the packet
+ * it quotes (§3.6): the quoted header is the flow's own packet, so its
+ * tuple is looked up as is and reversed. Counters and TCP state are left
+ * alone; entries with no-icmp-err refuse. */
+GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
+{
+	struct work *w = get_work();
+	struct pktinfo *p;
+	struct state_key k = {};
+	struct state_entry *e;
+	__u8 h[40];
+	__u8 l4[8];
+	__u32 off, l4off;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	off = p->l4off + 8;
+	if (p->family == 4) {
+		__u32 hl;
+
+		if (p->plen < 48 || bpf_skb_load_bytes(skb, off, h, 20) < 0)
+			return 0;
+		hl = (h[0] & 0xf) * 4;
+		if (hl < 20 || (((h[6] << 8) | h[7]) & 0x1fff))
+			return 0; /* quoted header of a non-first fragment: bad */
+		k.family = 4;
+		k.proto = h[9];
+		__builtin_memcpy(&k.src[0], &h[12], 4);
+		__builtin_memcpy(&k.dst[0], &h[16], 4);
+		l4off = off + hl;
+		/* the quoted source must be the error's destination */
+		if (k.src[0] != p->dst[0])
+			return 0;
+	} else {
+		if (bpf_skb_load_bytes(skb, off, h, 40) < 0)
+			return 0;
+		k.family = 6;
+		k.proto = h[6];
+		__builtin_memcpy(k.src, &h[8], 16);
+		__builtin_memcpy(k.dst, &h[24], 16);
+		l4off = off + 40;
+	}
+	if (bpf_skb_load_bytes(skb, l4off, l4, 8) < 0)
+		return 0;
+	if (k.proto == IPPROTO_TCP || k.proto == IPPROTO_UDP) {
+		k.sport = (l4[0] << 8) | l4[1];
+		k.dport = (l4[2] << 8) | l4[3];
+	} else if (k.proto == IPPROTO_ICMP || k.proto == IPPROTO_ICMPV6) {
+		k.sport = (l4[4] << 8) | l4[5];
+		k.dport = l4[0];
+	} else {
+		return 0;
+	}
+	e = bpf_map_lookup_elem(&states, &k);
+	if (!e) {
+		struct state_key r = {};
+
+		__builtin_memcpy(r.src, k.dst, 16);
+		__builtin_memcpy(r.dst, k.src, 16);
+		r.sport = k.dport;
+		r.dport = k.sport;
+		r.proto = k.proto;
+		r.family = k.family;
+		if (k.proto == IPPROTO_ICMP || k.proto == IPPROTO_ICMPV6) {
+			r.sport = k.sport;
+			r.dport = k.dport;
+		}
+		e = bpf_map_lookup_elem(&states, &r);
+	}
+	if (!e || e->expire < now || (e->pass & FR_NOICMPERR))
+		return 0;
+	w->hit_pass = e->pass;
+	w->hit_rule_no = e->rule_no;
+	w->hit_group_no = e->group_no;
+	w->hit_logtag = e->logtag;
+	return 1;
+}
+
+GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
+{
+	struct work *w = get_work();
+	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
+	struct rule *r;
+
+	if (!w || slot >= NSLOTS)
+		return 0;
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r)
+		return 0;
+	return state_create(&w->p, slot, idx & (MAX_RULES - 1), r, pass, now, &w->e);
+}
+
+#endif

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The sweeper and the control program. IPFilter's slow timer expires
+ * state and runs the watermark flush every tick; here a bpf_timer does it
+ * every SWEEP_NS, so the table gives back expired entries with no daemon.
+ * sluice_ctl is how user space starts the timer and removes state entries
+ * (ipf -FS) through the same accounting as the packet path.
+ */
+#ifndef SLUICE_SWEEP_H
+#define SLUICE_SWEEP_H
+
+#include "common.h"
+#include "state.h"
+#include "dca.h"
+
+#define TICK_NS 500000000ULL
+
+struct bpf_map;
+
+/* What one pass over the state table removes. */
+#define SWEEP_EXPIRED 0 /* entries whose time ran out */
+#define SWEEP_QUEUE 1   /* TCP entries in TCP state c->st (the later side) */
+#define SWEEP_IDLE 2    /* TCP entries idle for c->idle or longer */
+#define SWEEP_ALL 3     /* everything (ipf -FS) */
+
+/* The callbacks count what they remove through a pointer into a map
+ * value: a count kept in the context itself would be a different known
+ * constant on every call, and the verifier, which checks a callback as a
+ * loop body until its states repeat, would never see them repeat. */
+struct sweep_ctx {
+	__u64 now;
+	__u64 idle;
+	__u32 mode;
+	__u32 st;
+	__u64 *removed;
+};
+
+static long sweep_state(struct bpf_map *map, struct state_key *k, struct state_entry *e, struct sweep_ctx *c)
+{
+	int gone = 0;
+
+	switch (c->mode) {
+	case SWEEP_EXPIRED:
+		gone = e->expire < c->now;
+		break;
+	case SWEEP_QUEUE: {
+		__u8 q = e->tcp[0].state > e->tcp[1].state ? e->tcp[0].state : e->tcp[1].state;
+
+		gone = k->proto == IPPROTO_TCP && q == c->st;
+		break;
+	}
+	case SWEEP_IDLE:
+		gone = k->proto == IPPROTO_TCP && c->now - e->last >= c->idle;
+		break;
+	case SWEEP_ALL:
+		gone = 1;
+		break;
+	}
+	if (gone && state_unlink(k, e))
+		*c->removed += 1;
+	return 0;
+}
+
+static long sweep_dca(struct bpf_map *map, struct dca_conn_key *k, struct dca_conn *e, struct sweep_ctx *c)
+{
+	if (e->expire < c->now)
+		dca_unlink(k);
+	return 0;
+}
+
+static long sweep_dca_zero(struct bpf_map *map, struct dca_key *k, __u32 *n, struct sweep_ctx *c)
+{
+	if (*n == 0)
+		bpf_map_delete_elem(&dca, k);
+	return 0;
+}
+
+static __always_inline void sweep_pass(struct sweep_ctx *c, __u32 mode)
+{
+	c->mode = mode;
+	bpf_for_each_map_elem(&states, sweep_state, c, 0);
+}
+
+static __always_inline int over_low(void)
+{
+	__u32 zero = 0;
+	__s64 *cnt = bpf_map_lookup_elem(&state_count, &zero);
+	__u64 size = cfg(CFG_STATESIZE);
+
+	if (!cnt || !size)
+		return 0;
+	return *cnt > 0 && (__u64)*cnt * 100 / size > cfg(CFG_WMLOW);
+}
+
+/* watermark_flush is ipf_state_flush(2) through ipf_queueflush, as the Go
+ * engine has it (state.Table.flushAggressive): TCP entries in CLOSED
+ * first, then, while the table is over state_wm_low (of state_size),
+ * TIME_WAIT, FIN_WAIT_2, and those idle for ever shorter intervals. */
+static __always_inline void watermark_flush(struct sweep_ctx *c)
+{
+	__u64 ticks = c->now / TICK_NS, interval;
+
+	c->st = TS_CLOSED;
+	sweep_pass(c, SWEEP_QUEUE);
+	c->st = TS_TIME_WAIT;
+	if (over_low())
+		sweep_pass(c, SWEEP_QUEUE);
+	c->st = TS_FIN_WAIT_2;
+	if (over_low())
+		sweep_pass(c, SWEEP_QUEUE);
+	if (!over_low())
+		return;
+	if (ticks > 2 * 43200)
+		interval = 2 * 43200;
+	else if (ticks > 2 * 1800)
+		interval = 2 * 1800;
+	else if (ticks > 2 * 30)
+		interval = 2 * 30;
+	else
+		interval = 2 * 10;
+	for (int i = 0; i < 17; i++) {
+		if (interval < 2 || !over_low())
+			break;
+		c->idle = interval * TICK_NS;
+		sweep_pass(c, SWEEP_IDLE);
+		interval /= 2;
+	}
+}
+
+/* sweep removes the expired entries, runs the watermark flush when the
+ * table asked for one, and gives back the quotas of DCA connections that
+ * expired. */
+static __always_inline void sweep(struct sweeper *sw)
+{
+	struct sweep_ctx c = {};
+
+	c.now = now_ns();
+	c.removed = &sw->swept;
+	sweep_pass(&c, SWEEP_EXPIRED);
+	if (sw->doflush) {
+		if (c.now - sw->wm_last > cfg(CFG_WMFREQ)) {
+			c.removed = &sw->flushed;
+			watermark_flush(&c);
+		}
+		sw->doflush = 0;
+		sw->wm_last = c.now;
+	}
+	bpf_for_each_map_elem(&dca_conns, sweep_dca, &c, 0);
+	bpf_for_each_map_elem(&dca, sweep_dca_zero, &c, 0);
+	sw->runs++;
+}
+
+static int sweep_timer(void *map, __u32 *key, struct sweeper *sw)
+{
+	sweep(sw);
+	bpf_timer_start(&sw->timer, SWEEP_NS, 0);
+	return 0;
+}
+
+static long ctl_kill(__u32 i, struct sweep_ctx *c)
+{
+	struct state_key *k = bpf_map_lookup_elem(&ctl_keys, &i);
+	struct state_key kk;
+	struct state_entry *e;
+
+	if (!k)
+		return 1;
+	__builtin_memcpy(&kk, k, sizeof(kk));
+	e = bpf_map_lookup_elem(&states, &kk);
+	if (e && state_unlink(&kk, e))
+		*c->removed += 1;
+	return 0;
+}
+
+/* sluice_ctl carries out the operation in ctl_args: CTL_ARM starts the
+ * sweeper (again after a reload: the callback is the new program's),
+ * CTL_KILL removes the n state entries whose keys are in ctl_keys,
+ * CTL_SWEEP sweeps once now (tests move the clock). It returns how many
+ * entries it removed. */
+SEC("tc")
+int sluice_ctl(struct __sk_buff *skb)
+{
+	__u32 zero = 0;
+	struct ctl_args *a = bpf_map_lookup_elem(&ctl_args, &zero);
+	struct sweeper *sw = bpf_map_lookup_elem(&sweeper, &zero);
+	struct sweep_ctx c = {};
+
+	if (!a || !sw)
+		return 0;
+	switch (a->op) {
+	case CTL_ARM:
+		bpf_timer_init(&sw->timer, &sweeper, 1 /* CLOCK_MONOTONIC */);
+		if (bpf_timer_set_callback(&sw->timer, sweep_timer) != 0)
+			return -1;
+		return bpf_timer_start(&sw->timer, SWEEP_NS, 0) == 0 ? 0 : -1;
+	case CTL_KILL:
+		a->removed = 0;
+		c.removed = &a->removed;
+		bpf_loop(a->n < CTL_KEYS ? a->n : CTL_KEYS, ctl_kill, &c, 0);
+		return 0;
+	case CTL_SWEEP:
+		sweep(sw);
+		return 0;
+	}
+	return 0;
+}
+
+#endif

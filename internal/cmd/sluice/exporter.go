@@ -1,0 +1,442 @@
+package sluice
+
+// sluice exporter: the Prometheus exporter of the kernel datapaths. It
+// reads the pinned maps on every scrape (ipfctl.ReadStatus) and keeps no
+// state of its own, so it can be restarted, or crash, at any time without
+// any effect on filtering: the datapath needs no daemon.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cilium/ebpf"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/ipfctl"
+)
+
+// DefaultExporterListen is where `sluice exporter` listens unless --listen
+// says otherwise: loopback only, because the rule texts are labels.
+const DefaultExporterListen = "127.0.0.1:9811"
+
+// DefaultMaxRules bounds the per-rule series (see ruleCollector).
+const DefaultMaxRules = 1000
+
+// maxRuleText bounds the rule label's length in bytes; longer rule texts
+// are cut and end in "...".
+const maxRuleText = 200
+
+// overflowGroup is the group label of the one series per direction and
+// list kind that sums the rules past --max-rules.
+const overflowGroup = "(other rules)"
+
+const exporterUsage = `usage: sluice exporter [--listen ADDR] [--pindir DIR] [--qos-pindir DIR]
+                      [--max-rules N] [--bpf-stats]
+`
+
+func cmdExporter(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice exporter", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, exporterUsage)
+		fs.PrintDefaults()
+	}
+	listen := fs.String("listen", DefaultExporterListen, "address to serve /metrics on (host:port; port 0 picks one)")
+	pindir := fs.String("pindir", ipfctl.PinDir(), "the filter's pin directory (default $SLUICE_BPF_DIR or /sys/fs/bpf/sluice)")
+	qosdir := fs.String("qos-pindir", ipfctl.QoSPinDir(), "IPQoS's pin directory (default $SLUICE_QOS_DIR or /sys/fs/bpf/sluice-qos)")
+	maxRules := fs.Int("max-rules", DefaultMaxRules, "rules exported one by one; the rest are summed in one series per list")
+	bpfStats := fs.Bool("bpf-stats", false, "enable the kernel's BPF run-time statistics while running (costs some ns per packet)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice exporter: unexpected argument %q\n%s", fs.Arg(0), exporterUsage)
+		return 2
+	}
+	if *maxRules < 0 {
+		fmt.Fprintf(stderr, "sluice exporter: bad --max-rules %d\n", *maxRules)
+		return 2
+	}
+	host, _, err := net.SplitHostPort(*listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice exporter: bad --listen %q: %v\n", *listen, err)
+		return 2
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		fmt.Fprintf(stderr, "sluice exporter: warning: %s is not a loopback address; the metrics include the rule texts\n", *listen)
+	}
+	if *bpfStats {
+		c, err := enableBPFStats()
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice exporter: --bpf-stats: %v\n", err)
+			return 1
+		}
+		defer c.Close()
+	}
+	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return ipfctl.ReadStatus(*pindir, *qosdir) }, *maxRules)
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice exporter: %v\n", err)
+		return 1
+	}
+	srv := &http.Server{Handler: exporterHandler(reg), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stderr, "sluice exporter: listening on http://%s/metrics\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		fmt.Fprintf(stderr, "sluice exporter: %v\n", err)
+		return 1
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return 0
+}
+
+// exporterHandler serves reg on /metrics. A failed read of the datapath
+// fails the scrape (HTTP 500 with the error), so Prometheus's `up` shows
+// it rather than a scrape of partial numbers.
+func exporterHandler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "sluice exporter: metrics at /metrics")
+	})
+	return mux
+}
+
+// NewExporterRegistry returns a registry with Sluice's collector over read
+// (called once per scrape) and the exporter process's own Go and process
+// metrics.
+func NewExporterRegistry(read func() (*ipfctl.Status, error), maxRules int) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(read, maxRules),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// metric describes one of the exporter's metrics.
+type metric struct {
+	name, help string
+	labels     []string
+	counter    bool
+}
+
+// The exporter's metrics. The Grafana dashboard's test checks that every
+// name it queries is here.
+var (
+	mUp          = metric{"sluice_filter_loaded", "1 when the filter datapath is pinned (loaded), else 0.", nil, false}
+	mEnabled     = metric{"sluice_filter_enabled", "1 when filtering is on (ipf -E), 0 when off.", nil, false}
+	mActiveSet   = metric{"sluice_filter_active_set", "The active rule set (0 or 1, as ipf -V shows it).", nil, false}
+	mAttached    = metric{"sluice_filter_attached", "1 for each interface the filter is attached to.", []string{"interface"}, false}
+	mRules       = metric{"sluice_filter_rules", "Rules in the active set.", nil, false}
+	mRulePkts    = metric{"sluice_rule_packets_total", "Packets that matched the rule (ipfstat -ih hits).", ruleLabels, true}
+	mRuleBytes   = metric{"sluice_rule_bytes_total", "Bytes of the packets that matched the rule.", ruleLabels, true}
+	mRuleStates  = metric{"sluice_rule_states", "Live state entries created by the (keep state) rule.", ruleLabels, false}
+	mRulesOver   = metric{"sluice_rules_summed", "Rules past --max-rules, whose counters are summed in the \"" + overflowGroup + "\" series.", nil, false}
+	mPackets     = metric{"sluice_packets_total", "Packets seen by the filter.", []string{"direction"}, true}
+	mVerdicts    = metric{"sluice_verdicts_total", "Packets by verdict: pass, block, nomatch (no rule matched), accounted (count rules), short, bad.", []string{"direction", "verdict"}, true}
+	mFragments   = metric{"sluice_fragments_total", "IP fragments seen.", []string{"direction"}, true}
+	mLogged      = metric{"sluice_log_records_total", "Records written to the log ring.", []string{"direction"}, true}
+	mLogDrops    = metric{"sluice_log_drops_total", "Records lost because the log ring was full (no ipmon reading it, or too slow).", []string{"direction"}, true}
+	mStateActive = metric{"sluice_state_entries", "Live entries in the state table.", nil, false}
+	mStateMax    = metric{"sluice_state_limit", "The state table's limit (state_max).", nil, false}
+	mStateAdd    = metric{"sluice_state_inserts_total", "State entries created, by protocol.", []string{"proto"}, true}
+	mStateHits   = metric{"sluice_state_hits_total", "Packets matched by a state entry.", nil, true}
+	mStateMiss   = metric{"sluice_state_misses_total", "State table lookups that found nothing.", nil, true}
+	mStateExp    = metric{"sluice_state_expiries_total", "State entries that timed out.", nil, true}
+	mStateClosed = metric{"sluice_state_closed_total", "State entries removed when their TCP connection closed.", nil, true}
+	mStateFail   = metric{"sluice_state_insert_failures_total", "State entries not created because the table or a rule's limit was full.", nil, true}
+	mStateOOW    = metric{"sluice_state_out_of_window_total", "TCP packets outside the state entry's window.", nil, true}
+	mFragEntries = metric{"sluice_fragment_entries", "Live entries in the fragment cache.", nil, false}
+	mFragMax     = metric{"sluice_fragment_limit", "The fragment cache's capacity.", nil, false}
+	mDCA         = metric{"sluice_dca_refused_total", "Packets refused by a keep limit rule (HP DCA connection limits).", nil, true}
+	mPPS         = metric{"sluice_pps_refused_total", "Packets refused by a pps rate limit.", nil, true}
+	mDrops       = metric{"sluice_drops_total", "Blocked packets by reason (ipmon's reason names).", []string{"reason"}, true}
+	mReplies     = metric{"sluice_replies_total", "Generated replies (return-rst, return-icmp).", []string{"kind"}, true}
+	mReplyFail   = metric{"sluice_reply_failures_total", "Generated replies that could not be sent.", nil, true}
+	mRouted      = metric{"sluice_routed_total", "Packets sent by to/fastroute (routed) or copied by dup-to (duplicated), and failures.", []string{"action"}, true}
+	mRunCount    = metric{"sluice_bpf_run_count_total", "Runs of the attached filter programs (counted only while BPF statistics are enabled).", []string{"hook"}, true}
+	mRunTime     = metric{"sluice_bpf_run_seconds_total", "In-kernel run time of the attached filter programs (only while BPF statistics are enabled).", []string{"hook"}, true}
+	mStatsOn     = metric{"sluice_bpf_stats_enabled", "1 when the kernel collects BPF run-time statistics.", nil, false}
+	mQoSState    = metric{"sluice_ipqos_state", "IPQoS state as ipqosadmin -state's exit code: 0 disabled, 2 enabled not filtering, 3 filtering.", nil, false}
+	mQoSPolPkts  = metric{"sluice_ipqos_policy_packets_total", "Packets marked by the IPQoS policy.", []string{"adapter", "policy"}, true}
+	mQoSPolBytes = metric{"sluice_ipqos_policy_bytes_total", "Bytes marked by the IPQoS policy.", []string{"adapter", "policy"}, true}
+	mQoSPolDrop  = metric{"sluice_ipqos_policy_dropped_packets_total", "Packets dropped by the policy's res/max shaping.", []string{"adapter", "policy"}, true}
+	mQoSFltPkts  = metric{"sluice_ipqos_filter_packets_total", "Packets matched by the IPQoS filter.", []string{"adapter", "policy", "filter"}, true}
+	mQoSFltBytes = metric{"sluice_ipqos_filter_bytes_total", "Bytes matched by the IPQoS filter.", []string{"adapter", "policy", "filter"}, true}
+	mReadErrors  = metric{"sluice_exporter_read_errors_total", "Scrapes whose reading of the datapath failed.", nil, true}
+)
+
+var ruleLabels = []string{"direction", "list", "group", "number", "rule"}
+
+var allMetrics = []*metric{
+	&mUp, &mEnabled, &mActiveSet, &mAttached, &mRules, &mRulePkts, &mRuleBytes, &mRuleStates, &mRulesOver,
+	&mPackets, &mVerdicts, &mFragments, &mLogged, &mLogDrops,
+	&mStateActive, &mStateMax, &mStateAdd, &mStateHits, &mStateMiss, &mStateExp, &mStateClosed, &mStateFail, &mStateOOW,
+	&mFragEntries, &mFragMax, &mDCA, &mPPS, &mDrops, &mReplies, &mReplyFail, &mRouted,
+	&mRunCount, &mRunTime, &mStatsOn,
+	&mQoSState, &mQoSPolPkts, &mQoSPolBytes, &mQoSPolDrop, &mQoSFltPkts, &mQoSFltBytes,
+	&mReadErrors,
+}
+
+// MetricNames returns the names of the metrics the exporter's own
+// collector can produce (not the Go and process metrics).
+func MetricNames() []string {
+	out := make([]string, len(allMetrics))
+	for i, m := range allMetrics {
+		out[i] = m.name
+	}
+	return out
+}
+
+// collector reads the datapaths on each scrape.
+//
+// Cardinality: every metric but the per-rule and IPQoS ones has a fixed,
+// small label set (directions, verdicts, protocols, reasons, hooks). The
+// per-rule metrics have at most maxRules series each plus one summing
+// series per (direction, list) for the rest, whatever the rule set's size;
+// IPQoS series are bounded by the configuration (adapters × policies ×
+// filters), whose size the IPQoS datapath caps.
+type collector struct {
+	read     func() (*ipfctl.Status, error)
+	maxRules int
+	descs    map[*metric]*prometheus.Desc
+	mu       sync.Mutex // guards readErrors
+	errors   uint64
+}
+
+func newCollector(read func() (*ipfctl.Status, error), maxRules int) *collector {
+	c := &collector{read: read, maxRules: maxRules, descs: map[*metric]*prometheus.Desc{}}
+	for _, m := range allMetrics {
+		c.descs[m] = prometheus.NewDesc(m.name, m.help, m.labels, nil)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range allMetrics {
+		ch <- c.descs[m]
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	emit := func(m *metric, v float64, labels ...string) {
+		t := prometheus.GaugeValue
+		if m.counter {
+			t = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs[m], t, v, labels...)
+	}
+	st, err := c.read()
+	c.mu.Lock()
+	if err != nil {
+		c.errors++
+	}
+	nerr := c.errors
+	c.mu.Unlock()
+	emit(&mReadErrors, float64(nerr))
+	emit(&mStatsOn, b2f(bpfStatsEnabled()))
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.descs[&mUp], fmt.Errorf("reading the datapath: %w", err))
+		return
+	}
+	emit(&mUp, b2f(st.Filter != nil))
+	if f := st.Filter; f != nil {
+		c.collectFilter(f, emit)
+	}
+	qs := 0.0
+	if q := st.QoS; q != nil {
+		qs = float64(q.StateNo)
+		for _, a := range q.Adapters {
+			for _, p := range a.Policies {
+				emit(&mQoSPolPkts, float64(p.Packets), a.Name, p.Name)
+				emit(&mQoSPolBytes, float64(p.Bytes), a.Name, p.Name)
+				emit(&mQoSPolDrop, float64(p.Dropped), a.Name, p.Name)
+				for _, fl := range p.Filters {
+					emit(&mQoSFltPkts, float64(fl.Packets), a.Name, p.Name, fl.Name)
+					emit(&mQoSFltBytes, float64(fl.Bytes), a.Name, p.Name, fl.Name)
+				}
+			}
+		}
+	}
+	emit(&mQoSState, qs)
+}
+
+func (c *collector) collectFilter(f *ipfctl.FilterStatus, emit func(*metric, float64, ...string)) {
+	emit(&mEnabled, b2f(f.Enabled))
+	emit(&mActiveSet, float64(f.ActiveSet))
+	for _, ifc := range f.Interfaces {
+		emit(&mAttached, 1, ifc)
+	}
+	emit(&mRules, float64(len(f.Rules)))
+	type overKey struct{ dir, list string }
+	type overVal struct{ pkts, bytes, states uint64 }
+	over := map[overKey]*overVal{}
+	var overKeys []overKey
+	summed := 0
+	for i, r := range f.Rules {
+		list := "filter"
+		if r.Accounting {
+			list = "accounting"
+		}
+		if i >= c.maxRules {
+			k := overKey{r.Direction, list}
+			v := over[k]
+			if v == nil {
+				v = &overVal{}
+				over[k] = v
+				overKeys = append(overKeys, k)
+			}
+			v.pkts += r.Packets
+			v.bytes += r.Bytes
+			v.states += uint64(r.States)
+			summed++
+			continue
+		}
+		group := r.Group
+		if group == "" {
+			group = "main"
+		}
+		l := []string{r.Direction, list, group, strconv.Itoa(r.Number), ruleLabel(r.Text)}
+		emit(&mRulePkts, float64(r.Packets), l...)
+		emit(&mRuleBytes, float64(r.Bytes), l...)
+		if r.KeepState {
+			emit(&mRuleStates, float64(r.States), l...)
+		}
+	}
+	for _, k := range overKeys {
+		v := over[k]
+		l := []string{k.dir, k.list, overflowGroup, "", ""}
+		emit(&mRulePkts, float64(v.pkts), l...)
+		emit(&mRuleBytes, float64(v.bytes), l...)
+		emit(&mRuleStates, float64(v.states), l...)
+	}
+	emit(&mRulesOver, float64(summed))
+	for _, d := range []struct {
+		name string
+		c    *ipfctl.DirCounters
+	}{{"in", &f.In}, {"out", &f.Out}} {
+		emit(&mPackets, float64(d.c.Packets), d.name)
+		for _, v := range []struct {
+			verdict string
+			n       uint64
+		}{{"pass", d.c.Pass}, {"block", d.c.Block}, {"nomatch", d.c.Nomatch}, {"accounted", d.c.Accounted}, {"short", d.c.Short}, {"bad", d.c.Bad}} {
+			emit(&mVerdicts, float64(v.n), d.name, v.verdict)
+		}
+		emit(&mFragments, float64(d.c.Frag), d.name)
+		emit(&mLogged, float64(d.c.Logged), d.name)
+		emit(&mLogDrops, float64(d.c.LogFail), d.name)
+	}
+	s := &f.State
+	emit(&mStateActive, float64(s.Active))
+	emit(&mStateMax, float64(s.Max))
+	for _, p := range []string{"tcp", "udp", "icmp", "other"} {
+		emit(&mStateAdd, float64(s.Added[p]), p)
+	}
+	emit(&mStateHits, float64(s.Hits))
+	emit(&mStateMiss, float64(s.Misses))
+	emit(&mStateExp, float64(s.Expired))
+	emit(&mStateClosed, float64(s.Closed))
+	emit(&mStateFail, float64(s.MaxRefused))
+	emit(&mStateOOW, float64(s.OutOfWin))
+	emit(&mFragEntries, float64(f.Frag.Entries))
+	emit(&mFragMax, float64(f.Frag.Max))
+	emit(&mDCA, float64(f.DCABlock))
+	emit(&mPPS, float64(f.PPSBlock))
+	for reason, n := range f.Drops {
+		emit(&mDrops, float64(n), reason)
+	}
+	emit(&mReplies, float64(f.Replies.RST), "rst")
+	emit(&mReplies, float64(f.Replies.ICMP), "icmp")
+	emit(&mReplyFail, float64(f.Replies.Failed))
+	emit(&mRouted, float64(f.Route.Routed), "routed")
+	emit(&mRouted, float64(f.Route.Duplicated), "duplicated")
+	emit(&mRouted, float64(f.Route.Failed), "failed")
+	for _, p := range f.Programs {
+		emit(&mRunCount, float64(p.RunCount), p.Hook)
+		emit(&mRunTime, p.RunTime.Seconds(), p.Hook)
+	}
+}
+
+// ruleLabel makes a rule text a label value: valid UTF-8, at most
+// maxRuleText bytes.
+func ruleLabel(s string) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= maxRuleText {
+		return s
+	}
+	cut := maxRuleText - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// bpfStatsEnabled reports whether the kernel counts BPF run time: the
+// sysctl, or (not visible from here) another process holding
+// BPF_ENABLE_STATS, which is why --bpf-stats reports 1 while it holds one.
+func bpfStatsEnabled() bool {
+	if heldStats.Load() {
+		return true
+	}
+	b, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
+}
+
+// heldStats is set while this process holds BPF_ENABLE_STATS.
+var heldStats atomic.Bool
+
+// enableBPFStats turns on the kernel's BPF run-time statistics until the
+// returned closer is closed (the fd way, not the sysctl, so another
+// process measuring at the same time is not disturbed when we stop).
+func enableBPFStats() (io.Closer, error) {
+	c, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		return nil, err
+	}
+	heldStats.Store(true)
+	return closerFunc(func() error { heldStats.Store(false); return c.Close() }), nil
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }

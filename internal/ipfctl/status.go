@@ -1,0 +1,147 @@
+package ipfctl
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// This file is the read-only side of the kernel datapaths for monitoring
+// (`sluice exporter`, `sluice doctor`): one call returns a snapshot of the
+// filter's and IPQoS's counters in plain types, so its users need neither
+// the eBPF packages nor Linux to be compiled and tested. Nothing here
+// writes to a map, takes the rule lock or attaches anything.
+
+// QoSDirEnv names the environment variable that moves the IPQoS pins away
+// from /sys/fs/bpf/sluice-qos (ipqosadmin's -pindir; the boot script and
+// the exporter read it, tests point it at a private bpffs).
+const QoSDirEnv = "SLUICE_QOS_DIR"
+
+// QoSPinDir returns $SLUICE_QOS_DIR, or "" for IPQoS's default
+// (DefaultQoSPinDir; QoSBackend and ReadStatus resolve "").
+func QoSPinDir() string { return os.Getenv(QoSDirEnv) }
+
+// ErrStatusUnsupported is returned by ReadStatus where there is no kernel
+// datapath (not Linux).
+var ErrStatusUnsupported = fmt.Errorf("kernel datapath status: %w", errors.ErrUnsupported)
+
+// Status is one snapshot of the kernel datapaths.
+type Status struct {
+	// Filter is nil when no filter datapath is pinned.
+	Filter *FilterStatus
+	// QoS is nil when IPQoS is disabled (nothing pinned).
+	QoS *QoSStatus
+}
+
+// FilterStatus is the IPFilter datapath's state and counters.
+type FilterStatus struct {
+	Enabled   bool
+	ActiveSet int // 0 or 1, as ipf -V shows it
+	// Interfaces the filter is attached to with TCX ("if<N>" for an index
+	// this network namespace does not know).
+	Interfaces []string
+	// Rules of the active set, in ipfstat's order, with their counters.
+	Rules    []RuleCounters
+	In, Out  DirCounters
+	State    StateCounters
+	Frag     FragCounters
+	Replies  ReplyCounters
+	Route    RouteCounters
+	DCABlock uint64 // packets refused by `keep limit` (HP DCA)
+	PPSBlock uint64 // packets refused by `pps N`
+	// Drops by block reason (ipmon's names, bpf.ReasonName); reasons
+	// that never happened are left out.
+	Drops map[string]uint64
+	// Programs are the in-kernel run statistics of the attached
+	// programs by hook ("ingress", "egress").
+	Programs []ProgramRun
+}
+
+// RuleCounters is one loaded rule.
+type RuleCounters struct {
+	Direction  string // "in" or "out"
+	Accounting bool   // a `count` rule
+	Group      string // "" for the main lists
+	Number     int    // 1-based within its list
+	Text       string // as ipfstat prints it
+	Packets    uint64
+	Bytes      uint64
+	States     uint32 // live state entries created by this rule
+	KeepState  bool
+}
+
+// DirCounters are one direction's packet counters (IPFilter's
+// filterstats_t).
+type DirCounters struct {
+	Packets, Pass, Block, Nomatch, Accounted uint64
+	Short, Bad, Frag, IPv6, NotIP            uint64
+	Logged, LogFail, LogPass, LogBlock       uint64
+	StateKept, StateLost                     uint64
+}
+
+// StateCounters are the state table's.
+type StateCounters struct {
+	Active     int64
+	Max        uint64            // state_max
+	Added      map[string]uint64 // by protocol: tcp, udp, icmp, other
+	Hits       uint64
+	Misses     uint64
+	Expired    uint64
+	Closed     uint64
+	MaxRefused uint64 // not created: the table (or a rule's limit) was full
+	OutOfWin   uint64 // TCP packets outside the window
+}
+
+// FragCounters are the fragment cache's.
+type FragCounters struct {
+	Entries int // live (not expired) entries
+	Max     int // capacity (an LRU: the oldest go when full)
+}
+
+// ReplyCounters are the generated replies (return-rst, return-icmp).
+type ReplyCounters struct {
+	RST, ICMP, Failed uint64
+}
+
+// RouteCounters are to/fastroute/dup-to's.
+type RouteCounters struct {
+	Routed, Duplicated, Failed uint64
+}
+
+// ProgramRun is the kernel's run-time statistics of the programs on one
+// hook, summed over the distinct programs attached there. They count
+// only while BPF statistics are enabled (kernel.bpf_stats_enabled, or a
+// process holding BPF_ENABLE_STATS).
+type ProgramRun struct {
+	Hook     string
+	Programs int
+	RunCount uint64
+	RunTime  time.Duration
+}
+
+// QoSStatus is IPQoS's state and counters.
+type QoSStatus struct {
+	State    string // as ipqosadmin -state prints it
+	StateNo  int    // ipqosadmin -state's exit code: 0 disabled .. 3 filtering
+	Adapters []QoSAdapter
+}
+
+// QoSAdapter is one adapter's policies.
+type QoSAdapter struct {
+	Name     string
+	Policies []QoSPolicy
+}
+
+// QoSPolicy is one policy's counters and its filters'.
+type QoSPolicy struct {
+	Name                    string
+	Packets, Bytes, Dropped uint64
+	Filters                 []QoSFilter
+}
+
+// QoSFilter is one filter's counters.
+type QoSFilter struct {
+	Name           string
+	Packets, Bytes uint64
+}

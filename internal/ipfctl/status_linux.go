@@ -1,0 +1,255 @@
+package ipfctl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/bpf"
+	"sluice/internal/bpf/qosmark"
+	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
+)
+
+// ReadStatus takes a snapshot of the filter pinned in filterDir and of
+// IPQoS pinned in qosDir ("" = their defaults). A datapath that is not
+// loaded gives a nil part, not an error.
+func ReadStatus(filterDir, qosDir string) (*Status, error) {
+	if filterDir == "" {
+		filterDir = bpf.DefaultPinDir
+	}
+	if qosDir == "" {
+		qosDir = qosmark.DefaultPinDir
+	}
+	var st Status
+	f, err := readFilter(filterDir)
+	if err != nil {
+		return nil, err
+	}
+	st.Filter = f
+	q, err := readQoS(qosDir)
+	if err != nil {
+		return nil, err
+	}
+	st.QoS = q
+	return &st, nil
+}
+
+func readFilter(dir string) (*FilterStatus, error) {
+	d, err := bpf.OpenPinned(dir)
+	if errors.Is(err, bpf.ErrNotLoaded) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	fs := &FilterStatus{Enabled: d.Enabled(), ActiveSet: d.ActiveSetNumber()}
+	for _, idx := range d.Attached() {
+		name := fmt.Sprintf("if%d", idx)
+		if ifc, err := net.InterfaceByIndex(idx); err == nil {
+			name = ifc.Name
+		}
+		fs.Interfaces = append(fs.Interfaces, name)
+	}
+	sort.Strings(fs.Interfaces)
+	rules, err := d.Rules(bpf.Active)
+	if err != nil {
+		return nil, fmt.Errorf("reading the active rules: %w", err)
+	}
+	for _, r := range rules {
+		dir := "in"
+		if r.Dir == ipf.DirOut {
+			dir = "out"
+		}
+		fs.Rules = append(fs.Rules, RuleCounters{
+			Direction: dir, Accounting: r.Acct, Group: r.Group, Number: r.Number, Text: r.Text,
+			Packets: r.Hits, Bytes: r.Bytes, States: r.States, KeepState: r.Flags&ruleset.FRKeepState != 0,
+		})
+	}
+	s, err := d.Stats()
+	if err != nil {
+		return nil, err
+	}
+	dirc := func(x bpf.DirStats) DirCounters {
+		return DirCounters{
+			Packets: x.Pkts, Pass: x.Pass, Block: x.Block, Nomatch: x.Nomatch, Accounted: x.Acct,
+			Short: x.Short, Bad: x.Bad, Frag: x.Frag, IPv6: x.IPv6, NotIP: x.NotIP,
+			Logged: x.Logged, LogFail: x.LogFail, LogPass: x.LogPass, LogBlock: x.LogBlock,
+			StateKept: x.StateKept, StateLost: x.StateLost,
+		}
+	}
+	fs.In, fs.Out = dirc(s.In), dirc(s.Out)
+	fs.State = StateCounters{
+		Active: s.StateActive, Max: d.StateMax(),
+		Added: map[string]uint64{"tcp": s.StateAdded[0], "udp": s.StateAdded[1], "icmp": s.StateAdded[2], "other": s.StateAdded[3]},
+		Hits:  s.StateHits, Misses: s.StateMiss, Expired: s.StateExpired, Closed: s.StateClosed,
+		MaxRefused: s.StateMaxRefused, OutOfWin: s.OOW,
+	}
+	fs.Replies = ReplyCounters{RST: s.RSTSent, ICMP: s.ICMPSent, Failed: s.ReplyFail}
+	fs.Route = RouteCounters{Routed: s.Routed, Duplicated: s.Duplicated, Failed: s.RouteFail}
+	fs.DCABlock, fs.PPSBlock = s.DCABlocked, s.PPSBlocked
+	fs.Drops = map[string]uint64{}
+	for r, n := range s.Drops {
+		if n != 0 {
+			fs.Drops[reasonName(uint32(r))] += n
+		}
+	}
+	if fs.Frag, err = readFrags(dir); err != nil {
+		return nil, err
+	}
+	fs.Programs = readPrograms(dir)
+	return fs, nil
+}
+
+// reasonName names a block reason as ipmon does (IPFilter's names;
+// Sluice's own reasons past IPFilter's table get names of their own).
+func reasonName(r uint32) string {
+	switch r {
+	case bpf.RSNFilter:
+		return "filter-rule"
+	case bpf.RSNLogFail:
+		return "log-or-block_1"
+	case bpf.RSNPPS:
+		return "pps-rate"
+	case bpf.RSNJumbo:
+		return "jumbogram"
+	case bpf.RSNStateAdd:
+		return "state_add-fail"
+	case bpf.RSNPullup:
+		return "pullup-fail"
+	case bpf.RSNBadFrag:
+		return "bad-frag"
+	case bpf.RSNBad:
+		return "bad-packet"
+	case bpf.RSNDCA:
+		return "keep-limit"
+	case bpf.RSNScanCut:
+		return "scan-cut"
+	}
+	return fmt.Sprintf("reason-%d", r)
+}
+
+// fragValueExpire is where struct frag_entry keeps its expiry time
+// (CLOCK_MONOTONIC ns): the first field.
+const fragValueExpire = 0
+
+// readFrags counts the live entries of the pinned fragment cache. The map
+// is opened by its pin, read only, and walked with raw keys and values so
+// that only the expiry field's position (first in struct frag_entry) is
+// assumed here; the exporter's privileged test sends fragments and checks
+// the count.
+func readFrags(dir string) (FragCounters, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "frags"), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return FragCounters{}, fmt.Errorf("opening the fragment cache: %w", err)
+	}
+	defer m.Close()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return FragCounters{}, err
+	}
+	now := uint64(ts.Nano())
+	fc := FragCounters{Max: int(m.MaxEntries())}
+	k := make([]byte, m.KeySize())
+	v := make([]byte, m.ValueSize())
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if len(v) >= fragValueExpire+8 && binary.NativeEndian.Uint64(v[fragValueExpire:]) >= now {
+			fc.Entries++
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fc, fmt.Errorf("reading the fragment cache: %w", err)
+	}
+	return fc, nil
+}
+
+// readPrograms sums the run statistics of the programs the pinned links
+// run, per hook. Links are followed rather than the prog_* pins because
+// an interface attached before a reload keeps running the program it got
+// then. With the clsact fallback there are no link pins; the pinned
+// programs stand in.
+func readPrograms(dir string) []ProgramRun {
+	ids := map[string]map[ebpf.ProgramID]bool{"ingress": {}, "egress": {}}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, "link_") {
+			continue
+		}
+		hook := name[strings.LastIndexByte(name, '_')+1:]
+		if ids[hook] == nil {
+			continue
+		}
+		l, err := link.LoadPinnedLink(filepath.Join(dir, name), nil)
+		if err != nil {
+			continue
+		}
+		if info, err := l.Info(); err == nil {
+			ids[hook][info.Program] = true
+		}
+		l.Close()
+	}
+	var out []ProgramRun
+	for _, hook := range []string{"ingress", "egress"} {
+		pr := ProgramRun{Hook: hook}
+		var progs []*ebpf.Program
+		for id := range ids[hook] {
+			if p, err := ebpf.NewProgramFromID(id); err == nil {
+				progs = append(progs, p)
+			}
+		}
+		if len(progs) == 0 {
+			if p, err := ebpf.LoadPinnedProgram(filepath.Join(dir, "prog_"+hook), nil); err == nil {
+				progs = append(progs, p)
+			}
+		}
+		for _, p := range progs {
+			if s, err := p.Stats(); err == nil {
+				pr.Programs++
+				pr.RunCount += s.RunCount
+				pr.RunTime += s.Runtime
+			}
+			p.Close()
+		}
+		out = append(out, pr)
+	}
+	return out
+}
+
+func readQoS(dir string) (*QoSStatus, error) {
+	si, err := qosmark.GetState(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the IPQoS state: %w", err)
+	}
+	if si.State == qosmark.Disabled {
+		return nil, nil
+	}
+	q := &QoSStatus{State: si.State.String(), StateNo: int(si.State)}
+	stats, err := qosmark.ReadStats(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the IPQoS counters: %w", err)
+	}
+	for _, a := range stats {
+		qa := QoSAdapter{Name: a.Adapter}
+		for _, p := range a.Policies {
+			qp := QoSPolicy{Name: p.Name, Packets: p.Packets, Bytes: p.Bytes, Dropped: p.DroppedPackets}
+			for _, f := range p.Filters {
+				qp.Filters = append(qp.Filters, QoSFilter{Name: f.Name, Packets: f.Packets, Bytes: f.Bytes})
+			}
+			qa.Policies = append(qa.Policies, qp)
+		}
+		q.Adapters = append(q.Adapters, qa)
+	}
+	return q, nil
+}
