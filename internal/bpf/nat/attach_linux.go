@@ -31,7 +31,8 @@ const (
 
 // Verdicts of Run.
 const (
-	VerdictNext = -1 // TC_ACT_UNSPEC: on to the next program
+	VerdictNext = -1 // TC_ACT_UNSPEC: on to the next program (the filter)
+	VerdictPass = 0  // TC_ACT_OK: passed, the filter skipped (a proxy's data connection)
 	VerdictShot = 2  // TC_ACT_SHOT: dropped (no translation could be made)
 )
 
@@ -43,6 +44,16 @@ func (d *Datapath) Run(out bool, frame []byte, ifindex int) (int32, []byte, erro
 	if out {
 		prog = d.objs.NatEgress
 	}
+	return d.run(prog, frame, ifindex)
+}
+
+// RunPre runs the egress program that comes before the filter (the ftp
+// proxy's data connections) as Run does.
+func (d *Datapath) RunPre(frame []byte, ifindex int) (int32, []byte, error) {
+	return d.run(d.objs.NatEgressPre, frame, ifindex)
+}
+
+func (d *Datapath) run(prog *ebpf.Program, frame []byte, ifindex int) (int32, []byte, error) {
 	if prog == nil {
 		return 0, nil, errors.New("the NAT programs are not loaded")
 	}
@@ -84,7 +95,7 @@ func (d *Datapath) Attach(names []string) error {
 	if d.dir == "" {
 		return errors.New("attach: the NAT datapath is not pinned")
 	}
-	if d.objs.NatIngress == nil || d.objs.NatEgress == nil {
+	if d.objs.NatIngress == nil || d.objs.NatEgress == nil || d.objs.NatEgressPre == nil {
 		return errors.New("attach: the NAT programs are not loaded")
 	}
 	for _, name := range names {
@@ -100,7 +111,7 @@ func (d *Datapath) Attach(names []string) error {
 				return err
 			}
 		}
-		for _, h := range []struct {
+		hooks := []struct {
 			which  string
 			prog   *ebpf.Program
 			typ    ebpf.AttachType
@@ -111,7 +122,26 @@ func (d *Datapath) Attach(names []string) error {
 		}{
 			{"ingress", d.objs.NatIngress, ebpf.AttachTCXIngress, link.Head(), netlink.HANDLE_MIN_INGRESS, tcPrioIn, tcHandleIn},
 			{"egress", d.objs.NatEgress, ebpf.AttachTCXEgress, link.Tail(), netlink.HANDLE_MIN_EGRESS, tcPrioOut, 1},
-		} {
+		}
+		// the ftp proxy's data connections pass the filter outbound
+		// through a program placed before it, only while ftp rules are
+		// loaded
+		pre := linkPin(d.dir, ifc.Index, "egresspre")
+		if d.cfg(cfgFTPRules) != 0 {
+			hooks = append(hooks, struct {
+				which  string
+				prog   *ebpf.Program
+				typ    ebpf.AttachType
+				anchor link.Anchor
+				parent uint32
+				prio   uint16
+				handle uint32
+			}{"egresspre", d.objs.NatEgressPre, ebpf.AttachTCXEgress, link.Head(), netlink.HANDLE_MIN_EGRESS, tcPrioIn, tcHandleIn})
+		} else if l, err := link.LoadPinnedLink(pre, nil); err == nil {
+			l.Unpin()
+			l.Close()
+		}
+		for _, h := range hooks {
 			pin := linkPin(d.dir, ifc.Index, h.which)
 			if l, err := link.LoadPinnedLink(pin, nil); err == nil {
 				err = l.Update(h.prog)
@@ -260,22 +290,29 @@ func (d *Datapath) KeepOrder() error {
 			errs = append(errs, err)
 		}
 	}
-	// the tc fallback: filters of ours on a clsact ingress
+	// the tc fallback: our filters with the first places' handle must
+	// stay ahead of the filter's at priority 1, inbound and outbound
 	links, err := netlink.LinkList()
 	if err == nil {
 		for _, l := range links {
-			fs, err := netlink.FilterList(l, netlink.HANDLE_MIN_INGRESS)
-			if err != nil || len(fs) < 2 {
-				continue
-			}
-			if bf, ok := fs[0].(*netlink.BpfFilter); ok && bf.Name == tcFilterName {
-				continue
-			}
-			for _, f := range fs {
-				if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == tcFilterName {
-					_ = netlink.FilterDel(f)
-					if err := attachClsact(l.Attrs().Index, d.objs.NatIngress, netlink.HANDLE_MIN_INGRESS, tcPrioIn, tcHandleIn); err != nil {
-						errs = append(errs, err)
+			for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+				fs, err := netlink.FilterList(l, parent)
+				if err != nil || len(fs) < 2 {
+					continue
+				}
+				if bf, ok := fs[0].(*netlink.BpfFilter); ok && bf.Name == tcFilterName {
+					continue
+				}
+				prog := d.objs.NatIngress
+				if parent == netlink.HANDLE_MIN_EGRESS {
+					prog = d.objs.NatEgressPre
+				}
+				for _, f := range fs {
+					if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == tcFilterName && bf.Handle == tcHandleIn {
+						_ = netlink.FilterDel(f)
+						if err := attachClsact(l.Attrs().Index, prog, parent, tcPrioIn, tcHandleIn); err != nil {
+							errs = append(errs, err)
+						}
 					}
 				}
 			}

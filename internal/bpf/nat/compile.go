@@ -66,7 +66,7 @@ func Compile(rules []*ipnat.Rule, opts CompileOptions) (*Image, error) {
 			return nil, fmt.Errorf("%s:%d:%d: %s: %w", file, r.Pos.Line, r.Pos.Col, err.Error(), ErrUnsupported)
 		}
 	}
-	eng, err := gonat.New(&ipnat.File{Rules: rules}, gonat.Config{})
+	eng, err := engineCompile(rules)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
@@ -113,6 +113,21 @@ func Compile(rules []*ipnat.Rule, opts CompileOptions) (*Image, error) {
 		im.masks[dirOut] = append(im.masks[dirOut], uint8(crs[i].MapMask))
 	}
 	return im, nil
+}
+
+// ErrEngine is returned (wrapped) when the Go engine cannot compile a rule
+// it was handed: the rules are refused rather than the command crashing.
+var ErrEngine = errors.New("the NAT engine cannot compile the rules")
+
+// engineCompile compiles rules with the Go engine, turning a panic into an
+// error.
+func engineCompile(rules []*ipnat.Rule) (n *gonat.NAT, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			n, err = nil, fmt.Errorf("%w: %v", ErrEngine, p)
+		}
+	}()
+	return gonat.New(&ipnat.File{Rules: rules}, gonat.Config{})
 }
 
 // supported returns why the kernel cannot run r as the engine does, or nil.

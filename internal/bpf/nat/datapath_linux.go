@@ -43,7 +43,7 @@ type Datapath struct {
 }
 
 // pinned program names.
-var progPins = []string{"prog_ingress", "prog_egress", "prog_flush"}
+var progPins = []string{"prog_ingress", "prog_egress", "prog_flush", "prog_egress_pre"}
 
 // Load loads the programs and maps. Maps already pinned in the directory
 // are reused, so rules and sessions survive a reload. A verifier rejection
@@ -87,8 +87,12 @@ func Load(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, err
 	}
+	if err := d.calibrate(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
 	if !opts.NoPin {
-		for i, p := range []*ebpf.Program{d.objs.NatIngress, d.objs.NatEgress, d.objs.NatFlush} {
+		for i, p := range []*ebpf.Program{d.objs.NatIngress, d.objs.NatEgress, d.objs.NatFlush, d.objs.NatEgressPre} {
 			path := filepath.Join(d.dir, progPins[i])
 			_ = os.Remove(path)
 			if err := p.Pin(path); err != nil {
@@ -160,7 +164,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 			m.Close()
 		}
 	}
-	for i, p := range []**ebpf.Program{&d.objs.NatIngress, &d.objs.NatEgress, &d.objs.NatFlush} {
+	for i, p := range []**ebpf.Program{&d.objs.NatIngress, &d.objs.NatEgress, &d.objs.NatFlush, &d.objs.NatEgressPre} {
 		if prog, err := ebpf.LoadPinnedProgram(filepath.Join(dir, progPins[i]), nil); err == nil {
 			*p = prog
 		}
@@ -198,6 +202,54 @@ func (d *Datapath) initConfig() error {
 		}
 	}
 	return nil
+}
+
+// calibrate measures how long a jiffy is (the programs age sessions by
+// jiffies, which they read inline) once per datapath: the kernel's HZ is
+// 100, 250, 300 or 1000, so 60 ms of both clocks tell which.
+func (d *Datapath) calibrate() error {
+	if d.cfg(cfgNsPerJif) != 0 {
+		return nil
+	}
+	read := func() (uint64, uint64, error) {
+		if err := d.setCfg(cfgFlushMode, flClocks); err != nil {
+			return 0, 0, err
+		}
+		frame := make([]byte, 64)
+		frame[12] = 0x08
+		if _, err := d.objs.NatFlush.Run(&ebpf.RunOptions{Data: frame}); err != nil {
+			return 0, 0, fmt.Errorf("reading the kernel's clocks: %w", err)
+		}
+		return d.cfg(cfgFlushed), d.cfg(cfgFlushArg), nil
+	}
+	j0, n0, err := read()
+	if err != nil {
+		return err
+	}
+	time.Sleep(60 * time.Millisecond)
+	j1, n1, err := read()
+	if err != nil {
+		return err
+	}
+	if j1 <= j0 || n1 <= n0 {
+		return fmt.Errorf("measuring a jiffy: the clocks did not move (%d..%d, %d..%d)", j0, j1, n0, n1)
+	}
+	per := float64(n1-n0) / float64(j1-j0)
+	best := uint64(0)
+	for _, hz := range []uint64{100, 250, 300, 1000} {
+		ns := uint64(1e9) / hz
+		if best == 0 || absDiff(per, ns) < absDiff(per, best) {
+			best = ns
+		}
+	}
+	return d.setCfg(cfgNsPerJif, best)
+}
+
+func absDiff(a float64, b uint64) float64 {
+	if d := a - float64(b); d > 0 {
+		return d
+	}
+	return float64(b) - a
 }
 
 // lock serialises changes within and between processes.
@@ -259,15 +311,16 @@ func (d *Datapath) SetTunables(t Tunables) error {
 	return nil
 }
 
-// SetIPFTestRandom makes port allocation use ipftest's deterministic
-// ipf_random() sequence from its start (tests compare with the engine),
-// or the kernel's generator again.
-func (d *Datapath) SetIPFTestRandom(on bool) error {
+// SetIPFTestMode makes the datapath behave as ipftest's NAT, for tests
+// that compare it with the Go engine, or normally again: port allocation
+// uses ipftest's deterministic ipf_random() sequence from its start, and
+// sessions do not age.
+func (d *Datapath) SetIPFTestMode(on bool) error {
 	v := uint64(0)
 	if on {
 		v = 1
 	}
-	for k, x := range map[uint32]uint64{cfgRandMode: v, cfgRandCalls: 0, cfgRandLast: 0} {
+	for k, x := range map[uint32]uint64{cfgRandMode: v, cfgRandCalls: 0, cfgRandLast: 0, cfgNoExpire: v} {
 		if err := d.setCfg(k, x); err != nil {
 			return err
 		}
@@ -440,6 +493,15 @@ func (d *Datapath) LoadRules(im *Image) error {
 		return err
 	}
 	if err := d.setCfg(cfgNRules+nxt, uint64(len(im.rules))); err != nil {
+		return err
+	}
+	ftp := uint64(0)
+	for _, r := range im.rules {
+		if r.Flags&rfFTP != 0 {
+			ftp = 1
+		}
+	}
+	if err := d.setCfg(cfgFTPRules, ftp); err != nil {
 		return err
 	}
 	// the switch: from here on new sessions use the new rules

@@ -103,14 +103,15 @@ func (h *harness) reset() error {
 	if err := h.d.ClearIfAddrs(); err != nil {
 		return err
 	}
-	return h.d.SetIPFTestRandom(true)
+	return h.d.SetIPFTestMode(true)
 }
 
 func clearMap(m *ebpf.Map) error {
 	var keys [][]byte
 	k := make([]byte, m.KeySize())
+	v := make([]byte, m.ValueSize())
 	it := m.Iterate()
-	for it.Next(&k, nil) {
+	for it.Next(&k, &v) {
 		keys = append(keys, append([]byte(nil), k...))
 	}
 	for _, k := range keys {
@@ -148,6 +149,19 @@ func (h *harness) run(out bool, ifname string, ip []byte) (int32, []byte, error)
 	}
 	if len(frame) < 14 {
 		return ret, nil, fmt.Errorf("output frame of %d bytes", len(frame))
+	}
+	return ret, frame[14:], nil
+}
+
+// runPre runs the egress program that precedes the filter.
+func (h *harness) runPre(ifname string, ip []byte) (int32, []byte, error) {
+	idx, err := h.ifindex(ifname)
+	if err != nil {
+		return 0, nil, err
+	}
+	ret, frame, err := h.d.RunPre(ethFrame(ip), idx)
+	if err != nil {
+		return 0, nil, err
 	}
 	return ret, frame[14:], nil
 }

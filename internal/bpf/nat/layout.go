@@ -109,6 +109,10 @@ const (
 )
 
 const (
-	cfgNRules = 19 // + slot
-	cfgCookie = 21
+	cfgNRules   = 19 // + slot
+	cfgCookie   = 21
+	cfgFTPRules = 22
+	cfgNoExpire = 23
+	cfgNsPerJif = 24
+	flClocks    = 4
 )

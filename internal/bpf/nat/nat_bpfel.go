@@ -207,16 +207,19 @@ type natNatTuple struct {
 type natWork struct {
 	_     structs.HostLayout
 	Proxy uint32
-	Pad   uint32
+	Pre   uint8
+	Slave uint8
+	Pad   [2]uint8
 	X     struct {
-		_  structs.HostLayout
-		Hk natNatHmKey
-		Nh natNatHm
-		Rk natNatKey
-		Na [4]uint32
-		Hn [4]uint32
-		Hd [4]uint32
-		M  [4]uint32
+		_   structs.HostLayout
+		Hk  natNatHmKey
+		Nh  natNatHm
+		Rk  natNatKey
+		Rk2 natNatKey
+		Na  [4]uint32
+		Hn  [4]uint32
+		Hd  [4]uint32
+		M   [4]uint32
 	}
 	Mv struct {
 		_    structs.HostLayout
@@ -305,6 +308,7 @@ type natWork struct {
 	}
 	Sb  [224]uint8
 	Sb2 [224]uint8
+	Sb3 [224]uint8
 	Ns  struct {
 		_       structs.HostLayout
 		T       natNatTuple
@@ -384,23 +388,24 @@ type natWork struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	natMapConfig      = "config"
-	natMapFrags       = "frags"
-	natMapFtps        = "ftps"
-	natMapHits        = "hits"
-	natMapHostmaps    = "hostmaps"
-	natMapIfaddrs     = "ifaddrs"
-	natMapL2lens      = "l2lens"
-	natMapOrders      = "orders"
-	natMapRstates     = "rstates"
-	natMapRules       = "rules"
-	natMapSessions    = "sessions"
-	natMapStats       = "stats"
-	natMapTexts       = "texts"
-	natMapWorkArea    = "work_area"
-	natProgNatEgress  = "nat_egress"
-	natProgNatFlush   = "nat_flush"
-	natProgNatIngress = "nat_ingress"
+	natMapConfig        = "config"
+	natMapFrags         = "frags"
+	natMapFtps          = "ftps"
+	natMapHits          = "hits"
+	natMapHostmaps      = "hostmaps"
+	natMapIfaddrs       = "ifaddrs"
+	natMapL2lens        = "l2lens"
+	natMapOrders        = "orders"
+	natMapRstates       = "rstates"
+	natMapRules         = "rules"
+	natMapSessions      = "sessions"
+	natMapStats         = "stats"
+	natMapTexts         = "texts"
+	natMapWorkArea      = "work_area"
+	natProgNatEgress    = "nat_egress"
+	natProgNatEgressPre = "nat_egress_pre"
+	natProgNatFlush     = "nat_flush"
+	natProgNatIngress   = "nat_ingress"
 )
 
 // loadNat returns the embedded CollectionSpec for nat.
@@ -445,9 +450,10 @@ type natSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natProgramSpecs struct {
-	NatEgress  *ebpf.ProgramSpec `ebpf:"nat_egress"`
-	NatFlush   *ebpf.ProgramSpec `ebpf:"nat_flush"`
-	NatIngress *ebpf.ProgramSpec `ebpf:"nat_ingress"`
+	NatEgress    *ebpf.ProgramSpec `ebpf:"nat_egress"`
+	NatEgressPre *ebpf.ProgramSpec `ebpf:"nat_egress_pre"`
+	NatFlush     *ebpf.ProgramSpec `ebpf:"nat_flush"`
+	NatIngress   *ebpf.ProgramSpec `ebpf:"nat_ingress"`
 }
 
 // natMapSpecs contains maps before they are loaded into the kernel.
@@ -541,14 +547,16 @@ type natVariables struct {
 //
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natPrograms struct {
-	NatEgress  *ebpf.Program `ebpf:"nat_egress"`
-	NatFlush   *ebpf.Program `ebpf:"nat_flush"`
-	NatIngress *ebpf.Program `ebpf:"nat_ingress"`
+	NatEgress    *ebpf.Program `ebpf:"nat_egress"`
+	NatEgressPre *ebpf.Program `ebpf:"nat_egress_pre"`
+	NatFlush     *ebpf.Program `ebpf:"nat_flush"`
+	NatIngress   *ebpf.Program `ebpf:"nat_ingress"`
 }
 
 func (p *natPrograms) Close() error {
 	return _NatClose(
 		p.NatEgress,
+		p.NatEgressPre,
 		p.NatFlush,
 		p.NatIngress,
 	)

@@ -125,6 +125,21 @@ func newGW(t *testing.T) *gwTopo {
 		w.onClose(func() { ns.Close() })
 	}
 	w.must(netns.Set(orig))
+	// no duplicate address detection: a tentative link-local address
+	// would hold up neighbour discovery for a second or two after the
+	// links come up, and with it the first IPv6 packets
+	for _, ns := range []netns.NsHandle{w.c, w.g, w.s} {
+		w.must(w.in(ns, func() error {
+			for _, k := range []string{"all", "default"} {
+				for _, f := range []string{"accept_dad", "dad_transmits"} {
+					if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+k+"/"+f, []byte("0"), 0); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}))
+	}
 	hc, err := netlink.NewHandleAt(w.c)
 	w.must(err)
 	defer hc.Close()
@@ -284,7 +299,7 @@ func (w *gwTopo) serve(ns netns.NsHandle, addr string, tcpPort, udpPort int) (pe
 	}()
 	if pc != nil {
 		go func() {
-			buf := make([]byte, 2048)
+			buf := make([]byte, 65536)
 			for {
 				n, from, err := pc.ReadFrom(buf)
 				if err != nil {
@@ -900,6 +915,28 @@ map gs0 10.9.9.0/24 -> 0/32 portmap tcp/udp auto
 			t.Errorf("ipnat -s:\n%s", st)
 		}
 	})
+	// with a filter that passes only the control connection: the data
+	// connections pass by what the proxy opened, as with IPFilter's
+	// proxy state entries
+	t.Run("map+filter", func(t *testing.T) {
+		w := newGW(t)
+		w.addClientAddr()
+		w.ftpServer(w.s, gwS4, map[string][]byte{"file": file})
+		w.mustIPNAT("-f", w.file("ftp.nat", `map gs0 10.9.9.0/24 -> 0/32 proxy port ftp ftp/tcp
+map gs0 10.9.9.0/24 -> 0/32 portmap tcp/udp auto
+`))
+		w.ipf("-Fa", "-f", w.file("ftp.ipf", `pass out quick on gs0 proto tcp from any to any port = ftp flags S keep state
+block out quick on gs0 all
+block in quick on gs0 all
+`))
+		w.checkOrder("gs0")
+		w.ftpSession(w.c, ftpAddr, gwS4, file)
+		// anything else is blocked
+		if c, err := w.dial(w.c, gwS4, gwTCP); err == nil {
+			c.Close()
+			t.Errorf("TCP to port %d passed a filter that blocks it", gwTCP)
+		}
+	})
 	t.Run("rdr", func(t *testing.T) {
 		w := newGW(t)
 		w.addClientAddr()
@@ -911,4 +948,60 @@ map gs0 10.9.9.0/24 -> 0/32 portmap tcp/udp auto
 			t.Errorf("ipnat -l has no redirected control session:\n%s", ss)
 		}
 	})
+}
+
+// TestPrivilegedNATFragmentsAndMSS sends a UDP datagram bigger than the
+// links' MTU through the masquerade: its fragments are translated by the
+// session of the first one, both ways. And a rule's mssclamp lowers the
+// MSS the server is offered (the SYN's checksum must stay right for the
+// connection to open at all).
+func TestPrivilegedNATFragmentsAndMSS(t *testing.T) {
+	w := newGW(t)
+	peers := w.serve(w.s, gwS4, gwTCP, gwUDP)
+	w.mustIPNAT("-f", w.file("frag.nat", `map gs0 192.168.77.0/24 -> 0/32 portmap tcp/udp auto mssclamp 500
+`))
+	var c net.Conn
+	w.must(w.in(w.c, func() (err error) {
+		c, err = net.Dial("udp4", net.JoinHostPort(gwS4, strconv.Itoa(gwUDP)))
+		return err
+	}))
+	defer c.Close()
+	big := bytes.Repeat([]byte("fragment "), 400) // 3600 bytes: three fragments each way
+	if err := echo(c, big, 2*time.Second); err != nil {
+		t.Errorf("a fragmented UDP datagram through the masquerade: %v", err)
+	}
+	st := w.mustIPNAT("-s")
+	for _, side := range []string{"in", "out"} {
+		if m := regexp.MustCompile(`(?m)^(\d+)\tpackets translated ` + side + `$`).FindStringSubmatch(st); m == nil || m[1] == "0" || m[1] == "1" {
+			t.Errorf("packets translated %s: %v, want the fragments counted", side, m)
+		}
+	}
+	// the server's side of the connection learns the MSS the SYN offered
+	var ln net.Listener
+	w.must(w.in(w.s, func() (err error) {
+		ln, err = net.Listen("tcp4", net.JoinHostPort(gwS4, "5011"))
+		return err
+	}))
+	defer ln.Close()
+	mss := make(chan int, 1)
+	go func() {
+		sc, err := ln.Accept()
+		if err != nil {
+			mss <- -1
+			return
+		}
+		defer sc.Close()
+		raw, _ := sc.(*net.TCPConn).SyscallConn()
+		v := -1
+		raw.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG) })
+		mss <- v
+	}()
+	cc, err := w.dial(w.c, gwS4, 5011)
+	if err == nil {
+		cc.Close()
+	}
+	_ = peers
+	if v := <-mss; v <= 0 || v > 500 {
+		t.Errorf("the server's MSS toward the client: %d, want at most the clamp, 500", v)
+	}
 }

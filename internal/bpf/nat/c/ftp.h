@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The ftp proxy (IPFilter's ip_ftp_pxy.c as internal/nat/ftp.go has it),
  * included by nat.c. Each side of the control connection has a line

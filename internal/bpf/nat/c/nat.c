@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Sluice NAT datapath: IPFilter's ipnat (ip_nat.c as the Go reference
  * engine internal/nat implements it) on TCX hooks. The ingress program
@@ -24,10 +24,11 @@
 #include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 
 #include "nat.h"
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #ifndef IPPROTO_ICMPV6
 #define IPPROTO_ICMPV6 58
@@ -226,6 +227,7 @@ struct scratch {
 	struct nat_hm_key hk;
 	struct nat_hm nh;
 	struct nat_key rk;
+	struct nat_key rk2;
 	__u32 na[4];
 	__u32 hn[4];
 	__u32 hd[4];
@@ -305,7 +307,9 @@ struct addrparse {
 
 struct work {
 	__u32 proxy; /* 1, 2: run the proxy, forward or reply (finish) */
-	__u32 pad_;
+	__u8 pre;    /* the egress program that runs before the filter */
+	__u8 slave;  /* the packet belongs to a proxy's data connection */
+	__u8 pad_[2];
 	struct scratch x;
 	struct moves mv;
 	struct scanctx sc2;
@@ -321,6 +325,7 @@ struct work {
 	 * per-CPU map's value type (its bytes stay zero here) */
 	__u8 sb[sizeof(struct nat_sess)] __attribute__((aligned(8)));
 	__u8 sb2[sizeof(struct nat_sess)] __attribute__((aligned(8)));
+	__u8 sb3[sizeof(struct nat_sess)] __attribute__((aligned(8))); /* shadow() */
 	struct newsess ns;
 	struct inner in;
 	struct ftpctx fc;
@@ -378,9 +383,35 @@ static __always_inline void stat_inc(__u32 k)
 		*v += 1;
 }
 
+/* now_ns is the clock sessions age by: jiffies (which the verifier reads
+ * inline, where a clock helper costs a call per packet) times the length
+ * of a jiffy user space measured at load (NCFG_NSPERJIFFY), plus the
+ * offset tests move time with. */
 static __always_inline __u64 now_ns(void)
 {
-	return bpf_ktime_get_coarse_ns() + cfg(NCFG_CLOCK);
+	__u64 nspj = cfg(NCFG_NSPERJIFFY);
+
+	if (!nspj)
+		return bpf_ktime_get_coarse_ns() + cfg(NCFG_CLOCK);
+	return bpf_jiffies64() * nspj + cfg(NCFG_CLOCK);
+}
+
+/* The kernel's skb, for its ip_summed (CO-RE: the field's place comes
+ * from the running kernel's BTF). */
+extern void *bpf_cast_to_kern_ctx(void *) __ksym;
+
+struct sk_buff___nat {
+	__u8 ip_summed : 2;
+} __attribute__((preserve_access_index));
+
+#define CHECKSUM_COMPLETE 2
+#define CHECKSUM_PARTIAL 3
+
+static __always_inline int ip_summed(struct __sk_buff *skb)
+{
+	struct sk_buff___nat *k = bpf_cast_to_kern_ctx(skb);
+
+	return BPF_CORE_READ_BITFIELD(k, ip_summed);
 }
 
 /* One's complement arithmetic on raw (memory-order) 16-bit words. */
@@ -728,6 +759,7 @@ static __always_inline int apply(struct __sk_buff *skb, struct nat_sess *v, stru
 	__u32 *nsrc, *ndst;
 	__u16 sp, dp;
 	__u64 mf;
+	int summed;
 
 	if (v->w == 0) {
 		nsrc = v->t.nsrc;
@@ -777,10 +809,37 @@ static __always_inline int apply(struct __sk_buff *skb, struct nat_sess *v, stru
 	}
 	if (!p->csumoff)
 		return 0;
-	/* the engine turns a UDP sum that comes out 0 into 0xffff; the
-	 * helper does so too, but skips a zero field, which only an IPv6
-	 * UDP packet (where zero is invalid) reaches here with */
+	/* the engine turns a UDP sum that comes out 0 into 0xffff; so does
+	 * the helper, which skips a zero field, as only an IPv6 UDP packet
+	 * (where zero is invalid) reaches here with */
 	mf = p->proto == IPPROTO_UDP && !p->udp0 ? BPF_F_MARK_MANGLED_0 : 0;
+	summed = ip_summed(skb);
+	if (summed != CHECKSUM_COMPLETE) {
+		/* the field is written directly, as bpf_l4_csum_replace would
+		 * have it: a CHECKSUM_PARTIAL skb holds only the pseudo
+		 * header's sum there (the ports are summed later), any other
+		 * the whole sum; CHECKSUM_COMPLETE needs skb->csum kept, which
+		 * only the helper can do */
+		__u16 *ck = data + (p->csumoff & 0x3ff);
+		__u32 diff = 0;
+
+		if ((void *)(ck + 1) > end)
+			return -1;
+		if (v->csum_l4a && p->proto != IPPROTO_ICMP)
+			diff = v->csum_l4a;
+		if (summed == CHECKSUM_PARTIAL) {
+			if (diff)
+				*ck = csum_fold32(csum_add32(*ck, diff));
+		} else {
+			if (v->csum_l4p && p->l4off && (p->pflags & (PF_TCPUDP | PF_ICMPQ)))
+				diff = csum_add32(diff, v->csum_l4p);
+			if (diff)
+				*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
+		}
+		if (mf && *ck == 0)
+			*ck = 0xffff;
+		return 0;
+	}
 	if (v->csum_l4a && p->proto != IPPROTO_ICMP)
 		bpf_l4_csum_replace(skb, p->csumoff, 0, v->csum_l4a, BPF_F_PSEUDO_HDR | mf);
 	if (v->csum_l4p && p->l4off && (p->pflags & (PF_TCPUDP | PF_ICMPQ)))
@@ -867,6 +926,12 @@ static int sess_timer(void *map, struct nat_key *key, struct nat_sess *v)
 {
 	__u64 now = now_ns(), exp = sess_expiry(v);
 
+	if (cfg(NCFG_NOEXPIRE)) {
+		/* differential tests compare with an engine whose sessions
+		 * never age (as ipftest's) */
+		bpf_timer_start(&v->timer, 3600 * 1000000000ULL, 0);
+		return 0;
+	}
 	if (exp > now) {
 		bpf_timer_start(&v->timer, exp - now, 0);
 		return 0;
@@ -942,6 +1007,51 @@ static __always_inline void sess_arm(struct nat_key *k, __u64 in_ns)
 	bpf_timer_start(&v->timer, in_ns, 0);
 }
 
+/* shadow moves the entry at key k, if any, out of the way of a new
+ * session: to the same key with DIR_SHADOW set, where no packet finds it,
+ * its peer pointing there. The session it belongs to lives on (listed,
+ * found by its other entry, ended by its timer), as in the engine, whose
+ * table assignment leaves an older session reachable only by the key a
+ * newer one did not take. Returns 0, or -1 when it cannot. */
+static __always_inline int shadow(struct work *w, struct nat_key *k)
+{
+	struct nat_sess *old = bpf_map_lookup_elem(&sessions, k), *peer;
+	struct nat_sess *cp = (struct nat_sess *)w->sb3;
+	struct nat_key *sk = &w->x.rk2;
+	__u64 life = 0;
+	int g;
+
+	if (!old)
+		return 0;
+	if (k->dir & DIR_SHADOW)
+		return -1;
+	copy_sess(cp, old);
+	/* shadows stack: each takes the first free generation (key.pad) */
+	*sk = *k;
+	sk->dir |= DIR_SHADOW;
+	for (g = 1; g < 16; g++) {
+		sk->pad = g;
+		if (!bpf_map_lookup_elem(&sessions, sk))
+			break;
+	}
+	if (g == 16)
+		return -1;
+	if (cp->w == 0) {
+		__u64 now = now_ns(), exp = sess_expiry(old);
+
+		life = exp > now ? exp - now : 1;
+	}
+	peer = bpf_map_lookup_elem(&sessions, &cp->peer);
+	if (peer)
+		peer->peer = *sk;
+	if (bpf_map_update_elem(&sessions, sk, cp, BPF_NOEXIST) != 0)
+		return -1;
+	bpf_map_delete_elem(&sessions, k);
+	if (cp->w == 0)
+		sess_arm(sk, life);
+	return 0;
+}
+
 /* sess_insert enters the session described by w->ns (made by packet
  * w->p, rule rtype/age/mss) as two entries. Returns 0 on success; the
  * entries are w->k (forward) and w->s2's peer (reply). */
@@ -994,7 +1104,10 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 	rev_key(rk, &ns->t, dir, p->proto, p->family);
 	e->peer = *rk;
 	r->peer = w->k;
-	if (bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0) {
+	/* a key another session holds (it was made on another interface)
+	 * is taken over, as the engine's table assignment does */
+	if (shadow(w, &w->k) != 0 || shadow(w, rk) != 0 ||
+	    bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0) {
 		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
 		return -1;
 	}
@@ -2714,6 +2827,8 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	mss = v->mss;
 	proxy = v->sflags & SF_PROXY;
 	vw = v->w;
+	if (v->sflags & SF_SLAVE)
+		w->slave = 1;
 	if (proxy) {
 		/* the proxy needs the session's forward key */
 		if (vw == 0)
@@ -2750,6 +2865,8 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	if (!w || !skb)
 		return TC_ACT_UNSPEC;
 	p = &w->p;
+	if (w->pre && (p->icmperr || p->fragbody))
+		return TC_ACT_UNSPEC;
 	if (p->icmperr) {
 		nat_icmperr(skb);
 		return TC_ACT_UNSPEC;
@@ -2784,6 +2901,8 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	v = bpf_map_lookup_elem(&sessions, k);
 	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
 		/* a session that needs more than the fast path gives */
+		if (w->pre && !(v->sflags & SF_SLAVE))
+			return TC_ACT_UNSPEC;
 		nat_finish(skb);
 		return TC_ACT_UNSPEC;
 	}
@@ -2792,6 +2911,8 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	r = 0;
 	if (cfg(NCFG_WILDS))
 		r = nat_wild();
+	if (!r && w->pre)
+		return TC_ACT_UNSPEC; /* the rules are the other program's */
 	if (!r)
 		r = nat_new();
 	if (r < 0) {
@@ -2807,7 +2928,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	return TC_ACT_UNSPEC;
 }
 
-static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir)
+static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 {
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	struct work *w = get_work();
@@ -2923,6 +3044,10 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir)
 		v = bpf_map_lookup_elem(&sessions, k);
 		if (v && (!v->ifindex || v->ifindex == p.ifindex) && !v->mss && !(v->sflags & SF_PROXY) &&
 		    !p.morefrags) {
+			if (pre && !(v->sflags & SF_SLAVE))
+				return TC_ACT_UNSPEC;
+			if (v->sflags & SF_SLAVE)
+				w->slave = 1;
 			if (apply(skb, v, pp, now_ns()) == 0) {
 				stat_inc(dir * NS_SIDE + NS_TRANSLATED);
 				if (dir == DIR_OUT)
@@ -2935,7 +3060,12 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir)
 #undef p
 }
 
-static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir)
+/* nat_main is each program's body. The packets of the data connections
+ * the ftp proxy opened pass the filter, as the state entry IPFilter's
+ * proxy makes for them would let them: inbound NAT runs before the filter
+ * and ends the chain for them; outbound, a second egress program (pre)
+ * placed before the filter does their translation and ends the chain. */
+static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
 {
 	struct work *w = get_work();
 	int ret;
@@ -2943,22 +3073,32 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir)
 	if (!w)
 		return TC_ACT_UNSPEC;
 	w->proxy = 0;
-	ret = nat_run(skb, dir);
+	w->pre = pre;
+	w->slave = 0;
+	ret = nat_run(skb, dir, pre);
 	if (w->proxy)
 		nat_proxy(skb, w->proxy == 1);
+	if (ret == TC_ACT_UNSPEC && w->slave && (dir == DIR_IN || pre))
+		return TC_ACT_OK;
 	return ret;
 }
 
 SEC("tc")
 int nat_ingress(struct __sk_buff *skb)
 {
-	return nat_main(skb, DIR_IN);
+	return nat_main(skb, DIR_IN, 0);
 }
 
 SEC("tc")
 int nat_egress(struct __sk_buff *skb)
 {
-	return nat_main(skb, DIR_OUT);
+	return nat_main(skb, DIR_OUT, 0);
+}
+
+SEC("tc")
+int nat_egress_pre(struct __sk_buff *skb)
+{
+	return nat_main(skb, DIR_OUT, 1);
 }
 
 /* ---------------------------------------------------------------- flush */
@@ -3003,6 +3143,16 @@ int nat_flush(struct __sk_buff *skb)
 
 	c.mode = cfg(NCFG_FLUSHMODE);
 	c.arg = cfg(NCFG_FLUSHARG);
+	if (c.mode == FL_CLOCKS) {
+		/* the two clocks, for user space to measure a jiffy */
+		out = cfgp(NCFG_FLUSHED);
+		if (out)
+			*out = bpf_jiffies64();
+		out = cfgp(NCFG_FLUSHARG);
+		if (out)
+			*out = bpf_ktime_get_ns();
+		return TC_ACT_UNSPEC;
+	}
 	c.now = now_ns();
 	bpf_for_each_map_elem(&sessions, flush_cb, &c, 0);
 	out = cfgp(NCFG_FLUSHED);

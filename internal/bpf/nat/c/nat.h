@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Layout shared by the Sluice NAT datapath (nat.c) and its Go loader
  * (internal/bpf/nat/layout.go mirrors every struct and constant; a test
@@ -76,6 +76,8 @@
 #define DIR_OUT 1
 /* nat_key.dir bit of a proxy's wildcard entry (source port still to learn). */
 #define DIR_WILD 0x80
+/* nat_key.dir bit of an entry a newer session took the key of (shadow()). */
+#define DIR_SHADOW 0x40
 
 /* Session flags. */
 #define SF_PROXY 0x01 /* the ftp proxy follows it */
@@ -106,12 +108,16 @@
 #define NCFG_CLOCK 18     /* added to the clock: tests move time */
 #define NCFG_NRULES 19    /* 19, 20: rules in slot 0, 1 (user space) */
 #define NCFG_COOKIE 21    /* marks a packet the egress program translated */
+#define NCFG_FTPRULES 22  /* the rules use the ftp proxy (user space) */
+#define NCFG_NOEXPIRE 23  /* tests: the timers keep every session */
+#define NCFG_NSPERJIFFY 24 /* the length of a jiffy, measured at load */
 #define NCFG_N 32
 
 /* Flush program modes. */
 #define FL_ALL 1     /* every session (ipnat -F) */
 #define FL_RULE 2    /* the sessions of rule id FLUSHARG (ipnat -rp, purge) */
 #define FL_EXPIRED 3 /* sessions past their lifetime at the (moved) clock */
+#define FL_CLOCKS 4  /* read jiffies and ns into FLUSHED and FLUSHARG */
 
 /* Statistics (per-CPU array, index side*NS_SIDE + n for sided ones). */
 #define NS_SIDE 16
