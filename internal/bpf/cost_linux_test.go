@@ -79,7 +79,7 @@ func TestPrivilegedCost(t *testing.T) {
 			before[i], _ = p.Stats()
 		}
 		res := run("TCP_RR")
-		fields := strings.Fields(res)
+		fields := strings.Fields(strings.Split(res, "\n")[0])
 		rate = fields[len(fields)-1]
 		var ns [2]float64
 		for i, p := range progs {
@@ -175,8 +175,54 @@ func TestPrivilegedCost(t *testing.T) {
 		}
 		in, out, rate := measure([2]*ebpf.Program{d.objs.SluiceIngress, d.objs.SluiceEgress})
 		fmt.Fprintf(&rep, "%-28s %10.0f %10.0f %12s\n", c.name, in, out, rate)
+		if os.Getenv("SLUICE_COST_STAGES") != "" {
+			// the same traffic through copies of the programs that end
+			// after each stage
+			for n := uint32(1); n < uint32(len(stageNames)); n++ {
+				var progs [2]*ebpf.Program
+				for i, name := range []string{"sluice_ingress", "sluice_egress"} {
+					p, err := stageVariant(d, name, n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					progs[i] = p
+				}
+				d.swapPrograms(t, progs)
+				in, out, _ := measure(progs)
+				fmt.Fprintf(&rep, "  %-26s %10.0f %10.0f\n", fmt.Sprintf("%02d %s", n, stageNames[n]), in, out)
+				progs[0].Close()
+				progs[1].Close()
+			}
+			d.swapPrograms(t, [2]*ebpf.Program{d.objs.SluiceIngress, d.objs.SluiceEgress})
+		}
 	}
 	t.Log("\n" + rep.String())
+}
+
+// swapPrograms points the datapath's pinned links at progs.
+func (d *Datapath) swapPrograms(t *testing.T, progs [2]*ebpf.Program) {
+	t.Helper()
+	ents, _ := os.ReadDir(d.dir)
+	for _, e := range ents {
+		i := -1
+		switch {
+		case strings.HasPrefix(e.Name(), "link_") && strings.HasSuffix(e.Name(), "_ingress"):
+			i = 0
+		case strings.HasPrefix(e.Name(), "link_") && strings.HasSuffix(e.Name(), "_egress"):
+			i = 1
+		}
+		if i < 0 {
+			continue
+		}
+		l, err := link.LoadPinnedLink(filepath.Join(d.dir, e.Name()), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Update(progs[i]); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+	}
 }
 
 func netInterface(name string) (int, error) {

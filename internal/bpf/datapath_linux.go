@@ -50,7 +50,8 @@ type Datapath struct {
 	dir     string
 	objs    filterObjects
 	mu      sync.Mutex
-	forceTC bool // tests: attach with clsact as on kernels without TCX
+	forceTC bool       // tests: attach with clsact as on kernels without TCX
+	cfgMu   sync.Mutex // serialises setCfg's read-modify-write in this process
 	// ctl is sluice_ctl: objs.SluiceCtl after Load, the pinned program
 	// after OpenPinned (then ownCtl: Close closes it).
 	ctl    *ebpf.Program
@@ -232,11 +233,11 @@ func (d *Datapath) control(op, n uint32) (int, error) {
 }
 
 func (d *Datapath) initConfig() error {
-	var cur uint64
-	if err := d.objs.Config.Lookup(uint32(cfgToTCP+4), &cur); err != nil {
+	var c filterConf
+	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
-	if cur != 0 {
+	if c.V[cfgToTCP+4] != 0 {
 		return nil // already initialised by an earlier Load
 	}
 	def := state.DefaultConfig()
@@ -267,21 +268,47 @@ func (d *Datapath) initConfig() error {
 		if (k >= cfgToTCP && k <= cfgToIP) || k == cfgFragTTL || k == cfgWMFreq {
 			v *= uint64(tick)
 		}
-		if err := d.objs.Config.Put(k, v); err != nil {
-			return fmt.Errorf("writing config: %w", err)
-		}
+		c.V[k] = v
+	}
+	if err := d.objs.Config.Put(uint32(0), &c); err != nil {
+		return fmt.Errorf("writing config: %w", err)
 	}
 	return nil
 }
 
 func (d *Datapath) cfg(key uint32) uint64 {
-	var v uint64
-	_ = d.objs.Config.Lookup(key, &v)
-	return v
+	var c filterConf
+	if key >= cfgN || d.objs.Config.Lookup(uint32(0), &c) != nil {
+		return 0
+	}
+	return c.V[key]
 }
 
+// setCfg changes one configuration value. The configuration is one map
+// value (the program reads it with one lookup), so a change reads,
+// modifies and writes it back: cfgMu, and between processes an flock on
+// the pinned map, keep two changes from losing one.
 func (d *Datapath) setCfg(key uint32, v uint64) error {
-	if err := d.objs.Config.Put(key, v); err != nil {
+	if key >= cfgN {
+		return fmt.Errorf("config key %d out of range", key)
+	}
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	if d.dir != "" {
+		fd, err := unix.Open(filepath.Join(d.dir, "config"), unix.O_RDONLY, 0)
+		if err == nil {
+			if err := unix.Flock(fd, unix.LOCK_EX); err == nil {
+				defer unix.Flock(fd, unix.LOCK_UN)
+			}
+			defer unix.Close(fd)
+		}
+	}
+	var c filterConf
+	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
+		return fmt.Errorf("reading config: %w", err)
+	}
+	c.V[key] = v
+	if err := d.objs.Config.Put(uint32(0), &c); err != nil {
 		return fmt.Errorf("writing config %d: %w", key, err)
 	}
 	return nil

@@ -18,6 +18,11 @@ type filterBlocks struct {
 	W [16]uint64
 }
 
+type filterConf struct {
+	_ structs.HostLayout
+	V [64]uint64
+}
+
 type filterCounter struct {
 	_     structs.HostLayout
 	Pkts  uint64
@@ -94,6 +99,19 @@ type filterFragKey struct {
 	Family   uint8
 	Secclass uint8
 	Pad      uint8
+}
+
+type filterHotlist struct {
+	_  structs.HostLayout
+	N  uint32
+	Ok uint32
+	R  [32]struct {
+		_      structs.HostLayout
+		Family uint8
+		Proto  uint8
+		Kind   uint8
+		Full   uint8
+	}
 }
 
 type filterIfAddr struct {
@@ -232,6 +250,12 @@ type filterRuleText struct {
 	Len  uint32
 	Pad  uint32
 	Text [376]uint8
+}
+
+type filterStatblock struct {
+	_    structs.HostLayout
+	V    [64]uint64
+	Drop [32]uint64
 }
 
 type filterStateEntry struct {
@@ -382,9 +406,9 @@ const (
 	filterMapCtlKeys         = "ctl_keys"
 	filterMapDca             = "dca"
 	filterMapDcaConns        = "dca_conns"
-	filterMapDrops           = "drops"
 	filterMapExprs           = "exprs"
 	filterMapFrags           = "frags"
+	filterMapHotlists        = "hotlists"
 	filterMapIdxDport        = "idx_dport"
 	filterMapIdxDst          = "idx_dst"
 	filterMapIdxSport        = "idx_sport"
@@ -408,6 +432,7 @@ const (
 	filterProgSluiceEgress   = "sluice_egress"
 	filterProgSluiceIngress  = "sluice_ingress"
 	filterVarSluiceLogRecBtf = "sluice_log_rec_btf"
+	filterVarStopAt          = "stop_at"
 )
 
 // loadFilter returns the embedded CollectionSpec for filter.
@@ -467,9 +492,9 @@ type filterMapSpecs struct {
 	CtlKeys    *ebpf.MapSpec `ebpf:"ctl_keys"`
 	Dca        *ebpf.MapSpec `ebpf:"dca"`
 	DcaConns   *ebpf.MapSpec `ebpf:"dca_conns"`
-	Drops      *ebpf.MapSpec `ebpf:"drops"`
 	Exprs      *ebpf.MapSpec `ebpf:"exprs"`
 	Frags      *ebpf.MapSpec `ebpf:"frags"`
+	Hotlists   *ebpf.MapSpec `ebpf:"hotlists"`
 	IdxDport   *ebpf.MapSpec `ebpf:"idx_dport"`
 	IdxDst     *ebpf.MapSpec `ebpf:"idx_dst"`
 	IdxSport   *ebpf.MapSpec `ebpf:"idx_sport"`
@@ -496,6 +521,7 @@ type filterMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterVariableSpecs struct {
 	SluiceLogRecBtf *ebpf.VariableSpec `ebpf:"sluice_log_rec_btf"`
+	StopAt          *ebpf.VariableSpec `ebpf:"stop_at"`
 }
 
 // filterObjects contains all objects after they have been loaded into the kernel.
@@ -524,9 +550,9 @@ type filterMaps struct {
 	CtlKeys    *ebpf.Map `ebpf:"ctl_keys"`
 	Dca        *ebpf.Map `ebpf:"dca"`
 	DcaConns   *ebpf.Map `ebpf:"dca_conns"`
-	Drops      *ebpf.Map `ebpf:"drops"`
 	Exprs      *ebpf.Map `ebpf:"exprs"`
 	Frags      *ebpf.Map `ebpf:"frags"`
+	Hotlists   *ebpf.Map `ebpf:"hotlists"`
 	IdxDport   *ebpf.Map `ebpf:"idx_dport"`
 	IdxDst     *ebpf.Map `ebpf:"idx_dst"`
 	IdxSport   *ebpf.Map `ebpf:"idx_sport"`
@@ -556,9 +582,9 @@ func (m *filterMaps) Close() error {
 		m.CtlKeys,
 		m.Dca,
 		m.DcaConns,
-		m.Drops,
 		m.Exprs,
 		m.Frags,
+		m.Hotlists,
 		m.IdxDport,
 		m.IdxDst,
 		m.IdxSport,
@@ -586,6 +612,7 @@ func (m *filterMaps) Close() error {
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterVariables struct {
 	SluiceLogRecBtf *ebpf.Variable `ebpf:"sluice_log_rec_btf"`
+	StopAt          *ebpf.Variable `ebpf:"stop_at"`
 }
 
 // filterPrograms contains all programs after they have been loaded into the kernel.

@@ -6,9 +6,10 @@ package bpf
 
 // Capacity of the kernel rule storage.
 const (
-	MaxRules = 16384 // rules per slot (all lists and groups of one set)
-	MaxLists = 512   // lists per slot: in, out, count in, count out, groups
-	maxDepth = 16    // group nesting the scan follows
+	MaxRules   = 16384 // rules per slot (all lists and groups of one set)
+	MaxLists   = 512   // lists per slot: in, out, count in, count out, groups
+	maxDepth   = 16    // group nesting the scan follows
+	ifaceSlots = 4096  // IFACE_SLOTS: the link-layer length table
 	// scanBudget is the steps one scan may take (SCAN_BUDGET, bpf_loop's
 	// limit); CompileSet refuses a set that could need more.
 	scanBudget = 8388608
@@ -84,7 +85,8 @@ const (
 	cfgWMFreq    = 34
 	cfgDCA       = 35
 	cfgGen0      = 36 // 36..38: generation of each slot's rules
-	cfgN         = 48
+	cfgAnyL3     = 39 // attached to an interface without a link-layer header
+	cfgN         = 64
 )
 
 // Values of cfgIndex0+slot (IDX_* in filter.h): which index dimensions the
@@ -93,6 +95,14 @@ const (
 	idxOn    = 1 // destination address and port
 	idxSrc   = 2 // source address
 	idxSport = 4 // source port
+
+	// What else the slot's rules use (FEAT_* in filter.h), in the same
+	// word: a packet skips what no rule needs.
+	featAcctIn  = 0x100
+	featAcctOut = 0x200
+	featClock   = 0x400  // keep state/frags, pps, keep limit
+	featRoute   = 0x800  // to, dup-to, fastroute
+	featIdle    = 0x1000 // no rules in the main lists
 )
 
 // Statistics indexes.
@@ -149,6 +159,15 @@ const (
 	portOut   = 7
 	portIn    = 8
 	portRange = 9
+)
+
+// The compact lists (HOT_* in filter.h).
+const (
+	hotMax    = 32
+	hotAny    = 0
+	hotProto  = 1
+	hotTCPUDP = 2
+	hotNever  = 3
 )
 
 // Table sizes and the sweeper (filter.h).

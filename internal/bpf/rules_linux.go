@@ -139,9 +139,14 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 			return fmt.Errorf("writing rule text: %w", err)
 		}
 	}
-	// index
+	// index and compact lists
 	if err := d.writeIndex(slot, im); err != nil {
 		return err
+	}
+	for l := uint32(0); l < listGroup0; l++ {
+		if err := d.objs.Hotlists.Put(slot*listGroup0+l, im.hotList(int(l))); err != nil {
+			return fmt.Errorf("writing compact lists: %w", err)
+		}
 	}
 	// lists last: until they change, the slot's old lists still describe
 	// valid rule ranges
@@ -226,10 +231,11 @@ func (d *Datapath) writeIndex(slot uint32, im *Image) error {
 			return err
 		}
 	}
+	feat := im.features()
 	if im.dst == nil {
-		return nil
+		return d.setCfg(cfgIndex0+slot, feat)
 	}
-	on := uint64(idxOn)
+	on := uint64(idxOn) | feat
 	if err := putLPM(d.objs.IdxDst, slot, im.dst); err != nil {
 		return err
 	}
@@ -249,6 +255,67 @@ func (d *Datapath) writeIndex(slot uint32, im *Image) error {
 		on |= idxSport
 	}
 	return d.setCfg(cfgIndex0+slot, on)
+}
+
+// hotList is the compact form of main list l (struct hotlist): usable
+// (Ok) when the list is short and has no head or call rules.
+func (im *Image) hotList(l int) filterHotlist {
+	var h filterHotlist
+	if l >= len(im.lists) {
+		return h
+	}
+	li := im.lists[l]
+	if li.count == 0 || li.count > hotMax {
+		return h
+	}
+	for i := 0; i < li.count; i++ {
+		r := &im.rules[li.start+i]
+		if r.Head != 0 || r.Call != 0 || r.Action&ruleset.FRCallNow != 0 {
+			return filterHotlist{}
+		}
+		e := &h.R[i]
+		e.Family = r.Family
+		switch {
+		case r.Match&mNever != 0:
+			e.Kind = hotNever
+		case r.Match&mProto != 0:
+			e.Kind, e.Proto = hotProto, r.Proto
+		case r.Match&mTCPUDP != 0:
+			e.Kind = hotTCPUDP
+		}
+		if r.Match&^(mProto|mTCPUDP) != 0 {
+			e.Full = 1
+		}
+	}
+	h.N, h.Ok = uint32(li.count), 1
+	return h
+}
+
+// features are the FEAT_* bits of the image: what its rules use besides
+// matching.
+func (im *Image) features() uint64 {
+	f := uint64(featIdle)
+	for l := 0; l < listGroup0 && l < len(im.lists); l++ {
+		if im.lists[l].count > 0 {
+			f &^= featIdle
+		}
+	}
+	if len(im.lists) > listAcctIn && im.lists[listAcctIn].count > 0 {
+		f |= featAcctIn
+	}
+	if len(im.lists) > listAcctOut && im.lists[listAcctOut].count > 0 {
+		f |= featAcctOut
+	}
+	for i := range im.rules {
+		r := &im.rules[i]
+		if r.Action&(ruleset.FRKeepState|ruleset.FRKeepFrag) != 0 || r.Pps != 0 || r.KeepLimit != 0 {
+			f |= featClock
+		}
+		if r.Route != 0 {
+			f |= featRoute
+		}
+	}
+	return f
 }
 
 func clearLPMSlot(m *ebpf.Map, slot uint32) error {

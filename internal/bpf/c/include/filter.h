@@ -18,6 +18,7 @@
 #define NSLOTS 3
 #define MAX_LISTS 512
 #define MAX_DEPTH 16
+#define IFACE_SLOTS 4096
 /* Steps (bpf_loop iterations: a rule looked at, a run of index blocks
  * skipped, a group left) one scan may take: bpf_loop's limit. The loader
  * refuses a set in which a scan could need more. */
@@ -162,7 +163,7 @@
 #define CFG_LOGFLAGS 5    /* ipf -l: FR_PASS/FR_BLOCK/FR_NOMATCH bits to log */
 #define CFG_MINTTL 6
 #define CFG_STATEMAX 7
-#define CFG_INDEX0 8      /* 8..10: IDX_* bits, the slot's index dimensions */
+#define CFG_INDEX0 8      /* 8..10: the slot's IDX_* and FEAT_* bits */
 #define CFG_TO_TCP 12     /* 12..23: TCP state timeouts, ns */
 #define CFG_TO_UDP 24
 #define CFG_TO_UDPACK 25
@@ -177,7 +178,12 @@
 #define CFG_WMFREQ 34     /* state_wm_freq, ns */
 #define CFG_DCA 35        /* HP DCA (keep limit) on: ipf -m e / -m d */
 #define CFG_GEN0 36       /* 36..38: generation of each slot's rules */
-#define CFG_N 48
+#define CFG_ANYL3 39      /* the filter is on an interface without a link-layer header */
+#define CFG_N 64
+
+struct conf {
+	__u64 v[CFG_N];
+};
 
 /* Index dimensions of a slot (CFG_INDEX0 + slot); 0: no index. The source
  * ones are only written when a rule tests them, so sets without source
@@ -185,6 +191,13 @@
 #define IDX_ON 1    /* destination address and port */
 #define IDX_SRC 2   /* source address */
 #define IDX_SPORT 4 /* source port */
+
+/* What else the slot's rules use, so a packet skips what they do not. */
+#define FEAT_ACCT_IN 0x100  /* count in rules */
+#define FEAT_ACCT_OUT 0x200 /* count out rules */
+#define FEAT_CLOCK 0x400    /* rules that need the time: keep state/frags, pps, keep limit */
+#define FEAT_ROUTE 0x800    /* rules with to, dup-to or fastroute */
+#define FEAT_IDLE 0x1000    /* no rules in the main lists */
 
 /* Per-direction statistics (index dir*ST_DIR + n) then globals. */
 #define ST_DIR 16
@@ -241,6 +254,12 @@
 #define RSN_DISABLED 22
 #define RSN_SCANCUT 23  /* Sluice: the rule scan ran out of steps */
 #define NREASONS 32
+
+/* One CPU's counters: the statistics by ST_* and the drops by RSN_*. */
+struct statblock {
+	__u64 v[NSTATS];
+	__u64 drop[NREASONS];
+};
 
 /* TCP states (IPFilter numbering). */
 #define TS_LISTEN 0
@@ -392,6 +411,27 @@ struct if_addr {
 struct list {
 	__u32 start;
 	__u32 count;
+};
+
+/* The compact form of a short main list with no groups or calls: each
+ * rule's family and protocol test, and whether it tests more (full). */
+#define HOT_MAX 32
+#define HOT_ANY 0
+#define HOT_PROTO 1
+#define HOT_TCPUDP 2
+#define HOT_NEVER 3
+
+struct hot {
+	__u8 family;
+	__u8 proto;
+	__u8 kind;
+	__u8 full;
+};
+
+struct hotlist {
+	__u32 n;
+	__u32 ok; /* the list is scanned from this form */
+	struct hot r[HOT_MAX];
 };
 
 struct counter {

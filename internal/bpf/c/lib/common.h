@@ -119,29 +119,51 @@ static __always_inline struct work *get_work(void)
 	return bpf_map_lookup_elem(&scratch, &zero);
 }
 
+static __always_inline struct conf *conf_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&config, &zero);
+}
+
 static __always_inline __u64 cfg(__u32 key)
 {
-	__u64 *v = bpf_map_lookup_elem(&config, &key);
-	return v ? *v : 0;
+	struct conf *c = conf_get();
+
+	/* a mask the compiler keeps: it may drop a range check it can
+	 * prove, which the verifier then cannot see */
+	return c ? c->v[BOUND(key, CFG_N - 1)] : 0;
+}
+
+static __always_inline struct statblock *stats_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&stats, &zero);
 }
 
 static __always_inline void stat_inc(__u32 key)
 {
-	__u64 *v = bpf_map_lookup_elem(&stats, &key);
-	if (v)
-		*v += 1;
+	struct statblock *sb = stats_get();
+
+	if (sb)
+		sb->v[key & (NSTATS - 1)]++;
 }
 
 static __always_inline void drop_inc(__u32 reason)
 {
-	__u64 *v = bpf_map_lookup_elem(&drops, &reason);
-	if (v)
-		*v += 1;
+	struct statblock *sb = stats_get();
+
+	if (sb)
+		sb->drop[reason & (NREASONS - 1)]++;
 }
 
 static __always_inline __u64 now_ns(void)
 {
-	return bpf_ktime_get_ns() + cfg(CFG_CLOCK);
+	/* the coarse clock (the kernel's tick, a few ms) is ample for
+	 * timeouts counted in IPFilter's half seconds, and reads no clock
+	 * source */
+	return bpf_ktime_get_coarse_ns() + cfg(CFG_CLOCK);
 }
 
 #endif

@@ -32,6 +32,14 @@ struct {
 	__type(value, struct counter);
 } counters SEC(".maps");
 
+/* The main lists' compact forms, slot * LIST_GROUP0 + list. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * LIST_GROUP0);
+	__type(key, __u32);
+	__type(value, struct hotlist);
+} hotlists SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, NSLOTS * MAX_RULES);
@@ -47,31 +55,28 @@ struct {
 	__type(value, __u32);
 } rule_states SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, CFG_N);
-	__type(key, __u32);
-	__type(value, __u64);
-} config SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NSTATS);
-	__type(key, __u32);
-	__type(value, __u64);
-} stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NREASONS);
-	__type(key, __u32);
-	__type(value, __u64);
-} drops SEC(".maps");
-
-/* Global count of live state entries (state_max). */
+/* The configuration, CFG_* keys, in one value: a packet reads it with one
+ * lookup. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct conf);
+} config SEC(".maps");
+
+/* The counters, per CPU, in one value: a packet counts with one lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct statblock);
+} stats SEC(".maps");
+
+/* Count of live state entries (state_max), and of those with a wildcard
+ * destination (key 1): lookups skip what the table cannot hold. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __s64);
 } state_count SEC(".maps");
@@ -170,10 +175,12 @@ struct {
 	__type(value, struct expr_val);
 } exprs SEC(".maps");
 
-/* Link-layer header length per ifindex; missing means Ethernet (14). */
+/* Link-layer header length by ifindex (mod IFACE_SLOTS): the value is
+ * ifindex << 8 | length; another ifindex, or none, means Ethernet (14). An
+ * array, so the lookup every packet makes is a few instructions. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, IFACE_SLOTS);
 	__type(key, __u32);
 	__type(value, __u32);
 } ifaces SEC(".maps");

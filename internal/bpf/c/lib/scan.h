@@ -276,13 +276,11 @@ static __always_inline struct blocks *index_addr(void *map, __u32 slot, struct p
 	return bpf_map_lookup_elem(map, &lk);
 }
 
-static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 slot)
+static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 slot, __u64 on)
 {
 	struct blocks *a, *b, *c, *d;
-	__u64 on;
 
 	s->use_index = 0;
-	on = cfg(CFG_INDEX0 + slot);
 	if (!(on & IDX_ON))
 		return;
 	a = index_addr(&idx_dst, slot, p, p->dst);
@@ -309,6 +307,63 @@ static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 
 }
 
 /* scan_list runs the scan over one list and returns the pass flags. */
+/* sl_hot_apply is a hot-list rule that passed the prefilter: the rest of
+ * its tests when it has more, its counters, and what its match does
+ * (scan_apply). It returns 1 when the scan ends there (quick). */
+GLOBAL int sl_hot_apply(__u32 slot, __u32 pos, __u32 full)
+{
+	struct work *w = get_work();
+	__u32 key = (slot % NSLOTS) * MAX_RULES + (pos & (MAX_RULES - 1));
+	struct counter *c;
+	struct rule *r;
+
+	if (!w)
+		return 1;
+	r = bpf_map_lookup_elem(&rules, &key);
+	if (!r)
+		return 1;
+	if (full && !rule_match(r, &w->p, slot % NSLOTS))
+		return 0;
+	c = bpf_map_lookup_elem(&counters, &key);
+	if (c) {
+		c->pkts++;
+		c->bytes += w->p.plen;
+	}
+	return scan_apply(&w->s, &w->p, r, pos & (MAX_RULES - 1)) != 0;
+}
+
+/* scan_hot scans a short main list without groups or calls from its
+ * compact form: one lookup for the list, a few instructions to pass over
+ * each rule the packet's family and protocol rule out. */
+static __always_inline void scan_hot(struct scan *s, const struct pktinfo *p, const struct hotlist *hl, __u32 start)
+{
+	for (int i = 0; i < HOT_MAX; i++) {
+		const struct hot *h;
+
+		if (i >= hl->n)
+			break;
+		if (s->skip) {
+			s->skip--;
+			continue;
+		}
+		h = &hl->r[i];
+		if (h->family && h->family != p->family)
+			continue;
+		if (h->kind == HOT_PROTO) {
+			if (h->proto != p->proto)
+				continue;
+		} else if (h->kind == HOT_TCPUDP) {
+			if (!(p->flags & PF_TCPUDP))
+				continue;
+		} else if (h->kind == HOT_NEVER) {
+			continue;
+		}
+		if (sl_hot_apply(s->slot, start + i, h->full))
+			break;
+	}
+	s->done = 1;
+}
+
 static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, __u32 pass)
 {
 	struct list *l;
@@ -330,6 +385,16 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 	s->end = l->start + l->count;
 	s->done = 0;
 	s->cut = 0;
+	if (list < LIST_GROUP0) {
+		__u32 hk = slot * LIST_GROUP0 + list;
+		struct hotlist *hl = bpf_map_lookup_elem(&hotlists, &hk);
+		struct work *w = get_work();
+
+		if (hl && hl->ok && w) {
+			scan_hot(s, &w->p, hl, l->start);
+			return s->pass;
+		}
+	}
 	bpf_loop(SCAN_BUDGET, scan_step, NULL, 0);
 	if (!s->done) {
 		/* cannot happen for a set the loader checked (CompileSet

@@ -81,13 +81,25 @@ static __always_inline void state_release(__u32 slot, __u32 rule, __u32 gen)
  * call is the one that removed it (another CPU, the sweeper or ipf -FS may
  * race for it), releases it: every removal goes through here, so
  * state_count always equals the number of entries. */
+static __always_inline void wild_add(__s64 n)
+{
+	__u32 one = 1;
+	__s64 *w = bpf_map_lookup_elem(&state_count, &one);
+
+	if (w)
+		__sync_fetch_and_add(w, n);
+}
+
 static __always_inline int state_unlink(struct state_key *k, struct state_entry *e)
 {
 	__u32 slot = e->slot, rule = e->rule, gen = e->gen;
+	int wild = k->wild;
 
 	if (bpf_map_delete_elem(&states, k) != 0)
 		return 0;
 	state_release(slot, rule, gen);
+	if (wild)
+		wild_add(-1);
 	return 1;
 }
 
@@ -333,6 +345,13 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 			e = bpf_map_lookup_elem(&states, &k);
 	}
 	if (!e) {
+		__u32 one = 1;
+		__s64 *nw = bpf_map_lookup_elem(&state_count, &one);
+
+		/* wildcard-destination entries (multicast, broadcast) are
+		 * rare: no lookups when there are none */
+		if (!nw || *nw <= 0)
+			return NULL;
 		wild = 1;
 		rev = 0;
 		make_key(&k, p, 0);
@@ -416,6 +435,7 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		 * CPU did (and released it), this packet still had its match */
 		if (bpf_map_delete_elem(&states, &k) != 0)
 			return scratch;
+		wild_add(-1);
 		k.wild = 0;
 		__builtin_memcpy(k.dst, rev ? p->src : p->dst, 16);
 		if (bpf_map_update_elem(&states, &k, scratch, BPF_NOEXIST) < 0)
@@ -527,6 +547,8 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		return 0;
 	__sync_fetch_and_add(n, 1);
 	__sync_fetch_and_add(cnt, 1);
+	if (k.wild)
+		wild_add(1);
 	/* a fragment that made state: the rest of its datagram follows */
 	if (p->flags & PF_FRAG)
 		sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
