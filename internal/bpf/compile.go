@@ -163,8 +163,8 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	seen := map[string]bool{}
 	for id, s := range lists {
 		n := len(s.l.Rules)
-		if len(im.rules)+n > MaxRules {
-			return nil, fmt.Errorf("%d rules: the kernel datapath holds at most %d", len(im.rules)+n, MaxRules)
+		if len(im.rules)+n > ruleCap {
+			return nil, fmt.Errorf("%d rules: the kernel datapath holds at most %d in a set", len(im.rules)+n, ruleCap)
 		}
 		im.lists[id] = imageList{start: len(im.rules), count: n, dir: s.dir, acct: s.acct, name: s.l.Name}
 		for i, cr := range s.l.Rules {
@@ -192,7 +192,7 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	if err := im.checkScanSteps(where); err != nil {
 		return nil, err
 	}
-	if len(im.rules) >= indexThreshold {
+	if len(im.rules) >= indexThreshold && len(im.rules) <= idxRules {
 		im.buildIndex()
 	}
 	return im, nil

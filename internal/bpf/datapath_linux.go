@@ -407,8 +407,8 @@ func (d *Datapath) DCACounts() ([]DCACount, error) {
 		if !ok || v == 0 || k.Gen != uint32(d.cfg(cfgGen0+k.Slot)) {
 			continue
 		}
-		var r filterRule
-		if err := d.objs.Rules.Lookup(k.Slot*MaxRules+k.Rule%MaxRules, &r); err != nil {
+		r, err := d.ruleAt(k.Slot, k.Rule)
+		if err != nil {
 			continue
 		}
 		c := DCACount{Rule: RuleRef{Set: set, List: r.GroupNo, Number: int(r.RuleNo)}, Conns: v}
@@ -421,6 +421,17 @@ func (d *Datapath) DCACounts() ([]DCACount, error) {
 		return nil, fmt.Errorf("reading keep-limit counts: %w", err)
 	}
 	return out, nil
+}
+
+// ruleAt reads rule idx of slot.
+func (d *Datapath) ruleAt(slot, idx uint32) (filterRule, error) {
+	var r filterRule
+	sm, err := d.slotMaps(slot)
+	if err != nil {
+		return r, err
+	}
+	defer sm.close()
+	return r, sm.rules.Lookup(idx, &r)
 }
 
 // addrFamily guesses an address's family from the rule's, and otherwise

@@ -245,13 +245,6 @@ type filterRule struct {
 	LimitRet   uint32
 }
 
-type filterRuleText struct {
-	_    structs.HostLayout
-	Len  uint32
-	Pad  uint32
-	Text [376]uint8
-}
-
 type filterStatblock struct {
 	_    structs.HostLayout
 	V    [64]uint64
@@ -317,6 +310,17 @@ type filterTcpSide struct {
 	Pad    uint8
 }
 
+type filterTextChunk struct {
+	_ structs.HostLayout
+	B [4096]uint8
+}
+
+type filterTextKey struct {
+	_     structs.HostLayout
+	Slot  uint32
+	Chunk uint32
+}
+
 type filterWork struct {
 	_ structs.HostLayout
 	P struct {
@@ -355,7 +359,6 @@ type filterWork struct {
 	_ [4]byte
 	S struct {
 		_          structs.HostLayout
-		Base       uint32
 		Lbase      uint32
 		Pos        uint32
 		End        uint32
@@ -369,6 +372,7 @@ type filterWork struct {
 		Done       uint32
 		Cut        uint32
 		Slot       uint32
+		_          [4]byte
 		Now        uint64
 		StackPos   [16]uint32
 		StackEnd   [16]uint32
@@ -431,6 +435,7 @@ const (
 	filterProgSluiceCtl      = "sluice_ctl"
 	filterProgSluiceEgress   = "sluice_egress"
 	filterProgSluiceIngress  = "sluice_ingress"
+	filterVarSluiceInnerBtf  = "sluice_inner_btf"
 	filterVarSluiceLogRecBtf = "sluice_log_rec_btf"
 	filterVarStopAt          = "stop_at"
 )
@@ -520,6 +525,7 @@ type filterMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterVariableSpecs struct {
+	SluiceInnerBtf  *ebpf.VariableSpec `ebpf:"sluice_inner_btf"`
 	SluiceLogRecBtf *ebpf.VariableSpec `ebpf:"sluice_log_rec_btf"`
 	StopAt          *ebpf.VariableSpec `ebpf:"stop_at"`
 }
@@ -611,6 +617,7 @@ func (m *filterMaps) Close() error {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterVariables struct {
+	SluiceInnerBtf  *ebpf.Variable `ebpf:"sluice_inner_btf"`
 	SluiceLogRecBtf *ebpf.Variable `ebpf:"sluice_log_rec_btf"`
 	StopAt          *ebpf.Variable `ebpf:"stop_at"`
 }

@@ -6,16 +6,17 @@ package bpf
 
 // Capacity of the kernel rule storage.
 const (
-	MaxRules   = 16384 // rules per slot (all lists and groups of one set)
-	MaxLists   = 512   // lists per slot: in, out, count in, count out, groups
-	maxDepth   = 16    // group nesting the scan follows
-	ifaceSlots = 4096  // IFACE_SLOTS: the link-layer length table
+	ruleCap    = 4194304 // RULE_CAP: rules a set may hold
+	idxRules   = 16384   // IDX_RULES: the bitmap index covers sets this large
+	MaxLists   = 512     // lists per slot: in, out, count in, count out, groups
+	maxDepth   = 16      // group nesting the scan follows
+	ifaceSlots = 4096    // IFACE_SLOTS: the link-layer length table
 	// scanBudget is the steps one scan may take (SCAN_BUDGET, bpf_loop's
 	// limit); CompileSet refuses a set that could need more.
 	scanBudget = 8388608
 	numSlots   = 3
 	blockBits  = 4 // the index works on blocks of 1<<blockBits rules
-	numBlocks  = MaxRules >> blockBits
+	numBlocks  = idxRules >> blockBits
 	blockWord  = numBlocks / 64
 	logSnap    = 128
 )
@@ -205,7 +206,7 @@ const (
 )
 
 const (
-	textLen     = 376
+	textChunk   = 4096
 	listNameLen = 24
 )
 

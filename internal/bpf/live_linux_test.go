@@ -320,7 +320,7 @@ func TestPrivilegedLiveFilter(t *testing.T) {
 		t.Errorf("%%+v does not add the verifier log: %q", s)
 	}
 	// an oversized rule set is refused before anything is written
-	if err := d.LoadRules(&Image{rules: make([]filterRule, MaxRules+1)}, Active); err == nil {
+	if err := d.LoadRules(&Image{rules: make([]filterRule, ruleCap+1)}, Active); err == nil {
 		t.Error("oversized image: got nil error")
 	}
 	check("after failed loads: tcp a->b:8081 still blocked", tcpWorks(t, tp.a, "10.99.0.2:8081"), false)

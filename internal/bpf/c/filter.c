@@ -227,8 +227,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		/* keep frags without keep state: the rest of the datagram
 		 * gets this verdict (with keep state, the state entry does) */
 		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG && (p->flags & PF_FRAG)) {
-			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
-			struct rule *r = bpf_map_lookup_elem(&rules, &key);
+			struct rule *r = rule_at(slot, mrule - 1);
 
 			if (r)
 				sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
@@ -246,8 +245,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 
 			cut |= w->s.cut;
 			if (gr) {
-				__u32 gk = slot * MAX_RULES + ((gr - 1) & (MAX_RULES - 1));
-				struct rule *g = bpf_map_lookup_elem(&rules, &gk);
+				struct rule *g = rule_at(slot, gr - 1);
 
 				if (g)
 					pass = g->action;
@@ -262,9 +260,8 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 
 	if (!hit && mrule && !(pass & FR_NOMATCH)) {
-		__u32 idx = (mrule - 1) & (MAX_RULES - 1);
-		__u32 key = slot * MAX_RULES + idx;
-		struct rule *r = bpf_map_lookup_elem(&rules, &key);
+		__u32 idx = (mrule - 1) & (RULE_CAP - 1);
+		struct rule *r = rule_at(slot, idx);
 
 		/* HP's keep limit: a connection over the limit is blocked, with
 		 * the rule's return-* reply */
@@ -274,7 +271,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			SB_INC(ST_DCA);
 		}
 		if (r && r->pps) {
-			struct pps_window *pw = bpf_map_lookup_elem(&pps, &key);
+			struct pps_window *pw = slot_elem(&pps, slot, idx);
 
 			if (pw) {
 				if (now - pw->start >= 1000000000ULL) {
@@ -333,7 +330,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (hit)
 			lr = sl_log(skb, pass, reason, w->hit_rule_no, w->hit_group_no);
 		else if (mrule && !(pass & FR_NOMATCH))
-			lr = sl_log_rule(skb, slot, (mrule - 1) & (MAX_RULES - 1), pass, reason);
+			lr = sl_log_rule(skb, slot, (mrule - 1) & (RULE_CAP - 1), pass, reason);
 		else
 			lr = sl_log(skb, pass, reason, 0xffffffff, 0xffffffff);
 		SB_INC(d * ST_DIR + (blocked ? ST_LOGBLOCK : ST_LOGPASS));
@@ -373,8 +370,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		    !(p->flags & (PF_SHORT | PF_OOW)) && !(p->tcpflags & 0x04)) {
 			ret = sl_reply(skb, 1, 0, 0);
 		} else if (rm != FR_RETRST && !(p->flags & PF_FRAGBODY)) {
-			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
-			struct rule *r = bpf_map_lookup_elem(&rules, &key);
+			struct rule *r = rule_at(slot, mrule - 1);
 
 			ret = sl_reply(skb, 0, r ? r->ret_code : 0, (pass & FR_RETMASK) == FR_FAKEICMP);
 		}

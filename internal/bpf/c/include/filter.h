@@ -11,10 +11,11 @@
 #include <linux/types.h>
 #include <linux/bpf.h>
 
-/* Rule storage: three slots of MAX_RULES rules. Two hold the active and
- * inactive sets; the third is scratch so a new active set can be written
- * without touching the running one and published by one config write. */
-#define MAX_RULES 16384
+/* Rule storage: three slots, each holding a set of up to RULE_CAP rules
+ * in maps sized to it. Two hold the active and inactive sets; the third
+ * is scratch so a new active set can be written without touching the
+ * running one and published by one config write. */
+#define RULE_CAP 4194304
 #define NSLOTS 3
 #define MAX_LISTS 512
 #define MAX_DEPTH 16
@@ -25,9 +26,11 @@
 #define SCAN_BUDGET 8388608
 
 /* The index works on blocks of 16 rules: a candidate bitmap says which
- * blocks may hold a rule matching the packet. */
+ * blocks may hold a rule matching the packet. It covers sets of up to
+ * IDX_RULES rules. */
+#define IDX_RULES 16384
 #define BLOCK_SHIFT 4
-#define NBLOCKS (MAX_RULES >> BLOCK_SHIFT)
+#define NBLOCKS (IDX_RULES >> BLOCK_SHIFT)
 #define BLOCK_WORDS (NBLOCKS / 64)
 
 /* List ids within a slot; groups follow. */
@@ -594,11 +597,15 @@ struct ctl_args {
 
 /* Metadata only user space reads: the printed rule and list names, so
  * ipfstat can show the loaded set without a daemon holding it. */
-#define TEXT_LEN 376
-struct rule_text {
-	__u32 len;
-	__u32 pad;
-	__u8 text[TEXT_LEN];
+#define TEXT_CHUNK 4096
+#define TEXT_CHUNKS 262144 /* 1 GB of text over the three slots */
+struct text_chunk {
+	__u8 b[TEXT_CHUNK];
+};
+
+struct text_key {
+	__u32 slot;
+	__u32 chunk;
 };
 
 #define LIST_NAME_LEN 24

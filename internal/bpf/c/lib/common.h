@@ -50,7 +50,6 @@ struct pktinfo {
 #define MAX_LOGS 4
 
 struct scan {
-	__u32 base;     /* slot * MAX_RULES */
 	__u32 lbase;    /* slot * MAX_LISTS */
 	__u32 pos;
 	__u32 end;
@@ -133,6 +132,32 @@ static __always_inline __u64 cfg(__u32 key)
 	/* a mask the compiler keeps: it may drop a range check it can
 	 * prove, which the verifier then cannot see */
 	return c ? c->v[BOUND(key, CFG_N - 1)] : 0;
+}
+
+/* The per-rule storage of a slot: rule idx's entry in the slot's inner
+ * map of outer (rules, counters, pps, rule_states), NULL past the set. */
+static __always_inline void *slot_elem(void *outer, __u32 slot, __u32 idx)
+{
+	__u32 s = slot;
+	void *inner;
+
+	if (s >= NSLOTS)
+		return NULL;
+	inner = bpf_map_lookup_elem(outer, &s);
+	if (!inner)
+		return NULL;
+	idx &= RULE_CAP - 1;
+	return bpf_map_lookup_elem(inner, &idx);
+}
+
+static __always_inline struct rule *rule_at(__u32 slot, __u32 idx)
+{
+	return slot_elem(&rules, slot, idx);
+}
+
+static __always_inline struct counter *counter_at(__u32 slot, __u32 idx)
+{
+	return slot_elem(&counters, slot, idx);
 }
 
 static __always_inline struct statblock *stats_get(void)

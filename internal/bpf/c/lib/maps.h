@@ -11,11 +11,31 @@
 #include <bpf/bpf_helpers.h>
 #include "filter.h"
 
+/* Per-rule storage is one map per slot, made to the size of the set it
+ * holds (a few rules or millions) and put in its slot of these outer
+ * arrays when the set is loaded. BPF_F_INNER_MAP lets the inner maps
+ * differ in size. */
+#define INNER_ARRAY(name, vtype, kind, flags)				\
+	struct name {							\
+		__uint(type, kind);					\
+		__uint(max_entries, 1);					\
+		__uint(map_flags, flags);				\
+		__type(key, __u32);					\
+		__type(value, vtype);					\
+	}
+
+INNER_ARRAY(rule_array, struct rule, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
+/* per-CPU arrays cannot vary in size inside an outer map: the counters
+ * are a per-CPU hash holding every rule's index */
+INNER_ARRAY(counter_array, struct counter, BPF_MAP_TYPE_PERCPU_HASH, 0);
+INNER_ARRAY(pps_array, struct pps_window, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
+INNER_ARRAY(count_array, __u32, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
+
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
 	__type(key, __u32);
-	__type(value, struct rule);
+	__array(values, struct rule_array);
 } rules SEC(".maps");
 
 struct {
@@ -25,11 +45,12 @@ struct {
 	__type(value, struct list);
 } lists SEC(".maps");
 
+/* Hits and bytes of each rule, per CPU. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
 	__type(key, __u32);
-	__type(value, struct counter);
+	__array(values, struct counter_array);
 } counters SEC(".maps");
 
 /* The main lists' compact forms, slot * LIST_GROUP0 + list. */
@@ -41,18 +62,18 @@ struct {
 } hotlists SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
 	__type(key, __u32);
-	__type(value, struct pps_window);
+	__array(values, struct pps_array);
 } pps SEC(".maps");
 
 /* Entries each rule has created (keep state limit). */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
 	__type(key, __u32);
-	__type(value, __u32);
+	__array(values, struct count_array);
 } rule_states SEC(".maps");
 
 /* The configuration, CFG_* keys, in one value: a packet reads it with one
@@ -206,12 +227,15 @@ struct {
 	__uint(max_entries, 1 << 20);
 } log_ring SEC(".maps");
 
+/* The printed rules of each slot, for ipfstat: each rule's text with its
+ * length before it, one after the other in rule order, in chunks keyed
+ * by slot and number. Only user space reads it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(max_entries, TEXT_CHUNKS);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u32);
-	__type(value, struct rule_text);
+	__type(key, struct text_key);
+	__type(value, struct text_chunk);
 } rule_texts SEC(".maps");
 
 struct {
@@ -224,5 +248,15 @@ struct {
 /* Unused: puts struct log_rec into the BTF for the layout test and for
  * user space decoders (the ring buffer itself carries no type). */
 struct log_rec sluice_log_rec_btf SEC(".bss");
+
+/* Likewise for the values of the inner maps: clang describes a struct
+ * reached only through an inner map definition as a forward declaration,
+ * which cannot size the map. */
+struct {
+	struct rule r;
+	struct counter c;
+	struct pps_window p;
+	struct text_chunk t;
+} sluice_inner_btf SEC(".bss");
 
 #endif

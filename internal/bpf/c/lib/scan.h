@@ -19,14 +19,13 @@ int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now);
  * connection as well. */
 static __always_inline int quick_state(struct scan *s, struct pktinfo *p)
 {
-	__u32 pass = s->pass, key;
+	__u32 pass = s->pass;
 	struct rule *r;
 
 	if (!(pass & FR_KEEPSTATE) || (pass & FR_CMDMASK) == FR_AUTH ||
 	    (p->flags & PF_STATE) || s->rule == 0)
 		return 1;
-	key = s->base + ((s->rule - 1) & (MAX_RULES - 1));
-	r = bpf_map_lookup_elem(&rules, &key);
+	r = rule_at(s->slot, s->rule - 1);
 	if (!r || r->keep_limit)
 		return 1;
 	if (sl_state_create(s->slot, s->rule - 1, pass, s->now) <= 0)
@@ -121,7 +120,7 @@ static long scan_step(__u32 i, void *ctx)
 	struct scan *s;
 	struct counter *c;
 	struct rule *r;
-	__u32 pos, key;
+	__u32 pos;
 
 	if (!w)
 		return 1;
@@ -151,12 +150,11 @@ static long scan_step(__u32 i, void *ctx)
 			s->rule = s->stack_rule[d];
 			if (!gr)
 				return 0;
-			pos = (gr - 1) & (MAX_RULES - 1);
-			key = s->base + pos;
-			r = bpf_map_lookup_elem(&rules, &key);
+			pos = (gr - 1) & (RULE_CAP - 1);
+			r = rule_at(s->slot, pos);
 			if (!r)
 				return 1;
-			c = bpf_map_lookup_elem(&counters, &key);
+			c = counter_at(s->slot, pos);
 			if (c) {
 				c->pkts++;
 				c->bytes += p->plen;
@@ -171,7 +169,7 @@ static long scan_step(__u32 i, void *ctx)
 		return 0;
 	}
 	pos = s->pos;
-	if (pos >= MAX_RULES)
+	if (pos >= RULE_CAP)
 		return 1;
 	if (s->use_index && s->skip == 0) {
 		__u32 blk = pos >> BLOCK_SHIFT;
@@ -196,14 +194,13 @@ static long scan_step(__u32 i, void *ctx)
 		s->skip--;
 		return 0;
 	}
-	key = s->base + pos;
-	r = bpf_map_lookup_elem(&rules, &key);
+	r = rule_at(s->slot, pos);
 	if (!r)
 		return 1;
 	if (!rule_match(r, p, s->slot))
 		return 0;
 
-	c = bpf_map_lookup_elem(&counters, &key);
+	c = counter_at(s->slot, pos);
 	if (r->action & FR_CALLNOW) {
 		/* call now: scan the group the group-map names; no entry,
 		 * no group or nothing matching there and the rule is passed
@@ -313,23 +310,24 @@ static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 
 GLOBAL int sl_hot_apply(__u32 slot, __u32 pos, __u32 full)
 {
 	struct work *w = get_work();
-	__u32 key = (slot % NSLOTS) * MAX_RULES + (pos & (MAX_RULES - 1));
 	struct counter *c;
 	struct rule *r;
 
 	if (!w)
 		return 1;
-	r = bpf_map_lookup_elem(&rules, &key);
+	slot %= NSLOTS;
+	pos &= RULE_CAP - 1;
+	r = rule_at(slot, pos);
 	if (!r)
 		return 1;
-	if (full && !rule_match(r, &w->p, slot % NSLOTS))
+	if (full && !rule_match(r, &w->p, slot))
 		return 0;
-	c = bpf_map_lookup_elem(&counters, &key);
+	c = counter_at(slot, pos);
 	if (c) {
 		c->pkts++;
 		c->bytes += w->p.plen;
 	}
-	return scan_apply(&w->s, &w->p, r, pos & (MAX_RULES - 1)) != 0;
+	return scan_apply(&w->s, &w->p, r, pos) != 0;
 }
 
 /* scan_hot scans a short main list without groups or calls from its
@@ -369,7 +367,6 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 	struct list *l;
 	__u32 lk = slot * MAX_LISTS + list;
 
-	s->base = slot * MAX_RULES;
 	s->lbase = slot * MAX_LISTS;
 	s->slot = slot;
 	s->pass = pass;
@@ -421,13 +418,12 @@ GLOBAL int sl_scan(__u32 slot, __u32 list, __u32 pass)
 GLOBAL int sl_call(__u32 slot, __u32 idx, __u32 pass)
 {
 	struct work *w = get_work();
-	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
 	struct rule *r;
 	__u32 g;
 
 	if (!w)
 		return 0;
-	r = bpf_map_lookup_elem(&rules, &key);
+	r = rule_at(slot, idx);
 	if (!r)
 		return 0;
 	g = call_group(r, &w->p, slot);

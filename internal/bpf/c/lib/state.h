@@ -67,8 +67,8 @@ static __always_inline __u64 tcp_timeout(__u8 st)
  * holds the rules of the generation that made it. */
 static __always_inline void state_release(__u32 slot, __u32 rule, __u32 gen)
 {
-	__u32 key = (slot % NSLOTS) * MAX_RULES + (rule & (MAX_RULES - 1)), zero = 0;
-	__u32 *n = bpf_map_lookup_elem(&rule_states, &key);
+	__u32 zero = 0;
+	__u32 *n = slot_elem(&rule_states, slot % NSLOTS, rule);
 	__s64 *cnt = bpf_map_lookup_elem(&state_count, &zero);
 
 	if (n && *n > 0 && gen == cfg(CFG_GEN0 + (slot % NSLOTS)))
@@ -452,7 +452,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 					struct state_entry *ep)
 {
 	struct state_key k;
-	__u32 key = slot * MAX_RULES + idx, zero = 0;
+	__u32 zero = 0;
 	__u32 *n;
 	__s64 *cnt;
 	__u64 smax = cfg(CFG_STATEMAX);
@@ -475,7 +475,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		if (t != 128 && t != 130 && t != 133 && t != 135 && t != 139)
 			return 0;
 	}
-	n = bpf_map_lookup_elem(&rule_states, &key);
+	n = slot_elem(&rule_states, slot, idx);
 	cnt = bpf_map_lookup_elem(&state_count, &zero);
 	if (!n || !cnt)
 		return 0;
@@ -658,15 +658,14 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 {
 	struct work *w = get_work();
-	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
 	struct rule *r;
 
 	if (!w || slot >= NSLOTS)
 		return 0;
-	r = bpf_map_lookup_elem(&rules, &key);
+	r = rule_at(slot, idx);
 	if (!r)
 		return 0;
-	return state_create(&w->p, slot, idx & (MAX_RULES - 1), r, pass, now, &w->e);
+	return state_create(&w->p, slot, idx & (RULE_CAP - 1), r, pass, now, &w->e);
 }
 
 #endif
