@@ -453,7 +453,7 @@ func stageVariant(d *Datapath, name string, n uint32) (*ebpf.Program, error) {
 		"idx_sport": d.objs.IdxSport, "exprs": d.objs.Exprs, "ifaces": d.objs.Ifaces, "pools": d.objs.Pools,
 		"ifaddrs": d.objs.Ifaddrs, "log_ring": d.objs.LogRing, "rule_texts": d.objs.RuleTexts,
 		"list_metas": d.objs.ListMetas, "scratch": d.objs.Scratch, "sweeper": d.objs.Sweeper,
-		"ctl_args": d.objs.CtlArgs, "ctl_keys": d.objs.CtlKeys, "hotlists": d.objs.Hotlists,
+		"ctl_args": d.objs.CtlArgs, "ctl_keys": d.objs.CtlKeys, "hotlists": d.objs.Hotlists, "runs": d.objs.Runs,
 	} {
 		repl[mname] = m
 	}

@@ -55,6 +55,7 @@ type Image struct {
 	ifaces []string        // interfaces named by `on`, in first-seen order
 	pools  []poolEntry     // entries of the pool tables the rules name
 	exprs  []filterExprVal // values of the exp rules, flattened
+	runs   []runEntry      // the runs' table (findRuns)
 	// index entries; nil when the set is too small to benefit
 	dst    map[prefixKey]filterBlocks
 	ports  map[uint32]filterBlocks
@@ -192,6 +193,7 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	if err := im.checkScanSteps(where); err != nil {
 		return nil, err
 	}
+	im.findRuns()
 	if len(im.rules) >= indexThreshold && len(im.rules) <= idxRules {
 		im.buildIndex()
 	}

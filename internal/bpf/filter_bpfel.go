@@ -243,6 +243,14 @@ type filterRule struct {
 	Call       uint8
 	LimitCumul uint8
 	LimitRet   uint32
+	RunLen     uint32
+	RunField   uint32
+}
+
+type filterRunKey struct {
+	_    structs.HostLayout
+	Head uint32
+	Addr [4]uint32
 }
 
 type filterStatblock struct {
@@ -427,6 +435,7 @@ const (
 	filterMapRuleStates      = "rule_states"
 	filterMapRuleTexts       = "rule_texts"
 	filterMapRules           = "rules"
+	filterMapRuns            = "runs"
 	filterMapScratch         = "scratch"
 	filterMapStateCount      = "state_count"
 	filterMapStates          = "states"
@@ -514,6 +523,7 @@ type filterMapSpecs struct {
 	RuleStates *ebpf.MapSpec `ebpf:"rule_states"`
 	RuleTexts  *ebpf.MapSpec `ebpf:"rule_texts"`
 	Rules      *ebpf.MapSpec `ebpf:"rules"`
+	Runs       *ebpf.MapSpec `ebpf:"runs"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StateCount *ebpf.MapSpec `ebpf:"state_count"`
 	States     *ebpf.MapSpec `ebpf:"states"`
@@ -573,6 +583,7 @@ type filterMaps struct {
 	RuleStates *ebpf.Map `ebpf:"rule_states"`
 	RuleTexts  *ebpf.Map `ebpf:"rule_texts"`
 	Rules      *ebpf.Map `ebpf:"rules"`
+	Runs       *ebpf.Map `ebpf:"runs"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StateCount *ebpf.Map `ebpf:"state_count"`
 	States     *ebpf.Map `ebpf:"states"`
@@ -605,6 +616,7 @@ func (m *filterMaps) Close() error {
 		m.RuleStates,
 		m.RuleTexts,
 		m.Rules,
+		m.Runs,
 		m.Scratch,
 		m.StateCount,
 		m.States,

@@ -133,6 +133,9 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	if err := d.writeTexts(slot, im.texts); err != nil {
 		return err
 	}
+	if err := d.writeRuns(slot, im); err != nil {
+		return err
+	}
 	// index and compact lists
 	if err := d.writeIndex(slot, im); err != nil {
 		return err
@@ -367,7 +370,8 @@ func (d *Datapath) Flush(which Which, s Set) (int, error) {
 		keep.lists = append(keep.lists, nl)
 	}
 	// rule positions moved: the stored group numbers stay list ids, which
-	// did not change
+	// did not change; runs may have lost rules
+	keep.findRuns()
 	if len(keep.rules) >= indexThreshold && len(keep.rules) <= idxRules {
 		keep.buildIndex()
 	}

@@ -248,3 +248,34 @@ func (d *Datapath) readTexts(slot uint32, n int) ([]string, error) {
 	}
 	return out, nil
 }
+
+// writeRuns puts the image's runs table in slot: a hash made to its size,
+// or none when it has no runs (a slot whose set had runs gets an empty
+// one, so no stale entry stays).
+func (d *Datapath) writeRuns(slot uint32, im *Image) error {
+	var id ebpf.MapID
+	had := d.objs.Runs.Lookup(slot, &id) == nil
+	if len(im.runs) == 0 && !had {
+		return nil
+	}
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "sl_runs", Type: ebpf.Hash, KeySize: uint32(binary.Size(filterRunKey{})),
+		ValueSize: 4, MaxEntries: uint32(max(len(im.runs), 1))})
+	if err != nil {
+		return fmt.Errorf("making the runs table of %d rules: %w", len(im.runs), err)
+	}
+	defer m.Close()
+	if len(im.runs) > 0 {
+		keys := make([]filterRunKey, len(im.runs))
+		vals := make([]uint32, len(im.runs))
+		for i, r := range im.runs {
+			keys[i], vals[i] = filterRunKey{Head: r.head, Addr: r.addr}, r.idx
+		}
+		if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("writing the runs table: %w", err)
+		}
+	}
+	if err := d.objs.Runs.Put(slot, m); err != nil {
+		return fmt.Errorf("putting the runs table in slot %d: %w", slot, err)
+	}
+	return nil
+}

@@ -348,6 +348,19 @@ struct rule {
 	__u8 limit_cumul; /* keep limit N cumulative: one count for the rule */
 	__u32 limit_ret;  /* return-* of a pass rule with a keep limit, for the
 			   * connections over it (FR_RETMASK bits) */
+	/* A run: this rule and the run_len - 1 after it are the same rule
+	 * but for the address run_field tests (M_SRC or M_DST, one mask, no
+	 * two alike). The scan looks the packet's address up in the slot's
+	 * runs table instead of trying them one by one. */
+	__u32 run_len;
+	__u32 run_field;
+};
+
+/* Key of the runs table of a slot: the run's first rule and the masked
+ * address; the value is the slot-relative index of the rule. */
+struct run_key {
+	__u32 head;
+	__u32 addr[4];
 };
 
 /* call functions (the group-map calls, §4.3) */

@@ -31,6 +31,21 @@ INNER_ARRAY(counter_array, struct counter, BPF_MAP_TYPE_PERCPU_HASH, 0);
 INNER_ARRAY(pps_array, struct pps_window, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
 INNER_ARRAY(count_array, __u32, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
 
+struct run_hash {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct run_key);
+	__type(value, __u32);
+};
+
+/* Each slot's runs: where a packet's address leads in each run. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
+	__type(key, __u32);
+	__array(values, struct run_hash);
+} runs SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
 	__uint(max_entries, NSLOTS);
@@ -257,6 +272,7 @@ struct {
 	struct counter c;
 	struct pps_window p;
 	struct text_chunk t;
+	struct run_key k;
 } sluice_inner_btf SEC(".bss");
 
 #endif

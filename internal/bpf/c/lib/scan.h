@@ -113,6 +113,44 @@ static __always_inline long scan_apply(struct scan *s, struct pktinfo *p, const 
 	return 0;
 }
 
+/* scan_run decides the run that starts at rule pos (r): when the packet
+ * passes the tests its rules share, the runs table names the one rule of
+ * the run its address matches, if any, and that rule matches as the scan
+ * would have found it. The caller has moved the scan past the run. */
+static __always_inline long scan_run(struct scan *s, struct pktinfo *p, const struct rule *r, __u32 pos)
+{
+	__u32 slot = s->slot, *idx, src = r->run_field == M_SRC;
+	const __u32 *a = src ? p->src : p->dst, *m = src ? r->smask : r->dmask;
+	struct run_key k = {};
+	struct counter *c;
+	struct rule *mr;
+	void *tab;
+
+	if (!rule_match_but(r, p, slot, r->run_field))
+		return 0;
+	tab = bpf_map_lookup_elem(&runs, &slot);
+	if (!tab)
+		return 0;
+	k.head = pos;
+	k.addr[0] = a[0] & m[0];
+	k.addr[1] = a[1] & m[1];
+	k.addr[2] = a[2] & m[2];
+	k.addr[3] = a[3] & m[3];
+	idx = bpf_map_lookup_elem(tab, &k);
+	if (!idx)
+		return 0;
+	pos = *idx & (RULE_CAP - 1);
+	mr = rule_at(slot, pos);
+	if (!mr)
+		return 0;
+	c = counter_at(slot, pos);
+	if (c) {
+		c->pkts++;
+		c->bytes += p->plen;
+	}
+	return scan_apply(s, p, mr, pos);
+}
+
 static long scan_step(__u32 i, void *ctx)
 {
 	struct work *w = get_work();
@@ -197,6 +235,10 @@ static long scan_step(__u32 i, void *ctx)
 	r = rule_at(s->slot, pos);
 	if (!r)
 		return 1;
+	if (r->run_len > 1) {
+		s->pos = pos + r->run_len;
+		return scan_run(s, p, r, pos);
+	}
 	if (!rule_match(r, p, s->slot))
 		return 0;
 
