@@ -225,6 +225,8 @@ func candidates(im *Image, src, dst netip.Addr, sport, dport uint16) filterBlock
 // source the block holding its rule.
 func TestSourceIndexPrunes(t *testing.T) {
 	im := compileText(t, srcBlockRules(5000))
+	// the blocklists are runs, which need no index: build it anyway
+	im.buildIndex()
 	if im.src == nil {
 		t.Fatal("source blocklist: no source index built")
 	}
@@ -446,7 +448,7 @@ func stageVariant(d *Datapath, name string, n uint32) (*ebpf.Program, error) {
 	}
 	repl := map[string]*ebpf.Map{}
 	for mname, m := range map[string]*ebpf.Map{
-		"rules": d.objs.Rules, "lists": d.objs.Lists, "counters": d.objs.Counters, "pps": d.objs.Pps,
+		"rules": d.objs.Rules, "lists": d.objs.Lists, "pps": d.objs.Pps,
 		"rule_states": d.objs.RuleStates, "config": d.objs.Config, "stats": d.objs.Stats,
 		"state_count": d.objs.StateCount, "states": d.objs.States, "frags": d.objs.Frags, "dca": d.objs.Dca,
 		"dca_conns": d.objs.DcaConns, "idx_dst": d.objs.IdxDst, "idx_dport": d.objs.IdxDport, "idx_src": d.objs.IdxSrc,

@@ -194,7 +194,7 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		return nil, err
 	}
 	im.findRuns()
-	if len(im.rules) >= indexThreshold && len(im.rules) <= idxRules {
+	if im.scanLength() >= indexThreshold && len(im.rules) <= idxRules {
 		im.buildIndex()
 	}
 	return im, nil

@@ -23,12 +23,6 @@ type filterConf struct {
 	V [64]uint64
 }
 
-type filterCounter struct {
-	_     structs.HostLayout
-	Pkts  uint64
-	Bytes uint64
-}
-
 type filterCtlArgs struct {
 	_       structs.HostLayout
 	Op      uint32
@@ -110,7 +104,8 @@ type filterHotlist struct {
 		Family uint8
 		Proto  uint8
 		Kind   uint8
-		Full   uint8
+		Flags  uint8
+		Pos    uint32
 	}
 }
 
@@ -245,6 +240,8 @@ type filterRule struct {
 	LimitRet   uint32
 	RunLen     uint32
 	RunField   uint32
+	Hits       uint64
+	Bytes      uint64
 }
 
 type filterRunKey struct {
@@ -413,7 +410,6 @@ type filterWork struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	filterMapConfig          = "config"
-	filterMapCounters        = "counters"
 	filterMapCtlArgs         = "ctl_args"
 	filterMapCtlKeys         = "ctl_keys"
 	filterMapDca             = "dca"
@@ -501,7 +497,6 @@ type filterProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterMapSpecs struct {
 	Config     *ebpf.MapSpec `ebpf:"config"`
-	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	CtlArgs    *ebpf.MapSpec `ebpf:"ctl_args"`
 	CtlKeys    *ebpf.MapSpec `ebpf:"ctl_keys"`
 	Dca        *ebpf.MapSpec `ebpf:"dca"`
@@ -561,7 +556,6 @@ func (o *filterObjects) Close() error {
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterMaps struct {
 	Config     *ebpf.Map `ebpf:"config"`
-	Counters   *ebpf.Map `ebpf:"counters"`
 	CtlArgs    *ebpf.Map `ebpf:"ctl_args"`
 	CtlKeys    *ebpf.Map `ebpf:"ctl_keys"`
 	Dca        *ebpf.Map `ebpf:"dca"`
@@ -594,7 +588,6 @@ type filterMaps struct {
 func (m *filterMaps) Close() error {
 	return _FilterClose(
 		m.Config,
-		m.Counters,
 		m.CtlArgs,
 		m.CtlKeys,
 		m.Dca,

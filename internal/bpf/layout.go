@@ -169,6 +169,8 @@ const (
 	hotProto  = 1
 	hotTCPUDP = 2
 	hotNever  = 3
+	hotFull   = 1 // HOT_FULL
+	hotRun    = 2 // HOT_RUN
 )
 
 // Table sizes and the sweeper (filter.h).

@@ -214,23 +214,29 @@ func (d *Datapath) writeIndex(slot uint32, im *Image) error {
 }
 
 // hotList is the compact form of main list l (struct hotlist): usable
-// (Ok) when the list is short and has no head or call rules.
+// (Ok) when the list is short, a run counting as one entry, and has no
+// head or call rules (nor skip rules beside runs: a skip counts rules).
 func (im *Image) hotList(l int) filterHotlist {
 	var h filterHotlist
 	if l >= len(im.lists) {
 		return h
 	}
 	li := im.lists[l]
-	if li.count == 0 || li.count > hotMax {
+	if li.count == 0 {
 		return h
 	}
-	for i := 0; i < li.count; i++ {
-		r := &im.rules[li.start+i]
+	n, runs, skips := 0, false, false
+	for i := li.start; i < li.start+li.count; n++ {
+		if n == hotMax {
+			return filterHotlist{}
+		}
+		r := &im.rules[i]
 		if r.Head != 0 || r.Call != 0 || r.Action&ruleset.FRCallNow != 0 {
 			return filterHotlist{}
 		}
-		e := &h.R[i]
-		e.Family = r.Family
+		skips = skips || r.Action&ruleset.FRCmdMask == ruleset.FRSkip
+		e := &h.R[n]
+		e.Pos, e.Family = uint32(i), r.Family
 		switch {
 		case r.Match&mNever != 0:
 			e.Kind = hotNever
@@ -240,10 +246,20 @@ func (im *Image) hotList(l int) filterHotlist {
 			e.Kind = hotTCPUDP
 		}
 		if r.Match&^(mProto|mTCPUDP) != 0 {
-			e.Full = 1
+			e.Flags |= hotFull
+		}
+		if r.RunLen > 1 {
+			e.Flags |= hotRun
+			runs = true
+			i += int(r.RunLen)
+		} else {
+			i++
 		}
 	}
-	h.N, h.Ok = uint32(li.count), 1
+	if runs && skips {
+		return filterHotlist{}
+	}
+	h.N, h.Ok = uint32(n), 1
 	return h
 }
 
@@ -372,7 +388,7 @@ func (d *Datapath) Flush(which Which, s Set) (int, error) {
 	// rule positions moved: the stored group numbers stay list ids, which
 	// did not change; runs may have lost rules
 	keep.findRuns()
-	if len(keep.rules) >= indexThreshold && len(keep.rules) <= idxRules {
+	if keep.scanLength() >= indexThreshold && len(keep.rules) <= idxRules {
 		keep.buildIndex()
 	}
 	if err := d.LoadRules(keep, s); err != nil {
@@ -488,11 +504,6 @@ func (d *Datapath) Rules(s Set) ([]RuleInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		return nil, err
-	}
-	per := make([]filterCounter, ncpu)
 	var out []RuleInfo
 	var sm *slotMaps
 	if len(im.rules) > 0 {
@@ -506,13 +517,7 @@ func (d *Datapath) Rules(s Set) ([]RuleInfo, error) {
 			pos := l.start + i
 			key := uint32(pos)
 			ri := RuleInfo{Dir: l.dir, Acct: l.acct, Group: l.name, Number: i + 1, Text: im.texts[pos], Flags: im.rules[pos].Action,
-				Index: pos, List: uint32(li)}
-			if err := sm.counters.Lookup(key, &per); err == nil {
-				for _, c := range per {
-					ri.Hits += c.Pkts
-					ri.Bytes += c.Bytes
-				}
-			}
+				Index: pos, List: uint32(li), Hits: im.rules[pos].Hits, Bytes: im.rules[pos].Bytes}
 			_ = sm.states.Lookup(key, &ri.States)
 			if h := int(im.rules[pos].Head); h != 0 && h < len(im.lists) {
 				ri.IsHead = true
@@ -536,16 +541,15 @@ func (d *Datapath) ZeroRule(s Set, index int) (hits, bytes uint64, err error) {
 	if index < 0 || index >= sm.capacity() {
 		return 0, 0, fmt.Errorf("rule index %d out of range", index)
 	}
-	key := uint32(index)
-	var per []filterCounter
-	if err := sm.counters.Lookup(key, &per); err != nil {
+	var r filterRule
+	if err := sm.rules.Lookup(uint32(index), &r); err != nil {
 		return 0, 0, fmt.Errorf("reading counters: %w", err)
 	}
-	for _, c := range per {
-		hits += c.Pkts
-		bytes += c.Bytes
-	}
-	if err := sm.counters.Put(key, make([]filterCounter, len(per))); err != nil {
+	hits, bytes = r.Hits, r.Bytes
+	// packets counted between the read and the write are lost, as in
+	// IPFilter's ipf -z
+	r.Hits, r.Bytes = 0, 0
+	if err := sm.rules.Put(uint32(index), &r); err != nil {
 		return 0, 0, fmt.Errorf("zeroing counters: %w", err)
 	}
 	return hits, bytes, nil
@@ -577,7 +581,19 @@ func (d *Datapath) ZeroRuleCounters(s Set) error {
 		return err
 	}
 	defer sm.close()
-	return zeroCounters(sm.counters, sm.capacity())
+	rules := make([]filterRule, sm.capacity())
+	if err := lookupAll(sm.rules, rules); err != nil {
+		return fmt.Errorf("reading rules: %w", err)
+	}
+	keys := make([]uint32, len(rules))
+	for i := range rules {
+		rules[i].Hits, rules[i].Bytes = 0, 0
+		keys[i] = uint32(i)
+	}
+	if _, err := sm.rules.BatchUpdate(keys, rules, nil); err != nil {
+		return fmt.Errorf("zeroing counters: %w", err)
+	}
+	return nil
 }
 
 // writePools replaces the slot's pool table entries with the image's.

@@ -30,6 +30,7 @@ func runField(a, b *filterRule) uint32 {
 	x, y := *a, *b
 	x.RuleNo, y.RuleNo, x.GroupNo, y.GroupNo = 0, 0, 0, 0
 	x.RunLen, y.RunLen, x.RunField, y.RunField = 0, 0, 0, 0
+	x.Hits, y.Hits, x.Bytes, y.Bytes = 0, 0, 0, 0
 	switch {
 	case x.Src != y.Src && x.Dst == y.Dst:
 		x.Src, y.Src = [4]uint32{}, [4]uint32{}
@@ -91,4 +92,16 @@ func runAddr(r *filterRule, field uint32) [4]uint32 {
 		return r.Src
 	}
 	return r.Dst
+}
+
+// scanLength is how many steps a scan of every rule takes: a run is one.
+// The bitmap index pays for itself only when it is long.
+func (im *Image) scanLength() int {
+	n := len(im.rules)
+	for i := range im.rules {
+		if l := int(im.rules[i].RunLen); l > 1 {
+			n -= l - 1
+		}
+	}
+	return n
 }

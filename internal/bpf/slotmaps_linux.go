@@ -15,13 +15,14 @@ import (
 const RuleCap = ruleCap
 
 // slotMaps are the per-rule maps of one slot: the inner maps of the
-// outer arrays rules, counters, pps and rule_states.
+// outer arrays rules (which hold each rule's counters too), pps and
+// rule_states.
 type slotMaps struct {
-	rules, counters, pps, states *ebpf.Map
+	rules, pps, states *ebpf.Map
 }
 
 func (sm *slotMaps) close() {
-	for _, m := range []*ebpf.Map{sm.rules, sm.counters, sm.pps, sm.states} {
+	for _, m := range []*ebpf.Map{sm.rules, sm.pps, sm.states} {
 		if m != nil {
 			m.Close()
 		}
@@ -31,15 +32,11 @@ func (sm *slotMaps) close() {
 // capacity is how many rules the maps hold.
 func (sm *slotMaps) capacity() int { return int(sm.rules.MaxEntries()) }
 
-// innerSpec is an inner map of n elements of value size vs: an array
-// (BPF_F_INNER_MAP: its size may differ from the outer map's template),
-// or for per-CPU values a hash that will hold every index.
-func innerSpec(name string, typ ebpf.MapType, vs uint32, n int) *ebpf.MapSpec {
-	sp := &ebpf.MapSpec{Name: name, Type: typ, KeySize: 4, ValueSize: vs, MaxEntries: uint32(max(n, 1))}
-	if typ == ebpf.Array {
-		sp.Flags = unix.BPF_F_INNER_MAP
-	}
-	return sp
+// innerSpec is an inner array of n elements of value size vs
+// (BPF_F_INNER_MAP: its size may differ from the outer map's template).
+func innerSpec(name string, vs uint32, n int) *ebpf.MapSpec {
+	return &ebpf.MapSpec{Name: name, Type: ebpf.Array, KeySize: 4, ValueSize: vs, MaxEntries: uint32(max(n, 1)),
+		Flags: unix.BPF_F_INNER_MAP}
 }
 
 // newSlotMaps makes the maps of a slot for sets of up to n rules.
@@ -50,10 +47,9 @@ func newSlotMaps(n int) (*slotMaps, error) {
 		m  **ebpf.Map
 		sp *ebpf.MapSpec
 	}{
-		{&sm.rules, innerSpec("sl_rules", ebpf.Array, uint32(binary.Size(filterRule{})), n)},
-		{&sm.counters, innerSpec("sl_counters", ebpf.PerCPUHash, uint32(binary.Size(filterCounter{})), n)},
-		{&sm.pps, innerSpec("sl_pps", ebpf.Array, uint32(binary.Size(filterPpsWindow{})), n)},
-		{&sm.states, innerSpec("sl_states", ebpf.Array, 4, n)},
+		{&sm.rules, innerSpec("sl_rules", uint32(binary.Size(filterRule{})), n)},
+		{&sm.pps, innerSpec("sl_pps", uint32(binary.Size(filterPpsWindow{})), n)},
+		{&sm.states, innerSpec("sl_states", 4, n)},
 	} {
 		if *x.m, err = ebpf.NewMap(x.sp); err != nil {
 			sm.close()
@@ -66,8 +62,9 @@ func newSlotMaps(n int) (*slotMaps, error) {
 // prepareSlot returns maps for a set of n rules in slot: the slot's own
 // when they are large enough and not far too large (rewriting maps in
 // place spares the kernel's wait for running programs that replacing
-// them in the outer maps costs), else new ones put in the slot. Counters,
-// rate windows and state counts of rules 0..n-1 are zero.
+// them in the outer maps costs), else new ones put in the slot. Rate
+// windows and state counts of rules 0..n-1 are zero (the rules bring
+// their own zero counters).
 func (d *Datapath) prepareSlot(slot uint32, n int) (*slotMaps, error) {
 	sm, err := d.slotMaps(slot)
 	if err != nil && !errors.Is(err, errNoSlotMaps) {
@@ -89,10 +86,6 @@ func (d *Datapath) prepareSlot(slot uint32, n int) (*slotMaps, error) {
 		}
 	}
 	if n > 0 {
-		if err := zeroCounters(sm.counters, n); err != nil {
-			sm.close()
-			return nil, err
-		}
 		keys := make([]uint32, n)
 		for i := range keys {
 			keys[i] = uint32(i)
@@ -115,8 +108,7 @@ func (d *Datapath) putSlotMaps(slot uint32, sm *slotMaps) error {
 	for _, x := range []struct {
 		outer, inner *ebpf.Map
 	}{
-		{d.objs.Rules, sm.rules}, {d.objs.Counters, sm.counters}, {d.objs.Pps, sm.pps},
-		{d.objs.RuleStates, sm.states},
+		{d.objs.Rules, sm.rules}, {d.objs.Pps, sm.pps}, {d.objs.RuleStates, sm.states},
 	} {
 		if err := x.outer.Put(slot, x.inner); err != nil {
 			return fmt.Errorf("putting the rule maps in slot %d: %w", slot, err)
@@ -133,8 +125,7 @@ func (d *Datapath) slotMaps(slot uint32) (*slotMaps, error) {
 		m     **ebpf.Map
 		outer *ebpf.Map
 	}{
-		{&sm.rules, d.objs.Rules}, {&sm.counters, d.objs.Counters}, {&sm.pps, d.objs.Pps},
-		{&sm.states, d.objs.RuleStates},
+		{&sm.rules, d.objs.Rules}, {&sm.pps, d.objs.Pps}, {&sm.states, d.objs.RuleStates},
 	} {
 		var id ebpf.MapID
 		if err := x.outer.Lookup(slot, &id); err != nil {
@@ -155,27 +146,6 @@ func (d *Datapath) slotMaps(slot uint32) (*slotMaps, error) {
 }
 
 var errNoSlotMaps = errors.New("no rules were loaded into the slot")
-
-// zeroCounters sets the counters of rules 0..n-1 to zero.
-func zeroCounters(m *ebpf.Map, n int) error {
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		return err
-	}
-	const batch = 65536
-	keys := make([]uint32, min(n, batch))
-	zero := make([]filterCounter, len(keys)*ncpu)
-	for start := 0; start < n; start += batch {
-		c := min(batch, n-start)
-		for i := 0; i < c; i++ {
-			keys[i] = uint32(start + i)
-		}
-		if _, err := m.BatchUpdate(keys[:c], zero[:c*ncpu], nil); err != nil {
-			return fmt.Errorf("zeroing counters: %w", err)
-		}
-	}
-	return nil
-}
 
 // textBlob packs the rule texts, each after its 16-bit length, into
 // chunks.

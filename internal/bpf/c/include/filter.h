@@ -354,6 +354,9 @@ struct rule {
 	 * runs table instead of trying them one by one. */
 	__u32 run_len;
 	__u32 run_field;
+	/* packets and bytes that matched the rule (ipfstat's hits) */
+	__u64 hits;
+	__u64 bytes;
 };
 
 /* Key of the runs table of a slot: the run's first rule and the masked
@@ -429,19 +432,24 @@ struct list {
 	__u32 count;
 };
 
-/* The compact form of a short main list with no groups or calls: each
- * rule's family and protocol test, and whether it tests more (full). */
+/* The compact form of a short main list with no groups or calls (a run
+ * counts as one entry): each rule's family and protocol test, and whether
+ * it tests more. */
 #define HOT_MAX 32
 #define HOT_ANY 0
 #define HOT_PROTO 1
 #define HOT_TCPUDP 2
 #define HOT_NEVER 3
 
+#define HOT_FULL 1 /* the rule tests more than family and protocol */
+#define HOT_RUN 2  /* the entry is a run: decided by its table */
+
 struct hot {
 	__u8 family;
 	__u8 proto;
 	__u8 kind;
-	__u8 full;
+	__u8 flags; /* HOT_FULL, HOT_RUN */
+	__u32 pos;  /* the rule (the run's first), slot-relative */
 };
 
 struct hotlist {

@@ -135,7 +135,7 @@ static __always_inline __u64 cfg(__u32 key)
 }
 
 /* The per-rule storage of a slot: rule idx's entry in the slot's inner
- * map of outer (rules, counters, pps, rule_states), NULL past the set. */
+ * map of outer (rules, pps, rule_states), NULL past the set. */
 static __always_inline void *slot_elem(void *outer, __u32 slot, __u32 idx)
 {
 	__u32 s = slot;
@@ -155,9 +155,12 @@ static __always_inline struct rule *rule_at(__u32 slot, __u32 idx)
 	return slot_elem(&rules, slot, idx);
 }
 
-static __always_inline struct counter *counter_at(__u32 slot, __u32 idx)
+/* rule_count counts a packet of plen bytes that matched r. The counters
+ * live in the rule (one lookup for both), updated atomically. */
+static __always_inline void rule_count(struct rule *r, __u32 plen)
 {
-	return slot_elem(&counters, slot, idx);
+	__sync_fetch_and_add(&r->hits, 1);
+	__sync_fetch_and_add(&r->bytes, plen);
 }
 
 static __always_inline struct statblock *stats_get(void)

@@ -25,9 +25,6 @@
 	}
 
 INNER_ARRAY(rule_array, struct rule, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
-/* per-CPU arrays cannot vary in size inside an outer map: the counters
- * are a per-CPU hash holding every rule's index */
-INNER_ARRAY(counter_array, struct counter, BPF_MAP_TYPE_PERCPU_HASH, 0);
 INNER_ARRAY(pps_array, struct pps_window, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
 INNER_ARRAY(count_array, __u32, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
 
@@ -60,13 +57,6 @@ struct {
 	__type(value, struct list);
 } lists SEC(".maps");
 
-/* Hits and bytes of each rule, per CPU. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, NSLOTS);
-	__type(key, __u32);
-	__array(values, struct counter_array);
-} counters SEC(".maps");
 
 /* The main lists' compact forms, slot * LIST_GROUP0 + list. */
 struct {
@@ -269,7 +259,6 @@ struct log_rec sluice_log_rec_btf SEC(".bss");
  * which cannot size the map. */
 struct {
 	struct rule r;
-	struct counter c;
 	struct pps_window p;
 	struct text_chunk t;
 	struct run_key k;

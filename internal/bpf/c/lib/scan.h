@@ -122,7 +122,6 @@ static __always_inline long scan_run(struct scan *s, struct pktinfo *p, const st
 	__u32 slot = s->slot, *idx, src = r->run_field == M_SRC;
 	const __u32 *a = src ? p->src : p->dst, *m = src ? r->smask : r->dmask;
 	struct run_key k = {};
-	struct counter *c;
 	struct rule *mr;
 	void *tab;
 
@@ -143,11 +142,7 @@ static __always_inline long scan_run(struct scan *s, struct pktinfo *p, const st
 	mr = rule_at(slot, pos);
 	if (!mr)
 		return 0;
-	c = counter_at(slot, pos);
-	if (c) {
-		c->pkts++;
-		c->bytes += p->plen;
-	}
+	rule_count(mr, p->plen);
 	return scan_apply(s, p, mr, pos);
 }
 
@@ -156,7 +151,6 @@ static long scan_step(__u32 i, void *ctx)
 	struct work *w = get_work();
 	struct pktinfo *p;
 	struct scan *s;
-	struct counter *c;
 	struct rule *r;
 	__u32 pos;
 
@@ -192,11 +186,7 @@ static long scan_step(__u32 i, void *ctx)
 			r = rule_at(s->slot, pos);
 			if (!r)
 				return 1;
-			c = counter_at(s->slot, pos);
-			if (c) {
-				c->pkts++;
-				c->bytes += p->plen;
-			}
+			rule_count(r, p->plen);
 			return scan_apply(s, p, r, pos);
 		}
 		if (s->pass & FR_QUICK) {
@@ -242,7 +232,6 @@ static long scan_step(__u32 i, void *ctx)
 	if (!rule_match(r, p, s->slot))
 		return 0;
 
-	c = counter_at(s->slot, pos);
 	if (r->action & FR_CALLNOW) {
 		/* call now: scan the group the group-map names; no entry,
 		 * no group or nothing matching there and the rule is passed
@@ -251,8 +240,7 @@ static long scan_step(__u32 i, void *ctx)
 		struct list *l;
 		__u32 lk, d;
 
-		if (c)
-			c->pkts++;
+		__sync_fetch_and_add(&r->hits, 1);
 		if (!g || s->depth >= MAX_DEPTH)
 			return 0;
 		lk = s->lbase + g;
@@ -276,10 +264,7 @@ static long scan_step(__u32 i, void *ctx)
 		s->end = l->start + l->count;
 		return 0;
 	}
-	if (c) {
-		c->pkts++;
-		c->bytes += p->plen;
-	}
+	rule_count(r, p->plen);
 	return scan_apply(s, p, r, pos);
 }
 
@@ -349,10 +334,9 @@ static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 
 /* sl_hot_apply is a hot-list rule that passed the prefilter: the rest of
  * its tests when it has more, its counters, and what its match does
  * (scan_apply). It returns 1 when the scan ends there (quick). */
-GLOBAL int sl_hot_apply(__u32 slot, __u32 pos, __u32 full)
+GLOBAL int sl_hot_apply(__u32 slot, __u32 pos, __u32 flags)
 {
 	struct work *w = get_work();
-	struct counter *c;
 	struct rule *r;
 
 	if (!w)
@@ -362,20 +346,18 @@ GLOBAL int sl_hot_apply(__u32 slot, __u32 pos, __u32 full)
 	r = rule_at(slot, pos);
 	if (!r)
 		return 1;
-	if (full && !rule_match(r, &w->p, slot))
+	if (flags & HOT_RUN)
+		return scan_run(&w->s, &w->p, r, pos) != 0;
+	if ((flags & HOT_FULL) && !rule_match(r, &w->p, slot))
 		return 0;
-	c = counter_at(slot, pos);
-	if (c) {
-		c->pkts++;
-		c->bytes += w->p.plen;
-	}
+	rule_count(r, w->p.plen);
 	return scan_apply(&w->s, &w->p, r, pos) != 0;
 }
 
 /* scan_hot scans a short main list without groups or calls from its
  * compact form: one lookup for the list, a few instructions to pass over
  * each rule the packet's family and protocol rule out. */
-static __always_inline void scan_hot(struct scan *s, const struct pktinfo *p, const struct hotlist *hl, __u32 start)
+static __always_inline void scan_hot(struct scan *s, const struct pktinfo *p, const struct hotlist *hl)
 {
 	for (int i = 0; i < HOT_MAX; i++) {
 		const struct hot *h;
@@ -398,7 +380,7 @@ static __always_inline void scan_hot(struct scan *s, const struct pktinfo *p, co
 		} else if (h->kind == HOT_NEVER) {
 			continue;
 		}
-		if (sl_hot_apply(s->slot, start + i, h->full))
+		if (sl_hot_apply(s->slot, h->pos, h->flags))
 			break;
 	}
 	s->done = 1;
@@ -430,7 +412,7 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 		struct work *w = get_work();
 
 		if (hl && hl->ok && w) {
-			scan_hot(s, &w->p, hl, l->start);
+			scan_hot(s, &w->p, hl);
 			return s->pass;
 		}
 	}
