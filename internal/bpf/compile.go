@@ -7,7 +7,10 @@ import (
 	"math/bits"
 	"net"
 	"net/netip"
+	"runtime"
+	"runtime/debug"
 	"sort"
+	"sync"
 
 	"sluice/internal/pool"
 	"sluice/internal/rules/ipf"
@@ -158,8 +161,18 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	for i, s := range lists {
 		ids[s.l] = i
 	}
-	im := &Image{lists: make([]imageList, len(lists))}
-	var where []ipf.Pos // each rule's position, for errors
+	total := 0
+	for _, s := range lists {
+		total += len(s.l.Rules)
+	}
+	if total > 100000 {
+		// a blocklist of a million rules: the heap grows by gigabytes,
+		// collections every few hundred megabytes would double the time
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+	}
+	im := &Image{lists: make([]imageList, len(lists)), rules: make([]filterRule, 0, total)}
+	where := make([]ipf.Pos, 0, total) // each rule's position, for errors
+	srcs := make([]*ipf.Rule, 0, total)
 	pt := &poolTables{ids: map[string]uint16{}}
 	seen := map[string]bool{}
 	for id, s := range lists {
@@ -183,13 +196,10 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 			raw.GroupNo = uint32(id)
 			im.rules = append(im.rules, raw)
 			where = append(where, cr.Pos)
-			if opts.Text != nil {
-				im.texts = append(im.texts, opts.Text(cr.Src))
-			} else {
-				im.texts = append(im.texts, ipf.FormatRule(cr.Src))
-			}
+			srcs = append(srcs, cr.Src)
 		}
 	}
+	im.texts = formatTexts(srcs, opts.Text)
 	if err := im.checkScanSteps(where); err != nil {
 		return nil, err
 	}
@@ -198,6 +208,36 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		im.buildIndex()
 	}
 	return im, nil
+}
+
+// formatTexts prints the rules for ipfstat with text (ipf.FormatRule when
+// nil), on every CPU when there are many.
+func formatTexts(rules []*ipf.Rule, text func(*ipf.Rule) string) []string {
+	if text == nil {
+		text = ipf.FormatRule
+	}
+	out := make([]string, len(rules))
+	workers := 1
+	if len(rules) > 10000 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var wg sync.WaitGroup
+	per := (len(rules) + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		lo, hi := w*per, min((w+1)*per, len(rules))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				out[i] = text(rules[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // groupDir is the direction of a group's first rule (groups hold the rules

@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"sluice/internal/rules/ipf"
 	"sluice/internal/testutil"
 )
 
@@ -162,6 +164,7 @@ func TestPrivilegedCost(t *testing.T) {
 		{"HP stateful, established", read("hp-test-state.conf")},
 		{"1 000 non-matching + stateless", nomatch(1000)},
 		{"10 000 non-matching + stateless", nomatch(10000)},
+		{"1 000 000 non-matching + stateless", ""},
 	}
 	pick := os.Getenv("SLUICE_COST_CONFIGS")
 	for i, c := range configs {
@@ -169,10 +172,29 @@ func TestPrivilegedCost(t *testing.T) {
 			continue
 		}
 		var im *Image
-		inNS(t, tp.b, func() { im = compileText(t, c.rules) })
-		if err := d.LoadRules(im, Active); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+		if c.rules == "" && i > 0 {
+			c.rules = nomatch(1000000)
 		}
+		t0 := time.Now()
+		var rs []*ipf.Rule
+		inNS(t, tp.b, func() {
+			if rs, err = ipf.Parse("cost.conf", []byte(c.rules), ipf.ParseOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t1 := time.Now()
+			if im, err = Compile(rs, CompileOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t2 := time.Now()
+			if err := d.LoadRules(im, Active); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if len(rs) > 10000 {
+				fmt.Fprintf(&rep, "  %d rules: parse %v, compile %v, load into the kernel %v; %d runs entries; kernel memory %s\n",
+					len(rs), t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond),
+					time.Since(t2).Round(time.Millisecond), len(im.runs), d.setMemory(im))
+			}
+		})
 		in, out, rate := measure([2]*ebpf.Program{d.objs.SluiceIngress, d.objs.SluiceEgress})
 		fmt.Fprintf(&rep, "%-28s %10.0f %10.0f %12s\n", c.name, in, out, rate)
 		if os.Getenv("SLUICE_COST_STAGES") != "" {
@@ -197,6 +219,18 @@ func TestPrivilegedCost(t *testing.T) {
 		}
 	}
 	t.Log("\n" + rep.String())
+}
+
+// setMemory is what a loaded set costs the kernel, by map: the rules
+// (with their counters), rate windows, keep-state counts, texts and runs.
+func (d *Datapath) setMemory(im *Image) string {
+	n := len(im.rules)
+	rules := n * binary.Size(filterRule{})
+	other := n * (binary.Size(filterPpsWindow{}) + 4)
+	texts := len(textBlob(im.texts)) * textChunk
+	runs := len(im.runs) * (binary.Size(filterRunKey{}) + 4 + 48) // + the hash's own element header
+	return fmt.Sprintf("%d MB (rules %d MB, rate/state %d MB, texts %d MB, runs %d MB)",
+		(rules+other+texts+runs)>>20, rules>>20, other>>20, texts>>20, runs>>20)
 }
 
 // swapPrograms points the datapath's pinned links at progs.
