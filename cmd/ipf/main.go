@@ -1,16 +1,12 @@
 // Command ipf parses, prints and loads IPFilter rules (see ipf(8)). On
 // Linux it drives the eBPF datapath pinned under /sys/fs/bpf/sluice (or
-// $SLUICE_BPF_DIR).
+// $SLUICE_BPF_DIR); its code is in internal/cmd/ipf.
 package main
 
 import (
 	"os"
 
-	cli "sluice/internal/cmd/ipf"
-	"sluice/internal/ipfctl"
+	"sluice/internal/cmd/ipf"
 )
 
-func main() {
-	c := &cli.Command{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Backend: ipfctl.Kernel(ipfctl.PinDir())}
-	os.Exit(c.Run(os.Args[1:]))
-}
+func main() { os.Exit(ipf.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

@@ -7,4 +7,4 @@ import (
 	"sluice/internal/cmd/ipfstat"
 )
 
-func main() { os.Exit(ipfstat.Main(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(ipfstat.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

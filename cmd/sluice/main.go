@@ -12,7 +12,7 @@ import (
 
 func main() {
 	// The eBPF IPFilter and IPQoS datapaths (internal/bpf,
-	// internal/bpf/qos) behind the sluice-* configurations; each apply
+	// internal/bpf/qosmark) behind the sluice-* configurations; each apply
 	// pins them on a private bpffs of its own (package datapath).
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr, datapath.Datapaths()))
 }

@@ -102,6 +102,10 @@ func (im *Image) Interfaces() []string { return append([]string(nil), im.ifaces.
 // Len returns the number of rules in the image.
 func (im *Image) Len() int { return len(im.rules) }
 
+// PoolEntries returns the number of pool-map entries the image writes (the
+// entries of every table its rules name, group-maps included).
+func (im *Image) PoolEntries() int { return len(im.pools) }
+
 // indexThreshold is the rule count from which an index is built: below a
 // few blocks the linear scan is as fast as the lookups.
 const indexThreshold = 4 << blockBits
@@ -172,13 +176,13 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	}
 	im := &Image{lists: make([]imageList, len(lists)), rules: make([]filterRule, 0, total)}
 	where := make([]ipf.Pos, 0, total) // each rule's position, for errors
-	srcs := make([]*ipf.Rule, 0, total)
+	crs := make([]*ruleset.Rule, 0, total)
 	pt := &poolTables{ids: map[string]uint16{}}
 	seen := map[string]bool{}
 	for id, s := range lists {
 		n := len(s.l.Rules)
-		if len(im.rules)+n > ruleCap {
-			return nil, fmt.Errorf("%d rules: the kernel datapath holds at most %d in a set", len(im.rules)+n, ruleCap)
+		if len(im.rules)+n > MaxRules {
+			return nil, fmt.Errorf("%d rules: the kernel datapath holds at most %d in a set", len(im.rules)+n, MaxRules)
 		}
 		im.lists[id] = imageList{start: len(im.rules), count: n, dir: s.dir, acct: s.acct, name: s.l.Name}
 		for i, cr := range s.l.Rules {
@@ -196,10 +200,10 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 			raw.GroupNo = uint32(id)
 			im.rules = append(im.rules, raw)
 			where = append(where, cr.Pos)
-			srcs = append(srcs, cr.Src)
+			crs = append(crs, cr)
 		}
 	}
-	im.texts = formatTexts(srcs, opts.Text)
+	im.texts = formatTexts(crs, opts.Text)
 	if err := im.checkScanSteps(where); err != nil {
 		return nil, err
 	}
@@ -210,11 +214,11 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	return im, nil
 }
 
-// formatTexts prints the rules for ipfstat with text (ipf.FormatRule when
-// nil), on every CPU when there are many.
-func formatTexts(rules []*ipf.Rule, text func(*ipf.Rule) string) []string {
-	if text == nil {
-		text = ipf.FormatRule
+// formatTexts prints the rules for ipfstat with formatText (ipf.FormatRule
+// when nil), on every CPU when there are many.
+func formatTexts(rules []*ruleset.Rule, formatText func(*ipf.Rule) string) []string {
+	if formatText == nil {
+		formatText = ipf.FormatRule
 	}
 	out := make([]string, len(rules))
 	workers := 1
@@ -232,7 +236,7 @@ func formatTexts(rules []*ipf.Rule, text func(*ipf.Rule) string) []string {
 		go func() {
 			defer wg.Done()
 			for i := lo; i < hi; i++ {
-				out[i] = text(rules[i])
+				out[i] = formatText(rules[i].Src)
 			}
 		}()
 	}
@@ -702,7 +706,13 @@ func (im *Image) compilePools(cr *ruleset.Rule, raw *filterRule, pt *poolTables,
 		if k != ipf.AddrPool && k != ipf.AddrHash {
 			continue
 		}
-		name := fmt.Sprintf("%d/%s", k, m.Table)
+		// Accounting rules find hash tables of role count
+		// (ruleset.AddrMatch.Count); tree pools any role.
+		role := ippool.RoleIPF
+		if m.Count && k == ipf.AddrHash {
+			role = ippool.RoleCount
+		}
+		name := fmt.Sprintf("%d/%d/%s", k, role, m.Table)
 		id, ok := pt.ids[name]
 		if !ok {
 			if len(pt.ids) >= 0xffff {
@@ -710,13 +720,17 @@ func (im *Image) compilePools(cr *ruleset.Rule, raw *filterRule, pt *poolTables,
 			}
 			id = uint16(len(pt.ids) + 1)
 			pt.ids[name] = id
-			def := opts.anon[name]
+			def := opts.anon[fmt.Sprintf("%d/%s", k, m.Table)]
+			if def != nil && k == ipf.AddrHash && def.Role != role {
+				// an accounting rule does not find an inline (ipf) hash
+				def = nil
+			}
 			if def == nil && pools != nil {
 				if k == ipf.AddrPool {
-					if t := pools.Tree(ippool.RoleIPF, m.Table); t != nil {
+					if t := pools.Tree(role, m.Table); t != nil {
 						def = t.Def
 					}
-				} else if h := pools.Hash(ippool.RoleIPF, m.Table); h != nil {
+				} else if h := pools.Hash(role, m.Table); h != nil {
 					def = h.Def
 				}
 			}

@@ -106,7 +106,7 @@ func TestHeaderConstants(t *testing.T) {
 		"EXPR_PORT": int64(exprOps[ruleset.ExprPort]), "EXPR_SPORT": int64(exprOps[ruleset.ExprSport]),
 		"EXPR_DPORT": int64(exprOps[ruleset.ExprDport]), "EXPR_FLAGS": int64(exprOps[ruleset.ExprFlags]),
 		// the datapath's own numbering
-		"RULE_CAP": ruleCap, "IDX_RULES": idxRules, "TEXT_CHUNK": textChunk, "SCAN_BUDGET": scanBudget, "MAX_LISTS": MaxLists, "MAX_DEPTH": maxDepth, "NSLOTS": numSlots, "BLOCK_SHIFT": blockBits,
+		"RULE_CAP": MaxRules, "IDX_RULES": idxRules, "TEXT_CHUNK": textChunk, "SCAN_BUDGET": scanBudget, "MAX_LISTS": MaxLists, "MAX_DEPTH": maxDepth, "NSLOTS": numSlots, "BLOCK_SHIFT": blockBits,
 		"LOG_SNAP": logSnap, "LIST_NAME_LEN": listNameLen, "MAX_EXPRS": maxExprs,
 		"MAX_EXPR_VALS": maxExprVals,
 		"LIST_IN":       listIn, "LIST_OUT": listOut, "LIST_ACCT_IN": listAcctIn, "LIST_ACCT_OUT": listAcctOut,

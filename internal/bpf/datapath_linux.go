@@ -19,10 +19,6 @@ import (
 	"sluice/internal/state"
 )
 
-// DefaultPinDir is where the datapath pins its maps, programs and links so
-// that ipf, ipfstat and ipmon work on it without a daemon.
-const DefaultPinDir = "/sys/fs/bpf/sluice"
-
 var errNoPrograms = errors.New("datapath opened from pins without programs: use Load")
 
 // ErrNotLoaded is returned by OpenPinned when nothing is pinned there.
@@ -58,8 +54,8 @@ type Datapath struct {
 	ownCtl bool
 }
 
-// tick is IPFilter's timer tick: timeouts are counted in them.
-const tick = 500 * time.Millisecond
+// tick is IPFilter's timer tick (Tick): timeouts are counted in them.
+const tick = Tick
 
 // Load loads the filter programs and maps. Maps already pinned in the
 // directory are reused (rules, state and counters survive a reload); a
@@ -174,7 +170,11 @@ func OpenPinned(dir string) (*Datapath, error) {
 		dir = DefaultPinDir
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config")); err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, ErrNotLoaded)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", dir, ErrNotLoaded)
+		}
+		// EACCES on a 0700 bpffs is not "nothing loaded": say so
+		return nil, err
 	}
 	spec, err := loadFilter()
 	if err != nil {
@@ -468,11 +468,16 @@ func (d *Datapath) lock() (func(), error) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("locking %s: %w", d.dir, err)
 	}
-	return func() {
+	unlock := func() {
 		unix.Flock(fd, unix.LOCK_UN)
 		unix.Close(fd)
 		d.mu.Unlock()
-	}, nil
+	}
+	if err := d.finishSwap(); err != nil {
+		unlock()
+		return nil, fmt.Errorf("finishing an interrupted swap: %w", err)
+	}
+	return unlock, nil
 }
 
 // ensureBPFFS makes sure dir lives on a bpf filesystem, mounting one on

@@ -6,7 +6,7 @@ package bpf
 
 // Capacity of the kernel rule storage.
 const (
-	ruleCap    = 4194304 // RULE_CAP: rules a set may hold
+	MaxRules   = 4194304 // RULE_CAP: rules a set may hold (storage is sized from the set)
 	idxRules   = 16384   // IDX_RULES: the bitmap index covers sets this large
 	MaxLists   = 512     // lists per slot: in, out, count in, count out, groups
 	maxDepth   = 16      // group nesting the scan follows
@@ -86,7 +86,10 @@ const (
 	cfgWMFreq    = 34
 	cfgDCA       = 35
 	cfgGen0      = 36 // 36..38: generation of each slot's rules
-	cfgAnyL3     = 39 // attached to an interface without a link-layer header
+	cfgSwapLog   = 39 // user space only: an ipf -s in progress (see Swap)
+	cfgToken     = 40 // user space only: Token/SetToken
+	cfgAnyL3     = 41 // attached to an interface without a link-layer header
+	cfgAllIfaces = 42 // user space only: the filter belongs on every interface
 	cfgN         = 64
 )
 

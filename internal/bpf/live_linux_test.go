@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sluice/internal/testutil"
+	"sluice/internal/testutil/bpffs"
 )
 
 // topo is two network namespaces joined by a veth pair: the client side
@@ -129,12 +130,7 @@ func newTopo(t *testing.T) *topo {
 		h.Close()
 	}
 	// a private bpffs so the test never touches the host's pins
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	tp.pinDir = filepath.Join(mnt, "sluice")
+	tp.pinDir = filepath.Join(bpffs.Mount(t), "sluice")
 	return tp
 }
 
@@ -320,7 +316,7 @@ func TestPrivilegedLiveFilter(t *testing.T) {
 		t.Errorf("%%+v does not add the verifier log: %q", s)
 	}
 	// an oversized rule set is refused before anything is written
-	if err := d.LoadRules(&Image{rules: make([]filterRule, ruleCap+1)}, Active); err == nil {
+	if err := d.LoadRules(&Image{rules: make([]filterRule, MaxRules+1)}, Active); err == nil {
 		t.Error("oversized image: got nil error")
 	}
 	check("after failed loads: tcp a->b:8081 still blocked", tcpWorks(t, tp.a, "10.99.0.2:8081"), false)
@@ -380,13 +376,7 @@ func TestPrivilegedClsactFallback(t *testing.T) {
 // program on a first load and checks that the maps it pinned before the
 // rejection are gone, with the directory it created.
 func TestPrivilegedFailedFirstLoadLeavesNoPins(t *testing.T) {
-	testutil.RequireRoot(t)
-	mnt := t.TempDir()
-	if err := unix.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	dir := filepath.Join(mnt, "sluice")
+	dir := filepath.Join(bpffs.Mount(t), "sluice")
 	_, err := Load(Options{PinDir: dir, ForceVerifierError: true})
 	var ve *ebpf.VerifierError
 	if !errors.As(err, &ve) {

@@ -28,16 +28,58 @@ func (s Set) String() string {
 }
 
 func (d *Datapath) slotOf(s Set) uint32 {
+	active, inactive := d.slots()
 	if s == Inactive {
-		return uint32(d.cfg(cfgInactive)) % numSlots
+		return inactive
 	}
-	return uint32(d.cfg(cfgActive)) % numSlots
+	return active
 }
 
-// LoadRules replaces set s with the compiled image. For the active set the
-// image is written to the spare slot and published by one config write, so
-// packets see either the old rules or the new ones, never a mix; if any
-// write fails the running rules are untouched.
+// slots returns the active and inactive slots. While a Swap is being
+// written (or after one was interrupted) the journal says which slot was
+// active before, so readers never see both sets on one slot.
+func (d *Datapath) slots() (active, inactive uint32) {
+	active = uint32(d.cfg(cfgActive)) % numSlots
+	inactive = uint32(d.cfg(cfgInactive)) % numSlots
+	if j := d.cfg(cfgSwapLog); j&swapLogValid != 0 {
+		if old := uint32(j) & 0xff % numSlots; old != active {
+			// the new active slot is published: the old one is inactive
+			inactive = old
+		}
+	}
+	return active, inactive
+}
+
+// The swap journal (cfgSwapLog): valid bit, set number before the swap
+// (bits 8..15), active slot before the swap (bits 0..7).
+const swapLogValid = 1 << 16
+
+// finishSwap completes a Swap that a killed process left half written.
+// The caller holds the lock.
+func (d *Datapath) finishSwap() error {
+	j := d.cfg(cfgSwapLog)
+	if j&swapLogValid == 0 {
+		return nil
+	}
+	old := uint32(j) & 0xff % numSlots
+	if uint32(d.cfg(cfgActive))%numSlots != old {
+		// the new active slot was published: finish the rest
+		if err := d.setCfg(cfgInactive, uint64(old)); err != nil {
+			return err
+		}
+		if err := d.setCfg(cfgSetNo, (j>>8&1)^1); err != nil {
+			return err
+		}
+	}
+	return d.setCfg(cfgSwapLog, 0)
+}
+
+// LoadRules replaces set s with the compiled image. The image is written
+// to the spare slot, the one neither set uses, and only then published
+// by one config write (cfgActive or cfgInactive). So packets see either
+// the old rules or the new ones, never a mix; and a load that fails or
+// is killed half way leaves both sets as they were: a half-written slot
+// is never one that Swap can activate or Rules can list.
 func (d *Datapath) LoadRules(im *Image, s Set) error {
 	unlock, err := d.lock()
 	if err != nil {
@@ -47,46 +89,55 @@ func (d *Datapath) LoadRules(im *Image, s Set) error {
 	if err := d.SyncInterfaces(); err != nil {
 		return fmt.Errorf("loading %s rules: %w", s, err)
 	}
-	active, inactive := d.slotOf(Active), d.slotOf(Inactive)
-	target := inactive
-	if s == Active {
-		target = 3 - active - inactive
-		if active == inactive {
-			return fmt.Errorf("corrupt config: active and inactive sets share slot %d", active)
-		}
+	active, inactive := d.slots()
+	if active == inactive {
+		return fmt.Errorf("corrupt config: active and inactive sets share slot %d", active)
 	}
+	target := 3 - active - inactive
 	if err := d.writeSlot(target, im); err != nil {
 		return fmt.Errorf("loading %s rules: %w", s, err)
 	}
-	if s == Active {
-		if err := d.setCfg(cfgActive, uint64(target)); err != nil {
-			return fmt.Errorf("publishing rules: %w", err)
-		}
+	key := uint32(cfgActive)
+	if s == Inactive {
+		key = cfgInactive
+	}
+	if err := d.setCfg(key, uint64(target)); err != nil {
+		return fmt.Errorf("publishing rules: %w", err)
 	}
 	return nil
 }
 
 // Swap exchanges the active and inactive sets (ipf -s) and returns the
-// slot number IPFilter would print ("Set %d now inactive": 0 or 1).
+// slot number IPFilter would print ("Set %d now inactive": 0 or 1). It
+// takes three config writes; a journal written first lets readers and
+// the next writer finish a swap that a killed process left half done.
 func (d *Datapath) Swap() (int, error) {
 	unlock, err := d.lock()
 	if err != nil {
 		return 0, err
 	}
 	defer unlock()
-	active, inactive := d.slotOf(Active), d.slotOf(Inactive)
+	active, inactive := d.slots()
+	setNo := d.cfg(cfgSetNo) & 1
+	if err := d.setCfg(cfgSwapLog, swapLogValid|setNo<<8|uint64(active)); err != nil {
+		return 0, err
+	}
 	if err := d.setCfg(cfgActive, uint64(inactive)); err != nil {
 		return 0, err
 	}
-	if err := d.setCfg(cfgInactive, uint64(active)); err != nil {
+	if err := d.finishSwap(); err != nil {
 		return 0, err
 	}
-	n := d.cfg(cfgSetNo) ^ 1 // IPFilter's set number flips 0/1
-	if err := d.setCfg(cfgSetNo, n); err != nil {
-		return 0, err
-	}
-	return int(n ^ 1), nil
+	return int(setNo), nil
 }
+
+// Token returns a word of user-space state kept with the pins (ipf keeps
+// the token of an unconfirmed load there, see ipfctl); the programs never
+// read it. 0 when never set.
+func (d *Datapath) Token() uint64 { return d.cfg(cfgToken) }
+
+// SetToken stores the word Token returns.
+func (d *Datapath) SetToken(v uint64) error { return d.setCfg(cfgToken, v) }
 
 // ActiveSetNumber is IPFilter's number (0 or 1) of the active set.
 func (d *Datapath) ActiveSetNumber() int { return int(d.cfg(cfgSetNo)) }
@@ -421,7 +472,7 @@ func (d *Datapath) readImage(slot uint32) (*Image, error) {
 			total = end
 		}
 	}
-	if total > ruleCap {
+	if total > MaxRules {
 		return nil, fmt.Errorf("corrupt lists: %d rules", total)
 	}
 	im.rules = make([]filterRule, total)
@@ -569,6 +620,30 @@ func (d *Datapath) ListName(s Set, id uint32) (string, error) {
 		return "", fmt.Errorf("reading lists: %w", err)
 	}
 	return cstr(m.Name[:]), nil
+}
+
+// PoolEntriesUsed returns the pool-map entries held by the active and the
+// inactive set. A load writes its image's entries (Image.PoolEntries)
+// beside both, so it fits when they add up to at most MaxPoolEntries.
+func (d *Datapath) PoolEntriesUsed() (active, inactive int, err error) {
+	a, i := d.slots()
+	var (
+		k filterPoolKey
+		v filterPoolVal
+	)
+	it := d.objs.Pools.Iterate()
+	for it.Next(&k, &v) {
+		switch k.Slot {
+		case a:
+			active++
+		case i:
+			inactive++
+		}
+	}
+	if err := it.Err(); err != nil {
+		return 0, 0, fmt.Errorf("reading pool tables: %w", err)
+	}
+	return active, inactive, nil
 }
 
 // ZeroRuleCounters clears the hit and byte counters of set s (ipf -z).

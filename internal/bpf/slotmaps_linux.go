@@ -12,7 +12,7 @@ import (
 // RuleCap is the most rules a set may hold (RULE_CAP): each slot's
 // per-rule maps are made to the size of the sets loaded into it, so a set
 // costs memory in proportion to its rules (see docs/kernel-memory.md).
-const RuleCap = ruleCap
+const RuleCap = MaxRules
 
 // slotMaps are the per-rule maps of one slot: the inner maps of the
 // outer arrays rules (which hold each rule's counters too), pps and

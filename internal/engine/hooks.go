@@ -3,7 +3,7 @@ package engine
 import (
 	"net/netip"
 
-	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ippool"
 	"sluice/internal/ruleset"
 )
 
@@ -27,10 +27,12 @@ type NAT interface {
 // Pools answers `pool/N` and `hash/N` address tests (ipf-reference §1.3.4).
 // sluice/internal/pool implements it.
 type Pools interface {
-	// Contains reports whether addr is in the ippool table named table
-	// (a number as text or a name), of kind ipf.AddrPool (tree) or
-	// ipf.AddrHash, with role ipf. An unknown table never matches.
-	Contains(kind ipf.AddrKind, table string, addr netip.Addr) bool
+	// ContainsRole reports whether addr is in the ippool table named
+	// table (a number as text or a name), a hash table if hash is set,
+	// else a tree, as a rule of the given role finds it (ipf rules use
+	// ippool.RoleIPF, accounting rules ippool.RoleCount). An unknown
+	// table never matches.
+	ContainsRole(role ippool.Role, hash bool, table string, addr netip.Addr) bool
 }
 
 // LogRecord is what the engine hands to a Logger for one packet log

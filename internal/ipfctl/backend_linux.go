@@ -14,15 +14,14 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"sluice/internal/bpf"
-	cli "sluice/internal/cmd/ipf"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
 )
 
-// Backend is ipf's cli.Backend over the pinned eBPF datapath. Every ipf
-// run is a new process, so a Backend holds no state between calls but the
-// open datapath handle.
-type Backend struct {
+// Kernel is the Backend over the pinned eBPF datapath. Every ipf run is a
+// new process, so a Kernel holds no state between calls but the open
+// datapath handle.
+type Kernel struct {
 	dir string
 	d   *bpf.Datapath
 	// loaded is set when d came from bpf.Load (programs available, so it
@@ -34,96 +33,196 @@ type Backend struct {
 	// pools is the ippool table store rules are compiled with (nil:
 	// the one in PoolDir(), opened on first use).
 	pools *PoolStore
+	// watchdog starts the rollback watchdog (nil: re-execute this
+	// program, see startWatchdog).
+	watchdog func(w *watchdogSpec) error
 }
 
-var _ cli.Backend = (*Backend)(nil)
+var _ Backend = (*Kernel)(nil)
 
-// Kernel returns the Backend ipf uses for the datapath pinned in dir.
-func Kernel(dir string) cli.Backend { return New(dir) }
+// FilterBackend returns the Backend ipf uses for the datapath pinned in dir
+// ("" = DefaultPinDir).
+func FilterBackend(dir string) Backend { return NewKernel(dir) }
 
-// New returns a Backend for the datapath pinned in dir ("" = default).
-func New(dir string) *Backend { return &Backend{dir: dir} }
+// NewKernel returns a Kernel for the datapath pinned in dir ("" = default).
+func NewKernel(dir string) *Kernel { return &Kernel{dir: orDefault(dir)} }
+
+// NewKernelWithPools returns a Kernel for the datapath pinned in dir whose
+// pool tables live in poolDir ("" = PoolDir()).
+func NewKernelWithPools(dir, poolDir string) *Kernel {
+	return &Kernel{dir: orDefault(dir), pools: NewPoolStore(poolDir)}
+}
 
 // Close releases the handle; the pinned datapath stays.
-func (b *Backend) Close() error {
+func (b *Kernel) Close() error {
 	if b.d == nil {
 		return nil
 	}
 	err := b.d.Close()
-	b.d = nil
+	b.d, b.loaded = nil, false
 	return err
 }
 
-func (b *Backend) pinDir() string {
-	if b.dir == "" {
-		return bpf.DefaultPinDir
-	}
-	return b.dir
-}
-
 // open returns the pinned datapath, or bpf.ErrNotLoaded (wrapped).
-func (b *Backend) open() (*bpf.Datapath, error) {
+func (b *Kernel) open() (*bpf.Datapath, error) {
 	if b.d != nil {
 		return b.d, nil
 	}
 	d, err := bpf.OpenPinned(b.dir)
 	if err != nil {
-		return nil, err
+		return nil, permissionHint(explainNotLoaded(b.dir, err))
 	}
 	b.d = d
 	return d, nil
 }
 
-// load makes sure the datapath is loaded and attached. The first time it
-// attaches to ifaces, the interfaces the rules name (those that exist), or
-// to every non-loopback interface when they name none; later it attaches
-// only to named interfaces it is not on yet. The programs are loaded
-// (running the verifier) only when something must be attached; loading
-// reuses the pinned maps, so rules and state survive.
-func (b *Backend) load(ifaces []string) (*bpf.Datapath, error) {
-	var names []string
-	for _, n := range ifaces {
-		if _, err := net.InterfaceByName(n); err == nil {
-			names = append(names, n)
-		}
+// openIfLoaded is open with "not loaded" as (nil, nil).
+func (b *Kernel) openIfLoaded() (*bpf.Datapath, error) {
+	d, err := b.open()
+	if errors.Is(err, bpf.ErrNotLoaded) {
+		return nil, nil
 	}
-	attached := map[int]bool{}
-	if d, err := b.open(); err == nil {
-		for _, idx := range d.Attached() {
-			attached[idx] = true
-		}
-	}
-	var missing []string
-	if len(attached) > 0 {
-		for _, n := range names {
-			if ifc, err := net.InterfaceByName(n); err == nil && !attached[ifc.Index] {
-				missing = append(missing, n)
-			}
-		}
-		if len(missing) == 0 {
-			return b.d, nil
-		}
-	} else {
-		missing = names // none: every non-loopback interface
-	}
-	if !b.loaded {
-		d, err := bpf.Load(bpf.Options{PinDir: b.dir, ForceVerifierError: b.failVerifier})
-		if err != nil {
-			return nil, fmt.Errorf("loading the kernel datapath into %s: %w", b.pinDir(), err)
-		}
-		if b.d != nil {
-			b.d.Close()
-		}
-		b.d, b.loaded = d, true
-	}
-	if err := b.d.Attach(missing); err != nil {
-		return nil, err
-	}
-	return b.d, nil
+	return d, err
 }
 
-func toSet(s cli.Set) bpf.Set {
-	if s == cli.SetInactive {
+// load makes sure the datapath is loaded and on the interfaces it
+// belongs on, and returns it. Every load, reload, swap and ipf -y comes
+// through here, so the filter follows the interfaces as they come and go:
+//
+//   - interfaces that went away are forgotten (bpf.Datapath.Prune);
+//   - the interfaces the rules name (ifaces, those that exist) are
+//     attached if they are not yet;
+//   - in all-interfaces mode, so is every non-loopback interface. The
+//     mode is entered when a set with a rule that applies on every
+//     interface is written (everywhere), or by a first load that names
+//     no interface, or when unmatched packets are blocked (a packet on an
+//     interface without the filter would pass), and lasts until ipf -D.
+//     Outside it, a packet on an interface no rule names could only meet
+//     the default pass, so the filter stays off those.
+//
+// A live interface is never detached (ipf -D detaches everything). The
+// programs are loaded (running the verifier) only when something must be
+// attached; loading reuses the pinned maps, so rules and state survive.
+// An interface the rules do not name that cannot be attached is a
+// warning, not an error (it shows as unfiltered in ipf -V and ipfstat):
+// one odd device must not keep every rule set from loading.
+func (b *Kernel) load(ifaces []string, everywhere bool) (*bpf.Datapath, []string, error) {
+	var (
+		hooked  = map[int]bool{}
+		allMode = everywhere
+		fresh   = true
+	)
+	if d, err := b.open(); err == nil {
+		if _, err := d.Prune(); err != nil {
+			return nil, nil, permissionHint(fmt.Errorf("forgetting interfaces that went away: %w", err))
+		}
+		if hooked, err = d.Hooked(); err != nil {
+			return nil, nil, permissionHint(err)
+		}
+		fresh = len(hooked) == 0
+		allMode = allMode || d.AllInterfaces()
+	}
+	if fresh && len(ifaces) == 0 {
+		allMode = true // a first load that names no interface
+	}
+	if !allMode && defaultBlocks(b.d) {
+		allMode = true
+	}
+	named := map[string]bool{}
+	var missing []net.Interface
+	for _, n := range ifaces {
+		if ifc, err := net.InterfaceByName(n); err == nil && !hooked[ifc.Index] {
+			named[n] = true
+			missing = append(missing, *ifc)
+		}
+	}
+	if allMode {
+		all, err := net.Interfaces()
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing interfaces: %w", err)
+		}
+		for _, ifc := range all {
+			if ifc.Flags&net.FlagLoopback == 0 && !hooked[ifc.Index] && !named[ifc.Name] {
+				missing = append(missing, ifc)
+			}
+		}
+	}
+	if b.d != nil && len(missing) == 0 && (!allMode || b.d.AllInterfaces()) {
+		return b.d, nil, nil
+	}
+	if err := b.loadPrograms(); err != nil {
+		return nil, nil, err
+	}
+	if allMode && !b.d.AllInterfaces() {
+		if err := b.d.SetAllInterfaces(); err != nil {
+			return nil, nil, permissionHint(err)
+		}
+	}
+	var warnings []string
+	attached := 0
+	for _, ifc := range missing {
+		if err := b.d.Attach([]string{ifc.Name}); err != nil {
+			if named[ifc.Name] {
+				return nil, nil, permissionHint(err)
+			}
+			warnings = append(warnings, fmt.Sprintf("%v: %s stays unfiltered", err, ifc.Name))
+			continue
+		}
+		attached++
+	}
+	if attached > 0 {
+		// the filter was appended to the interfaces' chains: NAT must
+		// stay first inbound and last outbound
+		if err := natKeepOrder(b.dir); err != nil {
+			return nil, nil, err
+		}
+	}
+	return b.d, warnings, nil
+}
+
+// defaultBlocks reports whether the datapath blocks the packets no rule
+// matches (the default_pass tunable): then an interface without the
+// filter would pass what the filter blocks.
+func defaultBlocks(d *bpf.Datapath) bool {
+	if d == nil {
+		return false
+	}
+	t, ok := findTunable(d.Tunables(), "default_pass")
+	return ok && uint32(t.Cur)&ruleset.FRCmdMask != ruleset.FRPass
+}
+
+// everywhere reports whether a rule set has a rule that applies on every
+// interface (no `on`, or `on *`/`on -`), which puts the datapath in
+// all-interfaces mode (see load). Rules in groups count too, whatever
+// their head names: erring towards more interfaces is safe.
+func everywhere(rules []*ipf.Rule) bool {
+	for _, r := range rules {
+		if len(r.On) == 0 || r.On[0] == "" || r.On[0] == "*" || r.On[0] == "-" {
+			return true
+		}
+	}
+	return false
+}
+
+// loadPrograms loads the programs (the verifier runs) unless this Kernel
+// already did; the pinned maps are reused.
+func (b *Kernel) loadPrograms() error {
+	if b.loaded {
+		return nil
+	}
+	d, err := bpf.Load(bpf.Options{PinDir: b.dir, ForceVerifierError: b.failVerifier})
+	if err != nil {
+		return permissionHint(fmt.Errorf("loading the kernel datapath into %s: %w", b.dir, err))
+	}
+	if b.d != nil {
+		b.d.Close()
+	}
+	b.d, b.loaded = d, true
+	return nil
+}
+
+func toBPF(s Set) bpf.Set {
+	if s == SetInactive {
 		return bpf.Inactive
 	}
 	return bpf.Active
@@ -153,42 +252,6 @@ func currentRules(d *bpf.Datapath, s bpf.Set) ([]*ipf.Rule, error) {
 	return rules, nil
 }
 
-// AddRules adds (or with remove, deletes) rules and reloads the set in
-// one atomic step; on any error the set is as it was.
-func (b *Backend) AddRules(set cli.Set, rules []*ipf.Rule, remove bool) error {
-	s := toSet(set)
-	// everything that can fail on the rules (parsing the loaded ones,
-	// compiling) happens before the datapath is loaded or touched
-	var cur []*ipf.Rule
-	if d, err := b.open(); err == nil {
-		if cur, err = currentRules(d, s); err != nil {
-			return err
-		}
-	} else if !errors.Is(err, bpf.ErrNotLoaded) {
-		return err
-	}
-	all, err := editRules(cur, rules, remove)
-	if err != nil {
-		return err
-	}
-	// the pool lock is held until the set is loaded, so an ippool edit
-	// cannot slip in between and be lost
-	pools, unlock, err := b.loadedPools()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	im, err := bpf.Compile(all, bpf.CompileOptions{Pools: pools})
-	if err != nil {
-		return err
-	}
-	d, err := b.load(im.Interfaces())
-	if err != nil {
-		return err
-	}
-	return d.LoadRules(im, s)
-}
-
 // editRules returns cur with add appended, or with each rule of add
 // removed (matched by its printed form, first occurrence).
 func editRules(cur, add []*ipf.Rule, remove bool) ([]*ipf.Rule, error) {
@@ -210,62 +273,30 @@ func editRules(cur, add []*ipf.Rule, remove bool) ([]*ipf.Rule, error) {
 	return out, nil
 }
 
-// FlushRules empties lists of a set; with nothing loaded there is
-// nothing to flush.
-func (b *Backend) FlushRules(set cli.Set, which cli.FlushWhich) (int, error) {
-	d, err := b.open()
-	if errors.Is(err, bpf.ErrNotLoaded) {
-		return 0, nil
+// flushRules returns rules without those of the flushed directions (with
+// their groups and accounting rules) and how many went.
+func flushRules(rules []*ipf.Rule, which FlushWhich) ([]*ipf.Rule, int) {
+	var keep []*ipf.Rule
+	for _, r := range rules {
+		out := r.Dir == ipf.DirOut
+		if (out && which&FlushOut != 0) || (!out && which&FlushIn != 0) {
+			continue
+		}
+		keep = append(keep, r)
 	}
-	if err != nil {
-		return 0, err
-	}
-	var w bpf.Which
-	if which&cli.FlushIn != 0 {
-		w |= bpf.FlushIn
-	}
-	if which&cli.FlushOut != 0 {
-		w |= bpf.FlushOut
-	}
-	return d.Flush(w, toSet(set))
+	return keep, len(rules) - len(keep)
 }
 
 // tcpEstablished is IPFilter's TCP state number of ESTABLISHED; -F s
 // flushes the states after it.
 const tcpEstablished = 4
 
-// FlushState removes state entries as ipf -F s|S|N does.
-func (b *Backend) FlushState(arg string, expr []ipf.ExprClause) (int, error) {
-	if expr != nil {
-		return 0, errors.New("-m: state selection by expression is not supported by the kernel datapath")
-	}
-	match, err := stateMatcher(arg)
-	if err != nil {
-		return 0, err
-	}
-	d, err := b.open()
-	if errors.Is(err, bpf.ErrNotLoaded) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	if arg == "S" {
-		return d.FlushStates(nil)
-	}
-	return d.FlushStates(match)
-}
-
-// DCA is ipf -m e|d|q|t, HP-UX's DCA mode: e and d switch the keep-limit
+// dca is ipf -m e|d|q|t, HP-UX's DCA mode: e and d switch the keep-limit
 // connection limits on and off, q prints the mode, t the connections each
 // limit holds now (one line per rule and source; a cumulative limit has
 // no source). [HP documents the options, not their output: the lines are
 // Sluice's.]
-func (b *Backend) DCA(mode byte) (string, error) {
-	d, err := b.open()
-	if err != nil {
-		return "", err
-	}
+func dca(d *bpf.Datapath, mode byte) (string, error) {
 	switch mode {
 	case 'e', 'd':
 		return "", d.SetDCA(mode == 'e')
@@ -340,84 +371,6 @@ func stateMatcher(arg string) (func(bpf.State) bool, error) {
 	return func(bpf.State) bool { return false }, nil
 }
 
-// Swap exchanges the sets, loading (and attaching) the datapath first if
-// it is not there yet.
-func (b *Backend) Swap() (int, error) {
-	d, err := b.open()
-	if errors.Is(err, bpf.ErrNotLoaded) {
-		d, err = b.load(nil)
-	}
-	if err != nil {
-		return 0, err
-	}
-	return d.Swap()
-}
-
-// SetEnabled implements -E and -D. -E loads the datapath (without
-// attaching it) and turns filtering on; -D removes it completely, as
-// unloading the ipf module does: detached from every interface and every
-// pin deleted, rules and state gone.
-func (b *Backend) SetEnabled(on bool) error {
-	if on {
-		if !b.loaded {
-			d, err := bpf.Load(bpf.Options{PinDir: b.dir, ForceVerifierError: b.failVerifier})
-			if err != nil {
-				return fmt.Errorf("loading the kernel datapath into %s: %w", b.pinDir(), err)
-			}
-			if b.d != nil {
-				b.d.Close()
-			}
-			b.d, b.loaded = d, true
-		}
-		return b.d.SetEnabled(true)
-	}
-	b.Close()
-	b.loaded = false
-	if err := Remove(b.pinDir()); err != nil {
-		return fmt.Errorf("removing the datapath: %w", err)
-	}
-	return nil
-}
-
-// ZeroRuleCounters reports the counters of the first loaded rule printed
-// as r is and zeroes them, leaving the other rules' counters as they are
-// (ipf -z with a rule, as IPFilter's SIOCZRLST does).
-func (b *Backend) ZeroRuleCounters(set cli.Set, r *ipf.Rule) (hits, bytes uint64, err error) {
-	d, err := b.open()
-	if err != nil {
-		return 0, 0, err
-	}
-	s := toSet(set)
-	infos, err := d.Rules(s)
-	if err != nil {
-		return 0, 0, err
-	}
-	text := ipf.FormatRule(r)
-	for _, ri := range infos {
-		if ri.Text == text {
-			return d.ZeroRule(s, ri.Index)
-		}
-	}
-	return 0, 0, fmt.Errorf("rule not loaded: %s", text)
-}
-
-// ZeroStats returns the -Z report and zeroes the global counters.
-func (b *Backend) ZeroStats() (string, error) {
-	d, err := b.open()
-	if err != nil {
-		return "", err
-	}
-	st, err := d.Stats()
-	if err != nil {
-		return "", err
-	}
-	out := FormatZeroStats(st)
-	if err := d.ZeroStats(); err != nil {
-		return "", err
-	}
-	return out, nil
-}
-
 // FormatZeroStats renders the statistics the way ipf -Z prints them.
 func FormatZeroStats(s bpf.Stats) string {
 	var w strings.Builder
@@ -429,24 +382,26 @@ func FormatZeroStats(s bpf.Stats) string {
 	return w.String()
 }
 
-// SetLogFlags implements ipf -l: pass, block and nomatch add to the
-// logged verdicts, none clears them, state toggles state logging.
-func (b *Backend) SetLogFlags(what string) error {
-	d, err := b.open()
-	if err != nil {
-		return err
-	}
-	f := d.LogFlags()
+// logFlag applies ipf -l what to the flags f: pass, block and nomatch add
+// to the logged verdicts, none clears them. state and nat are handled by
+// the caller.
+func logFlag(f bpf.LogFlags, what string) (bpf.LogFlags, error) {
 	switch what {
 	case "pass":
-		f |= bpf.LogPass
+		return f | bpf.LogPass, nil
 	case "block":
-		f |= bpf.LogBlock
+		return f | bpf.LogBlock, nil
 	case "nomatch":
-		f |= bpf.LogNomatch
+		return f | bpf.LogNomatch, nil
 	case "none":
-		f = 0
-	case "state":
+		return 0, nil
+	}
+	return f, fmt.Errorf("-l %s: unknown", what)
+}
+
+// setLogFlags implements ipf -l on the datapath.
+func setLogFlags(d *bpf.Datapath, what string) error {
+	if what == "state" {
 		cur := uint64(0)
 		for _, t := range d.Tunables() {
 			if t.Name == "state_logging" {
@@ -454,51 +409,74 @@ func (b *Backend) SetLogFlags(what string) error {
 			}
 		}
 		return d.SetTunable("state_logging", cur^1)
-	case "nat":
-		return errors.New("-l nat: the kernel datapath has no NAT")
-	default:
-		return fmt.Errorf("-l %s: unknown", what)
+	}
+	f, err := logFlag(d.LogFlags(), what)
+	if err != nil {
+		return err
 	}
 	return d.SetLogFlags(f)
 }
 
-// Tunables implements ipf -T: "list", "name" (print) and
-// "name=value,..." (set, each in turn).
-func (b *Backend) Tunables(arg string) (string, error) {
-	d, err := b.open()
-	if err != nil {
-		return "", err
-	}
-	ts := d.Tunables()
-	find := func(name string) (bpf.Tunable, bool) {
-		for _, t := range ts {
-			if t.Name == name {
-				return t, true
-			}
-		}
-		return bpf.Tunable{}, false
-	}
-	var w strings.Builder
+// checkTunables checks a -T argument against the datapath's tunables:
+// every name must exist and every value parse and lie within its range.
+func checkTunables(ts []bpf.Tunable, arg string) error {
 	if arg == "list" {
-		for _, t := range ts {
-			fmt.Fprintf(&w, "%s\tmin %d\tmax %d\tcurrent %d\n", t.Name, t.Min, t.Max, t.Cur)
-		}
-		return w.String(), nil
+		return nil
 	}
 	for _, item := range strings.Split(arg, ",") {
 		name, value, set := strings.Cut(item, "=")
-		t, ok := find(name)
+		t, ok := findTunable(ts, name)
 		if !ok {
-			return w.String(), fmt.Errorf("unknown tunable %q", name)
+			return fmt.Errorf("unknown tunable %q", name)
 		}
 		if !set {
-			fmt.Fprintf(&w, "%s\tmin %d\tmax %d\tcurrent %d\n", t.Name, t.Min, t.Max, t.Cur)
 			continue
 		}
 		v, err := strconv.ParseUint(value, 0, 64)
 		if err != nil {
-			return w.String(), fmt.Errorf("%s: bad value %q", name, value)
+			return fmt.Errorf("%s: bad value %q", name, value)
 		}
+		if v < t.Min || v > t.Max {
+			return fmt.Errorf("%s: %d is outside %d..%d", name, v, t.Min, t.Max)
+		}
+	}
+	return nil
+}
+
+func findTunable(ts []bpf.Tunable, name string) (bpf.Tunable, bool) {
+	for _, t := range ts {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return bpf.Tunable{}, false
+}
+
+// tunables implements ipf -T: "list", "name" (print) and
+// "name=value,..." (set, each in turn).
+func tunables(d *bpf.Datapath, arg string) (string, error) {
+	ts := d.Tunables()
+	var w strings.Builder
+	line := func(t bpf.Tunable) {
+		fmt.Fprintf(&w, "%s\tmin %d\tmax %d\tcurrent %d\n", t.Name, t.Min, t.Max, t.Cur)
+	}
+	if arg == "list" {
+		for _, t := range ts {
+			line(t)
+		}
+		return w.String(), nil
+	}
+	if err := checkTunables(ts, arg); err != nil {
+		return "", err
+	}
+	for _, item := range strings.Split(arg, ",") {
+		name, value, set := strings.Cut(item, "=")
+		t, _ := findTunable(ts, name)
+		if !set {
+			line(t)
+			continue
+		}
+		v, _ := strconv.ParseUint(value, 0, 64)
 		if err := d.SetTunable(name, v); err != nil {
 			return w.String(), err
 		}
@@ -506,50 +484,15 @@ func (b *Backend) Tunables(arg string) (string, error) {
 	return w.String(), nil
 }
 
-// SyncInterfaces recompiles both sets: interface names are resolved to
-// indexes when a set is compiled, so an interface that appeared or was
-// renamed since is picked up only by a reload.
-func (b *Backend) SyncInterfaces() error {
-	d, err := b.open()
-	if err != nil {
-		return err
-	}
-	pools, unlock, err := b.loadedPools()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	for _, s := range []bpf.Set{bpf.Active, bpf.Inactive} {
-		rules, err := currentRules(d, s)
-		if err != nil {
-			return err
-		}
-		im, err := bpf.Compile(rules, bpf.CompileOptions{Pools: pools})
-		if err != nil {
-			return err
-		}
-		if err := d.LoadRules(im, s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Status returns the ipf -V lines after the version.
-func (b *Backend) Status() (string, error) {
-	d, err := b.open()
-	if errors.Is(err, bpf.ErrNotLoaded) {
-		return fmt.Sprintf("Kernel: %s\nRunning: no\n", cli.Version), nil
-	}
-	if err != nil {
-		return "", err
-	}
-	return formatStatus(d), nil
-}
-
-func formatStatus(d *bpf.Datapath) string {
+// status returns the ipf -V lines after the version, and a warning when
+// interfaces the filter belongs on do not have it.
+func status(d *bpf.Datapath) (string, []string) {
 	var w strings.Builder
-	fmt.Fprintf(&w, "Kernel: %s\n", cli.Version)
+	fmt.Fprintf(&w, "Kernel: %s\n", Version)
+	if d == nil {
+		w.WriteString("Running: no\n")
+		return w.String(), nil
+	}
 	running := "no"
 	if d.Enabled() {
 		running = "yes"
@@ -557,36 +500,34 @@ func formatStatus(d *bpf.Datapath) string {
 	fmt.Fprintf(&w, "Running: %s\n", running)
 	f := d.LogFlags()
 	fmt.Fprintf(&w, "Log Flags: %#x = ", uint32(f))
-	var names []string
-	if f&bpf.LogPass != 0 {
-		names = append(names, "pass")
-	}
-	if f&bpf.LogBlock != 0 {
-		names = append(names, "block")
-	}
-	if f&bpf.LogNomatch != 0 {
-		names = append(names, "nomatch")
-	}
-	if len(names) == 0 {
+	if names := LogFlagNames(f, false); len(names) == 0 {
 		w.WriteString("none set\n")
 	} else {
 		w.WriteString(strings.Join(names, ", ") + "\n")
 	}
 	def := "nomatch -> block"
-	for _, t := range d.Tunables() {
-		if t.Name == "default_pass" {
-			switch uint32(t.Cur) & ruleset.FRCmdMask {
-			case ruleset.FRPass:
-				def = "pass"
-			case ruleset.FRBlock:
-				def = "block"
-			}
+	if t, ok := findTunable(d.Tunables(), "default_pass"); ok {
+		switch uint32(t.Cur) & ruleset.FRCmdMask {
+		case ruleset.FRPass:
+			def = "pass"
+		case ruleset.FRBlock:
+			def = "block"
 		}
 	}
 	fmt.Fprintf(&w, "Default: %s all, Logging: available\n", def)
 	fmt.Fprintf(&w, "Active list: %d\n", d.ActiveSetNumber())
 	fmt.Fprintf(&w, "Feature mask: %#x\n", featureMask)
-	return w.String()
+	// Sluice: the interfaces the filter runs on
+	cov, err := coverage(d)
+	if err != nil {
+		fmt.Fprintf(&w, "Interfaces: unknown (%v)\n", err)
+		return w.String(), nil
+	}
+	w.WriteString(cov.Lines())
+	if msg := cov.Warning(); msg != "" {
+		return w.String(), []string{msg}
+	}
+	return w.String(), nil
 }
 
 // featureMask is what ipf -V reports as compiled-in features: logging
@@ -597,21 +538,28 @@ const featureMask = 0x1 | 0x8
 // there. Pins that no longer open as this version's maps (left by another
 // build) are removed one by one, links first, so ipf -D always cleans up.
 func Remove(dir string) error {
-	if dir == "" {
-		dir = bpf.DefaultPinDir
+	dir = orDefault(dir)
+	// NAT goes with the filter, as it goes with the ipf module
+	if err := removeNAT(dir); err != nil {
+		return permissionHint(fmt.Errorf("removing NAT: %w", err))
 	}
 	d, err := bpf.OpenPinned(dir)
 	if errors.Is(err, bpf.ErrNotLoaded) {
 		if _, serr := os.Stat(dir); serr != nil {
-			return nil
+			if errors.Is(serr, os.ErrNotExist) {
+				return nil
+			}
+			return permissionHint(serr)
 		}
 	} else if err == nil {
-		return d.Remove()
+		return permissionHint(d.Remove())
+	} else if errors.Is(err, os.ErrPermission) {
+		return permissionHint(err)
 	}
 	var errs []error
 	ents, rerr := os.ReadDir(dir)
 	if rerr != nil {
-		return rerr
+		return permissionHint(rerr)
 	}
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
@@ -632,5 +580,5 @@ func Remove(dir string) error {
 	if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return permissionHint(errors.Join(errs...))
 }

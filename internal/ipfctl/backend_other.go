@@ -2,14 +2,14 @@
 
 package ipfctl
 
-import (
-	cli "sluice/internal/cmd/ipf"
-	ippoolcmd "sluice/internal/cmd/ippool"
-)
+import "io"
 
-// Kernel returns nil: there is no kernel datapath outside Linux, so ipf
-// only parses and prints (-n).
-func Kernel(dir string) cli.Backend { return nil }
+// FilterBackend returns nil: there is no kernel datapath outside Linux, so
+// ipf only parses and prints (-n).
+func FilterBackend(dir string) Backend { return nil }
 
-// PoolDevice returns nil: without the datapath ippool only checks files.
-func PoolDevice(dir, poolDir string) ippoolcmd.Device { return nil }
+// PoolBackend returns nil: without the datapath ippool only checks files.
+func PoolBackend(dir, poolDir string) PoolDevice { return nil }
+
+// RunWatchdog has nothing to watch outside Linux.
+func RunWatchdog(stdin io.Reader, ack io.Writer) int { return 1 }

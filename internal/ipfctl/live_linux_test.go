@@ -69,7 +69,7 @@ func buildTools(t *testing.T) string {
 			buildErr = fmt.Errorf("building the commands: %w", err)
 			return
 		}
-		out, err := exec.Command(gobin, "build", "-o", dir+"/", "sluice/cmd/ipf", "sluice/cmd/ipfstat", "sluice/cmd/ipmon", "sluice/cmd/ippool").CombinedOutput()
+		out, err := exec.Command(gobin, "build", "-o", dir+"/", "sluice/cmd/ipf", "sluice/cmd/ipfstat", "sluice/cmd/ipmon", "sluice/cmd/ippool", "sluice/cmd/ipqosadmin").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -140,6 +140,9 @@ func ownTopo(t *testing.T) *topo {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(mountHelperEnv) == "1" {
+		os.Exit(mountHelper())
+	}
 	code := m.Run()
 	if shared != nil {
 		shared.close()
@@ -188,10 +191,11 @@ func newTopo(t *testing.T) *topo {
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount("bpf", mnt, "bpf", 0, "mode=0700"); err != nil {
-		testutil.SkipOrFail(t, "mounting bpffs: %v", err)
+	unmount, err := bpffs.MountAt(mnt)
+	if err != nil {
+		testutil.SkipOrFail(t, "%v", err)
 	}
-	tp.onClose(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	tp.onClose(func() { unmount() })
 	tp.pinDir = filepath.Join(mnt, "sluice")
 
 	runtime.LockOSThread()
@@ -1034,42 +1038,49 @@ func TestPrivilegedRemove(t *testing.T) {
 	}
 }
 
-// TestPrivilegedMountsBPFFS runs ipf with the default pin directory in a
-// private mount namespace where /sys/fs/bpf is not a bpffs (a tmpfs hides
-// it): ipf must mount one there, load, and ipf -D must clean up.
-func TestPrivilegedMountsBPFFS(t *testing.T) {
-	tp := ownTopo(t)
-	rules := tp.file("m.conf", stateless6)
-	script := fmt.Sprintf(`set -e
-mount -t tmpfs none /sys/fs/bpf
-echo "before: $(stat -f -c %%T /sys/fs/bpf)"
-%[1]s/ipf -Fa -f %[2]s
-echo "after: $(stat -f -c %%T /sys/fs/bpf)"
-%[1]s/ipfstat -io
-%[1]s/ipf -D
-test -e /sys/fs/bpf/sluice || echo "pins gone"
-`, tp.bin, rules)
-	c := exec.Command("sh", "-c", script)
-	env := []string{}
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, PinDirEnv+"=") {
-			env = append(env, e)
+// mountHelperEnv makes the test binary run mountHelper instead of the
+// tests (see TestPrivilegedMountsBPFFS).
+const mountHelperEnv = "IPFCTL_TEST_MOUNT_HELPER"
+
+// mountHelper runs in a private mount namespace and plays the host's: it
+// hides /sys/fs/bpf under a tmpfs and checks that prepareBPFFS mounts a
+// bpffs there (and only once).
+func mountHelper() int {
+	initMountNS = func() (bool, bool) { return true, true }
+	if err := unix.Mount("none", "/sys/fs/bpf", "tmpfs", 0, ""); err != nil {
+		fmt.Println("tmpfs:", err)
+		return 1
+	}
+	for i := 0; i < 2; i++ {
+		if err := prepareBPFFS("/sys/fs/bpf/sluice"); err != nil {
+			fmt.Println("prepareBPFFS:", err)
+			return 1
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs("/sys/fs/bpf", &st); err != nil || st.Type != unix.BPF_FS_MAGIC {
+			fmt.Printf("/sys/fs/bpf after prepareBPFFS: %v, type %#x\n", err, st.Type)
+			return 1
 		}
 	}
-	c.Env = env
-	// a new mount namespace (Go makes its mounts private first)
+	// one bpffs on /sys/fs/bpf, not two stacked
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	fmt.Printf("bpf mounts on /sys/fs/bpf: %d\n", strings.Count(string(mi), " /sys/fs/bpf rw,")-1)
+	return 0
+}
+
+// TestPrivilegedMountsBPFFS checks that, in the host's mount namespace
+// with no bpffs on /sys/fs/bpf, ipf mounts one (as systemd does at boot).
+// It runs in a helper process in a private mount namespace that pretends
+// to be the host's, so the host's /sys/fs/bpf is never touched; a real
+// private namespace is refused (TestPrivilegedPrivateSys).
+func TestPrivilegedMountsBPFFS(t *testing.T) {
+	testutil.RequireRoot(t)
+	c := exec.Command(os.Args[0], "-test.run=^$")
+	c.Env = append(os.Environ(), mountHelperEnv+"=1")
 	c.SysProcAttr = &syscall.SysProcAttr{Unshareflags: unix.CLONE_NEWNS}
-	var o, e bytes.Buffer
-	c.Stdout, c.Stderr = &o, &e
-	if err := tp.start(c); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Wait(); err != nil {
-		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, o.String(), e.String())
-	}
-	want := "before: tmpfs\nafter: bpf_fs\n" + stateless6 + "pins gone\n"
-	if o.String() != want {
-		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", o.String(), want, e.String())
+	out, err := c.CombinedOutput()
+	if err != nil || string(out) != "bpf mounts on /sys/fs/bpf: 1\n" {
+		t.Errorf("helper: %v\n%s", err, out)
 	}
 }
 
@@ -1137,10 +1148,11 @@ block in proto udp from any to any port = %d group 10
 func TestPrivilegedFailedFirstLoadLeavesNoPins(t *testing.T) {
 	mnt := bpffs.Mount(t)
 	dir := filepath.Join(mnt, "sluice")
-	b := New(dir)
+	b := NewKernel(dir)
 	defer b.Close()
 	b.failVerifier = true
-	err := b.SetEnabled(true)
+	enable := []Op{{Kind: OpEnable}}
+	_, err := b.Apply(enable, ApplyOptions{})
 	var ve *ebpf.VerifierError
 	if !errors.As(err, &ve) {
 		t.Fatalf("ipf -E with a rejected program: got %v, want a verifier error", err)
@@ -1153,10 +1165,10 @@ func TestPrivilegedFailedFirstLoadLeavesNoPins(t *testing.T) {
 		t.Errorf("OpenPinned after the failed load: %v, want ErrNotLoaded", err)
 	}
 	b.failVerifier = false
-	if err := b.SetEnabled(true); err != nil {
+	if _, err := b.Apply(enable, ApplyOptions{}); err != nil {
 		t.Fatalf("ipf -E: %v", err)
 	}
-	if err := b.SetEnabled(false); err != nil {
+	if _, err := b.Apply([]Op{{Kind: OpDisable}}, ApplyOptions{}); err != nil {
 		t.Fatalf("ipf -D: %v", err)
 	}
 }

@@ -22,20 +22,28 @@ type LiveLog struct {
 	monoToWall time.Duration
 	seq        uint32
 	ifnames    map[uint32]string
+	// failed is the datapath's count of records it could not log (ring
+	// buffer full) when last looked at; checked is when that was.
+	failed  uint64
+	checked time.Time
 }
+
+// lostPoll is how often Next looks at the datapath's log-failure counter.
+// Reading it takes one map lookup per CPU: not worth doing per record.
+const lostPoll = 100 * time.Millisecond
 
 // OpenLiveLog starts reading the log ring of the datapath pinned in dir
 // ("" = default). Only one reader should run at a time: each record goes
 // to one reader.
 func OpenLiveLog(dir string) (*LiveLog, error) {
-	d, err := bpf.OpenPinned(dir)
+	d, err := bpf.OpenPinned(orDefault(dir))
 	if err != nil {
-		return nil, err
+		return nil, permissionHint(explainNotLoaded(orDefault(dir), err))
 	}
 	rd, err := d.OpenLog()
 	if err != nil {
 		d.Close()
-		return nil, err
+		return nil, permissionHint(err)
 	}
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
@@ -45,6 +53,9 @@ func OpenLiveLog(dir string) (*LiveLog, error) {
 	}
 	l := &LiveLog{d: d, rd: rd, ifnames: map[uint32]string{}}
 	l.monoToWall = time.Duration(time.Now().UnixNano() - ts.Nano())
+	// records lost before this reader started are not its to report
+	l.failed, _ = l.logFailures()
+	l.checked = time.Now()
 	return l, nil
 }
 
@@ -58,11 +69,34 @@ func (l *LiveLog) Close() error {
 	return err
 }
 
-// Next blocks for the next record.
+// logFailures is the datapath's count of records the ring had no room
+// for (ipfstat's "log failures", IPFilter's ST_LOGFAIL).
+func (l *LiveLog) logFailures() (uint64, error) {
+	st, err := l.d.Stats()
+	if err != nil {
+		return 0, err
+	}
+	return st.In.LogFail + st.Out.LogFail, nil
+}
+
+// Next blocks for the next record. Records the datapath could not log
+// (the ring was full because the reader fell behind) are counted by the
+// datapath; Next skips that many sequence numbers, so the gap shows in
+// the records' Seq as it does in IPFilter's log, and ipmon reports it
+// ("missed N ipf log entries"). The gap comes at the first record read
+// after the loss was counted, which may be a few records after it
+// happened.
 func (l *LiveLog) Next() (ipflog.Record, error) {
 	raw, err := l.rd.Read()
 	if err != nil {
 		return ipflog.Record{}, err
+	}
+	if now := time.Now(); now.Sub(l.checked) >= lostPoll {
+		l.checked = now
+		if n, err := l.logFailures(); err == nil && n > l.failed {
+			l.seq += uint32(n - l.failed)
+			l.failed = n
+		}
 	}
 	wall := time.Unix(0, int64(raw.Time+l.monoToWall))
 	r := Convert(&raw, l.ifname(raw.Ifindex), l.group(raw.List), wall, l.seq)

@@ -8,10 +8,9 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"sluice/internal/bpf"
-	ippoolcmd "sluice/internal/cmd/ippool"
+	"golang.org/x/sys/unix"
+
 	"sluice/internal/pool"
-	"sluice/internal/rules/ipf"
 	"sluice/internal/rules/ippool"
 )
 
@@ -149,13 +148,7 @@ func poolSet(f *ippool.File) (*pool.Set, error) {
 	return pool.NewSet(f, nil)
 }
 
-// NewWithPools returns a Backend for the datapath pinned in dir whose
-// pool tables live in poolDir ("" = PoolDir()).
-func NewWithPools(dir, poolDir string) *Backend {
-	return &Backend{dir: dir, pools: NewPoolStore(poolDir)}
-}
-
-func (b *Backend) poolStore() *PoolStore {
+func (b *Kernel) poolStore() *PoolStore {
 	if b.pools == nil {
 		b.pools = NewPoolStore("")
 	}
@@ -164,7 +157,7 @@ func (b *Backend) poolStore() *PoolStore {
 
 // loadedPools locks the store and returns its tables as a compile-ready
 // set; the caller must call unlock when the rules are loaded.
-func (b *Backend) loadedPools() (set *pool.Set, unlock func(), err error) {
+func (b *Kernel) loadedPools() (set *pool.Set, unlock func(), err error) {
 	st := b.poolStore()
 	if _, err := os.Stat(st.dir); errors.Is(err, os.ErrNotExist) {
 		// ippool never ran: no tables, and no reason to make the
@@ -173,7 +166,7 @@ func (b *Backend) loadedPools() (set *pool.Set, unlock func(), err error) {
 	}
 	unlock, err = st.lock()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, permissionHint(err)
 	}
 	f, err := st.Load()
 	if err == nil {
@@ -187,35 +180,54 @@ func (b *Backend) loadedPools() (set *pool.Set, unlock func(), err error) {
 }
 
 // Pools returns the stored pool tables (ippool -l, -s).
-func (b *Backend) Pools() (*ippool.File, error) {
+func (b *Kernel) Pools() (*ippool.File, error) {
 	st := b.poolStore()
 	if _, err := os.Stat(st.dir); errors.Is(err, os.ErrNotExist) {
 		return &ippool.File{}, nil
 	}
 	unlock, err := st.lock()
 	if err != nil {
-		return nil, err
+		return nil, permissionHint(err)
 	}
 	defer unlock()
 	return st.Load()
 }
 
+// onBPFFS reports whether dir's parent is a bpffs already (without
+// mounting one).
+func onBPFFS(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(filepath.Dir(filepath.Clean(dir)), &st) == nil && st.Type == unix.BPF_FS_MAGIC
+}
+
 // UpdatePools applies edit to a copy of the stored tables, then stores
-// the result and recompiles and reloads both rule sets with it. Nothing
-// changes when edit fails, the tables are inconsistent (a name used
-// twice) or a set does not compile. Each set is replaced atomically, as
-// an ipf rule edit does; the active set is loaded last so that a failure
-// leaves the rules that filter traffic as they were.
-func (b *Backend) UpdatePools(edit func(*ippool.File) error) error {
-	st := b.poolStore()
-	unlock, err := st.lock()
+// the result and recompiles and reloads the rule sets that name tables.
+// Nothing changes when edit fails, the tables are inconsistent (a name
+// used twice) or a set does not compile or fit. It holds the lock beside
+// the pins throughout, as ipf does, so an ipf load and an ippool edit
+// never interleave. Each set is replaced atomically; the active set is
+// written last so that a failure leaves the rules that filter traffic as
+// they were.
+func (b *Kernel) UpdatePools(edit func(*ippool.File) error) error {
+	unlock, err := lockTx(b.dir, true, onBPFFS(b.dir))
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	defer b.Close()
+	st := b.poolStore()
+	unlockStore, err := st.lock()
+	if err != nil {
+		return permissionHint(err)
+	}
+	defer unlockStore()
 	f, err := st.Load()
 	if err != nil {
 		return err
+	}
+	before := map[*ippool.Table]bool{}
+	for _, t := range f.Tables {
+		before[t] = true
 	}
 	if err := edit(f); err != nil {
 		return err
@@ -227,56 +239,50 @@ func (b *Backend) UpdatePools(edit func(*ippool.File) error) error {
 	if err != nil {
 		return err
 	}
-	type load struct {
-		s  bpf.Set
-		im *bpf.Image
-	}
-	var loads []load
-	d, err := b.open()
-	if err != nil && !errors.Is(err, bpf.ErrNotLoaded) {
+	t, err := b.newTx()
+	if err != nil {
 		return err
 	}
-	if err == nil {
-		for _, s := range []bpf.Set{bpf.Inactive, bpf.Active} {
-			rules, err := currentRules(d, s)
+	defer t.close()
+	// the store is locked above: compile with the edited tables
+	t.pools, t.poolsRead = set, true
+	if t.d != nil {
+		for _, s := range []Set{SetInactive, SetActive} {
+			rules, err := t.rules(s)
 			if err != nil {
 				return err
 			}
-			if !usesPools(rules) {
-				continue
+			if usesPools(rules) {
+				t.set(s, rules)
 			}
-			im, err := bpf.Compile(rules, bpf.CompileOptions{Pools: set})
-			if err != nil {
-				return fmt.Errorf("%s set with the new pools: %w", s, err)
+		}
+		if err := t.flushSets(); err != nil {
+			var pe *PoolSpaceError
+			if errors.As(err, &pe) {
+				pe.Table = largestNew(f, before)
 			}
-			loads = append(loads, load{s, im})
+			return err
 		}
 	}
 	if err := st.Save(f); err != nil {
 		return err
 	}
-	for _, l := range loads {
-		if err := d.LoadRules(l.im, l.s); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err = t.commit()
+	return err
 }
 
-// usesPools reports whether a set names pool or hash tables, and so must
-// be recompiled when they change; other sets are left untouched (their
-// counters stay).
-func usesPools(rules []*ipf.Rule) bool {
-	for _, r := range rules {
-		for _, e := range []*ipf.Endpoint{&r.From, &r.To} {
-			if k := e.Addr.Kind; k == ipf.AddrPool || k == ipf.AddrHash {
-				return true
-			}
+// largestNew returns the table with the most entries among those the
+// edit brought in (nil if none).
+func largestNew(f *ippool.File, before map[*ippool.Table]bool) *ippool.Table {
+	var best *ippool.Table
+	for _, t := range f.Tables {
+		if !before[t] && (best == nil || len(t.Entries) > len(best.Entries)) {
+			best = t
 		}
 	}
-	return false
+	return best
 }
 
-// PoolDevice returns ippool's kernel device: the pool store in poolDir
+// PoolBackend returns ippool's kernel device: the pool store in poolDir
 // ("" = PoolDir()) applied to the datapath pinned in dir.
-func PoolDevice(dir, poolDir string) ippoolcmd.Device { return NewWithPools(dir, poolDir) }
+func PoolBackend(dir, poolDir string) PoolDevice { return NewKernelWithPools(dir, poolDir) }

@@ -76,7 +76,7 @@ func TestPoolStoreCorrupt(t *testing.T) {
 
 func TestUpdatePoolsWithoutDatapath(t *testing.T) {
 	tmp := t.TempDir()
-	b := NewWithPools(filepath.Join(tmp, "no-bpffs"), filepath.Join(tmp, "pools"))
+	b := NewKernelWithPools(filepath.Join(tmp, "no-bpffs"), filepath.Join(tmp, "pools"))
 	defer b.Close()
 	if err := b.UpdatePools(func(f *ippool.File) error {
 		f.Tables = parseConf(t, storeConf).Tables

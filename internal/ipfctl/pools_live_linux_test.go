@@ -8,12 +8,19 @@ import (
 )
 
 // TestPrivilegedPoolFollowsIppool loads `block in quick from pool/100`
-// before the pool exists, then drives the pool with ippool and checks
-// that the peer's traffic follows its contents without any ipf run.
+// (a rule naming a table that does not exist is refused), then drives the
+// pool with ippool and checks that the peer's traffic follows its
+// contents without any ipf run.
 func TestPrivilegedPoolFollowsIppool(t *testing.T) {
 	tp := sharedTopo(t)
 	t.Cleanup(func() { tp.t = t; tp.mustRun("ippool", "-F") })
-	tp.mustRun("ipf", "-Fa", "-f", tp.file("pool.conf", "block in quick from pool/100 to any\npass in all\npass out all\n"))
+	conf := tp.file("pool.conf", "block in quick from pool/100 to any\npass in all\npass out all\n")
+	code, _, stderr := tp.run("ipf", "-Fa", "-f", conf)
+	if code != 1 || !strings.Contains(stderr, "pool.conf:1: pool/100: no such ippool table") {
+		t.Errorf("ipf -f naming a missing table: exit %d, stderr %q; want 1 and file:line", code, stderr)
+	}
+	tp.mustRun("ippool", "-f", tp.file("ippool0.conf", "table role = ipf type = tree number = 100 { 10.99.0.0/16; };\n"))
+	tp.mustRun("ipf", "-Fa", "-f", conf)
 	blocked := func(when string) {
 		t.Helper()
 		if err := tp.tcpEcho(tp.a, addrB, 400*time.Millisecond); err == nil {
@@ -26,7 +33,7 @@ func TestPrivilegedPoolFollowsIppool(t *testing.T) {
 			t.Errorf("%s: TCP from %s: %v, want it to pass", when, addrA, err)
 		}
 	}
-	passes("no pool 100 yet")
+	passes("not in pool 100 yet")
 
 	pools := tp.file("ippool.conf", fmt.Sprintf("table role = ipf type = tree number = 100 { 10.99.0.0/16; %s; };\n", addrA))
 	tp.mustRun("ippool", "-f", pools)
@@ -52,7 +59,7 @@ func TestPrivilegedPoolFollowsIppool(t *testing.T) {
 	// its good tables come first
 	before := tp.mustRun("ippool", "-l")
 	bad := tp.file("bad-ippool.conf", "table role = ipf type = tree number = 100 { 10.1.0.0/16; };\ntable role = ipf type = tree number = 101 { 1.2.3.4/40; };\n")
-	code, _, stderr := tp.run("ippool", "-f", bad)
+	code, _, stderr = tp.run("ippool", "-f", bad)
 	if code == 0 {
 		t.Errorf("ippool -f of a bad file exited 0")
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"sluice/internal/rules/ipf"
 	"sluice/internal/rules/ippool"
 )
 
@@ -34,14 +33,14 @@ func TestTreeLongestMatch(t *testing.T) {
 		{"::ffff:1.1.1.1", true},
 	}
 	for _, tc := range tests {
-		if got := s.Contains(ipf.AddrPool, "100", netip.MustParseAddr(tc.addr)); got != tc.want {
+		if got := s.Contains(false, "100", netip.MustParseAddr(tc.addr)); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.addr, got, tc.want)
 		}
 	}
-	if s.Contains(ipf.AddrPool, "101", netip.MustParseAddr("1.1.1.1")) {
+	if s.Contains(false, "101", netip.MustParseAddr("1.1.1.1")) {
 		t.Error("unknown pool matched")
 	}
-	if s.Contains(ipf.AddrHash, "100", netip.MustParseAddr("1.1.1.1")) {
+	if s.Contains(true, "100", netip.MustParseAddr("1.1.1.1")) {
 		t.Error("tree answered a hash lookup")
 	}
 }
@@ -168,9 +167,9 @@ func TestLookupAllocs(t *testing.T) {
 	}
 	a4, a6 := netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("ef00::1")
 	n := testing.AllocsPerRun(1000, func() {
-		s.Contains(ipf.AddrPool, "1", a4)
-		s.Contains(ipf.AddrPool, "1", a6)
-		s.Contains(ipf.AddrHash, "2", a4)
+		s.Contains(false, "1", a4)
+		s.Contains(false, "1", a6)
+		s.Contains(true, "2", a4)
 	})
 	if n != 0 {
 		t.Errorf("got %v allocs per lookup, want 0", n)

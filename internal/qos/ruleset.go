@@ -1,7 +1,8 @@
-// Package qos is Sluice's IPQoS engine: it compiles a parsed configuration
-// into an immutable Ruleset, classifies and marks outbound packets with it
-// (the Go reference datapath), and keeps the per-policy and per-filter
-// counters. The eBPF datapath in internal/bpf/qos uses the same Ruleset.
+// Package qos is Sluice's compiled IPQoS configuration: Compile turns a
+// parsed ipqos.conf into an immutable Ruleset, and Stats are the counters
+// read back from a datapath. Both datapaths take the same Ruleset: the Go
+// reference engine (internal/qos/engine) and the eBPF marker
+// (internal/bpf/qosmark); neither depends on the other.
 package qos
 
 import (
@@ -250,4 +251,37 @@ func setSide(r *Rule, f *ipqos.Filter, to, from ipqos.Side) bool {
 		*plo, *phi = lo, hi
 	}
 	return true
+}
+
+// Priority is the skb->priority (an HTB class id, HTBMajor:Class) the
+// kernel path sets for a policy that shapes or sets an 802.1p priority; 0
+// otherwise. HTB reads it as the class; a VLAN device's egress QoS map
+// turns it into the 802.1p priority.
+func (p *Policy) Priority() uint32 {
+	if p.VPR < 0 && !p.Shapes() {
+		return 0
+	}
+	return HTBMajor<<16 | uint32(p.Class)
+}
+
+// Shapes reports whether the policy has a bandwidth reservation or cap.
+func (p *Policy) Shapes() bool { return p.Res.Set || p.Max.Set }
+
+// Stats is a snapshot of counters, shaped like `ipqosadmin -showstats`.
+type Stats struct {
+	Adapter  string
+	Policies []PolicyStats
+}
+
+// PolicyStats are one policy's counters and those of its filters.
+type PolicyStats struct {
+	Name                                         string
+	Packets, Bytes, DroppedPackets, DroppedBytes uint64
+	Filters                                      []FilterStats
+}
+
+// FilterStats are one filter's counters.
+type FilterStats struct {
+	Name           string
+	Packets, Bytes uint64
 }

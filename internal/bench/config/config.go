@@ -94,7 +94,7 @@ type IPFLoader func(rules string) (Applier, error)
 // QoSLoader loads an ipqos.conf configuration into Sluice's IPQoS marking
 // datapath, with the same contract as IPFLoader. The configuration names
 // the SUT's interface as its adapter (already substituted for @LINK@);
-// marking is on egress. The lead plugs internal/bpf/qos in here.
+// marking is on egress. The lead plugs internal/bpf/qosmark in here.
 type QoSLoader func(conf string) (Applier, error)
 
 // Datapaths are the Sluice datapaths available to the bench; a nil field

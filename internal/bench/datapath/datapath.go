@@ -1,5 +1,5 @@
 // Package datapath plugs Sluice's eBPF datapaths into `sluice bench`: the
-// IPFilter filter of internal/bpf and the IPQoS marker of internal/bpf/qos,
+// IPFilter filter of internal/bpf and the IPQoS marker of internal/bpf/qosmark,
 // behind config.Datapaths.
 //
 // Every Apply mounts a private bpffs in a temporary directory and pins the

@@ -12,7 +12,7 @@ import (
 	"sluice/internal/bench/config"
 	"sluice/internal/bench/topo"
 	"sluice/internal/bpf"
-	bpfqos "sluice/internal/bpf/qos"
+	"sluice/internal/bpf/qosmark"
 	"sluice/internal/qos"
 	"sluice/internal/rules/ipf"
 )
@@ -155,8 +155,8 @@ func (a *qosApplier) Apply(ctx context.Context, h *topo.Host) error {
 	err = h.Do(func() error {
 		// Not Continue: an adapter that cannot be attached fails the
 		// apply instead of measuring an unmarked link.
-		if _, err := bpfqos.Load(a.rs, bpfqos.Options{PinDir: pin, Log: io.Discard}); err != nil {
-			return errors.Join(err, bpfqos.Disable(pin))
+		if _, err := qosmark.Load(a.rs, qosmark.Options{PinDir: pin, Log: io.Discard}); err != nil {
+			return errors.Join(err, qosmark.Disable(pin))
 		}
 		return nil
 	})
@@ -175,7 +175,7 @@ func (a *qosApplier) Remove() error {
 	a.pin = ""
 	// Adapters are found by name, and the HTB classes removed, in the
 	// SUT's namespace.
-	err := a.host.Do(func() error { return bpfqos.Disable(pin) })
+	err := a.host.Do(func() error { return qosmark.Disable(pin) })
 	return errors.Join(err, a.fs.unmount())
 }
 

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"sluice/internal/bench/config"
 	"sluice/internal/bench/topo"
 	"sluice/internal/testutil"
+	"sluice/internal/testutil/bpffs"
 	"sluice/internal/testutil/topotest"
 )
 
@@ -209,9 +209,9 @@ func TestSweepMounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+	if _, err := bpffs.MountAt(dir); err != nil {
 		os.Remove(dir)
-		testutil.SkipOrFail(t, "mounting a bpffs: %v", err)
+		testutil.SkipOrFail(t, "%v", err)
 	}
 	mine, err := mountPrivate()
 	if err != nil {

@@ -1,5 +1,13 @@
-// Package cli is the ipf(8) command: option handling, offline parsing and
-// printing, and the kernel operations, which go through a Backend.
+// Package ipf is the ipf(8) command: option handling, offline parsing and
+// printing, and the kernel operations, which go through an
+// ipfctl.Backend.
+//
+// A command line is handled in two phases. First every option is read in
+// order, every file is read and parsed and every argument checked, with
+// nothing sent to the kernel; any error ends the run there, having changed
+// nothing. Then the operations go to the backend as one transaction
+// (ipfctl.Backend.Apply), which checks them against the loaded rules and
+// applies them in order under one lock.
 package ipf
 
 import (
@@ -8,112 +16,104 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"sluice/internal/getopt"
+	"sluice/internal/ipfctl"
 	"sluice/internal/rules/ipf"
 )
 
-// ErrNoKernel is returned for kernel operations when no Backend is wired in.
-var ErrNoKernel = errors.New("kernel datapath not available")
-
-// Set names one of the two rule sets of the filter.
-type Set uint8
-
-// The rule sets: -A (default) and -I.
-const (
-	SetActive Set = iota
-	SetInactive
-)
-
-// FlushWhich is what `ipf -F` flushes from the rule lists.
-type FlushWhich uint8
-
-// The rule-list flush targets (-F i, -F o, -F a).
-const (
-	FlushIn FlushWhich = 1 << iota
-	FlushOut
-	FlushBoth = FlushIn | FlushOut
-)
-
-// Backend is the filter in the kernel (or any datapath) that ipf drives.
-// The eBPF loader implements it; ipf never touches the datapath directly.
-// Each method is one ioctl of the original: it must be atomic (a failed
-// call changes nothing) and return an error wrapping the reason.
-type Backend interface {
-	// AddRules appends (remove=false) or deletes (remove=true) rules in
-	// the given set: `ipf [-I] [-r] -f file`. Rules with HasInsertAt go
-	// to that position.
-	AddRules(set Set, rules []*ipf.Rule, remove bool) error
-	// FlushRules empties the in and/or out lists (and their groups) of a
-	// set and returns how many rules were removed: `ipf -F i|o|a`.
-	FlushRules(set Set, which FlushWhich) (int, error)
-	// FlushState removes state entries and returns how many: arg is
-	// "S" (all), "s" (TCP past ESTABLISHED), "5".."11" (that TCP state) or
-	// a number >= 30 (idle longer than that many seconds); expr is the
-	// parsed `-m` filter or nil.
-	FlushState(arg string, expr []ipf.ExprClause) (int, error)
-	// Swap makes the inactive set active and returns the number of the
-	// set that is now inactive: `ipf -s`.
-	Swap() (int, error)
-	// SetEnabled switches the whole filter on or off: `ipf -E` / `-D`.
-	SetEnabled(on bool) error
-	// ZeroRuleCounters returns the hits and bytes of a rule of the set
-	// and zeroes them: `ipf -z -f file`.
-	ZeroRuleCounters(set Set, r *ipf.Rule) (hits, bytes uint64, err error)
-	// ZeroStats zeroes the global statistics and returns the `-Z` report
-	// text (§6.1 of the reference), printed as is.
-	ZeroStats() (string, error)
-	// SetLogFlags sets the default logging (-l pass|block|nomatch|none|
-	// state|nat).
-	SetLogFlags(what string) error
-	// Tunables applies `-T list` ("list", "name", "name=value[,...]")
-	// and returns what to print.
-	Tunables(arg string) (string, error)
-	// SyncInterfaces re-reads interface addresses and indexes: `ipf -y`.
-	SyncInterfaces() error
-	// Status returns the `-V` lines after the first: Kernel, Running,
-	// Log Flags, Default, Active list, Feature mask.
-	Status() (string, error)
-}
-
-// DCABackend is a Backend with HP-UX's DCA mode (the connection limits of
-// `keep limit` rules): `ipf -m e|d|q|t`.
-type DCABackend interface {
-	// DCA enables (e) or disables (d) the limits, queries the mode (q) or
-	// shows the connection table (t), and returns what to print.
-	DCA(mode byte) (string, error)
-}
-
 // Version is the version string ipf -V prints.
-const Version = "IP Filter: v5.1.2 (Sluice)"
+const Version = ipfctl.Version
+
+// Main runs ipf with args (without the program name) on the kernel
+// datapath pinned in ipfctl.PinDir() and returns the exit status. When
+// started as the rollback watchdog of an earlier ipf -W it runs that
+// instead (see ipfctl.RunWatchdog).
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if os.Getenv(ipfctl.WatchdogEnv) == "1" {
+		return ipfctl.RunWatchdog(stdin, stdout)
+	}
+	c := &Command{Stdin: stdin, Stdout: stdout, Stderr: stderr, Backend: ipfctl.FilterBackend(ipfctl.PinDir())}
+	return c.Run(args)
+}
 
 // Command is one run of ipf.
 type Command struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Backend is the datapath; nil means none is available, and every
-	// kernel operation fails with ErrNoKernel unless -n is given.
-	Backend Backend
+	// kernel operation fails with ipfctl.ErrNoKernel unless -n is given.
+	Backend ipfctl.Backend
 	// Getenv reads the environment (IPF_PREDEFINED); nil means os.Getenv.
 	Getenv func(string) string
 	// ReadFile reads rule files; nil means os.ReadFile.
 	ReadFile func(string) ([]byte, error)
 }
 
-// options are the flags seen so far; ipf acts on each as it is parsed.
+// options are the flags seen so far; each -f is parsed with the options
+// that precede it, as in IPFilter.
 type options struct {
 	noAction, verbose, noResolve, debug, remove bool
 	inet6, inet4                                bool
-	set                                         Set
+	set                                         ipfctl.Set
 	zero                                        bool
 	expr                                        []ipf.ExprClause
 }
 
-const optString = "46Ac:dDEf:F:Il:m:noPrRsT:vVyzZ"
+// step is one operation and how to report its result.
+type step struct {
+	op      ipfctl.Op
+	verbose bool
+	print   ipf.PrintOptions // -z: how to print the rules
+}
+
+const optString = "46Ac:CdDEf:F:hIl:m:noPrRsT:vVW:yzZ"
+
+// Usage is ipf's complete usage text (-h).
+const Usage = `usage: ipf [-46AdDEhInoPrRsvVyzZ] [-C] [-W seconds] [-F i|o|a|s|S|N] [-f file]
+           [-l block|pass|nomatch|none|state|nat] [-m expr|e|d|q|t] [-T list|name[=value][,...]]
+  -f file    read rules from file ("-": standard input) and add them to the set
+  -r         remove the rules of the following -f files instead of adding them
+  -A, -I     act on the active set (the default) / on the inactive set
+  -F i|o|a   flush the input, output or all rules (groups included) of the set
+  -F s|S|N   flush state: s closing TCP entries, S all, N those in TCP state N
+             (5..11) or idle for more than N seconds (N >= 30)
+  -m expr    with -F: select the state entries to flush by an expression
+  -m e|d|q|t HP-UX's DCA mode (keep limit): enable, disable, query, or
+             show the connections each limit holds
+  -s         swap the active and the inactive set
+  -E, -D     enable the filter (load the datapath) / disable it (detach and
+             remove everything: rules, state, counters)
+  -l what    default logging: pass, block, nomatch (add), none (clear), state
+  -T arg     tunables: list, show name, or set name=value[,name=value...]
+  -y         re-read interface names and addresses into the loaded sets
+  -z         with -f: print and zero the counters of those rules
+  -Z         print and zero the statistics
+  -V         print the version and the filter's status
+  -n         dry run: parse and check everything, change nothing; on a host
+             with a loaded filter, print what would change in each list
+  -v         verbose: print each rule as parsed and what each step did
+  -R         do not resolve host, network and interface names
+  -4, -6     read the following files as IPv4 / IPv6 only
+  -d         debug: print more of each rule
+  -W sec     apply, then roll everything back by itself after sec seconds
+             unless confirmed with ipf -C (a detached watchdog does it: a
+             lost SSH session cannot leave a bad set in force)
+  -C         confirm the pending -W load
+  -o, -P     accepted for IPFilter compatibility, no effect
+  -c lang    generate C code for the rules: not supported
+  -h         print this help
+The whole command line is checked first: every file parsed, rules to remove
+found, tunables known, the new sets compiled and within the kernel's limits.
+Only then is it applied, in command-line order, as one transaction under a
+lock shared with other ipf and ippool runs. An error changes nothing.
+`
 
 // Run executes ipf with args (without the program name) and returns the
-// exit status.
+// exit status: 0 done, 1 an error, 2 a usage error.
 func (c *Command) Run(args []string) int {
 	if c.Getenv == nil {
 		c.Getenv = os.Getenv
@@ -124,79 +124,227 @@ func (c *Command) Run(args []string) int {
 	if c.Stdin == nil {
 		c.Stdin = strings.NewReader("")
 	}
-	var o options
+	var (
+		o       options
+		steps   []step
+		failed  bool
+		confirm bool
+		within  time.Duration
+		version bool
+	)
 	g := getopt.New(args, optString)
 	sawAction := false
 	for {
 		opt, ok, err := g.Next()
 		if err != nil {
 			fmt.Fprintf(c.Stderr, "ipf: %v\n", err)
-			c.usage()
-			return 1
+			fmt.Fprint(c.Stderr, Usage)
+			return 2
 		}
 		if !ok {
 			break
 		}
-		sawAction = true
-		if err := c.do(&o, opt.Flag, opt.Arg); err != nil {
-			fmt.Fprintf(c.Stderr, "ipf: %v\n", err)
-			return 1
+		switch opt.Flag {
+		case 'h':
+			fmt.Fprint(c.Stdout, Usage)
+			return 0
+		case 'C':
+			confirm = true
+		case 'W':
+			n, err := strconv.Atoi(opt.Arg)
+			if err != nil || n < 1 {
+				fmt.Fprintf(c.Stderr, "ipf: -W %s: expected a number of seconds\n", opt.Arg)
+				return 2
+			}
+			within = time.Duration(n) * time.Second
+			continue
+		case 'V':
+			version = true
 		}
+		sawAction = true
+		st, err := c.parse(&o, opt.Flag, opt.Arg)
+		if err != nil {
+			fmt.Fprintf(c.Stderr, "ipf: %v\n", err)
+			failed = true
+			continue
+		}
+		steps = append(steps, st...)
 	}
 	if g.Optind() < len(args) || !sawAction {
-		c.usage()
+		fmt.Fprint(c.Stderr, Usage)
+		return 2
+	}
+	if failed {
 		return 1
+	}
+	switch {
+	case confirm:
+		return c.confirm(steps)
+	case o.noAction:
+		return c.dryRun(steps, version)
+	}
+	if within > 0 && !changesSets(steps) {
+		fmt.Fprintln(c.Stderr, "ipf: -W: the command line changes no rule set, so there is nothing to roll back")
+		return 2
+	}
+	if len(steps) == 0 {
+		return 0
+	}
+	if c.Backend == nil {
+		fmt.Fprintf(c.Stderr, "ipf: %v\n", ipfctl.ErrNoKernel)
+		return 1
+	}
+	ops := make([]ipfctl.Op, len(steps))
+	for i := range steps {
+		ops[i] = steps[i].op
+	}
+	warn := func(msg string) { fmt.Fprintf(c.Stderr, "ipf: warning: %s\n", msg) }
+	res, err := c.Backend.Apply(ops, ipfctl.ApplyOptions{ConfirmWithin: within, Warn: warn})
+	for i := range res {
+		c.report(&steps[i], &res[i])
+	}
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "ipf: %v\n", err)
+		return 1
+	}
+	if within > 0 {
+		fmt.Fprintf(c.Stdout, "ipf: applied; rolled back in %d s unless confirmed with ipf -C\n", int(within/time.Second))
 	}
 	return 0
 }
 
-func (c *Command) usage() {
-	fmt.Fprintln(c.Stderr, "usage: ipf [-46AdDEInoPrRsvVyzZ] [-l block|pass|nomatch|state|nat] [-c c] [-F i|o|a|s|S|N] [-m expr|e|d|q|t] [-T list] -f filename")
+func changesSets(steps []step) bool {
+	for _, s := range steps {
+		switch s.op.Kind {
+		case ipfctl.OpAdd, ipfctl.OpRemove, ipfctl.OpFlush, ipfctl.OpSwap, ipfctl.OpSync:
+			return true
+		}
+	}
+	return false
 }
 
-// dca carries out ipf -m e|d|q|t.
-func (c *Command) dca(o *options, mode byte) error {
-	b, ok, err := c.kernel(o)
-	if err != nil || !ok {
-		return err
-	}
-	db, ok := b.(DCABackend)
-	if !ok {
-		return fmt.Errorf("-m %c: DCA mode: %w", mode, errors.ErrUnsupported)
-	}
-	out, err := db.DCA(mode)
-	if err != nil {
-		return fmt.Errorf("-m %c: %w", mode, err)
-	}
-	fmt.Fprint(c.Stdout, out)
-	return nil
-}
-
-// kernel returns the backend, or an error when the operation must reach
-// the kernel and none is available. ok=false (with no error) means -n:
-// skip the operation.
-func (c *Command) kernel(o *options) (Backend, bool, error) {
-	if o.noAction {
-		return nil, false, nil
+// confirm is ipf -C: it stands alone on its command line.
+func (c *Command) confirm(steps []step) int {
+	if len(steps) > 0 {
+		fmt.Fprintln(c.Stderr, "ipf: -C confirms a pending -W load and takes no other options")
+		return 2
 	}
 	if c.Backend == nil {
-		return nil, false, ErrNoKernel
+		fmt.Fprintf(c.Stderr, "ipf: %v\n", ipfctl.ErrNoKernel)
+		return 1
 	}
-	return c.Backend, true, nil
+	if err := c.Backend.Confirm(); err != nil {
+		fmt.Fprintf(c.Stderr, "ipf: -C: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(c.Stdout, "ipf: load confirmed, rollback cancelled")
+	return 0
 }
 
-func (c *Command) do(o *options, opt byte, arg string) error {
+// dryRun is ipf -n: the files were parsed and checked; on a host with a
+// loaded filter the backend also checks the operations against it and
+// says what they would change.
+func (c *Command) dryRun(steps []step, version bool) int {
+	if version {
+		fmt.Fprintf(c.Stdout, "ipf: %s\nKernel: not available\nRunning: no\n", Version)
+	}
+	if c.Backend == nil || !changesSets(steps) {
+		return 0
+	}
+	ops := make([]ipfctl.Op, 0, len(steps))
+	for _, s := range steps {
+		if s.op.Kind != ipfctl.OpStatus {
+			ops = append(ops, s.op)
+		}
+	}
+	d, err := c.Backend.Plan(ops)
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "ipf: -n: %v\n", err)
+		return 1
+	}
+	if d != nil {
+		for _, w := range d.Warnings {
+			fmt.Fprintf(c.Stderr, "ipf: warning: %s\n", w)
+		}
+		writeDiff(c.Stdout, d)
+	}
+	return 0
+}
+
+// writeDiff prints what a dry run would change, list by list.
+func writeDiff(w io.Writer, d *ipfctl.Diff) {
+	if d.Swapped {
+		fmt.Fprintln(w, "# would swap the active and inactive sets")
+	}
+	if len(d.Lists) == 0 {
+		fmt.Fprintln(w, "# no change to the loaded rules")
+		return
+	}
+	for _, l := range d.Lists {
+		name := "main list " + l.Dir.String()
+		if l.Acct {
+			name = "accounting list " + l.Dir.String()
+		}
+		if l.Group != "" {
+			name = "group " + l.Group
+		}
+		fmt.Fprintf(w, "# %s set, %s: %d added, %d removed", l.Set, name, len(l.Added), len(l.Removed))
+		if l.Reordered {
+			fmt.Fprint(w, ", order changed")
+		}
+		fmt.Fprintln(w)
+		for _, r := range l.Removed {
+			fmt.Fprintf(w, "- %s\n", r)
+		}
+		for _, r := range l.Added {
+			fmt.Fprintf(w, "+ %s\n", r)
+		}
+	}
+}
+
+// report prints what a step returned.
+func (c *Command) report(s *step, r *ipfctl.Result) {
+	switch s.op.Kind {
+	case ipfctl.OpFlush:
+		if s.verbose {
+			fmt.Fprintf(c.Stdout, "%d filter rules removed\n", r.Count)
+		}
+	case ipfctl.OpFlushState:
+		if s.verbose {
+			fmt.Fprintf(c.Stdout, "%d state entries removed\n", r.Count)
+		}
+	case ipfctl.OpSwap:
+		fmt.Fprintf(c.Stdout, "Set %d now inactive\n", r.SetNo)
+	case ipfctl.OpSync:
+		if s.verbose {
+			fmt.Fprintln(c.Stdout, "filter sync'd")
+		}
+	case ipfctl.OpZeroStats, ipfctl.OpTunables, ipfctl.OpDCA:
+		fmt.Fprint(c.Stdout, r.Text)
+	case ipfctl.OpStatus:
+		fmt.Fprintf(c.Stdout, "ipf: %s\n%s", Version, r.Text)
+	case ipfctl.OpZeroRules:
+		for _, rc := range r.Counters {
+			fmt.Fprintf(c.Stdout, "hits %d bytes %d %s\n", rc.Hits, rc.Bytes, ipf.Format(rc.Rule, s.print))
+		}
+	}
+}
+
+// parse handles one option: it updates o and returns the operations the
+// option stands for (none for a pure setting).
+func (c *Command) parse(o *options, opt byte, arg string) ([]step, error) {
+	op := func(k ipfctl.OpKind) []step { return []step{{op: ipfctl.Op{Kind: k, Set: o.set}, verbose: o.verbose}} }
 	switch opt {
 	case '4':
 		o.inet4, o.inet6 = true, false
 	case '6':
 		o.inet6, o.inet4 = true, false
 	case 'A':
-		o.set = SetActive
+		o.set = ipfctl.SetActive
 	case 'I':
-		o.set = SetInactive
+		o.set = ipfctl.SetInactive
 	case 'c':
-		return fmt.Errorf("-c %s: generating C code is not supported", arg)
+		return nil, fmt.Errorf("-c %s: generating C code: %w", arg, errors.ErrUnsupported)
 	case 'd':
 		o.debug = true
 	case 'n':
@@ -212,140 +360,72 @@ func (c *Command) do(o *options, opt byte, arg string) error {
 		o.verbose = true
 	case 'z':
 		o.zero = true
+	case 'C':
 	case 'm':
 		if len(arg) == 1 && strings.Contains("edqt", arg) {
 			// HP-UX: -m e|d|q|t is the DCA mode; 5.x's -m is an exp
 			// filter, which is never one of these letters
-			return c.dca(o, arg[0])
+			s := op(ipfctl.OpDCA)
+			s[0].op.Arg = arg
+			return s, nil
 		}
 		e, err := ipf.ParseExpr(arg)
 		if err != nil {
-			return fmt.Errorf("-m: %w", err)
+			return nil, fmt.Errorf("-m: %w", err)
 		}
 		o.expr = e
 	case 'V':
-		fmt.Fprintf(c.Stdout, "ipf: %s\n", Version)
-		b, ok, err := c.kernel(o)
-		if err != nil || !ok {
-			fmt.Fprintln(c.Stdout, "Kernel: not available")
-			fmt.Fprintln(c.Stdout, "Running: no")
-			return nil
-		}
-		s, err := b.Status()
-		if err != nil {
-			return fmt.Errorf("-V: %w", err)
-		}
-		fmt.Fprint(c.Stdout, s)
+		return op(ipfctl.OpStatus), nil
 	case 'f':
 		return c.loadFile(o, arg)
 	case 'F':
-		return c.flush(o, arg)
-	case 'E', 'D':
-		b, ok, err := c.kernel(o)
-		if err != nil || !ok {
-			return err
-		}
-		return b.SetEnabled(opt == 'E')
+		return flush(o, arg)
+	case 'E':
+		return op(ipfctl.OpEnable), nil
+	case 'D':
+		return op(ipfctl.OpDisable), nil
 	case 's':
-		b, ok, err := c.kernel(o)
-		if err != nil || !ok {
-			return err
-		}
-		n, err := b.Swap()
-		if err != nil {
-			return fmt.Errorf("swapping rule sets: %w", err)
-		}
-		fmt.Fprintf(c.Stdout, "Set %d now inactive\n", n)
+		return op(ipfctl.OpSwap), nil
 	case 'y':
-		b, ok, err := c.kernel(o)
-		if err != nil || !ok {
-			return err
-		}
-		if err := b.SyncInterfaces(); err != nil {
-			return fmt.Errorf("syncing interfaces: %w", err)
-		}
-		if o.verbose {
-			fmt.Fprintln(c.Stdout, "filter sync'd")
-		}
+		return op(ipfctl.OpSync), nil
 	case 'Z':
-		b, ok, err := c.kernel(o)
-		if err != nil || !ok {
-			return err
-		}
-		s, err := b.ZeroStats()
-		if err != nil {
-			return fmt.Errorf("zeroing statistics: %w", err)
-		}
-		fmt.Fprint(c.Stdout, s)
+		return op(ipfctl.OpZeroStats), nil
 	case 'l':
 		switch arg {
 		case "pass", "block", "nomatch", "none", "state", "nat":
 		default:
-			return fmt.Errorf("-l %s: expected pass, block, nomatch, none, state or nat", arg)
+			return nil, fmt.Errorf("-l %s: expected pass, block, nomatch, none, state or nat", arg)
 		}
-		b, ok, err := c.kernel(o)
-		if err != nil || !ok {
-			return err
-		}
-		return b.SetLogFlags(arg)
+		s := op(ipfctl.OpLogFlags)
+		s[0].op.Arg = arg
+		return s, nil
 	case 'T':
 		if err := checkTunables(arg); err != nil {
-			return fmt.Errorf("-T %s: %w", arg, err)
+			return nil, fmt.Errorf("-T %s: %w", arg, err)
 		}
-		b, ok, err := c.kernel(o)
-		if err != nil || !ok {
-			if err != nil {
-				return fmt.Errorf("-T %s: %w", arg, err)
-			}
-			return nil
-		}
-		s, err := b.Tunables(arg)
-		if err != nil {
-			return fmt.Errorf("-T %s: %w", arg, err)
-		}
-		fmt.Fprint(c.Stdout, s)
+		s := op(ipfctl.OpTunables)
+		s[0].op.Arg = arg
+		return s, nil
 	}
-	return nil
+	return nil, nil
 }
 
-func (c *Command) flush(o *options, arg string) error {
-	var which FlushWhich
+func flush(o *options, arg string) ([]step, error) {
+	var which ipfctl.FlushWhich
 	switch arg {
 	case "i", "I":
-		which = FlushIn
+		which = ipfctl.FlushIn
 	case "o", "O":
-		which = FlushOut
+		which = ipfctl.FlushOut
 	case "a", "A":
-		which = FlushBoth
+		which = ipfctl.FlushBoth
 	default:
 		if arg != "s" && arg != "S" && !isNumber(arg) {
-			return fmt.Errorf("-F %s: expected i, o, a, s, S or a number", arg)
+			return nil, fmt.Errorf("-F %s: expected i, o, a, s, S or a number", arg)
 		}
-		b, ok, err := c.kernel(o)
-		if err != nil || !ok {
-			return err
-		}
-		n, err := b.FlushState(arg, o.expr)
-		if err != nil {
-			return fmt.Errorf("flushing state: %w", err)
-		}
-		if o.verbose {
-			fmt.Fprintf(c.Stdout, "%d state entries removed\n", n)
-		}
-		return nil
+		return []step{{op: ipfctl.Op{Kind: ipfctl.OpFlushState, Arg: arg, Expr: o.expr}, verbose: o.verbose}}, nil
 	}
-	b, ok, err := c.kernel(o)
-	if err != nil || !ok {
-		return err
-	}
-	n, err := b.FlushRules(o.set, which)
-	if err != nil {
-		return fmt.Errorf("flushing rules: %w", err)
-	}
-	if o.verbose {
-		fmt.Fprintf(c.Stdout, "%d filter rules removed\n", n)
-	}
-	return nil
+	return []step{{op: ipfctl.Op{Kind: ipfctl.OpFlush, Set: o.set, Which: which}, verbose: o.verbose}}, nil
 }
 
 func isNumber(s string) bool {
@@ -381,16 +461,33 @@ func (c *Command) predefined() map[string]string {
 	return vars
 }
 
-func (c *Command) loadFile(o *options, name string) error {
-	var src []byte
-	var err error
+// maxFileSize bounds a rule file: 16 384 rules of the longest text the
+// datapath keeps fit many times over; beyond this a file is a mistake
+// (or an attack) and reading it would only exhaust memory.
+const maxFileSize = 64 << 20
+
+func (c *Command) readFile(name string) ([]byte, error) {
 	if name == "-" {
-		src, err = io.ReadAll(c.Stdin)
-	} else {
-		src, err = c.ReadFile(name)
+		src, err := io.ReadAll(io.LimitReader(c.Stdin, maxFileSize+1))
+		if err == nil && len(src) > maxFileSize {
+			return nil, fmt.Errorf("reading standard input: more than %d MiB", maxFileSize>>20)
+		}
+		return src, err
 	}
+	if fi, err := os.Stat(name); err == nil && fi.Mode().IsRegular() && fi.Size() > maxFileSize {
+		return nil, fmt.Errorf("reading %s: %d bytes, more than %d MiB", name, fi.Size(), maxFileSize>>20)
+	}
+	src, err := c.ReadFile(name)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", name, err)
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	return src, nil
+}
+
+func (c *Command) loadFile(o *options, name string) ([]step, error) {
+	src, err := c.readFile(name)
+	if err != nil {
+		return nil, err
 	}
 	rules, perr := ipf.Parse(name, src, ipf.ParseOptions{
 		NoResolve: o.noResolve, Inet6: o.inet6, Inet4: o.inet4, Vars: c.predefined(),
@@ -413,31 +510,18 @@ func (c *Command) loadFile(o *options, name string) error {
 			for _, e := range el {
 				fmt.Fprintf(c.Stderr, "ipf: %v\n", e)
 			}
-			return fmt.Errorf("%s: %d error(s)", name, len(el))
+			return nil, fmt.Errorf("%s: %d error(s)", name, len(el))
 		}
-		return perr
+		return nil, perr
 	}
-	b, ok, err := c.kernel(o)
-	if err != nil {
-		return err
+	kind := ipfctl.OpAdd
+	switch {
+	case o.zero:
+		kind = ipfctl.OpZeroRules
+	case o.remove:
+		kind = ipfctl.OpRemove
 	}
-	if !ok {
-		return nil
-	}
-	if o.zero {
-		for _, r := range rules {
-			h, by, err := b.ZeroRuleCounters(o.set, r)
-			if err != nil {
-				return fmt.Errorf("zeroing counters: %w", err)
-			}
-			fmt.Fprintf(c.Stdout, "hits %d bytes %d %s\n", h, by, ipf.Format(r, popt))
-		}
-		return nil
-	}
-	if err := b.AddRules(o.set, rules, o.remove); err != nil {
-		return fmt.Errorf("loading %s: %w", name, err)
-	}
-	return nil
+	return []step{{op: ipfctl.Op{Kind: kind, Set: o.set, Rules: rules, File: name}, verbose: o.verbose, print: popt}}, nil
 }
 
 // checkTunables validates the syntax of a -T argument: "list", or

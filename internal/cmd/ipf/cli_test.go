@@ -3,15 +3,18 @@ package ipf
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"sluice/internal/getopt"
+	"sluice/internal/ipfctl"
 	"sluice/internal/rules/ipf"
 )
 
@@ -120,6 +123,7 @@ func TestBinaryKitI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	noPins := filepath.Join(t.TempDir(), "no-pins")
 	files, _ := filepath.Glob(filepath.Join(dir, "regress", "*"))
 	for _, f := range files {
 		name := filepath.Base(f)
@@ -128,6 +132,8 @@ func TestBinaryKitI(t *testing.T) {
 		}
 		cmd := exec.Command(bin, "-Rnvf", "regress/"+name)
 		cmd.Dir = dir
+		// no loaded filter to compare with, whatever this host runs
+		cmd.Env = append(os.Environ(), ipfctl.PinDirEnv+"="+noPins)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -209,47 +215,67 @@ func TestVersionAndPredefined(t *testing.T) {
 	}
 }
 
-// fakeBackend records the calls ipf makes.
+// fakeBackend records the operations ipf hands over and answers with
+// canned results.
 type fakeBackend struct {
-	calls []string
-	fail  error
+	calls   []string
+	fail    error
+	diff    *ipfctl.Diff
+	within  time.Duration
+	confirm int
 }
 
-func (f *fakeBackend) log(s string) error { f.calls = append(f.calls, s); return f.fail }
+func (f *fakeBackend) Apply(ops []ipfctl.Op, opts ipfctl.ApplyOptions) ([]ipfctl.Result, error) {
+	f.within = opts.ConfirmWithin
+	res := make([]ipfctl.Result, len(ops))
+	for i, op := range ops {
+		var rs []string
+		for _, r := range op.Rules {
+			rs = append(rs, ipf.FormatRule(r))
+		}
+		call := fmt.Sprintf("%v set%d", op.Kind, op.Set)
+		switch op.Kind {
+		case ipfctl.OpAdd, ipfctl.OpRemove, ipfctl.OpZeroRules:
+			call += ": " + strings.Join(rs, "; ")
+		case ipfctl.OpFlush:
+			call += fmt.Sprintf(" %d", op.Which)
+			res[i].Count = 3
+		case ipfctl.OpFlushState:
+			call = fmt.Sprintf("-F %s %s", op.Arg, ipf.FormatExpr(op.Expr))
+			res[i].Count = 2
+		case ipfctl.OpSwap:
+			res[i].SetNo = 1
+		case ipfctl.OpZeroStats:
+			res[i].Text = "zeroed\n"
+		case ipfctl.OpTunables:
+			call += " " + op.Arg
+			res[i].Text = "state_max\tmin 1\tmax 2147483647\tcurrent 4013\n"
+		case ipfctl.OpStatus:
+			res[i].Text = "Kernel: " + Version + "\nRunning: yes\n"
+		case ipfctl.OpLogFlags, ipfctl.OpDCA:
+			call += " " + op.Arg
+		}
+		if op.Kind == ipfctl.OpZeroRules {
+			for _, r := range op.Rules {
+				res[i].Counters = append(res[i].Counters, ipfctl.ZeroedRule{Rule: r, Hits: 7, Bytes: 700})
+			}
+		}
+		f.calls = append(f.calls, call)
+	}
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	return res, nil
+}
 
-func (f *fakeBackend) AddRules(set Set, rules []*ipf.Rule, remove bool) error {
-	var s []string
-	for _, r := range rules {
-		s = append(s, ipf.FormatRule(r))
+func (f *fakeBackend) Plan(ops []ipfctl.Op) (*ipfctl.Diff, error) {
+	for _, op := range ops {
+		f.calls = append(f.calls, "plan "+op.Kind.String())
 	}
-	verb := "add"
-	if remove {
-		verb = "remove"
-	}
-	return f.log(verb + " set" + string('0'+rune(set)) + ": " + strings.Join(s, "; "))
+	return f.diff, f.fail
 }
-func (f *fakeBackend) FlushRules(set Set, w FlushWhich) (int, error) {
-	return 3, f.log("flush set" + string('0'+rune(set)) + " " + string('0'+rune(w)))
-}
-func (f *fakeBackend) FlushState(arg string, e []ipf.ExprClause) (int, error) {
-	return 2, f.log("flushstate " + arg + " " + ipf.FormatExpr(e))
-}
-func (f *fakeBackend) Swap() (int, error) { return 1, f.log("swap") }
-func (f *fakeBackend) SetEnabled(on bool) error {
-	return f.log(map[bool]string{true: "enable", false: "disable"}[on])
-}
-func (f *fakeBackend) ZeroStats() (string, error) { return "zeroed\n", f.log("zerostats") }
-func (f *fakeBackend) SetLogFlags(w string) error { return f.log("log " + w) }
-func (f *fakeBackend) Tunables(a string) (string, error) {
-	return "state_max\tmin 1\tmax 2147483647\tcurrent 4013\n", f.log("tune " + a)
-}
-func (f *fakeBackend) SyncInterfaces() error { return f.log("sync") }
-func (f *fakeBackend) Status() (string, error) {
-	return "Kernel: " + Version + "\nRunning: yes\n", f.log("status")
-}
-func (f *fakeBackend) ZeroRuleCounters(set Set, r *ipf.Rule) (uint64, uint64, error) {
-	return 7, 700, f.log("zero " + ipf.FormatRule(r))
-}
+
+func (f *fakeBackend) Confirm() error { f.confirm++; return f.fail }
 
 func TestBackendCalls(t *testing.T) {
 	fb := &fakeBackend{}
@@ -259,8 +285,8 @@ func TestBackendCalls(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	wantCalls := []string{
-		"flush set0 3", "add set1: pass in all; block out all", "swap",
-		"flushstate S tcp.state = 4;", "enable", "tune state_max", "zerostats", "status",
+		"-F set0 3", "-f set1: pass in all; block out all", "-s set1",
+		"-F S tcp.state = 4;", "-E set1", "-T set1 state_max", "-Z set1", "-V set1",
 	}
 	if d := cmp.Diff(wantCalls, fb.calls); d != "" {
 		t.Errorf("calls (-want +got):\n%s", d)
@@ -272,18 +298,18 @@ func TestBackendCalls(t *testing.T) {
 		t.Errorf("stdout:\n%q\nwant:\n%q", out, wantOut)
 	}
 
-	// A failing backend makes ipf fail with the wrapped reason.
+	// A failing backend makes ipf fail with its reason.
 	fb = &fakeBackend{fail: errors.New("map full")}
 	c = &Command{Backend: fb, Stdin: strings.NewReader("pass in all\n")}
 	_, stderr, code = run(t, c, "-f", "-")
-	if code == 0 || !strings.Contains(stderr, "loading -: map full") {
+	if code != 1 || !strings.Contains(stderr, "ipf: map full") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 
 	// -r removes, -z prints and zeroes counters.
 	fb = &fakeBackend{}
 	c = &Command{Backend: fb, Stdin: strings.NewReader("pass in all\n")}
-	if _, stderr, code = run(t, c, "-rf", "-"); code != 0 || len(fb.calls) != 1 || fb.calls[0] != "remove set0: pass in all" {
+	if _, stderr, code = run(t, c, "-rf", "-"); code != 0 || len(fb.calls) != 1 || fb.calls[0] != "-r -f set0: pass in all" {
 		t.Errorf("-r: exit %d %s calls %v", code, stderr, fb.calls)
 	}
 	fb = &fakeBackend{}
@@ -291,5 +317,88 @@ func TestBackendCalls(t *testing.T) {
 	out, _, code = run(t, c, "-zf", "-")
 	if code != 0 || !strings.HasPrefix(out, "hits 7 bytes 700 pass in all") {
 		t.Errorf("-z: exit %d out %q", code, out)
+	}
+}
+
+// TestWholeLineCheckedFirst: a command line whose later file does not
+// parse (ipf -Fa -f typo.conf) reaches the backend not at all, so the
+// flush before it does not happen either.
+func TestWholeLineCheckedFirst(t *testing.T) {
+	files := map[string]string{"good.conf": "pass in all\n", "typo.conf": "pass in from 1.2.3.4/40 to any\n"}
+	for _, args := range [][]string{
+		{"-Fa", "-f", "typo.conf"},
+		{"-Fa", "-f", "good.conf", "-f", "typo.conf", "-s"},
+		{"-FS", "-l", "loud", "-f", "good.conf"},
+		{"-Fa", "-f", "missing.conf"},
+		{"-Fa", "-T", "Bad Name"},
+		{"-Fa", "-m", "nonsense", "-FS"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			fb := &fakeBackend{}
+			c := &Command{Backend: fb, ReadFile: func(n string) ([]byte, error) {
+				if s, ok := files[n]; ok {
+					return []byte(s), nil
+				}
+				return nil, os.ErrNotExist
+			}}
+			_, stderr, code := run(t, c, args...)
+			if code != 1 || len(fb.calls) != 0 {
+				t.Errorf("exit %d, backend calls %v (stderr %q); want 1 and none", code, fb.calls, stderr)
+			}
+		})
+	}
+}
+
+func TestConfirmAndRollbackFlags(t *testing.T) {
+	fb := &fakeBackend{}
+	c := &Command{Backend: fb, Stdin: strings.NewReader("pass in all\n")}
+	out, stderr, code := run(t, c, "-W", "30", "-Fa", "-f", "-")
+	if code != 0 || fb.within != 30*time.Second || !strings.Contains(out, "rolled back in 30 s unless confirmed with ipf -C") {
+		t.Errorf("-W 30: exit %d, within %v, out %q, stderr %q", code, fb.within, out, stderr)
+	}
+	if _, _, code := run(t, &Command{Backend: fb}, "-C"); code != 0 || fb.confirm != 1 {
+		t.Errorf("-C: exit %d, confirms %d", code, fb.confirm)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-W", "0", "-Fa"}, 2, "-W 0: expected a number of seconds"},
+		{[]string{"-W", "x", "-Fa"}, 2, "-W x: expected"},
+		{[]string{"-W", "10", "-FS"}, 2, "nothing to roll back"},
+		{[]string{"-C", "-Fa"}, 2, "-C confirms a pending -W load"},
+	} {
+		_, stderr, code := run(t, &Command{Backend: &fakeBackend{}}, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d stderr %q; want %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+	fb = &fakeBackend{fail: ipfctl.ErrNotConfirmable}
+	if _, stderr, code := run(t, &Command{Backend: fb}, "-C"); code != 1 || !strings.Contains(stderr, "no load is waiting") {
+		t.Errorf("-C with nothing pending: exit %d stderr %q", code, stderr)
+	}
+}
+
+func TestDryRunReportsChanges(t *testing.T) {
+	fb := &fakeBackend{diff: &ipfctl.Diff{Lists: []ipfctl.ListDiff{
+		{Set: ipfctl.SetActive, Dir: ipf.DirIn, Added: []string{"pass in all"}, Removed: []string{"block in all"}},
+		{Set: ipfctl.SetActive, Group: "100", Added: []string{"block in from 10.0.0.0/8 to any group 100"}, Reordered: true},
+	}}}
+	c := &Command{Backend: fb, Stdin: strings.NewReader("pass in all\n")}
+	out, stderr, code := run(t, c, "-n", "-Fa", "-f", "-")
+	want := "# active set, main list in: 1 added, 1 removed\n- block in all\n+ pass in all\n" +
+		"# active set, group 100: 1 added, 0 removed, order changed\n+ block in from 10.0.0.0/8 to any group 100\n"
+	if code != 0 || out != want {
+		t.Errorf("exit %d (stderr %q), out:\n%s\nwant:\n%s", code, stderr, out, want)
+	}
+	if d := cmp.Diff([]string{"plan -F", "plan -f"}, fb.calls); d != "" {
+		t.Errorf("plan calls (-want +got):\n%s", d)
+	}
+	// a dry run that would fail says so
+	fb = &fakeBackend{fail: errors.New("x.conf:1: rule not loaded: block in all")}
+	_, stderr, code = run(t, &Command{Backend: fb, Stdin: strings.NewReader("pass in all\n")}, "-n", "-f", "-")
+	if code != 1 || !strings.Contains(stderr, "rule not loaded") {
+		t.Errorf("failing plan: exit %d stderr %q", code, stderr)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"sluice/internal/bpf"
+	"sluice/internal/ipfctl"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
 )
@@ -18,7 +18,7 @@ import (
 // it is tested without a kernel.
 
 // writeStats prints the default (IPFilter 4.1 "classic") statistics.
-func writeStats(w io.Writer, s bpf.Stats, logFlags bpf.LogFlags, v6 bool) {
+func writeStats(w io.Writer, s ipfctl.Stats, logFlags ipfctl.LogFlags, ticks uint64, v6 bool) {
 	fmt.Fprintf(w, "bad packets:\t\tin %d\tout %d\n", s.In.Bad, s.Out.Bad)
 	if v6 {
 		fmt.Fprintf(w, " IPv6 packets:\t\tin %d out %d\n", s.In.IPv6, s.Out.IPv6)
@@ -43,18 +43,9 @@ func writeStats(w io.Writer, s bpf.Stats, logFlags bpf.LogFlags, v6 bool) {
 	fmt.Fprintf(w, "OUT Pullups succeeded:\t%d\tfailed:\t%d\n", 0, 0)
 	fmt.Fprintf(w, "Fastroute successes:\t%d\tfailures:\t%d\n", 0, 0)
 	fmt.Fprintf(w, "TCP cksum fails(in):\t%d\t(out):\t%d\n", 0, 0)
-	fmt.Fprintf(w, "IPF Ticks:\t%d\n", ticksNow())
+	fmt.Fprintf(w, "IPF Ticks:\t%d\n", ticks)
 	fmt.Fprintf(w, "Packet log flags set: (%#x)\n", uint32(logFlags))
-	var names []string
-	if logFlags&bpf.LogPass != 0 {
-		names = append(names, "packets passed through filter")
-	}
-	if logFlags&bpf.LogBlock != 0 {
-		names = append(names, "packets blocked by filter")
-	}
-	if logFlags&bpf.LogNomatch != 0 {
-		names = append(names, "packets not matched by filter")
-	}
+	names := ipfctl.LogFlagNames(logFlags, true)
 	if len(names) == 0 {
 		names = []string{"none"}
 	}
@@ -62,9 +53,6 @@ func writeStats(w io.Writer, s bpf.Stats, logFlags bpf.LogFlags, v6 bool) {
 		fmt.Fprintf(w, "\t%s\n", n)
 	}
 }
-
-// ticksNow is IPFilter's tick counter (0.5 s units) since boot.
-var ticksNow = func() uint64 { return 0 }
 
 // listOpts select what writeRules prints.
 type listOpts struct {
@@ -76,9 +64,9 @@ type listOpts struct {
 // way ipfstat -i/-o (-a) does: main list, then each group of that
 // direction under "# Group NAME". It returns false when nothing was
 // printed (the caller reports the empty list).
-func writeRules(w io.Writer, rules []bpf.RuleInfo, out, acct bool, o listOpts) bool {
+func writeRules(w io.Writer, rules []ipfctl.RuleInfo, out, acct bool, o listOpts) bool {
 	printed := false
-	emit := func(r bpf.RuleInfo) {
+	emit := func(r ipfctl.RuleInfo) {
 		var b strings.Builder
 		if o.hits {
 			fmt.Fprintf(&b, "%d ", r.Hits)
@@ -93,7 +81,7 @@ func writeRules(w io.Writer, rules []bpf.RuleInfo, out, acct bool, o listOpts) b
 		fmt.Fprintln(w, b.String())
 		printed = true
 	}
-	match := func(r bpf.RuleInfo) bool {
+	match := func(r ipfctl.RuleInfo) bool {
 		return (r.Dir == dirOf(out)) && r.Acct == acct
 	}
 	for _, r := range rules {
@@ -121,7 +109,7 @@ func writeRules(w io.Writer, rules []bpf.RuleInfo, out, acct bool, o listOpts) b
 }
 
 // writeGroups prints ipfstat -g.
-func writeGroups(w io.Writer, rules []bpf.RuleInfo, set int) {
+func writeGroups(w io.Writer, rules []ipfctl.RuleInfo, set int) {
 	var filt, acct []string
 	seen := map[string]bool{}
 	for _, r := range rules {
@@ -147,7 +135,7 @@ func writeGroups(w io.Writer, rules []bpf.RuleInfo, set int) {
 }
 
 // writeStateStats prints ipfstat -s (4.1 layout).
-func writeStateStats(w io.Writer, s bpf.Stats, states []bpf.State, stateMax uint64, logging bool) {
+func writeStateStats(w io.Writer, s ipfctl.Stats, states []ipfctl.State, stateMax uint64, logging bool) {
 	fmt.Fprintf(w, "IP states added:\n\t%d TCP\n\t%d UDP\n\t%d ICMP\n", s.StateAdded[0], s.StateAdded[1], s.StateAdded[2])
 	fmt.Fprintf(w, "\t%d hits\n\t%d misses\n\t%d bucket full\n", s.StateHits, s.StateMiss, 0)
 	fmt.Fprintf(w, "\t%d maximum rule references\n\t%d maximum\n\t%d no memory\n", 0, s.StateMaxRefused, 0)
@@ -195,10 +183,10 @@ func writeStateStats(w io.Writer, s bpf.Stats, states []bpf.State, stateMax uint
 }
 
 // writeStateList prints ipfstat -sl (4.1 layout).
-func writeStateList(w io.Writer, states []bpf.State) {
+func writeStateList(w io.Writer, states []ipfctl.State) {
 	for _, s := range states {
 		fmt.Fprintf(w, "%s -> %s pass %#x pr %d state %d/%d\n", s.Src, s.Dst, s.Pass, s.Proto, s.TCPState[0], s.TCPState[1])
-		fmt.Fprintf(w, "\ttag %d ttl %d", s.Tag, uint64(s.TTL/(500*time.Millisecond)))
+		fmt.Fprintf(w, "\ttag %d ttl %d", s.Tag, uint64(s.TTL/ipfctl.Tick))
 		switch s.Proto {
 		case 6:
 			fmt.Fprintf(w, "\n\t%d -> %d %x:%x %d<<%d:%d<<%d\n", s.SrcPort, s.DstPort, s.End[0], s.End[1],
@@ -259,12 +247,12 @@ func writeFrags(w io.Writer) {
 
 // writeTop prints one screen of ipfstat -t: the header, then one line per
 // state entry, most bytes first; closed TCP entries only with closed.
-func writeTop(w io.Writer, host string, states []bpf.State, closed bool) {
-	fmt.Fprintf(w, "%s - %s - state top\n", host, "IP Filter: v5.1.2 (Sluice)")
+func writeTop(w io.Writer, host string, states []ipfctl.State, closed bool) {
+	fmt.Fprintf(w, "%s - %s - state top\n", host, ipfctl.Version)
 	fmt.Fprintf(w, "Src: 0.0.0.0, Dest: 0.0.0.0, Proto: any, Sorted by: # bytes\n\n")
 	fmt.Fprintf(w, "%-21s %-21s %-5s %-4s %8s %10s %8s\n", "Source IP", "Destination IP", "ST", "PR", "#pkts", "#bytes", "ttl")
 	type row struct {
-		s            bpf.State
+		s            ipfctl.State
 		pkts, nbytes uint64
 	}
 	var rows []row

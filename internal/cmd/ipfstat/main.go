@@ -1,8 +1,8 @@
-// Command ipfstat reports on the kernel filter datapath: statistics, the
-// loaded rules with their counters, and the state table (see ipfstat(8)).
-//
-// It reads the datapath pinned under /sys/fs/bpf/sluice (or $SLUICE_BPF_DIR),
-// so it needs no daemon.
+// Package ipfstat is the ipfstat command: it reports on the kernel filter
+// datapath (statistics, the loaded rules with their counters, the state
+// table; see ipfstat(8)). It reads the datapath pinned under
+// /sys/fs/bpf/sluice (or $SLUICE_BPF_DIR) through an ipfctl.Reader, so it
+// needs no daemon.
 package ipfstat
 
 import (
@@ -15,7 +15,20 @@ import (
 	"sluice/internal/getopt"
 )
 
-const usage = "usage: ipfstat [-6aAdfghIilnoRsv]\n       ipfstat -t [-C] [-T refreshtime]\n"
+// Usage is ipfstat's complete usage text (ipfstat -h alone, or --help).
+const Usage = `usage: ipfstat [-6aAdfghIilnoRsv]
+       ipfstat -t [-C] [-T refreshtime]
+  (none)  statistics
+  -i, -o  the input / output rules;  -a  the accounting rules
+  -h      with -i/-o/-a: each rule's hit count (alone: this help)
+  -n      with -i/-o: rule numbers;  -I  the inactive set
+  -s      state statistics;  -sl  the state entries
+  -g      the groups;  -f  fragment statistics;  -A  authentication
+  -t      top-like state listing, every -T seconds; -C with closed entries
+  -6 -d -R -v  accepted: IPv6 included, debug, no resolving, verbose
+`
+
+const optString = "tCT:6aAdfghIilnoRsv"
 
 // flags are ipfstat's single-letter options (combinable, as with getopt).
 type flags struct {
@@ -31,7 +44,7 @@ type flags struct {
 
 func parseFlags(args []string) (flags, error) {
 	f := flags{topSecs: 1}
-	p := getopt.New(args, "tCT:6aAdfghIilnoRsv")
+	p := getopt.New(args, optString)
 	for o, err := range p.All() {
 		if err != nil {
 			return f, err
@@ -85,12 +98,23 @@ func parseFlags(args []string) (flags, error) {
 	return f, nil
 }
 
-// Main runs the command with args (without the program name) and returns
-// its exit status.
-func Main(args []string, stdout, stderr io.Writer) int {
+// Main runs ipfstat with args (without the program name) on the datapath
+// ipfctl finds and returns the exit status: 0 done, 1 an error, 2 a usage
+// error.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return run(args, stdout, stderr, kernel)
+}
+
+// run is Main with the datapath to read from (tests pass their own).
+func run(args []string, stdout, stderr io.Writer, src source) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		// -h alone: with -i/-o it keeps its IPFilter meaning (hits)
+		fmt.Fprint(stdout, Usage)
+		return 0
+	}
 	f, err := parseFlags(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "ipfstat: %v\n%s", err, usage)
+		fmt.Fprintf(stderr, "ipfstat: %v\n%s", err, Usage)
 		return 2
 	}
 	if fi, ok := stdout.(*os.File); ok {
@@ -100,7 +124,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	if err := report(w, stderr, f); err != nil {
+	if err := report(w, stderr, f, src); err != nil {
 		w.Flush()
 		fmt.Fprintf(stderr, "ipfstat: %v\n", err)
 		return 1

@@ -6,31 +6,34 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"sluice/internal/bpf"
+	"sluice/internal/ipfctl"
 	"sluice/internal/rules/ipf"
 )
 
-func init() {
-	ticksNow = func() uint64 {
-		var ts unix.Timespec
-		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
-			return 0
-		}
-		return uint64(time.Duration(ts.Nano()) / (500 * time.Millisecond))
-	}
-}
+// source opens the datapath ipfstat reads.
+type source func() (ipfctl.Reader, error)
 
-func report(w io.Writer, stderr io.Writer, f flags) error {
-	d, err := bpf.OpenPinned(pinDir())
+// kernel is the datapath pinned where ipfctl says.
+func kernel() (ipfctl.Reader, error) { return ipfctl.OpenReader(ipfctl.PinDir()) }
+
+func report(w io.Writer, stderr io.Writer, f flags, src source) error {
+	d, err := src()
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	set := bpf.Active
+	// Sluice: say when interfaces the filter belongs on do not have it,
+	// whatever is listed (an unfiltered interface must never go unseen)
+	cov, err := d.Coverage()
+	if err != nil {
+		return err
+	}
+	if msg := cov.Warning(); msg != "" {
+		fmt.Fprintf(stderr, "ipfstat: warning: %s\n", msg)
+	}
+	set := ipfctl.SetActive
 	if f.inactive {
-		set = bpf.Inactive
+		set = ipfctl.SetInactive
 	}
 	switch {
 	case f.top:
@@ -97,7 +100,8 @@ func report(w io.Writer, stderr io.Writer, f flags) error {
 		if err != nil {
 			return err
 		}
-		writeStats(w, st, d.LogFlags(), true)
+		writeStats(w, st, d.LogFlags(), d.Ticks(), true)
+		io.WriteString(w, cov.Lines())
 	}
 	return nil
 }
@@ -105,7 +109,7 @@ func report(w io.Writer, stderr io.Writer, f flags) error {
 // top is ipfstat -t: the state table sorted by bytes, redrawn every
 // f.topSecs seconds until killed. When the output is not a terminal it
 // prints one listing and returns, which makes it scriptable.
-func top(w io.Writer, d *bpf.Datapath, f flags) error {
+func top(w io.Writer, d ipfctl.Reader, f flags) error {
 	host, _ := os.Hostname()
 	for {
 		states, err := d.States()
@@ -133,11 +137,4 @@ func dirOf(out bool) ipf.Direction {
 		return ipf.DirOut
 	}
 	return ipf.DirIn
-}
-
-func pinDir() string {
-	if d := os.Getenv("SLUICE_BPF_DIR"); d != "" {
-		return d
-	}
-	return ""
 }

@@ -4,9 +4,15 @@ package ipfstat
 
 import (
 	"errors"
+	"fmt"
 	"io"
 )
 
-func report(w io.Writer, stderr io.Writer, f flags) error {
-	return errors.New("the kernel datapath needs Linux")
+// source is the datapath ipfstat reads: none outside Linux.
+type source struct{}
+
+var kernel source
+
+func report(w io.Writer, stderr io.Writer, f flags, src source) error {
+	return fmt.Errorf("the kernel datapath needs Linux: %w", errors.ErrUnsupported)
 }

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"sluice/internal/bpf"
+	"sluice/internal/ipfctl"
 )
 
 func TestWriteTop(t *testing.T) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	states := []bpf.State{
+	states := []ipfctl.State{
 		{Proto: 17, Src: a, Dst: b, SrcPort: 53, DstPort: 1024, TTL: 90 * time.Second,
 			Pkts: [4]uint64{1, 0, 1, 0}, Bytes: [4]uint64{60, 0, 80, 0}},
 		{Proto: 6, Src: b, Dst: a, SrcPort: 1025, DstPort: 22, TCPState: [2]uint8{4, 4}, TTL: 5 * time.Hour,

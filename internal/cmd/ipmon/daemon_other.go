@@ -2,8 +2,11 @@
 
 package ipmon
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 func daemonize([]string) (bool, error) {
-	return false, errors.New("daemon mode is not available on this system")
+	return false, fmt.Errorf("daemon mode on this system: %w", errors.ErrUnsupported)
 }

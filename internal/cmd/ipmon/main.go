@@ -1,5 +1,5 @@
-// Command ipmon prints the records of the ipf packet log, as IPFilter's
-// ipmon does. It reads log files of ipflog records: the packet log (-f
+// Package ipmon is the ipmon command: it prints the records of the ipf
+// packet log, as IPFilter's ipmon does. It reads log files of ipflog records: the packet log (-f
 // FILE, as written by "ipftest -l FILE"), the NAT log (-N FILE) and the
 // state log (-S FILE); -t keeps reading as they grow. Without -f (and with
 // no /dev/ipl) it reads the live log ring of the eBPF datapath pinned under
@@ -40,10 +40,27 @@ type config struct {
 	logs      map[byte]bool // 'I', 'N', 'S'
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "usage: ipmon [-abBDFhnpstvxX] [-N device] [-S device] [-f device] [-L facility]\n"+
-		"\t[-o [NSI]] [-O [NSI]] [-P pidfile] [-C configfile] [outfile]\n")
-}
+// Usage is ipmon's complete usage text (-h).
+const Usage = `usage: ipmon [-abBDFhnpstvxX] [-N device] [-S device] [-f device] [-L facility]
+	[-o [NSI]] [-O [NSI]] [-P pidfile] [-C configfile] [outfile]
+  (none)      print the kernel datapath's log records as they come, until killed
+  -f, -I file read ipf log records from file (ipftest -l) instead
+  -N file     NAT log file;  -S file  state log file;  -a  all three logs
+  -o NSI      read these logs (N NAT, S state, I ipf);  -O NSI  not these
+  -t          keep reading the files as they grow (tail)
+  -F          flush the kernel log and exit (prints the bytes flushed)
+  -s          log to syslog (facility -L, default local0) instead of outfile
+  -B file     also append the raw records to file
+  -D          run as a daemon;  -P file  write the process id to file
+  -b          hex dump of the logged body;  -x  of the whole packet;  -X  of the header
+  -n          resolve names;  -p  numeric ports;  -v  TCP sequence numbers and window
+  -C file     action configuration (not supported: ignored)
+  -h, -?      print this help
+Records the datapath could not log (its ring was full) show as
+"missed N ipf log entries: A B", as in IPFilter's ipmon.
+`
+
+func usage(w io.Writer) { fmt.Fprint(w, Usage) }
 
 func parseArgs(args []string) (*config, error) {
 	c := &config{ipfFile: defaultIPFDevice, natFile: "/dev/ipnat", stateFile: "/dev/ipstate",
@@ -133,9 +150,10 @@ func parseArgs(args []string) (*config, error) {
 
 var errHelp = errors.New("help")
 
-// Main runs the command with args (without the program name) and returns
-// its exit status.
-func Main(args []string, stdout, stderr io.Writer) int {
+// Main runs ipmon with args (without the program name) and returns its
+// exit status: 0 done, 1 an error, 2 a usage error. Without -f it reads
+// the kernel datapath's log through ipfctl until killed.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c, err := parseArgs(args)
 	if err == errHelp {
 		usage(stdout)
@@ -144,7 +162,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "ipmon: %v\n", err)
 		usage(stderr)
-		return 1
+		return 2
 	}
 	if c.confFile != "" {
 		fmt.Fprintf(stderr, "ipmon: -C %s: action configuration files are not supported; ignored\n", c.confFile)
@@ -164,116 +182,169 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if c.flush {
-		// -F empties the kernel log and exits
-		if !c.logs['I'] || c.ipfFile != defaultIPFDevice || exists(c.ipfFile) {
-			fmt.Fprintf(stderr, "ipmon: -F: only the kernel log can be flushed\n")
-			return 1
-		}
-		src, err := openLive()
-		if err != nil {
-			fmt.Fprintf(stderr, "ipmon: %v\n", err)
-			return 1
-		}
-		defer src.Close()
-		n, err := src.Flush()
-		if err != nil {
-			fmt.Fprintf(stderr, "ipmon: -F: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "%d bytes flushed from log buffer\n", n)
-		return 0
+		return flushLive(c, stdout, stderr)
 	}
+	e, err := c.openOutputs(stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "ipmon: %v\n", err)
+		return 1
+	}
+	defer e.close()
+	e.stderr = stderr
+	if c.readsLive() {
+		err = readLive(e)
+	} else {
+		err = readFiles(c, e)
+	}
+	if err != nil {
+		e.out.Flush()
+		fmt.Fprintf(stderr, "ipmon: %v\n", err)
+		return 1
+	}
+	return 0
+}
 
-	out := bufio.NewWriter(stdout)
-	defer out.Flush()
+// readsLive reports whether the ipf log comes from the kernel datapath:
+// no log device and no file given (IPFilter's /dev/ipl does not exist
+// here). The NAT and state logs have no separate live source.
+func (c *config) readsLive() bool {
+	return c.logs['I'] && c.ipfFile == defaultIPFDevice && !exists(c.ipfFile)
+}
+
+// flushLive is -F: it empties the kernel log and exits.
+func flushLive(c *config, stdout, stderr io.Writer) int {
+	if !c.readsLive() {
+		fmt.Fprintf(stderr, "ipmon: -F: only the kernel log can be flushed\n")
+		return 1
+	}
+	src, err := openLive()
+	if err != nil {
+		fmt.Fprintf(stderr, "ipmon: %v\n", err)
+		return 1
+	}
+	defer src.Close()
+	n, err := src.Flush()
+	if err != nil {
+		fmt.Fprintf(stderr, "ipmon: -F: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%d bytes flushed from log buffer\n", n)
+	return 0
+}
+
+// emitter writes records where the options say: the output (a file or
+// stdout) or syslog, and the binary copy of -B.
+type emitter struct {
+	p      ipflog.Printer
+	out    *bufio.Writer
+	sl     sysLogger
+	bin    io.Writer
+	stderr io.Writer
+	line   []byte
+	// closers run in reverse by close
+	closers []func()
+}
+
+// openOutputs opens the output file, syslog and the -B file.
+func (c *config) openOutputs(stdout io.Writer) (*emitter, error) {
+	e := &emitter{p: ipflog.Printer{Opts: c.fmt}, out: bufio.NewWriter(stdout)}
+	fail := func(err error) (*emitter, error) {
+		e.close()
+		return nil, err
+	}
 	if c.outFile != "" && !c.fmt.Syslog {
 		f, err := os.OpenFile(c.outFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
-			fmt.Fprintf(stderr, "ipmon: %v\n", err)
-			return 1
+			return fail(err)
 		}
-		defer f.Close()
-		out = bufio.NewWriter(f)
-		defer out.Flush()
+		e.closers = append(e.closers, func() { f.Close() })
+		e.out = bufio.NewWriter(f)
 	}
-	var sl sysLogger
 	if c.fmt.Syslog {
-		sl, err = openSyslog(c.facility)
+		sl, err := openSyslog(c.facility)
 		if err != nil {
-			fmt.Fprintf(stderr, "ipmon: syslog: %v\n", err)
-			return 1
+			return fail(fmt.Errorf("syslog: %w", err))
 		}
-		defer sl.Close()
+		e.sl = sl
+		e.closers = append(e.closers, func() { sl.Close() })
 	}
-	var bin io.Writer
 	if c.binFile != "" {
 		f, err := os.OpenFile(c.binFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
-			fmt.Fprintf(stderr, "ipmon: %v\n", err)
-			return 1
+			return fail(err)
 		}
-		defer f.Close()
-		bin = f
+		e.closers = append(e.closers, func() { f.Close() })
+		e.bin = f
 	}
+	return e, nil
+}
 
-	p := &ipflog.Printer{Opts: c.fmt}
-	var line []byte
-	emit := func(r *ipflog.Record) error {
-		if bin != nil {
-			if _, err := bin.Write(r.AppendBinary(nil)); err != nil {
-				return fmt.Errorf("-B: %w", err)
-			}
+func (e *emitter) close() {
+	e.out.Flush()
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+	e.closers = nil
+}
+
+// emit writes one record (and the "missed N ... log entries" line the
+// printer puts before it when sequence numbers were skipped).
+func (e *emitter) emit(r *ipflog.Record) error {
+	if e.bin != nil {
+		if _, err := e.bin.Write(r.AppendBinary(nil)); err != nil {
+			return fmt.Errorf("-B: %w", err)
 		}
-		line = p.Append(line[:0], r)
-		if sl != nil {
-			lvl := 6 // NAT and state records are logged at INFO
-			if r.Type == ipflog.TypeIPF {
-				lvl = ipflog.Level(r)
-			}
-			if err := sl.Log(lvl, string(line)); err != nil {
-				fmt.Fprintf(stderr, "ipmon: syslog: %v\n", err)
-			}
-			return nil
+	}
+	e.line = e.p.Append(e.line[:0], r)
+	if e.sl != nil {
+		lvl := 6 // NAT and state records are logged at INFO
+		if r.Type == ipflog.TypeIPF {
+			lvl = ipflog.Level(r)
 		}
-		_, err := out.Write(line)
+		if err := e.sl.Log(lvl, string(e.line)); err != nil {
+			fmt.Fprintf(e.stderr, "ipmon: syslog: %v\n", err)
+		}
+		return nil
+	}
+	_, err := e.out.Write(e.line)
+	return err
+}
+
+// readLive prints the kernel datapath's log records as they come, until
+// an error.
+func readLive(e *emitter) error {
+	src, err := openLive()
+	if err != nil {
 		return err
 	}
-
-	if c.logs['I'] && c.ipfFile == defaultIPFDevice && !exists(c.ipfFile) {
-		// No log device: read the kernel datapath's log ring. The NAT and
-		// state logs have no separate source there.
-		src, err := openLive()
+	defer src.Close()
+	for {
+		r, err := src.Next()
 		if err != nil {
-			fmt.Fprintf(stderr, "ipmon: %v\n", err)
-			return 1
+			return fmt.Errorf("reading the kernel log: %w", err)
 		}
-		defer src.Close()
-		for {
-			r, err := src.Next()
-			if err != nil {
-				out.Flush()
-				fmt.Fprintf(stderr, "ipmon: reading the kernel log: %v\n", err)
-				return 1
-			}
-			if err := emit(&r); err != nil {
-				fmt.Fprintf(stderr, "ipmon: %v\n", err)
-				return 1
-			}
-			// a live monitor shows each record as it comes
-			if err := out.Flush(); err != nil {
-				fmt.Fprintf(stderr, "ipmon: %v\n", err)
-				return 1
-			}
+		if err := e.emit(&r); err != nil {
+			return err
+		}
+		// a live monitor shows each record as it comes
+		if err := e.out.Flush(); err != nil {
+			return err
 		}
 	}
+}
 
-	type source struct {
-		path string
-		f    *os.File
-		rd   *ipflog.Reader
-		done bool
-	}
-	var srcs []*source
+// fileSource is one log file being read.
+type fileSource struct {
+	path string
+	f    *os.File
+	rd   *ipflog.Reader
+	done bool
+}
+
+// readFiles prints the records of the selected log files; with -t it
+// keeps reading as they grow, until killed.
+func readFiles(c *config, e *emitter) error {
+	var srcs []*fileSource
 	for _, d := range []struct {
 		letter byte
 		path   string
@@ -283,11 +354,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		f, err := os.Open(d.path)
 		if err != nil {
-			fmt.Fprintf(stderr, "ipmon: %v\n", err)
-			return 1
+			return err
 		}
 		defer f.Close()
-		srcs = append(srcs, &source{path: d.path, f: f, rd: ipflog.NewReader(f)})
+		srcs = append(srcs, &fileSource{path: d.path, f: f, rd: ipflog.NewReader(f)})
 	}
 	for {
 		active := false
@@ -296,38 +366,43 @@ func Main(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			active = true
-			for {
-				pos, _ := src.f.Seek(0, io.SeekCurrent)
-				r, err := src.rd.Next()
-				if err == io.EOF || (c.tail && err == io.ErrUnexpectedEOF) {
-					if c.tail {
-						// Come back to the start of the partial record later.
-						if _, err := src.f.Seek(pos, io.SeekStart); err != nil {
-							fmt.Fprintf(stderr, "ipmon: %s: %v\n", src.path, err)
-							return 1
-						}
-					} else {
-						src.done = true
-					}
-					break
-				}
-				if err != nil {
-					out.Flush()
-					fmt.Fprintf(stderr, "ipmon: %s: %v\n", src.path, err)
-					return 1
-				}
-				if err := emit(&r); err != nil {
-					fmt.Fprintf(stderr, "ipmon: %v\n", err)
-					return 1
-				}
+			if err := readAvailable(src, c.tail, e); err != nil {
+				return err
 			}
 		}
 		if !active {
-			return 0
+			return nil
 		}
 		if c.tail {
-			out.Flush()
+			e.out.Flush()
 			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// readAvailable prints the complete records src has now. Without tail it
+// marks src done at its end; with tail it leaves a partial record for the
+// next round.
+func readAvailable(src *fileSource, tail bool, e *emitter) error {
+	for {
+		pos, _ := src.f.Seek(0, io.SeekCurrent)
+		r, err := src.rd.Next()
+		if err == io.EOF || (tail && err == io.ErrUnexpectedEOF) {
+			if !tail {
+				src.done = true
+				return nil
+			}
+			// come back to the start of the partial record later
+			if _, err := src.f.Seek(pos, io.SeekStart); err != nil {
+				return fmt.Errorf("%s: %w", src.path, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", src.path, err)
+		}
+		if err := e.emit(&r); err != nil {
+			return err
 		}
 	}
 }

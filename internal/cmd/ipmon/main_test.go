@@ -77,7 +77,7 @@ func TestRunPrintsLog(t *testing.T) {
 	t.Setenv("TZ", "GMT")
 	var out, errb bytes.Buffer
 	pid := filepath.Join(dir, "pid")
-	if rc := Main([]string{"-P", pid, "-bf", logout}, &out, &errb); rc != 0 {
+	if rc := Main([]string{"-P", pid, "-bf", logout}, nil, &out, &errb); rc != 0 {
 		t.Fatalf("exit %d: %s", rc, errb.String())
 	}
 	want := "missed 1 ipf log entries: 0 1\n" +
@@ -92,7 +92,7 @@ func TestRunPrintsLog(t *testing.T) {
 	// Output file operand and -B binary copy.
 	outFile, binFile := filepath.Join(dir, "out.txt"), filepath.Join(dir, "copy")
 	out.Reset()
-	if rc := Main([]string{"-f", logout, "-B", binFile, outFile}, &out, &errb); rc != 0 {
+	if rc := Main([]string{"-f", logout, "-B", binFile, outFile}, nil, &out, &errb); rc != 0 {
 		t.Fatalf("exit %d: %s", rc, errb.String())
 	}
 	b, _ := os.ReadFile(outFile)
@@ -108,7 +108,7 @@ func TestRunPrintsLog(t *testing.T) {
 
 func TestRunErrors(t *testing.T) {
 	var out, errb bytes.Buffer
-	if rc := Main([]string{"-f", filepath.Join(t.TempDir(), "missing")}, &out, &errb); rc == 0 {
+	if rc := Main([]string{"-f", filepath.Join(t.TempDir(), "missing")}, nil, &out, &errb); rc == 0 {
 		t.Error("missing log file: exit 0")
 	}
 	bad := filepath.Join(t.TempDir(), "bad")
@@ -116,10 +116,10 @@ func TestRunErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	errb.Reset()
-	if rc := Main([]string{"-f", bad}, &out, &errb); rc == 0 || !strings.Contains(errb.String(), "corrupt") {
+	if rc := Main([]string{"-f", bad}, nil, &out, &errb); rc == 0 || !strings.Contains(errb.String(), "corrupt") {
 		t.Errorf("corrupt log: exit %d, stderr %q", rc, errb.String())
 	}
-	if rc := Main([]string{"-Z"}, &out, &errb); rc == 0 {
+	if rc := Main([]string{"-Z"}, nil, &out, &errb); rc == 0 {
 		t.Error("unknown option: exit 0")
 	}
 }
@@ -145,7 +145,7 @@ func TestRunNATAndStateLogs(t *testing.T) {
 	}
 	t.Setenv("TZ", "GMT")
 	var out, errb bytes.Buffer
-	if rc := Main([]string{"-N", natf, "-S", statef, "-P", "/dev/null"}, &out, &errb); rc != 0 {
+	if rc := Main([]string{"-N", natf, "-S", statef, "-P", "/dev/null"}, nil, &out, &errb); rc != 0 {
 		t.Fatalf("exit %d: %s", rc, errb.String())
 	}
 	want := "missed 1 NAT log entries: 0 1\n" +

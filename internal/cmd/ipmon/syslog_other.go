@@ -2,8 +2,11 @@
 
 package ipmon
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 func openSyslog(string) (sysLogger, error) {
-	return nil, errors.New("syslog is not available on this system")
+	return nil, fmt.Errorf("syslog on this system: %w", errors.ErrUnsupported)
 }

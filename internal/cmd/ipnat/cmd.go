@@ -9,27 +9,88 @@ import (
 	"os"
 
 	"sluice/internal/getopt"
+	"sluice/internal/ipfctl"
 	"sluice/internal/rules/ipnat"
 )
 
 // ErrNoDevice is returned by commands that need the NAT device, which
 // this build does not have.
-var ErrNoDevice = errors.New("/dev/ipnat: no kernel NAT device (use -n to check rules offline)")
+var ErrNoDevice = fmt.Errorf("/dev/ipnat: no kernel NAT device (use -n to check rules offline): %w", errors.ErrUnsupported)
 
-const usage = "usage: ipnat [-CdFhlnrRsv] [-f filename]\n"
+// Usage is ipnat's complete usage text (ipnat -h alone).
+const Usage = `usage: ipnat [-CdFhlnrRsv] [-p] [-m expr] [-O fields] -f filename
+  -f file  read NAT rules from file ("-": standard input) and load them
+  -r       remove the rules of the following -f files instead
+  -C       clear (flush) the NAT rules;  -F  flush the active sessions
+  -l       list the rules and sessions;  -h  with -l: each rule's hit count
+  -s       statistics;  -p  with -r: purge the rules' sessions too
+  -n       check the files only, change nothing;  -v  verbose;  -d  debug
+  -R       do not resolve names;  -m expr, -O fields: select and format -l
+  -M core, -N namelist, -X  accepted for IPFilter compatibility, no effect
+ipnat -h alone prints this help.
+`
 
-// Main runs ipnat with args (without the program name) and returns the
-// exit status.
+const optString = "CdFf:hlm:M:N:nO:prRsvX"
+
+// Device is the kernel NAT ipnat drives (the eBPF datapath through
+// sluice/internal/ipfctl on Linux).
+type Device interface {
+	// AddRules appends rules (ipnat -f), or with remove deletes each of
+	// them (ipnat -rf), purging the sessions of removed rules when purge
+	// is set or the rule says purge. file names the source in errors. A
+	// failed call changes nothing.
+	AddRules(rules []*ipnat.Rule, file string, remove, purge bool) error
+	// ClearRules removes every rule (ipnat -C) and returns how many.
+	ClearRules() (int, error)
+	// FlushSessions ends every session (ipnat -F) and returns how many.
+	FlushSessions() (int, error)
+	// List writes the rules (with hit counts when hits is set), the
+	// sessions and, verbose, the host map (ipnat -l).
+	List(w io.Writer, hits, verbose bool) error
+	// Stats writes the statistics (ipnat -s).
+	Stats(w io.Writer, verbose bool) error
+}
+
+// Command is one ipnat run.
+type Command struct {
+	// Device is the kernel NAT; nil means there is none (only -n works).
+	Device Device
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Main runs ipnat with args (without the program name) against the
+// kernel NAT pinned under $SLUICE_BPF_DIR-nat (default
+// /sys/fs/bpf/sluice-nat) and returns the exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	opts, rest, err := getopt.Parse(args, "CdFf:hlm:M:N:nO:prRsvX")
+	c := &Command{Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	if d := ipfctl.NATDevice(ipfctl.PinDir()); d != nil {
+		c.Device = d
+	}
+	return c.Run(args)
+}
+
+// Run runs ipnat with args and returns the exit status. As IPFilter's
+// ipnat does, it flushes (-F, -C) first, then loads or removes the
+// files' rules (-f, -r), then lists (-l) and prints statistics (-s).
+// Every file is parsed (and checked) before anything is changed.
+func (c *Command) Run(args []string) int {
+	stdin, stdout, stderr := c.Stdin, c.Stdout, c.Stderr
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		// -h alone: with -l it keeps its IPFilter meaning (hits)
+		fmt.Fprint(stdout, Usage)
+		return 0
+	}
+	opts, rest, err := getopt.Parse(args, optString)
 	if err != nil || len(rest) > 0 {
 		if err != nil {
 			fmt.Fprintf(stderr, "ipnat: %v\n", err)
 		}
-		fmt.Fprint(stderr, usage)
-		return 1
+		fmt.Fprint(stderr, Usage)
+		return 2
 	}
-	var noLoad, verbose, clear, flush, list, stats, remove bool
+	var noLoad, verbose, clear, flush, list, stats, remove, purge, hits bool
 	var files []string
 	for _, o := range opts {
 		switch o.Flag {
@@ -47,40 +108,89 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			stats = true
 		case 'r':
 			remove = true
+		case 'p':
+			purge = true
+		case 'h':
+			hits = true
 		case 'f':
 			files = append(files, o.Arg)
 		}
 	}
 	if len(opts) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, Usage)
+		return 2
+	}
+	if purge && !remove {
+		fmt.Fprintln(stderr, "ipnat: -p must be used with -r")
 		return 1
 	}
-	if !noLoad && (clear || flush || list || stats || len(files) > 0) {
-		// Parse anyway so that errors in the file are still reported.
-		for _, fn := range files {
-			if parseOne(fn, remove, false, stdin, stdout, stderr) != 0 {
-				return 1
-			}
+	// Every file is read and parsed before anything changes, so a typo
+	// leaves the loaded rules as they were.
+	parsed := make([]*ipnat.File, len(files))
+	for i, fn := range files {
+		f, status := parseOne(fn, verbose, stdin, stdout, stderr)
+		if status != 0 {
+			return status
 		}
+		parsed[i] = f
+	}
+	if noLoad {
+		if flush {
+			fmt.Fprintln(stdout, "0 entries flushed from NAT table")
+		}
+		if clear {
+			fmt.Fprintln(stdout, "0 entries flushed from NAT list")
+		}
+		return 0
+	}
+	if !clear && !flush && !list && !stats && len(files) == 0 {
+		return 0
+	}
+	if c.Device == nil {
 		fmt.Fprintf(stderr, "ipnat: %v\n", ErrNoDevice)
 		return 1
 	}
 	if flush {
-		fmt.Fprintln(stdout, "0 entries flushed from NAT table")
+		n, err := c.Device.FlushSessions()
+		if err != nil {
+			fmt.Fprintf(stderr, "ipnat: flushing the NAT table: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%d entries flushed from NAT table\n", n)
 	}
 	if clear {
-		fmt.Fprintln(stdout, "0 entries flushed from NAT list")
+		n, err := c.Device.ClearRules()
+		if err != nil {
+			fmt.Fprintf(stderr, "ipnat: clearing the NAT list: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%d entries flushed from NAT list\n", n)
 	}
-	status := 0
-	for _, fn := range files {
-		if s := parseOne(fn, remove, verbose, stdin, stdout, stderr); s != 0 {
-			status = s
+	for i, f := range parsed {
+		if len(f.Rules) == 0 {
+			continue
+		}
+		if err := c.Device.AddRules(f.Rules, files[i], remove, purge); err != nil {
+			fmt.Fprintf(stderr, "ipnat: %v\n", err)
+			return 1
 		}
 	}
-	return status
+	if list {
+		if err := c.Device.List(stdout, hits, verbose); err != nil {
+			fmt.Fprintf(stderr, "ipnat: %v\n", err)
+			return 1
+		}
+	}
+	if stats {
+		if err := c.Device.Stats(stdout, verbose); err != nil {
+			fmt.Fprintf(stderr, "ipnat: %v\n", err)
+			return 1
+		}
+	}
+	return 0
 }
 
-func parseOne(fn string, remove, verbose bool, stdin io.Reader, stdout, stderr io.Writer) int {
+func parseOne(fn string, verbose bool, stdin io.Reader, stdout, stderr io.Writer) (*ipnat.File, int) {
 	var src []byte
 	var err error
 	if fn == "-" {
@@ -90,7 +200,7 @@ func parseOne(fn string, remove, verbose bool, stdin io.Reader, stdout, stderr i
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ipnat: %v\n", err)
-		return 1
+		return nil, 1
 	}
 	f, perr := ipnat.Parse(fn, string(src), stderr)
 	if verbose && f != nil {
@@ -100,7 +210,7 @@ func parseOne(fn string, remove, verbose bool, stdin io.Reader, stdout, stderr i
 	}
 	if perr != nil {
 		fmt.Fprintln(stderr, perr)
-		return 1
+		return nil, 1
 	}
-	return 0
+	return f, 0
 }

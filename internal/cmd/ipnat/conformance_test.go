@@ -41,11 +41,13 @@ func TestMainFlags(t *testing.T) {
 		{[]string{"-CFn"}, "", 0, "0 entries flushed from NAT table\n0 entries flushed from NAT list\n"},
 		{[]string{"-l"}, "", 1, ""},
 		{[]string{"-f", "-"}, "map le0 10.0.0.0/8 -> 1.2.3.4\n", 1, ""}, // no device to load into
-		{[]string{"-Q"}, "", 1, ""},
+		{[]string{"-Q"}, "", 2, ""},                                     // usage error
 	}
 	for _, tc := range tests {
 		var out, errb bytes.Buffer
-		code := Main(tc.args, strings.NewReader(tc.stdin), &out, &errb)
+		// no kernel device: what works offline, and what fails without one
+		c := &Command{Stdin: strings.NewReader(tc.stdin), Stdout: &out, Stderr: &errb}
+		code := c.Run(tc.args)
 		if code != tc.code || out.String() != tc.out {
 			t.Errorf("%v: got exit %d output %q, want %d %q (stderr %q)", tc.args, code, out.String(), tc.code, tc.out, errb.String())
 		}

@@ -1,6 +1,7 @@
-// Package ippoolcmd implements the ippool command line: loading,
-// checking and printing ippool.conf files, and the table management
-// commands of IPFilter's ippool(8).
+// Package ippool is the ippool command: loading, checking and printing
+// ippool.conf files, and the table management commands of IPFilter's
+// ippool(8). The kernel's tables are reached through an
+// ipfctl.PoolDevice.
 package ippool
 
 import (
@@ -15,34 +16,26 @@ import (
 	"strings"
 
 	"sluice/internal/getopt"
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/ipfctl"
 	"sluice/internal/rules/ippool"
+	"sluice/internal/rules/netfmt"
 )
 
 // ErrNoDevice is returned by commands that need a loaded packet filter
 // (the IPFilter /dev/iplookup device) when there is none.
-var ErrNoDevice = errors.New("/dev/iplookup: no kernel lookup device (use -n to check a file offline)")
-
-// Device is the kernel's table store, IPFilter's /dev/iplookup
-// (ipfctl.Backend on Linux).
-type Device interface {
-	// Pools returns the loaded tables.
-	Pools() (*ippool.File, error)
-	// UpdatePools edits the loaded tables and applies the result to the
-	// packet filter; when edit or the apply fails nothing changes.
-	UpdatePools(edit func(*ippool.File) error) error
-}
+var ErrNoDevice = fmt.Errorf("/dev/iplookup: no kernel lookup device (use -n to check a file offline): %w", errors.ErrUnsupported)
 
 // Command is one ippool run.
 type Command struct {
 	// Device is the kernel store; nil means there is none (every command
 	// but -n checks fails with ErrNoDevice).
-	Device         Device
+	Device         ipfctl.PoolDevice
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 }
 
-const usage = `usage: ippool [-dnv] -f <file> [-R] [-u]
+// Usage is ippool's complete usage text (-h).
+const Usage = `usage: ippool [-dnv] -f <file> [-R] [-u]
        ippool [-dnv] -a [-i <ipaddr>[/netmask]] [-m <name>] [-o <role>] [-t <type>] [-T ttl]
        ippool [-dnv] -A [-m <name>] [-o <role>] [-S <seed>] [-t <type>]
        ippool [-dnv] -F [-o <role>] [-t <type>]
@@ -50,12 +43,28 @@ const usage = `usage: ippool [-dnv] -f <file> [-R] [-u]
        ippool [-dnv] -r [-i <ipaddr>[/netmask]] [-m <name>] [-o <role>]
        ippool [-dnv] -R [-m <name>] [-o <role>] [-t <type>]
        ippool [-dnv] -s [-m <name>] [-o <role>] [-t <type>]
+       ippool -h
+  -f file  load (with -u unload) the tables of an ippool.conf ("-": stdin)
+  -a / -r  add / remove the address -i to / from table -m
+  -A / -R  create / remove table -m
+  -F       flush tables;  -l list them;  -s statistics
+  -n       check only, change nothing;  -v verbose;  -d debug
+  -o role  ipf, nat, auth, count or all;  -t type  tree, hash, group-map, dstlist
+  -S seed, -T ttl  hash seed, entry lifetime
+  -z       zero statistics (not supported);  -M core, -N namelist, -O fields:
+           accepted for IPFilter compatibility, no effect
+All the files of a -f load are checked first; the tables change only when
+every one is good, all at once, and the rules that use them are reloaded.
 `
 
-// Main runs ippool with args (without the program name) and no kernel
-// device, and returns the exit status.
+const optString = "aAdf:Fhi:lm:M:nN:o:O:rRsS:t:T:uvz"
+
+// Main runs ippool with args (without the program name) on the table
+// store and datapath ipfctl finds (ipfctl.PinDir, ipfctl.PoolDir) and
+// returns the exit status: 0 done, 1 an error, 2 a usage error.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return (&Command{Stdin: stdin, Stdout: stdout, Stderr: stderr}).Run(args)
+	c := &Command{Device: ipfctl.PoolBackend(ipfctl.PinDir(), ""), Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	return c.Run(args)
 }
 
 // Run runs ippool with args (without the program name) and returns the
@@ -63,16 +72,22 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func (c *Command) Run(args []string) int {
 	stdin, stdout, stderr := c.Stdin, c.Stdout, c.Stderr
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 1
+		fmt.Fprint(stderr, Usage)
+		return 2
 	}
 	// The first command letter picks the mode, as in the original; all
 	// options share one getopt pass here.
-	opts, _, err := getopt.Parse(args, "aAdf:Fi:lm:M:nN:o:O:rRsS:t:T:uvz")
+	opts, _, err := getopt.Parse(args, optString)
 	if err != nil {
 		fmt.Fprintf(stderr, "ippool: %v\n", err)
-		fmt.Fprint(stderr, usage)
-		return 1
+		fmt.Fprint(stderr, Usage)
+		return 2
+	}
+	for _, o := range opts {
+		if o.Flag == 'h' {
+			fmt.Fprint(stdout, Usage)
+			return 0
+		}
 	}
 	var cmd byte
 	var noLoad, verbose, unload bool
@@ -103,8 +118,8 @@ func (c *Command) Run(args []string) int {
 	}
 	switch cmd {
 	case 0:
-		fmt.Fprint(stderr, usage)
-		return 1
+		fmt.Fprint(stderr, Usage)
+		return 2
 	case 'f':
 		return c.loadFiles(files, noLoad, verbose, unload, stdin, stdout, stderr)
 	}
@@ -134,13 +149,9 @@ func (c *Command) loadFiles(files []string, noLoad, verbose, unload bool, stdin 
 	var err error
 	status := 0
 	var load []*ippool.Table
+	fileOf := map[*ippool.Table]string{}
 	for _, fn := range files {
-		var src []byte
-		if fn == "-" {
-			src, err = io.ReadAll(stdin)
-		} else {
-			src, err = os.ReadFile(fn)
-		}
+		src, err := readFile(fn, stdin)
 		if err != nil {
 			fmt.Fprintf(stderr, "ippool: %v\n", err)
 			return 1
@@ -155,6 +166,9 @@ func (c *Command) loadFiles(files []string, noLoad, verbose, unload bool, stdin 
 			continue
 		}
 		load = append(load, f.Tables...)
+		for _, t := range f.Tables {
+			fileOf[t] = fn
+		}
 	}
 	if noLoad {
 		return status
@@ -183,11 +197,39 @@ func (c *Command) loadFiles(files []string, noLoad, verbose, unload bool, stdin 
 		loadTables(cur, load)
 		return nil
 	})
+	var pe *ipfctl.PoolSpaceError
+	if errors.As(err, &pe) && pe.Table != nil && fileOf[pe.Table] != "" {
+		// the table that does not fit, where the file defines it
+		fmt.Fprintf(stderr, "%s:%d:%d: %v\n", fileOf[pe.Table], pe.Table.Pos.Line, pe.Table.Pos.Col, err)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ippool: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// maxFileSize bounds an ippool.conf: far more than the kernel's pool map
+// holds (ipfctl says how much when it is loaded); beyond it a file is a
+// mistake and reading it would only exhaust memory.
+const maxFileSize = 64 << 20
+
+func readFile(name string, stdin io.Reader) ([]byte, error) {
+	var r io.Reader = stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	src, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
+	if err == nil && len(src) > maxFileSize {
+		return nil, fmt.Errorf("%s: more than %d MiB", name, maxFileSize>>20)
+	}
+	return src, err
 }
 
 // checkArgs validates the operands of the table commands as the
@@ -452,7 +494,7 @@ func (c *Command) tableCommand(cmd byte, opts []getopt.Opt, verbose bool) error 
 		}
 		return err
 	}
-	return fmt.Errorf("-%c: not supported", cmd)
+	return fmt.Errorf("-%c: %w", cmd, errors.ErrUnsupported)
 }
 
 func addRemove(cmd byte) string {

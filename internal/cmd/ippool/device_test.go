@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"sluice/internal/ipfctl"
 	"sluice/internal/rules/ippool"
 )
 
@@ -40,14 +41,14 @@ func (d *memDevice) UpdatePools(edit func(*ippool.File) error) error {
 	return nil
 }
 
-func runDev(t *testing.T, d Device, args ...string) (int, string, string) {
+func runDev(t *testing.T, d ipfctl.PoolDevice, args ...string) (int, string, string) {
 	t.Helper()
 	var o, e bytes.Buffer
 	code := (&Command{Device: d, Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e}).Run(args)
 	return code, o.String(), e.String()
 }
 
-func mustDev(t *testing.T, d Device, args ...string) string {
+func mustDev(t *testing.T, d ipfctl.PoolDevice, args ...string) string {
 	t.Helper()
 	code, o, e := runDev(t, d, args...)
 	if code != 0 {

@@ -1,6 +1,7 @@
-// Package admin implements ipqosadmin, HP-UX IPQoS's administration
-// command, with HP's single-dash options. Main is the whole program so it
-// can be tested without building a binary.
+// Package ipqosadmin is the ipqosadmin command, HP-UX IPQoS's
+// administration tool, with HP's single-dash options. The kernel datapath
+// is reached through an ipfctl.QoS; Main is the whole program so it can
+// be tested without building a binary.
 package ipqosadmin
 
 import (
@@ -13,12 +14,14 @@ import (
 	"strconv"
 	"strings"
 
-	bpfqos "sluice/internal/bpf/qos"
+	"sluice/internal/ipfctl"
 	"sluice/internal/qos"
+	"sluice/internal/qos/engine"
 	"sluice/internal/rules/ipqos"
 )
 
-const usage = `usage:
+// Usage is ipqosadmin's complete usage text (-h).
+const Usage = `usage:
   ipqosadmin -state [-s]                      exit 0 disabled, 1 error, 2 enabled not filtering, 3 filtering
   ipqosadmin -verify -f FILE                  check a configuration
   ipqosadmin -load -f FILE|- [-verbose] [-abort|-continue]
@@ -28,219 +31,296 @@ const usage = `usage:
   ipqosadmin -showstats -reset
   ipqosadmin -loglevel LEVEL                  0-4 or none, error, warning, info, debug
   ipqosadmin -test -f FILE -i PACKETS [-F text|hex] [-a ADAPTER]
-common: -pindir DIR (default ` + bpfqos.DefaultPinDir + `)
+  ipqosadmin -h                               this help
+common: -pindir DIR (default $SLUICE_QOS_DIR, else ` + ipfctl.DefaultQoSPinDir + `)
+A load is checked whole first (the file, every adapter); with -abort (the
+default) any failure keeps the previous configuration.
 `
 
 var levels = []string{"none", "error", "warning", "info", "debug"}
 
-// Main runs ipqosadmin with args (without the program name) and returns
-// the exit status.
+// Main runs ipqosadmin with args (without the program name) on the kernel
+// datapath and returns the exit status (see Usage for -state's).
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return run(args, stdin, stdout, stderr, ipfctl.QoSBackend)
+}
+
+// command is one run: the options and where it reads and writes.
+type command struct {
+	state, silent, verify, load, unload, showconfig bool
+	showstats, reset, test, verbose, abort, cont    bool
+	loglevel, file, input, format, adapter, pindir  string
+	// rest are the operands (the -showstats selector)
+	rest []string
+
+	q              ipfctl.QoS
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// run is Main with the datapath to use (tests pass their own).
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, backend func(pindir string) ipfctl.QoS) int {
+	c := &command{stdin: stdin, stdout: stdout, stderr: stderr}
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	c.q = backend(c.pindir)
+	switch {
+	case c.state:
+		return c.doState()
+	case c.verify:
+		return c.doVerify()
+	case c.load:
+		return c.doLoad()
+	case c.unload:
+		return c.result(c.q.Unload(c.logWriter()))
+	case c.showconfig:
+		return c.doShowconfig()
+	case c.showstats:
+		return c.doShowstats()
+	case c.loglevel != "":
+		return c.doLoglevel()
+	case c.test:
+		return c.doTest()
+	}
+	return c.fail("internal error: no action")
+}
+
+// parse reads the options; ok is false when the run ends there (help or
+// a usage error) with exit status code.
+func (c *command) parse(args []string) (code int, ok bool) {
 	fs := flag.NewFlagSet("ipqosadmin", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var (
-		state      = fs.Bool("state", false, "")
-		silent     = fs.Bool("s", false, "")
-		verify     = fs.Bool("verify", false, "")
-		load       = fs.Bool("load", false, "")
-		unload     = fs.Bool("unload", false, "")
-		showconfig = fs.Bool("showconfig", false, "")
-		showstats  = fs.Bool("showstats", false, "")
-		reset      = fs.Bool("reset", false, "")
-		loglevel   = fs.String("loglevel", "", "")
-		test       = fs.Bool("test", false, "")
-		file       = fs.String("f", "", "")
-		input      = fs.String("i", "", "")
-		format     = fs.String("F", "", "")
-		adapter    = fs.String("a", "", "")
-		verbose    = fs.Bool("verbose", false, "")
-		abort      = fs.Bool("abort", false, "")
-		cont       = fs.Bool("continue", false, "")
-		pindir     = fs.String("pindir", bpfqos.DefaultPinDir, "")
-	)
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "ipqosadmin: "+format+"\n", args...)
-		return 1
-	}
-	// Configuration errors are already file:line:col: messages.
-	failConfig := func(err error) int {
-		var el ipqos.ErrorList
-		if errors.As(err, &el) {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		return fail("%v", err)
-	}
+	fs.BoolVar(&c.state, "state", false, "")
+	fs.BoolVar(&c.silent, "s", false, "")
+	fs.BoolVar(&c.verify, "verify", false, "")
+	fs.BoolVar(&c.load, "load", false, "")
+	fs.BoolVar(&c.unload, "unload", false, "")
+	fs.BoolVar(&c.showconfig, "showconfig", false, "")
+	fs.BoolVar(&c.showstats, "showstats", false, "")
+	fs.BoolVar(&c.reset, "reset", false, "")
+	fs.StringVar(&c.loglevel, "loglevel", "", "")
+	fs.BoolVar(&c.test, "test", false, "")
+	fs.StringVar(&c.file, "f", "", "")
+	fs.StringVar(&c.input, "i", "", "")
+	fs.StringVar(&c.format, "F", "", "")
+	fs.StringVar(&c.adapter, "a", "", "")
+	fs.BoolVar(&c.verbose, "verbose", false, "")
+	fs.BoolVar(&c.abort, "abort", false, "")
+	fs.BoolVar(&c.cont, "continue", false, "")
+	fs.StringVar(&c.pindir, "pindir", ipfctl.QoSPinDir(), "")
 	// Options may follow the -showstats selector, so parsing resumes
 	// after each positional argument.
-	var rest []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			fmt.Fprint(stderr, usage)
-			return fail("%v", err)
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(c.stdout, Usage)
+				return 0, false
+			}
+			fmt.Fprintf(c.stderr, "ipqosadmin: %v\n%s", err, Usage)
+			return 2, false
 		}
 		if fs.NArg() == 0 {
 			break
 		}
-		rest = append(rest, fs.Arg(0))
+		c.rest = append(c.rest, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
 	actions := 0
-	for _, b := range []bool{*state, *verify, *load, *unload, *showconfig, *showstats, *loglevel != "", *test} {
+	for _, b := range []bool{c.state, c.verify, c.load, c.unload, c.showconfig, c.showstats, c.loglevel != "", c.test} {
 		if b {
 			actions++
 		}
 	}
 	if actions != 1 {
-		fmt.Fprint(stderr, usage)
-		return fail("exactly one of -state, -verify, -load, -unload, -showconfig, -showstats, -loglevel, -test is needed")
+		fmt.Fprintf(c.stderr, "ipqosadmin: exactly one of -state, -verify, -load, -unload, -showconfig, -showstats, -loglevel, -test is needed\n%s", Usage)
+		return 2, false
 	}
-	if *abort && *cont {
-		return fail("-abort and -continue exclude each other")
+	if c.abort && c.cont {
+		fmt.Fprintf(c.stderr, "ipqosadmin: -abort and -continue exclude each other\n")
+		return 2, false
 	}
-	if !*showstats && len(rest) > 0 {
-		return fail("unexpected argument %q", rest[0])
+	if !c.showstats && len(c.rest) > 0 {
+		fmt.Fprintf(c.stderr, "ipqosadmin: unexpected argument %q\n", c.rest[0])
+		return 2, false
 	}
-	level, _ := bpfqos.LogLevel(*pindir)
-	logw := io.Writer(nil)
-	if *verbose || level >= 3 {
-		logw = stdout
+	return 0, true
+}
+
+func (c *command) fail(format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "ipqosadmin: "+format+"\n", args...)
+	return 1
+}
+
+func (c *command) result(err error) int {
+	if err != nil {
+		return c.fail("%v", err)
 	}
+	return 0
+}
 
-	switch {
-	case *state:
-		si, err := bpfqos.GetState(*pindir)
-		if err != nil {
-			if !*silent {
-				fmt.Fprintf(stderr, "ipqosadmin: %v\n", err)
-			}
-			return int(bpfqos.Error)
-		}
-		if !*silent {
-			fmt.Fprintf(stdout, "IPQoS state: %s\n", si.State)
-			if len(si.Attached) > 0 {
-				fmt.Fprintf(stdout, "adapters filtering: %s\n", strings.Join(si.Attached, " "))
-			}
-			if len(si.Missing) > 0 {
-				fmt.Fprintf(stdout, "adapters not attached: %s\n", strings.Join(si.Missing, " "))
-			}
-		}
-		return int(si.State)
-
-	case *verify:
-		rs, err := readConfig(*file, stdin)
-		if err != nil {
-			return failConfig(err)
-		}
-		fmt.Fprintf(stdout, "%s: configuration is valid (%d adapters)\n", *file, len(rs.Adapters))
-		return 0
-
-	case *load:
-		rs, err := readConfig(*file, stdin)
-		if err != nil {
-			return failConfig(err)
-		}
-		rep, err := bpfqos.Load(rs, bpfqos.Options{PinDir: *pindir, Continue: *cont, Log: logw})
-		if err != nil {
-			return fail("load failed, previous configuration kept: %v", err)
-		}
-		for _, s := range rep.Skipped {
-			fmt.Fprintf(stderr, "ipqosadmin: warning: %s\n", s)
-		}
-		if logw != nil {
-			fmt.Fprintf(logw, "configuration loaded on %s\n", strings.Join(rep.Attached, " "))
-		}
-		if len(rep.Skipped) > 0 {
-			return 1
-		}
-		return 0
-
-	case *unload:
-		if err := bpfqos.Unload(*pindir, logw); err != nil {
-			return fail("%v", err)
-		}
-		return 0
-
-	case *showconfig:
-		text, err := bpfqos.ActiveConfig(*pindir)
-		if err != nil {
-			return fail("%v", err)
-		}
-		if text == "" {
-			return fail("no configuration loaded")
-		}
-		fmt.Fprint(stdout, text)
-		return 0
-
-	case *showstats:
-		if *reset {
-			if len(rest) > 0 {
-				return fail("-showstats -reset takes no adapter")
-			}
-			if err := bpfqos.ResetStats(*pindir); err != nil {
-				return fail("%v", err)
-			}
-			return 0
-		}
-		if len(rest) > 1 {
-			return fail("unexpected argument %q", rest[1])
-		}
-		sel := ""
-		if len(rest) == 1 {
-			sel = rest[0]
-		}
-		stats, err := bpfqos.ReadStats(*pindir)
-		if err != nil {
-			return fail("%v", err)
-		}
-		if stats == nil {
-			return fail("no configuration loaded")
-		}
-		if err := PrintStats(stdout, stats, sel); err != nil {
-			return fail("%v", err)
-		}
-		return 0
-
-	case *loglevel != "":
-		n, err := parseLevel(*loglevel)
-		if err != nil {
-			return fail("%v", err)
-		}
-		if err := bpfqos.SetLogLevel(*pindir, n); err != nil {
-			return fail("%v", err)
-		}
-		return 0
-
-	case *test:
-		if *file == "" || *input == "" {
-			return fail("-test needs -f FILE and -i PACKETS")
-		}
-		rs, err := readConfig(*file, stdin)
-		if err != nil {
-			return failConfig(err)
-		}
-		data, err := os.ReadFile(*input)
-		if err != nil {
-			return fail("%v", err)
-		}
-		f := *format
-		if f == "" {
-			f = guessFormat(string(data))
-		}
-		pkts, err := qos.ReadPackets(strings.NewReader(string(data)), f)
-		if err != nil {
-			return fail("%s: %v", *input, err)
-		}
-		w := bufio.NewWriter(stdout)
-		if err := qos.RunTest(w, rs, *adapter, pkts); err != nil {
-			return fail("%v", err)
-		}
-		if err := w.Flush(); err != nil {
-			return fail("%v", err)
-		}
-		return 0
+// failConfig reports a configuration error; parse errors are already
+// file:line:col: messages.
+func (c *command) failConfig(err error) int {
+	var el ipqos.ErrorList
+	if errors.As(err, &el) {
+		fmt.Fprintln(c.stderr, err)
+		return 1
 	}
-	return fail("internal error: no action")
+	return c.fail("%v", err)
+}
+
+// logWriter is where progress goes: stdout with -verbose or at log level
+// info and above, nowhere otherwise.
+func (c *command) logWriter() io.Writer {
+	level, _ := c.q.LogLevel()
+	if c.verbose || level >= 3 {
+		return c.stdout
+	}
+	return nil
+}
+
+func (c *command) doState() int {
+	si, err := c.q.State()
+	if err != nil {
+		if !c.silent {
+			fmt.Fprintf(c.stderr, "ipqosadmin: %v\n", err)
+		}
+		return int(ipfctl.QoSError)
+	}
+	if !c.silent {
+		fmt.Fprintf(c.stdout, "IPQoS state: %s\n", si.State)
+		if len(si.Attached) > 0 {
+			fmt.Fprintf(c.stdout, "adapters filtering: %s\n", strings.Join(si.Attached, " "))
+		}
+		if len(si.Missing) > 0 {
+			fmt.Fprintf(c.stdout, "adapters not attached: %s\n", strings.Join(si.Missing, " "))
+		}
+	}
+	return int(si.State)
+}
+
+func (c *command) doVerify() int {
+	rs, err := readConfig(c.file, c.stdin)
+	if err != nil {
+		return c.failConfig(err)
+	}
+	fmt.Fprintf(c.stdout, "%s: configuration is valid (%d adapters)\n", c.file, len(rs.Adapters))
+	return 0
+}
+
+func (c *command) doLoad() int {
+	rs, err := readConfig(c.file, c.stdin)
+	if err != nil {
+		return c.failConfig(err)
+	}
+	logw := c.logWriter()
+	rep, err := c.q.Load(rs, ipfctl.QoSLoadOptions{Continue: c.cont, Log: logw})
+	if err != nil {
+		return c.fail("load failed, previous configuration kept: %v", err)
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(c.stderr, "ipqosadmin: warning: %s\n", s)
+	}
+	if logw != nil {
+		fmt.Fprintf(logw, "configuration loaded on %s\n", strings.Join(rep.Attached, " "))
+	}
+	if len(rep.Skipped) > 0 {
+		return 1
+	}
+	return 0
+}
+
+func (c *command) doShowconfig() int {
+	text, err := c.q.Config()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	if text == "" {
+		return c.fail("no configuration loaded")
+	}
+	fmt.Fprint(c.stdout, text)
+	return 0
+}
+
+func (c *command) doShowstats() int {
+	if c.reset {
+		if len(c.rest) > 0 {
+			return c.fail("-showstats -reset takes no adapter")
+		}
+		return c.result(c.q.ResetStats())
+	}
+	if len(c.rest) > 1 {
+		return c.fail("unexpected argument %q", c.rest[1])
+	}
+	sel := ""
+	if len(c.rest) == 1 {
+		sel = c.rest[0]
+	}
+	stats, err := c.q.Stats()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	if stats == nil {
+		return c.fail("no configuration loaded")
+	}
+	return c.result(PrintStats(c.stdout, stats, sel))
+}
+
+func (c *command) doLoglevel() int {
+	n, err := parseLevel(c.loglevel)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	return c.result(c.q.SetLogLevel(n))
+}
+
+func (c *command) doTest() int {
+	if c.file == "" || c.input == "" {
+		return c.fail("-test needs -f FILE and -i PACKETS")
+	}
+	rs, err := readConfig(c.file, c.stdin)
+	if err != nil {
+		return c.failConfig(err)
+	}
+	data, err := readLimited(c.input, nil)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	f := c.format
+	if f == "" {
+		f = guessFormat(string(data))
+	}
+	pkts, err := engine.ReadPackets(strings.NewReader(string(data)), f)
+	if err != nil {
+		return c.fail("%s: %v", c.input, err)
+	}
+	w := bufio.NewWriter(c.stdout)
+	if err := engine.RunTest(w, rs, c.adapter, pkts); err != nil {
+		return c.fail("%v", err)
+	}
+	return c.result(w.Flush())
+}
+
+// maxFileSize bounds a configuration or packet file: beyond it a file is
+// a mistake and reading it would only exhaust memory.
+const maxFileSize = 64 << 20
+
+// readLimited reads a file ("-": r) of at most maxFileSize bytes.
+func readLimited(name string, r io.Reader) ([]byte, error) {
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	src, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
+	if err == nil && len(src) > maxFileSize {
+		return nil, fmt.Errorf("%s: more than %d MiB", name, maxFileSize>>20)
+	}
+	return src, err
 }
 
 func parseLevel(s string) (uint32, error) {
@@ -278,15 +358,11 @@ func readConfig(file string, stdin io.Reader) (*qos.Ruleset, error) {
 	if file == "" {
 		return nil, errors.New("no configuration file (-f FILE or -f -)")
 	}
-	var src []byte
-	var err error
 	name := file
 	if file == "-" {
 		name = "<stdin>"
-		src, err = io.ReadAll(stdin)
-	} else {
-		src, err = os.ReadFile(file)
 	}
+	src, err := readLimited(file, stdin)
 	if err != nil {
 		return nil, err
 	}

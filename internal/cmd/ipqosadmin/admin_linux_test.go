@@ -60,7 +60,7 @@ adapter ad0 {
 			return err
 		}
 		for _, s := range steps {
-			rc, out, errs := run(s.stdin, append(s.args, "-pindir", dir)...)
+			rc, out, errs := runMain(s.stdin, append(s.args, "-pindir", dir)...)
 			if rc != s.rc || !strings.Contains(out, s.out) {
 				return fmt.Errorf("%s: exit %d (want %d), stdout:\n%s\nstderr:\n%s(want stdout containing %q)", s.name, rc, s.rc, out, errs, s.out)
 			}

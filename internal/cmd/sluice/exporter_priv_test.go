@@ -47,7 +47,7 @@ func TestPrivilegedExporterPrometheus(t *testing.T) {
 
 	var out, errb bytes.Buffer
 	if err := sut(func() error {
-		c := &ipfcli.Command{Stdout: &out, Stderr: &errb, Backend: ipfctl.Kernel(pin)}
+		c := &ipfcli.Command{Stdout: &out, Stderr: &errb, Backend: ipfctl.FilterBackend(pin)}
 		if rc := c.Run([]string{"-Fa", "-f", rules}); rc != 0 {
 			return fmt.Errorf("ipf -Fa -f: exit %d: %s", rc, errb.String())
 		}

@@ -123,7 +123,13 @@ func isDelim(c int) bool {
 	case -1, ' ', '\t', '\r', '\n', '\f', '\v', '#', ';', ',', '{', '}', '(', ')', '=', '!', '<', '>', '"', '\'', '/', '@', '$':
 		return true
 	}
-	return false
+	return isControl(c)
+}
+
+// isControl reports a control character that is not a blank: never part
+// of a rule (a NUL would otherwise hide inside a word).
+func isControl(c int) bool {
+	return c >= 0 && c < ' ' && c != '\t' && c != '\r' && c != '\n' && c != '\f' && c != '\v' || c == 0x7f
 }
 
 // skipSpace skips blanks, comments and backslash-newline continuations.
@@ -190,6 +196,11 @@ func (l *lexer) next() token {
 			l.advance()
 			t.text += string(rune(n))
 		}
+		return t
+	}
+	if isControl(c) {
+		l.advance()
+		t.kind, t.text = tError, fmt.Sprintf("unexpected control character %#02x", c)
 		return t
 	}
 	var b strings.Builder

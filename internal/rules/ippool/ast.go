@@ -6,7 +6,7 @@ package ippool
 import (
 	"net/netip"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/netfmt"
 )
 
 // Role is the subsystem a table serves.

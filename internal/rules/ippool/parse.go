@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
 	"sluice/internal/rules/lex"
+	"sluice/internal/rules/netfmt"
 )
 
 type parser struct {
@@ -22,18 +22,9 @@ type parser struct {
 // file:// and whois sources are opened relative to the current directory.
 // All errors found (up to ten) are returned as a netfmt.ErrorList.
 func Parse(name, src string) (*File, error) {
-	p := &parser{Parser: lex.New(name, netfmt.Lex(src, false)), out: &File{}}
+	p := &parser{Parser: lex.NewSource(name, src, false), out: &File{}}
 	p.Run(p.statement)
 	return p.out, p.Err()
-}
-
-// ParseFile reads and parses path ("-" = standard input is left to callers).
-func ParseFile(path string) (*File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(path, string(b))
 }
 
 func (p *parser) statement() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/netfmt"
 )
 
 func TestPrint(t *testing.T) {

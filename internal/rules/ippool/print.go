@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/netfmt"
 )
 
 // Print writes every table in ippool's normalised form (ippool -nv).

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"strings"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/netfmt"
 )
 
 // MaxErrors is how many errors a parse collects before it gives up.
@@ -24,15 +24,46 @@ type bailout struct{}
 // it and add their own productions.
 type Parser struct {
 	File string
+	// Toks holds the tokens read and not yet consumed, from Toks[I] on;
+	// when they come from a lexer (NewSource) it is refilled as the
+	// parser looks ahead and trimmed as it consumes, so a parser that
+	// stops early never tokenizes the rest of its input.
 	Toks []netfmt.Token
 	I    int
 	Errs netfmt.ErrorList
+	lx   *netfmt.Lexer
 }
 
 // New returns a Parser over toks (as from netfmt.Lex); file names the
 // source in error positions.
 func New(file string, toks []netfmt.Token) Parser {
 	return Parser{File: file, Toks: toks}
+}
+
+// NewSource returns a Parser that reads the tokens of src as it goes
+// (netfmt.NewLexer; see netfmt.Lex for newlines).
+func NewSource(file, src string, newlines bool) Parser {
+	return Parser{File: file, lx: netfmt.NewLexer(src, newlines)}
+}
+
+// fill makes sure Toks[I+k] exists, unless the input ends before it (the
+// last token is then TokEOF).
+func (p *Parser) fill(k int) {
+	if p.lx == nil {
+		return
+	}
+	for len(p.Toks) <= p.I+k {
+		if n := len(p.Toks); n > 0 && p.Toks[n-1].Kind == netfmt.TokEOF {
+			return
+		}
+		if p.I >= 1024 && p.I > len(p.Toks)/2 {
+			// drop what was consumed (Toks stays short however long the
+			// input is)
+			p.Toks = append(p.Toks[:0], p.Toks[p.I:]...)
+			p.I = 0
+		}
+		p.Toks = append(p.Toks, p.lx.Next())
+	}
 }
 
 // Run calls stmt until end of input or until MaxErrors errors are in.
@@ -64,10 +95,14 @@ func (p *Parser) Guard(resync func()) {
 }
 
 // Peek returns the current token without consuming it.
-func (p *Parser) Peek() netfmt.Token { return p.Toks[p.I] }
+func (p *Parser) Peek() netfmt.Token {
+	p.fill(0)
+	return p.Toks[p.I]
+}
 
 // PeekAt looks k tokens ahead, stopping at the final EOF token.
 func (p *Parser) PeekAt(k int) netfmt.Token {
+	p.fill(k)
 	if p.I+k >= len(p.Toks) {
 		return p.Toks[len(p.Toks)-1]
 	}
@@ -76,6 +111,7 @@ func (p *Parser) PeekAt(k int) netfmt.Token {
 
 // Next consumes and returns the current token; at EOF it stays put.
 func (p *Parser) Next() netfmt.Token {
+	p.fill(0)
 	t := p.Toks[p.I]
 	if t.Kind != netfmt.TokEOF {
 		p.I++

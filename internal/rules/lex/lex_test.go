@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"sluice/internal/pool/netfmt"
+	"sluice/internal/rules/netfmt"
 )
 
 // stmt reads `word = word ;` so the tests can drive errors and resync.
@@ -71,5 +71,38 @@ func TestInOut(t *testing.T) {
 	}()
 	if err := p.Err(); err == nil || err.Error() != `f:1:8: expected in or out, found "sideways"` {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestSourceMatchesTokens: a parser reading from the source sees the same
+// errors as one given all the tokens up front.
+func TestSourceMatchesTokens(t *testing.T) {
+	src := "a = on;\nb x on;\nc = ON ;\nd = off;\n" + strings.Repeat("e = on;\n", 3000) + "f = off;"
+	p1 := New("f.conf", netfmt.Lex(src, false))
+	p1.Run(stmt(&p1))
+	p2 := NewSource("f.conf", src, false)
+	p2.Run(stmt(&p2))
+	if e1, e2 := p1.Err(), p2.Err(); e1 == nil || e2 == nil || e1.Error() != e2.Error() {
+		t.Errorf("from tokens: %v\nfrom the source: %v", e1, e2)
+	}
+}
+
+// TestSourceStopsEarly: after the error cap the rest of a huge input is
+// neither tokenized nor held.
+func TestSourceStopsEarly(t *testing.T) {
+	src := strings.Repeat("bad ;\n", 20) + strings.Repeat("x = on ; ", 1<<20)
+	p := NewSource("f.conf", src, false)
+	p.Run(stmt(&p))
+	if n := len(p.Err().(netfmt.ErrorList)); n != MaxErrors {
+		t.Fatalf("%d errors, want %d", n, MaxErrors)
+	}
+	if len(p.Toks) > 64 || cap(p.Toks) > 4096 {
+		t.Errorf("%d tokens held (capacity %d) after stopping at the error cap", len(p.Toks), cap(p.Toks))
+	}
+	// and a long good input is read in bounded memory
+	p = NewSource("f.conf", strings.Repeat("x = on ; ", 1<<18), false)
+	p.Run(stmt(&p))
+	if p.Err() != nil || cap(p.Toks) > 4096 {
+		t.Errorf("err %v, token buffer capacity %d after 2^18 statements", p.Err(), cap(p.Toks))
 	}
 }

@@ -1,0 +1,3164 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Sluice NAT datapath: IPFilter's ipnat (ip_nat.c as the Go reference
+ * engine internal/nat implements it) on TCX hooks. The ingress program
+ * runs before the filter, the egress one after it, as IPFilter orders NAT
+ * and filtering.
+ *
+ * Fast path: parse with direct packet access, look the packet's 5-tuple up
+ * in the session table, rewrite addresses and ports with checksum
+ * differences computed when the session was made. Everything else (new
+ * sessions, ICMP errors, fragments, the ftp proxy, MSS clamping) is in
+ * global functions verified on their own, working on a per-CPU scratch
+ * area. Sessions end by themselves: the forward entry of each session
+ * holds a bpf_timer that fires at the end of the session's lifetime
+ * (IPFilter's timeouts) and deletes it; no daemon is involved.
+ */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
+
+#include "nat.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#ifndef IPPROTO_ICMPV6
+#define IPPROTO_ICMPV6 58
+#endif
+#define CLOCK_MONOTONIC 1
+#define TICK_NS 500000000ULL /* IPFilter's tick: 0.5 s */
+
+#define GLOBAL __attribute__((noinline))
+#define BOUND(x, m) ({ __u64 _v = (x); asm volatile("" : "+r"(_v)); _v & (m); })
+
+/* ------------------------------------------------------------------ maps */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NAT_NSLOTS * NAT_MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct nat_rule);
+} rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NAT_NSLOTS * NAT_MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct nat_rstate);
+} rstates SEC(".maps");
+
+/* Rule hit counts (ipnat -lh). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NAT_NSLOTS * NAT_MAX_RULES);
+	__type(key, __u32);
+	__type(value, __u64);
+} hits SEC(".maps");
+
+/* Match order per slot and direction: key slot*2 + dir. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NAT_NSLOTS * 2);
+	__type(key, __u32);
+	__type(value, struct nat_order);
+} orders SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NAT_NSLOTS * NAT_MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct nat_text);
+} texts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NCFG_N);
+	__type(key, __u32);
+	__type(value, __u64);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NS_N);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NAT_SESS_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct nat_key);
+	__type(value, struct nat_sess);
+} sessions SEC(".maps");
+
+/* First fragments' sessions: the entry key later fragments follow. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, NAT_FRAG_ENTRIES);
+	__type(key, struct nat_frag_key);
+	__type(value, struct nat_key);
+} frags SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NAT_HM_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct nat_hm_key);
+	__type(value, struct nat_hm);
+} hostmaps SEC(".maps");
+
+/* ftp proxy state by the control session's seq. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NAT_FTP_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct nat_ftp);
+} ftps SEC(".maps");
+
+/* Interface addresses (0/32 targets), by ifindex. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct nat_ifaddr);
+} ifaddrs SEC(".maps");
+
+/* Link-layer header length by ifindex when not Ethernet (NCFG_L3DEV). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} l2lens SEC(".maps");
+
+/* ------------------------------------------------------------ scratch */
+
+struct pkt {
+	__u32 src[4];
+	__u32 dst[4];
+	__u16 sport; /* network order */
+	__u16 dport;
+	__u8 family;
+	__u8 proto;
+	__u8 pflags;
+	__u8 tcpflags;
+	__u8 icmptype;
+	__u8 icmperr;
+	__u8 fragbody;
+	__u8 morefrags;
+	__u16 l3off;
+	__u16 l4off;   /* 0: no L4 header (fragment body, too short) */
+	__u16 l4len;   /* bytes from l4off to the end of the datagram */
+	__u16 csumoff; /* L4 checksum to patch, 0: none */
+	__u8 udp0;     /* UDP with a zero checksum field */
+	__u8 pad0;
+	__u16 pad1;
+	__u32 ipid;
+	__u32 len;     /* bytes from l3off to the end of the buffer */
+	__u32 ifindex;
+	__u8 dir;
+	__u8 pad[3];
+};
+
+/* A 128-bit address number (IPv4 in the low 32 bits of lo). */
+struct a128 {
+	__u64 hi;
+	__u64 lo;
+};
+
+/* The session a new packet is getting (the engine's *session). */
+struct newsess {
+	struct nat_tuple t;  /* network order */
+	__u32 rule_idx;
+	__u32 rule_id;
+	__u32 ifin;
+	__u32 ifout;
+	__u32 hm_rule;
+	__u16 hm_port;
+	__u8 hm_on;
+	__u8 move;
+	__u8 ok;
+	__u8 pad[3];
+};
+
+/* Embedded packet of an ICMP error. */
+#define ICMP_INNER 128
+struct inner {
+	__u8 b[ICMP_INNER];  /* after rewrite */
+	__u8 o[ICMP_INNER];  /* before */
+	__u32 m;             /* bytes held */
+	__u32 hl;            /* its L3 header length */
+	__u32 l4;            /* offset of its L4 header in b, 0: none */
+	__u32 l4len;
+	__u8 v6;
+	__u8 proto;
+	__u8 pflags;
+	__u8 fragbody;
+	__u16 sport;         /* host order */
+	__u16 dport;
+	__u32 src[4];        /* network order */
+	__u32 dst[4];
+};
+
+struct sticky_ctx {
+	__u32 slot;
+	__u32 n;
+	__u16 port;
+	__u16 found_idx;
+	__u8 found;
+	__u8 pad[3];
+	__u64 seq;
+	__u32 ndst[4];
+};
+
+/* Room for locals of the session-making functions, which would not fit
+ * their combined stack. */
+struct scratch {
+	struct nat_hm_key hk;
+	struct nat_hm nh;
+	struct nat_key rk;
+	struct nat_key rk2;
+	__u32 na[4];
+	__u32 hn[4];
+	__u32 hd[4];
+	__u32 m[4];
+};
+
+/* The ftp proxy's working state for one segment (see ftp.h). */
+struct ftpctx {
+	__u64 seq;          /* the control session: its ftps key */
+	struct nat_key fk;  /* and its forward entry */
+	struct nat_tuple t;
+	__u32 len;          /* payload bytes in pay */
+	__s32 off;          /* the engine's ftpProcess locals */
+	__s32 base;
+	__s32 inc;
+	__u32 iptot;        /* IPv4 total length / IPv6 payload length */
+	__u32 nums[6];
+	__u8 side;
+	__u8 phase;
+	__u8 sdir;
+	__u8 family;
+	__u8 insecure;
+	__u8 pasvonly;
+	__u8 forcepasv;
+	__u8 fail;
+	__u8 changed;
+	__u8 need;          /* ftp_step stopped at a line to act on */
+	__u8 gaveup;        /* side 0's login state, copied */
+	__u8 incok;
+	__s32 at;           /* its payload offset */
+	__s32 d;            /* what acting on it changed */
+	__s32 passok;
+	__s32 cmd0;         /* side 0's last command of interest */
+	__u32 ln;           /* bytes in line */
+	__u32 zs;           /* line_addr6: the compressed run of zero groups */
+	__u32 zl;
+	__u32 sum;          /* payload_sum */
+	__u32 sumlen;
+	__u8 which;
+	__u8 th[20];        /* the TCP header as it came */
+	__u8 pad2[3];
+};
+
+/* A byte move, a byte scan and an address check of the ftp proxy
+ * (ftp.h mv, scan, parse_v4/v6). */
+struct moves {
+	__u32 dst;
+	__u32 src;
+	__u32 n;
+	__u8 kind;
+	__u8 pad[3];
+};
+
+struct scanctx {
+	__u32 from;
+	__u32 to;
+	__u32 res;
+	__u8 kind;
+	__u8 ch;
+	__u8 pad[2];
+};
+
+struct addrparse {
+	__u32 pos;
+	__u32 end;
+	__u32 v;
+	__u32 quad;
+	__u8 fields;
+	__u8 digits;
+	__u8 first;
+	__u8 bad;
+	__u8 groups;
+	__u8 colons;
+	__u8 ellipsis;
+	__u8 pad;
+};
+
+struct work {
+	__u32 proxy; /* 1, 2: run the proxy, forward or reply (finish) */
+	__u8 pre;    /* the egress program that runs before the filter */
+	__u8 slave;  /* the packet belongs to a proxy's data connection */
+	__u8 pad_[2];
+	struct scratch x;
+	struct moves mv;
+	struct scanctx sc2;
+	struct addrparse ap;
+	struct ftp_side side;
+	struct pkt p;
+	struct nat_key k;
+	struct nat_key k2;
+	struct nat_frag_key fk;
+	struct nat_tuple t;
+	struct sticky_ctx sc;
+	/* entries being built, as bytes: a bpf_timer may not sit in a
+	 * per-CPU map's value type (its bytes stay zero here) */
+	__u8 sb[sizeof(struct nat_sess)] __attribute__((aligned(8)));
+	__u8 sb2[sizeof(struct nat_sess)] __attribute__((aligned(8)));
+	__u8 sb3[sizeof(struct nat_sess)] __attribute__((aligned(8))); /* shadow() */
+	struct newsess ns;
+	struct inner in;
+	struct ftpctx fc;
+	/* ftp: the segment's payload as it is being rewritten, as it came,
+	 * room to move a tail, and the line being built */
+	__u8 pay[FTP_MAXPAY];
+	__u8 orig[FTP_MAXPAY];
+	__u8 tmp[FTP_MAXPAY];
+	__u8 line[FTP_MAXLINE + 32];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct work);
+} work_area SEC(".maps");
+
+static __always_inline struct work *get_work(void)
+{
+	__u32 z = 0;
+
+	return bpf_map_lookup_elem(&work_area, &z);
+}
+
+#define WS(w) ((struct nat_sess *)(w)->sb)
+#define WS2(w) ((struct nat_sess *)(w)->sb2)
+
+/* copy_sess copies an entry without its timer (which programs may not
+ * read or write directly). */
+static __always_inline void copy_sess(struct nat_sess *d, const struct nat_sess *s)
+{
+	__builtin_memcpy(d, s, __builtin_offsetof(struct nat_sess, timer));
+}
+
+/* -------------------------------------------------------------- helpers */
+
+static __always_inline __u64 cfg(__u32 k)
+{
+	__u64 *v = bpf_map_lookup_elem(&config, &k);
+
+	return v ? *v : 0;
+}
+
+static __always_inline __u64 *cfgp(__u32 k)
+{
+	return bpf_map_lookup_elem(&config, &k);
+}
+
+static __always_inline void stat_inc(__u32 k)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &k);
+
+	if (v)
+		*v += 1;
+}
+
+/* now_ns is the clock sessions age by: jiffies (which the verifier reads
+ * inline, where a clock helper costs a call per packet) times the length
+ * of a jiffy user space measured at load (NCFG_NSPERJIFFY), plus the
+ * offset tests move time with. */
+static __always_inline __u64 now_ns(void)
+{
+	__u64 nspj = cfg(NCFG_NSPERJIFFY);
+
+	if (!nspj)
+		return bpf_ktime_get_coarse_ns() + cfg(NCFG_CLOCK);
+	return bpf_jiffies64() * nspj + cfg(NCFG_CLOCK);
+}
+
+/* The kernel's skb, for its ip_summed (CO-RE: the field's place comes
+ * from the running kernel's BTF). */
+extern void *bpf_cast_to_kern_ctx(void *) __ksym;
+
+struct sk_buff___nat {
+	__u8 ip_summed : 2;
+} __attribute__((preserve_access_index));
+
+#define CHECKSUM_COMPLETE 2
+#define CHECKSUM_PARTIAL 3
+
+static __always_inline int ip_summed(struct __sk_buff *skb)
+{
+	struct sk_buff___nat *k = bpf_cast_to_kern_ctx(skb);
+
+	return BPF_CORE_READ_BITFIELD(k, ip_summed);
+}
+
+/* One's complement arithmetic on raw (memory-order) 16-bit words. */
+static __always_inline __u32 csum_add32(__u32 a, __u32 b)
+{
+	a += b;
+	return a + (a < b);
+}
+
+static __always_inline __u16 csum_fold32(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)s;
+}
+
+static __always_inline __u32 csum_word(__u32 acc, __u16 o, __u16 n)
+{
+	return csum_add32(csum_add32(acc, (__u16)~o), n);
+}
+
+static __always_inline __u32 csum_words32(__u32 acc, __u32 o, __u32 n)
+{
+	acc = csum_word(acc, (__u16)o, (__u16)n);
+	return csum_word(acc, (__u16)(o >> 16), (__u16)(n >> 16));
+}
+
+/* Host-order a128 from network-order words and back. */
+static __always_inline struct a128 a_from(const __u32 *w, int v6)
+{
+	struct a128 a;
+
+	if (!v6) {
+		a.hi = 0;
+		a.lo = bpf_ntohl(w[0]);
+		return a;
+	}
+	a.hi = ((__u64)bpf_ntohl(w[0]) << 32) | bpf_ntohl(w[1]);
+	a.lo = ((__u64)bpf_ntohl(w[2]) << 32) | bpf_ntohl(w[3]);
+	return a;
+}
+
+static __always_inline void a_to(__u32 *w, struct a128 a, int v6)
+{
+	if (!v6) {
+		w[0] = bpf_htonl((__u32)a.lo);
+		w[1] = w[2] = w[3] = 0;
+		return;
+	}
+	w[0] = bpf_htonl((__u32)(a.hi >> 32));
+	w[1] = bpf_htonl((__u32)a.hi);
+	w[2] = bpf_htonl((__u32)(a.lo >> 32));
+	w[3] = bpf_htonl((__u32)a.lo);
+}
+
+static __always_inline struct a128 a_add(struct a128 a, __u64 n)
+{
+	__u64 lo = a.lo + n;
+
+	if (lo < a.lo)
+		a.hi++;
+	a.lo = lo;
+	return a;
+}
+
+static __always_inline struct a128 a_and(struct a128 a, struct a128 m)
+{
+	a.hi &= m.hi;
+	a.lo &= m.lo;
+	return a;
+}
+
+static __always_inline struct a128 a_or(struct a128 a, struct a128 m)
+{
+	a.hi |= m.hi;
+	a.lo |= m.lo;
+	return a;
+}
+
+static __always_inline struct a128 a_trim(struct a128 a, int v6)
+{
+	if (!v6) {
+		a.hi = 0;
+		a.lo &= 0xffffffffULL;
+	}
+	return a;
+}
+
+static __always_inline struct a128 a_not(struct a128 a, int v6)
+{
+	a.hi = ~a.hi;
+	a.lo = ~a.lo;
+	return a_trim(a, v6);
+}
+
+static __always_inline int a_zero(struct a128 a)
+{
+	return a.hi == 0 && a.lo == 0;
+}
+
+static __always_inline int a_eq(struct a128 a, struct a128 b)
+{
+	return a.hi == b.hi && a.lo == b.lo;
+}
+
+static __always_inline int a_less(struct a128 a, struct a128 b)
+{
+	return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo);
+}
+
+static __always_inline int a_ones(struct a128 a, int v6)
+{
+	if (v6)
+		return a.hi == ~0ULL && a.lo == ~0ULL;
+	return (a.lo & 0xffffffffULL) == 0xffffffffULL;
+}
+
+static __always_inline struct a128 op_a(const struct nat_op *o)
+{
+	struct a128 a = { o->a[0], o->a[1] };
+
+	return a;
+}
+
+static __always_inline struct a128 op_m(const struct nat_op *o)
+{
+	struct a128 a = { o->m[0], o->m[1] };
+
+	return a;
+}
+
+static __always_inline int words_eq(const __u32 *a, const __u32 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+static __always_inline void words_cp(__u32 *d, const __u32 *s)
+{
+	d[0] = s[0];
+	d[1] = s[1];
+	d[2] = s[2];
+	d[3] = s[3];
+}
+
+/* ------------------------------------------------------------- parsing */
+
+static __always_inline int icmp4_query(__u8 t)
+{
+	return t == 0 || t == 8 || (t >= 13 && t <= 18) || t == 9 || t == 10;
+}
+
+static __always_inline int icmp4_error(__u8 t)
+{
+	return t == 3 || t == 4 || t == 5 || t == 11 || t == 12;
+}
+
+static __always_inline int icmp6_query(__u8 t)
+{
+	return (t >= 128 && t <= 132) || t == 139 || t == 140 || t == 200 || t == 201;
+}
+
+static __always_inline int icmp6_error(__u8 t)
+{
+	return t >= 1 && t <= 4;
+}
+
+/* parse_l4 reads the transport header at p->l4off (when there is one) the
+ * way the engine's parse does. Returns 0 when the bytes are not in the
+ * linear part of the buffer (the caller pulls and retries). */
+static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	__u32 off = p->l4off & 0x3ff;
+	__u8 *l4 = data + off;
+
+	if (!p->l4off)
+		return 1;
+	switch (p->proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP: {
+		__u32 min = p->proto == IPPROTO_TCP ? 20 : 8;
+
+		if (p->l4len < min) {
+			p->l4off = 0;
+			return 1;
+		}
+		if ((void *)(l4 + 20) > end && (void *)(l4 + min) > end)
+			return 0;
+		if ((void *)(l4 + 8) > end)
+			return 0;
+		p->pflags = p->proto == IPPROTO_TCP ? PF_TCP : PF_UDP;
+		p->sport = *(__u16 *)l4;
+		p->dport = *(__u16 *)(l4 + 2);
+		if (p->proto == IPPROTO_TCP) {
+			if ((void *)(l4 + 20) > end)
+				return 0;
+			p->tcpflags = l4[13];
+			p->csumoff = off + 16;
+		} else if (*(__u16 *)(l4 + 6) != 0 || p->family == 6) {
+			p->csumoff = off + 6;
+			p->udp0 = *(__u16 *)(l4 + 6) == 0;
+		}
+		return 1;
+	}
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		if (p->l4len < 8) {
+			p->l4off = 0;
+			return 1;
+		}
+		if ((void *)(l4 + 8) > end)
+			return 0;
+		p->icmptype = l4[0];
+		p->csumoff = off + 2;
+		if (p->proto == IPPROTO_ICMP ? icmp4_query(l4[0]) : icmp6_query(l4[0])) {
+			p->pflags = PF_ICMPQ;
+			p->sport = p->dport = *(__u16 *)(l4 + 4);
+		} else if (p->proto == IPPROTO_ICMP ? icmp4_error(l4[0]) : icmp6_error(l4[0])) {
+			p->icmperr = 1;
+		}
+		return 1;
+	}
+	return 1;
+}
+
+/* Walks an IPv6 extension header chain (slow: only packets that have
+ * one). Sets l4off/proto or fragbody. Returns 0 if the chain runs off
+ * the datagram (the engine's parse fails: the packet is left alone). */
+struct v6walk {
+	struct __sk_buff *skb;
+	__u32 off;
+	__u32 end;
+	__u8 nh;
+	__u8 done;
+	__u8 ok;
+	__u8 frag;
+};
+
+static long v6walk_step(__u32 i, struct v6walk *c)
+{
+	__u8 h[4];
+
+	switch (c->nh) {
+	case 0:
+	case 43:
+	case 60:
+	case 135:
+		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, h, 2) < 0) {
+			c->ok = 0;
+			return 1;
+		}
+		c->nh = h[0];
+		c->off += ((__u32)h[1] + 1) * 8;
+		return 0;
+	case 44:
+		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, h, 4) < 0) {
+			c->ok = 0;
+			return 1;
+		}
+		if (((__u16)h[2] << 8 | h[3]) & 0xfff8) {
+			c->frag = 1;
+			c->nh = h[0];
+			c->done = 1;
+			return 1;
+		}
+		c->nh = h[0];
+		c->off += 8;
+		return 0;
+	}
+	c->done = 1;
+	return 1;
+}
+
+GLOBAL int nat_v6_walk(struct __sk_buff *skb)
+{
+	struct work *w = get_work();
+	struct v6walk c = {};
+	struct pkt *p;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	c.skb = skb;
+	c.off = (__u32)p->l3off + 40;
+	c.end = (__u32)p->l3off + 40 + p->l4len;
+	c.nh = p->proto;
+	c.ok = 1;
+	bpf_loop(1024, v6walk_step, &c, 0);
+	if (!c.ok || !c.done)
+		return 0;
+	p->proto = c.nh;
+	if (c.frag) {
+		p->fragbody = 1;
+		p->l4off = 0;
+		return 1;
+	}
+	if (c.off > c.end)
+		return 0; /* the engine's off <= end: no L4 at all */
+	p->l4len = c.end - c.off;
+	p->l4off = c.off;
+	return 1;
+}
+
+/* --------------------------------------------------------------- apply */
+
+/* lifetime is the engine's session.lifetime in ticks. */
+static __always_inline __u64 lifetime(__u32 age, __u8 proto, __u8 pflags, int w, __u8 f0, __u8 f1)
+{
+	if (age)
+		return (__u64)age * 2;
+	switch (proto) {
+	case IPPROTO_TCP: {
+		__u8 f = f0 | f1;
+
+		if (f & 0x04)
+			return 60;
+		if ((f0 & 0x01) && (f1 & 0x01))
+			return 480;
+		if (f & 0x01)
+			return 14400;
+		if ((f0 & 0x10) && (f1 & 0x10))
+			return 864000;
+		return 480;
+	}
+	case IPPROTO_UDP:
+		return 1200;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		if ((pflags & PF_ICMPQ) && w == 0)
+			return 6;
+		return 1200;
+	}
+	return 120;
+}
+
+/* apply rewrites the packet for entry v and accounts it. The new
+ * addresses and ports are written directly; the L4 checksum goes through
+ * bpf_l4_csum_replace, which also does right by CHECKSUM_PARTIAL skbs
+ * (only the pseudo header is in the field then) and CHECKSUM_COMPLETE
+ * ones. Packet pointers are invalid afterwards. */
+static __always_inline int apply(struct __sk_buff *skb, struct nat_sess *v, struct pkt *p, __u64 now)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	__u32 l3 = p->l3off & 0xff;
+	__u32 *nsrc, *ndst;
+	__u16 sp, dp;
+	__u64 mf;
+	int summed;
+
+	if (v->w == 0) {
+		nsrc = v->t.nsrc;
+		ndst = v->t.ndst;
+		sp = v->t.nsport;
+		dp = v->t.ndport;
+	} else {
+		nsrc = v->t.odst;
+		ndst = v->t.osrc;
+		sp = v->t.odport;
+		dp = v->t.osport;
+	}
+	v->pkts++;
+	v->bytes += p->len;
+	v->last = now;
+	if (p->proto == IPPROTO_TCP && p->l4off)
+		v->tcpflags |= p->tcpflags;
+
+	if (p->family == 4) {
+		struct iphdr *ip = data + l3;
+
+		if ((void *)(ip + 1) > end)
+			return -1;
+		ip->saddr = nsrc[0];
+		ip->daddr = ndst[0];
+		if (v->csum_l3)
+			ip->check = ~csum_fold32(csum_add32((__u16)~ip->check, v->csum_l3));
+	} else {
+		struct ipv6hdr *ip6 = data + l3;
+
+		if ((void *)(ip6 + 1) > end)
+			return -1;
+		__builtin_memcpy(&ip6->saddr, nsrc, 16);
+		__builtin_memcpy(&ip6->daddr, ndst, 16);
+	}
+	if (p->l4off) {
+		__u8 *l4 = data + (p->l4off & 0x3ff);
+
+		if ((void *)(l4 + 8) > end)
+			return -1;
+		if (p->pflags & PF_TCPUDP) {
+			*(__u16 *)l4 = sp;
+			*(__u16 *)(l4 + 2) = dp;
+		} else if (p->pflags & PF_ICMPQ) {
+			*(__u16 *)(l4 + 4) = sp;
+		}
+	}
+	if (!p->csumoff)
+		return 0;
+	/* the engine turns a UDP sum that comes out 0 into 0xffff; so does
+	 * the helper, which skips a zero field, as only an IPv6 UDP packet
+	 * (where zero is invalid) reaches here with */
+	mf = p->proto == IPPROTO_UDP && !p->udp0 ? BPF_F_MARK_MANGLED_0 : 0;
+	summed = ip_summed(skb);
+	if (summed != CHECKSUM_COMPLETE) {
+		/* the field is written directly, as bpf_l4_csum_replace would
+		 * have it: a CHECKSUM_PARTIAL skb holds only the pseudo
+		 * header's sum there (the ports are summed later), any other
+		 * the whole sum; CHECKSUM_COMPLETE needs skb->csum kept, which
+		 * only the helper can do */
+		__u16 *ck = data + (p->csumoff & 0x3ff);
+		__u32 diff = 0;
+
+		if ((void *)(ck + 1) > end)
+			return -1;
+		if (v->csum_l4a && p->proto != IPPROTO_ICMP)
+			diff = v->csum_l4a;
+		if (summed == CHECKSUM_PARTIAL) {
+			if (diff)
+				*ck = csum_fold32(csum_add32(*ck, diff));
+		} else {
+			if (v->csum_l4p && p->l4off && (p->pflags & (PF_TCPUDP | PF_ICMPQ)))
+				diff = csum_add32(diff, v->csum_l4p);
+			if (diff)
+				*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
+		}
+		if (mf && *ck == 0)
+			*ck = 0xffff;
+		return 0;
+	}
+	if (v->csum_l4a && p->proto != IPPROTO_ICMP)
+		bpf_l4_csum_replace(skb, p->csumoff, 0, v->csum_l4a, BPF_F_PSEUDO_HDR | mf);
+	if (v->csum_l4p && p->l4off && (p->pflags & (PF_TCPUDP | PF_ICMPQ)))
+		bpf_l4_csum_replace(skb, p->csumoff, 0, v->csum_l4p, mf);
+	return 0;
+}
+
+/* ------------------------------------------------------------ sessions */
+
+static __always_inline void hm_release(__u32 rule_id, __u16 port, __u8 family, const __u32 *src, const __u32 *dst)
+{
+	struct nat_hm_key hk = {};
+	struct nat_hm *h;
+
+	hk.rule_id = rule_id;
+	hk.port = port;
+	hk.family = family;
+	words_cp(hk.src, src);
+	words_cp(hk.dst, dst);
+	h = bpf_map_lookup_elem(&hostmaps, &hk);
+	if (h && __sync_fetch_and_add(&h->ref, -1) <= 1)
+		bpf_map_delete_elem(&hostmaps, &hk);
+}
+
+/* sess_delete removes the session whose entry key/v is: both entries,
+ * its host map reference, its proxy state. Only the caller whose delete
+ * of the forward entry succeeds does the accounting, so a timer and a
+ * flush racing for one session count it once. */
+static __always_inline int sess_delete(struct nat_key *key, struct nat_sess *v, __u32 stat)
+{
+	struct nat_key k = *key, peer = v->peer;
+	__u32 osrc[4], odst[4], hm_rule = v->hm_rule;
+	__u16 hm_port = v->hm_port;
+	__u8 sflags = v->sflags, family = v->family;
+	__u64 seq = v->seq, *c;
+
+	words_cp(osrc, v->t.osrc);
+	words_cp(odst, v->t.odst);
+	if (bpf_map_delete_elem(&sessions, &k) != 0)
+		return 0;
+	bpf_map_delete_elem(&sessions, &peer);
+	c = cfgp(NCFG_COUNT);
+	if (c)
+		__sync_fetch_and_add(c, -1);
+	if (sflags & SF_WILD) {
+		c = cfgp(NCFG_WILDS);
+		if (c)
+			__sync_fetch_and_add(c, -1);
+	}
+	if (sflags & SF_HM)
+		hm_release(hm_rule, hm_port, family, osrc, odst);
+	if (sflags & SF_PROXY) {
+		seq *= 2;
+		bpf_map_delete_elem(&ftps, &seq);
+		seq++;
+		bpf_map_delete_elem(&ftps, &seq);
+	}
+	stat_inc(stat);
+	return 1;
+}
+
+/* sess_expiry is when the session ends: the last packet's time plus the
+ * lifetime the engine would give after it (flags only grow, so those of
+ * the last packet are the final ones). */
+static __always_inline __u64 sess_expiry(struct nat_sess *v)
+{
+	struct nat_sess *r;
+	__u8 f1 = 0;
+	__u64 l1 = 0;
+
+	if (v->sflags & SF_WILD)
+		return v->deadline;
+	r = bpf_map_lookup_elem(&sessions, &v->peer);
+	if (r) {
+		f1 = r->tcpflags;
+		l1 = r->last;
+	}
+	if (l1 > v->last)
+		return l1 + lifetime(v->age[1], v->proto, v->pflags, 1, v->tcpflags, f1) * TICK_NS;
+	return v->last + lifetime(v->age[0], v->proto, v->pflags, 0, v->tcpflags, f1) * TICK_NS;
+}
+
+static int sess_timer(void *map, struct nat_key *key, struct nat_sess *v)
+{
+	__u64 now = now_ns(), exp = sess_expiry(v);
+
+	if (cfg(NCFG_NOEXPIRE)) {
+		/* differential tests compare with an engine whose sessions
+		 * never age (as ipftest's) */
+		bpf_timer_start(&v->timer, 3600 * 1000000000ULL, 0);
+		return 0;
+	}
+	if (exp > now) {
+		bpf_timer_start(&v->timer, exp - now, 0);
+		return 0;
+	}
+	sess_delete(key, v, NS_EXPIRED);
+	return 0;
+}
+
+/* entry_csum fills the checksum differences of rewriting (os, od, osp,
+ * odp) into (ns, nd, nsp, ndp); unchanged words add nothing, as the
+ * engine skips unchanged fields. */
+static __always_inline void entry_csum(struct nat_sess *e, const __u32 *os, const __u32 *od, __u16 osp, __u16 odp,
+				       const __u32 *ns, const __u32 *nd, __u16 nsp, __u16 ndp, int v6, __u8 pflags)
+{
+	__u32 a = 0, pt = 0;
+	int n = v6 ? 4 : 1;
+
+	for (int i = 0; i < 4; i++) {
+		if (i >= n)
+			break;
+		if (os[i] != ns[i])
+			a = csum_words32(a, os[i], ns[i]);
+		if (od[i] != nd[i])
+			a = csum_words32(a, od[i], nd[i]);
+	}
+	e->csum_l3 = v6 ? 0 : a;
+	e->csum_l4a = a;
+	if (pflags & PF_TCPUDP) {
+		if (osp != nsp)
+			pt = csum_word(pt, osp, nsp);
+		if (odp != ndp)
+			pt = csum_word(pt, odp, ndp);
+	} else if ((pflags & PF_ICMPQ) && osp != nsp) {
+		pt = csum_word(pt, osp, nsp);
+	}
+	e->csum_l4p = pt;
+}
+
+static __always_inline void fwd_key(struct nat_key *k, const struct nat_tuple *t, __u8 dir, __u8 proto, __u8 family)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	words_cp(k->src, t->osrc);
+	words_cp(k->dst, t->odst);
+	k->sport = t->osport;
+	k->dport = t->odport;
+	k->proto = proto;
+	k->dir = dir;
+	k->family = family;
+}
+
+static __always_inline void rev_key(struct nat_key *k, const struct nat_tuple *t, __u8 dir, __u8 proto, __u8 family)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	words_cp(k->src, t->ndst);
+	words_cp(k->dst, t->nsrc);
+	k->sport = t->ndport;
+	k->dport = t->nsport;
+	k->proto = proto;
+	k->dir = dir ^ 1;
+	k->family = family;
+}
+
+/* sess_arm starts the timer of a new forward entry. */
+static __always_inline void sess_arm(struct nat_key *k, __u64 in_ns)
+{
+	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
+
+	if (!v)
+		return;
+	if (bpf_timer_init(&v->timer, &sessions, CLOCK_MONOTONIC) != 0)
+		return;
+	bpf_timer_set_callback(&v->timer, sess_timer);
+	bpf_timer_start(&v->timer, in_ns, 0);
+}
+
+/* shadow moves the entry at key k, if any, out of the way of a new
+ * session: to the same key with DIR_SHADOW set, where no packet finds it,
+ * its peer pointing there. The session it belongs to lives on (listed,
+ * found by its other entry, ended by its timer), as in the engine, whose
+ * table assignment leaves an older session reachable only by the key a
+ * newer one did not take. Returns 0, or -1 when it cannot. */
+static __always_inline int shadow(struct work *w, struct nat_key *k)
+{
+	struct nat_sess *old = bpf_map_lookup_elem(&sessions, k), *peer;
+	struct nat_sess *cp = (struct nat_sess *)w->sb3;
+	struct nat_key *sk = &w->x.rk2;
+	__u64 life = 0;
+	int g;
+
+	if (!old)
+		return 0;
+	if (k->dir & DIR_SHADOW)
+		return -1;
+	copy_sess(cp, old);
+	/* shadows stack: each takes the first free generation (key.pad) */
+	*sk = *k;
+	sk->dir |= DIR_SHADOW;
+	for (g = 1; g < 16; g++) {
+		sk->pad = g;
+		if (!bpf_map_lookup_elem(&sessions, sk))
+			break;
+	}
+	if (g == 16)
+		return -1;
+	if (cp->w == 0) {
+		__u64 now = now_ns(), exp = sess_expiry(old);
+
+		life = exp > now ? exp - now : 1;
+	}
+	peer = bpf_map_lookup_elem(&sessions, &cp->peer);
+	if (peer)
+		peer->peer = *sk;
+	if (bpf_map_update_elem(&sessions, sk, cp, BPF_NOEXIST) != 0)
+		return -1;
+	bpf_map_delete_elem(&sessions, k);
+	if (cp->w == 0)
+		sess_arm(sk, life);
+	return 0;
+}
+
+/* sess_insert enters the session described by w->ns (made by packet
+ * w->p, rule rtype/age/mss) as two entries. Returns 0 on success; the
+ * entries are w->k (forward) and w->s2's peer (reply). */
+static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, __u32 age1, __u16 mss, __u8 sflags,
+				       __u64 now, __u64 life_ns)
+{
+	struct pkt *p = &w->p;
+	struct newsess *ns = &w->ns;
+	struct nat_sess *e = WS(w), *r = WS2(w);
+	struct nat_key *rk = &w->x.rk;
+	int v6 = p->family == 6;
+	__u8 dir = p->dir;
+	__u64 *c;
+
+	__builtin_memset(e, 0, sizeof(*e));
+	e->t = ns->t;
+	e->sifindex = p->ifindex;
+	e->ifin = ns->ifin;
+	e->ifout = ns->ifout;
+	e->rule_id = ns->rule_id;
+	e->age[0] = age0;
+	e->age[1] = age1;
+	e->mss = mss;
+	e->sdir = dir;
+	e->proto = p->proto;
+	e->family = p->family;
+	e->pflags = p->pflags;
+	e->sflags = sflags;
+	e->rtype = rtype;
+	if (ns->hm_on) {
+		e->sflags |= SF_HM;
+		e->hm_rule = ns->hm_rule;
+		e->hm_port = ns->hm_port;
+	}
+	c = cfgp(NCFG_SEQ);
+	if (c)
+		e->seq = __sync_fetch_and_add(c, 1) + 1;
+	e->last = now;
+	copy_sess(r, e);
+	e->w = 0;
+	r->w = 1;
+	r->last = 0;
+	e->ifindex = dir == DIR_IN ? ns->ifin : ns->ifout;
+	r->ifindex = dir == DIR_IN ? ns->ifout : ns->ifin;
+	entry_csum(e, ns->t.osrc, ns->t.odst, ns->t.osport, ns->t.odport, ns->t.nsrc, ns->t.ndst, ns->t.nsport,
+		   ns->t.ndport, v6, p->pflags);
+	entry_csum(r, ns->t.ndst, ns->t.nsrc, ns->t.ndport, ns->t.nsport, ns->t.odst, ns->t.osrc, ns->t.odport,
+		   ns->t.osport, v6, p->pflags);
+	fwd_key(&w->k, &ns->t, dir, p->proto, p->family);
+	rev_key(rk, &ns->t, dir, p->proto, p->family);
+	e->peer = *rk;
+	r->peer = w->k;
+	/* a key another session holds (it was made on another interface)
+	 * is taken over, as the engine's table assignment does */
+	if (shadow(w, &w->k) != 0 || shadow(w, rk) != 0 ||
+	    bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0) {
+		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
+		return -1;
+	}
+	if (bpf_map_update_elem(&sessions, rk, r, BPF_NOEXIST) != 0) {
+		bpf_map_delete_elem(&sessions, &w->k);
+		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
+		return -1;
+	}
+	c = cfgp(NCFG_COUNT);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	sess_arm(&w->k, life_ns);
+	stat_inc(p->dir * NS_SIDE + NS_ADDED);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- rules */
+
+static __always_inline int port_cmp(__u8 op, __u16 p, __u16 a, __u16 b)
+{
+	switch (op) {
+	case PO_NONE:
+		return 1;
+	case PO_EQ:
+		return p == a;
+	case PO_NE:
+		return p != a;
+	case PO_LT:
+		return p < a;
+	case PO_GT:
+		return p > a;
+	case PO_LE:
+		return p <= a;
+	case PO_GE:
+		return p >= a;
+	case PO_OUT:
+		return p < a || p > b;
+	case PO_IN:
+		return p > a && p < b;
+	case PO_RANGE:
+		return p >= a && p <= b;
+	}
+	return 0;
+}
+
+static __always_inline int op_match(const struct nat_op *o, struct a128 a)
+{
+	return a_eq(a_and(a, op_m(o)), op_a(o));
+}
+
+/* rule_matches is the engine's ruleMatches (without the filter's tag,
+ * which rules cannot carry live). */
+static __always_inline int rule_matches(const struct nat_rule *r, const struct pkt *p, struct a128 src, struct a128 dst)
+{
+	__u32 f = r->flags, ifx = p->dir == DIR_OUT ? r->outif : r->inif, rf = 0;
+	__u16 sp = bpf_ntohs(p->sport), dp = bpf_ntohs(p->dport);
+
+	if (!!(f & RF_V6) != (p->family == 6))
+		return 0;
+	if (ifx && ifx != p->ifindex)
+		return 0;
+	if (!((f & RF_TCP) && (f & RF_UDP)) && r->proto && p->proto != r->proto)
+		return 0;
+	if (f & RF_TCP)
+		rf |= PF_TCP;
+	if (f & RF_UDP)
+		rf |= PF_UDP;
+	if (f & RF_ICMPQ)
+		rf |= PF_ICMPQ;
+	if (rf && !(rf & p->pflags))
+		return 0;
+	if (p->fragbody && (rf & PF_TCPUDP))
+		return 0;
+	if (f & RF_FILTER) {
+		if (op_match(&r->src, src) == !!(f & RF_NOTSRC) || op_match(&r->dst, dst) == !!(f & RF_NOTDST))
+			return 0;
+		if ((f & (RF_TCP | RF_UDP)) && (!port_cmp(r->sport_op, sp, r->sport_p1, r->sport_p2) ||
+						!port_cmp(r->dport_op, dp, r->dport_p1, r->dport_p2)))
+			return 0;
+	} else if (r->type == NT_BIMAP && p->dir == DIR_IN) {
+		if (!op_match(&r->nw, dst))
+			return 0;
+	} else if (p->dir == DIR_OUT) {
+		if (!op_match(&r->orig, src))
+			return 0;
+	} else {
+		if (!op_match(&r->orig, dst))
+			return 0;
+		if (r->oport_min && (dp < r->oport_min || dp > r->oport_max))
+			return 0;
+	}
+	if ((f & RF_PROXY) && !(f & RF_FILTER) && r->proxy_port && dp != r->proxy_port)
+		return 0;
+	return 1;
+}
+
+/* nat_random is ipf_random(): the kernel's generator, or ipftest's
+ * deterministic sequence when tests compare with the Go engine. */
+static __always_inline __u32 nat_random(void)
+{
+	__u64 *calls, *last;
+	__u32 n, number, l;
+
+	if (!cfg(NCFG_RANDMODE))
+		return bpf_get_prandom_u32();
+	calls = cfgp(NCFG_RANDCALLS);
+	last = cfgp(NCFG_RANDLAST);
+	if (!calls || !last)
+		return 0;
+	n = (__u32)(*calls + 1);
+	*calls = n;
+	switch (n) {
+	case 1:
+		return 0;
+	case 2:
+		return 4;
+	case 3:
+		return 3999;
+	case 4:
+		return 4000;
+	case 5:
+		return 48999;
+	case 6:
+		return 49000;
+	}
+	l = *last ? (__u32)*last : 0xa5a5a5a5;
+	number = l;
+	l *= n;
+	l++;
+	*last = l;
+	return number ^ l;
+}
+
+/* exists reports whether a session entry has key k. */
+static __always_inline int exists(struct nat_key *k)
+{
+	return bpf_map_lookup_elem(&sessions, k) != NULL;
+}
+
+static __always_inline void key_of(struct nat_key *k, __u8 dir, __u8 proto, __u8 family, const __u32 *src,
+				   const __u32 *dst, __u16 sp, __u16 dp)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	words_cp(k->src, src);
+	words_cp(k->dst, dst);
+	k->sport = sp;
+	k->dport = dp;
+	k->proto = proto;
+	k->dir = dir;
+	k->family = family;
+}
+
+/* hm_get is the engine's hostmapGet with a rule: find (rule, src, dst,
+ * port) and take a reference, or create it mapping to m. Returns the
+ * reference count after taking it, 0 on failure; *found says whether it
+ * existed, and nsrc/ndst get its addresses. */
+static __always_inline __s64 hm_get(struct work *w, __u32 rule_id, __u16 port, __u8 family, const __u32 *src,
+				    const __u32 *dst, const __u32 *m, __u32 *nsrc, __u32 *ndst)
+{
+	struct nat_hm_key *hk = &w->x.hk;
+	struct nat_hm *h, *nh = &w->x.nh;
+	__u64 *seq;
+
+	__builtin_memset(hk, 0, sizeof(*hk));
+	hk->rule_id = rule_id;
+	hk->port = port;
+	hk->family = family;
+	words_cp(hk->src, src);
+	words_cp(hk->dst, dst);
+	h = bpf_map_lookup_elem(&hostmaps, hk);
+	if (h) {
+		__s64 ref = __sync_fetch_and_add(&h->ref, 1) + 1;
+
+		words_cp(nsrc, h->nsrc);
+		words_cp(ndst, h->ndst);
+		stat_inc(NS_HMADD);
+		return ref;
+	}
+	__builtin_memset(nh, 0, sizeof(*nh));
+	words_cp(nh->nsrc, m);
+	nh->ref = 1;
+	seq = cfgp(NCFG_HMSEQ);
+	if (seq)
+		nh->seq = __sync_fetch_and_add(seq, 1) + 1;
+	if (bpf_map_update_elem(&hostmaps, hk, nh, BPF_NOEXIST) != 0)
+		return 0;
+	words_cp(nsrc, nh->nsrc);
+	words_cp(ndst, nh->ndst);
+	stat_inc(NS_HMNEW);
+	return -1; /* created: ref 1, not found */
+}
+
+/* hm_drop is hm_release for the packet path, with its key in w. */
+static __always_inline void hm_drop(struct work *w, __u32 rule_id, __u16 port, __u8 family, const __u32 *src,
+				    const __u32 *dst)
+{
+	struct nat_hm_key *hk = &w->x.hk;
+	struct nat_hm *h;
+
+	__builtin_memset(hk, 0, sizeof(*hk));
+	hk->rule_id = rule_id;
+	hk->port = port;
+	hk->family = family;
+	words_cp(hk->src, src);
+	words_cp(hk->dst, dst);
+	h = bpf_map_lookup_elem(&hostmaps, hk);
+	if (h && __sync_fetch_and_add(&h->ref, -1) <= 1)
+		bpf_map_delete_elem(&hostmaps, hk);
+}
+
+static __always_inline struct nat_rule *rule_at(__u32 slot, __u32 idx)
+{
+	__u32 k = slot * NAT_MAX_RULES + (idx & (NAT_MAX_RULES - 1));
+
+	return bpf_map_lookup_elem(&rules, &k);
+}
+
+static __always_inline struct nat_rstate *rstate_at(__u32 slot, __u32 idx)
+{
+	__u32 k = slot * NAT_MAX_RULES + (idx & (NAT_MAX_RULES - 1));
+
+	return bpf_map_lookup_elem(&rstates, &k);
+}
+
+/* ----------------------------------------------------------- allocation */
+
+/* Allocation context, in the work area's spare room (struct alloc sits in
+ * w->pay while a session is made; the ftp proxy uses pay later). */
+struct alloc {
+	__u32 slot;
+	__u32 idx;
+	__s32 stport;
+	__u32 port;
+	struct a128 stip;
+	struct a128 in;
+	struct a128 src;
+	struct a128 dst;
+	__u32 hmsrc[4];
+	__u32 hmdst[4];
+	__u8 hm;
+	__u8 done;
+	__u8 ok;
+	__u8 allones;
+	__u32 tries;
+};
+
+static __always_inline struct alloc *get_alloc(struct work *w)
+{
+	return (struct alloc *)w->pay;
+}
+
+/* map_step is one turn of ipf_nat_newmap's search loop. */
+static long map_step(__u32 l, void *unused)
+{
+	struct work *w = get_work();
+	struct alloc *a;
+	struct nat_rule *r;
+	struct nat_rstate *rs;
+	struct pkt *p;
+	struct a128 nsrc, nmask, in;
+	struct nat_key *k;
+	__u32 port = 0, *na;
+	int v6, tcpudp, icmpq;
+
+	if (!w)
+		return 1;
+	a = get_alloc(w);
+	p = &w->p;
+	r = rule_at(a->slot, a->idx);
+	rs = rstate_at(a->slot, a->idx);
+	if (!r || !rs)
+		return 1;
+	v6 = p->family == 6;
+	tcpudp = p->pflags & PF_TCPUDP;
+	icmpq = p->pflags & PF_ICMPQ;
+	nsrc = op_a(&r->nw);
+	nmask = op_m(&r->nw);
+	in.hi = rs->snip[0];
+	in.lo = rs->snip[1];
+	if (l == 0) {
+		__s64 ref;
+
+		a_to(w->x.m, in, v6);
+		/* found, or created with the pool's current address */
+		ref = hm_get(w, r->id, 0, p->family, w->ns.t.osrc, w->ns.t.odst, w->x.m, w->x.hn, w->x.hd);
+		if (ref != 0) {
+			in = a_from(w->x.hn, v6);
+			a->hm = 1;
+		}
+	} else if (l == 1 && a->hm) {
+		hm_drop(w, r->id, 0, p->family, w->ns.t.osrc, w->ns.t.odst);
+		a->hm = 0;
+	}
+	if (a->allones && rs->spnext == 0 && l > 0)
+		goto fail;
+	if (r->type == NT_BIMAP && a_eq(op_m(&r->orig), op_m(&r->nw))) {
+		in = a_or(nsrc, a_and(a->src, a_not(op_m(&r->orig), v6)));
+	} else if (r->type == NT_MAPBLOCK) {
+		__u64 h, ppip = r->ppip, ippip = r->ippip;
+
+		if (l >= r->ppip || (l > 0 && !tcpudp))
+			goto fail;
+		if (!ippip || !ppip)
+			goto fail;
+		h = a_and(a->src, a_not(op_m(&r->orig), v6)).lo;
+		in.hi = 0;
+		in.lo = (h / ippip) & a_not(op_m(&r->nw), v6).lo;
+		in = a_add(in, nsrc.lo);
+		if (!v6)
+			in = a_trim(in, 0);
+		if (tcpudp) {
+			__u64 pp = ((__u64)bpf_ntohs(p->sport) + l) % ppip;
+
+			pp += ppip * (h % ippip);
+			port = (__u16)(pp + 1024);
+		}
+	} else if (a_zero(nsrc) && a->allones) {
+		struct nat_ifaddr *ia;
+
+		if (l > 0)
+			goto fail;
+		ia = bpf_map_lookup_elem(&ifaddrs, &p->ifindex);
+		if (!ia) {
+			stat_inc(NS_SIDE * p->dir + NS_IFADDR);
+			goto fail;
+		}
+		if (v6) {
+			if (!(ia->v6[0] | ia->v6[1] | ia->v6[2] | ia->v6[3]))
+				goto fail;
+			in = a_from(ia->v6, 1);
+		} else {
+			if (!ia->v4)
+				goto fail;
+			in = a_from(&ia->v4, 0);
+		}
+	} else if (a_zero(nsrc) && a_zero(nmask) && r->nw.kind == AK_NORMAL) {
+		if (l > 0)
+			goto fail;
+		in = a->src;
+	} else if (!a->allones && rs->spnext == 0 && (l > 0 || !a->hm)) {
+		struct a128 x = { rs->snip[0], rs->snip[1] };
+
+		x = a_add(x, 1);
+		rs->snip[0] = x.hi;
+		rs->snip[1] = x.lo;
+	}
+	if (tcpudp && r->type != NT_MAPBLOCK && (r->flags & RF_AUTO)) {
+		__u64 ppip = r->ppip, ippip = r->ippip;
+
+		if (l > 0 && ppip && l % ppip == 0 && l > ppip && !a->allones) {
+			struct a128 x = { rs->snip[0], rs->snip[1] };
+
+			x = a_add(x, 1);
+			rs->snip[0] = x.hi;
+			rs->snip[1] = x.lo;
+		}
+		if (ppip && ippip) {
+			__u64 pp = ((__u64)bpf_ntohs(p->sport) + l % ppip) % ppip;
+
+			pp += ppip * (a->src.lo % ippip);
+			port = (__u16)(pp + 1024);
+		}
+	} else if (r->type != NT_MAPBLOCK && (tcpudp || icmpq) && rs->spnext != 0) {
+		__s32 pn;
+
+		if (r->flags & RF_SEQ)
+			pn = rs->spnext;
+		else
+			pn = (__s32)(nat_random() % (__u32)(r->spmax - r->spmin + 1)) + r->spmin;
+		port = (__u16)pn;
+		rs->spnext++;
+		if (rs->spnext > r->spmax) {
+			rs->spnext = r->spmin;
+			if (!a->allones) {
+				struct a128 x = { rs->snip[0], rs->snip[1] };
+
+				x = a_add(x, 1);
+				rs->snip[0] = x.hi;
+				rs->snip[1] = x.lo;
+			}
+		}
+	}
+	{
+		struct a128 snip = { rs->snip[0], rs->snip[1] };
+
+		if (r->nw.kind == AK_RANGE) {
+			if (a_less(op_m(&r->nw), snip)) {
+				rs->snip[0] = r->nw.a[0];
+				rs->snip[1] = r->nw.a[1];
+			}
+		} else if (!a->allones && !a_zero(nmask) && a_less(nsrc, a_and(a_add(in, 1), nmask))) {
+			struct a128 x = a_add(nsrc, 1);
+
+			rs->snip[0] = x.hi;
+			rs->snip[1] = x.lo;
+		}
+	}
+	if (port == 0 && (tcpudp || icmpq))
+		port = bpf_ntohs(p->sport);
+	na = w->x.na;
+	k = &w->k2;
+	a_to(na, in, v6);
+	key_of(k, DIR_IN, p->proto, p->family, w->ns.t.odst, na, p->dport, bpf_htons((__u16)port));
+	if (icmpq)
+		k->sport = bpf_htons((__u16)port);
+	if (!exists(k)) {
+		a->in = in;
+		a->port = port;
+		a->ok = 1;
+		return 1;
+	}
+	{
+		struct a128 snip = { rs->snip[0], rs->snip[1] };
+
+		if (rs->spnext != 0 && a->stport == rs->spnext && !a_zero(snip) && a_eq(a->stip, snip))
+			goto fail;
+		if (rs->spnext == 0 && l > 0 && a_eq(snip, a->stip))
+			goto fail;
+	}
+	if (l > (1 << 17))
+		goto fail;
+	return 0;
+fail:
+	stat_inc(NS_SIDE * p->dir + NS_WRAP);
+	a->ok = 0;
+	return 1;
+}
+
+/* new_map allocates the new source of an outbound session (ipf_nat_newmap). */
+GLOBAL int nat_new_map(__u32 slot, __u32 idx)
+{
+	struct work *w = get_work();
+	struct nat_rule *r;
+	struct nat_rstate *rs;
+	struct alloc *a;
+	struct pkt *p;
+	int v6;
+
+	if (!w)
+		return 0;
+	a = get_alloc(w);
+	p = &w->p;
+	r = rule_at(slot, idx);
+	rs = rstate_at(slot, idx);
+	if (!r || !rs)
+		return 0;
+	v6 = p->family == 6;
+	__builtin_memset(a, 0, sizeof(*a));
+	a->slot = slot;
+	a->idx = idx;
+	a->src = a_from(p->src, v6);
+	a->allones = a_ones(op_m(&r->nw), v6) && r->nw.kind != AK_RANGE;
+	a->stip.hi = rs->snip[0];
+	a->stip.lo = rs->snip[1];
+	a->stport = rs->spnext;
+	bpf_loop((1 << 17) + 2, map_step, NULL, 0);
+	if (!a->ok) {
+		if (a->hm)
+			hm_drop(w, r->id, 0, p->family, w->ns.t.osrc, w->ns.t.odst);
+		return 0;
+	}
+	a_to(w->ns.t.nsrc, a->in, v6);
+	if (!a->hm && hm_get(w, r->id, 0, p->family, w->ns.t.osrc, w->ns.t.odst, w->ns.t.nsrc, w->x.hn, w->x.hd) != 0)
+		a->hm = 1;
+	if (a->hm) {
+		w->ns.hm_on = 1;
+		w->ns.hm_rule = r->id;
+		w->ns.hm_port = 0;
+	}
+	if (p->pflags & PF_TCPUDP) {
+		w->ns.t.nsport = bpf_htons((__u16)a->port);
+	} else if (p->pflags & PF_ICMPQ) {
+		w->ns.t.nsport = bpf_htons((__u16)a->port);
+		w->ns.t.ndport = w->ns.t.nsport;
+	}
+	return 1;
+}
+
+/* Sticky host map search with no rule (hostmapGet(nil, src, dst, port)):
+ * the oldest entry of any sticky inbound rule (state in w->sc). */
+static long sticky_step(__u32 i, void *unused)
+{
+	struct work *w = get_work();
+	struct sticky_ctx *c;
+	struct nat_order *o;
+	struct nat_hm_key hk = {};
+	struct nat_rule *r;
+	struct nat_hm *h;
+	__u32 idx, ok;
+
+	if (!w)
+		return 1;
+	c = &w->sc;
+	ok = c->slot * 2 + DIR_IN;
+	o = bpf_map_lookup_elem(&orders, &ok);
+	if (!o || i >= c->n)
+		return 1;
+	idx = o->idx[BOUND(i, NAT_MAX_RULES - 1)];
+	r = rule_at(c->slot, idx);
+	if (!r || !(r->flags & RF_STICKY))
+		return 0;
+	hk.rule_id = r->id;
+	hk.port = c->port;
+	hk.family = w->p.family;
+	words_cp(hk.src, w->ns.t.osrc);
+	words_cp(hk.dst, w->ns.t.odst);
+	h = bpf_map_lookup_elem(&hostmaps, &hk);
+	if (h && (!c->found || h->seq < c->seq)) {
+		c->found = 1;
+		c->seq = h->seq;
+		c->found_idx = idx;
+		words_cp(c->ndst, h->ndst);
+	}
+	return 0;
+}
+
+static __always_inline int sticky_find(struct sticky_ctx *c, __u32 slot, __u16 port)
+{
+	__u32 ok = slot * 2 + DIR_IN;
+	struct nat_order *o = bpf_map_lookup_elem(&orders, &ok);
+
+	__builtin_memset(c, 0, sizeof(*c));
+	if (!o)
+		return 0;
+	c->slot = slot;
+	c->n = o->n;
+	c->port = port;
+	bpf_loop(NAT_MAX_RULES, sticky_step, NULL, 0);
+	return c->found;
+}
+
+/* new_rdr picks the new destination of an inbound session (ipf_nat_newrdr).
+ * Returns 0 on failure, 1 on success, 3 on success when a round-robin rule
+ * is to move; *ridx may change to the rule a sticky flow had before. */
+GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
+{
+	struct work *w = get_work();
+	struct nat_rule *r;
+	struct nat_rstate *rs;
+	struct pkt *p;
+	struct a128 in, ndst, nmask;
+	struct nat_key *k;
+	__u32 *na = w ? w->x.na : NULL, idx = idx0;
+	__u16 dport, nport;
+	int v6, move = 1, tcpudp, icmpq;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	r = rule_at(slot, idx);
+	if (!r)
+		return 0;
+	dport = bpf_ntohs(p->dport);
+	if (((r->flags & RF_RR) || r->nw.kind == AK_SPLIT) && (r->flags & RF_STICKY)) {
+		if (sticky_find(&w->sc, slot, dport)) {
+			idx = w->sc.found_idx;
+			r = rule_at(slot, idx);
+			if (!r)
+				return 0;
+			move = 0;
+		}
+	}
+	rs = rstate_at(slot, idx);
+	if (!rs)
+		return 0;
+	w->ns.rule_idx = idx;
+	w->ns.rule_id = r->id;
+	v6 = p->family == 6;
+	tcpudp = p->pflags & PF_TCPUDP;
+	icmpq = p->pflags & PF_ICMPQ;
+	ndst = op_a(&r->nw);
+	nmask = op_m(&r->nw);
+	if (r->type == NT_BIMAP) {
+		ndst = op_a(&r->orig);
+		nmask = op_m(&r->orig);
+	}
+	if (r->nw.kind == AK_SPLIT) {
+		int hm = 0;
+
+		in.hi = rs->dnip[0];
+		in.lo = rs->dnip[1];
+		if (!(r->flags & RF_RR) && (r->flags & RF_STICKY) && sticky_find(&w->sc, slot, dport)) {
+			/* the engine reads the entry's ndst, which is unset */
+			in = a_from(w->sc.ndst, v6);
+			move = 0;
+			hm = 1;
+		}
+		if (!hm) {
+			if (a_eq(op_a(&r->nw), in)) {
+				rs->dnip[0] = r->nw.m[0];
+				rs->dnip[1] = r->nw.m[1];
+				move = 0;
+			} else {
+				rs->dnip[0] = r->nw.a[0];
+				rs->dnip[1] = r->nw.a[1];
+			}
+		}
+	} else if (a_zero(ndst) && a_ones(nmask, v6)) {
+		struct nat_ifaddr *ia = bpf_map_lookup_elem(&ifaddrs, &p->ifindex);
+
+		if (!ia) {
+			stat_inc(NS_SIDE * p->dir + NS_IFADDR);
+			return 0;
+		}
+		if (v6) {
+			if (!(ia->v6[0] | ia->v6[1] | ia->v6[2] | ia->v6[3]))
+				return 0;
+			in = a_from(ia->v6, 1);
+		} else {
+			if (!ia->v4)
+				return 0;
+			in = a_from(&ia->v4, 0);
+		}
+	} else if (a_zero(ndst) && a_zero(nmask)) {
+		in = a_from(p->dst, v6);
+	} else if (r->type == NT_BIMAP && a_eq(op_m(&r->orig), op_m(&r->nw))) {
+		in = a_or(ndst, a_and(a_from(p->dst, v6), a_not(nmask, v6)));
+	} else {
+		in = ndst;
+	}
+	nport = dport;
+	if (rs->dpnext != 0) {
+		if (!(r->flags & RF_FIXEDDP) && r->oport_min != r->oport_max) {
+			nport = (__u16)((__s32)dport - r->oport_min + r->dpmax);
+		} else {
+			nport = (__u16)rs->dpnext;
+			rs->dpnext++;
+			if (rs->dpnext > r->dpmax)
+				rs->dpnext = r->dpmin;
+		}
+	}
+	if (a_zero(in)) {
+		if (nport == dport)
+			return 0;
+		in = a_from(p->dst, v6);
+	}
+	a_to(na, in, v6);
+	k = &w->k2;
+	key_of(k, DIR_OUT, p->proto, p->family, na, p->src, bpf_htons(nport), p->sport);
+	if (icmpq) {
+		k->sport = bpf_htons(nport);
+		k->dport = k->sport;
+	}
+	if (!tcpudp && !icmpq)
+		k->sport = k->dport = 0;
+	if (exists(k)) {
+		stat_inc(NS_SIDE * p->dir + NS_EXISTS);
+		return 0;
+	}
+	words_cp(w->ns.t.ndst, na);
+	if (r->flags & RF_STICKY) {
+		if (hm_get(w, r->id, dport, p->family, p->src, p->dst, na, w->x.hn, w->x.hd) != 0) {
+			w->ns.hm_on = 1;
+			w->ns.hm_rule = r->id;
+			w->ns.hm_port = dport;
+		}
+	}
+	if (tcpudp) {
+		w->ns.t.ndport = bpf_htons(nport);
+	} else if (icmpq) {
+		w->ns.t.nsport = bpf_htons(nport);
+		w->ns.t.ndport = w->ns.t.nsport;
+	}
+	return move ? 3 : 1;
+}
+
+/* The rewrite odometer steps one of four fields per session. */
+static __always_inline int step_addr(const struct nat_op *o, __u64 *cur, int v6)
+{
+	struct a128 c = { cur[0], cur[1] };
+
+	if (o->kind == AK_RANGE) {
+		c = a_add(c, 1);
+		if (a_less(op_m(o), c))
+			c = op_a(o);
+	} else if (o->kind == AK_NORMAL) {
+		struct a128 m = op_m(o), nx;
+
+		if (a_zero(m) || a_ones(m, v6))
+			return 0;
+		nx = a_add(c, 1);
+		if (!a_eq(a_and(nx, m), op_a(o)))
+			nx = a_add(op_a(o), 1);
+		c = nx;
+	} else {
+		return 0;
+	}
+	cur[0] = c.hi;
+	cur[1] = c.lo;
+	return 1;
+}
+
+static __always_inline int step_port(__s32 *cur, __u16 lo, __u16 hi)
+{
+	if (lo == 0 || lo == hi)
+		return 0;
+	(*cur)++;
+	if (*cur > hi)
+		*cur = lo;
+	return 1;
+}
+
+static long rewrite_step(__u32 tries, void *unused)
+{
+	struct work *w = get_work();
+	struct alloc *a;
+	struct nat_rule *r;
+	struct nat_rstate *rs;
+	struct pkt *p;
+	struct nat_key k;
+	int v6, tcpudp;
+
+	if (!w)
+		return 1;
+	a = get_alloc(w);
+	p = &w->p;
+	r = rule_at(a->slot, a->idx);
+	rs = rstate_at(a->slot, a->idx);
+	if (!r || !rs)
+		return 1;
+	if (tries >= a->tries)
+		return 1;
+	v6 = p->family == 6;
+	tcpudp = p->pflags & PF_TCPUDP;
+	if (rs->started || tries > 0) {
+		for (int i = 0; i < 4; i++) {
+			__u32 f = (__u32)rs->stepnext % 4;
+			int stepped = 0;
+
+			rs->stepnext = f + 1;
+			switch (f) {
+			case 0:
+				stepped = step_addr(&r->nsrc, rs->snip, v6);
+				break;
+			case 1:
+				stepped = tcpudp && step_port(&rs->spnext, r->spmin, r->spmax);
+				break;
+			case 2:
+				stepped = step_addr(&r->ndst, rs->dnip, v6);
+				break;
+			case 3:
+				stepped = tcpudp && step_port(&rs->dpnext, r->dpmin, r->dpmax);
+				break;
+			}
+			if (stepped)
+				break;
+		}
+	}
+	rs->started = 1;
+	words_cp(w->ns.t.nsrc, p->src);
+	words_cp(w->ns.t.ndst, p->dst);
+	w->ns.t.nsport = p->sport;
+	w->ns.t.ndport = p->dport;
+	if (!a_zero(op_m(&r->nsrc)) || r->nsrc.kind != AK_NORMAL) {
+		struct a128 x = { rs->snip[0], rs->snip[1] };
+
+		a_to(w->ns.t.nsrc, x, v6);
+	}
+	if (!a_zero(op_m(&r->ndst)) || r->ndst.kind != AK_NORMAL) {
+		struct a128 x = { rs->dnip[0], rs->dnip[1] };
+
+		a_to(w->ns.t.ndst, x, v6);
+	}
+	if (tcpudp) {
+		if (r->spmin)
+			w->ns.t.nsport = bpf_htons((__u16)rs->spnext);
+		if (r->dpmin)
+			w->ns.t.ndport = bpf_htons((__u16)rs->dpnext);
+	}
+	key_of(&k, p->dir == DIR_IN ? DIR_OUT : DIR_IN, p->proto, p->family, w->ns.t.ndst, w->ns.t.nsrc,
+	       w->ns.t.ndport, w->ns.t.nsport);
+	if (!exists(&k)) {
+		a->ok = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* new_rewrite builds the 4-tuple of a rewrite session. */
+GLOBAL int nat_new_rewrite(__u32 slot, __u32 idx)
+{
+	struct work *w = get_work();
+	struct alloc *a;
+
+	if (!w)
+		return 0;
+	a = get_alloc(w);
+	__builtin_memset(a, 0, sizeof(*a));
+	a->slot = slot;
+	a->idx = idx;
+	a->tries = 4 * ((__u32)cfg(NCFG_COUNT) + 2);
+	bpf_loop(1 << 20, rewrite_step, NULL, 0);
+	return a->ok;
+}
+
+/* ----------------------------------------------------------- rule walk */
+
+static __always_inline void hit(__u32 slot, __u32 idx)
+{
+	__u32 k = slot * NAT_MAX_RULES + (idx & (NAT_MAX_RULES - 1));
+	__u64 *v = bpf_map_lookup_elem(&hits, &k);
+
+	if (v)
+		*v += 1;
+}
+
+/* nat_insert enters the session w->ns has been given for w->p, with the
+ * rule at idx (the one the session belongs to). Returns 0 on success. */
+GLOBAL int nat_insert(__u32 slot, __u32 idx)
+{
+	struct work *w = get_work();
+	struct nat_rule *r = rule_at(slot, idx);
+	struct pkt *p;
+	__u64 now, life;
+
+	if (!w || !r)
+		return -1;
+	p = &w->p;
+	now = now_ns();
+	life = lifetime(r->age[0], p->proto, p->pflags, 0, p->l4off ? p->tcpflags : 0, 0) * TICK_NS;
+	if (sess_insert(w, r->type, r->age[0], r->age[1], r->mss, (r->flags & RF_FTP) ? SF_PROXY : 0, now, life) != 0)
+		return -1;
+	if (r->flags & RF_FTP) {
+		/* a fresh proxy state, zeroed in the scratch room */
+		__u64 k = WS(w)->seq * 2;
+
+		__builtin_memset(w->orig, 0, sizeof(struct nat_ftp));
+		bpf_map_update_elem(&ftps, &k, w->orig, BPF_ANY);
+		k++;
+		bpf_map_update_elem(&ftps, &k, w->orig, BPF_ANY);
+	}
+	return 0;
+}
+
+/* nat_try sets up a session for the packet in w->p with the rule at idx,
+ * which matched it (the engine's newSession). Returns 0 on failure, 1 on
+ * success, 3 on success when a round-robin rule is to move. */
+GLOBAL int nat_try(__u32 slot, __u32 idx)
+{
+	struct work *w = get_work();
+	struct nat_rule *r;
+	struct pkt *p;
+	int res;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	r = rule_at(slot, idx);
+	if (!r)
+		return 0;
+	if (cfg(NCFG_COUNT) >= cfg(NCFG_MAX)) {
+		stat_inc(NS_SIDE * p->dir + NS_TABLEMAX);
+		return 0;
+	}
+	__builtin_memset(&w->ns, 0, sizeof(w->ns));
+	words_cp(w->ns.t.osrc, p->src);
+	words_cp(w->ns.t.odst, p->dst);
+	words_cp(w->ns.t.nsrc, p->src);
+	words_cp(w->ns.t.ndst, p->dst);
+	w->ns.t.osport = w->ns.t.nsport = p->sport;
+	w->ns.t.odport = w->ns.t.ndport = p->dport;
+	w->ns.rule_idx = idx;
+	w->ns.rule_id = r->id;
+	w->ns.ifin = r->inif ? r->inif : p->ifindex;
+	w->ns.ifout = r->outif ? r->outif : p->ifindex;
+	if (r->type == NT_REWRITE_IN || r->type == NT_REWRITE_OUT)
+		res = nat_new_rewrite(slot, idx);
+	else if (p->dir == DIR_OUT)
+		res = nat_new_map(slot, idx);
+	else
+		res = nat_new_rdr(slot, idx);
+	if (!res)
+		return 0;
+	if (nat_insert(slot, w->ns.rule_idx) != 0) {
+		if (w->ns.hm_on)
+			hm_drop(w, w->ns.hm_rule, w->ns.hm_port, p->family, p->src, p->dst);
+		return 0;
+	}
+	return res;
+}
+
+struct walk_ctx {
+	__u32 slot;
+	__u32 n;
+	__u32 idx;
+	__s32 res;
+	__u8 failed;
+	__u8 done;
+	__u8 pad[2];
+};
+
+static long walk_step(__u32 i, struct walk_ctx *c)
+{
+	struct work *w = get_work();
+	__u32 ok = c->slot * 2 + (w ? w->p.dir : 0);
+	struct nat_order *o = bpf_map_lookup_elem(&orders, &ok);
+	struct nat_rule *r;
+	__u32 idx;
+	int res;
+
+	if (!w || !o || i >= c->n)
+		return 1;
+	idx = o->idx[BOUND(i, NAT_MAX_RULES - 1)];
+	r = rule_at(c->slot, idx);
+	if (!r)
+		return 0;
+	if (!rule_matches(r, &w->p, a_from(w->p.src, w->p.family == 6), a_from(w->p.dst, w->p.family == 6)))
+		return 0;
+	if (r->flags & RF_NO) {
+		hit(c->slot, idx);
+		c->done = 1;
+		return 1;
+	}
+	res = nat_try(c->slot, idx);
+	if (!res) {
+		c->failed = 1;
+		return 0;
+	}
+	hit(c->slot, idx);
+	c->idx = idx;
+	c->res = res;
+	c->done = 1;
+	return 1;
+}
+
+/* rotate moves a round-robin rule behind the other rules of its mask
+ * (the engine's rotate). It finds the rule, then moves it one place at a
+ * time, each swap under the order's lock: a concurrent rotation may stop
+ * it early, but the order stays a permutation of the rules. */
+struct rot_ctx {
+	__u32 key;
+	__u32 idx;
+	__u32 pos;
+	__u8 mask;
+	__u8 found;
+	__u8 pad[2];
+};
+
+static long rot_find(__u32 i, struct rot_ctx *c)
+{
+	struct nat_order *o = bpf_map_lookup_elem(&orders, &c->key);
+
+	if (!o || i >= o->n || i >= NAT_MAX_RULES)
+		return 1;
+	if (o->idx[BOUND(i, NAT_MAX_RULES - 1)] == c->idx) {
+		c->pos = i;
+		c->mask = o->mask[BOUND(i, NAT_MAX_RULES - 1)];
+		c->found = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static long rot_swap(__u32 k, struct rot_ctx *c)
+{
+	struct nat_order *o = bpf_map_lookup_elem(&orders, &c->key);
+	__u32 i = BOUND(c->pos + k, NAT_MAX_RULES - 1), j = BOUND(i + 1, NAT_MAX_RULES - 1);
+	long stop = 1;
+
+	if (!o || c->pos + k + 1 >= NAT_MAX_RULES)
+		return 1;
+	bpf_spin_lock(&o->lock);
+	if (c->pos + k + 1 < o->n && o->idx[i] == c->idx && o->mask[j] == c->mask) {
+		__u16 t = o->idx[i];
+
+		o->idx[i] = o->idx[j];
+		o->idx[j] = t;
+		o->mask[i] = o->mask[j];
+		o->mask[j] = c->mask;
+		stop = 0;
+	}
+	bpf_spin_unlock(&o->lock);
+	return stop;
+}
+
+static __always_inline void rotate(__u32 slot, __u32 dir, __u32 idx)
+{
+	struct rot_ctx c = {};
+
+	c.key = slot * 2 + dir;
+	c.idx = idx;
+	bpf_loop(NAT_MAX_RULES, rot_find, &c, 0);
+	if (c.found)
+		bpf_loop(NAT_MAX_RULES, rot_swap, &c, 0);
+}
+
+/* nat_new runs the rules for a packet no session knows (w->p). Returns 1
+ * with the new forward entry's key in w->k, 0 when no rule applies, -1
+ * when rules matched but none could make a session (the packet is
+ * dropped, as IPFilter blocks it). */
+GLOBAL int nat_new(void)
+{
+	struct work *w = get_work();
+	struct walk_ctx c = {};
+	__u32 ok;
+	struct nat_order *o;
+
+	if (!w)
+		return 0;
+	c.slot = cfg(NCFG_ACTIVE) & 1;
+	ok = c.slot * 2 + (w->p.dir & 1);
+	o = bpf_map_lookup_elem(&orders, &ok);
+	if (!o || !o->n)
+		return 0;
+	c.n = o->n;
+	bpf_loop(NAT_MAX_RULES, walk_step, &c, 0);
+	if (c.res) {
+		struct nat_rule *r = rule_at(c.slot, c.idx);
+
+		if (r && (r->flags & RF_RR) && c.res == 3)
+			rotate(c.slot, w->p.dir & 1, c.idx);
+		return 1;
+	}
+	return c.failed ? -1 : 0;
+}
+
+/* ------------------------------------------------------------- wildcards */
+
+/* nat_wild looks for a proxy's wildcard entry matching w->p and turns it
+ * into a session (the engine's lookupWild). Returns 1 with the new
+ * forward key in w->k. */
+GLOBAL int nat_wild(void)
+{
+	struct work *w = get_work();
+	struct nat_sess *v;
+	struct nat_key k, rk;
+	struct pkt *p;
+	__u16 port;
+	__u64 *c;
+	int i;
+
+	if (!w)
+		return 0;
+	p = &w->p;
+	for (i = 0; i < 2; i++) {
+		key_of(&k, (p->dir & 1) | DIR_WILD, p->proto, p->family, p->src, p->dst, i ? p->sport : 0,
+		       i ? 0 : p->dport);
+		v = bpf_map_lookup_elem(&sessions, &k);
+		if (!v || v->w != i || (v->ifindex && v->ifindex != p->ifindex))
+			continue;
+		port = i ? p->dport : p->sport;
+		/* the session the wildcard stood for, with its port known */
+		copy_sess(WS(w), v);
+		WS(w)->t.osport = WS(w)->t.nsport = port;
+		WS(w)->sflags &= ~SF_WILD;
+		WS(w)->deadline = 0;
+		WS(w)->last = 0;
+		/* drop both wildcard entries; the session stays counted */
+		{
+			struct nat_key pk = v->peer;
+
+			if (bpf_map_delete_elem(&sessions, &k) != 0)
+				return 0;
+			bpf_map_delete_elem(&sessions, &pk);
+		}
+		c = cfgp(NCFG_WILDS);
+		if (c)
+			__sync_fetch_and_add(c, -1);
+		stat_inc(NS_WILDUSED);
+		fwd_key(&k, &WS(w)->t, WS(w)->sdir, WS(w)->proto, WS(w)->family);
+		rev_key(&rk, &WS(w)->t, WS(w)->sdir, WS(w)->proto, WS(w)->family);
+		if (exists(&k) || exists(&rk)) {
+			c = cfgp(NCFG_COUNT);
+			if (c)
+				__sync_fetch_and_add(c, -1);
+			return 0;
+		}
+		WS(w)->w = 0;
+		WS(w)->ifindex = WS(w)->sdir == DIR_IN ? WS(w)->ifin : WS(w)->ifout;
+		WS(w)->peer = rk;
+		entry_csum(WS(w), WS(w)->t.osrc, WS(w)->t.odst, WS(w)->t.osport, WS(w)->t.odport, WS(w)->t.nsrc, WS(w)->t.ndst,
+			   WS(w)->t.nsport, WS(w)->t.ndport, WS(w)->family == 6, WS(w)->pflags);
+		copy_sess(WS2(w), WS(w));
+		WS2(w)->w = 1;
+		WS2(w)->ifindex = WS(w)->sdir == DIR_IN ? WS(w)->ifout : WS(w)->ifin;
+		WS2(w)->peer = k;
+		entry_csum(WS2(w), WS(w)->t.ndst, WS(w)->t.nsrc, WS(w)->t.ndport, WS(w)->t.nsport, WS(w)->t.odst, WS(w)->t.osrc,
+			   WS(w)->t.odport, WS(w)->t.osport, WS(w)->family == 6, WS(w)->pflags);
+		if (bpf_map_update_elem(&sessions, &k, WS(w), BPF_NOEXIST) != 0)
+			goto gone;
+		if (bpf_map_update_elem(&sessions, &rk, WS2(w), BPF_NOEXIST) != 0) {
+			bpf_map_delete_elem(&sessions, &k);
+			goto gone;
+		}
+		w->k = k;
+		sess_arm(&k, lifetime(WS(w)->age[0], WS(w)->proto, WS(w)->pflags, 0, 0, 0) * TICK_NS);
+		return 1;
+gone:
+		c = cfgp(NCFG_COUNT);
+		if (c)
+			__sync_fetch_and_add(c, -1);
+		stat_inc(NS_SIDE * p->dir + NS_INSERTFAIL);
+		return 0;
+	}
+	return 0;
+}
+
+/* wild_add enters a proxy's wildcard session (the engine's slave with
+ * wildSP, linked by linkSlave): dir and addresses as given, destination
+ * port port (host order), any source port. deadline is when it ends if no
+ * packet comes. Returns 1 if made; the forward wildcard key is left in
+ * w->k for the proxy to remember. */
+static __always_inline int wild_add(struct work *w, const struct nat_sess *parent, __u8 dir, __u8 proto,
+				    const __u32 *osrc, const __u32 *odst, const __u32 *nsrc, const __u32 *ndst,
+				    __u16 port, __u64 deadline)
+{
+	struct nat_sess *e = WS(w), *r = WS2(w);
+	struct nat_key rk;
+	__u64 *c;
+
+	if (cfg(NCFG_COUNT) >= cfg(NCFG_MAX))
+		return 0;
+	__builtin_memset(e, 0, sizeof(*e));
+	words_cp(e->t.osrc, osrc);
+	words_cp(e->t.odst, odst);
+	words_cp(e->t.nsrc, nsrc);
+	words_cp(e->t.ndst, ndst);
+	e->t.odport = e->t.ndport = bpf_htons(port);
+	e->sifindex = parent->sifindex;
+	e->ifin = parent->ifin;
+	e->ifout = parent->ifout;
+	e->rule_id = parent->rule_id;
+	e->age[0] = parent->age[0];
+	e->age[1] = parent->age[1];
+	e->sdir = dir;
+	e->proto = proto;
+	e->family = parent->family;
+	e->pflags = proto == IPPROTO_UDP ? PF_UDP : PF_TCP;
+	e->sflags = SF_WILD | SF_SLAVE;
+	e->rtype = parent->rtype;
+	e->deadline = deadline;
+	c = cfgp(NCFG_SEQ);
+	if (c)
+		e->seq = __sync_fetch_and_add(c, 1) + 1;
+	copy_sess(r, e);
+	e->w = 0;
+	r->w = 1;
+	e->ifindex = dir == DIR_IN ? e->ifin : e->ifout;
+	r->ifindex = dir == DIR_IN ? e->ifout : e->ifin;
+	fwd_key(&w->k, &e->t, dir | DIR_WILD, proto, e->family);
+	rev_key(&rk, &e->t, dir, proto, e->family);
+	rk.dir |= DIR_WILD;
+	e->peer = rk;
+	r->peer = w->k;
+	if (bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0)
+		return 0;
+	if (bpf_map_update_elem(&sessions, &rk, r, BPF_NOEXIST) != 0) {
+		bpf_map_delete_elem(&sessions, &w->k);
+		return 0;
+	}
+	c = cfgp(NCFG_COUNT);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	c = cfgp(NCFG_WILDS);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	{
+		__u64 now = now_ns();
+
+		sess_arm(&w->k, deadline > now ? deadline - now : 1);
+	}
+	return 1;
+}
+
+/* ------------------------------------------------------------ fragments */
+
+static __always_inline void frag_key(struct nat_frag_key *fk, const struct pkt *p)
+{
+	__builtin_memset(fk, 0, sizeof(*fk));
+	words_cp(fk->src, p->src);
+	words_cp(fk->dst, p->dst);
+	fk->id = p->ipid;
+	fk->proto = p->proto;
+	fk->family = p->family;
+}
+
+/* note_frag remembers which entry a first IPv4 fragment used, for the
+ * fragments that follow (the engine's noteFrag). */
+static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
+{
+	struct nat_frag_key fk;
+
+	if (p->family != 4 || !p->morefrags)
+		return;
+	frag_key(&fk, p);
+	bpf_map_update_elem(&frags, &fk, k, BPF_ANY);
+}
+
+/* ------------------------------------------------------------ MSS clamp */
+
+struct mss_ctx {
+	struct __sk_buff *skb;
+	__u32 l4;
+	__u32 hl;
+	__u32 i;
+	__u16 max;
+	__u16 csumoff;
+	__u8 done;
+};
+
+static long mss_step(__u32 n, struct mss_ctx *c)
+{
+	__u8 o[2];
+	__u16 mss, w1, w2, n1, n2;
+	__u8 b[6];
+
+	if (c->i >= c->hl)
+		return 1;
+	if (bpf_skb_load_bytes(c->skb, c->l4 + c->i, o, 1) < 0)
+		return 1;
+	if (o[0] == 0)
+		return 1;
+	if (o[0] == 1) {
+		c->i++;
+		return 0;
+	}
+	if (c->i + 1 >= c->hl || bpf_skb_load_bytes(c->skb, c->l4 + c->i, o, 2) < 0 || o[1] < 2)
+		return 1;
+	if (o[0] == 2 && o[1] == 4 && c->i + 4 <= c->hl) {
+		__u32 at = c->l4 + c->i;
+
+		if (bpf_skb_load_bytes(c->skb, at + 2, b, 2) < 0)
+			return 1;
+		mss = (__u16)b[0] << 8 | b[1];
+		if (mss <= c->max)
+			return 1;
+		b[0] = c->max >> 8;
+		b[1] = c->max & 0xff;
+		if ((c->i & 1) == 0) {
+			bpf_skb_store_bytes(c->skb, at + 2, b, 2, 0);
+			bpf_l4_csum_replace(c->skb, c->csumoff, bpf_htons(mss), bpf_htons(c->max), 2);
+			return 1;
+		}
+		/* the option sits at an odd offset: patch the two aligned
+		 * words that hold the value */
+		if (bpf_skb_load_bytes(c->skb, at + 1, b, 4) < 0)
+			return 1;
+		w1 = *(__u16 *)b;
+		w2 = *(__u16 *)(b + 2);
+		b[1] = c->max >> 8;
+		b[2] = c->max & 0xff;
+		n1 = *(__u16 *)b;
+		n2 = *(__u16 *)(b + 2);
+		bpf_skb_store_bytes(c->skb, at + 1, b, 4, 0);
+		bpf_l4_csum_replace(c->skb, c->csumoff, w1, n1, 2);
+		bpf_l4_csum_replace(c->skb, c->csumoff, w2, n2, 2);
+		return 1;
+	}
+	c->i += o[1];
+	return 0;
+}
+
+GLOBAL int nat_mss(struct __sk_buff *skb, __u32 l4, __u32 csumoff, __u32 max)
+{
+	struct mss_ctx c = {};
+	__u8 h[2];
+
+	if (!skb || bpf_skb_load_bytes(skb, l4 + 12, h, 2) < 0 || !(h[1] & 0x02))
+		return 0;
+	c.skb = skb;
+	c.l4 = l4;
+	c.hl = (h[0] >> 4) * 4;
+	c.i = 20;
+	c.max = max;
+	c.csumoff = csumoff;
+	bpf_loop(64, mss_step, &c, 0);
+	return 0;
+}
+
+/* ------------------------------------------------------------ ICMP errors */
+
+static __always_inline __u16 be16(const __u8 *b, __u32 off)
+{
+	return (__u16)b[BOUND(off, ICMP_INNER - 1)] << 8 | b[BOUND(off + 1, ICMP_INNER - 1)];
+}
+
+static __always_inline void put16(__u8 *b, __u32 off, __u16 v)
+{
+	b[BOUND(off, ICMP_INNER - 1)] = v >> 8;
+	b[BOUND(off + 1, ICMP_INNER - 1)] = v & 0xff;
+}
+
+/* csum_upd16 is the engine's ChecksumUpdate16, on host-order values. */
+static __always_inline __u16 csum_upd16(__u16 hc, __u16 o, __u16 n)
+{
+	__u32 s = (__u32)(__u16)~hc + (__u16)~o + n;
+
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return ~(__u16)s;
+}
+
+/* inner_parse is the engine's parseInner over in->b (m bytes held of a
+ * total of tot). Returns 0 when the engine would not parse it. */
+static __always_inline int inner_parse(struct inner *in, __u32 tot)
+{
+	__u8 *b = in->b;
+	__u32 end, hl;
+
+	in->l4 = 0;
+	in->pflags = 0;
+	in->fragbody = 0;
+	in->sport = in->dport = 0;
+	if (in->m < 1)
+		return 0;
+	if (b[0] >> 4 == 4) {
+		if (in->m < 20)
+			return 0;
+		hl = (b[0] & 15) * 4;
+		if (hl < 20 || hl > tot)
+			return 0;
+		in->v6 = 0;
+		in->hl = hl;
+		in->proto = b[9];
+		__builtin_memset(in->src, 0, 32);
+		__builtin_memcpy(in->src, b + 12, 4);
+		__builtin_memcpy(in->dst, b + 16, 4);
+		end = be16(b, 2);
+		if (end > tot || end < hl)
+			end = tot;
+		if (be16(b, 6) & 0x1fff) {
+			in->fragbody = 1;
+			return 1;
+		}
+		in->l4 = hl;
+		in->l4len = end - hl;
+	} else if (b[0] >> 4 == 6) {
+		__u8 nh;
+
+		if (in->m < 40)
+			return 0;
+		in->v6 = 1;
+		in->hl = 40;
+		__builtin_memcpy(in->src, b + 8, 16);
+		__builtin_memcpy(in->dst, b + 24, 16);
+		nh = b[6];
+		end = 40 + (__u32)be16(b, 4);
+		if (end > tot)
+			end = tot;
+		/* extension headers in an embedded packet: not handled here */
+		if (nh == 0 || nh == 43 || nh == 60 || nh == 135 || nh == 44)
+			return 0;
+		in->proto = nh;
+		in->l4 = 40;
+		in->l4len = end - 40;
+	} else {
+		return 0;
+	}
+	switch (in->proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		if (in->l4len >= (in->proto == IPPROTO_TCP ? 20u : 8u) && in->l4 + 20 <= in->m) {
+			in->pflags = in->proto == IPPROTO_TCP ? PF_TCP : PF_UDP;
+		} else if (tot >= in->hl + 4 && in->hl + 4 <= in->m) {
+			/* a header cut short: the ports are there */
+			in->l4 = in->hl;
+			in->l4len = tot - in->hl;
+			in->pflags = in->proto == IPPROTO_TCP ? PF_TCP : PF_UDP;
+		} else {
+			in->l4 = 0;
+			return 1;
+		}
+		in->sport = be16(b, in->l4);
+		in->dport = be16(b, in->l4 + 2);
+		break;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		if (in->l4len < 8 || in->l4 + 8 > in->m) {
+			in->l4 = 0;
+			return 1;
+		}
+		if (in->proto == IPPROTO_ICMP ? icmp4_query(b[BOUND(in->l4, 127)]) : icmp6_query(b[BOUND(in->l4, 127)])) {
+			in->pflags = PF_ICMPQ;
+			in->sport = in->dport = be16(b, in->l4 + 4);
+		}
+		break;
+	}
+	return 1;
+}
+
+/* inner_l4csum is the engine's l4csum for the embedded packet: the offset
+ * of its L4 checksum, 0 if none (tot is the embedded length). */
+static __always_inline __u32 inner_l4csum(struct inner *in, __u32 tot)
+{
+	__u32 c;
+
+	if (!in->l4)
+		return 0;
+	switch (in->proto) {
+	case IPPROTO_TCP:
+		c = in->l4 + 16;
+		break;
+	case IPPROTO_UDP:
+		if (in->l4 + 8 <= tot && !in->v6 && be16(in->b, in->l4 + 6) == 0)
+			return 0;
+		c = in->l4 + 6;
+		break;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		c = in->l4 + 2;
+		break;
+	default:
+		return 0;
+	}
+	if (c + 2 > tot || c + 2 > in->m)
+		return 0;
+	return c;
+}
+
+/* inner_addr is the engine's setAddr on the embedded packet. */
+static __always_inline void inner_addr(struct inner *in, __u32 tot, int which, const __u32 *a)
+{
+	__u32 *old = which ? in->dst : in->src;
+	__u32 base = in->v6 ? 8 + 16 * which : 12 + 4 * which, c;
+	int n = in->v6 ? 8 : 2;
+	__u8 nb[16];
+
+	if (words_eq(old, a))
+		return;
+	__builtin_memcpy(nb, a, 16);
+	c = inner_l4csum(in, tot);
+	for (int i = 0; i < 8; i++) {
+		__u16 o, nw;
+
+		if (i >= n)
+			break;
+		o = be16(in->b, base + 2 * i);
+		nw = (__u16)nb[2 * i] << 8 | nb[2 * i + 1];
+		put16(in->b, base + 2 * i, nw);
+		if (!in->v6)
+			put16(in->b, 10, csum_upd16(be16(in->b, 10), o, nw));
+		if (c && in->proto != IPPROTO_ICMP) {
+			__u16 hc = csum_upd16(be16(in->b, c), o, nw);
+
+			if (in->proto == IPPROTO_UDP && hc == 0)
+				hc = 0xffff;
+			put16(in->b, c, hc);
+		}
+	}
+	words_cp(old, a);
+}
+
+/* inner_port is the engine's setPort on the embedded packet. */
+static __always_inline void inner_port(struct inner *in, __u32 tot, int which, __u16 pn)
+{
+	__u32 off, c;
+	__u16 old;
+
+	if (!in->l4)
+		return;
+	if (in->pflags & PF_ICMPQ)
+		off = in->l4 + 4;
+	else if (in->pflags & PF_TCPUDP)
+		off = in->l4 + 2 * which;
+	else
+		return;
+	if (off + 2 > in->m)
+		return;
+	old = be16(in->b, off);
+	if (old == pn)
+		return;
+	put16(in->b, off, pn);
+	c = inner_l4csum(in, tot);
+	if (c) {
+		__u16 hc = csum_upd16(be16(in->b, c), old, pn);
+
+		if (in->proto == IPPROTO_UDP && hc == 0)
+			hc = 0xffff;
+		put16(in->b, c, hc);
+	}
+}
+
+/* calc_sumd is IPFilter's CALC_SUMD, side effects included. */
+static __always_inline __u32 calc_sumd(__u32 *s1, __u32 *s2)
+{
+	__u32 sd;
+
+	*s1 = (*s1 & 0xffff) + (*s1 >> 16);
+	*s1 = (*s1 & 0xffff) + (*s1 >> 16);
+	*s2 = (*s2 & 0xffff) + (*s2 >> 16);
+	*s2 = (*s2 & 0xffff) + (*s2 >> 16);
+	if (*s1 > *s2)
+		(*s2)--;
+	sd = *s2 - *s1;
+	return (sd & 0xffff) + (sd >> 16);
+}
+
+static __always_inline __u16 ipf_port_delta(__u16 cksum, __u16 os, __u16 ns, __u16 od, __u16 nd)
+{
+	__u32 sum1 = ns, sum4 = os, sum3 = nd, sum2 = od, sumd2, s;
+
+	calc_sumd(&sum4, &sum1);
+	calc_sumd(&sum2, &sum3);
+	sumd2 = calc_sumd(&sum1, &sum4);
+	sumd2 += calc_sumd(&sum3, &sum2);
+	if (sumd2 == 0)
+		return cksum;
+	for (int i = 0; i < 3; i++)
+		sumd2 = (sumd2 & 0xffff) + (sumd2 >> 16);
+	s = (__u16)~cksum;
+	s += ~sumd2 & 0xffff;
+	s = (s >> 16) + (s & 0xffff);
+	s = (s >> 16) + (s & 0xffff);
+	return ~(__u16)s;
+}
+
+/* outer_addr rewrites the outer source (which 0) or destination of the
+ * ICMP error, with the IPv4 header checksum and, for ICMPv6, the pseudo
+ * header's share of icmp_ck (host order, updated in place). */
+static __always_inline int outer_addr(struct __sk_buff *skb, struct pkt *p, int which, const __u32 *a, __u16 *icmp_ck)
+{
+	__u32 *old = which ? p->dst : p->src;
+	__u32 l3 = p->l3off & 0xff;
+	__u8 ob[16], nb[16];
+	__u16 ipck = 0;
+	int n = p->family == 6 ? 8 : 2;
+
+	if (words_eq(old, a))
+		return 0;
+	__builtin_memcpy(ob, old, 16);
+	__builtin_memcpy(nb, a, 16);
+	if (p->family == 4 && bpf_skb_load_bytes(skb, l3 + 10, &ipck, 2) < 0)
+		return -1;
+	ipck = bpf_ntohs(ipck);
+	for (int i = 0; i < 8; i++) {
+		__u16 o, nw;
+
+		if (i >= n)
+			break;
+		o = (__u16)ob[2 * i] << 8 | ob[2 * i + 1];
+		nw = (__u16)nb[2 * i] << 8 | nb[2 * i + 1];
+		if (p->family == 4)
+			ipck = csum_upd16(ipck, o, nw);
+		else
+			*icmp_ck = csum_upd16(*icmp_ck, o, nw);
+	}
+	if (p->family == 4) {
+		ipck = bpf_htons(ipck);
+		bpf_skb_store_bytes(skb, l3 + 12 + 4 * which, a, 4, BPF_F_RECOMPUTE_CSUM);
+		bpf_skb_store_bytes(skb, l3 + 10, &ipck, 2, BPF_F_RECOMPUTE_CSUM);
+	} else {
+		bpf_skb_store_bytes(skb, l3 + 8 + 16 * which, a, 16, BPF_F_RECOMPUTE_CSUM);
+	}
+	words_cp(old, a);
+	return 0;
+}
+
+/* fixICMPChecksum: the ICMP checksum follows every 16-bit word of the
+ * embedded bytes that changed from in->o to in->b (m bytes). */
+struct fix_ctx {
+	__u32 m;
+	__u16 ck;
+	__u16 pad;
+};
+
+static long fix_step(__u32 k, struct fix_ctx *c)
+{
+	struct work *w = get_work();
+	struct inner *in;
+	__u32 i = k * 2;
+	__u16 o, nw;
+
+	if (!w || i >= c->m || i >= ICMP_INNER)
+		return 1;
+	in = &w->in;
+	if (i + 1 < c->m) {
+		o = be16(in->o, i);
+		nw = be16(in->b, i);
+	} else {
+		/* an odd last byte, as the high half of a word */
+		o = (__u16)in->o[BOUND(i, ICMP_INNER - 1)] << 8;
+		nw = (__u16)in->b[BOUND(i, ICMP_INNER - 1)] << 8;
+	}
+	if (o != nw)
+		c->ck = csum_upd16(c->ck, o, nw);
+	return 0;
+}
+
+static __always_inline __u16 inner_fix(struct inner *in, __u16 ck, __u32 m)
+{
+	struct fix_ctx c = { .m = m, .ck = ck };
+
+	bpf_loop(ICMP_INNER / 2, fix_step, &c, 0);
+	return c.ck;
+}
+
+/* nat_icmperr translates an ICMP error whose embedded packet belongs to a
+ * session (the engine's icmpError). Returns 1 if translated. */
+GLOBAL int nat_icmperr(struct __sk_buff *skb)
+{
+	struct work *w = get_work();
+	struct inner *in;
+	struct pkt *p;
+	struct nat_sess *v;
+	struct nat_tuple *t;
+	struct nat_key *k;
+	__u32 tot, m, off, tm;
+	__u16 ck, cknet;
+	__u8 sdir;
+	int fwd;
+
+	if (!w || !skb)
+		return 0;
+	p = &w->p;
+	in = &w->in;
+	if (!p->l4off || p->l4len < 8 + 20)
+		return 0;
+	tot = p->l4len - 8;
+	m = tot < ICMP_INNER ? tot : ICMP_INNER;
+	off = (__u32)p->l4off + 8;
+	in->m = m;
+	if (m < 20 || bpf_skb_load_bytes(skb, off, in->b, m & (ICMP_INNER - 1) ? m & (ICMP_INNER - 1) : ICMP_INNER) < 0)
+		return 0;
+	if (!inner_parse(in, tot))
+		return 0;
+	k = &w->k2;
+	t = &w->t;
+	key_of(k, p->dir, in->proto, in->v6 ? 6 : 4, in->dst, in->src, bpf_htons(in->dport), bpf_htons(in->sport));
+	v = bpf_map_lookup_elem(&sessions, k);
+	if (!v || (v->ifindex && v->ifindex != p->ifindex))
+		return 0;
+	*t = v->t;
+	sdir = v->sdir;
+	__builtin_memcpy(in->o, in->b, ICMP_INNER);
+	if (p->dir != sdir) {
+		inner_addr(in, tot, 0, t->osrc);
+		inner_addr(in, tot, 1, t->odst);
+		if (in->pflags & PF_ICMPQ) {
+			inner_port(in, tot, 0, bpf_ntohs(t->osport));
+		} else {
+			inner_port(in, tot, 0, bpf_ntohs(t->osport));
+			inner_port(in, tot, 1, bpf_ntohs(t->odport));
+		}
+	} else {
+		inner_addr(in, tot, 0, t->ndst);
+		inner_addr(in, tot, 1, t->nsrc);
+		if (in->pflags & PF_ICMPQ) {
+			inner_port(in, tot, 0, bpf_ntohs(t->nsport));
+		} else {
+			inner_port(in, tot, 0, bpf_ntohs(t->ndport));
+			inner_port(in, tot, 1, bpf_ntohs(t->nsport));
+		}
+	}
+	if (bpf_skb_load_bytes(skb, p->l4off + 2, &cknet, 2) < 0)
+		return 0;
+	ck = bpf_ntohs(cknet);
+	tm = m;
+	if ((in->pflags & PF_TCPUDP) && in->l4 && in->l4 + 4 <= m) {
+		int kept;
+
+		if (in->proto == IPPROTO_TCP)
+			kept = in->l4len >= 18;
+		else
+			kept = in->l4len >= 8 && in->l4 + 8 <= m && be16(in->b, in->l4 + 6) != 0;
+		if (!kept) {
+			__u16 os = be16(in->o, in->l4), od = be16(in->o, in->l4 + 2);
+			__u16 ns = be16(in->b, in->l4), nd = be16(in->b, in->l4 + 2);
+
+			/* the ports' change goes through IPFilter's delta */
+			put16(in->o, in->l4, ns);
+			put16(in->o, in->l4 + 2, nd);
+			ck = ipf_port_delta(inner_fix(in, ck, tm), os, ns, od, nd);
+			goto store;
+		}
+	}
+	ck = inner_fix(in, ck, tm);
+store:
+	if (bpf_skb_store_bytes(skb, off, in->b, m & (ICMP_INNER - 1) ? m & (ICMP_INNER - 1) : ICMP_INNER,
+				BPF_F_RECOMPUTE_CSUM) < 0)
+		return 0;
+	fwd = 0;
+	if (p->dir == DIR_IN)
+		outer_addr(skb, p, 1, in->src, &ck);
+	else if (sdir == DIR_OUT)
+		outer_addr(skb, p, 0, t->nsrc, &ck);
+	else
+		outer_addr(skb, p, 0, t->odst, &ck);
+	cknet = bpf_htons(ck);
+	bpf_skb_store_bytes(skb, p->l4off + 2, &cknet, 2, BPF_F_RECOMPUTE_CSUM);
+	stat_inc(p->dir * NS_SIDE + NS_ICMP);
+	return 1 + fwd;
+}
+
+/* ------------------------------------------------------------ ftp proxy */
+
+GLOBAL int nat_proxy(struct __sk_buff *skb, __u32 fwd);
+
+/* ---------------------------------------------------------------- main */
+
+static __always_inline void mark_done(struct __sk_buff *skb)
+{
+	__u32 cookie = cfg(NCFG_COOKIE);
+
+	if (cookie)
+		skb->cb[4] = cookie;
+}
+
+/* nat_finish rewrites a packet of a known session (entry key w->k2) and
+ * runs what follows the rewrite: MSS clamping, the note for later
+ * fragments, and (from the main function) the proxy. */
+GLOBAL int nat_finish(struct __sk_buff *skb)
+{
+	struct work *w = get_work();
+	struct nat_sess *v;
+	struct nat_key *k;
+	struct pkt *p;
+	__u16 mss;
+	__u8 proxy, vw;
+
+	if (!w || !skb)
+		return 0;
+	p = &w->p;
+	k = &w->k2;
+	v = bpf_map_lookup_elem(&sessions, k);
+	if (!v)
+		return 0;
+	mss = v->mss;
+	proxy = v->sflags & SF_PROXY;
+	vw = v->w;
+	if (v->sflags & SF_SLAVE)
+		w->slave = 1;
+	if (proxy) {
+		/* the proxy needs the session's forward key */
+		if (vw == 0)
+			w->k = *k;
+		else
+			w->k = v->peer;
+	}
+	if (apply(skb, v, p, now_ns()) < 0)
+		return 0;
+	stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
+	if (p->dir == DIR_OUT)
+		mark_done(skb);
+	if (mss && p->proto == IPPROTO_TCP && p->l4off && (p->tcpflags & 0x02))
+		nat_mss(skb, p->l4off, p->csumoff, mss);
+	if (p->morefrags)
+		note_frag(p, k);
+	/* the proxy runs from the program's main function: called from
+	 * here the call chain would be deeper than the verifier allows */
+	if (proxy && p->proto == IPPROTO_TCP && p->l4off)
+		w->proxy = vw == 0 ? 1 : 2;
+	return 0;
+}
+
+/* nat_slow handles what the fast path does not: ICMP errors, fragment
+ * bodies, and packets of no session (wildcards, then the rules). */
+GLOBAL int nat_slow(struct __sk_buff *skb)
+{
+	struct work *w = get_work();
+	struct nat_key *fkey, *k;
+	struct nat_sess *v;
+	struct pkt *p;
+	int r;
+
+	if (!w || !skb)
+		return TC_ACT_UNSPEC;
+	p = &w->p;
+	if (w->pre && (p->icmperr || p->fragbody))
+		return TC_ACT_UNSPEC;
+	if (p->icmperr) {
+		nat_icmperr(skb);
+		return TC_ACT_UNSPEC;
+	}
+	if (p->fragbody) {
+		if (p->family != 4)
+			return TC_ACT_UNSPEC;
+		frag_key(&w->fk, p);
+		fkey = bpf_map_lookup_elem(&frags, &w->fk);
+		if (!fkey)
+			return TC_ACT_UNSPEC;
+		k = &w->k2;
+		*k = *fkey;
+		v = bpf_map_lookup_elem(&sessions, k);
+		if (!v)
+			return TC_ACT_UNSPEC;
+		if ((v->sdir ^ v->w) != p->dir) {
+			/* a fragment going the other way uses the other entry */
+			*k = v->peer;
+			v = bpf_map_lookup_elem(&sessions, k);
+			if (!v)
+				return TC_ACT_UNSPEC;
+		}
+		if (apply(skb, v, p, now_ns()) == 0) {
+			stat_inc(p->dir * NS_SIDE + NS_FRAG);
+			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
+		}
+		return TC_ACT_UNSPEC;
+	}
+	k = &w->k2;
+	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->sport, p->dport);
+	v = bpf_map_lookup_elem(&sessions, k);
+	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
+		/* a session that needs more than the fast path gives */
+		if (w->pre && !(v->sflags & SF_SLAVE))
+			return TC_ACT_UNSPEC;
+		nat_finish(skb);
+		return TC_ACT_UNSPEC;
+	}
+	/* a session on another interface, or none */
+	stat_inc(p->dir * NS_SIDE + NS_MISS);
+	r = 0;
+	if (cfg(NCFG_WILDS))
+		r = nat_wild();
+	if (!r && w->pre)
+		return TC_ACT_UNSPEC; /* the rules are the other program's */
+	if (!r)
+		r = nat_new();
+	if (r < 0) {
+		stat_inc(p->dir * NS_SIDE + NS_BADNAT);
+		return TC_ACT_SHOT;
+	}
+	if (r == 0) {
+		stat_inc(p->dir * NS_SIDE + NS_IGNORED);
+		return TC_ACT_UNSPEC;
+	}
+	w->k2 = w->k;
+	nat_finish(skb);
+	return TC_ACT_UNSPEC;
+}
+
+static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct work *w = get_work();
+	struct nat_key *k;
+	struct nat_sess *v;
+	struct pkt *pp;
+	__u32 l3 = 14;
+
+	if (!w || !skb)
+		return TC_ACT_UNSPEC;
+	dir &= 1;
+	pp = &w->p;
+#define p (*pp)
+	/* While user space moves the egress program behind the filter, two
+	 * instances run for a moment: the second leaves alone what the first
+	 * translated (the cookie is only set, and checked, during the move). */
+	if (dir == DIR_OUT) {
+		__u32 cookie = cfg(NCFG_COOKIE);
+
+		if (cookie && skb->cb[4] == cookie)
+			return TC_ACT_UNSPEC;
+	}
+
+	if (cfg(NCFG_L3DEV)) {
+		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
+
+		if (l2)
+			l3 = *l2 & 0xff;
+	}
+	__builtin_memset(pp, 0, sizeof(*pp));
+	p.l3off = l3;
+	p.dir = dir;
+	p.ifindex = skb->ifindex;
+	if (skb->len <= l3)
+		return TC_ACT_UNSPEC;
+	p.len = skb->len - l3;
+	if (data + l3 + 40 > end && skb->len > end - data) {
+		bpf_skb_pull_data(skb, skb->len < l3 + 128 ? skb->len : l3 + 128);
+		data = (void *)(long)skb->data;
+		end = (void *)(long)skb->data_end;
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = data + (l3 & 0xff);
+		__u32 hl, tot;
+
+		if ((void *)(ip + 1) > end || ip->version != 4)
+			return TC_ACT_UNSPEC;
+		hl = ip->ihl * 4;
+		if (hl < 20 || hl > p.len)
+			return TC_ACT_UNSPEC;
+		p.family = 4;
+		p.proto = ip->protocol;
+		p.src[0] = ip->saddr;
+		p.dst[0] = ip->daddr;
+		tot = bpf_ntohs(ip->tot_len);
+		if (tot > p.len || tot < hl)
+			tot = p.len;
+		p.ipid = bpf_ntohs(ip->id);
+		p.morefrags = !!(ip->frag_off & bpf_htons(0x2000));
+		if (ip->frag_off & bpf_htons(0x1fff)) {
+			p.fragbody = 1;
+		} else {
+			p.l4off = l3 + hl;
+			p.l4len = tot - hl;
+		}
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = data + (l3 & 0xff);
+		__u32 pl;
+
+		if ((void *)(ip6 + 1) > end || ip6->version != 6)
+			return TC_ACT_UNSPEC;
+		if (p.len < 40)
+			return TC_ACT_UNSPEC;
+		p.family = 6;
+		__builtin_memcpy(p.src, &ip6->saddr, 16);
+		__builtin_memcpy(p.dst, &ip6->daddr, 16);
+		p.proto = ip6->nexthdr;
+		pl = bpf_ntohs(ip6->payload_len);
+		if (40 + pl > p.len)
+			pl = p.len - 40;
+		p.l4len = pl;
+		p.l4off = l3 + 40;
+		switch (p.proto) {
+		case 0:
+		case 43:
+		case 60:
+		case 135:
+		case 44:
+			if (!nat_v6_walk(skb))
+				return TC_ACT_UNSPEC;
+			break;
+		}
+	} else {
+		return TC_ACT_UNSPEC;
+	}
+	if (!parse_l4(skb, pp)) {
+		/* headers beyond the linear part: pull them in and retry */
+		if (bpf_skb_pull_data(skb, p.l4off + 60 < skb->len ? p.l4off + 60 : skb->len) < 0)
+			return TC_ACT_UNSPEC;
+		if (!parse_l4(skb, pp))
+			return TC_ACT_UNSPEC;
+	}
+	if (!p.icmperr && !p.fragbody) {
+		k = &w->k;
+		__builtin_memcpy(k->src, p.src, 16);
+		__builtin_memcpy(k->dst, p.dst, 16);
+		k->sport = p.sport;
+		k->dport = p.dport;
+		k->proto = p.proto;
+		k->dir = dir;
+		k->family = p.family;
+		k->pad = 0;
+		v = bpf_map_lookup_elem(&sessions, k);
+		if (v && (!v->ifindex || v->ifindex == p.ifindex) && !v->mss && !(v->sflags & SF_PROXY) &&
+		    !p.morefrags) {
+			if (pre && !(v->sflags & SF_SLAVE))
+				return TC_ACT_UNSPEC;
+			if (v->sflags & SF_SLAVE)
+				w->slave = 1;
+			if (apply(skb, v, pp, now_ns()) == 0) {
+				stat_inc(dir * NS_SIDE + NS_TRANSLATED);
+				if (dir == DIR_OUT)
+					mark_done(skb);
+			}
+			return TC_ACT_UNSPEC;
+		}
+	}
+	return nat_slow(skb);
+#undef p
+}
+
+/* nat_main is each program's body. The packets of the data connections
+ * the ftp proxy opened pass the filter, as the state entry IPFilter's
+ * proxy makes for them would let them: inbound NAT runs before the filter
+ * and ends the chain for them; outbound, a second egress program (pre)
+ * placed before the filter does their translation and ends the chain. */
+static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
+{
+	struct work *w = get_work();
+	int ret;
+
+	if (!w)
+		return TC_ACT_UNSPEC;
+	w->proxy = 0;
+	w->pre = pre;
+	w->slave = 0;
+	ret = nat_run(skb, dir, pre);
+	if (w->proxy)
+		nat_proxy(skb, w->proxy == 1);
+	if (ret == TC_ACT_UNSPEC && w->slave && (dir == DIR_IN || pre))
+		return TC_ACT_OK;
+	return ret;
+}
+
+SEC("tc")
+int nat_ingress(struct __sk_buff *skb)
+{
+	return nat_main(skb, DIR_IN, 0);
+}
+
+SEC("tc")
+int nat_egress(struct __sk_buff *skb)
+{
+	return nat_main(skb, DIR_OUT, 0);
+}
+
+SEC("tc")
+int nat_egress_pre(struct __sk_buff *skb)
+{
+	return nat_main(skb, DIR_OUT, 1);
+}
+
+/* ---------------------------------------------------------------- flush */
+
+struct flush_ctx {
+	__u64 now;
+	__u64 arg;
+	__u32 mode;
+	__u32 n;
+};
+
+static long flush_cb(void *map, struct nat_key *key, struct nat_sess *v, struct flush_ctx *c)
+{
+	int del = 0;
+
+	if (v->w != 0)
+		return 0;
+	switch (c->mode) {
+	case FL_ALL:
+		del = 1;
+		break;
+	case FL_RULE:
+		del = v->rule_id == (__u32)c->arg;
+		break;
+	case FL_EXPIRED:
+		del = sess_expiry(v) <= c->now;
+		break;
+	}
+	if (del && sess_delete(key, v, c->mode == FL_EXPIRED ? NS_EXPIRED : NS_FLUSHED))
+		c->n++;
+	return 0;
+}
+
+/* nat_flush is run by user space (BPF_PROG_TEST_RUN), never attached: it
+ * removes sessions (NCFG_FLUSHMODE, NCFG_FLUSHARG) with the bookkeeping
+ * the timers do, and leaves the count in NCFG_FLUSHED. */
+SEC("tc")
+int nat_flush(struct __sk_buff *skb)
+{
+	struct flush_ctx c = {};
+	__u64 *out;
+
+	c.mode = cfg(NCFG_FLUSHMODE);
+	c.arg = cfg(NCFG_FLUSHARG);
+	if (c.mode == FL_CLOCKS) {
+		/* the two clocks, for user space to measure a jiffy */
+		out = cfgp(NCFG_FLUSHED);
+		if (out)
+			*out = bpf_jiffies64();
+		out = cfgp(NCFG_FLUSHARG);
+		if (out)
+			*out = bpf_ktime_get_ns();
+		return TC_ACT_UNSPEC;
+	}
+	c.now = now_ns();
+	bpf_for_each_map_elem(&sessions, flush_cb, &c, 0);
+	out = cfgp(NCFG_FLUSHED);
+	if (out)
+		*out = c.n;
+	return TC_ACT_UNSPEC;
+}
+
+#include "ftp.h"

@@ -1,0 +1,774 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
+
+package nat
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	gonat "sluice/internal/nat"
+	"sluice/internal/rules/ipnat"
+)
+
+// ErrNotLoaded is returned by OpenPinned when no NAT datapath is pinned.
+var ErrNotLoaded = errors.New("NAT datapath not loaded")
+
+// Options tune Load.
+type Options struct {
+	// PinDir is the bpffs directory (DefaultPinDir when "").
+	PinDir string
+	// NoPin keeps everything in this process (tests, benchmarks).
+	NoPin bool
+	// ForceTC attaches with tc clsact filters as on kernels without TCX.
+	ForceTC bool
+}
+
+// Datapath is the NAT datapath: its maps, and its programs when it was
+// loaded by this process (OpenPinned also finds the pinned programs).
+type Datapath struct {
+	dir     string
+	objs    natObjects
+	forceTC bool
+	mu      sync.Mutex
+}
+
+// pinned program names.
+var progPins = []string{"prog_ingress", "prog_egress", "prog_flush", "prog_egress_pre"}
+
+// Load loads the programs and maps. Maps already pinned in the directory
+// are reused, so rules and sessions survive a reload. A verifier rejection
+// comes back with its whole log under %+v.
+func Load(opts Options) (*Datapath, error) {
+	spec, err := loadNat()
+	if err != nil {
+		return nil, fmt.Errorf("loading the NAT program spec: %w", err)
+	}
+	d := &Datapath{dir: opts.PinDir, forceTC: opts.ForceTC}
+	var copts ebpf.CollectionOptions
+	created := false
+	if !opts.NoPin {
+		if d.dir == "" {
+			d.dir = DefaultPinDir
+		}
+		if _, err := os.Stat(d.dir); os.IsNotExist(err) {
+			created = true
+		}
+		if err := ensureBPFFS(d.dir); err != nil {
+			return nil, err
+		}
+		for name, m := range spec.Maps {
+			if !strings.HasPrefix(name, ".") {
+				m.Pinning = ebpf.PinByName
+			}
+		}
+		copts.Maps.PinPath = d.dir
+	}
+	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
+		if created {
+			os.RemoveAll(d.dir)
+		}
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading the NAT programs: %w", &verifierError{ve})
+		}
+		return nil, fmt.Errorf("loading the NAT programs: %w", err)
+	}
+	if err := d.initConfig(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	if err := d.calibrate(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	if !opts.NoPin {
+		for i, p := range []*ebpf.Program{d.objs.NatIngress, d.objs.NatEgress, d.objs.NatFlush, d.objs.NatEgressPre} {
+			path := filepath.Join(d.dir, progPins[i])
+			_ = os.Remove(path)
+			if err := p.Pin(path); err != nil {
+				d.objs.Close()
+				return nil, fmt.Errorf("pinning %s: %w", progPins[i], err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// verifierError prints the verifier's whole log under %+v.
+type verifierError struct{ ve *ebpf.VerifierError }
+
+func (e *verifierError) Error() string { return e.ve.Error() }
+func (e *verifierError) Unwrap() error { return e.ve }
+func (e *verifierError) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('+') {
+		fmt.Fprintf(f, "%+v", e.ve)
+		return
+	}
+	fmt.Fprint(f, e.ve.Error())
+}
+
+// OpenPinned opens the datapath pinned in dir ("" = DefaultPinDir).
+func OpenPinned(dir string) (*Datapath, error) {
+	if dir == "" {
+		dir = DefaultPinDir
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config")); err != nil {
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("%s: %w", dir, ErrNotLoaded)
+		}
+		return nil, fmt.Errorf("opening the NAT datapath: %w", err)
+	}
+	spec, err := loadNat()
+	if err != nil {
+		return nil, err
+	}
+	d := &Datapath{dir: dir}
+	maps := map[string]**ebpf.Map{}
+	for name := range spec.Maps {
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		maps[name] = nil
+	}
+	opened := map[string]*ebpf.Map{}
+	for name := range maps {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if err != nil {
+			for _, o := range opened {
+				o.Close()
+			}
+			return nil, fmt.Errorf("opening the pinned NAT map %s: %w", name, err)
+		}
+		opened[name] = m
+	}
+	o := &d.objs.natMaps
+	assign := map[string]**ebpf.Map{
+		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
+		"config": &o.Config, "stats": &o.Stats, "sessions": &o.Sessions, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
+		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea,
+	}
+	for name, m := range opened {
+		if p, ok := assign[name]; ok {
+			*p = m
+		} else {
+			m.Close()
+		}
+	}
+	for i, p := range []**ebpf.Program{&d.objs.NatIngress, &d.objs.NatEgress, &d.objs.NatFlush, &d.objs.NatEgressPre} {
+		if prog, err := ebpf.LoadPinnedProgram(filepath.Join(dir, progPins[i]), nil); err == nil {
+			*p = prog
+		}
+	}
+	return d, nil
+}
+
+// Close releases this process's handles; the pins stay.
+func (d *Datapath) Close() error { return d.objs.Close() }
+
+// Dir returns the pin directory ("" when not pinned).
+func (d *Datapath) Dir() string { return d.dir }
+
+func (d *Datapath) cfg(k uint32) uint64 {
+	var v uint64
+	_ = d.objs.Config.Lookup(k, &v)
+	return v
+}
+
+func (d *Datapath) setCfg(k uint32, v uint64) error {
+	if err := d.objs.Config.Update(k, v, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("NAT config %d: %w", k, err)
+	}
+	return nil
+}
+
+// initConfig gives a fresh datapath IPFilter's defaults.
+func (d *Datapath) initConfig() error {
+	if d.cfg(cfgNextID) != 0 {
+		return nil
+	}
+	for k, v := range map[uint32]uint64{cfgMax: defaultMaxSes, cfgFTPForce: 1, cfgNextID: 1} {
+		if err := d.setCfg(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// calibrate measures how long a jiffy is (the programs age sessions by
+// jiffies, which they read inline) once per datapath: the kernel's HZ is
+// 100, 250, 300 or 1000, so 60 ms of both clocks tell which.
+func (d *Datapath) calibrate() error {
+	if d.cfg(cfgNsPerJif) != 0 {
+		return nil
+	}
+	read := func() (uint64, uint64, error) {
+		if err := d.setCfg(cfgFlushMode, flClocks); err != nil {
+			return 0, 0, err
+		}
+		frame := make([]byte, 64)
+		frame[12] = 0x08
+		if _, err := d.objs.NatFlush.Run(&ebpf.RunOptions{Data: frame}); err != nil {
+			return 0, 0, fmt.Errorf("reading the kernel's clocks: %w", err)
+		}
+		return d.cfg(cfgFlushed), d.cfg(cfgFlushArg), nil
+	}
+	j0, n0, err := read()
+	if err != nil {
+		return err
+	}
+	time.Sleep(60 * time.Millisecond)
+	j1, n1, err := read()
+	if err != nil {
+		return err
+	}
+	if j1 <= j0 || n1 <= n0 {
+		return fmt.Errorf("measuring a jiffy: the clocks did not move (%d..%d, %d..%d)", j0, j1, n0, n1)
+	}
+	per := float64(n1-n0) / float64(j1-j0)
+	best := uint64(0)
+	for _, hz := range []uint64{100, 250, 300, 1000} {
+		ns := uint64(1e9) / hz
+		if best == 0 || absDiff(per, ns) < absDiff(per, best) {
+			best = ns
+		}
+	}
+	return d.setCfg(cfgNsPerJif, best)
+}
+
+func absDiff(a float64, b uint64) float64 {
+	if d := a - float64(b); d > 0 {
+		return d
+	}
+	return float64(b) - a
+}
+
+// lock serialises changes within and between processes.
+func (d *Datapath) lock() (func(), error) {
+	d.mu.Lock()
+	if d.dir == "" {
+		return d.mu.Unlock, nil
+	}
+	fd, err := unix.Open(d.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("locking %s: %w", d.dir, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		d.mu.Unlock()
+		return nil, fmt.Errorf("locking %s: %w", d.dir, err)
+	}
+	return func() {
+		unix.Flock(fd, unix.LOCK_UN)
+		unix.Close(fd)
+		d.mu.Unlock()
+	}, nil
+}
+
+// Tunables of the NAT datapath.
+type Tunables struct {
+	// TableMax is nat_table_max: sessions beyond it are refused (the
+	// packet that needed one is dropped, as IPFilter blocks it).
+	TableMax uint64
+	// FTP proxy tunables (ftp_insecure, ftp_pasvonly, ftp_forcepasv,
+	// ftp_single_xfer).
+	FTPInsecure, FTPPasvOnly, FTPForcePasv, FTPSingleXfer bool
+}
+
+// Tunables returns the current tunables.
+func (d *Datapath) Tunables() Tunables {
+	return Tunables{TableMax: d.cfg(cfgMax), FTPInsecure: d.cfg(cfgFTPInsec) != 0, FTPPasvOnly: d.cfg(cfgFTPPasv) != 0,
+		FTPForcePasv: d.cfg(cfgFTPForce) != 0, FTPSingleXfer: d.cfg(cfgFTPSingle) != 0}
+}
+
+// SetTunables sets the tunables.
+func (d *Datapath) SetTunables(t Tunables) error {
+	b := func(v bool) uint64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	if t.TableMax == 0 || t.TableMax > sessEntries/2 {
+		return fmt.Errorf("nat_table_max %d: must be 1..%d", t.TableMax, sessEntries/2)
+	}
+	for k, v := range map[uint32]uint64{cfgMax: t.TableMax, cfgFTPInsec: b(t.FTPInsecure), cfgFTPPasv: b(t.FTPPasvOnly),
+		cfgFTPForce: b(t.FTPForcePasv), cfgFTPSingle: b(t.FTPSingleXfer)} {
+		if err := d.setCfg(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetIPFTestMode makes the datapath behave as ipftest's NAT, for tests
+// that compare it with the Go engine, or normally again: port allocation
+// uses ipftest's deterministic ipf_random() sequence from its start, and
+// sessions do not age.
+func (d *Datapath) SetIPFTestMode(on bool) error {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	for k, x := range map[uint32]uint64{cfgRandMode: v, cfgRandCalls: 0, cfgRandLast: 0, cfgNoExpire: v} {
+		if err := d.setCfg(k, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AdvanceClock moves the datapath's clock forward: sessions look older
+// to the flush program's expiry check (the timers keep real time).
+func (d *Datapath) AdvanceClock(by time.Duration) error {
+	return d.setCfg(cfgClock, d.cfg(cfgClock)+uint64(by))
+}
+
+// SetIfAddr records an interface's addresses, for 0/32 targets. A zero
+// address means none of that family.
+func (d *Datapath) SetIfAddr(ifindex int, v4, v6 netip.Addr) error {
+	var a natNatIfaddr
+	if v4.Is4() {
+		b := v4.As4()
+		a.V4 = binary.NativeEndian.Uint32(b[:])
+	}
+	if v6.Is6() && !v6.Is4In6() {
+		b := v6.As16()
+		for i := range 4 {
+			a.V6[i] = binary.NativeEndian.Uint32(b[4*i:])
+		}
+	}
+	return d.objs.Ifaddrs.Update(uint32(ifindex), a, ebpf.UpdateAny)
+}
+
+// ClearIfAddrs forgets every interface address.
+func (d *Datapath) ClearIfAddrs() error {
+	var k uint32
+	var keys []uint32
+	var v natNatIfaddr
+	it := d.objs.Ifaddrs.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		_ = d.objs.Ifaddrs.Delete(k)
+	}
+	return it.Err()
+}
+
+// RuleInfo is a loaded rule as ipnat -l shows it.
+type RuleInfo struct {
+	ID   uint32
+	Text string
+	Hits uint64
+}
+
+// Rules returns the active rules in file order.
+func (d *Datapath) Rules() ([]RuleInfo, error) {
+	slot := uint32(d.cfg(cfgActive) & 1)
+	return d.slotRules(slot)
+}
+
+func (d *Datapath) slotRules(slot uint32) ([]RuleInfo, error) {
+	n := uint32(d.cfg(cfgNRules + slot))
+	if n > MaxRules {
+		return nil, fmt.Errorf("NAT rule count %d out of range", n)
+	}
+	out := make([]RuleInfo, 0, n)
+	for i := range n {
+		k := slot*MaxRules + i
+		var t natNatText
+		if err := d.objs.Texts.Lookup(k, &t); err != nil {
+			return nil, fmt.Errorf("reading NAT rule %d: %w", i, err)
+		}
+		l := min(int(t.Len), len(t.Text))
+		b := make([]byte, l)
+		for j := range l {
+			b[j] = byte(t.Text[j])
+		}
+		var hits []uint64
+		if err := d.objs.Hits.Lookup(k, &hits); err != nil {
+			return nil, fmt.Errorf("reading NAT rule %d hits: %w", i, err)
+		}
+		var h uint64
+		for _, x := range hits {
+			h += x
+		}
+		out = append(out, RuleInfo{ID: t.Id, Text: string(b), Hits: h})
+	}
+	return out, nil
+}
+
+// LoadRules makes im the active rule set in one step: it is written into
+// the spare slot, then published by one config write. A rule whose text
+// was already loaded keeps its identity, its allocation state (next
+// address, next port) and its hit count, as IPFilter's rules do when
+// rules are added or removed around them.
+func (d *Datapath) LoadRules(im *Image) error {
+	unlock, err := d.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	cur := uint32(d.cfg(cfgActive) & 1)
+	nxt := cur ^ 1
+	old, err := d.slotRules(cur)
+	if err != nil {
+		return err
+	}
+	used := make([]bool, len(old))
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	nextID := d.cfg(cfgNextID)
+	if nextID == 0 {
+		nextID = 1
+	}
+	for i, nr := range im.rules {
+		st := im.state[i]
+		hits := make([]uint64, ncpu)
+		nr.Id = 0
+		for j, o := range old {
+			if !used[j] && o.Text == im.texts[i] {
+				used[j] = true
+				nr.Id = o.ID
+				ok := cur*MaxRules + uint32(j)
+				var ost natNatRstate
+				if err := d.objs.Rstates.Lookup(ok, &ost); err == nil {
+					st = ost
+				}
+				_ = d.objs.Hits.Lookup(ok, &hits)
+				break
+			}
+		}
+		if nr.Id == 0 {
+			nr.Id = uint32(nextID)
+			nextID++
+		}
+		k := nxt*MaxRules + uint32(i)
+		if err := d.objs.Rules.Update(k, nr, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("writing NAT rule %d: %w", i, err)
+		}
+		if err := d.objs.Rstates.Update(k, st, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("writing NAT rule %d state: %w", i, err)
+		}
+		if err := d.objs.Hits.Update(k, hits, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("writing NAT rule %d hits: %w", i, err)
+		}
+		var t natNatText
+		t.Id = nr.Id
+		text := im.texts[i]
+		if len(text) > len(t.Text) {
+			text = text[:len(t.Text)]
+		}
+		t.Len = uint32(len(text))
+		for j := range len(text) {
+			t.Text[j] = int8(text[j])
+		}
+		if err := d.objs.Texts.Update(k, t, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("writing NAT rule %d text: %w", i, err)
+		}
+	}
+	for dir := range 2 {
+		var o natNatOrder
+		o.N = uint32(len(im.order[dir]))
+		copy(o.Idx[:], im.order[dir])
+		copy(o.Mask[:], im.masks[dir])
+		if err := d.objs.Orders.Update(nxt*2+uint32(dir), o, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("writing the NAT rule order: %w", err)
+		}
+	}
+	if err := d.setCfg(cfgNextID, nextID); err != nil {
+		return err
+	}
+	if err := d.setCfg(cfgNRules+nxt, uint64(len(im.rules))); err != nil {
+		return err
+	}
+	ftp := uint64(0)
+	for _, r := range im.rules {
+		if r.Flags&rfFTP != 0 {
+			ftp = 1
+		}
+	}
+	if err := d.setCfg(cfgFTPRules, ftp); err != nil {
+		return err
+	}
+	// the switch: from here on new sessions use the new rules
+	return d.setCfg(cfgActive, uint64(nxt))
+}
+
+// Session is one live session as the kernel holds it.
+type Session struct {
+	Out                            bool // made by an outbound packet
+	Type                           uint8
+	Proto                          uint8
+	V6                             bool
+	Ports                          bool // TCP/UDP ports translated
+	ICMPQuery                      bool
+	OSrc, ODst, NSrc, NDst         netip.Addr
+	OSPort, ODPort, NSPort, NDPort uint16
+	Proxy, Slave, Wild             bool
+	RuleID                         uint32
+	Seq                            uint64
+	IfIn, IfOut                    uint32
+	Pkts, Bytes                    [2]uint64 // forward, reply
+	TCPFlags                       [2]uint8
+	Last                           [2]time.Duration // since boot (monotonic), 0 = never
+	Age                            [2]uint32
+}
+
+func addrOf(w [4]uint32, v6 bool) netip.Addr {
+	var b [16]byte
+	for i := range 4 {
+		binary.NativeEndian.PutUint32(b[4*i:], w[i])
+	}
+	if !v6 {
+		return netip.AddrFrom4([4]byte(b[:4]))
+	}
+	return netip.AddrFrom16(b)
+}
+
+func ntohs(v uint16) uint16 { return v>>8 | v<<8 }
+
+// Sessions returns the live sessions, newest first (the order ipnat -l
+// lists them in).
+func (d *Datapath) Sessions() ([]Session, error) {
+	var k natNatKey
+	var v natNatSess
+	type half struct {
+		key natNatKey
+		val natNatSess
+	}
+	var fwd []half
+	rev := map[natNatKey]natNatSess{}
+	it := d.objs.Sessions.Iterate()
+	for it.Next(&k, &v) {
+		if v.W == 0 {
+			fwd = append(fwd, half{k, v})
+		} else {
+			rev[k] = v
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading NAT sessions: %w", err)
+	}
+	out := make([]Session, 0, len(fwd))
+	for _, h := range fwd {
+		v := h.val
+		v6 := v.Family == 6
+		s := Session{
+			Out: v.Sdir == dirOut, Type: v.Rtype, Proto: v.Proto, V6: v6,
+			Ports: v.Pflags&pfTCPUDP != 0, ICMPQuery: v.Pflags&pfICMPQ != 0,
+			OSrc: addrOf(v.T.Osrc, v6), ODst: addrOf(v.T.Odst, v6), NSrc: addrOf(v.T.Nsrc, v6), NDst: addrOf(v.T.Ndst, v6),
+			OSPort: ntohs(v.T.Osport), ODPort: ntohs(v.T.Odport), NSPort: ntohs(v.T.Nsport), NDPort: ntohs(v.T.Ndport),
+			Proxy: v.Sflags&sfProxy != 0, Slave: v.Sflags&sfSlave != 0, Wild: v.Sflags&sfWild != 0,
+			RuleID: v.RuleId, Seq: v.Seq, IfIn: v.Ifin, IfOut: v.Ifout, Age: v.Age,
+		}
+		s.Pkts[0], s.Bytes[0], s.TCPFlags[0], s.Last[0] = v.Pkts, v.Bytes, v.Tcpflags, time.Duration(v.Last)
+		if r, ok := rev[v.Peer]; ok {
+			s.Pkts[1], s.Bytes[1], s.TCPFlags[1], s.Last[1] = r.Pkts, r.Bytes, r.Tcpflags, time.Duration(r.Last)
+		}
+		out = append(out, s)
+	}
+	// newest first, as IPFilter's list is kept
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].Seq > out[j-1].Seq; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out, nil
+}
+
+// Hostmap is a host map entry.
+type Hostmap struct {
+	RuleID     uint32
+	Port       uint16
+	OSrc, ODst netip.Addr
+	NSrc, NDst netip.Addr
+	Use        int64
+	Seq        uint64
+}
+
+// Hostmaps returns the host map, newest first.
+func (d *Datapath) Hostmaps() ([]Hostmap, error) {
+	var k natNatHmKey
+	var v natNatHm
+	var out []Hostmap
+	it := d.objs.Hostmaps.Iterate()
+	for it.Next(&k, &v) {
+		v6 := k.Family == 6
+		out = append(out, Hostmap{RuleID: k.RuleId, Port: k.Port, OSrc: addrOf(k.Src, v6), ODst: addrOf(k.Dst, v6),
+			NSrc: addrOf(v.Nsrc, v6), NDst: addrOf(v.Ndst, v6), Use: v.Ref, Seq: v.Seq})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the NAT host map: %w", err)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].Seq > out[j-1].Seq; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out, nil
+}
+
+// flush runs the flush program in the given mode.
+func (d *Datapath) flush(mode uint32, arg uint64) (int, error) {
+	unlock, err := d.lock()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	if d.objs.NatFlush == nil {
+		return 0, errors.New("the NAT flush program is not loaded")
+	}
+	if err := d.setCfg(cfgFlushMode, uint64(mode)); err != nil {
+		return 0, err
+	}
+	if err := d.setCfg(cfgFlushArg, arg); err != nil {
+		return 0, err
+	}
+	frame := make([]byte, 64)
+	frame[12], frame[13] = 0x08, 0x00
+	if _, err := d.objs.NatFlush.Run(&ebpf.RunOptions{Data: frame}); err != nil {
+		return 0, fmt.Errorf("running the NAT flush: %w", err)
+	}
+	return int(d.cfg(cfgFlushed)), nil
+}
+
+// FlushSessions removes every session (ipnat -F) and returns how many.
+func (d *Datapath) FlushSessions() (int, error) { return d.flush(flAll, 0) }
+
+// FlushRuleSessions removes the sessions of one rule (ipnat -rp, purge).
+func (d *Datapath) FlushRuleSessions(id uint32) (int, error) { return d.flush(flRule, uint64(id)) }
+
+// ExpireSessions removes the sessions whose lifetime has passed at the
+// datapath's clock (the timers do so by themselves; tests that move the
+// clock use this).
+func (d *Datapath) ExpireSessions() (int, error) { return d.flush(flExpired, 0) }
+
+// Stats are the datapath's counters (ipnat -s).
+type Stats struct {
+	Side [2]SideStats // in, out
+	// Expired and Flushed count sessions ended by their timers and by
+	// flushes; HostmapNew and HostmapAdd host map entries made and reused.
+	Expired, Flushed, HostmapNew, HostmapAdd, WildUsed uint64
+	Active, Wilds                                      uint64 // now
+	Rules, MapRules, RdrRules                          int
+	TableMax                                           uint64
+}
+
+// SideStats are the counters of one direction.
+type SideStats struct {
+	Translated, Ignored, BadNAT, Added, Miss, TableMax, Exists, ICMP, Frag,
+	ProxyFail, InsertFail, Wrap, IfAddr uint64
+}
+
+// Stats reads the counters.
+func (d *Datapath) Stats() (Stats, error) {
+	var st Stats
+	get := func(i uint32) (uint64, error) {
+		var vs []uint64
+		if err := d.objs.Stats.Lookup(i, &vs); err != nil {
+			return 0, fmt.Errorf("reading NAT statistics: %w", err)
+		}
+		var s uint64
+		for _, v := range vs {
+			s += v
+		}
+		return s, nil
+	}
+	for side := range 2 {
+		base := uint32(side * nsSide)
+		ss := &st.Side[side]
+		for i, p := range []*uint64{&ss.Translated, &ss.Ignored, &ss.BadNAT, &ss.Added, &ss.Miss, &ss.TableMax,
+			&ss.Exists, &ss.ICMP, &ss.Frag, &ss.ProxyFail, &ss.InsertFail, &ss.Wrap, &ss.IfAddr} {
+			v, err := get(base + uint32(i))
+			if err != nil {
+				return st, err
+			}
+			*p = v
+		}
+	}
+	for i, p := range map[uint32]*uint64{nsExpired: &st.Expired, nsFlushed: &st.Flushed, nsHMNew: &st.HostmapNew,
+		nsHMAdd: &st.HostmapAdd, nsWildUsed: &st.WildUsed} {
+		v, err := get(i)
+		if err != nil {
+			return st, err
+		}
+		*p = v
+	}
+	st.Active = d.cfg(cfgCount)
+	st.Wilds = d.cfg(cfgWilds)
+	st.TableMax = d.cfg(cfgMax)
+	rules, err := d.Rules()
+	if err != nil {
+		return st, err
+	}
+	st.Rules = len(rules)
+	slot := uint32(d.cfg(cfgActive) & 1)
+	for dir, p := range []*int{&st.RdrRules, &st.MapRules} {
+		var o natNatOrder
+		if err := d.objs.Orders.Lookup(slot*2+uint32(dir), &o); err == nil {
+			*p = int(o.N)
+		}
+	}
+	return st, nil
+}
+
+// ZeroStats zeroes the counters.
+func (d *Datapath) ZeroStats() error {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	zero := make([]uint64, ncpu)
+	for i := range uint32(nsN) {
+		if err := d.objs.Stats.Update(i, zero, ebpf.UpdateAny); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureBPFFS makes sure dir lives on a bpf filesystem, mounting one on
+// /sys/fs/bpf when the default location has none.
+func ensureBPFFS(dir string) error {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", parent, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(parent, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", parent, err)
+	}
+	if st.Type != unix.BPF_FS_MAGIC {
+		if parent != "/sys/fs/bpf" {
+			return fmt.Errorf("%s is not on a bpf filesystem", dir)
+		}
+		if err := unix.Mount("bpf", parent, "bpf", 0, "mode=0700"); err != nil {
+			return fmt.Errorf("mounting bpffs on %s: %w", parent, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Info describes the session for the engine's printer (ipnat -l).
+func (s Session) Info() gonat.SessionInfo {
+	return gonat.SessionInfo{Type: ipnat.Type(s.Type), Out: s.Out, Proto: s.Proto, Ports: s.Ports,
+		OSrc: s.OSrc, ODst: s.ODst, NSrc: s.NSrc, NDst: s.NDst,
+		OSPort: s.OSPort, ODPort: s.ODPort, NSPort: s.NSPort, NDPort: s.NDPort, Proxy: s.Proxy}
+}

@@ -1,0 +1,378 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
+
+package ipfctl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+
+	natbpf "sluice/internal/bpf/nat"
+	gonat "sluice/internal/nat"
+	"sluice/internal/rules/ipnat"
+)
+
+// NAT is ipnat's device: the kernel NAT datapath (sluice/internal/bpf/nat)
+// pinned next to the filter's, in NATPinDir(dir). Like the filter's
+// backend it keeps nothing between runs but what is pinned: the loaded
+// rules are re-read from their printed text when rules are added or
+// removed, and the whole set is compiled and swapped in at once.
+type NAT struct {
+	dir string // the filter's pin directory ("" = default)
+	// forceTC attaches with the tc fallback (tests).
+	forceTC bool
+}
+
+// NATDevice returns ipnat's device for the NAT datapath that belongs with
+// the filter pinned in dir ("" = default).
+func NATDevice(dir string) *NAT { return &NAT{dir: dir} }
+
+// NATPinDir is where the NAT datapath that goes with the filter pinned in
+// dir lives: the same path with "-nat" appended (/sys/fs/bpf/sluice-nat
+// by default).
+func NATPinDir(dir string) string {
+	if dir == "" {
+		return natbpf.DefaultPinDir
+	}
+	return strings.TrimRight(dir, "/") + "-nat"
+}
+
+func (n *NAT) pinDir() string { return NATPinDir(n.dir) }
+
+// loadedRules returns the rules of the pinned datapath, re-parsed from
+// their text, with their ids and hit counts.
+func loadedRules(d *natbpf.Datapath) ([]*ipnat.Rule, []natbpf.RuleInfo, error) {
+	infos, err := d.Rules()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(infos) == 0 {
+		return nil, nil, nil
+	}
+	var src strings.Builder
+	for _, ri := range infos {
+		src.WriteString(ri.Text)
+		src.WriteByte('\n')
+	}
+	f, err := ipnat.Parse("(loaded NAT rules)", src.String(), io.Discard)
+	if err != nil {
+		return nil, nil, fmt.Errorf("re-reading the loaded NAT rules: %w", err)
+	}
+	if len(f.Rules) != len(infos) {
+		return nil, nil, fmt.Errorf("re-reading the loaded NAT rules: got %d rules, want %d", len(f.Rules), len(infos))
+	}
+	return f.Rules, infos, nil
+}
+
+// AddRules appends rules, or with remove deletes them, and loads the
+// resulting set in one step; on any error the loaded set is unchanged.
+// The datapath is loaded and attached to the interfaces the rules name
+// (those that exist) on first use.
+func (n *NAT) AddRules(rules []*ipnat.Rule, file string, remove, purge bool) error {
+	if !remove {
+		// what the kernel cannot do is refused with the file's positions
+		if _, err := natbpf.Compile(rules, natbpf.CompileOptions{File: file}); err != nil {
+			return err
+		}
+	}
+	var cur []*ipnat.Rule
+	var infos []natbpf.RuleInfo
+	if d, err := natbpf.OpenPinned(n.pinDir()); err == nil {
+		cur, infos, err = loadedRules(d)
+		d.Close()
+		if err != nil {
+			return err
+		}
+	} else if !errors.Is(err, natbpf.ErrNotLoaded) {
+		return err
+	}
+	var all []*ipnat.Rule
+	var purgeIDs []uint32
+	if remove {
+		all = append([]*ipnat.Rule(nil), cur...)
+		ids := make([]uint32, len(infos))
+		for i, ri := range infos {
+			ids[i] = ri.ID
+		}
+		for _, r := range rules {
+			text := strings.TrimRight(r.String(), "\n")
+			i := 0
+			for i < len(all) && strings.TrimRight(all[i].String(), "\n") != text {
+				i++
+			}
+			if i == len(all) {
+				return fmt.Errorf("%s:%d: rule not loaded: %s", file, r.Pos.Line, text)
+			}
+			if purge || all[i].Purge {
+				purgeIDs = append(purgeIDs, ids[i])
+			}
+			all = append(all[:i], all[i+1:]...)
+			ids = append(ids[:i], ids[i+1:]...)
+		}
+	} else {
+		all = append(append([]*ipnat.Rule(nil), cur...), rules...)
+	}
+	im, err := natbpf.Compile(all, natbpf.CompileOptions{File: file})
+	if err != nil {
+		return err
+	}
+	d, err := natbpf.Load(natbpf.Options{PinDir: n.pinDir(), ForceTC: n.forceTC})
+	if err != nil {
+		return fmt.Errorf("loading the kernel NAT datapath into %s: %w", n.pinDir(), err)
+	}
+	defer d.Close()
+	if err := d.LoadRules(im); err != nil {
+		return err
+	}
+	for _, id := range purgeIDs {
+		if _, err := d.FlushRuleSessions(id); err != nil {
+			return err
+		}
+	}
+	return n.sync(d, im.Interfaces())
+}
+
+// sync attaches NAT to the named interfaces that exist and records their
+// addresses (0/32 targets), or detaches it when there are neither rules
+// nor sessions, so a host without NAT pays nothing.
+func (n *NAT) sync(d *natbpf.Datapath, names []string) error {
+	rules, err := d.Rules()
+	if err != nil {
+		return err
+	}
+	st, err := d.Stats()
+	if err != nil {
+		return err
+	}
+	if len(rules) == 0 && st.Active == 0 {
+		return d.Detach()
+	}
+	var present []string
+	for _, name := range names {
+		ifc, err := net.InterfaceByName(name)
+		if err != nil {
+			continue
+		}
+		present = append(present, name)
+		v4, v6 := ifAddrs(ifc)
+		if err := d.SetIfAddr(ifc.Index, v4, v6); err != nil {
+			return err
+		}
+	}
+	return d.Attach(present)
+}
+
+// ifAddrs returns an interface's first IPv4 address and first IPv6
+// address that is not link-local, as 0/32 targets take them.
+func ifAddrs(ifc *net.Interface) (v4, v6 netip.Addr) {
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return
+	}
+	for _, a := range addrs {
+		pfx, err := netip.ParsePrefix(a.String())
+		if err != nil {
+			continue
+		}
+		ad := pfx.Addr()
+		switch {
+		case ad.Is4() && !v4.IsValid():
+			v4 = ad
+		case ad.Is6() && !ad.IsLinkLocalUnicast() && !v6.IsValid():
+			v6 = ad
+		}
+	}
+	return
+}
+
+// ClearRules removes every rule (ipnat -C); sessions stay until they end
+// or are flushed, except those of rules marked purge.
+func (n *NAT) ClearRules() (int, error) {
+	d, err := natbpf.OpenPinned(n.pinDir())
+	if errors.Is(err, natbpf.ErrNotLoaded) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	cur, infos, err := loadedRules(d)
+	if err != nil {
+		return 0, err
+	}
+	im, err := natbpf.Compile(nil, natbpf.CompileOptions{})
+	if err != nil {
+		return 0, err
+	}
+	if err := d.LoadRules(im); err != nil {
+		return 0, err
+	}
+	for i, r := range cur {
+		if r.Purge {
+			if _, err := d.FlushRuleSessions(infos[i].ID); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(cur), n.detachIfIdle(d)
+}
+
+// FlushSessions ends every session (ipnat -F).
+func (n *NAT) FlushSessions() (int, error) {
+	d, err := natbpf.OpenPinned(n.pinDir())
+	if errors.Is(err, natbpf.ErrNotLoaded) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	c, err := d.FlushSessions()
+	if err != nil {
+		return 0, err
+	}
+	return c, n.detachIfIdle(d)
+}
+
+func (n *NAT) detachIfIdle(d *natbpf.Datapath) error {
+	rules, err := d.Rules()
+	if err != nil {
+		return err
+	}
+	st, err := d.Stats()
+	if err != nil {
+		return err
+	}
+	if len(rules) == 0 && st.Active == 0 {
+		return d.Detach()
+	}
+	return nil
+}
+
+// List writes ipnat -l: the rules (each after its hit count with -h),
+// the sessions, newest first, and with verbose the host map.
+func (n *NAT) List(w io.Writer, hits, verbose bool) error {
+	var b strings.Builder
+	b.WriteString("List of active MAP/Redirect filters:\n")
+	d, err := natbpf.OpenPinned(n.pinDir())
+	if err != nil && !errors.Is(err, natbpf.ErrNotLoaded) {
+		return err
+	}
+	var sessions []natbpf.Session
+	var hms []natbpf.Hostmap
+	if d != nil {
+		defer d.Close()
+		rules, err := d.Rules()
+		if err != nil {
+			return err
+		}
+		for _, r := range rules {
+			if hits {
+				fmt.Fprintf(&b, "%d ", r.Hits)
+			}
+			b.WriteString(r.Text + "\n")
+		}
+		if sessions, err = d.Sessions(); err != nil {
+			return err
+		}
+		if hms, err = d.Hostmaps(); err != nil {
+			return err
+		}
+	}
+	b.WriteString("\nList of active sessions:\n")
+	for _, s := range sessions {
+		b.WriteString(s.Info().String())
+	}
+	if verbose {
+		b.WriteString("\nList of active host mappings:\n")
+		for _, h := range hms {
+			b.WriteString(gonat.HostmapInfo{OSrc: h.OSrc, ODst: h.ODst, NSrc: h.NSrc, NDst: h.NDst, Use: int(h.Use)}.String())
+		}
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}
+
+// Stats writes ipnat -s in IPFilter 5.1's layout: the counters of each
+// direction, then the global ones. Counters the kernel datapath has no
+// occasion for (decapsulation, divert, logging) are printed as 0.
+func (n *NAT) Stats(w io.Writer, verbose bool) error {
+	d, err := natbpf.OpenPinned(n.pinDir())
+	if err != nil && !errors.Is(err, natbpf.ErrNotLoaded) {
+		return err
+	}
+	var st natbpf.Stats
+	if d != nil {
+		defer d.Close()
+		if st, err = d.Stats(); err != nil {
+			return err
+		}
+	}
+	_, err = io.WriteString(w, FormatNATStats(st, verbose))
+	return err
+}
+
+// FormatNATStats renders NAT statistics as ipnat -s prints them.
+func FormatNATStats(st natbpf.Stats, verbose bool) string {
+	var b strings.Builder
+	for i, side := range []string{"in", "out"} {
+		s := st.Side[i]
+		for _, l := range []struct {
+			v    uint64
+			name string
+		}{
+			{s.ProxyFail, "proxy create fail"}, {0, "proxy fail"}, {s.BadNAT, "bad nat"}, {s.BadNAT, "bad nat new"},
+			{s.IfAddr, "bad next addr"}, {0, "bucket max"}, {0, "clone nomem"}, {0, "decap bad"}, {0, "decap fail"},
+			{0, "decap pullup"}, {0, "divert dup"}, {0, "divert exist"}, {s.BadNAT, "drop"}, {s.Wrap, "exhausted"},
+			{0, "icmp address"}, {s.ICMP, "icmp basic"}, {0, "inuse"}, {0, "icmp mbuf wrong size"},
+			{0, "icmp header unmatched"}, {0, "icmp rebuild failures"}, {0, "icmp short"}, {0, "icmp packet size wrong"},
+			{s.IfAddr, "IFP address fetch failures"}, {s.Ignored, "packets untranslated"}, {s.InsertFail, "NAT insert failures"},
+			{s.Miss, "NAT lookup misses"}, {0, "NAT lookup nowild"}, {s.IfAddr, "new ifpaddr failed"},
+			{0, "memory requests failed"}, {s.TableMax, "table max reached"}, {s.Translated, "packets translated"},
+			{0, "finalised failed"}, {s.Wrap, "search wraps"}, {0, "null translations"}, {s.Exists, "translation exists"},
+			{0, "no memory"},
+		} {
+			fmt.Fprintf(&b, "%d\t%s %s\n", l.v, l.name, side)
+		}
+	}
+	fmt.Fprintf(&b, "%d\tlog successes\n%d\tlog failures\n", 0, 0)
+	fmt.Fprintf(&b, "%d\tadded in\n%d\tadded out\n", st.Side[0].Added, st.Side[1].Added)
+	fmt.Fprintf(&b, "%d\tactive\n", st.Active)
+	fmt.Fprintf(&b, "%d\ttransparent adds\n%d\tdivert build\n", 0, 0)
+	fmt.Fprintf(&b, "%d\texpired\n", st.Expired)
+	fmt.Fprintf(&b, "%d\tflush all\n%d\tflush closing\n%d\tflush queue\n%d\tflush state\n%d\tflush timeout\n",
+		st.Flushed, 0, 0, 0, 0)
+	fmt.Fprintf(&b, "%d\thostmap new\n%d\thostmap fails\n%d\thostmap add\n%d\thostmap NULL rule\n",
+		st.HostmapNew, 0, st.HostmapAdd, 0)
+	fmt.Fprintf(&b, "%d\tlog ok\n%d\tlog fail\n", 0, 0)
+	fmt.Fprintf(&b, "%d\torphan count\n%d\trule count\n%d\tmap rules\n%d\trdr rules\n%d\twilds\n",
+		0, st.Rules, st.MapRules, st.RdrRules, st.Wilds)
+	if verbose {
+		fmt.Fprintf(&b, "%d\ttable max\n", st.TableMax)
+	}
+	return b.String()
+}
+
+// removeNAT detaches and unpins the NAT datapath that goes with the
+// filter pinned in dir (ipf -D removes NAT too).
+func removeNAT(dir string) error { return natbpf.Remove(NATPinDir(dir)) }
+
+// natKeepOrder puts NAT back in IPFilter's place around the filter after
+// the filter was attached: first inbound, last outbound.
+func natKeepOrder(dir string) error {
+	d, err := natbpf.OpenPinned(NATPinDir(dir))
+	if errors.Is(err, natbpf.ErrNotLoaded) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if len(d.Attached()) == 0 {
+		return nil
+	}
+	return d.KeepOrder()
+}

@@ -1,0 +1,35 @@
+//go:build !linux || !(386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
+
+package ipfctl
+
+import (
+	"io"
+
+	"sluice/internal/rules/ipnat"
+)
+
+// NAT is ipnat's kernel device; there is none outside Linux.
+type NAT struct{}
+
+// NATDevice returns nil: there is no kernel NAT here, ipnat only checks
+// and prints rules (-n).
+func NATDevice(dir string) *NAT { return nil }
+
+// AddRules is not reached (NATDevice returns nil).
+func (n *NAT) AddRules([]*ipnat.Rule, string, bool, bool) error { return nil }
+
+// ClearRules is not reached.
+func (n *NAT) ClearRules() (int, error) { return 0, nil }
+
+// FlushSessions is not reached.
+func (n *NAT) FlushSessions() (int, error) { return 0, nil }
+
+// List is not reached.
+func (n *NAT) List(io.Writer, bool, bool) error { return nil }
+
+// Stats is not reached.
+func (n *NAT) Stats(io.Writer, bool) error { return nil }
+
+func removeNAT(string) error { return nil }
+
+func natKeepOrder(string) error { return nil }
