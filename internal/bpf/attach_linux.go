@@ -45,8 +45,15 @@ func (d *Datapath) Attach(names []string) error {
 		if len(ifc.HardwareAddr) == 0 {
 			l2 = 0 // L3 device (tun, wireguard): no link-layer header
 		}
-		if err := d.objs.Ifaces.Put(uint32(ifc.Index), l2); err != nil {
+		// the array slot of the ifindex holds it with the length
+		if err := d.objs.Ifaces.Put(uint32(ifc.Index)%ifaceSlots, uint32(ifc.Index)<<8|l2); err != nil {
 			return fmt.Errorf("attach %s: %w", ifc.Name, err)
+		}
+		if l2 != 14 && d.cfg(cfgAnyL3) == 0 {
+			// packets then look their link-layer length up
+			if err := d.setCfg(cfgAnyL3, 1); err != nil {
+				return fmt.Errorf("attach %s: %w", ifc.Name, err)
+			}
 		}
 		for _, dir := range []struct {
 			name string

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 )
 
 // benchRun measures the program on one frame with BPF_PROG_TEST_RUN's own
@@ -223,6 +225,8 @@ func candidates(im *Image, src, dst netip.Addr, sport, dport uint16) filterBlock
 // source the block holding its rule.
 func TestSourceIndexPrunes(t *testing.T) {
 	im := compileText(t, srcBlockRules(5000))
+	// the blocklists are runs, which need no index: build it anyway
+	im.buildIndex()
 	if im.src == nil {
 		t.Fatal("source blocklist: no source index built")
 	}
@@ -403,6 +407,130 @@ func TestIndexMatchesLinear(t *testing.T) {
 		// the sets must exercise matching, not only the default
 		if matched < len(pkts)/2 {
 			t.Errorf("set %d: only %d rule hits for %d packets", set, matched, len(pkts))
+		}
+	}
+}
+
+// stageNames are the pipeline's stages as filter() marks them with STAGE:
+// a copy of the program loaded with stop_at = n ends after stage n.
+var stageNames = []string{
+	1: "entry", 2: "enabled", 3: "setup", 4: "parse", 5: "counters", 6: "clock",
+	7: "count in", 8: "state/frag", 9: "index", 10: "scan", 11: "limits/state add",
+	12: "count out", 13: "log", 14: "verdict",
+}
+
+var stageProgs = map[uint32]*ebpf.Program{}
+
+// stageProg is the ingress program ending after stage n (0: the whole
+// pipeline) over the harness's maps.
+func stageProg(b testing.TB, h *harness, n uint32) *ebpf.Program {
+	b.Helper()
+	if p := stageProgs[n]; p != nil {
+		return p
+	}
+	p, err := stageVariant(h.d, "sluice_ingress", n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stageProgs[n] = p
+	return p
+}
+
+// stageVariant loads program name of the filter with stop_at = n over d's
+// maps.
+func stageVariant(d *Datapath, name string, n uint32) (*ebpf.Program, error) {
+	spec, err := loadFilter()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["stop_at"].Set(n); err != nil {
+		return nil, err
+	}
+	repl := map[string]*ebpf.Map{}
+	for mname, m := range map[string]*ebpf.Map{
+		"rules": d.objs.Rules, "lists": d.objs.Lists, "pps": d.objs.Pps,
+		"rule_states": d.objs.RuleStates, "config": d.objs.Config, "stats": d.objs.Stats,
+		"state_count": d.objs.StateCount, "states": d.objs.States, "frags": d.objs.Frags, "dca": d.objs.Dca,
+		"dca_conns": d.objs.DcaConns, "idx_dst": d.objs.IdxDst, "idx_dport": d.objs.IdxDport, "idx_src": d.objs.IdxSrc,
+		"idx_sport": d.objs.IdxSport, "exprs": d.objs.Exprs, "ifaces": d.objs.Ifaces, "pools": d.objs.Pools,
+		"ifaddrs": d.objs.Ifaddrs, "log_ring": d.objs.LogRing, "rule_texts": d.objs.RuleTexts,
+		"list_metas": d.objs.ListMetas, "scratch": d.objs.Scratch, "sweeper": d.objs.Sweeper,
+		"ctl_args": d.objs.CtlArgs, "ctl_keys": d.objs.CtlKeys, "hotlists": d.objs.Hotlists, "runs": d.objs.Runs,
+	} {
+		repl[mname] = m
+	}
+	for pname := range spec.Programs {
+		if pname != name {
+			delete(spec.Programs, pname)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: repl})
+	if err != nil {
+		return nil, fmt.Errorf("stage %d: %w", n, err)
+	}
+	p := coll.DetachProgram(name)
+	coll.Close()
+	return p, nil
+}
+
+// BenchmarkStages measures the pipeline stage by stage: for each scenario
+// the ingress program is run to the end of each stage in turn, so the
+// difference between two lines is what that stage costs the packet.
+func BenchmarkStages(b *testing.B) {
+	h := benchHarness(b)
+	established := func() []byte {
+		if err := h.d.LoadRules(compileText(b, "pass in proto tcp from any to any keep state\npass out proto tcp from any to any keep state\n"), Active); err != nil {
+			b.Fatal(err)
+		}
+		syn := tcp4("10.0.0.1", "10.0.0.2", 40000, 80, synF)
+		syn.seq = 100
+		synack := syn.reply(synF | ackF)
+		synack.seq, synack.ack = 9000, 101
+		h.d.Run(true, syn.build())
+		h.d.Run(false, synack.build())
+		data := synack
+		data.flags, data.seq, data.ack = ackF, 9001, 101
+		return data.build()
+	}
+	for _, sc := range []struct {
+		name  string
+		setup func() []byte
+	}{
+		{"empty", func() []byte {
+			h.d.LoadRules(&Image{}, Active)
+			return tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
+		}},
+		{"hp-stateless", func() []byte {
+			h.d.LoadRules(compileText(b, "pass in proto tcp from any to any\npass out proto tcp from any to any\npass in proto udp from any to any\npass out proto udp from any to any\npass in proto icmp from any to any\npass out proto icmp from any to any\n"), Active)
+			return tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
+		}},
+		{"established", established},
+	} {
+		if _, err := h.d.FlushStates(nil); err != nil {
+			b.Fatal(err)
+		}
+		frame := sc.setup()
+		for n := uint32(1); n <= uint32(len(stageNames)); n++ {
+			stop := n
+			if n == uint32(len(stageNames)) {
+				stop = 0
+			}
+			name := "whole"
+			if int(n) < len(stageNames) {
+				name = stageNames[n]
+			}
+			b.Run(fmt.Sprintf("%s/%02d-%s", sc.name, n, strings.ReplaceAll(name, " ", "_")), func(b *testing.B) {
+				p := stageProg(b, h, stop)
+				var total time.Duration
+				for i := 0; i < b.N; i++ {
+					_, d, err := p.Benchmark(frame, 2000, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					total += d
+				}
+				b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/packet")
+			})
 		}
 	}
 }

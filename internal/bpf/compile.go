@@ -7,7 +7,10 @@ import (
 	"math/bits"
 	"net"
 	"net/netip"
+	"runtime"
+	"runtime/debug"
 	"sort"
+	"sync"
 
 	"sluice/internal/pool"
 	"sluice/internal/rules/ipf"
@@ -55,6 +58,7 @@ type Image struct {
 	ifaces []string        // interfaces named by `on`, in first-seen order
 	pools  []poolEntry     // entries of the pool tables the rules name
 	exprs  []filterExprVal // values of the exp rules, flattened
+	runs   []runEntry      // the runs' table (findRuns)
 	// index entries; nil when the set is too small to benefit
 	dst    map[prefixKey]filterBlocks
 	ports  map[uint32]filterBlocks
@@ -161,14 +165,24 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	for i, s := range lists {
 		ids[s.l] = i
 	}
-	im := &Image{lists: make([]imageList, len(lists))}
-	var where []ipf.Pos // each rule's position, for errors
+	total := 0
+	for _, s := range lists {
+		total += len(s.l.Rules)
+	}
+	if total > 100000 {
+		// a blocklist of a million rules: the heap grows by gigabytes,
+		// collections every few hundred megabytes would double the time
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+	}
+	im := &Image{lists: make([]imageList, len(lists)), rules: make([]filterRule, 0, total)}
+	where := make([]ipf.Pos, 0, total) // each rule's position, for errors
+	crs := make([]*ruleset.Rule, 0, total)
 	pt := &poolTables{ids: map[string]uint16{}}
 	seen := map[string]bool{}
 	for id, s := range lists {
 		n := len(s.l.Rules)
 		if len(im.rules)+n > MaxRules {
-			return nil, fmt.Errorf("%d rules: the kernel datapath holds at most %d", len(im.rules)+n, MaxRules)
+			return nil, fmt.Errorf("%d rules: the kernel datapath holds at most %d in a set", len(im.rules)+n, MaxRules)
 		}
 		im.lists[id] = imageList{start: len(im.rules), count: n, dir: s.dir, acct: s.acct, name: s.l.Name}
 		for i, cr := range s.l.Rules {
@@ -186,20 +200,48 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 			raw.GroupNo = uint32(id)
 			im.rules = append(im.rules, raw)
 			where = append(where, cr.Pos)
-			if opts.Text != nil {
-				im.texts = append(im.texts, opts.Text(cr.Src))
-			} else {
-				im.texts = append(im.texts, ipf.FormatRule(cr.Src))
-			}
+			crs = append(crs, cr)
 		}
 	}
+	im.texts = formatTexts(crs, opts.Text)
 	if err := im.checkScanSteps(where); err != nil {
 		return nil, err
 	}
-	if len(im.rules) >= indexThreshold {
+	im.findRuns()
+	if im.scanLength() >= indexThreshold && len(im.rules) <= idxRules {
 		im.buildIndex()
 	}
 	return im, nil
+}
+
+// formatTexts prints the rules for ipfstat with formatText (ipf.FormatRule
+// when nil), on every CPU when there are many.
+func formatTexts(rules []*ruleset.Rule, formatText func(*ipf.Rule) string) []string {
+	if formatText == nil {
+		formatText = ipf.FormatRule
+	}
+	out := make([]string, len(rules))
+	workers := 1
+	if len(rules) > 10000 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var wg sync.WaitGroup
+	per := (len(rules) + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		lo, hi := w*per, min((w+1)*per, len(rules))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				out[i] = formatText(rules[i].Src)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // groupDir is the direction of a group's first rule (groups hold the rules

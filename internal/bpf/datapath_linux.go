@@ -54,7 +54,8 @@ type Datapath struct {
 	final   string
 	objs    filterObjects
 	mu      sync.Mutex
-	forceTC bool // tests: attach with clsact as on kernels without TCX
+	forceTC bool       // tests: attach with clsact as on kernels without TCX
+	cfgMu   sync.Mutex // serialises setCfg's read-modify-write in this process
 	// ctl is sluice_ctl: objs.SluiceCtl after Load, the pinned program
 	// after OpenPinned (then ownCtl: Close closes it).
 	ctl    *ebpf.Program
@@ -285,11 +286,11 @@ func (d *Datapath) control(op, n uint32) (int, error) {
 }
 
 func (d *Datapath) initConfig() error {
-	var cur uint64
-	if err := d.objs.Config.Lookup(uint32(cfgToTCP+4), &cur); err != nil {
+	var c filterConf
+	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
-	if cur != 0 {
+	if c.V[cfgToTCP+4] != 0 {
 		return nil // already initialised by an earlier Load
 	}
 	def := state.DefaultConfig()
@@ -320,21 +321,47 @@ func (d *Datapath) initConfig() error {
 		if (k >= cfgToTCP && k <= cfgToIP) || k == cfgFragTTL || k == cfgWMFreq {
 			v *= uint64(tick)
 		}
-		if err := d.objs.Config.Put(k, v); err != nil {
-			return fmt.Errorf("writing config: %w", err)
-		}
+		c.V[k] = v
+	}
+	if err := d.objs.Config.Put(uint32(0), &c); err != nil {
+		return fmt.Errorf("writing config: %w", err)
 	}
 	return nil
 }
 
 func (d *Datapath) cfg(key uint32) uint64 {
-	var v uint64
-	_ = d.objs.Config.Lookup(key, &v)
-	return v
+	var c filterConf
+	if key >= cfgN || d.objs.Config.Lookup(uint32(0), &c) != nil {
+		return 0
+	}
+	return c.V[key]
 }
 
+// setCfg changes one configuration value. The configuration is one map
+// value (the program reads it with one lookup), so a change reads,
+// modifies and writes it back: cfgMu, and between processes an flock on
+// the pinned map, keep two changes from losing one.
 func (d *Datapath) setCfg(key uint32, v uint64) error {
-	if err := d.objs.Config.Put(key, v); err != nil {
+	if key >= cfgN {
+		return fmt.Errorf("config key %d out of range", key)
+	}
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	if d.dir != "" {
+		fd, err := unix.Open(filepath.Join(d.dir, "config"), unix.O_RDONLY, 0)
+		if err == nil {
+			if err := unix.Flock(fd, unix.LOCK_EX); err == nil {
+				defer unix.Flock(fd, unix.LOCK_UN)
+			}
+			defer unix.Close(fd)
+		}
+	}
+	var c filterConf
+	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
+		return fmt.Errorf("reading config: %w", err)
+	}
+	c.V[key] = v
+	if err := d.objs.Config.Put(uint32(0), &c); err != nil {
 		return fmt.Errorf("writing config %d: %w", key, err)
 	}
 	return nil
@@ -433,8 +460,8 @@ func (d *Datapath) DCACounts() ([]DCACount, error) {
 		if !ok || v == 0 || k.Gen != uint32(d.cfg(cfgGen0+k.Slot)) {
 			continue
 		}
-		var r filterRule
-		if err := d.objs.Rules.Lookup(k.Slot*MaxRules+k.Rule%MaxRules, &r); err != nil {
+		r, err := d.ruleAt(k.Slot, k.Rule)
+		if err != nil {
 			continue
 		}
 		c := DCACount{Rule: RuleRef{Set: set, List: r.GroupNo, Number: int(r.RuleNo)}, Conns: v}
@@ -447,6 +474,17 @@ func (d *Datapath) DCACounts() ([]DCACount, error) {
 		return nil, fmt.Errorf("reading keep-limit counts: %w", err)
 	}
 	return out, nil
+}
+
+// ruleAt reads rule idx of slot.
+func (d *Datapath) ruleAt(slot, idx uint32) (filterRule, error) {
+	var r filterRule
+	sm, err := d.slotMaps(slot)
+	if err != nil {
+		return r, err
+	}
+	defer sm.close()
+	return r, sm.rules.Lookup(idx, &r)
 }
 
 // addrFamily guesses an address's family from the rule's, and otherwise

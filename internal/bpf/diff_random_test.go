@@ -54,6 +54,78 @@ func TestDifferentialGroups(t *testing.T) {
 	}
 }
 
+// TestDifferentialRuns is TestDifferentialRandom over blocklist-like sets:
+// runs of rules that differ only in one address (which the program
+// decides with one lookup), with skips that land inside them.
+func TestDifferentialRuns(t *testing.T) {
+	h := newHarness(t)
+	sets := 100
+	if testing.Short() {
+		sets = 30
+	}
+	var hits uint64
+	for seed := diffSeed(t, 1); seed <= diffSeed(t, 1)+1; seed++ {
+		hits += diffRandom(t, h, seed, sets, randomRunRules)
+	}
+	if hits == 0 {
+		t.Error("no packet matched a rule in a run: the test exercised no run")
+	}
+}
+
+// randomRunRules returns one or two runs of 8 to 40 rules (source or
+// destination, host or /24, in or out, quick or not, with or without a
+// protocol) among plain rules, sometimes after a skip.
+func randomRunRules(r *rand.Rand) string {
+	var b strings.Builder
+	plain := func(dir string) {
+		b.WriteString(pick(r, []string{"pass", "block"}) + dir)
+		if r.IntN(2) == 0 {
+			b.WriteString(" quick")
+		}
+		b.WriteString(pick(r, []string{" all", " proto tcp all", " proto udp from any to any port = 53"}) + "\n")
+	}
+	for n := 1 + r.IntN(2); n > 0; n-- {
+		dir := pick(r, []string{" in", " out"})
+		if r.IntN(2) == 0 {
+			plain(dir)
+		}
+		if r.IntN(4) == 0 {
+			fmt.Fprintf(&b, "skip %d%s all\n", 1+r.IntN(10), dir)
+		}
+		head := pick(r, []string{"block", "pass", "block", "pass"}) + dir
+		if r.IntN(2) == 0 {
+			head += " quick"
+		}
+		head += pick(r, []string{"", "", " proto tcp", " proto udp"})
+		src := r.IntN(2) == 0
+		mask := pick(r, []string{"", "", "/24"})
+		seen := map[string]bool{}
+		for i := 8 + r.IntN(33); i > 0; i-- {
+			a := fmt.Sprintf("10.%d.%d.%d", 9+r.IntN(2), r.IntN(4), 1+r.IntN(250))
+			if r.IntN(4) == 0 {
+				a = pick(r, randAddr4)
+			}
+			if mask == "/24" {
+				p := netip.MustParsePrefix(a + "/24").Masked()
+				a = p.Addr().String()
+			}
+			if seen[a] {
+				continue
+			}
+			seen[a] = true
+			if src {
+				fmt.Fprintf(&b, "%s from %s%s to any\n", head, a, mask)
+			} else {
+				fmt.Fprintf(&b, "%s from any to %s%s\n", head, a, mask)
+			}
+		}
+		if r.IntN(2) == 0 {
+			plain(dir)
+		}
+	}
+	return b.String()
+}
+
 // TestDifferentialGroupMap is TestDifferentialRandom over rule sets made of
 // `call [now] srcgrpmap/dstgrpmap` rules and the groups group-map 300 names.
 func TestDifferentialGroupMap(t *testing.T) {
@@ -83,7 +155,7 @@ func diffSeed(t *testing.T, def uint64) uint64 {
 
 // diffRandom compares the engine and the kernel datapath over sets rule
 // sets drawn by gen, 24 packets each.
-func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.Rand) string) {
+func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.Rand) string) (runHits uint64) {
 	pkts := 24
 	pf, err := ippool.Parse("ippool.conf", randPools)
 	if err != nil {
@@ -94,7 +166,7 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	var compared, failures, refused int
+	var compared, failures, refused, runRules int
 	for n := 0; n < sets && failures < 5; n++ {
 		text := gen(rng)
 		rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
@@ -184,9 +256,31 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 		if err := compareCounters(h.d, set); err != nil {
 			fail("%v", err)
 		}
+		for _, e := range im.runs {
+			runHits += ruleHits(set, int(e.idx))
+		}
+		runRules += len(im.runs)
 		eng.Close()
 	}
-	t.Logf("seed %d: %d rule sets (%d too costly for the kernel), %d packets compared", seed, sets, refused, compared)
+	t.Logf("seed %d: %d rule sets (%d too costly for the kernel), %d packets compared, %d rules in runs, %d hits on them",
+		seed, sets, refused, compared, runRules, runHits)
+	return runHits
+}
+
+// ruleHits is the engine's hit count of the rule at storage position pos
+// of CompileSet's order (in, out, count in, count out, groups).
+func ruleHits(set *ruleset.Set, pos int) uint64 {
+	lists := []*ruleset.List{&set.In, &set.Out, &set.AcctIn, &set.AcctOut}
+	for _, name := range set.GroupOrder {
+		lists = append(lists, set.Groups[name])
+	}
+	for _, l := range lists {
+		if pos < len(l.Rules) {
+			return l.Rules[pos].Stats.Hits.Load()
+		}
+		pos -= len(l.Rules)
+	}
+	return 0
 }
 
 // randomCallRules returns 2 to 7 rules: group-map calls (group-map 300
@@ -317,15 +411,11 @@ func (h *harness) stat(i uint32) uint64 {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	per := make([]uint64, ncpu)
-	if err := h.d.objs.Stats.Lookup(i, &per); err != nil {
+	raw, _, err := h.d.statBlock(ncpu)
+	if err != nil {
 		h.t.Fatal(err)
 	}
-	var s uint64
-	for _, v := range per {
-		s += v
-	}
-	return s
+	return raw[i]
 }
 
 // compareCounters checks each rule's hits and bytes against the engine's.

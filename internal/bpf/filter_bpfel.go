@@ -18,10 +18,9 @@ type filterBlocks struct {
 	W [16]uint64
 }
 
-type filterCounter struct {
-	_     structs.HostLayout
-	Pkts  uint64
-	Bytes uint64
+type filterConf struct {
+	_ structs.HostLayout
+	V [64]uint64
 }
 
 type filterCtlArgs struct {
@@ -94,6 +93,20 @@ type filterFragKey struct {
 	Family   uint8
 	Secclass uint8
 	Pad      uint8
+}
+
+type filterHotlist struct {
+	_  structs.HostLayout
+	N  uint32
+	Ok uint32
+	R  [32]struct {
+		_      structs.HostLayout
+		Family uint8
+		Proto  uint8
+		Kind   uint8
+		Flags  uint8
+		Pos    uint32
+	}
 }
 
 type filterIfAddr struct {
@@ -225,13 +238,22 @@ type filterRule struct {
 	Call       uint8
 	LimitCumul uint8
 	LimitRet   uint32
+	RunLen     uint32
+	RunField   uint32
+	Hits       uint64
+	Bytes      uint64
 }
 
-type filterRuleText struct {
+type filterRunKey struct {
 	_    structs.HostLayout
-	Len  uint32
-	Pad  uint32
-	Text [376]uint8
+	Head uint32
+	Addr [4]uint32
+}
+
+type filterStatblock struct {
+	_    structs.HostLayout
+	V    [64]uint64
+	Drop [32]uint64
 }
 
 type filterStateEntry struct {
@@ -294,6 +316,17 @@ type filterTcpSide struct {
 	Pad    uint8
 }
 
+type filterTextChunk struct {
+	_ structs.HostLayout
+	B [4096]uint8
+}
+
+type filterTextKey struct {
+	_     structs.HostLayout
+	Slot  uint32
+	Chunk uint32
+}
+
 type filterWork struct {
 	_ structs.HostLayout
 	P struct {
@@ -332,7 +365,6 @@ type filterWork struct {
 	_ [4]byte
 	S struct {
 		_          structs.HostLayout
-		Base       uint32
 		Lbase      uint32
 		Pos        uint32
 		End        uint32
@@ -346,6 +378,7 @@ type filterWork struct {
 		Done       uint32
 		Cut        uint32
 		Slot       uint32
+		_          [4]byte
 		Now        uint64
 		StackPos   [16]uint32
 		StackEnd   [16]uint32
@@ -378,14 +411,13 @@ type filterWork struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	filterMapConfig          = "config"
-	filterMapCounters        = "counters"
 	filterMapCtlArgs         = "ctl_args"
 	filterMapCtlKeys         = "ctl_keys"
 	filterMapDca             = "dca"
 	filterMapDcaConns        = "dca_conns"
-	filterMapDrops           = "drops"
 	filterMapExprs           = "exprs"
 	filterMapFrags           = "frags"
+	filterMapHotlists        = "hotlists"
 	filterMapIdxDport        = "idx_dport"
 	filterMapIdxDst          = "idx_dst"
 	filterMapIdxSport        = "idx_sport"
@@ -400,6 +432,7 @@ const (
 	filterMapRuleStates      = "rule_states"
 	filterMapRuleTexts       = "rule_texts"
 	filterMapRules           = "rules"
+	filterMapRuns            = "runs"
 	filterMapScratch         = "scratch"
 	filterMapStateCount      = "state_count"
 	filterMapStates          = "states"
@@ -408,7 +441,9 @@ const (
 	filterProgSluiceCtl      = "sluice_ctl"
 	filterProgSluiceEgress   = "sluice_egress"
 	filterProgSluiceIngress  = "sluice_ingress"
+	filterVarSluiceInnerBtf  = "sluice_inner_btf"
 	filterVarSluiceLogRecBtf = "sluice_log_rec_btf"
+	filterVarStopAt          = "stop_at"
 )
 
 // loadFilter returns the embedded CollectionSpec for filter.
@@ -463,14 +498,13 @@ type filterProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterMapSpecs struct {
 	Config     *ebpf.MapSpec `ebpf:"config"`
-	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	CtlArgs    *ebpf.MapSpec `ebpf:"ctl_args"`
 	CtlKeys    *ebpf.MapSpec `ebpf:"ctl_keys"`
 	Dca        *ebpf.MapSpec `ebpf:"dca"`
 	DcaConns   *ebpf.MapSpec `ebpf:"dca_conns"`
-	Drops      *ebpf.MapSpec `ebpf:"drops"`
 	Exprs      *ebpf.MapSpec `ebpf:"exprs"`
 	Frags      *ebpf.MapSpec `ebpf:"frags"`
+	Hotlists   *ebpf.MapSpec `ebpf:"hotlists"`
 	IdxDport   *ebpf.MapSpec `ebpf:"idx_dport"`
 	IdxDst     *ebpf.MapSpec `ebpf:"idx_dst"`
 	IdxSport   *ebpf.MapSpec `ebpf:"idx_sport"`
@@ -485,6 +519,7 @@ type filterMapSpecs struct {
 	RuleStates *ebpf.MapSpec `ebpf:"rule_states"`
 	RuleTexts  *ebpf.MapSpec `ebpf:"rule_texts"`
 	Rules      *ebpf.MapSpec `ebpf:"rules"`
+	Runs       *ebpf.MapSpec `ebpf:"runs"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StateCount *ebpf.MapSpec `ebpf:"state_count"`
 	States     *ebpf.MapSpec `ebpf:"states"`
@@ -496,7 +531,9 @@ type filterMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterVariableSpecs struct {
+	SluiceInnerBtf  *ebpf.VariableSpec `ebpf:"sluice_inner_btf"`
 	SluiceLogRecBtf *ebpf.VariableSpec `ebpf:"sluice_log_rec_btf"`
+	StopAt          *ebpf.VariableSpec `ebpf:"stop_at"`
 }
 
 // filterObjects contains all objects after they have been loaded into the kernel.
@@ -520,14 +557,13 @@ func (o *filterObjects) Close() error {
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterMaps struct {
 	Config     *ebpf.Map `ebpf:"config"`
-	Counters   *ebpf.Map `ebpf:"counters"`
 	CtlArgs    *ebpf.Map `ebpf:"ctl_args"`
 	CtlKeys    *ebpf.Map `ebpf:"ctl_keys"`
 	Dca        *ebpf.Map `ebpf:"dca"`
 	DcaConns   *ebpf.Map `ebpf:"dca_conns"`
-	Drops      *ebpf.Map `ebpf:"drops"`
 	Exprs      *ebpf.Map `ebpf:"exprs"`
 	Frags      *ebpf.Map `ebpf:"frags"`
+	Hotlists   *ebpf.Map `ebpf:"hotlists"`
 	IdxDport   *ebpf.Map `ebpf:"idx_dport"`
 	IdxDst     *ebpf.Map `ebpf:"idx_dst"`
 	IdxSport   *ebpf.Map `ebpf:"idx_sport"`
@@ -542,6 +578,7 @@ type filterMaps struct {
 	RuleStates *ebpf.Map `ebpf:"rule_states"`
 	RuleTexts  *ebpf.Map `ebpf:"rule_texts"`
 	Rules      *ebpf.Map `ebpf:"rules"`
+	Runs       *ebpf.Map `ebpf:"runs"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StateCount *ebpf.Map `ebpf:"state_count"`
 	States     *ebpf.Map `ebpf:"states"`
@@ -552,14 +589,13 @@ type filterMaps struct {
 func (m *filterMaps) Close() error {
 	return _FilterClose(
 		m.Config,
-		m.Counters,
 		m.CtlArgs,
 		m.CtlKeys,
 		m.Dca,
 		m.DcaConns,
-		m.Drops,
 		m.Exprs,
 		m.Frags,
+		m.Hotlists,
 		m.IdxDport,
 		m.IdxDst,
 		m.IdxSport,
@@ -574,6 +610,7 @@ func (m *filterMaps) Close() error {
 		m.RuleStates,
 		m.RuleTexts,
 		m.Rules,
+		m.Runs,
 		m.Scratch,
 		m.StateCount,
 		m.States,
@@ -586,7 +623,9 @@ func (m *filterMaps) Close() error {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterVariables struct {
+	SluiceInnerBtf  *ebpf.Variable `ebpf:"sluice_inner_btf"`
 	SluiceLogRecBtf *ebpf.Variable `ebpf:"sluice_log_rec_btf"`
+	StopAt          *ebpf.Variable `ebpf:"stop_at"`
 }
 
 // filterPrograms contains all programs after they have been loaded into the kernel.

@@ -20,5 +20,5 @@ loong64) triple=loongarch64-linux-gnu ;;
 esac
 exec go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -cc clang \
 	-cflags "-O2 -g -Wall -Werror -I/usr/include/$triple -Ic/include" \
-	-type tcp_side \
+	-type tcp_side -type rule -type pps_window -type text_chunk -type text_key -type run_key \
 	filter c/filter.c

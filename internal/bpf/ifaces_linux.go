@@ -8,29 +8,24 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 )
 
-// allIfacesKey is the key of the ifaces map that records the
-// all-interfaces mode. No packet has ifindex 0, so the program never
-// looks it up; keeping the mark in a pinned map makes it last as long as
-// the datapath (ipf -D removes both) and lets every process read it.
-const allIfacesKey = uint32(0)
-
 // AllInterfaces reports whether the filter belongs on every non-loopback
 // interface (SetAllInterfaces was called since the datapath was made).
+// The mark is kept in the pinned configuration (cfgAllIfaces, which no
+// packet reads), so it lasts as long as the datapath (ipf -D removes both)
+// and every process reads it.
 func (d *Datapath) AllInterfaces() bool {
-	var v uint32
-	return d.objs.Ifaces.Lookup(allIfacesKey, &v) == nil
+	return d.cfg(cfgAllIfaces) != 0
 }
 
 // SetAllInterfaces records that the filter belongs on every non-loopback
 // interface: ipf attaches it to those that appear later (ipf -y, any
 // load) and ipfstat warns about those it is not on.
 func (d *Datapath) SetAllInterfaces() error {
-	if err := d.objs.Ifaces.Put(allIfacesKey, uint32(0)); err != nil {
+	if err := d.setCfg(cfgAllIfaces, 1); err != nil {
 		return fmt.Errorf("recording the all-interfaces mode: %w", err)
 	}
 	return nil
@@ -143,37 +138,47 @@ func (d *Datapath) Prune() ([]int, error) {
 		}
 		gone[idx] = true
 	}
-	// the clsact fallback's entries
-	var stale []uint32
-	var clsact map[int]bool
-	var (
-		k uint32
-		v uint32
-	)
-	it := d.objs.Ifaces.Iterate()
-	for it.Next(&k, &v) {
-		if k == allIfacesKey || live[int(k)] || gone[int(k)] {
-			continue
-		}
-		if clsact == nil {
-			if clsact, err = clsactHooked(); err != nil {
-				return nil, errors.Join(append(errs, err)...)
+	// the clsact fallback's entries (slot ifindex % ifaceSlots holds
+	// ifindex<<8 | link-layer length, 0 when free). With a live TCX link
+	// the kernel has TCX, and every entry belongs to a link pin: the
+	// slots are read only when there is none.
+	var stale []int
+	if len(live) == 0 {
+		var (
+			k, v   uint32
+			clsact map[int]bool
+		)
+		it := d.objs.Ifaces.Iterate()
+		for it.Next(&k, &v) {
+			idx := int(v >> 8)
+			if v == 0 || gone[idx] {
+				continue
+			}
+			if clsact == nil {
+				if clsact, err = clsactHooked(); err != nil {
+					return nil, errors.Join(append(errs, err)...)
+				}
+			}
+			if !clsact[idx] {
+				stale = append(stale, idx)
 			}
 		}
-		if !clsact[int(k)] {
-			stale = append(stale, k)
+		if err := it.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("reading the interfaces map: %w", err))
 		}
 	}
-	if err := it.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("reading the interfaces map: %w", err))
-	}
-	for _, k := range stale {
-		gone[int(k)] = true
+	for _, idx := range stale {
+		gone[idx] = true
 	}
 	var out []int
 	for idx := range gone {
-		if err := d.objs.Ifaces.Delete(uint32(idx)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("forgetting ifindex %d: %w", idx, err))
+		// the array slot of the ifindex, if it still holds that one
+		var v uint32
+		key := uint32(idx) % ifaceSlots
+		if err := d.objs.Ifaces.Lookup(key, &v); err == nil && int(v>>8) == idx {
+			if err := d.objs.Ifaces.Put(key, uint32(0)); err != nil {
+				errs = append(errs, fmt.Errorf("forgetting ifindex %d: %w", idx, err))
+			}
 		}
 		out = append(out, idx)
 	}

@@ -6,15 +6,17 @@ package bpf
 
 // Capacity of the kernel rule storage.
 const (
-	MaxRules = 16384 // rules per slot (all lists and groups of one set)
-	MaxLists = 512   // lists per slot: in, out, count in, count out, groups
-	maxDepth = 16    // group nesting the scan follows
+	MaxRules   = 4194304 // RULE_CAP: rules a set may hold (storage is sized from the set)
+	idxRules   = 16384   // IDX_RULES: the bitmap index covers sets this large
+	MaxLists   = 512     // lists per slot: in, out, count in, count out, groups
+	maxDepth   = 16      // group nesting the scan follows
+	ifaceSlots = 4096    // IFACE_SLOTS: the link-layer length table
 	// scanBudget is the steps one scan may take (SCAN_BUDGET, bpf_loop's
 	// limit); CompileSet refuses a set that could need more.
 	scanBudget = 8388608
 	numSlots   = 3
 	blockBits  = 4 // the index works on blocks of 1<<blockBits rules
-	numBlocks  = MaxRules >> blockBits
+	numBlocks  = idxRules >> blockBits
 	blockWord  = numBlocks / 64
 	logSnap    = 128
 )
@@ -86,7 +88,9 @@ const (
 	cfgGen0      = 36 // 36..38: generation of each slot's rules
 	cfgSwapLog   = 39 // user space only: an ipf -s in progress (see Swap)
 	cfgToken     = 40 // user space only: Token/SetToken
-	cfgN         = 48
+	cfgAnyL3     = 41 // attached to an interface without a link-layer header
+	cfgAllIfaces = 42 // user space only: the filter belongs on every interface
+	cfgN         = 64
 )
 
 // Values of cfgIndex0+slot (IDX_* in filter.h): which index dimensions the
@@ -95,6 +99,14 @@ const (
 	idxOn    = 1 // destination address and port
 	idxSrc   = 2 // source address
 	idxSport = 4 // source port
+
+	// What else the slot's rules use (FEAT_* in filter.h), in the same
+	// word: a packet skips what no rule needs.
+	featAcctIn  = 0x100
+	featAcctOut = 0x200
+	featClock   = 0x400  // keep state/frags, pps, keep limit
+	featRoute   = 0x800  // to, dup-to, fastroute
+	featIdle    = 0x1000 // no rules in the main lists
 )
 
 // Statistics indexes.
@@ -153,6 +165,17 @@ const (
 	portRange = 9
 )
 
+// The compact lists (HOT_* in filter.h).
+const (
+	hotMax    = 32
+	hotAny    = 0
+	hotProto  = 1
+	hotTCPUDP = 2
+	hotNever  = 3
+	hotFull   = 1 // HOT_FULL
+	hotRun    = 2 // HOT_RUN
+)
+
 // Table sizes and the sweeper (filter.h).
 const (
 	stateCap = 262144 // STATE_CAP: the most state entries; state_max's ceiling
@@ -188,7 +211,7 @@ const (
 )
 
 const (
-	textLen     = 376
+	textChunk   = 4096
 	listNameLen = 24
 )
 

@@ -163,13 +163,11 @@ func RemovePinned(dir string) error {
 		return fmt.Errorf("removing %s: %w", dir, err)
 	}
 	// off: the programs still attached until they are detached below
-	// pass every packet untouched (a config map of another layout, left
-	// by another build, is not written)
-	if m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "config"), nil); err == nil {
-		if m.KeySize() == 4 && m.ValueSize() == 8 && m.MaxEntries() > cfgEnabled {
-			err = m.Put(uint32(cfgEnabled), uint64(0))
-		}
-		m.Close()
+	// pass every packet untouched (pins of another build, which do not
+	// open as this one's datapath, are only taken apart)
+	if d, err := OpenPinned(dir); err == nil {
+		err = d.SetEnabled(false)
+		d.Close()
 		if err != nil {
 			return fmt.Errorf("switching the filter off: %w", err)
 		}

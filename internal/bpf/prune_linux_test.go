@@ -7,8 +7,8 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// ifacesKeys lists the ifindexes the ifaces map has entries for (without
-// the all-interfaces mark).
+// ifacesKeys lists the ifindexes the ifaces map has entries for (slot
+// ifindex % ifaceSlots holds ifindex<<8 | link-layer length).
 func ifacesKeys(t *testing.T, d *Datapath) []int {
 	t.Helper()
 	var (
@@ -17,8 +17,8 @@ func ifacesKeys(t *testing.T, d *Datapath) []int {
 	)
 	it := d.objs.Ifaces.Iterate()
 	for it.Next(&k, &v) {
-		if k != allIfacesKey {
-			out = append(out, int(k))
+		if v != 0 {
+			out = append(out, int(v>>8))
 		}
 	}
 	if err := it.Err(); err != nil {

@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -370,4 +371,37 @@ func TestPrivilegedKeepLimitQuotas(t *testing.T) {
 		t.Error("DCA still enabled")
 	}
 	h.expect(false, syn("10.0.0.5", 1, 25), "pass")
+}
+
+// TestPrivilegedBeyondOldCap (issue 12): a set of 40 000 rules, past the
+// 16 384 the storage held, loads; the last rule still decides, every
+// rule is listed back with its text, and a smaller set loaded into the
+// same slot afterwards reuses its maps.
+func TestPrivilegedBeyondOldCap(t *testing.T) {
+	h := newHarness(t)
+	const n = 40000
+	var b strings.Builder
+	for i := 0; i < n-1; i++ {
+		fmt.Fprintf(&b, "block in proto udp from 10.%d.%d.%d to any port = 9\n", i>>16&255, i>>8&255, i&255)
+	}
+	b.WriteString("block in quick proto tcp from any to any port = 22\n")
+	h.load(b.String())
+	h.expect(false, tcp4("192.0.2.1", "192.0.2.2", 40000, 22, synF), "block")
+	h.expect(false, tcp4("192.0.2.1", "192.0.2.2", 40000, 23, synF), "pass")
+	rules, err := h.d.Rules(Active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != n {
+		t.Fatalf("%d rules listed, want %d", len(rules), n)
+	}
+	if last := rules[n-1]; last.Text != "block in quick proto tcp from any to any port = 22" || last.Hits != 1 {
+		t.Errorf("last rule %q, %d hits", last.Text, last.Hits)
+	}
+	if rules[12345].Text != "block in inet proto udp from 10.0.48.57/32 to any port = 9" {
+		t.Errorf("rule 12346: %q", rules[12345].Text)
+	}
+	h.load("block in quick proto tcp from any to any port = 23\n")
+	h.expect(false, tcp4("192.0.2.1", "192.0.2.2", 40000, 22, synF), "pass")
+	h.expect(false, tcp4("192.0.2.1", "192.0.2.2", 40000, 23, synF), "block")
 }

@@ -143,15 +143,14 @@ func (d *Datapath) SetToken(v uint64) error { return d.setCfg(cfgToken, v) }
 func (d *Datapath) ActiveSetNumber() int { return int(d.cfg(cfgSetNo)) }
 
 func (d *Datapath) writeSlot(slot uint32, im *Image) error {
-	base := slot * MaxRules
 	// a new generation of rules: state entries and keep-limit counts of
 	// the rules that held this slot before no longer count for these
 	if err := d.setCfg(cfgGen0+slot, d.cfg(cfgGen0+slot)+1); err != nil {
 		return err
 	}
 	n := len(im.rules)
-	if n > MaxRules {
-		return fmt.Errorf("%d rules exceed the kernel datapath's %d", n, MaxRules)
+	if n > RuleCap {
+		return fmt.Errorf("%d rules: the kernel datapath holds at most %d in a set", n, RuleCap)
 	}
 	// pool tables and exp values before the rules that name them
 	if err := d.writePools(slot, im); err != nil {
@@ -166,33 +165,36 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 			return fmt.Errorf("writing exp values: %w", err)
 		}
 	}
-	// rules
+	// the per-rule maps, sized to the set (no packet uses the slot while
+	// it is written)
+	sm, err := d.prepareSlot(slot, n)
+	if err != nil {
+		return err
+	}
+	defer sm.close()
 	if n > 0 {
 		keys := make([]uint32, n)
 		for i := range keys {
-			keys[i] = base + uint32(i)
+			keys[i] = uint32(i)
 		}
-		if _, err := d.objs.Rules.BatchUpdate(keys, im.rules, nil); err != nil {
+		if _, err := sm.rules.BatchUpdate(keys, im.rules, nil); err != nil {
 			return fmt.Errorf("writing rules: %w", err)
 		}
-		if err := d.zeroRuleState(keys); err != nil {
-			return err
-		}
 	}
-	// texts: replace the slot's entries
-	if err := d.clearTexts(slot); err != nil {
+	if err := d.writeTexts(slot, im.texts); err != nil {
 		return err
 	}
-	for i, t := range im.texts {
-		var rt filterRuleText
-		rt.Len = uint32(copy(rt.Text[:], t))
-		if err := d.objs.RuleTexts.Put(base+uint32(i), &rt); err != nil {
-			return fmt.Errorf("writing rule text: %w", err)
-		}
+	if err := d.writeRuns(slot, im); err != nil {
+		return err
 	}
-	// index
+	// index and compact lists
 	if err := d.writeIndex(slot, im); err != nil {
 		return err
+	}
+	for l := uint32(0); l < listGroup0; l++ {
+		if err := d.objs.Hotlists.Put(slot*listGroup0+l, im.hotList(int(l))); err != nil {
+			return fmt.Errorf("writing compact lists: %w", err)
+		}
 	}
 	// lists last: until they change, the slot's old lists still describe
 	// valid rule ranges
@@ -220,47 +222,6 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	return nil
 }
 
-func (d *Datapath) zeroRuleState(keys []uint32) error {
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		return err
-	}
-	zc := make([]filterCounter, len(keys)*ncpu)
-	if _, err := d.objs.Counters.BatchUpdate(keys, zc, nil); err != nil {
-		return fmt.Errorf("zeroing counters: %w", err)
-	}
-	if _, err := d.objs.Pps.BatchUpdate(keys, make([]filterCounter, len(keys)), nil); err != nil {
-		return fmt.Errorf("zeroing pps: %w", err)
-	}
-	if _, err := d.objs.RuleStates.BatchUpdate(keys, make([]uint32, len(keys)), nil); err != nil {
-		return fmt.Errorf("zeroing rule states: %w", err)
-	}
-	return nil
-}
-
-func (d *Datapath) clearTexts(slot uint32) error {
-	var (
-		k    uint32
-		v    filterRuleText
-		dels []uint32
-	)
-	it := d.objs.RuleTexts.Iterate()
-	for it.Next(&k, &v) {
-		if k/MaxRules == slot {
-			dels = append(dels, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading rule texts: %w", err)
-	}
-	for _, k := range dels {
-		if err := d.objs.RuleTexts.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("deleting rule text: %w", err)
-		}
-	}
-	return nil
-}
-
 func (d *Datapath) writeIndex(slot uint32, im *Image) error {
 	// turn the index off for the slot while it is rewritten; the slot is
 	// not running (or about to be replaced), this only keeps it coherent
@@ -277,10 +238,11 @@ func (d *Datapath) writeIndex(slot uint32, im *Image) error {
 			return err
 		}
 	}
+	feat := im.features()
 	if im.dst == nil {
-		return nil
+		return d.setCfg(cfgIndex0+slot, feat)
 	}
-	on := uint64(idxOn)
+	on := uint64(idxOn) | feat
 	if err := putLPM(d.objs.IdxDst, slot, im.dst); err != nil {
 		return err
 	}
@@ -300,6 +262,83 @@ func (d *Datapath) writeIndex(slot uint32, im *Image) error {
 		on |= idxSport
 	}
 	return d.setCfg(cfgIndex0+slot, on)
+}
+
+// hotList is the compact form of main list l (struct hotlist): usable
+// (Ok) when the list is short, a run counting as one entry, and has no
+// head or call rules (nor skip rules beside runs: a skip counts rules).
+func (im *Image) hotList(l int) filterHotlist {
+	var h filterHotlist
+	if l >= len(im.lists) {
+		return h
+	}
+	li := im.lists[l]
+	if li.count == 0 {
+		return h
+	}
+	n, runs, skips := 0, false, false
+	for i := li.start; i < li.start+li.count; n++ {
+		if n == hotMax {
+			return filterHotlist{}
+		}
+		r := &im.rules[i]
+		if r.Head != 0 || r.Call != 0 || r.Action&ruleset.FRCallNow != 0 {
+			return filterHotlist{}
+		}
+		skips = skips || r.Action&ruleset.FRCmdMask == ruleset.FRSkip
+		e := &h.R[n]
+		e.Pos, e.Family = uint32(i), r.Family
+		switch {
+		case r.Match&mNever != 0:
+			e.Kind = hotNever
+		case r.Match&mProto != 0:
+			e.Kind, e.Proto = hotProto, r.Proto
+		case r.Match&mTCPUDP != 0:
+			e.Kind = hotTCPUDP
+		}
+		if r.Match&^(mProto|mTCPUDP) != 0 {
+			e.Flags |= hotFull
+		}
+		if r.RunLen > 1 {
+			e.Flags |= hotRun
+			runs = true
+			i += int(r.RunLen)
+		} else {
+			i++
+		}
+	}
+	if runs && skips {
+		return filterHotlist{}
+	}
+	h.N, h.Ok = uint32(n), 1
+	return h
+}
+
+// features are the FEAT_* bits of the image: what its rules use besides
+// matching.
+func (im *Image) features() uint64 {
+	f := uint64(featIdle)
+	for l := 0; l < listGroup0 && l < len(im.lists); l++ {
+		if im.lists[l].count > 0 {
+			f &^= featIdle
+		}
+	}
+	if len(im.lists) > listAcctIn && im.lists[listAcctIn].count > 0 {
+		f |= featAcctIn
+	}
+	if len(im.lists) > listAcctOut && im.lists[listAcctOut].count > 0 {
+		f |= featAcctOut
+	}
+	for i := range im.rules {
+		r := &im.rules[i]
+		if r.Action&(ruleset.FRKeepState|ruleset.FRKeepFrag) != 0 || r.Pps != 0 || r.KeepLimit != 0 {
+			f |= featClock
+		}
+		if r.Route != 0 {
+			f |= featRoute
+		}
+	}
+	return f
 }
 
 func clearLPMSlot(m *ebpf.Map, slot uint32) error {
@@ -398,8 +437,9 @@ func (d *Datapath) Flush(which Which, s Set) (int, error) {
 		keep.lists = append(keep.lists, nl)
 	}
 	// rule positions moved: the stored group numbers stay list ids, which
-	// did not change
-	if len(keep.rules) >= indexThreshold {
+	// did not change; runs may have lost rules
+	keep.findRuns()
+	if keep.scanLength() >= indexThreshold && len(keep.rules) <= idxRules {
 		keep.buildIndex()
 	}
 	if err := d.LoadRules(keep, s); err != nil {
@@ -437,17 +477,48 @@ func (d *Datapath) readImage(slot uint32) (*Image, error) {
 	}
 	im.rules = make([]filterRule, total)
 	im.texts = make([]string, total)
-	for i := 0; i < total; i++ {
-		key := slot*MaxRules + uint32(i)
-		if err := d.objs.Rules.Lookup(key, &im.rules[i]); err != nil {
-			return nil, fmt.Errorf("reading rules: %w", err)
-		}
-		var rt filterRuleText
-		if err := d.objs.RuleTexts.Lookup(key, &rt); err == nil {
-			im.texts[i] = string(rt.Text[:min(int(rt.Len), textLen)])
-		}
+	if total == 0 {
+		return im, nil
+	}
+	sm, err := d.slotMaps(slot)
+	if err != nil {
+		return nil, err
+	}
+	defer sm.close()
+	if sm.capacity() < total {
+		return nil, fmt.Errorf("corrupt lists: %d rules in a map of %d", total, sm.capacity())
+	}
+	if err := lookupAll(sm.rules, im.rules); err != nil {
+		return nil, fmt.Errorf("reading rules: %w", err)
+	}
+	if im.texts, err = d.readTexts(slot, total); err != nil {
+		return nil, err
 	}
 	return im, nil
+}
+
+// lookupAll reads elements 0..len(out)-1 of an array map, in batches.
+func lookupAll[T any](m *ebpf.Map, out []T) error {
+	var cursor ebpf.MapBatchCursor
+	keys := make([]uint32, min(4096, len(out)))
+	for done := 0; done < len(out); {
+		n := min(len(keys), len(out)-done)
+		got, err := m.BatchLookup(&cursor, keys[:n], out[done:done+n], nil)
+		done += got
+		if err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) && done >= len(out) {
+				return nil
+			}
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("map of %d elements read %d", len(out), done)
+			}
+			return err
+		}
+		if got == 0 {
+			return fmt.Errorf("map of %d elements read %d", len(out), done)
+		}
+	}
+	return nil
 }
 
 func cstr(b []byte) string {
@@ -484,25 +555,21 @@ func (d *Datapath) Rules(s Set) ([]RuleInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		return nil, err
-	}
-	per := make([]filterCounter, ncpu)
 	var out []RuleInfo
+	var sm *slotMaps
+	if len(im.rules) > 0 {
+		if sm, err = d.slotMaps(slot); err != nil {
+			return nil, err
+		}
+		defer sm.close()
+	}
 	for li, l := range im.lists {
 		for i := 0; i < l.count; i++ {
 			pos := l.start + i
-			key := slot*MaxRules + uint32(pos)
+			key := uint32(pos)
 			ri := RuleInfo{Dir: l.dir, Acct: l.acct, Group: l.name, Number: i + 1, Text: im.texts[pos], Flags: im.rules[pos].Action,
-				Index: pos, List: uint32(li)}
-			if err := d.objs.Counters.Lookup(key, &per); err == nil {
-				for _, c := range per {
-					ri.Hits += c.Pkts
-					ri.Bytes += c.Bytes
-				}
-			}
-			_ = d.objs.RuleStates.Lookup(key, &ri.States)
+				Index: pos, List: uint32(li), Hits: im.rules[pos].Hits, Bytes: im.rules[pos].Bytes}
+			_ = sm.states.Lookup(key, &ri.States)
 			if h := int(im.rules[pos].Head); h != 0 && h < len(im.lists) {
 				ri.IsHead = true
 				ri.HeadFor = im.lists[h].name
@@ -517,19 +584,23 @@ func (d *Datapath) Rules(s Set) ([]RuleInfo, error) {
 // position index (RuleInfo.Index) of set s and clears them, leaving the
 // other rules' counters alone (ipf -z on one rule).
 func (d *Datapath) ZeroRule(s Set, index int) (hits, bytes uint64, err error) {
-	if index < 0 || index >= MaxRules {
+	sm, err := d.slotMaps(d.slotOf(s))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer sm.close()
+	if index < 0 || index >= sm.capacity() {
 		return 0, 0, fmt.Errorf("rule index %d out of range", index)
 	}
-	key := d.slotOf(s)*MaxRules + uint32(index)
-	var per []filterCounter
-	if err := d.objs.Counters.Lookup(key, &per); err != nil {
+	var r filterRule
+	if err := sm.rules.Lookup(uint32(index), &r); err != nil {
 		return 0, 0, fmt.Errorf("reading counters: %w", err)
 	}
-	for _, c := range per {
-		hits += c.Pkts
-		bytes += c.Bytes
-	}
-	if err := d.objs.Counters.Put(key, make([]filterCounter, len(per))); err != nil {
+	hits, bytes = r.Hits, r.Bytes
+	// packets counted between the read and the write are lost, as in
+	// IPFilter's ipf -z
+	r.Hits, r.Bytes = 0, 0
+	if err := sm.rules.Put(uint32(index), &r); err != nil {
 		return 0, 0, fmt.Errorf("zeroing counters: %w", err)
 	}
 	return hits, bytes, nil
@@ -577,16 +648,24 @@ func (d *Datapath) PoolEntriesUsed() (active, inactive int, err error) {
 
 // ZeroRuleCounters clears the hit and byte counters of set s (ipf -z).
 func (d *Datapath) ZeroRuleCounters(s Set) error {
-	slot := d.slotOf(s)
-	keys := make([]uint32, MaxRules)
-	for i := range keys {
-		keys[i] = slot*MaxRules + uint32(i)
+	sm, err := d.slotMaps(d.slotOf(s))
+	if errors.Is(err, errNoSlotMaps) {
+		return nil
 	}
-	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return err
 	}
-	if _, err := d.objs.Counters.BatchUpdate(keys, make([]filterCounter, len(keys)*ncpu), nil); err != nil {
+	defer sm.close()
+	rules := make([]filterRule, sm.capacity())
+	if err := lookupAll(sm.rules, rules); err != nil {
+		return fmt.Errorf("reading rules: %w", err)
+	}
+	keys := make([]uint32, len(rules))
+	for i := range rules {
+		rules[i].Hits, rules[i].Bytes = 0, 0
+		keys[i] = uint32(i)
+	}
+	if _, err := sm.rules.BatchUpdate(keys, rules, nil); err != nil {
 		return fmt.Errorf("zeroing counters: %w", err)
 	}
 	return nil

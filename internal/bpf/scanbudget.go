@@ -37,16 +37,30 @@ func (im *Image) checkScanSteps(where []ipf.Pos) error {
 	steps := make([][]uint64, maxDepth+1)
 	maxGroup := make([]uint64, maxDepth+2) // over the groups, by depth
 	hasCall := false
+	// lists with no head or call-now rule cost their length at any depth
+	plain := make([]bool, nl)
+	for l, li := range im.lists {
+		plain[l] = true
+		for i := li.start; i < li.start+li.count; i++ {
+			r := &im.rules[i]
+			if r.Call != 0 {
+				hasCall = true
+			}
+			if r.Head != 0 || r.Action&ruleset.FRCallNow != 0 {
+				plain[l] = false
+			}
+		}
+	}
 	for d := maxDepth; d >= 0; d-- {
 		steps[d] = make([]uint64, nl)
 		for l, li := range im.lists {
 			n := uint64(1) // the step that ends the list
-			for i := li.start; i < li.start+li.count; i++ {
+			if plain[l] {
+				n = satAdd(n, uint64(li.count))
+			}
+			for i := li.start; i < li.start+li.count && !plain[l]; i++ {
 				r := &im.rules[i]
 				n = satAdd(n, 1)
-				if r.Call != 0 {
-					hasCall = true
-				}
 				if d == maxDepth {
 					continue // the scan pushes no deeper
 				}

@@ -59,24 +59,11 @@ func (d *Datapath) Stats() (Stats, error) {
 	if err != nil {
 		return s, err
 	}
-	var raw [numStats]uint64
-	per := make([]uint64, ncpu)
-	for i := range raw {
-		if err := d.objs.Stats.Lookup(uint32(i), &per); err != nil {
-			return s, fmt.Errorf("reading stats: %w", err)
-		}
-		for _, v := range per {
-			raw[i] += v
-		}
+	raw, drops, err := d.statBlock(ncpu)
+	if err != nil {
+		return s, err
 	}
-	for i := range s.Drops {
-		if err := d.objs.Drops.Lookup(uint32(i), &per); err != nil {
-			return s, fmt.Errorf("reading drops: %w", err)
-		}
-		for _, v := range per {
-			s.Drops[i] += v
-		}
-	}
+	s.Drops = drops
 	dir := func(b int) DirStats {
 		return DirStats{
 			Pass: raw[b+stPass], Block: raw[b+stBlock], Nomatch: raw[b+stNomatch], Acct: raw[b+stAcct],
@@ -107,22 +94,31 @@ func (d *Datapath) Stats() (Stats, error) {
 	return s, nil
 }
 
+// statBlock sums the per-CPU counter blocks.
+func (d *Datapath) statBlock(ncpu int) (raw [numStats]uint64, drops [numReasons]uint64, err error) {
+	per := make([]filterStatblock, ncpu)
+	if err := d.objs.Stats.Lookup(uint32(0), &per); err != nil {
+		return raw, drops, fmt.Errorf("reading stats: %w", err)
+	}
+	for _, b := range per {
+		for i := range raw {
+			raw[i] += b.V[i]
+		}
+		for i := range drops {
+			drops[i] += b.Drop[i]
+		}
+	}
+	return raw, drops, nil
+}
+
 // ZeroStats clears the global counters (ipf -Z).
 func (d *Datapath) ZeroStats() error {
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return err
 	}
-	zero := make([]uint64, ncpu)
-	for i := 0; i < numStats; i++ {
-		if err := d.objs.Stats.Put(uint32(i), zero); err != nil {
-			return fmt.Errorf("zeroing stats: %w", err)
-		}
-	}
-	for i := 0; i < numReasons; i++ {
-		if err := d.objs.Drops.Put(uint32(i), zero); err != nil {
-			return fmt.Errorf("zeroing drops: %w", err)
-		}
+	if err := d.objs.Stats.Put(uint32(0), make([]filterStatblock, ncpu)); err != nil {
+		return fmt.Errorf("zeroing stats: %w", err)
 	}
 	return nil
 }

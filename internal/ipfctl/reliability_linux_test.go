@@ -159,7 +159,9 @@ func TestPrivilegedBadLineChangesNothing(t *testing.T) {
 		{[]string{"-Fa", "-r", "-f", tp.file("notloaded.conf", "block in proto tcp from any to any port = 7\n")}, "rule not loaded"},
 		{[]string{"-Fa", "-f", good, "-T", "no_such_tunable=1"}, "unknown tunable"},
 		{[]string{"-Fa", "-f", good, "-T", "state_max=0"}, "outside"},
-		{[]string{"-Fa", "-f", tp.ruleFile("toomany.conf", 3, 16385)}, "exceed the kernel datapath's limit of 16384"},
+		// a set whose scan could outrun the kernel's step budget (the
+		// 16 384-rule cap this case used is gone)
+		{[]string{"-Fa", "-f", tp.file("costly.conf", "pass in all head s\npass in all head s group s\npass in all head s group s\npass in all head s group s\n")}, "head rules"},
 	} {
 		code, _, stderr := tp.run("ipf", tc.args...)
 		if code != 1 || !strings.Contains(stderr, tc.want) {
@@ -172,13 +174,8 @@ func TestPrivilegedBadLineChangesNothing(t *testing.T) {
 	if err := tp.tcpEcho(tp.a, addrB, 2*time.Second); err != nil {
 		t.Errorf("TCP after the failed runs: %v", err)
 	}
-	// the limit message counts what was loaded and what was added
-	tp.mustRun("ipf", "-Fa", "-f", tp.ruleFile("16000.conf", 4, 16000))
-	code, _, stderr := tp.run("ipf", "-f", tp.ruleFile("600.conf", 5, 600))
-	want := "active set: 16600 rules (16000 already loaded + 600 from the command line) exceed the kernel datapath's limit of 16384"
-	if code != 1 || !strings.Contains(stderr, want) {
-		t.Errorf("adding 600 rules to 16 000: exit %d, stderr %q; want %q", code, stderr, want)
-	}
+	// (the limit message, loaded + added rules over bpf.MaxRules, would
+	// now take four million rules to show)
 	tp.mustRun("ipf", "-Fa")
 }
 

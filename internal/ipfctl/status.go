@@ -128,6 +128,30 @@ type ProgramRun struct {
 	RunTime  time.Duration
 }
 
+// PerPacket is the mean in-kernel time of one run, 0 when nothing was
+// counted (BPF statistics off).
+func (p ProgramRun) PerPacket() time.Duration {
+	if p.RunCount == 0 {
+		return 0
+	}
+	return p.RunTime / time.Duration(p.RunCount)
+}
+
+// RunLine is ipfstat's line for the run statistics of hooks: the mean
+// ns/packet per hook, or "" when BPF statistics counted nothing.
+func RunLine(runs []ProgramRun) string {
+	var parts []string
+	for _, p := range runs {
+		if p.RunCount > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d ns/packet (%d runs)", p.Hook, p.PerPacket().Nanoseconds(), p.RunCount))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Datapath run time: " + strings.Join(parts, ", ") + "\n"
+}
+
 // QoSStatus is IPQoS's state and counters.
 type QoSStatus struct {
 	State    string // as ipqosadmin -state prints it

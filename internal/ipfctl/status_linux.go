@@ -140,6 +140,10 @@ func coverage(d *bpf.Datapath) (Coverage, error) {
 	return c, nil
 }
 
+// ProgramRuns is the in-kernel run statistics of the filter pinned in dir
+// ("" = default), by hook: what ipfstat turns into ns/packet.
+func ProgramRuns(dir string) []ProgramRun { return readPrograms(orDefault(dir)) }
+
 // readPrograms sums the run statistics of the programs the pinned links
 // run, per hook. Links are followed rather than the prog_* pins because
 // an interface attached before a reload keeps running the program it got

@@ -45,73 +45,147 @@ static __always_inline int verdict_of(__u32 pass)
 	       (cmd == FR_CALL && (pass & FR_NOMATCH));
 }
 
+/* stop_at ends the pipeline after stage n (0: never): the per-stage
+ * benchmarks load copies of the program with it set and compare them. The
+ * verifier removes the checks from the program that runs (stop_at 0). */
+volatile const __u32 stop_at = 0;
+#define STAGE(n) do { if (stop_at == (n)) return TC_ACT_UNSPEC; } while (0)
+
+/* SB_INC and SB_DROP count through the statblock filter() fetched once. */
+#define SB_INC(k) do { if (sb) sb->v[(k) & (NSTATS - 1)]++; } while (0)
+#define SB_DROP(r) do { if (sb) sb->drop[(r) & (NREASONS - 1)]++; } while (0)
+
 static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 {
-	struct work *w = get_work();
+	struct conf *C = conf_get();
+	struct work *w;
+	struct statblock *sb;
 	struct pktinfo *p;
-	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0, nlogs, l3off;
-	__u64 now;
+	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0, nlogs, l3off, ik, zero = 0;
+	__u64 now = 0, feat;
+	__s64 *nstates;
 	int blocked, fam, hit = 0, fr = 0, cut = 0;
 
 	if (out && skb->mark == REPLY_MARK) {
 		skb->mark = 0;
 		return TC_ACT_UNSPEC;
 	}
-	if (!w || !cfg(CFG_ENABLED))
+	STAGE(1);
+	if (!C || !C->v[CFG_ENABLED])
+		return TC_ACT_UNSPEC;
+	STAGE(2);
+	sb = stats_get();
+	slot = C->v[CFG_ACTIVE];
+	if (slot >= NSLOTS)
+		slot = 0;
+	feat = C->v[BOUND(CFG_INDEX0 + slot, CFG_N - 1)];
+	nstates = bpf_map_lookup_elem(&state_count, &zero);
+	if ((feat & FEAT_IDLE) && nstates && *nstates == 0 && !C->v[CFG_LOGFLAGS] &&
+	    !(C->v[CFG_DEFPASS] & (FR_LOG | FR_RETMASK))) {
+		/* no rules, no state, no logging: a clean packet gets
+		 * default_pass, counted as the whole pipeline counts it */
+		l3off = 14;
+		if (C->v[CFG_ANYL3]) {
+			__u32 l2i = skb->ifindex & (IFACE_SLOTS - 1), *l2e = bpf_map_lookup_elem(&ifaces, &l2i);
+
+			if (l2e && (*l2e >> 8) == skb->ifindex)
+				l3off = *l2e & 0xff;
+		}
+		fam = clean_family(skb, l3off);
+		if (fam) {
+			pass = C->v[CFG_DEFPASS];
+			if (fam == 6)
+				SB_INC(d * ST_DIR + ST_IPV6);
+			SB_INC(d * ST_DIR + ST_PKTS);
+			SB_INC(ST_MISSES);
+			if (pass & FR_NOMATCH)
+				SB_INC(d * ST_DIR + ST_NOMATCH);
+			if (verdict_of(pass)) {
+				SB_INC(d * ST_DIR + ST_BLOCK);
+				SB_DROP(RSN_FILTER);
+				return TC_ACT_SHOT;
+			}
+			SB_INC(d * ST_DIR + ST_PASS);
+			return TC_ACT_UNSPEC;
+		}
+	}
+	w = get_work();
+	if (!w)
 		return TC_ACT_UNSPEC;
 	p = &w->p;
 	__builtin_memset(p, 0, sizeof(*p));
-	__builtin_memset(&w->s, 0, sizeof(w->s));
+	/* the scan state is set up by each scan; only the index is per
+	 * packet (and per slot) */
+	w->s.use_index = 0;
+	w->s.rule = 0;
+	w->s.nlogs = 0;
 	w->hit_logtag = 0;
 	w->hit_rev = 1;
 	p->out = out;
 	p->ifindex = skb->ifindex;
-	l2 = bpf_map_lookup_elem(&ifaces, &p->ifindex);
-	l3off = l2 ? *l2 : 14;
-	l3off &= 0xff;
+	l3off = 14;
+	if (C->v[CFG_ANYL3]) {
+		ik = p->ifindex & (IFACE_SLOTS - 1);
+		l2 = bpf_map_lookup_elem(&ifaces, &ik);
+		if (l2 && (*l2 >> 8) == p->ifindex)
+			l3off = *l2 & 0xff;
+	}
 	p->l3off = l3off;
-	fam = sl_parse(skb, l3off);
+	STAGE(3);
+	fam = parse_fast(skb, p, l3off);
+	if (!fam) {
+		/* the fast parse may have set fields before it gave up */
+		__builtin_memset(p, 0, sizeof(*p));
+		p->out = out;
+		p->ifindex = skb->ifindex;
+		p->l3off = l3off;
+		fam = sl_parse(skb, l3off);
+	}
+	STAGE(4);
 	if (fam == 0) {
-		stat_inc(d * ST_DIR + ST_NOTIP);
+		SB_INC(d * ST_DIR + ST_NOTIP);
 		return TC_ACT_UNSPEC;
 	}
 	if (fam == 6)
-		stat_inc(d * ST_DIR + ST_IPV6);
-	stat_inc(d * ST_DIR + ST_PKTS);
-	if (!out && p->ttl < cfg(CFG_MINTTL))
+		SB_INC(d * ST_DIR + ST_IPV6);
+	SB_INC(d * ST_DIR + ST_PKTS);
+	if (!out && p->ttl < C->v[CFG_MINTTL])
 		p->flags |= PF_LOWTTL;
 	if (!out && skb->pkt_type == 1)
 		p->flags |= PF_BCAST | PF_MBCAST;
 	if (!out && skb->pkt_type == 2)
 		p->flags |= PF_MCAST | PF_MBCAST;
 	if (p->flags & PF_SHORT)
-		stat_inc(d * ST_DIR + ST_SHORT);
+		SB_INC(d * ST_DIR + ST_SHORT);
 	if (p->flags & PF_BAD)
-		stat_inc(d * ST_DIR + ST_BAD);
+		SB_INC(d * ST_DIR + ST_BAD);
 	if (p->flags & PF_FRAG)
-		stat_inc(d * ST_DIR + ST_FRAG);
+		SB_INC(d * ST_DIR + ST_FRAG);
 	if (p->flags & PF_PULLUP) {
-		drop_inc(RSN_PULLUP);
-		stat_inc(d * ST_DIR + ST_BLOCK);
+		SB_DROP(RSN_PULLUP);
+		SB_INC(d * ST_DIR + ST_BLOCK);
 		return TC_ACT_SHOT;
 	}
 	if (p->flags & PF_JUMBO) {
-		drop_inc(RSN_JUMBO);
-		stat_inc(d * ST_DIR + ST_BLOCK);
+		SB_DROP(RSN_JUMBO);
+		SB_INC(d * ST_DIR + ST_BLOCK);
 		return TC_ACT_SHOT;
 	}
 
-	slot = cfg(CFG_ACTIVE);
-	if (slot >= NSLOTS)
-		slot = 0;
-	now = now_ns();
+	STAGE(5);
+	/* the time only when something keeps it: state, fragments, rate
+	 * and connection limits */
+	if ((nstates && *nstates > 0) || (feat & FEAT_CLOCK) || (p->flags & PF_FRAG))
+		now = now_ns();
+	STAGE(6);
 
-	if (!out) {
+	if (!out && (feat & FEAT_ACCT_IN)) {
 		sl_scan(slot, LIST_ACCT_IN, 0);
 		if (w->s.rule)
-			stat_inc(d * ST_DIR + ST_ACCT);
+			SB_INC(d * ST_DIR + ST_ACCT);
 	}
 
+	STAGE(7);
 	if ((p->flags & PF_FRAG) && !(p->flags & PF_BAD))
 		fr = sl_frag_lookup(now);
 	if (fr > 0) {
@@ -119,7 +193,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (w->hit_pass & FR_KEEPSTATE)
 			p->flags |= PF_STATE;
 		w->hit_pass &= ~(FR_KEEPSTATE | FR_KEEPFRAG);
-	} else if (fr == 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD))) {
+	} else if (fr == 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD)) && nstates && *nstates > 0) {
 		hit = sl_state_lookup(now);
 		if (!hit && (p->flags & PF_ICMPERR))
 			hit = sl_icmperr_lookup(skb, now);
@@ -136,25 +210,27 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			pass &= ~FR_LOG;
 		p->flags |= PF_STATE;
 		if (hit == 1) {
-			stat_inc(ST_HITS);
-			stat_inc(d * ST_DIR + ST_STKEPT);
+			SB_INC(ST_HITS);
+			SB_INC(d * ST_DIR + ST_STKEPT);
 		}
 		/* a fragment of a passed flow: its datagram follows the flow */
 		if (hit == 1 && (p->flags & PF_FRAG) && (pass & FR_CMDMASK) == FR_PASS)
 			sl_frag_add(pass, w->hit_rule_no, w->hit_group_no, w->hit_logtag, now);
 	} else {
-		stat_inc(ST_MISSES);
-		load_index(&w->s, p, slot);
+		SB_INC(ST_MISSES);
+		STAGE(8);
+		load_index(&w->s, p, slot, feat);
+		STAGE(9);
 		w->s.now = now;
-		pass = sl_scan(slot, out ? LIST_OUT : LIST_IN, cfg(CFG_DEFPASS));
+		pass = sl_scan(slot, out ? LIST_OUT : LIST_IN, C->v[CFG_DEFPASS]);
+		STAGE(10);
 		mrule = w->s.rule;
 		nlogs = w->s.nlogs;
 		cut = w->s.cut;
 		/* keep frags without keep state: the rest of the datagram
 		 * gets this verdict (with keep state, the state entry does) */
 		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG && (p->flags & PF_FRAG)) {
-			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
-			struct rule *r = bpf_map_lookup_elem(&rules, &key);
+			struct rule *r = rule_at(slot, mrule - 1);
 
 			if (r)
 				sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
@@ -172,8 +248,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 
 			cut |= w->s.cut;
 			if (gr) {
-				__u32 gk = slot * MAX_RULES + ((gr - 1) & (MAX_RULES - 1));
-				struct rule *g = bpf_map_lookup_elem(&rules, &gk);
+				struct rule *g = rule_at(slot, gr - 1);
 
 				if (g)
 					pass = g->action;
@@ -188,19 +263,18 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 
 	if (!hit && mrule && !(pass & FR_NOMATCH)) {
-		__u32 idx = (mrule - 1) & (MAX_RULES - 1);
-		__u32 key = slot * MAX_RULES + idx;
-		struct rule *r = bpf_map_lookup_elem(&rules, &key);
+		__u32 idx = (mrule - 1) & (RULE_CAP - 1);
+		struct rule *r = rule_at(slot, idx);
 
 		/* HP's keep limit: a connection over the limit is blocked, with
 		 * the rule's return-* reply */
 		if (r && r->keep_limit && !sl_dca(slot, idx, now)) {
 			pass = (pass & ~FR_CMDMASK) | FR_BLOCK | r->limit_ret;
 			reason = RSN_DCA;
-			stat_inc(ST_DCA);
+			SB_INC(ST_DCA);
 		}
 		if (r && r->pps) {
-			struct pps_window *pw = bpf_map_lookup_elem(&pps, &key);
+			struct pps_window *pw = slot_elem(&pps, slot, idx);
 
 			if (pw) {
 				if (now - pw->start >= 1000000000ULL) {
@@ -210,7 +284,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 				if (__sync_fetch_and_add(&pw->count, 1) >= r->pps) {
 					pass = (pass & ~(FR_CMDMASK | FR_RETMASK)) | FR_BLOCK;
 					reason = RSN_PPS;
-					stat_inc(ST_PPS);
+					SB_INC(ST_PPS);
 				}
 			}
 		}
@@ -219,7 +293,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			if (sl_state_create(slot, idx, pass, now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
 				pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
 				reason = RSN_STATEADD;
-				stat_inc(d * ST_DIR + ST_STLOST);
+				SB_INC(d * ST_DIR + ST_STLOST);
 			}
 		}
 	}
@@ -229,52 +303,55 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		pass = (pass & ~(FR_CMDMASK | FR_NOMATCH | FR_RETMASK)) | FR_BLOCK;
 		reason = RSN_SCANCUT;
 	}
+	STAGE(11);
 	blocked = verdict_of(pass);
 	if (blocked && reason == RSN_NONE)
 		reason = RSN_FILTER;
 	/* outbound accounting counts what the filter passed (the engine's
 	 * isPass): an unresolved call (command 0) or nomatch is not counted */
-	if (out && !blocked && (pass & FR_CMDMASK) == FR_PASS) {
+	if (out && !blocked && (pass & FR_CMDMASK) == FR_PASS && (feat & FEAT_ACCT_OUT)) {
 		sl_scan(slot, LIST_ACCT_OUT, 0);
 		if (w->s.rule)
-			stat_inc(d * ST_DIR + ST_ACCT);
+			SB_INC(d * ST_DIR + ST_ACCT);
 	}
 
 	if (pass & FR_NOMATCH) {
-		stat_inc(d * ST_DIR + ST_NOMATCH);
-		logpass = cfg(CFG_LOGFLAGS) & FR_NOMATCH;
+		SB_INC(d * ST_DIR + ST_NOMATCH);
+		logpass = C->v[CFG_LOGFLAGS] & FR_NOMATCH;
 	}
 	if (blocked) {
-		stat_inc(d * ST_DIR + ST_BLOCK);
-		drop_inc(reason);
+		SB_INC(d * ST_DIR + ST_BLOCK);
+		SB_DROP(reason);
 	} else {
-		stat_inc(d * ST_DIR + ST_PASS);
+		SB_INC(d * ST_DIR + ST_PASS);
 	}
+	STAGE(12);
 	if ((pass & FR_LOG) || logpass ||
-	    (cfg(CFG_LOGFLAGS) & (blocked ? FR_BLOCK : FR_PASS))) {
+	    (C->v[CFG_LOGFLAGS] & (blocked ? FR_BLOCK : FR_PASS))) {
 		int lr;
 
 		if (hit)
 			lr = sl_log(skb, pass, reason, w->hit_rule_no, w->hit_group_no);
 		else if (mrule && !(pass & FR_NOMATCH))
-			lr = sl_log_rule(skb, slot, (mrule - 1) & (MAX_RULES - 1), pass, reason);
+			lr = sl_log_rule(skb, slot, (mrule - 1) & (RULE_CAP - 1), pass, reason);
 		else
 			lr = sl_log(skb, pass, reason, 0xffffffff, 0xffffffff);
-		stat_inc(d * ST_DIR + (blocked ? ST_LOGBLOCK : ST_LOGPASS));
+		SB_INC(d * ST_DIR + (blocked ? ST_LOGBLOCK : ST_LOGPASS));
 		/* log or-block: a packet that cannot be logged does not pass */
 		if (lr < 0 && (pass & FR_LOGORBLOCK) && !blocked) {
 			blocked = 1;
 			pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
-			stat_inc(d * ST_DIR + ST_BLOCK);
-			drop_inc(RSN_LOGFAIL);
+			SB_INC(d * ST_DIR + ST_BLOCK);
+			SB_DROP(RSN_LOGFAIL);
 		}
 	}
 
+	STAGE(13);
 	if (!blocked) {
 		/* the rule that matched, or for a state hit in the direction
 		 * that created it, the rule that created the state (the reverse
 		 * direction would follow reply-to) */
-		if (!(pass & FR_NOMATCH)) {
+		if (!(pass & FR_NOMATCH) && (feat & FEAT_ROUTE)) {
 			int rt = -1;
 
 			if (!hit && mrule)
@@ -296,14 +373,13 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		    !(p->flags & (PF_SHORT | PF_OOW)) && !(p->tcpflags & 0x04)) {
 			ret = sl_reply(skb, 1, 0, 0);
 		} else if (rm != FR_RETRST && !(p->flags & PF_FRAGBODY)) {
-			__u32 key = slot * MAX_RULES + ((mrule - 1) & (MAX_RULES - 1));
-			struct rule *r = bpf_map_lookup_elem(&rules, &key);
+			struct rule *r = rule_at(slot, mrule - 1);
 
 			ret = sl_reply(skb, 0, r ? r->ret_code : 0, (pass & FR_RETMASK) == FR_FAKEICMP);
 		}
 		if (ret >= 0)
 			return ret;
-		stat_inc(ST_RETFAIL);
+		SB_INC(ST_RETFAIL);
 	}
 	return TC_ACT_SHOT;
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sluice/internal/ipfctl"
 	"sluice/internal/rules/ipf"
@@ -164,5 +165,31 @@ func TestHelp(t *testing.T) {
 	var o, e bytes.Buffer
 	if rc := run([]string{"-q"}, &o, &e, nil); rc != 2 || !strings.Contains(e.String(), "usage: ipfstat") {
 		t.Errorf("-q: exit %d, stderr %q", rc, e.String())
+	}
+}
+
+// TestRunLine: with BPF statistics on, ipfstat ends its statistics with
+// the datapath's mean in-kernel time per packet; with them off, no line.
+func TestRunLine(t *testing.T) {
+	defer func(f func() []ipfctl.ProgramRun) { programRuns = f }(programRuns)
+	for _, c := range []struct {
+		runs []ipfctl.ProgramRun
+		want string
+	}{
+		{[]ipfctl.ProgramRun{{Hook: "ingress", Programs: 1, RunCount: 200, RunTime: 17 * time.Microsecond},
+			{Hook: "egress", Programs: 1, RunCount: 100, RunTime: 9500 * time.Nanosecond}},
+			"Datapath run time: ingress 85 ns/packet (200 runs), egress 95 ns/packet (100 runs)\n"},
+		{[]ipfctl.ProgramRun{{Hook: "ingress", Programs: 1}, {Hook: "egress", Programs: 1}}, ""},
+	} {
+		programRuns = func() []ipfctl.ProgramRun { return c.runs }
+		var o, e bytes.Buffer
+		f := sample()
+		f.cov = ipfctl.Coverage{Attached: []string{"eth1"}}
+		if rc := run(nil, &o, &e, func() (ipfctl.Reader, error) { return f, nil }); rc != 0 {
+			t.Fatalf("ipfstat: exit %d: %s", rc, e.String())
+		}
+		if want := "Interfaces: eth1 (those the rules name)\n" + c.want; !strings.HasSuffix(o.String(), want) {
+			t.Errorf("ipfstat: output does not end with %q:\n%s", want, o.String())
+		}
 	}
 }

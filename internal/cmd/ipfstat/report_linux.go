@@ -13,6 +13,9 @@ import (
 // source opens the datapath ipfstat reads.
 type source func() (ipfctl.Reader, error)
 
+// programRuns reads the attached programs' run statistics.
+var programRuns = func() []ipfctl.ProgramRun { return ipfctl.ProgramRuns(ipfctl.PinDir()) }
+
 // kernel is the datapath pinned where ipfctl says.
 func kernel() (ipfctl.Reader, error) { return ipfctl.OpenReader(ipfctl.PinDir()) }
 
@@ -102,6 +105,8 @@ func report(w io.Writer, stderr io.Writer, f flags, src source) error {
 		}
 		writeStats(w, st, d.LogFlags(), d.Ticks(), true)
 		io.WriteString(w, cov.Lines())
+		// Sluice: the datapath's cost while BPF statistics are on
+		io.WriteString(w, ipfctl.RunLine(programRuns()))
 	}
 	return nil
 }

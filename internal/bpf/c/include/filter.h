@@ -11,22 +11,26 @@
 #include <linux/types.h>
 #include <linux/bpf.h>
 
-/* Rule storage: three slots of MAX_RULES rules. Two hold the active and
- * inactive sets; the third is scratch so a new active set can be written
- * without touching the running one and published by one config write. */
-#define MAX_RULES 16384
+/* Rule storage: three slots, each holding a set of up to RULE_CAP rules
+ * in maps sized to it. Two hold the active and inactive sets; the third
+ * is scratch so a new active set can be written without touching the
+ * running one and published by one config write. */
+#define RULE_CAP 4194304
 #define NSLOTS 3
 #define MAX_LISTS 512
 #define MAX_DEPTH 16
+#define IFACE_SLOTS 4096
 /* Steps (bpf_loop iterations: a rule looked at, a run of index blocks
  * skipped, a group left) one scan may take: bpf_loop's limit. The loader
  * refuses a set in which a scan could need more. */
 #define SCAN_BUDGET 8388608
 
 /* The index works on blocks of 16 rules: a candidate bitmap says which
- * blocks may hold a rule matching the packet. */
+ * blocks may hold a rule matching the packet. It covers sets of up to
+ * IDX_RULES rules. */
+#define IDX_RULES 16384
 #define BLOCK_SHIFT 4
-#define NBLOCKS (MAX_RULES >> BLOCK_SHIFT)
+#define NBLOCKS (IDX_RULES >> BLOCK_SHIFT)
 #define BLOCK_WORDS (NBLOCKS / 64)
 
 /* List ids within a slot; groups follow. */
@@ -162,7 +166,7 @@
 #define CFG_LOGFLAGS 5    /* ipf -l: FR_PASS/FR_BLOCK/FR_NOMATCH bits to log */
 #define CFG_MINTTL 6
 #define CFG_STATEMAX 7
-#define CFG_INDEX0 8      /* 8..10: IDX_* bits, the slot's index dimensions */
+#define CFG_INDEX0 8      /* 8..10: the slot's IDX_* and FEAT_* bits */
 #define CFG_TO_TCP 12     /* 12..23: TCP state timeouts, ns */
 #define CFG_TO_UDP 24
 #define CFG_TO_UDPACK 25
@@ -178,7 +182,13 @@
 #define CFG_DCA 35        /* HP DCA (keep limit) on: ipf -m e / -m d */
 #define CFG_GEN0 36       /* 36..38: generation of each slot's rules */
 /* 39, 40: user space only (the swap journal, ipf's rollback token) */
-#define CFG_N 48
+#define CFG_ANYL3 41      /* the filter is on an interface without a link-layer header */
+/* 42: user space only (the all-interfaces mode) */
+#define CFG_N 64
+
+struct conf {
+	__u64 v[CFG_N];
+};
 
 /* Index dimensions of a slot (CFG_INDEX0 + slot); 0: no index. The source
  * ones are only written when a rule tests them, so sets without source
@@ -186,6 +196,13 @@
 #define IDX_ON 1    /* destination address and port */
 #define IDX_SRC 2   /* source address */
 #define IDX_SPORT 4 /* source port */
+
+/* What else the slot's rules use, so a packet skips what they do not. */
+#define FEAT_ACCT_IN 0x100  /* count in rules */
+#define FEAT_ACCT_OUT 0x200 /* count out rules */
+#define FEAT_CLOCK 0x400    /* rules that need the time: keep state/frags, pps, keep limit */
+#define FEAT_ROUTE 0x800    /* rules with to, dup-to or fastroute */
+#define FEAT_IDLE 0x1000    /* no rules in the main lists */
 
 /* Per-direction statistics (index dir*ST_DIR + n) then globals. */
 #define ST_DIR 16
@@ -241,6 +258,12 @@
 #define RSN_DCA 21      /* Sluice: HP keep limit exceeded */
 #define RSN_SCANCUT 23  /* Sluice: the rule scan ran out of steps */
 #define NREASONS 32
+
+/* One CPU's counters: the statistics by ST_* and the drops by RSN_*. */
+struct statblock {
+	__u64 v[NSTATS];
+	__u64 drop[NREASONS];
+};
 
 /* TCP states (IPFilter numbering). */
 #define TS_LISTEN 0
@@ -326,6 +349,22 @@ struct rule {
 	__u8 limit_cumul; /* keep limit N cumulative: one count for the rule */
 	__u32 limit_ret;  /* return-* of a pass rule with a keep limit, for the
 			   * connections over it (FR_RETMASK bits) */
+	/* A run: this rule and the run_len - 1 after it are the same rule
+	 * but for the address run_field tests (M_SRC or M_DST, one mask, no
+	 * two alike). The scan looks the packet's address up in the slot's
+	 * runs table instead of trying them one by one. */
+	__u32 run_len;
+	__u32 run_field;
+	/* packets and bytes that matched the rule (ipfstat's hits) */
+	__u64 hits;
+	__u64 bytes;
+};
+
+/* Key of the runs table of a slot: the run's first rule and the masked
+ * address; the value is the slot-relative index of the rule. */
+struct run_key {
+	__u32 head;
+	__u32 addr[4];
 };
 
 /* call functions (the group-map calls, §4.3) */
@@ -392,6 +431,32 @@ struct if_addr {
 struct list {
 	__u32 start;
 	__u32 count;
+};
+
+/* The compact form of a short main list with no groups or calls (a run
+ * counts as one entry): each rule's family and protocol test, and whether
+ * it tests more. */
+#define HOT_MAX 32
+#define HOT_ANY 0
+#define HOT_PROTO 1
+#define HOT_TCPUDP 2
+#define HOT_NEVER 3
+
+#define HOT_FULL 1 /* the rule tests more than family and protocol */
+#define HOT_RUN 2  /* the entry is a run: decided by its table */
+
+struct hot {
+	__u8 family;
+	__u8 proto;
+	__u8 kind;
+	__u8 flags; /* HOT_FULL, HOT_RUN */
+	__u32 pos;  /* the rule (the run's first), slot-relative */
+};
+
+struct hotlist {
+	__u32 n;
+	__u32 ok; /* the list is scanned from this form */
+	struct hot r[HOT_MAX];
 };
 
 struct counter {
@@ -556,11 +621,15 @@ struct ctl_args {
 
 /* Metadata only user space reads: the printed rule and list names, so
  * ipfstat can show the loaded set without a daemon holding it. */
-#define TEXT_LEN 376
-struct rule_text {
-	__u32 len;
-	__u32 pad;
-	__u8 text[TEXT_LEN];
+#define TEXT_CHUNK 4096
+#define TEXT_CHUNKS 262144 /* 1 GB of text over the three slots */
+struct text_chunk {
+	__u8 b[TEXT_CHUNK];
+};
+
+struct text_key {
+	__u32 slot;
+	__u32 chunk;
 };
 
 #define LIST_NAME_LEN 24

@@ -50,7 +50,6 @@ struct pktinfo {
 #define MAX_LOGS 4
 
 struct scan {
-	__u32 base;     /* slot * MAX_RULES */
 	__u32 lbase;    /* slot * MAX_LISTS */
 	__u32 pos;
 	__u32 end;
@@ -119,29 +118,80 @@ static __always_inline struct work *get_work(void)
 	return bpf_map_lookup_elem(&scratch, &zero);
 }
 
+static __always_inline struct conf *conf_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&config, &zero);
+}
+
 static __always_inline __u64 cfg(__u32 key)
 {
-	__u64 *v = bpf_map_lookup_elem(&config, &key);
-	return v ? *v : 0;
+	struct conf *c = conf_get();
+
+	/* a mask the compiler keeps: it may drop a range check it can
+	 * prove, which the verifier then cannot see */
+	return c ? c->v[BOUND(key, CFG_N - 1)] : 0;
+}
+
+/* The per-rule storage of a slot: rule idx's entry in the slot's inner
+ * map of outer (rules, pps, rule_states), NULL past the set. */
+static __always_inline void *slot_elem(void *outer, __u32 slot, __u32 idx)
+{
+	__u32 s = slot;
+	void *inner;
+
+	if (s >= NSLOTS)
+		return NULL;
+	inner = bpf_map_lookup_elem(outer, &s);
+	if (!inner)
+		return NULL;
+	idx &= RULE_CAP - 1;
+	return bpf_map_lookup_elem(inner, &idx);
+}
+
+static __always_inline struct rule *rule_at(__u32 slot, __u32 idx)
+{
+	return slot_elem(&rules, slot, idx);
+}
+
+/* rule_count counts a packet of plen bytes that matched r. The counters
+ * live in the rule (one lookup for both), updated atomically. */
+static __always_inline void rule_count(struct rule *r, __u32 plen)
+{
+	__sync_fetch_and_add(&r->hits, 1);
+	__sync_fetch_and_add(&r->bytes, plen);
+}
+
+static __always_inline struct statblock *stats_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&stats, &zero);
 }
 
 static __always_inline void stat_inc(__u32 key)
 {
-	__u64 *v = bpf_map_lookup_elem(&stats, &key);
-	if (v)
-		*v += 1;
+	struct statblock *sb = stats_get();
+
+	if (sb)
+		sb->v[key & (NSTATS - 1)]++;
 }
 
 static __always_inline void drop_inc(__u32 reason)
 {
-	__u64 *v = bpf_map_lookup_elem(&drops, &reason);
-	if (v)
-		*v += 1;
+	struct statblock *sb = stats_get();
+
+	if (sb)
+		sb->drop[reason & (NREASONS - 1)]++;
 }
 
 static __always_inline __u64 now_ns(void)
 {
-	return bpf_ktime_get_ns() + cfg(CFG_CLOCK);
+	/* the coarse clock (the kernel's tick, a few ms) is ample for
+	 * timeouts counted in IPFilter's half seconds, and reads no clock
+	 * source */
+	return bpf_ktime_get_coarse_ns() + cfg(CFG_CLOCK);
 }
 
 #endif

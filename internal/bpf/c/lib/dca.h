@@ -64,7 +64,6 @@ static __always_inline int dca_unlink(struct dca_conn_key *ck)
 GLOBAL int sl_dca(__u32 slot, __u32 idx, __u64 now)
 {
 	struct work *w = get_work();
-	__u32 key = (slot % NSLOTS) * MAX_RULES + (idx & (MAX_RULES - 1));
 	struct dca_conn_key ck;
 	struct dca_key dk;
 	struct dca_conn *c, nc = {};
@@ -76,11 +75,11 @@ GLOBAL int sl_dca(__u32 slot, __u32 idx, __u64 now)
 	if (!w)
 		return 1;
 	p = &w->p;
-	r = bpf_map_lookup_elem(&rules, &key);
+	r = rule_at(slot % NSLOTS, idx);
 	if (!r || !r->keep_limit || p->proto != IPPROTO_TCP || !cfg(CFG_DCA))
 		return 1;
 	f = p->tcpflags;
-	dca_keys(&ck, &dk, p, slot % NSLOTS, idx & (MAX_RULES - 1), r->limit_cumul);
+	dca_keys(&ck, &dk, p, slot % NSLOTS, idx & (RULE_CAP - 1), r->limit_cumul);
 	if ((f & 0x12) == 0x02) {
 		if (bpf_map_lookup_elem(&dca_conns, &ck))
 			return 1; /* a retransmitted SYN */

@@ -46,8 +46,7 @@ static __always_inline int emit_log(struct __sk_buff *skb, struct pktinfo *p, __
 static __always_inline int log_rule(struct __sk_buff *skb, struct pktinfo *p, __u32 slot,
 				     __u32 idx, __u32 pass, __u32 reason)
 {
-	__u32 key = slot * MAX_RULES + idx;
-	struct rule *r = bpf_map_lookup_elem(&rules, &key);
+	struct rule *r = rule_at(slot, idx);
 
 	if (r)
 		return emit_log(skb, p, LOG_PACKET, pass, reason, r->rule_no, r->group_no, r->logtag);
@@ -69,7 +68,7 @@ GLOBAL int sl_log_rule(struct __sk_buff *skb, __u32 slot, __u32 idx, __u32 pass,
 
 	if (!w || slot >= NSLOTS)
 		return 0;
-	return log_rule(skb, &w->p, slot, idx & (MAX_RULES - 1), pass, reason);
+	return log_rule(skb, &w->p, slot, idx & (RULE_CAP - 1), pass, reason);
 }
 
 #endif

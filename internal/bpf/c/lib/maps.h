@@ -11,11 +11,43 @@
 #include <bpf/bpf_helpers.h>
 #include "filter.h"
 
+/* Per-rule storage is one map per slot, made to the size of the set it
+ * holds (a few rules or millions) and put in its slot of these outer
+ * arrays when the set is loaded. BPF_F_INNER_MAP lets the inner maps
+ * differ in size. */
+#define INNER_ARRAY(name, vtype, kind, flags)				\
+	struct name {							\
+		__uint(type, kind);					\
+		__uint(max_entries, 1);					\
+		__uint(map_flags, flags);				\
+		__type(key, __u32);					\
+		__type(value, vtype);					\
+	}
+
+INNER_ARRAY(rule_array, struct rule, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
+INNER_ARRAY(pps_array, struct pps_window, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
+INNER_ARRAY(count_array, __u32, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
+
+struct run_hash {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct run_key);
+	__type(value, __u32);
+};
+
+/* Each slot's runs: where a packet's address leads in each run. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
 	__type(key, __u32);
-	__type(value, struct rule);
+	__array(values, struct run_hash);
+} runs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
+	__type(key, __u32);
+	__array(values, struct rule_array);
 } rules SEC(".maps");
 
 struct {
@@ -25,53 +57,52 @@ struct {
 	__type(value, struct list);
 } lists SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NSLOTS * MAX_RULES);
-	__type(key, __u32);
-	__type(value, struct counter);
-} counters SEC(".maps");
 
+/* The main lists' compact forms, slot * LIST_GROUP0 + list. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(max_entries, NSLOTS * LIST_GROUP0);
 	__type(key, __u32);
-	__type(value, struct pps_window);
+	__type(value, struct hotlist);
+} hotlists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
+	__type(key, __u32);
+	__array(values, struct pps_array);
 } pps SEC(".maps");
 
 /* Entries each rule has created (keep state limit). */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
 	__type(key, __u32);
-	__type(value, __u32);
+	__array(values, struct count_array);
 } rule_states SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, CFG_N);
-	__type(key, __u32);
-	__type(value, __u64);
-} config SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NSTATS);
-	__type(key, __u32);
-	__type(value, __u64);
-} stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NREASONS);
-	__type(key, __u32);
-	__type(value, __u64);
-} drops SEC(".maps");
-
-/* Global count of live state entries (state_max). */
+/* The configuration, CFG_* keys, in one value: a packet reads it with one
+ * lookup. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct conf);
+} config SEC(".maps");
+
+/* The counters, per CPU, in one value: a packet counts with one lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct statblock);
+} stats SEC(".maps");
+
+/* Count of live state entries (state_max), and of those with a wildcard
+ * destination (key 1): lookups skip what the table cannot hold. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __s64);
 } state_count SEC(".maps");
@@ -170,10 +201,12 @@ struct {
 	__type(value, struct expr_val);
 } exprs SEC(".maps");
 
-/* Link-layer header length per ifindex; missing means Ethernet (14). */
+/* Link-layer header length by ifindex (mod IFACE_SLOTS): the value is
+ * ifindex << 8 | length; another ifindex, or none, means Ethernet (14). An
+ * array, so the lookup every packet makes is a few instructions. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, IFACE_SLOTS);
 	__type(key, __u32);
 	__type(value, __u32);
 } ifaces SEC(".maps");
@@ -199,12 +232,15 @@ struct {
 	__uint(max_entries, 1 << 20);
 } log_ring SEC(".maps");
 
+/* The printed rules of each slot, for ipfstat: each rule's text with its
+ * length before it, one after the other in rule order, in chunks keyed
+ * by slot and number. Only user space reads it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, NSLOTS * MAX_RULES);
+	__uint(max_entries, TEXT_CHUNKS);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u32);
-	__type(value, struct rule_text);
+	__type(key, struct text_key);
+	__type(value, struct text_chunk);
 } rule_texts SEC(".maps");
 
 struct {
@@ -217,5 +253,15 @@ struct {
 /* Unused: puts struct log_rec into the BTF for the layout test and for
  * user space decoders (the ring buffer itself carries no type). */
 struct log_rec sluice_log_rec_btf SEC(".bss");
+
+/* Likewise for the values of the inner maps: clang describes a struct
+ * reached only through an inner map definition as a forward declaration,
+ * which cannot size the map. */
+struct {
+	struct rule r;
+	struct pps_window p;
+	struct text_chunk t;
+	struct run_key k;
+} sluice_inner_btf SEC(".bss");
 
 #endif

@@ -118,9 +118,11 @@ GLOBAL int sl_expr_match(__u32 slot, __u32 start, __u32 count)
 	return 1;
 }
 
-static __always_inline int rule_match(const struct rule *r, const struct pktinfo *p, __u32 slot)
+/* rule_match_but is rule_match without the tests in ignore (a run's
+ * address, which the runs table decides). */
+static __always_inline int rule_match_but(const struct rule *r, const struct pktinfo *p, __u32 slot, __u32 ignore)
 {
-	__u32 m = r->match;
+	__u32 m = r->match & ~ignore;
 
 	if (m & M_NEVER)
 		return 0;
@@ -192,6 +194,11 @@ static __always_inline int rule_match(const struct rule *r, const struct pktinfo
 	if ((m & M_SEC) && (p->secclass & r->sec_mask) != r->sec_want)
 		return 0;
 	return 1;
+}
+
+static __always_inline int rule_match(const struct rule *r, const struct pktinfo *p, __u32 slot)
+{
+	return rule_match_but(r, p, slot, 0);
 }
 
 #endif

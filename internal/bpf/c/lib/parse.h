@@ -137,10 +137,26 @@ GLOBAL int sl_tcp_options(struct __sk_buff *skb, __u32 off, __u32 olen)
 	return 0;
 }
 
+/* hdr returns the len bytes at off: in place when the packet's linear data
+ * holds them (direct packet access: no helper call), else copied into buf;
+ * NULL when the packet is shorter. len must be a constant. */
+static __always_inline const __u8 *hdr(struct __sk_buff *skb, __u32 off, __u32 len, __u8 *buf)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+
+	if (off < 0x3fff && data + off + len <= end)
+		return data + off;
+	if (bpf_skb_load_bytes(skb, off, buf, len) < 0)
+		return NULL;
+	return buf;
+}
+
 static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u32 fragoff)
 {
 	__u32 dlen = p->dlen;
-	__u8 h[20] = {};
+	__u8 buf[20] = {};
+	const __u8 *h;
 
 	if (p->l4proto == IPPROTO_TCP || p->l4proto == IPPROTO_UDP)
 		p->flags |= PF_TCPUDP;
@@ -181,11 +197,12 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 	case IPPROTO_TCP: {
 		__u8 f;
 
-		if (dlen < 20 || bpf_skb_load_bytes(skb, off, h, 20) < 0) {
+		h = dlen >= 20 ? hdr(skb, off, 20, buf) : NULL;
+		if (!h) {
 			p->flags |= PF_SHORT;
-			if (dlen >= 4 && bpf_skb_load_bytes(skb, off, h, 4) == 0) {
-				p->sport = (h[0] << 8) | h[1];
-				p->dport = (h[2] << 8) | h[3];
+			if (dlen >= 4 && bpf_skb_load_bytes(skb, off, buf, 4) == 0) {
+				p->sport = (buf[0] << 8) | buf[1];
+				p->dport = (buf[2] << 8) | buf[3];
 				p->flags |= PF_PORTS;
 			}
 			return;
@@ -224,11 +241,12 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		return;
 	}
 	case IPPROTO_UDP:
-		if (dlen < 8 || bpf_skb_load_bytes(skb, off, h, 8) < 0) {
+		h = dlen >= 8 ? hdr(skb, off, 8, buf) : NULL;
+		if (!h) {
 			p->flags |= PF_SHORT;
-			if (dlen >= 4 && bpf_skb_load_bytes(skb, off, h, 4) == 0) {
-				p->sport = (h[0] << 8) | h[1];
-				p->dport = (h[2] << 8) | h[3];
+			if (dlen >= 4 && bpf_skb_load_bytes(skb, off, buf, 4) == 0) {
+				p->sport = (buf[0] << 8) | buf[1];
+				p->dport = (buf[2] << 8) | buf[3];
 				p->flags |= PF_PORTS;
 			}
 			return;
@@ -242,7 +260,8 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		__u8 t;
 		__u32 min = 8;
 
-		if (dlen < 2 || bpf_skb_load_bytes(skb, off, h, 2) < 0) {
+		h = dlen >= 2 ? hdr(skb, off, 2, buf) : NULL;
+		if (!h) {
 			p->flags |= PF_SHORT;
 			return;
 		}
@@ -253,7 +272,7 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		 * matches on (IPFilter reads it for no other type) */
 		if (((p->l4proto == IPPROTO_ICMP && (t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18)) ||
 		     (p->l4proto == IPPROTO_ICMPV6 && (t == 128 || t == 129))) &&
-		    dlen >= 6 && bpf_skb_load_bytes(skb, off, h, 6) == 0)
+		    dlen >= 6 && (h = hdr(skb, off, 6, buf)))
 			p->icmpid = (h[4] << 8) | h[5];
 		if (p->l4proto == IPPROTO_ICMP) {
 			switch (t) {
@@ -294,11 +313,13 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 
 static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, __u32 off)
 {
-	__u8 h[20];
+	__u8 buf[20];
+	const __u8 *h;
 	__u32 hl, fo, fragoff;
 
 	p->family = 4;
-	if (bpf_skb_load_bytes(skb, off, h, 20) < 0) {
+	h = hdr(skb, off, 20, buf);
+	if (!h) {
 		p->flags |= PF_SHORT | PF_BAD;
 		return 0;
 	}
@@ -519,10 +540,12 @@ static long v6_step(__u32 i, void *ctx)
 static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, __u32 off)
 {
 	struct v6walk c = {};
-	__u8 h[40];
+	__u8 buf[40];
+	const __u8 *h;
 
 	p->family = 6;
-	if (bpf_skb_load_bytes(skb, off, h, 40) < 0) {
+	h = hdr(skb, off, 40, buf);
+	if (!h) {
 		p->flags |= PF_SHORT | PF_BAD;
 		return 0;
 	}
@@ -543,7 +566,15 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 	c.end = c.pos + p->dlen;
 	c.nh = h[6];
 	c.walking = 1;
-	bpf_loop(V6_MAX_HDRS, v6_step, &c, 0);
+	switch (c.nh) {
+	case 0: case 41: case 43: case 44: case 51: case 60: case 135:
+		bpf_loop(V6_MAX_HDRS, v6_step, &c, 0);
+		break;
+	default:
+		/* the transport (or a header the walk stops at) comes first:
+		 * nothing to walk */
+		c.walking = 0;
+	}
 	p->proto = p->l4proto = c.nh;
 	p->dlen = c.end - c.pos;
 	p->l4off = c.pos;
@@ -570,6 +601,172 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 		if (p->dlen < 8)
 			p->flags |= PF_SHORT;
 		break;
+	}
+	return 0;
+}
+
+/* parse_tcp_fast reads a TCP header at t for parse_fast: 0 when the
+ * segment needs the full parse (bad flags, a SYN's options). */
+static __always_inline int parse_tcp_fast(const __u8 *t, struct pktinfo *p)
+{
+	__u8 f = t[13], doff = t[12] >> 4;
+
+	if (doff < 5 || ((f & 0x02) && doff > 5))
+		return 0;
+	if ((f & 0x20) && t[18] == 0 && t[19] == 0)
+		return 0;
+	if ((f & (0x02 | 0x01)) && (f & 0x04) && !(f & 0x10))
+		return 0;
+	if ((f & 0x02) && (f & (0x20 | 0x08)))
+		return 0;
+	if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+		return 0;
+	p->sport = (t[0] << 8) | t[1];
+	p->dport = (t[2] << 8) | t[3];
+	p->seq = ((__u32)t[4] << 24) | ((__u32)t[5] << 16) | ((__u32)t[6] << 8) | t[7];
+	p->ack = ((__u32)t[8] << 24) | ((__u32)t[9] << 16) | ((__u32)t[10] << 8) | t[11];
+	p->doff = doff;
+	p->tcpflags = f;
+	p->win = (t[14] << 8) | t[15];
+	p->wscale = 0xff;
+	p->flags |= PF_TCPUDP | PF_PORTS;
+	return 1;
+}
+
+/* parse_fast is the parse of the common packet, straight from the
+ * packet's linear data with no helper calls: Ethernet, IPv4 without
+ * options and not a fragment, or IPv6 with the transport right after its
+ * header, then TCP (not a SYN with options, no bad flags) or UDP with a
+ * whole header. It fills p exactly as sl_parse would and returns the
+ * family, or 0 (p untouched) for anything else, which sl_parse then
+ * takes. */
+static __always_inline int parse_fast(struct __sk_buff *skb, struct pktinfo *p, __u32 l3off)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	const __u8 *h = data + 14, *l4;
+	__u32 plen, dlen;
+	__u8 proto;
+
+	if (l3off != 14)
+		return 0;
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (data + 14 + 20 + 8 > end)
+			return 0;
+		if (h[0] != 0x45 || (((h[6] << 8) | h[7]) & 0x3fff))
+			return 0;
+		plen = (h[2] << 8) | h[3];
+		proto = h[9];
+		l4 = h + 20;
+		dlen = plen - 20;
+		if (plen < 20 || !((proto == IPPROTO_TCP && dlen >= 20) || (proto == IPPROTO_UDP && dlen >= 8)))
+			return 0;
+		if (proto == IPPROTO_TCP) {
+			if (data + 14 + 20 + 20 > end || !parse_tcp_fast(l4, p))
+				return 0;
+		} else {
+			p->sport = (l4[0] << 8) | l4[1];
+			p->dport = (l4[2] << 8) | l4[3];
+			p->flags |= PF_TCPUDP | PF_PORTS;
+		}
+		p->family = 4;
+		p->tos = h[1];
+		p->plen = plen;
+		p->ipid = (h[4] << 8) | h[5];
+		p->ttl = h[8];
+		p->proto = p->l4proto = proto;
+		__builtin_memcpy(&p->src[0], &h[12], 4);
+		__builtin_memcpy(&p->dst[0], &h[16], 4);
+		if ((h[16] & 0xf0) == 0xe0)
+			p->flags |= PF_MCAST | PF_MBCAST;
+		p->dlen = dlen;
+		p->l4off = 14 + 20;
+		return 4;
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		if (data + 14 + 40 + 8 > end)
+			return 0;
+		dlen = (h[4] << 8) | h[5];
+		proto = h[6];
+		l4 = h + 40;
+		if (!((proto == IPPROTO_TCP && dlen >= 20) || (proto == IPPROTO_UDP && dlen >= 8)))
+			return 0;
+		if (proto == IPPROTO_TCP) {
+			if (data + 14 + 40 + 20 > end || !parse_tcp_fast(l4, p))
+				return 0;
+		} else {
+			p->sport = (l4[0] << 8) | l4[1];
+			p->dport = (l4[2] << 8) | l4[3];
+			p->flags |= PF_TCPUDP | PF_PORTS;
+		}
+		p->family = 6;
+		p->tos = ((h[0] & 0xf) << 4) | (h[1] >> 4);
+		p->plen = dlen + 40;
+		p->ttl = h[7];
+		p->proto = p->l4proto = proto;
+		__builtin_memcpy(p->src, &h[8], 16);
+		__builtin_memcpy(p->dst, &h[24], 16);
+		if (h[24] == 0xff)
+			p->flags |= PF_MCAST | PF_MBCAST;
+		p->dlen = dlen;
+		p->l4off = 14 + 40;
+		return 6;
+	}
+	return 0;
+}
+
+/* tcp_flags_ok is the flag part of parse_tcp_fast. */
+static __always_inline int tcp_clean(const __u8 *t)
+{
+	__u8 f = t[13], doff = t[12] >> 4;
+
+	if (doff < 5 || ((f & 0x02) && doff > 5))
+		return 0;
+	if ((f & 0x20) && t[18] == 0 && t[19] == 0)
+		return 0;
+	if ((f & (0x02 | 0x01)) && (f & 0x04) && !(f & 0x10))
+		return 0;
+	if ((f & 0x02) && (f & (0x20 | 0x08)))
+		return 0;
+	if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+		return 0;
+	return 1;
+}
+
+/* clean_family is parse_fast without its stores: the family of a packet
+ * parse_fast would take (and so no short, bad, fragment or option flag
+ * to count), else 0. An idle filter counts such packets and is done. */
+static __always_inline int clean_family(struct __sk_buff *skb, __u32 l3off)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	const __u8 *h = data + 14;
+	__u32 plen;
+	__u8 proto;
+
+	if (l3off != 14)
+		return 0;
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (data + 14 + 20 + 8 > end || h[0] != 0x45 || (((h[6] << 8) | h[7]) & 0x3fff))
+			return 0;
+		plen = (h[2] << 8) | h[3];
+		proto = h[9];
+		if (proto == IPPROTO_UDP)
+			return plen >= 28 ? 4 : 0;
+		if (proto != IPPROTO_TCP || plen < 40 || data + 14 + 20 + 20 > end)
+			return 0;
+		return tcp_clean(h + 20) ? 4 : 0;
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		if (data + 14 + 40 + 8 > end)
+			return 0;
+		plen = (h[4] << 8) | h[5];
+		proto = h[6];
+		if (proto == IPPROTO_UDP)
+			return plen >= 8 ? 6 : 0;
+		if (proto != IPPROTO_TCP || plen < 20 || data + 14 + 40 + 20 > end)
+			return 0;
+		return tcp_clean(h + 40) ? 6 : 0;
 	}
 	return 0;
 }

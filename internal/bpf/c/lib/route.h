@@ -32,14 +32,13 @@ static __always_inline long redirect_nh(__u32 ifindex, __u8 fam, const __u32 *nh
 GLOBAL int sl_route(struct __sk_buff *skb, __u32 slot, __u32 idx)
 {
 	struct work *w = get_work();
-	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
 	struct rule *r;
 	struct pktinfo *p;
 
 	if (!w || slot >= NSLOTS)
 		return -1;
 	p = &w->p;
-	r = bpf_map_lookup_elem(&rules, &key);
+	r = rule_at(slot, idx);
 	if (!r || !r->route)
 		return -1;
 	/* a packet routed from an outbound hook has been filtered as

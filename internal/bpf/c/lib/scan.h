@@ -19,14 +19,13 @@ int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now);
  * connection as well. */
 static __always_inline int quick_state(struct scan *s, struct pktinfo *p)
 {
-	__u32 pass = s->pass, key;
+	__u32 pass = s->pass;
 	struct rule *r;
 
 	if (!(pass & FR_KEEPSTATE) || (pass & FR_CMDMASK) == FR_AUTH ||
 	    (p->flags & PF_STATE) || s->rule == 0)
 		return 1;
-	key = s->base + ((s->rule - 1) & (MAX_RULES - 1));
-	r = bpf_map_lookup_elem(&rules, &key);
+	r = rule_at(s->slot, s->rule - 1);
 	if (!r || r->keep_limit)
 		return 1;
 	if (sl_state_create(s->slot, s->rule - 1, pass, s->now) <= 0)
@@ -114,14 +113,46 @@ static __always_inline long scan_apply(struct scan *s, struct pktinfo *p, const 
 	return 0;
 }
 
+/* scan_run decides the run that starts at rule pos (r): when the packet
+ * passes the tests its rules share, the runs table names the one rule of
+ * the run its address matches, if any, and that rule matches as the scan
+ * would have found it. The caller has moved the scan past the run. */
+static __always_inline long scan_run(struct scan *s, struct pktinfo *p, const struct rule *r, __u32 pos)
+{
+	__u32 slot = s->slot, *idx, src = r->run_field == M_SRC;
+	const __u32 *a = src ? p->src : p->dst, *m = src ? r->smask : r->dmask;
+	struct run_key k = {};
+	struct rule *mr;
+	void *tab;
+
+	if (!rule_match_but(r, p, slot, r->run_field))
+		return 0;
+	tab = bpf_map_lookup_elem(&runs, &slot);
+	if (!tab)
+		return 0;
+	k.head = pos;
+	k.addr[0] = a[0] & m[0];
+	k.addr[1] = a[1] & m[1];
+	k.addr[2] = a[2] & m[2];
+	k.addr[3] = a[3] & m[3];
+	idx = bpf_map_lookup_elem(tab, &k);
+	if (!idx)
+		return 0;
+	pos = *idx & (RULE_CAP - 1);
+	mr = rule_at(slot, pos);
+	if (!mr)
+		return 0;
+	rule_count(mr, p->plen);
+	return scan_apply(s, p, mr, pos);
+}
+
 static long scan_step(__u32 i, void *ctx)
 {
 	struct work *w = get_work();
 	struct pktinfo *p;
 	struct scan *s;
-	struct counter *c;
 	struct rule *r;
-	__u32 pos, key;
+	__u32 pos;
 
 	if (!w)
 		return 1;
@@ -151,16 +182,11 @@ static long scan_step(__u32 i, void *ctx)
 			s->rule = s->stack_rule[d];
 			if (!gr)
 				return 0;
-			pos = (gr - 1) & (MAX_RULES - 1);
-			key = s->base + pos;
-			r = bpf_map_lookup_elem(&rules, &key);
+			pos = (gr - 1) & (RULE_CAP - 1);
+			r = rule_at(s->slot, pos);
 			if (!r)
 				return 1;
-			c = bpf_map_lookup_elem(&counters, &key);
-			if (c) {
-				c->pkts++;
-				c->bytes += p->plen;
-			}
+			rule_count(r, p->plen);
 			return scan_apply(s, p, r, pos);
 		}
 		if (s->pass & FR_QUICK) {
@@ -171,7 +197,7 @@ static long scan_step(__u32 i, void *ctx)
 		return 0;
 	}
 	pos = s->pos;
-	if (pos >= MAX_RULES)
+	if (pos >= RULE_CAP)
 		return 1;
 	if (s->use_index && s->skip == 0) {
 		__u32 blk = pos >> BLOCK_SHIFT;
@@ -196,14 +222,16 @@ static long scan_step(__u32 i, void *ctx)
 		s->skip--;
 		return 0;
 	}
-	key = s->base + pos;
-	r = bpf_map_lookup_elem(&rules, &key);
+	r = rule_at(s->slot, pos);
 	if (!r)
 		return 1;
+	if (r->run_len > 1) {
+		s->pos = pos + r->run_len;
+		return scan_run(s, p, r, pos);
+	}
 	if (!rule_match(r, p, s->slot))
 		return 0;
 
-	c = bpf_map_lookup_elem(&counters, &key);
 	if (r->action & FR_CALLNOW) {
 		/* call now: scan the group the group-map names; no entry,
 		 * no group or nothing matching there and the rule is passed
@@ -212,8 +240,7 @@ static long scan_step(__u32 i, void *ctx)
 		struct list *l;
 		__u32 lk, d;
 
-		if (c)
-			c->pkts++;
+		__sync_fetch_and_add(&r->hits, 1);
 		if (!g || s->depth >= MAX_DEPTH)
 			return 0;
 		lk = s->lbase + g;
@@ -237,10 +264,7 @@ static long scan_step(__u32 i, void *ctx)
 		s->end = l->start + l->count;
 		return 0;
 	}
-	if (c) {
-		c->pkts++;
-		c->bytes += p->plen;
-	}
+	rule_count(r, p->plen);
 	return scan_apply(s, p, r, pos);
 }
 
@@ -276,13 +300,11 @@ static __always_inline struct blocks *index_addr(void *map, __u32 slot, struct p
 	return bpf_map_lookup_elem(map, &lk);
 }
 
-static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 slot)
+static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 slot, __u64 on)
 {
 	struct blocks *a, *b, *c, *d;
-	__u64 on;
 
 	s->use_index = 0;
-	on = cfg(CFG_INDEX0 + slot);
 	if (!(on & IDX_ON))
 		return;
 	a = index_addr(&idx_dst, slot, p, p->dst);
@@ -309,12 +331,66 @@ static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 
 }
 
 /* scan_list runs the scan over one list and returns the pass flags. */
+/* sl_hot_apply is a hot-list rule that passed the prefilter: the rest of
+ * its tests when it has more, its counters, and what its match does
+ * (scan_apply). It returns 1 when the scan ends there (quick). */
+GLOBAL int sl_hot_apply(__u32 slot, __u32 pos, __u32 flags)
+{
+	struct work *w = get_work();
+	struct rule *r;
+
+	if (!w)
+		return 1;
+	slot %= NSLOTS;
+	pos &= RULE_CAP - 1;
+	r = rule_at(slot, pos);
+	if (!r)
+		return 1;
+	if (flags & HOT_RUN)
+		return scan_run(&w->s, &w->p, r, pos) != 0;
+	if ((flags & HOT_FULL) && !rule_match(r, &w->p, slot))
+		return 0;
+	rule_count(r, w->p.plen);
+	return scan_apply(&w->s, &w->p, r, pos) != 0;
+}
+
+/* scan_hot scans a short main list without groups or calls from its
+ * compact form: one lookup for the list, a few instructions to pass over
+ * each rule the packet's family and protocol rule out. */
+static __always_inline void scan_hot(struct scan *s, const struct pktinfo *p, const struct hotlist *hl)
+{
+	for (int i = 0; i < HOT_MAX; i++) {
+		const struct hot *h;
+
+		if (i >= hl->n)
+			break;
+		if (s->skip) {
+			s->skip--;
+			continue;
+		}
+		h = &hl->r[i];
+		if (h->family && h->family != p->family)
+			continue;
+		if (h->kind == HOT_PROTO) {
+			if (h->proto != p->proto)
+				continue;
+		} else if (h->kind == HOT_TCPUDP) {
+			if (!(p->flags & PF_TCPUDP))
+				continue;
+		} else if (h->kind == HOT_NEVER) {
+			continue;
+		}
+		if (sl_hot_apply(s->slot, h->pos, h->flags))
+			break;
+	}
+	s->done = 1;
+}
+
 static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, __u32 pass)
 {
 	struct list *l;
 	__u32 lk = slot * MAX_LISTS + list;
 
-	s->base = slot * MAX_RULES;
 	s->lbase = slot * MAX_LISTS;
 	s->slot = slot;
 	s->pass = pass;
@@ -330,6 +406,16 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 	s->end = l->start + l->count;
 	s->done = 0;
 	s->cut = 0;
+	if (list < LIST_GROUP0) {
+		__u32 hk = slot * LIST_GROUP0 + list;
+		struct hotlist *hl = bpf_map_lookup_elem(&hotlists, &hk);
+		struct work *w = get_work();
+
+		if (hl && hl->ok && w) {
+			scan_hot(s, &w->p, hl);
+			return s->pass;
+		}
+	}
 	bpf_loop(SCAN_BUDGET, scan_step, NULL, 0);
 	if (!s->done) {
 		/* cannot happen for a set the loader checked (CompileSet
@@ -356,13 +442,12 @@ GLOBAL int sl_scan(__u32 slot, __u32 list, __u32 pass)
 GLOBAL int sl_call(__u32 slot, __u32 idx, __u32 pass)
 {
 	struct work *w = get_work();
-	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
 	struct rule *r;
 	__u32 g;
 
 	if (!w)
 		return 0;
-	r = bpf_map_lookup_elem(&rules, &key);
+	r = rule_at(slot, idx);
 	if (!r)
 		return 0;
 	g = call_group(r, &w->p, slot);

@@ -67,8 +67,8 @@ static __always_inline __u64 tcp_timeout(__u8 st)
  * holds the rules of the generation that made it. */
 static __always_inline void state_release(__u32 slot, __u32 rule, __u32 gen)
 {
-	__u32 key = (slot % NSLOTS) * MAX_RULES + (rule & (MAX_RULES - 1)), zero = 0;
-	__u32 *n = bpf_map_lookup_elem(&rule_states, &key);
+	__u32 zero = 0;
+	__u32 *n = slot_elem(&rule_states, slot % NSLOTS, rule);
 	__s64 *cnt = bpf_map_lookup_elem(&state_count, &zero);
 
 	if (n && *n > 0 && gen == cfg(CFG_GEN0 + (slot % NSLOTS)))
@@ -81,13 +81,25 @@ static __always_inline void state_release(__u32 slot, __u32 rule, __u32 gen)
  * call is the one that removed it (another CPU, the sweeper or ipf -FS may
  * race for it), releases it: every removal goes through here, so
  * state_count always equals the number of entries. */
+static __always_inline void wild_add(__s64 n)
+{
+	__u32 one = 1;
+	__s64 *w = bpf_map_lookup_elem(&state_count, &one);
+
+	if (w)
+		__sync_fetch_and_add(w, n);
+}
+
 static __always_inline int state_unlink(struct state_key *k, struct state_entry *e)
 {
 	__u32 slot = e->slot, rule = e->rule, gen = e->gen;
+	int wild = k->wild;
 
 	if (bpf_map_delete_elem(&states, k) != 0)
 		return 0;
 	state_release(slot, rule, gen);
+	if (wild)
+		wild_add(-1);
 	return 1;
 }
 
@@ -342,6 +354,13 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		}
 	}
 	if (!e) {
+		__u32 one = 1;
+		__s64 *nw = bpf_map_lookup_elem(&state_count, &one);
+
+		/* wildcard-destination entries (multicast, broadcast) are
+		 * rare: no lookups when there are none */
+		if (!nw || *nw <= 0)
+			return NULL;
 		wild = 1;
 		rev = 0;
 		make_key(&k, p, 0);
@@ -386,8 +405,7 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 			if (state_opt(p) != (rev ? 0 : e->opt))
 				return NULL;
 		} else if (!rev && (e->flags & SF_OPTMASK)) {
-			__u32 rk = e->slot * MAX_RULES + (e->rule & (MAX_RULES - 1));
-			struct rule *cr = bpf_map_lookup_elem(&rules, &rk);
+			struct rule *cr = rule_at(e->slot, e->rule);
 
 			if (!cr || (state_opt(p) & cr->opt_mask) != e->opt)
 				return NULL;
@@ -437,6 +455,7 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		 * CPU did (and released it), this packet still had its match */
 		if (bpf_map_delete_elem(&states, &k) != 0)
 			return scratch;
+		wild_add(-1);
 		k.wild = 0;
 		__builtin_memcpy(k.dst, rev ? p->src : p->dst, 16);
 		if (bpf_map_update_elem(&states, &k, scratch, BPF_NOEXIST) < 0)
@@ -453,7 +472,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 					struct state_entry *ep)
 {
 	struct state_key k;
-	__u32 key = slot * MAX_RULES + idx, zero = 0;
+	__u32 zero = 0;
 	__u32 *n;
 	__s64 *cnt;
 	__u64 smax = cfg(CFG_STATEMAX);
@@ -476,7 +495,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		if (t != 128 && t != 130 && t != 133 && t != 135 && t != 139)
 			return 0;
 	}
-	n = bpf_map_lookup_elem(&rule_states, &key);
+	n = slot_elem(&rule_states, slot, idx);
 	cnt = bpf_map_lookup_elem(&state_count, &zero);
 	if (!n || !cnt)
 		return 0;
@@ -564,13 +583,16 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			     ((old->flx[0] ^ ep->flx[0]) & ~PF_OOW) == 0 && ((old->flx[1] ^ ep->flx[1]) & ~PF_OOW) == 0 &&
 			     ((old->flx[2] ^ ep->flx[2]) & ~PF_OOW) == 0 && ((old->flx[3] ^ ep->flx[3]) & ~PF_OOW) == 0))
 			return 0;
-		/* the old entry's counts go with it (state_unlink's release) */
-		state_release(old->slot, old->rule, old->gen);
-		if (bpf_map_update_elem(&states, &k, ep, BPF_ANY) < 0)
+		/* the old entry and its counts go (another CPU or the sweeper
+		 * may have removed it first: released once either way) */
+		state_unlink(&k, old);
+		if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0)
 			return 0;
 	}
 	__sync_fetch_and_add(n, 1);
 	__sync_fetch_and_add(cnt, 1);
+	if (k.wild)
+		wild_add(1);
 	/* a fragment that made state: the rest of its datagram follows */
 	if (p->flags & PF_FRAG)
 		sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
@@ -680,15 +702,14 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 {
 	struct work *w = get_work();
-	__u32 key = slot * MAX_RULES + (idx & (MAX_RULES - 1));
 	struct rule *r;
 
 	if (!w || slot >= NSLOTS)
 		return 0;
-	r = bpf_map_lookup_elem(&rules, &key);
+	r = rule_at(slot, idx);
 	if (!r)
 		return 0;
-	return state_create(&w->p, slot, idx & (MAX_RULES - 1), r, pass, now, &w->e);
+	return state_create(&w->p, slot, idx & (RULE_CAP - 1), r, pass, now, &w->e);
 }
 
 #endif

@@ -1,0 +1,251 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// RuleCap is the most rules a set may hold (RULE_CAP): each slot's
+// per-rule maps are made to the size of the sets loaded into it, so a set
+// costs memory in proportion to its rules (see docs/kernel-memory.md).
+const RuleCap = MaxRules
+
+// slotMaps are the per-rule maps of one slot: the inner maps of the
+// outer arrays rules (which hold each rule's counters too), pps and
+// rule_states.
+type slotMaps struct {
+	rules, pps, states *ebpf.Map
+}
+
+func (sm *slotMaps) close() {
+	for _, m := range []*ebpf.Map{sm.rules, sm.pps, sm.states} {
+		if m != nil {
+			m.Close()
+		}
+	}
+}
+
+// capacity is how many rules the maps hold.
+func (sm *slotMaps) capacity() int { return int(sm.rules.MaxEntries()) }
+
+// innerSpec is an inner array of n elements of value size vs
+// (BPF_F_INNER_MAP: its size may differ from the outer map's template).
+func innerSpec(name string, vs uint32, n int) *ebpf.MapSpec {
+	return &ebpf.MapSpec{Name: name, Type: ebpf.Array, KeySize: 4, ValueSize: vs, MaxEntries: uint32(max(n, 1)),
+		Flags: unix.BPF_F_INNER_MAP}
+}
+
+// newSlotMaps makes the maps of a slot for sets of up to n rules.
+func newSlotMaps(n int) (*slotMaps, error) {
+	sm := &slotMaps{}
+	var err error
+	for _, x := range []struct {
+		m  **ebpf.Map
+		sp *ebpf.MapSpec
+	}{
+		{&sm.rules, innerSpec("sl_rules", uint32(binary.Size(filterRule{})), n)},
+		{&sm.pps, innerSpec("sl_pps", uint32(binary.Size(filterPpsWindow{})), n)},
+		{&sm.states, innerSpec("sl_states", 4, n)},
+	} {
+		if *x.m, err = ebpf.NewMap(x.sp); err != nil {
+			sm.close()
+			return nil, fmt.Errorf("making a map for %d rules: %w", n, err)
+		}
+	}
+	return sm, nil
+}
+
+// prepareSlot returns maps for a set of n rules in slot: the slot's own
+// when they are large enough and not far too large (rewriting maps in
+// place spares the kernel's wait for running programs that replacing
+// them in the outer maps costs), else new ones put in the slot. Rate
+// windows and state counts of rules 0..n-1 are zero (the rules bring
+// their own zero counters).
+func (d *Datapath) prepareSlot(slot uint32, n int) (*slotMaps, error) {
+	sm, err := d.slotMaps(slot)
+	if err != nil && !errors.Is(err, errNoSlotMaps) {
+		return nil, err
+	}
+	if sm != nil && (sm.capacity() < n || sm.capacity() > 4*n+4096) {
+		sm.close()
+		sm = nil
+	}
+	if sm == nil {
+		// a little room so that sets growing a few rules at a time do
+		// not make new maps each time
+		if sm, err = newSlotMaps(n + n/8 + 64); err != nil {
+			return nil, err
+		}
+		if err := d.putSlotMaps(slot, sm); err != nil {
+			sm.close()
+			return nil, err
+		}
+	}
+	if n > 0 {
+		keys := make([]uint32, n)
+		for i := range keys {
+			keys[i] = uint32(i)
+		}
+		if _, err := sm.pps.BatchUpdate(keys, make([]filterPpsWindow, n), nil); err != nil {
+			sm.close()
+			return nil, fmt.Errorf("zeroing rate windows: %w", err)
+		}
+		if _, err := sm.states.BatchUpdate(keys, make([]uint32, n), nil); err != nil {
+			sm.close()
+			return nil, fmt.Errorf("zeroing state counts: %w", err)
+		}
+	}
+	return sm, nil
+}
+
+// putSlotMaps puts sm in slot; the maps it replaces go when the last
+// program run that holds them ends.
+func (d *Datapath) putSlotMaps(slot uint32, sm *slotMaps) error {
+	for _, x := range []struct {
+		outer, inner *ebpf.Map
+	}{
+		{d.objs.Rules, sm.rules}, {d.objs.Pps, sm.pps}, {d.objs.RuleStates, sm.states},
+	} {
+		if err := x.outer.Put(slot, x.inner); err != nil {
+			return fmt.Errorf("putting the rule maps in slot %d: %w", slot, err)
+		}
+	}
+	return nil
+}
+
+// slotMaps opens the maps in slot; a slot no set was ever loaded into has
+// none (errNoSlotMaps).
+func (d *Datapath) slotMaps(slot uint32) (*slotMaps, error) {
+	sm := &slotMaps{}
+	for _, x := range []struct {
+		m     **ebpf.Map
+		outer *ebpf.Map
+	}{
+		{&sm.rules, d.objs.Rules}, {&sm.pps, d.objs.Pps}, {&sm.states, d.objs.RuleStates},
+	} {
+		var id ebpf.MapID
+		if err := x.outer.Lookup(slot, &id); err != nil {
+			sm.close()
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				return nil, errNoSlotMaps
+			}
+			return nil, fmt.Errorf("reading slot %d: %w", slot, err)
+		}
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			sm.close()
+			return nil, fmt.Errorf("opening slot %d's maps: %w", slot, err)
+		}
+		*x.m = m
+	}
+	return sm, nil
+}
+
+var errNoSlotMaps = errors.New("no rules were loaded into the slot")
+
+// textBlob packs the rule texts, each after its 16-bit length, into
+// chunks.
+func textBlob(texts []string) []filterTextChunk {
+	var b []byte
+	for _, t := range texts {
+		if len(t) > 0xffff {
+			t = t[:0xffff]
+		}
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(t)))
+		b = append(b, t...)
+	}
+	chunks := make([]filterTextChunk, (len(b)+textChunk-1)/textChunk)
+	for i := range chunks {
+		copy(chunks[i].B[:], b[i*textChunk:])
+	}
+	return chunks
+}
+
+// writeTexts replaces slot's rule texts.
+func (d *Datapath) writeTexts(slot uint32, texts []string) error {
+	chunks := textBlob(texts)
+	if len(chunks) > 0 {
+		keys := make([]filterTextKey, len(chunks))
+		for i := range keys {
+			keys[i] = filterTextKey{Slot: slot, Chunk: uint32(i)}
+		}
+		if _, err := d.objs.RuleTexts.BatchUpdate(keys, chunks, nil); err != nil {
+			return fmt.Errorf("writing rule texts: %w", err)
+		}
+	}
+	// the chunks of a longer set before
+	for i := uint32(len(chunks)); ; i++ {
+		err := d.objs.RuleTexts.Delete(filterTextKey{Slot: slot, Chunk: i})
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("clearing rule texts: %w", err)
+		}
+	}
+}
+
+// readTexts unpacks slot's n texts.
+func (d *Datapath) readTexts(slot uint32, n int) ([]string, error) {
+	out := make([]string, n)
+	var b []byte
+	var ch filterTextChunk
+	for i := uint32(0); ; i++ {
+		err := d.objs.RuleTexts.Lookup(filterTextKey{Slot: slot, Chunk: i}, &ch)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading rule texts: %w", err)
+		}
+		b = append(b, ch.B[:]...)
+	}
+	for i := range out {
+		if len(b) < 2 {
+			break
+		}
+		l := int(binary.LittleEndian.Uint16(b))
+		b = b[2:]
+		if l > len(b) {
+			l = len(b)
+		}
+		out[i] = string(b[:l])
+		b = b[l:]
+	}
+	return out, nil
+}
+
+// writeRuns puts the image's runs table in slot: a hash made to its size,
+// or none when it has no runs (a slot whose set had runs gets an empty
+// one, so no stale entry stays).
+func (d *Datapath) writeRuns(slot uint32, im *Image) error {
+	var id ebpf.MapID
+	had := d.objs.Runs.Lookup(slot, &id) == nil
+	if len(im.runs) == 0 && !had {
+		return nil
+	}
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "sl_runs", Type: ebpf.Hash, KeySize: uint32(binary.Size(filterRunKey{})),
+		ValueSize: 4, MaxEntries: uint32(max(len(im.runs), 1))})
+	if err != nil {
+		return fmt.Errorf("making the runs table of %d rules: %w", len(im.runs), err)
+	}
+	defer m.Close()
+	if len(im.runs) > 0 {
+		keys := make([]filterRunKey, len(im.runs))
+		vals := make([]uint32, len(im.runs))
+		for i, r := range im.runs {
+			keys[i], vals[i] = filterRunKey{Head: r.head, Addr: r.addr}, r.idx
+		}
+		if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("writing the runs table: %w", err)
+		}
+	}
+	if err := d.objs.Runs.Put(slot, m); err != nil {
+		return fmt.Errorf("putting the runs table in slot %d: %w", slot, err)
+	}
+	return nil
+}
