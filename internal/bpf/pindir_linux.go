@@ -149,9 +149,16 @@ func processAlive(pid int) bool {
 // (left by another build) go too. A process killed half way leaves the
 // mark or the renamed directory, and FinishInterrupted (every later load,
 // removal and change under ipfctl's lock) finishes the removal.
-func RemovePinned(dir string) error {
+func RemovePinned(dir string) error { return removePinned(dir, nil) }
+
+// removePinned is RemovePinned; step, when set, is called after each step
+// (tests: a process killed there).
+func removePinned(dir string, step func(string)) error {
 	if dir == "" {
 		dir = DefaultPinDir
+	}
+	if step == nil {
+		step = func(string) {}
 	}
 	if err := clearLeftovers(dir); err != nil {
 		return err
@@ -162,6 +169,7 @@ func RemovePinned(dir string) error {
 		}
 		return fmt.Errorf("removing %s: %w", dir, err)
 	}
+	step("marked")
 	// off: the programs still attached until they are detached below
 	// pass every packet untouched (pins of another build, which do not
 	// open as this one's datapath, are only taken apart)
@@ -172,6 +180,7 @@ func RemovePinned(dir string) error {
 			return fmt.Errorf("switching the filter off: %w", err)
 		}
 	}
+	step("off")
 	trash := removingDir(dir)
 	if err := unix.Rename(dir, trash); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -179,6 +188,7 @@ func RemovePinned(dir string) error {
 		}
 		return fmt.Errorf("removing %s: %w", dir, err)
 	}
+	step("renamed")
 	return clearPinDir(trash, true)
 }
 

@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netns"
 
 	"sluice/internal/rules/ipf"
 	"sluice/internal/testutil/bpffs"
@@ -233,5 +235,76 @@ func TestPrivilegedInterruptedLoadAndRemove(t *testing.T) {
 	}
 	if got, want := entries(t, mnt), []string{filepath.Base(live)}; !slices.Equal(got, want) {
 		t.Errorf("bpffs after RemovePinned: %v, want %v", got, want)
+	}
+}
+
+// TestPrivilegedKilledRemoval stops RemovePinned after each of its steps,
+// as a SIGKILL there would (runtime.Goexit: the deferred calls only close
+// descriptors), on a datapath that blocks TCP port 8081: from the moment
+// the filter is switched off every packet passes, a reader finds the
+// whole datapath or none, and FinishInterrupted (what the next command
+// runs) takes the rest apart.
+func TestPrivilegedKilledRemoval(t *testing.T) {
+	tp := newTopo(t)
+	listenTCP(t, tp.b, "10.99.0.2:8081")
+	for _, at := range []string{"marked", "off", "renamed"} {
+		var (
+			d   *Datapath
+			err error
+		)
+		inNS(t, tp.b, func() {
+			if d, err = Load(Options{PinDir: tp.pinDir}); err == nil {
+				err = d.Attach([]string{tp.ifB})
+			}
+		})
+		if err != nil {
+			t.Fatalf("load/attach: %+v", err)
+		}
+		var im *Image
+		inNS(t, tp.b, func() { im = compileText(t, "block in quick proto tcp from any to any port = 8081\n") })
+		if err := d.LoadRules(im, Active); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+		if tcpWorks(t, tp.a, "10.99.0.2:8081") {
+			t.Fatalf("%s: port 8081 not blocked before the removal", at)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread() // never unlocked: the thread is discarded
+			if netns.Set(tp.b) != nil {
+				return
+			}
+			removePinned(tp.pinDir, func(s string) {
+				if s == at {
+					runtime.Goexit()
+				}
+			})
+		}()
+		<-done
+		r, err := OpenPinned(tp.pinDir)
+		switch {
+		case err == nil:
+			if at != "marked" && r.Enabled() {
+				t.Errorf("killed after %q: the datapath is loaded and on", at)
+			}
+			r.Close()
+		case !errors.Is(err, ErrNotLoaded):
+			t.Errorf("killed after %q: OpenPinned: %v", at, err)
+		}
+		if at != "marked" && !tcpWorks(t, tp.a, "10.99.0.2:8081") {
+			t.Errorf("killed after %q: port 8081 still blocked", at)
+		}
+		inNS(t, tp.b, func() { err = FinishInterrupted(tp.pinDir) })
+		if err != nil {
+			t.Fatalf("killed after %q: FinishInterrupted: %v", at, err)
+		}
+		if got := entries(t, filepath.Dir(tp.pinDir)); len(got) != 0 {
+			t.Errorf("killed after %q, then finished: bpffs holds %v", at, got)
+		}
+		if !tcpWorks(t, tp.a, "10.99.0.2:8081") {
+			t.Errorf("killed after %q, then finished: port 8081 blocked", at)
+		}
 	}
 }
