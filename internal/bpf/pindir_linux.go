@@ -25,8 +25,9 @@ import (
 //   - RemovePinned marks the directory (a "removing" directory inside
 //     it: the removal is decided), switches the filter off (one map
 //     write: from then on every packet passes untouched, as with no
-//     filter), renames the directory out of the way (<dir>-removing: no
-//     datapath for any process), then detaches and deletes what it holds.
+//     filter), detaches it, renames the directory out of the way
+//     (<dir>-removing: no datapath for any process), then deletes what
+//     it holds.
 //   - A process killed half way leaves only those side directories, which
 //     FinishInterrupted clears (Load and RemovePinned call it; so do the
 //     commands that change the datapath, under their lock).
@@ -181,6 +182,12 @@ func removePinned(dir string, step func(string)) error {
 		}
 	}
 	step("off")
+	// detached before the directory goes, so that no pin directory
+	// means nothing attached
+	if err := detachPinned(dir, true); err != nil {
+		return fmt.Errorf("removing %s: %w", dir, err)
+	}
+	step("detached")
 	trash := removingDir(dir)
 	if err := unix.Rename(dir, trash); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -197,6 +204,32 @@ func removePinned(dir string, step func(string)) error {
 // filters are not pinned: with clsact, when dir holds no TCX link, they
 // are found by name and removed too.
 func clearPinDir(dir string, clsact bool) error {
+	if err := detachPinned(dir, clsact); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// detachPinned detaches the links pinned in dir and removes their pins;
+// with clsact, when dir holds no TCX link, it removes the clsact
+// fallback's filters (found by name) too.
+func detachPinned(dir string, clsact bool) error {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -207,17 +240,18 @@ func clearPinDir(dir string, clsact bool) error {
 	var errs []error
 	hadLinks := false
 	for _, e := range ents {
+		if _, _, ok := linkPin(e.Name()); !ok {
+			continue
+		}
+		hadLinks = true
 		p := filepath.Join(dir, e.Name())
-		if _, _, ok := linkPin(e.Name()); ok {
-			hadLinks = true
-			if l, err := link.LoadPinnedLink(p, nil); err == nil {
-				// detach now: dropping the pin alone releases the link
-				// later, from a workqueue
-				if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
-					errs = append(errs, fmt.Errorf("detaching %s: %w", p, err))
-				}
-				l.Close()
+		if l, err := link.LoadPinnedLink(p, nil); err == nil {
+			// detach now: dropping the pin alone releases the link
+			// later, from a workqueue
+			if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+				errs = append(errs, fmt.Errorf("detaching %s: %w", p, err))
 			}
+			l.Close()
 		}
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -228,9 +262,6 @@ func clearPinDir(dir string, clsact bool) error {
 		if err := detachClsact(); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

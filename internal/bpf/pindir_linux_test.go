@@ -247,7 +247,7 @@ func TestPrivilegedInterruptedLoadAndRemove(t *testing.T) {
 func TestPrivilegedKilledRemoval(t *testing.T) {
 	tp := newTopo(t)
 	listenTCP(t, tp.b, "10.99.0.2:8081")
-	for _, at := range []string{"marked", "off", "renamed"} {
+	for _, at := range []string{"marked", "off", "detached", "renamed"} {
 		var (
 			d   *Datapath
 			err error
