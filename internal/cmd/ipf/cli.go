@@ -461,10 +461,10 @@ func (c *Command) predefined() map[string]string {
 	return vars
 }
 
-// maxFileSize bounds a rule file: 16 384 rules of the longest text the
-// datapath keeps fit many times over; beyond this a file is a mistake
-// (or an attack) and reading it would only exhaust memory.
-const maxFileSize = 64 << 20
+// maxFileSize bounds a rule file: the datapath's 4 194 304 rules
+// (bpf.MaxRules) of a blocklist's length fit; beyond this a file is a
+// mistake (or an attack) and reading it would only exhaust memory.
+const maxFileSize = 256 << 20
 
 func (c *Command) readFile(name string) ([]byte, error) {
 	if name == "-" {
