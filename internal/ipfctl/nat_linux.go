@@ -143,11 +143,7 @@ func (n *NAT) sync(d *natbpf.Datapath, names []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := d.Stats()
-	if err != nil {
-		return err
-	}
-	if len(rules) == 0 && st.Active == 0 {
+	if len(rules) == 0 && d.Active() == 0 {
 		return d.Detach()
 	}
 	var present []string
@@ -242,11 +238,7 @@ func (n *NAT) detachIfIdle(d *natbpf.Datapath) error {
 	if err != nil {
 		return err
 	}
-	st, err := d.Stats()
-	if err != nil {
-		return err
-	}
-	if len(rules) == 0 && st.Active == 0 {
+	if len(rules) == 0 && d.Active() == 0 {
 		return d.Detach()
 	}
 	return nil

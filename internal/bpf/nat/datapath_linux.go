@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
 	gonat "sluice/internal/nat"
@@ -31,6 +32,9 @@ type Options struct {
 	NoPin bool
 	// ForceTC attaches with tc clsact filters as on kernels without TCX.
 	ForceTC bool
+	// stage stops the fast path early (benchmarks) or turns it off
+	// (tests); 0 in normal use.
+	stage uint32
 }
 
 // Datapath is the NAT datapath: its maps, and its programs when it was
@@ -54,6 +58,11 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("loading the NAT program spec: %w", err)
 	}
 	d := &Datapath{dir: opts.PinDir, forceTC: opts.ForceTC}
+	if opts.stage != 0 {
+		if err := setStage(spec, opts.stage); err != nil {
+			return nil, err
+		}
+	}
 	var copts ebpf.CollectionOptions
 	created := false
 	if !opts.NoPin {
@@ -102,6 +111,29 @@ func Load(opts Options) (*Datapath, error) {
 		}
 	}
 	return d, nil
+}
+
+// stageMagic is the immediate of c/nat.c's bench_at markers.
+const stageMagic = 0x5a7e0000
+
+// setStage rewrites the bench_at markers of the programs so that the fast
+// path stops at stage (st* of layout.go).
+func setStage(spec *ebpf.CollectionSpec, stage uint32) error {
+	n := 0
+	for _, ps := range spec.Programs {
+		for i := range ps.Instructions {
+			ins := &ps.Instructions[i]
+			if ins.OpCode.Class().IsALU() && ins.OpCode.ALUOp() == asm.Mov && ins.OpCode.Source() == asm.ImmSource &&
+				ins.Constant == stageMagic {
+				ins.Constant = stageMagic + int64(stage)
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return errors.New("setting the NAT fast path stage: no stage markers in the programs")
+	}
+	return nil
 }
 
 // verifierError prints the verifier's whole log under %+v.
@@ -154,7 +186,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 	o := &d.objs.natMaps
 	assign := map[string]**ebpf.Map{
 		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
-		"config": &o.Config, "stats": &o.Stats, "sessions": &o.Sessions, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
+		"config": &o.Config, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
 		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea,
 	}
 	for name, m := range opened {
@@ -528,6 +560,15 @@ type Session struct {
 	Age                            [2]uint32
 }
 
+// fastKey is the fast path's key of entry key k (c/nat.c fkey_of); the
+// zero key, which no entry has, when k can have no fast twin.
+func fastKey(k natNatKey) natNatFkey {
+	if k.Family != 4 || k.Dir > dirOut || (k.Proto != 6 && k.Proto != 17) {
+		return natNatFkey{}
+	}
+	return natNatFkey{Src: k.Src[0], Dst: k.Dst[0], Sport: k.Sport, Dport: k.Dport, Proto: k.Proto, Dir: k.Dir}
+}
+
 func addrOf(w [4]uint32, v6 bool) netip.Addr {
 	var b [16]byte
 	for i := range 4 {
@@ -563,9 +604,29 @@ func (d *Datapath) Sessions() ([]Session, error) {
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("reading NAT sessions: %w", err)
 	}
+	// the times and flags of entries with a fast twin are kept there,
+	// and what it translated
+	fast := map[natNatFkey]natNatFast{}
+	var fk natNatFkey
+	var fv natNatFast
+	fit := d.objs.Fast4.Iterate()
+	for fit.Next(&fk, &fv) {
+		fast[fk] = fv
+	}
+	if err := fit.Err(); err != nil {
+		return nil, fmt.Errorf("reading NAT sessions: %w", err)
+	}
+	live := func(k natNatKey, v *natNatSess) {
+		if f, ok := fast[fastKey(k)]; ok {
+			v.Pkts += f.Pkts
+			v.Bytes += f.Bytes
+			v.Tcpflags, v.Last = f.Tcpflags, f.Last
+		}
+	}
 	out := make([]Session, 0, len(fwd))
 	for _, h := range fwd {
 		v := h.val
+		live(h.key, &v)
 		v6 := v.Family == 6
 		s := Session{
 			Out: v.Sdir == dirOut, Type: v.Rtype, Proto: v.Proto, V6: v6,
@@ -577,6 +638,7 @@ func (d *Datapath) Sessions() ([]Session, error) {
 		}
 		s.Pkts[0], s.Bytes[0], s.TCPFlags[0], s.Last[0] = v.Pkts, v.Bytes, v.Tcpflags, time.Duration(v.Last)
 		if r, ok := rev[v.Peer]; ok {
+			live(v.Peer, &r)
 			s.Pkts[1], s.Bytes[1], s.TCPFlags[1], s.Last[1] = r.Pkts, r.Bytes, r.Tcpflags, time.Duration(r.Last)
 		}
 		out = append(out, s)
@@ -668,11 +730,15 @@ type Stats struct {
 	TableMax                                           uint64
 }
 
-// SideStats are the counters of one direction.
+// SideStats are the counters of one direction. Fast counts the packets
+// of Translated that the IPv4 fast path did.
 type SideStats struct {
 	Translated, Ignored, BadNAT, Added, Miss, TableMax, Exists, ICMP, Frag,
-	ProxyFail, InsertFail, Wrap, IfAddr uint64
+	ProxyFail, InsertFail, Wrap, IfAddr, Fast uint64
 }
+
+// Active returns the number of live sessions.
+func (d *Datapath) Active() uint64 { return d.cfg(cfgCount) }
 
 // Stats reads the counters.
 func (d *Datapath) Stats() (Stats, error) {
@@ -692,13 +758,28 @@ func (d *Datapath) Stats() (Stats, error) {
 		base := uint32(side * nsSide)
 		ss := &st.Side[side]
 		for i, p := range []*uint64{&ss.Translated, &ss.Ignored, &ss.BadNAT, &ss.Added, &ss.Miss, &ss.TableMax,
-			&ss.Exists, &ss.ICMP, &ss.Frag, &ss.ProxyFail, &ss.InsertFail, &ss.Wrap, &ss.IfAddr} {
+			&ss.Exists, &ss.ICMP, &ss.Frag, &ss.ProxyFail, &ss.InsertFail, &ss.Wrap, &ss.IfAddr, &ss.Fast} {
 			v, err := get(base + uint32(i))
 			if err != nil {
 				return st, err
 			}
 			*p = v
 		}
+	}
+	// what the fast path translated is counted by its entries (the
+	// fast path writes no counter of its own) and, for those gone, in
+	// nsFastGone (read into Fast above)
+	var fk natNatFkey
+	var fv natNatFast
+	it := d.objs.Fast4.Iterate()
+	for it.Next(&fk, &fv) {
+		st.Side[fk.Dir&1].Fast += fv.Pkts
+	}
+	if err := it.Err(); err != nil {
+		return st, fmt.Errorf("reading NAT statistics: %w", err)
+	}
+	for side := range 2 {
+		st.Side[side].Translated += st.Side[side].Fast
 	}
 	for i, p := range map[uint32]*uint64{nsExpired: &st.Expired, nsFlushed: &st.Flushed, nsHMNew: &st.HostmapNew,
 		nsHMAdd: &st.HostmapAdd, nsWildUsed: &st.WildUsed} {

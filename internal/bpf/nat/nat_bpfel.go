@@ -13,6 +13,35 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type natNatFast struct {
+	_        structs.HostLayout
+	Nsrc     uint32
+	Ndst     uint32
+	Nsport   uint16
+	Ndport   uint16
+	Ifindex  uint32
+	CsumL3   uint32
+	CsumL4a  uint32
+	CsumL4p  uint32
+	Flags    uint8
+	Tcpflags uint8
+	Pad      uint16
+	Last     uint64
+	Pkts     uint64
+	Bytes    uint64
+}
+
+type natNatFkey struct {
+	_     structs.HostLayout
+	Src   uint32
+	Dst   uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Dir   uint8
+	Pad   uint16
+}
+
 type natNatFragKey struct {
 	_      structs.HostLayout
 	Src    [4]uint32
@@ -306,6 +335,8 @@ type natWork struct {
 		Seq      uint64
 		Ndst     [4]uint32
 	}
+	Fk4 natNatFkey
+	Fb  natNatFast
 	Sb  [224]uint8
 	Sb2 [224]uint8
 	Sb3 [224]uint8
@@ -389,6 +420,7 @@ type natWork struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	natMapConfig        = "config"
+	natMapFast4         = "fast4"
 	natMapFrags         = "frags"
 	natMapFtps          = "ftps"
 	natMapHits          = "hits"
@@ -461,6 +493,7 @@ type natProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type natMapSpecs struct {
 	Config   *ebpf.MapSpec `ebpf:"config"`
+	Fast4    *ebpf.MapSpec `ebpf:"fast4"`
 	Frags    *ebpf.MapSpec `ebpf:"frags"`
 	Ftps     *ebpf.MapSpec `ebpf:"ftps"`
 	Hits     *ebpf.MapSpec `ebpf:"hits"`
@@ -503,6 +536,7 @@ func (o *natObjects) Close() error {
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natMaps struct {
 	Config   *ebpf.Map `ebpf:"config"`
+	Fast4    *ebpf.Map `ebpf:"fast4"`
 	Frags    *ebpf.Map `ebpf:"frags"`
 	Ftps     *ebpf.Map `ebpf:"ftps"`
 	Hits     *ebpf.Map `ebpf:"hits"`
@@ -521,6 +555,7 @@ type natMaps struct {
 func (m *natMaps) Close() error {
 	return _NatClose(
 		m.Config,
+		m.Fast4,
 		m.Frags,
 		m.Ftps,
 		m.Hits,
