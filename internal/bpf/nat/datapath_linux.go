@@ -113,8 +113,53 @@ func Load(opts Options) (*Datapath, error) {
 	return d, nil
 }
 
+// Stage is where a probe's fast path stops (see LoadProbe).
+type Stage uint32
+
+// Stages of the fast path a probe can stop after.
+const (
+	StageEntry  Stage = stEntry  // nothing done
+	StageParse  Stage = stParse  // headers read, key made
+	StageLookup Stage = stLookup // the fast entry looked up
+)
+
+// LoadProbe loads, on the maps of the datapath pinned in dir, copies of
+// the ingress and egress programs whose fast path stops after stage and
+// returns (nothing is pinned). They translate nothing: attached in front
+// of NAT's own programs they measure, with the kernel's run-time
+// statistics, what the stages up to stage cost on live traffic (and warm
+// the caches for the programs behind them). For measurements only.
+func LoadProbe(dir string, stage Stage) (ingress, egress *ebpf.Program, err error) {
+	if stage < StageEntry || stage > StageLookup {
+		return nil, nil, fmt.Errorf("probe stage %d: not one of %d..%d", stage, StageEntry, StageLookup)
+	}
+	spec, err := loadNat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := setStage(spec, uint32(stage)); err != nil {
+		return nil, nil, err
+	}
+	if dir == "" {
+		dir = DefaultPinDir
+	}
+	for name, m := range spec.Maps {
+		if !strings.HasPrefix(name, ".") {
+			m.Pinning = ebpf.PinByName
+		}
+	}
+	var objs natObjects
+	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
+		return nil, nil, fmt.Errorf("loading the NAT probe: %w", err)
+	}
+	in, out := objs.NatIngress, objs.NatEgress
+	objs.NatIngress, objs.NatEgress = nil, nil
+	objs.Close()
+	return in, out, nil
+}
+
 // stageMagic is the immediate of c/nat.c's bench_at markers.
-const stageMagic = 0x5a7e0000
+const stageMagic = 0x57a9e000
 
 // setStage rewrites the bench_at markers of the programs so that the fast
 // path stops at stage (st* of layout.go).

@@ -42,7 +42,9 @@ import (
 // only when SLUICE_NAT_COST is set, with the C netperf binaries
 // (NETPERF_C_BIN / NETSERVER_C_BIN, or ../shared/netperf-c/bin);
 // SLUICE_NAT_COST_SECS sets each test's length (10 s), SLUICE_NAT_COST_REPS
-// the repetitions (3):
+// the repetitions (3). SLUICE_NAT_COST_PROBE=1 adds configurations with
+// probes in front of NAT (probeOn), which break its time down by stage;
+// SLUICE_NAT_COST_CONFIGS=a,b,... runs only the configurations named:
 //
 //	SLUICE_NAT_COST=1 go test -run TestNATCost -v ./internal/cmd/ipnat
 func TestNATCost(t *testing.T) {
@@ -66,11 +68,18 @@ func TestNATCost(t *testing.T) {
 	}
 	defer stats.Close()
 	type key struct{ cfg, test, hook string }
-	type sample struct{ floor, nat, filter float64 }
+	type sample struct{ floor, nat, filter, probe float64 }
 	samples := map[key][]sample{}
 	var order []key
 	tests := [][]string{{"-t", "TCP_RR", "-l", secs, "--", "-r", "1,1"}, {"-t", "TCP_STREAM", "-l", secs}}
-	for _, cfg := range []string{"floor", "filter", "nat", "filter+nat"} {
+	cfgs := []string{"floor", "filter", "nat", "filter+nat"}
+	if os.Getenv("SLUICE_NAT_COST_PROBE") != "" {
+		cfgs = append(cfgs, "nat+probe-entry", "nat+probe-parse", "nat+probe-lookup")
+	}
+	if s := os.Getenv("SLUICE_NAT_COST_CONFIGS"); s != "" {
+		cfgs = strings.Split(s, ",")
+	}
+	for _, cfg := range cfgs {
 		w := newGW(t)
 		w.startNetserver(ns)
 		switch cfg {
@@ -84,6 +93,10 @@ func TestNATCost(t *testing.T) {
 		case "filter+nat":
 			w.ipf("-Fa", "-f", w.file("cost.ipf", costIPF))
 			w.mustIPNAT("-f", w.file("cost.nat", costNAT))
+		default:
+			w.mustIPNAT("-f", w.file("cost.nat", costNAT))
+			w.probeOn("gs0", map[string]natbpf.Stage{"nat+probe-entry": natbpf.StageEntry,
+				"nat+probe-parse": natbpf.StageParse, "nat+probe-lookup": natbpf.StageLookup}[cfg])
 		}
 		w.trivialOn("gs0")
 		for rep := 0; rep < reps; rep++ {
@@ -112,7 +125,7 @@ func TestNATCost(t *testing.T) {
 					if len(samples[k]) == 0 {
 						order = append(order, k)
 					}
-					samples[k] = append(samples[k], sample{per(hook, "trivial"), per(hook, "nat"), per(hook, "filter")})
+					samples[k] = append(samples[k], sample{per(hook, "trivial"), per(hook, "nat"), per(hook, "filter"), per(hook, "probe")})
 				}
 			}
 		}
@@ -127,11 +140,11 @@ func TestNATCost(t *testing.T) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "ns per packet on gs0, medians of %d runs of %s s (BPF run-time statistics):\n", reps, secs)
-	fmt.Fprintf(&b, "%-11s %-11s %-8s %7s %7s %7s %10s %11s\n", "config", "test", "hook", "floor", "nat", "filter", "nat-floor", "nat+filter")
+	fmt.Fprintf(&b, "%-16s %-11s %-8s %7s %7s %7s %10s %11s %7s\n", "config", "test", "hook", "floor", "nat", "filter", "nat-floor", "nat+filter", "probe")
 	for _, k := range order {
-		var fl, nt, fi, over []float64
+		var fl, nt, fi, over, pr []float64
 		for _, s := range samples[k] {
-			fl, nt, fi = append(fl, s.floor), append(nt, s.nat), append(fi, s.filter)
+			fl, nt, fi, pr = append(fl, s.floor), append(nt, s.nat), append(fi, s.filter), append(pr, s.probe)
 			if s.nat > 0 {
 				over = append(over, s.nat-s.floor)
 			}
@@ -151,7 +164,7 @@ func TestNATCost(t *testing.T) {
 		if n > 0 && x > 0 {
 			tot = fmt.Sprintf("%.0f", n+x)
 		}
-		fmt.Fprintf(&b, "%-11s %-11s %-8s %7s %7s %7s %10s %11s\n", k.cfg, k.test, k.hook, col(f), col(n), col(x), o, tot)
+		fmt.Fprintf(&b, "%-16s %-11s %-8s %7s %7s %7s %10s %11s %7s\n", k.cfg, k.test, k.hook, col(f), col(n), col(x), o, tot, col(med(pr)))
 	}
 	t.Log("\n" + b.String())
 }
@@ -254,6 +267,46 @@ func (w *gwTopo) trivialOn(ifname string) {
 
 type progStat struct{ ns, n uint64 }
 
+// probes are the ids of the programs probeOn attached.
+var probes = map[ebpf.ProgramID]bool{}
+
+// probeOn attaches, in front of NAT's programs on ifname, copies of them
+// whose fast path stops after stage (natbpf.LoadProbe): their time is
+// what NAT's first stages cost on these packets, NAT's own behind them
+// what the rest costs with those stages' cache lines warm.
+func (w *gwTopo) probeOn(ifname string, stage natbpf.Stage) {
+	w.t.Helper()
+	w.must(w.in(w.g, func() error {
+		in, out, err := natbpf.LoadProbe(ipfctl.NATPinDir(w.pinDir), stage)
+		if err != nil {
+			return err
+		}
+		w.onClose(func() { in.Close(); out.Close() })
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		for _, h := range []struct {
+			prog *ebpf.Program
+			typ  ebpf.AttachType
+		}{{in, ebpf.AttachTCXIngress}, {out, ebpf.AttachTCXEgress}} {
+			info, err := h.prog.Info()
+			if err != nil {
+				return err
+			}
+			if id, ok := info.ID(); ok {
+				probes[id] = true
+			}
+			l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: h.prog, Attach: h.typ, Anchor: link.Head()})
+			if err != nil {
+				return err
+			}
+			w.onClose(func() { l.Close() })
+		}
+		return nil
+	}))
+}
+
 // natStats reads the NAT datapath's counters (zero when NAT is not loaded).
 func (w *gwTopo) natStats() natbpf.Stats {
 	w.t.Helper()
@@ -306,6 +359,8 @@ func (w *gwTopo) progStats(ifname string) map[string]progStat {
 				}
 				kind := info.Name
 				switch {
+				case probes[p.ID]:
+					kind = "probe"
 				case strings.HasPrefix(kind, "nat_"):
 					kind = "nat"
 				case strings.HasPrefix(kind, "sluice_"):

@@ -36,7 +36,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
  * sees the constant, removes the test; the mov stays (no memory is read,
  * as a .rodata variable would be). The loader rewrites these immediates
  * to STAGE_MAGIC + n when asked (datapath_linux.go, Options.stage). */
-#define STAGE_MAGIC 0x5a7e0000
+#define STAGE_MAGIC 0x57a9e000
 #define STR_(x) #x
 #define STR(x) STR_(x)
 static __always_inline int bench_at(__u32 n)
@@ -3325,7 +3325,7 @@ static __attribute__((noinline)) int nat_fast4(struct __sk_buff *skb, __u32 dir,
 		return TC_ACT_UNSPEC;
 	f = bpf_map_lookup_elem(&fast4, &k);
 	if (bench_at(ST_LOOKUP))
-		return f ? TC_ACT_UNSPEC : TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	if (!f || (f->ifindex && f->ifindex != skb->ifindex) || ((f->flags & FF_MSS) && (fl & 0x02)))
 		return FAST_NO;
 	if (pre)
