@@ -1,5 +1,6 @@
 # Sluice: build, install and uninstall the commands, man pages, boot
-# script, systemd units and example configurations (see README, Install).
+# script, systemd units, udev rule and example configurations (see
+# README, Install).
 #
 #   make                      build the commands into ./bin
 #   sudo make install         PREFIX=/usr/local; DESTDIR for staging
@@ -19,11 +20,14 @@ DATADIR    ?= $(PREFIX)/share
 MANDIR     ?= $(DATADIR)/man
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
+# udev reads /usr/local/lib/udev/rules.d as well as /usr/lib/udev/rules.d
+UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
 GO         ?= go
 BUILDDIR   ?= bin
 
 COMMANDS := ipf ipfstat ipmon ipnat ippool ipftest ipqosadmin netperf netserver sluice
-UNITS    := sluice.service sluice-ipmon.service sluice-ipqos.service sluice-exporter.service
+UNITS    := sluice.service sluice-ipmon.service sluice-ipqos.service sluice-exporter.service sluice-resync@.service
+UDEVRULES := 90-sluice.rules
 CONFS    := sluice.conf ipf.conf ipnat.conf ippool.conf ipqos.conf
 MAN1     := $(wildcard docs/man/man1/*.1)
 MAN5     := $(wildcard docs/man/man5/*.5)
@@ -54,13 +58,14 @@ gen: | $(BUILDDIR)/gen
 	for f in ipf.conf ipnat.conf ippool.conf ipqos.conf; do cp packaging/etc/$$f $(BUILDDIR)/gen/$$f || exit 1; done
 
 install: build gen
-	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBEXECDIR)/sluice $(DESTDIR)$(UNITDIR) \
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBEXECDIR)/sluice $(DESTDIR)$(UNITDIR) $(DESTDIR)$(UDEVRULESDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
 		$(DESTDIR)$(DATADIR)/sluice/examples/ipf $(DESTDIR)$(DATADIR)/sluice/examples/ipqos \
 		$(DESTDIR)$(DATADIR)/sluice/grafana $(DESTDIR)$(SYSCONFDIR)/sluice
 	for c in $(COMMANDS); do install -m 0755 $(BUILDDIR)/$$c $(DESTDIR)$(SBINDIR)/$$c || exit 1; done
 	install -m 0755 $(BUILDDIR)/gen/ipfboot $(DESTDIR)$(LIBEXECDIR)/sluice/ipfboot
 	for u in $(UNITS); do install -m 0644 $(BUILDDIR)/gen/$$u $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	for r in $(UDEVRULES); do install -m 0644 packaging/udev/$$r $(DESTDIR)$(UDEVRULESDIR)/$$r || exit 1; done
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
@@ -76,6 +81,7 @@ uninstall: gen
 	rm -f $(DESTDIR)$(LIBEXECDIR)/sluice/ipfboot
 	-rmdir $(DESTDIR)$(LIBEXECDIR)/sluice
 	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
+	for r in $(UDEVRULES); do rm -f $(DESTDIR)$(UDEVRULESDIR)/$$r; done
 	for m in $(notdir $(MAN1)); do rm -f $(DESTDIR)$(MANDIR)/man1/$$m; done
 	for m in $(notdir $(MAN5)); do rm -f $(DESTDIR)$(MANDIR)/man5/$$m; done
 	for m in $(notdir $(MAN8)); do rm -f $(DESTDIR)$(MANDIR)/man8/$$m; done

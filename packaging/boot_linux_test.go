@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"sluice/internal/bench/topo"
 	"sluice/internal/testutil/bpffs"
 	"sluice/internal/testutil/topotest"
@@ -102,6 +104,49 @@ func (e *bootEnv) boot(want int, verb string) string {
 		e.t.Fatalf("ipfboot %s: exit %d, want %d", verb, code, want)
 	}
 	return o + er
+}
+
+// resync adds interfaces to the SUT's namespace after the load (a veth
+// pair, both ends there), as a NIC or VLAN appearing would, and checks
+// that they are reported unfiltered until ipfboot resync (what
+// sluice-resync@.service runs when udev sees one) attaches the filter.
+func (e *bootEnv) resync() {
+	e.t.Helper()
+	names := []string{"slnew0", "slnew1"}
+	if err := e.tp.Do(topo.SUT, func() error {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: names[0]}, PeerName: names[1]}
+		if err := netlink.LinkAdd(v); err != nil {
+			return err
+		}
+		for _, n := range names {
+			l, err := netlink.LinkByName(n)
+			if err != nil {
+				return err
+			}
+			if err := netlink.LinkSetUp(l); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		e.t.Fatalf("adding a veth pair: %v", err)
+	}
+	defer e.tp.Do(topo.SUT, func() error {
+		l, err := netlink.LinkByName(names[0])
+		if err == nil {
+			err = netlink.LinkDel(l)
+		}
+		return err
+	})
+	_, o, er := e.run(e.script, "status")
+	if !strings.Contains(o, "Unfiltered: "+names[0]+" "+names[1]+" ") || !strings.Contains(er, names[0]+", "+names[1]+" are up and not filtered") {
+		e.t.Errorf("status with %v unfiltered:\n%s%s", names, o, er)
+	}
+	e.boot(0, "resync")
+	_, o, er = e.run(e.script, "status")
+	if strings.Contains(o, "Unfiltered:") || er != "" || !strings.Contains(o, " "+names[0]+" "+names[1]+" ") {
+		e.t.Errorf("status after resync:\n%s%s", o, er)
+	}
 }
 
 func (e *bootEnv) ipmonPid() int {
@@ -265,6 +310,11 @@ func runBootScript(t *testing.T, e *bootEnv) {
 		t.Fatal("a failed check loaded a datapath")
 	}
 	e.write("ipf.conf", bootRules)
+	// an interface appearing (udev starts sluice-resync@.service) while
+	// no filter is loaded: nothing to do, and no failure
+	if out := e.boot(0, "resync"); out != "" {
+		t.Errorf("resync with no filter loaded said:\n%s", out)
+	}
 
 	out = e.boot(0, "start")
 	if !strings.Contains(out, "loaded "+filepath.Join(e.tmp, "ipf.conf")) {
@@ -273,6 +323,7 @@ func runBootScript(t *testing.T, e *bootEnv) {
 	if _, o, _ := e.run(e.script, "status"); !strings.Contains(o, "Running: yes") {
 		t.Errorf("status:\n%s", o)
 	}
+	e.resync()
 	e.send(9, 5)
 	e.send(10, 5)
 	if n := l.count(9); n != 0 {

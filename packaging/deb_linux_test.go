@@ -23,7 +23,7 @@ import (
 // left out but for /run/sluice (other tests make network namespaces
 // there); apt's and dpkg's own logs and state are left out too.
 var snapshotRoots = []string{"/etc", "/usr/sbin", "/usr/bin", "/usr/libexec", "/usr/share/man", "/usr/share/doc",
-	"/usr/share/sluice", "/usr/lib/systemd", "/lib/systemd", "/var/lib/systemd", "/run/sluice"}
+	"/usr/share/sluice", "/usr/lib/systemd", "/lib/systemd", "/var/lib/systemd", "/usr/lib/udev", "/lib/udev", "/run/sluice"}
 
 // snapshot lists every path under the roots (files, directories, links).
 func snapshot(t *testing.T) map[string]bool {
@@ -111,6 +111,7 @@ func TestPrivilegedDebPackage(t *testing.T) {
 
 	listed := run(t, "dpkg", "-L", "sluice")
 	for _, want := range []string{"/usr/sbin/ipf", "/usr/sbin/sluice", "/usr/libexec/sluice/ipfboot", "/lib/systemd/system/sluice.service",
+		"/lib/systemd/system/sluice-resync@.service", "/lib/udev/rules.d/90-sluice.rules",
 		"/usr/share/man/man8/ipf.8", "/usr/share/man/man5/ipqos.conf.5", "/etc/sluice/sluice.conf", "/usr/share/sluice/grafana/sluice.json"} {
 		if !strings.Contains(listed, want+"\n") {
 			t.Errorf("dpkg -L sluice lacks %s", want)
@@ -120,7 +121,7 @@ func TestPrivilegedDebPackage(t *testing.T) {
 		t.Errorf("man -w 8 ipf: %s", p)
 	}
 	units, _ := filepath.Glob("/lib/systemd/system/sluice*.service")
-	if len(units) != 4 {
+	if len(units) != 5 {
 		t.Errorf("units: %v", units)
 	} else if sa, err := exec.LookPath("systemd-analyze"); err == nil {
 		run(t, sa, append([]string{"verify"}, units...)...)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -102,6 +103,7 @@ func TestInstallUninstall(t *testing.T) {
 		"usr/local/libexec/sluice/ipfboot",
 		"usr/local/lib/systemd/system/sluice.service", "usr/local/lib/systemd/system/sluice-ipmon.service",
 		"usr/local/lib/systemd/system/sluice-ipqos.service", "usr/local/lib/systemd/system/sluice-exporter.service",
+		"usr/local/lib/systemd/system/sluice-resync@.service", "usr/local/lib/udev/rules.d/90-sluice.rules",
 		"usr/local/share/man/man8/ipf.8", "usr/local/share/man/man5/ipf.5", "usr/local/share/man/man8/ipfstat.8",
 		"usr/local/share/man/man8/ipmon.8", "usr/local/share/man/man8/ipnat.8", "usr/local/share/man/man5/ipnat.5",
 		"usr/local/share/man/man8/ippool.8", "usr/local/share/man/man5/ippool.5", "usr/local/share/man/man1/ipftest.1",
@@ -124,7 +126,7 @@ func TestInstallUninstall(t *testing.T) {
 	}
 	// the install paths are substituted, for this PREFIX
 	for _, f := range []string{"usr/local/libexec/sluice/ipfboot", "usr/local/lib/systemd/system/sluice.service",
-		"usr/local/lib/systemd/system/sluice-ipmon.service", "etc/sluice/sluice.conf"} {
+		"usr/local/lib/systemd/system/sluice-ipmon.service", "usr/local/lib/systemd/system/sluice-resync@.service", "etc/sluice/sluice.conf"} {
 		b, _ := os.ReadFile(filepath.Join(dest, f))
 		if bytes.Contains(b, []byte("@")) && bytes.Contains(b, []byte("DIR@")) {
 			t.Errorf("%s: unsubstituted variable", f)
@@ -187,8 +189,9 @@ func TestUnitsVerify(t *testing.T) {
 	}
 	dir := t.TempDir()
 	install(t, "install", "PREFIX="+dir+"/usr", "SYSCONFDIR="+dir+"/etc")
+	// (a template, sluice-resync@.service, is verified as an instance)
 	units, _ := filepath.Glob(filepath.Join(dir, "usr/lib/systemd/system/*.service"))
-	if len(units) != 4 {
+	if len(units) != 5 {
 		t.Fatalf("units: %v", units)
 	}
 	c := exec.Command(sa, append([]string{"verify"}, units...)...)
@@ -203,5 +206,54 @@ func TestUnitsVerify(t *testing.T) {
 	os.WriteFile(bad, bytes.Replace(b, []byte("ExecStart="), []byte("ExecStart=nope"), 1), 0o644)
 	if out, err := exec.Command(sa, "verify", bad).CombinedOutput(); err == nil {
 		t.Errorf("a broken unit verified:\n%s", out)
+	}
+}
+
+// TestUdevRule checks the installed udev rule: every line is well formed
+// (KEY{ATTR}=="match" or KEY+="value", comma-separated, with keys udev
+// knows), it fires on network interfaces that are added, not on the
+// loopback, and the unit it pulls in is installed beside it and runs
+// ipfboot resync (what the boot test runs after adding an interface).
+func TestUdevRule(t *testing.T) {
+	dir := t.TempDir()
+	install(t, "install", "PREFIX="+dir+"/usr", "SYSCONFDIR="+dir+"/etc")
+	b, err := os.ReadFile(filepath.Join(dir, "usr/lib/udev/rules.d/90-sluice.rules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair := regexp.MustCompile(`^\s*([A-Z_]+)(\{[A-Za-z_]+\})?\s*(==|!=|\+=|=|:=|-=)\s*"([^"]*)"\s*$`)
+	known := map[string]bool{"ACTION": true, "SUBSYSTEM": true, "KERNEL": true, "TAG": true, "ENV": true}
+	var rules []map[string]string
+	for i, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		r := map[string]string{}
+		for _, f := range strings.Split(l, ",") {
+			m := pair.FindStringSubmatch(f)
+			if m == nil || !known[m[1]] {
+				t.Errorf("line %d: %q is not KEY op \"value\" with a key this test knows", i+1, f)
+				continue
+			}
+			r[m[1]+m[2]+m[3]] = m[4]
+		}
+		rules = append(rules, r)
+	}
+	if len(rules) != 1 {
+		t.Fatalf("%d rules, want 1:\n%s", len(rules), b)
+	}
+	r := rules[0]
+	for k, want := range map[string]string{"ACTION==": "add", "SUBSYSTEM==": "net", "KERNEL!=": "lo", "TAG+=": "systemd",
+		"ENV{SYSTEMD_WANTS}+=": "sluice-resync@%k.service"} {
+		if r[k] != want {
+			t.Errorf("%s%q: got %q", k, want, r[k])
+		}
+	}
+	unit, err := os.ReadFile(filepath.Join(dir, "usr/lib/systemd/system/sluice-resync@.service"))
+	if err != nil {
+		t.Fatalf("the rule's unit is not installed: %v", err)
+	}
+	if !bytes.Contains(unit, []byte("\nExecStart="+dir+"/usr/libexec/sluice/ipfboot resync\n")) || bytes.Contains(unit, []byte("[Install]")) {
+		t.Errorf("sluice-resync@.service does not run ipfboot resync, or can be enabled:\n%s", unit)
 	}
 }

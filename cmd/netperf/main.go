@@ -1,11 +1,12 @@
-// Command netperf is a Go netperf 2.7 client, wire-compatible with the C
-// netserver (omni protocol) and printing the same output.
+// Command netperf is a Go netperf 2.7, wire-compatible with the C
+// netserver (omni protocol) and printing the same output; its code is in
+// internal/cmd/netperf.
 package main
 
 import (
 	"os"
 
-	cli "sluice/internal/cmd/netperf"
+	"sluice/internal/cmd/netperf"
 )
 
-func main() { os.Exit(cli.NetperfMain(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(netperf.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

@@ -1,10 +1,11 @@
-// Command netserver is a Go netserver compatible with netperf 2.7 clients.
+// Command netserver is a Go netserver compatible with netperf 2.7 clients;
+// its code is in internal/cmd/netserver.
 package main
 
 import (
 	"os"
 
-	cli "sluice/internal/cmd/netperf"
+	"sluice/internal/cmd/netserver"
 )
 
-func main() { os.Exit(cli.NetserverMain(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(netserver.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

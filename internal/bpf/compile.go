@@ -664,7 +664,13 @@ func (im *Image) compilePools(cr *ruleset.Rule, raw *filterRule, pt *poolTables,
 		if k != ipf.AddrPool && k != ipf.AddrHash {
 			continue
 		}
-		name := fmt.Sprintf("%d/%s", k, m.Table)
+		// Accounting rules find hash tables of role count
+		// (ruleset.AddrMatch.Count); tree pools any role.
+		role := ippool.RoleIPF
+		if m.Count && k == ipf.AddrHash {
+			role = ippool.RoleCount
+		}
+		name := fmt.Sprintf("%d/%d/%s", k, role, m.Table)
 		id, ok := pt.ids[name]
 		if !ok {
 			if len(pt.ids) >= 0xffff {
@@ -672,13 +678,17 @@ func (im *Image) compilePools(cr *ruleset.Rule, raw *filterRule, pt *poolTables,
 			}
 			id = uint16(len(pt.ids) + 1)
 			pt.ids[name] = id
-			def := opts.anon[name]
+			def := opts.anon[fmt.Sprintf("%d/%s", k, m.Table)]
+			if def != nil && k == ipf.AddrHash && def.Role != role {
+				// an accounting rule does not find an inline (ipf) hash
+				def = nil
+			}
 			if def == nil && pools != nil {
 				if k == ipf.AddrPool {
-					if t := pools.Tree(ippool.RoleIPF, m.Table); t != nil {
+					if t := pools.Tree(role, m.Table); t != nil {
 						def = t.Def
 					}
-				} else if h := pools.Hash(ippool.RoleIPF, m.Table); h != nil {
+				} else if h := pools.Hash(role, m.Table); h != nil {
 					def = h.Def
 				}
 			}

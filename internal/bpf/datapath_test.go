@@ -185,7 +185,7 @@ func TestVerdicts(t *testing.T) {
 			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 1, icmpType: 3, icmpCode: 3, payload: 20}, "pass"},
 			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 1, icmpType: 3, icmpCode: 1, payload: 20}, "block"},
 		}},
-		{"ipv6", "block in all\npass in inet6 proto tcp from 2001:db8::/32 to any port = 22\npass in proto ipv6-icmp all icmp-type echo\n", []pk{
+		{"ipv6", "block in all\npass in inet6 proto tcp from 2001:db8::/32 to any port = 22\npass in inet6 proto ipv6-icmp all icmp-type echo\n", []pk{
 			{false, tcp4("2001:db8::1", "2001:db9::1", 9, 22, synF), "pass"},
 			{false, tcp4("2001:db9::1", "2001:db8::1", 9, 22, synF), "block"},
 			{false, testPkt{src: "2001:db8::1", dst: "2001:db8::2", proto: 58, icmpType: 128}, "pass"},
@@ -218,6 +218,10 @@ func TestVerdicts(t *testing.T) {
 		}},
 		{"nomatch and log-only keep default", "log in all\n", []pk{
 			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "pass"},
+		}},
+		{"a nomatch rule drops", "pass in all\nnomatch in proto tcp all\n", []pk{
+			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "block"},
+			{false, testPkt{src: "1.1.1.1", dst: "2.2.2.2", proto: 17, sport: 1, dport: 2}, "pass"},
 		}},
 		{"skip", "block in all\nskip 1 in proto tcp all\npass in all\n", []pk{
 			{false, tcp4("1.1.1.1", "2.2.2.2", 9, 80, ackF), "block"},

@@ -413,6 +413,10 @@ func randomRules(r *rand.Rand) string {
 		if proto == "icmp" && v6 {
 			proto = "ipv6-icmp"
 		}
+		if proto == "ipv6-icmp" {
+			// IPFilter takes icmp-type on ipv6-icmp only in an inet6 rule
+			b.WriteString(" inet6")
+		}
 		if proto != "" {
 			b.WriteString(" proto " + proto)
 		}

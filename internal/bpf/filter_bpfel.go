@@ -235,27 +235,28 @@ type filterRuleText struct {
 }
 
 type filterStateEntry struct {
-	_       structs.HostLayout
-	Created uint64
-	Expire  uint64
-	Last    uint64
-	Pkts    [4]uint64
-	Bytes   [4]uint64
-	Pass    uint32
-	Rule    uint32
-	Slot    uint32
-	Ifindex [4]uint32
-	Age     [2]uint32
-	Logtag  uint32
-	RuleNo  uint32
-	GroupNo uint32
-	Flags   uint8
-	Pad     [3]uint8
-	Tcp     [2]filterTcpSide
-	Flx     [4]uint32
-	Opt     uint32
-	Gen     uint32
-	Pad2    uint32
+	_        structs.HostLayout
+	Created  uint64
+	Expire   uint64
+	Last     uint64
+	Pkts     [4]uint64
+	Bytes    [4]uint64
+	Pass     uint32
+	Rule     uint32
+	Slot     uint32
+	Ifindex  [4]uint32
+	Age      [2]uint32
+	Logtag   uint32
+	RuleNo   uint32
+	GroupNo  uint32
+	Flags    uint8
+	Secclass uint8
+	Pad      [2]uint8
+	Tcp      [2]filterTcpSide
+	Flx      [4]uint32
+	Opt      uint32
+	Gen      uint32
+	Pad2     uint32
 }
 
 type filterStateKey struct {

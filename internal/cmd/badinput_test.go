@@ -30,6 +30,7 @@ import (
 	"sluice/internal/cmd/ippool"
 	"sluice/internal/cmd/ipqosadmin"
 	"sluice/internal/cmd/sluice"
+	"sluice/internal/testutil"
 )
 
 // childEnv marks a child run; its command line follows "--" among the
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(3)
 	}
-	os.Exit(m.Run())
+	os.Exit(testutil.RunOffline(m))
 }
 
 // runCommand runs one command's Main in this process, with no kernel

@@ -56,7 +56,9 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
+	// the commands run offline even where a filter is live (OfflineEnv);
+	// the kit's own runner (TestRunScriptAgrees) inherits it
+	code := testutil.RunOffline(m)
 	if binRoot != "" {
 		os.RemoveAll(binRoot)
 	}

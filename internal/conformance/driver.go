@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"sluice/internal/testutil"
 )
 
 // Separators the upstream drivers append after each case.
@@ -61,6 +63,9 @@ type runner struct {
 	kit    string
 	famDir string
 	cwd    string
+	// env is the commands' environment: this process's, with the pins
+	// and the pool store pointed at empty directories (OfflineEnv).
+	env    []string
 	stderr bytes.Buffer
 }
 
@@ -74,6 +79,9 @@ func (r *runner) run(argv []string, stdin []byte, env []string, check bool, what
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = r.cwd
 	cmd.Stdin = bytes.NewReader(stdin)
+	if env == nil {
+		env = r.env
+	}
 	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -137,7 +145,15 @@ func Run(kit string, tools *Tools, t Test) Result {
 			}
 		}
 	}
-	r := &runner{tools: tools, kit: kit, famDir: famDir, cwd: tmp}
+	// The kit's commands are the offline tools: on a host with a live
+	// filter ipf -n would add "what would change" lines to the output
+	// and ipnat -f would load into it, so they see none.
+	env, err := testutil.OfflineEnv(os.Environ(), filepath.Join(tmp, ".offline"))
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	r := &runner{tools: tools, kit: kit, famDir: famDir, cwd: tmp, env: env}
 	var outs []Output
 	switch t.Driver {
 	case "f_test":
@@ -411,7 +427,7 @@ func (r *runner) logTest(t Test) ([]Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := append(os.Environ(), "TZ=GMT")
+	env := append(append([]string(nil), r.env...), "TZ=GMT")
 	rules, err := r.rules("regress/" + t.Name)
 	if err != nil {
 		return nil, err

@@ -58,16 +58,20 @@ func PrintState(w io.Writer, e *state.Entry, resolve bool) {
 		fmt.Fprintf(w, "\t%x:%x %d<<%d:%d<<%d\n", e.TCP[0].End, e.TCP[1].End,
 			uint16(e.TCP[0].MaxWin), e.TCP[0].WinScale, uint16(e.TCP[1].MaxWin), e.TCP[1].WinScale)
 	case 1, 58:
-		// IPFilter prints the id as stored, in network byte order.
+		// IPFilter prints the id as stored, in network byte order, and
+		// a sequence number its state entries never fill in (0).
 		id := e.ICMPID>>8 | e.ICMPID<<8
-		seq := e.ICMPSeq>>8 | e.ICMPSeq<<8
-		fmt.Fprintf(w, "\tid %d seq %d type %d\n", id, seq, e.ICMPType)
+		fmt.Fprintf(w, "\tid %d seq 0 type %d\n", id, e.ICMPType)
 	}
 	fmt.Fprintf(w, "\tFWD: IN pkts %d bytes %d OUT pkts %d bytes %d\n", e.Pkts[0], e.Bytes[0], e.Pkts[1], e.Bytes[1])
 	fmt.Fprintf(w, "\tREV: IN pkts %d bytes %d OUT pkts %d bytes %d\n", e.Pkts[2], e.Bytes[2], e.Pkts[3], e.Bytes[3])
 	fmt.Fprintf(w, "\ttag %d pass %#x = %s\n", e.Tag, e.Pass, PassString(e.Pass))
 	fmt.Fprintf(w, "\tinterfaces: in X[%s],X[%s] out X[%s],X[%s]\n", e.IfNames[0], e.IfNames[1], e.IfNames[2], e.IfNames[3])
-	fmt.Fprintf(w, "\tSync status: not synchronized\n")
+	if e.SyncNum != 0 {
+		fmt.Fprintf(w, "\tSync status: idx -1 num %d v %d pr %d rev 0\n", e.SyncNum, e.V, e.Proto)
+	} else {
+		fmt.Fprintf(w, "\tSync status: not synchronized\n")
+	}
 }
 
 // PassString describes FR_* flags the way printstate does.

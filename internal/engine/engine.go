@@ -16,6 +16,7 @@ import (
 	"sluice/internal/frag"
 	"sluice/internal/packet"
 	"sluice/internal/rules/ipf"
+	"sluice/internal/rules/ippool"
 	"sluice/internal/ruleset"
 	"sluice/internal/state"
 )
@@ -39,6 +40,9 @@ type Packet struct {
 
 	sp state.Packet
 	fk fragKeyT
+	// stateRev is set when the packet matched a state entry in the
+	// reply direction.
+	stateRev bool
 }
 
 // Load points p at a new packet and parses it as ipftest does (checksums
@@ -267,6 +271,7 @@ func (e *Engine) Check(p *Packet) Result {
 	sc := scan{e: e, p: p, ruleNum: -1}
 	res := Result{RuleNum: -1}
 	p.NATTag = ""
+	p.stateRev = false
 
 	if p.ParseErr != nil {
 		res.Pass = ruleset.FRBlock | ruleset.FRNoMatch
@@ -412,11 +417,11 @@ func (e *Engine) Check(p *Packet) Result {
 				if fi.Version == 6 {
 					sc.reason = ReasonNATv6
 				}
-			} else if e.updateIPID && fi.Version == 4 {
-				e.rewriteIPID(p)
+			} else if e.updateIPID && fi.Version == 4 && !e.rewriteIPID(p) {
+				pass = ipidFailed(pass, &sc)
 			}
-		} else if e.updateIPID && fi.Version == 4 {
-			e.rewriteIPID(p)
+		} else if e.updateIPID && fi.Version == 4 && !e.rewriteIPID(p) {
+			pass = ipidFailed(pass, &sc)
 		}
 	}
 	if pass&ruleset.FRLog != 0 && e.logger != nil && !e.logSuppressed(sc.rule) {
@@ -442,13 +447,24 @@ func (e *Engine) Check(p *Packet) Result {
 		}
 	}
 	if e.router != nil && sc.rule != nil && isPass(pass) && pass&ruleset.FRNoMatch == 0 {
-		res.Forwarded = e.forward(p, sc.rule)
+		res.Forwarded = e.forward(p, sc.rule, res.State)
+	} else if e.router != nil && sc.rule != nil && sc.rule.DupTo != nil &&
+		(pass&ruleset.FRCmdMask == ruleset.FRBlock || pass&(ruleset.FRCmdMask|ruleset.FRNoMatch) == ruleset.FRNoMatch) {
+		// IPFilter sends the dup-to copy of a blocked packet too (a
+		// monitor sees what was dropped); a block rule's `to` is not
+		// followed (see docs/ipfilter-differences.md).
+		if ifn, nh, ok := e.target(p, sc.rule.DupTo); ok {
+			e.router.Route(p, ifn, nh, true)
+		}
 	}
 	res.Pass = pass
 	res.Rule, res.RuleNum, res.Group = sc.rule, sc.ruleNum, sc.group
 	res.Reason = sc.reason
 	res.ICMPCode = sc.icode
-	res.Verdict = verdictOf(pass, false)
+	// A `nomatch` rule's flags have no pass bit: IPFilter drops the
+	// packet it matched, and ipftest reports a no-match whose packet is
+	// gone (bad-packet).
+	res.Verdict = verdictOf(pass, pass&ruleset.FRNoMatch != 0 && pass&ruleset.FRCmdMask == 0)
 	e.count(out, &res)
 	return res
 }
@@ -927,7 +943,11 @@ func (sc *scan) addrMatch(m *ruleset.AddrMatch, a netip.Addr, w *[2]uint64) bool
 		if sc.e.pools == nil {
 			return false
 		}
-		hit = sc.e.pools.Contains(m.Kind == ipf.AddrHash, m.Table, a)
+		role := ippool.RoleIPF
+		if m.Count {
+			role = ippool.RoleCount
+		}
+		hit = sc.e.pools.ContainsRole(role, m.Kind == ipf.AddrHash, m.Table, a)
 	case ipf.AddrIface:
 		hit = sc.e.ifaceAddrMatch(m, a)
 	}
@@ -1012,7 +1032,7 @@ func (e *Engine) log(sc *scan, pass uint32) error {
 }
 
 // forward handles dup-to, fastroute and to/route-to of the deciding rule.
-func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
+func (e *Engine) forward(p *Packet, r *ruleset.Rule, st *state.Entry) bool {
 	if r.DupTo != nil {
 		if ifn, nh, ok := e.target(p, r.DupTo); ok {
 			e.router.Route(p, ifn, nh, true)
@@ -1023,14 +1043,20 @@ func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
 		// ipf_fastroute with no destination, i.e. back out of the
 		// interface it came in on, routed by destination; it takes
 		// precedence over `to`.
-		if e.leaveAs(p, p.IfName) {
+		if e.leaveAs(p, p.IfName, r) {
 			e.router.Route(p, p.IfName, netip.Addr{}, false)
 		}
 		return true
 	}
-	if r.RouteTo != nil {
-		if ifn, nh, ok := e.target(p, r.RouteTo); ok {
-			if p.Out || e.leaveAs(p, ifn) {
+	t := r.RouteTo
+	if st != nil && p.stateRev {
+		// A state entry keeps the rule's destinations per direction
+		// (is_tifs): replies follow reply-to, not to.
+		t = r.ReplyTo
+	}
+	if t != nil {
+		if ifn, nh, ok := e.flowTarget(p, t, st); ok {
+			if p.Out || e.leaveAs(p, ifn, r) {
 				e.router.Route(p, ifn, nh, false)
 			}
 			return true
@@ -1039,17 +1065,49 @@ func (e *Engine) forward(p *Packet, r *ruleset.Rule) bool {
 	return false
 }
 
+// flowTarget is target for a packet of a state entry's flow: the
+// creating packet's choice (a dstlist member picked once per flow, as
+// ipf_state_add does) serves the later packets of its direction.
+func (e *Engine) flowTarget(p *Packet, t *ipf.RouteTarget, st *state.Entry) (string, netip.Addr, bool) {
+	if st == nil || p.stateRev || t.DstList == "" {
+		return e.target(p, t)
+	}
+	if d, ok := e.States.Route(st).(flowDest); ok {
+		return d.iface, d.addr, true
+	}
+	ifn, nh, ok := e.target(p, t)
+	if ok {
+		e.States.SetRoute(st, flowDest{ifn, nh})
+	}
+	return ifn, nh, ok
+}
+
+// flowDest is the destination a flow's state entry keeps.
+type flowDest struct {
+	iface string
+	addr  netip.Addr
+}
+
 // leaveAs is the part of ipf_fastroute an inbound packet goes through
 // before it is sent out of ifn: it is counted by the outbound accounting
 // list and translated by NAT-out for ifn (with no rule tag, as fin_fr is
 // cleared). False means NAT failed and the packet is dropped.
-func (e *Engine) leaveAs(p *Packet, ifn string) bool {
+func (e *Engine) leaveAs(p *Packet, ifn string, r *ruleset.Rule) bool {
 	inIf := p.IfName
 	p.Out, p.IfName = true, ifn
 	fi := &p.Info
 	sc := scan{e: e, p: p, ruleNum: -1}
 	sc.portcmp = fi.Flags&packet.FlagTCPUDP != 0 && fi.DLen > 3 && fi.Off == 0
 	e.account(&sc, &e.sets.Active().AcctOut)
+	if r == nil || r.Flags&ruleset.FRRetMask == 0 {
+		// ipf_fastroute runs the state check on the way out too: the
+		// flow's entry counts the packet as outbound and records the
+		// interface it leaves by.
+		flags := fi.Flags
+		fi.Flags &^= packet.FlagState
+		e.stateCheck(p)
+		fi.Flags = flags
+	}
 	ok := e.nat == nil || e.nat.Out(p, "")
 	p.Out, p.IfName = false, inIf
 	return ok
@@ -1083,10 +1141,10 @@ const maxFragIDs = 4096
 // rewriteIPID is ipf_updateipid: outbound IPv4 packets get ids from a
 // counter (0, 1, 2, ... as in ipftest); the fragments of one datagram
 // share the id its first fragment got.
-func (e *Engine) rewriteIPID(p *Packet) {
+func (e *Engine) rewriteIPID(p *Packet) bool {
 	fi := &p.Info
 	if len(p.Data) < 20 {
-		return
+		return true
 	}
 	var id uint16
 	if fi.Flags&packet.FlagFrag != 0 {
@@ -1103,8 +1161,10 @@ func (e *Engine) rewriteIPID(p *Packet) {
 		} else if v, ok := e.fragIDs[p.fk]; ok {
 			id = v
 		} else {
+			// ipf_updateipid fails for a fragment whose first one it
+			// has not seen, and the packet is dropped.
 			e.idMu.Unlock()
-			return
+			return false
 		}
 		e.idMu.Unlock()
 	} else {
@@ -1115,4 +1175,12 @@ func (e *Engine) rewriteIPID(p *Packet) {
 	binary.BigEndian.PutUint16(p.Data[4:], id)
 	binary.BigEndian.PutUint16(p.Data[10:], packet.ChecksumUpdate16(sum, old, id))
 	fi.ID = uint32(id)
+	return true
+}
+
+// ipidFailed turns pass into a block for a packet whose IP id could not
+// be rewritten (reason updateipid-fail).
+func ipidFailed(pass uint32, sc *scan) uint32 {
+	sc.reason = ReasonUpdateIPID
+	return pass&^(ruleset.FRCmdMask|ruleset.FRNoMatch) | ruleset.FRBlock
 }

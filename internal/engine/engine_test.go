@@ -75,7 +75,7 @@ func TestScan(t *testing.T) {
 		{"skip then match", "skip 1 in all\nblock in all\npass in all\n", syn, false, VerdictPass, 2},
 		{"count is not a verdict", "count in all\n", syn, false, VerdictNoMatch, -1},
 		{"log only", "log in all\n", syn, false, VerdictNoMatch, 0},
-		{"nomatch action", "pass in all\nnomatch in all\n", syn, false, VerdictNoMatch, 1},
+		{"nomatch action drops", "pass in all\nnomatch in all\n", syn, false, VerdictBadPacket, 1},
 		{"auth", "auth in all\n", syn, false, VerdictAuth, 0},
 		{"preauth", "preauth in all\n", syn, false, VerdictPreauth, 0},
 		{"keep state add fails on quick rule", "pass in quick proto tcp all flags S keep state (limit 0)\n", syn, false, VerdictPass, 0},

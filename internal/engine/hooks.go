@@ -3,6 +3,7 @@ package engine
 import (
 	"net/netip"
 
+	"sluice/internal/rules/ippool"
 	"sluice/internal/ruleset"
 )
 
@@ -26,11 +27,12 @@ type NAT interface {
 // Pools answers `pool/N` and `hash/N` address tests (ipf-reference §1.3.4).
 // sluice/internal/pool implements it.
 type Pools interface {
-	// Contains reports whether addr is in the ippool table named table
-	// (a number as text or a name), a hash table (ipf.AddrHash) when hash
-	// is set, else a tree (ipf.AddrPool), with role ipf. An unknown table
-	// never matches.
-	Contains(hash bool, table string, addr netip.Addr) bool
+	// ContainsRole reports whether addr is in the ippool table named
+	// table (a number as text or a name), a hash table if hash is set,
+	// else a tree, as a rule of the given role finds it (ipf rules use
+	// ippool.RoleIPF, accounting rules ippool.RoleCount). An unknown
+	// table never matches.
+	ContainsRole(role ippool.Role, hash bool, table string, addr netip.Addr) bool
 }
 
 // LogRecord is what the engine hands to a Logger for one packet log

@@ -53,9 +53,10 @@ func (e *Engine) stateCheck(p *Packet) (*state.Entry, bool) {
 		return e.icmpErrorState(p)
 	}
 	sp := fillState(p)
-	se, _, res := e.States.Lookup(sp)
+	se, rev, res := e.States.Lookup(sp)
 	switch res {
 	case state.Hit:
+		p.stateRev = rev
 		if sp.Rewrite {
 			rewriteSeqAck(p, sp.NewSeq, sp.NewAck)
 		}
@@ -89,6 +90,9 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 			return nil, false
 		}
 		emb.V, emb.Proto = 4, ip[9]
+		if hl > 20 {
+			emb.Flx |= uint32(packet.FlagOptions)
+		}
 		emb.Src = netip.AddrFrom4([4]byte(ip[12:16]))
 		emb.Dst = netip.AddrFrom4([4]byte(ip[16:20]))
 		l4 := ip[hl:]
@@ -107,6 +111,9 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 		emb.Proto == packet.ProtoICMPv6 && emb.ICMPType < 128 {
 		// An error about an error never matches state.
 		return nil, false
+	}
+	if emb.Proto == packet.ProtoTCP || emb.Proto == packet.ProtoUDP {
+		emb.Flx |= uint32(packet.FlagTCPUDP)
 	}
 	se, ok := e.States.LookupICMPError(&emb, p.Out)
 	if !ok {
@@ -159,12 +166,17 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 		lim.Tag = r.LogTag
 		lim.Cookie = r
 		lim.AgeFwd, lim.AgeRev = r.Age[0], r.Age[1]
+		lim.OptMask = r.OptMask
+		if fi.Version == 6 {
+			lim.OptMask = r.V6Mask
+		}
 		if ks := r.KeepState; ks != nil {
 			lim.Limit = int(ks.Limit)
 			lim.MaxSrcs = int(ks.MaxSrcs)
 			lim.MaxPerSrc = int(ks.MaxPerSrc)
 			lim.PerSrcBits = int(ks.MaxPerSrcBits)
 			lim.Strict, lim.Loose, lim.NoICMPErr = ks.Strict, ks.Loose, ks.NoICMPErr
+			lim.Sync = ks.Sync
 			lim.ICMPHead = ks.ICMPHead
 			lim.NewISN = ks.NewISN
 		}
@@ -172,11 +184,11 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 			// The rule's interfaces describe the outbound slots.
 			lim.IfNames = [4]string{r.IfNames[2], r.IfNames[3], r.IfNames[0], r.IfNames[1]}
 		}
-		for i, n := range lim.IfNames {
-			if n == "*" || n == "-" {
-				lim.IfNames[i] = n
-			}
-		}
+	}
+	if pass&ruleset.FRLogFirst != 0 {
+		// ipf_state_add: only the first packet is logged, so the
+		// entry's flags have neither log nor log first.
+		pass &^= ruleset.FRLogFirst | ruleset.FRLog
 	}
 	sp := fillState(p)
 	se, err := e.States.Add(sp, pass, &lim)

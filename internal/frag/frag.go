@@ -68,6 +68,9 @@ const (
 // FlagStrict is FR_FRSTRICT: `keep frags (strict)`.
 const FlagStrict = 0x100000
 
+// FlagKeepState is FR_KEEPSTATE: the entry was made for a stateful flow.
+const FlagKeepState = 0x400
+
 // New returns an empty cache holding at most max entries for ttl ticks.
 func New(max int, ttl uint32, clock Clock) *Cache {
 	return &Cache{m: make(map[Key]*Entry), max: max, ttl: ttl, clock: clock}
@@ -117,8 +120,9 @@ func (c *Cache) Add(k *Key, pass uint32, rule any, ruleNum, off, dlen, plen int)
 }
 
 // Lookup finds the entry for a fragment (ipf_frag_lookup). bad is set when
-// the fragment overlaps the first fragment already seen: the caller marks
-// the packet bad (reason bad-frag).
+// a fragment overlaps the first fragment already seen: the caller marks
+// the packet bad (reason bad-frag). An overlapping IPv6 fragment of an
+// entry made without keep state finds no entry instead.
 func (c *Cache) Lookup(k *Key, off, dlen, plen int) (e *Entry, bad bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -139,7 +143,10 @@ func (c *Cache) Lookup(k *Key, off, dlen, plen int) (e *Entry, bad bool) {
 			return nil, false
 		}
 		if e.firstEnd != 0 && o < e.firstEnd {
-			return nil, true
+			// IPFilter marks an overlapping fragment bad, except an
+			// IPv6 one of a plain `keep frags` datagram, which is
+			// only not found: the rules decide.
+			return nil, k.V == 4 || e.Pass&FlagKeepState != 0
 		}
 	} else if o == 0 {
 		e.seen0 = true

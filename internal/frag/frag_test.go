@@ -23,14 +23,33 @@ func TestOverlap(t *testing.T) {
 	if e, bad := c.Lookup(key(16), 48, 8, 56); e == nil || bad {
 		t.Errorf("in-order fragment: got %v bad=%v, want hit", e, bad)
 	}
-	if e, bad := c.Lookup(key(16), 8, 40, 88); e != nil || !bad {
-		t.Errorf("overlapping fragment: got %v bad=%v, want bad", e, bad)
+	if e, bad := c.Lookup(key(16), 8, 40, 88); e != nil || bad {
+		t.Errorf("overlapping fragment of a keep frags entry: got %v bad=%v, want miss", e, bad)
 	}
 	if e, _ := c.Lookup(key(16), 0, 48, 96); e != nil {
 		t.Errorf("retransmitted first fragment matched, want miss")
 	}
 	if e, _ := c.Lookup(key(17), 48, 8, 56); e != nil {
 		t.Errorf("other datagram matched")
+	}
+}
+
+// TestOverlapStateful: an overlapping fragment of a datagram whose entry
+// a stateful flow made, or any overlapping IPv4 fragment, is bad.
+func TestOverlapStateful(t *testing.T) {
+	c := New(257, 120, &clock{})
+	if !c.Add(key(16), FlagKeepState, "r", -1, 0, 48, 96) {
+		t.Fatal("Add failed")
+	}
+	if e, bad := c.Lookup(key(16), 8, 40, 88); e != nil || !bad {
+		t.Errorf("overlapping fragment of a stateful flow: got %v bad=%v, want bad", e, bad)
+	}
+	k4 := &Key{V: 4, Proto: 17, ID: 7, Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), IfName: "nic0"}
+	if !c.Add(k4, 2, "r", -1, 0, 48, 68) {
+		t.Fatal("Add failed")
+	}
+	if e, bad := c.Lookup(k4, 16, 40, 60); e != nil || !bad {
+		t.Errorf("overlapping IPv4 fragment: got %v bad=%v, want bad", e, bad)
 	}
 }
 

@@ -85,50 +85,123 @@ func (b *Kernel) openIfLoaded() (*bpf.Datapath, error) {
 	return d, err
 }
 
-// load makes sure the datapath is loaded and attached. The first time it
-// attaches to ifaces, the interfaces the rules name (those that exist), or
-// to every non-loopback interface when they name none; later it attaches
-// only to named interfaces it is not on yet. The programs are loaded
-// (running the verifier) only when something must be attached; loading
-// reuses the pinned maps, so rules and state survive.
-func (b *Kernel) load(ifaces []string) (*bpf.Datapath, error) {
-	var names []string
-	for _, n := range ifaces {
-		if _, err := net.InterfaceByName(n); err == nil {
-			names = append(names, n)
-		}
-	}
-	attached := map[int]bool{}
+// load makes sure the datapath is loaded and on the interfaces it
+// belongs on, and returns it. Every load, reload, swap and ipf -y comes
+// through here, so the filter follows the interfaces as they come and go:
+//
+//   - interfaces that went away are forgotten (bpf.Datapath.Prune);
+//   - the interfaces the rules name (ifaces, those that exist) are
+//     attached if they are not yet;
+//   - in all-interfaces mode, so is every non-loopback interface. The
+//     mode is entered when a set with a rule that applies on every
+//     interface is written (everywhere), or by a first load that names
+//     no interface, or when unmatched packets are blocked (a packet on an
+//     interface without the filter would pass), and lasts until ipf -D.
+//     Outside it, a packet on an interface no rule names could only meet
+//     the default pass, so the filter stays off those.
+//
+// A live interface is never detached (ipf -D detaches everything). The
+// programs are loaded (running the verifier) only when something must be
+// attached; loading reuses the pinned maps, so rules and state survive.
+// An interface the rules do not name that cannot be attached is a
+// warning, not an error (it shows as unfiltered in ipf -V and ipfstat):
+// one odd device must not keep every rule set from loading.
+func (b *Kernel) load(ifaces []string, everywhere bool) (*bpf.Datapath, []string, error) {
+	var (
+		hooked  = map[int]bool{}
+		allMode = everywhere
+		fresh   = true
+	)
 	if d, err := b.open(); err == nil {
-		for _, idx := range d.Attached() {
-			attached[idx] = true
+		if _, err := d.Prune(); err != nil {
+			return nil, nil, permissionHint(fmt.Errorf("forgetting interfaces that went away: %w", err))
+		}
+		if hooked, err = d.Hooked(); err != nil {
+			return nil, nil, permissionHint(err)
+		}
+		fresh = len(hooked) == 0
+		allMode = allMode || d.AllInterfaces()
+	}
+	if fresh && len(ifaces) == 0 {
+		allMode = true // a first load that names no interface
+	}
+	if !allMode && defaultBlocks(b.d) {
+		allMode = true
+	}
+	named := map[string]bool{}
+	var missing []net.Interface
+	for _, n := range ifaces {
+		if ifc, err := net.InterfaceByName(n); err == nil && !hooked[ifc.Index] {
+			named[n] = true
+			missing = append(missing, *ifc)
 		}
 	}
-	var missing []string
-	if len(attached) > 0 {
-		for _, n := range names {
-			if ifc, err := net.InterfaceByName(n); err == nil && !attached[ifc.Index] {
-				missing = append(missing, n)
+	if allMode {
+		all, err := net.Interfaces()
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing interfaces: %w", err)
+		}
+		for _, ifc := range all {
+			if ifc.Flags&net.FlagLoopback == 0 && !hooked[ifc.Index] && !named[ifc.Name] {
+				missing = append(missing, ifc)
 			}
 		}
-		if len(missing) == 0 {
-			return b.d, nil
-		}
-	} else {
-		missing = names // none: every non-loopback interface
+	}
+	if b.d != nil && len(missing) == 0 && (!allMode || b.d.AllInterfaces()) {
+		return b.d, nil, nil
 	}
 	if err := b.loadPrograms(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := b.d.Attach(missing); err != nil {
-		return nil, permissionHint(err)
+	if allMode && !b.d.AllInterfaces() {
+		if err := b.d.SetAllInterfaces(); err != nil {
+			return nil, nil, permissionHint(err)
+		}
 	}
-	// the filter was appended to the interfaces' chains: NAT must stay
-	// first inbound and last outbound
-	if err := natKeepOrder(b.dir); err != nil {
-		return nil, err
+	var warnings []string
+	attached := 0
+	for _, ifc := range missing {
+		if err := b.d.Attach([]string{ifc.Name}); err != nil {
+			if named[ifc.Name] {
+				return nil, nil, permissionHint(err)
+			}
+			warnings = append(warnings, fmt.Sprintf("%v: %s stays unfiltered", err, ifc.Name))
+			continue
+		}
+		attached++
 	}
-	return b.d, nil
+	if attached > 0 {
+		// the filter was appended to the interfaces' chains: NAT must
+		// stay first inbound and last outbound
+		if err := natKeepOrder(b.dir); err != nil {
+			return nil, nil, err
+		}
+	}
+	return b.d, warnings, nil
+}
+
+// defaultBlocks reports whether the datapath blocks the packets no rule
+// matches (the default_pass tunable): then an interface without the
+// filter would pass what the filter blocks.
+func defaultBlocks(d *bpf.Datapath) bool {
+	if d == nil {
+		return false
+	}
+	t, ok := findTunable(d.Tunables(), "default_pass")
+	return ok && uint32(t.Cur)&ruleset.FRCmdMask != ruleset.FRPass
+}
+
+// everywhere reports whether a rule set has a rule that applies on every
+// interface (no `on`, or `on *`/`on -`), which puts the datapath in
+// all-interfaces mode (see load). Rules in groups count too, whatever
+// their head names: erring towards more interfaces is safe.
+func everywhere(rules []*ipf.Rule) bool {
+	for _, r := range rules {
+		if len(r.On) == 0 || r.On[0] == "" || r.On[0] == "*" || r.On[0] == "-" {
+			return true
+		}
+	}
+	return false
 }
 
 // loadPrograms loads the programs (the verifier runs) unless this Kernel
@@ -411,13 +484,14 @@ func tunables(d *bpf.Datapath, arg string) (string, error) {
 	return w.String(), nil
 }
 
-// status returns the ipf -V lines after the version.
-func status(d *bpf.Datapath) string {
+// status returns the ipf -V lines after the version, and a warning when
+// interfaces the filter belongs on do not have it.
+func status(d *bpf.Datapath) (string, []string) {
 	var w strings.Builder
 	fmt.Fprintf(&w, "Kernel: %s\n", Version)
 	if d == nil {
 		w.WriteString("Running: no\n")
-		return w.String()
+		return w.String(), nil
 	}
 	running := "no"
 	if d.Enabled() {
@@ -443,7 +517,17 @@ func status(d *bpf.Datapath) string {
 	fmt.Fprintf(&w, "Default: %s all, Logging: available\n", def)
 	fmt.Fprintf(&w, "Active list: %d\n", d.ActiveSetNumber())
 	fmt.Fprintf(&w, "Feature mask: %#x\n", featureMask)
-	return w.String()
+	// Sluice: the interfaces the filter runs on
+	cov, err := coverage(d)
+	if err != nil {
+		fmt.Fprintf(&w, "Interfaces: unknown (%v)\n", err)
+		return w.String(), nil
+	}
+	w.WriteString(cov.Lines())
+	if msg := cov.Warning(); msg != "" {
+		return w.String(), []string{msg}
+	}
+	return w.String(), nil
 }
 
 // featureMask is what ipf -V reports as compiled-in features: logging

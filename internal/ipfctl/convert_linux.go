@@ -28,7 +28,7 @@ func Convert(k *bpf.LogRecord, ifname, group string, wall time.Time, seq uint32)
 		Out:    k.Out,
 		LogTag: k.Tag,
 		Level:  ipflog.NoLevel,
-		Reason: convertReason(k.Reason),
+		Reason: bpf.LogReason(k.Reason),
 		Family: k.Family,
 		Data:   k.Data,
 	}
@@ -81,20 +81,4 @@ func headerLen(b []byte) int {
 		n += 8
 	}
 	return min(n, len(b))
-}
-
-// convertReason maps the datapath's block reasons (IPFilter's FRB_*,
-// 1-based) to ipflog's (the index into ipmon's reasons table, where 0,
-// filter-rule, is not printed). The datapath's own reasons past the
-// table (bad packet, keep limit) stay as they are and print as numbers.
-func convertReason(r uint32) uint8 {
-	switch {
-	case r == bpf.RSNNone:
-		return 0
-	case r < bpf.RSNBad:
-		return uint8(r - 1)
-	case r > 255:
-		return 255
-	}
-	return uint8(r)
 }

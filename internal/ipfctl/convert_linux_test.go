@@ -50,6 +50,12 @@ func TestConvertPrintsAsOffline(t *testing.T) {
 			want: "29/11/2026 20:01:02.345678 veth0 @0:2 b 10.0.0.1,1 -> 10.0.0.2,2 PR udp len 20 28 IN\n",
 		},
 		{
+			// the datapath's own reasons print by name too
+			name: "keep-limit",
+			rec:  bpf.LogRecord{RuleNo: 2, Pass: ruleset.FRBlock | ruleset.FRLog, Reason: bpf.RSNDCA, Data: udp4(1, 2, 0)},
+			want: "29/11/2026 20:01:02.345678 veth0 @0:2 b 10.0.0.1,1 -> 10.0.0.2,2 PR udp len 20 28 IN reason:keep-limit\n",
+		},
+		{
 			name: "nomatch",
 			rec:  bpf.LogRecord{RuleNo: -1, Pass: ruleset.FRNoMatch | ipflog.FFLogNoMatch, Data: udp4(1, 2, 0)},
 			want: "29/11/2026 20:01:02.345678 veth0 @-1:-1 n 10.0.0.1,1 -> 10.0.0.2,2 PR udp len 20 28 IN\n",

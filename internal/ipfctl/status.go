@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -38,9 +39,16 @@ type Status struct {
 type FilterStatus struct {
 	Enabled   bool
 	ActiveSet int // 0 or 1, as ipf -V shows it
-	// Interfaces the filter is attached to with TCX ("if<N>" for an index
-	// this network namespace does not know).
+	// Interfaces the filter runs on ("if<N>" for an index this network
+	// namespace does not know).
 	Interfaces []string
+	// AllInterfaces is set when the filter belongs on every non-loopback
+	// interface (see Coverage).
+	AllInterfaces bool
+	// Unfiltered are the non-loopback interfaces that are up without the
+	// filter although it belongs on them: their traffic is not filtered
+	// until ipf -y (or any load) attaches it.
+	Unfiltered []string
 	// Rules of the active set, in ipfstat's order, with their counters.
 	Rules    []RuleCounters
 	In, Out  DirCounters
@@ -144,4 +152,52 @@ type QoSPolicy struct {
 type QoSFilter struct {
 	Name           string
 	Packets, Bytes uint64
+}
+
+// Coverage is which interfaces the filter is on (ipf -V, ipfstat and the
+// exporter show it).
+type Coverage struct {
+	// All is the all-interfaces mode: a loaded rule applies on every
+	// interface (or the first load named none, or unmatched packets are
+	// blocked), so the filter belongs on every non-loopback interface and
+	// each load and ipf -y attaches it to those that appeared.
+	All bool
+	// Attached are the interfaces the filter runs on, by name ("if<N>"
+	// for an index this network namespace does not know), sorted.
+	Attached []string
+	// Unfiltered are, in all-interfaces mode, the non-loopback interfaces
+	// that are up and do not have the filter, sorted.
+	Unfiltered []string
+}
+
+// Warning returns what to tell the administrator about c: "" when every
+// interface the filter belongs on has it.
+func (c Coverage) Warning() string {
+	if len(c.Unfiltered) == 0 {
+		return ""
+	}
+	verb := "is"
+	if len(c.Unfiltered) > 1 {
+		verb = "are"
+	}
+	return fmt.Sprintf("%s %s up and not filtered although the rules apply on every interface: ipf -y attaches the filter",
+		strings.Join(c.Unfiltered, ", "), verb)
+}
+
+// Lines returns the lines ipf -V and ipfstat print about c.
+func (c Coverage) Lines() string {
+	var w strings.Builder
+	names := "none"
+	if len(c.Attached) > 0 {
+		names = strings.Join(c.Attached, " ")
+	}
+	mode := "those the rules name"
+	if c.All {
+		mode = "every non-loopback interface"
+	}
+	fmt.Fprintf(&w, "Interfaces: %s (%s)\n", names, mode)
+	if len(c.Unfiltered) > 0 {
+		fmt.Fprintf(&w, "Unfiltered: %s (up, not attached: run ipf -y)\n", strings.Join(c.Unfiltered, " "))
+	}
+	return w.String()
 }

@@ -1,7 +1,6 @@
 package ipfctl
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"sluice/internal/bpf"
 	"sluice/internal/bpf/qosmark"
@@ -54,14 +52,11 @@ func readFilter(dir string) (*FilterStatus, error) {
 	}
 	defer d.Close()
 	fs := &FilterStatus{Enabled: d.Enabled(), ActiveSet: d.ActiveSetNumber()}
-	for _, idx := range d.Attached() {
-		name := fmt.Sprintf("if%d", idx)
-		if ifc, err := net.InterfaceByIndex(idx); err == nil {
-			name = ifc.Name
-		}
-		fs.Interfaces = append(fs.Interfaces, name)
+	cov, err := coverage(d)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(fs.Interfaces)
+	fs.Interfaces, fs.AllInterfaces, fs.Unfiltered = cov.Attached, cov.All, cov.Unfiltered
 	rules, err := d.Rules(bpf.Active)
 	if err != nil {
 		return nil, fmt.Errorf("reading the active rules: %w", err)
@@ -101,77 +96,48 @@ func readFilter(dir string) (*FilterStatus, error) {
 	fs.Drops = map[string]uint64{}
 	for r, n := range s.Drops {
 		if n != 0 {
-			fs.Drops[reasonName(uint32(r))] += n
+			fs.Drops[bpf.ReasonName(uint32(r))] += n
 		}
 	}
-	if fs.Frag, err = readFrags(dir); err != nil {
+	if fs.Frag.Entries, fs.Frag.Max, err = d.FragCache(); err != nil {
 		return nil, err
 	}
 	fs.Programs = readPrograms(dir)
 	return fs, nil
 }
 
-// reasonName names a block reason as ipmon does (IPFilter's names;
-// Sluice's own reasons past IPFilter's table get names of their own).
-func reasonName(r uint32) string {
-	switch r {
-	case bpf.RSNFilter:
-		return "filter-rule"
-	case bpf.RSNLogFail:
-		return "log-or-block_1"
-	case bpf.RSNPPS:
-		return "pps-rate"
-	case bpf.RSNJumbo:
-		return "jumbogram"
-	case bpf.RSNStateAdd:
-		return "state_add-fail"
-	case bpf.RSNPullup:
-		return "pullup-fail"
-	case bpf.RSNBadFrag:
-		return "bad-frag"
-	case bpf.RSNBad:
-		return "bad-packet"
-	case bpf.RSNDCA:
-		return "keep-limit"
-	case bpf.RSNScanCut:
-		return "scan-cut"
-	}
-	return fmt.Sprintf("reason-%d", r)
-}
-
-// fragValueExpire is where struct frag_entry keeps its expiry time
-// (CLOCK_MONOTONIC ns): the first field.
-const fragValueExpire = 0
-
-// readFrags counts the live entries of the pinned fragment cache. The map
-// is opened by its pin, read only, and walked with raw keys and values so
-// that only the expiry field's position (first in struct frag_entry) is
-// assumed here; the exporter's privileged test sends fragments and checks
-// the count.
-func readFrags(dir string) (FragCounters, error) {
-	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "frags"), &ebpf.LoadPinOptions{ReadOnly: true})
+// coverage reads which interfaces the filter is on. In all-interfaces
+// mode (recorded by the load that entered it, or implied by unmatched
+// packets being blocked) the non-loopback interfaces that are up without
+// the filter are the unfiltered ones.
+func coverage(d *bpf.Datapath) (Coverage, error) {
+	hooked, err := d.Hooked()
 	if err != nil {
-		return FragCounters{}, fmt.Errorf("opening the fragment cache: %w", err)
+		return Coverage{}, fmt.Errorf("reading the interfaces the filter is on: %w", err)
 	}
-	defer m.Close()
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return FragCounters{}, err
+	c := Coverage{All: d.AllInterfaces() || defaultBlocks(d)}
+	for idx := range hooked {
+		name := fmt.Sprintf("if%d", idx)
+		if ifc, err := net.InterfaceByIndex(idx); err == nil {
+			name = ifc.Name
+		}
+		c.Attached = append(c.Attached, name)
 	}
-	now := uint64(ts.Nano())
-	fc := FragCounters{Max: int(m.MaxEntries())}
-	k := make([]byte, m.KeySize())
-	v := make([]byte, m.ValueSize())
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		if len(v) >= fragValueExpire+8 && binary.NativeEndian.Uint64(v[fragValueExpire:]) >= now {
-			fc.Entries++
+	sort.Strings(c.Attached)
+	if !c.All {
+		return c, nil
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return c, fmt.Errorf("listing interfaces: %w", err)
+	}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagLoopback == 0 && ifc.Flags&net.FlagUp != 0 && !hooked[ifc.Index] {
+			c.Unfiltered = append(c.Unfiltered, ifc.Name)
 		}
 	}
-	if err := it.Err(); err != nil {
-		return fc, fmt.Errorf("reading the fragment cache: %w", err)
-	}
-	return fc, nil
+	sort.Strings(c.Unfiltered)
+	return c, nil
 }
 
 // readPrograms sums the run statistics of the programs the pinned links

@@ -52,6 +52,17 @@ type tx struct {
 	// token is the rollback token of an armed transaction (0: none); it
 	// is written as soon as the datapath exists.
 	token uint64
+	// warn receives the warnings of the commit (ApplyOptions.Warn).
+	warn func(string)
+}
+
+// warnNow passes warnings found while committing to the caller.
+func (t *tx) warnNow(warnings []string) {
+	for _, w := range warnings {
+		if t.warn != nil {
+			t.warn(w)
+		}
+	}
 }
 
 func (b *Kernel) newTx() (*tx, error) {
@@ -335,7 +346,7 @@ func (t *tx) flushSets() error {
 		if err != nil {
 			return err
 		}
-		order = append(order, setWrite{st.set, im})
+		order = append(order, setWrite{st.set, im, everywhere(c.rules)})
 	}
 	if err := t.checkPoolSpace(order); err != nil {
 		if r := t.poolRule; r != nil {
@@ -347,10 +358,11 @@ func (t *tx) flushSets() error {
 	t.steps = append(t.steps, func([]Result) error {
 		for _, o := range order {
 			if w, ok := o.(setWrite); ok {
-				d, err := t.k.load(w.im.Interfaces())
+				d, warnings, err := t.k.load(w.im.Interfaces(), w.everywhere)
 				if err != nil {
 					return err
 				}
+				t.warnNow(warnings)
 				if t.token != 0 && d.Token() != t.token {
 					if err := d.SetToken(t.token); err != nil {
 						return err
@@ -361,10 +373,11 @@ func (t *tx) flushSets() error {
 				}
 				continue
 			}
-			d, err := t.k.load(nil)
+			d, warnings, err := t.k.load(nil, false)
 			if err != nil {
 				return err
 			}
+			t.warnNow(warnings)
 			if _, err := d.Swap(); err != nil {
 				return fmt.Errorf("swapping rule sets: %w", err)
 			}
@@ -378,6 +391,9 @@ func (t *tx) flushSets() error {
 type setWrite struct {
 	s  Set
 	im *bpf.Image
+	// everywhere: a rule of the set applies on every interface (the
+	// filter then belongs on all of them, see Kernel.load)
+	everywhere bool
 }
 
 // checkPoolSpace refuses writes whose pool tables cannot fit the pool map
@@ -551,6 +567,13 @@ func (t *tx) stageKernel(i int, op *Op) error {
 			if err != nil {
 				return fmt.Errorf("-T %s: %w", op.Arg, err)
 			}
+			if strings.Contains(op.Arg, "default_pass=") {
+				// unmatched packets blocked: the filter belongs on
+				// every interface (Kernel.load)
+				_, warnings, err := t.k.load(nil, false)
+				t.warnNow(warnings)
+				return err
+			}
 			return nil
 		})
 	case OpDCA:
@@ -578,7 +601,9 @@ func (t *tx) stageKernel(i int, op *Op) error {
 			if err != nil {
 				return err
 			}
-			res[i].Text = status(d)
+			var warnings []string
+			res[i].Text, warnings = status(d)
+			t.warnNow(warnings)
 			return nil
 		})
 	default:
@@ -621,7 +646,7 @@ func (t *tx) commit() ([]Result, error) {
 // and then applied under the lock beside the pins.
 func (b *Kernel) Apply(ops []Op, opts ApplyOptions) ([]Result, error) {
 	if readOnly(ops) && opts.ConfirmWithin == 0 {
-		return b.applyReadOnly(ops)
+		return b.applyReadOnly(ops, opts.Warn)
 	}
 	unlock, err := lockTx(b.dir, true, true)
 	if err != nil {
@@ -646,6 +671,7 @@ func (b *Kernel) Apply(ops []Op, opts ApplyOptions) ([]Result, error) {
 			opts.Warn(w)
 		}
 	}
+	t.warn = opts.Warn
 	if opts.ConfirmWithin > 0 {
 		if err := t.armRollback(opts.ConfirmWithin); err != nil {
 			return nil, err
@@ -665,7 +691,7 @@ func readOnly(ops []Op) bool {
 	return true
 }
 
-func (b *Kernel) applyReadOnly(ops []Op) ([]Result, error) {
+func (b *Kernel) applyReadOnly(ops []Op, warn func(string)) ([]Result, error) {
 	defer b.Close()
 	res := make([]Result, len(ops))
 	for i := range ops {
@@ -673,7 +699,13 @@ func (b *Kernel) applyReadOnly(ops []Op) ([]Result, error) {
 		if err != nil {
 			return res, err
 		}
-		res[i].Text = status(d)
+		var warnings []string
+		res[i].Text, warnings = status(d)
+		for _, w := range warnings {
+			if warn != nil {
+				warn(w)
+			}
+		}
 	}
 	return res, nil
 }

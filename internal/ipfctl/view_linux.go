@@ -67,6 +67,8 @@ type Reader interface {
 	ActiveSetNumber() int
 	// Ticks is IPFilter's clock: Ticks since boot.
 	Ticks() uint64
+	// Coverage is which interfaces the filter is on.
+	Coverage() (Coverage, error)
 	Close() error
 }
 
@@ -105,6 +107,8 @@ func (v *view) LogFlags() LogFlags       { return v.d.LogFlags() }
 func (v *view) ActiveSetNumber() int     { return v.d.ActiveSetNumber() }
 func (v *view) Close() error             { return v.d.Close() }
 func (v *view) Ticks() uint64            { return Ticks() }
+
+func (v *view) Coverage() (Coverage, error) { return coverage(v.d) }
 
 // Ticks returns IPFilter's tick counter (Tick units) since boot.
 func Ticks() uint64 {

@@ -40,13 +40,31 @@ type Printer struct {
 
 var logNames = [3]string{"ipf", "NAT", "state"}
 
-// reasons are the fin_reason names ipmon prints after "reason:" (5.x).
+// reasons are the names ipmon prints after "reason:", indexed by a
+// record's reason: IPFilter's fin_reason (5.x) up to natv6_in-fail, then
+// the kernel datapath's own reasons, which it numbers from 20 (bpf.RSN*
+// above RSNBad keep their number in log records). This is the only table
+// of block-reason names: ipmon, ipfstat and the exporter all name a
+// reason through ReasonName (bpf.ReasonName for the datapath's numbers).
 var reasons = [...]string{
 	"filter-rule", "log-or-block_1", "pps-rate", "jumbogram", "makefrip-fail",
 	"state_add-fail", "updateipid-fail", "log-or-block_2", "decap-fail",
 	"auth_new-fail", "auth_captured", "coalesce-fail", "pullup-fail",
 	"auth-feedback", "bad-frag", "natv4_out-fail", "natv4_in-fail",
 	"natv6_out-fail", "natv6_in-fail",
+	// Sluice's kernel datapath (RSN_BAD, RSN_DCA, RSN_SCANCUT in
+	// internal/bpf/c/include/filter.h)
+	20: "bad-packet", 21: "keep-limit", 23: "scan-cut",
+}
+
+// ReasonName returns the name of a log record's block reason r as ipmon
+// prints it after "reason:", or "" for a number that has none (ipmon
+// prints the number).
+func ReasonName(r uint8) string {
+	if int(r) < len(reasons) {
+		return reasons[r]
+	}
+	return ""
 }
 
 // Level returns the syslog priority ipmon uses for r.
@@ -199,8 +217,8 @@ func (p *Printer) AppendLine(dst []byte, r *Record) []byte {
 	}
 	if r.Reason != 0 {
 		dst = append(dst, " reason:"...)
-		if int(r.Reason) < len(reasons) {
-			dst = append(dst, reasons[r.Reason]...)
+		if name := ReasonName(r.Reason); name != "" {
+			dst = append(dst, name...)
 		} else {
 			dst = strconv.AppendInt(dst, int64(r.Reason), 10)
 		}

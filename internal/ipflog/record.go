@@ -28,7 +28,7 @@ const (
 	FRAuth       = 0x00003
 	FRPreAuth    = 0x00004
 	FRAccount    = 0x00005
-	FRLog        = 0x00020
+	FRLog        = 0x00010
 	FRLogMask    = FRLog | FRCmdMask
 	FRQuick      = 0x00100
 	FRKeepFrag   = 0x00200

@@ -94,7 +94,7 @@ var optionSources = []optionSource{
 	{page: "ipftest.1.md", pkg: "internal/cmd/ipftest"},
 	{page: "netperf.1.md", pkg: "internal/cmd/netperf", consts: []string{"globalSpec"}, section: "GLOBAL OPTIONS"},
 	{page: "netperf.1.md", pkg: "internal/cmd/netperf", consts: []string{"testSpec"}, section: "TEST-SPECIFIC OPTIONS"},
-	{page: "netserver.8.md", pkg: "internal/cmd/netperf", consts: []string{"serverSpec"}},
+	{page: "netserver.8.md", pkg: "internal/cmd/netserver", consts: []string{"spec"}},
 	{page: "ipqosadmin.8.md", pkg: "internal/cmd/ipqosadmin", flags: true},
 	{page: "sluice.8.md", pkg: "internal/cmd/sluice", flags: true},
 }

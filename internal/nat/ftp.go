@@ -565,7 +565,7 @@ func (n *NAT) ftpPort(s *session, v *view, at int, line []byte) int {
 		}
 	}
 	if !n.ftpXferBusy(&s.proxy.ftp, "ipf_p_ftp_addport") {
-		ftpPending(&s.proxy.ftp, n.reverseConn(s, 6, uint16(port)))
+		ftpPending(&s.proxy.ftp, n.reverseConn(s, 6, uint16(port), false))
 	}
 	return inc
 }
@@ -600,7 +600,7 @@ func (n *NAT) ftpEprt(s *session, v *view, at int, line []byte) int {
 		}
 	}
 	if !n.ftpXferBusy(&s.proxy.ftp, "ipf_p_ftp_addport") {
-		ftpPending(&s.proxy.ftp, n.reverseConn(s, 6, uint16(port)))
+		ftpPending(&s.proxy.ftp, n.reverseConn(s, 6, uint16(port), false))
 	}
 	return inc
 }

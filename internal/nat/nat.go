@@ -142,6 +142,7 @@ type session struct {
 
 	proxy  *proxy // the rule's application proxy, nil if none
 	slave  bool   // set up by the proxy of another session
+	rcmd   bool   // the stderr back-connection of an rcmd proxy
 	wildSP bool   // waiting for its first packet to learn the source port
 	clone  bool   // a wildcard that copies itself for each connection
 	pass   uint32 // filter flags of the proxy's state entry (0: proxyPass)
@@ -301,6 +302,10 @@ func firstAddr(o addrOperand, v6 bool) a128 {
 func (r *rule) setGroupMap() {
 	omask, nmask := r.orig.m, r.newA.m
 	switch {
+	case omask == nmask && r.Type == ipnat.MapBlock:
+		// IPFilter's map-block of a block onto one of the same size
+		// fails for every new session: no ports per address.
+		r.ippip, r.ppip = 1, 0
 	case omask == nmask:
 		r.ippip = 1
 		if r.SPMin != 0 {
@@ -311,7 +316,10 @@ func (r *rule) setGroupMap() {
 	case r.PortAuto:
 		inside := omask.not(r.v6).lo
 		outside := nmask.not(r.v6).lo + 1
-		r.ippip = int(inside/outside) + 1
+		r.ippip = 1
+		if outside != 0 { // 0: a new block of 2^64 or more addresses
+			r.ippip = int(inside/outside) + 1
+		}
 		if r.ippip <= 0 {
 			r.ippip = 1
 		}

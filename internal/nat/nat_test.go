@@ -233,8 +233,9 @@ func TestAllocation(t *testing.T) {
 			[]string{"1.1.1.1:10000", "1.1.1.1:10004", "1.1.1.1:13999"}},
 		{"map-block ports 256", "map-block le0 10.0.0.0/24 -> 203.1.1.0/24 ports 256",
 			[]string{"6 10.0.0.1 100 2.2.2.2 80", "17 10.0.0.5 7 2.2.2.2 53"},
-			// Equal masks: ippip = 1, ppip = 256; new = base + h; port = 1024 + sport%256
-			[]string{"203.1.1.1:1124", "203.1.1.5:1031"}},
+			// Equal masks: IPFilter's map-block fails for every new
+			// session (its ipftest prints block reason 15 for these)
+			[]string{"fail", "fail"}},
 		{"map-block ports 256 into a smaller block", "map-block le0 10.0.0.0/16 -> 203.1.1.0/24 ports 256",
 			[]string{"6 10.0.1.2 100 2.2.2.2 80"},
 			// ippip = 64512/256 = 252; h = 258: addr + 258/252 = +1; port = 1024 + 100 + 256*(258%252)

@@ -35,7 +35,8 @@ type view struct {
 	resize    bool // the caller accepts a packet of another length
 }
 
-// fragKey identifies the fragments of one IPv4 datagram.
+// fragKey identifies the fragments of one datagram (the IPv6 fragment
+// header's id in place of the IPv4 one).
 type fragKey struct {
 	proto    uint8
 	id       uint32
@@ -123,13 +124,18 @@ func parse(v *view, b []byte) bool {
 			switch nh {
 			case 0, 43, 60, 135:
 				if off+8 > end {
-					return false
+					// A header cut short: IPFilter still
+					// translates the addresses.
+					v.proto = nh
+					return true
 				}
 				nh, off = b[off], off+(int(b[off+1])+1)*8
 			case 44:
 				if off+8 > end {
 					return false
 				}
+				v.ipid = binary.BigEndian.Uint32(b[off+4:])
+				v.moreFrags = b[off+3]&1 != 0
 				if binary.BigEndian.Uint16(b[off+2:])&0xfff8 != 0 {
 					v.fragBody = true
 					v.proto = b[off]
@@ -178,7 +184,13 @@ func parse(v *view, b []byte) bool {
 			id := binary.BigEndian.Uint16(l4[4:])
 			v.sport, v.dport = id, id
 		} else if (v.proto == 1 && isICMPv4Error(v.icmpType)) || (v.proto == 58 && isICMPv6Error(v.icmpType)) {
-			v.icmpErr = true
+			// An error too short to quote an IP header is translated
+			// as a plain packet, as IPFilter does.
+			quoted := packet.IPv4MinimumSize
+			if v.proto == 58 {
+				quoted = packet.IPv6MinimumSize
+			}
+			v.icmpErr = len(l4) >= 8+quoted
 		}
 	}
 	return true

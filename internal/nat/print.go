@@ -58,6 +58,14 @@ func activeAddr(a netip.Addr, pad bool) string {
 }
 
 func natType(s *session) string {
+	if s.rcmd {
+		// ipf_p_rcmd_portmsg adds the back-connection in the other
+		// direction than its parent: a map rule's shows as RDR.
+		if s.dir == In {
+			return "RDR"
+		}
+		return "MAP"
+	}
 	switch s.rule.Type {
 	case ipnat.Map:
 		return "MAP"

@@ -23,7 +23,10 @@ type ProxyState struct {
 	WildDstPort bool // any destination port (SI_W_DPORT)
 	Clone       bool // every new connection gets a copy (SI_CLONE)
 	PLen        int  // bytes counted for the entry's first packet
-	Pass        uint32
+	// NoCount leaves the made-up first packet uncounted: the rcmd
+	// back-connection's entry counts its real packets only.
+	NoCount bool
+	Pass    uint32
 }
 
 type proxyKind uint8
@@ -120,13 +123,16 @@ func (n *NAT) rcmd(s *session, v *view, fwd bool) {
 		return
 	}
 	p.rcmdPort = uint16(port)
-	n.reverseConn(s, 6, uint16(port))
+	n.reverseConn(s, 6, uint16(port), true)
 }
 
 // reverseConn sets up the NAT session and state entry for a TCP/UDP
 // connection the server of s opens back to its client's port port. It
-// returns the new session, nil if none was made.
-func (n *NAT) reverseConn(s *session, proto uint8, port uint16) *session {
+// returns the new session, nil if none was made. rcmd is set for the
+// stderr connection of rsh, which ipf_p_rcmd_portmsg adds as a session
+// of the opposite direction (an inside client's shows as RDR) whose
+// state entry counts no made-up packet.
+func (n *NAT) reverseConn(s *session, proto uint8, port uint16, rcmd bool) *session {
 	var c *session
 	if s.dir == Out {
 		// The client is inside: the server connects to the mapped
@@ -146,6 +152,7 @@ func (n *NAT) reverseConn(s *session, proto uint8, port uint16) *session {
 	}
 	c.odport, c.ndport = port, port
 	c.wildSP = true
+	c.rcmd = rcmd
 	if !n.linkSlave(c) {
 		return nil
 	}
@@ -183,7 +190,7 @@ func (n *NAT) linkSlave(c *session) bool {
 		return true
 	}
 	ps := ProxyState{Out: c.dir == Out, IfName: c.ifname, V6: c.v6, Proto: c.proto, WildSrcPort: c.wildSP,
-		Clone: c.clone, Pass: c.pass}
+		Clone: c.clone, Pass: c.pass, NoCount: c.rcmd}
 	if ps.Pass == 0 {
 		ps.Pass = proxyPass
 	}

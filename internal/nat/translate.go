@@ -111,10 +111,10 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 // maxFrags bounds the NAT fragment table.
 const maxFrags = 4096
 
-// noteFrag remembers the session of a first fragment (IPv4, MF set)
-// for the fragments that follow (IPFilter's NAT fragment cache).
+// noteFrag remembers the session of a first fragment (MF set) for the
+// fragments that follow (IPFilter's NAT fragment cache).
 func (n *NAT) noteFrag(v *view, s *session) {
-	if v.v6 || !v.moreFrags {
+	if !v.moreFrags {
 		return
 	}
 	if n.frags == nil {

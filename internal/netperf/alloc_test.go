@@ -1,109 +1,189 @@
 package netperf
 
 import (
-	"net"
 	"net/netip"
+	"runtime"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/netperf/proto"
 )
 
-// tcpPair returns a connected loopback pair with an echo server running
-// serveRR on the far end, exactly as netserver's TCP_RR loop does.
-func tcpRRPair(tb testing.TB, size int) net.Conn {
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+// rawPair returns a connected loopback TCP pair of data sockets with the
+// loops' options, client end first.
+func rawPair(tb testing.TB) (int, int) {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lfd, err := newDataSocket(4, true, sockOpts{reuseAddr: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	defer unix.Close(lfd)
+	if err := bindTo(lfd, netip.AddrPortFrom(loopback, 0)); err != nil {
+		tb.Fatal(err)
+	}
+	if err := unix.Listen(lfd, 5); err != nil {
+		tb.Fatal(err)
+	}
+	cfd, err := newDataSocket(4, true, sockOpts{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dst := toRaw(localAddr(lfd))
+	if e := connectTo(cfd, &dst); e != 0 {
+		tb.Fatal(e)
+	}
+	sfd, e := sysAccept(lfd)
+	if e != 0 {
+		tb.Fatal(e)
+	}
+	tb.Cleanup(func() { unix.Close(cfd); unix.Close(sfd) })
+	return cfd, sfd
+}
+
+// rrServer serves TCP_RR (or UDP_RR) transactions on fd with netserver's
+// loop until the client goes away.
+func rrServer(tb testing.TB, fd int, udp bool) {
+	t := &serverTest{req: &proto.Request{Direction: proto.DirBoth}, udp: udp,
+		recvBuf: make([]byte, 1), sendBuf: make([]byte, 1)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s, err := ln.Accept()
-		ln.Close()
+		if udp {
+			_ = t.udpData(fd)
+		} else {
+			_ = t.tcpRR(fd)
+		}
+	}()
+	tb.Cleanup(func() {
+		t.ph.fds.add(fd, udp)
+		t.ph.fds.abort()
+		<-done
+	})
+}
+
+func rrClient(fd int, test string, dst rawSockaddr) *clientLoop {
+	return &clientLoop{c: &client{cfg: &Config{}, kind: kinds[test]}, ph: &phase{},
+		p: params{reqSize: 1, respSize: 1}, fd: fd, dst: dst}
+}
+
+// mallocs counts the heap allocations f makes (in the whole process).
+func mallocs(f func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.Mallocs - a.Mallocs
+}
+
+// perTransaction runs n and then n+extra transactions and returns the
+// allocations the extra ones made, per transaction: both ends of the loop
+// run in this process, so the server's loop is counted too.
+func perTransaction(t *testing.T, run func(n int64) error) float64 {
+	t.Helper()
+	if err := run(100); err != nil { // warm up
+		t.Fatal(err)
+	}
+	const n, extra = 200, 4000
+	var err error
+	small := mallocs(func() { err = run(n) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	large := mallocs(func() { err = run(n + extra) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if large < small {
+		return 0
+	}
+	return float64(large-small) / extra
+}
+
+func TestTransactionsDoNotAllocate(t *testing.T) {
+	t.Run("TCP_RR", func(t *testing.T) {
+		cfd, sfd := rawPair(t)
+		rrServer(t, sfd, false)
+		l := rrClient(cfd, TCPRR, rawSockaddr{})
+		req, rsp := make([]byte, 1), make([]byte, 1)
+		if a := perTransaction(t, func(n int64) error {
+			l.st, l.limit = loopStats{}, n
+			return l.tcpRRLoop(req, rsp)
+		}); a > 0.01 {
+			t.Errorf("TCP_RR: %.3f allocations per transaction, want 0", a)
+		}
+	})
+	t.Run("UDP_RR", func(t *testing.T) {
+		sfd, err := newDataSocket(4, false, sockOpts{})
 		if err != nil {
-			return
-		}
-		defer s.Close()
-		req, rsp := make([]byte, size), make([]byte, size)
-		for serveRR(s, req, rsp) == nil {
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close(); <-done })
-	return c
-}
-
-func udpRRPair(tb testing.TB) (*net.UDPConn, netip.AddrPort) {
-	tb.Helper()
-	srv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	t := &serverTest{recvBuf: make([]byte, 1), sendBuf: make([]byte, 1), req: nil}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			n, from, err := srv.ReadFromUDPAddrPort(t.recvBuf)
-			if err != nil || n == 0 {
-				return
-			}
-			srv.WriteToUDPAddrPort(t.sendBuf, from)
-		}
-	}()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	dst := srv.LocalAddr().(*net.UDPAddr).AddrPort()
-	tb.Cleanup(func() { c.Close(); srv.Close(); <-done })
-	return c, dst
-}
-
-func TestRRTransactionZeroAlloc(t *testing.T) {
-	c := tcpRRPair(t, 1)
-	req, rsp := make([]byte, 1), make([]byte, 1)
-	if a := testing.AllocsPerRun(2000, func() {
-		if err := rrTransact(c, req, rsp); err != nil {
 			t.Fatal(err)
 		}
-	}); a != 0 {
-		t.Errorf("TCP_RR transaction: %v allocs, want 0", a)
-	}
+		t.Cleanup(func() { unix.Close(sfd) })
+		if err := bindTo(sfd, netip.AddrPortFrom(loopback, 0)); err != nil {
+			t.Fatal(err)
+		}
+		rrServer(t, sfd, true)
+		cfd, err := newDataSocket(4, false, sockOpts{recvErr: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(cfd) })
+		l := rrClient(cfd, UDPRR, toRaw(localAddr(sfd)))
+		req, rsp := make([]byte, 1), make([]byte, 1)
+		if a := perTransaction(t, func(n int64) error {
+			l.st, l.limit = loopStats{}, n
+			return l.udpRRLoop(req, rsp)
+		}); a > 0.01 {
+			t.Errorf("UDP_RR: %.3f allocations per transaction, want 0", a)
+		}
+	})
+	t.Run("TCP_CRR", func(t *testing.T) {
+		lfd, err := newDataSocket(4, true, sockOpts{reuseAddr: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bindTo(lfd, netip.AddrPortFrom(loopback, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Listen(lfd, 5); err != nil {
+			t.Fatal(err)
+		}
+		srv := &serverTest{req: &proto.Request{Direction: proto.DirBoth, Flags: proto.FlagConnectTest},
+			recvBuf: make([]byte, 1), sendBuf: make([]byte, 1)}
+		srv.ph.fds.add(lfd, false)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = srv.crrLoop(lfd, time.Now())
+		}()
+		t.Cleanup(func() { srv.ph.fds.abort(); <-done; unix.Close(lfd) })
+		l := rrClient(-1, TCPCRR, toRaw(localAddr(lfd)))
+		l.fam = 4
+		if a := perTransaction(t, func(n int64) error {
+			l.st, l.limit, l.fd = loopStats{}, n, -1
+			return l.crr()
+		}); a > 0.01 {
+			t.Errorf("TCP_CRR: %.3f allocations per transaction, want 0", a)
+		}
+	})
 	h := newLatencyHist()
 	if a := testing.AllocsPerRun(1000, func() { h.add(12345) }); a != 0 {
 		t.Errorf("latency histogram: %v allocs, want 0", a)
 	}
-	u, dst := udpRRPair(t)
-	if a := testing.AllocsPerRun(2000, func() {
-		if err := udpTransact(u, dst, req, rsp); err != nil {
-			t.Fatal(err)
-		}
-	}); a != 0 {
-		t.Errorf("UDP_RR transaction: %v allocs, want 0", a)
-	}
 }
 
 func BenchmarkTCPRRTransaction(b *testing.B) {
-	c := tcpRRPair(b, 1)
+	cfd, sfd := rawPair(b)
+	rrServer(b, sfd, false)
+	l := rrClient(cfd, TCPRR, rawSockaddr{})
 	req, rsp := make([]byte, 1), make([]byte, 1)
 	b.ReportAllocs()
-	for b.Loop() {
-		if err := rrTransact(c, req, rsp); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkUDPRRTransaction(b *testing.B) {
-	u, dst := udpRRPair(b)
-	req, rsp := make([]byte, 1), make([]byte, 1)
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := udpTransact(u, dst, req, rsp); err != nil {
-			b.Fatal(err)
-		}
+	l.limit = int64(b.N)
+	b.ResetTimer()
+	if err := l.tcpRRLoop(req, rsp); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sluice/internal/netperf/cpu"
 	"sluice/internal/netperf/proto"
@@ -34,14 +34,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // ErrRemote is wrapped by errors the netserver reported in serv_errno.
 var ErrRemote = errors.New("netperf: remote error")
 
+// ErrNoControl is wrapped by the error of a run that could not connect to
+// netserver.
+var ErrNoControl = errors.New("netperf: establishing control connection")
+
 type client struct {
 	cfg    *Config
 	kind   testKind
 	ctl    net.Conn
 	server netip.Addr
-	family int32
-	local  netip.Addr
-	msg    proto.Msg
+	// data is where the data connection goes: the server, or DataHost;
+	// dataLocal the address data sockets bind to.
+	data, dataLocal netip.Addr
+	family          int32
+	local           netip.Addr
+	msg             proto.Msg
+	// pending holds control bytes read ahead by the data phase's watcher.
+	pending []byte
 }
 
 func run(ctx context.Context, cfg *Config) (*Result, error) {
@@ -51,9 +60,10 @@ func run(ctx context.Context, cfg *Config) (*Result, error) {
 	}
 	// The wire carries sizes as int32; larger ones cannot be honoured and
 	// would make the data loops' buffer allocations panic.
-	for _, v := range []int{cfg.SendSize, cfg.RecvSize, cfg.ReqSize, cfg.RespSize, cfg.LocalSockBuf, cfg.RemoteSockBuf} {
-		if v > math.MaxInt32 || v < math.MinInt32 {
-			return nil, fmt.Errorf("netperf: size %d out of range", v)
+	for _, v := range []int{cfg.SendSize, cfg.RecvSize, cfg.LocalSendSize, cfg.RemoteSendSize, cfg.LocalRecvSize, cfg.RemoteRecvSize,
+		cfg.ReqSize, cfg.RespSize, cfg.LocalSendBuf, cfg.LocalRecvBuf, cfg.RemoteSendBuf, cfg.RemoteRecvBuf} {
+		if v > maxSize || v < 0 {
+			return nil, fmt.Errorf("netperf: size %d out of range (0 to %d)", v, maxSize)
 		}
 	}
 	if cfg.Duration <= 0 && cfg.Transactions <= 0 {
@@ -72,6 +82,9 @@ func run(ctx context.Context, cfg *Config) (*Result, error) {
 	defer c.ctl.Close()
 	stop := context.AfterFunc(ctx, func() { c.ctl.Close() })
 	defer stop()
+	if cfg.Connected != nil {
+		cfg.Connected()
+	}
 
 	iters := 1
 	if cfg.ConfMax > 1 {
@@ -129,32 +142,39 @@ func (c *client) dial(ctx context.Context) error {
 	}
 	// Resolve here so the dial uses one literal address (and therefore one
 	// goroutine, which matters inside a network namespace).
-	host := c.cfg.Host
-	ip, err := netip.ParseAddr(host)
+	ip, err := resolveHost(ctx, c.cfg.Host, c.cfg.Family)
 	if err != nil {
-		ips, lerr := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		if lerr != nil || len(ips) == 0 {
-			return fmt.Errorf("netperf: resolving %q: %v", host, lerr)
-		}
-		ip = ips[0]
-		for _, a := range ips {
-			if c.cfg.Family == 6 && a.Is6() || c.cfg.Family != 6 && a.Is4() {
-				ip = a
-				break
-			}
-		}
+		return err
 	}
 	ctl, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), strconv.Itoa(c.cfg.Port)))
 	if err != nil {
-		return fmt.Errorf("netperf: establishing control connection: %w", err)
+		return fmt.Errorf("%w: %w", ErrNoControl, err)
 	}
 	c.ctl = ctl
 	ra := ctl.RemoteAddr().(*net.TCPAddr).AddrPort()
 	la := ctl.LocalAddr().(*net.TCPAddr).AddrPort()
 	c.server, c.local = ra.Addr().Unmap(), la.Addr().Unmap()
+	c.data = c.server
+	if h := c.cfg.DataHost; h != "" {
+		a, err := resolveHost(ctx, h, c.cfg.Family)
+		if err != nil {
+			ctl.Close()
+			return err
+		}
+		c.data = a
+	}
 	c.family = proto.FamilyINET
-	if c.server.Is6() {
+	if c.data.Is6() {
 		c.family = proto.FamilyINET6
+	}
+	// Data sockets bind to the control connection's local address when
+	// they can (it is the right one for namespaces and -L).
+	c.dataLocal = c.local
+	if c.local.Is4() != c.data.Is4() {
+		c.dataLocal = netip.IPv4Unspecified()
+		if c.data.Is6() {
+			c.dataLocal = netip.IPv6Unspecified()
+		}
 	}
 	if c.cfg.Passphrase != "" {
 		if err := proto.EncodePassphrase(&c.msg, c.cfg.Passphrase); err != nil {
@@ -169,10 +189,42 @@ func (c *client) dial(ctx context.Context) error {
 	return nil
 }
 
+// readMsg reads the next control message, starting with any bytes the
+// data phase's watcher read ahead.
+func (c *client) readMsg(m *proto.Msg) error {
+	n := copy(m[:], c.pending)
+	c.pending = c.pending[n:]
+	_, err := io.ReadFull(c.ctl, m[n:])
+	if err == io.EOF && n > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// resolveHost returns host's address, preferring the family asked for
+// (IPv4 unless 6).
+func resolveHost(ctx context.Context, host string, family int) (netip.Addr, error) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap(), nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return netip.Addr{}, fmt.Errorf("netperf: resolving %q: %v", host, err)
+	}
+	ip := ips[0]
+	for _, a := range ips {
+		if family == 6 && a.Is6() || family != 6 && a.Is4() {
+			ip = a
+			break
+		}
+	}
+	return ip.Unmap(), nil
+}
+
 func (c *client) exchange(m *proto.Msg, timeout time.Duration) error {
 	_ = c.ctl.SetDeadline(time.Now().Add(timeout))
 	defer c.ctl.SetDeadline(time.Time{})
-	if err := proto.ReadMsg(c.ctl, m); err != nil {
+	if err := c.readMsg(m); err != nil {
 		return fmt.Errorf("netperf: waiting for netserver: %w", err)
 	}
 	return nil
@@ -185,46 +237,59 @@ type loopStats struct {
 	trans, failed        int64
 	elapsed              time.Duration
 	lssEnd, lsrEnd, mss  int
+	retrans              int
+	cong                 string
 	lat                  *latencyHist
 }
 
+// ErrControlLost is wrapped by the error of a test whose netserver closed
+// the control connection (or died) during the data phase.
+var ErrControlLost = errors.New("netserver closed the control connection")
+
 func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, error) {
 	cfg, k := c.cfg, c.kind
-	sockType := 1
-	if k.udp() {
-		sockType = 2
-	}
 	fam := 4
 	if c.family == proto.FamilyINET6 {
 		fam = 6
 	}
-	lss, lsr, err := probeSockBufs(fam, sockType, cfg.LocalSockBuf, cfg.LocalSockBuf)
+	// The first data socket is made before the request, as netperf does:
+	// its buffer sizes go into the request.
+	opts := c.sockOpts()
+	fd, err := newDataSocket(fam, !k.udp(), opts)
 	if err != nil {
-		return nil, 0, fmt.Errorf("netperf: probing socket buffers: %w", err)
+		return nil, 0, fmt.Errorf("netperf: data socket: %w", err)
 	}
+	var ph phase
+	ph.fds.add(fd, k.udp())
+	defer func() {
+		if fd >= 0 {
+			ph.fds.closeFd(fd)
+		}
+	}()
+	lss, lsr := sockBuf(fd)
 	p := resolve(cfg, k, lss, lsr)
 
-	var udp *net.UDPConn
 	netperfPort := 0
-	if k.udp() {
-		laddr := &net.UDPAddr{IP: c.local.AsSlice(), Port: cfg.LocalDataPort}
-		var extra func(int)
-		if !k.rr {
-			extra = setDontRoute
+	switch {
+	case k.udp():
+		if err := bindTo(fd, netip.AddrPortFrom(c.dataLocal, uint16(cfg.LocalDataPort))); err != nil {
+			return nil, 0, fmt.Errorf("netperf: binding the data socket: %w", err)
 		}
-		lc := net.ListenConfig{Control: sockBufControl(cfg.LocalSockBuf, cfg.LocalSockBuf, extra)}
-		pc, err := lc.ListenPacket(ctx, "udp", laddr.String())
-		if err != nil {
-			return nil, 0, fmt.Errorf("netperf: data socket: %w", err)
-		}
-		udp = pc.(*net.UDPConn)
-		defer udp.Close()
-		netperfPort = udp.LocalAddr().(*net.UDPAddr).Port
-	} else if k.crr {
+		netperfPort = int(localAddr(fd).Port())
+	case k.crr:
 		netperfPort = cfg.LocalDataPort
+		if cfg.LocalAddr != "" {
+			if err := bindTo(fd, netip.AddrPortFrom(c.dataLocal, 0)); err != nil {
+				return nil, 0, fmt.Errorf("netperf: binding the data socket: %w", err)
+			}
+		}
+	case cfg.LocalAddr != "" || cfg.LocalDataPort != 0:
+		if err := bindTo(fd, netip.AddrPortFrom(c.dataLocal, uint16(cfg.LocalDataPort))); err != nil {
+			return nil, 0, fmt.Errorf("netperf: binding the data socket: %w", err)
+		}
 	}
 
-	req := buildRequest(cfg, p, c.family, proto.IPWords(c.server), dataPort, netperfPort)
+	req := buildRequest(cfg, p, c.family, proto.IPWords(c.data), dataPort, netperfPort)
 	req.Encode(&c.msg)
 	_ = c.ctl.SetWriteDeadline(time.Now().Add(time.Minute))
 	if err := proto.WriteMsg(c.ctl, &c.msg); err != nil {
@@ -245,34 +310,91 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 	if rsp.DataPort <= 0 || rsp.DataPort > 65535 {
 		return nil, 0, fmt.Errorf("netperf: netserver gave data port %d", rsp.DataPort)
 	}
-	dst := netip.AddrPortFrom(c.server, uint16(rsp.DataPort))
+	l := &clientLoop{c: c, ph: &ph, p: p, fd: fd, fam: fam, opts: opts,
+		dst: toRaw(netip.AddrPortFrom(c.data, uint16(rsp.DataPort)))}
+	if cfg.Transactions > 0 {
+		l.limit = cfg.Transactions
+	}
+	if k.rr {
+		l.demo = newDemoTicker(cfg, k.name, float64(p.reqSize+p.respSize))
+	} else {
+		l.demo = newDemoTicker(cfg, k.name, 0)
+	}
+	if cfg.Latency {
+		l.st.lat = newLatencyHist()
+	}
 
+	// A netserver that dies or closes the control connection ends the
+	// test at once (its data socket may never answer again).
+	w := watchCtl(c.ctl, ph.fds.abort)
 	var cpu0 cpu.Sample
 	if cfg.LocalCPU {
 		cpu0, _ = cpu.Read()
 	}
-	var st loopStats
 	bind := -1
 	if cfg.BindLocalCPU {
 		bind = cfg.LocalCPUAffinity
 	}
 	err = withCPUAffinity(bind, func() error {
-		var err error
-		if k.udp() {
-			st, err = c.udpData(ctx, udp, dst, p)
-		} else if k.crr {
-			st, err = c.crrData(ctx, dst, p)
-		} else {
-			st, err = c.tcpData(ctx, dst, p)
+		// A request/response in flight at the end gets a quarter
+		// second to complete, a stream's last send or netserver's last
+		// MAERTS data two seconds.
+		grace := 250 * time.Millisecond
+		if !k.rr {
+			grace = 2 * time.Second
 		}
-		return err
+		if l.limit > 0 {
+			ph.startTimer(noDeadline, grace)
+		} else {
+			ph.startTimer(cfg.Duration, grace)
+		}
+		defer ph.stopTimer()
+		if l.demo != nil {
+			l.demo.begin()
+		}
+		l.start = time.Now()
+		if !k.udp() && !k.crr {
+			if e := connectTo(l.fd, &l.dst); e != 0 {
+				if ph.ended() == errAborted {
+					return errAborted
+				}
+				return fmt.Errorf("netperf: %s: connecting the data socket: %w", k.name, e)
+			}
+		}
+		switch {
+		case k.udp() && k.rr:
+			return l.udpRR()
+		case k.udp():
+			return l.udpStream()
+		case k.crr:
+			fd = -1 // the loop owns the first socket
+			return l.crr()
+		case k.rr:
+			return l.tcpRR()
+		case k.clientSends():
+			return l.tcpStream()
+		default:
+			return l.tcpMaerts()
+		}
 	})
 	var cpu1 cpu.Sample
 	if cfg.LocalCPU {
 		cpu1, _ = cpu.Read()
 	}
+	l.demo.final()
+	pend, werr := w.stop()
+	c.pending = append(c.pending[:0], pend...)
 	if err != nil {
+		if errors.Is(err, errAborted) {
+			if ctx.Err() != nil {
+				return nil, 0, ctx.Err()
+			}
+			return nil, 0, fmt.Errorf("netperf: %s: %w during the test", k.name, ErrControlLost)
+		}
 		return nil, 0, err
+	}
+	if werr != nil {
+		return nil, 0, fmt.Errorf("netperf: %s: %w during the test: %v", k.name, ErrControlLost, werr)
 	}
 	wait := 120*time.Second + time.Duration(max(req.TestLength, 0))*time.Second
 	if err := c.exchange(&c.msg, wait); err != nil {
@@ -283,8 +405,25 @@ func (c *client) iteration(ctx context.Context, dataPort int) (*Result, int, err
 	if res.Errno != 0 {
 		return nil, 0, fmt.Errorf("%w %d from netserver results", ErrRemote, res.Errno)
 	}
-	r := c.compute(p, &rsp, &res, &st, cpu0, cpu1)
+	r := c.compute(p, &rsp, &res, &l.st, cpu0, cpu1)
 	return r, int(rsp.DataPort), nil
+}
+
+// sockOpts are the client's data socket options.
+func (c *client) sockOpts() sockOpts {
+	k := c.kind
+	o := sockOpts{sndBuf: c.cfg.LocalSendBuf, rcvBuf: c.cfg.LocalRecvBuf}
+	if k.udp() {
+		// IP_RECVERR reports a netserver's closed port (ICMP) as
+		// ECONNREFUSED on the next call, as netperf's enable_enobufs
+		// does for UDP_STREAM.
+		o.recvErr = true
+		o.dontRoute = !k.rr && !c.cfg.AllowRouting
+	} else {
+		o.noDelay = c.cfg.NoDelay
+	}
+	o.reuseAddr = c.cfg.LocalDataPort != 0
+	return o
 }
 
 func (c *client) compute(p params, rsp *proto.Response, res *proto.Results, st *loopStats, cpu0, cpu1 cpu.Sample) *Result {
@@ -308,7 +447,14 @@ func (c *client) compute(p params, rsp *proto.Response, res *proto.Results, st *
 		RemoteCongControl: res.CongControl,
 		FailedSends:       st.failed,
 		MSS:               st.mss,
+		LocalSendWidth:    p.sendWidth, LocalRecvWidth: p.recvWidth,
+		RemoteSendWidth: int(rsp.SendWidth), RemoteRecvWidth: int(rsp.RecvWidth),
+		LocalRetrans: st.retrans, RemoteRetrans: int(res.TransportRetrx),
+		LocalCongControl: st.cong,
 	}
+	// netserver reports its CPU count and method whenever it has measured
+	// (quirk Q1 makes the rest of its CPU fields junk unless -C asked).
+	r.RemoteCPUStats.NumCPUs, r.RemoteCPUStats.Method = int(res.NumCPUs), methodLetter(res.CPUMethod)
 	if !k.rr {
 		r.LSSEnd, r.LSREnd = max(r.LSSEnd, 0), max(r.LSREnd, 0)
 	}
@@ -362,240 +508,421 @@ func methodLetter(m int32) byte {
 	return '?'
 }
 
-func (c *client) dialer(p params) *net.Dialer {
-	var extra func(int)
-	if c.cfg.NoDelay {
-		extra = setNoDelay
-	}
-	d := &net.Dialer{Timeout: 30 * time.Second, Control: sockBufControl(c.cfg.LocalSockBuf, c.cfg.LocalSockBuf, extra)}
-	if c.cfg.LocalAddr != "" || c.cfg.LocalDataPort != 0 && !c.kind.crr {
-		port := 0
-		if !c.kind.crr {
-			port = c.cfg.LocalDataPort
-		}
-		d.LocalAddr = &net.TCPAddr{IP: c.local.AsSlice(), Port: port}
-	}
-	return d
+// noDeadline stands in for "no timer" in -N tests; a bound still exists so
+// a silent peer cannot pin the loop forever.
+const noDeadline = time.Hour
+
+// clientLoop is one iteration's data phase on the client side.
+type clientLoop struct {
+	c     *client
+	ph    *phase
+	p     params
+	fd    int
+	fam   int
+	opts  sockOpts
+	dst   rawSockaddr
+	limit int64 // -l -N: transactions (RR) or bytes (streams); 0 = timed
+	demo  *demoTicker
+	start time.Time
+	st    loopStats
+	y     yielder
 }
 
-func (c *client) endTime(start time.Time) time.Time {
-	if c.cfg.Transactions > 0 {
-		return start.Add(noDeadline)
+// fail turns a failed data socket call into the loop's outcome: nil when
+// the test's time was up (the timer interrupting a call, as netperf's
+// SIGALRM does), errAborted when the sockets were shut down from outside.
+func (l *clientLoop) fail(what string, e error) error {
+	switch l.ph.ended() {
+	case errAborted:
+		return errAborted
+	case errTimedOut:
+		return nil
 	}
-	return start.Add(c.cfg.Duration)
+	return fmt.Errorf("netperf: %s: %s: %w", l.c.kind.name, what, e)
 }
 
-func timedOut(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
-
-func (c *client) tcpData(ctx context.Context, dst netip.AddrPort, p params) (loopStats, error) {
-	var st loopStats
-	conn, err := c.dialer(p).DialContext(ctx, "tcp", dst.String())
-	if err != nil {
-		return st, fmt.Errorf("netperf: data connection: %w", err)
+// send writes all of b.
+func (l *clientLoop) send(b []byte) error {
+	for len(b) > 0 {
+		n, e := sysWrite(l.fd, b)
+		if e != 0 {
+			return e
+		}
+		b = b[n:]
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	start := time.Now()
-	end := c.endTime(start)
-	limit := c.cfg.Transactions
-	switch {
-	case c.kind.rr:
-		req, rsp := make([]byte, p.reqSize), make([]byte, p.respSize)
-		if c.cfg.Latency {
-			st.lat = newLatencyHist()
+	return nil
+}
+
+// recvFull reads all of b; io.EOF if the peer closed first.
+func (l *clientLoop) recvFull(b []byte) error {
+	n, e := readFull(l.fd, b)
+	if e != 0 {
+		return e
+	}
+	if n < len(b) {
+		return io.EOF
+	}
+	return nil
+}
+
+// finishTCP records the connection's final sizes and closes it netperf's
+// way: shut down our side and wait for the server's close, so that the
+// server has seen every byte.
+func (l *clientLoop) finishTCP() {
+	l.st.lssEnd, l.st.lsrEnd = sockBuf(l.fd)
+	l.st.mss, l.st.retrans, l.st.cong = tcpFacts(l.fd)
+	l.ph.extend(time.Minute) // the server may have buffers to drain
+	_ = unix.Shutdown(l.fd, unix.SHUT_WR)
+	var b [256]byte
+	for {
+		n, e := sysRead(l.fd, b[:])
+		if e != 0 || n == 0 {
+			return
 		}
-		_ = conn.SetDeadline(end)
-		for limit == 0 || st.trans < limit {
-			var t0 time.Time
-			if st.lat != nil {
-				t0 = time.Now()
-			}
-			if err = rrTransact(conn, req, rsp); err != nil {
-				break
-			}
-			if st.lat != nil {
-				st.lat.add(time.Since(t0))
-			}
-			st.trans++
+	}
+}
+
+func (l *clientLoop) tcpStream() error {
+	buf := make([]byte, l.p.sendSize)
+	st := &l.st
+	var err error
+	for !l.ph.stop.Load() && (l.limit == 0 || st.bytesTx < l.limit) {
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
 		}
-		st.elapsed = time.Since(start)
-		st.sendCalls, st.recvCalls = st.trans, st.trans
-		st.bytesTx, st.bytesRx = st.trans*int64(p.reqSize), st.trans*int64(p.respSize)
-		if err != nil && !timedOut(err) {
-			return st, fmt.Errorf("netperf: TCP_RR transaction: %w", err)
+		n, e := sysWrite(l.fd, buf)
+		if st.lat != nil {
+			st.lat.add(time.Since(t0))
 		}
-		_ = conn.SetDeadline(time.Now().Add(time.Minute))
-		_ = conn.(*net.TCPConn).CloseWrite()
-		_, _ = io.Copy(io.Discard, conn)
-	case c.kind.clientSends():
-		buf := make([]byte, p.sendSize)
-		_ = conn.SetWriteDeadline(end)
-		for limit == 0 || st.sendCalls < limit {
-			n, werr := conn.Write(buf)
+		if n > 0 {
 			st.bytesTx += int64(n)
-			if n > 0 {
-				st.sendCalls++
-			}
-			if werr != nil {
-				err = werr
-				break
-			}
+			st.sendCalls++
 		}
-		if err != nil && !timedOut(err) {
-			return st, fmt.Errorf("netperf: sending: %w", err)
+		if e != 0 {
+			err = l.fail("sending", e)
+			break
 		}
-		_ = conn.SetDeadline(time.Now().Add(time.Minute))
-		_ = conn.(*net.TCPConn).CloseWrite()
-		_, _ = io.Copy(io.Discard, conn)
-		st.elapsed = time.Since(start)
-	default:
-		buf := make([]byte, p.recvSize)
-		_ = conn.SetReadDeadline(end.Add(time.Minute))
-		for {
-			n, rerr := conn.Read(buf)
-			st.bytesRx += int64(n)
-			if n > 0 {
-				st.recvCalls++
-			}
-			if rerr != nil {
-				if rerr != io.EOF {
-					return st, fmt.Errorf("netperf: receiving: %w", rerr)
-				}
-				break
-			}
+		if l.demo != nil {
+			l.demo.tick(float64(n))
 		}
-		st.elapsed = time.Since(start)
+		l.y.tick()
 	}
-	st.lssEnd, st.lsrEnd = sockBufs(conn)
-	st.mss, _, _ = tcpInfo(conn)
-	return st, nil
-}
-
-// rrTransact sends one request and reads the whole response. It does not
-// allocate.
-func rrTransact(c net.Conn, req, rsp []byte) error {
-	if _, err := c.Write(req); err != nil {
+	if err != nil {
 		return err
 	}
-	_, err := io.ReadFull(c, rsp)
-	return err
+	l.finishTCP()
+	st.elapsed = time.Since(l.start)
+	return nil
 }
 
-func (c *client) crrData(ctx context.Context, dst netip.AddrPort, p params) (loopStats, error) {
-	var st loopStats
-	d := c.dialer(p)
-	req, rsp := make([]byte, p.reqSize), make([]byte, p.respSize)
-	var drain [64]byte
-	start := time.Now()
-	end := c.endTime(start)
-	limit := c.cfg.Transactions
-	if c.cfg.Latency {
-		st.lat = newLatencyHist()
-	}
-	addr := dst.String()
-	for (limit == 0 || st.trans < limit) && time.Now().Before(end) {
-		if ctx.Err() != nil {
-			return st, ctx.Err()
+func (l *clientLoop) tcpMaerts() error {
+	buf := make([]byte, l.p.recvSize)
+	st := &l.st
+	for {
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
 		}
-		t0 := time.Now()
-		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return st, fmt.Errorf("netperf: TCP_CRR connect: %w", err)
+		n, e := sysRead(l.fd, buf)
+		if st.lat != nil {
+			st.lat.add(time.Since(t0))
 		}
-		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-		err = rrTransact(conn, req, rsp)
-		if err == nil {
-			// Wait for the server's close so it, not us, holds TIME_WAIT.
-			_, err = conn.Read(drain[:])
-			if err == io.EOF {
-				err = nil
+		if e != 0 {
+			if err := l.fail("receiving", e); err != nil {
+				return err
 			}
+			break
 		}
-		if st.lssEnd == 0 {
-			st.lssEnd, st.lsrEnd = sockBufs(conn)
+		if n == 0 {
+			// netserver's close at the end of its test, or our timer.
+			if l.ph.ended() == errAborted {
+				return errAborted
+			}
+			break
 		}
-		conn.Close()
-		if err != nil {
-			return st, fmt.Errorf("netperf: TCP_CRR transaction: %w", err)
+		st.bytesRx += int64(n)
+		st.recvCalls++
+		if l.demo != nil {
+			l.demo.tick(float64(n))
+		}
+		l.y.tick()
+	}
+	st.elapsed = time.Since(l.start)
+	l.finishTCP()
+	return nil
+}
+
+func (l *clientLoop) tcpRR() error {
+	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
+	err := l.tcpRRLoop(req, rsp)
+	st := &l.st
+	st.elapsed = time.Since(l.start)
+	st.sendCalls, st.recvCalls = st.trans, st.trans
+	st.bytesTx, st.bytesRx = st.trans*int64(l.p.reqSize), st.trans*int64(l.p.respSize)
+	if err != nil {
+		return err
+	}
+	l.finishTCP()
+	return nil
+}
+
+// tcpRRLoop runs transactions until the timer or the count ends it. It
+// does not allocate.
+func (l *clientLoop) tcpRRLoop(req, rsp []byte) error {
+	st := &l.st
+	for {
+		if l.limit > 0 {
+			if st.trans >= l.limit {
+				return nil
+			}
+		} else if l.ph.stop.Load() {
+			return nil
+		}
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
+		}
+		if e := l.send(req); e != nil {
+			return l.fail("sending a request", e)
+		}
+		if e := l.recvFull(rsp); e != nil {
+			if e == io.EOF {
+				e = errClosedData
+			}
+			return l.fail("receiving a response", e)
 		}
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}
 		st.trans++
+		if l.demo != nil {
+			l.demo.tick(1)
+		}
+		l.y.tick()
 	}
-	st.elapsed = time.Since(start)
-	st.sendCalls, st.recvCalls = st.trans, st.trans
-	st.bytesTx, st.bytesRx = st.trans*int64(p.reqSize), st.trans*int64(p.respSize)
-	return st, nil
 }
 
-func (c *client) udpData(ctx context.Context, conn *net.UDPConn, dst netip.AddrPort, p params) (loopStats, error) {
-	var st loopStats
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	start := time.Now()
-	end := c.endTime(start)
-	limit := c.cfg.Transactions
+var errClosedData = errors.New("netserver closed the data connection")
+
+// crr makes a connection per transaction with plain socket, connect,
+// send, receive and close calls: 6 system calls where net.Dialer and a
+// net.Conn spent about 30.
+func (l *clientLoop) crr() error {
+	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
+	var drain [64]byte
+	st := &l.st
+	fd := l.fd
+	opts := l.opts
+	opts.reuseAddr = false
+	var bindAddr netip.AddrPort
+	if l.c.cfg.LocalAddr != "" {
+		bindAddr = netip.AddrPortFrom(l.c.dataLocal, 0)
+	}
 	var err error
-	if c.kind.rr {
-		req, rsp := make([]byte, p.reqSize), make([]byte, p.respSize)
-		if c.cfg.Latency {
-			st.lat = newLatencyHist()
-		}
-		_ = conn.SetDeadline(end)
-		for limit == 0 || st.trans < limit {
-			var t0 time.Time
-			if st.lat != nil {
-				t0 = time.Now()
-			}
-			if err = udpTransact(conn, dst, req, rsp); err != nil {
+	for {
+		if l.limit > 0 {
+			if st.trans >= l.limit {
 				break
 			}
-			if st.lat != nil {
-				st.lat.add(time.Since(t0))
-			}
-			st.trans++
+		} else if l.ph.stop.Load() {
+			break
 		}
-		st.elapsed = time.Since(start)
-		st.sendCalls, st.recvCalls = st.trans, st.trans
-		st.bytesTx, st.bytesRx = st.trans*int64(p.reqSize), st.trans*int64(p.respSize)
-	} else {
-		buf := make([]byte, p.sendSize)
-		_ = conn.SetWriteDeadline(end)
-		for limit == 0 || st.sendCalls < limit {
-			n, werr := conn.WriteToUDPAddrPort(buf, dst)
-			if werr != nil {
-				if isTransientSendErr(werr) {
-					st.failed++
-					continue
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
+		}
+		if fd < 0 {
+			if fd, err = newDataSocket(l.fam, true, opts); err != nil {
+				err = l.fail("data socket", err)
+				break
+			}
+			if bindAddr.IsValid() {
+				if err = bindTo(fd, bindAddr); err != nil {
+					unix.Close(fd)
+					fd = -1
+					err = l.fail("binding", err)
+					break
 				}
-				err = werr
+			}
+			if !l.ph.fds.add(fd, false) {
+				unix.Close(fd)
+				fd = -1
+				err = errAborted
 				break
 			}
-			st.bytesTx += int64(n)
-			st.sendCalls++
 		}
-		st.elapsed = time.Since(start)
+		if e := connectTo(fd, &l.dst); e != 0 {
+			l.ph.fds.closeFd(fd)
+			fd = -1
+			if e == unix.EADDRNOTAVAIL || e == unix.EADDRINUSE {
+				continue // out of local ports for the moment: netperf's "transient" error
+			}
+			err = l.fail("connecting", e)
+			break
+		}
+		e := l.crrTransact(fd, req, rsp, drain[:])
+		if st.trans == 0 {
+			st.lssEnd, st.lsrEnd = sockBuf(fd)
+			st.mss, _, _ = tcpFacts(fd)
+			st.retrans = -1
+		}
+		l.ph.fds.closeFd(fd)
+		fd = -1
+		if e != nil {
+			err = l.fail("transaction", e)
+			break
+		}
+		if st.lat != nil {
+			st.lat.add(time.Since(t0))
+		}
+		st.trans++
+		if l.demo != nil {
+			l.demo.tick(1)
+		}
+		l.y.tick()
 	}
-	if err != nil && !timedOut(err) {
-		return st, fmt.Errorf("netperf: %s: %w", c.kind.name, err)
+	if fd >= 0 {
+		l.ph.fds.closeFd(fd)
 	}
-	// Three empty datagrams tell netserver the test is over.
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	for range 3 {
-		_, _ = conn.WriteToUDPAddrPort(nil, dst)
-	}
-	st.lssEnd, st.lsrEnd = sockBufs(conn)
-	return st, nil
+	st.elapsed = time.Since(l.start)
+	st.sendCalls, st.recvCalls = st.trans, st.trans
+	st.bytesTx, st.bytesRx = st.trans*int64(l.p.reqSize), st.trans*int64(l.p.respSize)
+	return err
 }
 
-// udpTransact sends one request datagram and waits for a response from the
-// server. It does not allocate.
-func udpTransact(c *net.UDPConn, dst netip.AddrPort, req, rsp []byte) error {
-	if _, err := c.WriteToUDPAddrPort(req, dst); err != nil {
+// crrTransact sends the request, reads the response and waits for the
+// server's close, so the server (as in netperf) holds the TIME_WAIT.
+func (l *clientLoop) crrTransact(fd int, req, rsp, drain []byte) error {
+	if n, e := sysWrite(fd, req); e != 0 {
+		return e
+	} else if n != len(req) {
+		return io.ErrShortWrite
+	}
+	n, e := readFull(fd, rsp)
+	if e != 0 {
+		return e
+	}
+	if n != len(rsp) {
+		return io.ErrUnexpectedEOF
+	}
+	for {
+		n, e := sysRead(fd, drain)
+		if e != 0 {
+			return e
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}
+
+func (l *clientLoop) udpRR() error {
+	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
+	err := l.udpRRLoop(req, rsp)
+	st := &l.st
+	st.elapsed = time.Since(l.start)
+	st.sendCalls, st.recvCalls = st.trans, st.trans
+	st.bytesTx, st.bytesRx = st.trans*int64(l.p.reqSize), st.trans*int64(l.p.respSize)
+	if err != nil {
 		return err
 	}
-	_, _, err := c.ReadFromUDPAddrPort(rsp)
-	return err
+	l.udpEnd()
+	return nil
+}
+
+// udpRRLoop runs transactions until the timer or the count ends it. It
+// does not allocate.
+func (l *clientLoop) udpRRLoop(req, rsp []byte) error {
+	st := &l.st
+	for {
+		if l.limit > 0 {
+			if st.trans >= l.limit {
+				return nil
+			}
+		} else if l.ph.stop.Load() {
+			return nil
+		}
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
+		}
+		if _, e := sysSendto(l.fd, req, &l.dst); e != 0 {
+			if isTransientSend(e) {
+				st.failed++
+				continue
+			}
+			return l.fail("sending a request", e)
+		}
+		// A lost datagram leaves this waiting, as netperf waits, until
+		// the timer interrupts it.
+		for {
+			n, e := sysRead(l.fd, rsp)
+			if e != 0 {
+				return l.fail("receiving a response", e)
+			}
+			if n > 0 {
+				break
+			}
+			if why := l.ph.ended(); why != nil {
+				return l.fail("receiving a response", why)
+			}
+			// An empty datagram is no response: wait on.
+		}
+		if st.lat != nil {
+			st.lat.add(time.Since(t0))
+		}
+		st.trans++
+		if l.demo != nil {
+			l.demo.tick(1)
+		}
+		l.y.tick()
+	}
+}
+
+func (l *clientLoop) udpStream() error {
+	buf := make([]byte, l.p.sendSize)
+	st := &l.st
+	var err error
+	for !l.ph.stop.Load() && (l.limit == 0 || st.bytesTx < l.limit) {
+		var t0 time.Time
+		if st.lat != nil {
+			t0 = time.Now()
+		}
+		n, e := sysSendto(l.fd, buf, &l.dst)
+		if st.lat != nil {
+			st.lat.add(time.Since(t0))
+		}
+		if e != 0 {
+			if isTransientSend(e) {
+				st.failed++
+				continue
+			}
+			// ECONNREFUSED: the netserver's port is gone (netperf's
+			// "send_data: data send error").
+			err = l.fail("send_data: data send error", e)
+			break
+		}
+		st.bytesTx += int64(n)
+		st.sendCalls++
+		if l.demo != nil {
+			l.demo.tick(float64(n))
+		}
+		l.y.tick()
+	}
+	st.elapsed = time.Since(l.start)
+	if err != nil {
+		return err
+	}
+	l.udpEnd()
+	return nil
+}
+
+// udpEnd sends netperf's end-of-test marker: three empty datagrams.
+func (l *clientLoop) udpEnd() {
+	for range 3 {
+		_, _ = sysSendto(l.fd, nil, &l.dst)
+	}
+	l.st.lssEnd, l.st.lsrEnd = sockBuf(l.fd)
+	l.st.mss, l.st.retrans = -1, -1
 }

@@ -82,6 +82,9 @@ func confidenceOf(all []*Result, cfg *Config) Confidence {
 	c.LocalCPU = 100 * (width - sl)
 	c.RemoteCPU = 100 * (width - sr)
 	c.Met = min(st, sl, sr) >= 0
+	if cfg.ConfResultOnly {
+		c.Met = st >= 0
+	}
 	return c
 }
 

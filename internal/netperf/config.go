@@ -24,22 +24,40 @@ const (
 // DefaultPort is netserver's control port.
 const DefaultPort = 12865
 
+// Version is the netperf release whose protocol and behaviour this
+// package follows.
+const Version = "2.7.1"
+
+// Implementation names this netperf in reports that say which netperf
+// measured them (sluice bench), as opposed to the C tools.
+const Implementation = "Go netperf " + Version + " (sluice/internal/netperf)"
+
 // Config describes one netperf test run from the client side.
 type Config struct {
-	Test          string        // "TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR"
-	Host          string        // netserver address (control connection), e.g. "10.0.0.2"
-	Port          int           // control port, default 12865
-	Duration      time.Duration // -l seconds (ignored if Transactions > 0)
-	Transactions  int64         // -l -N (RR tests)
-	SendSize      int           // -m  (0 = default)
-	RecvSize      int           // -M
-	ReqSize       int           // -r req,resp (RR tests; 0 = 1)
-	RespSize      int
-	LocalSockBuf  int  // -s
-	RemoteSockBuf int  // -S
-	NoDelay       bool // -D
-	LocalCPU      bool // -c
-	RemoteCPU     bool // -C
+	Test         string        // "TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR"
+	Host         string        // netserver address (control connection), e.g. "10.0.0.2"
+	Port         int           // control port, default 12865
+	Duration     time.Duration // -l seconds (ignored if Transactions > 0)
+	Transactions int64         // -l -N (RR tests)
+	// SendSize and RecvSize are the message sizes of the side that sends
+	// the stream and of the side that receives it (for TCP_MAERTS,
+	// netserver sends); 0 = netperf's default (the socket buffer size).
+	SendSize int
+	RecvSize int
+	// LocalSendSize and RemoteSendSize (-m local,remote), RemoteRecvSize
+	// and LocalRecvSize (-M remote,local) set one side's message size as
+	// netperf's options do; where non-zero they take precedence over
+	// SendSize and RecvSize. A size for a side that does not send (or
+	// receive) in the test is reported but unused, as in netperf.
+	LocalSendSize, RemoteSendSize, LocalRecvSize, RemoteRecvSize int
+	ReqSize                                                      int // -r req,resp (RR tests; 0 = 1)
+	RespSize                                                     int
+	// Socket buffer sizes, 0 = the system's default: -s send,recv and
+	// -S send,recv.
+	LocalSendBuf, LocalRecvBuf, RemoteSendBuf, RemoteRecvBuf int
+	NoDelay                                                  bool // -D: TCP_NODELAY on both ends' data sockets
+	LocalCPU                                                 bool // -c
+	RemoteCPU                                                bool // -C
 	// NetNS is an optional network namespace path (/run/netns/x or
 	// /proc/PID/ns/net) in which the client's sockets are opened; "" = the
 	// current namespace.
@@ -66,11 +84,36 @@ type Config struct {
 	// ConfLevel (95 or 99) and ConfWidth (percent) are -I lvl,width.
 	ConfLevel int
 	ConfWidth float64
+	// ConfResultOnly stops iterating once the result alone is within the
+	// interval, whatever the CPU utilisations do (-r).
+	ConfResultOnly bool
+	// DataHost, when set, is the netserver address the data connection
+	// goes to (test option -H), which netserver is also asked to listen
+	// on; by default it is the control connection's.
+	DataHost string
+	// AllowRouting lets UDP_STREAM's data be routed through a gateway
+	// (test option -R 1); netperf sets SO_DONTROUTE otherwise.
+	AllowRouting bool
 	// Latency asks the RR loops to time every transaction (for the latency
 	// output selectors); it costs two clock reads per transaction.
 	Latency bool
 	// ResponseTimeout bounds the wait for the server's answer (default 120 s).
 	ResponseTimeout time.Duration
+
+	// DemoInterval, when positive and Interim is set, turns on demo mode
+	// (-D): interim results about every DemoInterval during the test.
+	DemoInterval time.Duration
+	// DemoAlways reads the clock after every unit of work (a negative -D
+	// time) instead of estimating how many units make an interval.
+	DemoAlways bool
+	// DemoUnits is the first guess of units per interval (-D ,units):
+	// bytes for stream tests, transactions for RR tests. 0 = netperf's 100.
+	DemoUnits float64
+	// Interim receives demo mode's interim results, from the data loop.
+	Interim func(Interim)
+	// Connected, when set, is called once the control connection is up,
+	// before the first iteration (netperf prints its banner then).
+	Connected func()
 }
 
 // CPUStats is one side's CPU utilisation breakdown, in percent.
@@ -114,10 +157,19 @@ type Result struct {
 	// SendThroughputMbps is the rate the client offered in UDP_STREAM, where
 	// ThroughputMbps is what netserver received (datagrams can be lost).
 	SendThroughputMbps float64
-	// MSS is the data connection's TCP_MAXSEG (TCP tests).
+	// MSS is the data connection's TCP_MAXSEG (TCP tests; -1 for UDP).
 	MSS int
-	// Latency in microseconds (RR tests with Config.Latency).
-	MinLatency, MaxLatency, MeanLatency, P50Latency, P90Latency, P99Latency float64
+	// Buffer ring widths netperf computes for each side (reported by the
+	// output selectors).
+	LocalSendWidth, LocalRecvWidth, RemoteSendWidth, RemoteRecvWidth int
+	// Retransmissions of the data connection (tcp_info), -1 when not
+	// known (UDP, TCP_CRR).
+	LocalRetrans, RemoteRetrans int
+	// LocalCongControl is the data connection's congestion control.
+	LocalCongControl string
+	// Latency in microseconds (with Config.Latency): of each transaction
+	// in RR tests, of each send or receive call in stream tests.
+	MinLatency, MaxLatency, MeanLatency, P50Latency, P90Latency, P99Latency, StddevLatency float64
 	// Confidence holds the iteration outcome when -i was used.
 	Confidence *Confidence
 }
@@ -174,6 +226,10 @@ func lookupTest(name string) (testKind, error) {
 // maxUDPPayload bounds UDP send sizes, as netperf does.
 const maxUDPPayload = 65507
 
+// maxSize bounds every size a Config may ask for: the control protocol
+// carries sizes as 32-bit integers.
+const maxSize = 1<<31 - 1
+
 // params is a Config resolved against the local socket defaults.
 type params struct {
 	kind                  testKind
@@ -186,47 +242,54 @@ type params struct {
 
 func resolve(cfg *Config, k testKind, lss, lsr int) params {
 	p := params{kind: k, lss: lss, lsr: lsr, remoteSend: -1, remoteRcv: -1}
-	if k.rr {
-		p.reqSize, p.respSize = max(cfg.ReqSize, 1), max(cfg.RespSize, 1)
-		p.sendSize, p.recvSize = p.reqSize, p.respSize
-		p.sendWidth, p.recvWidth = 1, 1
-		return p
+	ls, rs, lr, rr := cfg.LocalSendSize, cfg.RemoteSendSize, cfg.LocalRecvSize, cfg.RemoteRecvSize
+	if !k.rr {
+		if k.clientSends() {
+			ls, rr = orDefault(ls, cfg.SendSize), orDefault(rr, cfg.RecvSize)
+		} else {
+			rs, lr = orDefault(rs, cfg.SendSize), orDefault(lr, cfg.RecvSize)
+		}
 	}
-	if k.clientSends() {
-		p.sendSize = cfg.SendSize
+	if rs > 0 {
+		p.remoteSend = rs
+	}
+	if rr > 0 {
+		p.remoteRcv = rr
+	}
+	p.sendSize, p.recvSize = ls, lr
+	switch {
+	case k.rr:
+		p.reqSize, p.respSize = max(cfg.ReqSize, 1), max(cfg.RespSize, 1)
+		p.sendWidth, p.recvWidth = 1, 1
+	case k.clientSends():
 		if p.sendSize <= 0 {
-			p.sendSize = lss
-			if p.sendSize <= 0 {
-				p.sendSize = 4096
+			// choose_send_size: the socket buffer, capped for UDP.
+			p.sendSize = 4096
+			if lss > 0 {
+				p.sendSize = lss
+				if k.udp() && p.sendSize > maxUDPPayload {
+					p.sendSize = maxUDPPayload
+				}
 			}
 		}
-		p.sendWidth = lss/p.sendSize + 1
-		if p.sendWidth == 1 {
-			p.sendWidth = 2
-		}
-		if k.udp() && p.sendSize > maxUDPPayload {
-			p.sendSize = maxUDPPayload
-		}
-		if cfg.RecvSize > 0 {
-			p.remoteRcv = cfg.RecvSize
-		}
-	} else {
-		p.recvSize = cfg.RecvSize
+		p.sendWidth = max(lss/p.sendSize+1, 2)
+	default:
 		if p.recvSize <= 0 {
-			p.recvSize = lsr
-			if p.recvSize <= 0 {
-				p.recvSize = 4096
+			p.recvSize = 4096
+			if lsr > 0 {
+				p.recvSize = lsr
 			}
 		}
-		p.recvWidth = lsr/p.recvSize + 1
-		if p.recvWidth == 1 {
-			p.recvWidth = 2
-		}
-		if cfg.SendSize > 0 {
-			p.remoteSend = cfg.SendSize
-		}
+		p.recvWidth = max(lsr/p.recvSize+1, 2)
 	}
 	return p
+}
+
+func orDefault(v, def int) int {
+	if v != 0 {
+		return v
+	}
+	return def
 }
 
 // buildRequest fills the DO_OMNI request for one iteration. dataPort is the
@@ -262,13 +325,16 @@ func buildRequest(cfg *Config, p params, family int32, server [4]uint32, dataPor
 	if cfg.BindRemoteCPU {
 		r.CPUAffinity = int32(cfg.RemoteCPUAffinity)
 	}
-	if cfg.RemoteSockBuf > 0 {
-		r.SendBufSize, r.RecvBufSize = int32(cfg.RemoteSockBuf), int32(cfg.RemoteSockBuf)
+	if cfg.RemoteSendBuf > 0 {
+		r.SendBufSize = int32(cfg.RemoteSendBuf)
+	}
+	if cfg.RemoteRecvBuf > 0 {
+		r.RecvBufSize = int32(cfg.RemoteRecvBuf)
 	}
 	if k.rr {
 		r.RequestSize, r.ResponseSize = int32(p.reqSize), int32(p.respSize)
 	}
-	if !(k.udp() && !k.rr) {
+	if !(k.udp() && !k.rr) || cfg.AllowRouting {
 		r.Flags |= proto.FlagRoutingAllowed // UDP_STREAM sets SO_DONTROUTE
 	}
 	if cfg.RemoteCPU {

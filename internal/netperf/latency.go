@@ -12,6 +12,7 @@ type latencyHist struct {
 	over     uint64 // count beyond the fine range
 	min, max time.Duration
 	sum      time.Duration
+	sumSq    float64 // of microseconds
 	n        uint64
 }
 
@@ -27,6 +28,8 @@ func (h *latencyHist) add(d time.Duration) {
 	h.min = min(h.min, d)
 	h.max = max(h.max, d)
 	h.sum += d
+	us64 := float64(d) / float64(time.Microsecond)
+	h.sumSq += us64 * us64
 	h.n++
 }
 
@@ -55,4 +58,9 @@ func (h *latencyHist) fill(r *Result) {
 	r.P50Latency = h.percentile(50)
 	r.P90Latency = h.percentile(90)
 	r.P99Latency = h.percentile(99)
+	if h.n > 1 {
+		mean := r.MeanLatency
+		v := (h.sumSq - float64(h.n)*mean*mean) / float64(h.n-1)
+		r.StddevLatency = math.Sqrt(max(v, 0))
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"sluice/internal/netperf/cpu"
 	"sluice/internal/netperf/proto"
 )
@@ -138,6 +140,29 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 }
 
+// ServeConn serves one control connection that is already open, as
+// netserver does when inetd starts it with the connection on its standard
+// input, and returns when the client is done. Close aborts it.
+func (s *Server) ServeConn(c net.Conn) {
+	s.mu.Lock()
+	if s.conns == nil {
+		s.conns = map[net.Conn]struct{}{}
+	}
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	s.handle(c)
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
 // Close stops accepting, closes every control connection (which aborts
 // running tests) and waits for their goroutines.
 func (s *Server) Close() error {
@@ -147,7 +172,10 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
-	err := s.ln.Close()
+	var err error
+	if s.ln != nil {
+		err = s.ln.Close()
+	}
 	for c := range s.conns {
 		c.Close()
 	}
@@ -251,11 +279,11 @@ const (
 )
 
 type serverTest struct {
-	req      *proto.Request
-	udp      bool
-	padded   bool // timer is L+4 (quirk Q3)
-	deadline time.Time
-	limit    int64 // -N transactions/sends, 0 = timed
+	req    *proto.Request
+	udp    bool
+	padded bool  // timer is L+4 (quirk Q3)
+	limit  int64 // -l -N: transactions (RR) or bytes (streams), 0 = timed
+	ph     phase
 
 	recvBuf, sendBuf []byte
 
@@ -263,30 +291,16 @@ type serverTest struct {
 	recvCalls, sendCalls uint32
 	trans                uint32
 	timedOut             bool
-
-	closeMu sync.Mutex
-	closers []io.Closer
-	aborted bool
-}
-
-func (t *serverTest) track(c io.Closer) bool {
-	t.closeMu.Lock()
-	defer t.closeMu.Unlock()
-	if t.aborted {
-		c.Close()
-		return false
-	}
-	t.closers = append(t.closers, c)
-	return true
-}
-
-func (t *serverTest) abort() {
-	t.closeMu.Lock()
-	defer t.closeMu.Unlock()
-	t.aborted = true
-	for _, c := range t.closers {
-		c.Close()
-	}
+	// lssEnd and lsrEnd are the data socket's buffer sizes when it was
+	// last seen (TCP_CRR: its first connection's).
+	lssEnd, lsrEnd int
+	retrans        int
+	cong           string
+	y              yielder
+	// crrTrans counts TCP_CRR transactions for the idle watcher, which
+	// sets idle when it ends the test.
+	crrTrans atomic.Uint32
+	idle     atomic.Bool
 }
 
 func validRequest(r *proto.Request) error {
@@ -324,7 +338,7 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 	if err := validRequest(req); err != nil {
 		return fail(errnoEINVAL, fmt.Errorf("rejecting request: %w", err))
 	}
-	t := &serverTest{req: req, udp: req.SocketType == 2}
+	t := &serverTest{req: req, udp: req.SocketType == 2, retrans: -1}
 	if req.TestLength < 0 {
 		t.limit = -int64(req.TestLength)
 	}
@@ -337,57 +351,49 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 	if req.IPFamily == proto.FamilyINET6 && ip.Is4() || req.IPFamily == proto.FamilyINET && ip.Is6() {
 		ip = proto.AddrFromWords(req.NetserverIP, req.IPFamily)
 	}
-	var extra func(fd int)
-	if req.Flags&proto.FlagNoDelay != 0 && !t.udp {
-		extra = setNoDelay
+	fam := 4
+	if ip.Is6() {
+		fam = 6
 	}
-	lc := net.ListenConfig{Control: sockBufControl(int(req.SendBufSize), int(req.RecvBufSize), extra)}
-	network := "tcp"
-	if t.udp {
-		network = "udp"
-	}
-	var (
-		ln  net.Listener
-		pc  net.PacketConn
-		err error
-	)
-	listen := func(port int32) error {
-		addr := netip.AddrPortFrom(ip, uint16(port)).String()
-		if t.udp {
-			pc, err = lc.ListenPacket(context.Background(), network, addr)
-		} else {
-			ln, err = lc.Listen(context.Background(), network, addr)
+	// As netserver's create_data_socket: requested buffer sizes,
+	// SO_REUSEADDR, TCP_NODELAY when asked (accepted connections inherit
+	// them).
+	opts := sockOpts{sndBuf: int(req.SendBufSize), rcvBuf: int(req.RecvBufSize), reuseAddr: true,
+		noDelay: req.Flags&proto.FlagNoDelay != 0 && !t.udp}
+	lfd := -1
+	open := func() error {
+		fd, err := newDataSocket(fam, !t.udp, opts)
+		if err != nil {
+			return err
 		}
-		return err
-	}
-	listenAny := func() error {
-		if listen(req.DataPort) != nil && req.DataPort != 0 {
-			err = listen(0) // the port of a previous iteration may be gone
+		err = bindTo(fd, netip.AddrPortFrom(ip, uint16(req.DataPort)))
+		if err != nil && req.DataPort != 0 {
+			err = bindTo(fd, netip.AddrPortFrom(ip, 0)) // the port of a previous iteration may be gone
 		}
-		return err
+		if err == nil && !t.udp {
+			err = unix.Listen(fd, 5) // netserver's backlog
+		}
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		lfd = fd
+		return nil
 	}
+	var err error
 	if s.NetNS != "" {
-		if nerr := inNetNS(s.NetNS, listenAny); nerr != nil && err == nil {
-			err = nerr
-		}
+		err = inNetNS(s.NetNS, open)
 	} else {
-		_ = listenAny()
+		err = open()
 	}
 	if err != nil {
 		return fail(errnoEADDRNOTAVAL, fmt.Errorf("data listener: %w", err))
 	}
-	var dataPort int
-	var snd, rcv int
-	if t.udp {
-		t.track(pc)
-		dataPort = pc.LocalAddr().(*net.UDPAddr).Port
-		snd, rcv = sockBufs(pc)
-	} else {
-		t.track(ln)
-		dataPort = ln.Addr().(*net.TCPAddr).Port
-		snd, rcv = sockBufs(ln)
-	}
-	defer t.abort()
+	t.ph.fds.add(lfd, t.udp)
+	defer t.ph.fds.closeFd(lfd)
+	dataPort := int(localAddr(lfd).Port())
+	snd, rcv := sockBuf(lfd)
+	t.lssEnd, t.lsrEnd = snd, rcv
 
 	rsp := proto.Response{
 		RecvBufSize: int32(rcv), SendBufSize: int32(snd),
@@ -443,59 +449,41 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 
 	// Watch the control connection: a client that vanishes mid-test must
 	// not leave the data phase waiting for its timer.
-	watch := make(chan struct{})
-	var wbuf [proto.MsgSize]byte
-	var wn int
-	var werr error
-	go func() {
-		wn, werr = c.Conn.Read(wbuf[:])
-		close(watch)
-		var ne net.Error
-		if !(errors.As(werr, &ne) && ne.Timeout()) {
-			t.abort()
-		}
-	}()
+	w := watchCtl(c.Conn, t.ph.fds.abort)
 
 	if !serverSendsOnly && t.limit == 0 {
 		t.padded = true
 	}
 	var start time.Time
 	var cpu0 cpu.Sample
-	begin := func() {
-		start = time.Now()
-		if t.limit == 0 {
-			d := time.Duration(req.TestLength) * time.Second
-			if t.padded {
-				d += 4 * time.Second
-			}
-			t.deadline = start.Add(d)
-		}
-		if measure {
-			cpu0, _ = cpu.Read()
-		}
+	if measure {
+		cpu0, _ = cpu.Read()
 	}
-	var data net.Conn
 	bind := int(req.CPUAffinity)
 	if bind >= runtime.NumCPU() {
 		bind = -1 // netserver ignores CPUs it does not have
 	}
 	dataErr := withCPUAffinity(bind, func() error {
-		var err error
-		switch {
-		case t.udp:
-			begin()
-			err = t.udpLoop(pc)
-		case req.Flags&proto.FlagConnectTest != 0:
-			begin()
-			err = t.crrLoop(ln)
-		default:
-			data, err = t.accept(ln, req)
-			if err == nil {
-				begin()
-				err = t.tcpLoop(data)
+		// As netserver: the timer starts before the first accept.
+		start = time.Now()
+		d := noDeadline
+		if t.limit == 0 {
+			d = time.Duration(req.TestLength) * time.Second
+			if t.padded {
+				d += padTime
 			}
 		}
-		return err
+		// netserver's SIGALRM interrupts whatever call is blocked.
+		t.ph.startTimer(d, 0)
+		defer t.ph.stopTimer()
+		switch {
+		case t.udp:
+			return t.udpLoop(lfd)
+		case req.Flags&proto.FlagConnectTest != 0:
+			return t.crrLoop(lfd, start)
+		default:
+			return t.tcpData(lfd)
+		}
 	})
 	end := time.Now()
 	var cpu1 cpu.Sample
@@ -503,30 +491,20 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 		cpu1, _ = cpu.Read()
 	}
 	elapsed := end.Sub(start).Seconds()
-	if start.IsZero() {
-		elapsed = 0
-	}
 	if t.timedOut && t.padded {
-		elapsed -= 4
+		elapsed -= padTime.Seconds()
 	}
 	res := proto.Results{
 		BytesReceived: t.bytesRx, RecvCalls: t.recvCalls,
 		BytesSent: t.bytesTx, SendCalls: t.sendCalls,
 		Trans: t.trans, Elapsed: float32(elapsed),
-		ServDem: -1, TransportRetrx: -1,
-		RecvBufSize: int32(rcv), SendBufSize: int32(snd),
+		ServDem: -1, TransportRetrx: int32(t.retrans),
+		RecvBufSize: int32(t.lsrEnd), SendBufSize: int32(t.lssEnd),
+		// CPUMethod and NumCPUs stay 0 (method 'U') unless measured, as
+		// in a netserver child that has not measured CPU.
 	}
-	if data != nil {
-		s2, r2 := sockBufs(data)
-		res.SendBufSize, res.RecvBufSize = int32(s2), int32(r2)
-		if req.Flags&proto.FlagConnectTest == 0 {
-			_, retr, cc := tcpInfo(data)
-			res.TransportRetrx = int32(retr)
-			if req.Flags&proto.FlagRoutingAllowed != 0 {
-				res.CongControl = cc
-			}
-		}
-		data.Close()
+	if req.Flags&proto.FlagRoutingAllowed != 0 && req.Flags&proto.FlagConnectTest == 0 {
+		res.CongControl = t.cong
 	}
 	if measure && cpu0 != nil && cpu1 != nil {
 		u := cpu.Compute(cpu0, cpu1, 1)
@@ -535,18 +513,12 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 		res.CPUMethod, res.NumCPUs = proto.CPUMethodProcStat, int32(u.NumCPUs)
 		res.PeakCPUID, res.PeakCPUUtil = int32(u.PeakID), float32(u.Peak)
 	}
-	t.abort()
 
 	// Stop the watcher; keep anything it read as the start of the next
 	// message.
-	_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
-	<-watch
-	_ = c.Conn.SetReadDeadline(time.Time{})
-	if wn > 0 {
-		c.pending = append(c.pending[:0], wbuf[:wn]...)
-	}
-	var ne net.Error
-	if werr != nil && !(errors.As(werr, &ne) && ne.Timeout()) {
+	pend, werr := w.stop()
+	c.pending = append(c.pending[:0], pend...)
+	if werr != nil {
 		return fmt.Errorf("%w during the data phase: %v", errControlLost, werr)
 	}
 	res.Encode(&out)
@@ -559,194 +531,278 @@ func (s *Server) omni(c *ctlConn, req *proto.Request) error {
 	return nil
 }
 
-// noDeadline stands in for "no timer" in -N tests; a bound still exists so
-// a silent peer cannot pin the goroutine forever.
-const noDeadline = time.Hour
+// padTime is netserver's PAD_TIME: a receiving server's timer runs this
+// much past the test length so that the client ends the test (quirk Q3).
+const padTime = 4 * time.Second
 
-func (t *serverTest) dl() time.Time {
-	if t.deadline.IsZero() {
-		return time.Now().Add(noDeadline)
-	}
-	return t.deadline
-}
-
-func (t *serverTest) accept(ln net.Listener, req *proto.Request) (net.Conn, error) {
-	wait := time.Minute
-	if req.TestLength > 0 {
-		wait += time.Duration(req.TestLength) * time.Second
-	}
-	_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(wait))
-	c, err := ln.Accept()
-	if err != nil {
-		return nil, fmt.Errorf("accepting data connection: %w", err)
-	}
-	ln.Close()
-	if !t.track(c) {
-		return nil, errors.New("aborted")
-	}
-	return c, nil
-}
-
-// endErr classifies how a data loop ended: EOF and the timer are normal.
-func (t *serverTest) endErr(err error) error {
-	if err == nil || err == io.EOF {
-		return nil
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+// ended classifies how a call failed (e) or met the end of its stream
+// (e == 0): an abort, the timer's interruption at the deadline (a timeout,
+// as netserver's SIGALRM), or else e itself (nil: a real end of stream).
+func (t *serverTest) ended(e unix.Errno) error {
+	switch t.ph.ended() {
+	case errAborted:
+		return errAborted
+	case errTimedOut:
 		t.timedOut = true
-		return nil
+		return errTimedOut
 	}
-	return err
+	if e != 0 {
+		return e
+	}
+	return nil
 }
 
-func (t *serverTest) tcpLoop(c net.Conn) error {
-	_ = c.SetDeadline(t.dl())
+// running reports whether the loop should go on: until the timer, or
+// until the -N count is used up.
+func (t *serverTest) running(done int64) bool {
+	if t.limit > 0 {
+		return done < t.limit && !t.ph.stop.Load()
+	}
+	return !t.ph.stop.Load()
+}
+
+// accept waits for a connection on the listening socket lfd, within the
+// test's time.
+func (t *serverTest) accept(lfd int) (int, error) {
+	for {
+		fd, e := sysAccept(lfd)
+		if e == 0 {
+			if !t.ph.fds.add(fd, false) {
+				unix.Close(fd)
+				return -1, errAborted
+			}
+			return fd, nil
+		}
+		if e == unix.ECONNABORTED {
+			continue
+		}
+		return -1, t.ended(e)
+	}
+}
+
+// tcpData serves TCP_STREAM, TCP_MAERTS and TCP_RR on one connection.
+func (t *serverTest) tcpData(lfd int) error {
+	fd, err := t.accept(lfd)
+	if err != nil {
+		if err == errTimedOut {
+			return nil
+		}
+		return fmt.Errorf("accepting data connection: %w", err)
+	}
+	defer t.ph.fds.closeFd(fd)
 	switch t.req.Direction {
 	case proto.DirServerRecvs:
-		for {
-			n, err := c.Read(t.recvBuf)
-			if n > 0 {
-				t.bytesRx += uint64(n)
-				t.recvCalls++
-			}
-			if err != nil {
-				return t.endErr(err)
-			}
-		}
+		err = t.tcpRecv(fd)
 	case proto.DirServerSends:
-		for t.limit == 0 || int64(t.sendCalls) < t.limit {
-			n, err := c.Write(t.sendBuf)
-			t.bytesTx += uint64(n)
-			if n > 0 {
-				t.sendCalls++
-			}
-			if err != nil {
-				return t.endErr(err)
-			}
-		}
-		return nil
+		err = t.tcpSend(fd)
 	default:
-		for {
-			if err := serveRR(c, t.recvBuf, t.sendBuf); err != nil {
-				return t.endErr(err)
-			}
-			t.recvCalls++
-			t.sendCalls++
-			t.trans++
-			t.bytesRx += uint64(len(t.recvBuf))
-			t.bytesTx += uint64(len(t.sendBuf))
-		}
+		err = t.tcpRR(fd)
 	}
-}
-
-// serveRR reads one full request and writes the response. It does not
-// allocate.
-func serveRR(c net.Conn, req, rsp []byte) error {
-	if _, err := io.ReadFull(c, req); err != nil {
-		if err == io.ErrUnexpectedEOF {
-			err = io.EOF
-		}
-		return err
+	t.lssEnd, t.lsrEnd = sockBuf(fd)
+	_, t.retrans, t.cong = tcpFacts(fd)
+	if err == errTimedOut {
+		err = nil
 	}
-	_, err := c.Write(rsp)
 	return err
 }
 
-// crrLoop accepts one connection per transaction. Besides the timer and -N
-// it ends when the client has stopped connecting after the test length, so
-// results come back without netperf's 4 s pad.
-func (t *serverTest) crrLoop(ln net.Listener) error {
-	tl := ln.(*net.TCPListener)
-	var lengthEnd time.Time
-	if t.req.TestLength > 0 {
-		lengthEnd = time.Now().Add(time.Duration(t.req.TestLength) * time.Second)
+func (t *serverTest) tcpRecv(fd int) error {
+	buf := t.recvBuf
+	for t.running(int64(t.bytesRx)) {
+		n, e := sysRead(fd, buf)
+		if e != 0 || n == 0 {
+			// n == 0: the client's shutdown, the end of the test.
+			return t.ended(e)
+		}
+		t.bytesRx += uint64(n)
+		t.recvCalls++
+		t.y.tick()
 	}
-	const idle = 300 * time.Millisecond
-	for t.limit == 0 || int64(t.trans) < t.limit {
-		now := time.Now()
-		dl := t.dl()
-		if !lengthEnd.IsZero() {
-			dl = minTime(dl, maxTime(lengthEnd, now).Add(idle))
+	return nil
+}
+
+func (t *serverTest) tcpSend(fd int) error {
+	buf := t.sendBuf
+	for t.running(int64(t.bytesTx)) {
+		n, e := sysWrite(fd, buf)
+		if n > 0 {
+			t.bytesTx += uint64(n)
+			t.sendCalls++
+			t.y.tick()
 		}
-		_ = tl.SetDeadline(dl)
-		c, err := tl.Accept()
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && !lengthEnd.IsZero() && time.Now().Before(t.deadline) {
-				if time.Now().After(lengthEnd) {
-					return nil // idle after the test length: the client is done
-				}
-				continue
-			}
-			return t.endErr(err)
+		if e != 0 {
+			return t.ended(e)
 		}
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		err = serveRR(c, t.recvBuf, t.sendBuf)
-		c.Close()
-		if err != nil {
+	}
+	return nil
+}
+
+func (t *serverTest) tcpRR(fd int) error {
+	req, rsp := t.recvBuf, t.sendBuf
+	for t.running(int64(t.trans)) {
+		if err := t.recvFull(fd, req); err != nil {
 			if err == io.EOF {
-				continue // a probe or a client that gave up mid-transaction
+				return nil // the client's shutdown: the end of the test
 			}
-			continue
+			return err
+		}
+		if err := t.sendAll(fd, rsp); err != nil {
+			return err
 		}
 		t.recvCalls++
 		t.sendCalls++
 		t.trans++
+		t.y.tick()
+		t.bytesRx += uint64(len(req))
+		t.bytesTx += uint64(len(rsp))
+	}
+	return nil
+}
+
+// recvFull reads a whole request; io.EOF if the client closed before one
+// was complete.
+func (t *serverTest) recvFull(fd int, b []byte) error {
+	n, e := readFull(fd, b)
+	if e == 0 && n == len(b) {
+		return nil
+	}
+	if err := t.ended(e); err != nil {
+		return err
+	}
+	return io.EOF
+}
+
+func (t *serverTest) sendAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, e := sysWrite(fd, b)
+		if e != 0 {
+			return t.ended(e)
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// crrIdle ends a TCP_CRR test once the client has stopped connecting after
+// the test length, so results come back without netserver's 4 s pad.
+const crrIdle = 300 * time.Millisecond
+
+// crrLoop accepts one connection per transaction.
+func (t *serverTest) crrLoop(lfd int, start time.Time) error {
+	if t.req.TestLength > 0 {
+		// After the test length, a watcher ends the test (by shutting
+		// the listener down) once a crrIdle passes without a transaction.
+		lengthEnd := start.Add(time.Duration(t.req.TestLength) * time.Second)
+		var last uint32
+		var watch *time.Timer
+		watch = time.AfterFunc(time.Until(lengthEnd)+crrIdle, func() {
+			if n := t.crrTrans.Load(); n != last {
+				last = n
+				watch.Reset(crrIdle)
+				return
+			}
+			t.idle.Store(true)
+			t.ph.fds.interruptFd(lfd)
+		})
+		defer watch.Stop()
+	}
+	for t.running(int64(t.trans)) {
+		fd, e := sysAccept(lfd)
+		if e != 0 {
+			switch e {
+			case unix.ECONNABORTED, unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+				continue
+			}
+			if t.idle.Load() {
+				return nil // the client is done
+			}
+			if err := t.ended(e); err != errTimedOut {
+				return err
+			}
+			return nil
+		}
+		if !t.ph.fds.add(fd, false) {
+			unix.Close(fd)
+			return errAborted
+		}
+		err := t.recvFull(fd, t.recvBuf)
+		if err == nil {
+			err = t.sendAll(fd, t.sendBuf)
+		}
+		if t.trans == 0 {
+			t.lssEnd, t.lsrEnd = sockBuf(fd)
+		}
+		t.ph.fds.closeFd(fd)
+		if err != nil {
+			switch err {
+			case errAborted:
+				return err
+			case errTimedOut:
+				return nil
+			}
+			continue // a probe or a client that gave up mid-transaction
+		}
+		t.recvCalls++
+		t.sendCalls++
+		t.trans++
+		t.crrTrans.Add(1)
+		t.y.tick()
 		t.bytesRx += uint64(len(t.recvBuf))
 		t.bytesTx += uint64(len(t.sendBuf))
 	}
 	return nil
 }
 
-func (t *serverTest) udpLoop(pc net.PacketConn) error {
-	uc := pc.(*net.UDPConn)
-	_ = uc.SetDeadline(t.dl())
+func (t *serverTest) udpLoop(fd int) error {
+	err := t.udpData(fd)
+	if err == errTimedOut {
+		return nil
+	}
+	return err
+}
+
+func (t *serverTest) udpData(fd int) error {
 	if t.req.Direction == proto.DirServerRecvs {
-		for {
-			n, err := uc.Read(t.recvBuf)
-			if err != nil {
-				return t.endErr(err)
+		buf := t.recvBuf
+		for t.running(int64(t.bytesRx)) {
+			n, e := sysRead(fd, buf)
+			if e == unix.ECONNREFUSED {
+				continue // an ICMP error for an earlier datagram
 			}
-			if n == 0 {
-				return nil // netperf's end-of-test marker
+			if e != 0 || n == 0 {
+				// n == 0: netperf's end-of-test marker, or the timer's
+				// or an abort's shutdown.
+				return t.ended(e)
 			}
 			t.bytesRx += uint64(n)
 			t.recvCalls++
+			t.y.tick()
 		}
+		return nil
 	}
-	for {
-		n, from, err := uc.ReadFromUDPAddrPort(t.recvBuf)
-		if err != nil {
-			return t.endErr(err)
+	var from rawSockaddr
+	for t.running(int64(t.trans)) {
+		n, e := sysRecvfrom(fd, t.recvBuf, &from)
+		if e == unix.ECONNREFUSED {
+			continue
 		}
-		if n == 0 {
-			return nil
+		if e != 0 || n == 0 {
+			return t.ended(e)
 		}
 		t.bytesRx += uint64(n)
 		t.recvCalls++
-		if _, err := uc.WriteToUDPAddrPort(t.sendBuf, from); err != nil {
-			if isTransientSendErr(err) {
+		if _, e := sysSendto(fd, t.sendBuf, &from); e != 0 {
+			if isTransientSend(e) || e == unix.ECONNREFUSED {
 				continue
 			}
-			return t.endErr(err)
+			return t.ended(e)
 		}
 		t.bytesTx += uint64(len(t.sendBuf))
 		t.sendCalls++
 		t.trans++
+		t.y.tick()
 	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return nil
 }
 
 // ListenerFile returns a duplicate of the control listener's socket, for

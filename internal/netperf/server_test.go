@@ -282,3 +282,60 @@ func TestCPUAffinity(t *testing.T) {
 		t.Error("binding to a CPU that does not exist succeeded")
 	}
 }
+
+// TestServerTimerEndsSilentTests: a client that keeps its control
+// connection but goes silent on the data connection (or never sends
+// UDP_STREAM's end marker) gets its results when netserver's timer fires,
+// at the test length plus netserver's 4 s pad, with the pad taken off
+// the elapsed time, as netserver's SIGALRM ends such a test.
+func TestServerTimerEndsSilentTests(t *testing.T) {
+	_, port := startServer(t, func(s *Server) { s.IdleTimeout = 30 * time.Second })
+	for _, tc := range []struct {
+		name string
+		req  proto.Request
+	}{
+		{"TCP_RR", proto.Request{Direction: proto.DirBoth, SocketType: 1, Protocol: 6, IPFamily: 4, TestLength: 1, RequestSize: 1, ResponseSize: 1}},
+		{"UDP_STREAM", proto.Request{Direction: proto.DirServerRecvs, SocketType: 2, Protocol: 17, IPFamily: 4, TestLength: 1, RecvSize: -1, SendSize: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := dialCtl(t, port)
+			var m proto.Msg
+			tc.req.Encode(&m)
+			proto.WriteMsg(c, &m)
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if err := proto.ReadMsg(c, &m); err != nil {
+				t.Fatal(err)
+			}
+			var rsp proto.Response
+			rsp.Decode(&m)
+			network := "tcp"
+			if tc.req.SocketType == 2 {
+				network = "udp"
+			}
+			d, err := net.Dial(network, "127.0.0.1:"+strconv.Itoa(int(rsp.DataPort)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			d.Write([]byte("x")) // one request (or datagram), then silence
+			start := time.Now()
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if err := proto.ReadMsg(c, &m); err != nil {
+				t.Fatalf("no results: %v", err)
+			}
+			took := time.Since(start)
+			var res proto.Results
+			res.Decode(&m)
+			if took < 4*time.Second || took > 7*time.Second {
+				t.Errorf("results after %v, want about 5 s (1 s + netserver's 4 s pad)", took)
+			}
+			if res.Elapsed < 0.5 || res.Elapsed > 2.5 {
+				t.Errorf("elapsed %v s, want about 1 (the pad taken off)", res.Elapsed)
+			}
+			if res.BytesReceived != 1 {
+				t.Errorf("received %d bytes, want 1", res.BytesReceived)
+			}
+		})
+	}
+}

@@ -46,11 +46,6 @@ func fold(sum uint64) uint16 {
 	return uint16(sum)
 }
 
-// ChecksumCombine adds two partial ones' complement sums.
-func ChecksumCombine(a, b uint16) uint16 {
-	return fold(uint64(a) + uint64(b))
-}
-
 // PseudoHeaderChecksum returns the partial sum of the IPv4 or IPv6 pseudo
 // header (RFC 793 / RFC 8200 §8.1) for an upper-layer packet of length
 // l4len. src and dst must be of the same family.

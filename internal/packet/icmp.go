@@ -76,23 +76,11 @@ func (b ICMPv4) Sequence() uint16 { return binary.BigEndian.Uint16(b[icmpSeq:]) 
 // MTU returns the next-hop MTU of a needfrag unreach (RFC 1191).
 func (b ICMPv4) MTU() uint16 { return binary.BigEndian.Uint16(b[icmpMTU:]) }
 
-// Payload returns the bytes after the 8-byte header.
-func (b ICMPv4) Payload() []byte { return b[ICMPv4MinimumSize:] }
-
-// SetType sets the type.
-func (b ICMPv4) SetType(v uint8) { b[icmpType] = v }
-
-// SetCode sets the code.
-func (b ICMPv4) SetCode(v uint8) { b[icmpCode] = v }
-
 // SetChecksum sets the checksum.
 func (b ICMPv4) SetChecksum(v uint16) { binary.BigEndian.PutUint16(b[icmpChecksum:], v) }
 
 // SetIdent sets the echo identifier.
 func (b ICMPv4) SetIdent(v uint16) { binary.BigEndian.PutUint16(b[icmpID:], v) }
-
-// SetSequence sets the echo sequence number.
-func (b ICMPv4) SetSequence(v uint16) { binary.BigEndian.PutUint16(b[icmpSeq:], v) }
 
 // SetIdentWithChecksumUpdate sets the echo identifier and patches the checksum.
 func (b ICMPv4) SetIdentWithChecksumUpdate(v uint16) {
@@ -112,39 +100,5 @@ func (b ICMPv6) Type() uint8 { return b[icmpType] }
 // Code returns the code.
 func (b ICMPv6) Code() uint8 { return b[icmpCode] }
 
-// Checksum returns the checksum field.
-func (b ICMPv6) Checksum() uint16 { return binary.BigEndian.Uint16(b[icmpChecksum:]) }
-
 // Ident returns the echo identifier.
 func (b ICMPv6) Ident() uint16 { return binary.BigEndian.Uint16(b[icmpID:]) }
-
-// Sequence returns the echo sequence number.
-func (b ICMPv6) Sequence() uint16 { return binary.BigEndian.Uint16(b[icmpSeq:]) }
-
-// MTU returns the MTU of a packet-too-big message.
-func (b ICMPv6) MTU() uint32 { return binary.BigEndian.Uint32(b[4:]) }
-
-// SetType sets the type.
-func (b ICMPv6) SetType(v uint8) { b[icmpType] = v }
-
-// SetCode sets the code.
-func (b ICMPv6) SetCode(v uint8) { b[icmpCode] = v }
-
-// SetChecksum sets the checksum.
-func (b ICMPv6) SetChecksum(v uint16) { binary.BigEndian.PutUint16(b[icmpChecksum:], v) }
-
-// SetIdent sets the echo identifier.
-func (b ICMPv6) SetIdent(v uint16) { binary.BigEndian.PutUint16(b[icmpID:], v) }
-
-// SetIdentWithChecksumUpdate sets the echo identifier and patches the checksum.
-func (b ICMPv6) SetIdentWithChecksumUpdate(v uint16) {
-	b.SetChecksum(ChecksumUpdate16(b.Checksum(), b.Ident(), v))
-	b.SetIdent(v)
-}
-
-// CalculateChecksum returns the checksum the message b should carry, given
-// the IPv6 pseudo-header partial sum.
-func (b ICMPv6) CalculateChecksum(pseudo uint16) uint16 {
-	s := Checksum(b[:icmpChecksum], pseudo)
-	return ^Checksum(b[icmpChecksum+2:], s)
-}

@@ -43,9 +43,6 @@ const (
 	IPv4OffsetMask        = 0x1fff
 )
 
-// Version returns the version nibble.
-func (b IPv4) Version() uint8 { return b[ipv4VerIHL] >> 4 }
-
 // HeaderLength returns the IHL in bytes.
 func (b IPv4) HeaderLength() int { return int(b[ipv4VerIHL]&0xf) * 4 }
 
@@ -67,9 +64,6 @@ func (b IPv4) FragmentOffset() int { return int(b.FlagsFragmentOffset()&IPv4Offs
 // MoreFragments reports the MF bit.
 func (b IPv4) MoreFragments() bool { return b.FlagsFragmentOffset()&IPv4FlagMoreFragments != 0 }
 
-// DontFragment reports the DF bit.
-func (b IPv4) DontFragment() bool { return b.FlagsFragmentOffset()&IPv4FlagDontFragment != 0 }
-
 // TTL returns the time to live.
 func (b IPv4) TTL() uint8 { return b[ipv4TTL] }
 
@@ -85,34 +79,6 @@ func (b IPv4) SourceAddress() netip.Addr { return netip.AddrFrom4([4]byte(b[ipv4
 // DestinationAddress returns the destination address.
 func (b IPv4) DestinationAddress() netip.Addr { return netip.AddrFrom4([4]byte(b[ipv4DstAddr:])) }
 
-// Options returns the option bytes (between 20 and HeaderLength).
-func (b IPv4) Options() []byte { return b[IPv4MinimumSize:b.HeaderLength()] }
-
-// Payload returns the bytes after the header up to TotalLength (or the
-// end of the view if that is shorter).
-func (b IPv4) Payload() []byte {
-	end := int(b.TotalLength())
-	if end > len(b) {
-		end = len(b)
-	}
-	h := b.HeaderLength()
-	if h > end {
-		return nil
-	}
-	return b[h:end]
-}
-
-// IsValid reports whether the view holds a whole header of version 4 whose
-// lengths are consistent with pktSize.
-func (b IPv4) IsValid(pktSize int) bool {
-	if len(b) < IPv4MinimumSize || b.Version() != 4 {
-		return false
-	}
-	h := b.HeaderLength()
-	tl := int(b.TotalLength())
-	return h >= IPv4MinimumSize && h <= tl && tl <= pktSize && h <= len(b)
-}
-
 // CalculateChecksum returns the header checksum the header should carry.
 func (b IPv4) CalculateChecksum() uint16 {
 	h := b.HeaderLength()
@@ -122,9 +88,6 @@ func (b IPv4) CalculateChecksum() uint16 {
 
 // SetVersionAndHeaderLength sets the version nibble to 4 and the IHL to hlen bytes.
 func (b IPv4) SetVersionAndHeaderLength(hlen int) { b[ipv4VerIHL] = 4<<4 | uint8(hlen/4)&0xf }
-
-// SetTOS sets the type of service byte.
-func (b IPv4) SetTOS(v uint8) { b[ipv4TOS] = v }
 
 // SetTotalLength sets the total length.
 func (b IPv4) SetTotalLength(v uint16) { binary.BigEndian.PutUint16(b[ipv4TotalLen:], v) }
@@ -168,12 +131,6 @@ func (b IPv4) SetTTLWithChecksumUpdate(v uint8) {
 func (b IPv4) SetIDWithChecksumUpdate(v uint16) {
 	b.SetChecksum(ChecksumUpdate16(b.Checksum(), b.ID(), v))
 	b.SetID(v)
-}
-
-// SetTotalLengthWithChecksumUpdate sets the total length and patches the header checksum.
-func (b IPv4) SetTotalLengthWithChecksumUpdate(v uint16) {
-	b.SetChecksum(ChecksumUpdate16(b.Checksum(), b.TotalLength(), v))
-	b.SetTotalLength(v)
 }
 
 // SetSourceAddressWithChecksumUpdate sets the source address and patches

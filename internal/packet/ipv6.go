@@ -36,9 +36,6 @@ func (b IPv6) TrafficClass() uint8 {
 // FlowLabel returns the 20-bit flow label.
 func (b IPv6) FlowLabel() uint32 { return binary.BigEndian.Uint32(b[ipv6VerTCFlow:]) & 0xfffff }
 
-// VersionTrafficClassFlow returns the first 32-bit word (ip6_flow).
-func (b IPv6) VersionTrafficClassFlow() uint32 { return binary.BigEndian.Uint32(b[ipv6VerTCFlow:]) }
-
 // PayloadLength returns the payload length field.
 func (b IPv6) PayloadLength() uint16 { return binary.BigEndian.Uint16(b[ipv6PayloadLen:]) }
 
@@ -54,15 +51,6 @@ func (b IPv6) SourceAddress() netip.Addr { return netip.AddrFrom16([16]byte(b[ip
 // DestinationAddress returns the destination address.
 func (b IPv6) DestinationAddress() netip.Addr {
 	return netip.AddrFrom16([16]byte(b[ipv6DstAddr:]))
-}
-
-// Payload returns the bytes after the fixed header, up to the payload length.
-func (b IPv6) Payload() []byte {
-	end := IPv6MinimumSize + int(b.PayloadLength())
-	if end > len(b) {
-		end = len(b)
-	}
-	return b[IPv6MinimumSize:end]
 }
 
 // SetTrafficClass sets the traffic class.
@@ -94,17 +82,11 @@ func (b IPv6) SetDestinationAddress(a netip.Addr) { s := a.As16(); copy(b[ipv6Ds
 // not counting the first 8.
 type IPv6ExtHdr []byte
 
-// NextHeader returns the next header field.
-func (b IPv6ExtHdr) NextHeader() uint8 { return b[0] }
-
 // Length returns the header length in bytes ((len+1)*8).
 func (b IPv6ExtHdr) Length() int { return (int(b[1]) + 1) * 8 }
 
 // IPv6Routing is a view of a routing header (RFC 8200 §4.4).
 type IPv6Routing []byte
-
-// NextHeader returns the next header field.
-func (b IPv6Routing) NextHeader() uint8 { return b[0] }
 
 // HdrExtLen returns the raw header extension length (8-octet units).
 func (b IPv6Routing) HdrExtLen() uint8 { return b[1] }
@@ -142,23 +124,11 @@ const AHMinimumSize = 12
 // NextHeader returns the next header field.
 func (b AH) NextHeader() uint8 { return b[0] }
 
-// PayloadLen returns the raw length field (32-bit words minus 2).
-func (b AH) PayloadLen() uint8 { return b[1] }
-
 // Length returns the header length in bytes ((len+2)*4).
 func (b AH) Length() int { return (int(b[1]) + 2) * 4 }
-
-// SPI returns the security parameters index.
-func (b AH) SPI() uint32 { return binary.BigEndian.Uint32(b[4:]) }
 
 // ESP is a view of an Encapsulating Security Payload header (RFC 4303).
 type ESP []byte
 
 // ESPMinimumSize is the SPI plus sequence number.
 const ESPMinimumSize = 8
-
-// SPI returns the security parameters index.
-func (b ESP) SPI() uint32 { return binary.BigEndian.Uint32(b) }
-
-// SequenceNumber returns the sequence number.
-func (b ESP) SequenceNumber() uint32 { return binary.BigEndian.Uint32(b[4:]) }

@@ -40,6 +40,7 @@ const (
 	icmp6ErrMinLen    = 8  // ICMP6ERR_MINPKTLEN - sizeof(ip6_t)
 	icmp6ErrIPICMPLen = 88 // ICMP6ERR_IPICMPHLEN
 	icmpMinFragMTU    = 68 // icmp_minfragmtu default
+	greHdrLen         = 8  // sizeof(grehdr_t)
 )
 
 // Parse fills i from the packet b (starting at the IP header) exactly as
@@ -181,8 +182,10 @@ func (i *Info) parseIPv4(b []byte, o ParseOptions) error {
 			}
 		}
 	case ProtoGRE:
-		i.short(4)
-		if i.Off == 0 && i.pullup(b, 4) {
+		// ipf_pr_gre checks for and pulls up a whole grehdr_t (8
+		// bytes, the PPTP form), though it reads the first four.
+		i.short(greHdrLen)
+		if i.Off == 0 && i.pullup(b, greHdrLen) {
 			i.SrcPort = binary.BigEndian.Uint16(b[i.L4Off:])
 			i.DstPort = binary.BigEndian.Uint16(b[i.L4Off+2:])
 		}
@@ -209,9 +212,10 @@ func (i *Info) skipAH4(p []byte) uint8 {
 	ah := AH(p[i.L4Off:])
 	n := ah.Length()
 	if n > i.DLen {
-		// IPFilter would step past the packet end here; Sluice calls the
-		// packet bad and stops instead.
+		// IPFilter steps past the end of the packet here, and the next
+		// pull-up frees it: the packet is bad (a bad-packet verdict).
 		i.Flags |= FlagBad
+		i.pulledOut = true
 		return ProtoNone
 	}
 	i.DLen -= n
@@ -374,6 +378,10 @@ func (i *Info) tcpCommon(p []byte) bool {
 	if i.Flags&FlagShort != 0 {
 		return false
 	}
+	if i.Version == 6 && i.DLen < TCPMinimumSize {
+		i.shortTCP6(p)
+		return false
+	}
 	if !i.pullup(p, TCPMinimumSize) {
 		return false
 	}
@@ -391,7 +399,36 @@ func (i *Info) tcpCommon(p []byte) bool {
 		i.Flags |= FlagBad
 		return false
 	}
+	// ipf_pr_tcpcommon then pulls up the options too: a header whose
+	// data offset runs past the buffer (options cut by a first
+	// fragment, or a lying offset) makes the packet bad.
+	if tlen > TCPMinimumSize && !i.pullup(p, tlen) {
+		return false
+	}
 	return true
+}
+
+// shortTCP6 is what IPFilter's IPv6 path does with a TCP header shorter
+// than 20 bytes: unlike the IPv4 path it does not call the packet short
+// but bad (its pull-up of the header fails without freeing it) and goes
+// on to read the header, bytes past the packet's end reading as zero (so
+// flag tests see flags 0); a header that claims options is pulled up
+// again, and that failure frees it (bad-packet).
+func (i *Info) shortTCP6(p []byte) {
+	i.Flags |= FlagBad
+	var h [TCPMinimumSize]byte
+	if i.L4Off < len(p) {
+		copy(h[:], p[i.L4Off:min(len(p), i.L4Off+i.DLen)])
+	}
+	tcp := TCP(h[:])
+	i.TCPFlags = tcp.Flags()
+	if TCPFlagsBad(tcp.Flags(), tcp.UrgentPointer(), tcp.AckNumber()) {
+		i.Flags |= FlagBad
+		return
+	}
+	if tlen := tcp.DataOffset(); tlen > TCPMinimumSize {
+		i.pullup(p, tlen)
+	}
 }
 
 // TCPFlagsBad reports whether IPFilter considers a TCP flag combination
@@ -552,7 +589,12 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 			}
 			walking = false
 		case ProtoTCP:
-			i.short(TCPMinimumSize)
+			// IPFilter's IPv6 path calls a first fragment or whole
+			// segment with less than a TCP header not short (see
+			// shortTCP6); a later fragment is, by its offset.
+			if i.Off != 0 {
+				i.short(TCPMinimumSize)
+			}
 			if i.tcpCommon(p) {
 				i.Proto = proto
 				i.checkSum(p, o, true)
@@ -562,7 +604,10 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 			i.icmp6(p, o)
 			walking = false
 		case ProtoGRE:
-			i.short(4)
+			i.short(greHdrLen)
+			if i.Off == 0 {
+				i.pullup(p, greHdrLen)
+			}
 			walking = false
 		case ProtoHopOpts, ProtoMobility:
 			proto = i.extHdr(p, false, proto)
@@ -577,6 +622,9 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 			proto = i.extHdr(p, false, ProtoHopOpts)
 		case ProtoESP:
 			i.short(ESPMinimumSize)
+			if i.Off == 0 {
+				i.pullup(p, ESPMinimumSize)
+			}
 			walking = false
 		case ProtoIPv6:
 			if i.Flags&FlagFrag == 0 {

@@ -2,7 +2,6 @@ package packet
 
 import (
 	"encoding/binary"
-	"net/netip"
 )
 
 // UDP is a view of a UDP header (RFC 768).
@@ -60,14 +59,6 @@ func (b UDP) SetDestinationPortWithChecksumUpdate(v uint16) {
 		b.SetChecksum(nonZero(ChecksumUpdate16(c, b.DestinationPort(), v)))
 	}
 	b.SetDestinationPort(v)
-}
-
-// UpdateChecksumPseudoHeaderAddress patches a non-zero checksum for an
-// address change.
-func (b UDP) UpdateChecksumPseudoHeaderAddress(old, new netip.Addr) {
-	if c := b.Checksum(); c != 0 {
-		b.SetChecksum(nonZero(ChecksumUpdateAddr(c, old, new)))
-	}
 }
 
 // CalculateChecksum returns the checksum the datagram b should carry given

@@ -181,21 +181,32 @@ func (s *Set) Add(f *ippool.File, rnd func() uint32) error {
 	return nil
 }
 
-// Tree returns the tree pool used by role with the given name; tables
-// with role "all" serve every role.
+// roleOrder is the order of IPFilter's per-unit table lists: "all"
+// (IPL_LOGALL, -1) first, then the units by number.
+var roleOrder = [...]ippool.Role{ippool.RoleAll, ippool.RoleIPF, ippool.RoleNAT, ippool.RoleState,
+	ippool.RoleAuth, ippool.RoleSync, ippool.RoleScan, ippool.RoleLookup, ippool.RoleCount}
+
+// Tree returns the tree pool with the given name. A rule finds a tree
+// pool whatever its role (IPFilter's ipf_pool_exists looks through
+// every unit's list, "all" first, then ipf, nat, ...), so role only
+// breaks ties in favour of its own table.
 func (s *Set) Tree(role ippool.Role, name string) *Tree {
 	if t := s.trees[tableKey{role, name}]; t != nil {
 		return t
 	}
-	return s.trees[tableKey{ippool.RoleAll, name}]
+	for _, r := range roleOrder {
+		if t := s.trees[tableKey{r, name}]; t != nil {
+			return t
+		}
+	}
+	return nil
 }
 
-// Hash returns the hash table or group-map used by role with that name.
+// Hash returns the hash table or group-map of exactly that role and
+// name: unlike tree pools, IPFilter's ipf_htable_find matches the unit,
+// so a role = all or role = nat hash table is not found by an ipf rule.
 func (s *Set) Hash(role ippool.Role, name string) *Hash {
-	if t := s.hashes[tableKey{role, name}]; t != nil {
-		return t
-	}
-	return s.hashes[tableKey{ippool.RoleAll, name}]
+	return s.hashes[tableKey{role, name}]
 }
 
 // DstList returns the destination list used by role with that name.
@@ -206,15 +217,16 @@ func (s *Set) DstList(role ippool.Role, name string) *DstList {
 	return s.dstlists[tableKey{ippool.RoleAll, name}]
 }
 
-// Contains implements the filter engine's pool test (engine.Pools):
-// pool/N looks in the ipf tree table N (hash false), hash/N in the ipf
-// hash table N. Unknown tables never match.
+// Contains is ContainsRole for role ipf: pool/N looks in the tree table N
+// (hash false), hash/N in the ipf hash table N. Unknown tables never
+// match.
 func (s *Set) Contains(hash bool, table string, addr netip.Addr) bool {
 	return s.ContainsRole(ippool.RoleIPF, hash, table, addr)
 }
 
 // ContainsRole tests addr against the tree (hash=false) or hash table of
-// the given role; NAT rules use RoleNAT.
+// the given role, as a rule of that role finds it; it implements the
+// filter engine's pool test (engine.Pools). NAT rules use RoleNAT.
 func (s *Set) ContainsRole(role ippool.Role, hash bool, table string, addr netip.Addr) bool {
 	if hash {
 		if h := s.Hash(role, table); h != nil {
@@ -238,23 +250,36 @@ func (s *Set) GroupFor(table string, addr netip.Addr) (string, bool) {
 	return h.Group(addr)
 }
 
-// DumpPools writes the tree pools as ipftest -D lists them (most recently
-// loaded first).
+// DumpPools writes the tree pools as ipftest -D lists them: by role
+// (all, ipf, nat, ...), most recently loaded first within a role.
 func (s *Set) DumpPools(w io.Writer) error {
-	return s.dump(w, func(t *ippool.Table) bool { return t.Type == ippool.Tree })
+	return s.dump(w, func(t *ippool.Table) bool { return t.Type == ippool.Tree }, nil)
 }
 
 // DumpHashes writes the hash tables and group-maps as ipftest -D lists
-// them (most recently loaded first).
-func (s *Set) DumpHashes(w io.Writer) error {
-	return s.dump(w, func(t *ippool.Table) bool { return t.Type == ippool.Hash || t.Type == ippool.GroupMap })
+// them, in DumpPools' order. IPFilter's listing leaves out the hash
+// tables of role count (which accounting rules still find).
+func (s *Set) DumpHashes(w io.Writer) error { return s.DumpHashesWith(w, nil) }
+
+// DumpHashesWith is DumpHashes calling atIPF (if not nil) where the ipf
+// role's tables begin: ipftest lists the anonymous tables of inline
+// operands, the newest ipf tables, there.
+func (s *Set) DumpHashesWith(w io.Writer, atIPF func(io.Writer)) error {
+	return s.dump(w, func(t *ippool.Table) bool {
+		return (t.Type == ippool.Hash || t.Type == ippool.GroupMap) && t.Role != ippool.RoleCount
+	}, atIPF)
 }
 
-func (s *Set) dump(w io.Writer, want func(*ippool.Table) bool) error {
+func (s *Set) dump(w io.Writer, want func(*ippool.Table) bool, atIPF func(io.Writer)) error {
 	var b strings.Builder
-	for i := len(s.order) - 1; i >= 0; i-- {
-		if want(s.order[i]) {
-			s.order[i].Format(&b)
+	for _, role := range roleOrder {
+		if role == ippool.RoleIPF && atIPF != nil {
+			atIPF(&b)
+		}
+		for i := len(s.order) - 1; i >= 0; i-- {
+			if t := s.order[i]; t.Role == role && want(t) {
+				t.Format(&b)
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())

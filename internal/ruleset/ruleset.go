@@ -32,9 +32,9 @@ const (
 	FRSkip       uint32 = 0x6
 	FRDecap      uint32 = 0x8
 	FRCmdMask    uint32 = 0xf
-	FRLog        uint32 = 0x20
+	FRLog        uint32 = 0x10
 	FRLogMask    uint32 = FRLog | FRCmdMask
-	FRCallNow    uint32 = 0x10
+	FRCallNow    uint32 = 0x20
 	FRNotSrcIP   uint32 = 0x40
 	FRNotDstIP   uint32 = 0x80
 	FRQuick      uint32 = 0x100
@@ -72,8 +72,10 @@ type AddrMatch struct {
 	// W and M are IP and Mask as two big-endian 64-bit words (IPv4 in
 	// the low 32 bits of W[0]), for a two-instruction match.
 	W, M [2]uint64
-	// Table names the ippool table for AddrPool/AddrHash.
+	// Table names the ippool table for AddrPool/AddrHash. Count is set
+	// for accounting rules, which find hash tables of role count.
 	Table string
+	Count bool
 	// Iface and IfaceMode are for AddrIface (resolved by the engine).
 	Iface     string
 	IfaceMode ipf.IfaceAddrMode
@@ -418,6 +420,11 @@ func compile(r *ipf.Rule) (*Rule, error) {
 	if err := cr.compileAction(r); err != nil {
 		return nil, err
 	}
+	if r.KeepState != nil && r.With&ipf.FI_OOW != 0 {
+		// ipf_rule_ioctl refuses it: state never follows a packet
+		// that is out of its window.
+		return nil, fmt.Errorf("%s:%d:%d: 'keep state' rule included 'with oow'", r.Pos.File, r.Pos.Line, r.Pos.Col)
+	}
 	cr.compileLog(r)
 	if err := cr.compileKeep(r); err != nil {
 		return nil, err
@@ -589,6 +596,12 @@ func (cr *Rule) compileKeep(r *ipf.Rule) error {
 // compileInterfaces sets the family and the `on` and `via` names.
 func (cr *Rule) compileInterfaces(r *ipf.Rule) {
 	cr.Family = uint8(r.Family)
+	if r.TestsNothing() {
+		// A rule that prints as `all` has no IP part (FR_T_NONE):
+		// IPFilter never compares its family, so `pass in inet6 all`
+		// (or `pass in all` under -6) matches IPv4 packets too.
+		cr.Family = 0
+	}
 	if len(r.On) > 0 {
 		cr.IfNames[0] = r.On[0]
 		if r.On[0] != "*" && r.On[0] != "-" {
@@ -697,6 +710,7 @@ func compileAddr(ep *ipf.Endpoint, r *ipf.Rule) (AddrMatch, error) {
 		m.W, m.M = Words(ip), Words(mask)
 	case ipf.AddrPool, ipf.AddrHash:
 		m.Table = ep.Addr.Table
+		m.Count = r.Action == ipf.ActionCount
 		if ep.Addr.Inline != nil {
 			return m, &ErrUnsupported{r.Pos, "inline pool tables are not supported"}
 		}

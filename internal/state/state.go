@@ -152,6 +152,25 @@ type Packet struct {
 	Auth uint16
 }
 
+// FI_TCPUDP and FI_OPTIONS, the bits of Packet.Flx a quoted header in an
+// ICMP error can show, and FI_OOW, which entries are not told apart by.
+const (
+	flxTCPUDP  = 0x1
+	flxOptions = 0x2
+	flxOOW     = 0x800
+)
+
+// sameFlx compares the flags two entries saw, but for out-of-window: a
+// packet that failed an entry's window makes no different entry.
+func sameFlx(a, b *[4]uint32) bool {
+	for i := range a {
+		if a[i]&^flxOOW != b[i]&^flxOOW {
+			return false
+		}
+	}
+	return true
+}
+
 // v6FragOpt is the IPv6 fragment-header bit of Packet.Opt, which state
 // matching ignores: fragments and whole packets belong to one flow.
 const v6FragOpt = 0x8
@@ -195,17 +214,23 @@ type Entry struct {
 	Expire   uint32 // tick at which the entry dies
 	ICMPHead string // icmp-head group
 	Cookie   any    // the creating rule, opaque to this package
-	flags    uint32
-	icmpErr  [4]uint64
+	route    any    // the flow's destination, see Route
+	// SyncNum is the state-sync number of an entry of a keep state
+	// (sync) rule, 0 for others.
+	SyncNum uint32
+	flags   uint32
+	icmpErr [4]uint64
 	// RuleNum and Group locate the creating rule for log records.
 	RuleNum int
 	Group   string
 	// flx are the FI_CMP flags seen first in each direction (index
-	// out*2+rev; 0 = not yet seen); opt the options per direction (the
-	// reverse direction must carry none); sec and auth those of the
-	// creating packet.
+	// out*2+rev; 0 = not yet seen); opt[0] the creating packet's options
+	// under optMask, which the creating direction must repeat (IPv4
+	// replies are not compared, IPv6 ones must carry none); sec and auth
+	// those of the creating packet, which both directions must carry.
 	flx       [4]uint32
 	opt       [2]uint32
+	optMask   uint32
 	sec, auth uint16
 	ageFwd    uint32
 	ageRev    uint32
@@ -260,10 +285,20 @@ type Limits struct {
 	NoICMPErr  bool
 	ICMPHead   string
 	IfNames    [4]string // the rule's on / via names
-	Tag        uint32
-	Cookie     any
-	RuleNum    int
-	Group      string
+	// NoCount leaves the creating packet uncounted (a proxy's made-up
+	// packet that stands for no real one).
+	NoCount bool
+	// Sync marks an entry of a keep state (sync) rule.
+	Sync bool
+	// OptMask is the creating rule's IP option (IPv6: extension header)
+	// test mask: later packets of the creating direction must carry the
+	// same options under it (ipf_matchsrcdst's is_optmsk); a rule that
+	// tests no option lets them vary.
+	OptMask uint32
+	Tag     uint32
+	Cookie  any
+	RuleNum int
+	Group   string
 	// WildSrcPort and WildDstPort create an entry that matches any
 	// source or destination port (proxies expecting a connection, SI_W_*);
 	// Clone makes every match spawn a concrete copy while the wildcard
@@ -325,6 +360,9 @@ type Table struct {
 	perSrc   map[srcKey]int
 	srcsRule map[uint32]int
 	stats    Stats
+	// syncNum numbers the entries of keep state (sync) rules, as
+	// IPFilter's state sync does (its first is 2).
+	syncNum uint32
 	// buckets counts live entries per hash bucket (state_size of them).
 	buckets []uint32
 	// doFlush is set when the table passed state_wm_high; the next
@@ -416,6 +454,22 @@ func (t *Table) Config() Config { t.mu.Lock(); defer t.mu.Unlock(); return t.cfg
 // Active returns the number of live entries.
 func (t *Table) Active() int { t.mu.Lock(); defer t.mu.Unlock(); return t.active }
 
+// Route returns what SetRoute stored for e's flow (nil if nothing).
+func (t *Table) Route(e *Entry) any {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return e.route
+}
+
+// SetRoute stores the destination the caller chose for e's flow (a
+// dstlist member: IPFilter picks one when it creates the entry and sends
+// the flow's later packets there), opaque to this package.
+func (t *Table) SetRoute(e *Entry, v any) {
+	t.mu.Lock()
+	e.route = v
+	t.mu.Unlock()
+}
+
 // Stats returns a copy of the counters.
 func (t *Table) Stats() Stats { t.mu.Lock(); defer t.mu.Unlock(); return t.stats }
 
@@ -479,7 +533,13 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 	k := makeKey(p)
 	oow := false
 	var prev *Entry
-	for e = t.byKey[k]; e != nil; {
+	first := t.byKey[k]
+	if p.V == 4 && p.Dst.IsMulticast() {
+		// IPFilter hashes a packet to a multicast group without its
+		// destination, so only wildcard-destination entries find it.
+		first = nil
+	}
+	for e = first; e != nil; {
 		next := e.hnext
 		if int32(now-e.Expire) >= 0 {
 			t.expire(e, prev)
@@ -562,11 +622,11 @@ func (t *Table) matchMasks(e *Entry, p *Packet, rev bool) bool {
 	if c := e.flx[i]; c != 0 && c != p.Flx {
 		return false
 	}
-	opt := p.Opt
-	if p.V == 6 {
-		opt &^= v6FragOpt
+	mask := e.optMask
+	if rev && p.V == 4 {
+		mask = 0 // IPv4 replies may carry any options
 	}
-	if opt != e.opt[b2i(rev)] || p.Sec != e.sec || p.Auth != e.auth {
+	if p.Opt&mask != e.opt[b2i(rev)] || p.Sec != e.sec || p.Auth != e.auth {
 		return false
 	}
 	if e.flx[i] == 0 {
@@ -759,11 +819,15 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 			e.Expire = now + t.tcpTimeout(e, dir)
 		}
 		if p.TCPFlags&thOpening == thOpening {
+			// A SYN-ACK that carries options settles window scaling:
+			// both sides scale only if both offered it. One without
+			// options leaves the scales as they are (IPFilter checks
+			// only after reading options).
 			if len(p.TCPOpts) > 0 {
 				parseTCPOptions(p.TCPOpts, f)
-			}
-			if f.WinFlags&wscaleSeen == 0 || to.WinFlags&wscaleSeen == 0 {
-				f.WinScale, to.WinScale = 0, 0
+				if f.WinFlags&wscaleSeen == 0 || to.WinFlags&wscaleSeen == 0 {
+					f.WinScale, to.WinScale = 0, 0
+				}
 			}
 		} else if p.TCPFlags&THSyn != 0 && len(p.TCPOpts) > 0 {
 			parseTCPOptions(p.TCPOpts, f)
@@ -833,38 +897,75 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	if t.cfg.Max > 0 && t.active*100/t.cfg.Max > t.cfg.WMHigh {
 		t.doFlush = true
 	}
+	sk, err := t.admit(p, lim)
+	if err != AddOK {
+		return nil, err
+	}
+	e, err := newEntry(p, pass, lim)
+	if err != AddOK {
+		return nil, err
+	}
+	now := t.clock.Ticks()
+	if err := t.replaceOrRefuse(e, now); err != AddOK {
+		return nil, err
+	}
+	if t.cfg.MaxBucket > 0 {
+		if len(t.buckets) != max(t.cfg.Size, 1) {
+			t.rebucket()
+		}
+		e.bucket = t.bucketOf(&e.key)
+		if int(t.buckets[e.bucket]) >= t.cfg.MaxBucket {
+			t.stats.BucketFull++
+			return nil, AddBucketFull
+		}
+	}
+	t.start(e, p, lim, now)
+	t.insert(e, lim, sk)
+	return e, AddOK
+}
+
+// admit applies the table and per-rule/per-source limits (ipf_state_add's
+// checks before it allocates) and returns the source key to count under.
+func (t *Table) admit(p *Packet, lim *Limits) (srcKey, AddError) {
 	if lim.Limit > 0 {
 		if t.perRule[lim.RuleID] >= lim.Limit {
-			return nil, AddRuleLimit
+			return srcKey{}, AddRuleLimit
 		}
 	} else if t.active >= t.cfg.Max {
 		t.stats.Max++
-		return nil, AddTableFull
+		return srcKey{}, AddTableFull
 	}
 	var sk srcKey
 	if lim.MaxSrcs > 0 || lim.MaxPerSrc > 0 {
+		// A family-less rule's default /128 covers a whole IPv4
+		// address too.
 		bits := lim.PerSrcBits
-		if bits == 0 {
+		if bits == 0 || bits > p.Src.BitLen() {
 			bits = p.Src.BitLen()
 		}
 		pfx, _ := p.Src.Prefix(bits)
 		sk = srcKey{rule: lim.RuleID, addr: pfx.Addr()}
 		n, seen := t.perSrc[sk]
 		if !seen && lim.MaxSrcs > 0 && t.srcsRule[lim.RuleID] >= lim.MaxSrcs {
-			return nil, AddSrcLimit
+			return sk, AddSrcLimit
 		}
 		if lim.MaxPerSrc > 0 && n >= lim.MaxPerSrc {
-			return nil, AddSrcLimit
+			return sk, AddSrcLimit
 		}
 	}
+	return sk, AddOK
+}
+
+// newEntry builds the entry for the first packet of a flow: its tuple, the
+// TCP windows (ipf_state_add's per-protocol part), the flags the limits
+// ask for and the flags, options and interface the packet shows.
+func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	e := &Entry{
 		V: p.V, Proto: p.Proto, Src: p.Src, Dst: p.Dst,
 		Pass: pass, Tag: lim.Tag, IfNames: lim.IfNames, ICMPHead: lim.ICMPHead,
 		Cookie: lim.Cookie, RuleNum: lim.RuleNum, Group: lim.Group, ruleID: lim.RuleID,
 		sec: p.Sec, auth: p.Auth, hasLimits: lim.Limit > 0,
 	}
-	now := t.clock.Ticks()
-	dir := 0
 	switch p.Proto {
 	case 1, 58:
 		if _, ok := icmpReply(p.V, p.ICMPType); !ok {
@@ -892,11 +993,20 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		}
 		d.MaxWin = 1
 		if p.TCPFlags&THSyn != 0 {
-			e.flags |= flagTCPFSM
+			if p.TCPFlags&THAck == 0 {
+				// Only an opening SYN starts the strict state
+				// machine; after a SYN-ACK the other side may
+				// join with a bare ACK (half-established).
+				e.flags |= flagTCPFSM
+			}
 			if len(p.TCPOpts) > 0 {
 				parseTCPOptions(p.TCPOpts, s)
 			}
-		} else {
+		}
+		if p.TCPFlags&THAck != 0 {
+			// Any first packet with an ACK (a SYN-ACK too) tells
+			// where the peer is: ipf_state_add takes its end from
+			// the ack and its window as four times this one.
 			d.End = p.Ack
 			d.MaxEnd = p.Ack
 			d.MaxWin = s.MaxWin * 4
@@ -935,42 +1045,66 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	if lim.Clone {
 		e.flags |= flagClone
 	}
-	e.opt[0] = p.Opt
+	// IPv6 fragments and whole packets belong to one flow.
+	// IPv4 packets repeat the options the rule tested; IPv6 ones every
+	// extension header of the first packet (replies none), but for the
+	// fragment header: fragments and whole packets belong to one flow.
+	e.optMask = lim.OptMask
 	if p.V == 6 {
-		e.opt[0] &^= v6FragOpt
+		e.optMask = ^uint32(0) &^ v6FragOpt
 	}
+	e.opt[0] = p.Opt & e.optMask
 	e.flx[b2i(p.Out)*2] = p.Flx
-	// The interface of the creating packet's slot is always recorded.
+	// The interface of the creating packet's slot is always recorded,
+	// in place of a rule's wildcard `on *` too (and of `on -` outbound:
+	// IPFilter keeps an inbound `-`).
 	slot := 0
 	if p.Out {
 		slot = 2
 	}
-	if e.IfNames[slot] == "" {
+	if n := e.IfNames[slot]; n == "" || n == "*" || n == "-" && p.Out {
 		e.IfNames[slot] = p.IfName
 	}
-	// Reject duplicates before touching any counter.
 	e.key = makeKey(p)
+	return e, AddOK
+}
+
+// replaceOrRefuse refuses an entry identical to a live one of its flow
+// and removes a live one it is not identical to (see the comment below).
+func (t *Table) replaceOrRefuse(e *Entry, now uint32) AddError {
+	// Reject duplicates before touching any counter.
 	chain := t.wild
 	if e.flags&flagsWild == 0 {
 		chain = t.byKey[e.key]
 	}
+	var stale *Entry
 	for x := chain; x != nil; x = x.hnext {
 		if x.Proto == e.Proto && x.Src == e.Src && (x.Dst == e.Dst || x.flags&flagWildDst != 0) &&
 			x.SPort == e.SPort && x.DPort == e.DPort && x.ICMPType == e.ICMPType && x.ICMPID == e.ICMPID &&
 			x.flags&flagsWild == e.flags&flagsWild && int32(now-x.Expire) < 0 {
-			return nil, AddExists
+			// ipf_state_match compares the flags and options too: an
+			// entry the packet could not match is no duplicate of it.
+			if x.Pass == e.Pass && sameFlx(&x.flx, &e.flx) && x.opt == e.opt && x.optMask == e.optMask &&
+				x.sec == e.sec && x.auth == e.auth {
+				return AddExists
+			}
+			stale = x
+			break
 		}
 	}
-	if t.cfg.MaxBucket > 0 {
-		if len(t.buckets) != max(t.cfg.Size, 1) {
-			t.rebucket()
-		}
-		e.bucket = t.bucketOf(&e.key)
-		if int(t.buckets[e.bucket]) >= t.cfg.MaxBucket {
-			t.stats.BucketFull++
-			return nil, AddBucketFull
-		}
+	if stale != nil {
+		// IPFilter then adds a second entry that its lookups find
+		// first; Sluice keeps one entry per flow (as the kernel
+		// datapath's map must) and replaces the first.
+		t.remove(stale)
 	}
+	return AddOK
+}
+
+// start runs the TCP state machine for the first packet, sets the expiry
+// and counts the packet (unless lim.NoCount).
+func (t *Table) start(e *Entry, p *Packet, lim *Limits, now uint32) {
+	dir := 0
 	switch p.Proto {
 	case 6:
 		fsmStep(&e.TCPState, dir, p.TCPFlags, p.DataLen, e.flags&flagTCPFSM != 0)
@@ -988,15 +1122,27 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 			e.Expire = now + e.ageFwd
 		}
 	}
-	e.Pkts[b2i(p.Out)]++
-	e.Bytes[b2i(p.Out)] += uint64(p.PLen)
+	if !lim.NoCount {
+		e.Pkts[b2i(p.Out)]++
+		e.Bytes[b2i(p.Out)] += uint64(p.PLen)
+	}
 	e.touched = now
 	p.Rewrite = false
 	if e.flags&flagNewISN != 0 {
 		t.checkNewISN(e, p, 0)
 		isnOut(e, p, 0)
 	}
+}
 
+// insert counts e against its limits and links it into the tables.
+func (t *Table) insert(e *Entry, lim *Limits, sk srcKey) {
+	if lim.Sync {
+		if t.syncNum == 0 {
+			t.syncNum = 1
+		}
+		t.syncNum++
+		e.SyncNum = t.syncNum
+	}
 	if lim.Limit > 0 {
 		t.perRule[lim.RuleID]++
 	}
@@ -1015,7 +1161,6 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		t.byKey[e.key] = e
 	}
 	t.linkList(e)
-	return e, AddOK
 }
 
 // expire removes e (whose predecessor in its hash chain is prev).
@@ -1186,6 +1331,14 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool) (*Entry, bool) {
 			continue
 		}
 		if isICMP(emb) && emb.ICMPID != e.ICMPID {
+			continue
+		}
+		// The quoted packet must carry the flags the flow's first
+		// packet of its direction did (ipf_matchsrcdst on the quoted
+		// header: a flow opened with IP options is not matched by an
+		// error quoting a header without them). emb.Flx holds the
+		// quoted header's TCP/UDP and options bits.
+		if c := e.flx[b2i(!errOut)*2+b2i(backward)] & (flxTCPUDP | flxOptions); c != 0 && c != emb.Flx {
 			continue
 		}
 		if e.flags&flagNoICMP != 0 {

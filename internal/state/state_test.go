@@ -374,9 +374,9 @@ func TestOptionsMustAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	reply := &Packet{V: 4, Proto: 17, Src: srv, Dst: cli, SPort: 2, DPort: 1, Flx: 1, IfName: "a"}
-	reply.Opt = 0x200 // lsrr
-	if _, _, r := tb.Lookup(reply); r != Miss {
-		t.Errorf("reply with IP options: got %v, want Miss", r)
+	reply.Opt = 0x200 // lsrr: a rule without option tests lets options vary
+	if _, _, r := tb.Lookup(reply); r != Hit {
+		t.Errorf("reply with IP options: got %v, want Hit", r)
 	}
 	reply.Opt = 0
 	if _, _, r := tb.Lookup(reply); r != Hit {
@@ -390,6 +390,48 @@ func TestOptionsMustAgree(t *testing.T) {
 	fwd.Sec = 0x2
 	if _, _, r := tb.Lookup(&fwd); r != Miss {
 		t.Errorf("other security class: got %v, want Miss", r)
+	}
+	rev := *reply
+	rev.Flx, rev.Sec = 1, 0x2
+	if _, _, r := tb.Lookup(&rev); r != Miss {
+		t.Errorf("reply with a security class the flow had not: got %v, want Miss", r)
+	}
+}
+
+// TestRuleOptionsMustRepeat: the options a keep-state rule tested must
+// be on every later packet of the creating direction, not on replies;
+// an entry such a packet cannot match is no duplicate: a new entry
+// replaces it.
+func TestRuleOptionsMustRepeat(t *testing.T) {
+	const lsrr, rr = 0x200, 0x2
+	tb, _ := newTable(t)
+	p := &Packet{V: 4, Proto: 17, Src: cli, Dst: srv, SPort: 1, DPort: 2, Flx: 3, Opt: lsrr | rr, IfName: "a"}
+	if _, err := tb.Add(p, 2, &Limits{OptMask: lsrr}); err != AddOK {
+		t.Fatal(err)
+	}
+	fwd := *p
+	fwd.Opt = lsrr
+	if _, _, r := tb.Lookup(&fwd); r != Hit {
+		t.Errorf("same tested option: got %v, want Hit", r)
+	}
+	fwd.Opt = rr
+	if _, _, r := tb.Lookup(&fwd); r != Miss {
+		t.Errorf("tested option missing: got %v, want Miss", r)
+	}
+	reply := &Packet{V: 4, Proto: 17, Src: srv, Dst: cli, SPort: 2, DPort: 1, Flx: 1, IfName: "a"}
+	if _, _, r := tb.Lookup(reply); r != Hit {
+		t.Errorf("reply without the option: got %v, want Hit", r)
+	}
+	plain := *p
+	plain.Flx, plain.Opt = 1, 0
+	if _, err := tb.Add(&plain, 2, &Limits{}); err != AddOK {
+		t.Errorf("second entry for a packet the first cannot match: got %v, want AddOK", err)
+	}
+	if n := tb.Active(); n != 1 {
+		t.Errorf("entries: got %d, want 1 (the new one replaces the old)", n)
+	}
+	if _, err := tb.Add(&plain, 2, &Limits{}); err != AddExists {
+		t.Errorf("identical entry: got %v, want AddExists", err)
 	}
 }
 

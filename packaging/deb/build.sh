@@ -13,7 +13,7 @@ trap 'rm -rf "$stage"' EXIT
 root="$stage/root"
 
 make --no-print-directory install DESTDIR="$root" PREFIX=/usr SYSCONFDIR=/etc \
-	LIBEXECDIR=/usr/libexec UNITDIR=/lib/systemd/system BUILDDIR="${BUILDDIR:-$stage/bin}" >/dev/null
+	LIBEXECDIR=/usr/libexec UNITDIR=/lib/systemd/system UDEVRULESDIR=/lib/udev/rules.d BUILDDIR="${BUILDDIR:-$stage/bin}" >/dev/null
 
 mkdir -p "$root/DEBIAN" "$root/usr/share/doc/sluice"
 cp LICENSE "$root/usr/share/doc/sluice/copyright"
@@ -32,7 +32,8 @@ Description: IPFilter, IPQoS and netperf for Linux on eBPF
  Sluice re-creates HP-UX IPFilter (ipf, ipfstat, ipmon, ipnat, ippool,
  ipftest), HP-UX IPQoS (ipqosadmin) and netperf/netserver on Linux, with
  eBPF datapaths attached with TCX. Includes systemd units that load
- /etc/sluice at boot (not enabled by the package), a Prometheus exporter
+ /etc/sluice at boot (not enabled by the package), a udev rule that
+ attaches a loaded filter to network interfaces that appear, a Prometheus exporter
  (sluice exporter) and a Grafana dashboard.
 CONTROL
 (cd "$root" && find etc -type f | sed 's|^|/|' | sort) > "$root/DEBIAN/conffiles"

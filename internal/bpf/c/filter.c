@@ -39,7 +39,10 @@ static __always_inline int verdict_of(__u32 pass)
 {
 	__u32 cmd = pass & FR_CMDMASK;
 
-	return cmd == FR_BLOCK || cmd == FR_AUTH || cmd == FR_PREAUTH;
+	/* a matched `nomatch` rule has no pass bit: IPFilter drops the
+	 * packet (ipftest's bad-packet) */
+	return cmd == FR_BLOCK || cmd == FR_AUTH || cmd == FR_PREAUTH ||
+	       (cmd == FR_CALL && (pass & FR_NOMATCH));
 }
 
 static __always_inline int filter(struct __sk_buff *skb, __u8 out)

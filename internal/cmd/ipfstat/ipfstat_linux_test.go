@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,6 +20,7 @@ type fakeReader struct {
 	rules  [2][]ipfctl.RuleInfo
 	stats  ipfctl.Stats
 	states []ipfctl.State
+	cov    ipfctl.Coverage
 	closed bool
 }
 
@@ -30,6 +32,7 @@ func (f *fakeReader) LogFlags() ipfctl.LogFlags                     { return ipf
 func (f *fakeReader) ActiveSetNumber() int                          { return 0 }
 func (f *fakeReader) Ticks() uint64                                 { return 1234 }
 func (f *fakeReader) Close() error                                  { f.closed = true; return nil }
+func (f *fakeReader) Coverage() (ipfctl.Coverage, error)            { return f.cov, nil }
 
 func sample() *fakeReader {
 	f := &fakeReader{}
@@ -89,6 +92,50 @@ func TestListings(t *testing.T) {
 	}
 	if got, _ = out("-g"); !strings.Contains(got, "ipf groups (set 0):\n10\n") {
 		t.Errorf("ipfstat -g: got\n%s", got)
+	}
+}
+
+// TestCoverage: ipfstat's statistics end with the interfaces the filter
+// is on, and every listing warns on stderr about interfaces that are up
+// without the filter in all-interfaces mode (and only then).
+func TestCoverage(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		cov     ipfctl.Coverage
+		line    string
+		warning string
+	}{
+		{"named", ipfctl.Coverage{Attached: []string{"eth1"}}, "Interfaces: eth1 (those the rules name)\n", ""},
+		{"all", ipfctl.Coverage{All: true, Attached: []string{"eth0", "eth1"}}, "Interfaces: eth0 eth1 (every non-loopback interface)\n", ""},
+		{"unfiltered", ipfctl.Coverage{All: true, Attached: []string{"eth0"}, Unfiltered: []string{"veth7", "vlan5"}},
+			"Interfaces: eth0 (every non-loopback interface)\nUnfiltered: veth7 vlan5 (up, not attached: run ipf -y)\n",
+			"ipfstat: warning: veth7, vlan5 are up and not filtered although the rules apply on every interface: ipf -y attaches the filter\n"},
+		{"none", ipfctl.Coverage{All: true}, "Interfaces: none (every non-loopback interface)\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, args := range [][]string{nil, {"-io"}, {"-s"}} {
+				var o, e bytes.Buffer
+				f := sample()
+				f.cov = c.cov
+				if rc := run(args, &o, &e, func() (ipfctl.Reader, error) { return f, nil }); rc != 0 {
+					t.Fatalf("ipfstat %v: exit %d: %s", args, rc, e.String())
+				}
+				warn := e.String()
+				if args != nil {
+					// the listings' own notes (empty lists) aside
+					warn = strings.Join(slices.DeleteFunc(strings.SplitAfter(warn, "\n"), func(l string) bool { return strings.HasPrefix(l, "# ") }), "")
+				}
+				if warn != c.warning {
+					t.Errorf("ipfstat %v stderr: got %q, want %q", args, warn, c.warning)
+				}
+				if args == nil && !strings.HasSuffix(o.String(), "\tpackets blocked by filter\n"+c.line) {
+					t.Errorf("ipfstat: output does not end with %q:\n%s", c.line, o.String())
+				}
+				if args != nil && strings.Contains(o.String(), "Interfaces:") {
+					t.Errorf("ipfstat %v lists the interfaces:\n%s", args, o.String())
+				}
+			}
+		})
 	}
 }
 

@@ -22,6 +22,15 @@ func report(w io.Writer, stderr io.Writer, f flags, src source) error {
 		return err
 	}
 	defer d.Close()
+	// Sluice: say when interfaces the filter belongs on do not have it,
+	// whatever is listed (an unfiltered interface must never go unseen)
+	cov, err := d.Coverage()
+	if err != nil {
+		return err
+	}
+	if msg := cov.Warning(); msg != "" {
+		fmt.Fprintf(stderr, "ipfstat: warning: %s\n", msg)
+	}
 	set := ipfctl.SetActive
 	if f.inactive {
 		set = ipfctl.SetInactive
@@ -92,6 +101,7 @@ func report(w io.Writer, stderr io.Writer, f flags, src source) error {
 			return err
 		}
 		writeStats(w, st, d.LogFlags(), d.Ticks(), true)
+		io.WriteString(w, cov.Lines())
 	}
 	return nil
 }

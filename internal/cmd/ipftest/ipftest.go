@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,14 +46,29 @@ type Env struct {
 }
 
 type run struct {
-	env      Env
-	out      *bufio.Writer
-	eng      *engine.Engine
-	set      *ruleset.Set
-	loaded   bool
-	brief    bool
-	dump     bool
-	inet6    bool
+	env    Env
+	out    *bufio.Writer
+	eng    *engine.Engine
+	set    *ruleset.Set
+	loaded bool
+	brief  bool
+	dump   bool
+	inet6  bool
+	// rules6 is -6 as the ipf.conf parser sees it: IPFilter's ippool
+	// parser clears that flag, so a -P before -r loads family-less
+	// rules as in IPv4 mode (text input stays IPv6).
+	rules6 bool
+	// loadedRules holds the normalised text of every rule loaded, to
+	// refuse duplicates.
+	loadedRules map[string]bool
+	// acctGroups are the groups of count rules, in creation order.
+	acctGroups []groupInfo
+	// groupSeen are the filter groups in the order rules made them.
+	groupSeen []string
+	// anonRefs counts the rules using each anonymous table; anonKeys
+	// finds a line's table again for the other rules its LIST makes.
+	anonRefs []int
+	anonKeys map[string]int
 	resolve  bool
 	verbose  bool
 	hexOut   bool
@@ -175,7 +191,7 @@ func (r *run) main() error {
 func (r *run) option(o getopt.Opt) error {
 	switch o.Flag {
 	case '6':
-		r.inet6 = true
+		r.inet6, r.rules6 = true, true
 	case 'b':
 		r.brief = true
 	case 'C':
@@ -209,6 +225,7 @@ func (r *run) option(o getopt.Opt) error {
 		return r.loadNAT(o.Arg)
 	case 'P':
 		r.loaded = true
+		r.rules6 = false
 		return r.loadPools(o.Arg)
 	case 'r':
 		r.loaded = true
@@ -259,28 +276,101 @@ func (r *run) loadRules(name string) error {
 	if err != nil {
 		return fmt.Errorf("-r: %v", err)
 	}
-	rules, err := ipf.Parse(fname, src, ipf.ParseOptions{NoResolve: !r.resolve, Inet6: r.inet6})
+	rules, err := ipf.Parse(fname, src, ipf.ParseOptions{NoResolve: !r.resolve, Inet6: r.rules6})
 	if err != nil {
 		return err
 	}
 	for _, rule := range rules {
 		if r.verbose {
-			fmt.Fprintln(r.out, printRule(rule, r.resolve, true))
+			// ipftest echoes each rule as it parses it, before any
+			// interface is known: every name is marked (!).
+			fmt.Fprintln(r.out, ipf.Format(rule, ipf.PrintOptions{NoResolve: !r.resolve, Verbose: true, Unresolved: ipf.MarkAllUnresolved}))
 		}
 		if rule.Action == ipf.ActionCall && (r.pools == nil || r.pools.Hash(ippool.RoleIPF, strconv.FormatUint(uint64(rule.Call.Arg), 10)) == nil) {
 			// The kernel refuses a call to a group-map that does not exist.
 			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: call %s/%d: group-map not found\n", rule.Pos.File, rule.Pos.Line, rule.Call.Func, rule.Call.Arg)
 			continue
 		}
+		// ipf makes a rule's inline tables before the kernel sees it.
 		if err := r.inlineTables(rule); err != nil {
 			return err
 		}
+		if msg := r.missingTable(rule); msg != "" {
+			// The kernel refuses a rule whose lookup table does not
+			// exist (ipf_findlookup: an accounting rule looks for hash
+			// tables of role count, inline ones too) and ipftest goes
+			// on with the next.
+			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: %s\n", rule.Pos.File, rule.Pos.Line, msg)
+			continue
+		}
+		// The kernel refuses a rule identical to one it holds (the
+		// same normalised rule in the same list) and ipftest goes on.
+		key := ipf.FormatRule(rule)
+		if r.loadedRules[key] {
+			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: rule already exists\n", rule.Pos.File, rule.Pos.Line)
+			continue
+		}
+		if r.loadedRules == nil {
+			r.loadedRules = map[string]bool{}
+		}
+		r.loadedRules[key] = true
 		if _, err := r.set.Add(rule); err != nil {
 			// IPFilter reports a rule the kernel refuses and goes on.
 			fmt.Fprintf(r.env.Stderr, "ipftest: %v\n", err)
+		} else {
+			r.noteLoaded(rule)
 		}
 	}
 	return nil
+}
+
+// natTableMissing reports whether a NAT rule names a pool or hash table
+// that a NAT rule cannot find: tree pools of any role, hash tables (not
+// group-maps) of role nat.
+func (r *run) natTableMissing(nr *ipnat.Rule) bool {
+	for _, a := range []*ipnat.Addr{&nr.Src, &nr.Dst, &nr.Orig, &nr.New, &nr.NewSrc, &nr.NewDst} {
+		if a.Kind != ipnat.AddrLookup {
+			continue
+		}
+		switch a.Table {
+		case "pool":
+			if r.pools == nil || r.pools.Tree(ippool.RoleNAT, a.Name) == nil {
+				return true
+			}
+		case "hash":
+			if r.pools == nil {
+				return true
+			}
+			if h := r.pools.Hash(ippool.RoleNAT, a.Name); h == nil || h.Def.Type != ippool.Hash {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// missingTable names the first lookup table a rule refers to that is not
+// loaded, or returns "".
+func (r *run) missingTable(rule *ipf.Rule) string {
+	for i, ep := range []*ipf.Endpoint{&rule.From, &rule.To} {
+		a := &ep.Addr
+		if a.Kind != ipf.AddrPool && a.Kind != ipf.AddrHash {
+			continue
+		}
+		role := ippool.RoleIPF
+		if rule.Action == ipf.ActionCount {
+			role = ippool.RoleCount
+		}
+		found := false
+		for _, s := range []*pool.Set{r.pools, r.anonPools} {
+			found = found || s != nil && (a.Kind == ipf.AddrPool && s.Tree(role, a.Table) != nil ||
+				a.Kind == ipf.AddrHash && s.Hash(role, a.Table) != nil)
+		}
+		if !found {
+			return [...]string{"cannot find source lookup pool", "cannot find destination lookup pool"}[i]
+		}
+	}
+	return ""
 }
 
 func (r *run) packets() error {
@@ -402,15 +492,20 @@ func (r *run) dumpTables() {
 		r.pools.DumpPools(w)
 	}
 	fmt.Fprintln(w, "List of configured hash tables")
-	for i := len(r.anon) - 1; i >= 0; i-- {
-		// IPFilter counts the rule's reference and the table list's.
-		fmt.Fprintf(w, "# 'anonymous' table refs 2\n")
-		var b strings.Builder
-		r.anon[i].Format(&b)
-		io.WriteString(w, b.String())
+	anon := func(w io.Writer) {
+		for i := len(r.anon) - 1; i >= 0; i-- {
+			// IPFilter counts the rules' references and the table
+			// list's.
+			fmt.Fprintf(w, "# 'anonymous' table refs %d\n", r.anonRefs[i]+1)
+			var b strings.Builder
+			r.anon[i].Format(&b)
+			io.WriteString(w, b.String())
+		}
 	}
 	if r.pools != nil {
-		r.pools.DumpHashes(w)
+		r.pools.DumpHashesWith(w, anon)
+	} else {
+		anon(w)
 	}
 	for s := 0; s < 2; s++ {
 		fmt.Fprintf(w, "List of groups configured (set %d)\n", s)
@@ -418,6 +513,18 @@ func (r *run) dumpTables() {
 		for _, gi := range r.groupList(set, s) {
 			fmt.Fprintf(w, "Dev.0. Group %s Ref %d Flags %#x\n", gi.name, gi.ref, gi.flags)
 			if g := set.Groups[gi.name]; g != nil {
+				for _, rule := range g.Rules {
+					r.printDumpRule(rule)
+				}
+			}
+		}
+		if s != 0 {
+			continue
+		}
+		// Groups of count rules live in the accounting unit (Dev.7).
+		for _, gi := range r.acctGroups {
+			fmt.Fprintf(w, "Dev.7. Group %s Ref %d Flags %#x\n", gi.name, gi.ref, gi.flags)
+			if g := set.AcctGroups[gi.name]; g != nil {
 				for _, rule := range g.Rules {
 					r.printDumpRule(rule)
 				}
@@ -505,9 +612,14 @@ func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
 			i = len(out)
 			pos[name] = i
 			out = append(out, groupInfo{name: name, flags: flags})
+		} else if out[i].flags == 0 {
+			// A group first seen with no rule takes its head's
+			// direction.
+			out[i].flags = flags
 		}
 		return &out[i]
 	}
+	fromMap := map[string]bool{}
 	if idx == 0 {
 		for _, f := range r.poolFiles {
 			for _, t := range f.Tables {
@@ -521,6 +633,7 @@ func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
 				for _, e := range t.Entries {
 					if e.Group != "" {
 						add(e.Group, flags).ref++
+						fromMap[e.Group] = true
 					}
 				}
 			}
@@ -555,7 +668,55 @@ func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
 			}
 		}
 	}
+	// IPFilter lists groups in the order it made them: group-map
+	// groups with the pools, then as rules first named them.
+	rank := func(name string) int {
+		if fromMap[name] {
+			return -1
+		}
+		if i := slices.Index(r.groupSeen, name); i >= 0 {
+			return i
+		}
+		return -1
+	}
+	slices.SortStableFunc(out, func(a, b groupInfo) int { return rank(a.name) - rank(b.name) })
 	return out
+}
+
+// noteLoaded records, for -D, the references a loaded rule makes to
+// anonymous tables and the groups it heads or belongs to, in the order
+// IPFilter creates them.
+func (r *run) noteLoaded(rule *ipf.Rule) {
+	for _, ep := range []*ipf.Endpoint{&rule.From, &rule.To} {
+		for i, t := range r.anon {
+			if (ep.Addr.Kind == ipf.AddrPool || ep.Addr.Kind == ipf.AddrHash) && t.Name == ep.Addr.Table {
+				r.anonRefs[i]++
+			}
+		}
+	}
+	if rule.Action != ipf.ActionCount {
+		for _, name := range []string{rule.Head, rule.Group} {
+			if name != "" && !slices.Contains(r.groupSeen, name) {
+				r.groupSeen = append(r.groupSeen, name)
+			}
+		}
+		return
+	}
+	flags := uint32(ruleset.FRInQue)
+	if rule.Dir == ipf.DirOut {
+		flags = ruleset.FROutQue
+	}
+	for _, name := range []string{rule.Head, rule.Group} {
+		if name == "" {
+			continue
+		}
+		i := slices.IndexFunc(r.acctGroups, func(g groupInfo) bool { return g.name == name })
+		if i < 0 {
+			r.acctGroups = append(r.acctGroups, groupInfo{name: name, flags: flags})
+			i = len(r.acctGroups) - 1
+		}
+		r.acctGroups[i].ref++
+	}
 }
 
 // anonBase is the first number IPFilter gives anonymous tables.
@@ -565,9 +726,15 @@ const anonBase = 0x80000001
 // into anonymous ippool tables and points the rule at them, as ipf does
 // when it loads such a rule.
 func (r *run) inlineTables(rule *ipf.Rule) error {
-	for _, ep := range []*ipf.Endpoint{&rule.From, &rule.To} {
+	for i, ep := range []*ipf.Endpoint{&rule.From, &rule.To} {
 		a := &ep.Addr
 		if a.Inline == nil || (a.Kind != ipf.AddrPool && a.Kind != ipf.AddrHash) {
+			continue
+		}
+		// The rules a LIST expands one line into share its tables.
+		key := fmt.Sprintf("%v/%d/%v", rule.Pos, i, a.Inline)
+		if j, ok := r.anonKeys[key]; ok {
+			a.Table, a.Inline = r.anon[j].Name, nil
 			continue
 		}
 		t := &ippool.Table{Type: ippool.Tree, Role: ippool.RoleIPF,
@@ -600,7 +767,12 @@ func (r *run) inlineTables(rule *ipf.Rule) error {
 		} else if err := r.anonPools.Add(f, nil); err != nil {
 			return err
 		}
+		if r.anonKeys == nil {
+			r.anonKeys = map[string]int{}
+		}
+		r.anonKeys[key] = len(r.anon)
 		r.anon = append(r.anon, t)
+		r.anonRefs = append(r.anonRefs, 0)
 		a.Table, a.Inline = t.Name, nil
 		r.eng.SetPools(poolMux{r})
 	}
@@ -611,11 +783,11 @@ func (r *run) inlineTables(rule *ipf.Rule) error {
 // tables of inline operands.
 type poolMux struct{ r *run }
 
-func (m poolMux) Contains(hash bool, table string, addr netip.Addr) bool {
-	if m.r.pools != nil && m.r.pools.Contains(hash, table, addr) {
+func (m poolMux) ContainsRole(role ippool.Role, hash bool, table string, addr netip.Addr) bool {
+	if m.r.pools != nil && m.r.pools.ContainsRole(role, hash, table, addr) {
 		return true
 	}
-	return m.r.anonPools != nil && m.r.anonPools.Contains(hash, table, addr)
+	return m.r.anonPools != nil && m.r.anonPools.ContainsRole(role, hash, table, addr)
 }
 
 func (m poolMux) GroupFor(table string, addr netip.Addr) (string, bool) {
@@ -681,6 +853,21 @@ func (r *run) loadNAT(name string) error {
 	if err != nil {
 		return err
 	}
+	if r.verbose {
+		// ipftest -v echoes the NAT rules as ipnat -v prints them.
+		f.Print(r.out)
+	}
+	kept := f.Rules[:0:0]
+	for _, nr := range f.Rules {
+		if r.natTableMissing(nr) {
+			// The kernel refuses a NAT rule whose pool or hash table
+			// it cannot find (ipf_nat_resolverule), and ipftest goes on.
+			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: nat rule: function not found for lookup\n", fname, nr.Pos.Line)
+			continue
+		}
+		kept = append(kept, nr)
+	}
+	f.Rules = kept
 	if r.nat == nil {
 		r.nat, err = nat.New(f, nat.Config{Pools: r.pools, IfAddr: r.ifAddr,
 			AddState: enginehook.StateAdder(r.eng),

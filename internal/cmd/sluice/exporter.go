@@ -158,6 +158,8 @@ var (
 	mEnabled     = metric{"sluice_filter_enabled", "1 when filtering is on (ipf -E), 0 when off.", nil, false}
 	mActiveSet   = metric{"sluice_filter_active_set", "The active rule set (0 or 1, as ipf -V shows it).", nil, false}
 	mAttached    = metric{"sluice_filter_attached", "1 for each interface the filter is attached to.", []string{"interface"}, false}
+	mAllIfaces   = metric{"sluice_filter_all_interfaces", "1 when the filter belongs on every non-loopback interface (a rule applies on every interface), 0 when only on those the rules name.", nil, false}
+	mUnfiltered  = metric{"sluice_filter_unfiltered", "1 for each non-loopback interface that is up without the filter although it belongs there (until ipf -y).", []string{"interface"}, false}
 	mRules       = metric{"sluice_filter_rules", "Rules in the active set.", nil, false}
 	mRulePkts    = metric{"sluice_rule_packets_total", "Packets that matched the rule (ipfstat -ih hits).", ruleLabels, true}
 	mRuleBytes   = metric{"sluice_rule_bytes_total", "Bytes of the packets that matched the rule.", ruleLabels, true}
@@ -200,7 +202,7 @@ var (
 var ruleLabels = []string{"direction", "list", "group", "number", "rule"}
 
 var allMetrics = []*metric{
-	&mUp, &mEnabled, &mActiveSet, &mAttached, &mRules, &mRulePkts, &mRuleBytes, &mRuleStates, &mRulesOver,
+	&mUp, &mEnabled, &mActiveSet, &mAttached, &mAllIfaces, &mUnfiltered, &mRules, &mRulePkts, &mRuleBytes, &mRuleStates, &mRulesOver,
 	&mPackets, &mVerdicts, &mFragments, &mLogged, &mLogDrops,
 	&mStateActive, &mStateMax, &mStateAdd, &mStateHits, &mStateMiss, &mStateExp, &mStateClosed, &mStateFail, &mStateOOW,
 	&mFragEntries, &mFragMax, &mDCA, &mPPS, &mDrops, &mReplies, &mReplyFail, &mRouted,
@@ -299,6 +301,10 @@ func (c *collector) collectFilter(f *ipfctl.FilterStatus, emit func(*metric, flo
 	emit(&mActiveSet, float64(f.ActiveSet))
 	for _, ifc := range f.Interfaces {
 		emit(&mAttached, 1, ifc)
+	}
+	emit(&mAllIfaces, b2f(f.AllInterfaces))
+	for _, ifc := range f.Unfiltered {
+		emit(&mUnfiltered, 1, ifc)
 	}
 	emit(&mRules, float64(len(f.Rules)))
 	type overKey struct{ dir, list string }

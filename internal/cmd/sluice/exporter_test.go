@@ -25,7 +25,7 @@ import (
 // small IPQoS configuration.
 func fakeStatus(n int) *ipfctl.Status {
 	f := &ipfctl.FilterStatus{
-		Enabled: true, ActiveSet: 1, Interfaces: []string{"eth0", "eth1"},
+		Enabled: true, ActiveSet: 1, Interfaces: []string{"eth0", "eth1"}, AllInterfaces: true, Unfiltered: []string{"veth9"},
 		In:  ipfctl.DirCounters{Packets: 100, Pass: 90, Block: 7, Nomatch: 3, Frag: 2, Logged: 5, LogFail: 1},
 		Out: ipfctl.DirCounters{Packets: 50, Pass: 50},
 		State: ipfctl.StateCounters{Active: 3, Max: 4013, Added: map[string]uint64{"tcp": 4, "udp": 1},
@@ -114,6 +114,8 @@ func TestExporterValues(t *testing.T) {
 		{"sluice_filter_enabled", nil, 1},
 		{"sluice_filter_active_set", nil, 1},
 		{"sluice_filter_attached", map[string]string{"interface": "eth1"}, 1},
+		{"sluice_filter_all_interfaces", nil, 1},
+		{"sluice_filter_unfiltered", map[string]string{"interface": "veth9"}, 1},
 		{"sluice_filter_rules", nil, 6},
 		{"sluice_rule_packets_total", map[string]string{"direction": "in", "group": "main", "number": "5", "list": "filter"}, 4},
 		{"sluice_rule_bytes_total", map[string]string{"direction": "out", "group": "100", "number": "6"}, 500},

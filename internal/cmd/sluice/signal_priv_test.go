@@ -4,6 +4,7 @@ package sluice
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"sluice/internal/bench"
 	"sluice/internal/bench/config"
 	"sluice/internal/bench/datapath"
+	"sluice/internal/bench/result"
 	"sluice/internal/bench/topo"
 	"sluice/internal/testutil"
 )
@@ -48,33 +51,51 @@ func testSIGINT(t *testing.T, configName, test string) {
 		"--duration", "1s", "--reps", "20", "--warmup", "0", "--no-progress", "--out", out)
 	mark := fmt.Sprintf("SLUICE_TEST_MARK=%d-%d", os.Getpid(), time.Now().UnixNano())
 	cmd.Env = append(os.Environ(), "SLUICE_CLI_MAIN=1", mark)
-	var output bytes.Buffer
+	var output lockedBuffer // read while the command writes it
 	cmd.Stderr = &output
 	cmd.Stdout = &output
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-exited:
+		default:
 			_ = cmd.Process.Kill()
-			<-done
+			<-exited
 		}
 	})
-	// Wait for none's measurement: the configuration is applied next.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(out, bench.ResultsFile))
-		if bytes.Contains(b, []byte(`"kind":"rep"`)) {
-			break
+	// The waits below end on events of the run (a measurement recorded,
+	// programs attached, a configuration skipped, the process gone), not
+	// on timing: under a loaded machine applying a configuration (the
+	// verifier) can take many seconds. Each has a bound only so that a
+	// hung run fails instead of hanging the test.
+	results := filepath.Join(out, bench.ResultsFile)
+	poll := func(what string, limit time.Duration, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(limit); !cond(); time.Sleep(10 * time.Millisecond) {
+			select {
+			case <-exited:
+				t.Fatalf("sluice exited (%v) before %s; output:\n%s", waitErr, what, output.String())
+			default:
+			}
+			if skip := skipped(results, configName); skip != "" {
+				t.Fatalf("%s was skipped: %s; output:\n%s", configName, skip, output.String())
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s after %v; output:\n%s", what, limit, output.String())
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no measurement after 15 s; output:\n%s", output.String())
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	// Wait for none's measurement: the configuration is applied next.
+	poll("measurement", 2*time.Minute, func() bool {
+		b, _ := os.ReadFile(results)
+		return bytes.Contains(b, []byte(`"kind":"rep"`))
+	})
 	ours := namespacesOf(t, pid)
 	if len(ours) != 2 {
 		t.Fatalf("namespaces of pid %d: %v", pid, ours)
@@ -89,17 +110,15 @@ func testSIGINT(t *testing.T, configName, test string) {
 		}
 	}
 	sluice := strings.HasPrefix(configName, "sluice-")
-	// Inside the configuration's test: once its programs are attached
-	// (loading takes a moment), 400 ms more.
+	// Inside the configuration's test: once its programs are attached,
+	// 400 ms more. With 20 repetitions a window missed between two polls
+	// comes back at the next one.
 	var progs []ebpf.ProgramID
-	for deadline := time.Now().Add(10 * time.Second); sluice && len(progs) == 0 && time.Now().Before(deadline); {
-		progs, _ = datapath.AttachedPrograms(sutNS)
-		time.Sleep(10 * time.Millisecond)
-	}
 	if sluice {
-		if len(progs) == 0 {
-			t.Fatalf("no eBPF program attached in %s; output:\n%s", sutNS, output.String())
-		}
+		poll("eBPF program attached in "+sutNS, 3*time.Minute, func() bool {
+			progs, _ = datapath.AttachedPrograms(sutNS)
+			return len(progs) > 0
+		})
 		if m, err := datapath.Mounts(pid); err != nil || len(m) != 1 {
 			t.Errorf("private bpffs mounts of sluice: %v (%v), want one", m, err)
 		}
@@ -109,13 +128,13 @@ func testSIGINT(t *testing.T, configName, test string) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
+	case <-exited:
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
-			t.Errorf("exit: %v, want status 130; output:\n%s", err, output.String())
+		if !errors.As(waitErr, &ee) || ee.ExitCode() != 130 {
+			t.Errorf("exit: %v, want status 130; output:\n%s", waitErr, output.String())
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("sluice did not exit 10 s after SIGINT; output:\n%s", output.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("sluice did not exit a minute after SIGINT; output:\n%s", output.String())
 	}
 	if left := namespacesOf(t, pid); len(left) > 0 {
 		t.Errorf("namespaces left: %v", left)
@@ -124,7 +143,9 @@ func testSIGINT(t *testing.T, configName, test string) {
 	if pids := processesWith(mark); len(pids) > 0 {
 		t.Errorf("processes left: %v", pids)
 	}
-	for deadline := time.Now().Add(3 * time.Second); len(datapath.LivePrograms(progs)) > 0 && time.Now().Before(deadline); {
+	// the kernel frees a program a moment after its last reference (an
+	// RCU grace period, longer on a busy machine)
+	for deadline := time.Now().Add(30 * time.Second); len(datapath.LivePrograms(progs)) > 0 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if live := datapath.LivePrograms(progs); len(live) > 0 {
@@ -153,6 +174,37 @@ func testSIGINT(t *testing.T, configName, test string) {
 			t.Errorf("table %s in the root namespace", tb.Name)
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer that may be read while written.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// skipped returns the reason the run recorded for skipping config in its
+// results file so far ("" if it did not).
+func skipped(results, config string) string {
+	b, _ := os.ReadFile(results)
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		var r result.Record
+		if json.Unmarshal(l, &r) == nil && r.Kind == result.KindSkip && r.Skip != nil && r.Skip.Config == config {
+			return r.Skip.Reason
+		}
+	}
+	return ""
 }
 
 // namespacesOf lists the bench namespaces a process made (their names

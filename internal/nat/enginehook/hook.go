@@ -55,7 +55,7 @@ func StateAdder(e *engine.Engine) func(nat.ProxyState) bool {
 		if ps.V6 {
 			sp.V = 6
 		}
-		lim := state.Limits{RuleNum: -1, WildSrcPort: ps.WildSrcPort, WildDstPort: ps.WildDstPort, Clone: ps.Clone}
+		lim := state.Limits{RuleNum: -1, WildSrcPort: ps.WildSrcPort, WildDstPort: ps.WildDstPort, Clone: ps.Clone, NoCount: ps.NoCount}
 		_, err := e.States.Add(&sp, ps.Pass, &lim)
 		return err == state.AddOK
 	}

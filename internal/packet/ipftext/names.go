@@ -7,116 +7,24 @@ package ipftext
 
 import (
 	"net/netip"
+	"sluice/internal/ipnames"
 	"strings"
 )
 
-// service is one entry of the built-in services table.
-type service struct {
-	name  string
-	port  uint16
-	proto string // "tcp", "udp" or "" for both
-}
-
-// services is the subset of a stock /etc/services that IPFilter's tests
-// and common rule files use.
-var services = []service{
-	{"tcpmux", 1, ""}, {"echo", 7, ""}, {"discard", 9, ""}, {"systat", 11, "tcp"},
-	{"daytime", 13, ""}, {"netstat", 15, "tcp"}, {"qotd", 17, "tcp"}, {"chargen", 19, ""},
-	{"ftp-data", 20, "tcp"}, {"ftp", 21, "tcp"}, {"ssh", 22, "tcp"}, {"telnet", 23, "tcp"},
-	{"smtp", 25, "tcp"}, {"time", 37, ""}, {"whois", 43, "tcp"}, {"tacacs", 49, ""},
-	{"domain", 53, ""}, {"bootps", 67, "udp"}, {"bootpc", 68, "udp"}, {"tftp", 69, "udp"},
-	{"gopher", 70, "tcp"}, {"finger", 79, "tcp"}, {"http", 80, "tcp"}, {"www", 80, "tcp"},
-	{"kerberos", 88, ""}, {"pop3", 110, "tcp"}, {"sunrpc", 111, ""}, {"auth", 113, "tcp"},
-	{"ident", 113, "tcp"}, {"nntp", 119, "tcp"}, {"ntp", 123, ""}, {"epmap", 135, ""},
-	{"netbios-ns", 137, ""}, {"netbios-dgm", 138, ""}, {"netbios-ssn", 139, ""},
-	{"imap", 143, "tcp"}, {"imap2", 143, "tcp"}, {"snmp", 161, ""}, {"snmp-trap", 162, ""},
-	{"bgp", 179, "tcp"}, {"irc", 194, "tcp"}, {"ldap", 389, ""}, {"https", 443, ""},
-	{"microsoft-ds", 445, "tcp"}, {"isakmp", 500, "udp"}, {"exec", 512, "tcp"},
-	{"biff", 512, "udp"}, {"login", 513, "tcp"}, {"who", 513, "udp"}, {"shell", 514, "tcp"},
-	{"syslog", 514, "udp"}, {"printer", 515, "tcp"}, {"talk", 517, "udp"}, {"ntalk", 518, "udp"},
-	{"route", 520, "udp"}, {"uucp", 540, "tcp"}, {"klogin", 543, "tcp"}, {"kshell", 544, "tcp"},
-	{"submission", 587, "tcp"}, {"ldaps", 636, "tcp"}, {"rsync", 873, "tcp"},
-	{"imaps", 993, "tcp"}, {"pop3s", 995, "tcp"}, {"socks", 1080, "tcp"},
-	{"openvpn", 1194, ""}, {"ms-sql-s", 1433, "tcp"}, {"pptp", 1723, "tcp"},
-	{"radius", 1812, ""}, {"nfs", 2049, ""}, {"cvspserver", 2401, "tcp"},
-	{"mysql", 3306, "tcp"}, {"rdp", 3389, "tcp"}, {"postgresql", 5432, "tcp"},
-	{"x11", 6000, "tcp"}, {"http-alt", 8080, "tcp"},
-}
+// Service, protocol and ICMP type names come from sluice/internal/ipnames.
 
 // ServicePort returns the port of a service name for proto ("tcp" or
-// "udp"; "" accepts either).
-func ServicePort(name, proto string) (uint16, bool) {
-	for _, s := range services {
-		if s.name == name && (s.proto == "" || proto == "" || s.proto == proto) {
-			return s.port, true
-		}
-	}
-	return 0, false
-}
-
-// protocols maps protocol names (as in a stock /etc/protocols) to numbers.
-var protocols = []struct {
-	name string
-	num  uint8
-}{
-	{"ip", 0}, {"hopopt", 0}, {"icmp", 1}, {"igmp", 2}, {"ggp", 3}, {"ipencap", 4},
-	{"st", 5}, {"tcp", 6}, {"egp", 8}, {"igp", 9}, {"pup", 12}, {"udp", 17}, {"hmp", 20},
-	{"xns-idp", 22}, {"rdp", 27}, {"iso-tp4", 29}, {"dccp", 33}, {"xtp", 36},
-	{"ddp", 37}, {"idpr-cmtp", 38}, {"ipv6", 41}, {"ipv6-route", 43}, {"ipv6-frag", 44},
-	{"idrp", 45}, {"rsvp", 46}, {"gre", 47}, {"esp", 50}, {"ah", 51}, {"skip", 57},
-	{"ipv6-icmp", 58}, {"ipv6-nonxt", 59}, {"ipv6-opts", 60}, {"rspf", 73}, {"vmtp", 81},
-	{"eigrp", 88}, {"ospf", 89}, {"ax.25", 93}, {"ipip", 94}, {"etherip", 97},
-	{"encap", 98}, {"pim", 103}, {"ipcomp", 108}, {"vrrp", 112}, {"l2tp", 115},
-	{"isis", 124}, {"sctp", 132}, {"fc", 133}, {"mobility-header", 135},
-	{"udplite", 136}, {"mpls-in-ip", 137}, {"manet", 138}, {"hip", 139}, {"shim6", 140},
-	{"wesp", 141}, {"rohc", 142},
-}
-
-// ProtocolNumber returns the number of a protocol name.
-func ProtocolNumber(name string) (uint8, bool) {
-	for _, p := range protocols {
-		if strings.EqualFold(p.name, name) {
-			return p.num, true
-		}
-	}
-	return 0, false
-}
+// "udp"; "" accepts either), as getservbyname does.
+func ServicePort(name, proto string) (uint16, bool) { return ipnames.ServiceByName(name, proto) }
 
 // ProtocolName returns the first name of protocol n, or "" if unknown.
-func ProtocolName(n uint8) string {
-	for _, p := range protocols {
-		if p.num == n {
-			return p.name
-		}
-	}
-	return ""
-}
-
-// icmpTypes is IPFilter's icmptypelist (lib/icmptypes.c): name, IPv4
-// type, IPv6 type (-1 when the name has no meaning for the family).
-var icmpTypes = []struct {
-	name   string
-	v4, v6 int
-}{
-	{"echo", 8, 128}, {"echorep", 0, 129}, {"unreach", 3, 1}, {"squench", 4, -1},
-	{"redir", 5, 137}, {"timex", 11, 3}, {"paramprob", 12, 4}, {"timest", 13, -1},
-	{"timestrep", 14, -1}, {"inforeq", 15, -1}, {"inforep", 16, -1}, {"maskreq", 17, -1},
-	{"maskrep", 18, -1}, {"routerad", 9, 134}, {"routersol", 10, 133},
-	{"toobig", -1, 2}, {"mldquery", -1, 130}, {"mldreport", -1, 131}, {"mlddone", -1, 132},
-	{"neighsol", -1, 135}, {"neighad", -1, 136}, {"routerrenum", -1, 138},
-	{"icmpniq", -1, 139}, {"icmpnir", -1, 140}, {"mldv2report", -1, 143},
-}
+func ProtocolName(n uint8) string { return ipnames.ProtoName(n) }
 
 // ICMPType returns the type number of an ICMP type name for IPv4 (v6 =
 // false) or ICMPv6, as geticmptype does; -1 when unknown.
 func ICMPType(name string, v6 bool) int {
-	for _, t := range icmpTypes {
-		if t.name == name {
-			if v6 {
-				return t.v6
-			}
-			return t.v4
-		}
+	if t, ok := ipnames.LookupICMPType(ipnames.TextICMPTypes, name, v6); ok {
+		return int(t)
 	}
 	return -1
 }

@@ -212,7 +212,7 @@ type Addr struct {
 	Kind AddrKind
 	// IP and Mask are set for AddrHost. IP is already ANDed with Mask (as
 	// IPFilter does at parse time). IPv4 uses the 4-byte form. Matching is
-	// (pkt & Mask) == IP. A non-contiguous IPv4 mask is kept as written.
+	// (pkt & Mask) == IP. A non-contiguous IPv4 mask loads as AddrAny, as in IPFilter.
 	IP   netip.Addr
 	Mask netip.Addr
 	// Iface, IfaceMode, IfaceBits and IfaceIndex are set for AddrIface.
@@ -230,6 +230,12 @@ type Addr struct {
 	// Inline holds the entries of `pool=(...)`/`hash=(...)`, in source
 	// order. nil for references to existing tables.
 	Inline []PoolEntry
+	// Family is the family the address gives a family-less rule where
+	// IP does not say it: IPFilter's parser sets the rule's family to
+	// inet for an interface address with a mode or a prefix length
+	// (`ppp0/peer`, `(nic0)/16`) and for a non-contiguous mask, which
+	// it loads as `any`.
+	Family Family
 }
 
 // PortOp is the comparison of a port test.

@@ -2,91 +2,31 @@ package ipf
 
 import (
 	"net/netip"
-	"sort"
 	"strings"
+
+	"sluice/internal/ipnames"
 )
 
-// Name tables are embedded so that parsing and printing never depend on
-// the host's /etc files (the conformance kit assumes a stock host, §8).
+// Protocol, service and ICMP names come from sluice/internal/ipnames, the
+// one table every parser and printer uses; host names are embedded here.
 
-// service is one /etc/services entry: the port and whether it exists for
-// tcp and for udp.
-type service struct {
-	name     string
-	port     uint16
-	tcp, udp bool
-}
-
-var services = []service{
-	{"tcpmux", 1, true, false}, {"echo", 7, true, true}, {"discard", 9, true, true},
-	{"systat", 11, true, false}, {"daytime", 13, true, true}, {"netstat", 15, true, false},
-	{"qotd", 17, true, false}, {"chargen", 19, true, true}, {"ftp-data", 20, true, false},
-	{"ftp", 21, true, false}, {"ssh", 22, true, true}, {"telnet", 23, true, false},
-	{"smtp", 25, true, false}, {"time", 37, true, true}, {"whois", 43, true, false},
-	{"tacacs", 49, true, true}, {"domain", 53, true, true}, {"bootps", 67, false, true},
-	{"bootpc", 68, false, true}, {"tftp", 69, false, true}, {"gopher", 70, true, false},
-	{"finger", 79, true, false}, {"http", 80, true, true}, {"kerberos", 88, true, true},
-	{"pop3", 110, true, false}, {"sunrpc", 111, true, true}, {"auth", 113, true, false},
-	{"nntp", 119, true, false}, {"ntp", 123, true, true}, {"netbios-ns", 137, true, true},
-	{"netbios-dgm", 138, false, true}, {"netbios-ssn", 139, true, false}, {"imap2", 143, true, false},
-	{"snmp", 161, true, true}, {"snmp-trap", 162, true, true}, {"bgp", 179, true, false},
-	{"ldap", 389, true, true}, {"https", 443, true, true}, {"microsoft-ds", 445, true, false},
-	{"isakmp", 500, false, true}, {"exec", 512, true, false}, {"biff", 512, false, true},
-	{"login", 513, true, false}, {"who", 513, false, true}, {"shell", 514, true, false},
-	{"syslog", 514, false, true}, {"printer", 515, true, false}, {"talk", 517, false, true},
-	{"ntalk", 518, false, true}, {"route", 520, false, true}, {"uucp", 540, true, false},
-	{"submission", 587, true, false}, {"ldaps", 636, true, true}, {"imaps", 993, true, false},
-	{"pop3s", 995, true, false}, {"socks", 1080, true, false}, {"openvpn", 1194, true, true},
-	{"ms-sql-s", 1433, true, false}, {"pptp", 1723, true, false}, {"radius", 1812, true, true},
-	{"nfs", 2049, true, true}, {"mysql", 3306, true, false}, {"ms-wbt-server", 3389, true, false},
-	{"sip", 5060, true, true}, {"postgresql", 5432, true, false}, {"x11", 6000, true, false},
-	{"http-alt", 8080, true, false},
-}
-
-// serviceAliases are extra names for entries above.
-var serviceAliases = map[string]string{
-	"www": "http", "nameserver": "domain", "imap": "imap2", "cmd": "shell",
-	"mail": "smtp", "nfsd": "nfs", "ldaps": "ldaps", "syslog-udp": "syslog",
-}
-
-// lookupService resolves a service name for the rule's protocol: proto
-// 6 or 17 picks that table; tcpudp or no protocol accepts a name found in
-// either (tcp first).
+// lookupService resolves a service name for the rule's protocol
+// (getservbyname): proto 6 or 17 picks that table; tcp/udp or no
+// protocol takes the first entry of either (tcp first).
 func lookupService(name string, proto uint8, hasProto, tcpudp bool) (uint16, bool) {
-	n := strings.ToLower(name)
-	if a, ok := serviceAliases[n]; ok {
-		n = a
+	switch {
+	case hasProto && !tcpudp && proto == 6:
+		return ipnames.ServiceByName(name, "tcp")
+	case hasProto && !tcpudp && proto == 17:
+		return ipnames.ServiceByName(name, "udp")
 	}
-	for _, s := range services {
-		if s.name != n {
-			continue
-		}
-		switch {
-		case hasProto && !tcpudp && proto == 6 && !s.tcp:
-			continue
-		case hasProto && !tcpudp && proto == 17 && !s.udp:
-			continue
-		}
-		return s.port, true
-	}
-	return 0, false
+	return ipnames.ServiceByName(name, "")
 }
 
 // serviceName returns the name IPFilter's portname() prints: proto tcp
 // or udp uses that table; tcp/udp needs the same name in both.
 func serviceName(port uint16, proto uint8, tcpudp bool) (string, bool) {
-	var tn, un string
-	for _, s := range services {
-		if s.port != port {
-			continue
-		}
-		if s.tcp && tn == "" {
-			tn = s.name
-		}
-		if s.udp && un == "" {
-			un = s.name
-		}
-	}
+	tn, un := ipnames.ServiceName(port, "tcp"), ipnames.ServiceName(port, "udp")
 	switch {
 	case tcpudp:
 		if tn != "" && tn == un {
@@ -100,43 +40,14 @@ func serviceName(port uint16, proto uint8, tcpudp bool) (string, bool) {
 	return "", false
 }
 
-// protocols is /etc/protocols of a stock Debian host (netbase).
-var protocols = map[string]uint8{
-	"ip": 0, "icmp": 1, "igmp": 2, "ggp": 3, "ipencap": 4, "st": 5, "tcp": 6, "egp": 8,
-	"igp": 9, "pup": 12, "udp": 17, "hmp": 20, "xns-idp": 22, "rdp": 27, "iso-tp4": 29,
-	"dccp": 33, "xtp": 36, "ddp": 37, "idpr-cmtp": 38, "ipv6": 41, "ipv6-route": 43,
-	"ipv6-frag": 44, "idrp": 45, "rsvp": 46, "gre": 47, "esp": 50, "ah": 51, "skip": 57,
-	"ipv6-icmp": 58, "ipv6-nonxt": 59, "ipv6-opts": 60, "rspf": 73, "vmtp": 81,
-	"eigrp": 88, "ospf": 89, "ax.25": 93, "ipip": 94, "etherip": 97, "encap": 98,
-	"pim": 103, "ipcomp": 108, "vrrp": 112, "l2tp": 115, "isis": 124, "sctp": 132,
-	"fc": 133, "mobility-header": 135, "udplite": 136, "mpls-in-ip": 137, "manet": 138,
-	"hip": 139, "shim6": 140, "wesp": 141, "rohc": 142, "ethernet": 143,
-	// aliases
-	"icmpv6": 58, "icmp6": 58, "ipv6-icmpv6": 58, "ospfigp": 89,
-}
-
-var protoNames = func() [256]string {
-	var t [256]string
-	for n, v := range protocols {
-		switch n {
-		case "icmpv6", "icmp6", "ipv6-icmpv6", "ospfigp":
-			continue
-		}
-		t[v] = n
-	}
-	return t
-}()
-
 // ProtoName returns the /etc/protocols name of an IP protocol number,
 // or "" if it has none.
-func ProtoName(p uint8) string { return protoNames[p] }
+func ProtoName(p uint8) string { return ipnames.ProtoName(p) }
 
-// LookupProto returns the protocol number of a name from the embedded
-// /etc/protocols table.
-func LookupProto(name string) (uint8, bool) {
-	v, ok := protocols[strings.ToLower(name)]
-	return v, ok
-}
+// LookupProto returns the protocol number of a name or alias as
+// getprotobyname does (case-sensitive: "OSPFIGP" is ospf, "ospfigp" and
+// the non-Debian "icmpv6" are unknown).
+func LookupProto(name string) (uint8, bool) { return ipnames.ProtoByName(name) }
 
 // hosts is the embedded host table (kit README §8): IPFilter hard-wires
 // test.host.dots; localhost is what every stock host has.
@@ -150,79 +61,21 @@ var hosts6 = map[string]netip.Addr{
 	"test.host.dots": netip.MustParseAddr("fe80:aa55:1234:5678:5a5a:a5a5:fedc:ba98"),
 }
 
-// icmpType is one entry of IPFilter's icmptypelist: a name and its ICMPv4
-// and ICMPv6 values (-1 when it has none in that family).
-type icmpType struct {
-	name   string
-	v4, v6 int
-}
-
-// icmpTypes is sorted by name, so the first match of a value is the name
-// IPFilter prints.
-var icmpTypes = sortedICMP([]icmpType{
-	{"echo", 8, 128}, {"echorep", 0, 129}, {"fqdnquery", -1, 139}, {"fqdnreply", -1, 140},
-	{"infoqry", -1, 139}, {"inforeq", 15, 139}, {"inforep", 16, 140}, {"listendone", -1, 132},
-	{"listenqry", -1, 130}, {"listenrep", -1, 131}, {"maskrep", 18, -1}, {"maskreq", 17, -1},
-	{"memberqry", -1, 130}, {"memberred", -1, 132}, {"memberreply", -1, 131},
-	{"neighadvert", -1, 136}, {"neighborsol", -1, 135}, {"neighborsolicit", -1, 135},
-	{"paramprob", 12, 4}, {"redir", 5, 137}, {"renumber", -1, 138}, {"routerad", 9, 134},
-	{"routeradvert", 9, 134}, {"routersol", 10, 133}, {"routersolcit", 10, 133},
-	{"squench", 4, -1}, {"timest", 13, -1}, {"timestrep", 14, -1}, {"timex", 11, 3},
-	{"toobig", -1, 2}, {"unreach", 3, 1}, {"whorep", -1, 140}, {"whoreq", -1, 139},
-})
-
-func sortedICMP(t []icmpType) []icmpType {
-	sort.Slice(t, func(i, j int) bool { return t[i].name < t[j].name })
-	return t
-}
-
 func lookupICMPType(name string, v6 bool) (uint8, bool) {
-	n := strings.ToLower(name)
-	for _, e := range icmpTypes {
-		if e.name != n {
-			continue
-		}
-		v := e.v4
-		if v6 {
-			v = e.v6
-		}
-		if v < 0 {
-			return 0, false
-		}
-		return uint8(v), true
-	}
-	return 0, false
+	return ipnames.LookupICMPType(ipnames.RuleICMPTypes, strings.ToLower(name), v6)
 }
 
 // ICMPTypeName returns the name IPFilter prints for an ICMP type of the
 // given family, or "" if it has none.
 func ICMPTypeName(f Family, t uint8) string {
-	for _, e := range icmpTypes {
-		if (f == FamilyInet && e.v4 == int(t)) || (f == FamilyInet6 && e.v6 == int(t)) {
-			return e.name
-		}
+	if f != FamilyInet && f != FamilyInet6 {
+		return ""
 	}
-	return ""
-}
-
-// icmpCodes are the return-icmp / code names by value.
-var icmpCodes = [...]string{
-	"net-unr", "host-unr", "proto-unr", "port-unr", "needfrag", "srcfail",
-	"net-unk", "host-unk", "isolate", "net-prohib", "host-prohib",
-	"net-tos", "host-tos", "filter-prohib", "host-preced", "preced-cutoff",
+	return ipnames.ICMPTypeName(ipnames.RuleICMPTypes, t, f == FamilyInet6)
 }
 
 func lookupICMPCode(name string) (uint8, bool) {
-	n := strings.ToLower(name)
-	if n == "cutoff-preced" {
-		return 15, true
-	}
-	for i, c := range icmpCodes {
-		if c == n {
-			return uint8(i), true
-		}
-	}
-	return 0, false
+	return ipnames.LookupICMPCode(strings.ToLower(name))
 }
 
 var facilities = map[string]uint8{
@@ -289,11 +142,13 @@ var ipOptions = []nameBit{
 	{"rtralrt", OptRTRALRT}, {"ump", OptUMP},
 }
 
-// secClasses is IPFilter's secclass table (print order).
+// secClasses is IPFilter's secclass table. printfr walks it in this
+// order, by bit value (the order of the RIPSO class bytes), whatever
+// order the rule named them in.
 var secClasses = []nameBit{
-	{"unclass", SecUnclass}, {"confid", SecConfid}, {"reserv-1", SecReserv1},
-	{"reserv-2", SecReserv2}, {"reserv-3", SecReserv3}, {"reserv-4", SecReserv4},
-	{"secret", SecSecret}, {"topsecret", SecTopSecret},
+	{"reserv-4", SecReserv4}, {"topsecret", SecTopSecret}, {"secret", SecSecret},
+	{"reserv-3", SecReserv3}, {"confid", SecConfid}, {"unclass", SecUnclass},
+	{"reserv-2", SecReserv2}, {"reserv-1", SecReserv1},
 }
 
 // v6Hdrs is IPFilter's v6ionames table.

@@ -335,11 +335,19 @@ func (p *parser) finish(b *builder, r *Rule, first token) *Error {
 		fam = f
 		return nil
 	}
+	hint := Family(0)
 	for _, ep := range []*Endpoint{&r.From, &r.To} {
-		if ep.Addr.Kind == AddrHost {
+		switch {
+		case ep.Addr.Kind == AddrHost:
 			if err := note(ep.Addr.IP); err != nil {
 				return err
 			}
+		case ep.Addr.Kind == AddrAny && ep.Addr.Family == FamilyInet:
+			if err := note(netip.IPv4Unspecified()); err != nil {
+				return err
+			}
+		case ep.Addr.Family != FamilyAny:
+			hint = ep.Addr.Family
 		}
 	}
 	for _, rt := range []*RouteTarget{r.RouteTo, r.DupTo, r.ReplyTo} {
@@ -355,6 +363,9 @@ func (p *parser) finish(b *builder, r *Rule, first token) *Error {
 		}
 		r.Family = fam
 	}
+	if r.Family == FamilyAny && hint != FamilyAny {
+		r.Family = hint
+	}
 	if r.Family == FamilyAny && r.HasICMPType {
 		if r.HasProto && r.Proto == 58 {
 			r.Family = FamilyInet6
@@ -366,9 +377,11 @@ func (p *parser) finish(b *builder, r *Rule, first token) *Error {
 		r.Family = FamilyInet
 	}
 	if r.KeepState != nil && r.KeepState.MaxPerSrc != 0 && r.KeepState.MaxPerSrcBits == 0 {
-		r.KeepState.MaxPerSrcBits = 32
-		if r.Family == FamilyInet6 {
-			r.KeepState.MaxPerSrcBits = 128
+		// IPFilter's default is the full length of the rule's family,
+		// 128 bits unless the rule is inet.
+		r.KeepState.MaxPerSrcBits = 128
+		if r.Family == FamilyInet {
+			r.KeepState.MaxPerSrcBits = 32
 		}
 	}
 	if r.Group != "" {
@@ -406,11 +419,12 @@ func (p *parser) fillGroup(r *Rule) {
 // isIPFType reports whether the rule has any packet test of the classic
 // kind (IPFilter's FR_T_IPF, as opposed to a bare `all`, exp or bpf).
 func (r *Rule) isIPFType() bool {
-	return !r.testsNothing() && r.Expr == nil && r.BPF == ""
+	return !r.TestsNothing() && r.Expr == nil && r.BPF == ""
 }
 
-// testsNothing reports whether the rule prints as `all`.
-func (r *Rule) testsNothing() bool {
+// TestsNothing reports whether the rule prints as `all`: it has no IP
+// part (IPFilter's FR_T_NONE), so not even its family is compared.
+func (r *Rule) TestsNothing() bool {
 	return !r.HasFromTo && !r.HasProto && !r.TCPUDP && !r.HasTos && !r.HasTTL &&
 		!r.HasFlags && !r.HasICMPType && r.With == 0 && r.WithMask == 0 &&
 		r.OptMask == 0 && r.OptBits == 0 && r.SecMask == 0 && r.SecBits == 0 &&
@@ -687,6 +701,10 @@ func (p *parser) parseOpts(b *builder) *Error {
 				return err
 			}
 		case "in-via", "out-via":
+			if len(r.On) == 0 {
+				// IPFilter's grammar takes a via only after on.
+				return expected("on before "+strings.ToLower(t.text), t)
+			}
 			p.next()
 			names, err := p.ifPair()
 			if err != nil {
@@ -1091,11 +1109,26 @@ func (p *parser) parseIP(b *builder) *Error {
 		t := p.peek()
 		switch {
 		case isWord(t, "flags"):
+			// IPFilter's grammar takes flags only on a proto tcp rule.
+			switch {
+			case r.TestsNothing():
+				return errorf(t, "flags with non-ipf type rule")
+			case !r.HasProto || r.Proto != 6:
+				return errorf(t, "flags with non-TCP rule")
+			}
 			p.next()
 			if err := p.parseFlags(r); err != nil {
 				return err
 			}
 		case isWord(t, "icmp-type"):
+			// icmp-type needs the family's ICMP as the protocol (or no
+			// protocol at all, when IPFilter drops the test).
+			switch v6 := r.familySoFar() == FamilyInet6; {
+			case v6 && (r.TCPUDP || r.HasProto && r.Proto != 58):
+				return errorf(t, "proto not ipv6-icmp")
+			case !v6 && (r.TCPUDP || r.HasProto && r.Proto != 1):
+				return errorf(t, "proto not icmp")
+			}
 			p.next()
 			if err := p.parseICMP(b); err != nil {
 				return err
@@ -1104,6 +1137,24 @@ func (p *parser) parseIP(b *builder) *Error {
 			return nil
 		}
 	}
+}
+
+// familySoFar is the rule's family as IPFilter's parser knows it while
+// it reads the rule: the one written (or -6), else that of an address
+// already read.
+func (r *Rule) familySoFar() Family {
+	if r.Family != FamilyAny {
+		return r.Family
+	}
+	for _, a := range []*Addr{&r.From.Addr, &r.To.Addr} {
+		if a.Kind == AddrHost && a.IP.IsValid() {
+			if a.IP.Is4() {
+				return FamilyInet
+			}
+			return FamilyInet6
+		}
+	}
+	return FamilyAny
 }
 
 // parseObj reads [!] (addr | LIST(addr)) [port] | port.
@@ -1206,7 +1257,7 @@ func (p *parser) parseAddr(r *Rule) (Addr, *Error) {
 			if _, isIP := parseIPv4(t.text); !isIP {
 				p.next()
 				p.next()
-				return Addr{Kind: AddrIface, Iface: t.text, IfaceMode: mode}, nil
+				return Addr{Kind: AddrIface, Iface: t.text, IfaceMode: mode, Family: FamilyInet}, nil
 			}
 		}
 	}
@@ -1223,7 +1274,7 @@ func (p *parser) parseAddr(r *Rule) (Addr, *Error) {
 			if v, e := strconv.ParseUint(m.text, 10, 8); e == nil && m.kind == tWord && v <= 128 {
 				p.next()
 				p.next()
-				return Addr{Kind: AddrIface, Iface: t.text, IfaceMode: IfaceDynamic, IfaceBits: uint8(v)}, nil
+				return Addr{Kind: AddrIface, Iface: t.text, IfaceMode: IfaceDynamic, IfaceBits: uint8(v), Family: FamilyInet}, nil
 			}
 		}
 		return Addr{}, err
@@ -1231,6 +1282,11 @@ func (p *parser) parseAddr(r *Rule) (Addr, *Error) {
 	mask, merr := p.parseMask(ip)
 	if merr != nil {
 		return Addr{}, merr
+	}
+	if mask.Is4() && MaskBits(mask) < 0 {
+		// IPFilter keeps only contiguous IPv4 masks: a rule written
+		// with 255.0.255.0 loads (and prints, and matches) as `any`.
+		return Addr{Kind: AddrAny, Family: FamilyInet}, nil
 	}
 	return Addr{Kind: AddrHost, IP: andMask(ip, mask), Mask: mask}, nil
 }
@@ -1412,6 +1468,7 @@ func (p *parser) parseDynamic() (Addr, *Error) {
 		if err != nil {
 			return Addr{}, err
 		}
+		a.Family = FamilyInet
 		if mode, ok := ifMasks[strings.ToLower(m.text)]; ok {
 			a.IfaceMode = mode
 		} else if v, e := strconv.ParseUint(m.text, 10, 8); e == nil && v <= 128 {
@@ -1703,7 +1760,10 @@ func (p *parser) parseWith(r *Rule) *Error {
 			if err := p.parseOptList(r, not); err != nil {
 				return err
 			}
-		case t.kind == tWord && (n == "v6hdr" || (n == "v6hdrs" && p.isV6HdrName(p.peekN(1)))):
+		case t.kind == tWord && n == "v6hdr":
+			// `v6hdr` takes a list of header names; `v6hdrs` is always
+			// the attribute. (`not v6hdr LIST`, which IPFilter's
+			// grammar lacks, is kept as a Sluice extension.)
 			p.next()
 			for {
 				w, err := p.word("IPv6 extension header name")
@@ -1729,10 +1789,10 @@ func (p *parser) parseWith(r *Rule) *Error {
 				return expected("with attribute", t)
 			}
 			p.next()
+			// A `not` only adds the bit to the mask: after `short,not
+			// short` the rule still wants short, as IPFilter's does.
 			r.WithMask |= bit
-			if not {
-				r.With &^= bit
-			} else {
+			if !not {
 				r.With |= bit
 			}
 		}
@@ -1784,8 +1844,10 @@ func (p *parser) parseOptList(r *Rule, not bool) *Error {
 				}
 				p.next()
 			}
-			r.OptMask |= OptSEC
 			if !not {
+				// `not opt sec-class X` tests the classes only: a
+				// packet with another class still matches.
+				r.OptMask |= OptSEC
 				r.OptBits |= OptSEC
 			}
 		} else {
@@ -1803,6 +1865,11 @@ func (p *parser) parseOptList(r *Rule, not bool) *Error {
 					return err
 				}
 			}
+		}
+		if isPunct(p.peek(), ",") && isWord(p.peekN(1), "not") {
+			// IPFilter's grammar ends an option list at the comma:
+			// `opt mtur,not ipopts` is refused, not read as two tests.
+			return expected("IP option name", p.peekN(1))
 		}
 		if !(isPunct(p.peek(), ",") && isOptName(p.peekN(1))) {
 			return nil
@@ -1958,8 +2025,15 @@ func (p *parser) parseStateOpts(r *Rule) *Error {
 		case "limit":
 			k.Limit, err = p.number("state limit", 32)
 		case "strict":
+			if k.Loose {
+				// IPFilter's grammar takes one of strict and loose.
+				return expected("state option other than strict", t)
+			}
 			k.Strict = true
 		case "loose":
+			if k.Strict {
+				return expected("state option other than loose", t)
+			}
 			k.Loose = true
 		case "newisn":
 			k.NewISN = true

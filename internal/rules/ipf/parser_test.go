@@ -66,7 +66,8 @@ func TestPrintProductions(t *testing.T) {
 		{"proto tcp-udp", "pass in proto tcp-udp all", "pass in proto tcp/udp from any to any", ParseOptions{}},
 		{"address short forms", "pass in from 128.16/16 to 129.10.10/24", "pass in inet from 128.16.0.0/16 to 129.10.10.0/24", ParseOptions{}},
 		{"address masked at parse", "pass in from 128.0.0.1/24 to 1.2.3.4 mask 0xffff0000", "pass in inet from 128.0.0.0/24 to 1.2.0.0/16", ParseOptions{}},
-		{"non-contiguous mask", "block in from 10.1.2.3/255.0.255.0 to any", "block in inet from 10.0.2.0/255.0.255.0 to any", ParseOptions{}},
+		{"non-contiguous mask is any", "block in from 10.1.2.3/255.0.255.0 to 1.2.3.4 mask 0xff00ff00", "block in inet from any to any", ParseOptions{}},
+		{"non-contiguous negated mask", "block in from !10.1.2.3/255.0.255.0 to any", "block in inet from !any to any", ParseOptions{}},
 		{"zero address is any", "block in log from 0/0 to 0/0", "block in log inet from any to any", ParseOptions{}},
 		{"negation", "pass in from !1.1.1.0/24 to !any", "pass in inet from !1.1.1.0/24 to !any", ParseOptions{}},
 		{"ipv6 address", "pass in from ef00:1001:2002::1/48 to any", "pass in inet6 from ef00:1001:2002::/48 to any", ParseOptions{}},
@@ -74,9 +75,9 @@ func TestPrintProductions(t *testing.T) {
 		{"hostnames v6", "pass in from localhost to test.host.dots", "pass in inet6 from ::1/128 to fe80:aa55:1234:5678:5a5a:a5a5:fedc:ba98/128", ParseOptions{Inet6: true}},
 		{"address list order", "pass in from {1.1.1.1,2.2.2.2} to {3.3.3.3,4.4.4.4}", "pass in inet from 1.1.1.1/32 to 3.3.3.3/32\npass in inet from 2.2.2.2/32 to 3.3.3.3/32\npass in inet from 1.1.1.1/32 to 4.4.4.4/32\npass in inet from 2.2.2.2/32 to 4.4.4.4/32", ParseOptions{}},
 		{"4.1 paren address list", "pass in from (1.1.1.1,2.2.2.2) to any", "pass in inet from 1.1.1.1/32 to any\npass in inet from 2.2.2.2/32 to any", ParseOptions{}},
-		{"dynamic interface address", "pass in on le0 from (le0) to le0/broadcast", "pass in on le0 from le0/32 to le0/bcast", ParseOptions{}},
-		{"interface network forms", "pass in on le0 from le0/network to le0/peer", "pass in on le0 from le0/net to le0/peer", ParseOptions{}},
-		{"dynamic with bits", "pass in on le0 from (le0:1)/24 to le0/netmasked", "pass in on le0 from le0/24 to le0/netmasked", ParseOptions{}},
+		{"dynamic interface address", "pass in on le0 from (le0) to le0/broadcast", "pass in on le0 inet from le0/32 to le0/bcast", ParseOptions{}},
+		{"interface network forms", "pass in on le0 from le0/network to le0/peer", "pass in on le0 inet from le0/net to le0/peer", ParseOptions{}},
+		{"dynamic with bits", "pass in on le0 from (le0:1)/24 to le0/netmasked", "pass in on le0 inet from le0/24 to le0/netmasked", ParseOptions{}},
 		{"pool and hash refs", "pass in from pool/101 to hash/microsoft", "pass in from pool/101 to hash/microsoft", ParseOptions{}},
 		{"ports compare", "pass in proto tcp from any port gt 1024 to any port eq 1024", "pass in proto tcp from any port > 1024 to any port = 1024", ParseOptions{}},
 		{"ports all comparisons", "pass in proto udp from any port != 21 to any port <= 1023", "pass in proto udp from any port != 21 to any port <= 1023", ParseOptions{}},
@@ -90,7 +91,10 @@ func TestPrintProductions(t *testing.T) {
 		{"flags hex and W", "pass in proto tcp all flags 0x80/AW", "pass in proto tcp from any to any flags C/AC", ParseOptions{}},
 		{"icmp type code", "block in proto icmp from any to any icmp-type unreach code 3", "block in inet proto icmp from any to any icmp-type unreach code 3", ParseOptions{}},
 		{"icmp type number", "block in proto icmp all icmp-type 200", "block in inet proto icmp from any to any icmp-type 200", ParseOptions{}},
-		{"icmp6 type", "pass in proto ipv6-icmp all icmp-type neighborsol", "pass in inet6 proto ipv6-icmp from any to any icmp-type neighborsol", ParseOptions{}},
+		{"with contradiction keeps the positive", "log in all with short,not short", "log in from any to any with short", ParseOptions{}},
+		{"v6hdrs is the attribute", "pass in inet6 all with not v6hdrs frag", "pass in inet6 from any to any with frag,not v6hdrs", ParseOptions{}},
+		{"protocol alias is case-sensitive", "pass in proto IPv6-ICMP all", "pass in proto ipv6-icmp from any to any", ParseOptions{}},
+		{"icmp6 type", "pass in inet6 proto ipv6-icmp all icmp-type neighborsol", "pass in inet6 proto ipv6-icmp from any to any icmp-type neighborsol", ParseOptions{}},
 		{"icmp type list", "pass in proto icmp all icmp-type {echo,timex}", "pass in inet proto icmp from any to any icmp-type echo\npass in inet proto icmp from any to any icmp-type timex", ParseOptions{}},
 		{"with attributes order", "pass in all with mbcast,not bcast,multicast,not state,not ipopts", "pass in from any to any with not ipopts,mbcast,not bcast,mcast,not state", ParseOptions{}},
 		{"and keyword", "pass in from localhost to localhost and not frag", "pass in inet from 127.0.0.1/32 to 127.0.0.1/32 with not frag", ParseOptions{}},
@@ -127,9 +131,9 @@ func TestPrintProductions(t *testing.T) {
 		{"predefined variable", "pass in on $if all", "pass in on le9 all", ParseOptions{Vars: map[string]string{"if": "le9"}}},
 		{"set statement ignored in rules", "set state_max 10;\npass in all", "pass in all", ParseOptions{}},
 		{"unresolved marks parse back", "pass in on le0(!) to qe0(!) all", "pass in on le0 to qe0 all", ParseOptions{}},
-		{"interface name of the rule is its address", "pass in on ppp0 from ppp0/peer to ppp0/32", "pass in on ppp0 from ppp0/peer to ppp0/32", ParseOptions{}},
+		{"interface name of the rule is its address", "pass in on ppp0 inet from ppp0/peer to ppp0/32", "pass in on ppp0 inet from ppp0/peer to ppp0/32", ParseOptions{}},
 		{"interface name without mask", "block in on hme0 from any to hme0", "block in on hme0 from any to hme0/32", ParseOptions{}},
-		{"interface ifmask forms", "block in on bge0 from bge0/network to bge0/broadcast", "block in on bge0 from bge0/net to bge0/bcast", ParseOptions{}},
+		{"interface ifmask forms", "block in on bge0 from bge0/network to bge0/broadcast", "block in on bge0 inet from bge0/net to bge0/bcast", ParseOptions{}},
 		{"nat tag cut to 16", "pass out all set-tag(log=2147483648, nat=overtherainbowisapotofgold)", "pass out all set-tag(log=2147483648, nat=overtherainbowis)", ParseOptions{}},
 		{"keywords case-insensitive", "PASS IN ON le0 PROTO TCP ALL", "pass in on le0 proto tcp from any to any", ParseOptions{}},
 	}
@@ -186,7 +190,7 @@ func TestASTValues(t *testing.T) {
 		}
 	})
 	t.Run("keep state", func(t *testing.T) {
-		r := parseOne(t, "pass in proto tcp all keep state (limit 5, strict, icmp-head g1, nolog, sync, age 30/5, max-srcs 9, max-per-src 2) keep frags")
+		r := parseOne(t, "pass in inet proto tcp all keep state (limit 5, strict, icmp-head g1, nolog, sync, age 30/5, max-srcs 9, max-per-src 2) keep frags")
 		want := &KeepState{Limit: 5, Strict: true, ICMPHead: "g1", NoLog: true, Sync: true, MaxSrcs: 9, MaxPerSrc: 2, MaxPerSrcBits: 32}
 		if d := cmp.Diff(want, r.KeepState); d != "" {
 			t.Errorf("KeepState (-want +got):\n%s", d)
@@ -293,6 +297,17 @@ func TestErrors(t *testing.T) {
 		{"ipv4 address in inet6 mode", "pass in from 1.2.3.4 to any", []string{`t:1:1: address family does not match the rule's family`}, 0},
 		{"flags that never match", "pass in proto tcp all flags S/0", []string{`t:1:31: flags S/0 can never match`}, 0},
 		{"bad flags", "pass in proto tcp all flags SZ", []string{`t:1:29: expected TCP flags, found "SZ"`}, 0},
+		{"flags on an all rule", "pass in all flags S", []string{`t:1:13: flags with non-ipf type rule`}, 0},
+		{"flags without proto tcp", "pass in proto udp from any to any flags S", []string{`t:1:35: flags with non-TCP rule`}, 0},
+		{"flags on tcp/udp", "pass in proto tcp/udp all flags S", []string{`t:1:27: flags with non-TCP rule`}, 0},
+		{"icmp-type with tcp", "pass in proto tcp all icmp-type 8", []string{`t:1:23: proto not icmp`}, 0},
+		{"icmpv6 type without inet6", "pass in proto ipv6-icmp all icmp-type 128", []string{`t:1:29: proto not icmp`}, 0},
+		{"icmp type with inet6", "pass in inet6 proto icmp all icmp-type 8", []string{`t:1:30: proto not ipv6-icmp`}, 0},
+		{"icmp type in inet6 mode", "pass in proto icmp all icmp-type 8", []string{`t:1:24: proto not ipv6-icmp`}, 0},
+		{"via without on", "block out in-via nic0 all", []string{`t:1:11: expected on before in-via, found "in-via"`}, 0},
+		{"icmpv6 is no /etc/protocols name", "pass in proto icmpv6 all", []string{`t:1:15: unknown protocol "icmpv6"`}, 0},
+		{"strict and loose", "pass in proto tcp all keep state (strict,loose)", []string{`t:1:42: expected state option other than loose, found "loose"`}, 0},
+		{"not after an option list", "log in all with opt mtur,not ipopts", []string{`t:1:26: expected IP option name, found "not"`}, 0},
 		// IPFilter cuts group names to 15 characters, which merged these two
 		{"group name too long", "pass in all head abcdefghijklmnop1\npass in all head abcdefghijklmnop2",
 			[]string{`t:1:18: group name "abcdefghijklmnop1" is longer than 15 characters (IPFilter's FR_GROUPLEN); it would merge with any group of the same first 15`,

@@ -3,6 +3,7 @@ package ipf
 import (
 	"fmt"
 	"net/netip"
+	"sluice/internal/ipnames"
 	"strconv"
 	"strings"
 )
@@ -107,6 +108,15 @@ func (p *printer) toif(tag string, d *RouteTarget) {
 }
 
 func (p *printer) rule() {
+	p.action()
+	p.options()
+	ipf := p.ipfPart()
+	p.keep(ipf)
+	p.tail()
+}
+
+// action prints the collection, the action and its return-* reply.
+func (p *printer) action() {
 	r := p.r
 	if r.Collection != 0 {
 		p.f("%d ", r.Collection)
@@ -133,8 +143,8 @@ func (p *printer) rule() {
 			p.s(" return-icmp-as-dest")
 		}
 		if r.ICMPCode != 0 {
-			if int(r.ICMPCode) < len(icmpCodes) {
-				p.f("(%s)", icmpCodes[r.ICMPCode])
+			if int(r.ICMPCode) < len(ipnames.ICMPCodes) {
+				p.f("(%s)", ipnames.ICMPCodes[r.ICMPCode])
 			} else {
 				p.f("(%d)", r.ICMPCode)
 			}
@@ -142,6 +152,11 @@ func (p *printer) rule() {
 	case ReturnRST:
 		p.s(" return-rst")
 	}
+}
+
+// options prints the direction, log, quick, on, the routes and the via interfaces.
+func (p *printer) options() {
+	r := p.r
 	p.f(" %s ", r.Dir)
 	if r.HasLog && (r.Action == ActionPass || r.Action == ActionBlock) {
 		p.log()
@@ -175,6 +190,13 @@ func (p *printer) rule() {
 		}
 		p.s(" ")
 	}
+}
+
+// ipfPart prints the family, tos/ttl/proto and the packet tests (exp, bpf, `all`
+// or from/to with ports, icmp-type and flags), and reports whether the rule
+// is of the classic kind.
+func (p *printer) ipfPart() bool {
+	r := p.r
 	switch r.Family {
 	case FamilyInet:
 		p.s("inet ")
@@ -242,6 +264,12 @@ func (p *printer) rule() {
 			p.s(formatFlags(r.Flags, r.FlagsMask))
 		}
 	}
+	return ipf
+}
+
+// keep prints the with clause and the keep state/frags/limit options.
+func (p *printer) keep(ipf bool) {
+	r := p.r
 	if ipf && (r.With&(FI_WITH|FI_AH) != 0 || r.WithMask&(FI_WITH|FI_AH) != 0 || r.OptBits != 0 ||
 		r.OptMask != 0 || r.SecBits != 0 || r.SecMask != 0 || r.V6HdrsMask != 0) {
 		p.with()
@@ -286,6 +314,11 @@ func (p *printer) rule() {
 			p.s(" cumulative")
 		}
 	}
+}
+
+// tail prints the group, tags, pps, comment and the -v/-d trailer.
+func (p *printer) tail() {
+	r := p.r
 	if r.Head != "" {
 		p.f(" head %s", escName(r.Head))
 	}
@@ -610,8 +643,3 @@ func escName(s string) string {
 	}
 	return b.String()
 }
-
-// FormatGroupHeader returns the line ipfstat -io prints before the rules
-// of group name (4.1 style, used when groups are listed after the main
-// list): "# Group NAME".
-func FormatGroupHeader(name string) string { return "# Group " + escName(name) }

@@ -150,6 +150,7 @@ type Rule struct {
 
 	protoSet bool // a protocol was given explicitly
 	hasPort  bool // a rdr port was given
+	portTest bool // from/to had a port test, dropped as the rule is not tcp/udp
 }
 
 // IsTCPUDP reports whether the rule translates TCP or UDP ports.

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -21,15 +20,6 @@ func Parse(name, src string, warn io.Writer) (*File, error) {
 	p := &parser{Parser: lex.NewSource(name, src, true), out: &File{}, warn: warn}
 	p.Run(p.line)
 	return p.out, p.Err()
-}
-
-// ParseFile reads and parses the file at path.
-func ParseFile(path string, warn io.Writer) (*File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(path, string(b), warn)
 }
 
 type parser struct {
@@ -401,7 +391,12 @@ func (p *parser) rdr(r *Rule) {
 		return
 	}
 	p.Expect("->")
-	r.New = p.rhsAddr(r, true)
+	if p.Accept("range") {
+		// `-> range A-B` is the same address range as `-> A-B`.
+		r.New = p.rangeAddr(r)
+	} else {
+		r.New = p.rhsAddr(r, true)
+	}
 	if p.Accept("port") {
 		r.hasPort = true
 		if p.IsPunct("=") {
@@ -681,6 +676,16 @@ func (p *parser) maskWord(t netfmt.Token, fam int) [16]byte {
 
 func (p *parser) host(r *Rule, t netfmt.Token) netfmt.Host {
 	fam := r.Family
+	if lf := literalFamily(t.Text); lf != 0 {
+		if fam != 0 && lf != fam {
+			// ipnat_y.y refuses an address of the other family
+			// rather than reading it into the rule's.
+			p.Errorf(t.Pos, "address family mismatch")
+		}
+		if fam == 0 {
+			r.Family = lf
+		}
+	}
 	h, err := netfmt.ParseHost(t.Text, fam)
 	if err != nil {
 		p.Errorf(t.Pos, "%v", err)
@@ -689,6 +694,21 @@ func (p *parser) host(r *Rule, t netfmt.Token) netfmt.Host {
 		r.Family = 6
 	}
 	return h
+}
+
+// literalFamily is the family an address literal is written in: 6 for
+// anything with a colon, 4 for a dotted quad, 0 for names and the short
+// forms (such as 0) that take the rule's family.
+func literalFamily(s string) int {
+	switch {
+	case strings.Contains(s, ":"):
+		return 6
+	case strings.Count(s, ".") == 3:
+		if _, ok := netfmt.ParseDotted(s); ok {
+			return 4
+		}
+	}
+	return 0
 }
 
 // rhsAddr = ADDRMASK | IP "-" IP | (rdr only) IP "," IP
@@ -761,9 +781,17 @@ func (p *parser) finish(r *Rule) {
 			r.Proto, r.TCP, r.UDP = 6, true, true
 		}
 	}
+	if r.Type == Rdr && !r.Filter && r.OPortMin == 0 && r.OPortMax == 0 && !r.FixedDPort && r.DPMax != 0 {
+		// With no (or port 0) LHS port, ipnat_y.y takes the top of the
+		// new port range as the top of the original one: the rule
+		// prints `port 0-HI`, still matches every port (its bottom is
+		// 0) and maps a port P to P + HI.
+		r.OPortMax = r.DPMax
+	}
 	if !r.IsTCPUDP() {
 		// Port tests and translations need TCP or UDP; the original
 		// silently drops them otherwise.
+		r.portTest = r.SrcPort.Op != "" || r.DstPort.Op != ""
 		r.SrcPort, r.DstPort = PortCmp{}, PortCmp{}
 		if r.Type == Rdr {
 			r.OPortMin, r.OPortMax, r.DPMin, r.DPMax, r.FixedDPort = 0, 0, 0, 0, false

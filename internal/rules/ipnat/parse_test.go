@@ -30,9 +30,9 @@ func TestPrint(t *testing.T) {
 			"divert in on bge0 proto udp from 1.1.1.1/32 to 2.2.2.2/32 -> src 3.3.3.3/32,1000 dst 4.4.4.4/32,2000 udp;"},
 		{"no map le0 10.0.0.0/8;", "no map le0 10.0.0.0/8 ip;"},
 		// mapoptions (ipnat_y.y): rr frag age mssclamp nattag setproto purge.
-		{"map le0 10.0.0.0/8 -> 1.1.1.0/24 round-robin", "map le0 10.0.0.0/8 -> 1.1.1.0/24 round-robin"},
+		{"map le0 10.0.0.0/8 -> 1.1.1.0/24 round-robin", "map le0 10.0.0.0/8 -> 1.1.1.0/24"}, // printnat shows round-robin on rdr only
 		{"map le0 10.0.0.0/8 -> 1.1.1.0/24 portmap tcp 1000:2000 round-robin frag age 10 tag t1",
-			"map le0 10.0.0.0/8 -> 1.1.1.0/24 portmap tcp 1000:2000 round-robin frag age 10/10 tag t1"},
+			"map le0 10.0.0.0/8 -> 1.1.1.0/24 portmap tcp 1000:2000 frag age 10/10 tag t1"},
 		// IPv4 forms of the in3_6/in6_6/in101_6 cases.
 		{"bimap le0 1/32 -> 1/32", "bimap le0 0.0.0.1/32 -> 0.0.0.1/32"},
 		{"bimap le0 10.0.0.5/8 -> 1.2.3.4/24", "bimap le0 10.0.0.0/8 -> 1.2.3.0/24"},
@@ -66,6 +66,15 @@ func TestErrors(t *testing.T) {
 		{"map le0 1.2.3.4 -> 1.1.1.1 age x", `f:1:32: expected age, found "x"`},
 		{"map le0 1.2.3.4/200 -> 1.1.1.1", `f:1:17: bad prefix length 200`},
 		{"map le0 \"x", `f:1:9: unterminated string`},
+		// an address of the other family is an error, never a translation
+		{"map le0 inet6 10.1.1.0/24 -> 2001:db8::1/128", `f:1:15: address family mismatch`},
+		{"map le0 inet6 2001:db8::/64 -> 192.168.1.1/32", `f:1:32: address family mismatch`},
+		{"map le0 inet 2001:db8::/64 -> 10.1.1.1/32", `f:1:14: address family mismatch`},
+		{"map le0 10.1.1.0/24 -> 2001:db8::1/128", `f:1:24: address family mismatch`},
+		{"rdr le0 2001:db8::1 port 80 -> 1.1.1.1 port 80 tcp", `f:1:32: address family mismatch`},
+		{"rdr le0 inet6 1.1.1.1 port 80 -> 2001:db8::1 port 80 tcp", `f:1:15: address family mismatch`},
+		{"map le0 inet6 from 10.0.0.0/8 to any -> 2001:db8::1/128", `f:1:20: address family mismatch`},
+		{"map le0 inet6 from any to 10.0.0.0/8 -> 2001:db8::1/128", `f:1:27: address family mismatch`},
 	}
 	for _, tc := range tests {
 		_, err := Parse("f", tc.in, nil)

@@ -109,7 +109,7 @@ func (r *Rule) String() string {
 	if r.Type.IsRewrite() && (r.Proto != 0 || r.IsTCPUDP()) {
 		b.WriteString("proto " + r.ProtoString() + " ")
 	}
-	if r.Filter {
+	if r.Filter && !r.icmpIDMapShort() {
 		if r.NotSrc {
 			b.WriteString("! ")
 		}
@@ -211,16 +211,26 @@ func (r *Rule) rdrString(b *strings.Builder) {
 	b.WriteByte('\n')
 }
 
+// icmpIDMapShort reports whether printnat shows a map rule in its short
+// form although it was written with from/to: for icmpidmap it prints the
+// source address only (and never the word range).
+func (r *Rule) icmpIDMapShort() bool {
+	return r.ICMPIDMap && r.Type != Rdr && !r.Type.IsRewrite()
+}
+
 func (r *Rule) mapString(b *strings.Builder) {
-	if !r.Filter {
+	switch {
+	case !r.Filter:
 		b.WriteString(FormatAddr(r.Family, r.Orig))
+	case r.icmpIDMapShort():
+		b.WriteString(FormatAddr(r.Family, r.Src))
 	}
 	if r.No {
 		b.WriteString(" " + r.ProtoString() + ";\n")
 		return
 	}
 	b.WriteString(" -> ")
-	if r.Range {
+	if r.Range && !r.ICMPIDMap {
 		b.WriteString("range ")
 	}
 	b.WriteString(FormatAddr(r.Family, r.New))
@@ -247,14 +257,17 @@ func (r *Rule) mapString(b *strings.Builder) {
 			b.WriteString(" sequential")
 		}
 	case r.ICMPIDMap:
-		b.WriteString(" icmpidmap " + r.ProtoString() + " " + strconv.Itoa(r.SPMin) + ":" + strconv.Itoa(r.SPMax))
+		proto := r.ProtoString()
+		if r.portTest {
+			// ipnat_y.y makes a rule with a port test tcp/udp, and
+			// printnat shows that protocol after icmpidmap.
+			proto = "tcp/udp"
+		}
+		b.WriteString(" icmpidmap " + proto + " " + strconv.Itoa(r.SPMin) + ":" + strconv.Itoa(r.SPMax))
 		protoPrinted = true
 	}
-	// ipnat_y.y's mapoptions take round-robin before frag, and
-	// printnat.c prints the flag back in that place.
-	if r.RoundRobin {
-		b.WriteString(" round-robin")
-	}
+	// ipnat_y.y's mapoptions take round-robin, but printnat.c prints it
+	// for rdr rules only: a map rule's is never shown.
 	if r.Frag {
 		b.WriteString(" frag")
 	}

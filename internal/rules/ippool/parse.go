@@ -27,15 +27,6 @@ func Parse(name, src string) (*File, error) {
 	return p.out, p.Err()
 }
 
-// ParseFile reads and parses path ("-" = standard input is left to callers).
-func ParseFile(path string) (*File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(path, string(b))
-}
-
 func (p *parser) statement() {
 	defer p.Guard(p.resync)
 	t := p.Next()

@@ -47,8 +47,8 @@
 #define FR_SKIP 0x00006
 #define FR_DECAPSULATE 0x00008
 #define FR_CMDMASK 0x0000f
-#define FR_CALLNOW 0x00010
-#define FR_LOG 0x00020
+#define FR_LOG 0x00010 /* ipftest -D shows pass 0x...12 for "pass log" */
+#define FR_CALLNOW 0x00020
 #define FR_NOTSRCIP 0x00040
 #define FR_NOTDSTIP 0x00080
 #define FR_QUICK 0x00100
@@ -239,7 +239,6 @@
 #define RSN_BADFRAG 15
 #define RSN_BAD 20      /* Sluice: sanity check failed and a rule blocked it */
 #define RSN_DCA 21      /* Sluice: HP keep limit exceeded */
-#define RSN_DISABLED 22
 #define RSN_SCANCUT 23  /* Sluice: the rule scan ran out of steps */
 #define NREASONS 32
 
@@ -259,7 +258,7 @@
 
 /* State entry flags. */
 #define SF_SYN 0x01     /* created by a SYN */
-
+#define SF_OPTMASK 0x08 /* the rule tests options: opt holds them under its mask */
 
 #define WF_WSCALE_SEEN 0x01
 #define WF_WSCALE_FIRST 0x02
@@ -460,10 +459,12 @@ struct state_entry {
 	__u32 rule_no;
 	__u32 group_no;
 	__u8 flags;
-	__u8 pad[3];
+	__u8 secclass;  /* of the creating packet: both directions repeat it */
+	__u8 pad[2];
 	struct tcp_side tcp[2];
 	/* §3.2: the FI_CMP flags each slot [out*2 + rev] saw first, and the
-	 * IP options (IPv6: extension headers) of the creating packet */
+	 * IP options (IPv6: extension headers) of the creating packet under
+	 * the creating rule's option mask (SF_OPTMASK) */
 	__u32 flx[4];
 	__u32 opt;
 	__u32 gen;      /* generation of the slot's rules that made it */

@@ -170,6 +170,8 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 			need = 8;
 		else if (p->l4proto == IPPROTO_ICMP || p->l4proto == IPPROTO_ICMPV6)
 			need = 8;
+		else if (p->l4proto == 47 || p->l4proto == 50)
+			need = 8; /* a whole grehdr_t; the ESP SPI and sequence */
 		if (need && off + need > skb->len) {
 			p->flags |= PF_BAD | PF_PULLUP;
 			return;
@@ -196,16 +198,25 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		p->tcpflags = f = h[13];
 		p->win = (h[14] << 8) | h[15];
 		p->flags |= PF_PORTS;
-		if (p->doff < 5)
-			p->flags |= PF_BAD;
-		if ((f & 0x20) && h[18] == 0 && h[19] == 0)
-			p->flags |= PF_BAD; /* URG with urp 0 */
-		if ((f & (0x02 | 0x01)) && (f & 0x04) && !(f & 0x10))
-			p->flags |= PF_BAD;
-		if ((f & 0x02) && (f & (0x20 | 0x08)))
-			p->flags |= PF_BAD;
-		if (!(f & 0x10) && !(f & (0x02 | 0x04)))
-			p->flags |= PF_BAD;
+		{
+			int bad = p->doff < 5;
+
+			if ((f & 0x20) && h[18] == 0 && h[19] == 0)
+				bad = 1; /* URG with urp 0 */
+			if ((f & (0x02 | 0x01)) && (f & 0x04) && !(f & 0x10))
+				bad = 1;
+			if ((f & 0x02) && (f & (0x20 | 0x08)))
+				bad = 1;
+			if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+				bad = 1;
+			if (bad) {
+				p->flags |= PF_BAD;
+			} else if (p->doff > 5 && off + p->doff * 4 > skb->len) {
+				/* ipf_pr_tcpcommon pulls the options up too */
+				p->flags |= PF_BAD | PF_PULLUP;
+				return;
+			}
+		}
 		/* window scale and SACK-permitted from a SYN's options */
 		p->wscale = 0xff;
 		if ((f & 0x02) && p->doff > 5)
@@ -341,7 +352,9 @@ static __always_inline int parse_ipv4(struct __sk_buff *skb, struct pktinfo *p, 
 		}
 		n = ((__u32)ah[1] + 2) * 4;
 		if (n > p->dlen) {
-			p->flags |= PF_BAD;
+			/* IPFilter steps past the packet and the next pull-up
+			 * frees it (bad-packet) */
+			p->flags |= PF_BAD | PF_PULLUP;
 			return 0;
 		}
 		p->dlen -= n;

@@ -145,10 +145,13 @@ static __always_inline int tcp_fsm(struct state_entry *e, int rev, const struct 
 	case TS_HALF_ESTAB:
 		if (f & 0x01)
 			TO(TS_FIN_WAIT_1);
-		if (f & 0x10) {
+		if ((f & 0x17) == 0x10) {
 			if (o == TS_HALF_ESTAB || o == TS_ESTABLISHED)
 				TO(TS_ESTABLISHED);
-			RESTART();
+			/* a follow-on packet of a flow picked up mid-way, only
+			 * while the other side has not closed (ipf_tcp_state) */
+			if (o == TS_LISTEN || o == TS_SYN_SENT || o == TS_SYN_RECEIVED)
+				RESTART();
 		}
 		return 0;
 	case TS_ESTABLISHED:
@@ -276,7 +279,8 @@ static __always_inline void tcp_init(struct state_entry *e, const struct pktinfo
 	}
 	if (p->sackok)
 		e->tcp[0].wflags |= WF_SACK;
-	if (!(f & 0x02)) {
+	if (f & 0x10) {
+		/* any first packet with an ACK, a SYN-ACK too */
 		e->tcp[1].end = e->tcp[1].maxend = p->ack;
 		e->tcp[1].maxwin = 4 * win;
 	}
@@ -325,12 +329,17 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	struct state_entry *e;
 	int rev = 0, slot, wild = 0;
 
-	make_key(&k, p, 0);
-	e = bpf_map_lookup_elem(&states, &k);
-	if (!e) {
-		rev = 1;
-		if (reverse_key(&k, p))
-			e = bpf_map_lookup_elem(&states, &k);
+	/* IPFilter hashes a packet to an IPv4 multicast group without its
+	 * destination: only wildcard-destination entries find it */
+	e = NULL;
+	if (!(p->family == 4 && (p->dst[0] & 0xf0) == 0xe0)) {
+		make_key(&k, p, 0);
+		e = bpf_map_lookup_elem(&states, &k);
+		if (!e) {
+			rev = 1;
+			if (reverse_key(&k, p))
+				e = bpf_map_lookup_elem(&states, &k);
+		}
 	}
 	if (!e) {
 		wild = 1;
@@ -360,17 +369,29 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	if (e->ifindex[slot] && e->ifindex[slot] != p->ifindex)
 		return NULL;
 	{
-		/* flags, options and security class must agree with what the
-		 * first packet of this slot carried; replies carry no options
-		 * and no packet with a security class matches (the entry keeps
-		 * none) */
+		/* flags must agree with what the first packet of this slot
+		 * carried, the security class with the creating packet's; the
+		 * creating direction repeats the options its rule tested (the
+		 * rule's mask, looked up only for such rules), replies are not
+		 * compared (ipf_matchsrcdst) */
 		__u32 fi = (p->out * 2 + rev) & 3, flx = p->flags & PF_CMP;
-		__u32 opt = rev ? 0 : e->opt;
 
 		if (e->flx[fi] && e->flx[fi] != flx)
 			return NULL;
-		if (state_opt(p) != opt || p->secclass)
+		if (p->secclass != e->secclass)
 			return NULL;
+		if (p->family == 6) {
+			/* IPv6: every extension header of the first packet but
+			 * the fragment header; replies none */
+			if (state_opt(p) != (rev ? 0 : e->opt))
+				return NULL;
+		} else if (!rev && (e->flags & SF_OPTMASK)) {
+			__u32 rk = e->slot * MAX_RULES + (e->rule & (MAX_RULES - 1));
+			struct rule *cr = bpf_map_lookup_elem(&rules, &rk);
+
+			if (!cr || (state_opt(p) & cr->opt_mask) != e->opt)
+				return NULL;
+		}
 		if (!e->flx[fi])
 			e->flx[fi] = flx;
 	}
@@ -494,11 +515,18 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->group_no = r->group_no;
 	ep->ifindex[p->out & 1] = p->ifindex;
 	ep->flx[(p->out & 1) * 2] = p->flags & PF_CMP;
-	ep->opt = state_opt(p);
+	if (p->family == 6) {
+		ep->opt = state_opt(p);
+	} else if (r->match & M_OPT) {
+		ep->flags |= SF_OPTMASK;
+		ep->opt = state_opt(p) & r->opt_mask;
+	}
+	ep->secclass = p->secclass;
 	ep->pkts[p->out & 1] = 1;
 	ep->bytes[p->out & 1] = p->plen;
 	if (p->proto == IPPROTO_TCP) {
-		if (p->tcpflags & 0x02)
+		/* only an opening SYN (no ACK) starts the strict machine */
+		if ((p->tcpflags & 0x12) == 0x02)
 			ep->flags |= SF_SYN;
 		tcp_init(ep, p);
 		/* IPFilter keeps the entry even when the first packet is not a
@@ -523,8 +551,24 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			to = (__u64)r->age_fwd * 1000000000ULL;
 		ep->expire = now + to;
 	}
-	if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0)
-		return 0;
+	if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0) {
+		/* IPFilter refuses only an identical entry (ipf_state_match:
+		 * flags, options, class and pass): for a packet the existing
+		 * entry could not match it adds a new one, found first. The map
+		 * keeps one per key, so the new one replaces the old (as the
+		 * Go engine does). */
+		struct state_entry *old = bpf_map_lookup_elem(&states, &k);
+
+		/* out-of-window makes no different entry */
+		if (!old || (old->pass == ep->pass && old->opt == ep->opt && old->secclass == ep->secclass &&
+			     ((old->flx[0] ^ ep->flx[0]) & ~PF_OOW) == 0 && ((old->flx[1] ^ ep->flx[1]) & ~PF_OOW) == 0 &&
+			     ((old->flx[2] ^ ep->flx[2]) & ~PF_OOW) == 0 && ((old->flx[3] ^ ep->flx[3]) & ~PF_OOW) == 0))
+			return 0;
+		/* the old entry's counts go with it (state_unlink's release) */
+		state_release(old->slot, old->rule, old->gen);
+		if (bpf_map_update_elem(&states, &k, ep, BPF_ANY) < 0)
+			return 0;
+	}
 	__sync_fetch_and_add(n, 1);
 	__sync_fetch_and_add(cnt, 1);
 	/* a fragment that made state: the rest of its datagram follows */

@@ -1,0 +1,176 @@
+package conformance
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"sluice/internal/testutil"
+)
+
+var (
+	flagDiffCases = flag.Int("ipfdiff.cases", 600, "cases TestIPFDiff runs (all four families together)")
+	flagDiffSeed  = flag.Int("ipfdiff.seed", 1409, "seed of TestIPFDiff")
+)
+
+// EnvIPFDiff names the environment variable that overrides the location
+// of the differential tester (the folder holding ipfdiff.py and bin/).
+const EnvIPFDiff = "IPFDIFF_DIR"
+
+// knownDiff is one entry of testdata/ipfdiff-known.json: a bucket of
+// disagreements docs/ipfilter-differences.md explains (IPFilter's Linux
+// build misbehaving, or a plain IPFilter bug that Sluice does not copy).
+// A bucket matches when its check and kind are the entry's, it carries
+// every tag of Tags and its reproducer (files, command, both outputs)
+// matches Repro, a regular expression, if set.
+type knownDiff struct {
+	ID    string   `json:"id"`
+	Check string   `json:"check"`
+	Kind  string   `json:"kind"`
+	Tags  []string `json:"tags"`
+	Repro string   `json:"repro"`
+	Why   string   `json:"why"`
+	re    *regexp.Regexp
+}
+
+type diffBucket struct {
+	Check      string   `json:"check"`
+	Kind       string   `json:"kind"`
+	Sub        string   `json:"sub"`
+	Tags       []string `json:"tags"`
+	PacketTags []string `json:"packet_tags"`
+	Count      int      `json:"count"`
+	Repro      string   `json:"repro"`
+}
+
+type diffSummary struct {
+	Stats   map[string]map[string]int `json:"stats"`
+	Buckets []diffBucket              `json:"buckets"`
+}
+
+func (k *knownDiff) matches(b *diffBucket) bool {
+	if k.Check != b.Check || (k.Kind != b.Kind && k.Kind != b.Kind+"/"+b.Sub) {
+		return false
+	}
+	for _, t := range k.Tags {
+		if !slices.Contains(b.Tags, t) && !slices.Contains(b.PacketTags, t) {
+			return false
+		}
+	}
+	return k.re == nil || k.re.MatchString(b.Repro)
+}
+
+// ipfdiffDir finds ../shared/ipf-diff (or $IPFDIFF_DIR).
+func ipfdiffDir() (string, error) {
+	if d := os.Getenv(EnvIPFDiff); d != "" {
+		return filepath.Abs(d)
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Clean(filepath.Join(root, "..", "shared", "ipf-diff")), nil
+}
+
+// TestIPFDiff runs IPFilter's differential tester (ipfdiff.py: random
+// ipf.conf, ipnat.conf and ippool.conf files and packet streams, run
+// through IPFilter's own C tools and Sluice's, compared byte for byte) on
+// a fixed seed, and fails on any disagreement that
+// testdata/ipfdiff-known.json does not list as documented. It takes well
+// under a minute on this project's machine (-ipfdiff.cases to change).
+// Under CI=true a missing python3 or C tool set fails it.
+func TestIPFDiff(t *testing.T) {
+	dir, err := ipfdiffDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, cbin := filepath.Join(dir, "ipfdiff.py"), filepath.Join(dir, "bin")
+	if _, err := os.Stat(script); err != nil {
+		testutil.SkipOrFail(t, "ipf-diff tester: %v", err)
+	}
+	for _, tool := range []string{"ipftest", "ipf", "ipnat", "ippool"} {
+		if _, err := os.Stat(filepath.Join(cbin, tool)); err != nil {
+			testutil.SkipOrFail(t, "IPFilter's C tools: %v", err)
+		}
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		testutil.SkipOrFail(t, "python3: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "ipfdiff-known.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var known []knownDiff
+	if err := json.Unmarshal(b, &known); err != nil {
+		t.Fatalf("testdata/ipfdiff-known.json: %v", err)
+	}
+	for i := range known {
+		if known[i].ID == "" || known[i].Why == "" {
+			t.Fatalf("testdata/ipfdiff-known.json entry %d: id and why are required", i)
+		}
+		if known[i].Repro != "" {
+			if known[i].re, err = regexp.Compile(known[i].Repro); err != nil {
+				t.Fatalf("testdata/ipfdiff-known.json %s: %v", known[i].ID, err)
+			}
+		}
+	}
+	h := getHarness(t)
+	for _, tool := range []string{"ipftest", "ipf", "ipnat", "ippool"} {
+		if _, ok := h.built[tool]; !ok {
+			t.Fatalf("%s did not build: %s", tool, h.buildErr[tool])
+		}
+	}
+	out := t.TempDir()
+	cmd := exec.Command(py, script, "--c-bin", cbin, "--go-bin", h.binDir,
+		"--seed", strconv.Itoa(*flagDiffSeed), "--cases", strconv.Itoa(*flagDiffCases),
+		"--jobs", "2", "--minimise-per-key", "1", "--budget", "150", "--quiet", "--out", out)
+	res, err := cmd.CombinedOutput()
+	last := strings.TrimSpace(string(res))
+	if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+		last = last[i+1:]
+	}
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("ipfdiff.py: %v\n%s", err, res)
+	}
+	sb, rerr := os.ReadFile(filepath.Join(out, "summary.json"))
+	if rerr != nil {
+		t.Fatalf("ipfdiff.py wrote no summary (%v): %v\n%s", err, rerr, res)
+	}
+	var sum diffSummary
+	if err := json.Unmarshal(sb, &sum); err != nil {
+		t.Fatal(err)
+	}
+	cases := 0
+	for fam, st := range sum.Stats {
+		cases += st["cases"]
+		t.Logf("%s: %d cases, %d with disagreements, %d C crashes excluded", fam, st["cases"], st["disagreeing cases"], st["c-crash"])
+	}
+	if cases == 0 {
+		t.Fatalf("ipfdiff.py ran no case:\n%s", res)
+	}
+	t.Logf("ipfdiff.py: %s", last)
+	for i := range sum.Buckets {
+		bk := &sum.Buckets[i]
+		id := ""
+		for j := range known {
+			if known[j].matches(bk) {
+				id = known[j].ID
+				break
+			}
+		}
+		if id != "" {
+			t.Logf("documented (%s): %s %s [%s], %d disagreements", id, bk.Check, bk.Kind, strings.Join(bk.Tags, ","), bk.Count)
+			continue
+		}
+		t.Errorf("undocumented disagreement with IPFilter: %s %s/%s [%s] %v, %d cases\n%s",
+			bk.Check, bk.Kind, bk.Sub, strings.Join(bk.Tags, ","), bk.PacketTags, bk.Count, bk.Repro)
+	}
+}

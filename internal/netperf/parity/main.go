@@ -1,0 +1,491 @@
+// Command parity measures the Go netperf/netserver side by side with the
+// C netperf 2.7.1 tools on loopback and prints a table of CPU cost per unit
+// and throughput for every test and every client→server pairing:
+//
+//	go run ./internal/netperf/parity            # 5 repetitions of 5 s
+//	go run ./internal/netperf/parity -n 7 -l 10 -raw runs.jsonl
+//	go run ./internal/netperf/parity -report runs.jsonl   # re-make the table
+//
+// Runs are interleaved (for each repetition and test: Go→Go, C→C, Go→C,
+// C→Go, in an order that rotates between repetitions) and the table shows
+// medians, so a busy shared machine slows every pairing alike; compare
+// figures only within one run.
+//
+// The main figure is the combined client + server CPU time per unit (µs per
+// KB moved, or per transaction), taken from the two processes' own
+// accounting (the client's rusage, the server's /proc/PID/stat), so other
+// load on the machine is not charged to the test. For UDP_STREAM each side
+// is counted per KB it handled (sent, or received: datagrams get lost).
+// -pin places the processes: on a busy virtual machine a wake-up across
+// CPUs costs far more than one on the same CPU, which makes throughput
+// follow where the scheduler happened to put the two ends. netperf's own service
+// demand (-c, machine-wide /proc/stat) is shown beside it. The C netserver
+// runs with -f so that its tests are accounted to its own process (forked
+// children are reaped with SIGCHLD ignored, which loses their times).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	reps := fs.Int("n", 5, "repetitions of every test and pairing")
+	length := fs.Int("l", 5, "test length in seconds (-l)")
+	testsArg := fs.String("tests", strings.Join(testNames(), ","), "tests to run")
+	pairsArg := fs.String("pairs", "GG,CC,GC,CG", "client→server pairings: G = Go, C = C")
+	cDir := fs.String("c", "", "directory of the C netperf and netserver (default: $NETPERF_C_BIN's, else ../shared/netperf-c/bin)")
+	goDir := fs.String("go", "", "directory of the Go netperf and netserver (default: built from this module)")
+	pin := fs.String("pin", "", "CPU placement: \"\" (the scheduler's), \"same\" (client and server on CPU 0), \"split\" (client on CPU 0, server on CPU 1)")
+	rawOut := fs.String("raw", "", "also write every run as a JSON line to this file")
+	reportIn := fs.String("report", "", "re-make the table from a -raw file instead of measuring")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *reportIn != "" {
+		runs, meta, err := readRaw(*reportIn)
+		if err != nil {
+			fmt.Fprintln(stderr, "parity:", err)
+			return 1
+		}
+		report(stdout, meta, runs)
+		return 0
+	}
+	tests, err := pickTests(*testsArg)
+	if err != nil {
+		fmt.Fprintln(stderr, "parity:", err)
+		return 2
+	}
+	pairs := strings.Split(*pairsArg, ",")
+	for _, p := range pairs {
+		if len(p) != 2 || strings.Trim(p, "GC") != "" {
+			fmt.Fprintf(stderr, "parity: bad pairing %q (want GG, CC, GC or CG)\n", p)
+			return 2
+		}
+	}
+	if *pin != "" && *pin != "same" && *pin != "split" {
+		fmt.Fprintf(stderr, "parity: bad -pin %q\n", *pin)
+		return 2
+	}
+	m, err := newMeasurer(*cDir, *goDir, *pin, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "parity:", err)
+		return 1
+	}
+	defer m.close()
+	var raw io.Writer = io.Discard
+	if *rawOut != "" {
+		f, err := os.Create(*rawOut)
+		if err != nil {
+			fmt.Fprintln(stderr, "parity:", err)
+			return 1
+		}
+		defer f.Close()
+		raw = f
+	}
+	meta := Meta{Start: time.Now(), Reps: *reps, Length: *length, LoadStart: loadAvg(), Kernel: kernel(), Pin: *pin}
+	enc := json.NewEncoder(raw)
+	_ = enc.Encode(Record{Meta: &meta})
+	var runs []Run
+	for rep := range *reps {
+		for ti, t := range tests {
+			for k := range pairs {
+				// Rotate the order so no pairing always runs first.
+				p := pairs[(k+rep+ti)%len(pairs)]
+				r, err := m.measure(t, p, rep, *length)
+				if err != nil {
+					fmt.Fprintf(stderr, "parity: %s %s: %v\n", t.Name, p, err)
+					return 1
+				}
+				runs = append(runs, r)
+				_ = enc.Encode(Record{Run: &r})
+				fmt.Fprintf(stderr, "rep %d %-14s %s  cpu/unit %8.3f  sd %8.3f  %10.2f %s  load %.2f\n",
+					rep+1, t.Name, pairLabel(p), r.CPUPerUnit(), r.LocalSD, r.Throughput, r.Units, r.Load)
+			}
+		}
+	}
+	meta.End, meta.LoadEnd = time.Now(), loadAvg()
+	_ = enc.Encode(Record{Meta: &meta})
+	report(stdout, meta, runs)
+	return 0
+}
+
+// Test is one netperf test with its options.
+type Test struct {
+	Name string   // label in the table
+	Args []string // netperf -t and test options
+	// Stream tests count KB; which local counter holds them.
+	Bytes string
+}
+
+var allTests = []Test{
+	{"TCP_STREAM 16K", []string{"-t", "TCP_STREAM", "--", "-m", "16K"}, "LOCAL_BYTES_SENT"},
+	{"TCP_STREAM 64K", []string{"-t", "TCP_STREAM", "--", "-m", "64K"}, "LOCAL_BYTES_SENT"},
+	{"TCP_STREAM 1K", []string{"-t", "TCP_STREAM", "--", "-m", "1K"}, "LOCAL_BYTES_SENT"},
+	{"TCP_MAERTS", []string{"-t", "TCP_MAERTS"}, "LOCAL_BYTES_RECVD"},
+	{"TCP_RR", []string{"-t", "TCP_RR"}, ""},
+	{"TCP_CRR", []string{"-t", "TCP_CRR"}, ""},
+	{"UDP_RR", []string{"-t", "UDP_RR"}, ""},
+	{"UDP_STREAM 1K", []string{"-t", "UDP_STREAM", "--", "-m", "1K"}, "LOCAL_BYTES_SENT"},
+}
+
+func testNames() []string {
+	var n []string
+	for _, t := range allTests {
+		n = append(n, strings.ReplaceAll(t.Name, " ", ":"))
+	}
+	return n
+}
+
+func pickTests(arg string) ([]Test, error) {
+	var out []Test
+	for _, name := range strings.Split(arg, ",") {
+		name = strings.ReplaceAll(name, ":", " ")
+		found := false
+		for _, t := range allTests {
+			if strings.EqualFold(t.Name, name) {
+				out = append(out, t)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown test %q (known: %s)", name, strings.Join(testNames(), ","))
+		}
+	}
+	return out, nil
+}
+
+// Meta describes a measurement session.
+type Meta struct {
+	Start, End         time.Time
+	Reps, Length       int
+	LoadStart, LoadEnd string
+	Kernel             string
+	Pin                string // CPU placement (-pin)
+}
+
+// Run is one netperf invocation's figures.
+type Run struct {
+	Test       string
+	Pair       string // client letter, server letter
+	Rep        int
+	Throughput float64
+	Units      string
+	Elapsed    float64
+	LocalSD    float64 // netperf -c service demand (machine-wide)
+	RemoteSD   float64
+	// Amount is the number of units moved: KB or transactions.
+	Amount float64
+	// ServerAmount is what the server handled when it differs from
+	// Amount: the KB netserver received in UDP_STREAM (datagrams get
+	// lost), 0 otherwise.
+	ServerAmount float64
+	// ClientCPU and ServerCPU are process CPU seconds (user + system).
+	ClientCPU, ServerCPU float64
+	Load                 float64 // 1-minute load average when the run ended
+}
+
+// CPUPerUnit is the combined client and server CPU time per unit, in µs.
+func (r Run) CPUPerUnit() float64 {
+	if r.Amount <= 0 {
+		return 0
+	}
+	if r.ServerAmount > 0 {
+		// Each side per unit it handled: a receiver that gets fewer
+		// datagrams must not look cheaper for it.
+		return (r.ClientCPU/r.Amount + r.ServerCPU/r.ServerAmount) * 1e6
+	}
+	return (r.ClientCPU + r.ServerCPU) * 1e6 / r.Amount
+}
+
+// Record is one line of the raw output.
+type Record struct {
+	Meta *Meta `json:",omitempty"`
+	Run  *Run  `json:",omitempty"`
+}
+
+func readRaw(path string) ([]Run, Meta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, Meta{}, err
+	}
+	defer f.Close()
+	var runs []Run
+	var meta Meta
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for {
+		var rec Record
+		if err := dec.Decode(&rec); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, meta, fmt.Errorf("%s: %w", path, err)
+		}
+		if rec.Meta != nil {
+			meta = *rec.Meta
+		}
+		if rec.Run != nil {
+			runs = append(runs, *rec.Run)
+		}
+	}
+	return runs, meta, nil
+}
+
+type server struct {
+	cmd  *exec.Cmd
+	port int
+}
+
+type measurer struct {
+	bin     map[byte]string // netperf by implementation letter
+	servers map[byte]*server
+	tmp     string
+	// clientCPU and serverCPU are the CPUs to pin to, "" for none.
+	clientCPU, serverCPU string
+}
+
+// command runs bin on cpu (through taskset) when one is set.
+func command(cpu, bin string, args ...string) *exec.Cmd {
+	if cpu == "" {
+		return exec.Command(bin, args...)
+	}
+	return exec.Command("taskset", append([]string{"-c", cpu, bin}, args...)...)
+}
+
+func newMeasurer(cDir, goDir, pin string, stderr io.Writer) (*measurer, error) {
+	m := &measurer{bin: map[byte]string{}, servers: map[byte]*server{}}
+	switch pin {
+	case "same":
+		m.clientCPU, m.serverCPU = "0", "0"
+	case "split":
+		m.clientCPU, m.serverCPU = "0", "1"
+	}
+	if cDir == "" {
+		if b := os.Getenv("NETPERF_C_BIN"); b != "" {
+			cDir = filepath.Dir(b)
+		} else {
+			cDir = "../shared/netperf-c/bin"
+		}
+	}
+	if goDir == "" {
+		tmp, err := os.MkdirTemp("", "parity")
+		if err != nil {
+			return nil, err
+		}
+		m.tmp = tmp
+		build := exec.Command("go", "build", "-o", tmp, "sluice/cmd/netperf", "sluice/cmd/netserver")
+		build.Stdout, build.Stderr = stderr, stderr
+		if err := build.Run(); err != nil {
+			m.close()
+			return nil, fmt.Errorf("building the Go tools: %w", err)
+		}
+		goDir = tmp
+	}
+	for letter, dir := range map[byte]string{'C': cDir, 'G': goDir} {
+		np, ns := filepath.Join(dir, "netperf"), filepath.Join(dir, "netserver")
+		for _, b := range []string{np, ns} {
+			if _, err := os.Stat(b); err != nil {
+				m.close()
+				return nil, err
+			}
+		}
+		m.bin[letter] = np
+		port, err := freePort()
+		if err != nil {
+			m.close()
+			return nil, err
+		}
+		args := []string{"-D", "-L", "127.0.0.1", "-p", strconv.Itoa(port)}
+		if letter == 'C' {
+			args = append(args, "-f")
+		}
+		cmd := command(m.serverCPU, ns, args...)
+		if err := cmd.Start(); err != nil {
+			m.close()
+			return nil, err
+		}
+		m.servers[letter] = &server{cmd: cmd, port: port}
+		if err := waitPort(port); err != nil {
+			m.close()
+			return nil, fmt.Errorf("%s: %w", ns, err)
+		}
+	}
+	return m, nil
+}
+
+func (m *measurer) close() {
+	for _, s := range m.servers {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
+	if m.tmp != "" {
+		os.RemoveAll(m.tmp)
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitPort(port int) error {
+	for range 100 {
+		if c, err := net.Dial("tcp4", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errors.New("netserver did not start listening")
+}
+
+var selectors = []string{"THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "LOCAL_SD", "REMOTE_SD", "LOCAL_BYTES_SENT", "LOCAL_BYTES_RECVD", "REMOTE_BYTES_RECVD"}
+
+func (m *measurer) measure(t Test, pair string, rep, length int) (Run, error) {
+	srv := m.servers[pair[1]]
+	args := []string{"-H", "127.0.0.1", "-p", strconv.Itoa(srv.port), "-l", strconv.Itoa(length), "-c", "-C", "-P", "0"}
+	args = append(args, t.Args...)
+	if !containsDashDash(t.Args) {
+		args = append(args, "--")
+	}
+	args = append(args, "-k", strings.Join(selectors, ","))
+	s0, err := procCPU(srv.cmd.Process.Pid)
+	if err != nil {
+		return Run{}, err
+	}
+	cmd := command(m.clientCPU, m.bin[pair[0]], args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return Run{}, fmt.Errorf("netperf %s: %v: %s", strings.Join(args, " "), err, errb.String())
+	}
+	s1, err := procCPU(srv.cmd.Process.Pid)
+	if err != nil {
+		return Run{}, err
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	kv := map[string]string{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			kv[k] = v
+		}
+	}
+	num := func(k string) (float64, error) {
+		v, err := strconv.ParseFloat(kv[k], 64)
+		if err != nil {
+			return 0, fmt.Errorf("netperf %s: bad or missing %s in output %q", strings.Join(args, " "), k, out.String())
+		}
+		return v, nil
+	}
+	r := Run{Test: t.Name, Pair: pair, Rep: rep, Units: kv["THROUGHPUT_UNITS"]}
+	for _, f := range []struct {
+		k string
+		v *float64
+	}{{"THROUGHPUT", &r.Throughput}, {"ELAPSED_TIME", &r.Elapsed}, {"LOCAL_SD", &r.LocalSD}, {"REMOTE_SD", &r.RemoteSD}} {
+		if *f.v, err = num(f.k); err != nil {
+			return r, err
+		}
+	}
+	if t.Bytes != "" {
+		b, err := num(t.Bytes)
+		if err != nil {
+			return r, err
+		}
+		r.Amount = b / 1024
+		if strings.HasPrefix(t.Name, "UDP_STREAM") {
+			rb, err := num("REMOTE_BYTES_RECVD")
+			if err != nil {
+				return r, err
+			}
+			r.ServerAmount = rb / 1024
+		}
+	} else {
+		// RR tests use 1-byte requests: bytes sent count transactions.
+		if r.Amount, err = num("LOCAL_BYTES_SENT"); err != nil {
+			return r, err
+		}
+	}
+	r.ClientCPU = tv(ru.Utime) + tv(ru.Stime)
+	r.ServerCPU = s1 - s0
+	if l, err := strconv.ParseFloat(strings.Fields(loadAvg() + " 0")[0], 64); err == nil {
+		r.Load = l
+	}
+	return r, nil
+}
+
+func containsDashDash(a []string) bool {
+	for _, s := range a {
+		if s == "--" {
+			return true
+		}
+	}
+	return false
+}
+
+func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+
+// procCPU returns a process's user + system CPU seconds, all threads.
+func procCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15 of the whole line.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
+	}
+	return (ut + st) / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, fixed at 100 on Linux.
+const clockTicks = 100
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,139 @@
+package netperf
+
+import (
+	"errors"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"sluice/internal/netperf/proto"
+)
+
+// errAborted ends a data loop whose sockets were shut down from outside:
+// the control connection was lost, the context cancelled or the server
+// closed.
+var errAborted = errors.New("test aborted")
+
+// errTimedOut ends a data loop whose time was up while a call was blocked.
+var errTimedOut = errors.New("test length reached")
+
+// phase is the state one side's data loop shares with the goroutines that
+// may end it: the test timer sets stop, then interrupts calls still
+// blocked; an abort shuts the sockets down at once.
+type phase struct {
+	fds         fdSet
+	stop        atomic.Bool // the test length (or the safety bound) is reached
+	timer, late *time.Timer
+}
+
+// startTimer sets stop after d, as netperf's SIGALRM sets times_up, and
+// grace later shuts the sockets down if a call is still blocked, as
+// SIGALRM interrupts it. The loops check stop once per iteration; the
+// grace lets a transaction in flight at the end complete normally.
+func (p *phase) startTimer(d, grace time.Duration) {
+	p.timer = time.AfterFunc(d, func() { p.stop.Store(true) })
+	p.late = time.AfterFunc(d+grace, func() {
+		p.stop.Store(true)
+		p.fds.interrupt()
+	})
+}
+
+// extend moves the interruption d from now: for netperf's closing
+// handshake, which may wait for the peer to drain its buffers.
+func (p *phase) extend(d time.Duration) {
+	if p.late != nil {
+		p.late.Reset(d)
+	}
+}
+
+func (p *phase) stopTimer() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.late != nil {
+		p.late.Stop()
+	}
+}
+
+// ended says why a call failed or met the end of its stream: errAborted
+// after an abort, errTimedOut once the test's time is up (the timer's
+// interruption), nil otherwise (a real error or end of stream).
+func (p *phase) ended() error {
+	if p.fds.aborted.Load() {
+		return errAborted
+	}
+	if p.stop.Load() {
+		return errTimedOut
+	}
+	return nil
+}
+
+// ctlWatch reads the control connection while the data phase runs, so a
+// peer that goes away ends the test at once instead of at its timer. What
+// it reads (the peer's next message, arriving early) is kept for the
+// caller.
+type ctlWatch struct {
+	conn net.Conn
+	done chan struct{}
+	buf  [proto.MsgSize]byte
+	n    int
+	err  error
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// watchCtl starts watching conn; lost runs if it fails or reaches EOF.
+func watchCtl(conn net.Conn, lost func()) *ctlWatch {
+	w := &ctlWatch{conn: conn, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		w.n, w.err = conn.Read(w.buf[:])
+		if w.err != nil && !isTimeout(w.err) {
+			lost()
+		}
+	}()
+	return w
+}
+
+// stop ends the watch. It returns the bytes read and, if the connection
+// failed, the error.
+func (w *ctlWatch) stop() ([]byte, error) {
+	_ = w.conn.SetReadDeadline(time.Unix(1, 0))
+	<-w.done
+	_ = w.conn.SetReadDeadline(time.Time{})
+	if w.err != nil && !isTimeout(w.err) {
+		return w.buf[:w.n], w.err
+	}
+	return w.buf[:w.n], nil
+}
+
+// yielder keeps the Go scheduler from treating a data loop as one
+// long-running goroutine. A goroutine that has not been rescheduled for
+// 10 ms has its processor taken away by the runtime's monitor even while
+// it sits in a system call, which then polls every 20 µs for a while: on
+// a loop that lives in blocking system calls that costs more than all of
+// its own user time. Yielding every few milliseconds (one clock read
+// every 16 calls) keeps the monitor asleep; each yield wakes an idle
+// thread, so not much more often than that.
+type yielder struct {
+	n    uint32
+	last time.Time
+}
+
+func (y *yielder) tick() {
+	y.n++
+	if y.n&15 != 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(y.last) >= yieldEvery {
+		y.last = now
+		runtime.Gosched()
+	}
+}
+
+// yieldEvery is well inside the runtime's 10 ms forcePreemptNS.
+const yieldEvery = 4 * time.Millisecond

@@ -1,0 +1,405 @@
+package netperf
+
+import (
+	"errors"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The data phase runs on plain blocking sockets driven by direct system
+// calls, as the C netperf does, rather than through the net package: a
+// Go net.Conn costs an EAGAIN read, an epoll wait and a goroutine wake-up
+// per blocked call, which more than doubled the CPU per transaction of
+// the request/response tests. A blocked system call parks only its own
+// thread; the Go scheduler leaves it alone while other processors are
+// idle.
+//
+// Ending a blocked call: netperf's SIGALRM interrupts whatever call is
+// blocked when the test's time is up. Here a timer sets the loop's stop
+// flag, which each iteration reads, and a second one shuts the sockets
+// down a little later if a call is still blocked (a lost datagram, a
+// silent peer); an abort (lost control connection, cancelled context,
+// server shutdown) shuts them down at once. Shutting a socket down wakes
+// a call blocked on it, which close alone would not. The sockets carry
+// no SO_RCVTIMEO/SO_SNDTIMEO: a blocking call with a timeout arms and
+// cancels a kernel timer every time, which measurably slowed every
+// transaction. Sockets are closed only by the goroutine that owns them,
+// after its loop has returned, so a descriptor number is never reused
+// under a call still using it.
+
+// rawSockaddr is a socket address in the kernel's layout, built once so
+// the loops pass it to sendto without converting or allocating.
+type rawSockaddr struct {
+	any unix.RawSockaddrAny
+	len uint32
+}
+
+func toRaw(ap netip.AddrPort) rawSockaddr {
+	var r rawSockaddr
+	a := ap.Addr()
+	if a.Is4() || a.Is4In6() {
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&r.any))
+		sa.Family = unix.AF_INET
+		sa.Addr = a.Unmap().As4()
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		p[0], p[1] = byte(ap.Port()>>8), byte(ap.Port())
+		r.len = unix.SizeofSockaddrInet4
+		return r
+	}
+	sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(&r.any))
+	sa.Family = unix.AF_INET6
+	sa.Addr = a.As16()
+	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	p[0], p[1] = byte(ap.Port()>>8), byte(ap.Port())
+	r.len = unix.SizeofSockaddrInet6
+	return r
+}
+
+func fromRaw(r *rawSockaddr) netip.AddrPort {
+	switch r.any.Addr.Family {
+	case unix.AF_INET:
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&r.any))
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(p[0])<<8|uint16(p[1]))
+	case unix.AF_INET6:
+		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(&r.any))
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
+	}
+	return netip.AddrPort{}
+}
+
+// sockOpts are the options a data socket gets at creation, before bind and
+// connect, as netperf's create_data_socket sets them.
+type sockOpts struct {
+	sndBuf, rcvBuf int  // SO_SNDBUF/SO_RCVBUF when > 0
+	noDelay        bool // TCP_NODELAY (-D)
+	dontRoute      bool // SO_DONTROUTE (UDP_STREAM)
+	recvErr        bool // IP_RECVERR: report ICMP errors and ENOBUFS on unconnected UDP
+	reuseAddr      bool
+}
+
+// newDataSocket opens a blocking socket for family 4 or 6.
+func newDataSocket(family int, stream bool, o sockOpts) (int, error) {
+	af := unix.AF_INET
+	if family == 6 {
+		af = unix.AF_INET6
+	}
+	typ := unix.SOCK_DGRAM
+	if stream {
+		typ = unix.SOCK_STREAM
+	}
+	fd, err := unix.Socket(af, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := applyOpts(fd, af, o); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+func applyOpts(fd, af int, o sockOpts) error {
+	var err error
+	set := func(level, opt, v int) {
+		if err == nil {
+			err = unix.SetsockoptInt(fd, level, opt, v)
+		}
+	}
+	if o.sndBuf > 0 {
+		set(unix.SOL_SOCKET, unix.SO_SNDBUF, o.sndBuf)
+	}
+	if o.rcvBuf > 0 {
+		set(unix.SOL_SOCKET, unix.SO_RCVBUF, o.rcvBuf)
+	}
+	if o.reuseAddr {
+		set(unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	}
+	if o.noDelay {
+		set(unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	}
+	if o.dontRoute {
+		set(unix.SOL_SOCKET, unix.SO_DONTROUTE, 1)
+	}
+	if o.recvErr {
+		if af == unix.AF_INET6 {
+			set(unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1)
+		} else {
+			set(unix.IPPROTO_IP, unix.IP_RECVERR, 1)
+		}
+	}
+	return err
+}
+
+func bindTo(fd int, ap netip.AddrPort) error {
+	sa := toRaw(ap)
+	_, _, e := syscall.Syscall(unix.SYS_BIND, uintptr(fd), uintptr(unsafe.Pointer(&sa.any)), uintptr(sa.len))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// connectTo connects a blocking socket.
+func connectTo(fd int, sa *rawSockaddr) unix.Errno {
+	for {
+		_, _, e := syscall.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa.any)), uintptr(sa.len))
+		if e != unix.EINTR {
+			return e
+		}
+	}
+}
+
+func localAddr(fd int) netip.AddrPort {
+	var sa rawSockaddr
+	sa.len = unix.SizeofSockaddrAny
+	_, _, e := syscall.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&sa.any)), uintptr(unsafe.Pointer(&sa.len)))
+	if e != 0 {
+		return netip.AddrPort{}
+	}
+	return fromRaw(&sa)
+}
+
+// The system call wrappers below return the errno rather than an error so
+// the loops never box a value; EINTR is retried.
+
+// sysRead receives on a socket. recvfrom, as netperf's recv, goes straight
+// to the socket; read takes the VFS path (position lock, fsnotify).
+func sysRead(fd int, b []byte) (int, unix.Errno) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		n, _, e := syscall.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(p), uintptr(len(b)), 0, 0, 0)
+		if e != unix.EINTR {
+			if e != 0 {
+				return 0, e
+			}
+			return int(n), 0
+		}
+	}
+}
+
+// sysWrite sends on a connected socket. MSG_NOSIGNAL turns a peer's reset
+// into EPIPE rather than a SIGPIPE.
+func sysWrite(fd int, b []byte) (int, unix.Errno) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		n, _, e := syscall.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_NOSIGNAL, 0, 0)
+		if e != unix.EINTR {
+			if e != 0 {
+				return 0, e
+			}
+			return int(n), 0
+		}
+	}
+}
+
+func sysSendto(fd int, b []byte, to *rawSockaddr) (int, unix.Errno) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		n, _, e := syscall.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), 0,
+			uintptr(unsafe.Pointer(&to.any)), uintptr(to.len))
+		if e != unix.EINTR {
+			if e != 0 {
+				return 0, e
+			}
+			return int(n), 0
+		}
+	}
+}
+
+// sysRecvfrom receives one datagram and stores its source in from.
+func sysRecvfrom(fd int, b []byte, from *rawSockaddr) (int, unix.Errno) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		from.len = unix.SizeofSockaddrAny
+		n, _, e := syscall.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(p), uintptr(len(b)), 0,
+			uintptr(unsafe.Pointer(&from.any)), uintptr(unsafe.Pointer(&from.len)))
+		if e != unix.EINTR {
+			if e != 0 {
+				return 0, e
+			}
+			return int(n), 0
+		}
+	}
+}
+
+func sysAccept(fd int) (int, unix.Errno) {
+	for {
+		nfd, _, e := syscall.Syscall6(unix.SYS_ACCEPT4, uintptr(fd), 0, 0, unix.SOCK_CLOEXEC, 0, 0)
+		if e != unix.EINTR {
+			if e != 0 {
+				return -1, e
+			}
+			return int(nfd), 0
+		}
+	}
+}
+
+// readFull reads len(b) bytes, as netperf's recv loop does for the
+// request/response tests. It returns the bytes read and the errno of the
+// call that stopped it; a clean end of stream before b is full returns
+// n < len(b) with errno 0.
+func readFull(fd int, b []byte) (int, unix.Errno) {
+	n := 0
+	for n < len(b) {
+		m, e := sysRead(fd, b[n:])
+		if e != 0 {
+			return n, e
+		}
+		if m == 0 {
+			return n, 0
+		}
+		n += m
+	}
+	return n, 0
+}
+
+// sockBuf reads SO_SNDBUF and SO_RCVBUF.
+func sockBuf(fd int) (snd, rcv int) {
+	snd, rcv = -1, -1
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
+		snd = v
+	}
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF); err == nil {
+		rcv = v
+	}
+	return snd, rcv
+}
+
+// tcpFacts returns a TCP socket's MSS, retransmissions and congestion
+// control.
+func tcpFacts(fd int) (mss, retrans int, cc string) {
+	mss, retrans = -1, -1
+	if v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG); err == nil {
+		mss = v
+	}
+	if ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+		retrans = int(ti.Total_retrans)
+	}
+	if s, err := unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION); err == nil {
+		cc = s
+	}
+	return
+}
+
+// probeSockBufs reports the buffer sizes a fresh socket of this kind gets
+// (after applying the requested sizes).
+func probeSockBufs(family, sockType int, snd, rcv int) (int, int, error) {
+	fd, err := newDataSocket(family, sockType == 1, sockOpts{sndBuf: snd, rcvBuf: rcv})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unix.Close(fd)
+	s, r := sockBuf(fd)
+	return s, r, nil
+}
+
+// fdSet holds the data sockets of one test so that the test's timer and
+// an abort can shut them down from other goroutines. Its mutex orders a
+// shutdown against the owner's close: a descriptor leaves the set before
+// it is closed.
+type fdSet struct {
+	mu      sync.Mutex // guards fds; aborted is set under it
+	fds     []fdEntry
+	aborted atomic.Bool
+}
+
+type fdEntry struct {
+	fd    int
+	dgram bool
+}
+
+// add records fd (dgram for a UDP socket); it reports false, after
+// shutting fd down, when the test has already been aborted.
+func (s *fdSet) add(fd int, dgram bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aborted.Load() {
+		_ = unix.Shutdown(fd, unix.SHUT_RDWR)
+		return false
+	}
+	s.fds = append(s.fds, fdEntry{fd, dgram})
+	return true
+}
+
+// remove forgets fd, which its owner is about to close.
+func (s *fdSet) remove(fd int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range s.fds {
+		if e.fd == fd {
+			s.fds = append(s.fds[:i], s.fds[i+1:]...)
+			return
+		}
+	}
+}
+
+// closeFd removes fd from the set and closes it.
+func (s *fdSet) closeFd(fd int) {
+	s.remove(fd)
+	unix.Close(fd)
+}
+
+// abort shuts every recorded socket down, waking calls blocked on them,
+// and marks the test aborted.
+func (s *fdSet) abort() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.aborted.Store(true)
+	for _, e := range s.fds {
+		_ = unix.Shutdown(e.fd, unix.SHUT_RDWR)
+	}
+}
+
+// interrupt shuts the recorded sockets down without marking an abort: the
+// test's time is up and a call may still be blocked. UDP sockets are only
+// shut for receiving, so netperf's end-of-test datagrams can still go.
+func (s *fdSet) interrupt() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.fds {
+		how := unix.SHUT_RDWR
+		if e.dgram {
+			how = unix.SHUT_RD
+		}
+		_ = unix.Shutdown(e.fd, how)
+	}
+}
+
+// interruptFd shuts down fd alone, if it is still recorded.
+func (s *fdSet) interruptFd(fd int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.fds {
+		if e.fd == fd {
+			_ = unix.Shutdown(fd, unix.SHUT_RDWR)
+			return
+		}
+	}
+}
+
+// isTransientSend reports datagram send errors netperf counts as failed
+// sends instead of ending the test (send_data's ENOBUFS and ENOMEM).
+func isTransientSend(e unix.Errno) bool { return e == unix.ENOBUFS || e == unix.ENOMEM }
+
+func isTemporaryAccept(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.ECONNABORTED)
+}
