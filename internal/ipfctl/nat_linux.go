@@ -67,72 +67,158 @@ func loadedRules(d *natbpf.Datapath) ([]*ipnat.Rule, []natbpf.RuleInfo, error) {
 	return f.Rules, infos, nil
 }
 
-// AddRules appends rules, or with remove deletes them, and loads the
-// resulting set in one step; on any error the loaded set is unchanged.
-// The datapath is loaded and attached to the interfaces the rules name
-// (those that exist) on first use.
-func (n *NAT) AddRules(rules []*ipnat.Rule, file string, remove, purge bool) error {
-	if !remove {
-		// what the kernel cannot do is refused with the file's positions
-		if _, err := natbpf.Compile(rules, natbpf.CompileOptions{File: file}); err != nil {
-			return err
+// Apply makes one ipnat command line's change as one transaction, under
+// the lock ipf takes for its own (lockTx beside the filter's pins), so
+// that concurrent ipnat runs, and ipnat beside ipf or ippool, never lose
+// each other's changes. Everything that depends only on the input is
+// checked first (the files' rules compile for the kernel, rules to remove
+// are loaded, the resulting set compiles): an error there changes
+// nothing. Then, in IPFilter's order, the sessions are flushed, the new
+// rule set is swapped in at once, NAT is attached where the rules need
+// it, and the sessions of removed purge rules end. Should attaching fail,
+// the previous rule set is made active again (a datapath this change
+// created is removed). It returns how many sessions were flushed and how
+// many rules cleared. The datapath is loaded (pinned beside the filter's)
+// on first use.
+func (n *NAT) Apply(ch NATChange) (flushed, cleared int, err error) {
+	if ch.empty() {
+		return 0, 0, nil
+	}
+	adding := false
+	for _, f := range ch.Files {
+		if len(f.Rules) == 0 || ch.Remove {
+			continue
 		}
+		adding = true
+		// what the kernel cannot do is refused with the file's positions
+		if _, err := natbpf.Compile(f.Rules, natbpf.CompileOptions{File: f.Name}); err != nil {
+			return 0, 0, err
+		}
+	}
+	// the lock is made where pins can be (a directory off bpffs holds
+	// no datapath, and there is nothing to lock)
+	unlock, err := lockTx(orDefault(n.dir), true, adding || onBPFFS(orDefault(n.dir)))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unlock()
+	d, err := natbpf.OpenPinned(n.pinDir())
+	if err != nil && !errors.Is(err, natbpf.ErrNotLoaded) {
+		return 0, 0, err
+	}
+	if d != nil {
+		defer d.Close()
 	}
 	var cur []*ipnat.Rule
 	var infos []natbpf.RuleInfo
-	if d, err := natbpf.OpenPinned(n.pinDir()); err == nil {
-		cur, infos, err = loadedRules(d)
-		d.Close()
-		if err != nil {
-			return err
+	if d != nil {
+		if cur, infos, err = loadedRules(d); err != nil {
+			return 0, 0, err
 		}
-	} else if !errors.Is(err, natbpf.ErrNotLoaded) {
-		return err
 	}
-	var all []*ipnat.Rule
+	// the plan: the rule set after -C and the files, and the rules whose
+	// sessions go with them
+	all := append([]*ipnat.Rule(nil), cur...)
+	ids := make([]uint32, len(infos))
+	for i, ri := range infos {
+		ids[i] = ri.ID
+	}
 	var purgeIDs []uint32
-	if remove {
-		all = append([]*ipnat.Rule(nil), cur...)
-		ids := make([]uint32, len(infos))
-		for i, ri := range infos {
-			ids[i] = ri.ID
+	changed := false
+	if ch.Clear {
+		cleared = len(all)
+		for i, r := range all {
+			if r.Purge {
+				purgeIDs = append(purgeIDs, ids[i])
+			}
 		}
-		for _, r := range rules {
+		all, ids, changed = nil, nil, true
+	}
+	for _, f := range ch.Files {
+		if len(f.Rules) == 0 {
+			continue
+		}
+		changed = true
+		if !ch.Remove {
+			all = append(all, f.Rules...)
+			ids = append(ids, make([]uint32, len(f.Rules))...)
+			continue
+		}
+		for _, r := range f.Rules {
 			text := strings.TrimRight(r.String(), "\n")
 			i := 0
 			for i < len(all) && strings.TrimRight(all[i].String(), "\n") != text {
 				i++
 			}
 			if i == len(all) {
-				return fmt.Errorf("%s:%d: rule not loaded: %s", file, r.Pos.Line, text)
+				return 0, 0, fmt.Errorf("%s:%d: rule not loaded: %s", f.Name, r.Pos.Line, text)
 			}
-			if purge || all[i].Purge {
+			if (ch.Purge || all[i].Purge) && ids[i] != 0 {
 				purgeIDs = append(purgeIDs, ids[i])
 			}
 			all = append(all[:i], all[i+1:]...)
 			ids = append(ids[:i], ids[i+1:]...)
 		}
-	} else {
-		all = append(append([]*ipnat.Rule(nil), cur...), rules...)
 	}
-	im, err := natbpf.Compile(all, natbpf.CompileOptions{File: file})
-	if err != nil {
-		return err
+	var im *natbpf.Image
+	if changed {
+		file := ""
+		if len(ch.Files) > 0 {
+			file = ch.Files[len(ch.Files)-1].Name
+		}
+		if im, err = natbpf.Compile(all, natbpf.CompileOptions{File: file}); err != nil {
+			return 0, 0, err
+		}
 	}
-	d, err := natbpf.Load(natbpf.Options{PinDir: n.pinDir(), ForceTC: n.forceTC})
-	if err != nil {
-		return fmt.Errorf("loading the kernel NAT datapath into %s: %w", n.pinDir(), err)
+	// the commit
+	if ch.Flush && d != nil {
+		if flushed, err = d.FlushSessions(); err != nil {
+			return 0, 0, fmt.Errorf("flushing the NAT table: %w", err)
+		}
 	}
-	defer d.Close()
+	if !changed {
+		if d == nil {
+			return flushed, cleared, nil
+		}
+		return flushed, cleared, n.detachIfIdle(d)
+	}
+	if d == nil && len(all) == 0 {
+		// nothing loaded and nothing to load (-C, or rules added and
+		// removed again)
+		return flushed, cleared, nil
+	}
+	created := d == nil
+	if adding || created {
+		// (re)load the programs over the pinned maps, so a change always
+		// runs the current ones
+		nd, err := natbpf.Load(natbpf.Options{PinDir: n.pinDir(), ForceTC: n.forceTC})
+		if err != nil {
+			return flushed, cleared, fmt.Errorf("loading the kernel NAT datapath into %s: %w", n.pinDir(), err)
+		}
+		defer nd.Close()
+		d = nd
+	}
+	undo := func(cause error) error {
+		if created {
+			return errors.Join(cause, natbpf.Remove(n.pinDir()))
+		}
+		return errors.Join(cause, d.RevertRules(), n.sync(d, nil))
+	}
 	if err := d.LoadRules(im); err != nil {
-		return err
+		return flushed, cleared, undo(err)
+	}
+	if err := n.sync(d, im.Interfaces()); err != nil {
+		return flushed, cleared, undo(err)
 	}
 	for _, id := range purgeIDs {
 		if _, err := d.FlushRuleSessions(id); err != nil {
-			return err
+			return flushed, cleared, err
 		}
 	}
-	return n.sync(d, im.Interfaces())
+	if len(purgeIDs) > 0 {
+		return flushed, cleared, n.detachIfIdle(d)
+	}
+	return flushed, cleared, nil
 }
 
 // sync attaches NAT to the named interfaces that exist and records their
@@ -182,55 +268,6 @@ func ifAddrs(ifc *net.Interface) (v4, v6 netip.Addr) {
 		}
 	}
 	return
-}
-
-// ClearRules removes every rule (ipnat -C); sessions stay until they end
-// or are flushed, except those of rules marked purge.
-func (n *NAT) ClearRules() (int, error) {
-	d, err := natbpf.OpenPinned(n.pinDir())
-	if errors.Is(err, natbpf.ErrNotLoaded) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer d.Close()
-	cur, infos, err := loadedRules(d)
-	if err != nil {
-		return 0, err
-	}
-	im, err := natbpf.Compile(nil, natbpf.CompileOptions{})
-	if err != nil {
-		return 0, err
-	}
-	if err := d.LoadRules(im); err != nil {
-		return 0, err
-	}
-	for i, r := range cur {
-		if r.Purge {
-			if _, err := d.FlushRuleSessions(infos[i].ID); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return len(cur), n.detachIfIdle(d)
-}
-
-// FlushSessions ends every session (ipnat -F).
-func (n *NAT) FlushSessions() (int, error) {
-	d, err := natbpf.OpenPinned(n.pinDir())
-	if errors.Is(err, natbpf.ErrNotLoaded) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer d.Close()
-	c, err := d.FlushSessions()
-	if err != nil {
-		return 0, err
-	}
-	return c, n.detachIfIdle(d)
 }
 
 func (n *NAT) detachIfIdle(d *natbpf.Datapath) error {

@@ -585,6 +585,36 @@ func (d *Datapath) LoadRules(im *Image) error {
 	return d.setCfg(cfgActive, uint64(nxt))
 }
 
+// RevertRules makes the rule set that was active before the last
+// LoadRules active again (LoadRules writes the new set beside the old
+// one, which stays intact until the next load), for a change that fails
+// after loading its rules. Hit counts and allocation state are the old
+// set's own. Only meaningful right after LoadRules, under the same lock
+// (ipfctl's transaction lock).
+func (d *Datapath) RevertRules() error {
+	unlock, err := d.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	prev := uint32(d.cfg(cfgActive)&1) ^ 1
+	ftp := uint64(0)
+	n := uint32(d.cfg(cfgNRules + prev))
+	for i := uint32(0); i < n && i < MaxRules; i++ {
+		var r natNatRule
+		if err := d.objs.Rules.Lookup(prev*MaxRules+i, &r); err != nil {
+			return fmt.Errorf("reading NAT rule %d: %w", i, err)
+		}
+		if r.Flags&rfFTP != 0 {
+			ftp = 1
+		}
+	}
+	if err := d.setCfg(cfgFTPRules, ftp); err != nil {
+		return err
+	}
+	return d.setCfg(cfgActive, uint64(prev))
+}
+
 // Session is one live session as the kernel holds it.
 type Session struct {
 	Out                            bool // made by an outbound packet
