@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"sluice/internal/bpf"
 	natbpf "sluice/internal/bpf/nat"
 	gonat "sluice/internal/nat"
 	"sluice/internal/rules/ipnat"
@@ -404,4 +405,54 @@ func natKeepOrder(dir string) error {
 		return nil
 	}
 	return d.KeepOrder()
+}
+
+// natTunables returns the NAT datapath's ipf -T tunables (their defaults
+// when NAT is not loaded) as the filter's are listed.
+func natTunables(dir string) []bpf.Tunable {
+	ts := natbpf.DefaultTunables()
+	if d, err := natbpf.OpenPinned(NATPinDir(dir)); err == nil {
+		ts = d.TunableList()
+		d.Close()
+	}
+	out := make([]bpf.Tunable, len(ts))
+	for i, t := range ts {
+		out[i] = bpf.Tunable{Name: t.Name, Min: t.Min, Max: t.Max, Cur: t.Cur}
+	}
+	return out
+}
+
+// isNATTunable reports whether name is one of NAT's tunables rather than
+// the filter's.
+func isNATTunable(name string) bool { return natbpf.IsTunable(name) }
+
+// checkNATTunable checks an ipf -T name=value against the NAT datapath:
+// nil for a name that is not IPFilter's NAT or proxy tunable, an error
+// (wrapping errors.ErrUnsupported) for one the kernel has nothing to
+// apply to, or for a value out of range.
+func checkNATTunable(name string, v uint64, set bool) error {
+	if err := natbpf.UnsupportedTunable(name); err != nil {
+		return err
+	}
+	if !set || !natbpf.IsTunable(name) {
+		return nil
+	}
+	return natbpf.CheckTunable(name, v)
+}
+
+// setNATTunable sets a NAT tunable. When NAT is not loaded yet its
+// datapath is loaded (pinned beside the filter's, attached nowhere until
+// rules need it), so tunables set before ipnat -f apply to the rules it
+// loads, as IPFilter's boot order (ipf -T, then ipnat -f) has it. The
+// caller holds the transaction lock.
+func setNATTunable(dir, name string, v uint64) error {
+	d, err := natbpf.OpenPinned(NATPinDir(dir))
+	if errors.Is(err, natbpf.ErrNotLoaded) {
+		d, err = natbpf.Load(natbpf.Options{PinDir: NATPinDir(dir)})
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.SetTunable(name, v)
 }

@@ -553,7 +553,7 @@ func (t *tx) stageKernel(i int, op *Op) error {
 			return err
 		}
 		if t.d != nil && !t.gone {
-			if err := checkTunables(t.d.Tunables(), op.Arg); err != nil {
+			if err := checkTunables(allTunables(t.d, t.k.dir), op.Arg); err != nil {
 				return fmt.Errorf("-T %s: %w", op.Arg, err)
 			}
 		}
@@ -562,7 +562,7 @@ func (t *tx) stageKernel(i int, op *Op) error {
 			if err != nil {
 				return err
 			}
-			s, err := tunables(d, op.Arg)
+			s, err := tunables(d, t.k.dir, op.Arg)
 			res[i].Text = s
 			if err != nil {
 				return fmt.Errorf("-T %s: %w", op.Arg, err)

@@ -376,8 +376,8 @@ func (d *Datapath) SetTunables(t Tunables) error {
 		}
 		return 0
 	}
-	if t.TableMax == 0 || t.TableMax > sessEntries/2 {
-		return fmt.Errorf("nat_table_max %d: must be 1..%d", t.TableMax, sessEntries/2)
+	if err := CheckTunable("nat_table_max", t.TableMax); err != nil {
+		return err
 	}
 	for k, v := range map[uint32]uint64{cfgMax: t.TableMax, cfgFTPInsec: b(t.FTPInsecure), cfgFTPPasv: b(t.FTPPasvOnly),
 		cfgFTPForce: b(t.FTPForcePasv), cfgFTPSingle: b(t.FTPSingleXfer)} {

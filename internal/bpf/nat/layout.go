@@ -78,6 +78,9 @@ const (
 	cfgNRules    = 21 // + slot
 	cfgFTPRules  = 23
 	cfgNoExpire  = 24
+	cfgDefAge    = 25
+	cfgDefIPAge  = 26
+	cfgDefICMP   = 27
 	cfgN         = 32
 )
 

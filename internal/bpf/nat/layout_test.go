@@ -4,6 +4,7 @@ package nat
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -48,7 +49,8 @@ func TestLayoutConstants(t *testing.T) {
 		"NCFG_FTP_INSECURE": cfgFTPInsec, "NCFG_FTP_PASVONLY": cfgFTPPasv, "NCFG_FTP_FORCEPASV": cfgFTPForce,
 		"NCFG_FTP_SINGLE": cfgFTPSingle, "NCFG_NEXTID": cfgNextID, "NCFG_FLUSHMODE": cfgFlushMode,
 		"NCFG_FLUSHARG": cfgFlushArg, "NCFG_FLUSHED": cfgFlushed, "NCFG_HMSEQ": cfgHMSeq, "NCFG_NRULES": cfgNRules,
-		"NCFG_FTPRULES": cfgFTPRules, "NCFG_NOEXPIRE": cfgNoExpire, "NCFG_N": cfgN,
+		"NCFG_FTPRULES": cfgFTPRules, "NCFG_NOEXPIRE": cfgNoExpire, "NCFG_DEFAGE": cfgDefAge, "NCFG_DEFIPAGE": cfgDefIPAge,
+		"NCFG_DEFICMPAGE": cfgDefICMP, "NCFG_N": cfgN,
 		"FL_ALL": flAll, "FL_RULE": flRule, "FL_EXPIRED": flExpired, "FL_CLOCKS": flClocks,
 		"NS_SIDE": nsSide, "NS_TRANSLATED": nsTranslated, "NS_IGNORED": nsIgnored, "NS_BADNAT": nsBadNAT,
 		"NS_ADDED": nsAdded, "NS_MISS": nsMiss, "NS_TABLEMAX": nsTableMax, "NS_EXISTS": nsExists, "NS_ICMP": nsICMP,
@@ -79,5 +81,41 @@ func TestLayoutConstants(t *testing.T) {
 		if !strings.Contains(string(src), d) {
 			t.Errorf("c/nat.c lacks %q", d)
 		}
+	}
+}
+
+// TestCheckTunable: the NAT tunables' ranges (IPFilter's, and the
+// kernel's where smaller), and IPFilter's NAT tunables the kernel refuses.
+func TestCheckTunable(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    uint64
+		want string // "" = accepted
+	}{
+		{"nat_table_max", 1, ""},
+		{"nat_table_max", sessEntries / 2, ""},
+		{"nat_table_max", sessEntries/2 + 1, "the kernel NAT takes at most 65536"},
+		{"nat_table_max", 0, "outside 1..2147483647"},
+		{"ftp_insecure", 1, ""},
+		{"ftp_insecure", 2, "outside 0..1"},
+		{"fr_defnatage", 0x7fffffff, ""},
+		{"fr_defnaticmpage", 0, "outside 1..2147483647"},
+		{"nat_lock", 0, "not supported"},
+		{"ftp_pasvrdr", 1, "no ftp proxy here implements it"},
+		{"udp_timeout", 10, "unknown NAT tunable"},
+	} {
+		err := CheckTunable(c.name, c.v)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s=%d: %v, want accepted", c.name, c.v, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s=%d: %v, want an error saying %q", c.name, c.v, err, c.want)
+		}
+	}
+	if err := UnsupportedTunable("nat_logging"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("nat_logging: %v, want errors.ErrUnsupported", err)
+	}
+	if err := UnsupportedTunable("nat_table_max"); err != nil {
+		t.Errorf("nat_table_max: %v, want nil (it is supported)", err)
 	}
 }

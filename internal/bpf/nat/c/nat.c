@@ -406,6 +406,14 @@ static __always_inline __u64 cfg(__u32 k)
 	return v ? *v : 0;
 }
 
+/* cfg_or is a config value, or def where it is 0 (not set). */
+static __always_inline __u64 cfg_or(__u32 k, __u64 def)
+{
+	__u64 v = cfg(k);
+
+	return v ? v : def;
+}
+
 static __always_inline __u64 *cfgp(__u32 k)
 {
 	return bpf_map_lookup_elem(&config, &k);
@@ -825,7 +833,9 @@ static __always_inline struct dyn dyn_of(const struct nat_key *k, const struct n
 
 /* --------------------------------------------------------------- apply */
 
-/* lifetime is the engine's session.lifetime in ticks. */
+/* lifetime is the engine's session.lifetime in ticks, with IPFilter's
+ * default NAT ages (fr_defnatage, fr_defnatipage, fr_defnaticmpage) as
+ * ipf -T sets them. */
 static __always_inline __u64 lifetime(__u32 age, __u8 proto, __u8 pflags, int w, __u8 f0, __u8 f1)
 {
 	if (age)
@@ -845,14 +855,14 @@ static __always_inline __u64 lifetime(__u32 age, __u8 proto, __u8 pflags, int w,
 		return 480;
 	}
 	case IPPROTO_UDP:
-		return 1200;
+		return cfg_or(NCFG_DEFAGE, 1200);
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6:
 		if ((pflags & PF_ICMPQ) && w == 0)
-			return 6;
-		return 1200;
+			return cfg_or(NCFG_DEFICMPAGE, 6);
+		return cfg_or(NCFG_DEFAGE, 1200);
 	}
-	return 120;
+	return cfg_or(NCFG_DEFIPAGE, 120);
 }
 
 /* apply rewrites the packet for entry v and accounts it. The new

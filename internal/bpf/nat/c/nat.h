@@ -113,6 +113,9 @@
 #define NCFG_NRULES 21    /* 21, 22: rules in slot 0, 1 (user space) */
 #define NCFG_FTPRULES 23  /* the rules use the ftp proxy (user space) */
 #define NCFG_NOEXPIRE 24  /* tests: the timers keep every session */
+#define NCFG_DEFAGE 25     /* fr_defnatage in ticks (0: 1200): UDP, ICMP replies */
+#define NCFG_DEFIPAGE 26   /* fr_defnatipage (0: 120): other protocols */
+#define NCFG_DEFICMPAGE 27 /* fr_defnaticmpage (0: 6): ICMP queries */
 #define NCFG_N 32
 
 /* Flush program modes. */
