@@ -234,18 +234,68 @@ func (n *NAT) sync(d *natbpf.Datapath, names []string) error {
 		return d.Detach()
 	}
 	var present []string
+	var idx []int
 	for _, name := range names {
 		ifc, err := net.InterfaceByName(name)
 		if err != nil {
 			continue
 		}
 		present = append(present, name)
+		idx = append(idx, ifc.Index)
 		v4, v6 := ifAddrs(ifc)
 		if err := d.SetIfAddr(ifc.Index, v4, v6); err != nil {
 			return err
 		}
 	}
+	if err := d.RetainIfAddrs(idx); err != nil {
+		return err
+	}
 	return d.Attach(present)
+}
+
+// natLoaded reports whether NAT is loaded beside the filter pinned in
+// dir.
+func natLoaded(dir string) bool {
+	d, err := natbpf.OpenPinned(NATPinDir(dir))
+	if err != nil {
+		return false
+	}
+	d.Close()
+	return true
+}
+
+// resyncNAT is ipf -y for NAT (beside the filter pinned in dir): the
+// loaded rules are compiled again with the interfaces as they are now
+// (an interface made anew has another index), the addresses of the
+// interfaces they name are read again (0/32 targets: new sessions get
+// the address an interface has now; sessions made before keep theirs),
+// and NAT is attached to those that appeared. Nothing happens when NAT
+// is not loaded. The caller holds the transaction lock.
+func resyncNAT(dir string) error {
+	d, err := natbpf.OpenPinned(NATPinDir(dir))
+	if errors.Is(err, natbpf.ErrNotLoaded) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	cur, _, err := loadedRules(d)
+	if err != nil {
+		return err
+	}
+	im, err := natbpf.Compile(cur, natbpf.CompileOptions{File: "(loaded NAT rules)"})
+	if err != nil {
+		return fmt.Errorf("-y: NAT: %w", err)
+	}
+	if err := d.LoadRules(im); err != nil {
+		return fmt.Errorf("-y: NAT: %w", err)
+	}
+	n := &NAT{dir: dir}
+	if err := n.sync(d, im.Interfaces()); err != nil {
+		return fmt.Errorf("-y: NAT: %w", err)
+	}
+	return nil
 }
 
 // ifAddrs returns an interface's first IPv4 address and first IPv6

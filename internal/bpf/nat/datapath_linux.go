@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -426,6 +427,29 @@ func (d *Datapath) SetIfAddr(ifindex int, v4, v6 netip.Addr) error {
 		}
 	}
 	return d.objs.Ifaddrs.Update(uint32(ifindex), a, ebpf.UpdateAny)
+}
+
+// RetainIfAddrs forgets the addresses of every interface but those of
+// keep (ifindexes), for interfaces that went away.
+func (d *Datapath) RetainIfAddrs(keep []int) error {
+	var k uint32
+	var gone []uint32
+	var v natNatIfaddr
+	it := d.objs.Ifaddrs.Iterate()
+	for it.Next(&k, &v) {
+		if !slices.Contains(keep, int(k)) {
+			gone = append(gone, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, k := range gone {
+		if err := d.objs.Ifaddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // ClearIfAddrs forgets every interface address.
