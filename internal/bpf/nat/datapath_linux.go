@@ -232,7 +232,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 	o := &d.objs.natMaps
 	assign := map[string]**ebpf.Map{
 		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
-		"config": &o.Config, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
+		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
 		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea,
 	}
 	for name, m := range opened {
@@ -256,17 +256,59 @@ func (d *Datapath) Close() error { return d.objs.Close() }
 // Dir returns the pin directory ("" when not pinned).
 func (d *Datapath) Dir() string { return d.dir }
 
+// cfg reads config key k; the keys of struct nat_hot are read there.
 func (d *Datapath) cfg(k uint32) uint64 {
+	if isHot(k) {
+		h := d.hot()
+		switch k {
+		case cfgL3Dev:
+			return uint64(h.L3dev)
+		case cfgCookie:
+			return uint64(h.Cookie)
+		case cfgNsPerJif:
+			return h.Nspj
+		}
+		return h.Clock
+	}
 	var v uint64
 	_ = d.objs.Config.Lookup(k, &v)
 	return v
 }
 
+// setCfg writes config key k. A key of struct nat_hot is written by
+// writing the whole value back with the field changed: the callers that
+// change them (attaching, moving the egress program, loading, tests) run
+// under ipfctl's transaction lock, one at a time.
 func (d *Datapath) setCfg(k uint32, v uint64) error {
+	if isHot(k) {
+		h := d.hot()
+		switch k {
+		case cfgL3Dev:
+			h.L3dev = uint32(v)
+		case cfgCookie:
+			h.Cookie = uint32(v)
+		case cfgNsPerJif:
+			h.Nspj = v
+		default:
+			h.Clock = v
+		}
+		if err := d.objs.Hot.Update(uint32(0), h, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("NAT config %d: %w", k, err)
+		}
+		return nil
+	}
 	if err := d.objs.Config.Update(k, v, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("NAT config %d: %w", k, err)
 	}
 	return nil
+}
+
+func isHot(k uint32) bool { return k >= cfgL3Dev && k <= cfgClock }
+
+func (d *Datapath) hot() natNatHot {
+	var h natNatHot
+	_ = d.objs.Hot.Lookup(uint32(0), &h)
+	return h
 }
 
 // initConfig gives a fresh datapath IPFilter's defaults.

@@ -96,6 +96,14 @@ type natNatHmKey struct {
 	Dst    [4]uint32
 }
 
+type natNatHot struct {
+	_      structs.HostLayout
+	Nspj   uint64
+	Clock  uint64
+	Cookie uint32
+	L3dev  uint32
+}
+
 type natNatIfaddr struct {
 	_  structs.HostLayout
 	V4 uint32
@@ -238,7 +246,8 @@ type natWork struct {
 	Proxy uint32
 	Pre   uint8
 	Slave uint8
-	Pad   [2]uint8
+	Nohit uint8
+	Pad   uint8
 	X     struct {
 		_   structs.HostLayout
 		Hk  natNatHmKey
@@ -425,6 +434,7 @@ const (
 	natMapFtps          = "ftps"
 	natMapHits          = "hits"
 	natMapHostmaps      = "hostmaps"
+	natMapHot           = "hot"
 	natMapIfaddrs       = "ifaddrs"
 	natMapL2lens        = "l2lens"
 	natMapOrders        = "orders"
@@ -498,6 +508,7 @@ type natMapSpecs struct {
 	Ftps     *ebpf.MapSpec `ebpf:"ftps"`
 	Hits     *ebpf.MapSpec `ebpf:"hits"`
 	Hostmaps *ebpf.MapSpec `ebpf:"hostmaps"`
+	Hot      *ebpf.MapSpec `ebpf:"hot"`
 	Ifaddrs  *ebpf.MapSpec `ebpf:"ifaddrs"`
 	L2lens   *ebpf.MapSpec `ebpf:"l2lens"`
 	Orders   *ebpf.MapSpec `ebpf:"orders"`
@@ -541,6 +552,7 @@ type natMaps struct {
 	Ftps     *ebpf.Map `ebpf:"ftps"`
 	Hits     *ebpf.Map `ebpf:"hits"`
 	Hostmaps *ebpf.Map `ebpf:"hostmaps"`
+	Hot      *ebpf.Map `ebpf:"hot"`
 	Ifaddrs  *ebpf.Map `ebpf:"ifaddrs"`
 	L2lens   *ebpf.Map `ebpf:"l2lens"`
 	Orders   *ebpf.Map `ebpf:"orders"`
@@ -560,6 +572,7 @@ func (m *natMaps) Close() error {
 		m.Ftps,
 		m.Hits,
 		m.Hostmaps,
+		m.Hot,
 		m.Ifaddrs,
 		m.L2lens,
 		m.Orders,

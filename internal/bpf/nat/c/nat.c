@@ -167,7 +167,14 @@ struct {
 	__type(value, struct nat_ifaddr);
 } ifaddrs SEC(".maps");
 
-/* Link-layer header length by ifindex when not Ethernet (NCFG_L3DEV). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nat_hot);
+} hot SEC(".maps");
+
+/* Link-layer header length by ifindex when not Ethernet (nat_hot.l3dev). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -343,7 +350,8 @@ struct work {
 	__u32 proxy; /* 1, 2: run the proxy, forward or reply (finish) */
 	__u8 pre;    /* the egress program that runs before the filter */
 	__u8 slave;  /* the packet belongs to a proxy's data connection */
-	__u8 pad_[2];
+	__u8 nohit;  /* nat_run found no session with the packet's key */
+	__u8 pad_;
 	struct scratch x;
 	struct moves mv;
 	struct scanctx sc2;
@@ -434,15 +442,27 @@ static __always_inline void stat_inc(__u32 k)
 
 /* now_ns is the clock sessions age by: jiffies (which the verifier reads
  * inline, where a clock helper costs a call per packet) times the length
- * of a jiffy user space measured at load (NCFG_NSPERJIFFY), plus the
- * offset tests move time with. */
+ * of a jiffy user space measured at load (nat_hot.nspj), plus the offset
+ * tests move time with. */
+static __always_inline struct nat_hot *get_hot(void)
+{
+	__u32 z = 0;
+
+	return bpf_map_lookup_elem(&hot, &z);
+}
+
+static __always_inline __u64 hot_now(const struct nat_hot *h)
+{
+	if (!h->nspj)
+		return bpf_ktime_get_coarse_ns() + h->clock;
+	return bpf_jiffies64() * h->nspj + h->clock;
+}
+
 static __always_inline __u64 now_ns(void)
 {
-	__u64 nspj = cfg(NCFG_NSPERJIFFY);
+	struct nat_hot *h = get_hot();
 
-	if (!nspj)
-		return bpf_ktime_get_coarse_ns() + cfg(NCFG_CLOCK);
-	return bpf_jiffies64() * nspj + cfg(NCFG_CLOCK);
+	return h ? hot_now(h) : bpf_ktime_get_coarse_ns();
 }
 
 /* The kernel's skb, for its ip_summed (CO-RE: the field's place comes
@@ -2977,10 +2997,10 @@ GLOBAL int nat_proxy(struct __sk_buff *skb, __u32 fwd);
 
 static __always_inline void mark_done(struct __sk_buff *skb)
 {
-	__u32 cookie = cfg(NCFG_COOKIE);
+	struct nat_hot *h = get_hot();
 
-	if (cookie)
-		skb->cb[4] = cookie;
+	if (h && h->cookie)
+		skb->cb[4] = h->cookie;
 }
 
 /* nat_finish rewrites a packet of a known session (entry key w->k2) and
@@ -3076,7 +3096,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	}
 	k = &w->k2;
 	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->sport, p->dport);
-	v = bpf_map_lookup_elem(&sessions, k);
+	v = w->nohit ? NULL : bpf_map_lookup_elem(&sessions, k);
 	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
 		/* a session that needs more than the fast path gives */
 		if (w->pre && !(v->sflags & SF_SLAVE))
@@ -3113,7 +3133,7 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 	struct nat_key *k;
 	struct nat_sess *v;
 	struct pkt *pp;
-	__u32 l3 = 14;
+	__u32 l3 = 14, l3dev;
 
 	if (!w || !skb)
 		return TC_ACT_UNSPEC;
@@ -3123,14 +3143,16 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 	/* While user space moves the egress program behind the filter, two
 	 * instances run for a moment: the second leaves alone what the first
 	 * translated (the cookie is only set, and checked, during the move). */
-	if (dir == DIR_OUT) {
-		__u32 cookie = cfg(NCFG_COOKIE);
+	{
+		struct nat_hot *h = get_hot();
 
-		if (cookie && skb->cb[4] == cookie)
+		if (!h)
 			return TC_ACT_UNSPEC;
+		if (dir == DIR_OUT && h->cookie && skb->cb[4] == h->cookie)
+			return TC_ACT_UNSPEC;
+		l3dev = h->l3dev;
 	}
-
-	if (cfg(NCFG_L3DEV)) {
+	if (l3dev) {
 		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
 
 		if (l2)
@@ -3220,6 +3242,7 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		k->family = p.family;
 		k->pad = 0;
 		v = bpf_map_lookup_elem(&sessions, k);
+		w->nohit = !v;
 		if (v && (!v->ifindex || v->ifindex == p.ifindex) && !v->mss && !(v->sflags & SF_PROXY) &&
 		    !p.morefrags) {
 			if (pre && !(v->sflags & SF_SLAVE))
@@ -3253,6 +3276,7 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
 	w->proxy = 0;
 	w->pre = pre;
 	w->slave = 0;
+	w->nohit = 0;
 	ret = nat_run(skb, dir, pre);
 	if (w->proxy)
 		nat_proxy(skb, w->proxy == 1);
@@ -3279,6 +3303,7 @@ static __attribute__((noinline)) int nat_fast4(struct __sk_buff *skb, __u32 dir,
 {
 	void *data, *end;
 	struct nat_fkey k;
+	struct nat_hot *h;
 	struct nat_fast *f;
 	struct iphdr *ip;
 	__u32 l3 = 14, len, tot, cookie = 0, diff, *ports;
@@ -3290,12 +3315,15 @@ static __attribute__((noinline)) int nat_fast4(struct __sk_buff *skb, __u32 dir,
 		return TC_ACT_UNSPEC;
 	if (bench_at(ST_OFF) || skb->protocol != bpf_htons(ETH_P_IP))
 		return FAST_NO;
+	h = get_hot();
+	if (!h)
+		return FAST_NO;
 	if (dir == DIR_OUT) {
-		cookie = cfg(NCFG_COOKIE);
+		cookie = h->cookie;
 		if (cookie && skb->cb[4] == cookie)
 			return TC_ACT_UNSPEC;
 	}
-	if (cfg(NCFG_L3DEV)) {
+	if (h->l3dev) {
 		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
 
 		if (l2)
@@ -3379,7 +3407,7 @@ account:
 	f->bytes += len;
 	if (fl & ~f->tcpflags)
 		f->tcpflags |= fl;
-	f->last = now_ns();
+	f->last = hot_now(h);
 	if (cookie)
 		skb->cb[4] = cookie;
 	return TC_ACT_UNSPEC;

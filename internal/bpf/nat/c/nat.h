@@ -86,9 +86,7 @@
 #define SF_HM 0x08    /* holds a host map reference */
 #define SF_FWDSRC 0x10 /* wild: the unknown port is the forward source port */
 
-/* Config keys (array of u64). Those the fast path reads on every packet
- * (8..11) share a cache line, away from the counters new sessions
- * update atomically (0..7). */
+/* Config keys (array of u64). */
 #define NCFG_ACTIVE 0    /* slot of the active rules */
 #define NCFG_COUNT 1     /* live sessions (atomic) */
 #define NCFG_WILDS 2     /* live wildcard entries (atomic) */
@@ -97,10 +95,12 @@
 #define NCFG_RANDMODE 5  /* 0: bpf_get_prandom_u32, 1: ipftest's sequence */
 #define NCFG_RANDCALLS 6
 #define NCFG_RANDLAST 7
-#define NCFG_L3DEV 8     /* some attached device has no link-layer header */
-#define NCFG_COOKIE 9    /* marks a packet the egress program translated */
-#define NCFG_NSPERJIFFY 10 /* the length of a jiffy, measured at load */
-#define NCFG_CLOCK 11     /* added to the clock: tests move time */
+/* 8..11: in struct nat_hot (user space reads and writes them as these
+ * keys: NCFG_L3DEV, NCFG_COOKIE, NCFG_NSPERJIFFY, NCFG_CLOCK) */
+#define NCFG_L3DEV 8
+#define NCFG_COOKIE 9
+#define NCFG_NSPERJIFFY 10
+#define NCFG_CLOCK 11
 #define NCFG_FTP_INSECURE 12
 #define NCFG_FTP_PASVONLY 13
 #define NCFG_FTP_FORCEPASV 14
@@ -117,6 +117,15 @@
 #define NCFG_DEFIPAGE 26   /* fr_defnatipage (0: 120): other protocols */
 #define NCFG_DEFICMPAGE 27 /* fr_defnaticmpage (0: 6): ICMP queries */
 #define NCFG_N 32
+
+/* The configuration every packet reads, in one map value (one lookup,
+ * one cache line): the hot map's only entry. */
+struct nat_hot {
+	__u64 nspj;   /* the length of a jiffy, measured at load */
+	__u64 clock;  /* added to the clock: tests move time */
+	__u32 cookie; /* marks a packet the egress program translated */
+	__u32 l3dev;  /* some attached device has no link-layer header */
+};
 
 /* Flush program modes. */
 #define FL_ALL 1     /* every session (ipnat -F) */
