@@ -478,6 +478,9 @@ func checkTunables(ts []bpf.Tunable, arg string) error {
 	}
 	for _, item := range strings.Split(arg, ",") {
 		name, value, set := strings.Cut(item, "=")
+		if err := checkNATTunable(name, 0, false); err != nil {
+			return err
+		}
 		t, ok := findTunable(ts, name)
 		if !ok {
 			return fmt.Errorf("unknown tunable %q", name)
@@ -492,8 +495,19 @@ func checkTunables(ts []bpf.Tunable, arg string) error {
 		if v < t.Min || v > t.Max {
 			return fmt.Errorf("%s: %d is outside %d..%d", name, v, t.Min, t.Max)
 		}
+		if err := checkNATTunable(name, v, true); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// allTunables are the filter's tunables and NAT's (pinned beside it in
+// dir), in name order.
+func allTunables(d *bpf.Datapath, dir string) []bpf.Tunable {
+	ts := append(d.Tunables(), natTunables(dir)...)
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	return ts
 }
 
 func findTunable(ts []bpf.Tunable, name string) (bpf.Tunable, bool) {
@@ -506,9 +520,10 @@ func findTunable(ts []bpf.Tunable, name string) (bpf.Tunable, bool) {
 }
 
 // tunables implements ipf -T: "list", "name" (print) and
-// "name=value,..." (set, each in turn).
-func tunables(d *bpf.Datapath, arg string) (string, error) {
-	ts := d.Tunables()
+// "name=value,..." (set, each in turn), for the filter's tunables and
+// those of NAT (pinned beside it in dir).
+func tunables(d *bpf.Datapath, dir, arg string) (string, error) {
+	ts := allTunables(d, dir)
 	var w strings.Builder
 	line := func(t bpf.Tunable) {
 		fmt.Fprintf(&w, "%s\tmin %d\tmax %d\tcurrent %d\n", t.Name, t.Min, t.Max, t.Cur)
@@ -530,7 +545,11 @@ func tunables(d *bpf.Datapath, arg string) (string, error) {
 			continue
 		}
 		v, _ := strconv.ParseUint(value, 0, 64)
-		if err := d.SetTunable(name, v); err != nil {
+		apply := d.SetTunable
+		if isNATTunable(name) {
+			apply = func(name string, v uint64) error { return setNATTunable(dir, name, v) }
+		}
+		if err := apply(name, v); err != nil {
 			return w.String(), err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"sluice/internal/bpf"
 	natbpf "sluice/internal/bpf/nat"
 	gonat "sluice/internal/nat"
 	"sluice/internal/rules/ipnat"
@@ -67,72 +68,158 @@ func loadedRules(d *natbpf.Datapath) ([]*ipnat.Rule, []natbpf.RuleInfo, error) {
 	return f.Rules, infos, nil
 }
 
-// AddRules appends rules, or with remove deletes them, and loads the
-// resulting set in one step; on any error the loaded set is unchanged.
-// The datapath is loaded and attached to the interfaces the rules name
-// (those that exist) on first use.
-func (n *NAT) AddRules(rules []*ipnat.Rule, file string, remove, purge bool) error {
-	if !remove {
-		// what the kernel cannot do is refused with the file's positions
-		if _, err := natbpf.Compile(rules, natbpf.CompileOptions{File: file}); err != nil {
-			return err
+// Apply makes one ipnat command line's change as one transaction, under
+// the lock ipf takes for its own (lockTx beside the filter's pins), so
+// that concurrent ipnat runs, and ipnat beside ipf or ippool, never lose
+// each other's changes. Everything that depends only on the input is
+// checked first (the files' rules compile for the kernel, rules to remove
+// are loaded, the resulting set compiles): an error there changes
+// nothing. Then, in IPFilter's order, the sessions are flushed, the new
+// rule set is swapped in at once, NAT is attached where the rules need
+// it, and the sessions of removed purge rules end. Should attaching fail,
+// the previous rule set is made active again (a datapath this change
+// created is removed). It returns how many sessions were flushed and how
+// many rules cleared. The datapath is loaded (pinned beside the filter's)
+// on first use.
+func (n *NAT) Apply(ch NATChange) (flushed, cleared int, err error) {
+	if ch.empty() {
+		return 0, 0, nil
+	}
+	adding := false
+	for _, f := range ch.Files {
+		if len(f.Rules) == 0 || ch.Remove {
+			continue
 		}
+		adding = true
+		// what the kernel cannot do is refused with the file's positions
+		if _, err := natbpf.Compile(f.Rules, natbpf.CompileOptions{File: f.Name}); err != nil {
+			return 0, 0, err
+		}
+	}
+	// the lock is made where pins can be (a directory off bpffs holds
+	// no datapath, and there is nothing to lock)
+	unlock, err := lockTx(orDefault(n.dir), true, adding || onBPFFS(orDefault(n.dir)))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unlock()
+	d, err := natbpf.OpenPinned(n.pinDir())
+	if err != nil && !errors.Is(err, natbpf.ErrNotLoaded) {
+		return 0, 0, err
+	}
+	if d != nil {
+		defer d.Close()
 	}
 	var cur []*ipnat.Rule
 	var infos []natbpf.RuleInfo
-	if d, err := natbpf.OpenPinned(n.pinDir()); err == nil {
-		cur, infos, err = loadedRules(d)
-		d.Close()
-		if err != nil {
-			return err
+	if d != nil {
+		if cur, infos, err = loadedRules(d); err != nil {
+			return 0, 0, err
 		}
-	} else if !errors.Is(err, natbpf.ErrNotLoaded) {
-		return err
 	}
-	var all []*ipnat.Rule
+	// the plan: the rule set after -C and the files, and the rules whose
+	// sessions go with them
+	all := append([]*ipnat.Rule(nil), cur...)
+	ids := make([]uint32, len(infos))
+	for i, ri := range infos {
+		ids[i] = ri.ID
+	}
 	var purgeIDs []uint32
-	if remove {
-		all = append([]*ipnat.Rule(nil), cur...)
-		ids := make([]uint32, len(infos))
-		for i, ri := range infos {
-			ids[i] = ri.ID
+	changed := false
+	if ch.Clear {
+		cleared = len(all)
+		for i, r := range all {
+			if r.Purge {
+				purgeIDs = append(purgeIDs, ids[i])
+			}
 		}
-		for _, r := range rules {
+		all, ids, changed = nil, nil, true
+	}
+	for _, f := range ch.Files {
+		if len(f.Rules) == 0 {
+			continue
+		}
+		changed = true
+		if !ch.Remove {
+			all = append(all, f.Rules...)
+			ids = append(ids, make([]uint32, len(f.Rules))...)
+			continue
+		}
+		for _, r := range f.Rules {
 			text := strings.TrimRight(r.String(), "\n")
 			i := 0
 			for i < len(all) && strings.TrimRight(all[i].String(), "\n") != text {
 				i++
 			}
 			if i == len(all) {
-				return fmt.Errorf("%s:%d: rule not loaded: %s", file, r.Pos.Line, text)
+				return 0, 0, fmt.Errorf("%s:%d: rule not loaded: %s", f.Name, r.Pos.Line, text)
 			}
-			if purge || all[i].Purge {
+			if (ch.Purge || all[i].Purge) && ids[i] != 0 {
 				purgeIDs = append(purgeIDs, ids[i])
 			}
 			all = append(all[:i], all[i+1:]...)
 			ids = append(ids[:i], ids[i+1:]...)
 		}
-	} else {
-		all = append(append([]*ipnat.Rule(nil), cur...), rules...)
 	}
-	im, err := natbpf.Compile(all, natbpf.CompileOptions{File: file})
-	if err != nil {
-		return err
+	var im *natbpf.Image
+	if changed {
+		file := ""
+		if len(ch.Files) > 0 {
+			file = ch.Files[len(ch.Files)-1].Name
+		}
+		if im, err = natbpf.Compile(all, natbpf.CompileOptions{File: file}); err != nil {
+			return 0, 0, err
+		}
 	}
-	d, err := natbpf.Load(natbpf.Options{PinDir: n.pinDir(), ForceTC: n.forceTC})
-	if err != nil {
-		return fmt.Errorf("loading the kernel NAT datapath into %s: %w", n.pinDir(), err)
+	// the commit
+	if ch.Flush && d != nil {
+		if flushed, err = d.FlushSessions(); err != nil {
+			return 0, 0, fmt.Errorf("flushing the NAT table: %w", err)
+		}
 	}
-	defer d.Close()
+	if !changed {
+		if d == nil {
+			return flushed, cleared, nil
+		}
+		return flushed, cleared, n.detachIfIdle(d)
+	}
+	if d == nil && len(all) == 0 {
+		// nothing loaded and nothing to load (-C, or rules added and
+		// removed again)
+		return flushed, cleared, nil
+	}
+	created := d == nil
+	if adding || created {
+		// (re)load the programs over the pinned maps, so a change always
+		// runs the current ones
+		nd, err := natbpf.Load(natbpf.Options{PinDir: n.pinDir(), ForceTC: n.forceTC})
+		if err != nil {
+			return flushed, cleared, fmt.Errorf("loading the kernel NAT datapath into %s: %w", n.pinDir(), err)
+		}
+		defer nd.Close()
+		d = nd
+	}
+	undo := func(cause error) error {
+		if created {
+			return errors.Join(cause, natbpf.Remove(n.pinDir()))
+		}
+		return errors.Join(cause, d.RevertRules(), n.sync(d, nil))
+	}
 	if err := d.LoadRules(im); err != nil {
-		return err
+		return flushed, cleared, undo(err)
+	}
+	if err := n.sync(d, im.Interfaces()); err != nil {
+		return flushed, cleared, undo(err)
 	}
 	for _, id := range purgeIDs {
 		if _, err := d.FlushRuleSessions(id); err != nil {
-			return err
+			return flushed, cleared, err
 		}
 	}
-	return n.sync(d, im.Interfaces())
+	if len(purgeIDs) > 0 {
+		return flushed, cleared, n.detachIfIdle(d)
+	}
+	return flushed, cleared, nil
 }
 
 // sync attaches NAT to the named interfaces that exist and records their
@@ -143,26 +230,72 @@ func (n *NAT) sync(d *natbpf.Datapath, names []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := d.Stats()
-	if err != nil {
-		return err
-	}
-	if len(rules) == 0 && st.Active == 0 {
+	if len(rules) == 0 && d.Active() == 0 {
 		return d.Detach()
 	}
 	var present []string
+	var idx []int
 	for _, name := range names {
 		ifc, err := net.InterfaceByName(name)
 		if err != nil {
 			continue
 		}
 		present = append(present, name)
+		idx = append(idx, ifc.Index)
 		v4, v6 := ifAddrs(ifc)
 		if err := d.SetIfAddr(ifc.Index, v4, v6); err != nil {
 			return err
 		}
 	}
+	if err := d.RetainIfAddrs(idx); err != nil {
+		return err
+	}
 	return d.Attach(present)
+}
+
+// natLoaded reports whether NAT is loaded beside the filter pinned in
+// dir.
+func natLoaded(dir string) bool {
+	d, err := natbpf.OpenPinned(NATPinDir(dir))
+	if err != nil {
+		return false
+	}
+	d.Close()
+	return true
+}
+
+// resyncNAT is ipf -y for NAT (beside the filter pinned in dir): the
+// loaded rules are compiled again with the interfaces as they are now
+// (an interface made anew has another index), the addresses of the
+// interfaces they name are read again (0/32 targets: new sessions get
+// the address an interface has now; sessions made before keep theirs),
+// and NAT is attached to those that appeared. Nothing happens when NAT
+// is not loaded. The caller holds the transaction lock.
+func resyncNAT(dir string) error {
+	d, err := natbpf.OpenPinned(NATPinDir(dir))
+	if errors.Is(err, natbpf.ErrNotLoaded) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	cur, _, err := loadedRules(d)
+	if err != nil {
+		return err
+	}
+	im, err := natbpf.Compile(cur, natbpf.CompileOptions{File: "(loaded NAT rules)"})
+	if err != nil {
+		return fmt.Errorf("-y: NAT: %w", err)
+	}
+	if err := d.LoadRules(im); err != nil {
+		return fmt.Errorf("-y: NAT: %w", err)
+	}
+	n := &NAT{dir: dir}
+	if err := n.sync(d, im.Interfaces()); err != nil {
+		return fmt.Errorf("-y: NAT: %w", err)
+	}
+	return nil
 }
 
 // ifAddrs returns an interface's first IPv4 address and first IPv6
@@ -188,65 +321,12 @@ func ifAddrs(ifc *net.Interface) (v4, v6 netip.Addr) {
 	return
 }
 
-// ClearRules removes every rule (ipnat -C); sessions stay until they end
-// or are flushed, except those of rules marked purge.
-func (n *NAT) ClearRules() (int, error) {
-	d, err := natbpf.OpenPinned(n.pinDir())
-	if errors.Is(err, natbpf.ErrNotLoaded) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer d.Close()
-	cur, infos, err := loadedRules(d)
-	if err != nil {
-		return 0, err
-	}
-	im, err := natbpf.Compile(nil, natbpf.CompileOptions{})
-	if err != nil {
-		return 0, err
-	}
-	if err := d.LoadRules(im); err != nil {
-		return 0, err
-	}
-	for i, r := range cur {
-		if r.Purge {
-			if _, err := d.FlushRuleSessions(infos[i].ID); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return len(cur), n.detachIfIdle(d)
-}
-
-// FlushSessions ends every session (ipnat -F).
-func (n *NAT) FlushSessions() (int, error) {
-	d, err := natbpf.OpenPinned(n.pinDir())
-	if errors.Is(err, natbpf.ErrNotLoaded) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer d.Close()
-	c, err := d.FlushSessions()
-	if err != nil {
-		return 0, err
-	}
-	return c, n.detachIfIdle(d)
-}
-
 func (n *NAT) detachIfIdle(d *natbpf.Datapath) error {
 	rules, err := d.Rules()
 	if err != nil {
 		return err
 	}
-	st, err := d.Stats()
-	if err != nil {
-		return err
-	}
-	if len(rules) == 0 && st.Active == 0 {
+	if len(rules) == 0 && d.Active() == 0 {
 		return d.Detach()
 	}
 	return nil
@@ -375,4 +455,54 @@ func natKeepOrder(dir string) error {
 		return nil
 	}
 	return d.KeepOrder()
+}
+
+// natTunables returns the NAT datapath's ipf -T tunables (their defaults
+// when NAT is not loaded) as the filter's are listed.
+func natTunables(dir string) []bpf.Tunable {
+	ts := natbpf.DefaultTunables()
+	if d, err := natbpf.OpenPinned(NATPinDir(dir)); err == nil {
+		ts = d.TunableList()
+		d.Close()
+	}
+	out := make([]bpf.Tunable, len(ts))
+	for i, t := range ts {
+		out[i] = bpf.Tunable{Name: t.Name, Min: t.Min, Max: t.Max, Cur: t.Cur}
+	}
+	return out
+}
+
+// isNATTunable reports whether name is one of NAT's tunables rather than
+// the filter's.
+func isNATTunable(name string) bool { return natbpf.IsTunable(name) }
+
+// checkNATTunable checks an ipf -T name=value against the NAT datapath:
+// nil for a name that is not IPFilter's NAT or proxy tunable, an error
+// (wrapping errors.ErrUnsupported) for one the kernel has nothing to
+// apply to, or for a value out of range.
+func checkNATTunable(name string, v uint64, set bool) error {
+	if err := natbpf.UnsupportedTunable(name); err != nil {
+		return err
+	}
+	if !set || !natbpf.IsTunable(name) {
+		return nil
+	}
+	return natbpf.CheckTunable(name, v)
+}
+
+// setNATTunable sets a NAT tunable. When NAT is not loaded yet its
+// datapath is loaded (pinned beside the filter's, attached nowhere until
+// rules need it), so tunables set before ipnat -f apply to the rules it
+// loads, as IPFilter's boot order (ipf -T, then ipnat -f) has it. The
+// caller holds the transaction lock.
+func setNATTunable(dir, name string, v uint64) error {
+	d, err := natbpf.OpenPinned(NATPinDir(dir))
+	if errors.Is(err, natbpf.ErrNotLoaded) {
+		d, err = natbpf.Load(natbpf.Options{PinDir: NATPinDir(dir)})
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.SetTunable(name, v)
 }

@@ -2,11 +2,7 @@
 
 package ipfctl
 
-import (
-	"io"
-
-	"sluice/internal/rules/ipnat"
-)
+import "io"
 
 // NAT is ipnat's kernel device; there is none outside Linux.
 type NAT struct{}
@@ -15,14 +11,8 @@ type NAT struct{}
 // and prints rules (-n).
 func NATDevice(dir string) *NAT { return nil }
 
-// AddRules is not reached (NATDevice returns nil).
-func (n *NAT) AddRules([]*ipnat.Rule, string, bool, bool) error { return nil }
-
-// ClearRules is not reached.
-func (n *NAT) ClearRules() (int, error) { return 0, nil }
-
-// FlushSessions is not reached.
-func (n *NAT) FlushSessions() (int, error) { return 0, nil }
+// Apply is not reached (NATDevice returns nil).
+func (n *NAT) Apply(NATChange) (int, int, error) { return 0, 0, nil }
 
 // List is not reached.
 func (n *NAT) List(io.Writer, bool, bool) error { return nil }

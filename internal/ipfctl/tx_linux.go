@@ -54,6 +54,8 @@ type tx struct {
 	token uint64
 	// warn receives the warnings of the commit (ApplyOptions.Warn).
 	warn func(string)
+	// natSync: -y, which NAT follows at the end (resyncNAT).
+	natSync bool
 }
 
 // warnNow passes warnings found while committing to the caller.
@@ -165,7 +167,12 @@ func (t *tx) plan(ops []Op) error {
 		}
 	}
 	if pending {
-		return t.flushSets()
+		if err := t.flushSets(); err != nil {
+			return err
+		}
+	}
+	if t.natSync {
+		t.step(func([]Result) error { return resyncNAT(t.k.dir) })
 	}
 	return nil
 }
@@ -203,6 +210,11 @@ func (t *tx) stage(i int, op *Op) error {
 		t.results[i].SetNo = t.setNo
 		t.setNo ^= 1
 	case OpSync:
+		// NAT follows its interfaces too (after the filter's sets)
+		t.natSync = true
+		if t.d == nil && !t.gone && natLoaded(t.k.dir) {
+			return nil
+		}
 		// interface names are resolved when a set is compiled: recompile
 		// both with the interfaces as they are now
 		if t.d == nil && !t.gone {
@@ -553,7 +565,7 @@ func (t *tx) stageKernel(i int, op *Op) error {
 			return err
 		}
 		if t.d != nil && !t.gone {
-			if err := checkTunables(t.d.Tunables(), op.Arg); err != nil {
+			if err := checkTunables(allTunables(t.d, t.k.dir), op.Arg); err != nil {
 				return fmt.Errorf("-T %s: %w", op.Arg, err)
 			}
 		}
@@ -562,7 +574,7 @@ func (t *tx) stageKernel(i int, op *Op) error {
 			if err != nil {
 				return err
 			}
-			s, err := tunables(d, op.Arg)
+			s, err := tunables(d, t.k.dir, op.Arg)
 			res[i].Text = s
 			if err != nil {
 				return fmt.Errorf("-T %s: %w", op.Arg, err)

@@ -9,11 +9,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
 	gonat "sluice/internal/nat"
@@ -31,6 +33,9 @@ type Options struct {
 	NoPin bool
 	// ForceTC attaches with tc clsact filters as on kernels without TCX.
 	ForceTC bool
+	// stage stops the fast path early (benchmarks) or turns it off
+	// (tests); 0 in normal use.
+	stage uint32
 }
 
 // Datapath is the NAT datapath: its maps, and its programs when it was
@@ -54,6 +59,11 @@ func Load(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("loading the NAT program spec: %w", err)
 	}
 	d := &Datapath{dir: opts.PinDir, forceTC: opts.ForceTC}
+	if opts.stage != 0 {
+		if err := setStage(spec, opts.stage); err != nil {
+			return nil, err
+		}
+	}
 	var copts ebpf.CollectionOptions
 	created := false
 	if !opts.NoPin {
@@ -102,6 +112,74 @@ func Load(opts Options) (*Datapath, error) {
 		}
 	}
 	return d, nil
+}
+
+// Stage is where a probe's fast path stops (see LoadProbe).
+type Stage uint32
+
+// Stages of the fast path a probe can stop after.
+const (
+	StageEntry  Stage = stEntry  // nothing done
+	StageParse  Stage = stParse  // headers read, key made
+	StageLookup Stage = stLookup // the fast entry looked up
+)
+
+// LoadProbe loads, on the maps of the datapath pinned in dir, copies of
+// the ingress and egress programs whose fast path stops after stage and
+// returns (nothing is pinned). They translate nothing: attached in front
+// of NAT's own programs they measure, with the kernel's run-time
+// statistics, what the stages up to stage cost on live traffic (and warm
+// the caches for the programs behind them). For measurements only.
+func LoadProbe(dir string, stage Stage) (ingress, egress *ebpf.Program, err error) {
+	if stage < StageEntry || stage > StageLookup {
+		return nil, nil, fmt.Errorf("probe stage %d: not one of %d..%d", stage, StageEntry, StageLookup)
+	}
+	spec, err := loadNat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := setStage(spec, uint32(stage)); err != nil {
+		return nil, nil, err
+	}
+	if dir == "" {
+		dir = DefaultPinDir
+	}
+	for name, m := range spec.Maps {
+		if !strings.HasPrefix(name, ".") {
+			m.Pinning = ebpf.PinByName
+		}
+	}
+	var objs natObjects
+	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
+		return nil, nil, fmt.Errorf("loading the NAT probe: %w", err)
+	}
+	in, out := objs.NatIngress, objs.NatEgress
+	objs.NatIngress, objs.NatEgress = nil, nil
+	objs.Close()
+	return in, out, nil
+}
+
+// stageMagic is the immediate of c/nat.c's bench_at markers.
+const stageMagic = 0x57a9e000
+
+// setStage rewrites the bench_at markers of the programs so that the fast
+// path stops at stage (st* of layout.go).
+func setStage(spec *ebpf.CollectionSpec, stage uint32) error {
+	n := 0
+	for _, ps := range spec.Programs {
+		for i := range ps.Instructions {
+			ins := &ps.Instructions[i]
+			if ins.OpCode.Class().IsALU() && ins.OpCode.ALUOp() == asm.Mov && ins.OpCode.Source() == asm.ImmSource &&
+				ins.Constant == stageMagic {
+				ins.Constant = stageMagic + int64(stage)
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return errors.New("setting the NAT fast path stage: no stage markers in the programs")
+	}
+	return nil
 }
 
 // verifierError prints the verifier's whole log under %+v.
@@ -154,7 +232,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 	o := &d.objs.natMaps
 	assign := map[string]**ebpf.Map{
 		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
-		"config": &o.Config, "stats": &o.Stats, "sessions": &o.Sessions, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
+		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
 		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea,
 	}
 	for name, m := range opened {
@@ -178,17 +256,59 @@ func (d *Datapath) Close() error { return d.objs.Close() }
 // Dir returns the pin directory ("" when not pinned).
 func (d *Datapath) Dir() string { return d.dir }
 
+// cfg reads config key k; the keys of struct nat_hot are read there.
 func (d *Datapath) cfg(k uint32) uint64 {
+	if isHot(k) {
+		h := d.hot()
+		switch k {
+		case cfgL3Dev:
+			return uint64(h.L3dev)
+		case cfgCookie:
+			return uint64(h.Cookie)
+		case cfgNsPerJif:
+			return h.Nspj
+		}
+		return h.Clock
+	}
 	var v uint64
 	_ = d.objs.Config.Lookup(k, &v)
 	return v
 }
 
+// setCfg writes config key k. A key of struct nat_hot is written by
+// writing the whole value back with the field changed: the callers that
+// change them (attaching, moving the egress program, loading, tests) run
+// under ipfctl's transaction lock, one at a time.
 func (d *Datapath) setCfg(k uint32, v uint64) error {
+	if isHot(k) {
+		h := d.hot()
+		switch k {
+		case cfgL3Dev:
+			h.L3dev = uint32(v)
+		case cfgCookie:
+			h.Cookie = uint32(v)
+		case cfgNsPerJif:
+			h.Nspj = v
+		default:
+			h.Clock = v
+		}
+		if err := d.objs.Hot.Update(uint32(0), h, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("NAT config %d: %w", k, err)
+		}
+		return nil
+	}
 	if err := d.objs.Config.Update(k, v, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("NAT config %d: %w", k, err)
 	}
 	return nil
+}
+
+func isHot(k uint32) bool { return k >= cfgL3Dev && k <= cfgClock }
+
+func (d *Datapath) hot() natNatHot {
+	var h natNatHot
+	_ = d.objs.Hot.Lookup(uint32(0), &h)
+	return h
 }
 
 // initConfig gives a fresh datapath IPFilter's defaults.
@@ -299,8 +419,8 @@ func (d *Datapath) SetTunables(t Tunables) error {
 		}
 		return 0
 	}
-	if t.TableMax == 0 || t.TableMax > sessEntries/2 {
-		return fmt.Errorf("nat_table_max %d: must be 1..%d", t.TableMax, sessEntries/2)
+	if err := CheckTunable("nat_table_max", t.TableMax); err != nil {
+		return err
 	}
 	for k, v := range map[uint32]uint64{cfgMax: t.TableMax, cfgFTPInsec: b(t.FTPInsecure), cfgFTPPasv: b(t.FTPPasvOnly),
 		cfgFTPForce: b(t.FTPForcePasv), cfgFTPSingle: b(t.FTPSingleXfer)} {
@@ -349,6 +469,29 @@ func (d *Datapath) SetIfAddr(ifindex int, v4, v6 netip.Addr) error {
 		}
 	}
 	return d.objs.Ifaddrs.Update(uint32(ifindex), a, ebpf.UpdateAny)
+}
+
+// RetainIfAddrs forgets the addresses of every interface but those of
+// keep (ifindexes), for interfaces that went away.
+func (d *Datapath) RetainIfAddrs(keep []int) error {
+	var k uint32
+	var gone []uint32
+	var v natNatIfaddr
+	it := d.objs.Ifaddrs.Iterate()
+	for it.Next(&k, &v) {
+		if !slices.Contains(keep, int(k)) {
+			gone = append(gone, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, k := range gone {
+		if err := d.objs.Ifaddrs.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // ClearIfAddrs forgets every interface address.
@@ -508,6 +651,36 @@ func (d *Datapath) LoadRules(im *Image) error {
 	return d.setCfg(cfgActive, uint64(nxt))
 }
 
+// RevertRules makes the rule set that was active before the last
+// LoadRules active again (LoadRules writes the new set beside the old
+// one, which stays intact until the next load), for a change that fails
+// after loading its rules. Hit counts and allocation state are the old
+// set's own. Only meaningful right after LoadRules, under the same lock
+// (ipfctl's transaction lock).
+func (d *Datapath) RevertRules() error {
+	unlock, err := d.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	prev := uint32(d.cfg(cfgActive)&1) ^ 1
+	ftp := uint64(0)
+	n := uint32(d.cfg(cfgNRules + prev))
+	for i := uint32(0); i < n && i < MaxRules; i++ {
+		var r natNatRule
+		if err := d.objs.Rules.Lookup(prev*MaxRules+i, &r); err != nil {
+			return fmt.Errorf("reading NAT rule %d: %w", i, err)
+		}
+		if r.Flags&rfFTP != 0 {
+			ftp = 1
+		}
+	}
+	if err := d.setCfg(cfgFTPRules, ftp); err != nil {
+		return err
+	}
+	return d.setCfg(cfgActive, uint64(prev))
+}
+
 // Session is one live session as the kernel holds it.
 type Session struct {
 	Out                            bool // made by an outbound packet
@@ -526,6 +699,15 @@ type Session struct {
 	TCPFlags                       [2]uint8
 	Last                           [2]time.Duration // since boot (monotonic), 0 = never
 	Age                            [2]uint32
+}
+
+// fastKey is the fast path's key of entry key k (c/nat.c fkey_of); the
+// zero key, which no entry has, when k can have no fast twin.
+func fastKey(k natNatKey) natNatFkey {
+	if k.Family != 4 || k.Dir > dirOut || (k.Proto != 6 && k.Proto != 17) {
+		return natNatFkey{}
+	}
+	return natNatFkey{Src: k.Src[0], Dst: k.Dst[0], Sport: k.Sport, Dport: k.Dport, Proto: k.Proto, Dir: k.Dir}
 }
 
 func addrOf(w [4]uint32, v6 bool) netip.Addr {
@@ -563,9 +745,29 @@ func (d *Datapath) Sessions() ([]Session, error) {
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("reading NAT sessions: %w", err)
 	}
+	// the times and flags of entries with a fast twin are kept there,
+	// and what it translated
+	fast := map[natNatFkey]natNatFast{}
+	var fk natNatFkey
+	var fv natNatFast
+	fit := d.objs.Fast4.Iterate()
+	for fit.Next(&fk, &fv) {
+		fast[fk] = fv
+	}
+	if err := fit.Err(); err != nil {
+		return nil, fmt.Errorf("reading NAT sessions: %w", err)
+	}
+	live := func(k natNatKey, v *natNatSess) {
+		if f, ok := fast[fastKey(k)]; ok {
+			v.Pkts += f.Pkts
+			v.Bytes += f.Bytes
+			v.Tcpflags, v.Last = f.Tcpflags, f.Last
+		}
+	}
 	out := make([]Session, 0, len(fwd))
 	for _, h := range fwd {
 		v := h.val
+		live(h.key, &v)
 		v6 := v.Family == 6
 		s := Session{
 			Out: v.Sdir == dirOut, Type: v.Rtype, Proto: v.Proto, V6: v6,
@@ -577,6 +779,7 @@ func (d *Datapath) Sessions() ([]Session, error) {
 		}
 		s.Pkts[0], s.Bytes[0], s.TCPFlags[0], s.Last[0] = v.Pkts, v.Bytes, v.Tcpflags, time.Duration(v.Last)
 		if r, ok := rev[v.Peer]; ok {
+			live(v.Peer, &r)
 			s.Pkts[1], s.Bytes[1], s.TCPFlags[1], s.Last[1] = r.Pkts, r.Bytes, r.Tcpflags, time.Duration(r.Last)
 		}
 		out = append(out, s)
@@ -668,11 +871,15 @@ type Stats struct {
 	TableMax                                           uint64
 }
 
-// SideStats are the counters of one direction.
+// SideStats are the counters of one direction. Fast counts the packets
+// of Translated that the IPv4 fast path did.
 type SideStats struct {
 	Translated, Ignored, BadNAT, Added, Miss, TableMax, Exists, ICMP, Frag,
-	ProxyFail, InsertFail, Wrap, IfAddr uint64
+	ProxyFail, InsertFail, Wrap, IfAddr, Fast uint64
 }
+
+// Active returns the number of live sessions.
+func (d *Datapath) Active() uint64 { return d.cfg(cfgCount) }
 
 // Stats reads the counters.
 func (d *Datapath) Stats() (Stats, error) {
@@ -692,13 +899,28 @@ func (d *Datapath) Stats() (Stats, error) {
 		base := uint32(side * nsSide)
 		ss := &st.Side[side]
 		for i, p := range []*uint64{&ss.Translated, &ss.Ignored, &ss.BadNAT, &ss.Added, &ss.Miss, &ss.TableMax,
-			&ss.Exists, &ss.ICMP, &ss.Frag, &ss.ProxyFail, &ss.InsertFail, &ss.Wrap, &ss.IfAddr} {
+			&ss.Exists, &ss.ICMP, &ss.Frag, &ss.ProxyFail, &ss.InsertFail, &ss.Wrap, &ss.IfAddr, &ss.Fast} {
 			v, err := get(base + uint32(i))
 			if err != nil {
 				return st, err
 			}
 			*p = v
 		}
+	}
+	// what the fast path translated is counted by its entries (the
+	// fast path writes no counter of its own) and, for those gone, in
+	// nsFastGone (read into Fast above)
+	var fk natNatFkey
+	var fv natNatFast
+	it := d.objs.Fast4.Iterate()
+	for it.Next(&fk, &fv) {
+		st.Side[fk.Dir&1].Fast += fv.Pkts
+	}
+	if err := it.Err(); err != nil {
+		return st, fmt.Errorf("reading NAT statistics: %w", err)
+	}
+	for side := range 2 {
+		st.Side[side].Translated += st.Side[side].Fast
 	}
 	for i, p := range map[uint32]*uint64{nsExpired: &st.Expired, nsFlushed: &st.Flushed, nsHMNew: &st.HostmapNew,
 		nsHMAdd: &st.HostmapAdd, nsWildUsed: &st.WildUsed} {

@@ -356,12 +356,35 @@ func (g *randGen) icmpErr(p randPkt) []byte {
 // requires the same packets out, the same drops and the same session and
 // host map listings. It runs -nat.cases rule sets (about 20 s as run in
 // CI); the seed is logged so a failure can be replayed with -nat.seed.
+//
+// It runs twice: with the programs as loaded in use, and with their IPv4
+// fast path off, so that both ways of translating an established flow
+// are held to the engine; the first must have taken the fast path.
 func TestDifferentialRandom(t *testing.T) {
-	h := newHarness(t)
 	seed := *randomSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
+	for _, c := range []struct {
+		name  string
+		stage uint32
+	}{{"fast", 0}, {"nofast", stOff}} {
+		t.Run(c.name, func(t *testing.T) {
+			fast := differentialRandom(t, newHarnessStage(t, c.stage), seed)
+			switch {
+			case c.stage == 0 && fast == 0:
+				t.Error("no packet took the fast path")
+			case c.stage == stOff && fast != 0:
+				t.Errorf("%d packets took the fast path, which is off", fast)
+			}
+		})
+	}
+}
+
+// differentialRandom is TestDifferentialRandom with one datapath; it
+// returns how many packets the fast path translated.
+func differentialRandom(t *testing.T, h *harness, seed uint64) uint64 {
+	var fast uint64
 	t.Logf("seed %d (replay: go test -run TestDifferentialRandom -nat.seed %d ./internal/bpf/nat)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, seed^0x5a7e))
 	var packets, translated, refused, failures, engineFails int
@@ -406,6 +429,11 @@ func TestDifferentialRandom(t *testing.T) {
 			failures++
 			t.Errorf("case %d (seed %d), rules:\n%s%v", c, seed, text, err)
 		}
+		st, err := h.d.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast += st.Side[0].Fast + st.Side[1].Fast
 		packets += np
 		translated += nt
 	}
@@ -414,6 +442,8 @@ func TestDifferentialRandom(t *testing.T) {
 	if translated == 0 {
 		t.Error("nothing was translated: the generator is broken")
 	}
+	t.Logf("%d packets translated by the fast path", fast)
+	return fast
 }
 
 func randomRun(h *harness, text string, pkts []randPkt) (int, int, error) {

@@ -30,20 +30,35 @@ type harness struct {
 	ifs map[string]int
 }
 
+// shared holds one datapath per fast path stage (0: the normal one),
+// loaded on first use and kept for the package's tests.
 var shared struct {
-	once sync.Once
-	d    *Datapath
-	err  error
+	mu sync.Mutex
+	d  map[uint32]*Datapath
 }
 
-func newHarness(t testing.TB) *harness {
+func newHarness(t testing.TB) *harness { return newHarnessStage(t, 0) }
+
+// newHarnessStage is newHarness with the programs loaded with nat_stage
+// set (stOff: no fast path).
+func newHarnessStage(t testing.TB, stage uint32) *harness {
 	t.Helper()
 	testutil.RequireRoot(t)
-	shared.once.Do(func() { shared.d, shared.err = Load(Options{NoPin: true}) })
-	if shared.err != nil {
-		t.Fatalf("Load: %+v", shared.err)
+	shared.mu.Lock()
+	d, ok := shared.d[stage]
+	if !ok {
+		var err error
+		if d, err = Load(Options{NoPin: true, stage: stage}); err != nil {
+			shared.mu.Unlock()
+			t.Fatalf("Load: %+v", err)
+		}
+		if shared.d == nil {
+			shared.d = map[uint32]*Datapath{}
+		}
+		shared.d[stage] = d
 	}
-	h := &harness{t: t, d: shared.d, ns: netnstest.New(t), ifs: map[string]int{}}
+	shared.mu.Unlock()
+	h := &harness{t: t, d: d, ns: netnstest.New(t), ifs: map[string]int{}}
 	if err := h.reset(); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +102,7 @@ func (h *harness) reset() error {
 	if _, err := h.d.FlushSessions(); err != nil {
 		return err
 	}
-	for _, m := range []*ebpf.Map{h.d.objs.Sessions, h.d.objs.Hostmaps, h.d.objs.Frags, h.d.objs.Ftps} {
+	for _, m := range []*ebpf.Map{h.d.objs.Sessions, h.d.objs.Fast4, h.d.objs.Hostmaps, h.d.objs.Frags, h.d.objs.Ftps} {
 		if err := clearMap(m); err != nil {
 			return err
 		}

@@ -63,16 +63,24 @@ const (
 	cfgRandCalls = 6
 	cfgRandLast  = 7
 	cfgL3Dev     = 8
-	cfgFTPInsec  = 9
-	cfgFTPPasv   = 10
-	cfgFTPForce  = 11
-	cfgFTPSingle = 12
-	cfgNextID    = 13
-	cfgFlushMode = 14
-	cfgFlushArg  = 15
-	cfgFlushed   = 16
-	cfgHMSeq     = 17
-	cfgClock     = 18
+	cfgCookie    = 9
+	cfgNsPerJif  = 10
+	cfgClock     = 11
+	cfgFTPInsec  = 12
+	cfgFTPPasv   = 13
+	cfgFTPForce  = 14
+	cfgFTPSingle = 15
+	cfgNextID    = 16
+	cfgFlushMode = 17
+	cfgFlushArg  = 18
+	cfgFlushed   = 19
+	cfgHMSeq     = 20
+	cfgNRules    = 21 // + slot
+	cfgFTPRules  = 23
+	cfgNoExpire  = 24
+	cfgDefAge    = 25
+	cfgDefIPAge  = 26
+	cfgDefICMP   = 27
 	cfgN         = 32
 )
 
@@ -99,6 +107,7 @@ const (
 	nsInsertFail = 10
 	nsWrap       = 11
 	nsIfAddr     = 12
+	nsFastGone   = 13
 	nsExpired    = 32
 	nsFlushed    = 33
 	nsHMNew      = 34
@@ -108,11 +117,13 @@ const (
 	nsN          = 48
 )
 
+const flClocks = 4
+
+// Stages of the fast path (nat_stage, benchmarks and tests only).
 const (
-	cfgNRules   = 19 // + slot
-	cfgCookie   = 21
-	cfgFTPRules = 22
-	cfgNoExpire = 23
-	cfgNsPerJif = 24
-	flClocks    = 4
+	stEntry   = 1 // return at once
+	stParse   = 2 // headers read, key made
+	stLookup  = 3 // the fast entry looked up
+	stRewrite = 4 // the packet rewritten, nothing accounted
+	stOff     = 9 // no fast path
 )

@@ -13,6 +13,35 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type natNatFast struct {
+	_        structs.HostLayout
+	Nsrc     uint32
+	Ndst     uint32
+	Nsport   uint16
+	Ndport   uint16
+	Ifindex  uint32
+	CsumL3   uint32
+	CsumL4a  uint32
+	CsumL4p  uint32
+	Flags    uint8
+	Tcpflags uint8
+	Pad      uint16
+	Last     uint64
+	Pkts     uint64
+	Bytes    uint64
+}
+
+type natNatFkey struct {
+	_     structs.HostLayout
+	Src   uint32
+	Dst   uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Dir   uint8
+	Pad   uint16
+}
+
 type natNatFragKey struct {
 	_      structs.HostLayout
 	Src    [4]uint32
@@ -65,6 +94,14 @@ type natNatHmKey struct {
 	Pad    uint8
 	Src    [4]uint32
 	Dst    [4]uint32
+}
+
+type natNatHot struct {
+	_      structs.HostLayout
+	Nspj   uint64
+	Clock  uint64
+	Cookie uint32
+	L3dev  uint32
 }
 
 type natNatIfaddr struct {
@@ -209,7 +246,8 @@ type natWork struct {
 	Proxy uint32
 	Pre   uint8
 	Slave uint8
-	Pad   [2]uint8
+	Nohit uint8
+	Pad   uint8
 	X     struct {
 		_   structs.HostLayout
 		Hk  natNatHmKey
@@ -306,6 +344,8 @@ type natWork struct {
 		Seq      uint64
 		Ndst     [4]uint32
 	}
+	Fk4 natNatFkey
+	Fb  natNatFast
 	Sb  [224]uint8
 	Sb2 [224]uint8
 	Sb3 [224]uint8
@@ -389,10 +429,12 @@ type natWork struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	natMapConfig        = "config"
+	natMapFast4         = "fast4"
 	natMapFrags         = "frags"
 	natMapFtps          = "ftps"
 	natMapHits          = "hits"
 	natMapHostmaps      = "hostmaps"
+	natMapHot           = "hot"
 	natMapIfaddrs       = "ifaddrs"
 	natMapL2lens        = "l2lens"
 	natMapOrders        = "orders"
@@ -461,10 +503,12 @@ type natProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type natMapSpecs struct {
 	Config   *ebpf.MapSpec `ebpf:"config"`
+	Fast4    *ebpf.MapSpec `ebpf:"fast4"`
 	Frags    *ebpf.MapSpec `ebpf:"frags"`
 	Ftps     *ebpf.MapSpec `ebpf:"ftps"`
 	Hits     *ebpf.MapSpec `ebpf:"hits"`
 	Hostmaps *ebpf.MapSpec `ebpf:"hostmaps"`
+	Hot      *ebpf.MapSpec `ebpf:"hot"`
 	Ifaddrs  *ebpf.MapSpec `ebpf:"ifaddrs"`
 	L2lens   *ebpf.MapSpec `ebpf:"l2lens"`
 	Orders   *ebpf.MapSpec `ebpf:"orders"`
@@ -503,10 +547,12 @@ func (o *natObjects) Close() error {
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natMaps struct {
 	Config   *ebpf.Map `ebpf:"config"`
+	Fast4    *ebpf.Map `ebpf:"fast4"`
 	Frags    *ebpf.Map `ebpf:"frags"`
 	Ftps     *ebpf.Map `ebpf:"ftps"`
 	Hits     *ebpf.Map `ebpf:"hits"`
 	Hostmaps *ebpf.Map `ebpf:"hostmaps"`
+	Hot      *ebpf.Map `ebpf:"hot"`
 	Ifaddrs  *ebpf.Map `ebpf:"ifaddrs"`
 	L2lens   *ebpf.Map `ebpf:"l2lens"`
 	Orders   *ebpf.Map `ebpf:"orders"`
@@ -521,10 +567,12 @@ type natMaps struct {
 func (m *natMaps) Close() error {
 	return _NatClose(
 		m.Config,
+		m.Fast4,
 		m.Frags,
 		m.Ftps,
 		m.Hits,
 		m.Hostmaps,
+		m.Hot,
 		m.Ifaddrs,
 		m.L2lens,
 		m.Orders,

@@ -35,15 +35,11 @@ const optString = "CdFf:hlm:M:N:nO:prRsvX"
 // Device is the kernel NAT ipnat drives (the eBPF datapath through
 // sluice/internal/ipfctl on Linux).
 type Device interface {
-	// AddRules appends rules (ipnat -f), or with remove deletes each of
-	// them (ipnat -rf), purging the sessions of removed rules when purge
-	// is set or the rule says purge. file names the source in errors. A
-	// failed call changes nothing.
-	AddRules(rules []*ipnat.Rule, file string, remove, purge bool) error
-	// ClearRules removes every rule (ipnat -C) and returns how many.
-	ClearRules() (int, error)
-	// FlushSessions ends every session (ipnat -F) and returns how many.
-	FlushSessions() (int, error)
+	// Apply makes the command line's change (-F, -C, -f, -r, -p) as one
+	// transaction under the lock ipf takes too, and returns how many
+	// sessions were flushed and rules cleared. A failed call changes
+	// nothing.
+	Apply(ch ipfctl.NATChange) (flushed, cleared int, err error)
 	// List writes the rules (with hit counts when hits is set), the
 	// sessions and, verbose, the host map (ipnat -l).
 	List(w io.Writer, hits, verbose bool) error
@@ -74,7 +70,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // Run runs ipnat with args and returns the exit status. As IPFilter's
 // ipnat does, it flushes (-F, -C) first, then loads or removes the
 // files' rules (-f, -r), then lists (-l) and prints statistics (-s).
-// Every file is parsed (and checked) before anything is changed.
+// Every file is parsed (and checked) before anything is changed, and the
+// changes are made as one transaction (Device.Apply).
 func (c *Command) Run(args []string) int {
 	stdin, stdout, stderr := c.Stdin, c.Stdout, c.Stderr
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
@@ -150,30 +147,22 @@ func (c *Command) Run(args []string) int {
 		fmt.Fprintf(stderr, "ipnat: %v\n", ErrNoDevice)
 		return 1
 	}
-	if flush {
-		n, err := c.Device.FlushSessions()
-		if err != nil {
-			fmt.Fprintf(stderr, "ipnat: flushing the NAT table: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "%d entries flushed from NAT table\n", n)
-	}
-	if clear {
-		n, err := c.Device.ClearRules()
-		if err != nil {
-			fmt.Fprintf(stderr, "ipnat: clearing the NAT list: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "%d entries flushed from NAT list\n", n)
-	}
+	ch := ipfctl.NATChange{Flush: flush, Clear: clear, Remove: remove, Purge: purge}
 	for i, f := range parsed {
-		if len(f.Rules) == 0 {
-			continue
-		}
-		if err := c.Device.AddRules(f.Rules, files[i], remove, purge); err != nil {
+		ch.Files = append(ch.Files, ipfctl.NATFile{Name: files[i], Rules: f.Rules})
+	}
+	var flushed, cleared int
+	if flush || clear || len(files) > 0 {
+		if flushed, cleared, err = c.Device.Apply(ch); err != nil {
 			fmt.Fprintf(stderr, "ipnat: %v\n", err)
 			return 1
 		}
+	}
+	if flush {
+		fmt.Fprintf(stdout, "%d entries flushed from NAT table\n", flushed)
+	}
+	if clear {
+		fmt.Fprintf(stdout, "%d entries flushed from NAT list\n", cleared)
 	}
 	if list {
 		if err := c.Device.List(stdout, hits, verbose); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,18 +20,31 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	natbpf "sluice/internal/bpf/nat"
 	"sluice/internal/conformance"
+	"sluice/internal/ipfctl"
 )
 
 // TestNATCost measures what the datapath costs per packet on a NAT
 // gateway: C netperf (TCP_RR and TCP_STREAM) from the client to the
 // server through the gateway, with the kernel's BPF run-time statistics on
-// (ebpf.EnableStats, held for the run), for a trivial program (the floor),
-// the filter alone, NAT alone, and the filter and NAT together; it prints
-// the nanoseconds per run of every program on the gateway's interfaces.
+// (ebpf.EnableStats, held for the run), in four configurations: nothing,
+// the filter alone, NAT alone, and the filter and NAT together. In each, a
+// trivial program that only returns runs on the gateway's outside
+// interface beside them, on the same packets at the same time: the floor
+// (what any program costs, run-time statistics included), so that each
+// figure can be given over it from the same run. It prints, per
+// configuration, test and hook (in: gs0 ingress, out: gs0 egress), the
+// nanoseconds per run of the floor, NAT and the filter, NAT over the
+// floor and NAT with the filter, each the median of the repetitions.
+//
 // It is a measurement, not a check (timings are never asserted), and runs
 // only when SLUICE_NAT_COST is set, with the C netperf binaries
-// (NETPERF_C_BIN / NETSERVER_C_BIN, or ../shared/netperf-c/bin):
+// (NETPERF_C_BIN / NETSERVER_C_BIN, or ../shared/netperf-c/bin);
+// SLUICE_NAT_COST_SECS sets each test's length (10 s), SLUICE_NAT_COST_REPS
+// the repetitions (3). SLUICE_NAT_COST_PROBE=1 adds configurations with
+// probes in front of NAT (probeOn), which break its time down by stage;
+// SLUICE_NAT_COST_CONFIGS=a,b,... runs only the configurations named:
 //
 //	SLUICE_NAT_COST=1 go test -run TestNATCost -v ./internal/cmd/ipnat
 func TestNATCost(t *testing.T) {
@@ -42,17 +56,35 @@ func TestNATCost(t *testing.T) {
 	if s := os.Getenv("SLUICE_NAT_COST_SECS"); s != "" {
 		secs = s
 	}
+	reps := 3
+	if s := os.Getenv("SLUICE_NAT_COST_REPS"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			reps = n
+		}
+	}
 	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 	if err != nil {
 		t.Fatalf("enabling BPF run-time statistics: %v", err)
 	}
 	defer stats.Close()
-	for _, cfg := range []string{"trivial", "filter", "nat", "filter+nat"} {
+	type key struct{ cfg, test, hook string }
+	type sample struct{ floor, nat, filter, probe float64 }
+	samples := map[key][]sample{}
+	var order []key
+	tests := [][]string{{"-t", "TCP_RR", "-l", secs, "--", "-r", "1,1"}, {"-t", "TCP_STREAM", "-l", secs}}
+	cfgs := []string{"floor", "filter", "nat", "filter+nat"}
+	if os.Getenv("SLUICE_NAT_COST_PROBE") != "" {
+		cfgs = append(cfgs, "nat+probe-entry", "nat+probe-parse", "nat+probe-lookup")
+	}
+	if s := os.Getenv("SLUICE_NAT_COST_CONFIGS"); s != "" {
+		cfgs = strings.Split(s, ",")
+	}
+	for _, cfg := range cfgs {
 		w := newGW(t)
 		w.startNetserver(ns)
 		switch cfg {
-		case "trivial":
-			w.trivialOn("gs0")
+		case "floor":
+			w.routeVia("192.168.77.0/24")
 		case "filter":
 			w.routeVia("192.168.77.0/24")
 			w.ipf("-Fa", "-f", w.file("cost.ipf", costIPF))
@@ -61,27 +93,80 @@ func TestNATCost(t *testing.T) {
 		case "filter+nat":
 			w.ipf("-Fa", "-f", w.file("cost.ipf", costIPF))
 			w.mustIPNAT("-f", w.file("cost.nat", costNAT))
+		default:
+			w.mustIPNAT("-f", w.file("cost.nat", costNAT))
+			w.probeOn("gs0", map[string]natbpf.Stage{"nat+probe-entry": natbpf.StageEntry,
+				"nat+probe-parse": natbpf.StageParse, "nat+probe-lookup": natbpf.StageLookup}[cfg])
 		}
-		for _, test := range [][]string{{"-t", "TCP_RR", "-l", secs, "--", "-r", "1,1"}, {"-t", "TCP_STREAM", "-l", secs}} {
-			before := w.progStats("gc0", "gs0")
-			out := w.netperf(np, test...)
-			after := w.progStats("gc0", "gs0")
-			t.Logf("%s %s: %s", cfg, test[1], strings.TrimSpace(lastLine(out)))
-			var keys []string
-			for k := range after {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				a, b := after[k], before[k]
-				if a.n <= b.n {
-					continue
+		w.trivialOn("gs0")
+		for rep := 0; rep < reps; rep++ {
+			for _, test := range tests {
+				before := w.progStats("gs0")
+				nb := w.natStats()
+				out := w.netperf(np, test...)
+				after := w.progStats("gs0")
+				na := w.natStats()
+				t.Logf("%s %s #%d: %s", cfg, test[1], rep+1, strings.TrimSpace(lastLine(out)))
+				for side, name := range []string{"in", "out"} {
+					tr, fast := na.Side[side].Translated-nb.Side[side].Translated, na.Side[side].Fast-nb.Side[side].Fast
+					if tr > 0 {
+						t.Logf("  NAT %s: %d translated, %d by the fast path", name, tr, fast)
+					}
 				}
-				t.Logf("  %-36s %10d runs %7.1f ns/run", k, a.n-b.n, float64(a.ns-b.ns)/float64(a.n-b.n))
+				per := func(hook, prog string) float64 {
+					a, b := after[hook+" "+prog], before[hook+" "+prog]
+					if a.n <= b.n {
+						return 0
+					}
+					return float64(a.ns-b.ns) / float64(a.n-b.n)
+				}
+				for _, hook := range []string{"ingress", "egress"} {
+					k := key{cfg, test[1], hook}
+					if len(samples[k]) == 0 {
+						order = append(order, k)
+					}
+					samples[k] = append(samples[k], sample{per(hook, "trivial"), per(hook, "nat"), per(hook, "filter"), per(hook, "probe")})
+				}
 			}
 		}
 		w.close()
 	}
+	med := func(v []float64) float64 {
+		sort.Float64s(v)
+		if len(v) == 0 {
+			return 0
+		}
+		return v[len(v)/2]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "ns per packet on gs0, medians of %d runs of %s s (BPF run-time statistics):\n", reps, secs)
+	fmt.Fprintf(&b, "%-16s %-11s %-8s %7s %7s %7s %10s %11s %7s\n", "config", "test", "hook", "floor", "nat", "filter", "nat-floor", "nat+filter", "probe")
+	for _, k := range order {
+		var fl, nt, fi, over, pr []float64
+		for _, s := range samples[k] {
+			fl, nt, fi, pr = append(fl, s.floor), append(nt, s.nat), append(fi, s.filter), append(pr, s.probe)
+			if s.nat > 0 {
+				over = append(over, s.nat-s.floor)
+			}
+		}
+		f, n, x := med(fl), med(nt), med(fi)
+		col := func(v float64) string {
+			if v == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f", v)
+		}
+		o := "-"
+		if len(over) > 0 {
+			o = fmt.Sprintf("%.0f", med(over))
+		}
+		tot := "-"
+		if n > 0 && x > 0 {
+			tot = fmt.Sprintf("%.0f", n+x)
+		}
+		fmt.Fprintf(&b, "%-16s %-11s %-8s %7s %7s %7s %10s %11s %7s\n", k.cfg, k.test, k.hook, col(f), col(n), col(x), o, tot, col(med(pr)))
+	}
+	t.Log("\n" + b.String())
 }
 
 const costIPF = `pass in quick on gs0 proto tcp from any to any keep state
@@ -148,23 +233,29 @@ func lastLine(s string) string {
 	return l[len(l)-1]
 }
 
-// trivialOn attaches a program that only returns to ifname's ingress and
-// egress (the floor of the statistics), and makes the server route the
-// client's network back through the gateway.
+// trivialOn attaches a program that only returns to ifname's ingress
+// (last) and egress (first), beside whatever is there: the floor.
 func (w *gwTopo) trivialOn(ifname string) {
 	w.t.Helper()
-	w.routeVia("192.168.77.0/24")
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()}})
-	w.must(err)
-	w.onClose(func() { prog.Close() })
+	// one program per hook, so that each hook's runs are counted apart
+	var progs [2]*ebpf.Program
+	for i := range progs {
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "trivial", Type: ebpf.SchedCLS, License: "GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()}})
+		w.must(err)
+		w.onClose(func() { prog.Close() })
+		progs[i] = prog
+	}
 	w.must(w.in(w.g, func() error {
 		ifc, err := net.InterfaceByName(ifname)
 		if err != nil {
 			return err
 		}
-		for _, a := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
-			l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: prog, Attach: a})
+		for i, h := range []struct {
+			typ    ebpf.AttachType
+			anchor link.Anchor
+		}{{ebpf.AttachTCXIngress, link.Tail()}, {ebpf.AttachTCXEgress, link.Head()}} {
+			l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: progs[i], Attach: h.typ, Anchor: h.anchor})
 			if err != nil {
 				return err
 			}
@@ -176,42 +267,106 @@ func (w *gwTopo) trivialOn(ifname string) {
 
 type progStat struct{ ns, n uint64 }
 
-// progStats reads the run-time statistics of every TCX program on the
-// gateway's interfaces, by "ifname hook #position (program name)".
-func (w *gwTopo) progStats(ifnames ...string) map[string]progStat {
+// probes are the ids of the programs probeOn attached.
+var probes = map[ebpf.ProgramID]bool{}
+
+// probeOn attaches, in front of NAT's programs on ifname, copies of them
+// whose fast path stops after stage (natbpf.LoadProbe): their time is
+// what NAT's first stages cost on these packets, NAT's own behind them
+// what the rest costs with those stages' cache lines warm.
+func (w *gwTopo) probeOn(ifname string, stage natbpf.Stage) {
 	w.t.Helper()
-	out := map[string]progStat{}
 	w.must(w.in(w.g, func() error {
-		for _, name := range ifnames {
-			ifc, err := net.InterfaceByName(name)
+		in, out, err := natbpf.LoadProbe(ipfctl.NATPinDir(w.pinDir), stage)
+		if err != nil {
+			return err
+		}
+		w.onClose(func() { in.Close(); out.Close() })
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		for _, h := range []struct {
+			prog *ebpf.Program
+			typ  ebpf.AttachType
+		}{{in, ebpf.AttachTCXIngress}, {out, ebpf.AttachTCXEgress}} {
+			info, err := h.prog.Info()
 			if err != nil {
 				return err
 			}
-			for _, h := range []struct {
-				hook string
-				typ  ebpf.AttachType
-			}{{"ingress", ebpf.AttachTCXIngress}, {"egress", ebpf.AttachTCXEgress}} {
-				q, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: h.typ})
+			if id, ok := info.ID(); ok {
+				probes[id] = true
+			}
+			l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: h.prog, Attach: h.typ, Anchor: link.Head()})
+			if err != nil {
+				return err
+			}
+			w.onClose(func() { l.Close() })
+		}
+		return nil
+	}))
+}
+
+// natStats reads the NAT datapath's counters (zero when NAT is not loaded).
+func (w *gwTopo) natStats() natbpf.Stats {
+	w.t.Helper()
+	var st natbpf.Stats
+	w.must(w.in(w.g, func() error {
+		d, err := natbpf.OpenPinned(ipfctl.NATPinDir(w.pinDir))
+		if err != nil {
+			return nil
+		}
+		defer d.Close()
+		st, err = d.Stats()
+		return err
+	}))
+	return st
+}
+
+// progStats reads the run-time statistics of the TCX programs on the
+// gateway's interface ifname, by "hook kind", kind being nat, filter or
+// trivial (from the program's name).
+func (w *gwTopo) progStats(ifname string) map[string]progStat {
+	w.t.Helper()
+	out := map[string]progStat{}
+	w.must(w.in(w.g, func() error {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		for _, h := range []struct {
+			hook string
+			typ  ebpf.AttachType
+		}{{"ingress", ebpf.AttachTCXIngress}, {"egress", ebpf.AttachTCXEgress}} {
+			q, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: h.typ})
+			if err != nil {
+				return err
+			}
+			for _, p := range q.Programs {
+				prog, err := ebpf.NewProgramFromID(p.ID)
 				if err != nil {
 					return err
 				}
-				for i, p := range q.Programs {
-					prog, err := ebpf.NewProgramFromID(p.ID)
-					if err != nil {
-						return err
-					}
-					info, err := prog.Info()
-					if err != nil {
-						prog.Close()
-						return err
-					}
-					st, err := prog.Stats()
+				info, err := prog.Info()
+				if err != nil {
 					prog.Close()
-					if err != nil {
-						return err
-					}
-					out[fmt.Sprintf("%s %s #%d (%s)", name, h.hook, i, info.Name)] = progStat{uint64(st.Runtime.Nanoseconds()), st.RunCount}
+					return err
 				}
+				st, err := prog.Stats()
+				prog.Close()
+				if err != nil {
+					return err
+				}
+				kind := info.Name
+				switch {
+				case probes[p.ID]:
+					kind = "probe"
+				case strings.HasPrefix(kind, "nat_"):
+					kind = "nat"
+				case strings.HasPrefix(kind, "sluice_"):
+					kind = "filter"
+				}
+				out[h.hook+" "+kind] = progStat{uint64(st.Runtime.Nanoseconds()), st.RunCount}
 			}
 		}
 		return nil

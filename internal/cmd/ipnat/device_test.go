@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"sluice/internal/rules/ipnat"
+	"sluice/internal/ipfctl"
 )
 
 // fakeDevice records what ipnat asks of the kernel.
@@ -20,27 +20,36 @@ type fakeDevice struct {
 	fail  error
 }
 
-func (d *fakeDevice) AddRules(rules []*ipnat.Rule, file string, remove, purge bool) error {
-	d.calls = append(d.calls, fmt.Sprintf("add %s remove=%v purge=%v n=%d", file, remove, purge, len(rules)))
+func (d *fakeDevice) Apply(ch ipfctl.NATChange) (int, int, error) {
+	var calls []string
+	if ch.Flush {
+		calls = append(calls, "flush")
+	}
+	if ch.Clear {
+		calls = append(calls, "clear")
+	}
+	for _, f := range ch.Files {
+		calls = append(calls, fmt.Sprintf("add %s remove=%v purge=%v n=%d", f.Name, ch.Remove, ch.Purge, len(f.Rules)))
+	}
+	d.calls = append(d.calls, strings.Join(calls, ","))
 	if d.fail != nil {
-		return d.fail
+		return 0, 0, d.fail
 	}
-	for _, r := range rules {
-		d.rules = append(d.rules, strings.TrimSpace(r.String()))
+	cleared := 0
+	if ch.Clear {
+		cleared = len(d.rules)
+		d.rules = nil
 	}
-	return nil
-}
-
-func (d *fakeDevice) ClearRules() (int, error) {
-	d.calls = append(d.calls, "clear")
-	n := len(d.rules)
-	d.rules = nil
-	return n, nil
-}
-
-func (d *fakeDevice) FlushSessions() (int, error) {
-	d.calls = append(d.calls, "flush")
-	return 3, nil
+	for _, f := range ch.Files {
+		for _, r := range f.Rules {
+			d.rules = append(d.rules, strings.TrimSpace(r.String()))
+		}
+	}
+	flushed := 0
+	if ch.Flush {
+		flushed = 3
+	}
+	return flushed, cleared, nil
 }
 
 func (d *fakeDevice) List(w io.Writer, hits, verbose bool) error {
@@ -69,7 +78,7 @@ func TestRunOrder(t *testing.T) {
 		out   string
 	}{
 		{[]string{"-f", good}, 0, "add " + good + " remove=false purge=false n=2", ""},
-		{[]string{"-lsh", "-CF", "-f", good}, 0, "flush|clear|add " + good + " remove=false purge=false n=2|list hits=true verbose=false|stats",
+		{[]string{"-lsh", "-CF", "-f", good}, 0, "flush,clear,add " + good + " remove=false purge=false n=2|list hits=true verbose=false|stats",
 			"3 entries flushed from NAT table\n0 entries flushed from NAT list\n"},
 		{[]string{"-rpf", good}, 0, "add " + good + " remove=true purge=true n=2", ""},
 		{[]string{"-pf", good}, 1, "", ""},

@@ -499,7 +499,7 @@ GLOBAL int ftp_conn(__u32 reverse, __u32 port)
 	t = &w->fc.t;
 	if (!parent)
 		return 0;
-	deadline = sess_expiry(parent);
+	deadline = sess_expiry(&w->fc.fk, parent);
 	if (!reverse)
 		return wild_add(w, parent, w->fc.sdir, IPPROTO_TCP, t->osrc, t->odst, t->nsrc, t->ndst, port, deadline);
 	if (w->fc.sdir == DIR_OUT)

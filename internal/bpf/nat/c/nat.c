@@ -30,6 +30,28 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* Benchmarks and tests stop the fast path after a stage, or turn it off:
+ * bench_at(n) tells whether to stop at stage n. In use the register it
+ * reads gets STAGE_MAGIC, which is no stage, and the verifier, which
+ * sees the constant, removes the test; the mov stays (no memory is read,
+ * as a .rodata variable would be). The loader rewrites these immediates
+ * to STAGE_MAGIC + n when asked (datapath_linux.go, Options.stage). */
+#define STAGE_MAGIC 0x57a9e000
+#define STR_(x) #x
+#define STR(x) STR_(x)
+static __always_inline int bench_at(__u32 n)
+{
+	__u64 v;
+
+	asm volatile("%0 = " STR(STAGE_MAGIC) : "=r"(v));
+	return v == STAGE_MAGIC + n;
+}
+#define ST_ENTRY 1  /* nothing done */
+#define ST_PARSE 2  /* headers read, key made */
+#define ST_LOOKUP 3 /* the fast entry looked up */
+#define ST_REWRITE 4 /* the packet rewritten, nothing accounted */
+#define ST_OFF 9    /* no fast path: every packet goes the whole way (tests) */
+
 #ifndef IPPROTO_ICMPV6
 #define IPPROTO_ICMPV6 58
 #endif
@@ -100,6 +122,18 @@ struct {
 	__type(value, struct nat_sess);
 } sessions SEC(".maps");
 
+/* The IPv4 fast path: the hot part of each IPv4 TCP/UDP entry that needs
+ * nothing but a rewrite (no proxy, not a wildcard or a proxy's data
+ * connection), under a 16-byte key. The entry in sessions stays the
+ * session's record; this is its twin, made and removed with it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NAT_SESS_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct nat_fkey);
+	__type(value, struct nat_fast);
+} fast4 SEC(".maps");
+
 /* First fragments' sessions: the entry key later fragments follow. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -133,7 +167,14 @@ struct {
 	__type(value, struct nat_ifaddr);
 } ifaddrs SEC(".maps");
 
-/* Link-layer header length by ifindex when not Ethernet (NCFG_L3DEV). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nat_hot);
+} hot SEC(".maps");
+
+/* Link-layer header length by ifindex when not Ethernet (nat_hot.l3dev). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -309,7 +350,8 @@ struct work {
 	__u32 proxy; /* 1, 2: run the proxy, forward or reply (finish) */
 	__u8 pre;    /* the egress program that runs before the filter */
 	__u8 slave;  /* the packet belongs to a proxy's data connection */
-	__u8 pad_[2];
+	__u8 nohit;  /* nat_run found no session with the packet's key */
+	__u8 pad_;
 	struct scratch x;
 	struct moves mv;
 	struct scanctx sc2;
@@ -321,6 +363,8 @@ struct work {
 	struct nat_frag_key fk;
 	struct nat_tuple t;
 	struct sticky_ctx sc;
+	struct nat_fkey fk4;
+	struct nat_fast fb;
 	/* entries being built, as bytes: a bpf_timer may not sit in a
 	 * per-CPU map's value type (its bytes stay zero here) */
 	__u8 sb[sizeof(struct nat_sess)] __attribute__((aligned(8)));
@@ -370,30 +414,55 @@ static __always_inline __u64 cfg(__u32 k)
 	return v ? *v : 0;
 }
 
+/* cfg_or is a config value, or def where it is 0 (not set). */
+static __always_inline __u64 cfg_or(__u32 k, __u64 def)
+{
+	__u64 v = cfg(k);
+
+	return v ? v : def;
+}
+
 static __always_inline __u64 *cfgp(__u32 k)
 {
 	return bpf_map_lookup_elem(&config, &k);
 }
 
-static __always_inline void stat_inc(__u32 k)
+static __always_inline void stat_add(__u32 k, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &k);
 
 	if (v)
-		*v += 1;
+		*v += n;
+}
+
+static __always_inline void stat_inc(__u32 k)
+{
+	stat_add(k, 1);
 }
 
 /* now_ns is the clock sessions age by: jiffies (which the verifier reads
  * inline, where a clock helper costs a call per packet) times the length
- * of a jiffy user space measured at load (NCFG_NSPERJIFFY), plus the
- * offset tests move time with. */
+ * of a jiffy user space measured at load (nat_hot.nspj), plus the offset
+ * tests move time with. */
+static __always_inline struct nat_hot *get_hot(void)
+{
+	__u32 z = 0;
+
+	return bpf_map_lookup_elem(&hot, &z);
+}
+
+static __always_inline __u64 hot_now(const struct nat_hot *h)
+{
+	if (!h->nspj)
+		return bpf_ktime_get_coarse_ns() + h->clock;
+	return bpf_jiffies64() * h->nspj + h->clock;
+}
+
 static __always_inline __u64 now_ns(void)
 {
-	__u64 nspj = cfg(NCFG_NSPERJIFFY);
+	struct nat_hot *h = get_hot();
 
-	if (!nspj)
-		return bpf_ktime_get_coarse_ns() + cfg(NCFG_CLOCK);
-	return bpf_jiffies64() * nspj + cfg(NCFG_CLOCK);
+	return h ? hot_now(h) : bpf_ktime_get_coarse_ns();
 }
 
 /* The kernel's skb, for its ip_summed (CO-RE: the field's place comes
@@ -715,9 +784,78 @@ GLOBAL int nat_v6_walk(struct __sk_buff *skb)
 	return 1;
 }
 
+/* ------------------------------------------------------- fast entries */
+
+/* fkey_of gives the fast path's key of entry key k; 0 when the entry can
+ * have no fast twin (IPv6, not TCP or UDP, a wildcard or shadow key). */
+static __always_inline int fkey_of(struct nat_fkey *fk, const struct nat_key *k)
+{
+	if (k->family != 4 || k->dir > DIR_OUT || (k->proto != IPPROTO_TCP && k->proto != IPPROTO_UDP))
+		return 0;
+	fk->src = k->src[0];
+	fk->dst = k->dst[0];
+	fk->sport = k->sport;
+	fk->dport = k->dport;
+	fk->proto = k->proto;
+	fk->dir = k->dir;
+	fk->pad = 0;
+	return 1;
+}
+
+/* fast_of returns the fast twin of the entry at key k, if it has one. */
+static __always_inline struct nat_fast *fast_of(const struct nat_key *k)
+{
+	struct nat_fkey fk;
+
+	if (!fkey_of(&fk, k))
+		return NULL;
+	return bpf_map_lookup_elem(&fast4, &fk);
+}
+
+/* fast_gone removes the fast twin of the entry at key k, keeping the count
+ * of the packets it translated. Returns it (valid until RCU lets go) so
+ * that its other fields can be kept too. */
+static __always_inline struct nat_fast *fast_gone(const struct nat_key *k)
+{
+	struct nat_fkey fk;
+	struct nat_fast *f;
+
+	if (!fkey_of(&fk, k))
+		return NULL;
+	f = bpf_map_lookup_elem(&fast4, &fk);
+	if (!f)
+		return NULL;
+	if (bpf_map_delete_elem(&fast4, &fk) == 0 && f->pkts)
+		stat_add((fk.dir & 1) * NS_SIDE + NS_FASTGONE, f->pkts);
+	return f;
+}
+
+/* The per-packet fields of an entry, wherever they are kept. */
+struct dyn {
+	__u64 last;
+	__u8 tcpflags;
+};
+
+static __always_inline struct dyn dyn_of(const struct nat_key *k, const struct nat_sess *v)
+{
+	struct nat_fast *f = fast_of(k);
+	struct dyn d;
+
+	if (f) {
+		d.last = f->last;
+		d.tcpflags = f->tcpflags;
+	} else {
+		d.last = v->last;
+		d.tcpflags = v->tcpflags;
+	}
+	return d;
+}
+
 /* --------------------------------------------------------------- apply */
 
-/* lifetime is the engine's session.lifetime in ticks. */
+/* lifetime is the engine's session.lifetime in ticks, with IPFilter's
+ * default NAT ages (fr_defnatage, fr_defnatipage, fr_defnaticmpage) as
+ * ipf -T sets them. */
 static __always_inline __u64 lifetime(__u32 age, __u8 proto, __u8 pflags, int w, __u8 f0, __u8 f1)
 {
 	if (age)
@@ -737,14 +875,14 @@ static __always_inline __u64 lifetime(__u32 age, __u8 proto, __u8 pflags, int w,
 		return 480;
 	}
 	case IPPROTO_UDP:
-		return 1200;
+		return cfg_or(NCFG_DEFAGE, 1200);
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6:
 		if ((pflags & PF_ICMPQ) && w == 0)
-			return 6;
-		return 1200;
+			return cfg_or(NCFG_DEFICMPAGE, 6);
+		return cfg_or(NCFG_DEFAGE, 1200);
 	}
-	return 120;
+	return cfg_or(NCFG_DEFIPAGE, 120);
 }
 
 /* apply rewrites the packet for entry v and accounts it. The new
@@ -752,10 +890,12 @@ static __always_inline __u64 lifetime(__u32 age, __u8 proto, __u8 pflags, int w,
  * bpf_l4_csum_replace, which also does right by CHECKSUM_PARTIAL skbs
  * (only the pseudo header is in the field then) and CHECKSUM_COMPLETE
  * ones. Packet pointers are invalid afterwards. */
-static __always_inline int apply(struct __sk_buff *skb, struct nat_sess *v, struct pkt *p, __u64 now)
+static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k, struct nat_sess *v, struct pkt *p,
+				 __u64 now)
 {
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	__u32 l3 = p->l3off & 0xff;
+	struct nat_fast *f;
 	__u32 *nsrc, *ndst;
 	__u16 sp, dp;
 	__u64 mf;
@@ -772,11 +912,20 @@ static __always_inline int apply(struct __sk_buff *skb, struct nat_sess *v, stru
 		sp = v->t.odport;
 		dp = v->t.osport;
 	}
+	/* an entry with a fast twin keeps its times and flags there (a
+	 * packet the fast path left to this one: a fragment, IP options) */
 	v->pkts++;
 	v->bytes += p->len;
-	v->last = now;
-	if (p->proto == IPPROTO_TCP && p->l4off)
-		v->tcpflags |= p->tcpflags;
+	f = fast_of(k);
+	if (f) {
+		f->last = now;
+		if (p->proto == IPPROTO_TCP && p->l4off)
+			f->tcpflags |= p->tcpflags;
+	} else {
+		v->last = now;
+		if (p->proto == IPPROTO_TCP && p->l4off)
+			v->tcpflags |= p->tcpflags;
+	}
 
 	if (p->family == 4) {
 		struct iphdr *ip = data + l3;
@@ -881,6 +1030,8 @@ static __always_inline int sess_delete(struct nat_key *key, struct nat_sess *v, 
 	if (bpf_map_delete_elem(&sessions, &k) != 0)
 		return 0;
 	bpf_map_delete_elem(&sessions, &peer);
+	fast_gone(&k);
+	fast_gone(&peer);
 	c = cfgp(NCFG_COUNT);
 	if (c)
 		__sync_fetch_and_add(c, -1);
@@ -904,27 +1055,25 @@ static __always_inline int sess_delete(struct nat_key *key, struct nat_sess *v, 
 /* sess_expiry is when the session ends: the last packet's time plus the
  * lifetime the engine would give after it (flags only grow, so those of
  * the last packet are the final ones). */
-static __always_inline __u64 sess_expiry(struct nat_sess *v)
+static __always_inline __u64 sess_expiry(const struct nat_key *k, struct nat_sess *v)
 {
+	struct dyn d0, d1 = {};
 	struct nat_sess *r;
-	__u8 f1 = 0;
-	__u64 l1 = 0;
 
 	if (v->sflags & SF_WILD)
 		return v->deadline;
+	d0 = dyn_of(k, v);
 	r = bpf_map_lookup_elem(&sessions, &v->peer);
-	if (r) {
-		f1 = r->tcpflags;
-		l1 = r->last;
-	}
-	if (l1 > v->last)
-		return l1 + lifetime(v->age[1], v->proto, v->pflags, 1, v->tcpflags, f1) * TICK_NS;
-	return v->last + lifetime(v->age[0], v->proto, v->pflags, 0, v->tcpflags, f1) * TICK_NS;
+	if (r)
+		d1 = dyn_of(&v->peer, r);
+	if (d1.last > d0.last)
+		return d1.last + lifetime(v->age[1], v->proto, v->pflags, 1, d0.tcpflags, d1.tcpflags) * TICK_NS;
+	return d0.last + lifetime(v->age[0], v->proto, v->pflags, 0, d0.tcpflags, d1.tcpflags) * TICK_NS;
 }
 
 static int sess_timer(void *map, struct nat_key *key, struct nat_sess *v)
 {
-	__u64 now = now_ns(), exp = sess_expiry(v);
+	__u64 now = now_ns(), exp = sess_expiry(key, v);
 
 	if (cfg(NCFG_NOEXPIRE)) {
 		/* differential tests compare with an engine whose sessions
@@ -1026,6 +1175,18 @@ static __always_inline int shadow(struct work *w, struct nat_key *k)
 	if (k->dir & DIR_SHADOW)
 		return -1;
 	copy_sess(cp, old);
+	{
+		/* the fast twin goes (no packet finds a shadow) and gives
+		 * the entry back its per-packet fields */
+		struct nat_fast *f = fast_of(k);
+
+		if (f) {
+			cp->last = f->last;
+			cp->tcpflags = f->tcpflags;
+			cp->pkts += f->pkts;
+			cp->bytes += f->bytes;
+		}
+	}
 	/* shadows stack: each takes the first free generation (key.pad) */
 	*sk = *k;
 	sk->dir |= DIR_SHADOW;
@@ -1037,7 +1198,7 @@ static __always_inline int shadow(struct work *w, struct nat_key *k)
 	if (g == 16)
 		return -1;
 	if (cp->w == 0) {
-		__u64 now = now_ns(), exp = sess_expiry(old);
+		__u64 now = now_ns(), exp = sess_expiry(k, old);
 
 		life = exp > now ? exp - now : 1;
 	}
@@ -1047,9 +1208,44 @@ static __always_inline int shadow(struct work *w, struct nat_key *k)
 	if (bpf_map_update_elem(&sessions, sk, cp, BPF_NOEXIST) != 0)
 		return -1;
 	bpf_map_delete_elem(&sessions, k);
+	fast_gone(k);
 	if (cp->w == 0)
 		sess_arm(sk, life);
 	return 0;
+}
+
+/* fast_add makes the fast twin of entry e (at key k) when the fast path
+ * can do its packets: IPv4 TCP or UDP, no proxy, not a wildcard or a
+ * proxy's data connection. Without one (the table is full), the entry
+ * works as IPv6 ones do. */
+static __always_inline void fast_add(struct work *w, const struct nat_key *k, const struct nat_sess *e)
+{
+	struct nat_fast *f = &w->fb;
+
+	if ((e->sflags & (SF_PROXY | SF_SLAVE | SF_WILD)) || !fkey_of(&w->fk4, k))
+		return;
+	if (e->w == 0) {
+		f->nsrc = e->t.nsrc[0];
+		f->ndst = e->t.ndst[0];
+		f->nsport = e->t.nsport;
+		f->ndport = e->t.ndport;
+	} else {
+		f->nsrc = e->t.odst[0];
+		f->ndst = e->t.osrc[0];
+		f->nsport = e->t.odport;
+		f->ndport = e->t.osport;
+	}
+	f->ifindex = e->ifindex;
+	f->csum_l3 = e->csum_l3;
+	f->csum_l4a = e->csum_l4a;
+	f->csum_l4p = e->csum_l4p;
+	f->flags = e->mss ? FF_MSS : 0;
+	f->tcpflags = e->tcpflags;
+	f->pad = 0;
+	f->last = e->last;
+	f->pkts = 0;
+	f->bytes = 0;
+	bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY);
 }
 
 /* sess_insert enters the session described by w->ns (made by packet
@@ -1119,6 +1315,8 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 	c = cfgp(NCFG_COUNT);
 	if (c)
 		__sync_fetch_and_add(c, 1);
+	fast_add(w, &w->k, e);
+	fast_add(w, rk, r);
 	sess_arm(&w->k, life_ns);
 	stat_inc(p->dir * NS_SIDE + NS_ADDED);
 	return 0;
@@ -2799,10 +2997,10 @@ GLOBAL int nat_proxy(struct __sk_buff *skb, __u32 fwd);
 
 static __always_inline void mark_done(struct __sk_buff *skb)
 {
-	__u32 cookie = cfg(NCFG_COOKIE);
+	struct nat_hot *h = get_hot();
 
-	if (cookie)
-		skb->cb[4] = cookie;
+	if (h && h->cookie)
+		skb->cb[4] = h->cookie;
 }
 
 /* nat_finish rewrites a packet of a known session (entry key w->k2) and
@@ -2836,7 +3034,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 		else
 			w->k = v->peer;
 	}
-	if (apply(skb, v, p, now_ns()) < 0)
+	if (apply(skb, k, v, p, now_ns()) < 0)
 		return 0;
 	stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 	if (p->dir == DIR_OUT)
@@ -2890,7 +3088,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 			if (!v)
 				return TC_ACT_UNSPEC;
 		}
-		if (apply(skb, v, p, now_ns()) == 0) {
+		if (apply(skb, k, v, p, now_ns()) == 0) {
 			stat_inc(p->dir * NS_SIDE + NS_FRAG);
 			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 		}
@@ -2898,7 +3096,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	}
 	k = &w->k2;
 	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->sport, p->dport);
-	v = bpf_map_lookup_elem(&sessions, k);
+	v = w->nohit ? NULL : bpf_map_lookup_elem(&sessions, k);
 	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
 		/* a session that needs more than the fast path gives */
 		if (w->pre && !(v->sflags & SF_SLAVE))
@@ -2935,7 +3133,7 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 	struct nat_key *k;
 	struct nat_sess *v;
 	struct pkt *pp;
-	__u32 l3 = 14;
+	__u32 l3 = 14, l3dev;
 
 	if (!w || !skb)
 		return TC_ACT_UNSPEC;
@@ -2945,14 +3143,16 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 	/* While user space moves the egress program behind the filter, two
 	 * instances run for a moment: the second leaves alone what the first
 	 * translated (the cookie is only set, and checked, during the move). */
-	if (dir == DIR_OUT) {
-		__u32 cookie = cfg(NCFG_COOKIE);
+	{
+		struct nat_hot *h = get_hot();
 
-		if (cookie && skb->cb[4] == cookie)
+		if (!h)
 			return TC_ACT_UNSPEC;
+		if (dir == DIR_OUT && h->cookie && skb->cb[4] == h->cookie)
+			return TC_ACT_UNSPEC;
+		l3dev = h->l3dev;
 	}
-
-	if (cfg(NCFG_L3DEV)) {
+	if (l3dev) {
 		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
 
 		if (l2)
@@ -3042,13 +3242,14 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		k->family = p.family;
 		k->pad = 0;
 		v = bpf_map_lookup_elem(&sessions, k);
+		w->nohit = !v;
 		if (v && (!v->ifindex || v->ifindex == p.ifindex) && !v->mss && !(v->sflags & SF_PROXY) &&
 		    !p.morefrags) {
 			if (pre && !(v->sflags & SF_SLAVE))
 				return TC_ACT_UNSPEC;
 			if (v->sflags & SF_SLAVE)
 				w->slave = 1;
-			if (apply(skb, v, pp, now_ns()) == 0) {
+			if (apply(skb, k, v, pp, now_ns()) == 0) {
 				stat_inc(dir * NS_SIDE + NS_TRANSLATED);
 				if (dir == DIR_OUT)
 					mark_done(skb);
@@ -3075,6 +3276,7 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
 	w->proxy = 0;
 	w->pre = pre;
 	w->slave = 0;
+	w->nohit = 0;
 	ret = nat_run(skb, dir, pre);
 	if (w->proxy)
 		nat_proxy(skb, w->proxy == 1);
@@ -3083,22 +3285,176 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
 	return ret;
 }
 
+/* ----------------------------------------------------------- fast path */
+
+#define FAST_NO 0x100 /* not a verdict: the packet needs nat_main */
+
+/* nat_fast4 is the path of an established IPv4 TCP or UDP flow: the
+ * headers read in place, one lookup with a 16-byte key in fast4, the
+ * rewrite with the checksum differences the entry carries, and the
+ * entry's per-packet fields; no per-CPU scratch area, no helper call but
+ * for CHECKSUM_COMPLETE skbs. Anything else (another family or protocol,
+ * IP options, a fragment, headers beyond the linear part, no fast entry,
+ * an MSS-clamped SYN) returns FAST_NO and goes the whole way, which does
+ * the same for these packets and more. A function of its own (verified
+ * for each program with dir and pre known), so that its stack is not
+ * added to the slow path's. */
+static __attribute__((noinline)) int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre)
+{
+	void *data, *end;
+	struct nat_fkey k;
+	struct nat_hot *h;
+	struct nat_fast *f;
+	struct iphdr *ip;
+	__u32 l3 = 14, len, tot, cookie = 0, diff, *ports;
+	__u16 *ck;
+	__u8 *l4, proto, fl = 0;
+	int summed;
+
+	if (bench_at(ST_ENTRY))
+		return TC_ACT_UNSPEC;
+	if (bench_at(ST_OFF) || skb->protocol != bpf_htons(ETH_P_IP))
+		return FAST_NO;
+	h = get_hot();
+	if (!h)
+		return FAST_NO;
+	if (dir == DIR_OUT) {
+		cookie = h->cookie;
+		if (cookie && skb->cb[4] == cookie)
+			return TC_ACT_UNSPEC;
+	}
+	if (h->l3dev) {
+		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
+
+		if (l2)
+			l3 = *l2 & 0xff;
+	}
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	ip = data + l3;
+	if ((void *)(ip + 1) > end || *(__u8 *)ip != 0x45 || (ip->frag_off & bpf_htons(0x3fff)))
+		return FAST_NO;
+	len = skb->len - l3;
+	tot = bpf_ntohs(ip->tot_len);
+	if (tot > len || tot < 20)
+		tot = len; /* as the engine takes a bad total length */
+	l4 = (void *)(ip + 1);
+	proto = ip->protocol;
+	if (proto == IPPROTO_TCP) {
+		if (tot < 40 || (void *)(l4 + 20) > end)
+			return FAST_NO;
+		fl = l4[13];
+		ck = (__u16 *)(l4 + 16);
+	} else if (proto == IPPROTO_UDP) {
+		if (tot < 28 || (void *)(l4 + 8) > end)
+			return FAST_NO;
+		ck = (__u16 *)(l4 + 6);
+	} else {
+		return FAST_NO;
+	}
+	ports = (__u32 *)l4;
+	k.src = ip->saddr;
+	k.dst = ip->daddr;
+	*(__u32 *)&k.sport = *ports;
+	k.proto = proto;
+	k.dir = dir;
+	k.pad = 0;
+	if (bench_at(ST_PARSE))
+		return TC_ACT_UNSPEC;
+	f = bpf_map_lookup_elem(&fast4, &k);
+	if (bench_at(ST_LOOKUP))
+		return TC_ACT_UNSPEC;
+	if (!f || (f->ifindex && f->ifindex != skb->ifindex) || ((f->flags & FF_MSS) && (fl & 0x02)))
+		return FAST_NO;
+	if (pre)
+		return TC_ACT_UNSPEC; /* only a proxy's data connections, which have no fast entry */
+
+	ip->saddr = f->nsrc;
+	ip->daddr = f->ndst;
+	if (f->csum_l3)
+		ip->check = ~csum_fold32(csum_add32((__u16)~ip->check, f->csum_l3));
+	*ports = *(__u32 *)&f->nsport;
+	/* an IPv4 UDP datagram without a checksum keeps none */
+	if (proto == IPPROTO_TCP || *ck != 0) {
+		summed = ip_summed(skb);
+		if (summed == CHECKSUM_PARTIAL) {
+			/* only the pseudo header's sum is in the field */
+			if (f->csum_l4a)
+				*ck = csum_fold32(csum_add32(*ck, f->csum_l4a));
+		} else if (summed != CHECKSUM_COMPLETE) {
+			diff = csum_add32(f->csum_l4a, f->csum_l4p);
+			if (diff)
+				*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
+		} else {
+			/* skb->csum must follow: only the helper does that
+			 * (packet pointers are invalid afterwards) */
+			__u64 mf = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+			__u32 off = l3 + 20 + (proto == IPPROTO_TCP ? 16 : 6);
+
+			if (f->csum_l4a)
+				bpf_l4_csum_replace(skb, off, 0, f->csum_l4a, BPF_F_PSEUDO_HDR | mf);
+			if (f->csum_l4p)
+				bpf_l4_csum_replace(skb, off, 0, f->csum_l4p, mf);
+			goto account;
+		}
+		if (proto == IPPROTO_UDP && *ck == 0)
+			*ck = 0xffff;
+	}
+account:
+	if (bench_at(ST_REWRITE))
+		return TC_ACT_UNSPEC;
+	f->pkts++;
+	f->bytes += len;
+	if (fl & ~f->tcpflags)
+		f->tcpflags |= fl;
+	f->last = hot_now(h);
+	if (cookie)
+		skb->cb[4] = cookie;
+	return TC_ACT_UNSPEC;
+}
+
+/* nat_whole is the way for every packet the fast path leaves: a function
+ * of its own, shared by the three programs, so that theirs stay the fast
+ * path's few instructions (and cache lines). */
+GLOBAL int nat_whole(struct __sk_buff *skb, __u32 dir, __u32 pre)
+{
+	if (!skb)
+		return TC_ACT_UNSPEC;
+	if (pre)
+		return nat_main(skb, DIR_OUT, 1);
+	if (dir == DIR_OUT)
+		return nat_main(skb, DIR_OUT, 0);
+	return nat_main(skb, DIR_IN, 0);
+}
+
 SEC("tc")
 int nat_ingress(struct __sk_buff *skb)
 {
-	return nat_main(skb, DIR_IN, 0);
+	int r = nat_fast4(skb, DIR_IN, 0);
+
+	if (r != FAST_NO)
+		return r;
+	return nat_whole(skb, DIR_IN, 0);
 }
 
 SEC("tc")
 int nat_egress(struct __sk_buff *skb)
 {
-	return nat_main(skb, DIR_OUT, 0);
+	int r = nat_fast4(skb, DIR_OUT, 0);
+
+	if (r != FAST_NO)
+		return r;
+	return nat_whole(skb, DIR_OUT, 0);
 }
 
 SEC("tc")
 int nat_egress_pre(struct __sk_buff *skb)
 {
-	return nat_main(skb, DIR_OUT, 1);
+	int r = nat_fast4(skb, DIR_OUT, 1);
+
+	if (r != FAST_NO)
+		return r;
+	return nat_whole(skb, DIR_OUT, 1);
 }
 
 /* ---------------------------------------------------------------- flush */
@@ -3124,7 +3480,7 @@ static long flush_cb(void *map, struct nat_key *key, struct nat_sess *v, struct 
 		del = v->rule_id == (__u32)c->arg;
 		break;
 	case FL_EXPIRED:
-		del = sess_expiry(v) <= c->now;
+		del = sess_expiry(key, v) <= c->now;
 		break;
 	}
 	if (del && sess_delete(key, v, c->mode == FL_EXPIRED ? NS_EXPIRED : NS_FLUSHED))

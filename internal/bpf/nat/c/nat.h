@@ -95,23 +95,37 @@
 #define NCFG_RANDMODE 5  /* 0: bpf_get_prandom_u32, 1: ipftest's sequence */
 #define NCFG_RANDCALLS 6
 #define NCFG_RANDLAST 7
-#define NCFG_L3DEV 8     /* some attached device has no link-layer header */
-#define NCFG_FTP_INSECURE 9
-#define NCFG_FTP_PASVONLY 10
-#define NCFG_FTP_FORCEPASV 11
-#define NCFG_FTP_SINGLE 12
-#define NCFG_NEXTID 13   /* rule ids (user space) */
-#define NCFG_FLUSHMODE 14 /* argument of the flush program */
-#define NCFG_FLUSHARG 15
-#define NCFG_FLUSHED 16   /* result of the flush program */
-#define NCFG_HMSEQ 17
-#define NCFG_CLOCK 18     /* added to the clock: tests move time */
-#define NCFG_NRULES 19    /* 19, 20: rules in slot 0, 1 (user space) */
-#define NCFG_COOKIE 21    /* marks a packet the egress program translated */
-#define NCFG_FTPRULES 22  /* the rules use the ftp proxy (user space) */
-#define NCFG_NOEXPIRE 23  /* tests: the timers keep every session */
-#define NCFG_NSPERJIFFY 24 /* the length of a jiffy, measured at load */
+/* 8..11: in struct nat_hot (user space reads and writes them as these
+ * keys: NCFG_L3DEV, NCFG_COOKIE, NCFG_NSPERJIFFY, NCFG_CLOCK) */
+#define NCFG_L3DEV 8
+#define NCFG_COOKIE 9
+#define NCFG_NSPERJIFFY 10
+#define NCFG_CLOCK 11
+#define NCFG_FTP_INSECURE 12
+#define NCFG_FTP_PASVONLY 13
+#define NCFG_FTP_FORCEPASV 14
+#define NCFG_FTP_SINGLE 15
+#define NCFG_NEXTID 16   /* rule ids (user space) */
+#define NCFG_FLUSHMODE 17 /* argument of the flush program */
+#define NCFG_FLUSHARG 18
+#define NCFG_FLUSHED 19   /* result of the flush program */
+#define NCFG_HMSEQ 20
+#define NCFG_NRULES 21    /* 21, 22: rules in slot 0, 1 (user space) */
+#define NCFG_FTPRULES 23  /* the rules use the ftp proxy (user space) */
+#define NCFG_NOEXPIRE 24  /* tests: the timers keep every session */
+#define NCFG_DEFAGE 25     /* fr_defnatage in ticks (0: 1200): UDP, ICMP replies */
+#define NCFG_DEFIPAGE 26   /* fr_defnatipage (0: 120): other protocols */
+#define NCFG_DEFICMPAGE 27 /* fr_defnaticmpage (0: 6): ICMP queries */
 #define NCFG_N 32
+
+/* The configuration every packet reads, in one map value (one lookup,
+ * one cache line): the hot map's only entry. */
+struct nat_hot {
+	__u64 nspj;   /* the length of a jiffy, measured at load */
+	__u64 clock;  /* added to the clock: tests move time */
+	__u32 cookie; /* marks a packet the egress program translated */
+	__u32 l3dev;  /* some attached device has no link-layer header */
+};
 
 /* Flush program modes. */
 #define FL_ALL 1     /* every session (ipnat -F) */
@@ -134,6 +148,7 @@
 #define NS_INSERTFAIL 10
 #define NS_WRAP 11       /* allocation searched all and failed */
 #define NS_IFADDR 12     /* no interface address for 0/32 */
+#define NS_FASTGONE 13   /* packets the fast path translated for entries now gone */
 #define NS_EXPIRED 32
 #define NS_FLUSHED 33
 #define NS_HMNEW 34
@@ -220,6 +235,47 @@ struct nat_key {
 	__u8 family; /* 4 or 6 */
 	__u8 pad;
 };
+
+/* The key of the IPv4 fast path: a TCP or UDP entry's nat_key in 16
+ * bytes (the nat_key of an IPv4 entry has nothing else in it). */
+struct nat_fkey {
+	__u32 src;
+	__u32 dst;
+	__u16 sport; /* network order */
+	__u16 dport;
+	__u8 proto;
+	__u8 dir;    /* DIR_IN or DIR_OUT, nothing else */
+	__u16 pad;
+};
+
+/* The hot part of an IPv4 TCP or UDP session entry, all the fast path
+ * reads and writes for a packet: the rewrite, its checksum differences
+ * and the entry's per-packet fields. 56 bytes, so that the hash table's
+ * element (header, key, value) takes two cache lines. While it exists
+ * it holds the entry's last and tcpflags (the nat_sess's copies are
+ * those it was made with); pkts and bytes count what the fast path
+ * translated (the nat_sess's what the rest did), so that the fast path
+ * has no counter of its own to write: the packets translated are
+ * NS_TRANSLATED, plus pkts of the fast entries, plus NS_FASTGONE. */
+struct nat_fast {
+	__u32 nsrc;      /* network order */
+	__u32 ndst;
+	__u16 nsport;
+	__u16 ndport;
+	__u32 ifindex;   /* packets must arrive on it (0: any) */
+	__u32 csum_l3;   /* as nat_sess */
+	__u32 csum_l4a;
+	__u32 csum_l4p;
+	__u8 flags;      /* FF_* */
+	__u8 tcpflags;
+	__u16 pad;
+	__u64 last;
+	__u64 pkts;
+	__u64 bytes;
+};
+
+/* nat_fast.flags */
+#define FF_MSS 0x01 /* SYN segments take the slow path (MSS clamping) */
 
 /* A session's addresses as first seen (o) and as rewritten (n). */
 struct nat_tuple {

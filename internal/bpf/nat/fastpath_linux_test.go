@@ -1,0 +1,143 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
+
+package nat
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"sluice/internal/packet/packettest"
+)
+
+// TestPrivilegedFastPath runs one sequence of packets through the
+// programs as loaded in use and through programs with the IPv4 fast path
+// off, and requires the same verdicts and the same bytes out for every
+// packet, the fast path taken for exactly the packets it is meant for
+// (established IPv4 TCP and UDP without options or fragments, an
+// MSS-clamped session's SYNs excepted), and the same session listing,
+// per-session packet counts and translated counters, also after the
+// sessions are flushed (the fast entries' counts are kept when they go).
+func TestPrivilegedFastPath(t *testing.T) {
+	fast, slow := newHarnessStage(t, 0), newHarnessStage(t, stOff)
+	const rules = "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp/udp auto mssclamp 1200\n" +
+		"rdr nic0 1.1.1.1/32 port 8080 -> 10.0.0.9 port 80 tcp\n"
+	for _, h := range []*harness{fast, slow} {
+		if err := h.do(func() error { _, err := h.load(rules); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mss := []byte{2, 4, 0x05, 0xb4} // MSS 1460
+	tcp := func(src, dst string, sp, dp uint16, flags uint8, opts []byte, ipopts []byte, fragoff uint16) []byte {
+		return packettest.V4{Src: src, Dst: dst, Proto: 6, TTL: 64, ID: 7, FlagsOff: fragoff, Options: ipopts,
+			Payload: packettest.TCP{SrcPort: sp, DstPort: dp, Seq: 100, Ack: 200, Flags: flags, Win: 8192,
+				Options: opts, Data: []byte("payload")}.Bytes()}.Bytes()
+	}
+	udp := func(src, dst string, sp, dp uint16, noSum bool) []byte {
+		return packettest.V4{Src: src, Dst: dst, Proto: 17, TTL: 64,
+			Payload: packettest.UDP(sp, dp, []byte("datagram"), noSum)}.Bytes()
+	}
+	// the ports the map gives (ipftest's sequence: the same in both)
+	var mapped, mappedUDP uint16
+	steps := []struct {
+		name     string
+		out      bool
+		pkt      func() []byte
+		wantFast bool
+	}{
+		{"syn", true, func() []byte { return tcp("10.0.0.1", "2.2.2.2", 1000, 80, 0x02, mss, nil, 0) }, false},
+		{"syn-ack (clamped)", false, func() []byte { return tcp("2.2.2.2", "1.1.1.1", 80, mapped, 0x12, mss, nil, 0) }, false},
+		{"ack", true, func() []byte { return tcp("10.0.0.1", "2.2.2.2", 1000, 80, 0x10, nil, nil, 0) }, true},
+		{"data", true, func() []byte { return tcp("10.0.0.1", "2.2.2.2", 1000, 80, 0x18, nil, nil, 0) }, true},
+		{"reply", false, func() []byte { return tcp("2.2.2.2", "1.1.1.1", 80, mapped, 0x18, nil, nil, 0) }, true},
+		{"syn again (clamped)", true, func() []byte { return tcp("10.0.0.1", "2.2.2.2", 1000, 80, 0x02, mss, nil, 0) }, false},
+		{"ip options", true, func() []byte { return tcp("10.0.0.1", "2.2.2.2", 1000, 80, 0x10, nil, []byte{1, 1, 1, 0}, 0) }, false},
+		{"first fragment", true, func() []byte { return tcp("10.0.0.1", "2.2.2.2", 1000, 80, 0x10, nil, nil, 0x2000) }, false},
+		{"fin", true, func() []byte { return tcp("10.0.0.1", "2.2.2.2", 1000, 80, 0x11, nil, nil, 0) }, true},
+		{"udp", true, func() []byte { return udp("10.0.0.2", "2.2.2.2", 5000, 53, false) }, false},
+		{"udp again", true, func() []byte { return udp("10.0.0.2", "2.2.2.2", 5000, 53, false) }, true},
+		{"udp reply", false, func() []byte { return udp("2.2.2.2", "1.1.1.1", 53, mappedUDP, false) }, true},
+		{"udp no checksum", true, func() []byte { return udp("10.0.0.2", "2.2.2.2", 5000, 53, true) }, true},
+		{"rdr syn", false, func() []byte { return tcp("3.3.3.3", "1.1.1.1", 5555, 8080, 0x02, nil, nil, 0) }, false},
+		{"rdr ack", false, func() []byte { return tcp("3.3.3.3", "1.1.1.1", 5555, 8080, 0x10, nil, nil, 0) }, true},
+		{"rdr reply", true, func() []byte { return tcp("10.0.0.9", "3.3.3.3", 80, 5555, 0x18, nil, nil, 0) }, true},
+		{"icmp echo", true, func() []byte {
+			return packettest.V4{Src: "10.0.0.3", Dst: "2.2.2.2", Proto: 1, TTL: 64, Payload: packettest.ICMP(8, 0, 0x12340001, nil)}.Bytes()
+		}, false},
+		{"no session", false, func() []byte { return tcp("4.4.4.4", "1.1.1.1", 80, 999, 0x10, nil, nil, 0) }, false},
+	}
+	fastCount := func() uint64 {
+		st, err := fast.d.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Side[0].Fast + st.Side[1].Fast
+	}
+	for _, s := range steps {
+		pkt := s.pkt()
+		var vs [2]int32
+		var outs [2][]byte
+		before := fastCount()
+		for i, h := range []*harness{fast, slow} {
+			if err := h.do(func() error {
+				var err error
+				vs[i], outs[i], err = h.run(s.out, "nic0", append([]byte(nil), pkt...))
+				return err
+			}); err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+		}
+		if vs[0] != vs[1] || !bytes.Equal(outs[0], outs[1]) {
+			t.Errorf("%s: fast path %d %x, without %d %x", s.name, vs[0], outs[0], vs[1], outs[1])
+		}
+		if got := fastCount() - before; got != map[bool]uint64{true: 1}[s.wantFast] {
+			t.Errorf("%s: %d packets by the fast path, want %v", s.name, got, s.wantFast)
+		}
+		switch s.name {
+		case "syn":
+			mapped = binary.BigEndian.Uint16(outs[0][20:])
+		case "udp":
+			mappedUDP = binary.BigEndian.Uint16(outs[0][20:])
+		}
+	}
+	compare := func(when string) {
+		t.Helper()
+		var lists [2]string
+		var pkts [2]string
+		var st [2]Stats
+		for i, h := range []*harness{fast, slow} {
+			ss, err := h.d.Sessions()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lists[i] = sessionList(ss)
+			for _, s := range ss {
+				pkts[i] += fmt.Sprintf("%d/%d %d/%d flags %x/%x\n", s.Pkts[0], s.Pkts[1], s.Bytes[0], s.Bytes[1], s.TCPFlags[0], s.TCPFlags[1])
+			}
+			if st[i], err = h.d.Stats(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if lists[0] != lists[1] || pkts[0] != pkts[1] {
+			t.Errorf("%s: sessions with the fast path:\n%s%s\nwithout:\n%s%s", when, lists[0], pkts[0], lists[1], pkts[1])
+		}
+		for side := range 2 {
+			if a, b := st[0].Side[side].Translated, st[1].Side[side].Translated; a != b {
+				t.Errorf("%s: side %d: %d translated with the fast path, %d without", when, side, a, b)
+			}
+		}
+	}
+	compare("established")
+	for _, h := range []*harness{fast, slow} {
+		if _, err := h.d.FlushSessions(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compare("flushed")
+	var fk natNatFkey
+	var fv natNatFast
+	if fast.d.objs.Fast4.Iterate().Next(&fk, &fv) {
+		t.Errorf("a fast entry outlived its session: %+v", fk)
+	}
+}
