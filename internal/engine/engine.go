@@ -1179,8 +1179,12 @@ func (e *Engine) rewriteIPID(p *Packet) bool {
 }
 
 // ipidFailed turns pass into a block for a packet whose IP id could not
-// be rewritten (reason updateipid-fail).
+// be rewritten (reason updateipid-fail). A packet no rule matched is
+// dropped as it stands (ipftest reports bad-packet, not block).
 func ipidFailed(pass uint32, sc *scan) uint32 {
 	sc.reason = ReasonUpdateIPID
-	return pass&^(ruleset.FRCmdMask|ruleset.FRNoMatch) | ruleset.FRBlock
+	if pass&ruleset.FRNoMatch != 0 {
+		return pass &^ ruleset.FRCmdMask
+	}
+	return pass&^ruleset.FRCmdMask | ruleset.FRBlock
 }

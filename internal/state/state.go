@@ -1133,8 +1133,14 @@ func (t *Table) start(e *Entry, p *Packet, lim *Limits, now uint32) {
 	dir := 0
 	switch p.Proto {
 	case 6:
-		fsmStep(&e.TCPState, dir, p.TCPFlags, p.DataLen, e.flags&flagTCPFSM != 0)
-		e.Expire = now + t.tcpTimeout(e, dir)
+		fsm := dir
+		if p.Dst.IsUnspecified() {
+			// IPFilter takes the first packet to 0.0.0.0 (::) for a
+			// reply when it runs it through the state machine.
+			fsm = 1
+		}
+		fsmStep(&e.TCPState, fsm, p.TCPFlags, p.DataLen, e.flags&flagTCPFSM != 0)
+		e.Expire = now + t.tcpTimeout(e, fsm)
 		t.stats.Added[0]++
 	case 17:
 		e.Expire = now + t.otherTimeout(e, false)

@@ -531,9 +531,12 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			ep->flags |= SF_SYN;
 		tcp_init(ep, p);
 		/* IPFilter keeps the entry even when the first packet is not a
-		 * transition of the state machine; it then ages as LISTEN */
-		if (!tcp_fsm(ep, 0, p, now))
-			ep->expire = now + tcp_timeout(ep->tcp[0].state);
+		 * transition of the state machine; it then ages as LISTEN. It
+		 * takes a first packet to 0.0.0.0 (::) for a reply there. */
+		int fsm = !(p->dst[0] | p->dst[1] | p->dst[2] | p->dst[3]);
+
+		if (!tcp_fsm(ep, fsm, p, now))
+			ep->expire = now + tcp_timeout(ep->tcp[fsm & 1].state);
 		stat_inc(ST_ADD_TCP);
 	} else {
 		__u64 to;
