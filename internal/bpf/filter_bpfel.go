@@ -277,8 +277,9 @@ type filterStateEntry struct {
 	Tcp      [2]filterTcpSide
 	Flx      [4]uint32
 	Opt      uint32
+	OptRev   uint32
+	Wdst     [4]uint32
 	Gen      uint32
-	Pad2     uint32
 }
 
 type filterStateKey struct {

@@ -29,15 +29,17 @@ const EnvIPFDiff = "IPFDIFF_DIR"
 // build misbehaving, or a plain IPFilter bug that Sluice does not copy).
 // A bucket matches when its check and kind are the entry's, it carries
 // every tag of Tags and its reproducer (files, command, both outputs)
-// matches Repro, a regular expression, if set.
+// matches Repro, a regular expression, if set, and not Unless, if set.
 type knownDiff struct {
-	ID    string   `json:"id"`
-	Check string   `json:"check"`
-	Kind  string   `json:"kind"`
-	Tags  []string `json:"tags"`
-	Repro string   `json:"repro"`
-	Why   string   `json:"why"`
-	re    *regexp.Regexp
+	ID     string   `json:"id"`
+	Check  string   `json:"check"`
+	Kind   string   `json:"kind"`
+	Tags   []string `json:"tags"`
+	Repro  string   `json:"repro"`
+	Unless string   `json:"unless"`
+	Why    string   `json:"why"`
+	re     *regexp.Regexp
+	unless *regexp.Regexp
 }
 
 type diffBucket struct {
@@ -64,7 +66,7 @@ func (k *knownDiff) matches(b *diffBucket) bool {
 			return false
 		}
 	}
-	return k.re == nil || k.re.MatchString(b.Repro)
+	return (k.re == nil || k.re.MatchString(b.Repro)) && (k.unless == nil || !k.unless.MatchString(b.Repro))
 }
 
 // ipfdiffDir finds ../shared/ipf-diff (or $IPFDIFF_DIR).
@@ -118,6 +120,11 @@ func TestIPFDiff(t *testing.T) {
 		}
 		if known[i].Repro != "" {
 			if known[i].re, err = regexp.Compile(known[i].Repro); err != nil {
+				t.Fatalf("testdata/ipfdiff-known.json %s: %v", known[i].ID, err)
+			}
+		}
+		if known[i].Unless != "" {
+			if known[i].unless, err = regexp.Compile(known[i].Unless); err != nil {
 				t.Fatalf("testdata/ipfdiff-known.json %s: %v", known[i].ID, err)
 			}
 		}

@@ -446,8 +446,13 @@ func (e *Engine) Check(p *Packet) Result {
 			e.reply.SendICMP(p, sc.icode, true)
 		}
 	}
-	if e.router != nil && sc.rule != nil && isPass(pass) && pass&ruleset.FRNoMatch == 0 {
+	routedNoMatch := false
+	if e.router != nil && sc.rule != nil && (isPass(pass) || pass&ruleset.FRCmdMask == ruleset.FRPreauth) {
+		// ipf_check sends the packet where the last rule it matched
+		// says: a preauth rule's, or a log rule's that a packet no
+		// rule decided went on past (it passes as no-match).
 		res.Forwarded = e.forward(p, sc.rule, res.State)
+		routedNoMatch = res.Forwarded && pass&ruleset.FRNoMatch != 0
 	} else if e.router != nil && sc.rule != nil && sc.rule.DupTo != nil &&
 		(pass&ruleset.FRCmdMask == ruleset.FRBlock || pass&(ruleset.FRCmdMask|ruleset.FRNoMatch) == ruleset.FRNoMatch) {
 		// IPFilter sends the dup-to copy of a blocked packet too (a
@@ -464,7 +469,13 @@ func (e *Engine) Check(p *Packet) Result {
 	// A `nomatch` rule's flags have no pass bit: IPFilter drops the
 	// packet it matched, and ipftest reports a no-match whose packet is
 	// gone (bad-packet).
-	res.Verdict = verdictOf(pass, pass&ruleset.FRNoMatch != 0 && pass&ruleset.FRCmdMask == 0)
+	// A no-match packet a log rule's `to` took away is gone: ipftest
+	// reports bad-packet, as for a no-match it dropped.
+	res.Verdict = verdictOf(pass, routedNoMatch || pass&ruleset.FRNoMatch != 0 && pass&ruleset.FRCmdMask == 0)
+	if res.Verdict == VerdictAuth && res.Reason == ReasonRule {
+		// The packet is taken for authentication (FRB_AUTHNEW).
+		res.Reason = ReasonAuthNew
+	}
 	e.count(out, &res)
 	return res
 }
@@ -1179,8 +1190,12 @@ func (e *Engine) rewriteIPID(p *Packet) bool {
 }
 
 // ipidFailed turns pass into a block for a packet whose IP id could not
-// be rewritten (reason updateipid-fail).
+// be rewritten (reason updateipid-fail). A packet no rule matched is
+// dropped as it stands (ipftest reports bad-packet, not block).
 func ipidFailed(pass uint32, sc *scan) uint32 {
 	sc.reason = ReasonUpdateIPID
-	return pass&^(ruleset.FRCmdMask|ruleset.FRNoMatch) | ruleset.FRBlock
+	if pass&ruleset.FRNoMatch != 0 {
+		return pass &^ ruleset.FRCmdMask
+	}
+	return pass&^ruleset.FRCmdMask | ruleset.FRBlock
 }

@@ -166,10 +166,6 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 		lim.Tag = r.LogTag
 		lim.Cookie = r
 		lim.AgeFwd, lim.AgeRev = r.Age[0], r.Age[1]
-		lim.OptMask = r.OptMask
-		if fi.Version == 6 {
-			lim.OptMask = r.V6Mask
-		}
 		if ks := r.KeepState; ks != nil {
 			lim.Limit = int(ks.Limit)
 			lim.MaxSrcs = int(ks.MaxSrcs)

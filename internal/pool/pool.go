@@ -168,6 +168,7 @@ func (s *Set) Add(f *ippool.File, rnd func() uint32) error {
 	}
 	for _, t := range f.Tables {
 		k := tableKey{t.Role, t.Name}
+		t = WithoutDuplicates(t)
 		switch t.Type {
 		case ippool.Tree:
 			s.trees[k] = NewTree(t)
@@ -179,6 +180,37 @@ func (s *Set) Add(f *ippool.File, rnd func() uint32) error {
 		s.order = append(s.order, t)
 	}
 	return nil
+}
+
+// WithoutDuplicates returns t without the entries that repeat an earlier
+// one's address and prefix length (whatever their "!" or group): IPFilter
+// refuses to add such a node ("node already exists") and keeps the first.
+func WithoutDuplicates(t *ippool.Table) *ippool.Table {
+	type key struct {
+		fam, bits int
+		a         [16]byte
+	}
+	seen := make(map[key]bool, len(t.Entries))
+	var keep []ippool.Entry
+	for i, e := range t.Entries {
+		k := key{e.Fam, e.Bits, e.Addr}
+		if !seen[k] {
+			seen[k] = true
+			if keep != nil {
+				keep = append(keep, e)
+			}
+			continue
+		}
+		if keep == nil {
+			keep = append(make([]ippool.Entry, 0, len(t.Entries)), t.Entries[:i]...)
+		}
+	}
+	if keep == nil {
+		return t
+	}
+	c := *t
+	c.Entries = keep
+	return &c
 }
 
 // roleOrder is the order of IPFilter's per-unit table lists: "all"

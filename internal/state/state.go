@@ -153,22 +153,20 @@ type Packet struct {
 }
 
 // FI_TCPUDP and FI_OPTIONS, the bits of Packet.Flx a quoted header in an
-// ICMP error can show, and FI_OOW, which entries are not told apart by.
+// ICMP error can show.
 const (
 	flxTCPUDP  = 0x1
 	flxOptions = 0x2
-	flxOOW     = 0x800
 )
 
-// sameFlx compares the flags two entries saw, but for out-of-window: a
-// packet that failed an entry's window makes no different entry.
-func sameFlx(a, b *[4]uint32) bool {
-	for i := range a {
-		if a[i]&^flxOOW != b[i]&^flxOOW {
-			return false
-		}
+// optMaskFor is is_optmsk: every IP option, or every IPv6 extension
+// header but the fragment header (fragments and whole packets belong to
+// one flow).
+func optMaskFor(v uint8) uint32 {
+	if v == 6 {
+		return ^uint32(0) &^ v6FragOpt
 	}
-	return true
+	return ^uint32(0)
 }
 
 // v6FragOpt is the IPv6 fragment-header bit of Packet.Opt, which state
@@ -224,13 +222,15 @@ type Entry struct {
 	RuleNum int
 	Group   string
 	// flx are the FI_CMP flags seen first in each direction (index
-	// out*2+rev; 0 = not yet seen); opt[0] the creating packet's options
-	// under optMask, which the creating direction must repeat (IPv4
-	// replies are not compared, IPv6 ones must carry none); sec and auth
-	// those of the creating packet, which both directions must carry.
+	// out*2+rev; 0 = not yet seen); opt[d] the IP options (IPv6:
+	// extension headers but the fragment header) under optMask[d] that
+	// every packet of direction d must repeat: those of the creating
+	// packet, and of the first reply (optMask[1] is 0 until then:
+	// is_opt/is_optmsk); sec and auth those of the creating packet, which
+	// both directions must carry.
 	flx       [4]uint32
 	opt       [2]uint32
-	optMask   uint32
+	optMask   [2]uint32
 	sec, auth uint16
 	ageFwd    uint32
 	ageRev    uint32
@@ -261,9 +261,14 @@ func (e *Entry) Deleted() bool { return e.flags&flagDeleted != 0 }
 
 type flowKey struct {
 	proto uint8
-	a, b  netip.Addr
-	pa    uint16
-	pb    uint16
+	// mc marks the flows of IPv4 packets to a multicast or broadcast
+	// destination: IPFilter hashes those without their destination, so
+	// such a packet finds only entries made by such packets, and a
+	// unicast reply does not find them.
+	mc   bool
+	a, b netip.Addr
+	pa   uint16
+	pb   uint16
 }
 
 type srcKey struct {
@@ -289,12 +294,7 @@ type Limits struct {
 	// packet that stands for no real one).
 	NoCount bool
 	// Sync marks an entry of a keep state (sync) rule.
-	Sync bool
-	// OptMask is the creating rule's IP option (IPv6: extension header)
-	// test mask: later packets of the creating direction must carry the
-	// same options under it (ipf_matchsrcdst's is_optmsk); a rule that
-	// tests no option lets them vary.
-	OptMask uint32
+	Sync    bool
 	Tag     uint32
 	Cookie  any
 	RuleNum int
@@ -622,15 +622,17 @@ func (t *Table) matchMasks(e *Entry, p *Packet, rev bool) bool {
 	if c := e.flx[i]; c != 0 && c != p.Flx {
 		return false
 	}
-	mask := e.optMask
-	if rev && p.V == 4 {
-		mask = 0 // IPv4 replies may carry any options
-	}
-	if p.Opt&mask != e.opt[b2i(rev)] || p.Sec != e.sec || p.Auth != e.auth {
+	r := b2i(rev)
+	if p.Opt&e.optMask[r] != e.opt[r] || p.Sec != e.sec || p.Auth != e.auth {
 		return false
 	}
 	if e.flx[i] == 0 {
 		e.flx[i] = p.Flx
+		if rev && e.optMask[1] == 0 {
+			// The first reply sets the options replies carry.
+			e.optMask[1] = optMaskFor(p.V)
+			e.opt[1] = p.Opt & e.optMask[1]
+		}
 	}
 	return true
 }
@@ -641,7 +643,10 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 	}
 	ports := p.Proto == 6 || p.Proto == 17
 	wd, wsp, wdp := e.flags&flagWildDst != 0, e.flags&flagWildSP != 0, e.flags&flagWildDP != 0
-	fwd := e.Src == p.Src && (wd || e.Dst == p.Dst) &&
+	// A wildcard destination stands for whoever answers: a packet to
+	// another group is no packet of this flow (IPFilter takes a packet
+	// whose destination is not the entry's for a reply).
+	fwd := e.Src == p.Src && e.Dst == p.Dst &&
 		(!ports || ((wsp || e.SPort == p.SPort) && (wdp || e.DPort == p.DPort)))
 	back := e.Src == p.Dst && (wd || e.Dst == p.Src) &&
 		(!ports || ((wsp || e.SPort == p.DPort) && (wdp || e.DPort == p.SPort)))
@@ -1045,15 +1050,10 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	if lim.Clone {
 		e.flags |= flagClone
 	}
-	// IPv6 fragments and whole packets belong to one flow.
-	// IPv4 packets repeat the options the rule tested; IPv6 ones every
-	// extension header of the first packet (replies none), but for the
-	// fragment header: fragments and whole packets belong to one flow.
-	e.optMask = lim.OptMask
-	if p.V == 6 {
-		e.optMask = ^uint32(0) &^ v6FragOpt
-	}
-	e.opt[0] = p.Opt & e.optMask
+	// Later packets of the creating direction repeat every option of the
+	// first (whatever the rule tested).
+	e.optMask[0] = optMaskFor(p.V)
+	e.opt[0] = p.Opt & e.optMask[0]
 	e.flx[b2i(p.Out)*2] = p.Flx
 	// The interface of the creating packet's slot is always recorded,
 	// in place of a rule's wildcard `on *` too (and of `on -` outbound:
@@ -1069,6 +1069,33 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	return e, AddOK
 }
 
+// identical is ipf_state_match: the entry IPFilter refuses to add again
+// (so that the packet creating it is blocked). It compares the creating
+// rule's flags and tag, the options, class and authority the entries
+// test, and the addresses and "ports" (ICMP: the id), each pair
+// either way round; not the FI_* flags the packets carried, which a
+// packet that did not match x because of them therefore cannot change.
+func identical(x, e *Entry) bool {
+	if x.Proto != e.Proto || x.V != e.V || x.Pass != e.Pass || x.Tag != e.Tag || x.opt != e.opt ||
+		x.optMask != e.optMask || x.sec != e.sec || x.auth != e.auth {
+		return false
+	}
+	if !(x.Src == e.Src && x.Dst == e.Dst || x.Src == e.Dst && x.Dst == e.Src) {
+		return false
+	}
+	a, b := [2]uint16{x.SPort, x.DPort}, [2]uint16{e.SPort, e.DPort}
+	if isICMP(&Packet{Proto: x.Proto}) {
+		// is_icmp holds the id; its sequence field stays 0. (IPFilter
+		// does not compare the type; entries of different query types
+		// sharing an id are left apart, as the kernel's map keys them.)
+		a, b = [2]uint16{x.ICMPID, 0}, [2]uint16{e.ICMPID, 0}
+		if x.ICMPType != e.ICMPType {
+			return false
+		}
+	}
+	return a == b || a[0] == b[1] && a[1] == b[0]
+}
+
 // replaceOrRefuse refuses an entry identical to a live one of its flow
 // and removes a live one it is not identical to (see the comment below).
 func (t *Table) replaceOrRefuse(e *Entry, now uint32) AddError {
@@ -1079,15 +1106,14 @@ func (t *Table) replaceOrRefuse(e *Entry, now uint32) AddError {
 	}
 	var stale *Entry
 	for x := chain; x != nil; x = x.hnext {
-		if x.Proto == e.Proto && x.Src == e.Src && (x.Dst == e.Dst || x.flags&flagWildDst != 0) &&
-			x.SPort == e.SPort && x.DPort == e.DPort && x.ICMPType == e.ICMPType && x.ICMPID == e.ICMPID &&
-			x.flags&flagsWild == e.flags&flagsWild && int32(now-x.Expire) < 0 {
-			// ipf_state_match compares the flags and options too: an
-			// entry the packet could not match is no duplicate of it.
-			if x.Pass == e.Pass && sameFlx(&x.flx, &e.flx) && x.opt == e.opt && x.optMask == e.optMask &&
-				x.sec == e.sec && x.auth == e.auth {
-				return AddExists
-			}
+		if int32(now-x.Expire) >= 0 || x.flags&flagsWild != e.flags&flagsWild {
+			continue
+		}
+		if identical(x, e) {
+			return AddExists
+		}
+		if x.Proto == e.Proto && x.Src == e.Src && x.Dst == e.Dst &&
+			x.SPort == e.SPort && x.DPort == e.DPort && x.ICMPType == e.ICMPType && x.ICMPID == e.ICMPID {
 			stale = x
 			break
 		}
@@ -1107,8 +1133,14 @@ func (t *Table) start(e *Entry, p *Packet, lim *Limits, now uint32) {
 	dir := 0
 	switch p.Proto {
 	case 6:
-		fsmStep(&e.TCPState, dir, p.TCPFlags, p.DataLen, e.flags&flagTCPFSM != 0)
-		e.Expire = now + t.tcpTimeout(e, dir)
+		fsm := dir
+		if p.Dst.IsUnspecified() {
+			// IPFilter takes the first packet to 0.0.0.0 (::) for a
+			// reply when it runs it through the state machine.
+			fsm = 1
+		}
+		fsmStep(&e.TCPState, fsm, p.TCPFlags, p.DataLen, e.flags&flagTCPFSM != 0)
+		e.Expire = now + t.tcpTimeout(e, fsm)
 		t.stats.Added[0]++
 	case 17:
 		e.Expire = now + t.otherTimeout(e, false)

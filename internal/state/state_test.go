@@ -374,14 +374,15 @@ func TestOptionsMustAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	reply := &Packet{V: 4, Proto: 17, Src: srv, Dst: cli, SPort: 2, DPort: 1, Flx: 1, IfName: "a"}
-	reply.Opt = 0x200 // lsrr: a rule without option tests lets options vary
+	reply.Opt = 0x200 // lsrr: the first reply sets the replies' options
 	if _, _, r := tb.Lookup(reply); r != Hit {
 		t.Errorf("reply with IP options: got %v, want Hit", r)
 	}
 	reply.Opt = 0
-	if _, _, r := tb.Lookup(reply); r != Hit {
-		t.Errorf("plain reply: got %v, want Hit", r)
+	if _, _, r := tb.Lookup(reply); r != Miss {
+		t.Errorf("plain reply after one with options: got %v, want Miss", r)
 	}
+	reply.Opt = 0x200
 	reply.Flx = 1 | 0x20 // now multicast
 	if _, _, r := tb.Lookup(reply); r != Miss {
 		t.Errorf("reply with other flags than the first reply: got %v, want Miss", r)
@@ -398,34 +399,44 @@ func TestOptionsMustAgree(t *testing.T) {
 	}
 }
 
-// TestRuleOptionsMustRepeat: the options a keep-state rule tested must
-// be on every later packet of the creating direction, not on replies;
-// an entry such a packet cannot match is no duplicate: a new entry
-// replaces it.
-func TestRuleOptionsMustRepeat(t *testing.T) {
+// TestOptionsMustRepeat: every later packet of the creating direction
+// carries the first packet's IP options (whatever the rule tested),
+// replies those of the first reply; an entry a packet cannot match only
+// because of its flags is a duplicate (refused: ipf_state_match does not
+// compare them), one with other options is not (a new entry replaces it).
+func TestOptionsMustRepeat(t *testing.T) {
 	const lsrr, rr = 0x200, 0x2
 	tb, _ := newTable(t)
 	p := &Packet{V: 4, Proto: 17, Src: cli, Dst: srv, SPort: 1, DPort: 2, Flx: 3, Opt: lsrr | rr, IfName: "a"}
-	if _, err := tb.Add(p, 2, &Limits{OptMask: lsrr}); err != AddOK {
+	if _, err := tb.Add(p, 2, &Limits{}); err != AddOK {
 		t.Fatal(err)
 	}
+	dup := *p
+	dup.Flx = 1
+	if _, err := tb.Add(&dup, 2, &Limits{}); err != AddExists {
+		t.Errorf("same options, other flags: got %v, want AddExists", err)
+	}
 	fwd := *p
-	fwd.Opt = lsrr
 	if _, _, r := tb.Lookup(&fwd); r != Hit {
-		t.Errorf("same tested option: got %v, want Hit", r)
+		t.Errorf("same options: got %v, want Hit", r)
 	}
-	fwd.Opt = rr
+	fwd.Opt = lsrr
 	if _, _, r := tb.Lookup(&fwd); r != Miss {
-		t.Errorf("tested option missing: got %v, want Miss", r)
+		t.Errorf("one option missing: got %v, want Miss", r)
 	}
-	reply := &Packet{V: 4, Proto: 17, Src: srv, Dst: cli, SPort: 2, DPort: 1, Flx: 1, IfName: "a"}
+	reply := &Packet{V: 4, Proto: 17, Src: srv, Dst: cli, SPort: 2, DPort: 1, Flx: 3, Opt: rr, IfName: "a"}
 	if _, _, r := tb.Lookup(reply); r != Hit {
-		t.Errorf("reply without the option: got %v, want Hit", r)
+		t.Errorf("first reply, other options: got %v, want Hit", r)
+	}
+	reply2 := *reply
+	reply2.Opt = lsrr
+	if _, _, r := tb.Lookup(&reply2); r != Miss {
+		t.Errorf("reply with other options than the first reply: got %v, want Miss", r)
 	}
 	plain := *p
 	plain.Flx, plain.Opt = 1, 0
 	if _, err := tb.Add(&plain, 2, &Limits{}); err != AddOK {
-		t.Errorf("second entry for a packet the first cannot match: got %v, want AddOK", err)
+		t.Errorf("second entry for other options: got %v, want AddOK", err)
 	}
 	if n := tb.Active(); n != 1 {
 		t.Errorf("entries: got %d, want 1 (the new one replaces the old)", n)

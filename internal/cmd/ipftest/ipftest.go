@@ -580,6 +580,10 @@ func (r *run) loadPools(name string) error {
 	if err != nil {
 		return err
 	}
+	for i, t := range f.Tables {
+		// As loaded: the groups a refused node names are not counted.
+		f.Tables[i] = pool.WithoutDuplicates(t)
+	}
 	r.poolFiles = append(r.poolFiles, f)
 	if r.pools == nil {
 		if r.pools, err = pool.NewSet(f, nil); err != nil {

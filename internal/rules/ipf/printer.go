@@ -101,7 +101,9 @@ func (p *printer) toif(tag string, d *RouteTarget) {
 	if d.NextHop.IsValid() && !d.NextHop.IsUnspecified() {
 		p.s(":")
 		p.s(d.NextHop.String())
-	} else if d.Iface != "-" && d.Iface != "*" && p.o.Unresolved != nil && p.o.Unresolved(d.Iface) {
+	} else if !d.NextHop.IsValid() && d.Iface != "-" && d.Iface != "*" && p.o.Unresolved != nil && p.o.Unresolved(d.Iface) {
+		// IPFilter marks an unknown interface only when the target
+		// names no address (not even 0.0.0.0).
 		p.s("(!)")
 	}
 	p.s(" ")

@@ -30,9 +30,6 @@ func Parse(name, src string) (*File, error) {
 func (p *parser) statement() {
 	defer p.Guard(p.resync)
 	t := p.Next()
-	if t.Kind == netfmt.TokPunct && t.Text == ";" {
-		return
-	}
 	if t.Kind != netfmt.TokWord {
 		p.FailAt(t, "table, group-map or pool")
 	}
@@ -94,7 +91,7 @@ func (p *parser) role() Role {
 	return 0
 }
 
-// table = "table" "role" "=" role "type" "=" ("tree"|"hash") {opt} "{" entries "}" [";"]
+// table = "table" "role" "=" role "type" "=" ("tree"|"hash") {opt} "{" entries "}" ";"
 func (p *parser) table(start netfmt.Token) {
 	tb := &Table{Pos: start.Pos}
 	p.Keyword("role")
@@ -159,9 +156,7 @@ func (p *parser) tableOpts(tb *Table, size *int, group *string) {
 }
 
 func (p *parser) finish(tb *Table, size int) {
-	if p.IsPunct(";") {
-		p.Next()
-	}
+	p.Punct(";")
 	if tb.Type == Hash || tb.Type == GroupMap {
 		if size > 0 {
 			tb.Size = size
@@ -308,22 +303,22 @@ func (p *parser) dests() []Dest {
 	return ds
 }
 
-// block reads `{ item ; item ; ... }`: empty statements are skipped and the
-// ";" may be left out before the "}".
+// block reads `{ item ; item ; ... }`, each item ended by ";", or `{ ; }`
+// for none: as in IPFilter's grammar, `{ }`, a missing ";" and empty
+// items are syntax errors.
 func (p *parser) block(item func()) {
 	p.Punct("{")
+	if p.IsPunct(";") {
+		p.Next()
+		p.Punct("}")
+		return
+	}
 	for {
-		if p.IsPunct(";") {
-			p.Next()
-			continue
-		}
+		item()
+		p.Punct(";")
 		if p.IsPunct("}") {
 			p.Next()
 			return
-		}
-		item()
-		if !p.IsPunct("}") {
-			p.Punct(";")
 		}
 	}
 }

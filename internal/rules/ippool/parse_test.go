@@ -87,6 +87,14 @@ func TestErrors(t *testing.T) {
 		{"table role = ipf type = tree number = 1\n { 1.2.3.4 2.2.2.2 };", `f:2:12: expected ";", found "2.2.2.2"`},
 		{"pool ipf/dstlist (name x; policy fancy;) { 1.1.1.1; };", `f:1:34: expected dstlist policy, found "fancy"`},
 		{"bogus", `f:1:1: expected table, group-map or pool, found "bogus"`},
+		// IPFilter's grammar: an empty list is "{ ; }", every entry ends
+		// with ";", and so does every definition.
+		{"table role = ipf type = tree number = 1 { };", `f:1:43: expected address, found "}"`},
+		{"table role = ipf type = hash number = 1 { ;; };", `f:1:44: expected "}", found ";"`},
+		{"table role = ipf type = tree number = 1 { 1.1.1.1 };", `f:1:51: expected ";", found "}"`},
+		{"table role = ipf type = tree number = 1 { 1.1.1.1;; };", `f:1:51: expected address, found ";"`},
+		{"group-map in role = ipf number = 1 { 1.1.1.1; }", `f:1:48: expected ";", found end of file`},
+		{"; table role = ipf type = tree number = 1 { 1.1.1.1; };", `f:1:1: expected table, group-map or pool, found ";"`},
 	}
 	for _, tc := range tests {
 		_, err := Parse("f", tc.in)

@@ -281,7 +281,7 @@ struct statblock {
 
 /* State entry flags. */
 #define SF_SYN 0x01     /* created by a SYN */
-#define SF_OPTMASK 0x08 /* the rule tests options: opt holds them under its mask */
+#define SF_OPTREV 0x10  /* opt_rev holds the options of the first reply */
 
 #define WF_WSCALE_SEEN 0x01
 #define WF_WSCALE_FIRST 0x02
@@ -527,13 +527,16 @@ struct state_entry {
 	__u8 secclass;  /* of the creating packet: both directions repeat it */
 	__u8 pad[2];
 	struct tcp_side tcp[2];
-	/* §3.2: the FI_CMP flags each slot [out*2 + rev] saw first, and the
-	 * IP options (IPv6: extension headers) of the creating packet under
-	 * the creating rule's option mask (SF_OPTMASK) */
+	/* §3.2: the FI_CMP flags each slot [out*2 + rev] saw first; the IP
+	 * options (IPv6: extension headers but the fragment header) of the
+	 * creating packet, which its direction repeats, and of the first
+	 * reply (SF_OPTREV), which replies repeat (is_opt/is_optmsk) */
 	__u32 flx[4];
 	__u32 opt;
+	__u32 opt_rev;
+	/* a wildcard-destination entry's own destination (the group) */
+	__u32 wdst[4];
 	__u32 gen;      /* generation of the slot's rules that made it */
-	__u32 pad2;
 };
 
 /* A datagram's fragments, as IPFilter keys them: interface, version,

@@ -367,6 +367,11 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		__builtin_memset(k.dst, 0, sizeof(k.dst));
 		k.wild = 1;
 		e = bpf_map_lookup_elem(&states, &k);
+		/* forward, the packet goes to the entry's own group: one to
+		 * another group is no packet of the flow */
+		if (e && (e->wdst[0] != p->dst[0] || e->wdst[1] != p->dst[1] || e->wdst[2] != p->dst[2] ||
+			  e->wdst[3] != p->dst[3]))
+			e = NULL;
 		if (!e) {
 			rev = 1;
 			if (!reverse_key(&k, p))
@@ -390,28 +395,23 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	{
 		/* flags must agree with what the first packet of this slot
 		 * carried, the security class with the creating packet's; the
-		 * creating direction repeats the options its rule tested (the
-		 * rule's mask, looked up only for such rules), replies are not
-		 * compared (ipf_matchsrcdst) */
-		__u32 fi = (p->out * 2 + rev) & 3, flx = p->flags & PF_CMP;
+		 * creating direction repeats the first packet's options, replies
+		 * those of the first reply (ipf_matchsrcdst: is_opt/is_optmsk) */
+		__u32 fi = (p->out * 2 + rev) & 3, flx = p->flags & PF_CMP, o = state_opt(p);
 
 		if (e->flx[fi] && e->flx[fi] != flx)
 			return NULL;
 		if (p->secclass != e->secclass)
 			return NULL;
-		if (p->family == 6) {
-			/* IPv6: every extension header of the first packet but
-			 * the fragment header; replies none */
-			if (state_opt(p) != (rev ? 0 : e->opt))
-				return NULL;
-		} else if (!rev && (e->flags & SF_OPTMASK)) {
-			struct rule *cr = rule_at(e->slot, e->rule);
-
-			if (!cr || (state_opt(p) & cr->opt_mask) != e->opt)
-				return NULL;
-		}
-		if (!e->flx[fi])
+		if (!rev ? o != e->opt : (e->flags & SF_OPTREV) && o != e->opt_rev)
+			return NULL;
+		if (!e->flx[fi]) {
 			e->flx[fi] = flx;
+			if (rev && !(e->flags & SF_OPTREV)) {
+				e->opt_rev = o;
+				e->flags |= SF_OPTREV;
+			}
+		}
 	}
 	if (p->proto == IPPROTO_TCP) {
 		/* a new SYN on a flow closed on both sides starts afresh */
@@ -463,6 +463,13 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		return scratch;
 	}
 	return e;
+}
+
+/* state_identical is ipf_state_match for two entries of one flow. */
+static __always_inline int state_identical(const struct state_entry *a, const struct state_entry *b)
+{
+	return a->pass == b->pass && a->opt == b->opt && a->secclass == b->secclass &&
+	       (a->flags & SF_OPTREV) == (b->flags & SF_OPTREV) && a->opt_rev == b->opt_rev;
 }
 
 /* state_create adds an entry for p created by rule idx; returns 0 on
@@ -534,12 +541,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->group_no = r->group_no;
 	ep->ifindex[p->out & 1] = p->ifindex;
 	ep->flx[(p->out & 1) * 2] = p->flags & PF_CMP;
-	if (p->family == 6) {
-		ep->opt = state_opt(p);
-	} else if (r->match & M_OPT) {
-		ep->flags |= SF_OPTMASK;
-		ep->opt = state_opt(p) & r->opt_mask;
-	}
+	ep->opt = state_opt(p);
 	ep->secclass = p->secclass;
 	ep->pkts[p->out & 1] = 1;
 	ep->bytes[p->out & 1] = p->plen;
@@ -549,9 +551,12 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			ep->flags |= SF_SYN;
 		tcp_init(ep, p);
 		/* IPFilter keeps the entry even when the first packet is not a
-		 * transition of the state machine; it then ages as LISTEN */
-		if (!tcp_fsm(ep, 0, p, now))
-			ep->expire = now + tcp_timeout(ep->tcp[0].state);
+		 * transition of the state machine; it then ages as LISTEN. It
+		 * takes a first packet to 0.0.0.0 (::) for a reply there. */
+		int fsm = !(p->dst[0] | p->dst[1] | p->dst[2] | p->dst[3]);
+
+		if (!tcp_fsm(ep, fsm, p, now))
+			ep->expire = now + tcp_timeout(ep->tcp[fsm & 1].state);
 		stat_inc(ST_ADD_TCP);
 	} else {
 		__u64 to;
@@ -570,18 +575,29 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			to = (__u64)r->age_fwd * 1000000000ULL;
 		ep->expire = now + to;
 	}
+	if (wild_dst(p))
+		__builtin_memcpy(ep->wdst, p->dst, 16);
+	{
+		/* IPFilter refuses an identical entry (ipf_state_match: rule
+		 * flags, options, class, addresses and ports either way round,
+		 * not the FI_* flags): the packet is then blocked */
+		struct state_key rk;
+		struct state_entry *old = NULL;
+
+		if (!k.wild) {
+			make_key(&rk, p, 1);
+			old = bpf_map_lookup_elem(&states, &rk);
+		}
+		if (old && state_identical(old, ep))
+			return 0;
+	}
 	if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0) {
-		/* IPFilter refuses only an identical entry (ipf_state_match:
-		 * flags, options, class and pass): for a packet the existing
-		 * entry could not match it adds a new one, found first. The map
-		 * keeps one per key, so the new one replaces the old (as the
-		 * Go engine does). */
+		/* For a packet the existing entry could not match IPFilter
+		 * adds a new one, found first. The map keeps one per key, so
+		 * the new one replaces the old (as the Go engine does). */
 		struct state_entry *old = bpf_map_lookup_elem(&states, &k);
 
-		/* out-of-window makes no different entry */
-		if (!old || (old->pass == ep->pass && old->opt == ep->opt && old->secclass == ep->secclass &&
-			     ((old->flx[0] ^ ep->flx[0]) & ~PF_OOW) == 0 && ((old->flx[1] ^ ep->flx[1]) & ~PF_OOW) == 0 &&
-			     ((old->flx[2] ^ ep->flx[2]) & ~PF_OOW) == 0 && ((old->flx[3] ^ ep->flx[3]) & ~PF_OOW) == 0))
+		if (!old || state_identical(old, ep))
 			return 0;
 		/* the old entry and its counts go (another CPU or the sweeper
 		 * may have removed it first: released once either way) */
