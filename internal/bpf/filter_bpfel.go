@@ -397,6 +397,7 @@ type filterWork struct {
 	Obuf       [64]uint8
 	Fk         filterFragKey
 	Fe         filterFragEntry
+	Rk         filterStateKey
 	HitPass    uint32
 	HitRuleNo  uint32
 	HitGroupNo uint32

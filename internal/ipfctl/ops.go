@@ -204,7 +204,7 @@ var ErrNotConfirmable = errors.New("no load is waiting for confirmation (ipf -W)
 // permissionHint turns a permission error into one that says what is
 // missing; other errors pass unchanged.
 func permissionHint(err error) error {
-	if err == nil || !errors.Is(err, fs.ErrPermission) {
+	if err == nil || !errors.Is(err, fs.ErrPermission) || verifierRejected(err) {
 		return err
 	}
 	return &PermissionError{Err: err}

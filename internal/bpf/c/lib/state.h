@@ -476,7 +476,7 @@ static __always_inline int state_identical(const struct state_entry *a, const st
  * failure (the caller turns pass into block). */
 static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx,
 					const struct rule *r, __u32 pass, __u64 now,
-					struct state_entry *ep)
+					struct state_entry *ep, struct state_key *rk)
 {
 	struct state_key k;
 	__u32 zero = 0;
@@ -581,12 +581,11 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		/* IPFilter refuses an identical entry (ipf_state_match: rule
 		 * flags, options, class, addresses and ports either way round,
 		 * not the FI_* flags): the packet is then blocked */
-		struct state_key rk;
 		struct state_entry *old = NULL;
 
 		if (!k.wild) {
-			make_key(&rk, p, 1);
-			old = bpf_map_lookup_elem(&states, &rk);
+			make_key(rk, p, 1);
+			old = bpf_map_lookup_elem(&states, rk);
 		}
 		if (old && state_identical(old, ep))
 			return 0;
@@ -725,7 +724,7 @@ GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 	r = rule_at(slot, idx);
 	if (!r)
 		return 0;
-	return state_create(&w->p, slot, idx & (RULE_CAP - 1), r, pass, now, &w->e);
+	return state_create(&w->p, slot, idx & (RULE_CAP - 1), r, pass, now, &w->e, &w->rk);
 }
 
 #endif
