@@ -701,7 +701,10 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 			p->pflags = PF_ICMPQ;
 			p->sport = p->dport = *(__u16 *)(l4 + 4);
 		} else if (p->proto == IPPROTO_ICMP ? icmp4_error(l4[0]) : icmp6_error(l4[0])) {
-			p->icmperr = 1;
+			/* an error too short to quote an IP header is
+			 * translated as a plain packet, as the engine (and
+			 * IPFilter) does */
+			p->icmperr = p->l4len >= 8 + (p->proto == IPPROTO_ICMP ? 20 : 40);
 		}
 		return 1;
 	}
@@ -709,16 +712,24 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 }
 
 /* Walks an IPv6 extension header chain (slow: only packets that have
- * one). Sets l4off/proto or fragbody. Returns 0 if the chain runs off
- * the datagram (the engine's parse fails: the packet is left alone). */
+ * one), as the engine's parse does. Sets l4off/proto, the fragment
+ * header's id and more-fragments flag, fragbody. A header cut short by
+ * the end of the datagram leaves the packet without L4 header, of the
+ * protocol of that header (the engine, as IPFilter, still translates
+ * its addresses); returns 0 (the packet is left alone) only for a cut
+ * fragment header or a chain it cannot read. */
 struct v6walk {
 	struct __sk_buff *skb;
 	__u32 off;
 	__u32 end;
+	__u32 id;
 	__u8 nh;
 	__u8 done;
 	__u8 ok;
 	__u8 frag;
+	__u8 more;
+	__u8 cut;
+	__u8 pad[2];
 };
 
 static long v6walk_step(__u32 i, struct v6walk *c)
@@ -730,27 +741,38 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 	case 43:
 	case 60:
 	case 135:
-		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, h, 2) < 0) {
+		if (c->off + 8 > c->end) {
+			c->cut = 1;
+			c->done = 1;
+			return 1;
+		}
+		if (bpf_skb_load_bytes(c->skb, c->off, h, 2) < 0) {
 			c->ok = 0;
 			return 1;
 		}
 		c->nh = h[0];
 		c->off += ((__u32)h[1] + 1) * 8;
 		return 0;
-	case 44:
-		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, h, 4) < 0) {
+	case 44: {
+		__u8 f[8];
+
+		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, f, 8) < 0) {
 			c->ok = 0;
 			return 1;
 		}
-		if (((__u16)h[2] << 8 | h[3]) & 0xfff8) {
+		/* the id as it sits in the packet, as IPv4's goes in
+		 * host order: either way a datagram's fragments share it */
+		c->id = (__u32)f[4] << 24 | (__u32)f[5] << 16 | (__u32)f[6] << 8 | f[7];
+		c->more = f[3] & 1;
+		c->nh = f[0];
+		if (((__u16)f[2] << 8 | f[3]) & 0xfff8) {
 			c->frag = 1;
-			c->nh = h[0];
 			c->done = 1;
 			return 1;
 		}
-		c->nh = h[0];
 		c->off += 8;
 		return 0;
+	}
 	}
 	c->done = 1;
 	return 1;
@@ -774,13 +796,19 @@ GLOBAL int nat_v6_walk(struct __sk_buff *skb)
 	if (!c.ok || !c.done)
 		return 0;
 	p->proto = c.nh;
+	p->ipid = c.id;
+	p->morefrags = c.more;
 	if (c.frag) {
 		p->fragbody = 1;
 		p->l4off = 0;
 		return 1;
 	}
-	if (c.off > c.end)
-		return 0; /* the engine's off <= end: no L4 at all */
+	if (c.cut || c.off > c.end) {
+		/* no L4 header: the addresses only (the engine's l4 < 0) */
+		p->l4off = 0;
+		p->l4len = 0;
+		return 1;
+	}
 	p->l4len = c.end - c.off;
 	p->l4off = c.off;
 	return 1;
@@ -2484,13 +2512,14 @@ static __always_inline void frag_key(struct nat_frag_key *fk, const struct pkt *
 	fk->family = p->family;
 }
 
-/* note_frag remembers which entry a first IPv4 fragment used, for the
- * fragments that follow (the engine's noteFrag). */
+/* note_frag remembers which entry a first fragment used, for the
+ * fragments that follow (the engine's noteFrag): IPv4's by the IP id,
+ * IPv6's by the fragment header's. */
 static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 {
 	struct nat_frag_key fk;
 
-	if (p->family != 4 || !p->morefrags)
+	if (!p->morefrags)
 		return;
 	frag_key(&fk, p);
 	bpf_map_update_elem(&frags, &fk, k, BPF_ANY);
@@ -3072,8 +3101,6 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	}
 	if (p->fragbody) {
-		if (p->family != 4)
-			return TC_ACT_UNSPEC;
 		frag_key(&w->fk, p);
 		fkey = bpf_map_lookup_elem(&frags, &w->fk);
 		if (!fkey)
