@@ -182,6 +182,24 @@ func setStage(spec *ebpf.CollectionSpec, stage uint32) error {
 	return nil
 }
 
+// fields are the places of the maps by their names in the object.
+func (o *natMaps) fields() map[string]**ebpf.Map {
+	return map[string]**ebpf.Map{
+		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
+		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
+		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea,
+	}
+}
+
+// byName returns the maps by their names in the object (nil where not open).
+func (o *natMaps) byName() map[string]*ebpf.Map {
+	out := map[string]*ebpf.Map{}
+	for name, p := range o.fields() {
+		out[name] = *p
+	}
+	return out
+}
+
 // verifierError prints the verifier's whole log under %+v.
 type verifierError struct{ ve *ebpf.VerifierError }
 
@@ -229,12 +247,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 		}
 		opened[name] = m
 	}
-	o := &d.objs.natMaps
-	assign := map[string]**ebpf.Map{
-		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
-		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
-		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea,
-	}
+	assign := d.objs.natMaps.fields()
 	for name, m := range opened {
 		if p, ok := assign[name]; ok {
 			*p = m
