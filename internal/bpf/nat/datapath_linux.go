@@ -93,6 +93,10 @@ func Load(opts Options) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("loading the NAT programs: %w", err)
 	}
+	if err := d.setSlow(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
 	if err := d.initConfig(); err != nil {
 		d.objs.Close()
 		return nil, err
@@ -112,6 +116,17 @@ func Load(opts Options) (*Datapath, error) {
 		}
 	}
 	return d, nil
+}
+
+// setSlow puts the slow programs where the programs tail-call them for
+// the packets their fast path leaves (a reload replaces the last load's).
+func (d *Datapath) setSlow() error {
+	for i, p := range []*ebpf.Program{slowIn: d.objs.NatSlowIngress, slowOut: d.objs.NatSlowEgress, slowPre: d.objs.NatSlowEgressPre} {
+		if err := d.objs.SlowProgs.Update(uint32(i), p, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("setting the NAT slow programs: %w", err)
+		}
+	}
+	return nil
 }
 
 // Stage is where a probe's fast path stops (see LoadProbe).
@@ -187,7 +202,7 @@ func (o *natMaps) fields() map[string]**ebpf.Map {
 	return map[string]**ebpf.Map{
 		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
 		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
-		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea,
+		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea, "slow_progs": &o.SlowProgs,
 	}
 }
 
@@ -879,9 +894,12 @@ type Stats struct {
 	// Expired and Flushed count sessions ended by their timers and by
 	// flushes; HostmapNew and HostmapAdd host map entries made and reused.
 	Expired, Flushed, HostmapNew, HostmapAdd, WildUsed uint64
-	Active, Wilds                                      uint64 // now
-	Rules, MapRules, RdrRules                          int
-	TableMax                                           uint64
+	// NoSlow counts packets left alone for want of a slow program
+	// (nothing in use: Load puts them in place).
+	NoSlow                    uint64
+	Active, Wilds             uint64 // now
+	Rules, MapRules, RdrRules int
+	TableMax                  uint64
 }
 
 // SideStats are the counters of one direction. Fast counts the packets
@@ -936,7 +954,7 @@ func (d *Datapath) Stats() (Stats, error) {
 		st.Side[side].Translated += st.Side[side].Fast
 	}
 	for i, p := range map[uint32]*uint64{nsExpired: &st.Expired, nsFlushed: &st.Flushed, nsHMNew: &st.HostmapNew,
-		nsHMAdd: &st.HostmapAdd, nsWildUsed: &st.WildUsed} {
+		nsHMAdd: &st.HostmapAdd, nsWildUsed: &st.WildUsed, nsNoSlow: &st.NoSlow} {
 		v, err := get(i)
 		if err != nil {
 			return st, err

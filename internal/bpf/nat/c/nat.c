@@ -176,6 +176,15 @@ struct {
 	__type(value, struct nat_hot);
 } hot SEC(".maps");
 
+/* The slow programs (SLOW_*), which the programs tail-call for the
+ * packets their fast path leaves. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, SLOW_N);
+	__type(key, __u32);
+	__type(value, __u32);
+} slow_progs SEC(".maps");
+
 /* Link-layer header length by ifindex when not Ethernet (nat_hot.l3dev). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -3327,11 +3336,12 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
  * an MSS-clamped SYN) returns FAST_NO and goes the whole way, which does
  * the same for these packets and more. Its code is laid out as one
  * straight line for a packet it translates (the exits are unlikely()).
- * A function of its own (verified for each program with dir and pre
- * known), so that its stack is not added to the slow path's: inlined in
- * the programs, its 80 bytes put the deepest chain of calls at 544 bytes,
- * over the verifier's 512. */
-static __attribute__((noinline)) int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre)
+ * Inlined in each program (dir and pre are constants there), which then
+ * makes no call for the packets it translates: the rest goes on by a tail
+ * call (slow_progs), so that the fast path's stack is not added to the
+ * slow path's chain of calls (it would be 544 bytes, over the verifier's
+ * 512). */
+static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre)
 {
 	void *data, *end;
 	struct nat_fkey k;
@@ -3455,8 +3465,7 @@ account:
 }
 
 /* nat_whole is the way for every packet the fast path leaves: a function
- * of its own, shared by the three programs, so that theirs stay the fast
- * path's few instructions (and cache lines). */
+ * shared by the three slow programs. */
 GLOBAL int nat_whole(struct __sk_buff *skb, __u32 dir, __u32 pre)
 {
 	if (!skb)
@@ -3468,6 +3477,10 @@ GLOBAL int nat_whole(struct __sk_buff *skb, __u32 dir, __u32 pre)
 	return nat_main(skb, DIR_IN, 0);
 }
 
+/* The programs: the fast path, then (for what it leaves) a tail call to
+ * the slow program of the same hook, which user space puts in slow_progs
+ * at load. Without it (never in use) the packet is left alone and
+ * counted (NS_NOSLOW). */
 SEC("tc")
 int nat_ingress(struct __sk_buff *skb)
 {
@@ -3475,7 +3488,9 @@ int nat_ingress(struct __sk_buff *skb)
 
 	if (r != FAST_NO)
 		return r;
-	return nat_whole(skb, DIR_IN, 0);
+	bpf_tail_call(skb, &slow_progs, SLOW_IN);
+	stat_inc(NS_NOSLOW);
+	return TC_ACT_UNSPEC;
 }
 
 SEC("tc")
@@ -3485,7 +3500,9 @@ int nat_egress(struct __sk_buff *skb)
 
 	if (r != FAST_NO)
 		return r;
-	return nat_whole(skb, DIR_OUT, 0);
+	bpf_tail_call(skb, &slow_progs, SLOW_OUT);
+	stat_inc(NS_NOSLOW);
+	return TC_ACT_UNSPEC;
 }
 
 SEC("tc")
@@ -3495,6 +3512,26 @@ int nat_egress_pre(struct __sk_buff *skb)
 
 	if (r != FAST_NO)
 		return r;
+	bpf_tail_call(skb, &slow_progs, SLOW_PRE);
+	stat_inc(NS_NOSLOW);
+	return TC_ACT_UNSPEC;
+}
+
+SEC("tc")
+int nat_slow_ingress(struct __sk_buff *skb)
+{
+	return nat_whole(skb, DIR_IN, 0);
+}
+
+SEC("tc")
+int nat_slow_egress(struct __sk_buff *skb)
+{
+	return nat_whole(skb, DIR_OUT, 0);
+}
+
+SEC("tc")
+int nat_slow_egress_pre(struct __sk_buff *skb)
+{
 	return nat_whole(skb, DIR_OUT, 1);
 }
 
