@@ -201,7 +201,7 @@ func setStage(spec *ebpf.CollectionSpec, stage uint32) error {
 func (o *natMaps) fields() map[string]**ebpf.Map {
 	return map[string]**ebpf.Map{
 		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
-		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
+		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "fast6": &o.Fast6, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
 		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea, "slow_progs": &o.SlowProgs,
 	}
 }
@@ -785,8 +785,21 @@ func (d *Datapath) Sessions() ([]Session, error) {
 	if err := fit.Err(); err != nil {
 		return nil, fmt.Errorf("reading NAT sessions: %w", err)
 	}
+	fast6 := map[natNatKey]natNatFast{}
+	var f6 natNatFast6
+	fit6 := d.objs.Fast6.Iterate()
+	for fit6.Next(&k, &f6) {
+		fast6[k] = f6.F
+	}
+	if err := fit6.Err(); err != nil {
+		return nil, fmt.Errorf("reading NAT sessions: %w", err)
+	}
 	live := func(k natNatKey, v *natNatSess) {
-		if f, ok := fast[fastKey(k)]; ok {
+		f, ok := fast[fastKey(k)]
+		if k.Family == 6 {
+			f, ok = fast6[k]
+		}
+		if ok {
 			v.Pkts += f.Pkts
 			v.Bytes += f.Bytes
 			v.Tcpflags, v.Last = f.Tcpflags, f.Last
@@ -903,7 +916,7 @@ type Stats struct {
 }
 
 // SideStats are the counters of one direction. Fast counts the packets
-// of Translated that the IPv4 fast path did.
+// of Translated that the fast path (IPv4 or IPv6) did.
 type SideStats struct {
 	Translated, Ignored, BadNAT, Added, Miss, TableMax, Exists, ICMP, Frag,
 	ProxyFail, InsertFail, Wrap, IfAddr, Fast uint64
@@ -948,6 +961,15 @@ func (d *Datapath) Stats() (Stats, error) {
 		st.Side[fk.Dir&1].Fast += fv.Pkts
 	}
 	if err := it.Err(); err != nil {
+		return st, fmt.Errorf("reading NAT statistics: %w", err)
+	}
+	var k6 natNatKey
+	var f6 natNatFast6
+	it6 := d.objs.Fast6.Iterate()
+	for it6.Next(&k6, &f6) {
+		st.Side[k6.Dir&1].Fast += f6.F.Pkts
+	}
+	if err := it6.Err(); err != nil {
 		return st, fmt.Errorf("reading NAT statistics: %w", err)
 	}
 	for side := range 2 {

@@ -112,7 +112,7 @@ func (h *harness) reset() error {
 	if err := h.d.LoadRules(empty); err != nil {
 		return err
 	}
-	for _, m := range []*ebpf.Map{h.d.objs.Sessions, h.d.objs.Fast4, h.d.objs.Hostmaps, h.d.objs.Frags, h.d.objs.Ftps} {
+	for _, m := range []*ebpf.Map{h.d.objs.Sessions, h.d.objs.Fast4, h.d.objs.Fast6, h.d.objs.Hostmaps, h.d.objs.Frags, h.d.objs.Ftps} {
 		if err := clearMap(m); err != nil {
 			return err
 		}

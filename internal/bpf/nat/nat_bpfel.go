@@ -31,6 +31,13 @@ type natNatFast struct {
 	Bytes    uint64
 }
 
+type natNatFast6 struct {
+	_    structs.HostLayout
+	F    natNatFast
+	Nsrc [4]uint32
+	Ndst [4]uint32
+}
+
 type natNatFkey struct {
 	_     structs.HostLayout
 	Src   uint32
@@ -345,7 +352,7 @@ type natWork struct {
 		Ndst     [4]uint32
 	}
 	Fk4 natNatFkey
-	Fb  natNatFast
+	Fb  natNatFast6
 	Sb  [224]uint8
 	Sb2 [224]uint8
 	Sb3 [224]uint8
@@ -430,6 +437,7 @@ type natWork struct {
 const (
 	natMapConfig            = "config"
 	natMapFast4             = "fast4"
+	natMapFast6             = "fast6"
 	natMapFrags             = "frags"
 	natMapFtps              = "ftps"
 	natMapHits              = "hits"
@@ -511,6 +519,7 @@ type natProgramSpecs struct {
 type natMapSpecs struct {
 	Config    *ebpf.MapSpec `ebpf:"config"`
 	Fast4     *ebpf.MapSpec `ebpf:"fast4"`
+	Fast6     *ebpf.MapSpec `ebpf:"fast6"`
 	Frags     *ebpf.MapSpec `ebpf:"frags"`
 	Ftps      *ebpf.MapSpec `ebpf:"ftps"`
 	Hits      *ebpf.MapSpec `ebpf:"hits"`
@@ -556,6 +565,7 @@ func (o *natObjects) Close() error {
 type natMaps struct {
 	Config    *ebpf.Map `ebpf:"config"`
 	Fast4     *ebpf.Map `ebpf:"fast4"`
+	Fast6     *ebpf.Map `ebpf:"fast6"`
 	Frags     *ebpf.Map `ebpf:"frags"`
 	Ftps      *ebpf.Map `ebpf:"ftps"`
 	Hits      *ebpf.Map `ebpf:"hits"`
@@ -577,6 +587,7 @@ func (m *natMaps) Close() error {
 	return _NatClose(
 		m.Config,
 		m.Fast4,
+		m.Fast6,
 		m.Frags,
 		m.Ftps,
 		m.Hits,

@@ -52,6 +52,14 @@ static __always_inline int bench_at(__u32 n)
 #define ST_REWRITE 4 /* the packet rewritten, nothing accounted */
 #define ST_OFF 9    /* no fast path: every packet goes the whole way (tests) */
 
+/* probe tells whether the program is a probe (LoadProbe: stopped at
+ * ST_ENTRY..ST_LOOKUP), which must translate nothing: it leaves IPv6 and
+ * every packet its IPv4 fast path leaves alone. */
+static __always_inline int probe(void)
+{
+	return bench_at(ST_ENTRY) || bench_at(ST_PARSE) || bench_at(ST_LOOKUP);
+}
+
 #ifndef IPPROTO_ICMPV6
 #define IPPROTO_ICMPV6 58
 #endif
@@ -135,6 +143,16 @@ struct {
 	__type(key, struct nat_fkey);
 	__type(value, struct nat_fast);
 } fast4 SEC(".maps");
+
+/* The IPv6 fast path: the twins of IPv6 TCP/UDP entries, under their
+ * nat_key. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NAT_SESS_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct nat_key);
+	__type(value, struct nat_fast6);
+} fast6 SEC(".maps");
 
 /* First fragments' sessions: the entry key later fragments follow. */
 struct {
@@ -375,7 +393,7 @@ struct work {
 	struct nat_tuple t;
 	struct sticky_ctx sc;
 	struct nat_fkey fk4;
-	struct nat_fast fb;
+	struct nat_fast6 fb;
 	/* entries being built, as bytes: a bpf_timer may not sit in a
 	 * per-CPU map's value type (its bytes stay zero here) */
 	__u8 sb[sizeof(struct nat_sess)] __attribute__((aligned(8)));
@@ -841,11 +859,21 @@ static __always_inline int fkey_of(struct nat_fkey *fk, const struct nat_key *k)
 	return 1;
 }
 
-/* fast_of returns the fast twin of the entry at key k, if it has one. */
+/* fast6_ok tells whether the entry at key k can have an IPv6 fast twin
+ * (kept under k itself). */
+static __always_inline int fast6_ok(const struct nat_key *k)
+{
+	return k->family == 6 && k->dir <= DIR_OUT && (k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP);
+}
+
+/* fast_of returns the fast twin of the entry at key k, if it has one (of
+ * an IPv6 entry, its struct nat_fast part). */
 static __always_inline struct nat_fast *fast_of(const struct nat_key *k)
 {
 	struct nat_fkey fk;
 
+	if (fast6_ok(k))
+		return bpf_map_lookup_elem(&fast6, k);
 	if (!fkey_of(&fk, k))
 		return NULL;
 	return bpf_map_lookup_elem(&fast4, &fk);
@@ -859,6 +887,14 @@ static __always_inline struct nat_fast *fast_gone(const struct nat_key *k)
 	struct nat_fkey fk;
 	struct nat_fast *f;
 
+	if (fast6_ok(k)) {
+		f = bpf_map_lookup_elem(&fast6, k);
+		if (!f)
+			return NULL;
+		if (bpf_map_delete_elem(&fast6, k) == 0 && f->pkts)
+			stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, f->pkts);
+		return f;
+	}
 	if (!fkey_of(&fk, k))
 		return NULL;
 	f = bpf_map_lookup_elem(&fast4, &fk);
@@ -1254,25 +1290,31 @@ static __always_inline int shadow(struct work *w, struct nat_key *k)
 }
 
 /* fast_add makes the fast twin of entry e (at key k) when the fast path
- * can do its packets: IPv4 TCP or UDP, no proxy, not a wildcard or a
- * proxy's data connection. Without one (the table is full), the entry
- * works as IPv6 ones do. */
+ * can do its packets: TCP or UDP, no proxy, not a wildcard or a proxy's
+ * data connection. Without one (the table is full), the entry's packets
+ * go the whole way. */
 static __always_inline void fast_add(struct work *w, const struct nat_key *k, const struct nat_sess *e)
 {
-	struct nat_fast *f = &w->fb;
+	struct nat_fast6 *f6 = &w->fb;
+	struct nat_fast *f = &f6->f;
+	int v6 = fast6_ok(k);
 
-	if ((e->sflags & (SF_PROXY | SF_SLAVE | SF_WILD)) || !fkey_of(&w->fk4, k))
+	if ((e->sflags & (SF_PROXY | SF_SLAVE | SF_WILD)) || (!v6 && !fkey_of(&w->fk4, k)))
 		return;
 	if (e->w == 0) {
 		f->nsrc = e->t.nsrc[0];
 		f->ndst = e->t.ndst[0];
 		f->nsport = e->t.nsport;
 		f->ndport = e->t.ndport;
+		words_cp(f6->nsrc, e->t.nsrc);
+		words_cp(f6->ndst, e->t.ndst);
 	} else {
 		f->nsrc = e->t.odst[0];
 		f->ndst = e->t.osrc[0];
 		f->nsport = e->t.odport;
 		f->ndport = e->t.osport;
+		words_cp(f6->nsrc, e->t.odst);
+		words_cp(f6->ndst, e->t.osrc);
 	}
 	f->ifindex = e->ifindex;
 	f->csum_l3 = e->csum_l3;
@@ -1284,7 +1326,10 @@ static __always_inline void fast_add(struct work *w, const struct nat_key *k, co
 	f->last = e->last;
 	f->pkts = 0;
 	f->bytes = 0;
-	bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY);
+	if (v6)
+		bpf_map_update_elem(&fast6, k, f6, BPF_ANY);
+	else
+		bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY);
 }
 
 /* sess_insert enters the session described by w->ns (made by packet
@@ -3464,6 +3509,131 @@ account:
 	return TC_ACT_UNSPEC;
 }
 
+/* nat_fast6 is nat_fast4 for IPv6: TCP or UDP right after the fixed
+ * header (no extension header), the entry's own nat_key looked up in
+ * fast6, the addresses and ports rewritten and the L4 checksum moved by
+ * the entry's differences (IPv6 has no header checksum). A UDP datagram
+ * with a zero checksum field (invalid in IPv6) goes the whole way. */
+static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre)
+{
+	void *data, *end;
+	struct nat_key k;
+	struct nat_hot *h;
+	struct nat_fast6 *f6;
+	struct nat_fast *f;
+	struct ipv6hdr *ip6;
+	__u32 l3 = 14, len, pl, cookie = 0, diff, *ports;
+	__u64 now;
+	__u16 *ck;
+	__u8 *l4, proto, fl = 0;
+	int summed;
+
+	if (probe())
+		return TC_ACT_UNSPEC;
+	if (bench_at(ST_OFF))
+		return FAST_NO;
+	h = get_hot();
+	if (unlikely(!h))
+		return FAST_NO;
+	if (dir == DIR_OUT) {
+		cookie = h->cookie;
+		if (unlikely(cookie) && skb->cb[4] == cookie)
+			return TC_ACT_UNSPEC;
+	}
+	if (unlikely(h->l3dev)) {
+		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
+
+		if (l2)
+			l3 = *l2 & 0xff;
+	}
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	ip6 = data + l3;
+	l4 = (void *)(ip6 + 1);
+	if (unlikely((void *)(l4 + 8) > end) || unlikely((*(__u8 *)ip6 >> 4) != 6))
+		return FAST_NO;
+	len = skb->len - l3;
+	pl = bpf_ntohs(ip6->payload_len);
+	if (unlikely(40 + pl > len))
+		pl = len - 40; /* as the engine takes a payload beyond the buffer */
+	proto = ip6->nexthdr;
+	if (likely(proto == IPPROTO_TCP)) {
+		if (unlikely(pl < 20) || unlikely((void *)(l4 + 20) > end))
+			return FAST_NO;
+		fl = l4[13];
+		ck = (__u16 *)(l4 + 16);
+	} else if (likely(proto == IPPROTO_UDP)) {
+		if (unlikely(pl < 8))
+			return FAST_NO;
+		ck = (__u16 *)(l4 + 6);
+		if (unlikely(*ck == 0))
+			return FAST_NO;
+	} else {
+		return FAST_NO;
+	}
+	ports = (__u32 *)l4;
+	__builtin_memcpy(k.src, &ip6->saddr, 16);
+	__builtin_memcpy(k.dst, &ip6->daddr, 16);
+	*(__u32 *)&k.sport = *ports;
+	/* proto, dir, family and pad in one store */
+	*(__u32 *)&k.proto = proto | dir << 8 | 6 << 16;
+	f6 = bpf_map_lookup_elem(&fast6, &k);
+	if (unlikely(!f6))
+		return FAST_NO;
+	f = &f6->f;
+	if (unlikely(f->ifindex && f->ifindex != skb->ifindex) || unlikely((f->flags & FF_MSS) && (fl & 0x02)))
+		return FAST_NO;
+	if (pre)
+		return TC_ACT_UNSPEC; /* only a proxy's data connections, which have no fast entry */
+
+	__builtin_memcpy(&ip6->saddr, f6->nsrc, 16);
+	__builtin_memcpy(&ip6->daddr, f6->ndst, 16);
+	*ports = *(__u32 *)&f->nsport;
+	diff = csum_add32(f->csum_l4a, f->csum_l4p);
+	if (diff) {
+		summed = ip_summed(skb);
+		if (likely(summed == CHECKSUM_PARTIAL)) {
+			if (f->csum_l4a)
+				*ck = csum_fold32(csum_add32(*ck, f->csum_l4a));
+		} else if (likely(summed != CHECKSUM_COMPLETE)) {
+			*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
+		} else {
+			__u64 mf = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+			__u32 off = l3 + 40 + (proto == IPPROTO_TCP ? 16 : 6);
+
+			if (f->csum_l4a)
+				bpf_l4_csum_replace(skb, off, 0, f->csum_l4a, BPF_F_PSEUDO_HDR | mf);
+			if (f->csum_l4p)
+				bpf_l4_csum_replace(skb, off, 0, f->csum_l4p, mf);
+			goto account;
+		}
+		if (proto == IPPROTO_UDP && *ck == 0)
+			*ck = 0xffff;
+	}
+account:
+	f->pkts++;
+	f->bytes += len;
+	if (unlikely(fl & ~f->tcpflags))
+		f->tcpflags |= fl;
+	if (likely(h->nspj))
+		now = bpf_jiffies64() * h->nspj + h->clock;
+	else
+		now = bpf_ktime_get_coarse_ns() + h->clock;
+	if (f->last != now)
+		f->last = now;
+	if (unlikely(cookie))
+		skb->cb[4] = cookie;
+	return TC_ACT_UNSPEC;
+}
+
+/* nat_fast is the fast path of either family. */
+static __always_inline int nat_fast(struct __sk_buff *skb, __u32 dir, int pre)
+{
+	if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		return nat_fast6(skb, dir, pre);
+	return nat_fast4(skb, dir, pre);
+}
+
 /* nat_whole is the way for every packet the fast path leaves: a function
  * shared by the three slow programs. */
 GLOBAL int nat_whole(struct __sk_buff *skb, __u32 dir, __u32 pre)
@@ -3484,10 +3654,10 @@ GLOBAL int nat_whole(struct __sk_buff *skb, __u32 dir, __u32 pre)
 SEC("tc")
 int nat_ingress(struct __sk_buff *skb)
 {
-	int r = nat_fast4(skb, DIR_IN, 0);
+	int r = nat_fast(skb, DIR_IN, 0);
 
-	if (r != FAST_NO)
-		return r;
+	if (r != FAST_NO || probe())
+		return r != FAST_NO ? r : TC_ACT_UNSPEC;
 	bpf_tail_call(skb, &slow_progs, SLOW_IN);
 	stat_inc(NS_NOSLOW);
 	return TC_ACT_UNSPEC;
@@ -3496,10 +3666,10 @@ int nat_ingress(struct __sk_buff *skb)
 SEC("tc")
 int nat_egress(struct __sk_buff *skb)
 {
-	int r = nat_fast4(skb, DIR_OUT, 0);
+	int r = nat_fast(skb, DIR_OUT, 0);
 
-	if (r != FAST_NO)
-		return r;
+	if (r != FAST_NO || probe())
+		return r != FAST_NO ? r : TC_ACT_UNSPEC;
 	bpf_tail_call(skb, &slow_progs, SLOW_OUT);
 	stat_inc(NS_NOSLOW);
 	return TC_ACT_UNSPEC;
@@ -3508,10 +3678,10 @@ int nat_egress(struct __sk_buff *skb)
 SEC("tc")
 int nat_egress_pre(struct __sk_buff *skb)
 {
-	int r = nat_fast4(skb, DIR_OUT, 1);
+	int r = nat_fast(skb, DIR_OUT, 1);
 
-	if (r != FAST_NO)
-		return r;
+	if (r != FAST_NO || probe())
+		return r != FAST_NO ? r : TC_ACT_UNSPEC;
 	bpf_tail_call(skb, &slow_progs, SLOW_PRE);
 	stat_inc(NS_NOSLOW);
 	return TC_ACT_UNSPEC;

@@ -281,6 +281,15 @@ struct nat_fast {
 	__u64 bytes;
 };
 
+/* The fast twin of an IPv6 TCP or UDP entry (under the entry's own
+ * nat_key): a nat_fast (its nsrc and ndst unused) and the new addresses,
+ * so that what reads the per-packet fields reads both alike. */
+struct nat_fast6 {
+	struct nat_fast f;
+	__u32 nsrc[4];   /* network order */
+	__u32 ndst[4];
+};
+
 /* nat_fast.flags */
 #define FF_MSS 0x01 /* SYN segments take the slow path (MSS clamping) */
 
