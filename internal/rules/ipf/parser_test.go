@@ -1,6 +1,7 @@
 package ipf
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -365,6 +366,25 @@ func BenchmarkParse(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkParseBlocklist measures parsing a large generated blocklist
+// (the shape of a million-rule file), per rule.
+func BenchmarkParseBlocklist(b *testing.B) {
+	var sb strings.Builder
+	const n = 20000
+	for i := 0; i < n/2; i++ {
+		fmt.Fprintf(&sb, "block in from 198.18.%d.%d/32 to any\nblock out from any to 198.18.%d.%d/32\n", i>>8&255, i&255, i>>8&255, i&255)
+	}
+	src := []byte(sb.String())
+	b.ReportAllocs()
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		if _, err := Parse("blocklist.conf", src, ParseOptions{NoResolve: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/rule")
 }
 
 // BenchmarkFormatRule measures printing one rule (ipfstat -io, ipftest -D).
