@@ -787,6 +787,11 @@ func (p *parser) ifName() (token, *Error) {
 const ifNameMax = 15
 
 func checkIfName(t token, name string) *Error {
+	// IPFilter's lexer reads a name of digits as a number, which no
+	// interface rule takes (and `from 0` could then name either)
+	if name != "" && strings.Trim(name, "0123456789") == "" {
+		return expected("interface name", t)
+	}
 	if len(name) > ifNameMax {
 		return errorf(t, "interface name %q is longer than %d characters (IFNAMSIZ)", name, ifNameMax)
 	}

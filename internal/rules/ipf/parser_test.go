@@ -317,6 +317,9 @@ func TestErrors(t *testing.T) {
 		{"interface list name too long", "pass in on { eth0, abcdefghijklmnopq } all", []string{`t:1:20: interface name "abcdefghijklmnopq" is longer than 15 characters (IFNAMSIZ)`}, 0},
 		{"route interface too long", "pass in on eth0 to abcdefghijklmnopq:1.2.3.4 from any to any", []string{`t:1:20: interface name "abcdefghijklmnopq" is longer than 15 characters (IFNAMSIZ)`}, 0},
 		{"interface name of 15", "pass in on abcdefghijklmno all", nil, 1},
+		// IPFilter's lexer makes a number of it; `from 0` could then name the interface or 0.0.0.0
+		{"interface name of digits", "block return-icmp(0) in on 0 from 0", []string{`t:1:28: expected interface name, found "0"`}, 0},
+		{"interface name starting with a digit", "pass in on 0a all", nil, 1},
 		// a NUL would otherwise join "pass", "in", ... into one word
 		{"NUL byte", "pass\x00in all", []string{`t:1:5: unexpected control character 0x00`}, 0},
 	}
