@@ -449,6 +449,10 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		nmask = r.newA.m // the range end, compared as IPFilter does
 	}
 	allOnes := nmask.allOnes(v6) && r.newA.kind != ipnat.AddrRange
+	// IPFilter's IPv6 NAT (ipf_nat6_newmap) has no map-block case: an
+	// inet6 map-block allocates like a plain map (next address of the
+	// new block, ports kept).
+	block := r.Type == ipnat.MapBlock && !v6
 	stIP, stPort := r.snip, r.spnext
 	var hm *hostmap
 	var in a128
@@ -477,7 +481,7 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		switch {
 		case r.Type == ipnat.Bimap && r.orig.m == r.newA.m:
 			in = nsrc.or(src.and(r.orig.m.not(v6)))
-		case r.Type == ipnat.MapBlock:
+		case block:
 			if l >= r.ppip || (l > 0 && v.flags&flagTCPUDP == 0) {
 				return false
 			}
@@ -508,7 +512,7 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		case !allOnes && r.spnext == 0 && (l > 0 || hm == nil):
 			r.snip = r.snip.add(1)
 		}
-		if v.flags&flagTCPUDP != 0 && r.Type != ipnat.MapBlock && r.PortAuto {
+		if v.flags&flagTCPUDP != 0 && !block && r.PortAuto {
 			if l > 0 && r.ppip != 0 && l%r.ppip == 0 && l > r.ppip && !allOnes {
 				r.snip = r.snip.add(1)
 			}
@@ -517,7 +521,7 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 				p += uint64(r.ppip) * (src.lo % uint64(r.ippip))
 				port = uint16(p + mapBlockMinPort)
 			}
-		} else if r.Type != ipnat.MapBlock && v.flags&(flagTCPUDP|flagICMPQuery) != 0 && r.spnext != 0 {
+		} else if !block && v.flags&(flagTCPUDP|flagICMPQuery) != 0 && r.spnext != 0 {
 			var p int
 			if r.Sequential {
 				p = r.spnext
