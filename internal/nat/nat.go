@@ -262,6 +262,12 @@ func compile(r *ipnat.Rule) (*rule, error) {
 		rl.outIf = rl.inIf
 	}
 	rl.src, rl.dst = operand(r.Src, v6), operand(r.Dst, v6)
+	if r.Filter && r.ICMPIDMap && r.Type != ipnat.Rdr && !r.Type.IsRewrite() {
+		// IPFilter's parser keeps only the source of a from/to map
+		// rule with icmpidmap (printnat shows it in the short form):
+		// the destination matches any address.
+		rl.dst = addrOperand{kind: ipnat.AddrNormal}
+	}
 	rl.orig, rl.newA = operand(r.Orig, v6), operand(r.New, v6)
 	rl.nsrc, rl.ndst = operand(r.NewSrc, v6), operand(r.NewDst, v6)
 	if r.Type == ipnat.MapBlock && rl.orig.kind != ipnat.AddrNormal {

@@ -49,7 +49,13 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if v.icmpErr {
-		return pkt, n.icmpError(&v, ifname, dir)
+		// An error quoting a session's packet is translated with it;
+		// one quoting none is an ICMP packet like another: it finds or
+		// starts a session of its own (ipf_nat_checkout/checkin try
+		// ipf_nat_icmperror first, then the usual lookups and rules).
+		if r := n.icmpError(&v, ifname, dir); r != NoMatch {
+			return pkt, r
+		}
 	}
 	if v.fragBody {
 		// Fragments after the first carry no ports: they follow the
@@ -809,7 +815,8 @@ func (n *NAT) newRewrite(r *rule, v *view, s *session) bool {
 
 // icmpError translates an ICMP error whose embedded packet belongs to a
 // session: the embedded header is rewritten back to what its sender saw,
-// and so is the outer destination. Errors without a session pass.
+// and so is the outer destination. An error quoting no session is
+// NoMatch here (check then treats it as any other ICMP packet).
 func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	var e view
 	if v.l4 < 0 || v.l4len < 8+20 || !parseInner(&e, v.b[v.l4+8:v.l4+v.l4len]) {

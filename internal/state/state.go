@@ -216,6 +216,10 @@ type Entry struct {
 	// SyncNum is the state-sync number of an entry of a keep state
 	// (sync) rule, 0 for others.
 	SyncNum uint32
+	// SyncIdx is the entry's slot in the state-sync update log, taken
+	// the first time a packet matches the entry (ipf_sync_update); -1
+	// before, as IPFilter prints it.
+	SyncIdx int
 	flags   uint32
 	icmpErr [4]uint64
 	// RuleNum and Group locate the creating rule for log records.
@@ -363,6 +367,8 @@ type Table struct {
 	// syncNum numbers the entries of keep state (sync) rules, as
 	// IPFilter's state sync does (its first is 2).
 	syncNum uint32
+	// syncUpd counts the sync entries given an update-log slot.
+	syncUpd int
 	// buckets counts live entries per hash bucket (state_size of them).
 	buckets []uint32
 	// doFlush is set when the table passed state_wm_high; the next
@@ -848,6 +854,10 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 	e.Pkts[i]++
 	e.Bytes[i] += uint64(p.PLen)
 	e.touched = now
+	if e.SyncNum != 0 && e.SyncIdx < 0 {
+		e.SyncIdx = t.syncUpd
+		t.syncUpd++
+	}
 	return Hit
 }
 
@@ -1174,6 +1184,7 @@ func (t *Table) insert(e *Entry, lim *Limits, sk srcKey) {
 		}
 		t.syncNum++
 		e.SyncNum = t.syncNum
+		e.SyncIdx = -1
 	}
 	if lim.Limit > 0 {
 		t.perRule[lim.RuleID]++
@@ -1341,10 +1352,16 @@ func (t *Table) Walk(fn func(*Entry)) {
 
 // LookupICMPError matches the packet embedded in an ICMP error against the
 // table (§3.6). emb describes the embedded header as it was sent; errOut
-// is the direction of the error itself. Only addresses, ports and the ICMP
-// id are compared. An entry refuses errors when it has no-icmp-err or when
-// more errors have come back than packets were sent the other way.
-func (t *Table) LookupICMPError(emb *Packet, errOut bool) (*Entry, bool) {
+// is the direction of the error itself, plen its length and ifName its
+// interface. Only addresses, ports and the ICMP id are compared. An entry
+// refuses errors when it has no-icmp-err or when more errors have come
+// back than packets were sent the other way. A matched error is counted
+// in the entry as a packet travelling against the quoted one (IPFilter's
+// FWD/REV counters then include it), and its interface fills the empty
+// slot of the quoted packet's direction as a packet leaving the other way
+// would (IPFilter updates the entry with the quoted header, direction
+// reversed).
+func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName string) (*Entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock.Ticks()
@@ -1382,6 +1399,11 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool) (*Entry, bool) {
 			continue
 		}
 		e.icmpErr[i]++
+		e.Pkts[i]++
+		e.Bytes[i] += uint64(plen)
+		if slot := b2i(!errOut)*2 + b2i(backward); e.IfNames[slot] == "" {
+			e.IfNames[slot] = ifName
+		}
 		return e, true
 	}
 	return nil, false

@@ -3068,10 +3068,10 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	p = &w->p;
 	if (w->pre && (p->icmperr || p->fragbody))
 		return TC_ACT_UNSPEC;
-	if (p->icmperr) {
-		nat_icmperr(skb);
+	/* an error quoting no session is an ICMP packet like another: it
+	 * finds or starts a session of its own (internal/nat check) */
+	if (p->icmperr && nat_icmperr(skb))
 		return TC_ACT_UNSPEC;
-	}
 	if (p->fragbody) {
 		if (p->family != 4)
 			return TC_ACT_UNSPEC;
