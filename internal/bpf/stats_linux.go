@@ -295,21 +295,24 @@ func (d *Datapath) StateCount() (int64, error) {
 }
 
 // StateEntries counts the entries in the state table, expired or not
-// (StateCount should equal it).
+// (StateCount should equal it). Each key counts once: a walk of a hash
+// map that entries leave meanwhile restarts at its first bucket
+// (BPF_MAP_GET_NEXT_KEY of a deleted key), so keys seen before come
+// again and a plain count would overstate the table.
 func (d *Datapath) StateEntries() (int, error) {
 	var (
 		k filterStateKey
 		v filterStateEntry
-		n int
 	)
+	seen := make(map[filterStateKey]struct{}, 1024)
 	it := d.objs.States.Iterate()
 	for it.Next(&k, &v) {
-		n++
+		seen[k] = struct{}{}
 	}
 	if err := it.Err(); err != nil {
 		return 0, fmt.Errorf("reading states: %w", err)
 	}
-	return n, nil
+	return len(seen), nil
 }
 
 // LogRecord is one record of the datapath's log ring (ipmon reads these).

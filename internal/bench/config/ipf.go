@@ -31,9 +31,10 @@ func noMatchAddr(i int) [4]byte {
 
 // NoMatchSplit divides n non-matching rules between the directions: the
 // rule sets hold n in all, half inbound and half outbound (the odd one
-// inbound). In all, not per direction, because Sluice's kernel datapath
-// holds at most 16384 rules per set (bpf.MaxRules), so 10000 per
-// direction would not load, and both families must be given the same.
+// inbound). In all, not per direction: the sizes are the white paper's
+// "rules loaded", and both families are given the same. (The split
+// once also kept Sluice under a 16 384-rule limit that is gone: a set
+// now holds bpf.MaxRules.)
 func NoMatchSplit(n int) (in, out int) { return n - n/2, n / 2 }
 
 // IPFNoMatch returns n non-matching rules (NoMatchSplit) followed by the
