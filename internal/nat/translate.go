@@ -9,9 +9,15 @@ import (
 	"sluice/internal/rules/ipnat"
 )
 
+// TagNone is the tag Out takes for a packet that a filter rule without a
+// nat tag matched: only NAT rules without a tag apply to it (IPFilter
+// matches a rule's tag against fin_fr's, unless no rule matched).
+const TagNone = "\x00"
+
 // Out offers an outbound packet leaving on ifname to NAT (map, bimap,
 // map-block, rewrite out, and replies of inbound sessions). tag is the
-// nat tag set by the matching filter rule ("" for none). The packet is
+// nat tag set by the matching filter rule, TagNone for a rule that sets
+// none, "" when no rule matched. The packet is
 // rewritten in place; a translation that would change its length
 // (divert) fails here, use OutPacket for those.
 func (n *NAT) Out(pkt []byte, ifname, tag string) Result {
@@ -254,10 +260,12 @@ func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) b
 	if r.ProxyName != "" && !r.Filter && r.ProxyPort != 0 && int(v.dport) != r.ProxyPort {
 		return false
 	}
-	if tag != "" && r.Tag != tag {
-		return false
+	if tag == TagNone {
+		tag = ""
+	} else if tag == "" {
+		return true
 	}
-	return true
+	return r.Tag == tag
 }
 
 // newSession sets up a session for a packet that matched r. move is

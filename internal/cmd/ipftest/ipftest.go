@@ -397,7 +397,7 @@ func (r *run) packets() error {
 	}
 	buf := make([]byte, 65536+64)
 	var p engine.Packet
-	var line []byte
+	var line, orig []byte
 	for {
 		rec, err := rd.Next(buf)
 		if err == io.EOF {
@@ -438,6 +438,13 @@ func (r *run) packets() error {
 		if r.srcIn.IsValid() && p.Info.Src == r.srcIn {
 			p.Out = false
 		}
+		// IPFilter restores an inbound packet it translated and then
+		// blocked (the header printed, and any return-rst or
+		// return-icmp built, are the packet as it came in).
+		orig = orig[:0]
+		if r.nat != nil && !p.Out {
+			orig = append(orig, p.Data...)
+		}
 		res := r.eng.Check(&p)
 		line = line[:0]
 		switch {
@@ -459,7 +466,13 @@ func (r *run) packets() error {
 				line = append(line, res.Verdict.String()...)
 			}
 			line = append(line, ' ')
-			line = r.appendPacket(line, &p)
+			if !res.Verdict.Passed() && len(orig) > 0 {
+				q := p
+				q.Data = orig
+				line = r.appendPacket(line, &q)
+			} else {
+				line = r.appendPacket(line, &p)
+			}
 			line = append(line, "--------------\n"...)
 		}
 		r.out.Write(line)
