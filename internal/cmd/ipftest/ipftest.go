@@ -61,6 +61,9 @@ type run struct {
 	// loadedRules holds the normalised text of every rule loaded, to
 	// refuse duplicates.
 	loadedRules map[string]bool
+	// loadedNAT holds the NAT rules loaded so far, as printed, to
+	// refuse a second identical one as the kernel does.
+	loadedNAT map[string]bool
 	// acctGroups are the groups of count rules, in creation order.
 	acctGroups []groupInfo
 	// groupSeen are the filter groups in the order rules made them.
@@ -882,6 +885,17 @@ func (r *run) loadNAT(name string) error {
 			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: nat rule: function not found for lookup\n", fname, nr.Pos.Line)
 			continue
 		}
+		// The kernel refuses a NAT rule identical to one it holds
+		// (ipf_nat_siocaddnat: "NAT rule already exists").
+		key := nr.String()
+		if r.loadedNAT[key] {
+			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: NAT rule already exists\n", fname, nr.Pos.Line)
+			continue
+		}
+		if r.loadedNAT == nil {
+			r.loadedNAT = map[string]bool{}
+		}
+		r.loadedNAT[key] = true
 		kept = append(kept, nr)
 	}
 	f.Rules = kept
