@@ -79,6 +79,14 @@ type Clock interface {
 	Ticks() uint32
 }
 
+// fragEntry is a first fragment's session and where that fragment's
+// data ended: IPFilter's fragment cache refuses a later fragment that
+// starts before it (an overlap).
+type fragEntry struct {
+	s   *session
+	end int
+}
+
 // usablePorts and mapBlockMinPort are IPFilter's USABLE_PORTS and
 // MAPBLK_MINPORT.
 const (
@@ -174,7 +182,7 @@ type NAT struct {
 
 	sessions  map[key]*session
 	wild      []*session // proxy sessions with a source port still to learn
-	frags     map[fragKey]*session
+	frags     map[fragKey]fragEntry
 	active    []*session
 	hostmaps  map[hmKey][]*hostmap
 	nHostmaps int

@@ -66,11 +66,13 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 	if v.fragBody {
 		// Fragments after the first carry no ports: they follow the
 		// session their first fragment used, and never start one.
-		s := n.frags[v.fragKey()]
-		if s == nil {
+		fe := n.frags[v.fragKey()]
+		if fe.s == nil || v.fragOff < fe.end {
+			// Unknown, or overlapping the first fragment: IPFilter's
+			// cache does not match it (ipf_frag_lookup).
 			return pkt, NoMatch
 		}
-		return n.apply(s, &v, dir)
+		return n.apply(fe.s, &v, dir)
 	}
 	if s := n.lookup(dir, &v, ifname); s != nil {
 		n.noteFrag(&v, s)
@@ -130,7 +132,7 @@ func (n *NAT) noteFrag(v *view, s *session) {
 		return
 	}
 	if n.frags == nil {
-		n.frags = make(map[fragKey]*session)
+		n.frags = make(map[fragKey]fragEntry)
 	}
 	if len(n.frags) >= maxFrags {
 		// The table is full: forget an arbitrary datagram, as a real
@@ -140,7 +142,7 @@ func (n *NAT) noteFrag(v *view, s *session) {
 			break
 		}
 	}
-	n.frags[v.fragKey()] = s
+	n.frags[v.fragKey()] = fragEntry{s, v.fragEnd}
 	s.hasFrags = true
 }
 
