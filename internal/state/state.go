@@ -217,8 +217,8 @@ type Entry struct {
 	// (sync) rule, 0 for others.
 	SyncNum uint32
 	// SyncIdx is the entry's slot in the state-sync update log, taken
-	// the first time a packet matches the entry (ipf_sync_update); -1
-	// before, as IPFilter prints it.
+	// the first time an outbound packet matches the entry
+	// (ipf_sync_update); -1 before, as IPFilter prints it.
 	SyncIdx int
 	flags   uint32
 	icmpErr [4]uint64
@@ -854,7 +854,8 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 	e.Pkts[i]++
 	e.Bytes[i] += uint64(p.PLen)
 	e.touched = now
-	if e.SyncNum != 0 && e.SyncIdx < 0 {
+	if e.SyncNum != 0 && e.SyncIdx < 0 && p.Out {
+		// ipf_sync_update logs outbound packets only.
 		e.SyncIdx = t.syncUpd
 		t.syncUpd++
 	}
