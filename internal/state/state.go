@@ -265,14 +265,9 @@ func (e *Entry) Deleted() bool { return e.flags&flagDeleted != 0 }
 
 type flowKey struct {
 	proto uint8
-	// mc marks the flows of IPv4 packets to a multicast or broadcast
-	// destination: IPFilter hashes those without their destination, so
-	// such a packet finds only entries made by such packets, and a
-	// unicast reply does not find them.
-	mc   bool
-	a, b netip.Addr
-	pa   uint16
-	pb   uint16
+	a, b  netip.Addr
+	pa    uint16
+	pb    uint16
 }
 
 type srcKey struct {
