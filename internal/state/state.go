@@ -824,18 +824,11 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 		if r == 1 {
 			e.Expire = now + t.tcpTimeout(e, dir)
 		}
-		if p.TCPFlags&thOpening == thOpening {
-			// A SYN-ACK that carries options settles window scaling:
-			// both sides scale only if both offered it. One without
-			// options leaves the scales as they are (IPFilter checks
-			// only after reading options).
-			if len(p.TCPOpts) > 0 {
-				parseTCPOptions(p.TCPOpts, f)
-				if f.WinFlags&wscaleSeen == 0 || to.WinFlags&wscaleSeen == 0 {
-					f.WinScale, to.WinScale = 0, 0
-				}
-			}
-		} else if p.TCPFlags&THSyn != 0 && len(p.TCPOpts) > 0 {
+		if p.TCPFlags&THSyn != 0 && len(p.TCPOpts) > 0 {
+			// Each side keeps the window scale its own SYN announced,
+			// even when the other side announced none (IPFilter's
+			// listing shows 4096<<0:1<<7 then; the kernel datapath
+			// does the same).
 			parseTCPOptions(p.TCPOpts, f)
 		}
 		if e.flags&flagNewISN != 0 {
