@@ -886,8 +886,12 @@ func (r *run) loadNAT(name string) error {
 			continue
 		}
 		// The kernel refuses a NAT rule identical to one it holds
-		// (ipf_nat_siocaddnat: "NAT rule already exists").
+		// (ipf_nat_siocaddnat: "NAT rule already exists"); its
+		// comparison sees round-robin, which the listing does not show.
 		key := nr.String()
+		if nr.RoundRobin {
+			key += " round-robin"
+		}
 		if r.loadedNAT[key] {
 			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: NAT rule already exists\n", fname, nr.Pos.Line)
 			continue
