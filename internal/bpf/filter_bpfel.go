@@ -405,6 +405,7 @@ type filterWork struct {
 	HitRev     uint32
 	HitSlot    uint32
 	HitIdx     uint32
+	RevFirst   [2]uint32
 	_          [4]byte
 }
 

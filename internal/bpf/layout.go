@@ -107,6 +107,11 @@ const (
 	featClock   = 0x400  // keep state/frags, pps, keep limit
 	featRoute   = 0x800  // to, dup-to, fastroute
 	featIdle    = 0x1000 // no rules in the main lists
+	featLimits  = 0x2000 // pps, keep limit
+
+	// statePairs is state_count's key of the count of entries made while
+	// the reverse of their key was in the table (STATE_PAIRS).
+	statePairs = 2
 )
 
 // Statistics indexes.

@@ -334,6 +334,9 @@ func (im *Image) features() uint64 {
 		if r.Action&(ruleset.FRKeepState|ruleset.FRKeepFrag) != 0 || r.Pps != 0 || r.KeepLimit != 0 {
 			f |= featClock
 		}
+		if r.Pps != 0 || r.KeepLimit != 0 {
+			f |= featLimits
+		}
 		if r.Route != 0 {
 			f |= featRoute
 		}

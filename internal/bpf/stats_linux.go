@@ -212,6 +212,13 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 		v    filterStateEntry
 		keys []filterStateKey
 	)
+	if match == nil {
+		// every entry goes: no flow is left with entries both ways
+		// (reset first: a pair made during the flush counts again)
+		if err := d.objs.StateCount.Put(uint32(statePairs), int64(0)); err != nil {
+			return 0, fmt.Errorf("resetting the state pair count: %w", err)
+		}
+	}
 	it := d.objs.States.Iterate()
 	for it.Next(&k, &v) {
 		if match != nil {

@@ -346,6 +346,12 @@ func (s *Set) Add(r *ipf.Rule) (*Rule, error) {
 // position @N among the rules of its collection.
 func insert(l *List, r *Rule) {
 	coll := r.Collection
+	if n := len(l.Rules); r.InsertAt < 0 && (n == 0 || l.Rules[n-1].Collection <= coll) {
+		// the common case, a file read in order: the rule goes last
+		// (no searches: a million-rule file spent 4% of its load here)
+		l.Rules = append(l.Rules, r)
+		return
+	}
 	start := sort.Search(len(l.Rules), func(i int) bool { return l.Rules[i].Collection >= coll })
 	end := sort.Search(len(l.Rules), func(i int) bool { return l.Rules[i].Collection > coll })
 	pos := end

@@ -262,7 +262,9 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 	}
 
-	if (!hit && mrule && !(pass & FR_NOMATCH)) {
+	/* the matched rule is read again only for what it may add: a
+	 * keep limit or pps (FEAT_LIMITS) or state */
+	if (!hit && mrule && !(pass & FR_NOMATCH) && ((feat & FEAT_LIMITS) || (pass & FR_KEEPSTATE))) {
 		__u32 idx = (mrule - 1) & (RULE_CAP - 1);
 		struct rule *r = rule_at(slot, idx);
 

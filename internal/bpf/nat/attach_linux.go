@@ -379,16 +379,19 @@ func (d *Datapath) egressInstance() (*ebpf.Program, error) {
 	if err != nil {
 		return nil, err
 	}
+	// every map is this datapath's: one made anew would leave the
+	// instance its own (empty) fast entries and configuration
 	repl := map[string]*ebpf.Map{}
-	o := &d.objs.natMaps
-	for name, m := range map[string]*ebpf.Map{
-		"rules": o.Rules, "rstates": o.Rstates, "hits": o.Hits, "orders": o.Orders, "texts": o.Texts,
-		"config": o.Config, "stats": o.Stats, "sessions": o.Sessions, "frags": o.Frags, "hostmaps": o.Hostmaps,
-		"ftps": o.Ftps, "ifaddrs": o.Ifaddrs, "l2lens": o.L2lens, "work_area": o.WorkArea,
-	} {
-		if m != nil {
-			repl[name] = m
+	have := d.objs.natMaps.byName()
+	for name := range spec.Maps {
+		if strings.HasPrefix(name, ".") {
+			continue
 		}
+		m := have[name]
+		if m == nil {
+			return nil, fmt.Errorf("loading another NAT egress program: the datapath has no map %s", name)
+		}
+		repl[name] = m
 	}
 	var objs struct {
 		NatEgress *ebpf.Program `ebpf:"nat_egress"`

@@ -248,3 +248,41 @@ func BenchmarkCold(b *testing.B) {
 		})
 	}
 }
+
+func tcpSeg6(src, dst string, sport, dport uint16, flags uint8) []byte {
+	return ethFrame(packettest.V6{Src: src, Dst: dst, Next: 6, HopLimit: 64, L4Proto: 6,
+		Payload: packettest.TCP{SrcPort: sport, DstPort: dport, Seq: 1, Ack: 1, Flags: flags, Win: 8192, Data: make([]byte, 64)}.Bytes()}.Bytes())
+}
+
+// BenchmarkFastPath6 is BenchmarkEstablishedOut for IPv6 (mirror flows
+// made by a map and a rewrite): "whole" with the fast path as in use,
+// "nofast" with it off.
+func BenchmarkFastPath6(b *testing.B) {
+	const rules6 = "map lo fd00::/64 -> 2001:db8::1/128 portmap tcp/udp 20000:20010\n"
+	for _, st := range []struct {
+		name  string
+		stage uint32
+	}{{"whole", 0}, {"nofast", stOff}} {
+		stage := st.stage
+		b.Run(st.name, func(b *testing.B) {
+			h := newHarnessStage(b, stage)
+			benchLoad(b, h, rules6)
+			if _, _, err := h.d.Run(true, tcpSeg6("fd00::1", "2001:db8:9::9", 40000, 80, 0x02), 0); err != nil {
+				b.Fatal(err)
+			}
+			benchLoad(b, h, rules6+"rewrite out on lo proto tcp from 2001:db8::1/128 to 2001:db8:9::9/128 -> src fd00::1,40000 dst 2001:db8:9::9;\n")
+			frame := tcpSeg6("fd00::1", "2001:db8:9::9", 40000, 80, 0x10)
+			if _, _, err := h.d.Run(true, frame, 0); err != nil {
+				b.Fatal(err)
+			}
+			repeatRun(b, h.d.objs.NatEgress, frame)
+			st, err := h.d.Stats()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if f := st.Side[dirOut].Fast; (f == 0) != (stage == stOff) {
+				b.Fatalf("%d packets by the fast path", f)
+			}
+		})
+	}
+}

@@ -93,6 +93,10 @@ func Load(opts Options) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("loading the NAT programs: %w", err)
 	}
+	if err := d.setSlow(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
 	if err := d.initConfig(); err != nil {
 		d.objs.Close()
 		return nil, err
@@ -112,6 +116,17 @@ func Load(opts Options) (*Datapath, error) {
 		}
 	}
 	return d, nil
+}
+
+// setSlow puts the slow programs where the programs tail-call them for
+// the packets their fast path leaves (a reload replaces the last load's).
+func (d *Datapath) setSlow() error {
+	for i, p := range []*ebpf.Program{slowIn: d.objs.NatSlowIngress, slowOut: d.objs.NatSlowEgress, slowPre: d.objs.NatSlowEgressPre} {
+		if err := d.objs.SlowProgs.Update(uint32(i), p, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("setting the NAT slow programs: %w", err)
+		}
+	}
+	return nil
 }
 
 // Stage is where a probe's fast path stops (see LoadProbe).
@@ -182,6 +197,24 @@ func setStage(spec *ebpf.CollectionSpec, stage uint32) error {
 	return nil
 }
 
+// fields are the places of the maps by their names in the object.
+func (o *natMaps) fields() map[string]**ebpf.Map {
+	return map[string]**ebpf.Map{
+		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
+		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "fast6": &o.Fast6, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
+		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea, "slow_progs": &o.SlowProgs,
+	}
+}
+
+// byName returns the maps by their names in the object (nil where not open).
+func (o *natMaps) byName() map[string]*ebpf.Map {
+	out := map[string]*ebpf.Map{}
+	for name, p := range o.fields() {
+		out[name] = *p
+	}
+	return out
+}
+
 // verifierError prints the verifier's whole log under %+v.
 type verifierError struct{ ve *ebpf.VerifierError }
 
@@ -229,12 +262,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 		}
 		opened[name] = m
 	}
-	o := &d.objs.natMaps
-	assign := map[string]**ebpf.Map{
-		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
-		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
-		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea,
-	}
+	assign := d.objs.natMaps.fields()
 	for name, m := range opened {
 		if p, ok := assign[name]; ok {
 			*p = m
@@ -757,8 +785,21 @@ func (d *Datapath) Sessions() ([]Session, error) {
 	if err := fit.Err(); err != nil {
 		return nil, fmt.Errorf("reading NAT sessions: %w", err)
 	}
+	fast6 := map[natNatKey]natNatFast{}
+	var f6 natNatFast6
+	fit6 := d.objs.Fast6.Iterate()
+	for fit6.Next(&k, &f6) {
+		fast6[k] = f6.F
+	}
+	if err := fit6.Err(); err != nil {
+		return nil, fmt.Errorf("reading NAT sessions: %w", err)
+	}
 	live := func(k natNatKey, v *natNatSess) {
-		if f, ok := fast[fastKey(k)]; ok {
+		f, ok := fast[fastKey(k)]
+		if k.Family == 6 {
+			f, ok = fast6[k]
+		}
+		if ok {
 			v.Pkts += f.Pkts
 			v.Bytes += f.Bytes
 			v.Tcpflags, v.Last = f.Tcpflags, f.Last
@@ -866,13 +907,16 @@ type Stats struct {
 	// Expired and Flushed count sessions ended by their timers and by
 	// flushes; HostmapNew and HostmapAdd host map entries made and reused.
 	Expired, Flushed, HostmapNew, HostmapAdd, WildUsed uint64
-	Active, Wilds                                      uint64 // now
-	Rules, MapRules, RdrRules                          int
-	TableMax                                           uint64
+	// NoSlow counts packets left alone for want of a slow program
+	// (nothing in use: Load puts them in place).
+	NoSlow                    uint64
+	Active, Wilds             uint64 // now
+	Rules, MapRules, RdrRules int
+	TableMax                  uint64
 }
 
 // SideStats are the counters of one direction. Fast counts the packets
-// of Translated that the IPv4 fast path did.
+// of Translated that the fast path (IPv4 or IPv6) did.
 type SideStats struct {
 	Translated, Ignored, BadNAT, Added, Miss, TableMax, Exists, ICMP, Frag,
 	ProxyFail, InsertFail, Wrap, IfAddr, Fast uint64
@@ -919,11 +963,20 @@ func (d *Datapath) Stats() (Stats, error) {
 	if err := it.Err(); err != nil {
 		return st, fmt.Errorf("reading NAT statistics: %w", err)
 	}
+	var k6 natNatKey
+	var f6 natNatFast6
+	it6 := d.objs.Fast6.Iterate()
+	for it6.Next(&k6, &f6) {
+		st.Side[k6.Dir&1].Fast += f6.F.Pkts
+	}
+	if err := it6.Err(); err != nil {
+		return st, fmt.Errorf("reading NAT statistics: %w", err)
+	}
 	for side := range 2 {
 		st.Side[side].Translated += st.Side[side].Fast
 	}
 	for i, p := range map[uint32]*uint64{nsExpired: &st.Expired, nsFlushed: &st.Flushed, nsHMNew: &st.HostmapNew,
-		nsHMAdd: &st.HostmapAdd, nsWildUsed: &st.WildUsed} {
+		nsHMAdd: &st.HostmapAdd, nsWildUsed: &st.WildUsed, nsNoSlow: &st.NoSlow} {
 		v, err := get(i)
 		if err != nil {
 			return st, err

@@ -245,13 +245,21 @@ func (g *randGen) packet(prev []randPkt) randPkt {
 	case 6:
 		b = g.ip(src, dst, 47, []byte{0, 0, 8, 0, 1, 2, 3, 4}, 0, 0)
 	default:
-		if g.v6 {
-			b = g.ip(src, dst, 17, packettest.UDP(sp, dp, nil, false), 0, 0)
-			break
-		}
 		// a datagram in two fragments: the first with the header, then
 		// the rest
 		id := uint16(g.r.IntN(4))
+		if g.v6 {
+			if g.r.IntN(4) == 0 {
+				b = g.ip(src, dst, 17, packettest.UDP(sp, dp, nil, false), 0, 0)
+			} else if g.r.IntN(2) == 0 {
+				b = packettest.V6{Src: src, Dst: dst, Next: 44, HopLimit: 64,
+					Payload: packettest.Cat(packettest.Frag(17, 0, true, uint32(id)), packettest.UDP(sp, dp, make([]byte, 16), false))}.Bytes()
+			} else {
+				b = packettest.V6{Src: src, Dst: dst, Next: 44, HopLimit: 64,
+					Payload: packettest.Cat(packettest.Frag(17, 24, false, uint32(id)), make([]byte, 16))}.Bytes()
+			}
+			break
+		}
 		if g.r.IntN(2) == 0 {
 			b = g.ip(src, dst, 17, packettest.UDP(sp, dp, make([]byte, 16), false), 0x2000, id)
 		} else {

@@ -12,17 +12,19 @@ import (
 )
 
 // TestPrivilegedFastPath runs one sequence of packets through the
-// programs as loaded in use and through programs with the IPv4 fast path
+// programs as loaded in use and through programs with the fast path
 // off, and requires the same verdicts and the same bytes out for every
 // packet, the fast path taken for exactly the packets it is meant for
-// (established IPv4 TCP and UDP without options or fragments, an
-// MSS-clamped session's SYNs excepted), and the same session listing,
-// per-session packet counts and translated counters, also after the
-// sessions are flushed (the fast entries' counts are kept when they go).
+// (established TCP and UDP: IPv4 without options or fragments, IPv6
+// without extension headers; an MSS-clamped session's SYNs excepted),
+// and the same session listing, per-session packet counts and translated
+// counters, also after the sessions are flushed (the fast entries' counts
+// are kept when they go).
 func TestPrivilegedFastPath(t *testing.T) {
 	fast, slow := newHarnessStage(t, 0), newHarnessStage(t, stOff)
 	const rules = "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp/udp auto mssclamp 1200\n" +
-		"rdr nic0 1.1.1.1/32 port 8080 -> 10.0.0.9 port 80 tcp\n"
+		"rdr nic0 1.1.1.1/32 port 8080 -> 10.0.0.9 port 80 tcp\n" +
+		"map nic0 fd00::/64 -> 2001:db8::1/128 portmap tcp/udp 20000:20010\n"
 	for _, h := range []*harness{fast, slow} {
 		if err := h.do(func() error { _, err := h.load(rules); return err }); err != nil {
 			t.Fatal(err)
@@ -38,8 +40,21 @@ func TestPrivilegedFastPath(t *testing.T) {
 		return packettest.V4{Src: src, Dst: dst, Proto: 17, TTL: 64,
 			Payload: packettest.UDP(sp, dp, []byte("datagram"), noSum)}.Bytes()
 	}
+	tcp6 := func(src, dst string, sp, dp uint16, flags uint8, ext []byte) []byte {
+		next := uint8(6)
+		if ext != nil {
+			next = 60
+		}
+		return packettest.V6{Src: src, Dst: dst, Next: next, HopLimit: 64, L4Off: len(ext), L4Proto: 6,
+			Payload: packettest.Cat(ext, packettest.TCP{SrcPort: sp, DstPort: dp, Seq: 100, Ack: 200, Flags: flags, Win: 8192,
+				Data: []byte("payload")}.Bytes())}.Bytes()
+	}
+	udp6 := func(src, dst string, sp, dp uint16, data string) []byte {
+		return packettest.V6{Src: src, Dst: dst, Next: 17, HopLimit: 64, L4Proto: 17,
+			Payload: packettest.UDP(sp, dp, []byte(data), false)}.Bytes()
+	}
 	// the ports the map gives (ipftest's sequence: the same in both)
-	var mapped, mappedUDP uint16
+	var mapped, mappedUDP, mapped6, mappedUDP6 uint16
 	steps := []struct {
 		name     string
 		out      bool
@@ -66,6 +81,14 @@ func TestPrivilegedFastPath(t *testing.T) {
 			return packettest.V4{Src: "10.0.0.3", Dst: "2.2.2.2", Proto: 1, TTL: 64, Payload: packettest.ICMP(8, 0, 0x12340001, nil)}.Bytes()
 		}, false},
 		{"no session", false, func() []byte { return tcp("4.4.4.4", "1.1.1.1", 80, 999, 0x10, nil, nil, 0) }, false},
+		{"v6 syn", true, func() []byte { return tcp6("fd00::1", "2001:db8:9::9", 1000, 80, 0x02, nil) }, false},
+		{"v6 ack", true, func() []byte { return tcp6("fd00::1", "2001:db8:9::9", 1000, 80, 0x10, nil) }, true},
+		{"v6 reply", false, func() []byte { return tcp6("2001:db8:9::9", "2001:db8::1", 80, mapped6, 0x18, nil) }, true},
+		{"v6 extension header", true, func() []byte { return tcp6("fd00::1", "2001:db8:9::9", 1000, 80, 0x10, packettest.Ext(6, 0)) }, false},
+		{"v6 udp", true, func() []byte { return udp6("fd00::2", "2001:db8:9::9", 5000, 53, "datagram") }, false},
+		{"v6 udp again", true, func() []byte { return udp6("fd00::2", "2001:db8:9::9", 5000, 53, "d") }, true},
+		{"v6 udp reply", false, func() []byte { return udp6("2001:db8:9::9", "2001:db8::1", 53, mappedUDP6, "reply") }, true},
+		{"v6 fin", true, func() []byte { return tcp6("fd00::1", "2001:db8:9::9", 1000, 80, 0x11, nil) }, true},
 	}
 	fastCount := func() uint64 {
 		st, err := fast.d.Stats()
@@ -99,6 +122,10 @@ func TestPrivilegedFastPath(t *testing.T) {
 			mapped = binary.BigEndian.Uint16(outs[0][20:])
 		case "udp":
 			mappedUDP = binary.BigEndian.Uint16(outs[0][20:])
+		case "v6 syn":
+			mapped6 = binary.BigEndian.Uint16(outs[0][40:])
+		case "v6 udp":
+			mappedUDP6 = binary.BigEndian.Uint16(outs[0][40:])
 		}
 	}
 	compare := func(when string) {
@@ -139,5 +166,10 @@ func TestPrivilegedFastPath(t *testing.T) {
 	var fv natNatFast
 	if fast.d.objs.Fast4.Iterate().Next(&fk, &fv) {
 		t.Errorf("a fast entry outlived its session: %+v", fk)
+	}
+	var k6 natNatKey
+	var f6 natNatFast6
+	if fast.d.objs.Fast6.Iterate().Next(&k6, &f6) {
+		t.Errorf("an IPv6 fast entry outlived its session: %+v", k6)
 	}
 }

@@ -102,7 +102,17 @@ func (h *harness) reset() error {
 	if _, err := h.d.FlushSessions(); err != nil {
 		return err
 	}
-	for _, m := range []*ebpf.Map{h.d.objs.Sessions, h.d.objs.Fast4, h.d.objs.Hostmaps, h.d.objs.Frags, h.d.objs.Ftps} {
+	// no rules: the next set's rules start with fresh allocation state
+	// even where their text is the last set's (LoadRules keeps a kept
+	// rule's next address and port, the engine made anew has none)
+	empty, err := Compile(nil, CompileOptions{})
+	if err != nil {
+		return err
+	}
+	if err := h.d.LoadRules(empty); err != nil {
+		return err
+	}
+	for _, m := range []*ebpf.Map{h.d.objs.Sessions, h.d.objs.Fast4, h.d.objs.Fast6, h.d.objs.Hostmaps, h.d.objs.Frags, h.d.objs.Ftps} {
 		if err := clearMap(m); err != nil {
 			return err
 		}

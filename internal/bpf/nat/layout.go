@@ -114,7 +114,16 @@ const (
 	nsHMAdd      = 35
 	nsWildUsed   = 36
 	nsClones     = 37
+	nsNoSlow     = 38
 	nsN          = 48
+)
+
+// slow_progs indexes (SLOW_*): the slow program of each hook.
+const (
+	slowIn  = 0
+	slowOut = 1
+	slowPre = 2
+	slowN   = 3
 )
 
 const flClocks = 4

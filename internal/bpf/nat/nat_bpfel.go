@@ -31,6 +31,13 @@ type natNatFast struct {
 	Bytes    uint64
 }
 
+type natNatFast6 struct {
+	_    structs.HostLayout
+	F    natNatFast
+	Nsrc [4]uint32
+	Ndst [4]uint32
+}
+
 type natNatFkey struct {
 	_     structs.HostLayout
 	Src   uint32
@@ -345,7 +352,7 @@ type natWork struct {
 		Ndst     [4]uint32
 	}
 	Fk4 natNatFkey
-	Fb  natNatFast
+	Fb  natNatFast6
 	Sb  [224]uint8
 	Sb2 [224]uint8
 	Sb3 [224]uint8
@@ -428,26 +435,31 @@ type natWork struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	natMapConfig        = "config"
-	natMapFast4         = "fast4"
-	natMapFrags         = "frags"
-	natMapFtps          = "ftps"
-	natMapHits          = "hits"
-	natMapHostmaps      = "hostmaps"
-	natMapHot           = "hot"
-	natMapIfaddrs       = "ifaddrs"
-	natMapL2lens        = "l2lens"
-	natMapOrders        = "orders"
-	natMapRstates       = "rstates"
-	natMapRules         = "rules"
-	natMapSessions      = "sessions"
-	natMapStats         = "stats"
-	natMapTexts         = "texts"
-	natMapWorkArea      = "work_area"
-	natProgNatEgress    = "nat_egress"
-	natProgNatEgressPre = "nat_egress_pre"
-	natProgNatFlush     = "nat_flush"
-	natProgNatIngress   = "nat_ingress"
+	natMapConfig            = "config"
+	natMapFast4             = "fast4"
+	natMapFast6             = "fast6"
+	natMapFrags             = "frags"
+	natMapFtps              = "ftps"
+	natMapHits              = "hits"
+	natMapHostmaps          = "hostmaps"
+	natMapHot               = "hot"
+	natMapIfaddrs           = "ifaddrs"
+	natMapL2lens            = "l2lens"
+	natMapOrders            = "orders"
+	natMapRstates           = "rstates"
+	natMapRules             = "rules"
+	natMapSessions          = "sessions"
+	natMapSlowProgs         = "slow_progs"
+	natMapStats             = "stats"
+	natMapTexts             = "texts"
+	natMapWorkArea          = "work_area"
+	natProgNatEgress        = "nat_egress"
+	natProgNatEgressPre     = "nat_egress_pre"
+	natProgNatFlush         = "nat_flush"
+	natProgNatIngress       = "nat_ingress"
+	natProgNatSlowEgress    = "nat_slow_egress"
+	natProgNatSlowEgressPre = "nat_slow_egress_pre"
+	natProgNatSlowIngress   = "nat_slow_ingress"
 )
 
 // loadNat returns the embedded CollectionSpec for nat.
@@ -492,32 +504,37 @@ type natSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natProgramSpecs struct {
-	NatEgress    *ebpf.ProgramSpec `ebpf:"nat_egress"`
-	NatEgressPre *ebpf.ProgramSpec `ebpf:"nat_egress_pre"`
-	NatFlush     *ebpf.ProgramSpec `ebpf:"nat_flush"`
-	NatIngress   *ebpf.ProgramSpec `ebpf:"nat_ingress"`
+	NatEgress        *ebpf.ProgramSpec `ebpf:"nat_egress"`
+	NatEgressPre     *ebpf.ProgramSpec `ebpf:"nat_egress_pre"`
+	NatFlush         *ebpf.ProgramSpec `ebpf:"nat_flush"`
+	NatIngress       *ebpf.ProgramSpec `ebpf:"nat_ingress"`
+	NatSlowEgress    *ebpf.ProgramSpec `ebpf:"nat_slow_egress"`
+	NatSlowEgressPre *ebpf.ProgramSpec `ebpf:"nat_slow_egress_pre"`
+	NatSlowIngress   *ebpf.ProgramSpec `ebpf:"nat_slow_ingress"`
 }
 
 // natMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type natMapSpecs struct {
-	Config   *ebpf.MapSpec `ebpf:"config"`
-	Fast4    *ebpf.MapSpec `ebpf:"fast4"`
-	Frags    *ebpf.MapSpec `ebpf:"frags"`
-	Ftps     *ebpf.MapSpec `ebpf:"ftps"`
-	Hits     *ebpf.MapSpec `ebpf:"hits"`
-	Hostmaps *ebpf.MapSpec `ebpf:"hostmaps"`
-	Hot      *ebpf.MapSpec `ebpf:"hot"`
-	Ifaddrs  *ebpf.MapSpec `ebpf:"ifaddrs"`
-	L2lens   *ebpf.MapSpec `ebpf:"l2lens"`
-	Orders   *ebpf.MapSpec `ebpf:"orders"`
-	Rstates  *ebpf.MapSpec `ebpf:"rstates"`
-	Rules    *ebpf.MapSpec `ebpf:"rules"`
-	Sessions *ebpf.MapSpec `ebpf:"sessions"`
-	Stats    *ebpf.MapSpec `ebpf:"stats"`
-	Texts    *ebpf.MapSpec `ebpf:"texts"`
-	WorkArea *ebpf.MapSpec `ebpf:"work_area"`
+	Config    *ebpf.MapSpec `ebpf:"config"`
+	Fast4     *ebpf.MapSpec `ebpf:"fast4"`
+	Fast6     *ebpf.MapSpec `ebpf:"fast6"`
+	Frags     *ebpf.MapSpec `ebpf:"frags"`
+	Ftps      *ebpf.MapSpec `ebpf:"ftps"`
+	Hits      *ebpf.MapSpec `ebpf:"hits"`
+	Hostmaps  *ebpf.MapSpec `ebpf:"hostmaps"`
+	Hot       *ebpf.MapSpec `ebpf:"hot"`
+	Ifaddrs   *ebpf.MapSpec `ebpf:"ifaddrs"`
+	L2lens    *ebpf.MapSpec `ebpf:"l2lens"`
+	Orders    *ebpf.MapSpec `ebpf:"orders"`
+	Rstates   *ebpf.MapSpec `ebpf:"rstates"`
+	Rules     *ebpf.MapSpec `ebpf:"rules"`
+	Sessions  *ebpf.MapSpec `ebpf:"sessions"`
+	SlowProgs *ebpf.MapSpec `ebpf:"slow_progs"`
+	Stats     *ebpf.MapSpec `ebpf:"stats"`
+	Texts     *ebpf.MapSpec `ebpf:"texts"`
+	WorkArea  *ebpf.MapSpec `ebpf:"work_area"`
 }
 
 // natVariableSpecs contains global variables before they are loaded into the kernel.
@@ -546,28 +563,31 @@ func (o *natObjects) Close() error {
 //
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natMaps struct {
-	Config   *ebpf.Map `ebpf:"config"`
-	Fast4    *ebpf.Map `ebpf:"fast4"`
-	Frags    *ebpf.Map `ebpf:"frags"`
-	Ftps     *ebpf.Map `ebpf:"ftps"`
-	Hits     *ebpf.Map `ebpf:"hits"`
-	Hostmaps *ebpf.Map `ebpf:"hostmaps"`
-	Hot      *ebpf.Map `ebpf:"hot"`
-	Ifaddrs  *ebpf.Map `ebpf:"ifaddrs"`
-	L2lens   *ebpf.Map `ebpf:"l2lens"`
-	Orders   *ebpf.Map `ebpf:"orders"`
-	Rstates  *ebpf.Map `ebpf:"rstates"`
-	Rules    *ebpf.Map `ebpf:"rules"`
-	Sessions *ebpf.Map `ebpf:"sessions"`
-	Stats    *ebpf.Map `ebpf:"stats"`
-	Texts    *ebpf.Map `ebpf:"texts"`
-	WorkArea *ebpf.Map `ebpf:"work_area"`
+	Config    *ebpf.Map `ebpf:"config"`
+	Fast4     *ebpf.Map `ebpf:"fast4"`
+	Fast6     *ebpf.Map `ebpf:"fast6"`
+	Frags     *ebpf.Map `ebpf:"frags"`
+	Ftps      *ebpf.Map `ebpf:"ftps"`
+	Hits      *ebpf.Map `ebpf:"hits"`
+	Hostmaps  *ebpf.Map `ebpf:"hostmaps"`
+	Hot       *ebpf.Map `ebpf:"hot"`
+	Ifaddrs   *ebpf.Map `ebpf:"ifaddrs"`
+	L2lens    *ebpf.Map `ebpf:"l2lens"`
+	Orders    *ebpf.Map `ebpf:"orders"`
+	Rstates   *ebpf.Map `ebpf:"rstates"`
+	Rules     *ebpf.Map `ebpf:"rules"`
+	Sessions  *ebpf.Map `ebpf:"sessions"`
+	SlowProgs *ebpf.Map `ebpf:"slow_progs"`
+	Stats     *ebpf.Map `ebpf:"stats"`
+	Texts     *ebpf.Map `ebpf:"texts"`
+	WorkArea  *ebpf.Map `ebpf:"work_area"`
 }
 
 func (m *natMaps) Close() error {
 	return _NatClose(
 		m.Config,
 		m.Fast4,
+		m.Fast6,
 		m.Frags,
 		m.Ftps,
 		m.Hits,
@@ -579,6 +599,7 @@ func (m *natMaps) Close() error {
 		m.Rstates,
 		m.Rules,
 		m.Sessions,
+		m.SlowProgs,
 		m.Stats,
 		m.Texts,
 		m.WorkArea,
@@ -595,10 +616,13 @@ type natVariables struct {
 //
 // It can be passed to loadNatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type natPrograms struct {
-	NatEgress    *ebpf.Program `ebpf:"nat_egress"`
-	NatEgressPre *ebpf.Program `ebpf:"nat_egress_pre"`
-	NatFlush     *ebpf.Program `ebpf:"nat_flush"`
-	NatIngress   *ebpf.Program `ebpf:"nat_ingress"`
+	NatEgress        *ebpf.Program `ebpf:"nat_egress"`
+	NatEgressPre     *ebpf.Program `ebpf:"nat_egress_pre"`
+	NatFlush         *ebpf.Program `ebpf:"nat_flush"`
+	NatIngress       *ebpf.Program `ebpf:"nat_ingress"`
+	NatSlowEgress    *ebpf.Program `ebpf:"nat_slow_egress"`
+	NatSlowEgressPre *ebpf.Program `ebpf:"nat_slow_egress_pre"`
+	NatSlowIngress   *ebpf.Program `ebpf:"nat_slow_ingress"`
 }
 
 func (p *natPrograms) Close() error {
@@ -607,6 +631,9 @@ func (p *natPrograms) Close() error {
 		p.NatEgressPre,
 		p.NatFlush,
 		p.NatIngress,
+		p.NatSlowEgress,
+		p.NatSlowEgressPre,
+		p.NatSlowIngress,
 	)
 }
 

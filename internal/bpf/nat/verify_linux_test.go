@@ -34,7 +34,9 @@ func TestPrivilegedVerifierBudget(t *testing.T) {
 	}
 	defer objs.Close()
 	re := regexp.MustCompile(`processed (\d+) insns`)
-	for name, p := range map[string]*ebpf.Program{"nat_ingress": objs.NatIngress, "nat_egress": objs.NatEgress, "nat_flush": objs.NatFlush} {
+	for name, p := range map[string]*ebpf.Program{"nat_ingress": objs.NatIngress, "nat_egress": objs.NatEgress, "nat_flush": objs.NatFlush,
+		"nat_egress_pre": objs.NatEgressPre, "nat_slow_ingress": objs.NatSlowIngress, "nat_slow_egress": objs.NatSlowEgress,
+		"nat_slow_egress_pre": objs.NatSlowEgressPre} {
 		m := re.FindStringSubmatch(p.VerifierLog)
 		if m == nil {
 			t.Errorf("%s: no statistics in the verifier log %q", name, p.VerifierLog)

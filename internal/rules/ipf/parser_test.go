@@ -1,6 +1,7 @@
 package ipf
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -316,6 +317,9 @@ func TestErrors(t *testing.T) {
 		{"interface list name too long", "pass in on { eth0, abcdefghijklmnopq } all", []string{`t:1:20: interface name "abcdefghijklmnopq" is longer than 15 characters (IFNAMSIZ)`}, 0},
 		{"route interface too long", "pass in on eth0 to abcdefghijklmnopq:1.2.3.4 from any to any", []string{`t:1:20: interface name "abcdefghijklmnopq" is longer than 15 characters (IFNAMSIZ)`}, 0},
 		{"interface name of 15", "pass in on abcdefghijklmno all", nil, 1},
+		// IPFilter's lexer makes a number of it; `from 0` could then name the interface or 0.0.0.0
+		{"interface name of digits", "block return-icmp(0) in on 0 from 0", []string{`t:1:28: expected interface name, found "0"`}, 0},
+		{"interface name starting with a digit", "pass in on 0a all", nil, 1},
 		// a NUL would otherwise join "pass", "in", ... into one word
 		{"NUL byte", "pass\x00in all", []string{`t:1:5: unexpected control character 0x00`}, 0},
 	}
@@ -365,6 +369,25 @@ func BenchmarkParse(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkParseBlocklist measures parsing a large generated blocklist
+// (the shape of a million-rule file), per rule.
+func BenchmarkParseBlocklist(b *testing.B) {
+	var sb strings.Builder
+	const n = 20000
+	for i := 0; i < n/2; i++ {
+		fmt.Fprintf(&sb, "block in from 198.18.%d.%d/32 to any\nblock out from any to 198.18.%d.%d/32\n", i>>8&255, i&255, i>>8&255, i&255)
+	}
+	src := []byte(sb.String())
+	b.ReportAllocs()
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		if _, err := Parse("blocklist.conf", src, ParseOptions{NoResolve: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/rule")
 }
 
 // BenchmarkFormatRule measures printing one rule (ipfstat -io, ipftest -D).

@@ -203,6 +203,7 @@ struct conf {
 #define FEAT_CLOCK 0x400    /* rules that need the time: keep state/frags, pps, keep limit */
 #define FEAT_ROUTE 0x800    /* rules with to, dup-to or fastroute */
 #define FEAT_IDLE 0x1000    /* no rules in the main lists */
+#define FEAT_LIMITS 0x2000  /* rules with pps or a keep limit */
 
 /* Per-direction statistics (index dir*ST_DIR + n) then globals. */
 #define ST_DIR 16
@@ -508,6 +509,8 @@ struct tcp_side {
 /* The state table holds at most this many entries; state_max may not
  * exceed it. Entries are allocated as they are made (no preallocation). */
 #define STATE_CAP 262144
+/* state_count's key of the count of entries made both ways (maps.h) */
+#define STATE_PAIRS 2
 
 struct state_entry {
 	__u64 created;

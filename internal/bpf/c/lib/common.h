@@ -95,6 +95,10 @@ struct work {
 	__u32 hit_rev;  /* the state hit was a reply */
 	__u32 hit_slot; /* slot and rule index that created the entry */
 	__u32 hit_idx;
+	/* by direction: the last state hit on this CPU was a reply, so the
+	 * next packet tries the reverse key first (one lookup, not two, for
+	 * the replies of a run of flows opened the same way) */
+	__u32 rev_first[2];
 };
 
 /* GLOBAL functions are verified once on their own instead of once per call

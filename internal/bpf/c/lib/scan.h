@@ -146,6 +146,62 @@ static __always_inline long scan_run(struct scan *s, struct pktinfo *p, const st
 	return scan_apply(s, p, mr, pos);
 }
 
+/* lowbit is the index of the lowest set bit of x (x != 0). */
+static __always_inline __u32 lowbit(__u64 x)
+{
+	__u32 n = 0;
+
+	if (!(x & 0xffffffffULL)) {
+		n += 32;
+		x >>= 32;
+	}
+	if (!(x & 0xffff)) {
+		n += 16;
+		x >>= 16;
+	}
+	if (!(x & 0xff)) {
+		n += 8;
+		x >>= 8;
+	}
+	if (!(x & 0xf)) {
+		n += 4;
+		x >>= 4;
+	}
+	if (!(x & 0x3)) {
+		n += 2;
+		x >>= 2;
+	}
+	if (!(x & 0x1))
+		n += 1;
+	return n;
+}
+
+/* next_candidate is where the scan goes from block blk, which is not a
+ * candidate (rest: its word of the bitmap from blk on): the first rule of
+ * the next candidate block, or the end of the list. */
+static __always_inline __u32 next_candidate(const struct scan *s, __u32 blk, __u64 rest)
+{
+	__u32 next = s->end, w = (blk >> 6) + 1;
+
+	if (rest) {
+		next = (blk + lowbit(rest)) << BLOCK_SHIFT;
+	} else {
+		for (int i = 0; i < BLOCK_WORDS; i++) {
+			__u64 c;
+
+			if (w >= BLOCK_WORDS || ((w << 6) << BLOCK_SHIFT) >= s->end)
+				break;
+			c = s->cand[w & (BLOCK_WORDS - 1)];
+			if (c) {
+				next = ((w << 6) + lowbit(c)) << BLOCK_SHIFT;
+				break;
+			}
+			w++;
+		}
+	}
+	return next < s->end ? next : s->end;
+}
+
 static long scan_step(__u32 i, void *ctx)
 {
 	struct work *w = get_work();
@@ -205,15 +261,10 @@ static long scan_step(__u32 i, void *ctx)
 		__u64 rest = s->cand[(blk >> 6) & (BLOCK_WORDS - 1)] >> (blk & 63);
 
 		if (!(rest & 1)) {
-			__u32 next;
-
-			if (rest == 0) /* nothing left in this word: skip 64 blocks */
-				next = ((blk | 63) + 1) << BLOCK_SHIFT;
-			else if (!(rest & 0xffff)) /* skip runs of empty blocks */
-				next = (blk + 16) << BLOCK_SHIFT;
-			else
-				next = (blk + 1) << BLOCK_SHIFT;
-			s->pos = next < s->end ? next : s->end;
+			/* straight to the next candidate block, in this step:
+			 * a step each 64 blocks made a 10 000-rule scan that
+			 * matches nothing a dozen steps of skipping */
+			s->pos = next_candidate(s, blk, rest);
 			return 0;
 		}
 	}

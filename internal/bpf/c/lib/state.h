@@ -90,6 +90,15 @@ static __always_inline void wild_add(__s64 n)
 		__sync_fetch_and_add(w, n);
 }
 
+static __always_inline void pairs_add(void)
+{
+	__u32 two = STATE_PAIRS;
+	__s64 *n = bpf_map_lookup_elem(&state_count, &two);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
 static __always_inline int state_unlink(struct state_key *k, struct state_entry *e)
 {
 	__u32 slot = e->slot, rule = e->rule, gen = e->gen;
@@ -335,7 +344,7 @@ static __always_inline int reverse_key(struct state_key *k, const struct pktinfo
  * with the packet's address and moved to its concrete key; the returned
  * pointer is then the copy in scratch. */
 static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *revp, __u64 now,
-							struct state_entry *scratch)
+							struct state_entry *scratch, int rev_first)
 {
 	struct state_key k;
 	struct state_entry *e;
@@ -345,12 +354,26 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	 * destination: only wildcard-destination entries find it */
 	e = NULL;
 	if (!(p->family == 4 && (p->dst[0] & 0xf0) == 0xe0)) {
-		make_key(&k, p, 0);
-		e = bpf_map_lookup_elem(&states, &k);
-		if (!e) {
+		if (rev_first) {
+			/* no flow has entries both ways (STATE_PAIRS): at most
+			 * one of the two keys is in the table, so either order
+			 * finds the entry the forward-first order finds */
 			rev = 1;
 			if (reverse_key(&k, p))
 				e = bpf_map_lookup_elem(&states, &k);
+			if (!e) {
+				rev = 0;
+				make_key(&k, p, 0);
+				e = bpf_map_lookup_elem(&states, &k);
+			}
+		} else {
+			make_key(&k, p, 0);
+			e = bpf_map_lookup_elem(&states, &k);
+			if (!e) {
+				rev = 1;
+				if (reverse_key(&k, p))
+					e = bpf_map_lookup_elem(&states, &k);
+			}
 		}
 	}
 	if (!e) {
@@ -460,6 +483,8 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		__builtin_memcpy(k.dst, rev ? p->src : p->dst, 16);
 		if (bpf_map_update_elem(&states, &k, scratch, BPF_NOEXIST) < 0)
 			state_release(scratch->slot, scratch->rule, scratch->gen); /* a concrete entry exists: keep that */
+		else
+			pairs_add(); /* not checked: counted as a pair */
 		return scratch;
 	}
 	return e;
@@ -604,6 +629,14 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0)
 			return 0;
 	}
+	/* an entry whose reverse is in the table (looked up after the
+	 * insert, so of two CPUs making the two at once one sees the other):
+	 * packets of the flow must try the forward key first. ICMP keys are
+	 * never ambiguous (a query finds only its forward key, a reply only
+	 * its reverse one). */
+	if (!k.wild && p->proto != IPPROTO_ICMP && p->proto != IPPROTO_ICMPV6 &&
+	    bpf_map_lookup_elem(&states, rk))
+		pairs_add();
 	__sync_fetch_and_add(n, 1);
 	__sync_fetch_and_add(cnt, 1);
 	if (k.wild)
@@ -618,13 +651,19 @@ GLOBAL int sl_state_lookup(__u64 now)
 {
 	struct work *w = get_work();
 	struct state_entry *e;
-	int rev = 0;
+	__u32 two = STATE_PAIRS, dir;
+	__s64 *pairs;
+	int rev = 0, rf;
 
 	if (!w)
 		return 0;
-	e = state_lookup(&w->p, &rev, now, &w->e);
+	dir = w->p.out & 1;
+	pairs = bpf_map_lookup_elem(&state_count, &two);
+	rf = w->rev_first[dir] && pairs && *pairs == 0;
+	e = state_lookup(&w->p, &rev, now, &w->e, rf);
 	if (!e)
 		return 0;
+	w->rev_first[dir] = rev;
 	w->hit_rev = rev;
 	w->hit_slot = e->slot;
 	w->hit_idx = e->rule;

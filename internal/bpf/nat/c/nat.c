@@ -52,6 +52,14 @@ static __always_inline int bench_at(__u32 n)
 #define ST_REWRITE 4 /* the packet rewritten, nothing accounted */
 #define ST_OFF 9    /* no fast path: every packet goes the whole way (tests) */
 
+/* probe tells whether the program is a probe (LoadProbe: stopped at
+ * ST_ENTRY..ST_LOOKUP), which must translate nothing: it leaves IPv6 and
+ * every packet its IPv4 fast path leaves alone. */
+static __always_inline int probe(void)
+{
+	return bench_at(ST_ENTRY) || bench_at(ST_PARSE) || bench_at(ST_LOOKUP);
+}
+
 #ifndef IPPROTO_ICMPV6
 #define IPPROTO_ICMPV6 58
 #endif
@@ -59,6 +67,8 @@ static __always_inline int bench_at(__u32 n)
 #define TICK_NS 500000000ULL /* IPFilter's tick: 0.5 s */
 
 #define GLOBAL __attribute__((noinline))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
 #define BOUND(x, m) ({ __u64 _v = (x); asm volatile("" : "+r"(_v)); _v & (m); })
 
 /* ------------------------------------------------------------------ maps */
@@ -134,6 +144,16 @@ struct {
 	__type(value, struct nat_fast);
 } fast4 SEC(".maps");
 
+/* The IPv6 fast path: the twins of IPv6 TCP/UDP entries, under their
+ * nat_key. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NAT_SESS_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct nat_key);
+	__type(value, struct nat_fast6);
+} fast6 SEC(".maps");
+
 /* First fragments' sessions: the entry key later fragments follow. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -173,6 +193,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct nat_hot);
 } hot SEC(".maps");
+
+/* The slow programs (SLOW_*), which the programs tail-call for the
+ * packets their fast path leaves. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, SLOW_N);
+	__type(key, __u32);
+	__type(value, __u32);
+} slow_progs SEC(".maps");
 
 /* Link-layer header length by ifindex when not Ethernet (nat_hot.l3dev). */
 struct {
@@ -364,7 +393,7 @@ struct work {
 	struct nat_tuple t;
 	struct sticky_ctx sc;
 	struct nat_fkey fk4;
-	struct nat_fast fb;
+	struct nat_fast6 fb;
 	/* entries being built, as bytes: a bpf_timer may not sit in a
 	 * per-CPU map's value type (its bytes stay zero here) */
 	__u8 sb[sizeof(struct nat_sess)] __attribute__((aligned(8)));
@@ -699,7 +728,10 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 			p->pflags = PF_ICMPQ;
 			p->sport = p->dport = *(__u16 *)(l4 + 4);
 		} else if (p->proto == IPPROTO_ICMP ? icmp4_error(l4[0]) : icmp6_error(l4[0])) {
-			p->icmperr = 1;
+			/* an error too short to quote an IP header is
+			 * translated as a plain packet, as the engine (and
+			 * IPFilter) does */
+			p->icmperr = p->l4len >= 8 + (p->proto == IPPROTO_ICMP ? 20 : 40);
 		}
 		return 1;
 	}
@@ -707,16 +739,24 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 }
 
 /* Walks an IPv6 extension header chain (slow: only packets that have
- * one). Sets l4off/proto or fragbody. Returns 0 if the chain runs off
- * the datagram (the engine's parse fails: the packet is left alone). */
+ * one), as the engine's parse does. Sets l4off/proto, the fragment
+ * header's id and more-fragments flag, fragbody. A header cut short by
+ * the end of the datagram leaves the packet without L4 header, of the
+ * protocol of that header (the engine, as IPFilter, still translates
+ * its addresses); returns 0 (the packet is left alone) only for a cut
+ * fragment header or a chain it cannot read. */
 struct v6walk {
 	struct __sk_buff *skb;
 	__u32 off;
 	__u32 end;
+	__u32 id;
 	__u8 nh;
 	__u8 done;
 	__u8 ok;
 	__u8 frag;
+	__u8 more;
+	__u8 cut;
+	__u8 pad[2];
 };
 
 static long v6walk_step(__u32 i, struct v6walk *c)
@@ -728,27 +768,38 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 	case 43:
 	case 60:
 	case 135:
-		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, h, 2) < 0) {
+		if (c->off + 8 > c->end) {
+			c->cut = 1;
+			c->done = 1;
+			return 1;
+		}
+		if (bpf_skb_load_bytes(c->skb, c->off, h, 2) < 0) {
 			c->ok = 0;
 			return 1;
 		}
 		c->nh = h[0];
 		c->off += ((__u32)h[1] + 1) * 8;
 		return 0;
-	case 44:
-		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, h, 4) < 0) {
+	case 44: {
+		__u8 f[8];
+
+		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, f, 8) < 0) {
 			c->ok = 0;
 			return 1;
 		}
-		if (((__u16)h[2] << 8 | h[3]) & 0xfff8) {
+		/* the id as it sits in the packet, as IPv4's goes in
+		 * host order: either way a datagram's fragments share it */
+		c->id = (__u32)f[4] << 24 | (__u32)f[5] << 16 | (__u32)f[6] << 8 | f[7];
+		c->more = f[3] & 1;
+		c->nh = f[0];
+		if (((__u16)f[2] << 8 | f[3]) & 0xfff8) {
 			c->frag = 1;
-			c->nh = h[0];
 			c->done = 1;
 			return 1;
 		}
-		c->nh = h[0];
 		c->off += 8;
 		return 0;
+	}
 	}
 	c->done = 1;
 	return 1;
@@ -772,13 +823,19 @@ GLOBAL int nat_v6_walk(struct __sk_buff *skb)
 	if (!c.ok || !c.done)
 		return 0;
 	p->proto = c.nh;
+	p->ipid = c.id;
+	p->morefrags = c.more;
 	if (c.frag) {
 		p->fragbody = 1;
 		p->l4off = 0;
 		return 1;
 	}
-	if (c.off > c.end)
-		return 0; /* the engine's off <= end: no L4 at all */
+	if (c.cut || c.off > c.end) {
+		/* no L4 header: the addresses only (the engine's l4 < 0) */
+		p->l4off = 0;
+		p->l4len = 0;
+		return 1;
+	}
 	p->l4len = c.end - c.off;
 	p->l4off = c.off;
 	return 1;
@@ -802,11 +859,21 @@ static __always_inline int fkey_of(struct nat_fkey *fk, const struct nat_key *k)
 	return 1;
 }
 
-/* fast_of returns the fast twin of the entry at key k, if it has one. */
+/* fast6_ok tells whether the entry at key k can have an IPv6 fast twin
+ * (kept under k itself). */
+static __always_inline int fast6_ok(const struct nat_key *k)
+{
+	return k->family == 6 && k->dir <= DIR_OUT && (k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP);
+}
+
+/* fast_of returns the fast twin of the entry at key k, if it has one (of
+ * an IPv6 entry, its struct nat_fast part). */
 static __always_inline struct nat_fast *fast_of(const struct nat_key *k)
 {
 	struct nat_fkey fk;
 
+	if (fast6_ok(k))
+		return bpf_map_lookup_elem(&fast6, k);
 	if (!fkey_of(&fk, k))
 		return NULL;
 	return bpf_map_lookup_elem(&fast4, &fk);
@@ -820,6 +887,14 @@ static __always_inline struct nat_fast *fast_gone(const struct nat_key *k)
 	struct nat_fkey fk;
 	struct nat_fast *f;
 
+	if (fast6_ok(k)) {
+		f = bpf_map_lookup_elem(&fast6, k);
+		if (!f)
+			return NULL;
+		if (bpf_map_delete_elem(&fast6, k) == 0 && f->pkts)
+			stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, f->pkts);
+		return f;
+	}
 	if (!fkey_of(&fk, k))
 		return NULL;
 	f = bpf_map_lookup_elem(&fast4, &fk);
@@ -1215,25 +1290,31 @@ static __always_inline int shadow(struct work *w, struct nat_key *k)
 }
 
 /* fast_add makes the fast twin of entry e (at key k) when the fast path
- * can do its packets: IPv4 TCP or UDP, no proxy, not a wildcard or a
- * proxy's data connection. Without one (the table is full), the entry
- * works as IPv6 ones do. */
+ * can do its packets: TCP or UDP, no proxy, not a wildcard or a proxy's
+ * data connection. Without one (the table is full), the entry's packets
+ * go the whole way. */
 static __always_inline void fast_add(struct work *w, const struct nat_key *k, const struct nat_sess *e)
 {
-	struct nat_fast *f = &w->fb;
+	struct nat_fast6 *f6 = &w->fb;
+	struct nat_fast *f = &f6->f;
+	int v6 = fast6_ok(k);
 
-	if ((e->sflags & (SF_PROXY | SF_SLAVE | SF_WILD)) || !fkey_of(&w->fk4, k))
+	if ((e->sflags & (SF_PROXY | SF_SLAVE | SF_WILD)) || (!v6 && !fkey_of(&w->fk4, k)))
 		return;
 	if (e->w == 0) {
 		f->nsrc = e->t.nsrc[0];
 		f->ndst = e->t.ndst[0];
 		f->nsport = e->t.nsport;
 		f->ndport = e->t.ndport;
+		words_cp(f6->nsrc, e->t.nsrc);
+		words_cp(f6->ndst, e->t.ndst);
 	} else {
 		f->nsrc = e->t.odst[0];
 		f->ndst = e->t.osrc[0];
 		f->nsport = e->t.odport;
 		f->ndport = e->t.osport;
+		words_cp(f6->nsrc, e->t.odst);
+		words_cp(f6->ndst, e->t.osrc);
 	}
 	f->ifindex = e->ifindex;
 	f->csum_l3 = e->csum_l3;
@@ -1245,7 +1326,10 @@ static __always_inline void fast_add(struct work *w, const struct nat_key *k, co
 	f->last = e->last;
 	f->pkts = 0;
 	f->bytes = 0;
-	bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY);
+	if (v6)
+		bpf_map_update_elem(&fast6, k, f6, BPF_ANY);
+	else
+		bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY);
 }
 
 /* sess_insert enters the session described by w->ns (made by packet
@@ -2485,13 +2569,14 @@ static __always_inline void frag_key(struct nat_frag_key *fk, const struct pkt *
 	fk->family = p->family;
 }
 
-/* note_frag remembers which entry a first IPv4 fragment used, for the
- * fragments that follow (the engine's noteFrag). */
+/* note_frag remembers which entry a first fragment used, for the
+ * fragments that follow (the engine's noteFrag): IPv4's by the IP id,
+ * IPv6's by the fragment header's. */
 static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 {
 	struct nat_frag_key fk;
 
-	if (p->family != 4 || !p->morefrags)
+	if (!p->morefrags)
 		return;
 	frag_key(&fk, p);
 	bpf_map_update_elem(&frags, &fk, k, BPF_ANY);
@@ -3073,8 +3158,6 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	if (p->icmperr && nat_icmperr(skb))
 		return TC_ACT_UNSPEC;
 	if (p->fragbody) {
-		if (p->family != 4)
-			return TC_ACT_UNSPEC;
 		frag_key(&w->fk, p);
 		fkey = bpf_map_lookup_elem(&frags, &w->fk);
 		if (!fkey)
@@ -3299,10 +3382,14 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
  * for CHECKSUM_COMPLETE skbs. Anything else (another family or protocol,
  * IP options, a fragment, headers beyond the linear part, no fast entry,
  * an MSS-clamped SYN) returns FAST_NO and goes the whole way, which does
- * the same for these packets and more. A function of its own (verified
- * for each program with dir and pre known), so that its stack is not
- * added to the slow path's. */
-static __attribute__((noinline)) int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre)
+ * the same for these packets and more. Its code is laid out as one
+ * straight line for a packet it translates (the exits are unlikely()).
+ * Inlined in each program (dir and pre are constants there), which then
+ * makes no call for the packets it translates: the rest goes on by a tail
+ * call (slow_progs), so that the fast path's stack is not added to the
+ * slow path's chain of calls (it would be 544 bytes, over the verifier's
+ * 512). */
+static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre)
 {
 	void *data, *end;
 	struct nat_fkey k;
@@ -3310,23 +3397,24 @@ static __attribute__((noinline)) int nat_fast4(struct __sk_buff *skb, __u32 dir,
 	struct nat_fast *f;
 	struct iphdr *ip;
 	__u32 l3 = 14, len, tot, cookie = 0, diff, *ports;
+	__u64 now;
 	__u16 *ck;
 	__u8 *l4, proto, fl = 0;
 	int summed;
 
 	if (bench_at(ST_ENTRY))
 		return TC_ACT_UNSPEC;
-	if (bench_at(ST_OFF) || skb->protocol != bpf_htons(ETH_P_IP))
+	if (bench_at(ST_OFF) || unlikely(skb->protocol != bpf_htons(ETH_P_IP)))
 		return FAST_NO;
 	h = get_hot();
-	if (!h)
+	if (unlikely(!h))
 		return FAST_NO;
 	if (dir == DIR_OUT) {
 		cookie = h->cookie;
-		if (cookie && skb->cb[4] == cookie)
+		if (unlikely(cookie) && skb->cb[4] == cookie)
 			return TC_ACT_UNSPEC;
 	}
-	if (h->l3dev) {
+	if (unlikely(h->l3dev)) {
 		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
 
 		if (l2)
@@ -3335,21 +3423,23 @@ static __attribute__((noinline)) int nat_fast4(struct __sk_buff *skb, __u32 dir,
 	data = (void *)(long)skb->data;
 	end = (void *)(long)skb->data_end;
 	ip = data + l3;
-	if ((void *)(ip + 1) > end || *(__u8 *)ip != 0x45 || (ip->frag_off & bpf_htons(0x3fff)))
+	l4 = (void *)(ip + 1);
+	/* the 8 bytes of a UDP header, the first 8 of a TCP one */
+	if (unlikely((void *)(l4 + 8) > end) || unlikely(*(__u8 *)ip != 0x45) ||
+	    unlikely(ip->frag_off & bpf_htons(0x3fff)))
 		return FAST_NO;
 	len = skb->len - l3;
 	tot = bpf_ntohs(ip->tot_len);
-	if (tot > len || tot < 20)
+	if (unlikely(tot > len || tot < 20))
 		tot = len; /* as the engine takes a bad total length */
-	l4 = (void *)(ip + 1);
 	proto = ip->protocol;
-	if (proto == IPPROTO_TCP) {
-		if (tot < 40 || (void *)(l4 + 20) > end)
+	if (likely(proto == IPPROTO_TCP)) {
+		if (unlikely(tot < 40) || unlikely((void *)(l4 + 20) > end))
 			return FAST_NO;
 		fl = l4[13];
 		ck = (__u16 *)(l4 + 16);
-	} else if (proto == IPPROTO_UDP) {
-		if (tot < 28 || (void *)(l4 + 8) > end)
+	} else if (likely(proto == IPPROTO_UDP)) {
+		if (unlikely(tot < 28))
 			return FAST_NO;
 		ck = (__u16 *)(l4 + 6);
 	} else {
@@ -3359,15 +3449,15 @@ static __attribute__((noinline)) int nat_fast4(struct __sk_buff *skb, __u32 dir,
 	k.src = ip->saddr;
 	k.dst = ip->daddr;
 	*(__u32 *)&k.sport = *ports;
-	k.proto = proto;
-	k.dir = dir;
-	k.pad = 0;
+	/* proto, dir and pad in one store */
+	*(__u32 *)&k.proto = proto | dir << 8;
 	if (bench_at(ST_PARSE))
 		return TC_ACT_UNSPEC;
 	f = bpf_map_lookup_elem(&fast4, &k);
 	if (bench_at(ST_LOOKUP))
 		return TC_ACT_UNSPEC;
-	if (!f || (f->ifindex && f->ifindex != skb->ifindex) || ((f->flags & FF_MSS) && (fl & 0x02)))
+	if (unlikely(!f) || unlikely(f->ifindex && f->ifindex != skb->ifindex) ||
+	    unlikely((f->flags & FF_MSS) && (fl & 0x02)))
 		return FAST_NO;
 	if (pre)
 		return TC_ACT_UNSPEC; /* only a proxy's data connections, which have no fast entry */
@@ -3377,17 +3467,17 @@ static __attribute__((noinline)) int nat_fast4(struct __sk_buff *skb, __u32 dir,
 	if (f->csum_l3)
 		ip->check = ~csum_fold32(csum_add32((__u16)~ip->check, f->csum_l3));
 	*ports = *(__u32 *)&f->nsport;
-	/* an IPv4 UDP datagram without a checksum keeps none */
-	if (proto == IPPROTO_TCP || *ck != 0) {
+	/* an IPv4 UDP datagram without a checksum keeps none; no change to
+	 * the L4 checksum needs no look at the skb's checksum state */
+	diff = csum_add32(f->csum_l4a, f->csum_l4p);
+	if (diff && (proto == IPPROTO_TCP || *ck != 0)) {
 		summed = ip_summed(skb);
-		if (summed == CHECKSUM_PARTIAL) {
+		if (likely(summed == CHECKSUM_PARTIAL)) {
 			/* only the pseudo header's sum is in the field */
 			if (f->csum_l4a)
 				*ck = csum_fold32(csum_add32(*ck, f->csum_l4a));
-		} else if (summed != CHECKSUM_COMPLETE) {
-			diff = csum_add32(f->csum_l4a, f->csum_l4p);
-			if (diff)
-				*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
+		} else if (likely(summed != CHECKSUM_COMPLETE)) {
+			*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
 		} else {
 			/* skb->csum must follow: only the helper does that
 			 * (packet pointers are invalid afterwards) */
@@ -3408,17 +3498,147 @@ account:
 		return TC_ACT_UNSPEC;
 	f->pkts++;
 	f->bytes += len;
-	if (fl & ~f->tcpflags)
+	if (unlikely(fl & ~f->tcpflags))
 		f->tcpflags |= fl;
-	f->last = hot_now(h);
-	if (cookie)
+	/* the clock moves once a jiffy: most packets leave last as it is */
+	if (likely(h->nspj))
+		now = bpf_jiffies64() * h->nspj + h->clock;
+	else
+		now = bpf_ktime_get_coarse_ns() + h->clock;
+	if (f->last != now)
+		f->last = now;
+	if (unlikely(cookie))
 		skb->cb[4] = cookie;
 	return TC_ACT_UNSPEC;
 }
 
+/* nat_fast6 is nat_fast4 for IPv6: TCP or UDP right after the fixed
+ * header (no extension header), the entry's own nat_key looked up in
+ * fast6, the addresses and ports rewritten and the L4 checksum moved by
+ * the entry's differences (IPv6 has no header checksum). A UDP datagram
+ * with a zero checksum field (invalid in IPv6) goes the whole way. */
+static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre)
+{
+	void *data, *end;
+	struct nat_key k;
+	struct nat_hot *h;
+	struct nat_fast6 *f6;
+	struct nat_fast *f;
+	struct ipv6hdr *ip6;
+	__u32 l3 = 14, len, pl, cookie = 0, diff, *ports;
+	__u64 now;
+	__u16 *ck;
+	__u8 *l4, proto, fl = 0;
+	int summed;
+
+	if (probe())
+		return TC_ACT_UNSPEC;
+	if (bench_at(ST_OFF))
+		return FAST_NO;
+	h = get_hot();
+	if (unlikely(!h))
+		return FAST_NO;
+	if (dir == DIR_OUT) {
+		cookie = h->cookie;
+		if (unlikely(cookie) && skb->cb[4] == cookie)
+			return TC_ACT_UNSPEC;
+	}
+	if (unlikely(h->l3dev)) {
+		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
+
+		if (l2)
+			l3 = *l2 & 0xff;
+	}
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	ip6 = data + l3;
+	l4 = (void *)(ip6 + 1);
+	if (unlikely((void *)(l4 + 8) > end) || unlikely((*(__u8 *)ip6 >> 4) != 6))
+		return FAST_NO;
+	len = skb->len - l3;
+	pl = bpf_ntohs(ip6->payload_len);
+	if (unlikely(40 + pl > len))
+		pl = len - 40; /* as the engine takes a payload beyond the buffer */
+	proto = ip6->nexthdr;
+	if (likely(proto == IPPROTO_TCP)) {
+		if (unlikely(pl < 20) || unlikely((void *)(l4 + 20) > end))
+			return FAST_NO;
+		fl = l4[13];
+		ck = (__u16 *)(l4 + 16);
+	} else if (likely(proto == IPPROTO_UDP)) {
+		if (unlikely(pl < 8))
+			return FAST_NO;
+		ck = (__u16 *)(l4 + 6);
+		if (unlikely(*ck == 0))
+			return FAST_NO;
+	} else {
+		return FAST_NO;
+	}
+	ports = (__u32 *)l4;
+	__builtin_memcpy(k.src, &ip6->saddr, 16);
+	__builtin_memcpy(k.dst, &ip6->daddr, 16);
+	*(__u32 *)&k.sport = *ports;
+	/* proto, dir, family and pad in one store */
+	*(__u32 *)&k.proto = proto | dir << 8 | 6 << 16;
+	f6 = bpf_map_lookup_elem(&fast6, &k);
+	if (unlikely(!f6))
+		return FAST_NO;
+	f = &f6->f;
+	if (unlikely(f->ifindex && f->ifindex != skb->ifindex) || unlikely((f->flags & FF_MSS) && (fl & 0x02)))
+		return FAST_NO;
+	if (pre)
+		return TC_ACT_UNSPEC; /* only a proxy's data connections, which have no fast entry */
+
+	__builtin_memcpy(&ip6->saddr, f6->nsrc, 16);
+	__builtin_memcpy(&ip6->daddr, f6->ndst, 16);
+	*ports = *(__u32 *)&f->nsport;
+	diff = csum_add32(f->csum_l4a, f->csum_l4p);
+	if (diff) {
+		summed = ip_summed(skb);
+		if (likely(summed == CHECKSUM_PARTIAL)) {
+			if (f->csum_l4a)
+				*ck = csum_fold32(csum_add32(*ck, f->csum_l4a));
+		} else if (likely(summed != CHECKSUM_COMPLETE)) {
+			*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
+		} else {
+			__u64 mf = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+			__u32 off = l3 + 40 + (proto == IPPROTO_TCP ? 16 : 6);
+
+			if (f->csum_l4a)
+				bpf_l4_csum_replace(skb, off, 0, f->csum_l4a, BPF_F_PSEUDO_HDR | mf);
+			if (f->csum_l4p)
+				bpf_l4_csum_replace(skb, off, 0, f->csum_l4p, mf);
+			goto account;
+		}
+		if (proto == IPPROTO_UDP && *ck == 0)
+			*ck = 0xffff;
+	}
+account:
+	f->pkts++;
+	f->bytes += len;
+	if (unlikely(fl & ~f->tcpflags))
+		f->tcpflags |= fl;
+	if (likely(h->nspj))
+		now = bpf_jiffies64() * h->nspj + h->clock;
+	else
+		now = bpf_ktime_get_coarse_ns() + h->clock;
+	if (f->last != now)
+		f->last = now;
+	if (unlikely(cookie))
+		skb->cb[4] = cookie;
+	return TC_ACT_UNSPEC;
+}
+
+/* nat_fast is the fast path of either family. */
+static __always_inline int nat_fast(struct __sk_buff *skb, __u32 dir, int pre)
+{
+	if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		return nat_fast6(skb, dir, pre);
+	return nat_fast4(skb, dir, pre);
+}
+
 /* nat_whole is the way for every packet the fast path leaves: a function
- * of its own, shared by the three programs, so that theirs stay the fast
- * path's few instructions (and cache lines). */
+ * shared by the three slow programs. */
 GLOBAL int nat_whole(struct __sk_buff *skb, __u32 dir, __u32 pre)
 {
 	if (!skb)
@@ -3430,33 +3650,61 @@ GLOBAL int nat_whole(struct __sk_buff *skb, __u32 dir, __u32 pre)
 	return nat_main(skb, DIR_IN, 0);
 }
 
+/* The programs: the fast path, then (for what it leaves) a tail call to
+ * the slow program of the same hook, which user space puts in slow_progs
+ * at load. Without it (never in use) the packet is left alone and
+ * counted (NS_NOSLOW). */
 SEC("tc")
 int nat_ingress(struct __sk_buff *skb)
 {
-	int r = nat_fast4(skb, DIR_IN, 0);
+	int r = nat_fast(skb, DIR_IN, 0);
 
-	if (r != FAST_NO)
-		return r;
-	return nat_whole(skb, DIR_IN, 0);
+	if (r != FAST_NO || probe())
+		return r != FAST_NO ? r : TC_ACT_UNSPEC;
+	bpf_tail_call(skb, &slow_progs, SLOW_IN);
+	stat_inc(NS_NOSLOW);
+	return TC_ACT_UNSPEC;
 }
 
 SEC("tc")
 int nat_egress(struct __sk_buff *skb)
 {
-	int r = nat_fast4(skb, DIR_OUT, 0);
+	int r = nat_fast(skb, DIR_OUT, 0);
 
-	if (r != FAST_NO)
-		return r;
-	return nat_whole(skb, DIR_OUT, 0);
+	if (r != FAST_NO || probe())
+		return r != FAST_NO ? r : TC_ACT_UNSPEC;
+	bpf_tail_call(skb, &slow_progs, SLOW_OUT);
+	stat_inc(NS_NOSLOW);
+	return TC_ACT_UNSPEC;
 }
 
 SEC("tc")
 int nat_egress_pre(struct __sk_buff *skb)
 {
-	int r = nat_fast4(skb, DIR_OUT, 1);
+	int r = nat_fast(skb, DIR_OUT, 1);
 
-	if (r != FAST_NO)
-		return r;
+	if (r != FAST_NO || probe())
+		return r != FAST_NO ? r : TC_ACT_UNSPEC;
+	bpf_tail_call(skb, &slow_progs, SLOW_PRE);
+	stat_inc(NS_NOSLOW);
+	return TC_ACT_UNSPEC;
+}
+
+SEC("tc")
+int nat_slow_ingress(struct __sk_buff *skb)
+{
+	return nat_whole(skb, DIR_IN, 0);
+}
+
+SEC("tc")
+int nat_slow_egress(struct __sk_buff *skb)
+{
+	return nat_whole(skb, DIR_OUT, 0);
+}
+
+SEC("tc")
+int nat_slow_egress_pre(struct __sk_buff *skb)
+{
 	return nat_whole(skb, DIR_OUT, 1);
 }
 

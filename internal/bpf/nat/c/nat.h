@@ -127,6 +127,12 @@ struct nat_hot {
 	__u32 l3dev;  /* some attached device has no link-layer header */
 };
 
+/* slow_progs indexes: the slow program of each hook. */
+#define SLOW_IN 0
+#define SLOW_OUT 1
+#define SLOW_PRE 2
+#define SLOW_N 3
+
 /* Flush program modes. */
 #define FL_ALL 1     /* every session (ipnat -F) */
 #define FL_RULE 2    /* the sessions of rule id FLUSHARG (ipnat -rp, purge) */
@@ -155,6 +161,7 @@ struct nat_hot {
 #define NS_HMADD 35
 #define NS_WILDUSED 36
 #define NS_CLONES 37
+#define NS_NOSLOW 38     /* packets left alone: no slow program (never in use) */
 #define NS_N 48
 
 /* ftp proxy line buffer and limits (ip_ftp_pxy.c FTP_BUFSZ, IPF_FTPBUFSZ). */
@@ -272,6 +279,15 @@ struct nat_fast {
 	__u64 last;
 	__u64 pkts;
 	__u64 bytes;
+};
+
+/* The fast twin of an IPv6 TCP or UDP entry (under the entry's own
+ * nat_key): a nat_fast (its nsrc and ndst unused) and the new addresses,
+ * so that what reads the per-packet fields reads both alike. */
+struct nat_fast6 {
+	struct nat_fast f;
+	__u32 nsrc[4];   /* network order */
+	__u32 ndst[4];
 };
 
 /* nat_fast.flags */
