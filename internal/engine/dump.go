@@ -62,13 +62,24 @@ func PrintState(w io.Writer, e *state.Entry, resolve bool) {
 		// a sequence number its state entries never fill in (0).
 		id := e.ICMPID>>8 | e.ICMPID<<8
 		fmt.Fprintf(w, "\tid %d seq 0 type %d\n", id, e.ICMPType)
+	case 47:
+		// printstate lists GRE's call ids, which IPFilter's state
+		// entries never fill in.
+		fmt.Fprint(w, "\tcall 0/0\n")
 	}
 	fmt.Fprintf(w, "\tFWD: IN pkts %d bytes %d OUT pkts %d bytes %d\n", e.Pkts[0], e.Bytes[0], e.Pkts[1], e.Bytes[1])
 	fmt.Fprintf(w, "\tREV: IN pkts %d bytes %d OUT pkts %d bytes %d\n", e.Pkts[2], e.Bytes[2], e.Pkts[3], e.Bytes[3])
 	fmt.Fprintf(w, "\ttag %d pass %#x = %s\n", e.Tag, e.Pass, PassString(e.Pass))
 	fmt.Fprintf(w, "\tinterfaces: in X[%s],X[%s] out X[%s],X[%s]\n", e.IfNames[0], e.IfNames[1], e.IfNames[2], e.IfNames[3])
 	if e.SyncNum != 0 {
-		fmt.Fprintf(w, "\tSync status: idx -1 num %d v %d pr %d rev 0\n", e.SyncNum, e.V, e.Proto)
+		// The sync record keeps the creating packet's direction flag,
+		// which IPFilter sets for a packet to 0.0.0.0 (::): it takes
+		// such a packet for a reply (see TCP state to 0.0.0.0).
+		rev := 0
+		if e.Dst.IsUnspecified() {
+			rev = 1
+		}
+		fmt.Fprintf(w, "\tSync status: idx %d num %d v %d pr %d rev %d\n", e.SyncIdx, e.SyncNum, e.V, e.Proto, rev)
 	} else {
 		fmt.Fprintf(w, "\tSync status: not synchronized\n")
 	}

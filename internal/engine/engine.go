@@ -397,6 +397,9 @@ func (e *Engine) Check(p *Packet) Result {
 			tag := ""
 			if sc.rule != nil {
 				tag = sc.rule.NATTag
+				if tag == "" {
+					tag = NATTagNone
+				}
 			}
 			// ipf_nat_checkout translates for the interface a `to IF`
 			// rule sends the packet out of, not the one it came to.

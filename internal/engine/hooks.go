@@ -19,10 +19,18 @@ type NAT interface {
 	// failed; the engine then blocks the packet with FI_BADNAT.
 	In(p *Packet) bool
 	// Out translates an outbound packet that passed the filter. tag is
-	// the nat tag of the matched rule's set-tag(nat=...), "" if none. It
-	// returns false when translation failed (the packet is blocked).
+	// the nat tag of the matched rule's set-tag(nat=...) (of the state
+	// entry's rule for a packet of a known flow), NATTagNone for a rule
+	// without one, "" when no rule matched. It returns false when
+	// translation failed (the packet is blocked).
 	Out(p *Packet, tag string) bool
 }
+
+// NATTagNone is the tag NAT.Out gets for a packet a rule without a nat
+// tag matched: IPFilter then applies only NAT rules without a tag
+// (ipf_matchtag against fin_fr), while a packet no rule matched meets
+// every NAT rule.
+const NATTagNone = "\x00"
 
 // Pools answers `pool/N` and `hash/N` address tests (ipf-reference §1.3.4).
 // sluice/internal/pool implements it.

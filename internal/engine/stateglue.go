@@ -115,7 +115,7 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 	if emb.Proto == packet.ProtoTCP || emb.Proto == packet.ProtoUDP {
 		emb.Flx |= uint32(packet.FlagTCPUDP)
 	}
-	se, ok := e.States.LookupICMPError(&emb, p.Out)
+	se, ok := e.States.LookupICMPError(&emb, p.Out, fi.PLen, p.IfName)
 	if !ok {
 		return nil, false
 	}
@@ -168,9 +168,18 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 		lim.AgeFwd, lim.AgeRev = r.Age[0], r.Age[1]
 		if ks := r.KeepState; ks != nil {
 			lim.Limit = int(ks.Limit)
-			lim.MaxSrcs = int(ks.MaxSrcs)
-			lim.MaxPerSrc = int(ks.MaxPerSrc)
-			lim.PerSrcBits = int(ks.MaxPerSrcBits)
+			// IPFilter tracks sources only for a rule with max-srcs
+			// (ipf -Rnvf then drops a lone max-per-src too), and
+			// without max-per-src it keys them by its default /32 mask,
+			// IPv6 addresses included.
+			if ks.MaxSrcs > 0 {
+				lim.MaxSrcs = int(ks.MaxSrcs)
+				lim.MaxPerSrc = int(ks.MaxPerSrc)
+				lim.PerSrcBits = int(ks.MaxPerSrcBits)
+				if ks.MaxPerSrc == 0 {
+					lim.PerSrcBits = 32
+				}
+			}
 			lim.Strict, lim.Loose, lim.NoICMPErr = ks.Strict, ks.Loose, ks.NoICMPErr
 			lim.Sync = ks.Sync
 			lim.ICMPHead = ks.ICMPHead

@@ -122,7 +122,7 @@ func (n *NAT) unlink(s *session) {
 	}
 	if s.hasFrags {
 		for k, fs := range n.frags {
-			if fs == s {
+			if fs.s == s {
 				delete(n.frags, k)
 			}
 		}

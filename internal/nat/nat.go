@@ -79,6 +79,14 @@ type Clock interface {
 	Ticks() uint32
 }
 
+// fragEntry is a first fragment's session and where that fragment's
+// data ended: IPFilter's fragment cache refuses a later fragment that
+// starts before it (an overlap).
+type fragEntry struct {
+	s   *session
+	end int
+}
+
 // usablePorts and mapBlockMinPort are IPFilter's USABLE_PORTS and
 // MAPBLK_MINPORT.
 const (
@@ -174,7 +182,7 @@ type NAT struct {
 
 	sessions  map[key]*session
 	wild      []*session // proxy sessions with a source port still to learn
-	frags     map[fragKey]*session
+	frags     map[fragKey]fragEntry
 	active    []*session
 	hostmaps  map[hmKey][]*hostmap
 	nHostmaps int
@@ -262,6 +270,12 @@ func compile(r *ipnat.Rule) (*rule, error) {
 		rl.outIf = rl.inIf
 	}
 	rl.src, rl.dst = operand(r.Src, v6), operand(r.Dst, v6)
+	if r.Filter && r.ICMPIDMap && r.Type != ipnat.Rdr && !r.Type.IsRewrite() {
+		// IPFilter's parser keeps only the source of a from/to map
+		// rule with icmpidmap (printnat shows it in the short form):
+		// the destination matches any address.
+		rl.dst = addrOperand{kind: ipnat.AddrNormal}
+	}
 	rl.orig, rl.newA = operand(r.Orig, v6), operand(r.New, v6)
 	rl.nsrc, rl.ndst = operand(r.NewSrc, v6), operand(r.NewDst, v6)
 	if r.Type == ipnat.MapBlock && rl.orig.kind != ipnat.AddrNormal {
@@ -278,8 +292,16 @@ func compile(r *ipnat.Rule) (*rule, error) {
 	if r.Portmap || r.ICMPIDMap || r.Type.IsRewrite() {
 		rl.spnext = r.SPMin
 	}
+	if r.Portmap && r.PortAuto {
+		// IPFilter's parser gives "portmap … auto" the ports 1024-65535
+		// (in_spmin): its next port is never 0 and never moves, so a
+		// clash fails the session instead of moving to the next address.
+		rl.spnext = mapBlockMinPort
+	}
 	rl.dpnext = r.DPMin
-	if r.Type == ipnat.MapBlock || (r.Portmap && r.PortAuto) {
+	// IPFilter's IPv6 NAT has neither map-block blocks nor automatic
+	// port blocks (see newMap): no groups to compute.
+	if !v6 && (r.Type == ipnat.MapBlock || (r.Portmap && r.PortAuto)) {
 		rl.setGroupMap()
 	}
 	return rl, nil
@@ -302,27 +324,26 @@ func firstAddr(o addrOperand, v6 bool) a128 {
 func (r *rule) setGroupMap() {
 	omask, nmask := r.orig.m, r.newA.m
 	switch {
-	case omask == nmask && r.Type == ipnat.MapBlock:
-		// IPFilter's map-block of a block onto one of the same size
-		// fails for every new session: no ports per address.
-		r.ippip, r.ppip = 1, 0
 	case omask == nmask:
-		r.ippip = 1
-		if r.SPMin != 0 {
-			r.ppip = r.SPMin
-		} else {
-			r.ppip = usablePorts
-		}
+		// ipf_nat_setgroupmap: one new address per old one and no ports
+		// per address (in_ppip stays 0). A map-block then fails every
+		// new session; "portmap … auto" keeps the source port.
+		r.ippip, r.ppip = 1, 0
 	case r.PortAuto:
-		inside := omask.not(r.v6).lo
-		outside := nmask.not(r.v6).lo + 1
-		r.ippip = 1
-		if outside != 0 { // 0: a new block of 2^64 or more addresses
-			r.ippip = int(inside/outside) + 1
+		// IPFilter's arithmetic, in its field widths: in_ippip is a
+		// u_short, so the inside block's host part counts at most 0xffff
+		// addresses, and a quotient of 0xffff+1 wraps to 0 (then 1).
+		ippip := uint16(min(omask.not(r.v6).lo, 0xffff))
+		if !nmask.allOnes(r.v6) {
+			if outside := uint32(nmask.not(r.v6).lo) + 1; outside != 0 {
+				ippip = uint16(uint32(ippip) / outside)
+			}
 		}
-		if r.ippip <= 0 {
-			r.ippip = 1
+		ippip++
+		if ippip == 0 {
+			ippip = 1
 		}
+		r.ippip = int(ippip)
 		r.ppip = usablePorts / r.ippip
 	default:
 		r.ppip = r.SPMin

@@ -31,8 +31,12 @@ type view struct {
 	icmpErr   bool
 	fragBody  bool
 	moreFrags bool
-	ipid      uint32
-	resize    bool // the caller accepts a packet of another length
+	// fragOff is where a fragment's data starts in its datagram and
+	// fragEnd where it ends (bytes after the IPv4 header or the IPv6
+	// fragment header).
+	fragOff, fragEnd int
+	ipid             uint32
+	resize           bool // the caller accepts a packet of another length
 }
 
 // fragKey identifies the fragments of one datagram (the IPv6 fragment
@@ -102,6 +106,8 @@ func parse(v *view, b []byte) bool {
 		}
 		v.ipid = uint32(h.ID())
 		v.moreFrags = h.MoreFragments()
+		v.fragOff = int(h.FragmentOffset())
+		v.fragEnd = v.fragOff + end - hl
 		if h.FragmentOffset() != 0 {
 			v.fragBody = true
 		} else {
@@ -136,6 +142,8 @@ func parse(v *view, b []byte) bool {
 				}
 				v.ipid = binary.BigEndian.Uint32(b[off+4:])
 				v.moreFrags = b[off+3]&1 != 0
+				v.fragOff = int(binary.BigEndian.Uint16(b[off+2:]) & 0xfff8)
+				v.fragEnd = v.fragOff + end - (off + 8)
 				if binary.BigEndian.Uint16(b[off+2:])&0xfff8 != 0 {
 					v.fragBody = true
 					v.proto = b[off]

@@ -9,9 +9,15 @@ import (
 	"sluice/internal/rules/ipnat"
 )
 
+// TagNone is the tag Out takes for a packet that a filter rule without a
+// nat tag matched: only NAT rules without a tag apply to it (IPFilter
+// matches a rule's tag against fin_fr's, unless no rule matched).
+const TagNone = "\x00"
+
 // Out offers an outbound packet leaving on ifname to NAT (map, bimap,
 // map-block, rewrite out, and replies of inbound sessions). tag is the
-// nat tag set by the matching filter rule ("" for none). The packet is
+// nat tag set by the matching filter rule, TagNone for a rule that sets
+// none, "" when no rule matched. The packet is
 // rewritten in place; a translation that would change its length
 // (divert) fails here, use OutPacket for those.
 func (n *NAT) Out(pkt []byte, ifname, tag string) Result {
@@ -49,16 +55,24 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if v.icmpErr {
-		return pkt, n.icmpError(&v, ifname, dir)
+		// An error quoting a session's packet is translated with it;
+		// one quoting none is an ICMP packet like another: it finds or
+		// starts a session of its own (ipf_nat_checkout/checkin try
+		// ipf_nat_icmperror first, then the usual lookups and rules).
+		if r := n.icmpError(&v, ifname, dir); r != NoMatch {
+			return pkt, r
+		}
 	}
 	if v.fragBody {
 		// Fragments after the first carry no ports: they follow the
 		// session their first fragment used, and never start one.
-		s := n.frags[v.fragKey()]
-		if s == nil {
+		fe := n.frags[v.fragKey()]
+		if fe.s == nil || v.fragOff < fe.end {
+			// Unknown, or overlapping the first fragment: IPFilter's
+			// cache does not match it (ipf_frag_lookup).
 			return pkt, NoMatch
 		}
-		return n.apply(s, &v, dir)
+		return n.apply(fe.s, &v, dir)
 	}
 	if s := n.lookup(dir, &v, ifname); s != nil {
 		n.noteFrag(&v, s)
@@ -118,7 +132,7 @@ func (n *NAT) noteFrag(v *view, s *session) {
 		return
 	}
 	if n.frags == nil {
-		n.frags = make(map[fragKey]*session)
+		n.frags = make(map[fragKey]fragEntry)
 	}
 	if len(n.frags) >= maxFrags {
 		// The table is full: forget an arbitrary datagram, as a real
@@ -128,7 +142,7 @@ func (n *NAT) noteFrag(v *view, s *session) {
 			break
 		}
 	}
-	n.frags[v.fragKey()] = s
+	n.frags[v.fragKey()] = fragEntry{s, v.fragEnd}
 	s.hasFrags = true
 }
 
@@ -248,10 +262,12 @@ func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) b
 	if r.ProxyName != "" && !r.Filter && r.ProxyPort != 0 && int(v.dport) != r.ProxyPort {
 		return false
 	}
-	if tag != "" && r.Tag != tag {
-		return false
+	if tag == TagNone {
+		tag = ""
+	} else if tag == "" {
+		return true
 	}
-	return true
+	return r.Tag == tag
 }
 
 // newSession sets up a session for a packet that matched r. move is
@@ -449,6 +465,10 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		nmask = r.newA.m // the range end, compared as IPFilter does
 	}
 	allOnes := nmask.allOnes(v6) && r.newA.kind != ipnat.AddrRange
+	// IPFilter's IPv6 NAT (ipf_nat6_newmap) has no map-block case: an
+	// inet6 map-block allocates like a plain map (next address of the
+	// new block, ports kept).
+	block := r.Type == ipnat.MapBlock && !v6
 	stIP, stPort := r.snip, r.spnext
 	var hm *hostmap
 	var in a128
@@ -477,7 +497,7 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		switch {
 		case r.Type == ipnat.Bimap && r.orig.m == r.newA.m:
 			in = nsrc.or(src.and(r.orig.m.not(v6)))
-		case r.Type == ipnat.MapBlock:
+		case block:
 			if l >= r.ppip || (l > 0 && v.flags&flagTCPUDP == 0) {
 				return false
 			}
@@ -508,7 +528,7 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		case !allOnes && r.spnext == 0 && (l > 0 || hm == nil):
 			r.snip = r.snip.add(1)
 		}
-		if v.flags&flagTCPUDP != 0 && r.Type != ipnat.MapBlock && r.PortAuto {
+		if v.flags&flagTCPUDP != 0 && !block && r.PortAuto {
 			if l > 0 && r.ppip != 0 && l%r.ppip == 0 && l > r.ppip && !allOnes {
 				r.snip = r.snip.add(1)
 			}
@@ -517,7 +537,7 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 				p += uint64(r.ppip) * (src.lo % uint64(r.ippip))
 				port = uint16(p + mapBlockMinPort)
 			}
-		} else if r.Type != ipnat.MapBlock && v.flags&(flagTCPUDP|flagICMPQuery) != 0 && r.spnext != 0 {
+		} else if !block && v.flags&(flagTCPUDP|flagICMPQuery) != 0 && r.spnext != 0 {
 			var p int
 			if r.Sequential {
 				p = r.spnext
@@ -805,7 +825,8 @@ func (n *NAT) newRewrite(r *rule, v *view, s *session) bool {
 
 // icmpError translates an ICMP error whose embedded packet belongs to a
 // session: the embedded header is rewritten back to what its sender saw,
-// and so is the outer destination. Errors without a session pass.
+// and so is the outer destination. An error quoting no session is
+// NoMatch here (check then treats it as any other ICMP packet).
 func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	var e view
 	if v.l4 < 0 || v.l4len < 8+20 || !parseInner(&e, v.b[v.l4+8:v.l4+v.l4len]) {

@@ -216,6 +216,10 @@ type Entry struct {
 	// SyncNum is the state-sync number of an entry of a keep state
 	// (sync) rule, 0 for others.
 	SyncNum uint32
+	// SyncIdx is the entry's slot in the state-sync update log, taken
+	// the first time an outbound packet matches the entry
+	// (ipf_sync_update); -1 before, as IPFilter prints it.
+	SyncIdx int
 	flags   uint32
 	icmpErr [4]uint64
 	// RuleNum and Group locate the creating rule for log records.
@@ -358,6 +362,8 @@ type Table struct {
 	// syncNum numbers the entries of keep state (sync) rules, as
 	// IPFilter's state sync does (its first is 2).
 	syncNum uint32
+	// syncUpd counts the sync entries given an update-log slot.
+	syncUpd int
 	// buckets counts live entries per hash bucket (state_size of them).
 	buckets []uint32
 	// doFlush is set when the table passed state_wm_high; the next
@@ -818,18 +824,11 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 		if r == 1 {
 			e.Expire = now + t.tcpTimeout(e, dir)
 		}
-		if p.TCPFlags&thOpening == thOpening {
-			// A SYN-ACK that carries options settles window scaling:
-			// both sides scale only if both offered it. One without
-			// options leaves the scales as they are (IPFilter checks
-			// only after reading options).
-			if len(p.TCPOpts) > 0 {
-				parseTCPOptions(p.TCPOpts, f)
-				if f.WinFlags&wscaleSeen == 0 || to.WinFlags&wscaleSeen == 0 {
-					f.WinScale, to.WinScale = 0, 0
-				}
-			}
-		} else if p.TCPFlags&THSyn != 0 && len(p.TCPOpts) > 0 {
+		if p.TCPFlags&THSyn != 0 && len(p.TCPOpts) > 0 {
+			// Each side keeps the window scale its own SYN announced,
+			// even when the other side announced none (IPFilter's
+			// listing shows 4096<<0:1<<7 then; the kernel datapath
+			// does the same).
 			parseTCPOptions(p.TCPOpts, f)
 		}
 		if e.flags&flagNewISN != 0 {
@@ -843,6 +842,11 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 	e.Pkts[i]++
 	e.Bytes[i] += uint64(p.PLen)
 	e.touched = now
+	if e.SyncNum != 0 && e.SyncIdx < 0 && p.Out {
+		// ipf_sync_update logs outbound packets only.
+		e.SyncIdx = t.syncUpd
+		t.syncUpd++
+	}
 	return Hit
 }
 
@@ -1169,6 +1173,7 @@ func (t *Table) insert(e *Entry, lim *Limits, sk srcKey) {
 		}
 		t.syncNum++
 		e.SyncNum = t.syncNum
+		e.SyncIdx = -1
 	}
 	if lim.Limit > 0 {
 		t.perRule[lim.RuleID]++
@@ -1336,10 +1341,16 @@ func (t *Table) Walk(fn func(*Entry)) {
 
 // LookupICMPError matches the packet embedded in an ICMP error against the
 // table (§3.6). emb describes the embedded header as it was sent; errOut
-// is the direction of the error itself. Only addresses, ports and the ICMP
-// id are compared. An entry refuses errors when it has no-icmp-err or when
-// more errors have come back than packets were sent the other way.
-func (t *Table) LookupICMPError(emb *Packet, errOut bool) (*Entry, bool) {
+// is the direction of the error itself, plen its length and ifName its
+// interface. Only addresses, ports and the ICMP id are compared. An entry
+// refuses errors when it has no-icmp-err or when more errors have come
+// back than packets were sent the other way. A matched error is counted
+// in the entry as a packet travelling against the quoted one (IPFilter's
+// FWD/REV counters then include it), and its interface fills the empty
+// slot of the quoted packet's direction as a packet leaving the other way
+// would (IPFilter updates the entry with the quoted header, direction
+// reversed).
+func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName string) (*Entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock.Ticks()
@@ -1377,6 +1388,11 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool) (*Entry, bool) {
 			continue
 		}
 		e.icmpErr[i]++
+		e.Pkts[i]++
+		e.Bytes[i] += uint64(plen)
+		if slot := b2i(!errOut)*2 + b2i(backward); e.IfNames[slot] == "" {
+			e.IfNames[slot] = ifName
+		}
 		return e, true
 	}
 	return nil, false

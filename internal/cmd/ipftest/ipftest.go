@@ -61,6 +61,9 @@ type run struct {
 	// loadedRules holds the normalised text of every rule loaded, to
 	// refuse duplicates.
 	loadedRules map[string]bool
+	// loadedNAT holds the NAT rules loaded so far, as printed, to
+	// refuse a second identical one as the kernel does.
+	loadedNAT map[string]bool
 	// acctGroups are the groups of count rules, in creation order.
 	acctGroups []groupInfo
 	// groupSeen are the filter groups in the order rules made them.
@@ -397,7 +400,7 @@ func (r *run) packets() error {
 	}
 	buf := make([]byte, 65536+64)
 	var p engine.Packet
-	var line []byte
+	var line, orig []byte
 	for {
 		rec, err := rd.Next(buf)
 		if err == io.EOF {
@@ -438,6 +441,13 @@ func (r *run) packets() error {
 		if r.srcIn.IsValid() && p.Info.Src == r.srcIn {
 			p.Out = false
 		}
+		// IPFilter restores an inbound packet it translated and then
+		// blocked (the header printed, and any return-rst or
+		// return-icmp built, are the packet as it came in).
+		orig = orig[:0]
+		if r.nat != nil && !p.Out {
+			orig = append(orig, p.Data...)
+		}
 		res := r.eng.Check(&p)
 		line = line[:0]
 		switch {
@@ -459,7 +469,13 @@ func (r *run) packets() error {
 				line = append(line, res.Verdict.String()...)
 			}
 			line = append(line, ' ')
-			line = r.appendPacket(line, &p)
+			if !res.Verdict.Passed() && len(orig) > 0 {
+				q := p
+				q.Data = orig
+				line = r.appendPacket(line, &q)
+			} else {
+				line = r.appendPacket(line, &p)
+			}
 			line = append(line, "--------------\n"...)
 		}
 		r.out.Write(line)
@@ -869,6 +885,21 @@ func (r *run) loadNAT(name string) error {
 			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: nat rule: function not found for lookup\n", fname, nr.Pos.Line)
 			continue
 		}
+		// The kernel refuses a NAT rule identical to one it holds
+		// (ipf_nat_siocaddnat: "NAT rule already exists"); its
+		// comparison sees round-robin, which the listing does not show.
+		key := nr.String()
+		if nr.RoundRobin {
+			key += " round-robin"
+		}
+		if r.loadedNAT[key] {
+			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: NAT rule already exists\n", fname, nr.Pos.Line)
+			continue
+		}
+		if r.loadedNAT == nil {
+			r.loadedNAT = map[string]bool{}
+		}
+		r.loadedNAT[key] = true
 		kept = append(kept, nr)
 	}
 	f.Rules = kept

@@ -29,6 +29,9 @@ func (h Hook) In(p *engine.Packet) bool {
 // Out runs NAT for an outbound packet that passed the filter; tag is the
 // matching rule's set-tag(nat=…).
 func (h Hook) Out(p *engine.Packet, tag string) bool {
+	if tag == engine.NATTagNone {
+		tag = nat.TagNone
+	}
 	b, r := h.NAT.OutPacket(p.Data, p.IfName, tag)
 	return finish(p, b, r)
 }

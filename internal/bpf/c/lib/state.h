@@ -676,8 +676,9 @@ GLOBAL int sl_state_lookup(__u64 now)
 
 /* sl_icmperr_lookup matches an ICMP error against the state of the packet
  * it quotes (§3.6): the quoted header is the flow's own packet, so its
- * tuple is looked up as is and reversed. Counters and TCP state are left
- * alone; entries with no-icmp-err refuse. */
+ * tuple is looked up as is and reversed. The error is counted as a packet
+ * going against the quoted one (IPFilter's FWD/REV counters include it);
+ * TCP state is left alone; entries with no-icmp-err refuse. */
 GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 {
 	struct work *w = get_work();
@@ -686,7 +687,8 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	struct state_entry *e;
 	__u8 h[40];
 	__u8 l4[8];
-	__u32 off, l4off;
+	__u32 off, l4off, slot;
+	int backward = 0;
 
 	if (!w)
 		return 0;
@@ -743,9 +745,17 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 			r.dport = k.dport;
 		}
 		e = bpf_map_lookup_elem(&states, &r);
+		backward = 1;
 	}
 	if (!e || e->expire < now || (e->pass & FR_NOICMPERR))
 		return 0;
+	slot = (!backward) * 2 + (p->out & 1);
+	__sync_fetch_and_add(&e->pkts[slot & 3], 1);
+	__sync_fetch_and_add(&e->bytes[slot & 3], p->plen);
+	/* the quoted packet, direction reversed, fills its interface slot */
+	slot = backward * 2 + !(p->out & 1);
+	if (!e->ifindex[slot & 3])
+		e->ifindex[slot & 3] = p->ifindex;
 	w->hit_pass = e->pass;
 	w->hit_rule_no = e->rule_no;
 	w->hit_group_no = e->group_no;

@@ -1652,7 +1652,7 @@ static long map_step(__u32 l, void *unused)
 	struct a128 nsrc, nmask, in;
 	struct nat_key *k;
 	__u32 port = 0, *na;
-	int v6, tcpudp, icmpq;
+	int v6, tcpudp, icmpq, block;
 
 	if (!w)
 		return 1;
@@ -1665,6 +1665,9 @@ static long map_step(__u32 l, void *unused)
 	v6 = p->family == 6;
 	tcpudp = p->pflags & PF_TCPUDP;
 	icmpq = p->pflags & PF_ICMPQ;
+	/* IPFilter's IPv6 NAT has no map-block case: an inet6 map-block
+	 * allocates like a plain map (internal/nat newMap). */
+	block = r->type == NT_MAPBLOCK && !v6;
 	nsrc = op_a(&r->nw);
 	nmask = op_m(&r->nw);
 	in.hi = rs->snip[0];
@@ -1687,7 +1690,7 @@ static long map_step(__u32 l, void *unused)
 		goto fail;
 	if (r->type == NT_BIMAP && a_eq(op_m(&r->orig), op_m(&r->nw))) {
 		in = a_or(nsrc, a_and(a->src, a_not(op_m(&r->orig), v6)));
-	} else if (r->type == NT_MAPBLOCK) {
+	} else if (block) {
 		__u64 h, ppip = r->ppip, ippip = r->ippip;
 
 		if (l >= r->ppip || (l > 0 && !tcpudp))
@@ -1736,7 +1739,7 @@ static long map_step(__u32 l, void *unused)
 		rs->snip[0] = x.hi;
 		rs->snip[1] = x.lo;
 	}
-	if (tcpudp && r->type != NT_MAPBLOCK && (r->flags & RF_AUTO)) {
+	if (tcpudp && !block && (r->flags & RF_AUTO)) {
 		__u64 ppip = r->ppip, ippip = r->ippip;
 
 		if (l > 0 && ppip && l % ppip == 0 && l > ppip && !a->allones) {
@@ -1752,7 +1755,7 @@ static long map_step(__u32 l, void *unused)
 			pp += ppip * (a->src.lo % ippip);
 			port = (__u16)(pp + 1024);
 		}
-	} else if (r->type != NT_MAPBLOCK && (tcpudp || icmpq) && rs->spnext != 0) {
+	} else if (!block && (tcpudp || icmpq) && rs->spnext != 0) {
 		__s32 pn;
 
 		if (r->flags & RF_SEQ)
@@ -3150,10 +3153,10 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	p = &w->p;
 	if (w->pre && (p->icmperr || p->fragbody))
 		return TC_ACT_UNSPEC;
-	if (p->icmperr) {
-		nat_icmperr(skb);
+	/* an error quoting no session is an ICMP packet like another: it
+	 * finds or starts a session of its own (internal/nat check) */
+	if (p->icmperr && nat_icmperr(skb))
 		return TC_ACT_UNSPEC;
-	}
 	if (p->fragbody) {
 		frag_key(&w->fk, p);
 		fkey = bpf_map_lookup_elem(&frags, &w->fk);
