@@ -3375,6 +3375,58 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
 
 #define FAST_NO 0x100 /* not a verdict: the packet needs nat_main */
 
+/* fast_l4_csum moves a translated packet's L4 checksum by the entry's
+ * differences (diff: both of them), as the skb's checksum state needs:
+ * CHECKSUM_PARTIAL holds only the pseudo header's sum, CHECKSUM_COMPLETE
+ * needs skb->csum to follow, which only the helper does (the packet
+ * pointers are invalid after it: nothing reads them). A UDP checksum
+ * that comes out 0 is sent as 0xffff (0 means none). Both fast paths
+ * share it. */
+static __always_inline void fast_l4_csum(struct __sk_buff *skb, const struct nat_fast *f, __u16 *ck, __u8 proto,
+					 __u32 off, __u32 diff)
+{
+	int summed = ip_summed(skb);
+
+	if (likely(summed == CHECKSUM_PARTIAL)) {
+		if (f->csum_l4a)
+			*ck = csum_fold32(csum_add32(*ck, f->csum_l4a));
+	} else if (likely(summed != CHECKSUM_COMPLETE)) {
+		*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
+	} else {
+		__u64 mf = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+
+		if (f->csum_l4a)
+			bpf_l4_csum_replace(skb, off, 0, f->csum_l4a, BPF_F_PSEUDO_HDR | mf);
+		if (f->csum_l4p)
+			bpf_l4_csum_replace(skb, off, 0, f->csum_l4p, mf);
+		return;
+	}
+	if (proto == IPPROTO_UDP && *ck == 0)
+		*ck = 0xffff;
+}
+
+/* fast_account counts a packet the fast path translated in its entry
+ * (the clock moves once a jiffy: most packets leave last as it is) and
+ * marks an outbound one against a second translation. */
+static __always_inline void fast_account(struct __sk_buff *skb, struct nat_hot *h, struct nat_fast *f, __u64 len,
+					 __u8 fl, __u32 cookie)
+{
+	__u64 now;
+
+	f->pkts++;
+	f->bytes += len;
+	if (unlikely(fl & ~f->tcpflags))
+		f->tcpflags |= fl;
+	if (likely(h->nspj))
+		now = bpf_jiffies64() * h->nspj + h->clock;
+	else
+		now = bpf_ktime_get_coarse_ns() + h->clock;
+	if (f->last != now)
+		f->last = now;
+	if (unlikely(cookie))
+		skb->cb[4] = cookie;
+}
+
 /* nat_fast4 is the path of an established IPv4 TCP or UDP flow: the
  * headers read in place, one lookup with a 16-byte key in fast4, the
  * rewrite with the checksum differences the entry carries, and the
@@ -3397,10 +3449,8 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre)
 	struct nat_fast *f;
 	struct iphdr *ip;
 	__u32 l3 = 14, len, tot, cookie = 0, diff, *ports;
-	__u64 now;
 	__u16 *ck;
 	__u8 *l4, proto, fl = 0;
-	int summed;
 
 	if (bench_at(ST_ENTRY))
 		return TC_ACT_UNSPEC;
@@ -3470,45 +3520,11 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre)
 	/* an IPv4 UDP datagram without a checksum keeps none; no change to
 	 * the L4 checksum needs no look at the skb's checksum state */
 	diff = csum_add32(f->csum_l4a, f->csum_l4p);
-	if (diff && (proto == IPPROTO_TCP || *ck != 0)) {
-		summed = ip_summed(skb);
-		if (likely(summed == CHECKSUM_PARTIAL)) {
-			/* only the pseudo header's sum is in the field */
-			if (f->csum_l4a)
-				*ck = csum_fold32(csum_add32(*ck, f->csum_l4a));
-		} else if (likely(summed != CHECKSUM_COMPLETE)) {
-			*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
-		} else {
-			/* skb->csum must follow: only the helper does that
-			 * (packet pointers are invalid afterwards) */
-			__u64 mf = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
-			__u32 off = l3 + 20 + (proto == IPPROTO_TCP ? 16 : 6);
-
-			if (f->csum_l4a)
-				bpf_l4_csum_replace(skb, off, 0, f->csum_l4a, BPF_F_PSEUDO_HDR | mf);
-			if (f->csum_l4p)
-				bpf_l4_csum_replace(skb, off, 0, f->csum_l4p, mf);
-			goto account;
-		}
-		if (proto == IPPROTO_UDP && *ck == 0)
-			*ck = 0xffff;
-	}
-account:
+	if (diff && (proto == IPPROTO_TCP || *ck != 0))
+		fast_l4_csum(skb, f, ck, proto, l3 + 20 + (proto == IPPROTO_TCP ? 16 : 6), diff);
 	if (bench_at(ST_REWRITE))
 		return TC_ACT_UNSPEC;
-	f->pkts++;
-	f->bytes += len;
-	if (unlikely(fl & ~f->tcpflags))
-		f->tcpflags |= fl;
-	/* the clock moves once a jiffy: most packets leave last as it is */
-	if (likely(h->nspj))
-		now = bpf_jiffies64() * h->nspj + h->clock;
-	else
-		now = bpf_ktime_get_coarse_ns() + h->clock;
-	if (f->last != now)
-		f->last = now;
-	if (unlikely(cookie))
-		skb->cb[4] = cookie;
+	fast_account(skb, h, f, len, fl, cookie);
 	return TC_ACT_UNSPEC;
 }
 
@@ -3526,10 +3542,8 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre)
 	struct nat_fast *f;
 	struct ipv6hdr *ip6;
 	__u32 l3 = 14, len, pl, cookie = 0, diff, *ports;
-	__u64 now;
 	__u16 *ck;
 	__u8 *l4, proto, fl = 0;
-	int summed;
 
 	if (probe())
 		return TC_ACT_UNSPEC;
@@ -3593,39 +3607,9 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre)
 	__builtin_memcpy(&ip6->daddr, f6->ndst, 16);
 	*ports = *(__u32 *)&f->nsport;
 	diff = csum_add32(f->csum_l4a, f->csum_l4p);
-	if (diff) {
-		summed = ip_summed(skb);
-		if (likely(summed == CHECKSUM_PARTIAL)) {
-			if (f->csum_l4a)
-				*ck = csum_fold32(csum_add32(*ck, f->csum_l4a));
-		} else if (likely(summed != CHECKSUM_COMPLETE)) {
-			*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
-		} else {
-			__u64 mf = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
-			__u32 off = l3 + 40 + (proto == IPPROTO_TCP ? 16 : 6);
-
-			if (f->csum_l4a)
-				bpf_l4_csum_replace(skb, off, 0, f->csum_l4a, BPF_F_PSEUDO_HDR | mf);
-			if (f->csum_l4p)
-				bpf_l4_csum_replace(skb, off, 0, f->csum_l4p, mf);
-			goto account;
-		}
-		if (proto == IPPROTO_UDP && *ck == 0)
-			*ck = 0xffff;
-	}
-account:
-	f->pkts++;
-	f->bytes += len;
-	if (unlikely(fl & ~f->tcpflags))
-		f->tcpflags |= fl;
-	if (likely(h->nspj))
-		now = bpf_jiffies64() * h->nspj + h->clock;
-	else
-		now = bpf_ktime_get_coarse_ns() + h->clock;
-	if (f->last != now)
-		f->last = now;
-	if (unlikely(cookie))
-		skb->cb[4] = cookie;
+	if (diff)
+		fast_l4_csum(skb, f, ck, proto, l3 + 40 + (proto == IPPROTO_TCP ? 16 : 6), diff);
+	fast_account(skb, h, f, len, fl, cookie);
 	return TC_ACT_UNSPEC;
 }
 
