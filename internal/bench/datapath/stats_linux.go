@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -33,39 +34,66 @@ func Stats(h *topo.Host) (func() ([]result.ProgStat, error), io.Closer, error) {
 }
 
 // ReadStats returns the cumulative run time and run count of every
-// program attached with TCX to the host's link (both hooks).
+// program attached with TCX to the host's link (both hooks) and, on the
+// gateway of the NAT suite, to its client-facing link too (rdr's
+// programs sit there, map's on the server side).
 func ReadStats(h *topo.Host) ([]result.ProgStat, error) {
 	var out []result.ProgStat
 	err := h.Do(func() error {
-		for _, at := range []struct {
-			hook string
-			t    ebpf.AttachType
-		}{{"ingress", ebpf.AttachTCXIngress}, {"egress", ebpf.AttachTCXEgress}} {
-			res, err := link.QueryPrograms(link.QueryOptions{Target: h.Index, Attach: at.t})
+		links := []struct {
+			name  string
+			index int
+		}{{h.Link, h.Index}}
+		if h.Inside != "" {
+			ifi, err := net.InterfaceByName(h.Inside)
 			if err != nil {
-				return fmt.Errorf("querying %s %s: %w", h.Link, at.hook, err)
+				return fmt.Errorf("finding %s: %w", h.Inside, err)
 			}
-			for _, ap := range res.Programs {
-				p, err := ebpf.NewProgramFromID(ap.ID)
-				if err != nil {
-					continue // detached meanwhile
-				}
-				st, serr := p.Stats()
-				info, ierr := p.Info()
-				p.Close()
-				if serr != nil {
-					return serr
-				}
-				ps := result.ProgStat{Hook: at.hook, ID: uint32(ap.ID), RunNs: uint64(st.Runtime), RunCnt: st.RunCount}
-				if ierr == nil {
-					ps.Name = info.Name
-				}
-				out = append(out, ps)
+			links = append(links, struct {
+				name  string
+				index int
+			}{h.Inside, ifi.Index})
+		}
+		for _, l := range links {
+			if err := readLinkStats(l.name, l.index, &out); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
 	return out, err
+}
+
+// readLinkStats appends the statistics of the programs attached with
+// TCX to one link (the caller is in its namespace).
+func readLinkStats(name string, index int, out *[]result.ProgStat) error {
+	for _, at := range []struct {
+		hook string
+		t    ebpf.AttachType
+	}{{"ingress", ebpf.AttachTCXIngress}, {"egress", ebpf.AttachTCXEgress}} {
+		res, err := link.QueryPrograms(link.QueryOptions{Target: index, Attach: at.t})
+		if err != nil {
+			return fmt.Errorf("querying %s %s: %w", name, at.hook, err)
+		}
+		for _, ap := range res.Programs {
+			p, err := ebpf.NewProgramFromID(ap.ID)
+			if err != nil {
+				continue // detached meanwhile
+			}
+			st, serr := p.Stats()
+			info, ierr := p.Info()
+			p.Close()
+			if serr != nil {
+				return serr
+			}
+			ps := result.ProgStat{Hook: at.hook, ID: uint32(ap.ID), RunNs: uint64(st.Runtime), RunCnt: st.RunCount}
+			if ierr == nil {
+				ps.Name = info.Name
+			}
+			*out = append(*out, ps)
+		}
+	}
+	return nil
 }
 
 // floorInsns is the trivial TCX program: return TCX_NEXT (-1).
