@@ -656,10 +656,7 @@ func (l *clientLoop) tcpMaerts() error {
 func (l *clientLoop) tcpRR() error {
 	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
 	err := l.tcpRRLoop(req, rsp)
-	st := &l.st
-	st.elapsed = time.Since(l.start)
-	st.sendCalls, st.recvCalls = st.trans, st.trans
-	st.bytesTx, st.bytesRx = st.trans*int64(l.p.reqSize), st.trans*int64(l.p.respSize)
+	l.rrTotals()
 	if err != nil {
 		return err
 	}
@@ -667,22 +664,51 @@ func (l *clientLoop) tcpRR() error {
 	return nil
 }
 
+// rrDone reports whether a request/response loop is over: the count
+// (-- -N style limits) reached, or the timer's stop.
+func (l *clientLoop) rrDone() bool {
+	if l.limit > 0 {
+		return l.st.trans >= l.limit
+	}
+	return l.ph.stop.Load()
+}
+
+// rrStart is a transaction's start time, read only when latencies are
+// kept.
+func (l *clientLoop) rrStart() time.Time {
+	if l.st.lat != nil {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// rrEnd counts a completed transaction begun at t0.
+func (l *clientLoop) rrEnd(t0 time.Time) {
+	st := &l.st
+	if st.lat != nil {
+		st.lat.add(time.Since(t0))
+	}
+	st.trans++
+	if l.demo != nil {
+		l.demo.tick(1)
+	}
+	l.y.tick()
+}
+
+// rrTotals derives a request/response test's call and byte counts from
+// its transactions (one request and one response each).
+func (l *clientLoop) rrTotals() {
+	st := &l.st
+	st.elapsed = time.Since(l.start)
+	st.sendCalls, st.recvCalls = st.trans, st.trans
+	st.bytesTx, st.bytesRx = st.trans*int64(l.p.reqSize), st.trans*int64(l.p.respSize)
+}
+
 // tcpRRLoop runs transactions until the timer or the count ends it. It
 // does not allocate.
 func (l *clientLoop) tcpRRLoop(req, rsp []byte) error {
-	st := &l.st
-	for {
-		if l.limit > 0 {
-			if st.trans >= l.limit {
-				return nil
-			}
-		} else if l.ph.stop.Load() {
-			return nil
-		}
-		var t0 time.Time
-		if st.lat != nil {
-			t0 = time.Now()
-		}
+	for !l.rrDone() {
+		t0 := l.rrStart()
 		if e := l.send(req); e != nil {
 			return l.fail("sending a request", e)
 		}
@@ -692,15 +718,9 @@ func (l *clientLoop) tcpRRLoop(req, rsp []byte) error {
 			}
 			return l.fail("receiving a response", e)
 		}
-		if st.lat != nil {
-			st.lat.add(time.Since(t0))
-		}
-		st.trans++
-		if l.demo != nil {
-			l.demo.tick(1)
-		}
-		l.y.tick()
+		l.rrEnd(t0)
 	}
+	return nil
 }
 
 var errClosedData = errors.New("netserver closed the data connection")
@@ -820,10 +840,7 @@ func (l *clientLoop) crrTransact(fd int, req, rsp, drain []byte) error {
 func (l *clientLoop) udpRR() error {
 	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
 	err := l.udpRRLoop(req, rsp)
-	st := &l.st
-	st.elapsed = time.Since(l.start)
-	st.sendCalls, st.recvCalls = st.trans, st.trans
-	st.bytesTx, st.bytesRx = st.trans*int64(l.p.reqSize), st.trans*int64(l.p.respSize)
+	l.rrTotals()
 	if err != nil {
 		return err
 	}
@@ -835,18 +852,8 @@ func (l *clientLoop) udpRR() error {
 // does not allocate.
 func (l *clientLoop) udpRRLoop(req, rsp []byte) error {
 	st := &l.st
-	for {
-		if l.limit > 0 {
-			if st.trans >= l.limit {
-				return nil
-			}
-		} else if l.ph.stop.Load() {
-			return nil
-		}
-		var t0 time.Time
-		if st.lat != nil {
-			t0 = time.Now()
-		}
+	for !l.rrDone() {
+		t0 := l.rrStart()
 		if _, e := sysSendto(l.fd, req, &l.dst); e != 0 {
 			if isTransientSend(e) {
 				st.failed++
@@ -869,15 +876,9 @@ func (l *clientLoop) udpRRLoop(req, rsp []byte) error {
 			}
 			// An empty datagram is no response: wait on.
 		}
-		if st.lat != nil {
-			st.lat.add(time.Since(t0))
-		}
-		st.trans++
-		if l.demo != nil {
-			l.demo.tick(1)
-		}
-		l.y.tick()
+		l.rrEnd(t0)
 	}
+	return nil
 }
 
 func (l *clientLoop) udpStream() error {

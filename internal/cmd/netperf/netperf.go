@@ -146,21 +146,6 @@ func breakArgsExplicit(s string, sep byte) (a, b string) {
 	return s, ""
 }
 
-// parseFamily is netperf's parse_address_family: "6" anywhere means IPv6,
-// "inet" or "4" IPv4, anything else unspecified.
-func parseFamily(s string) int {
-	if len(s) > 10 {
-		s = s[:10]
-	}
-	switch {
-	case strings.Contains(s, "6"):
-		return 6
-	case strings.Contains(s, "inet") || strings.Contains(s, "4"):
-		return 4
-	}
-	return 0
-}
-
 func afNumber(fam int) int {
 	switch fam {
 	case 4:
@@ -339,7 +324,7 @@ func (o *Options) global(p getopt.Opt) error {
 			o.Host, o.hostGiven = a, true
 		}
 		if b != "" {
-			c.Family = parseFamily(b)
+			c.Family = netperf.ParseFamily(b)
 		}
 	case 'i':
 		a, b := breakArgs(p.Arg)
@@ -414,7 +399,7 @@ func (o *Options) global(p getopt.Opt) error {
 			c.LocalAddr = a
 		}
 		if b != "" {
-			o.localFamily = parseFamily(b)
+			o.localFamily = netperf.ParseFamily(b)
 		}
 	case 'N':
 		return fmt.Errorf("option -N: running without a control connection is not supported: %w", errors.ErrUnsupported)
@@ -605,7 +590,7 @@ func (o *Options) testOptions(args []string) error {
 				c.DataHost = host
 			}
 			if b != "" {
-				o.DestFamily = afNumber(parseFamily(b))
+				o.DestFamily = afNumber(netperf.ParseFamily(b))
 			}
 		case 'L':
 			a, b := breakArgsExplicit(opt.Arg, ',')
@@ -613,7 +598,7 @@ func (o *Options) testOptions(args []string) error {
 				c.LocalAddr, o.SourceAddr = host, host
 			}
 			if b != "" {
-				o.SourceFamily = afNumber(parseFamily(b))
+				o.SourceFamily = afNumber(netperf.ParseFamily(b))
 			}
 		case 'R':
 			v, cerr := convert("-R", opt.Arg, true)

@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -112,7 +111,7 @@ func Parse(args []string) (*Options, error) {
 				o.Addr = a
 			}
 			if b != "" {
-				o.Family = family(b)
+				o.Family = netperf.ParseFamily(b)
 			}
 		case 'p':
 			v, err := strconv.Atoi(opt.Arg)
@@ -132,21 +131,6 @@ func Parse(args []string) (*Options, error) {
 		return nil, fmt.Errorf("unexpected argument %q", rest[0])
 	}
 	return o, nil
-}
-
-// family is netperf's parse_address_family: "6" anywhere means IPv6,
-// "inet" or "4" IPv4.
-func family(s string) int {
-	if len(s) > 10 {
-		s = s[:10]
-	}
-	switch {
-	case strings.Contains(s, "6"):
-		return 6
-	case strings.Contains(s, "inet") || strings.Contains(s, "4"):
-		return 4
-	}
-	return 0
 }
 
 func famName(f int) string {
