@@ -605,9 +605,9 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 	return 0;
 }
 
-/* parse_tcp_fast reads a TCP header at t for parse_fast: 0 when the
- * segment needs the full parse (bad flags, a SYN's options). */
-static __always_inline int parse_tcp_fast(const __u8 *t, struct pktinfo *p)
+/* tcp_clean reports whether a TCP header at t can take the fast parse:
+ * 0 when the segment needs the full one (bad flags, a SYN's options). */
+static __always_inline int tcp_clean(const __u8 *t)
 {
 	__u8 f = t[13], doff = t[12] >> 4;
 
@@ -620,6 +620,17 @@ static __always_inline int parse_tcp_fast(const __u8 *t, struct pktinfo *p)
 	if ((f & 0x02) && (f & (0x20 | 0x08)))
 		return 0;
 	if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+		return 0;
+	return 1;
+}
+
+/* parse_tcp_fast reads a TCP header at t for parse_fast: 0 when the
+ * segment needs the full parse (tcp_clean). */
+static __always_inline int parse_tcp_fast(const __u8 *t, struct pktinfo *p)
+{
+	__u8 f = t[13], doff = t[12] >> 4;
+
+	if (!tcp_clean(t))
 		return 0;
 	p->sport = (t[0] << 8) | t[1];
 	p->dport = (t[2] << 8) | t[3];
@@ -715,23 +726,6 @@ static __always_inline int parse_fast(struct __sk_buff *skb, struct pktinfo *p, 
 	return 0;
 }
 
-/* tcp_flags_ok is the flag part of parse_tcp_fast. */
-static __always_inline int tcp_clean(const __u8 *t)
-{
-	__u8 f = t[13], doff = t[12] >> 4;
-
-	if (doff < 5 || ((f & 0x02) && doff > 5))
-		return 0;
-	if ((f & 0x20) && t[18] == 0 && t[19] == 0)
-		return 0;
-	if ((f & (0x02 | 0x01)) && (f & 0x04) && !(f & 0x10))
-		return 0;
-	if ((f & 0x02) && (f & (0x20 | 0x08)))
-		return 0;
-	if (!(f & 0x10) && !(f & (0x02 | 0x04)))
-		return 0;
-	return 1;
-}
 
 /* clean_family is parse_fast without its stores: the family of a packet
  * parse_fast would take (and so no short, bad, fragment or option flag

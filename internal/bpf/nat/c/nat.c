@@ -3441,35 +3441,17 @@ static __always_inline void fast_account(struct __sk_buff *skb, struct nat_hot *
  * call (slow_progs), so that the fast path's stack is not added to the
  * slow path's chain of calls (it would be 544 bytes, over the verifier's
  * 512). */
-static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre)
+static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, struct nat_hot *h, __u32 cookie,
+				     __u32 l3)
 {
 	void *data, *end;
 	struct nat_fkey k;
-	struct nat_hot *h;
 	struct nat_fast *f;
 	struct iphdr *ip;
-	__u32 l3 = 14, len, tot, cookie = 0, diff, *ports;
+	__u32 len, tot, diff, *ports;
 	__u16 *ck;
 	__u8 *l4, proto, fl = 0;
 
-	if (bench_at(ST_ENTRY))
-		return TC_ACT_UNSPEC;
-	if (bench_at(ST_OFF) || unlikely(skb->protocol != bpf_htons(ETH_P_IP)))
-		return FAST_NO;
-	h = get_hot();
-	if (unlikely(!h))
-		return FAST_NO;
-	if (dir == DIR_OUT) {
-		cookie = h->cookie;
-		if (unlikely(cookie) && skb->cb[4] == cookie)
-			return TC_ACT_UNSPEC;
-	}
-	if (unlikely(h->l3dev)) {
-		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
-
-		if (l2)
-			l3 = *l2 & 0xff;
-	}
 	data = (void *)(long)skb->data;
 	end = (void *)(long)skb->data_end;
 	ip = data + l3;
@@ -3533,36 +3515,18 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre)
  * fast6, the addresses and ports rewritten and the L4 checksum moved by
  * the entry's differences (IPv6 has no header checksum). A UDP datagram
  * with a zero checksum field (invalid in IPv6) goes the whole way. */
-static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre)
+static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, struct nat_hot *h, __u32 cookie,
+				     __u32 l3)
 {
 	void *data, *end;
 	struct nat_key k;
-	struct nat_hot *h;
 	struct nat_fast6 *f6;
 	struct nat_fast *f;
 	struct ipv6hdr *ip6;
-	__u32 l3 = 14, len, pl, cookie = 0, diff, *ports;
+	__u32 len, pl, diff, *ports;
 	__u16 *ck;
 	__u8 *l4, proto, fl = 0;
 
-	if (probe())
-		return TC_ACT_UNSPEC;
-	if (bench_at(ST_OFF))
-		return FAST_NO;
-	h = get_hot();
-	if (unlikely(!h))
-		return FAST_NO;
-	if (dir == DIR_OUT) {
-		cookie = h->cookie;
-		if (unlikely(cookie) && skb->cb[4] == cookie)
-			return TC_ACT_UNSPEC;
-	}
-	if (unlikely(h->l3dev)) {
-		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
-
-		if (l2)
-			l3 = *l2 & 0xff;
-	}
 	data = (void *)(long)skb->data;
 	end = (void *)(long)skb->data_end;
 	ip6 = data + l3;
@@ -3613,12 +3577,37 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre)
 	return TC_ACT_UNSPEC;
 }
 
-/* nat_fast is the fast path of either family. */
+/* nat_fast is the fast path of either family: what both need first (the
+ * hot line, the double-translation guard of an outbound packet, where the
+ * IP header starts), then the family's own. A stage probe stops an IPv4
+ * packet at its stage and lets no IPv6 one go on. */
 static __always_inline int nat_fast(struct __sk_buff *skb, __u32 dir, int pre)
 {
-	if (skb->protocol == bpf_htons(ETH_P_IPV6))
-		return nat_fast6(skb, dir, pre);
-	return nat_fast4(skb, dir, pre);
+	int v6 = skb->protocol == bpf_htons(ETH_P_IPV6);
+	struct nat_hot *h;
+	__u32 cookie = 0, l3 = 14;
+
+	if (v6 ? probe() : bench_at(ST_ENTRY))
+		return TC_ACT_UNSPEC;
+	if (bench_at(ST_OFF) || unlikely(!v6 && skb->protocol != bpf_htons(ETH_P_IP)))
+		return FAST_NO;
+	h = get_hot();
+	if (unlikely(!h))
+		return FAST_NO;
+	if (dir == DIR_OUT) {
+		cookie = h->cookie;
+		if (unlikely(cookie) && skb->cb[4] == cookie)
+			return TC_ACT_UNSPEC;
+	}
+	if (unlikely(h->l3dev)) {
+		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
+
+		if (l2)
+			l3 = *l2 & 0xff;
+	}
+	if (v6)
+		return nat_fast6(skb, dir, pre, h, cookie, l3);
+	return nat_fast4(skb, dir, pre, h, cookie, l3);
 }
 
 /* nat_whole is the way for every packet the fast path leaves: a function
