@@ -266,9 +266,15 @@ func detachPinned(dir string, clsact bool) error {
 	return errors.Join(errs...)
 }
 
-// detachClsact removes the clsact fallback's filters (they carry
-// tcFilterName) from every interface of this network namespace.
-func detachClsact() error {
+// detachClsact removes the filter's tc clsact filters (tcFilterName)
+// from every interface of this network namespace.
+func detachClsact() error { return DetachClsact(tcFilterName) }
+
+// DetachClsact removes the tc clsact BPF filters named name from both
+// hooks of every interface of this network namespace: what the
+// fallback attach left when the kernel has no TCX (the filter's and
+// NAT's removals share it).
+func DetachClsact(name string) error {
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil
@@ -281,7 +287,7 @@ func detachClsact() error {
 				continue
 			}
 			for _, f := range fs {
-				if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == tcFilterName {
+				if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == name {
 					if err := netlink.FilterDel(f); err != nil {
 						errs = append(errs, err)
 					}

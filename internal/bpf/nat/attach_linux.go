@@ -15,6 +15,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/bpf"
 )
 
 // tcFilterName marks the tc filters of the clsact fallback.
@@ -239,23 +241,8 @@ func detachDir(dir string) error {
 			}
 		}
 	}
-	links, err := netlink.LinkList()
-	if err == nil {
-		for _, l := range links {
-			for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-				fs, err := netlink.FilterList(l, parent)
-				if err != nil {
-					continue
-				}
-				for _, f := range fs {
-					if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == tcFilterName {
-						if err := netlink.FilterDel(f); err != nil {
-							errs = append(errs, err)
-						}
-					}
-				}
-			}
-		}
+	if err := bpf.DetachClsact(tcFilterName); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
