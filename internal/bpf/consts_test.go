@@ -123,7 +123,7 @@ func TestHeaderConstants(t *testing.T) {
 		"CFG_DCA": cfgDCA, "CFG_GEN0": cfgGen0, "CFG_ANYL3": cfgAnyL3,
 		"CFG_N":  cfgN,
 		"IDX_ON": idxOn, "IDX_SRC": idxSrc, "IDX_SPORT": idxSport, "IFACE_SLOTS": ifaceSlots,
-		"FEAT_ACCT_IN": featAcctIn, "FEAT_ACCT_OUT": featAcctOut, "FEAT_CLOCK": featClock, "FEAT_ROUTE": featRoute, "FEAT_IDLE": featIdle, "FEAT_LIMITS": featLimits, "STATE_PAIRS": statePairs,
+		"FEAT_ACCT_IN": featAcctIn, "FEAT_ACCT_OUT": featAcctOut, "FEAT_CLOCK": featClock, "FEAT_ROUTE": featRoute, "FEAT_IDLE": featIdle, "FEAT_LIMITS": featLimits, "SF_SWAP": sfSwap, "SF_TWIN": sfTwin,
 		"HOT_MAX": hotMax, "HOT_ANY": hotAny, "HOT_PROTO": hotProto, "HOT_TCPUDP": hotTCPUDP, "HOT_NEVER": hotNever, "HOT_FULL": hotFull, "HOT_RUN": hotRun,
 		"ST_DIR": stDir, "ST_PASS": stPass, "ST_BLOCK": stBlock, "ST_NOMATCH": stNomatch, "ST_ACCT": stAcct,
 		"ST_SHORT": stShort, "ST_BAD": stBad, "ST_LOGPASS": stLogPass, "ST_LOGBLOCK": stLogBlock, "ST_LOGGED": stLogged,

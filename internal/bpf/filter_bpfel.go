@@ -290,7 +290,8 @@ type filterStateKey struct {
 	Dport  uint16
 	Proto  uint8
 	Family uint8
-	Wild   uint16
+	Wild   uint8
+	Twin   uint8
 }
 
 type filterSweeper struct {
@@ -405,7 +406,6 @@ type filterWork struct {
 	HitRev     uint32
 	HitSlot    uint32
 	HitIdx     uint32
-	RevFirst   [2]uint32
 	_          [4]byte
 }
 

@@ -109,9 +109,12 @@ const (
 	featIdle    = 0x1000 // no rules in the main lists
 	featLimits  = 0x2000 // pps, keep limit
 
-	// statePairs is state_count's key of the count of entries made while
-	// the reverse of their key was in the table (STATE_PAIRS).
-	statePairs = 2
+)
+
+// State entry flags (SF_* in filter.h) the Go side reads.
+const (
+	sfSwap = 0x02 // the entry's source is its canonical key's dst
+	sfTwin = 0x04 // the key's twin holds the flow's entry the other way
 )
 
 // Statistics indexes.

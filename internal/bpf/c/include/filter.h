@@ -282,6 +282,8 @@ struct statblock {
 
 /* State entry flags. */
 #define SF_SYN 0x01     /* created by a SYN */
+#define SF_SWAP 0x02    /* the entry's source is its key's dst (state.h: canon_order) */
+#define SF_TWIN 0x04    /* the key's twin (state_key.twin) holds the other way's entry */
 #define SF_OPTREV 0x10  /* opt_rev holds the options of the first reply */
 
 #define WF_WSCALE_SEEN 0x01
@@ -486,6 +488,11 @@ struct blocks {
 	__u64 w[BLOCK_WORDS];
 };
 
+/* A concrete entry's key is canonical: the same for both directions of
+ * the flow (state.h: canon_order), the entry's own direction is SF_SWAP.
+ * A flow IPFilter keeps two entries for (one each way) has the second
+ * under the same key with twin set (SF_TWIN on the first). A wildcard
+ * entry's key is not canonical: src is the entry's source. */
 struct state_key {
 	__u32 src[4];
 	__u32 dst[4];
@@ -493,7 +500,8 @@ struct state_key {
 	__u16 dport;
 	__u8 proto;
 	__u8 family;
-	__u16 wild; /* 1: wildcard destination (dst is zero), §3.1 */
+	__u8 wild; /* 1: wildcard destination (dst is zero), §3.1 */
+	__u8 twin; /* 1: the flow's entry the other way round (SF_TWIN) */
 };
 
 struct tcp_side {
@@ -509,8 +517,6 @@ struct tcp_side {
 /* The state table holds at most this many entries; state_max may not
  * exceed it. Entries are allocated as they are made (no preallocation). */
 #define STATE_CAP 262144
-/* state_count's key of the count of entries made both ways (maps.h) */
-#define STATE_PAIRS 2
 
 struct state_entry {
 	__u64 created;
