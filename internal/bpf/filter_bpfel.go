@@ -258,14 +258,10 @@ type filterStatblock struct {
 
 type filterStateEntry struct {
 	_        structs.HostLayout
-	Created  uint64
-	Expire   uint64
-	Last     uint64
-	Pkts     [4]uint64
-	Bytes    [4]uint64
 	Pass     uint32
 	Rule     uint32
 	Slot     uint32
+	Gen      uint32
 	Ifindex  [4]uint32
 	Age      [2]uint32
 	Logtag   uint32
@@ -274,12 +270,16 @@ type filterStateEntry struct {
 	Flags    uint8
 	Secclass uint8
 	Pad      [2]uint8
-	Tcp      [2]filterTcpSide
 	Flx      [4]uint32
 	Opt      uint32
 	OptRev   uint32
 	Wdst     [4]uint32
-	Gen      uint32
+	Created  uint64
+	Expire   uint64
+	Last     uint64
+	Pkts     [4]uint64
+	Bytes    [4]uint64
+	Tcp      [2]filterTcpSide
 }
 
 type filterStateKey struct {

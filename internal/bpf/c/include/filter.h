@@ -205,22 +205,24 @@ struct conf {
 #define FEAT_IDLE 0x1000    /* no rules in the main lists */
 #define FEAT_LIMITS 0x2000  /* rules with pps or a keep limit */
 
-/* Per-direction statistics (index dir*ST_DIR + n) then globals. */
+/* Per-direction statistics (index dir*ST_DIR + n) then globals. What
+ * every packet counts (pass, block, packets, state kept) is in the first
+ * eight of its direction: one cache line. */
 #define ST_DIR 16
 #define ST_PASS 0
 #define ST_BLOCK 1
-#define ST_NOMATCH 2
-#define ST_ACCT 3
+#define ST_PKTS 2
+#define ST_STKEPT 3
 #define ST_SHORT 4
 #define ST_BAD 5
 #define ST_LOGPASS 6
 #define ST_LOGBLOCK 7
 #define ST_LOGGED 8
 #define ST_LOGFAIL 9
-#define ST_STKEPT 10
+#define ST_ACCT 10
 #define ST_STLOST 11
 #define ST_IPV6 12
-#define ST_PKTS 13
+#define ST_NOMATCH 13
 #define ST_FRAG 14
 #define ST_NOTIP 15
 #define ST_RST 32
@@ -518,15 +520,17 @@ struct tcp_side {
  * exceed it. Entries are allocated as they are made (no preallocation). */
 #define STATE_CAP 262144
 
+/* Laid out for two CPUs sharing a flow (a request/response test runs each
+ * direction on its own CPU): what a packet reads (the rule's verdict,
+ * interface and option checks) first, with the tail of the key, and what
+ * every packet writes (lifetimes, counters, window tracking) together at
+ * the end, so a packet finds the read part clean in its cache and moves
+ * only the two lines it writes from the other CPU. */
 struct state_entry {
-	__u64 created;
-	__u64 expire;
-	__u64 last;     /* last packet */
-	__u64 pkts[4];  /* [rev*2 + out] */
-	__u64 bytes[4];
 	__u32 pass;
 	__u32 rule;     /* slot-relative rule index */
 	__u32 slot;
+	__u32 gen;      /* generation of the slot's rules that made it */
 	__u32 ifindex[4];
 	__u32 age[2];   /* seconds, 0 = default */
 	__u32 logtag;
@@ -535,7 +539,6 @@ struct state_entry {
 	__u8 flags;
 	__u8 secclass;  /* of the creating packet: both directions repeat it */
 	__u8 pad[2];
-	struct tcp_side tcp[2];
 	/* §3.2: the FI_CMP flags each slot [out*2 + rev] saw first; the IP
 	 * options (IPv6: extension headers but the fragment header) of the
 	 * creating packet, which its direction repeats, and of the first
@@ -545,7 +548,13 @@ struct state_entry {
 	__u32 opt_rev;
 	/* a wildcard-destination entry's own destination (the group) */
 	__u32 wdst[4];
-	__u32 gen;      /* generation of the slot's rules that made it */
+	__u64 created;
+	/* written by packets (lifetimes only when they change) */
+	__u64 expire;
+	__u64 last;     /* last packet */
+	__u64 pkts[4];  /* [rev*2 + out] */
+	__u64 bytes[4];
+	struct tcp_side tcp[2];
 };
 
 /* A datagram's fragments, as IPFilter keys them: interface, version,

@@ -152,6 +152,12 @@ static __always_inline struct state_entry *state_find(struct state_key *k, __u8 
 	return NULL;
 }
 
+/* SET stores v in x unless x holds it already: a flow's entry is shared
+ * by the CPUs its two directions run on, and a store that changes nothing
+ * still takes the cache line from the other CPU. (The clock is the coarse
+ * one: a lifetime changes once a tick, not once a packet.) */
+#define SET(x, v) do { __typeof__(x) v_ = (v); if ((x) != v_) (x) = v_; } while (0)
+
 static __always_inline __u64 tcp_timeout(__u8 st)
 {
 	return cfg(CFG_TO_TCP + ((st & 15) < 12 ? (st & 15) : 11));
@@ -265,14 +271,14 @@ static __always_inline int tcp_fsm(struct state_entry *e, int rev, const struct 
 	int syn_created = e->flags & SF_SYN;
 
 	if (f & 0x04) { /* RST */
-		me->state = (!(f & 0x08) && data == 0) ? TS_CLOSED : TS_CLOSE_WAIT;
+		SET(me->state, (!(f & 0x08) && data == 0) ? TS_CLOSED : TS_CLOSE_WAIT);
 		if (o <= TS_ESTABLISHED)
-			other->state = TS_CLOSE_WAIT;
-		e->expire = now + tcp_timeout(me->state);
+			SET(other->state, TS_CLOSE_WAIT);
+		SET(e->expire, now + tcp_timeout(me->state));
 		return 1;
 	}
-#define TO(x) do { me->state = (x); e->expire = now + tcp_timeout(x); return 1; } while (0)
-#define RESTART() do { e->expire = now + tcp_timeout(me->state); return 1; } while (0)
+#define TO(x) do { SET(me->state, (x)); SET(e->expire, now + tcp_timeout(x)); return 1; } while (0)
+#define RESTART() do { SET(e->expire, now + tcp_timeout(me->state)); return 1; } while (0)
 	switch (n) {
 	case TS_LISTEN:
 		if ((f & 0x12) == 0x12)
@@ -418,7 +424,7 @@ static __always_inline int tcp_window(struct state_entry *e, int rev, const stru
 		fs->maxwin = win;
 	if (seq_gt(end, fs->end))
 		fs->end = end;
-	if (seq_ge(ack + win, ts->maxend))
+	if (seq_gt(ack + win, ts->maxend))
 		ts->maxend = ack + win;
 	return 1;
 }
@@ -595,11 +601,11 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 			to = cfg(rev ? CFG_TO_UDPACK : CFG_TO_UDP);
 		if (age)
 			to = (__u64)age * 1000000000ULL;
-		e->expire = now + to;
+		SET(e->expire, now + to);
 	}
 	if (!e->ifindex[slot])
 		e->ifindex[slot] = p->ifindex;
-	e->last = now;
+	SET(e->last, now);
 	e->pkts[slot]++;
 	e->bytes[slot] += p->plen;
 	*revp = rev;
