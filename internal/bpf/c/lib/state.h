@@ -98,19 +98,46 @@ static __always_inline int is_icmp(__u8 proto)
 }
 
 /* canon_key makes k the canonical key of p's flow and returns p's
- * orientation in it (canon_order). An ICMP reply is keyed by the query it
+ * orientation in it (canon_order's, written in order at once: this is
+ * every state lookup's key). An ICMP reply is keyed by the query it
  * answers. */
 static __always_inline __u8 canon_key(struct state_key *k, const struct pktinfo *p, int *sym)
 {
-	make_key(k, p, 0);
-	if (is_icmp(p->proto)) {
+	__u16 sp = p->sport, dp = p->dport;
+	int icmp = is_icmp(p->proto), c = 0;
+
+	if (icmp) {
 		int q = query_of(p->proto, p->icmp >> 8);
 
-		if (q >= 0)
-			k->dport = q;
-		return canon_order(k, 1, sym);
+		sp = p->icmpid;
+		dp = q >= 0 ? q : p->icmp >> 8;
+	} else if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP) {
+		sp = dp = 0;
 	}
-	return canon_order(k, 0, sym);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		if (c == 0 && p->src[i] != p->dst[i])
+			c = p->src[i] < p->dst[i] ? -1 : 1;
+	}
+	if (!icmp && c == 0 && sp != dp)
+		c = sp < dp ? -1 : 1;
+	*sym = c == 0;
+	k->proto = p->proto;
+	k->family = p->family;
+	k->wild = 0;
+	k->twin = 0;
+	if (c <= 0) {
+		__builtin_memcpy(k->src, p->src, 16);
+		__builtin_memcpy(k->dst, p->dst, 16);
+		k->sport = sp;
+		k->dport = dp;
+		return 0;
+	}
+	__builtin_memcpy(k->src, p->dst, 16);
+	__builtin_memcpy(k->dst, p->src, 16);
+	k->sport = icmp ? sp : dp;
+	k->dport = icmp ? dp : sp;
+	return 1;
 }
 
 /* state_find looks up canonical key k for a packet of orientation swap:
