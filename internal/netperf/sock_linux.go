@@ -251,6 +251,12 @@ func sysRead(fd int, b []byte) (int, unix.Errno) {
 // call must never block, or it would hold its processor (and stop the
 // world for a garbage collection) for as long as the peer keeps it waiting.
 
+// rawSendMax is the largest stream send tried raw first. The bookkeeping
+// saved is a fixed cost, lost in the copy of a larger one, and a large
+// send is the more likely to find room for only part of itself, which
+// would cost a second call for the rest.
+const rawSendMax = 8 << 10
+
 // sysWrite sends on a connected socket. MSG_NOSIGNAL turns a peer's reset
 // into EPIPE rather than a SIGPIPE. On a blocking socket it returns once
 // all of b is sent, or with the bytes sent before an error.
@@ -258,6 +264,9 @@ func sysWrite(fd int, b []byte) (int, unix.Errno) {
 	var p unsafe.Pointer
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
+	}
+	if len(b) > rawSendMax {
+		return sendBlocking(fd, p, len(b))
 	}
 	sent := 0
 	n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
