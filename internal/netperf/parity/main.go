@@ -3,8 +3,8 @@
 // and throughput for every test and every client→server pairing, with a
 // verdict per cell on the target "Go costs at most 5 % more than C":
 //
-//	go run ./internal/netperf/parity                  # quick: 9 × 2 s per cell, ~10 min
-//	go run ./internal/netperf/parity -mode thorough   # 16 × 3 s per cell, ~26 min
+//	go run ./internal/netperf/parity                  # quick: 9 × 2 s per cell, ~11 min
+//	go run ./internal/netperf/parity -mode thorough   # 16 × 3 s per cell, ~28 min
 //	go run ./internal/netperf/parity -n 9 -l 2 -tests TCP_RR,TCP_CRR -raw runs.jsonl
 //	go run ./internal/netperf/parity -report runs.jsonl   # re-make the table
 //
@@ -74,7 +74,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	mode := fs.String("mode", "quick", "defaults for -n and -l: quick (9 × 2 s, ~10 min for everything) or thorough (16 × 3 s, ~26 min)")
+	mode := fs.String("mode", "quick", "defaults for -n and -l: quick (9 × 2 s, ~11 min for everything) or thorough (16 × 3 s, ~28 min)")
 	reps := fs.Int("n", 0, "repetitions of every test and pairing (default: the mode's)")
 	length := fs.Int("l", 0, "test length in seconds, netperf -l (default: the mode's)")
 	testsArg := fs.String("tests", strings.Join(testNames(), ","), "tests to run")
@@ -179,7 +179,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runOverhead is roughly what a run costs beyond its -l seconds (process
 // starts, control connection, the end-of-test exchange), for the
 // estimate printed at the start.
-const runOverhead = 50 * time.Millisecond
+const runOverhead = 330 * time.Millisecond
 
 // Test is one netperf test with its options.
 type Test struct {
