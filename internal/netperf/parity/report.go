@@ -211,8 +211,12 @@ func report(w io.Writer, meta Meta, runs []Run) {
 					_, lo, hi = pairedRatio(g.cpuRep, base.cpuRep)
 					v = verdict(lo, hi)
 					cells++
-					if v != "shown" {
-						notShown = append(notShown, fmt.Sprintf("%s %s (%s)", t, pairLabel(p), v))
+					switch v {
+					case "shown":
+					case "dearer":
+						notShown = append(notShown, fmt.Sprintf("%s %s (dearer)", t, pairLabel(p)))
+					default:
+						notShown = append(notShown, t+" "+pairLabel(p))
 					}
 				}
 			}
