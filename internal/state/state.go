@@ -150,6 +150,9 @@ type Packet struct {
 	Opt  uint32
 	Sec  uint16
 	Auth uint16
+	// NATTag is the tag of the inbound NAT rule that translated the
+	// packet ("" if none did): IPFilter's fin_nattag.
+	NATTag string
 }
 
 // FI_TCPUDP and FI_OPTIONS, the bits of Packet.Flx a quoted header in an
@@ -247,6 +250,7 @@ type Entry struct {
 	bucket    uint32    // hash bucket, for state_maxbucket
 	touched   uint32    // tick of the last packet, for the aggressive flush
 	isnInc    [2]uint32 // is_isninc: added to outbound seqs per direction
+	natTag    string    // the rule's set-tag(nat=...), see Limits.NATTag
 	tracked   bool
 	hasLimits bool
 }
@@ -305,6 +309,10 @@ type Limits struct {
 	WildSrcPort, WildDstPort, Clone bool
 	// NewISN is keep state (newisn): outbound ISNs are replaced.
 	NewISN bool
+	// NATTag is the rule's set-tag(nat=...): inbound packets then match
+	// the entry only when an inbound NAT rule of that tag translated
+	// them (Packet.NATTag).
+	NATTag string
 }
 
 // AddError says why Add refused to create an entry.
@@ -600,21 +608,28 @@ func (t *Table) matchAddrs(e *Entry, p *Packet) (rev, ok bool) {
 	switch {
 	case e.Src == p.Src && e.Dst == p.Dst && (!ports || (e.SPort == p.SPort && e.DPort == p.DPort)):
 		rev = false
-		if icmp && (p.ICMPType != e.ICMPType || p.ICMPID != e.ICMPID) {
-			return false, false
-		}
 	case e.Src == p.Dst && e.Dst == p.Src && (!ports || (e.SPort == p.DPort && e.DPort == p.SPort)):
 		rev = true
-		if icmp {
-			rep, _ := icmpReply(e.V, e.ICMPType)
-			if p.ICMPType != rep || p.ICMPID != e.ICMPID {
-				return false, false
-			}
-		}
 	default:
 		return false, false
 	}
-	return rev, t.matchMasks(e, p, rev) && t.matchIf(e, p, rev)
+	if !t.matchMasks(e, p, rev) || !t.matchIf(e, p, rev) {
+		return rev, false
+	}
+	if icmp {
+		// IPFilter checks the ICMP id and type after ipf_matchsrcdst,
+		// so an ICMP packet of another type (an address-mask reply to
+		// an echo) has already fixed the flags and options of its
+		// direction (and its interface) when it is refused.
+		want := e.ICMPType
+		if rev {
+			want, _ = icmpReply(e.V, e.ICMPType)
+		}
+		if p.ICMPType != want || p.ICMPID != e.ICMPID {
+			return rev, false
+		}
+	}
+	return rev, true
 }
 
 // matchMasks is the flag, option and security part of ipf_matchsrcdst.
@@ -838,6 +853,13 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 	} else {
 		e.Expire = now + t.otherTimeout(e, rev)
 	}
+	if e.natTag != "" && !p.Out && p.NATTag != e.natTag {
+		// ipf_state_check refuses an inbound packet of a set-tag(nat=X)
+		// rule's entry that no inbound NAT rule tagged X translated,
+		// after the lookup (TCP's window and state already moved) and
+		// before the packet is counted.
+		return Miss
+	}
 	i := dir*2 + b2i(p.Out)
 	e.Pkts[i]++
 	e.Bytes[i] += uint64(p.PLen)
@@ -968,7 +990,7 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		V: p.V, Proto: p.Proto, Src: p.Src, Dst: p.Dst,
 		Pass: pass, Tag: lim.Tag, IfNames: lim.IfNames, ICMPHead: lim.ICMPHead,
 		Cookie: lim.Cookie, RuleNum: lim.RuleNum, Group: lim.Group, ruleID: lim.RuleID,
-		sec: p.Sec, auth: p.Auth, hasLimits: lim.Limit > 0,
+		sec: p.Sec, auth: p.Auth, hasLimits: lim.Limit > 0, natTag: lim.NATTag,
 	}
 	switch p.Proto {
 	case 1, 58:
