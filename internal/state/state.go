@@ -664,26 +664,33 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 	// whose destination is not the entry's for a reply).
 	fwd := e.Src == p.Src && e.Dst == p.Dst &&
 		(!ports || ((wsp || e.SPort == p.SPort) && (wdp || e.DPort == p.DPort)))
-	back := e.Src == p.Dst && (wd || e.Dst == p.Src) &&
+	// A packet from a multicast address is nobody's answer: IPFilter
+	// hashes it with its source and so never finds the entry, which
+	// is hashed without the group it was sent to.
+	back := e.Src == p.Dst && (wd && !p.Src.IsMulticast() || !wd && e.Dst == p.Src) &&
 		(!ports || ((wsp || e.SPort == p.DPort) && (wdp || e.DPort == p.SPort)))
 	switch {
 	case fwd:
 		rev = false
-		if isICMP(p) && (p.ICMPType != e.ICMPType || p.ICMPID != e.ICMPID) {
-			return false, false
-		}
 	case back:
 		rev = true
-		if isICMP(p) {
-			rep, _ := icmpReply(e.V, e.ICMPType)
-			if p.ICMPType != rep || p.ICMPID != e.ICMPID {
-				return false, false
-			}
-		}
 	default:
 		return false, false
 	}
-	return rev, t.matchMasks(e, p, rev) && t.matchIf(e, p, rev)
+	if !t.matchMasks(e, p, rev) || !t.matchIf(e, p, rev) {
+		return rev, false
+	}
+	if isICMP(p) {
+		// As in matchAddrs: id and type come after ipf_matchsrcdst.
+		want := e.ICMPType
+		if rev {
+			want, _ = icmpReply(e.V, e.ICMPType)
+		}
+		if p.ICMPType != want || p.ICMPID != e.ICMPID {
+			return rev, false
+		}
+	}
+	return rev, true
 }
 
 // fillWild gives a wildcard entry the addresses and ports of the first
@@ -1097,6 +1104,16 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 // either way round; not the FI_* flags the packets carried, which a
 // packet that did not match x because of them therefore cannot change.
 func identical(x, e *Entry) bool {
+	switch x.Proto {
+	case 1, 6, 17, 47, 58:
+	default:
+		// IPFilter's duplicate test never finds an entry of a
+		// protocol it keeps no ports or ids for (ESP, AH, SCTP, PIM,
+		// ...): the packet that did not match the old entry (other
+		// flags: a low TTL) makes a second one, which Sluice makes
+		// in place of the first (C4), and the packet passes.
+		return false
+	}
 	if x.Proto != e.Proto || x.V != e.V || x.Pass != e.Pass || x.Tag != e.Tag || x.opt != e.opt ||
 		x.optMask != e.optMask || x.sec != e.sec || x.auth != e.auth {
 		return false
@@ -1399,6 +1416,12 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName strin
 		// error quoting a header without them). emb.Flx holds the
 		// quoted header's TCP/UDP and options bits.
 		if c := e.flx[b2i(!errOut)*2+b2i(backward)] & (flxTCPUDP | flxOptions); c != 0 && c != emb.Flx {
+			continue
+		}
+		if emb.Flx&flxOptions == 0 && e.opt[b2i(backward)] != 0 {
+			// A quoted header without options (IPv6: without extension
+			// headers) is no packet of a direction whose packets carry
+			// them (ipf_matchsrcdst's is_opt test on the quoted header).
 			continue
 		}
 		if e.flags&flagNoICMP != 0 {
