@@ -306,11 +306,11 @@ func (e *Engine) Check(p *Packet) Result {
 		fe, bad := e.Frags.Lookup(&p.fk, fi.Off, fi.DLen, fi.PLen)
 		if bad {
 			// A fragment overlapping the first one is an attack on
-			// reassembly: it is dropped without consulting the rules.
+			// reassembly: it is marked bad (ipf_frag_lookup) and goes
+			// on to the rules like any bad packet, which match
+			// `with bad` and refuse it state.
 			fi.Flags |= packet.FlagBad
 			sc.reason = ReasonBadFrag
-			pass = ruleset.FRBlock
-			matched = true
 		} else if fe != nil {
 			// The rule is nil when the first fragment matched a state
 			// entry no rule made (a NAT proxy's).
@@ -356,7 +356,10 @@ func (e *Engine) Check(p *Packet) Result {
 			list = &set.Out
 		}
 		pass = sc.scanList(list, pass)
-		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&packet.FlagFrag != 0 {
+		// ipf_frag_new makes no entry for a first fragment too short
+		// for its TCP header (FI_SHORT): the rest of its datagram goes
+		// through the rules on its own.
+		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&(packet.FlagFrag|packet.FlagShort) == packet.FlagFrag {
 			e.fragKey(p)
 			e.Frags.Add(&p.fk, pass, sc.rule, sc.ruleNum, fi.Off, fi.DLen, fi.PLen)
 		}
@@ -1171,7 +1174,12 @@ func (e *Engine) rewriteIPID(p *Packet) bool {
 				// long gone when this many newer ones were seen.
 				e.fragIDs = make(map[fragKeyT]uint16)
 			}
-			e.fragIDs[p.fk] = id
+			if fi.Flags&packet.FlagShort == 0 {
+				// ipf_frag_ipidnew makes no entry for a first
+				// fragment too short for its TCP header: the
+				// rest of its datagram then fails below.
+				e.fragIDs[p.fk] = id
+			}
 		} else if v, ok := e.fragIDs[p.fk]; ok {
 			id = v
 		} else {

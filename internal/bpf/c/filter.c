@@ -200,11 +200,12 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 	if (fr < 0) {
 		/* a fragment starting inside the first one is an attack on
-		 * reassembly: dropped without consulting the rules */
+		 * reassembly: marked bad (ipf_frag_lookup), it goes on to the
+		 * rules, which refuse it state */
 		p->flags |= PF_BAD;
-		pass = FR_BLOCK;
 		reason = RSN_BADFRAG;
-	} else if (hit) {
+	}
+	if (hit) {
 		pass = w->hit_pass;
 		if (pass & FR_LOGFIRST)
 			pass &= ~FR_LOG;
@@ -229,7 +230,8 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		cut = w->s.cut;
 		/* keep frags without keep state: the rest of the datagram
 		 * gets this verdict (with keep state, the state entry does) */
-		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG && (p->flags & PF_FRAG)) {
+		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG &&
+		    (p->flags & (PF_FRAG | PF_SHORT)) == PF_FRAG) {
 			struct rule *r = rule_at(slot, mrule - 1);
 
 			if (r)
