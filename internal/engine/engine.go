@@ -1052,6 +1052,14 @@ func (e *Engine) log(sc *scan, pass uint32) error {
 func (e *Engine) forward(p *Packet, r *ruleset.Rule, st *state.Entry) bool {
 	if r.DupTo != nil {
 		if ifn, nh, ok := e.target(p, r.DupTo); ok {
+			if !p.Out {
+				// The copy of an inbound packet goes through
+				// ipf_fastroute too: counted by the outbound
+				// accounting and by its flow's state entry as
+				// leaving by ifn. (IPFilter also runs NAT-out on
+				// the copy; the copy is not translated here.)
+				e.leaveCounted(p, ifn, r)
+			}
 			e.router.Route(p, ifn, nh, true)
 		}
 	}
@@ -1110,6 +1118,16 @@ type flowDest struct {
 // list and translated by NAT-out for ifn (with no rule tag, as fin_fr is
 // cleared). False means NAT failed and the packet is dropped.
 func (e *Engine) leaveAs(p *Packet, ifn string, r *ruleset.Rule) bool {
+	e.leaveCounted(p, ifn, r)
+	inIf := p.IfName
+	p.Out, p.IfName = true, ifn
+	ok := e.nat == nil || e.nat.Out(p, "")
+	p.Out, p.IfName = false, inIf
+	return ok
+}
+
+// leaveCounted is the accounting and state part of leaveAs.
+func (e *Engine) leaveCounted(p *Packet, ifn string, r *ruleset.Rule) {
 	inIf := p.IfName
 	p.Out, p.IfName = true, ifn
 	fi := &p.Info
@@ -1125,9 +1143,7 @@ func (e *Engine) leaveAs(p *Packet, ifn string, r *ruleset.Rule) bool {
 		e.stateCheck(p)
 		fi.Flags = flags
 	}
-	ok := e.nat == nil || e.nat.Out(p, "")
 	p.Out, p.IfName = false, inIf
-	return ok
 }
 
 // routeIface is the interface a rule's `to IF` sends packets out of, ""

@@ -510,6 +510,11 @@ func (i *Info) icmp4(p []byte, o ParseOptions) {
 			if [4]byte(p[e+ipv4SrcAddr:]) != [4]byte(p[ipv4DstAddr:]) {
 				i.Flags |= FlagBad
 			}
+		} else {
+			// Too short to quote the header whose sender it must go to:
+			// IPFilter compares that source from past the packet's end,
+			// which does not hold this one's destination.
+			i.Flags |= FlagBad
 		}
 	}
 	i.short(min)

@@ -195,7 +195,8 @@ func TestParseICMP(t *testing.T) {
 		{name: "header short", pkt: pt.V4{Src: "1.1.1.1", Dst: "2.2.2.2", Proto: packet.ProtoICMP,
 			Payload: []byte{8, 0, 0, 0}}.Bytes(), want: SH | BAD, err: packet.ErrPullup},
 		{name: "unreach ok", pkt: icmp4(3, 3, 0, embedded("2.2.2.2", "1.1.1.1", 0)), want: ERR},
-		{name: "unreach too short", pkt: icmp4(3, 3, 0, nil), want: ERR | SH},
+		// no quoted header to hold the source the error must go to: bad
+		{name: "unreach too short", pkt: icmp4(3, 3, 0, nil), want: ERR | SH | BAD},
 		{name: "unreach embedded src mismatch", pkt: icmp4(3, 3, 0, embedded("9.9.9.9", "1.1.1.1", 0)), want: ERR | BAD},
 		{name: "unreach embedded non-first fragment", pkt: icmp4(3, 1, 0, embedded("2.2.2.2", "1.1.1.1", 5)), want: ERR | BAD},
 		{name: "needfrag small mtu", pkt: icmp4(3, 4, 60, embedded("2.2.2.2", "1.1.1.1", 0)), want: ERR | BAD},
