@@ -300,7 +300,7 @@ func (e *Engine) Check(p *Packet) Result {
 	if !p.Out {
 		e.account(&sc, &set.AcctIn)
 	}
-	matched := false
+	matched, badFrag := false, false
 	if fi.Flags&packet.FlagFrag != 0 && fi.Flags&packet.FlagBad == 0 {
 		e.fragKey(p)
 		fe, bad := e.Frags.Lookup(&p.fk, fi.Off, fi.DLen, fi.PLen)
@@ -310,7 +310,7 @@ func (e *Engine) Check(p *Packet) Result {
 			// on to the rules like any bad packet, which match
 			// `with bad` and refuse it state.
 			fi.Flags |= packet.FlagBad
-			sc.reason = ReasonBadFrag
+			badFrag = true
 		} else if fe != nil {
 			// The rule is nil when the first fragment matched a state
 			// entry no rule made (a NAT proxy's).
@@ -382,6 +382,11 @@ func (e *Engine) Check(p *Packet) Result {
 			pass |= ruleset.FRBlock
 			sc.reason = ReasonPPSRate
 		}
+	}
+	if badFrag && sc.reason == ReasonRule {
+		// Set after the scan, so the log records of the rules it met
+		// carry none (as in the kernel datapath).
+		sc.reason = ReasonBadFrag
 	}
 	if pass&ruleset.FRKeepState != 0 && fi.Flags&(packet.FlagState|packet.FlagBadNAT) == 0 &&
 		pass&ruleset.FRCmdMask != ruleset.FRAuth {

@@ -198,13 +198,6 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (!hit && (p->flags & PF_ICMPERR))
 			hit = sl_icmperr_lookup(skb, now);
 	}
-	if (fr < 0) {
-		/* a fragment starting inside the first one is an attack on
-		 * reassembly: marked bad (ipf_frag_lookup), it goes on to the
-		 * rules, which refuse it state */
-		p->flags |= PF_BAD;
-		reason = RSN_BADFRAG;
-	}
 	if (hit) {
 		pass = w->hit_pass;
 		if (pass & FR_LOGFIRST)
@@ -264,6 +257,10 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 	}
 
+	/* a fragment starting inside its first one (sl_frag_lookup) went
+	 * through the rules marked bad */
+	if (p->flags & PF_BADFRAG)
+		reason = RSN_BADFRAG;
 	/* the matched rule is read again only for what it may add: a
 	 * keep limit or pps (FEAT_LIMITS) or state */
 	if (!hit && mrule && !(pass & FR_NOMATCH) && ((feat & FEAT_LIMITS) || (pass & FR_KEEPSTATE))) {
