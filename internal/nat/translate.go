@@ -44,9 +44,33 @@ func (n *NAT) InPacket(pkt []byte, ifname string) ([]byte, Result) {
 	return n.check(pkt, ifname, "", In, true)
 }
 
+// InPacketTag is InPacket that also returns the tag of the NAT rule whose
+// session translated the packet ("" when none did, or its rule has none):
+// IPFilter's fin_nattag, which match-tag rules and the state entries of
+// set-tag(nat=...) rules compare (ipf_state_check).
+func (n *NAT) InPacketTag(pkt []byte, ifname string) ([]byte, Result, string) {
+	var tag string
+	b, r := n.checkTag(pkt, ifname, "", In, true, &tag)
+	return b, r, tag
+}
+
+// setTag records the tag of the rule of the session that translated a
+// packet, for InPacketTag.
+func setTag(got *string, s *session, r Result) {
+	if got != nil && r == Translated && s.rule != nil {
+		*got = s.rule.Tag
+	}
+}
+
 // check runs one packet; resize says whether the caller can take a
 // packet of another length back.
 func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) ([]byte, Result) {
+	return n.checkTag(pkt, ifname, tag, dir, resize, nil)
+}
+
+// checkTag is check; got, when not nil, receives the translating rule's
+// tag.
+func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize bool, got *string) ([]byte, Result) {
 	var v view
 	if !parse(&v, pkt) {
 		return pkt, NoMatch
@@ -72,15 +96,21 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 			// cache does not match it (ipf_frag_lookup).
 			return pkt, NoMatch
 		}
-		return n.apply(fe.s, &v, dir)
+		b, r := n.apply(fe.s, &v, dir)
+		setTag(got, fe.s, r)
+		return b, r
 	}
 	if s := n.lookup(dir, &v, ifname); s != nil {
 		n.noteFrag(&v, s)
-		return n.apply(s, &v, dir)
+		b, r := n.apply(s, &v, dir)
+		setTag(got, s, r)
+		return b, r
 	}
 	if len(n.wild) > 0 {
 		if s := n.lookupWild(dir, &v, ifname); s != nil {
-			return n.apply(s, &v, dir)
+			b, r := n.apply(s, &v, dir)
+			setTag(got, s, r)
+			return b, r
 		}
 	}
 	rules := n.maps
@@ -114,6 +144,7 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 		if r.RoundRobin && move {
 			n.rotate(r, dir)
 		}
+		setTag(got, s, res)
 		return out, res
 	}
 	if failed {

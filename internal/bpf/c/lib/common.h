@@ -86,7 +86,7 @@ struct work {
 	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
 	struct frag_key fk;   /* fragment cache key and new entry: the calls */
 	struct frag_entry fe; /* that make them are deep in the stack */
-	struct state_key rk;  /* state_create's twin key: the same */
+	struct state_key rk;  /* state_create's key: the same (the call is deep) */
 	/* result of the state lookup */
 	__u32 hit_pass;
 	__u32 hit_rule_no;

@@ -668,9 +668,8 @@ static __always_inline int state_identical(const struct state_entry *a, const st
  * failure (the caller turns pass into block). */
 static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx,
 					const struct rule *r, __u32 pass, __u64 now,
-					struct state_entry *ep, struct state_key *rk)
+					struct state_entry *ep, struct state_key *kp)
 {
-	struct state_key k;
 	__u32 zero = 0;
 	__u32 *n;
 	__s64 *cnt;
@@ -716,13 +715,13 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	}
 	__builtin_memset(ep, 0, sizeof(*ep));
 	if (wild_dst(p)) {
-		make_key(&k, p, 0);
-		__builtin_memset(k.dst, 0, sizeof(k.dst));
-		k.wild = 1;
+		make_key(kp, p, 0);
+		__builtin_memset(kp->dst, 0, sizeof(kp->dst));
+		kp->wild = 1;
 	} else {
 		int sym;
 
-		if (canon_key(&k, p, &sym) && !sym)
+		if (canon_key(kp, p, &sym) && !sym)
 			ep->flags |= SF_SWAP;
 	}
 	ep->created = now;
@@ -778,21 +777,21 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		/* IPFilter refuses an identical entry (ipf_state_match: rule
 		 * flags, options, class, addresses and ports either way round,
 		 * not the FI_* flags): the packet is then blocked */
-		struct state_entry *old = bpf_map_lookup_elem(&states, &k);
+		struct state_entry *old = bpf_map_lookup_elem(&states, kp);
 
 		if (old && state_identical(old, ep))
 			return 0;
-		if (old && !k.wild && (old->flags & SF_TWIN)) {
-			__builtin_memcpy(rk, &k, sizeof(k));
-			rk->twin = 1;
-			old = bpf_map_lookup_elem(&states, rk);
+		if (old && !kp->wild && (old->flags & SF_TWIN)) {
+			kp->twin = 1;
+			old = bpf_map_lookup_elem(&states, kp);
+			kp->twin = 0;
 			if (old && state_identical(old, ep))
 				return 0;
 		}
 	}
 	{
 		struct state_entry *old;
-		int put = state_put(&k, ep, &old);
+		int put = state_put(kp, ep, &old);
 
 		if (put < 0)
 			return 0;
@@ -805,14 +804,14 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			 * first: released once either way). */
 			if (!old || state_identical(old, ep))
 				return 0;
-			state_unlink(&k, old);
-			if (state_put(&k, ep, &old) != 1)
+			state_unlink(kp, old);
+			if (state_put(kp, ep, &old) != 1)
 				return 0;
 		}
 	}
 	__sync_fetch_and_add(n, 1);
 	__sync_fetch_and_add(cnt, 1);
-	if (k.wild)
+	if (kp->wild)
 		wild_add(1);
 	/* a fragment that made state: the rest of its datagram follows */
 	if (p->flags & PF_FRAG)
