@@ -109,7 +109,6 @@ type rule struct {
 	spnext   int
 	dpnext   int
 	stepnext int
-	started  bool // a rewrite session was allocated: step before the next
 	ppip     int
 	ippip    int
 	hits     uint64

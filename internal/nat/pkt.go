@@ -37,6 +37,10 @@ type view struct {
 	fragOff, fragEnd int
 	ipid             uint32
 	resize           bool // the caller accepts a packet of another length
+	// cutPorts: a TCP header too short to be one (4-19 bytes) whose
+	// ports sport and dport are there; flags and l4 treat the packet
+	// as one without ports.
+	cutPorts bool
 }
 
 // fragKey identifies the fragments of one datagram (the IPv6 fragment
@@ -177,6 +181,14 @@ func parse(v *view, b []byte) bool {
 		if len(l4) < min {
 			v.flags = 0
 			v.l4 = -1
+			if v.proto == 6 && len(l4) >= 4 {
+				// A TCP header cut short (a first fragment of 8 or
+				// 16 bytes of it) still has its ports: IPFilter
+				// finds the packet's session by them (see check).
+				v.cutPorts = true
+				v.sport = binary.BigEndian.Uint16(l4)
+				v.dport = binary.BigEndian.Uint16(l4[2:])
+			}
 			return true
 		}
 		v.sport = binary.BigEndian.Uint16(l4)

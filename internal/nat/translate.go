@@ -74,6 +74,17 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 		}
 		return n.apply(fe.s, &v, dir)
 	}
+	if v.cutPorts {
+		// IPFilter looks a TCP packet whose header is cut short up by
+		// the ports it has (fin_data), and translates only its
+		// addresses (no port, no TCP checksum: the header is not
+		// whole); the fragments after it find no fragment entry.
+		// Without a session it is a packet without ports.
+		if s := n.lookup(dir, &v, ifname); s != nil {
+			return n.apply(s, &v, dir)
+		}
+		v.sport, v.dport = 0, 0
+	}
 	if s := n.lookup(dir, &v, ifname); s != nil {
 		n.noteFrag(&v, s)
 		return n.apply(s, &v, dir)
@@ -714,74 +725,113 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 	return true, move
 }
 
-// stepAddr advances a rewrite address pool; it reports false when the
-// operand is fixed (nothing to step).
-func stepAddr(o addrOperand, cur *a128, v6 bool) bool {
+// rewriteStepsAddr reports whether a rewrite target is a pool
+// IPFilter's odometer steps: not 0/0 (keep), not 0/32 (the interface's
+// address), not a single host, not a destination list.
+func rewriteStepsAddr(o addrOperand, v6 bool) bool {
+	switch o.kind {
+	case ipnat.AddrRange:
+		return true
+	case ipnat.AddrNormal:
+		return !o.m.isZero() && !o.m.allOnes(v6)
+	}
+	return false
+}
+
+// stepAddr advances a rewrite address pool to its next address. IPFilter
+// (ipf_nat_nextaddr) never wraps it and walks on past the pool's last
+// address into whatever follows; Sluice goes back to the pool's first
+// address there (docs/ipfilter-differences.md C15).
+func stepAddr(o addrOperand, cur *a128, v6 bool) {
 	switch o.kind {
 	case ipnat.AddrRange:
 		*cur = cur.add(1)
 		if o.m.less(*cur) {
 			*cur = o.a
 		}
-		return true
 	case ipnat.AddrNormal:
-		if o.m.isZero() || o.m.allOnes(v6) {
-			return false
-		}
 		nxt := cur.add(1)
 		if nxt.and(o.m) != o.a {
 			nxt = o.a.add(1)
 		}
 		*cur = nxt
-		return true
 	}
-	return false
 }
 
-func stepPort(cur *int, lo, hi int) bool {
-	if lo == 0 || lo == hi {
-		return false
-	}
+// stepPort advances a rewrite port (in_spnext, in_dpnext) as IPFilter
+// does, whether or not the rule gave a range: with none (0-0) it stays 0.
+func stepPort(cur *int, lo, hi int) {
 	*cur++
 	if *cur > hi {
 		*cur = lo
 	}
-	return true
 }
 
-// newRewrite builds the 4-tuple of a rewrite (or divert) session. Each
-// new session advances the allocation odometer by one steppable field
-// (source address, source port, destination address, destination port,
-// in turn), and further on collisions.
+// rewriteTries is how many 4-tuples a new rewrite session tries before it
+// fails: IPFilter's ipf_nat_newrewrite gives up on the twentieth clash
+// (found against its ipftest: the odometer's state after a failed
+// session shows how many steps it took).
+const rewriteTries = 20
+
+// Rewrite odometer positions (in_stepnext): the field a new session
+// steps next.
+const (
+	stepSrcAddr = iota
+	stepSrcPort
+	stepDstAddr
+	stepDstPort
+)
+
+// newRewrite builds the 4-tuple of a rewrite (or divert) session with
+// IPFilter's allocation odometer (ipf_nat_newrewrite). Each try takes the
+// current source address, source port, destination address and
+// destination port of the rule, and steps at most one of them, the one
+// stepnext points at: the source address and the destination port step
+// whenever their turn comes (after use), the source port and the
+// destination address only on a retry after a clash. A fixed address
+// (single host, 0/0, 0/32) passes its turn on; a fixed port (",port =")
+// moves the turn past the destination address (source port) or back to
+// the source address (destination port), and a packet without ports
+// (not TCP, UDP or an ICMP query) passes both port turns on. A turn the
+// rule cannot take otherwise (no port range) is held until a clash. The
+// session fails after rewriteTries clashes, or at once on a clash when no field
+// can step.
 func (n *NAT) newRewrite(r *rule, v *view, s *session) bool {
 	v6 := r.v6
 	tcpudp := v.flags&flagTCPUDP != 0
-	for tries := 0; tries < 4*(len(n.active)+2); tries++ {
-		if r.started || tries > 0 {
-			for k := 0; k < 4; k++ {
-				f := r.stepnext % 4
-				r.stepnext = f + 1
-				var stepped bool
-				switch f {
-				case 0:
-					stepped = stepAddr(r.nsrc, &r.snip, v6)
-				case 1:
-					stepped = tcpudp && stepPort(&r.spnext, r.SPMin, r.SPMax)
-				case 2:
-					stepped = stepAddr(r.ndst, &r.dnip, v6)
-				case 3:
-					stepped = tcpudp && stepPort(&r.dpnext, r.DPMin, r.DPMax)
-				}
-				if stepped {
-					break
-				}
-			}
+	ports := v.flags&(flagTCPUDP|flagICMPQuery) != 0
+	srcSearch, dstSearch := rewriteStepsAddr(r.nsrc, v6), rewriteStepsAddr(r.ndst, v6)
+	for l := 0; ; l++ {
+		clash := l > 0 // the previous try's tuple exists (natl != NULL)
+		if !srcSearch && r.spnext == 0 && !dstSearch && r.dpnext == 0 && l > 0 {
+			return false
 		}
-		r.started = true
+		changed := false
 		s.nsrc, s.ndst = v.src, v.dst
 		s.nsport, s.ndport = v.sport, v.dport
 		if !r.nsrc.m.isZero() || r.nsrc.kind != ipnat.AddrNormal {
 			s.nsrc = r.snip.addr(v6)
+		}
+		if !srcSearch {
+			if r.stepnext == stepSrcAddr {
+				r.stepnext = stepSrcPort
+			}
+		} else if r.stepnext == stepSrcAddr {
+			stepAddr(r.nsrc, &r.snip, v6)
+			r.stepnext++
+			changed = true
+		}
+		if ports {
+			if tcpudp && r.spnext != 0 {
+				s.nsport = uint16(r.spnext)
+			}
+			if r.stepnext == stepSrcPort && !changed && clash {
+				stepPort(&r.spnext, r.SPMin, r.SPMax)
+				r.stepnext++
+				changed = true
+			}
+		} else {
+			r.stepnext = stepDstAddr
 		}
 		switch {
 		case r.ndst.kind == ipnat.AddrLookup:
@@ -800,14 +850,27 @@ func (n *NAT) newRewrite(r *rule, v *view, s *session) bool {
 		case !r.ndst.m.isZero() || r.ndst.kind != ipnat.AddrNormal:
 			s.ndst = r.dnip.addr(v6)
 		}
-		if tcpudp {
-			if r.SPMin != 0 {
-				s.nsport = uint16(r.spnext)
+		if !dstSearch {
+			if r.stepnext == stepDstAddr {
+				r.stepnext = stepDstPort
 			}
-			if r.DPMin != 0 {
+		} else if r.stepnext == stepDstAddr && !changed && clash {
+			stepAddr(r.ndst, &r.dnip, v6)
+			r.stepnext++
+			changed = true
+		}
+		if ports {
+			if tcpudp && r.dpnext != 0 {
 				s.ndport = uint16(r.dpnext)
 			}
+			if r.stepnext == stepDstPort && !changed {
+				stepPort(&r.dpnext, r.DPMin, r.DPMax)
+				r.stepnext++
+			}
+		} else if r.stepnext == stepDstPort {
+			r.stepnext = stepSrcAddr
 		}
+		r.stepnext &= 3
 		k := key{In, v.proto, s.ndst, s.nsrc, s.ndport, s.nsport}
 		if s.dir == In {
 			k.dir = Out
@@ -819,8 +882,10 @@ func (n *NAT) newRewrite(r *rule, v *view, s *session) bool {
 			s.dstList.Release(s.dstIdx)
 			s.dstList = nil
 		}
+		if l >= rewriteTries-1 {
+			return false
+		}
 	}
-	return false
 }
 
 // icmpError translates an ICMP error whose embedded packet belongs to a

@@ -177,8 +177,14 @@ func (g *randGen) rule() string {
 			lo, hi := g.ports()
 			src += fmt.Sprintf(",%d-%d", lo, hi)
 		}
+		dst := g.net(out)
+		if g.r.IntN(3) == 0 {
+			// a fourth steppable field for the odometer
+			lo, hi := g.ports()
+			dst += fmt.Sprintf(",%d-%d", lo, hi)
+		}
 		return fmt.Sprintf("rewrite %s on %s%s proto %s from %s to %s -> src %s dst %s;", dir, ifn, fam,
-			[]string{"tcp", "udp", "ip"}[g.r.IntN(3)], g.net(in), g.net(out), src, g.net(out))
+			[]string{"tcp", "udp", "ip"}[g.r.IntN(3)], g.net(in), g.net(out), src, dst)
 	case 10:
 		return fmt.Sprintf("no map %s%s %s %s;", ifn, fam, g.net(in), g.proto())
 	default:

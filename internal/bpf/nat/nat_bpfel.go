@@ -155,7 +155,7 @@ type natNatRstate struct {
 	Spnext   int32
 	Dpnext   int32
 	Stepnext int32
-	Started  int32
+	_        [4]byte
 }
 
 type natNatRule struct {

@@ -2059,43 +2059,48 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	return move ? 3 : 1;
 }
 
-/* The rewrite odometer steps one of four fields per session. */
-static __always_inline int step_addr(const struct nat_op *o, __u64 *cur, int v6)
+/* The rewrite odometer (the engine's newRewrite, IPFilter's
+ * ipf_nat_newrewrite): each try takes the rule's current source address,
+ * source port, destination address and destination port and steps at
+ * most one of them, the one stepnext points at. */
+#define REWRITE_TRIES 20 /* the engine's rewriteTries */
+
+/* rw_steps reports whether a rewrite target is a pool the odometer steps
+ * (not 0/0, 0/32, a single host or a destination list). */
+static __always_inline int rw_steps(const struct nat_op *o, int v6)
+{
+	struct a128 m = op_m(o);
+
+	if (o->kind == AK_RANGE)
+		return 1;
+	return o->kind == AK_NORMAL && !a_zero(m) && !a_ones(m, v6);
+}
+
+/* step_addr moves a pool to its next address, back to the first after
+ * the last (IPFilter walks on past it: docs/ipfilter-differences.md C15). */
+static __always_inline void step_addr(const struct nat_op *o, __u64 *cur)
 {
 	struct a128 c = { cur[0], cur[1] };
 
+	c = a_add(c, 1);
 	if (o->kind == AK_RANGE) {
-		c = a_add(c, 1);
 		if (a_less(op_m(o), c))
 			c = op_a(o);
-	} else if (o->kind == AK_NORMAL) {
-		struct a128 m = op_m(o), nx;
-
-		if (a_zero(m) || a_ones(m, v6))
-			return 0;
-		nx = a_add(c, 1);
-		if (!a_eq(a_and(nx, m), op_a(o)))
-			nx = a_add(op_a(o), 1);
-		c = nx;
-	} else {
-		return 0;
+	} else if (!a_eq(a_and(c, op_m(o)), op_a(o))) {
+		c = a_add(op_a(o), 1);
 	}
 	cur[0] = c.hi;
 	cur[1] = c.lo;
-	return 1;
 }
 
-static __always_inline int step_port(__s32 *cur, __u16 lo, __u16 hi)
+static __always_inline void step_port(__s32 *cur, __u16 lo, __u16 hi)
 {
-	if (lo == 0 || lo == hi)
-		return 0;
 	(*cur)++;
 	if (*cur > hi)
 		*cur = lo;
-	return 1;
 }
 
-static long rewrite_step(__u32 tries, void *unused)
+static long rewrite_step(__u32 l, void *unused)
 {
 	struct work *w = get_work();
 	struct alloc *a;
@@ -2103,7 +2108,7 @@ static long rewrite_step(__u32 tries, void *unused)
 	struct nat_rstate *rs;
 	struct pkt *p;
 	struct nat_key k;
-	int v6, tcpudp;
+	int v6, tcpudp, ports, srcs, dsts, changed = 0;
 
 	if (!w)
 		return 1;
@@ -2113,35 +2118,14 @@ static long rewrite_step(__u32 tries, void *unused)
 	rs = rstate_at(a->slot, a->idx);
 	if (!r || !rs)
 		return 1;
-	if (tries >= a->tries)
-		return 1;
 	v6 = p->family == 6;
 	tcpudp = p->pflags & PF_TCPUDP;
-	if (rs->started || tries > 0) {
-		for (int i = 0; i < 4; i++) {
-			__u32 f = (__u32)rs->stepnext % 4;
-			int stepped = 0;
-
-			rs->stepnext = f + 1;
-			switch (f) {
-			case 0:
-				stepped = step_addr(&r->nsrc, rs->snip, v6);
-				break;
-			case 1:
-				stepped = tcpudp && step_port(&rs->spnext, r->spmin, r->spmax);
-				break;
-			case 2:
-				stepped = step_addr(&r->ndst, rs->dnip, v6);
-				break;
-			case 3:
-				stepped = tcpudp && step_port(&rs->dpnext, r->dpmin, r->dpmax);
-				break;
-			}
-			if (stepped)
-				break;
-		}
-	}
-	rs->started = 1;
+	ports = tcpudp || (p->pflags & PF_ICMPQ);
+	srcs = rw_steps(&r->nsrc, v6);
+	dsts = rw_steps(&r->ndst, v6);
+	/* l > 0: the previous try's tuple exists (IPFilter's natl) */
+	if (!srcs && rs->spnext == 0 && !dsts && rs->dpnext == 0 && l > 0)
+		return 1;
 	words_cp(w->ns.t.nsrc, p->src);
 	words_cp(w->ns.t.ndst, p->dst);
 	w->ns.t.nsport = p->sport;
@@ -2151,24 +2135,56 @@ static long rewrite_step(__u32 tries, void *unused)
 
 		a_to(w->ns.t.nsrc, x, v6);
 	}
+	if (!srcs) {
+		if (rs->stepnext == 0)
+			rs->stepnext = 1;
+	} else if (rs->stepnext == 0) {
+		step_addr(&r->nsrc, rs->snip);
+		rs->stepnext++;
+		changed = 1;
+	}
+	if (ports) {
+		if (tcpudp && rs->spnext)
+			w->ns.t.nsport = bpf_htons((__u16)rs->spnext);
+		if (rs->stepnext == 1 && !changed && l > 0) {
+			step_port(&rs->spnext, r->spmin, r->spmax);
+			rs->stepnext++;
+			changed = 1;
+		}
+	} else {
+		rs->stepnext = 2;
+	}
 	if (!a_zero(op_m(&r->ndst)) || r->ndst.kind != AK_NORMAL) {
 		struct a128 x = { rs->dnip[0], rs->dnip[1] };
 
 		a_to(w->ns.t.ndst, x, v6);
 	}
-	if (tcpudp) {
-		if (r->spmin)
-			w->ns.t.nsport = bpf_htons((__u16)rs->spnext);
-		if (r->dpmin)
-			w->ns.t.ndport = bpf_htons((__u16)rs->dpnext);
+	if (!dsts) {
+		if (rs->stepnext == 2)
+			rs->stepnext = 3;
+	} else if (rs->stepnext == 2 && !changed && l > 0) {
+		step_addr(&r->ndst, rs->dnip);
+		rs->stepnext++;
+		changed = 1;
 	}
+	if (ports) {
+		if (tcpudp && rs->dpnext)
+			w->ns.t.ndport = bpf_htons((__u16)rs->dpnext);
+		if (rs->stepnext == 3 && !changed) {
+			step_port(&rs->dpnext, r->dpmin, r->dpmax);
+			rs->stepnext++;
+		}
+	} else if (rs->stepnext == 3) {
+		rs->stepnext = 0;
+	}
+	rs->stepnext &= 3;
 	key_of(&k, p->dir == DIR_IN ? DIR_OUT : DIR_IN, p->proto, p->family, w->ns.t.ndst, w->ns.t.nsrc,
 	       w->ns.t.ndport, w->ns.t.nsport);
 	if (!exists(&k)) {
 		a->ok = 1;
 		return 1;
 	}
-	return 0;
+	return l >= REWRITE_TRIES - 1;
 }
 
 /* new_rewrite builds the 4-tuple of a rewrite session. */
@@ -2183,8 +2199,7 @@ GLOBAL int nat_new_rewrite(__u32 slot, __u32 idx)
 	__builtin_memset(a, 0, sizeof(*a));
 	a->slot = slot;
 	a->idx = idx;
-	a->tries = 4 * ((__u32)cfg(NCFG_COUNT) + 2);
-	bpf_loop(1 << 20, rewrite_step, NULL, 0);
+	bpf_loop(REWRITE_TRIES, rewrite_step, NULL, 0);
 	return a->ok;
 }
 

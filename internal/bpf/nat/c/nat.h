@@ -220,7 +220,6 @@ struct nat_rstate {
 	__s32 spnext;
 	__s32 dpnext;
 	__s32 stepnext;
-	__s32 started;
 };
 
 /* The order in which a direction's rules are tried; round-robin rules
