@@ -85,6 +85,12 @@ type Clock interface {
 type fragEntry struct {
 	s   *session
 	end int
+	// icmpErr: the first fragment was an ICMP error quoting a session's
+	// packet; the rest get the outer address which (0 source, 1
+	// destination) set to addr, as it had.
+	icmpErr bool
+	which   int
+	addr    netip.Addr
 }
 
 // usablePorts and mapBlockMinPort are IPFilter's USABLE_PORTS and

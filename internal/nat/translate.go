@@ -66,11 +66,15 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 	if v.fragBody {
 		// Fragments after the first carry no ports: they follow the
 		// session their first fragment used, and never start one.
-		fe := n.frags[v.fragKey()]
-		if fe.s == nil || v.fragOff < fe.end {
+		fe, ok := n.frags[v.fragKey()]
+		if !ok || v.fragOff < fe.end {
 			// Unknown, or overlapping the first fragment: IPFilter's
 			// cache does not match it (ipf_frag_lookup).
 			return pkt, NoMatch
+		}
+		if fe.icmpErr {
+			v.setAddr(fe.which, fe.addr)
+			return pkt, Translated
 		}
 		return n.apply(fe.s, &v, dir)
 	}
@@ -142,6 +146,12 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	if !v.moreFrags {
 		return
 	}
+	n.addFrag(v.fragKey(), fragEntry{s: s, end: v.fragEnd})
+	s.hasFrags = true
+}
+
+// addFrag enters a first fragment's entry for the fragments that follow.
+func (n *NAT) addFrag(k fragKey, fe fragEntry) {
 	if n.frags == nil {
 		n.frags = make(map[fragKey]fragEntry)
 	}
@@ -153,8 +163,7 @@ func (n *NAT) noteFrag(v *view, s *session) {
 			break
 		}
 	}
-	n.frags[v.fragKey()] = fragEntry{s, v.fragEnd}
-	s.hasFrags = true
+	n.frags[k] = fe
 }
 
 // rotate moves a round-robin rule behind the other rules of its mask.
@@ -932,14 +941,25 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	}
 	// The outer header is translated as a packet of the session going
 	// this way would be (ipf_nat_in/ipf_nat_out after icmperror).
+	fe := fragEntry{s: s, icmpErr: true} // goes with the session
 	switch {
 	case dir == In:
-		v.setAddr(1, e.src)
+		fe.which, fe.addr = 1, e.src
 	case s.dir == Out:
-		v.setAddr(0, s.nsrc)
+		fe.addr = s.nsrc
 	default:
-		v.setAddr(0, s.odst)
+		fe.addr = s.odst
 	}
+	if v.moreFrags {
+		// An error sent as a first fragment: the rest of its datagram
+		// gets the same outer header (IPFilter starts a fragment entry
+		// for it too, but then translates the rest by the session,
+		// docs/ipfilter-differences.md C16).
+		fe.end = v.fragEnd
+		n.addFrag(v.fragKey(), fe)
+		s.hasFrags = true
+	}
+	v.setAddr(fe.which, fe.addr)
 	return Translated
 }
 

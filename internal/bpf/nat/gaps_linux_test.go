@@ -19,7 +19,12 @@ import (
 //     plain packet (IPv4 and IPv6);
 //   - an IPv6 extension header cut short by the end of the datagram
 //     leaves a packet without L4 header whose addresses are translated;
-//     a cut fragment header leaves it alone.
+//     a cut fragment header leaves it alone;
+//   - a TCP header cut short (4-19 bytes) finds its session by its ports
+//     and has only its addresses translated; without one it is a packet
+//     without ports;
+//   - the rest of an ICMP error sent as a first fragment gets the outer
+//     header its first fragment got.
 func TestPrivilegedDifferentialEdges(t *testing.T) {
 	h := newHarness(t)
 	v6 := func(src, dst string, next uint8, payload []byte) []byte {
@@ -28,6 +33,7 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 	v4 := func(src, dst string, proto uint8, payload []byte) []byte {
 		return pt.V4{Src: src, Dst: dst, Proto: proto, TTL: 64, Payload: payload}.Bytes()
 	}
+	syn := pt.TCP{SrcPort: 1000, DstPort: 80, Seq: 1, Flags: 2, Win: 8192}
 	data := make([]byte, 16)
 	for i := range data {
 		data[i] = byte(i)
@@ -67,6 +73,35 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			{out: true, iface: "nic0", b: v6("fd00::7", "2001:db8:9::9", 43, pt.Cat(pt.Routing(6, 2, 0, 0)[:8], data[:4]))},
 			// a fragment header of 4 bytes: left alone
 			{out: true, iface: "nic0", b: v6("fd00::8", "2001:db8:9::9", 44, data[:4])},
+		}, 3},
+		{"cut TCP headers", "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp 40000:40010\n", []randPkt{
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
+			// a first fragment with 8 bytes of the header: the
+			// session's addresses, its ports as they are
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 7, FlagsOff: 0x2000,
+				Payload: syn.Bytes()[:8]}.Bytes()},
+			// the rest of it: no fragment entry to follow
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 7, FlagsOff: 1,
+				Payload: syn.Bytes()[8:]}.Bytes()},
+			// 16 bytes, not a fragment
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes()[:16])},
+			// a reply cut short, to the mapped port
+			{out: false, iface: "nic0", b: pt.V4{Src: "2.2.2.2", Dst: "1.1.1.1", Proto: 6, TTL: 64, ID: 8, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 80, DstPort: 40000, Flags: 0x12, Win: 8192}.Bytes()[:8]}.Bytes()},
+			// other ports: no session, and the rule wants whole headers
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, pt.TCP{SrcPort: 1001, DstPort: 80, Flags: 2}.Bytes()[:8])},
+		}, 4},
+		{"ICMP error fragments", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
+			// an error about it sent as a first fragment, and the rest
+			// of its datagram: the same outer header for both
+			{out: false, iface: "nic0", b: pt.V4{Src: "3.3.3.3", Dst: "1.1.1.1", Proto: 1, TTL: 64, ID: 9, FlagsOff: 0x2000,
+				Payload: pt.ICMP(3, 3, 0, pt.Cat(v4("1.1.1.1", "2.2.2.2", 6, syn.Bytes())[:28], data))}.Bytes()},
+			{out: false, iface: "nic0", b: pt.V4{Src: "3.3.3.3", Dst: "1.1.1.1", Proto: 1, TTL: 64, ID: 9, FlagsOff: 7,
+				Payload: data}.Bytes()},
+			// another datagram's rest: nothing to follow
+			{out: false, iface: "nic0", b: pt.V4{Src: "3.3.3.3", Dst: "1.1.1.1", Proto: 1, TTL: 64, ID: 10, FlagsOff: 7,
+				Payload: data}.Bytes()},
 		}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {

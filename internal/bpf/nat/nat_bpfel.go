@@ -327,7 +327,7 @@ type natWork struct {
 		L4len     uint16
 		Csumoff   uint16
 		Udp0      uint8
-		Pad0      uint8
+		Cut       uint8
 		Pad1      uint16
 		Ipid      uint32
 		Len       uint32

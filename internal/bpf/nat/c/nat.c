@@ -231,7 +231,7 @@ struct pkt {
 	__u16 l4len;   /* bytes from l4off to the end of the datagram */
 	__u16 csumoff; /* L4 checksum to patch, 0: none */
 	__u8 udp0;     /* UDP with a zero checksum field */
-	__u8 pad0;
+	__u8 cut;      /* a TCP header cut short (4-19 bytes): no L4, its ports in sport/dport */
 	__u16 pad1;
 	__u32 ipid;
 	__u32 len;     /* bytes from l3off to the end of the buffer */
@@ -694,6 +694,17 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 
 		if (p->l4len < min) {
 			p->l4off = 0;
+			if (p->proto == IPPROTO_TCP && p->l4len >= 4) {
+				/* a TCP header cut short still has its ports:
+				 * the packet finds its session by them, and
+				 * only its addresses are translated (the
+				 * engine's cutPorts) */
+				if ((void *)(l4 + 4) > end)
+					return 0;
+				p->sport = *(__u16 *)l4;
+				p->dport = *(__u16 *)(l4 + 2);
+				p->cut = 1;
+			}
 			return 1;
 		}
 		if ((void *)(l4 + 20) > end && (void *)(l4 + min) > end)
@@ -3080,6 +3091,25 @@ store:
 				BPF_F_RECOMPUTE_CSUM) < 0)
 		return 0;
 	fwd = 0;
+	if (p->morefrags) {
+		/* an error sent as a first fragment: the rest of its datagram
+		 * gets the same outer header (the engine's icmpErr fragment
+		 * entries; docs/ipfilter-differences.md C16) */
+		struct nat_frag_key fk;
+		struct nat_key *fv = &w->k;
+
+		__builtin_memset(fv, 0, sizeof(*fv));
+		fv->dir = DIR_ICMPERR;
+		fv->sport = p->dir == DIR_IN;
+		if (p->dir == DIR_IN)
+			words_cp(fv->src, in->src);
+		else if (sdir == DIR_OUT)
+			words_cp(fv->src, t->nsrc);
+		else
+			words_cp(fv->src, t->odst);
+		frag_key(&fk, p);
+		bpf_map_update_elem(&frags, &fk, fv, BPF_ANY);
+	}
 	if (p->dir == DIR_IN)
 		outer_addr(skb, p, 1, in->src, &ck);
 	else if (sdir == DIR_OUT)
@@ -3144,7 +3174,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 		mark_done(skb);
 	if (mss && p->proto == IPPROTO_TCP && p->l4off && (p->tcpflags & 0x02))
 		nat_mss(skb, p->l4off, p->csumoff, mss);
-	if (p->morefrags)
+	if (p->morefrags && !p->cut)
 		note_frag(p, k);
 	/* the proxy runs from the program's main function: called from
 	 * here the call chain would be deeper than the verifier allows */
@@ -3179,6 +3209,15 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 			return TC_ACT_UNSPEC;
 		k = &w->k2;
 		*k = *fkey;
+		if (k->dir & DIR_ICMPERR) {
+			__u16 unused = 0;
+
+			if (outer_addr(skb, p, k->sport & 1, k->src, &unused) == 0) {
+				stat_inc(p->dir * NS_SIDE + NS_FRAG);
+				stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
+			}
+			return TC_ACT_UNSPEC;
+		}
 		v = bpf_map_lookup_elem(&sessions, k);
 		if (!v)
 			return TC_ACT_UNSPEC;
@@ -3198,6 +3237,14 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	k = &w->k2;
 	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->sport, p->dport);
 	v = w->nohit ? NULL : bpf_map_lookup_elem(&sessions, k);
+	if (p->cut && !(v && (!v->ifindex || v->ifindex == p->ifindex))) {
+		/* a TCP header cut short without a session of its ports is
+		 * a packet without ports */
+		p->cut = 0;
+		p->sport = p->dport = 0;
+		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, 0, 0);
+		v = bpf_map_lookup_elem(&sessions, k);
+	}
 	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
 		/* a session that needs more than the fast path gives */
 		if (w->pre && !(v->sflags & SF_SLAVE))

@@ -78,6 +78,10 @@
 #define DIR_WILD 0x80
 /* nat_key.dir bit of an entry a newer session took the key of (shadow()). */
 #define DIR_SHADOW 0x40
+/* nat_key.dir bit of a frags value made by an ICMP error sent as a first
+ * fragment: not a session's key but the outer address the rest of the
+ * datagram gets (src, which one: sport 0 source, 1 destination). */
+#define DIR_ICMPERR 0x20
 
 /* Session flags. */
 #define SF_PROXY 0x01 /* the ftp proxy follows it */
