@@ -117,6 +117,7 @@ type rule struct {
 	stepnext int
 	ppip     int
 	ippip    int
+	icmpID6  bool // an IPv6 map rule with icmpidmap (see ruleMatches)
 	hits     uint64
 }
 
@@ -282,6 +283,7 @@ func compile(r *ipnat.Rule) (*rule, error) {
 		rl.dst = addrOperand{kind: ipnat.AddrNormal}
 	}
 	rl.orig, rl.newA = operand(r.Orig, v6), operand(r.New, v6)
+	rl.icmpID6 = v6 && r.ICMPIDMap
 	rl.nsrc, rl.ndst = operand(r.NewSrc, v6), operand(r.NewDst, v6)
 	if r.Type == ipnat.MapBlock && rl.orig.kind != ipnat.AddrNormal {
 		return nil, fmt.Errorf("%d:%d: map-block needs an address/mask", r.Pos.Line, r.Pos.Col)

@@ -194,6 +194,11 @@ func parse(v *view, b []byte) bool {
 		v.sport = binary.BigEndian.Uint16(l4)
 		v.dport = binary.BigEndian.Uint16(l4[2:])
 	case 1, 58:
+		if (v.proto == 58) != v.v6 {
+			// ICMP in IPv6 or ICMPv6 in IPv4: a protocol like any
+			// other to IPFilter, which reads neither's header there.
+			return true
+		}
 		if len(l4) < 8 {
 			v.l4 = -1
 			return true

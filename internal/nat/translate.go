@@ -236,21 +236,31 @@ func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) b
 	if dir == Out && !ifMatch(r.outIf, ifname) || dir == In && !ifMatch(r.inIf, ifname) {
 		return false
 	}
-	if !(r.TCP && r.UDP) && r.Proto != 0 && int(v.proto) != r.Proto {
-		return false
-	}
 	rf := 0
-	if r.TCP {
-		rf |= flagTCP
-	}
-	if r.UDP {
-		rf |= flagUDP
-	}
-	if r.ICMPQuery {
-		rf |= flagICMPQuery
-	}
-	if rf != 0 && rf&v.flags == 0 {
-		return false
+	if r.icmpID6 {
+		// IPFilter's icmpidmap gives the rule the protocol ICMP (1)
+		// whatever protocol it names: an IPv6 one matches no ICMPv6
+		// packet, only IPv6 packets of protocol 1, which carry no
+		// ICMP query for IPv6 (their addresses alone are translated).
+		if v.proto != 1 {
+			return false
+		}
+	} else {
+		if !(r.TCP && r.UDP) && r.Proto != 0 && int(v.proto) != r.Proto {
+			return false
+		}
+		if r.TCP {
+			rf |= flagTCP
+		}
+		if r.UDP {
+			rf |= flagUDP
+		}
+		if r.ICMPQuery {
+			rf |= flagICMPQuery
+		}
+		if rf != 0 && rf&v.flags == 0 {
+			return false
+		}
 	}
 	if v.fragBody && rf&flagTCPUDP != 0 {
 		return false

@@ -727,6 +727,10 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 	}
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6:
+		/* ICMP in IPv6 or ICMPv6 in IPv4: a protocol like any other
+		 * (the engine's parse) */
+		if ((p->proto == IPPROTO_ICMPV6) != (p->family == 6))
+			return 1;
 		if (p->l4len < 8) {
 			p->l4off = 0;
 			return 1;
@@ -1462,16 +1466,23 @@ static __always_inline int rule_matches(const struct nat_rule *r, const struct p
 		return 0;
 	if (ifx && ifx != p->ifindex)
 		return 0;
-	if (!((f & RF_TCP) && (f & RF_UDP)) && r->proto && p->proto != r->proto)
-		return 0;
-	if (f & RF_TCP)
-		rf |= PF_TCP;
-	if (f & RF_UDP)
-		rf |= PF_UDP;
-	if (f & RF_ICMPQ)
-		rf |= PF_ICMPQ;
-	if (rf && !(rf & p->pflags))
-		return 0;
+	if ((f & RF_V6) && (f & RF_ICMPIDMAP)) {
+		/* icmpidmap makes the rule's protocol ICMP (1), even in IPv6
+		 * (the engine's icmpID6) */
+		if (p->proto != IPPROTO_ICMP)
+			return 0;
+	} else {
+		if (!((f & RF_TCP) && (f & RF_UDP)) && r->proto && p->proto != r->proto)
+			return 0;
+		if (f & RF_TCP)
+			rf |= PF_TCP;
+		if (f & RF_UDP)
+			rf |= PF_UDP;
+		if (f & RF_ICMPQ)
+			rf |= PF_ICMPQ;
+		if (rf && !(rf & p->pflags))
+			return 0;
+	}
 	if (p->fragbody && (rf & PF_TCPUDP))
 		return 0;
 	if (f & RF_FILTER) {
