@@ -146,6 +146,14 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	if !v.moreFrags {
 		return
 	}
+	// IPFilter makes no fragment entry for a first fragment it marked
+	// bad (ipf_frag_new refuses FI_BAD), such as a TCP header with URG
+	// and no urgent pointer: the rest of that datagram is not
+	// translated. Only first fragments pay for this parse.
+	var in packet.Info
+	if in.Parse(v.b, packet.ParseOptions{}); in.Flags&packet.FlagBad != 0 {
+		return
+	}
 	n.addFrag(v.fragKey(), fragEntry{s: s, end: v.fragEnd})
 	s.hasFrags = true
 }
