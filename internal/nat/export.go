@@ -39,6 +39,7 @@ type CompiledRule struct {
 	InIf, OutIf string
 
 	Src, Dst     Operand // from/to operands
+	NotDst       bool    // Dst is negated (the rule's, unless the engine dropped it)
 	Orig, New    Operand // simple-form LHS and RHS
 	NewSrc       Operand // rewrite targets
 	NewDst       Operand
@@ -62,7 +63,7 @@ func (n *NAT) Compiled() (rules []CompiledRule, maps, rdrs []int) {
 		idx[r] = i
 		rules = append(rules, CompiledRule{
 			Rule: r.Rule, V6: r.v6, InIf: r.inIf, OutIf: r.outIf,
-			Src: exportOperand(r.src), Dst: exportOperand(r.dst),
+			Src: exportOperand(r.src), Dst: exportOperand(r.dst), NotDst: r.notDst,
 			Orig: exportOperand(r.orig), New: exportOperand(r.newA),
 			NewSrc: exportOperand(r.nsrc), NewDst: exportOperand(r.ndst),
 			MapMask: r.maskFor(false), RdrMask: r.maskFor(true),

@@ -117,7 +117,8 @@ type rule struct {
 	stepnext int
 	ppip     int
 	ippip    int
-	icmpID6  bool // an IPv6 map rule with icmpidmap (see ruleMatches)
+	icmpID   bool // a map rule with icmpidmap (see ruleMatches)
+	notDst   bool // the to operand is negated (r.NotDst, unless dropped)
 	hits     uint64
 }
 
@@ -276,14 +277,16 @@ func compile(r *ipnat.Rule) (*rule, error) {
 		rl.outIf = rl.inIf
 	}
 	rl.src, rl.dst = operand(r.Src, v6), operand(r.Dst, v6)
+	rl.notDst = r.NotDst
 	if r.Filter && r.ICMPIDMap && r.Type != ipnat.Rdr && !r.Type.IsRewrite() {
 		// IPFilter's parser keeps only the source of a from/to map
 		// rule with icmpidmap (printnat shows it in the short form):
-		// the destination matches any address.
+		// the destination matches any address, negated or not.
 		rl.dst = addrOperand{kind: ipnat.AddrNormal}
+		rl.notDst = false
 	}
 	rl.orig, rl.newA = operand(r.Orig, v6), operand(r.New, v6)
-	rl.icmpID6 = v6 && r.ICMPIDMap
+	rl.icmpID = r.ICMPIDMap && r.Type != ipnat.Rdr && !r.Type.IsRewrite()
 	rl.nsrc, rl.ndst = operand(r.NewSrc, v6), operand(r.NewDst, v6)
 	if r.Type == ipnat.MapBlock && rl.orig.kind != ipnat.AddrNormal {
 		return nil, fmt.Errorf("%d:%d: map-block needs an address/mask", r.Pos.Line, r.Pos.Col)

@@ -245,11 +245,13 @@ func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) b
 		return false
 	}
 	rf := 0
-	if r.icmpID6 {
+	if r.icmpID {
 		// IPFilter's icmpidmap gives the rule the protocol ICMP (1)
-		// whatever protocol it names: an IPv6 one matches no ICMPv6
-		// packet, only IPv6 packets of protocol 1, which carry no
-		// ICMP query for IPv6 (their addresses alone are translated).
+		// whatever protocol it names, and no need for a query: it
+		// takes ICMP errors and other types too (their addresses
+		// alone are translated, a query's id is mapped). An IPv6 one
+		// matches no ICMPv6 packet, only IPv6 packets of protocol 1,
+		// which carry no ICMP query for IPv6.
 		if v.proto != 1 {
 			return false
 		}
@@ -275,7 +277,7 @@ func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) b
 	}
 	switch {
 	case r.Filter:
-		if n.operandMatch(r.src, v.src) == r.NotSrc || n.operandMatch(r.dst, v.dst) == r.NotDst {
+		if n.operandMatch(r.src, v.src) == r.NotSrc || n.operandMatch(r.dst, v.dst) == r.notDst {
 			return false
 		}
 		if r.IsTCPUDP() && (!r.SrcPort.Match(int(v.sport)) || !r.DstPort.Match(int(v.dport))) {

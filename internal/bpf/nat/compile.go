@@ -173,7 +173,7 @@ func compileRule(cr gonat.CompiledRule) (natNatRule, natNatRstate) {
 	set(cr.V6, rfV6)
 	set(r.Filter, rfFilter)
 	set(r.NotSrc, rfNotSrc)
-	set(r.NotDst, rfNotDst)
+	set(cr.NotDst, rfNotDst)
 	set(r.TCP, rfTCP)
 	set(r.UDP, rfUDP)
 	set(r.ICMPQuery, rfICMPQ)

@@ -1466,9 +1466,9 @@ static __always_inline int rule_matches(const struct nat_rule *r, const struct p
 		return 0;
 	if (ifx && ifx != p->ifindex)
 		return 0;
-	if ((f & RF_V6) && (f & RF_ICMPIDMAP)) {
-		/* icmpidmap makes the rule's protocol ICMP (1), even in IPv6
-		 * (the engine's icmpID6) */
+	if (f & RF_ICMPIDMAP) {
+		/* icmpidmap makes the rule's protocol ICMP (1), even in IPv6,
+		 * queries or not (the engine's icmpID) */
 		if (p->proto != IPPROTO_ICMP)
 			return 0;
 	} else {
