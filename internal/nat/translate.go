@@ -146,12 +146,11 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	if !v.moreFrags {
 		return
 	}
-	// IPFilter makes no fragment entry for a first fragment it marked
-	// bad (ipf_frag_new refuses FI_BAD), such as a TCP header with URG
-	// and no urgent pointer: the rest of that datagram is not
-	// translated. Only first fragments pay for this parse.
-	var in packet.Info
-	if in.Parse(v.b, packet.ParseOptions{}); in.Flags&packet.FlagBad != 0 {
+	// IPFilter makes no fragment entry for a TCP first fragment whose
+	// header it calls bad (flags such as URG without an urgent
+	// pointer, or FIN without ACK; a data offset below 20): the rest
+	// of that datagram is not translated.
+	if v.proto == 6 && v.l4 >= 0 && tcpHeaderBad(packet.TCP(v.b[v.l4:v.l4+v.l4len])) {
 		return
 	}
 	n.addFrag(v.fragKey(), fragEntry{s: s, end: v.fragEnd})
@@ -1060,4 +1059,10 @@ func ipfFixIncksum(cksum uint16, n uint32) uint16 {
 	sum = sum>>16 + sum&0xffff
 	sum = sum>>16 + sum&0xffff
 	return ^uint16(sum)
+}
+
+// tcpHeaderBad reports a whole TCP header IPFilter marks bad
+// (ipf_pr_tcpcommon).
+func tcpHeaderBad(t packet.TCP) bool {
+	return t.DataOffset() < packet.TCPMinimumSize || packet.TCPFlagsBad(t.Flags(), t.UrgentPointer(), t.AckNumber())
 }

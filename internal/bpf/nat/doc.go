@@ -19,11 +19,6 @@
 // no daemon. Everything is pinned under one bpffs directory
 // (DefaultPinDir, or $SLUICE_BPF_DIR with "-nat" appended), so ipnat runs
 // as separate processes share it.
-//
-// One known difference from the engine: a first fragment IPFilter marks
-// bad (FI_BAD, such as a TCP header with URG set and no urgent pointer)
-// starts no fragment entry in the engine, so the rest of its datagram is
-// not translated; the kernel does not check for it and translates the rest.
 package nat
 
 // DefaultPinDir is where the NAT datapath is pinned.

@@ -24,7 +24,9 @@ import (
 //     and has only its addresses translated; without one it is a packet
 //     without ports;
 //   - the rest of an ICMP error sent as a first fragment gets the outer
-//     header its first fragment got.
+//     header its first fragment got;
+//   - a TCP first fragment IPFilter calls bad (URG without an urgent
+//     pointer) starts no fragment entry.
 func TestPrivilegedDifferentialEdges(t *testing.T) {
 	h := newHarness(t)
 	v6 := func(src, dst string, next uint8, payload []byte) []byte {
@@ -102,6 +104,19 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			// another datagram's rest: nothing to follow
 			{out: false, iface: "nic0", b: pt.V4{Src: "3.3.3.3", Dst: "1.1.1.1", Proto: 1, TTL: 64, ID: 10, FlagsOff: 7,
 				Payload: data}.Bytes()},
+		}, 3},
+		{"bad TCP first fragments", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			// URG without an urgent pointer: translated, but the rest of
+			// its datagram finds no fragment entry
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 11, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 1002, DstPort: 80, Flags: 0x20, Win: 8192}.Bytes()}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 11, FlagsOff: 3,
+				Payload: data[:8]}.Bytes()},
+			// an ACK: its rest follows it
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 12, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 1003, DstPort: 80, Flags: 0x10, Win: 8192}.Bytes()}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 12, FlagsOff: 3,
+				Payload: data[:8]}.Bytes()},
 		}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {

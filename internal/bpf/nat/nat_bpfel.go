@@ -328,7 +328,8 @@ type natWork struct {
 		Csumoff   uint16
 		Udp0      uint8
 		Cut       uint8
-		Pad1      uint16
+		Tcpbad    uint8
+		Pad1      uint8
 		Ipid      uint32
 		Len       uint32
 		Ifindex   uint32

@@ -232,7 +232,8 @@ struct pkt {
 	__u16 csumoff; /* L4 checksum to patch, 0: none */
 	__u8 udp0;     /* UDP with a zero checksum field */
 	__u8 cut;      /* a TCP header cut short (4-19 bytes): no L4, its ports in sport/dport */
-	__u16 pad1;
+	__u8 tcpbad;   /* a TCP header IPFilter calls bad: a first fragment makes no frag entry */
+	__u8 pad1;
 	__u32 ipid;
 	__u32 len;     /* bytes from l3off to the end of the buffer */
 	__u32 ifindex;
@@ -676,6 +677,32 @@ static __always_inline int icmp6_error(__u8 t)
 	return t >= 1 && t <= 4;
 }
 
+/* tcp_bad is packet.TCPFlagsBad and a data offset below 20: a TCP header
+ * IPFilter marks bad (ipf_pr_tcpcommon). */
+static __always_inline int tcp_bad(const __u8 *t)
+{
+	__u8 f = t[13];
+	__u16 urp = (__u16)t[18] << 8 | t[19];
+	int ack = t[8] | t[9] | t[10] | t[11];
+
+	if ((t[12] >> 4) < 5)
+		return 1;
+	if ((f & 0x20) && !urp)
+		return 1; /* URG without an urgent pointer */
+	if ((f & 0x03) && (f & 0x14) == 0x04)
+		return 1; /* SYN or FIN with RST and no ACK */
+	if ((f & 0x02) && (f & 0x28))
+		return 1; /* SYN with URG or PSH */
+	if (!(f & 0x10)) {
+		if (f == 0x02 && ack)
+			return 0;
+		if (!(f & 0x06))
+			return 1;
+		return !!(f & 0x29);
+	}
+	return 0;
+}
+
 /* parse_l4 reads the transport header at p->l4off (when there is one) the
  * way the engine's parse does. Returns 0 when the bytes are not in the
  * linear part of the buffer (the caller pulls and retries). */
@@ -719,6 +746,7 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 				return 0;
 			p->tcpflags = l4[13];
 			p->csumoff = off + 16;
+			p->tcpbad = tcp_bad(l4);
 		} else if (*(__u16 *)(l4 + 6) != 0 || p->family == 6) {
 			p->csumoff = off + 6;
 			p->udp0 = *(__u16 *)(l4 + 6) == 0;
@@ -3185,7 +3213,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 		mark_done(skb);
 	if (mss && p->proto == IPPROTO_TCP && p->l4off && (p->tcpflags & 0x02))
 		nat_mss(skb, p->l4off, p->csumoff, mss);
-	if (p->morefrags && !p->cut)
+	if (p->morefrags && !p->cut && !p->tcpbad)
 		note_frag(p, k);
 	/* the proxy runs from the program's main function: called from
 	 * here the call chain would be deeper than the verifier allows */
