@@ -41,6 +41,16 @@ type view struct {
 	// ports sport and dport are there; flags and l4 treat the packet
 	// as one without ports.
 	cutPorts bool
+	cutFrag  bool // a cut header's first fragment the rest follow
+}
+
+// cutAck is the acknowledgment number of a TCP header cut short, 0 when
+// it is not all there.
+func cutAck(l4 []byte) uint32 {
+	if len(l4) < 12 {
+		return 0
+	}
+	return binary.BigEndian.Uint32(l4[8:])
 }
 
 // fragKey identifies the fragments of one datagram (the IPv6 fragment
@@ -188,6 +198,11 @@ func parse(v *view, b []byte) bool {
 				v.cutPorts = true
 				v.sport = binary.BigEndian.Uint16(l4)
 				v.dport = binary.BigEndian.Uint16(l4[2:])
+				// A first fragment holding its flags (14 bytes or
+				// more) whose header IPFilter does not call bad
+				// starts a fragment entry: the rest follows it.
+				v.cutFrag = len(l4) >= 14 && l4[12]>>4 >= 5 &&
+					!packet.TCPFlagsBad(l4[13], 0, cutAck(l4))
 			}
 			return true
 		}

@@ -82,9 +82,13 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 		// IPFilter looks a TCP packet whose header is cut short up by
 		// the ports it has (fin_data), and translates only its
 		// addresses (no port, no TCP checksum: the header is not
-		// whole); the fragments after it find no fragment entry.
+		// whole); the fragments after it follow it only when it holds
+		// flags IPFilter does not call bad (cutFrag).
 		// Without a session it is a packet without ports.
 		if s := n.lookup(dir, &v, ifname); s != nil {
+			if v.cutFrag {
+				n.noteFrag(&v, s)
+			}
 			return n.apply(s, &v, dir)
 		}
 		v.sport, v.dport = 0, 0

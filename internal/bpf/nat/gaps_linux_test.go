@@ -87,12 +87,17 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 				Payload: syn.Bytes()[8:]}.Bytes()},
 			// 16 bytes, not a fragment
 			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes()[:16])},
+			// 16 bytes of a header with good flags: the rest follows it
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 13, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 1000, DstPort: 80, Flags: 0x18, Ack: 1, Win: 8192}.Bytes()[:16]}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 13, FlagsOff: 2,
+				Payload: data[:8]}.Bytes()},
 			// a reply cut short, to the mapped port
 			{out: false, iface: "nic0", b: pt.V4{Src: "2.2.2.2", Dst: "1.1.1.1", Proto: 6, TTL: 64, ID: 8, FlagsOff: 0x2000,
 				Payload: pt.TCP{SrcPort: 80, DstPort: 40000, Flags: 0x12, Win: 8192}.Bytes()[:8]}.Bytes()},
 			// other ports: no session, and the rule wants whole headers
 			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, pt.TCP{SrcPort: 1001, DstPort: 80, Flags: 2}.Bytes()[:8])},
-		}, 4},
+		}, 6},
 		{"ICMP error fragments", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
 			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
 			// an error about it sent as a first fragment, and the rest

@@ -679,14 +679,8 @@ static __always_inline int icmp6_error(__u8 t)
 
 /* tcp_bad is packet.TCPFlagsBad and a data offset below 20: a TCP header
  * IPFilter marks bad (ipf_pr_tcpcommon). */
-static __always_inline int tcp_bad(const __u8 *t)
+static __always_inline int tcp_flags_bad(__u8 f, __u16 urp, int ack)
 {
-	__u8 f = t[13];
-	__u16 urp = (__u16)t[18] << 8 | t[19];
-	int ack = t[8] | t[9] | t[10] | t[11];
-
-	if ((t[12] >> 4) < 5)
-		return 1;
 	if ((f & 0x20) && !urp)
 		return 1; /* URG without an urgent pointer */
 	if ((f & 0x03) && (f & 0x14) == 0x04)
@@ -701,6 +695,13 @@ static __always_inline int tcp_bad(const __u8 *t)
 		return !!(f & 0x29);
 	}
 	return 0;
+}
+
+static __always_inline int tcp_bad(const __u8 *t)
+{
+	if ((t[12] >> 4) < 5)
+		return 1;
+	return tcp_flags_bad(t[13], (__u16)t[18] << 8 | t[19], t[8] | t[9] | t[10] | t[11]);
 }
 
 /* parse_l4 reads the transport header at p->l4off (when there is one) the
@@ -731,6 +732,16 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 				p->sport = *(__u16 *)l4;
 				p->dport = *(__u16 *)(l4 + 2);
 				p->cut = 1;
+				/* a first fragment holding its flags that IPFilter
+				 * does not call bad starts a fragment entry (the
+				 * engine's cutFrag) */
+				p->tcpbad = 1;
+				if (p->l4len >= 14) {
+					if ((void *)(l4 + 14) > end)
+						return 0;
+					p->tcpbad = (l4[12] >> 4) < 5 ||
+						    tcp_flags_bad(l4[13], 0, l4[8] | l4[9] | l4[10] | l4[11]);
+				}
 			}
 			return 1;
 		}
@@ -3213,7 +3224,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 		mark_done(skb);
 	if (mss && p->proto == IPPROTO_TCP && p->l4off && (p->tcpflags & 0x02))
 		nat_mss(skb, p->l4off, p->csumoff, mss);
-	if (p->morefrags && !p->cut && !p->tcpbad)
+	if (p->morefrags && !p->tcpbad)
 		note_frag(p, k);
 	/* the proxy runs from the program's main function: called from
 	 * here the call chain would be deeper than the verifier allows */
@@ -3280,6 +3291,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		/* a TCP header cut short without a session of its ports is
 		 * a packet without ports */
 		p->cut = 0;
+		p->tcpbad = 0;
 		p->sport = p->dport = 0;
 		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, 0, 0);
 		v = bpf_map_lookup_elem(&sessions, k);
