@@ -300,17 +300,17 @@ func (e *Engine) Check(p *Packet) Result {
 	if !p.Out {
 		e.account(&sc, &set.AcctIn)
 	}
-	matched := false
+	matched, badFrag := false, false
 	if fi.Flags&packet.FlagFrag != 0 && fi.Flags&packet.FlagBad == 0 {
 		e.fragKey(p)
 		fe, bad := e.Frags.Lookup(&p.fk, fi.Off, fi.DLen, fi.PLen)
 		if bad {
 			// A fragment overlapping the first one is an attack on
-			// reassembly: it is dropped without consulting the rules.
+			// reassembly: it is marked bad (ipf_frag_lookup) and goes
+			// on to the rules like any bad packet, which match
+			// `with bad` and refuse it state.
 			fi.Flags |= packet.FlagBad
-			sc.reason = ReasonBadFrag
-			pass = ruleset.FRBlock
-			matched = true
+			badFrag = true
 		} else if fe != nil {
 			// The rule is nil when the first fragment matched a state
 			// entry no rule made (a NAT proxy's).
@@ -356,7 +356,10 @@ func (e *Engine) Check(p *Packet) Result {
 			list = &set.Out
 		}
 		pass = sc.scanList(list, pass)
-		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&packet.FlagFrag != 0 {
+		// ipf_frag_new makes no entry for a first fragment too short
+		// for its TCP header (FI_SHORT): the rest of its datagram goes
+		// through the rules on its own.
+		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&(packet.FlagFrag|packet.FlagShort) == packet.FlagFrag {
 			e.fragKey(p)
 			e.Frags.Add(&p.fk, pass, sc.rule, sc.ruleNum, fi.Off, fi.DLen, fi.PLen)
 		}
@@ -379,6 +382,11 @@ func (e *Engine) Check(p *Packet) Result {
 			pass |= ruleset.FRBlock
 			sc.reason = ReasonPPSRate
 		}
+	}
+	if badFrag && sc.reason == ReasonRule {
+		// Set after the scan, so the log records of the rules it met
+		// carry none (as in the kernel datapath).
+		sc.reason = ReasonBadFrag
 	}
 	if pass&ruleset.FRKeepState != 0 && fi.Flags&(packet.FlagState|packet.FlagBadNAT) == 0 &&
 		pass&ruleset.FRCmdMask != ruleset.FRAuth {
@@ -1049,6 +1057,14 @@ func (e *Engine) log(sc *scan, pass uint32) error {
 func (e *Engine) forward(p *Packet, r *ruleset.Rule, st *state.Entry) bool {
 	if r.DupTo != nil {
 		if ifn, nh, ok := e.target(p, r.DupTo); ok {
+			if !p.Out {
+				// The copy of an inbound packet goes through
+				// ipf_fastroute too: counted by the outbound
+				// accounting and by its flow's state entry as
+				// leaving by ifn. (IPFilter also runs NAT-out on
+				// the copy; the copy is not translated here.)
+				e.leaveCounted(p, ifn, r)
+			}
 			e.router.Route(p, ifn, nh, true)
 		}
 	}
@@ -1107,6 +1123,16 @@ type flowDest struct {
 // list and translated by NAT-out for ifn (with no rule tag, as fin_fr is
 // cleared). False means NAT failed and the packet is dropped.
 func (e *Engine) leaveAs(p *Packet, ifn string, r *ruleset.Rule) bool {
+	e.leaveCounted(p, ifn, r)
+	inIf := p.IfName
+	p.Out, p.IfName = true, ifn
+	ok := e.nat == nil || e.nat.Out(p, "")
+	p.Out, p.IfName = false, inIf
+	return ok
+}
+
+// leaveCounted is the accounting and state part of leaveAs.
+func (e *Engine) leaveCounted(p *Packet, ifn string, r *ruleset.Rule) {
 	inIf := p.IfName
 	p.Out, p.IfName = true, ifn
 	fi := &p.Info
@@ -1122,9 +1148,7 @@ func (e *Engine) leaveAs(p *Packet, ifn string, r *ruleset.Rule) bool {
 		e.stateCheck(p)
 		fi.Flags = flags
 	}
-	ok := e.nat == nil || e.nat.Out(p, "")
 	p.Out, p.IfName = false, inIf
-	return ok
 }
 
 // routeIface is the interface a rule's `to IF` sends packets out of, ""
@@ -1171,7 +1195,12 @@ func (e *Engine) rewriteIPID(p *Packet) bool {
 				// long gone when this many newer ones were seen.
 				e.fragIDs = make(map[fragKeyT]uint16)
 			}
-			e.fragIDs[p.fk] = id
+			if fi.Flags&packet.FlagShort == 0 {
+				// ipf_frag_ipidnew makes no entry for a first
+				// fragment too short for its TCP header: the
+				// rest of its datagram then fails below.
+				e.fragIDs[p.fk] = id
+			}
 		} else if v, ok := e.fragIDs[p.fk]; ok {
 			id = v
 		} else {

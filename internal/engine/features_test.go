@@ -162,7 +162,7 @@ func TestKeepFrags(t *testing.T) {
 		{mkFrag(7, 0, true, 32), VerdictPass},   // first fragment matches the rule
 		{mkFrag(7, 32, true, 32), VerdictPass},  // in order: fragment cache
 		{mkFrag(7, 64, false, 16), VerdictPass}, // last fragment
-		{mkFrag(7, 8, false, 16), VerdictBlock}, // overlaps the first fragment
+		{mkFrag(7, 8, false, 16), VerdictBlock}, // overlaps the first fragment: bad, to the rules (block in all)
 		{mkFrag(8, 32, false, 16), VerdictBlock},
 	}
 	for i, s := range steps {

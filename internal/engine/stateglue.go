@@ -21,6 +21,7 @@ func fillState(p *Packet) *state.Packet {
 		TCPFlags: fi.TCPFlags, Seq: fi.Seq, Ack: fi.Ack, Win: fi.Win,
 		PLen: fi.PLen, Out: p.Out, IfName: p.IfName,
 		Flx: uint32(fi.Flags & packet.FlagCmpMask), Opt: fi.OptMask, Sec: fi.SecMask, Auth: fi.Auth,
+		NATTag: p.NATTag,
 	}
 	switch fi.Proto {
 	case packet.ProtoTCP:
@@ -164,6 +165,7 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 		lim.RuleID = r.ID
 		lim.IfNames = r.IfNames
 		lim.Tag = r.LogTag
+		lim.NATTag = r.NATTag
 		lim.Cookie = r
 		lim.AgeFwd, lim.AgeRev = r.Age[0], r.Age[1]
 		if ks := r.KeepState; ks != nil {

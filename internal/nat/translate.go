@@ -44,9 +44,33 @@ func (n *NAT) InPacket(pkt []byte, ifname string) ([]byte, Result) {
 	return n.check(pkt, ifname, "", In, true)
 }
 
+// InPacketTag is InPacket that also returns the tag of the NAT rule whose
+// session translated the packet ("" when none did, or its rule has none):
+// IPFilter's fin_nattag, which match-tag rules and the state entries of
+// set-tag(nat=...) rules compare (ipf_state_check).
+func (n *NAT) InPacketTag(pkt []byte, ifname string) ([]byte, Result, string) {
+	var tag string
+	b, r := n.checkTag(pkt, ifname, "", In, true, &tag)
+	return b, r, tag
+}
+
+// setTag records the tag of the rule of the session that translated a
+// packet, for InPacketTag.
+func setTag(got *string, s *session, r Result) {
+	if got != nil && r == Translated && s.rule != nil {
+		*got = s.rule.Tag
+	}
+}
+
 // check runs one packet; resize says whether the caller can take a
 // packet of another length back.
 func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) ([]byte, Result) {
+	return n.checkTag(pkt, ifname, tag, dir, resize, nil)
+}
+
+// checkTag is check; got, when not nil, receives the translating rule's
+// tag.
+func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize bool, got *string) ([]byte, Result) {
 	var v view
 	if !parse(&v, pkt) {
 		return pkt, NoMatch
@@ -76,7 +100,9 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 			v.setAddr(fe.which, fe.addr)
 			return pkt, Translated
 		}
-		return n.apply(fe.s, &v, dir)
+		b, r := n.apply(fe.s, &v, dir)
+		setTag(got, fe.s, r)
+		return b, r
 	}
 	if v.cutPorts {
 		// IPFilter looks a TCP packet whose header is cut short up by
@@ -89,17 +115,23 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 			if v.cutFrag {
 				n.noteFrag(&v, s)
 			}
-			return n.apply(s, &v, dir)
+			b, r := n.apply(s, &v, dir)
+			setTag(got, s, r)
+			return b, r
 		}
 		v.sport, v.dport = 0, 0
 	}
 	if s := n.lookup(dir, &v, ifname); s != nil {
 		n.noteFrag(&v, s)
-		return n.apply(s, &v, dir)
+		b, r := n.apply(s, &v, dir)
+		setTag(got, s, r)
+		return b, r
 	}
 	if len(n.wild) > 0 {
 		if s := n.lookupWild(dir, &v, ifname); s != nil {
-			return n.apply(s, &v, dir)
+			b, r := n.apply(s, &v, dir)
+			setTag(got, s, r)
+			return b, r
 		}
 	}
 	rules := n.maps
@@ -133,6 +165,7 @@ func (n *NAT) check(pkt []byte, ifname, tag string, dir Direction, resize bool) 
 		if r.RoundRobin && move {
 			n.rotate(r, dir)
 		}
+		setTag(got, s, res)
 		return out, res
 	}
 	if failed {
@@ -773,7 +806,7 @@ func rewriteStepsAddr(o addrOperand, v6 bool) bool {
 // stepAddr advances a rewrite address pool to its next address. IPFilter
 // (ipf_nat_nextaddr) never wraps it and walks on past the pool's last
 // address into whatever follows; Sluice goes back to the pool's first
-// address there (docs/ipfilter-differences.md C15).
+// address there (docs/ipfilter-differences.md C18).
 func stepAddr(o addrOperand, cur *a128, v6 bool) {
 	switch o.kind {
 	case ipnat.AddrRange:
@@ -977,7 +1010,7 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 		// An error sent as a first fragment: the rest of its datagram
 		// gets the same outer header (IPFilter starts a fragment entry
 		// for it too, but then translates the rest by the session,
-		// docs/ipfilter-differences.md C16).
+		// docs/ipfilter-differences.md C19).
 		fe.end = v.fragEnd
 		n.addFrag(v.fragKey(), fe)
 		s.hasFrags = true

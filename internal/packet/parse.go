@@ -510,6 +510,11 @@ func (i *Info) icmp4(p []byte, o ParseOptions) {
 			if [4]byte(p[e+ipv4SrcAddr:]) != [4]byte(p[ipv4DstAddr:]) {
 				i.Flags |= FlagBad
 			}
+		} else {
+			// Too short to quote the header whose sender it must go to:
+			// IPFilter compares that source from past the packet's end,
+			// which does not hold this one's destination.
+			i.Flags |= FlagBad
 		}
 	}
 	i.short(min)
@@ -573,9 +578,9 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 	i.TTL = ip.HopLimit()
 	i.Src = netip.AddrFrom16([16]byte(b[ipv6SrcAddr:]))
 	i.Dst = netip.AddrFrom16([16]byte(b[ipv6DstAddr:]))
-	if b[ipv6DstAddr] == 0xff {
-		i.Flags |= FlagMulticast | FlagMBCast
-	}
+	// IPFilter marks IPv6 packets multicast only by the link layer's
+	// flags (LinkFlags): an ff00::/8 destination alone is no FI_MULTICAST
+	// (`with mcast` does not match it).
 	p := b
 	proto := ip.NextHeader()
 	walking := true

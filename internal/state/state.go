@@ -150,6 +150,9 @@ type Packet struct {
 	Opt  uint32
 	Sec  uint16
 	Auth uint16
+	// NATTag is the tag of the inbound NAT rule that translated the
+	// packet ("" if none did): IPFilter's fin_nattag.
+	NATTag string
 }
 
 // FI_TCPUDP and FI_OPTIONS, the bits of Packet.Flx a quoted header in an
@@ -247,6 +250,7 @@ type Entry struct {
 	bucket    uint32    // hash bucket, for state_maxbucket
 	touched   uint32    // tick of the last packet, for the aggressive flush
 	isnInc    [2]uint32 // is_isninc: added to outbound seqs per direction
+	natTag    string    // the rule's set-tag(nat=...), see Limits.NATTag
 	tracked   bool
 	hasLimits bool
 }
@@ -305,6 +309,10 @@ type Limits struct {
 	WildSrcPort, WildDstPort, Clone bool
 	// NewISN is keep state (newisn): outbound ISNs are replaced.
 	NewISN bool
+	// NATTag is the rule's set-tag(nat=...): inbound packets then match
+	// the entry only when an inbound NAT rule of that tag translated
+	// them (Packet.NATTag).
+	NATTag string
 }
 
 // AddError says why Add refused to create an entry.
@@ -600,21 +608,28 @@ func (t *Table) matchAddrs(e *Entry, p *Packet) (rev, ok bool) {
 	switch {
 	case e.Src == p.Src && e.Dst == p.Dst && (!ports || (e.SPort == p.SPort && e.DPort == p.DPort)):
 		rev = false
-		if icmp && (p.ICMPType != e.ICMPType || p.ICMPID != e.ICMPID) {
-			return false, false
-		}
 	case e.Src == p.Dst && e.Dst == p.Src && (!ports || (e.SPort == p.DPort && e.DPort == p.SPort)):
 		rev = true
-		if icmp {
-			rep, _ := icmpReply(e.V, e.ICMPType)
-			if p.ICMPType != rep || p.ICMPID != e.ICMPID {
-				return false, false
-			}
-		}
 	default:
 		return false, false
 	}
-	return rev, t.matchMasks(e, p, rev) && t.matchIf(e, p, rev)
+	if !t.matchMasks(e, p, rev) || !t.matchIf(e, p, rev) {
+		return rev, false
+	}
+	if icmp {
+		// IPFilter checks the ICMP id and type after ipf_matchsrcdst,
+		// so an ICMP packet of another type (an address-mask reply to
+		// an echo) has already fixed the flags and options of its
+		// direction (and its interface) when it is refused.
+		want := e.ICMPType
+		if rev {
+			want, _ = icmpReply(e.V, e.ICMPType)
+		}
+		if p.ICMPType != want || p.ICMPID != e.ICMPID {
+			return rev, false
+		}
+	}
+	return rev, true
 }
 
 // matchMasks is the flag, option and security part of ipf_matchsrcdst.
@@ -649,26 +664,33 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 	// whose destination is not the entry's for a reply).
 	fwd := e.Src == p.Src && e.Dst == p.Dst &&
 		(!ports || ((wsp || e.SPort == p.SPort) && (wdp || e.DPort == p.DPort)))
-	back := e.Src == p.Dst && (wd || e.Dst == p.Src) &&
+	// A packet from a multicast address is nobody's answer: IPFilter
+	// hashes it with its source and so never finds the entry, which
+	// is hashed without the group it was sent to.
+	back := e.Src == p.Dst && (wd && !p.Src.IsMulticast() || !wd && e.Dst == p.Src) &&
 		(!ports || ((wsp || e.SPort == p.DPort) && (wdp || e.DPort == p.SPort)))
 	switch {
 	case fwd:
 		rev = false
-		if isICMP(p) && (p.ICMPType != e.ICMPType || p.ICMPID != e.ICMPID) {
-			return false, false
-		}
 	case back:
 		rev = true
-		if isICMP(p) {
-			rep, _ := icmpReply(e.V, e.ICMPType)
-			if p.ICMPType != rep || p.ICMPID != e.ICMPID {
-				return false, false
-			}
-		}
 	default:
 		return false, false
 	}
-	return rev, t.matchMasks(e, p, rev) && t.matchIf(e, p, rev)
+	if !t.matchMasks(e, p, rev) || !t.matchIf(e, p, rev) {
+		return rev, false
+	}
+	if isICMP(p) {
+		// As in matchAddrs: id and type come after ipf_matchsrcdst.
+		want := e.ICMPType
+		if rev {
+			want, _ = icmpReply(e.V, e.ICMPType)
+		}
+		if p.ICMPType != want || p.ICMPID != e.ICMPID {
+			return rev, false
+		}
+	}
+	return rev, true
 }
 
 // fillWild gives a wildcard entry the addresses and ports of the first
@@ -838,6 +860,13 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 	} else {
 		e.Expire = now + t.otherTimeout(e, rev)
 	}
+	if e.natTag != "" && !p.Out && p.NATTag != e.natTag {
+		// ipf_state_check refuses an inbound packet of a set-tag(nat=X)
+		// rule's entry that no inbound NAT rule tagged X translated,
+		// after the lookup (TCP's window and state already moved) and
+		// before the packet is counted.
+		return Miss
+	}
 	i := dir*2 + b2i(p.Out)
 	e.Pkts[i]++
 	e.Bytes[i] += uint64(p.PLen)
@@ -968,7 +997,7 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		V: p.V, Proto: p.Proto, Src: p.Src, Dst: p.Dst,
 		Pass: pass, Tag: lim.Tag, IfNames: lim.IfNames, ICMPHead: lim.ICMPHead,
 		Cookie: lim.Cookie, RuleNum: lim.RuleNum, Group: lim.Group, ruleID: lim.RuleID,
-		sec: p.Sec, auth: p.Auth, hasLimits: lim.Limit > 0,
+		sec: p.Sec, auth: p.Auth, hasLimits: lim.Limit > 0, natTag: lim.NATTag,
 	}
 	switch p.Proto {
 	case 1, 58:
@@ -1075,6 +1104,16 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 // either way round; not the FI_* flags the packets carried, which a
 // packet that did not match x because of them therefore cannot change.
 func identical(x, e *Entry) bool {
+	switch x.Proto {
+	case 1, 6, 17, 47, 58:
+	default:
+		// IPFilter's duplicate test never finds an entry of a
+		// protocol it keeps no ports or ids for (ESP, AH, SCTP, PIM,
+		// ...): the packet that did not match the old entry (other
+		// flags: a low TTL) makes a second one, which Sluice makes
+		// in place of the first (C4), and the packet passes.
+		return false
+	}
 	if x.Proto != e.Proto || x.V != e.V || x.Pass != e.Pass || x.Tag != e.Tag || x.opt != e.opt ||
 		x.optMask != e.optMask || x.sec != e.sec || x.auth != e.auth {
 		return false
@@ -1377,6 +1416,12 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName strin
 		// error quoting a header without them). emb.Flx holds the
 		// quoted header's TCP/UDP and options bits.
 		if c := e.flx[b2i(!errOut)*2+b2i(backward)] & (flxTCPUDP | flxOptions); c != 0 && c != emb.Flx {
+			continue
+		}
+		if emb.Flx&flxOptions == 0 && e.opt[b2i(backward)] != 0 {
+			// A quoted header without options (IPv6: without extension
+			// headers) is no packet of a direction whose packets carry
+			// them (ipf_matchsrcdst's is_opt test on the quoted header).
 			continue
 		}
 		if e.flags&flagNoICMP != 0 {

@@ -198,13 +198,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (!hit && (p->flags & PF_ICMPERR))
 			hit = sl_icmperr_lookup(skb, now);
 	}
-	if (fr < 0) {
-		/* a fragment starting inside the first one is an attack on
-		 * reassembly: dropped without consulting the rules */
-		p->flags |= PF_BAD;
-		pass = FR_BLOCK;
-		reason = RSN_BADFRAG;
-	} else if (hit) {
+	if (hit) {
 		pass = w->hit_pass;
 		if (pass & FR_LOGFIRST)
 			pass &= ~FR_LOG;
@@ -229,7 +223,8 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		cut = w->s.cut;
 		/* keep frags without keep state: the rest of the datagram
 		 * gets this verdict (with keep state, the state entry does) */
-		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG && (p->flags & PF_FRAG)) {
+		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG &&
+		    (p->flags & (PF_FRAG | PF_SHORT)) == PF_FRAG) {
 			struct rule *r = rule_at(slot, mrule - 1);
 
 			if (r)
@@ -262,6 +257,10 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 	}
 
+	/* a fragment starting inside its first one (sl_frag_lookup) went
+	 * through the rules marked bad */
+	if (p->flags & PF_BADFRAG)
+		reason = RSN_BADFRAG;
 	/* the matched rule is read again only for what it may add: a
 	 * keep limit or pps (FEAT_LIMITS) or state */
 	if (!hit && mrule && !(pass & FR_NOMATCH) && ((feat & FEAT_LIMITS) || (pass & FR_KEEPSTATE))) {

@@ -22,7 +22,8 @@ var _ engine.NAT = Hook{}
 // In runs NAT for an inbound packet before filtering; false means the
 // translation failed and the engine blocks the packet.
 func (h Hook) In(p *engine.Packet) bool {
-	b, r := h.NAT.InPacket(p.Data, p.IfName)
+	b, r, tag := h.NAT.InPacketTag(p.Data, p.IfName)
+	p.NATTag = tag
 	return finish(p, b, r)
 }
 

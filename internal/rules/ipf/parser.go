@@ -684,12 +684,18 @@ var routeKeywords = map[string]bool{
 
 func (p *parser) parseOpts(b *builder) *Error {
 	r := b.r
+	// IPFilter's grammar takes one via, right after the on clause
+	// (`on nic0 quick out-via nic1` and a second via are syntax errors).
+	afterOn := false
 	for {
 		t := p.peek()
 		if t.kind != tWord {
 			return nil
 		}
-		switch strings.ToLower(t.text) {
+		kw := strings.ToLower(t.text)
+		wasOn := afterOn
+		afterOn = kw == "on"
+		switch kw {
 		case "log":
 			p.next()
 			r.HasLog = true
@@ -708,6 +714,9 @@ func (p *parser) parseOpts(b *builder) *Error {
 			if len(r.On) == 0 {
 				// IPFilter's grammar takes a via only after on.
 				return expected("on before "+strings.ToLower(t.text), t)
+			}
+			if !wasOn {
+				return expected("in-via or out-via right after the on clause, once", t)
 			}
 			p.next()
 			names, err := p.ifPair()

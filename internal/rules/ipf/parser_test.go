@@ -306,6 +306,8 @@ func TestErrors(t *testing.T) {
 		{"icmp type with inet6", "pass in inet6 proto icmp all icmp-type 8", []string{`t:1:30: proto not ipv6-icmp`}, 0},
 		{"icmp type in inet6 mode", "pass in proto icmp all icmp-type 8", []string{`t:1:24: proto not ipv6-icmp`}, 0},
 		{"via without on", "block out in-via nic0 all", []string{`t:1:11: expected on before in-via, found "in-via"`}, 0},
+		{"via after quick", "pass in on nic1 quick out-via nic2 all", []string{`t:1:23: expected in-via or out-via right after the on clause, once, found "out-via"`}, 0},
+		{"second via", "pass in on nic1 in-via nic2 out-via nic3 all", []string{`t:1:29: expected in-via or out-via right after the on clause, once, found "out-via"`}, 0},
 		{"icmpv6 is no /etc/protocols name", "pass in proto icmpv6 all", []string{`t:1:15: unknown protocol "icmpv6"`}, 0},
 		{"strict and loose", "pass in proto tcp all keep state (strict,loose)", []string{`t:1:42: expected state option other than loose, found "loose"`}, 0},
 		{"not after an option list", "log in all with opt mtur,not ipopts", []string{`t:1:26: expected IP option name, found "not"`}, 0},

@@ -140,6 +140,7 @@
 #define PF_ICMPOK 0x2000000 /* icmp-type may be tested */
 #define PF_JUMBO 0x4000000
 #define PF_PULLUP 0x8000000 /* L4 header not in the buffer: dropped */
+#define PF_BADFRAG 0x10000000 /* starts inside its first fragment (reason badfrag) */
 /* FI_CMP: the flags a packet must share with the first packet of its
  * state slot. FI_TCPUDP follows from the protocol except behind IPv4 AH,
  * where AH+UDP and AH+ICMP share a state key. */

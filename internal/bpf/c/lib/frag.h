@@ -24,8 +24,8 @@ static __always_inline void frag_key_of(struct frag_key *k, const struct pktinfo
 /* sl_frag_lookup finds the cached verdict of an earlier fragment of this
  * packet's datagram (ipf_frag_lookup, §3.8). It returns 1 on a hit, 0 on
  * none (also a retransmitted first fragment, and with keep frags (strict)
- * a fragment out of order), and -1 for a fragment that starts inside the
- * first one: an attack on reassembly, which the caller blocks (bad-frag). */
+ * a fragment out of order, and a fragment that starts inside the first
+ * one: an attack on reassembly, which it marks PF_BAD | PF_BADFRAG). */
 GLOBAL int sl_frag_lookup(__u64 now)
 {
 	struct work *w = get_work();
@@ -48,8 +48,11 @@ GLOBAL int sl_frag_lookup(__u64 now)
 	if (e->seen0) {
 		if (o == 0)
 			return 0;
-		if (e->first_end && o < e->first_end)
-			return -1;
+		if (e->first_end && o < e->first_end) {
+			/* bad, and on to the rules (ipf_frag_lookup) */
+			p->flags |= PF_BAD | PF_BADFRAG;
+			return 0;
+		}
 	} else if (o == 0) {
 		e->seen0 = 1;
 		e->first_end = p->dlen >> 3;

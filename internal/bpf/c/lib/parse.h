@@ -559,8 +559,8 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 		p->flags |= PF_JUMBO | PF_BAD;
 		return 0;
 	}
-	if (h[24] == 0xff)
-		p->flags |= PF_MCAST | PF_MBCAST;
+	/* an IPv6 multicast destination is no FI_MULTICAST (only the link
+	 * layer's flags mark IPv6 packets), as in IPFilter */
 	c.skb = skb;
 	c.pos = off + 40;
 	c.end = c.pos + p->dlen;
@@ -717,8 +717,6 @@ static __always_inline int parse_fast(struct __sk_buff *skb, struct pktinfo *p, 
 		p->proto = p->l4proto = proto;
 		__builtin_memcpy(p->src, &h[8], 16);
 		__builtin_memcpy(p->dst, &h[24], 16);
-		if (h[24] == 0xff)
-			p->flags |= PF_MCAST | PF_MBCAST;
 		p->dlen = dlen;
 		p->l4off = 14 + 40;
 		return 6;

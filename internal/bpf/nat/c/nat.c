@@ -2138,7 +2138,7 @@ static __always_inline int rw_steps(const struct nat_op *o, int v6)
 }
 
 /* step_addr moves a pool to its next address, back to the first after
- * the last (IPFilter walks on past it: docs/ipfilter-differences.md C15). */
+ * the last (IPFilter walks on past it: docs/ipfilter-differences.md C18). */
 static __always_inline void step_addr(const struct nat_op *o, __u64 *cur)
 {
 	struct a128 c = { cur[0], cur[1] };
@@ -3144,7 +3144,7 @@ store:
 	if (p->morefrags) {
 		/* an error sent as a first fragment: the rest of its datagram
 		 * gets the same outer header (the engine's icmpErr fragment
-		 * entries; docs/ipfilter-differences.md C16) */
+		 * entries; docs/ipfilter-differences.md C19) */
 		struct nat_frag_key fk;
 		struct nat_key *fv = &w->k;
 
