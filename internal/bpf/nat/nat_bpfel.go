@@ -143,9 +143,12 @@ type natNatOrder struct {
 		_   structs.HostLayout
 		Val uint32
 	}
-	N    uint32
-	Idx  [1024]uint16
-	Mask [1024]uint8
+	N      uint32
+	Idx    [1024]uint16
+	Bucket [1024]uint8
+	Nmasks [2]uint8
+	Masks  [2][132]uint8
+	Pad    [2]uint8
 }
 
 type natNatRstate struct {

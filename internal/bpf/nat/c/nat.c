@@ -2281,21 +2281,74 @@ struct walk_ctx {
 	__s32 res;
 	__u8 failed;
 	__u8 done;
-	__u8 pad[2];
+	__u8 v6;
+	__u8 lev;  /* the mask being walked (index into masks) */
+	__u32 j;   /* the next rule of the order to look at */
+	__u32 h;   /* the bucket of the packet's address under that mask */
+	__u32 a[4]; /* the address the table is keyed by, network order */
 };
 
+/* mask_word is the network-order mask of word i of a /len prefix. */
+static __always_inline __u32 mask_word(__u32 len, __u32 i)
+{
+	__s32 b = (__s32)len - 32 * (__s32)i;
+
+	if (b <= 0)
+		return 0;
+	if (b >= 32)
+		return ~0u;
+	return bpf_htonl(~0u << (32 - b));
+}
+
+/* hash_word is NAT_HASH_FN's term for a word as it sits in memory. */
+static __always_inline __u32 hash_word(__u32 w)
+{
+	return w + (w >> 12);
+}
+
+/* walk_bucket is the bucket the packet's address falls in under the
+ * mask of level lev (NAT_HASH_FN, NAT_HASH_FN6). */
+static __always_inline __u32 walk_bucket(struct walk_ctx *c, const struct nat_order *o)
+{
+	__u32 l = c->lev, len, h;
+
+	if (l >= NAT_LEVELS)
+		return NAT_BUCKETS; /* no bucket */
+	len = o->masks[c->v6 & 1][l];
+	h = hash_word(c->a[0] & mask_word(len, 0));
+
+	if (c->v6)
+		h += hash_word(c->a[1] & mask_word(len, 1)) + hash_word(c->a[2] & mask_word(len, 2)) +
+		     hash_word(c->a[3] & mask_word(len, 3));
+	return h % NAT_BUCKETS;
+}
+
+/* walk_step looks at one rule of the order under one mask: the rules of
+ * the current mask's bucket in order, then the next mask. */
 static long walk_step(__u32 i, struct walk_ctx *c)
 {
 	struct work *w = get_work();
 	__u32 ok = c->slot * 2 + (w ? w->p.dir : 0);
 	struct nat_order *o = bpf_map_lookup_elem(&orders, &ok);
 	struct nat_rule *r;
-	__u32 idx;
+	__u32 idx, j;
 	int res;
 
-	if (!w || !o || i >= c->n)
+	if (!w || !o || c->lev >= o->nmasks[c->v6 & 1])
 		return 1;
-	idx = o->idx[BOUND(i, NAT_MAX_RULES - 1)];
+	if (c->j >= c->n) {
+		c->j = 0;
+		c->lev++;
+		if (c->lev >= o->nmasks[c->v6 & 1])
+			return 1;
+	}
+	if (c->j == 0)
+		c->h = walk_bucket(c, o);
+	j = BOUND(c->j, NAT_MAX_RULES - 1);
+	c->j++;
+	if (o->bucket[j] != c->h)
+		return 0;
+	idx = o->idx[j];
 	r = rule_at(c->slot, idx);
 	if (!r)
 		return 0;
@@ -2318,15 +2371,17 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 	return 1;
 }
 
-/* rotate moves a round-robin rule behind the other rules of its mask
- * (the engine's rotate). It finds the rule, then moves it one place at a
- * time, each swap under the order's lock: a concurrent rotation may stop
- * it early, but the order stays a permutation of the rules. */
+/* rotate moves a round-robin rule to the back of the order, behind the
+ * other rules of its bucket (IPFilter takes it out of its table and adds
+ * it again; the engine's rotate). It finds the rule, then moves it one
+ * place at a time, each swap under the order's lock: a concurrent
+ * rotation may stop it early, but the order stays a permutation of the
+ * rules. */
 struct rot_ctx {
 	__u32 key;
 	__u32 idx;
 	__u32 pos;
-	__u8 mask;
+	__u8 bucket;
 	__u8 found;
 	__u8 pad[2];
 };
@@ -2339,7 +2394,7 @@ static long rot_find(__u32 i, struct rot_ctx *c)
 		return 1;
 	if (o->idx[BOUND(i, NAT_MAX_RULES - 1)] == c->idx) {
 		c->pos = i;
-		c->mask = o->mask[BOUND(i, NAT_MAX_RULES - 1)];
+		c->bucket = o->bucket[BOUND(i, NAT_MAX_RULES - 1)];
 		c->found = 1;
 		return 1;
 	}
@@ -2355,13 +2410,13 @@ static long rot_swap(__u32 k, struct rot_ctx *c)
 	if (!o || c->pos + k + 1 >= NAT_MAX_RULES)
 		return 1;
 	bpf_spin_lock(&o->lock);
-	if (c->pos + k + 1 < o->n && o->idx[i] == c->idx && o->mask[j] == c->mask) {
+	if (c->pos + k + 1 < o->n && o->idx[i] == c->idx) {
 		__u16 t = o->idx[i];
 
 		o->idx[i] = o->idx[j];
 		o->idx[j] = t;
-		o->mask[i] = o->mask[j];
-		o->mask[j] = c->mask;
+		o->bucket[i] = o->bucket[j];
+		o->bucket[j] = c->bucket;
 		stop = 0;
 	}
 	bpf_spin_unlock(&o->lock);
@@ -2398,7 +2453,9 @@ GLOBAL int nat_new(void)
 	if (!o || !o->n)
 		return 0;
 	c.n = o->n;
-	bpf_loop(NAT_MAX_RULES, walk_step, &c, 0);
+	c.v6 = w->p.family == 6;
+	__builtin_memcpy(c.a, (w->p.dir & 1) == DIR_IN ? w->p.dst : w->p.src, sizeof(c.a));
+	bpf_loop(NAT_MAX_RULES * NAT_LEVELS, walk_step, &c, 0);
 	if (c.res) {
 		struct nat_rule *r = rule_at(c.slot, c.idx);
 
