@@ -267,7 +267,9 @@ func (g *randGen) packet(prev []randPkt) randPkt {
 		if g.r.IntN(2) == 0 {
 			b = g.ip(src, dst, 17, packettest.UDP(sp, dp, make([]byte, 16), false), 0x2000, id)
 		} else {
-			b = g.ip(src, dst, 17, make([]byte, 16), 3, id)
+			// at 24 bytes the rest follows the first fragment
+			// (8 bytes of UDP header and 16); at 16 it overlaps it
+			b = g.ip(src, dst, 17, make([]byte, 16), uint16(2+g.r.IntN(2)), id)
 		}
 	}
 	return randPkt{out: o, iface: ifn, b: b}

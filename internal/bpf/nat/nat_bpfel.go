@@ -49,6 +49,13 @@ type natNatFkey struct {
 	Pad   uint16
 }
 
+type natNatFrag struct {
+	_   structs.HostLayout
+	K   natNatKey
+	End uint32
+	Pad uint32
+}
+
 type natNatFragKey struct {
 	_      structs.HostLayout
 	Src    [4]uint32
@@ -331,16 +338,18 @@ type natWork struct {
 		Csumoff   uint16
 		Udp0      uint8
 		Pad0      uint8
-		Pad1      uint16
+		Fragoff   uint16
 		Ipid      uint32
 		Len       uint32
 		Ifindex   uint32
 		Dir       uint8
-		Pad       [3]uint8
+		Pad       uint8
+		Fragend   uint16
 	}
 	K  natNatKey
 	K2 natNatKey
 	Fk natNatFragKey
+	Fv natNatFrag
 	T  natNatTuple
 	_  [4]byte
 	Sc struct {

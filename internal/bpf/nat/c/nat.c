@@ -154,12 +154,20 @@ struct {
 	__type(value, struct nat_fast6);
 } fast6 SEC(".maps");
 
-/* First fragments' sessions: the entry key later fragments follow. */
+/* First fragments' sessions: the entry key later fragments follow, and
+ * where the first fragment's data ends (a fragment starting before it
+ * overlaps the first and follows no session, as in IPFilter's cache). */
+struct nat_frag {
+	struct nat_key k;
+	__u32 end;
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, NAT_FRAG_ENTRIES);
 	__type(key, struct nat_frag_key);
-	__type(value, struct nat_key);
+	__type(value, struct nat_frag);
 } frags SEC(".maps");
 
 struct {
@@ -232,12 +240,13 @@ struct pkt {
 	__u16 csumoff; /* L4 checksum to patch, 0: none */
 	__u8 udp0;     /* UDP with a zero checksum field */
 	__u8 pad0;
-	__u16 pad1;
+	__u16 fragoff; /* fragment bodies: where their data starts (bytes) */
 	__u32 ipid;
 	__u32 len;     /* bytes from l3off to the end of the buffer */
 	__u32 ifindex;
 	__u8 dir;
-	__u8 pad[3];
+	__u8 pad;
+	__u16 fragend; /* first fragments: where their data ends (bytes) */
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -390,6 +399,7 @@ struct work {
 	struct nat_key k;
 	struct nat_key k2;
 	struct nat_frag_key fk;
+	struct nat_frag fv;
 	struct nat_tuple t;
 	struct sticky_ctx sc;
 	struct nat_fkey fk4;
@@ -781,6 +791,7 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 		c->off += ((__u32)h[1] + 1) * 8;
 		return 0;
 	case 44: {
+		struct work *w;
 		__u8 f[8];
 
 		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, f, 8) < 0) {
@@ -792,6 +803,14 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 		c->id = (__u32)f[4] << 24 | (__u32)f[5] << 16 | (__u32)f[6] << 8 | f[7];
 		c->more = f[3] & 1;
 		c->nh = f[0];
+		/* where the fragment's data starts and ends, in the packet
+		 * being parsed (here: the walk's context is on the stack of
+		 * a deep call chain) */
+		w = get_work();
+		if (w) {
+			w->p.fragoff = ((__u16)f[2] << 8 | f[3]) & 0xfff8;
+			w->p.fragend = w->p.fragoff + c->end - (c->off + 8);
+		}
 		if (((__u16)f[2] << 8 | f[3]) & 0xfff8) {
 			c->frag = 1;
 			c->done = 1;
@@ -2631,12 +2650,15 @@ static __always_inline void frag_key(struct nat_frag_key *fk, const struct pkt *
  * IPv6's by the fragment header's. */
 static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 {
-	struct nat_frag_key fk;
+	struct work *w = get_work();
 
-	if (!p->morefrags)
+	if (!p->morefrags || !w)
 		return;
-	frag_key(&fk, p);
-	bpf_map_update_elem(&frags, &fk, k, BPF_ANY);
+	frag_key(&w->fk, p);
+	w->fv.k = *k;
+	w->fv.end = p->fragend;
+	w->fv.pad = 0;
+	bpf_map_update_elem(&frags, &w->fk, &w->fv, BPF_ANY);
 }
 
 /* ------------------------------------------------------------ MSS clamp */
@@ -3195,12 +3217,49 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	return 0;
 }
 
+/* nat_frag_body translates a fragment after the first as the session its
+ * datagram's first fragment used; one that overlaps the first fragment
+ * follows none (IPFilter's fragment cache does not match it). */
+GLOBAL int nat_frag_body(struct __sk_buff *skb)
+{
+	struct work *w = get_work();
+	struct nat_frag *fe;
+	struct nat_key *k;
+	struct nat_sess *v;
+	struct pkt *p;
+
+	if (!w || !skb)
+		return TC_ACT_UNSPEC;
+	p = &w->p;
+	frag_key(&w->fk, p);
+	fe = bpf_map_lookup_elem(&frags, &w->fk);
+	if (!fe || p->fragoff < fe->end)
+		return TC_ACT_UNSPEC;
+	k = &w->k2;
+	*k = fe->k;
+	v = bpf_map_lookup_elem(&sessions, k);
+	if (!v)
+		return TC_ACT_UNSPEC;
+	if ((v->sdir ^ v->w) != p->dir) {
+		/* a fragment going the other way uses the other entry */
+		*k = v->peer;
+		v = bpf_map_lookup_elem(&sessions, k);
+		if (!v)
+			return TC_ACT_UNSPEC;
+	}
+	if (apply(skb, k, v, p, now_ns()) == 0) {
+		stat_inc(p->dir * NS_SIDE + NS_FRAG);
+		stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
+	}
+	return TC_ACT_UNSPEC;
+}
+
 /* nat_slow handles what the fast path does not: ICMP errors, fragment
  * bodies, and packets of no session (wildcards, then the rules). */
 GLOBAL int nat_slow(struct __sk_buff *skb)
 {
 	struct work *w = get_work();
-	struct nat_key *fkey, *k;
+	struct nat_key *k;
 	struct nat_sess *v;
 	struct pkt *p;
 	int r;
@@ -3214,29 +3273,8 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	 * finds or starts a session of its own (internal/nat check) */
 	if (p->icmperr && nat_icmperr(skb))
 		return TC_ACT_UNSPEC;
-	if (p->fragbody) {
-		frag_key(&w->fk, p);
-		fkey = bpf_map_lookup_elem(&frags, &w->fk);
-		if (!fkey)
-			return TC_ACT_UNSPEC;
-		k = &w->k2;
-		*k = *fkey;
-		v = bpf_map_lookup_elem(&sessions, k);
-		if (!v)
-			return TC_ACT_UNSPEC;
-		if ((v->sdir ^ v->w) != p->dir) {
-			/* a fragment going the other way uses the other entry */
-			*k = v->peer;
-			v = bpf_map_lookup_elem(&sessions, k);
-			if (!v)
-				return TC_ACT_UNSPEC;
-		}
-		if (apply(skb, k, v, p, now_ns()) == 0) {
-			stat_inc(p->dir * NS_SIDE + NS_FRAG);
-			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
-		}
-		return TC_ACT_UNSPEC;
-	}
+	if (p->fragbody)
+		return nat_frag_body(skb);
 	k = &w->k2;
 	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->sport, p->dport);
 	v = w->nohit ? NULL : bpf_map_lookup_elem(&sessions, k);
@@ -3333,7 +3371,9 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		p.morefrags = !!(ip->frag_off & bpf_htons(0x2000));
 		if (ip->frag_off & bpf_htons(0x1fff)) {
 			p.fragbody = 1;
+			p.fragoff = (bpf_ntohs(ip->frag_off) & 0x1fff) << 3;
 		} else {
+			p.fragend = tot - hl;
 			p.l4off = l3 + hl;
 			p.l4len = tot - hl;
 		}
