@@ -485,6 +485,7 @@ func stageVariant(d *Datapath, name string, n uint32) (*ebpf.Program, error) {
 		"ifaddrs": d.objs.Ifaddrs, "log_ring": d.objs.LogRing, "rule_texts": d.objs.RuleTexts,
 		"list_metas": d.objs.ListMetas, "scratch": d.objs.Scratch, "sweeper": d.objs.Sweeper,
 		"ctl_args": d.objs.CtlArgs, "ctl_keys": d.objs.CtlKeys, "hotlists": d.objs.Hotlists, "runs": d.objs.Runs,
+		"hot_counts": d.objs.HotCounts,
 	} {
 		repl[mname] = m
 	}
@@ -534,6 +535,14 @@ func BenchmarkStages(b *testing.B) {
 			return tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
 		}},
 		{"established", established},
+		{"10000-indexed", func() []byte {
+			// the stateless set behind 10 000 indexed rules none of which
+			// matches: what the index and the scan add with the rule count
+			if err := h.d.LoadRules(compileText(b, bigRules(10000)), Active); err != nil {
+				b.Fatal(err)
+			}
+			return tcp4("172.16.0.1", "10.0.200.1", 40000, 999, ackF).build()
+		}},
 	} {
 		if _, err := h.d.FlushStates(nil); err != nil {
 			b.Fatal(err)

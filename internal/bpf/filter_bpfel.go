@@ -18,6 +18,25 @@ type filterBlocks struct {
 	W [16]uint64
 }
 
+type filterCmatch struct {
+	_        structs.HostLayout
+	Src      uint32
+	Smask    uint32
+	Dst      uint32
+	Dmask    uint32
+	SportLo  uint16
+	SportHi  uint16
+	DportLo  uint16
+	DportHi  uint16
+	Flags    uint16
+	SportOp  uint8
+	DportOp  uint8
+	Family   uint8
+	Proto    uint8
+	Tcpf     uint8
+	TcpfMask uint8
+}
+
 type filterConf struct {
 	_ structs.HostLayout
 	V [64]uint64
@@ -95,17 +114,23 @@ type filterFragKey struct {
 	Pad      uint8
 }
 
+type filterHotCount struct {
+	_     structs.HostLayout
+	Hits  [32]uint64
+	Bytes [32]uint64
+}
+
 type filterHotlist struct {
 	_  structs.HostLayout
 	N  uint32
 	Ok uint32
 	R  [32]struct {
 		_      structs.HostLayout
-		Family uint8
-		Proto  uint8
-		Kind   uint8
-		Flags  uint8
+		M      filterCmatch
 		Pos    uint32
+		Action uint32
+		Skip   uint32
+		Pad    uint32
 	}
 }
 
@@ -420,6 +445,7 @@ const (
 	filterMapDcaConns        = "dca_conns"
 	filterMapExprs           = "exprs"
 	filterMapFrags           = "frags"
+	filterMapHotCounts       = "hot_counts"
 	filterMapHotlists        = "hotlists"
 	filterMapIdxDport        = "idx_dport"
 	filterMapIdxDst          = "idx_dst"
@@ -507,6 +533,7 @@ type filterMapSpecs struct {
 	DcaConns   *ebpf.MapSpec `ebpf:"dca_conns"`
 	Exprs      *ebpf.MapSpec `ebpf:"exprs"`
 	Frags      *ebpf.MapSpec `ebpf:"frags"`
+	HotCounts  *ebpf.MapSpec `ebpf:"hot_counts"`
 	Hotlists   *ebpf.MapSpec `ebpf:"hotlists"`
 	IdxDport   *ebpf.MapSpec `ebpf:"idx_dport"`
 	IdxDst     *ebpf.MapSpec `ebpf:"idx_dst"`
@@ -566,6 +593,7 @@ type filterMaps struct {
 	DcaConns   *ebpf.Map `ebpf:"dca_conns"`
 	Exprs      *ebpf.Map `ebpf:"exprs"`
 	Frags      *ebpf.Map `ebpf:"frags"`
+	HotCounts  *ebpf.Map `ebpf:"hot_counts"`
 	Hotlists   *ebpf.Map `ebpf:"hotlists"`
 	IdxDport   *ebpf.Map `ebpf:"idx_dport"`
 	IdxDst     *ebpf.Map `ebpf:"idx_dst"`
@@ -598,6 +626,7 @@ func (m *filterMaps) Close() error {
 		m.DcaConns,
 		m.Exprs,
 		m.Frags,
+		m.HotCounts,
 		m.Hotlists,
 		m.IdxDport,
 		m.IdxDst,

@@ -66,6 +66,14 @@ struct {
 	__type(value, struct hotlist);
 } hotlists SEC(".maps");
 
+/* Matches of the hot lists' rules, per CPU: no atomic, no shared line. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NSLOTS * LIST_GROUP0);
+	__type(key, __u32);
+	__type(value, struct hot_count);
+} hot_counts SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
 	__uint(max_entries, NSLOTS);

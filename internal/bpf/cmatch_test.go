@@ -1,0 +1,56 @@
+package bpf
+
+import (
+	"os"
+	"testing"
+)
+
+// TestCompactMatchCovers checks that the rules of HP's sets are decided by their compact match alone (no
+// CM_FULL: the scan fetches no rule that the packet does not match), and
+// that the tests the compact match cannot hold still mark the rule for the
+// whole match.
+func TestCompactMatchCovers(t *testing.T) {
+	hp, err := os.ReadFile("../../examples/ipf/hp-test-nostate.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hps, err := os.ReadFile("../../examples/ipf/hp-test-state.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"hp-test-nostate": string(hp), "hp-test-state": string(hps)} {
+		im := compileText(t, text)
+		for l := listIn; l <= listOut; l++ {
+			h := im.hotList(l)
+			if h.N > 0 && h.Ok == 0 {
+				t.Errorf("%s: list %d has no compact form", name, l)
+			}
+			for i := 0; i < int(h.N); i++ {
+				if h.R[i].M.Flags&cmFull != 0 {
+					t.Errorf("%s: list %d rule %d needs the whole match (flags %#x)", name, l, i, h.R[i].M.Flags)
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		rule string
+		full bool
+	}{
+		{"pass in quick proto tcp from 10.0.0.0/8 port > 1023 to 192.168.0.0/16 port = 22 flags S/SA", false},
+		{"block in from !10.0.0.0/8 to any", false},
+		{"pass in on lo0 all", true},
+		{"pass in proto tcp from 2001:db8::/32 to any", true},
+		{"pass in proto icmp all icmp-type echo", true},
+		{"pass in all with opt lsrr", true},
+		{"block in tos 0x10 all", true},
+		{"block in quick proto tcp from 10.0.0.0/8 to any port = 22", false},
+		{"pass in exp { \"ip.p = 6;\" }", true},
+	} {
+		im := compileText(t, c.rule)
+		r := &im.rules[im.lists[listIn].start]
+		cm := compactMatch(r, false)
+		if got := cm.Flags&cmFull != 0; got != c.full {
+			t.Errorf("%q: CM_FULL %v, want %v (flags %#x)", c.rule, got, c.full, cm.Flags)
+		}
+	}
+}
