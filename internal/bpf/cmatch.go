@@ -2,6 +2,31 @@ package bpf
 
 import "sluice/internal/ruleset"
 
+// cblockCount is how many blocks of compact matches n rules take.
+func cblockCount(n int) int { return (n + 1<<blockBits - 1) >> blockBits }
+
+// cblocks are the compact matches of the image's rules by block (struct
+// cblock), as the scan reads them; the places past the last rule never
+// match.
+func (im *Image) cblocks() []filterCblock {
+	out := make([]filterCblock, cblockCount(len(im.rules)))
+	if len(out) > 0 {
+		last := &out[len(out)-1]
+		for k := range last.M {
+			last.M[k].Flags = cmNever
+		}
+	}
+	for i := range im.rules {
+		r := &im.rules[i]
+		b, k := i>>blockBits, i&(1<<blockBits-1)
+		out[b].M[k] = compactMatch(r, r.RunLen > 1)
+		if r.RunLen > 1 {
+			out[b].RunLen[k] = r.RunLen
+		}
+	}
+	return out
+}
+
 // cmFull's tests: what rule_match_but tests that struct cmatch does not
 // hold. A rule with any of them is matched whole after its compact match.
 const cmOther = mIface | mTos | mTTL | mICMP | mWith | mOpt | mSec | mSrcPool | mDstPool | mExpr

@@ -18,6 +18,12 @@ type filterBlocks struct {
 	W [16]uint64
 }
 
+type filterCblock struct {
+	_      structs.HostLayout
+	M      [16]filterCmatch
+	RunLen [16]uint32
+}
+
 type filterCmatch struct {
 	_        structs.HostLayout
 	Src      uint32
@@ -438,6 +444,7 @@ type filterWork struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	filterMapCblocks         = "cblocks"
 	filterMapConfig          = "config"
 	filterMapCtlArgs         = "ctl_args"
 	filterMapCtlKeys         = "ctl_keys"
@@ -526,6 +533,7 @@ type filterProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterMapSpecs struct {
+	Cblocks    *ebpf.MapSpec `ebpf:"cblocks"`
 	Config     *ebpf.MapSpec `ebpf:"config"`
 	CtlArgs    *ebpf.MapSpec `ebpf:"ctl_args"`
 	CtlKeys    *ebpf.MapSpec `ebpf:"ctl_keys"`
@@ -586,6 +594,7 @@ func (o *filterObjects) Close() error {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterMaps struct {
+	Cblocks    *ebpf.Map `ebpf:"cblocks"`
 	Config     *ebpf.Map `ebpf:"config"`
 	CtlArgs    *ebpf.Map `ebpf:"ctl_args"`
 	CtlKeys    *ebpf.Map `ebpf:"ctl_keys"`
@@ -619,6 +628,7 @@ type filterMaps struct {
 
 func (m *filterMaps) Close() error {
 	return _FilterClose(
+		m.Cblocks,
 		m.Config,
 		m.CtlArgs,
 		m.CtlKeys,

@@ -180,6 +180,10 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 		if _, err := sm.rules.BatchUpdate(keys, im.rules, nil); err != nil {
 			return fmt.Errorf("writing rules: %w", err)
 		}
+		cbs := im.cblocks()
+		if _, err := sm.cm.BatchUpdate(keys[:len(cbs)], cbs, nil); err != nil {
+			return fmt.Errorf("writing compact matches: %w", err)
+		}
 	}
 	if err := d.writeTexts(slot, im.texts); err != nil {
 		return err

@@ -499,6 +499,15 @@ struct hot_count {
 	__u64 bytes[HOT_MAX];
 };
 
+/* The compact matches of a block of 1 << BLOCK_SHIFT rules (the index's
+ * blocks), in a per-slot map beside the rules: the scan tests a block's
+ * rules in place and fetches only one that passes. run_len is the rule's
+ * (a run's first rule: the scan passes over the whole run). */
+struct cblock {
+	struct cmatch m[1 << BLOCK_SHIFT];
+	__u32 run_len[1 << BLOCK_SHIFT];
+};
+
 struct counter {
 	__u64 pkts;
 	__u64 bytes;

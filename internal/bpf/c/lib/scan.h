@@ -202,6 +202,40 @@ static __always_inline __u32 next_candidate(const struct scan *s, __u32 blk, __u
 	return next < s->end ? next : s->end;
 }
 
+#define CM_FOUND 0x80000000
+
+/* sl_cm_next tests the rules from pos to the end of pos's block (or of
+ * the list, end) by their compact matches. It returns the first one the
+ * packet passes, with CM_FOUND, or where the scan goes on when none does
+ * (a run that fails is passed over whole). */
+GLOBAL __u32 sl_cm_next(__u32 slot, __u32 pos, __u32 end)
+{
+	struct work *w = get_work();
+	struct cblock *cb;
+	__u32 bend;
+
+	if (!w)
+		return pos | CM_FOUND;
+	cb = slot_elem(&cblocks, slot, pos >> BLOCK_SHIFT);
+	if (!cb)
+		return pos | CM_FOUND;
+	bend = (pos | ((1 << BLOCK_SHIFT) - 1)) + 1;
+	if (end < bend)
+		bend = end;
+	for (int j = 0; j < (1 << BLOCK_SHIFT); j++) {
+		__u32 k, n;
+
+		if (pos >= bend)
+			break;
+		k = pos & ((1 << BLOCK_SHIFT) - 1);
+		if (cm_ok(&cb->m[k], &w->p))
+			return pos | CM_FOUND;
+		n = cb->run_len[k];
+		pos += n > 1 ? n : 1;
+	}
+	return pos;
+}
+
 static long scan_step(__u32 i, void *ctx)
 {
 	struct work *w = get_work();
@@ -267,6 +301,17 @@ static long scan_step(__u32 i, void *ctx)
 			s->pos = next_candidate(s, blk, rest);
 			return 0;
 		}
+	}
+	if (s->skip == 0) {
+		/* the rules of this block the packet fails by their compact
+		 * matches, passed over in this step */
+		__u32 n = sl_cm_next(s->slot, pos, s->end);
+
+		if (!(n & CM_FOUND)) {
+			s->pos = n;
+			return 0;
+		}
+		pos = n & (RULE_CAP - 1);
 	}
 	s->pos = pos + 1;
 	if (s->skip) {
