@@ -116,24 +116,50 @@ func (w *ctlWatch) stop() ([]byte, error) {
 // 10 ms has its processor taken away by the runtime's monitor even while
 // it sits in a system call, which then polls every 20 µs for a while: on
 // a loop that lives in blocking system calls that costs more than all of
-// its own user time. Yielding every few milliseconds (one clock read
-// every 16 calls) keeps the monitor asleep; each yield wakes an idle
-// thread, so not much more often than that.
+// its own user time. Yielding every few milliseconds keeps the monitor
+// asleep; each yield wakes an idle thread, so not much more often than
+// that. The clock is read every 16 calls while calls are quick, and on
+// every call once they are slow (a loaded machine, a slow peer): 16 calls
+// of a millisecond each would let the monitor in.
 type yielder struct {
-	n    uint32
-	last time.Time
+	n, every         uint32
+	checked, yielded time.Time
 }
 
 func (y *yielder) tick() {
 	y.n++
-	if y.n&15 != 0 {
+	if y.n < y.every {
 		return
 	}
-	if now := time.Now(); now.Sub(y.last) >= yieldEvery {
-		y.last = now
+	y.n = 0
+	now := time.Now()
+	if now.Sub(y.checked) > yieldEvery/8 {
+		y.every = 1
+	} else {
+		y.every = 16
+	}
+	y.checked = now
+	if now.Sub(y.yielded) >= yieldEvery {
+		y.yielded = now
 		runtime.Gosched()
 	}
 }
 
 // yieldEvery is well inside the runtime's 10 ms forcePreemptNS.
 const yieldEvery = 4 * time.Millisecond
+
+// SpareProc makes sure the Go scheduler has at least two processors
+// (GOMAXPROCS ≥ 2); netperf and netserver call it at start. With a single
+// one (a process bound to one CPU by taskset or netperf -T, a one-CPU
+// cpuset or container), the runtime's monitor takes the processor away
+// from every system call that outlasts two of its ticks (20 µs at first),
+// because no other processor is idle to run other goroutines, and then
+// keeps polling every 20 µs: in a pinned TCP_RR the Go netserver's
+// monitor thread used more CPU than its data loop. A second processor
+// stays idle; that it exists lets the monitor leave a blocked call alone
+// for 10 ms. A GOMAXPROCS of two or more is left as it is.
+func SpareProc() {
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
+}

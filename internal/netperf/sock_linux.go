@@ -2,6 +2,7 @@ package netperf
 
 import (
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -137,6 +138,60 @@ func applyOpts(fd, af int, o sockOpts) error {
 	return err
 }
 
+// setPort stores a port in the address.
+func (r *rawSockaddr) setPort(port uint16) {
+	// The port is at the same offset in sockaddr_in and sockaddr_in6.
+	sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&r.any))
+	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	p[0], p[1] = byte(port>>8), byte(port)
+}
+
+// bindRaw binds fd to an address in the kernel's layout.
+func bindRaw(fd int, sa *rawSockaddr) unix.Errno {
+	_, _, e := syscall.Syscall(unix.SYS_BIND, uintptr(fd), uintptr(unsafe.Pointer(&sa.any)), uintptr(sa.len))
+	return e
+}
+
+// crrPorts hands out TCP_CRR's local ports as netperf's
+// pick_next_port_number does: one after another through
+// [crrPortMin, crrPortMax) from a random start, never the server's port.
+type crrPorts struct {
+	next, avoid uint16
+}
+
+// netperf's default client_port_min and client_port_max.
+const crrPortMin, crrPortMax = 5000, 65535
+
+func newCRRPorts(avoid uint16) crrPorts {
+	return crrPorts{next: uint16(crrPortMin + rand.IntN(crrPortMax-crrPortMin)), avoid: avoid}
+}
+
+func (c *crrPorts) take() uint16 {
+	p := c.next
+	if p == c.avoid {
+		p++
+	}
+	if p >= crrPortMax || p < crrPortMin {
+		p = crrPortMin
+	}
+	c.next = p + 1
+	return p
+}
+
+// bind binds fd to the next free port at sa's address. A port some other
+// socket holds is skipped (netperf would stop); after a whole cycle of
+// ports in use it gives up with EADDRINUSE.
+func (c *crrPorts) bind(fd int, sa *rawSockaddr) unix.Errno {
+	for range crrPortMax - crrPortMin {
+		sa.setPort(c.take())
+		e := bindRaw(fd, sa)
+		if e != unix.EADDRINUSE {
+			return e
+		}
+	}
+	return unix.EADDRINUSE
+}
+
 func bindTo(fd int, ap netip.AddrPort) error {
 	sa := toRaw(ap)
 	_, _, e := syscall.Syscall(unix.SYS_BIND, uintptr(fd), uintptr(unsafe.Pointer(&sa.any)), uintptr(sa.len))
@@ -187,28 +242,73 @@ func sysRead(fd int, b []byte) (int, unix.Errno) {
 	}
 }
 
+// Sends first try without blocking, as a raw system call: a send that
+// finds room in the socket buffer (most of them) then skips the Go
+// scheduler's bookkeeping around a call that might block (entersyscall and
+// exitsyscall), which on a 1 KB send is several per cent of its cost. Only
+// a send that would block (EAGAIN) is made again as an ordinary, blocking
+// call, which lets the scheduler run other goroutines meanwhile: a raw
+// call must never block, or it would hold its processor (and stop the
+// world for a garbage collection) for as long as the peer keeps it waiting.
+
+// rawSendMax is the largest stream send tried raw first. The bookkeeping
+// saved is a fixed cost, lost in the copy of a larger one, and a large
+// send is the more likely to find room for only part of itself, which
+// would cost a second call for the rest.
+const rawSendMax = 8 << 10
+
 // sysWrite sends on a connected socket. MSG_NOSIGNAL turns a peer's reset
-// into EPIPE rather than a SIGPIPE.
+// into EPIPE rather than a SIGPIPE. On a blocking socket it returns once
+// all of b is sent, or with the bytes sent before an error.
 func sysWrite(fd int, b []byte) (int, unix.Errno) {
 	var p unsafe.Pointer
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
 	}
+	if len(b) > rawSendMax {
+		return sendBlocking(fd, p, len(b))
+	}
+	sent := 0
+	n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
+	switch {
+	case e == 0 && int(n) == len(b):
+		return int(n), 0
+	case e == 0:
+		sent = int(n) // part of b: block for the rest
+		p = unsafe.Add(p, sent)
+	case e != unix.EAGAIN && e != unix.EINTR:
+		return 0, e
+	}
+	n2, e := sendBlocking(fd, p, len(b)-sent)
+	return sent + n2, e
+}
+
+// sendBlocking sends n bytes at p with an ordinary (blocking) call.
+func sendBlocking(fd int, p unsafe.Pointer, n int) (int, unix.Errno) {
 	for {
-		n, _, e := syscall.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_NOSIGNAL, 0, 0)
+		m, _, e := syscall.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(n), unix.MSG_NOSIGNAL, 0, 0)
 		if e != unix.EINTR {
 			if e != 0 {
 				return 0, e
 			}
-			return int(n), 0
+			return int(m), 0
 		}
 	}
 }
 
+// sysSendto sends one datagram to an address.
 func sysSendto(fd int, b []byte, to *rawSockaddr) (int, unix.Errno) {
 	var p unsafe.Pointer
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
+	}
+	n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_DONTWAIT,
+		uintptr(unsafe.Pointer(&to.any)), uintptr(to.len))
+	if e == 0 {
+		return int(n), 0
+	}
+	if e != unix.EAGAIN && e != unix.EINTR {
+		return 0, e
 	}
 	for {
 		n, _, e := syscall.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), 0,

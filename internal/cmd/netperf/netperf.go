@@ -677,6 +677,7 @@ func (o *Options) interimMode() output.InterimMode {
 
 // Main runs the netperf command and returns its exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	netperf.SpareProc()
 	o, err := Parse(args)
 	if err != nil {
 		var ex *exitError

@@ -31,6 +31,7 @@ var (
 	kvRE       = regexp.MustCompile(`(?m)^([A-Z_0-9]+)=(.*)$`)
 	collapseRE = regexp.MustCompile(` +`)
 	trailRE    = regexp.MustCompile(` +\n`)
+	leadRE     = regexp.MustCompile(`(?m)^ +`)
 )
 
 // normalize reduces output to what must agree between the C and the Go
@@ -49,8 +50,10 @@ func normalize(s string) (string, map[string]bool) {
 		interims[shape(m)] = true
 	}
 	s = interimRE.ReplaceAllString(s, "")
-	// Trailing blanks depend on the width of the last number.
-	return trailRE.ReplaceAllString(collapseRE.ReplaceAllString(shape(s), " "), "\n"), interims
+	// Leading and trailing blanks depend on the width of the first and
+	// last number (-v 0 right-aligns a CPU figure that may reach 100).
+	s = trailRE.ReplaceAllString(collapseRE.ReplaceAllString(shape(s), " "), "\n")
+	return leadRE.ReplaceAllString(s, ""), interims
 }
 
 func keyvals(s string) map[string]string {

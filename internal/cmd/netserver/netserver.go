@@ -198,6 +198,7 @@ const inheritedFD = "NETSERVER_INHERITED_FD"
 // Main runs netserver and returns its exit status. Without -D it starts a
 // detached copy of itself and returns at once.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	netperf.SpareProc()
 	o, err := Parse(args)
 	if err != nil {
 		var ex *exitError

@@ -1,31 +1,57 @@
 // Command parity measures the Go netperf/netserver side by side with the
 // C netperf 2.7.1 tools on loopback and prints a table of CPU cost per unit
-// and throughput for every test and every client→server pairing:
+// and throughput for every test and every client→server pairing, with a
+// verdict per cell on the target "Go costs at most 5 % more than C":
 //
-//	go run ./internal/netperf/parity            # 5 repetitions of 5 s
-//	go run ./internal/netperf/parity -n 7 -l 10 -raw runs.jsonl
+//	go run ./internal/netperf/parity                  # quick: 9 × 2 s per cell, ~11 min
+//	go run ./internal/netperf/parity -mode thorough   # 16 × 3 s per cell, ~28 min
+//	go run ./internal/netperf/parity -n 9 -l 2 -tests TCP_RR,TCP_CRR -raw runs.jsonl
 //	go run ./internal/netperf/parity -report runs.jsonl   # re-make the table
 //
-// Runs are interleaved (for each repetition and test: Go→Go, C→C, Go→C,
-// C→Go, in an order that rotates between repetitions) and the table shows
-// medians, so a busy shared machine slows every pairing alike; compare
-// figures only within one run.
+// Runs are short and interleaved (for each repetition and test: Go→Go,
+// C→C, Go→C, C→Go, in an order that rotates between repetitions), so a
+// busy shared machine slows every pairing alike; compare figures only
+// within one run.
 //
 // The main figure is the combined client + server CPU time per unit (µs per
-// KB moved, or per transaction), taken from the two processes' own
-// accounting (the client's rusage, the server's /proc/PID/stat), so other
-// load on the machine is not charged to the test. For UDP_STREAM each side
-// is counted per KB it handled (sent, or received: datagrams get lost).
-// -pin places the processes: on a busy virtual machine a wake-up across
-// CPUs costs far more than one on the same CPU, which makes throughput
-// follow where the scheduler happened to put the two ends. netperf's own service
-// demand (-c, machine-wide /proc/stat) is shown beside it. The C netserver
-// runs with -f so that its tests are accounted to its own process (forked
-// children are reaped with SIGCHLD ignored, which loses their times).
+// KB moved, or per transaction), taken from the kernel's accounting of the
+// two processes themselves: the client's rusage from wait4 (all its
+// threads, µs), the server's process CPU clock (clock_gettime on the
+// PID's CPUCLOCK_SCHED clock: every thread, live or exited, in ns) read
+// before and after the run. Other load on the machine is not charged to
+// the test. For UDP_STREAM each side is counted per KB it handled (sent,
+// or received: datagrams get lost).
+//
+// Placement: by default (-pin split) every client runs on CPU 0 and every
+// server on CPU 1, C and Go alike (taskset on the whole process, so every
+// Go runtime thread is bound too). Unpinned, the scheduler moves the two
+// ends between CPUs, and whether they share one changes the cost of each
+// wake-up, and with it the CPU per unit, by far more than 5 %.
+//
+// On a machine busy with other work, -rt runs every client and server
+// SCHED_FIFO so that the other load cannot preempt them (stream senders
+// then hold their CPU for the test's length, leaving the kernel's 5 %
+// real-time reserve to the rest). Their own threads then share their CPU
+// differently too (a waking Go runtime thread waits for the data thread
+// to block instead of preempting it), so it is a tool for a noisy
+// machine, not the reference: the reference is a quiet machine without
+// -rt.
+//
+// The verdict: per repetition the ratio of a pairing's CPU per unit to
+// C→C's in the same repetition (runs minutes apart share little of the
+// machine's load); the table gives the median ratio and a 95 %
+// percentile-bootstrap confidence interval of it. "shown" means the whole
+// interval lies at or below 1.05; "dearer" means it lies above 1.05;
+// "not shown" means the repetitions cannot decide. netperf's own service
+// demand (-c, machine-wide /proc/stat) is shown beside it. The C
+// netserver runs with -f so that its tests are accounted to its own
+// process (forked children are reaped with SIGCHLD ignored, which loses
+// their times).
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -48,13 +74,15 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	reps := fs.Int("n", 5, "repetitions of every test and pairing")
-	length := fs.Int("l", 5, "test length in seconds (-l)")
+	mode := fs.String("mode", "quick", "defaults for -n and -l: quick (9 × 2 s, ~11 min for everything) or thorough (16 × 3 s, ~28 min)")
+	reps := fs.Int("n", 0, "repetitions of every test and pairing (default: the mode's)")
+	length := fs.Int("l", 0, "test length in seconds, netperf -l (default: the mode's)")
 	testsArg := fs.String("tests", strings.Join(testNames(), ","), "tests to run")
 	pairsArg := fs.String("pairs", "GG,CC,GC,CG", "client→server pairings: G = Go, C = C")
 	cDir := fs.String("c", "", "directory of the C netperf and netserver (default: $NETPERF_C_BIN's, else ../shared/netperf-c/bin)")
 	goDir := fs.String("go", "", "directory of the Go netperf and netserver (default: built from this module)")
-	pin := fs.String("pin", "", "CPU placement: \"\" (the scheduler's), \"same\" (client and server on CPU 0), \"split\" (client on CPU 0, server on CPU 1)")
+	pin := fs.String("pin", "split", "CPU placement: split (every client on CPU 0, every server on CPU 1), same (both on CPU 0) or none (the scheduler's)")
+	rt := fs.Bool("rt", false, "run every client and server SCHED_FIFO (chrt -f 10), so that other load on a busy machine cannot preempt them; it also changes how their threads share a CPU, so compare only runs made alike")
 	rawOut := fs.String("raw", "", "also write every run as a JSON line to this file")
 	reportIn := fs.String("report", "", "re-make the table from a -raw file instead of measuring")
 	if err := fs.Parse(args); err != nil {
@@ -81,11 +109,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if *pin != "" && *pin != "same" && *pin != "split" {
-		fmt.Fprintf(stderr, "parity: bad -pin %q\n", *pin)
+	switch *pin {
+	case "split", "same":
+	case "none", "":
+		*pin = ""
+	default:
+		fmt.Fprintf(stderr, "parity: bad -pin %q (want split, same or none)\n", *pin)
 		return 2
 	}
-	m, err := newMeasurer(*cDir, *goDir, *pin, stderr)
+	switch *mode {
+	case "quick":
+		*reps, *length = cmp.Or(*reps, 9), cmp.Or(*length, 2)
+	case "thorough":
+		*reps, *length = cmp.Or(*reps, 16), cmp.Or(*length, 3)
+	default:
+		fmt.Fprintf(stderr, "parity: bad -mode %q (want quick or thorough)\n", *mode)
+		return 2
+	}
+	if *reps < 1 || *length < 1 {
+		fmt.Fprintln(stderr, "parity: -n and -l must be at least 1")
+		return 2
+	}
+	m, err := newMeasurer(*cDir, *goDir, *pin, *rt, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "parity:", err)
 		return 1
@@ -101,7 +146,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		raw = f
 	}
-	meta := Meta{Start: time.Now(), Reps: *reps, Length: *length, LoadStart: loadAvg(), Kernel: kernel(), Pin: *pin}
+	meta := Meta{Start: time.Now(), Reps: *reps, Length: *length, LoadStart: loadAvg(), Kernel: kernel(), Pin: *pin, RT: *rt}
+	fmt.Fprintf(stderr, "parity: %d runs of %d s (%d repetitions × %d tests × %d pairings), about %s\n",
+		*reps*len(tests)*len(pairs), *length, *reps, len(tests), len(pairs),
+		(time.Duration(*reps*len(tests)*len(pairs)) * (time.Duration(*length)*time.Second + runOverhead)).Round(time.Minute))
 	enc := json.NewEncoder(raw)
 	_ = enc.Encode(Record{Meta: &meta})
 	var runs []Run
@@ -127,6 +175,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	report(stdout, meta, runs)
 	return 0
 }
+
+// runOverhead is roughly what a run costs beyond its -l seconds (process
+// starts, control connection, the end-of-test exchange), for the
+// estimate printed at the start.
+const runOverhead = 330 * time.Millisecond
 
 // Test is one netperf test with its options.
 type Test struct {
@@ -180,6 +233,7 @@ type Meta struct {
 	LoadStart, LoadEnd string
 	Kernel             string
 	Pin                string // CPU placement (-pin)
+	RT                 bool   // clients and servers ran SCHED_FIFO (-rt)
 }
 
 // Run is one netperf invocation's figures.
@@ -259,18 +313,24 @@ type measurer struct {
 	tmp     string
 	// clientCPU and serverCPU are the CPUs to pin to, "" for none.
 	clientCPU, serverCPU string
+	rt                   bool // run under chrt -f
 }
 
-// command runs bin on cpu (through taskset) when one is set.
-func command(cpu, bin string, args ...string) *exec.Cmd {
-	if cpu == "" {
-		return exec.Command(bin, args...)
+// command runs bin on cpu (through taskset) when one is set, SCHED_FIFO
+// (through chrt) with -rt.
+func (m *measurer) command(cpu, bin string, args ...string) *exec.Cmd {
+	argv := append([]string{bin}, args...)
+	if cpu != "" {
+		argv = append([]string{"taskset", "-c", cpu}, argv...)
 	}
-	return exec.Command("taskset", append([]string{"-c", cpu, bin}, args...)...)
+	if m.rt {
+		argv = append([]string{"chrt", "-f", "10"}, argv...)
+	}
+	return exec.Command(argv[0], argv[1:]...)
 }
 
-func newMeasurer(cDir, goDir, pin string, stderr io.Writer) (*measurer, error) {
-	m := &measurer{bin: map[byte]string{}, servers: map[byte]*server{}}
+func newMeasurer(cDir, goDir, pin string, rt bool, stderr io.Writer) (*measurer, error) {
+	m := &measurer{bin: map[byte]string{}, servers: map[byte]*server{}, rt: rt}
 	switch pin {
 	case "same":
 		m.clientCPU, m.serverCPU = "0", "0"
@@ -316,7 +376,7 @@ func newMeasurer(cDir, goDir, pin string, stderr io.Writer) (*measurer, error) {
 		if letter == 'C' {
 			args = append(args, "-f")
 		}
-		cmd := command(m.serverCPU, ns, args...)
+		cmd := m.command(m.serverCPU, ns, args...)
 		if err := cmd.Start(); err != nil {
 			m.close()
 			return nil, err
@@ -374,7 +434,7 @@ func (m *measurer) measure(t Test, pair string, rep, length int) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	cmd := command(m.clientCPU, m.bin[pair[0]], args...)
+	cmd := m.command(m.clientCPU, m.bin[pair[0]], args...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -444,31 +504,6 @@ func containsDashDash(a []string) bool {
 }
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-
-// procCPU returns a process's user + system CPU seconds, all threads.
-func procCPU(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the parenthesised command name; utime and stime are
-	// fields 14 and 15 of the whole line.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	ut, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bad /proc/%d/stat", pid)
-	}
-	return (ut + st) / clockTicks, nil
-}
-
-// clockTicks is USER_HZ, fixed at 100 on Linux.
-const clockTicks = 100
 
 func loadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
