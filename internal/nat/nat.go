@@ -14,7 +14,6 @@ package nat
 import (
 	"fmt"
 	"net/netip"
-	"sort"
 	"sync"
 
 	"sluice/internal/pool"
@@ -85,6 +84,12 @@ type Clock interface {
 type fragEntry struct {
 	s   *session
 	end int
+	// icmpErr: the first fragment was an ICMP error quoting a session's
+	// packet; the rest get the outer address which (0 source, 1
+	// destination) set to addr, as it had.
+	icmpErr bool
+	which   int
+	addr    netip.Addr
 }
 
 // usablePorts and mapBlockMinPort are IPFilter's USABLE_PORTS and
@@ -103,15 +108,17 @@ type rule struct {
 	orig, newA  addrOperand // simple LHS and RHS
 	nsrc, ndst  addrOperand // rewrite targets
 	seq         int
+	bucket      [2]int // in the outbound and inbound rule hash tables
 
 	snip     a128 // next source address (map) / rewrite source
 	dnip     a128 // next destination (rdr split, rewrite)
 	spnext   int
 	dpnext   int
 	stepnext int
-	started  bool // a rewrite session was allocated: step before the next
 	ppip     int
 	ippip    int
+	icmpID   bool // a map rule with icmpidmap (see ruleMatches)
+	notDst   bool // the to operand is negated (r.NotDst, unless dropped)
 	hits     uint64
 }
 
@@ -177,8 +184,10 @@ type NAT struct {
 	mu    sync.Mutex // guards everything below
 	cfg   Config
 	rules []*rule // file order, for listing
-	maps  []*rule // outbound rules in match order
-	rdrs  []*rule // inbound rules in match order
+	maps  []*rule // outbound rules in hash bucket order (rulehash.go)
+	rdrs  []*rule // inbound rules in hash bucket order
+	// mapMasks and rdrMasks are the masks the packet walks, per family.
+	mapMasks, rdrMasks [2][]int
 
 	sessions  map[key]*session
 	wild      []*session // proxy sessions with a source port still to learn
@@ -226,6 +235,7 @@ func (n *NAT) AddRules(f *ipnat.File) error {
 			return err
 		}
 		rl.seq = len(n.rules)
+		rl.place()
 		n.rules = append(n.rules, rl)
 		switch r.Type {
 		case ipnat.Rdr, ipnat.RewriteIn, ipnat.DivertIn:
@@ -237,17 +247,9 @@ func (n *NAT) AddRules(f *ipnat.File) error {
 			n.maps = append(n.maps, rl)
 		}
 	}
-	sortRules(n.maps, false)
-	sortRules(n.rdrs, true)
+	n.mapMasks = ruleMasks(n.maps, false)
+	n.rdrMasks = ruleMasks(n.rdrs, true)
 	return nil
-}
-
-// sortRules orders rules as IPFilter's hash walk finds them: longest
-// mask first, file order within a mask.
-func sortRules(rs []*rule, rdr bool) {
-	sort.SliceStable(rs, func(i, j int) bool {
-		return rs[i].maskFor(rdr) > rs[j].maskFor(rdr)
-	})
 }
 
 func (r *rule) maskFor(rdr bool) int {
@@ -270,13 +272,16 @@ func compile(r *ipnat.Rule) (*rule, error) {
 		rl.outIf = rl.inIf
 	}
 	rl.src, rl.dst = operand(r.Src, v6), operand(r.Dst, v6)
+	rl.notDst = r.NotDst
 	if r.Filter && r.ICMPIDMap && r.Type != ipnat.Rdr && !r.Type.IsRewrite() {
 		// IPFilter's parser keeps only the source of a from/to map
 		// rule with icmpidmap (printnat shows it in the short form):
-		// the destination matches any address.
+		// the destination matches any address, negated or not.
 		rl.dst = addrOperand{kind: ipnat.AddrNormal}
+		rl.notDst = false
 	}
 	rl.orig, rl.newA = operand(r.Orig, v6), operand(r.New, v6)
+	rl.icmpID = r.ICMPIDMap && r.Type != ipnat.Rdr && !r.Type.IsRewrite()
 	rl.nsrc, rl.ndst = operand(r.NewSrc, v6), operand(r.NewDst, v6)
 	if r.Type == ipnat.MapBlock && rl.orig.kind != ipnat.AddrNormal {
 		return nil, fmt.Errorf("%d:%d: map-block needs an address/mask", r.Pos.Line, r.Pos.Col)

@@ -37,6 +37,20 @@ type view struct {
 	fragOff, fragEnd int
 	ipid             uint32
 	resize           bool // the caller accepts a packet of another length
+	// cutPorts: a TCP header too short to be one (4-19 bytes) whose
+	// ports sport and dport are there; flags and l4 treat the packet
+	// as one without ports.
+	cutPorts bool
+	cutFrag  bool // a cut header's first fragment the rest follow
+}
+
+// cutAck is the acknowledgment number of a TCP header cut short, 0 when
+// it is not all there.
+func cutAck(l4 []byte) uint32 {
+	if len(l4) < 12 {
+		return 0
+	}
+	return binary.BigEndian.Uint32(l4[8:])
 }
 
 // fragKey identifies the fragments of one datagram (the IPv6 fragment
@@ -177,11 +191,29 @@ func parse(v *view, b []byte) bool {
 		if len(l4) < min {
 			v.flags = 0
 			v.l4 = -1
+			if v.proto == 6 && len(l4) >= 4 {
+				// A TCP header cut short (a first fragment of 8 or
+				// 16 bytes of it) still has its ports: IPFilter
+				// finds the packet's session by them (see check).
+				v.cutPorts = true
+				v.sport = binary.BigEndian.Uint16(l4)
+				v.dport = binary.BigEndian.Uint16(l4[2:])
+				// A first fragment holding its flags (14 bytes or
+				// more) whose header IPFilter does not call bad
+				// starts a fragment entry: the rest follows it.
+				v.cutFrag = len(l4) >= 14 && l4[12]>>4 >= 5 &&
+					!packet.TCPFlagsBad(l4[13], 0, cutAck(l4))
+			}
 			return true
 		}
 		v.sport = binary.BigEndian.Uint16(l4)
 		v.dport = binary.BigEndian.Uint16(l4[2:])
 	case 1, 58:
+		if (v.proto == 58) != v.v6 {
+			// ICMP in IPv6 or ICMPv6 in IPv4: a protocol like any
+			// other to IPFilter, which reads neither's header there.
+			return true
+		}
 		if len(l4) < 8 {
 			v.l4 = -1
 			return true

@@ -3,6 +3,7 @@ package nat
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 
 	"sluice/internal/packet"
 
@@ -90,15 +91,36 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 	if v.fragBody {
 		// Fragments after the first carry no ports: they follow the
 		// session their first fragment used, and never start one.
-		fe := n.frags[v.fragKey()]
-		if fe.s == nil || v.fragOff < fe.end {
+		fe, ok := n.frags[v.fragKey()]
+		if !ok || v.fragOff < fe.end {
 			// Unknown, or overlapping the first fragment: IPFilter's
 			// cache does not match it (ipf_frag_lookup).
 			return pkt, NoMatch
 		}
+		if fe.icmpErr {
+			v.setAddr(fe.which, fe.addr)
+			return pkt, Translated
+		}
 		b, r := n.apply(fe.s, &v, dir)
 		setTag(got, fe.s, r)
 		return b, r
+	}
+	if v.cutPorts {
+		// IPFilter looks a TCP packet whose header is cut short up by
+		// the ports it has (fin_data), and translates only its
+		// addresses (no port, no TCP checksum: the header is not
+		// whole); the fragments after it follow it only when it holds
+		// flags IPFilter does not call bad (cutFrag).
+		// Without a session it is a packet without ports.
+		if s := n.lookup(dir, &v, ifname); s != nil {
+			if v.cutFrag {
+				n.noteFrag(&v, s)
+			}
+			b, r := n.apply(s, &v, dir)
+			setTag(got, s, r)
+			return b, r
+		}
+		v.sport, v.dport = 0, 0
 	}
 	if s := n.lookup(dir, &v, ifname); s != nil {
 		n.noteFrag(&v, s)
@@ -113,39 +135,53 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 			return b, r
 		}
 	}
-	rules := n.maps
+	rules, masks, side, addr := n.maps, &n.mapMasks, 0, v.src
 	if dir == In {
-		rules = n.rdrs
+		rules, masks, side, addr = n.rdrs, &n.rdrMasks, 1, v.dst
 	}
+	fam := 0
+	if v.v6 {
+		fam = 1
+	}
+	a := fromAddr(addr)
 	failed := false
-	for _, r := range rules {
-		if !n.ruleMatches(r, &v, ifname, tag, dir) {
-			continue
-		}
-		if r.No {
+	// IPFilter's hash walk (rulehash.go): each mask of the family,
+	// longest first, tries the rules of the bucket the address falls in
+	// under it, in the order they were added. A "no" rule or a session
+	// ends the walk; a rule that matched but could not make a session
+	// lets it go on.
+walk:
+	for _, m := range masks[fam] {
+		h := lookupBucket(a.and(prefixMask(m, v.v6)), v.v6)
+		for _, r := range rules {
+			if r.bucket[side] != h || !n.ruleMatches(r, &v, ifname, tag, dir) {
+				continue
+			}
+			if r.No {
+				r.hits++
+				break walk
+			}
+			s, move := n.newSession(r, &v, ifname, dir)
+			if s == nil {
+				failed = true
+				continue
+			}
+			n.noteFrag(&v, s)
+			out, res := n.apply(s, &v, dir)
+			if res == Failed {
+				// The first packet could not be rewritten (divert without
+				// room): the session must not outlive it.
+				n.unlink(s)
+				n.active = n.active[:len(n.active)-1]
+				return pkt, Failed
+			}
 			r.hits++
-			break
+			if r.RoundRobin && move {
+				n.rotate(r, dir)
+			}
+			setTag(got, s, res)
+			return out, res
 		}
-		s, move := n.newSession(r, &v, ifname, dir)
-		if s == nil {
-			failed = true
-			continue
-		}
-		n.noteFrag(&v, s)
-		out, res := n.apply(s, &v, dir)
-		if res == Failed {
-			// The first packet could not be rewritten (divert without
-			// room): the session must not outlive it.
-			n.unlink(s)
-			n.active = n.active[:len(n.active)-1]
-			return pkt, Failed
-		}
-		r.hits++
-		if r.RoundRobin && move {
-			n.rotate(r, dir)
-		}
-		setTag(got, s, res)
-		return out, res
 	}
 	if failed {
 		return pkt, Failed
@@ -162,6 +198,19 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	if !v.moreFrags {
 		return
 	}
+	// IPFilter makes no fragment entry for a TCP first fragment whose
+	// header it calls bad (flags such as URG without an urgent
+	// pointer, or FIN without ACK; a data offset below 20): the rest
+	// of that datagram is not translated.
+	if v.proto == 6 && v.l4 >= 0 && tcpHeaderBad(packet.TCP(v.b[v.l4:v.l4+v.l4len])) {
+		return
+	}
+	n.addFrag(v.fragKey(), fragEntry{s: s, end: v.fragEnd})
+	s.hasFrags = true
+}
+
+// addFrag enters a first fragment's entry for the fragments that follow.
+func (n *NAT) addFrag(k fragKey, fe fragEntry) {
 	if n.frags == nil {
 		n.frags = make(map[fragKey]fragEntry)
 	}
@@ -173,25 +222,20 @@ func (n *NAT) noteFrag(v *view, s *session) {
 			break
 		}
 	}
-	n.frags[v.fragKey()] = fragEntry{s, v.fragEnd}
-	s.hasFrags = true
+	n.frags[k] = fe
 }
 
-// rotate moves a round-robin rule behind the other rules of its mask.
+// rotate moves a round-robin rule behind the other rules of its hash
+// bucket, as IPFilter takes it out of its table and adds it again: the
+// end of the list, since the walk looks at one bucket at a time.
 func (n *NAT) rotate(r *rule, dir Direction) {
 	list := n.maps
 	if dir == In {
 		list = n.rdrs
 	}
-	m := r.maskFor(dir == In)
-	i := 0
-	for list[i] != r {
-		i++
-	}
-	for i+1 < len(list) && list[i+1].maskFor(dir == In) == m {
-		list[i], list[i+1] = list[i+1], list[i]
-		i++
-	}
+	i := slices.Index(list, r)
+	copy(list[i:], list[i+1:])
+	list[len(list)-1] = r
 }
 
 func ifMatch(rule, pkt string) bool {
@@ -247,28 +291,40 @@ func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) b
 	if dir == Out && !ifMatch(r.outIf, ifname) || dir == In && !ifMatch(r.inIf, ifname) {
 		return false
 	}
-	if !(r.TCP && r.UDP) && r.Proto != 0 && int(v.proto) != r.Proto {
-		return false
-	}
 	rf := 0
-	if r.TCP {
-		rf |= flagTCP
-	}
-	if r.UDP {
-		rf |= flagUDP
-	}
-	if r.ICMPQuery {
-		rf |= flagICMPQuery
-	}
-	if rf != 0 && rf&v.flags == 0 {
-		return false
+	if r.icmpID {
+		// IPFilter's icmpidmap gives the rule the protocol ICMP (1)
+		// whatever protocol it names, and no need for a query: it
+		// takes ICMP errors and other types too (their addresses
+		// alone are translated, a query's id is mapped). An IPv6 one
+		// matches no ICMPv6 packet, only IPv6 packets of protocol 1,
+		// which carry no ICMP query for IPv6.
+		if v.proto != 1 {
+			return false
+		}
+	} else {
+		if !(r.TCP && r.UDP) && r.Proto != 0 && int(v.proto) != r.Proto {
+			return false
+		}
+		if r.TCP {
+			rf |= flagTCP
+		}
+		if r.UDP {
+			rf |= flagUDP
+		}
+		if r.ICMPQuery {
+			rf |= flagICMPQuery
+		}
+		if rf != 0 && rf&v.flags == 0 {
+			return false
+		}
 	}
 	if v.fragBody && rf&flagTCPUDP != 0 {
 		return false
 	}
 	switch {
 	case r.Filter:
-		if n.operandMatch(r.src, v.src) == r.NotSrc || n.operandMatch(r.dst, v.dst) == r.NotDst {
+		if n.operandMatch(r.src, v.src) == r.NotSrc || n.operandMatch(r.dst, v.dst) == r.notDst {
 			return false
 		}
 		if r.IsTCPUDP() && (!r.SrcPort.Match(int(v.sport)) || !r.DstPort.Match(int(v.dport))) {
@@ -745,74 +801,113 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 	return true, move
 }
 
-// stepAddr advances a rewrite address pool; it reports false when the
-// operand is fixed (nothing to step).
-func stepAddr(o addrOperand, cur *a128, v6 bool) bool {
+// rewriteStepsAddr reports whether a rewrite target is a pool
+// IPFilter's odometer steps: not 0/0 (keep), not 0/32 (the interface's
+// address), not a single host, not a destination list.
+func rewriteStepsAddr(o addrOperand, v6 bool) bool {
+	switch o.kind {
+	case ipnat.AddrRange:
+		return true
+	case ipnat.AddrNormal:
+		return !o.m.isZero() && !o.m.allOnes(v6)
+	}
+	return false
+}
+
+// stepAddr advances a rewrite address pool to its next address. IPFilter
+// (ipf_nat_nextaddr) never wraps it and walks on past the pool's last
+// address into whatever follows; Sluice goes back to the pool's first
+// address there (docs/ipfilter-differences.md C18).
+func stepAddr(o addrOperand, cur *a128, v6 bool) {
 	switch o.kind {
 	case ipnat.AddrRange:
 		*cur = cur.add(1)
 		if o.m.less(*cur) {
 			*cur = o.a
 		}
-		return true
 	case ipnat.AddrNormal:
-		if o.m.isZero() || o.m.allOnes(v6) {
-			return false
-		}
 		nxt := cur.add(1)
 		if nxt.and(o.m) != o.a {
 			nxt = o.a.add(1)
 		}
 		*cur = nxt
-		return true
 	}
-	return false
 }
 
-func stepPort(cur *int, lo, hi int) bool {
-	if lo == 0 || lo == hi {
-		return false
-	}
+// stepPort advances a rewrite port (in_spnext, in_dpnext) as IPFilter
+// does, whether or not the rule gave a range: with none (0-0) it stays 0.
+func stepPort(cur *int, lo, hi int) {
 	*cur++
 	if *cur > hi {
 		*cur = lo
 	}
-	return true
 }
 
-// newRewrite builds the 4-tuple of a rewrite (or divert) session. Each
-// new session advances the allocation odometer by one steppable field
-// (source address, source port, destination address, destination port,
-// in turn), and further on collisions.
+// rewriteTries is how many 4-tuples a new rewrite session tries before it
+// fails: IPFilter's ipf_nat_newrewrite gives up on the twentieth clash
+// (found against its ipftest: the odometer's state after a failed
+// session shows how many steps it took).
+const rewriteTries = 20
+
+// Rewrite odometer positions (in_stepnext): the field a new session
+// steps next.
+const (
+	stepSrcAddr = iota
+	stepSrcPort
+	stepDstAddr
+	stepDstPort
+)
+
+// newRewrite builds the 4-tuple of a rewrite (or divert) session with
+// IPFilter's allocation odometer (ipf_nat_newrewrite). Each try takes the
+// current source address, source port, destination address and
+// destination port of the rule, and steps at most one of them, the one
+// stepnext points at: the source address and the destination port step
+// whenever their turn comes (after use), the source port and the
+// destination address only on a retry after a clash. A fixed address
+// (single host, 0/0, 0/32) passes its turn on; a fixed port (",port =")
+// moves the turn past the destination address (source port) or back to
+// the source address (destination port), and a packet without ports
+// (not TCP, UDP or an ICMP query) passes both port turns on. A turn the
+// rule cannot take otherwise (no port range) is held until a clash. The
+// session fails after rewriteTries clashes, or at once on a clash when no field
+// can step.
 func (n *NAT) newRewrite(r *rule, v *view, s *session) bool {
 	v6 := r.v6
 	tcpudp := v.flags&flagTCPUDP != 0
-	for tries := 0; tries < 4*(len(n.active)+2); tries++ {
-		if r.started || tries > 0 {
-			for k := 0; k < 4; k++ {
-				f := r.stepnext % 4
-				r.stepnext = f + 1
-				var stepped bool
-				switch f {
-				case 0:
-					stepped = stepAddr(r.nsrc, &r.snip, v6)
-				case 1:
-					stepped = tcpudp && stepPort(&r.spnext, r.SPMin, r.SPMax)
-				case 2:
-					stepped = stepAddr(r.ndst, &r.dnip, v6)
-				case 3:
-					stepped = tcpudp && stepPort(&r.dpnext, r.DPMin, r.DPMax)
-				}
-				if stepped {
-					break
-				}
-			}
+	ports := v.flags&(flagTCPUDP|flagICMPQuery) != 0
+	srcSearch, dstSearch := rewriteStepsAddr(r.nsrc, v6), rewriteStepsAddr(r.ndst, v6)
+	for l := 0; ; l++ {
+		clash := l > 0 // the previous try's tuple exists (natl != NULL)
+		if !srcSearch && r.spnext == 0 && !dstSearch && r.dpnext == 0 && l > 0 {
+			return false
 		}
-		r.started = true
+		changed := false
 		s.nsrc, s.ndst = v.src, v.dst
 		s.nsport, s.ndport = v.sport, v.dport
 		if !r.nsrc.m.isZero() || r.nsrc.kind != ipnat.AddrNormal {
 			s.nsrc = r.snip.addr(v6)
+		}
+		if !srcSearch {
+			if r.stepnext == stepSrcAddr {
+				r.stepnext = stepSrcPort
+			}
+		} else if r.stepnext == stepSrcAddr {
+			stepAddr(r.nsrc, &r.snip, v6)
+			r.stepnext++
+			changed = true
+		}
+		if ports {
+			if tcpudp && r.spnext != 0 {
+				s.nsport = uint16(r.spnext)
+			}
+			if r.stepnext == stepSrcPort && !changed && clash {
+				stepPort(&r.spnext, r.SPMin, r.SPMax)
+				r.stepnext++
+				changed = true
+			}
+		} else {
+			r.stepnext = stepDstAddr
 		}
 		switch {
 		case r.ndst.kind == ipnat.AddrLookup:
@@ -831,14 +926,27 @@ func (n *NAT) newRewrite(r *rule, v *view, s *session) bool {
 		case !r.ndst.m.isZero() || r.ndst.kind != ipnat.AddrNormal:
 			s.ndst = r.dnip.addr(v6)
 		}
-		if tcpudp {
-			if r.SPMin != 0 {
-				s.nsport = uint16(r.spnext)
+		if !dstSearch {
+			if r.stepnext == stepDstAddr {
+				r.stepnext = stepDstPort
 			}
-			if r.DPMin != 0 {
+		} else if r.stepnext == stepDstAddr && !changed && clash {
+			stepAddr(r.ndst, &r.dnip, v6)
+			r.stepnext++
+			changed = true
+		}
+		if ports {
+			if tcpudp && r.dpnext != 0 {
 				s.ndport = uint16(r.dpnext)
 			}
+			if r.stepnext == stepDstPort && !changed {
+				stepPort(&r.dpnext, r.DPMin, r.DPMax)
+				r.stepnext++
+			}
+		} else if r.stepnext == stepDstPort {
+			r.stepnext = stepSrcAddr
 		}
+		r.stepnext &= 3
 		k := key{In, v.proto, s.ndst, s.nsrc, s.ndport, s.nsport}
 		if s.dir == In {
 			k.dir = Out
@@ -850,8 +958,10 @@ func (n *NAT) newRewrite(r *rule, v *view, s *session) bool {
 			s.dstList.Release(s.dstIdx)
 			s.dstList = nil
 		}
+		if l >= rewriteTries-1 {
+			return false
+		}
 	}
-	return false
 }
 
 // icmpError translates an ICMP error whose embedded packet belongs to a
@@ -898,14 +1008,25 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	}
 	// The outer header is translated as a packet of the session going
 	// this way would be (ipf_nat_in/ipf_nat_out after icmperror).
+	fe := fragEntry{s: s, icmpErr: true} // goes with the session
 	switch {
 	case dir == In:
-		v.setAddr(1, e.src)
+		fe.which, fe.addr = 1, e.src
 	case s.dir == Out:
-		v.setAddr(0, s.nsrc)
+		fe.addr = s.nsrc
 	default:
-		v.setAddr(0, s.odst)
+		fe.addr = s.odst
 	}
+	if v.moreFrags {
+		// An error sent as a first fragment: the rest of its datagram
+		// gets the same outer header (IPFilter starts a fragment entry
+		// for it too, but then translates the rest by the session,
+		// docs/ipfilter-differences.md C19).
+		fe.end = v.fragEnd
+		n.addFrag(v.fragKey(), fe)
+		s.hasFrags = true
+	}
+	v.setAddr(fe.which, fe.addr)
 	return Translated
 }
 
@@ -986,4 +1107,10 @@ func ipfFixIncksum(cksum uint16, n uint32) uint16 {
 	sum = sum>>16 + sum&0xffff
 	sum = sum>>16 + sum&0xffff
 	return ^uint16(sum)
+}
+
+// tcpHeaderBad reports a whole TCP header IPFilter marks bad
+// (ipf_pr_tcpcommon).
+func tcpHeaderBad(t packet.TCP) bool {
+	return t.DataOffset() < packet.TCPMinimumSize || packet.TCPFlagsBad(t.Flags(), t.UrgentPointer(), t.AckNumber())
 }

@@ -15,11 +15,20 @@ import (
 // being left alone on both sides:
 //   - IPv6 fragments after the first follow the first fragment's session
 //     (by the fragment header's id), outbound and for the replies;
+//   - IPv4 and IPv6 fragments that overlap their datagram's first
+//     fragment follow no session (IPFilter's fragment cache refuses them);
 //   - an ICMP error too short to quote an IP header is translated as a
 //     plain packet (IPv4 and IPv6);
 //   - an IPv6 extension header cut short by the end of the datagram
 //     leaves a packet without L4 header whose addresses are translated;
-//     a cut fragment header leaves it alone.
+//     a cut fragment header leaves it alone;
+//   - a TCP header cut short (4-19 bytes) finds its session by its ports
+//     and has only its addresses translated; without one it is a packet
+//     without ports;
+//   - the rest of an ICMP error sent as a first fragment gets the outer
+//     header its first fragment got;
+//   - a TCP first fragment IPFilter calls bad (URG without an urgent
+//     pointer) starts no fragment entry.
 func TestPrivilegedDifferentialEdges(t *testing.T) {
 	h := newHarness(t)
 	v6 := func(src, dst string, next uint8, payload []byte) []byte {
@@ -28,6 +37,7 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 	v4 := func(src, dst string, proto uint8, payload []byte) []byte {
 		return pt.V4{Src: src, Dst: dst, Proto: proto, TTL: 64, Payload: payload}.Bytes()
 	}
+	syn := pt.TCP{SrcPort: 1000, DstPort: 80, Seq: 1, Flags: 2, Win: 8192}
 	data := make([]byte, 16)
 	for i := range data {
 		data[i] = byte(i)
@@ -49,6 +59,22 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			{out: false, iface: "nic0", b: v6("2001:db8:9::9", "2001:db8::1", 44, pt.Cat(pt.Frag(17, 0, true, 99), pt.UDP(53, 5000, data, false)))},
 			{out: false, iface: "nic0", b: v6("2001:db8:9::9", "2001:db8::1", 44, pt.Cat(pt.Frag(17, 24, false, 99), data))},
 		}, 5},
+		{"v4 fragments overlapping the first", "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap udp 5000:5010 sequential\n", []randPkt{
+			// the first fragment holds 24 bytes (UDP header and 16)
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 7, FlagsOff: 0x2000,
+				Payload: pt.UDP(1000, 53, data, false)}.Bytes()},
+			// one starting at 16 overlaps it: left alone
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 7, FlagsOff: 0x2000 | 2,
+				Payload: data}.Bytes()},
+			// one starting at 24 follows it
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 7, FlagsOff: 3,
+				Payload: data}.Bytes()},
+		}, 2},
+		{"v6 fragments overlapping the first", "map nic0 fd00::/16 -> 2001:db8::1/128 portmap udp 5000:5010 sequential\n", []randPkt{
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 0, true, 77), pt.UDP(1000, 53, data, false)))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 16, true, 77), data))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 24, false, 77), data))},
+		}, 2},
 		{"short ICMP errors", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\nmap nic0 fd00::/16 -> 2001:db8::1/128\n", []randPkt{
 			// 8 bytes quoted: less than an IPv4 header
 			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 1, pt.ICMP(3, 3, 0, data[:8]))},
@@ -67,6 +93,53 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			{out: true, iface: "nic0", b: v6("fd00::7", "2001:db8:9::9", 43, pt.Cat(pt.Routing(6, 2, 0, 0)[:8], data[:4]))},
 			// a fragment header of 4 bytes: left alone
 			{out: true, iface: "nic0", b: v6("fd00::8", "2001:db8:9::9", 44, data[:4])},
+		}, 3},
+		{"cut TCP headers", "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp 40000:40010\n", []randPkt{
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
+			// a first fragment with 8 bytes of the header: the
+			// session's addresses, its ports as they are
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 7, FlagsOff: 0x2000,
+				Payload: syn.Bytes()[:8]}.Bytes()},
+			// the rest of it: no fragment entry to follow
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 7, FlagsOff: 1,
+				Payload: syn.Bytes()[8:]}.Bytes()},
+			// 16 bytes, not a fragment
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes()[:16])},
+			// 16 bytes of a header with good flags: the rest follows it
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 13, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 1000, DstPort: 80, Flags: 0x18, Ack: 1, Win: 8192}.Bytes()[:16]}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 13, FlagsOff: 2,
+				Payload: data[:8]}.Bytes()},
+			// a reply cut short, to the mapped port
+			{out: false, iface: "nic0", b: pt.V4{Src: "2.2.2.2", Dst: "1.1.1.1", Proto: 6, TTL: 64, ID: 8, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 80, DstPort: 40000, Flags: 0x12, Win: 8192}.Bytes()[:8]}.Bytes()},
+			// other ports: no session, and the rule wants whole headers
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, pt.TCP{SrcPort: 1001, DstPort: 80, Flags: 2}.Bytes()[:8])},
+		}, 6},
+		{"ICMP error fragments", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
+			// an error about it sent as a first fragment, and the rest
+			// of its datagram: the same outer header for both
+			{out: false, iface: "nic0", b: pt.V4{Src: "3.3.3.3", Dst: "1.1.1.1", Proto: 1, TTL: 64, ID: 9, FlagsOff: 0x2000,
+				Payload: pt.ICMP(3, 3, 0, pt.Cat(v4("1.1.1.1", "2.2.2.2", 6, syn.Bytes())[:28], data))}.Bytes()},
+			{out: false, iface: "nic0", b: pt.V4{Src: "3.3.3.3", Dst: "1.1.1.1", Proto: 1, TTL: 64, ID: 9, FlagsOff: 7,
+				Payload: data}.Bytes()},
+			// another datagram's rest: nothing to follow
+			{out: false, iface: "nic0", b: pt.V4{Src: "3.3.3.3", Dst: "1.1.1.1", Proto: 1, TTL: 64, ID: 10, FlagsOff: 7,
+				Payload: data}.Bytes()},
+		}, 3},
+		{"bad TCP first fragments", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			// URG without an urgent pointer: translated, but the rest of
+			// its datagram finds no fragment entry
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 11, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 1002, DstPort: 80, Flags: 0x20, Win: 8192}.Bytes()}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 11, FlagsOff: 3,
+				Payload: data[:8]}.Bytes()},
+			// an ACK: its rest follows it
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 12, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 1003, DstPort: 80, Flags: 0x10, Win: 8192}.Bytes()}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 12, FlagsOff: 3,
+				Payload: data[:8]}.Bytes()},
 		}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {

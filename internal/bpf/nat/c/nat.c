@@ -154,12 +154,20 @@ struct {
 	__type(value, struct nat_fast6);
 } fast6 SEC(".maps");
 
-/* First fragments' sessions: the entry key later fragments follow. */
+/* First fragments' sessions: the entry key later fragments follow, and
+ * where the first fragment's data ends (a fragment starting before it
+ * overlaps the first and follows no session, as in IPFilter's cache). */
+struct nat_frag {
+	struct nat_key k;
+	__u32 end;
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, NAT_FRAG_ENTRIES);
 	__type(key, struct nat_frag_key);
-	__type(value, struct nat_key);
+	__type(value, struct nat_frag);
 } frags SEC(".maps");
 
 struct {
@@ -231,13 +239,17 @@ struct pkt {
 	__u16 l4len;   /* bytes from l4off to the end of the datagram */
 	__u16 csumoff; /* L4 checksum to patch, 0: none */
 	__u8 udp0;     /* UDP with a zero checksum field */
-	__u8 pad0;
-	__u16 pad1;
+	__u8 cut;      /* a TCP header cut short (4-19 bytes): no L4, its ports in sport/dport */
+	__u8 tcpbad;   /* a TCP header IPFilter calls bad: a first fragment makes no frag entry */
+	__u8 pad1;
 	__u32 ipid;
 	__u32 len;     /* bytes from l3off to the end of the buffer */
 	__u32 ifindex;
 	__u8 dir;
-	__u8 pad[3];
+	__u8 pad;
+	__u16 fragend; /* first fragments: where their data ends (bytes) */
+	__u16 fragoff; /* fragment bodies: where their data starts (bytes) */
+	__u16 pad2;
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -390,6 +402,7 @@ struct work {
 	struct nat_key k;
 	struct nat_key k2;
 	struct nat_frag_key fk;
+	struct nat_frag fv;
 	struct nat_tuple t;
 	struct sticky_ctx sc;
 	struct nat_fkey fk4;
@@ -676,6 +689,33 @@ static __always_inline int icmp6_error(__u8 t)
 	return t >= 1 && t <= 4;
 }
 
+/* tcp_bad is packet.TCPFlagsBad and a data offset below 20: a TCP header
+ * IPFilter marks bad (ipf_pr_tcpcommon). */
+static __always_inline int tcp_flags_bad(__u8 f, __u16 urp, int ack)
+{
+	if ((f & 0x20) && !urp)
+		return 1; /* URG without an urgent pointer */
+	if ((f & 0x03) && (f & 0x14) == 0x04)
+		return 1; /* SYN or FIN with RST and no ACK */
+	if ((f & 0x02) && (f & 0x28))
+		return 1; /* SYN with URG or PSH */
+	if (!(f & 0x10)) {
+		if (f == 0x02 && ack)
+			return 0;
+		if (!(f & 0x06))
+			return 1;
+		return !!(f & 0x29);
+	}
+	return 0;
+}
+
+static __always_inline int tcp_bad(const __u8 *t)
+{
+	if ((t[12] >> 4) < 5)
+		return 1;
+	return tcp_flags_bad(t[13], (__u16)t[18] << 8 | t[19], t[8] | t[9] | t[10] | t[11]);
+}
+
 /* parse_l4 reads the transport header at p->l4off (when there is one) the
  * way the engine's parse does. Returns 0 when the bytes are not in the
  * linear part of the buffer (the caller pulls and retries). */
@@ -694,6 +734,27 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 
 		if (p->l4len < min) {
 			p->l4off = 0;
+			if (p->proto == IPPROTO_TCP && p->l4len >= 4) {
+				/* a TCP header cut short still has its ports:
+				 * the packet finds its session by them, and
+				 * only its addresses are translated (the
+				 * engine's cutPorts) */
+				if ((void *)(l4 + 4) > end)
+					return 0;
+				p->sport = *(__u16 *)l4;
+				p->dport = *(__u16 *)(l4 + 2);
+				p->cut = 1;
+				/* a first fragment holding its flags that IPFilter
+				 * does not call bad starts a fragment entry (the
+				 * engine's cutFrag) */
+				p->tcpbad = 1;
+				if (p->l4len >= 14) {
+					if ((void *)(l4 + 14) > end)
+						return 0;
+					p->tcpbad = (l4[12] >> 4) < 5 ||
+						    tcp_flags_bad(l4[13], 0, l4[8] | l4[9] | l4[10] | l4[11]);
+				}
+			}
 			return 1;
 		}
 		if ((void *)(l4 + 20) > end && (void *)(l4 + min) > end)
@@ -708,6 +769,7 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 				return 0;
 			p->tcpflags = l4[13];
 			p->csumoff = off + 16;
+			p->tcpbad = tcp_bad(l4);
 		} else if (*(__u16 *)(l4 + 6) != 0 || p->family == 6) {
 			p->csumoff = off + 6;
 			p->udp0 = *(__u16 *)(l4 + 6) == 0;
@@ -716,6 +778,10 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 	}
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6:
+		/* ICMP in IPv6 or ICMPv6 in IPv4: a protocol like any other
+		 * (the engine's parse) */
+		if ((p->proto == IPPROTO_ICMPV6) != (p->family == 6))
+			return 1;
 		if (p->l4len < 8) {
 			p->l4off = 0;
 			return 1;
@@ -781,6 +847,7 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 		c->off += ((__u32)h[1] + 1) * 8;
 		return 0;
 	case 44: {
+		struct work *w;
 		__u8 f[8];
 
 		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, f, 8) < 0) {
@@ -792,6 +859,14 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 		c->id = (__u32)f[4] << 24 | (__u32)f[5] << 16 | (__u32)f[6] << 8 | f[7];
 		c->more = f[3] & 1;
 		c->nh = f[0];
+		/* where the fragment's data starts and ends, in the packet
+		 * being parsed (here: the walk's context is on the stack of
+		 * a deep call chain) */
+		w = get_work();
+		if (w) {
+			w->p.fragoff = ((__u16)f[2] << 8 | f[3]) & 0xfff8;
+			w->p.fragend = w->p.fragoff + c->end - (c->off + 8);
+		}
 		if (((__u16)f[2] << 8 | f[3]) & 0xfff8) {
 			c->frag = 1;
 			c->done = 1;
@@ -1451,16 +1526,23 @@ static __always_inline int rule_matches(const struct nat_rule *r, const struct p
 		return 0;
 	if (ifx && ifx != p->ifindex)
 		return 0;
-	if (!((f & RF_TCP) && (f & RF_UDP)) && r->proto && p->proto != r->proto)
-		return 0;
-	if (f & RF_TCP)
-		rf |= PF_TCP;
-	if (f & RF_UDP)
-		rf |= PF_UDP;
-	if (f & RF_ICMPQ)
-		rf |= PF_ICMPQ;
-	if (rf && !(rf & p->pflags))
-		return 0;
+	if (f & RF_ICMPIDMAP) {
+		/* icmpidmap makes the rule's protocol ICMP (1), even in IPv6,
+		 * queries or not (the engine's icmpID) */
+		if (p->proto != IPPROTO_ICMP)
+			return 0;
+	} else {
+		if (!((f & RF_TCP) && (f & RF_UDP)) && r->proto && p->proto != r->proto)
+			return 0;
+		if (f & RF_TCP)
+			rf |= PF_TCP;
+		if (f & RF_UDP)
+			rf |= PF_UDP;
+		if (f & RF_ICMPQ)
+			rf |= PF_ICMPQ;
+		if (rf && !(rf & p->pflags))
+			return 0;
+	}
 	if (p->fragbody && (rf & PF_TCPUDP))
 		return 0;
 	if (f & RF_FILTER) {
@@ -2059,43 +2141,48 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	return move ? 3 : 1;
 }
 
-/* The rewrite odometer steps one of four fields per session. */
-static __always_inline int step_addr(const struct nat_op *o, __u64 *cur, int v6)
+/* The rewrite odometer (the engine's newRewrite, IPFilter's
+ * ipf_nat_newrewrite): each try takes the rule's current source address,
+ * source port, destination address and destination port and steps at
+ * most one of them, the one stepnext points at. */
+#define REWRITE_TRIES 20 /* the engine's rewriteTries */
+
+/* rw_steps reports whether a rewrite target is a pool the odometer steps
+ * (not 0/0, 0/32, a single host or a destination list). */
+static __always_inline int rw_steps(const struct nat_op *o, int v6)
+{
+	struct a128 m = op_m(o);
+
+	if (o->kind == AK_RANGE)
+		return 1;
+	return o->kind == AK_NORMAL && !a_zero(m) && !a_ones(m, v6);
+}
+
+/* step_addr moves a pool to its next address, back to the first after
+ * the last (IPFilter walks on past it: docs/ipfilter-differences.md C18). */
+static __always_inline void step_addr(const struct nat_op *o, __u64 *cur)
 {
 	struct a128 c = { cur[0], cur[1] };
 
+	c = a_add(c, 1);
 	if (o->kind == AK_RANGE) {
-		c = a_add(c, 1);
 		if (a_less(op_m(o), c))
 			c = op_a(o);
-	} else if (o->kind == AK_NORMAL) {
-		struct a128 m = op_m(o), nx;
-
-		if (a_zero(m) || a_ones(m, v6))
-			return 0;
-		nx = a_add(c, 1);
-		if (!a_eq(a_and(nx, m), op_a(o)))
-			nx = a_add(op_a(o), 1);
-		c = nx;
-	} else {
-		return 0;
+	} else if (!a_eq(a_and(c, op_m(o)), op_a(o))) {
+		c = a_add(op_a(o), 1);
 	}
 	cur[0] = c.hi;
 	cur[1] = c.lo;
-	return 1;
 }
 
-static __always_inline int step_port(__s32 *cur, __u16 lo, __u16 hi)
+static __always_inline void step_port(__s32 *cur, __u16 lo, __u16 hi)
 {
-	if (lo == 0 || lo == hi)
-		return 0;
 	(*cur)++;
 	if (*cur > hi)
 		*cur = lo;
-	return 1;
 }
 
-static long rewrite_step(__u32 tries, void *unused)
+static long rewrite_step(__u32 l, void *unused)
 {
 	struct work *w = get_work();
 	struct alloc *a;
@@ -2103,7 +2190,7 @@ static long rewrite_step(__u32 tries, void *unused)
 	struct nat_rstate *rs;
 	struct pkt *p;
 	struct nat_key k;
-	int v6, tcpudp;
+	int v6, tcpudp, ports, srcs, dsts, changed = 0;
 
 	if (!w)
 		return 1;
@@ -2113,35 +2200,14 @@ static long rewrite_step(__u32 tries, void *unused)
 	rs = rstate_at(a->slot, a->idx);
 	if (!r || !rs)
 		return 1;
-	if (tries >= a->tries)
-		return 1;
 	v6 = p->family == 6;
 	tcpudp = p->pflags & PF_TCPUDP;
-	if (rs->started || tries > 0) {
-		for (int i = 0; i < 4; i++) {
-			__u32 f = (__u32)rs->stepnext % 4;
-			int stepped = 0;
-
-			rs->stepnext = f + 1;
-			switch (f) {
-			case 0:
-				stepped = step_addr(&r->nsrc, rs->snip, v6);
-				break;
-			case 1:
-				stepped = tcpudp && step_port(&rs->spnext, r->spmin, r->spmax);
-				break;
-			case 2:
-				stepped = step_addr(&r->ndst, rs->dnip, v6);
-				break;
-			case 3:
-				stepped = tcpudp && step_port(&rs->dpnext, r->dpmin, r->dpmax);
-				break;
-			}
-			if (stepped)
-				break;
-		}
-	}
-	rs->started = 1;
+	ports = tcpudp || (p->pflags & PF_ICMPQ);
+	srcs = rw_steps(&r->nsrc, v6);
+	dsts = rw_steps(&r->ndst, v6);
+	/* l > 0: the previous try's tuple exists (IPFilter's natl) */
+	if (!srcs && rs->spnext == 0 && !dsts && rs->dpnext == 0 && l > 0)
+		return 1;
 	words_cp(w->ns.t.nsrc, p->src);
 	words_cp(w->ns.t.ndst, p->dst);
 	w->ns.t.nsport = p->sport;
@@ -2151,24 +2217,56 @@ static long rewrite_step(__u32 tries, void *unused)
 
 		a_to(w->ns.t.nsrc, x, v6);
 	}
+	if (!srcs) {
+		if (rs->stepnext == 0)
+			rs->stepnext = 1;
+	} else if (rs->stepnext == 0) {
+		step_addr(&r->nsrc, rs->snip);
+		rs->stepnext++;
+		changed = 1;
+	}
+	if (ports) {
+		if (tcpudp && rs->spnext)
+			w->ns.t.nsport = bpf_htons((__u16)rs->spnext);
+		if (rs->stepnext == 1 && !changed && l > 0) {
+			step_port(&rs->spnext, r->spmin, r->spmax);
+			rs->stepnext++;
+			changed = 1;
+		}
+	} else {
+		rs->stepnext = 2;
+	}
 	if (!a_zero(op_m(&r->ndst)) || r->ndst.kind != AK_NORMAL) {
 		struct a128 x = { rs->dnip[0], rs->dnip[1] };
 
 		a_to(w->ns.t.ndst, x, v6);
 	}
-	if (tcpudp) {
-		if (r->spmin)
-			w->ns.t.nsport = bpf_htons((__u16)rs->spnext);
-		if (r->dpmin)
-			w->ns.t.ndport = bpf_htons((__u16)rs->dpnext);
+	if (!dsts) {
+		if (rs->stepnext == 2)
+			rs->stepnext = 3;
+	} else if (rs->stepnext == 2 && !changed && l > 0) {
+		step_addr(&r->ndst, rs->dnip);
+		rs->stepnext++;
+		changed = 1;
 	}
+	if (ports) {
+		if (tcpudp && rs->dpnext)
+			w->ns.t.ndport = bpf_htons((__u16)rs->dpnext);
+		if (rs->stepnext == 3 && !changed) {
+			step_port(&rs->dpnext, r->dpmin, r->dpmax);
+			rs->stepnext++;
+		}
+	} else if (rs->stepnext == 3) {
+		rs->stepnext = 0;
+	}
+	rs->stepnext &= 3;
 	key_of(&k, p->dir == DIR_IN ? DIR_OUT : DIR_IN, p->proto, p->family, w->ns.t.ndst, w->ns.t.nsrc,
 	       w->ns.t.ndport, w->ns.t.nsport);
 	if (!exists(&k)) {
 		a->ok = 1;
 		return 1;
 	}
-	return 0;
+	return l >= REWRITE_TRIES - 1;
 }
 
 /* new_rewrite builds the 4-tuple of a rewrite session. */
@@ -2183,8 +2281,7 @@ GLOBAL int nat_new_rewrite(__u32 slot, __u32 idx)
 	__builtin_memset(a, 0, sizeof(*a));
 	a->slot = slot;
 	a->idx = idx;
-	a->tries = 4 * ((__u32)cfg(NCFG_COUNT) + 2);
-	bpf_loop(1 << 20, rewrite_step, NULL, 0);
+	bpf_loop(REWRITE_TRIES, rewrite_step, NULL, 0);
 	return a->ok;
 }
 
@@ -2281,21 +2378,74 @@ struct walk_ctx {
 	__s32 res;
 	__u8 failed;
 	__u8 done;
-	__u8 pad[2];
+	__u8 v6;
+	__u8 lev;  /* the mask being walked (index into masks) */
+	__u32 j;   /* the next rule of the order to look at */
+	__u32 h;   /* the bucket of the packet's address under that mask */
+	__u32 a[4]; /* the address the table is keyed by, network order */
 };
 
+/* mask_word is the network-order mask of word i of a /len prefix. */
+static __always_inline __u32 mask_word(__u32 len, __u32 i)
+{
+	__s32 b = (__s32)len - 32 * (__s32)i;
+
+	if (b <= 0)
+		return 0;
+	if (b >= 32)
+		return ~0u;
+	return bpf_htonl(~0u << (32 - b));
+}
+
+/* hash_word is NAT_HASH_FN's term for a word as it sits in memory. */
+static __always_inline __u32 hash_word(__u32 w)
+{
+	return w + (w >> 12);
+}
+
+/* walk_bucket is the bucket the packet's address falls in under the
+ * mask of level lev (NAT_HASH_FN, NAT_HASH_FN6). */
+static __always_inline __u32 walk_bucket(struct walk_ctx *c, const struct nat_order *o)
+{
+	__u32 l = c->lev, len, h;
+
+	if (l >= NAT_LEVELS)
+		return NAT_BUCKETS; /* no bucket */
+	len = o->masks[c->v6 & 1][l];
+	h = hash_word(c->a[0] & mask_word(len, 0));
+
+	if (c->v6)
+		h += hash_word(c->a[1] & mask_word(len, 1)) + hash_word(c->a[2] & mask_word(len, 2)) +
+		     hash_word(c->a[3] & mask_word(len, 3));
+	return h % NAT_BUCKETS;
+}
+
+/* walk_step looks at one rule of the order under one mask: the rules of
+ * the current mask's bucket in order, then the next mask. */
 static long walk_step(__u32 i, struct walk_ctx *c)
 {
 	struct work *w = get_work();
 	__u32 ok = c->slot * 2 + (w ? w->p.dir : 0);
 	struct nat_order *o = bpf_map_lookup_elem(&orders, &ok);
 	struct nat_rule *r;
-	__u32 idx;
+	__u32 idx, j;
 	int res;
 
-	if (!w || !o || i >= c->n)
+	if (!w || !o || c->lev >= o->nmasks[c->v6 & 1])
 		return 1;
-	idx = o->idx[BOUND(i, NAT_MAX_RULES - 1)];
+	if (c->j >= c->n) {
+		c->j = 0;
+		c->lev++;
+		if (c->lev >= o->nmasks[c->v6 & 1])
+			return 1;
+	}
+	if (c->j == 0)
+		c->h = walk_bucket(c, o);
+	j = BOUND(c->j, NAT_MAX_RULES - 1);
+	c->j++;
+	if (o->bucket[j] != c->h)
+		return 0;
+	idx = o->idx[j];
 	r = rule_at(c->slot, idx);
 	if (!r)
 		return 0;
@@ -2318,15 +2468,17 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 	return 1;
 }
 
-/* rotate moves a round-robin rule behind the other rules of its mask
- * (the engine's rotate). It finds the rule, then moves it one place at a
- * time, each swap under the order's lock: a concurrent rotation may stop
- * it early, but the order stays a permutation of the rules. */
+/* rotate moves a round-robin rule to the back of the order, behind the
+ * other rules of its bucket (IPFilter takes it out of its table and adds
+ * it again; the engine's rotate). It finds the rule, then moves it one
+ * place at a time, each swap under the order's lock: a concurrent
+ * rotation may stop it early, but the order stays a permutation of the
+ * rules. */
 struct rot_ctx {
 	__u32 key;
 	__u32 idx;
 	__u32 pos;
-	__u8 mask;
+	__u8 bucket;
 	__u8 found;
 	__u8 pad[2];
 };
@@ -2339,7 +2491,7 @@ static long rot_find(__u32 i, struct rot_ctx *c)
 		return 1;
 	if (o->idx[BOUND(i, NAT_MAX_RULES - 1)] == c->idx) {
 		c->pos = i;
-		c->mask = o->mask[BOUND(i, NAT_MAX_RULES - 1)];
+		c->bucket = o->bucket[BOUND(i, NAT_MAX_RULES - 1)];
 		c->found = 1;
 		return 1;
 	}
@@ -2355,13 +2507,13 @@ static long rot_swap(__u32 k, struct rot_ctx *c)
 	if (!o || c->pos + k + 1 >= NAT_MAX_RULES)
 		return 1;
 	bpf_spin_lock(&o->lock);
-	if (c->pos + k + 1 < o->n && o->idx[i] == c->idx && o->mask[j] == c->mask) {
+	if (c->pos + k + 1 < o->n && o->idx[i] == c->idx) {
 		__u16 t = o->idx[i];
 
 		o->idx[i] = o->idx[j];
 		o->idx[j] = t;
-		o->mask[i] = o->mask[j];
-		o->mask[j] = c->mask;
+		o->bucket[i] = o->bucket[j];
+		o->bucket[j] = c->bucket;
 		stop = 0;
 	}
 	bpf_spin_unlock(&o->lock);
@@ -2398,7 +2550,9 @@ GLOBAL int nat_new(void)
 	if (!o || !o->n)
 		return 0;
 	c.n = o->n;
-	bpf_loop(NAT_MAX_RULES, walk_step, &c, 0);
+	c.v6 = w->p.family == 6;
+	__builtin_memcpy(c.a, (w->p.dir & 1) == DIR_IN ? w->p.dst : w->p.src, sizeof(c.a));
+	bpf_loop(NAT_MAX_RULES * NAT_LEVELS, walk_step, &c, 0);
 	if (c.res) {
 		struct nat_rule *r = rule_at(c.slot, c.idx);
 
@@ -2574,12 +2728,15 @@ static __always_inline void frag_key(struct nat_frag_key *fk, const struct pkt *
  * IPv6's by the fragment header's. */
 static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 {
-	struct nat_frag_key fk;
+	struct work *w = get_work();
 
-	if (!p->morefrags)
+	if (!p->morefrags || !w)
 		return;
-	frag_key(&fk, p);
-	bpf_map_update_elem(&frags, &fk, k, BPF_ANY);
+	frag_key(&w->fk, p);
+	w->fv.k = *k;
+	w->fv.end = p->fragend;
+	w->fv.pad = 0;
+	bpf_map_update_elem(&frags, &w->fk, &w->fv, BPF_ANY);
 }
 
 /* ------------------------------------------------------------ MSS clamp */
@@ -3065,6 +3222,26 @@ store:
 				BPF_F_RECOMPUTE_CSUM) < 0)
 		return 0;
 	fwd = 0;
+	if (p->morefrags) {
+		/* an error sent as a first fragment: the rest of its datagram
+		 * gets the same outer header (the engine's icmpErr fragment
+		 * entries; docs/ipfilter-differences.md C19) */
+		struct nat_frag_key fk;
+		struct nat_frag *fv = &w->fv;
+
+		__builtin_memset(fv, 0, sizeof(*fv));
+		fv->k.dir = DIR_ICMPERR;
+		fv->k.sport = p->dir == DIR_IN;
+		fv->end = p->fragend;
+		if (p->dir == DIR_IN)
+			words_cp(fv->k.src, in->src);
+		else if (sdir == DIR_OUT)
+			words_cp(fv->k.src, t->nsrc);
+		else
+			words_cp(fv->k.src, t->odst);
+		frag_key(&fk, p);
+		bpf_map_update_elem(&frags, &fk, fv, BPF_ANY);
+	}
 	if (p->dir == DIR_IN)
 		outer_addr(skb, p, 1, in->src, &ck);
 	else if (sdir == DIR_OUT)
@@ -3129,7 +3306,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 		mark_done(skb);
 	if (mss && p->proto == IPPROTO_TCP && p->l4off && (p->tcpflags & 0x02))
 		nat_mss(skb, p->l4off, p->csumoff, mss);
-	if (p->morefrags)
+	if (p->morefrags && !p->tcpbad)
 		note_frag(p, k);
 	/* the proxy runs from the program's main function: called from
 	 * here the call chain would be deeper than the verifier allows */
@@ -3138,12 +3315,60 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	return 0;
 }
 
+/* nat_frag_body translates a fragment after the first as the session its
+ * datagram's first fragment used; one that overlaps the first fragment
+ * follows none (IPFilter's fragment cache does not match it). */
+GLOBAL int nat_frag_body(struct __sk_buff *skb)
+{
+	struct work *w = get_work();
+	struct nat_frag *fe;
+	struct nat_key *k;
+	struct nat_sess *v;
+	struct pkt *p;
+
+	if (!w || !skb)
+		return TC_ACT_UNSPEC;
+	p = &w->p;
+	frag_key(&w->fk, p);
+	fe = bpf_map_lookup_elem(&frags, &w->fk);
+	if (!fe || p->fragoff < fe->end)
+		return TC_ACT_UNSPEC;
+	k = &w->k2;
+	*k = fe->k;
+	if (k->dir & DIR_ICMPERR) {
+		/* the rest of an ICMP error sent as a first fragment gets its
+		 * first fragment's outer header (C19) */
+		__u16 unused = 0;
+
+		if (outer_addr(skb, p, k->sport & 1, k->src, &unused) == 0) {
+			stat_inc(p->dir * NS_SIDE + NS_FRAG);
+			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
+		}
+		return TC_ACT_UNSPEC;
+	}
+	v = bpf_map_lookup_elem(&sessions, k);
+	if (!v)
+		return TC_ACT_UNSPEC;
+	if ((v->sdir ^ v->w) != p->dir) {
+		/* a fragment going the other way uses the other entry */
+		*k = v->peer;
+		v = bpf_map_lookup_elem(&sessions, k);
+		if (!v)
+			return TC_ACT_UNSPEC;
+	}
+	if (apply(skb, k, v, p, now_ns()) == 0) {
+		stat_inc(p->dir * NS_SIDE + NS_FRAG);
+		stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
+	}
+	return TC_ACT_UNSPEC;
+}
+
 /* nat_slow handles what the fast path does not: ICMP errors, fragment
  * bodies, and packets of no session (wildcards, then the rules). */
 GLOBAL int nat_slow(struct __sk_buff *skb)
 {
 	struct work *w = get_work();
-	struct nat_key *fkey, *k;
+	struct nat_key *k;
 	struct nat_sess *v;
 	struct pkt *p;
 	int r;
@@ -3157,32 +3382,20 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	 * finds or starts a session of its own (internal/nat check) */
 	if (p->icmperr && nat_icmperr(skb))
 		return TC_ACT_UNSPEC;
-	if (p->fragbody) {
-		frag_key(&w->fk, p);
-		fkey = bpf_map_lookup_elem(&frags, &w->fk);
-		if (!fkey)
-			return TC_ACT_UNSPEC;
-		k = &w->k2;
-		*k = *fkey;
-		v = bpf_map_lookup_elem(&sessions, k);
-		if (!v)
-			return TC_ACT_UNSPEC;
-		if ((v->sdir ^ v->w) != p->dir) {
-			/* a fragment going the other way uses the other entry */
-			*k = v->peer;
-			v = bpf_map_lookup_elem(&sessions, k);
-			if (!v)
-				return TC_ACT_UNSPEC;
-		}
-		if (apply(skb, k, v, p, now_ns()) == 0) {
-			stat_inc(p->dir * NS_SIDE + NS_FRAG);
-			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
-		}
-		return TC_ACT_UNSPEC;
-	}
+	if (p->fragbody)
+		return nat_frag_body(skb);
 	k = &w->k2;
 	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->sport, p->dport);
 	v = w->nohit ? NULL : bpf_map_lookup_elem(&sessions, k);
+	if (p->cut && !(v && (!v->ifindex || v->ifindex == p->ifindex))) {
+		/* a TCP header cut short without a session of its ports is
+		 * a packet without ports */
+		p->cut = 0;
+		p->tcpbad = 0;
+		p->sport = p->dport = 0;
+		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, 0, 0);
+		v = bpf_map_lookup_elem(&sessions, k);
+	}
 	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
 		/* a session that needs more than the fast path gives */
 		if (w->pre && !(v->sflags & SF_SLAVE))
@@ -3276,7 +3489,9 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		p.morefrags = !!(ip->frag_off & bpf_htons(0x2000));
 		if (ip->frag_off & bpf_htons(0x1fff)) {
 			p.fragbody = 1;
+			p.fragoff = (bpf_ntohs(ip->frag_off) & 0x1fff) << 3;
 		} else {
+			p.fragend = tot - hl;
 			p.l4off = l3 + hl;
 			p.l4len = tot - hl;
 		}
