@@ -444,7 +444,7 @@ func (p *parser) rewrite(r *Rule) {
 	r.NewSrc = p.rewriteAddr(r)
 	if p.IsPunct(",") {
 		p.Next()
-		r.SPMin, r.SPMax, r.FixedSPort = p.rewritePorts()
+		r.SPMin, r.SPMax, r.FixedSPort = p.rewriteCommaPorts()
 	} else if p.IsWord("port") {
 		r.SPMin, r.SPMax, r.FixedSPort = p.rewritePorts()
 	}
@@ -452,7 +452,7 @@ func (p *parser) rewrite(r *Rule) {
 	r.NewDst = p.rewriteAddr(r)
 	if p.IsPunct(",") {
 		p.Next()
-		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
+		r.DPMin, r.DPMax, r.FixedDPort = p.rewriteCommaPorts()
 	} else if p.IsWord("port") {
 		// "dst ADDR port = P" is also accepted (5.x grammar).
 		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
@@ -484,6 +484,17 @@ func (p *parser) rewritePorts() (int, int, bool) {
 	}
 	a, b := p.portRange(false)
 	return a, b, false
+}
+
+// rewriteCommaPorts reads the ports after "ADDR,": a number or a range only.
+// IPFilter's grammar (ipnat_y.y, rhsaddr) takes "port = N" only without the
+// comma; ",port = N", the form its own -v printer writes, is a syntax error
+// there, and so here.
+func (p *parser) rewriteCommaPorts() (int, int, bool) {
+	if t := p.Peek(); strings.EqualFold(t.Text, "port") {
+		p.FailAt(t, "a port number or range after \",\"")
+	}
+	return p.rewritePorts()
 }
 
 func (p *parser) rewriteAddr(r *Rule) Addr {
