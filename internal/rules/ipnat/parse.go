@@ -22,11 +22,22 @@ func Parse(name, src string, warn io.Writer) (*File, error) {
 	return p.out, p.Err()
 }
 
+// ParsePrinted is Parse for rules this package printed (Rule.String), as
+// the kernel datapath stores them: it also takes the printer's
+// "ADDR,port = N" in rewrite rules, which IPFilter's grammar, and so
+// Parse, refuses in a rule file.
+func ParsePrinted(name, src string, warn io.Writer) (*File, error) {
+	p := &parser{Parser: lex.NewSource(name, src, true), out: &File{}, warn: warn, printed: true}
+	p.Run(p.line)
+	return p.out, p.Err()
+}
+
 type parser struct {
 	lex.Parser
-	out  *File
-	warn io.Writer
-	r    *Rule
+	out     *File
+	warn    io.Writer
+	r       *Rule
+	printed bool // ParsePrinted
 }
 
 func (p *parser) warnf(format string, args ...any) {
@@ -491,7 +502,7 @@ func (p *parser) rewritePorts() (int, int, bool) {
 // comma; ",port = N", the form its own -v printer writes, is a syntax error
 // there, and so here.
 func (p *parser) rewriteCommaPorts() (int, int, bool) {
-	if t := p.Peek(); strings.EqualFold(t.Text, "port") {
+	if t := p.Peek(); strings.EqualFold(t.Text, "port") && !p.printed {
 		p.FailAt(t, "a port number or range after \",\"")
 	}
 	return p.rewritePorts()

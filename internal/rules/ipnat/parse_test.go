@@ -133,3 +133,25 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParsePrinted: the printer's ",port = N" form, refused in a rule file
+// as IPFilter refuses it, reads back with ParsePrinted (the kernel
+// datapath stores rules printed).
+func TestParsePrinted(t *testing.T) {
+	in := "rewrite out on bge0 proto tcp from 1.1.1.1 to any port = 80 -> src 3.3.3.0/24,1000-2000 dst 4.4.4.4 port = 80;"
+	f, err := Parse("t", in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed := f.Rules[0].String()
+	if _, err := Parse("t", printed, nil); err == nil {
+		t.Fatalf("Parse took the printed form %q", printed)
+	}
+	back, err := ParsePrinted("t", printed, nil)
+	if err != nil {
+		t.Fatalf("ParsePrinted(%q): %v", printed, err)
+	}
+	if got := back.Rules[0].String(); got != printed {
+		t.Errorf("round trip: got %q, want %q", got, printed)
+	}
+}
