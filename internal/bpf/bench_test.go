@@ -11,6 +11,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+
+	"sluice/internal/rules/ipf"
 )
 
 // benchRun measures the program on one frame with BPF_PROG_TEST_RUN's own
@@ -485,6 +487,7 @@ func stageVariant(d *Datapath, name string, n uint32) (*ebpf.Program, error) {
 		"ifaddrs": d.objs.Ifaddrs, "log_ring": d.objs.LogRing, "rule_texts": d.objs.RuleTexts,
 		"list_metas": d.objs.ListMetas, "scratch": d.objs.Scratch, "sweeper": d.objs.Sweeper,
 		"ctl_args": d.objs.CtlArgs, "ctl_keys": d.objs.CtlKeys, "hotlists": d.objs.Hotlists, "runs": d.objs.Runs,
+		"hot_counts": d.objs.HotCounts, "cblocks": d.objs.Cblocks,
 	} {
 		repl[mname] = m
 	}
@@ -534,6 +537,14 @@ func BenchmarkStages(b *testing.B) {
 			return tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
 		}},
 		{"established", established},
+		{"10000-indexed", func() []byte {
+			// the stateless set behind 10 000 indexed rules none of which
+			// matches: what the index and the scan add with the rule count
+			if err := h.d.LoadRules(compileText(b, bigRules(10000)), Active); err != nil {
+				b.Fatal(err)
+			}
+			return tcp4("172.16.0.1", "10.0.200.1", 40000, 999, ackF).build()
+		}},
 	} {
 		if _, err := h.d.FlushStates(nil); err != nil {
 			b.Fatal(err)
@@ -552,5 +563,52 @@ func BenchmarkStages(b *testing.B) {
 				reportRuns(b, stageProg(b, h, stop), frame, 1000)
 			})
 		}
+	}
+}
+
+// blocklist is n rules of two blocklists (inbound sources, outbound
+// destinations) and HP's stateless set: the million-rule shape of
+// TestPrivilegedCost.
+func blocklist(n int) string {
+	var b strings.Builder
+	for i := 0; i < n/2; i++ {
+		fmt.Fprintf(&b, "block in from 198.%d.%d.%d/32 to any\nblock out from any to 198.%d.%d.%d/32\n",
+			18+i>>16&1, i>>8&255, i&255, 18+i>>16&1, i>>8&255, i&255)
+	}
+	b.WriteString("pass in proto tcp from any to any\npass out proto tcp from any to any\n" +
+		"pass in proto udp from any to any\npass out proto udp from any to any\n" +
+		"pass in proto icmp from any to any\npass out proto icmp from any to any\n")
+	return b.String()
+}
+
+// BenchmarkLoadMillion times what loading a million-rule set takes, by
+// step (parse, compile, load into the kernel): the target is under 10 s
+// in all. Run it with -benchtime 1x (and -cpuprofile to see where).
+func BenchmarkLoadMillion(b *testing.B) {
+	h := benchHarness(b)
+	text := []byte(blocklist(1000000))
+	var parse, comp, load time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		rs, err := ipf.Parse("million.conf", text, ipf.ParseOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		im, err := Compile(rs, CompileOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if err := h.d.LoadRules(im, Active); err != nil {
+			b.Fatal(err)
+		}
+		parse, comp, load = parse+t1.Sub(t0), comp+t2.Sub(t1), load+time.Since(t2)
+	}
+	b.ReportMetric(parse.Seconds()/float64(b.N), "parse-s")
+	b.ReportMetric(comp.Seconds()/float64(b.N), "compile-s")
+	b.ReportMetric(load.Seconds()/float64(b.N), "load-s")
+	if err := h.d.LoadRules(&Image{}, Active); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -323,8 +323,18 @@ func compileAction(cr *ruleset.Rule, raw *filterRule) error {
 	raw.LimitRet = cr.LimitReturn
 	raw.Pps = cr.PPS
 	raw.Logtag = cr.LogTag
-	if cr.NATTag != "" && cr.NATTagMatch && !cr.Out {
-		// the kernel datapath does no NAT, so no packet carries a NAT tag
+	switch {
+	case cr.NATTag != "" && cr.Out:
+		// The engine hands an outbound rule's nat tag to NAT, where
+		// only rules of that tag apply (and untagged rules no longer
+		// do); the kernel NAT, a program of its own, never sees the
+		// filter's rule: refused rather than translated otherwise.
+		return fmt.Errorf("set-tag(nat=%s) on an outbound rule: the kernel filter does not hand nat tags to NAT: %w",
+			cr.NATTag, ErrUnsupported)
+	case cr.NATTag != "":
+		// An inbound rule with a nat tag (match-tag) matches only
+		// packets that inbound NAT tagged so (the engine's match); the
+		// kernel NAT refuses tagged rules, so no packet carries a tag.
 		raw.Match |= mNever
 	}
 	return nil

@@ -222,14 +222,15 @@ func TestPrivilegedCost(t *testing.T) {
 }
 
 // setMemory is what a loaded set costs the kernel, by map: the rules
-// (with their counters), rate windows, keep-state counts, texts and runs.
+// (with their counters), rate windows, keep-state counts and compact
+// matches, texts and runs.
 func (d *Datapath) setMemory(im *Image) string {
 	n := len(im.rules)
 	rules := n * binary.Size(filterRule{})
-	other := n * (binary.Size(filterPpsWindow{}) + 4)
+	other := n*(binary.Size(filterPpsWindow{})+4) + cblockCount(n)*binary.Size(filterCblock{})
 	texts := len(textBlob(im.texts)) * textChunk
 	runs := len(im.runs) * (binary.Size(filterRunKey{}) + 4 + 48) // + the hash's own element header
-	return fmt.Sprintf("%d MB (rules %d MB, rate/state %d MB, texts %d MB, runs %d MB)",
+	return fmt.Sprintf("%d MB (rules %d MB, rate/state/compact %d MB, texts %d MB, runs %d MB)",
 		(rules+other+texts+runs)>>20, rules>>20, other>>20, texts>>20, runs>>20)
 }
 

@@ -546,6 +546,7 @@ func TestCompileErrors(t *testing.T) {
 	}
 	for _, text := range []string{
 		"decapsulate in proto 4 all head 5\n",
+		"pass out on nic0 all set-tag(nat=a)\n",
 	} {
 		rs, err := ipf.Parse("t.conf", []byte(text), ipf.ParseOptions{})
 		if err != nil {
@@ -553,6 +554,29 @@ func TestCompileErrors(t *testing.T) {
 		}
 		if _, err := Compile(rs, CompileOptions{}); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%q: got %v, want ErrUnsupported", text, err)
+		}
+	}
+}
+
+// TestCompileNATTagIn: an inbound rule with a nat tag (match-tag)
+// matches only packets inbound NAT tagged so, and the kernel
+// NAT tags none (it refuses tagged rules): it never matches, as in the
+// engine without a tagging NAT rule. A rule without one is left as it is.
+func TestCompileNATTagIn(t *testing.T) {
+	for text, never := range map[string]bool{
+		"pass in all match-tag(nat=a)\n": true,
+		"pass in all set-tag(log=3)\n":   false,
+	} {
+		rs, err := ipf.Parse("t.conf", []byte(text), ipf.ParseOptions{})
+		if err != nil {
+			t.Fatalf("parse %q: %v", text, err)
+		}
+		im, err := Compile(rs, CompileOptions{})
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if got := im.rules[0].Match&mNever != 0; got != never {
+			t.Errorf("%q: never matches %v, want %v", text, got, never)
 		}
 	}
 }

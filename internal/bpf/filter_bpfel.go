@@ -18,6 +18,31 @@ type filterBlocks struct {
 	W [16]uint64
 }
 
+type filterCblock struct {
+	_      structs.HostLayout
+	M      [16]filterCmatch
+	RunLen [16]uint32
+}
+
+type filterCmatch struct {
+	_        structs.HostLayout
+	Src      uint32
+	Smask    uint32
+	Dst      uint32
+	Dmask    uint32
+	SportLo  uint16
+	SportHi  uint16
+	DportLo  uint16
+	DportHi  uint16
+	Flags    uint16
+	SportOp  uint8
+	DportOp  uint8
+	Family   uint8
+	Proto    uint8
+	Tcpf     uint8
+	TcpfMask uint8
+}
+
 type filterConf struct {
 	_ structs.HostLayout
 	V [64]uint64
@@ -95,17 +120,23 @@ type filterFragKey struct {
 	Pad      uint8
 }
 
+type filterHotCount struct {
+	_     structs.HostLayout
+	Hits  [32]uint64
+	Bytes [32]uint64
+}
+
 type filterHotlist struct {
 	_  structs.HostLayout
 	N  uint32
 	Ok uint32
 	R  [32]struct {
 		_      structs.HostLayout
-		Family uint8
-		Proto  uint8
-		Kind   uint8
-		Flags  uint8
+		M      filterCmatch
 		Pos    uint32
+		Action uint32
+		Skip   uint32
+		Pad    uint32
 	}
 }
 
@@ -413,6 +444,7 @@ type filterWork struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	filterMapCblocks         = "cblocks"
 	filterMapConfig          = "config"
 	filterMapCtlArgs         = "ctl_args"
 	filterMapCtlKeys         = "ctl_keys"
@@ -420,6 +452,7 @@ const (
 	filterMapDcaConns        = "dca_conns"
 	filterMapExprs           = "exprs"
 	filterMapFrags           = "frags"
+	filterMapHotCounts       = "hot_counts"
 	filterMapHotlists        = "hotlists"
 	filterMapIdxDport        = "idx_dport"
 	filterMapIdxDst          = "idx_dst"
@@ -500,6 +533,7 @@ type filterProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterMapSpecs struct {
+	Cblocks    *ebpf.MapSpec `ebpf:"cblocks"`
 	Config     *ebpf.MapSpec `ebpf:"config"`
 	CtlArgs    *ebpf.MapSpec `ebpf:"ctl_args"`
 	CtlKeys    *ebpf.MapSpec `ebpf:"ctl_keys"`
@@ -507,6 +541,7 @@ type filterMapSpecs struct {
 	DcaConns   *ebpf.MapSpec `ebpf:"dca_conns"`
 	Exprs      *ebpf.MapSpec `ebpf:"exprs"`
 	Frags      *ebpf.MapSpec `ebpf:"frags"`
+	HotCounts  *ebpf.MapSpec `ebpf:"hot_counts"`
 	Hotlists   *ebpf.MapSpec `ebpf:"hotlists"`
 	IdxDport   *ebpf.MapSpec `ebpf:"idx_dport"`
 	IdxDst     *ebpf.MapSpec `ebpf:"idx_dst"`
@@ -559,6 +594,7 @@ func (o *filterObjects) Close() error {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterMaps struct {
+	Cblocks    *ebpf.Map `ebpf:"cblocks"`
 	Config     *ebpf.Map `ebpf:"config"`
 	CtlArgs    *ebpf.Map `ebpf:"ctl_args"`
 	CtlKeys    *ebpf.Map `ebpf:"ctl_keys"`
@@ -566,6 +602,7 @@ type filterMaps struct {
 	DcaConns   *ebpf.Map `ebpf:"dca_conns"`
 	Exprs      *ebpf.Map `ebpf:"exprs"`
 	Frags      *ebpf.Map `ebpf:"frags"`
+	HotCounts  *ebpf.Map `ebpf:"hot_counts"`
 	Hotlists   *ebpf.Map `ebpf:"hotlists"`
 	IdxDport   *ebpf.Map `ebpf:"idx_dport"`
 	IdxDst     *ebpf.Map `ebpf:"idx_dst"`
@@ -591,6 +628,7 @@ type filterMaps struct {
 
 func (m *filterMaps) Close() error {
 	return _FilterClose(
+		m.Cblocks,
 		m.Config,
 		m.CtlArgs,
 		m.CtlKeys,
@@ -598,6 +636,7 @@ func (m *filterMaps) Close() error {
 		m.DcaConns,
 		m.Exprs,
 		m.Frags,
+		m.HotCounts,
 		m.Hotlists,
 		m.IdxDport,
 		m.IdxDst,

@@ -180,6 +180,10 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 		if _, err := sm.rules.BatchUpdate(keys, im.rules, nil); err != nil {
 			return fmt.Errorf("writing rules: %w", err)
 		}
+		cbs := im.cblocks()
+		if _, err := sm.cm.BatchUpdate(keys[:len(cbs)], cbs, nil); err != nil {
+			return fmt.Errorf("writing compact matches: %w", err)
+		}
 	}
 	if err := d.writeTexts(slot, im.texts); err != nil {
 		return err
@@ -189,6 +193,10 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	}
 	// index and compact lists
 	if err := d.writeIndex(slot, im); err != nil {
+		return err
+	}
+	// the new rules start from zero (Flush's carry theirs in the rules)
+	if err := d.zeroHotCounts(slot, -1); err != nil {
 		return err
 	}
 	for l := uint32(0); l < listGroup0; l++ {
@@ -267,6 +275,7 @@ func (d *Datapath) writeIndex(slot uint32, im *Image) error {
 // hotList is the compact form of main list l (struct hotlist): usable
 // (Ok) when the list is short, a run counting as one entry, and has no
 // head or call rules (nor skip rules beside runs: a skip counts rules).
+// Its rules count their matches in hot_counts (readImage adds them).
 func (im *Image) hotList(l int) filterHotlist {
 	var h filterHotlist
 	if l >= len(im.lists) {
@@ -287,20 +296,9 @@ func (im *Image) hotList(l int) filterHotlist {
 		}
 		skips = skips || r.Action&ruleset.FRCmdMask == ruleset.FRSkip
 		e := &h.R[n]
-		e.Pos, e.Family = uint32(i), r.Family
-		switch {
-		case r.Match&mNever != 0:
-			e.Kind = hotNever
-		case r.Match&mProto != 0:
-			e.Kind, e.Proto = hotProto, r.Proto
-		case r.Match&mTCPUDP != 0:
-			e.Kind = hotTCPUDP
-		}
-		if r.Match&^(mProto|mTCPUDP) != 0 {
-			e.Flags |= hotFull
-		}
+		e.Pos, e.Action, e.Skip = uint32(i), r.Action, r.Skip
+		e.M = compactMatch(r, r.RunLen > 1)
 		if r.RunLen > 1 {
-			e.Flags |= hotRun
 			runs = true
 			i += int(r.RunLen)
 		} else {
@@ -494,6 +492,16 @@ func (d *Datapath) readImage(slot uint32) (*Image, error) {
 	if err := lookupAll(sm.rules, im.rules); err != nil {
 		return nil, fmt.Errorf("reading rules: %w", err)
 	}
+	// the hits and bytes each rule shows: its own and its hot list's
+	err = d.hotCounts(slot, func(pos int, hits, bytes uint64) {
+		if pos < len(im.rules) {
+			im.rules[pos].Hits += hits
+			im.rules[pos].Bytes += bytes
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
 	if im.texts, err = d.readTexts(slot, total); err != nil {
 		return nil, err
 	}
@@ -600,11 +608,23 @@ func (d *Datapath) ZeroRule(s Set, index int) (hits, bytes uint64, err error) {
 		return 0, 0, fmt.Errorf("reading counters: %w", err)
 	}
 	hits, bytes = r.Hits, r.Bytes
+	err = d.hotCounts(d.slotOf(s), func(pos int, h, b uint64) {
+		if pos == index {
+			hits += h
+			bytes += b
+		}
+	})
+	if err != nil {
+		return 0, 0, err
+	}
 	// packets counted between the read and the write are lost, as in
 	// IPFilter's ipf -z
 	r.Hits, r.Bytes = 0, 0
 	if err := sm.rules.Put(uint32(index), &r); err != nil {
 		return 0, 0, fmt.Errorf("zeroing counters: %w", err)
+	}
+	if err := d.zeroHotCounts(d.slotOf(s), index); err != nil {
+		return 0, 0, err
 	}
 	return hits, bytes, nil
 }
@@ -671,7 +691,7 @@ func (d *Datapath) ZeroRuleCounters(s Set) error {
 	if _, err := sm.rules.BatchUpdate(keys, rules, nil); err != nil {
 		return fmt.Errorf("zeroing counters: %w", err)
 	}
-	return nil
+	return d.zeroHotCounts(d.slotOf(s), -1)
 }
 
 // writePools replaces the slot's pool table entries with the image's.

@@ -19,10 +19,11 @@ const RuleCap = MaxRules
 // rule_states.
 type slotMaps struct {
 	rules, pps, states *ebpf.Map
+	cm                 *ebpf.Map // the rules' compact matches by block
 }
 
 func (sm *slotMaps) close() {
-	for _, m := range []*ebpf.Map{sm.rules, sm.pps, sm.states} {
+	for _, m := range []*ebpf.Map{sm.rules, sm.pps, sm.states, sm.cm} {
 		if m != nil {
 			m.Close()
 		}
@@ -50,6 +51,7 @@ func newSlotMaps(n int) (*slotMaps, error) {
 		{&sm.rules, innerSpec("sl_rules", uint32(binary.Size(filterRule{})), n)},
 		{&sm.pps, innerSpec("sl_pps", uint32(binary.Size(filterPpsWindow{})), n)},
 		{&sm.states, innerSpec("sl_states", 4, n)},
+		{&sm.cm, innerSpec("sl_cblocks", uint32(binary.Size(filterCblock{})), cblockCount(n))},
 	} {
 		if *x.m, err = ebpf.NewMap(x.sp); err != nil {
 			sm.close()
@@ -74,7 +76,8 @@ func (d *Datapath) prepareSlot(slot uint32, n int) (*slotMaps, error) {
 		sm.close()
 		sm = nil
 	}
-	if sm == nil {
+	fresh := sm == nil
+	if fresh {
 		// a little room so that sets growing a few rules at a time do
 		// not make new maps each time
 		if sm, err = newSlotMaps(n + n/8 + 64); err != nil {
@@ -85,7 +88,9 @@ func (d *Datapath) prepareSlot(slot uint32, n int) (*slotMaps, error) {
 			return nil, err
 		}
 	}
-	if n > 0 {
+	// new maps are zero already (a million rules: two fewer passes
+	// over the kernel's arrays)
+	if n > 0 && !fresh {
 		keys := make([]uint32, n)
 		for i := range keys {
 			keys[i] = uint32(i)
@@ -108,7 +113,7 @@ func (d *Datapath) putSlotMaps(slot uint32, sm *slotMaps) error {
 	for _, x := range []struct {
 		outer, inner *ebpf.Map
 	}{
-		{d.objs.Rules, sm.rules}, {d.objs.Pps, sm.pps}, {d.objs.RuleStates, sm.states},
+		{d.objs.Rules, sm.rules}, {d.objs.Pps, sm.pps}, {d.objs.RuleStates, sm.states}, {d.objs.Cblocks, sm.cm},
 	} {
 		if err := x.outer.Put(slot, x.inner); err != nil {
 			return fmt.Errorf("putting the rule maps in slot %d: %w", slot, err)
@@ -125,7 +130,7 @@ func (d *Datapath) slotMaps(slot uint32) (*slotMaps, error) {
 		m     **ebpf.Map
 		outer *ebpf.Map
 	}{
-		{&sm.rules, d.objs.Rules}, {&sm.pps, d.objs.Pps}, {&sm.states, d.objs.RuleStates},
+		{&sm.rules, d.objs.Rules}, {&sm.pps, d.objs.Pps}, {&sm.states, d.objs.RuleStates}, {&sm.cm, d.objs.Cblocks},
 	} {
 		var id ebpf.MapID
 		if err := x.outer.Lookup(slot, &id); err != nil {

@@ -1061,8 +1061,10 @@ func (e *Engine) forward(p *Packet, r *ruleset.Rule, st *state.Entry) bool {
 				// The copy of an inbound packet goes through
 				// ipf_fastroute too: counted by the outbound
 				// accounting and by its flow's state entry as
-				// leaving by ifn. (IPFilter also runs NAT-out on
-				// the copy; the copy is not translated here.)
+				// leaving by ifn. (IPFilter also runs NAT-out,
+				// on the original's buffer in ipftest; the copy
+				// is not translated here: C20 in
+				// docs/ipfilter-differences.md.)
 				e.leaveCounted(p, ifn, r)
 			}
 			e.router.Route(p, ifn, nh, true)

@@ -38,23 +38,27 @@ type CompiledRule struct {
 	// translation ("" or "*": any).
 	InIf, OutIf string
 
-	Src, Dst     Operand // from/to operands
-	NotDst       bool    // Dst is negated (the rule's, unless the engine dropped it)
-	Orig, New    Operand // simple-form LHS and RHS
-	NewSrc       Operand // rewrite targets
-	NewDst       Operand
-	MapMask      int // the mask the rule is ordered by among outbound rules
-	RdrMask      int // and among inbound rules
-	SNip, DNip   [2]uint64
-	SPNext       int
-	DPNext       int
-	PPIP, IPPIP  int // ports per address, addresses per new address
-	RuleSequence int // position in the file order
+	Src, Dst  Operand // from/to operands
+	NotDst    bool    // Dst is negated (the rule's, unless the engine dropped it)
+	Orig, New Operand // simple-form LHS and RHS
+	NewSrc    Operand // rewrite targets
+	NewDst    Operand
+	MapMask   int // the mask the rule adds to the outbound rule table
+	RdrMask   int // and to the inbound one
+	// MapBucket and RdrBucket are the rule's buckets in those tables
+	// (rulehash.go: a packet tries the rules of one bucket per mask).
+	MapBucket, RdrBucket int
+	SNip, DNip           [2]uint64
+	SPNext               int
+	DPNext               int
+	PPIP, IPPIP          int // ports per address, addresses per new address
+	RuleSequence         int // position in the file order
 }
 
-// Compiled returns the loaded rules in file order and the order in which
-// outbound (maps) and inbound (rdrs) packets try them, as indexes into
-// rules. The allocation state is the rules' current one.
+// Compiled returns the loaded rules in file order and the outbound (maps)
+// and inbound (rdrs) rule tables' order, as indexes into rules: a packet
+// tries the rules of one bucket at a time in this order (rulehash.go).
+// The allocation state is the rules' current one.
 func (n *NAT) Compiled() (rules []CompiledRule, maps, rdrs []int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -67,6 +71,7 @@ func (n *NAT) Compiled() (rules []CompiledRule, maps, rdrs []int) {
 			Orig: exportOperand(r.orig), New: exportOperand(r.newA),
 			NewSrc: exportOperand(r.nsrc), NewDst: exportOperand(r.ndst),
 			MapMask: r.maskFor(false), RdrMask: r.maskFor(true),
+			MapBucket: r.bucket[0], RdrBucket: r.bucket[1],
 			SNip: [2]uint64{r.snip.hi, r.snip.lo}, DNip: [2]uint64{r.dnip.hi, r.dnip.lo},
 			SPNext: r.spnext, DPNext: r.dpnext, PPIP: r.ppip, IPPIP: r.ippip,
 			RuleSequence: r.seq,

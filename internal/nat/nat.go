@@ -14,7 +14,6 @@ package nat
 import (
 	"fmt"
 	"net/netip"
-	"sort"
 	"sync"
 
 	"sluice/internal/pool"
@@ -109,6 +108,7 @@ type rule struct {
 	orig, newA  addrOperand // simple LHS and RHS
 	nsrc, ndst  addrOperand // rewrite targets
 	seq         int
+	bucket      [2]int // in the outbound and inbound rule hash tables
 
 	snip     a128 // next source address (map) / rewrite source
 	dnip     a128 // next destination (rdr split, rewrite)
@@ -184,8 +184,10 @@ type NAT struct {
 	mu    sync.Mutex // guards everything below
 	cfg   Config
 	rules []*rule // file order, for listing
-	maps  []*rule // outbound rules in match order
-	rdrs  []*rule // inbound rules in match order
+	maps  []*rule // outbound rules in hash bucket order (rulehash.go)
+	rdrs  []*rule // inbound rules in hash bucket order
+	// mapMasks and rdrMasks are the masks the packet walks, per family.
+	mapMasks, rdrMasks [2][]int
 
 	sessions  map[key]*session
 	wild      []*session // proxy sessions with a source port still to learn
@@ -233,6 +235,7 @@ func (n *NAT) AddRules(f *ipnat.File) error {
 			return err
 		}
 		rl.seq = len(n.rules)
+		rl.place()
 		n.rules = append(n.rules, rl)
 		switch r.Type {
 		case ipnat.Rdr, ipnat.RewriteIn, ipnat.DivertIn:
@@ -244,17 +247,9 @@ func (n *NAT) AddRules(f *ipnat.File) error {
 			n.maps = append(n.maps, rl)
 		}
 	}
-	sortRules(n.maps, false)
-	sortRules(n.rdrs, true)
+	n.mapMasks = ruleMasks(n.maps, false)
+	n.rdrMasks = ruleMasks(n.rdrs, true)
 	return nil
-}
-
-// sortRules orders rules as IPFilter's hash walk finds them: longest
-// mask first, file order within a mask.
-func sortRules(rs []*rule, rdr bool) {
-	sort.SliceStable(rs, func(i, j int) bool {
-		return rs[i].maskFor(rdr) > rs[j].maskFor(rdr)
-	})
 }
 
 func (r *rule) maskFor(rdr bool) int {

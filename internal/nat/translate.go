@@ -3,6 +3,7 @@ package nat
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 
 	"sluice/internal/packet"
 
@@ -139,39 +140,53 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 			return b, r
 		}
 	}
-	rules := n.maps
+	rules, masks, side, addr := n.maps, &n.mapMasks, 0, v.src
 	if dir == In {
-		rules = n.rdrs
+		rules, masks, side, addr = n.rdrs, &n.rdrMasks, 1, v.dst
 	}
+	fam := 0
+	if v.v6 {
+		fam = 1
+	}
+	a := fromAddr(addr)
 	failed := false
-	for _, r := range rules {
-		if !n.ruleMatches(r, &v, ifname, tag, dir) {
-			continue
-		}
-		if r.No {
+	// IPFilter's hash walk (rulehash.go): each mask of the family,
+	// longest first, tries the rules of the bucket the address falls in
+	// under it, in the order they were added. A "no" rule or a session
+	// ends the walk; a rule that matched but could not make a session
+	// lets it go on.
+walk:
+	for _, m := range masks[fam] {
+		h := lookupBucket(a.and(prefixMask(m, v.v6)), v.v6)
+		for _, r := range rules {
+			if r.bucket[side] != h || !n.ruleMatches(r, &v, ifname, tag, dir) {
+				continue
+			}
+			if r.No {
+				r.hits++
+				break walk
+			}
+			s, move := n.newSession(r, &v, ifname, dir)
+			if s == nil {
+				failed = true
+				continue
+			}
+			n.noteFrag(&v, s)
+			out, res := n.apply(s, &v, dir)
+			if res == Failed {
+				// The first packet could not be rewritten (divert without
+				// room): the session must not outlive it.
+				n.unlink(s)
+				n.active = n.active[:len(n.active)-1]
+				return pkt, Failed
+			}
 			r.hits++
-			break
+			if r.RoundRobin && move {
+				n.rotate(r, dir)
+			}
+			setTag(got, s, res)
+			return out, res
 		}
-		s, move := n.newSession(r, &v, ifname, dir)
-		if s == nil {
-			failed = true
-			continue
-		}
-		n.noteFrag(&v, s)
-		out, res := n.apply(s, &v, dir)
-		if res == Failed {
-			// The first packet could not be rewritten (divert without
-			// room): the session must not outlive it.
-			n.unlink(s)
-			n.active = n.active[:len(n.active)-1]
-			return pkt, Failed
-		}
-		r.hits++
-		if r.RoundRobin && move {
-			n.rotate(r, dir)
-		}
-		setTag(got, s, res)
-		return out, res
 	}
 	if failed {
 		return pkt, Failed
@@ -215,21 +230,17 @@ func (n *NAT) addFrag(k fragKey, fe fragEntry) {
 	n.frags[k] = fe
 }
 
-// rotate moves a round-robin rule behind the other rules of its mask.
+// rotate moves a round-robin rule behind the other rules of its hash
+// bucket, as IPFilter takes it out of its table and adds it again: the
+// end of the list, since the walk looks at one bucket at a time.
 func (n *NAT) rotate(r *rule, dir Direction) {
 	list := n.maps
 	if dir == In {
 		list = n.rdrs
 	}
-	m := r.maskFor(dir == In)
-	i := 0
-	for list[i] != r {
-		i++
-	}
-	for i+1 < len(list) && list[i+1].maskFor(dir == In) == m {
-		list[i], list[i+1] = list[i+1], list[i]
-		i++
-	}
+	i := slices.Index(list, r)
+	copy(list[i:], list[i+1:])
+	list[len(list)-1] = r
 }
 
 func ifMatch(rule, pkt string) bool {

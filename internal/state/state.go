@@ -841,7 +841,11 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 		}
 		r := fsmStep(&e.TCPState, dir, p.TCPFlags, p.DataLen, e.flags&flagTCPFSM != 0)
 		if r == 0 {
-			return OutOfWindow
+			// ipf_state_tcp: a segment in the window that the state
+			// machine refuses (ipf_tcp_age) is a plain miss, not
+			// FI_OOW, so the rules may make it an entry of its own
+			// (refused only when identical to this one).
+			return Miss
 		}
 		if r == 1 {
 			e.Expire = now + t.tcpTimeout(e, dir)
@@ -1103,6 +1107,9 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 // test, and the addresses and "ports" (ICMP: the id), each pair
 // either way round; not the FI_* flags the packets carried, which a
 // packet that did not match x because of them therefore cannot change.
+// ipf_state_add sets the new entry's log tag (is_tag) only after this
+// test, so it compares the live entry's tag with 0: an entry of a
+// set-tag(log=N) rule is never found identical.
 func identical(x, e *Entry) bool {
 	switch x.Proto {
 	case 1, 6, 17, 47, 58:
@@ -1114,7 +1121,7 @@ func identical(x, e *Entry) bool {
 		// in place of the first (C4), and the packet passes.
 		return false
 	}
-	if x.Proto != e.Proto || x.V != e.V || x.Pass != e.Pass || x.Tag != e.Tag || x.opt != e.opt ||
+	if x.Proto != e.Proto || x.V != e.V || x.Pass != e.Pass || x.Tag != 0 || x.opt != e.opt ||
 		x.optMask != e.optMask || x.sec != e.sec || x.auth != e.auth {
 		return false
 	}

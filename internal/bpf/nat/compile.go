@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	gonat "sluice/internal/nat"
@@ -21,8 +22,9 @@ type Image struct {
 	rules  []natNatRule
 	state  []natNatRstate
 	texts  []string
-	order  [2][]uint16 // by direction (DIR_IN, DIR_OUT)
-	masks  [2][]uint8
+	order  [2][]uint16   // by direction (DIR_IN, DIR_OUT), hash table order
+	bucket [2][]uint8    // each rule's bucket in its direction's table
+	masks  [2][2][]uint8 // by direction and family: the masks walked, longest first
 	ifaces []string
 }
 
@@ -105,14 +107,32 @@ func Compile(rules []*ipnat.Rule, opts CompileOptions) (*Image, error) {
 		im.texts = append(im.texts, strings.TrimRight(cr.Rule.String(), "\n"))
 	}
 	for _, i := range rdrs {
-		im.order[dirIn] = append(im.order[dirIn], uint16(i))
-		im.masks[dirIn] = append(im.masks[dirIn], uint8(crs[i].RdrMask))
+		im.add(dirIn, i, crs[i].V6, crs[i].RdrBucket, crs[i].RdrMask)
 	}
 	for _, i := range maps {
-		im.order[dirOut] = append(im.order[dirOut], uint16(i))
-		im.masks[dirOut] = append(im.masks[dirOut], uint8(crs[i].MapMask))
+		im.add(dirOut, i, crs[i].V6, crs[i].MapBucket, crs[i].MapMask)
+	}
+	for dir := range im.masks {
+		for f := range im.masks[dir] {
+			slices.Sort(im.masks[dir][f])
+			slices.Reverse(im.masks[dir][f])
+		}
 	}
 	return im, nil
+}
+
+// add appends rule i to a direction's table, and its mask to the masks
+// its family's packets walk.
+func (im *Image) add(dir, i int, v6 bool, bucket, mask int) {
+	im.order[dir] = append(im.order[dir], uint16(i))
+	im.bucket[dir] = append(im.bucket[dir], uint8(bucket))
+	f := 0
+	if v6 {
+		f = 1
+	}
+	if !slices.Contains(im.masks[dir][f], uint8(mask)) {
+		im.masks[dir][f] = append(im.masks[dir][f], uint8(mask))
+	}
 }
 
 // ErrEngine is returned (wrapped) when the Go engine cannot compile a rule

@@ -65,8 +65,20 @@ func FuzzCompile(f *testing.F) {
 			if len(idx) > 0 && int(idx[len(idx)-1]) >= im.Len() {
 				t.Fatalf("order names rule %d of %d", idx[len(idx)-1], im.Len())
 			}
-			if len(im.masks[dir]) != len(im.order[dir]) {
-				t.Fatalf("%d masks for %d rules", len(im.masks[dir]), len(im.order[dir]))
+			if len(im.bucket[dir]) != len(im.order[dir]) {
+				t.Fatalf("%d buckets for %d rules", len(im.bucket[dir]), len(im.order[dir]))
+			}
+			for _, b := range im.bucket[dir] {
+				if b >= 127 {
+					t.Fatalf("bucket %d of a 127-bucket table", b)
+				}
+			}
+			for f, ms := range im.masks[dir] {
+				for i, m := range ms {
+					if m > 32+96*uint8(f) || i > 0 && m >= ms[i-1] {
+						t.Fatalf("family %d masks %v: not distinct prefix lengths, longest first", f, ms)
+					}
+				}
 			}
 		}
 		back, err := ipnat.ParsePrinted("(loaded)", strings.Join(im.texts, "\n")+"\n", io.Discard)

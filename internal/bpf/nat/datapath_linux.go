@@ -655,7 +655,11 @@ func (d *Datapath) LoadRules(im *Image) error {
 		var o natNatOrder
 		o.N = uint32(len(im.order[dir]))
 		copy(o.Idx[:], im.order[dir])
-		copy(o.Mask[:], im.masks[dir])
+		copy(o.Bucket[:], im.bucket[dir])
+		for f := range 2 {
+			o.Nmasks[f] = uint8(len(im.masks[dir][f]))
+			copy(o.Masks[f][:], im.masks[dir][f])
+		}
 		if err := d.objs.Orders.Update(nxt*2+uint32(dir), o, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("writing the NAT rule order: %w", err)
 		}

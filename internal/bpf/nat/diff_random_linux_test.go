@@ -34,10 +34,14 @@ type randGen struct {
 }
 
 var (
-	inside4  = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.1.1"}
+	// 10.1.38.0 and 10.0.0.0, fd00:7f:: and fd00:: share a bucket of
+	// IPFilter's rule hash tables (internal/nat/rulehash.go): with the /8
+	// and /16 masks below, a rule of the second is tried for an address
+	// of the first before rules of longer masks.
+	inside4  = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.1.1", "10.1.38.1"}
 	outside4 = []string{"2.2.2.2", "2.2.2.3", "3.3.3.3"}
 	pub4     = []string{"1.1.1.1", "1.1.1.2", "1.1.1.3"}
-	inside6  = []string{"fd00::1", "fd00::2", "fd00::3", "fd00:1::1"}
+	inside6  = []string{"fd00::1", "fd00::2", "fd00::3", "fd00:1::1", "fd00:7f::1"}
 	outside6 = []string{"2001:db8:2::2", "2001:db8:2::3", "2001:db8:3::3"}
 	pub6     = []string{"2001:db8:1::1", "2001:db8:1::2", "2001:db8:1::3"}
 	ifaces   = []string{"nic0", "nic1"}
@@ -56,9 +60,9 @@ func (g *randGen) pools() (in, out, pub []string) {
 func (g *randGen) net(pool []string) string {
 	a := g.pick(pool)
 	if g.v6 {
-		return a + "/" + []string{"128", "127", "120", "64", "0"}[g.r.IntN(5)]
+		return a + "/" + []string{"128", "127", "120", "64", "16", "0"}[g.r.IntN(6)]
 	}
-	return a + "/" + []string{"32", "31", "30", "24", "16", "0"}[g.r.IntN(6)]
+	return a + "/" + []string{"32", "31", "30", "24", "16", "8", "0"}[g.r.IntN(7)]
 }
 
 func (g *randGen) proto() string {
@@ -269,7 +273,9 @@ func (g *randGen) packet(prev []randPkt) randPkt {
 		if g.r.IntN(2) == 0 {
 			b = g.ip(src, dst, 17, packettest.UDP(sp, dp, make([]byte, 16), false), 0x2000, id)
 		} else {
-			b = g.ip(src, dst, 17, make([]byte, 16), 3, id)
+			// at 24 bytes the rest follows the first fragment
+			// (8 bytes of UDP header and 16); at 16 it overlaps it
+			b = g.ip(src, dst, 17, make([]byte, 16), uint16(2+g.r.IntN(2)), id)
 		}
 	}
 	return randPkt{out: o, iface: ifn, b: b}

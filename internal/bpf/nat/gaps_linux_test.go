@@ -15,6 +15,8 @@ import (
 // being left alone on both sides:
 //   - IPv6 fragments after the first follow the first fragment's session
 //     (by the fragment header's id), outbound and for the replies;
+//   - IPv4 and IPv6 fragments that overlap their datagram's first
+//     fragment follow no session (IPFilter's fragment cache refuses them);
 //   - an ICMP error too short to quote an IP header is translated as a
 //     plain packet (IPv4 and IPv6);
 //   - an IPv6 extension header cut short by the end of the datagram
@@ -59,6 +61,22 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			{out: false, iface: "nic0", b: v6("2001:db8:9::9", "2001:db8::1", 44, pt.Cat(pt.Frag(17, 0, true, 99), pt.UDP(53, 5000, data, false)))},
 			{out: false, iface: "nic0", b: v6("2001:db8:9::9", "2001:db8::1", 44, pt.Cat(pt.Frag(17, 24, false, 99), data))},
 		}, 5},
+		{"v4 fragments overlapping the first", "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap udp 5000:5010 sequential\n", []randPkt{
+			// the first fragment holds 24 bytes (UDP header and 16)
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 7, FlagsOff: 0x2000,
+				Payload: pt.UDP(1000, 53, data, false)}.Bytes()},
+			// one starting at 16 overlaps it: left alone
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 7, FlagsOff: 0x2000 | 2,
+				Payload: data}.Bytes()},
+			// one starting at 24 follows it
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 7, FlagsOff: 3,
+				Payload: data}.Bytes()},
+		}, 2},
+		{"v6 fragments overlapping the first", "map nic0 fd00::/16 -> 2001:db8::1/128 portmap udp 5000:5010 sequential\n", []randPkt{
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 0, true, 77), pt.UDP(1000, 53, data, false)))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 16, true, 77), data))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 24, false, 77), data))},
+		}, 2},
 		{"short ICMP errors", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\nmap nic0 fd00::/16 -> 2001:db8::1/128\n", []randPkt{
 			// 8 bytes quoted: less than an IPv4 header
 			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 1, pt.ICMP(3, 3, 0, data[:8]))},

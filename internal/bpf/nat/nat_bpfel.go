@@ -49,6 +49,13 @@ type natNatFkey struct {
 	Pad   uint16
 }
 
+type natNatFrag struct {
+	_   structs.HostLayout
+	K   natNatKey
+	End uint32
+	Pad uint32
+}
+
 type natNatFragKey struct {
 	_      structs.HostLayout
 	Src    [4]uint32
@@ -143,9 +150,12 @@ type natNatOrder struct {
 		_   structs.HostLayout
 		Val uint32
 	}
-	N    uint32
-	Idx  [1024]uint16
-	Mask [1024]uint8
+	N      uint32
+	Idx    [1024]uint16
+	Bucket [1024]uint8
+	Nmasks [2]uint8
+	Masks  [2][132]uint8
+	Pad    [2]uint8
 }
 
 type natNatRstate struct {
@@ -334,13 +344,16 @@ type natWork struct {
 		Len       uint32
 		Ifindex   uint32
 		Dir       uint8
-		Pad       [3]uint8
+		Pad       uint8
+		Fragend   uint16
+		Fragoff   uint16
+		Pad2      uint16
 	}
 	K  natNatKey
 	K2 natNatKey
 	Fk natNatFragKey
+	Fv natNatFrag
 	T  natNatTuple
-	_  [4]byte
 	Sc struct {
 		_        structs.HostLayout
 		Slot     uint32

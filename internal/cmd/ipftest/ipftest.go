@@ -830,10 +830,23 @@ func (d dstLists) SelectDst(name string, src, dst netip.Addr) (string, netip.Add
 }
 
 // Route implements engine.Router: userland ipftest "sends" a forwarded
-// packet by printing it as leaving the chosen interface.
+// packet by printing it as leaving the chosen interface (printpacket:
+// with -x, as a hex dump followed by an empty line).
 func (r *run) Route(p *engine.Packet, iface string, nextHop netip.Addr, dup bool) {
-	line := ipftext.AppendSummary(nil, true, iface, p.Data)
-	line = append(line, '\n')
+	var line []byte
+	if r.hexOut {
+		d := p.Data
+		if len(d) >= 20 && d[0]>>4 == 4 {
+			// ipf_fastroute clears the IPv4 header checksum for the
+			// interface to fill in; userland prints it as 0.
+			d = append([]byte(nil), d...)
+			d[10], d[11] = 0, 0
+		}
+		line = ipftext.AppendHex(nil, d)
+	} else {
+		line = ipftext.AppendSummary(nil, true, iface, p.Data)
+		line = append(line, '\n')
+	}
 	r.out.Write(line)
 }
 

@@ -435,30 +435,78 @@ struct list {
 	__u32 count;
 };
 
-/* The compact form of a short main list with no groups or calls (a run
- * counts as one entry): each rule's family and protocol test, and whether
- * it tests more. */
-#define HOT_MAX 32
-#define HOT_ANY 0
-#define HOT_PROTO 1
-#define HOT_TCPUDP 2
-#define HOT_NEVER 3
+/* The compact match of a rule (struct cmatch): the tests most rules make,
+ * in a form the scan checks in place, without fetching the rule. It never
+ * passes a packet the rule would not match; a rule that tests more
+ * (CM_FULL) is fetched and matched whole when the packet passes it. */
+#define CM_OUT 0x0001    /* an outbound rule (FR_OUTQUE) */
+#define CM_NEVER 0x0002
+#define CM_PROTO 0x0004
+#define CM_TCPUDP 0x0008
+#define CM_SRC 0x0010    /* IPv4 source test (the rule is IPv4: word 0) */
+#define CM_NOTSRC 0x0020
+#define CM_DST 0x0040
+#define CM_NOTDST 0x0080
+#define CM_PORTS 0x0100  /* ports or flags tested: the packet must have them */
+#define CM_SPORT 0x0200
+#define CM_DPORT 0x0400
+#define CM_FLAGS 0x0800
+#define CM_FULL 0x1000   /* the rule tests more: match it whole */
+#define CM_RUN 0x2000    /* a run's first rule, without the run's address:
+			  * the runs table decides */
 
-#define HOT_FULL 1 /* the rule tests more than family and protocol */
-#define HOT_RUN 2  /* the entry is a run: decided by its table */
-
-struct hot {
+struct cmatch {
+	__u32 src;
+	__u32 smask;
+	__u32 dst;
+	__u32 dmask;
+	__u16 sport_lo;
+	__u16 sport_hi;
+	__u16 dport_lo;
+	__u16 dport_hi;
+	__u16 flags; /* CM_* */
+	__u8 sport_op;
+	__u8 dport_op;
 	__u8 family;
 	__u8 proto;
-	__u8 kind;
-	__u8 flags; /* HOT_FULL, HOT_RUN */
-	__u32 pos;  /* the rule (the run's first), slot-relative */
+	__u8 tcpf;
+	__u8 tcpf_mask;
+};
+
+/* The compact form of a short main list with no groups or calls (a run
+ * counts as one entry): each rule's compact match and what a match does,
+ * so the scan fetches no rule but one that tests more or keeps state.
+ * Its rules count their matches in hot_counts, per CPU, not in the rule
+ * (user space adds the two). */
+#define HOT_MAX 32
+
+struct hot {
+	struct cmatch m;
+	__u32 pos;    /* the rule (the run's first), slot-relative */
+	__u32 action; /* the rule's action and skip */
+	__u32 skip;
+	__u32 pad;
 };
 
 struct hotlist {
 	__u32 n;
 	__u32 ok; /* the list is scanned from this form */
 	struct hot r[HOT_MAX];
+};
+
+/* Matches of a hot list's entries, per CPU (key as hotlists). */
+struct hot_count {
+	__u64 hits[HOT_MAX];
+	__u64 bytes[HOT_MAX];
+};
+
+/* The compact matches of a block of 1 << BLOCK_SHIFT rules (the index's
+ * blocks), in a per-slot map beside the rules: the scan tests a block's
+ * rules in place and fetches only one that passes. run_len is the rule's
+ * (a run's first rule: the scan passes over the whole run). */
+struct cblock {
+	struct cmatch m[1 << BLOCK_SHIFT];
+	__u32 run_len[1 << BLOCK_SHIFT];
 };
 
 struct counter {

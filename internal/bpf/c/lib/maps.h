@@ -27,6 +27,7 @@
 INNER_ARRAY(rule_array, struct rule, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
 INNER_ARRAY(pps_array, struct pps_window, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
 INNER_ARRAY(count_array, __u32, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
+INNER_ARRAY(cblock_array, struct cblock, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
 
 struct run_hash {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -66,12 +67,28 @@ struct {
 	__type(value, struct hotlist);
 } hotlists SEC(".maps");
 
+/* Matches of the hot lists' rules, per CPU: no atomic, no shared line. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NSLOTS * LIST_GROUP0);
+	__type(key, __u32);
+	__type(value, struct hot_count);
+} hot_counts SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
 	__uint(max_entries, NSLOTS);
 	__type(key, __u32);
 	__array(values, struct pps_array);
 } pps SEC(".maps");
+
+/* Each slot's rules' compact matches, by block (struct cblock). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
+	__type(key, __u32);
+	__array(values, struct cblock_array);
+} cblocks SEC(".maps");
 
 /* Entries each rule has created (keep state limit). */
 struct {
@@ -266,6 +283,7 @@ struct {
 	struct pps_window p;
 	struct text_chunk t;
 	struct run_key k;
+	struct cblock c;
 } sluice_inner_btf SEC(".bss");
 
 #endif

@@ -34,6 +34,44 @@ static __always_inline int port_ok(__u8 op, __u16 lo, __u16 hi, __u16 v)
 	return 0;
 }
 
+/* cm_ok is a rule's compact match (struct cmatch): 0 when the packet
+ * fails a test the rule makes, the tests as rule_match_but makes them. */
+static __always_inline int cm_ok(const struct cmatch *c, const struct pktinfo *p)
+{
+	__u32 f = c->flags;
+
+	if (f & CM_NEVER)
+		return 0;
+	if (!(f & CM_OUT) != !p->out)
+		return 0;
+	if (c->family && c->family != p->family)
+		return 0;
+	if ((f & CM_PROTO) && c->proto != p->proto)
+		return 0;
+	if ((f & CM_TCPUDP) && !(p->flags & PF_TCPUDP))
+		return 0;
+	/* IPv4 rules only: the family test made the packet IPv4 */
+	if ((f & CM_SRC) && ((p->src[0] & c->smask) == c->src) == !!(f & CM_NOTSRC))
+		return 0;
+	if ((f & CM_DST) && ((p->dst[0] & c->dmask) == c->dst) == !!(f & CM_NOTDST))
+		return 0;
+	if (f & CM_PORTS) {
+		if (!(p->flags & PF_PORTS))
+			return 0;
+		if ((f & CM_DPORT) && !port_ok(c->dport_op, c->dport_lo, c->dport_hi, p->dport))
+			return 0;
+		if ((f & CM_SPORT) && !port_ok(c->sport_op, c->sport_lo, c->sport_hi, p->sport))
+			return 0;
+		if (f & CM_FLAGS) {
+			if (p->proto != IPPROTO_TCP || (p->flags & PF_SHORT))
+				return 0;
+			if ((p->tcpflags & c->tcpf_mask) != c->tcpf)
+				return 0;
+		}
+	}
+	return 1;
+}
+
 static __always_inline int pool_has(__u32 slot, __u32 table, const struct pktinfo *p, const __u32 *a)
 {
 	struct pool_key k = {};

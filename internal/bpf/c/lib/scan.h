@@ -202,6 +202,40 @@ static __always_inline __u32 next_candidate(const struct scan *s, __u32 blk, __u
 	return next < s->end ? next : s->end;
 }
 
+#define CM_FOUND 0x80000000
+
+/* sl_cm_next tests the rules from pos to the end of pos's block (or of
+ * the list, end) by their compact matches. It returns the first one the
+ * packet passes, with CM_FOUND, or where the scan goes on when none does
+ * (a run that fails is passed over whole). */
+GLOBAL __u32 sl_cm_next(__u32 slot, __u32 pos, __u32 end)
+{
+	struct work *w = get_work();
+	struct cblock *cb;
+	__u32 bend;
+
+	if (!w)
+		return pos | CM_FOUND;
+	cb = slot_elem(&cblocks, slot, pos >> BLOCK_SHIFT);
+	if (!cb)
+		return pos | CM_FOUND;
+	bend = (pos | ((1 << BLOCK_SHIFT) - 1)) + 1;
+	if (end < bend)
+		bend = end;
+	for (int j = 0; j < (1 << BLOCK_SHIFT); j++) {
+		__u32 k, n;
+
+		if (pos >= bend)
+			break;
+		k = pos & ((1 << BLOCK_SHIFT) - 1);
+		if (cm_ok(&cb->m[k], &w->p))
+			return pos | CM_FOUND;
+		n = cb->run_len[k];
+		pos += n > 1 ? n : 1;
+	}
+	return pos;
+}
+
 static long scan_step(__u32 i, void *ctx)
 {
 	struct work *w = get_work();
@@ -267,6 +301,17 @@ static long scan_step(__u32 i, void *ctx)
 			s->pos = next_candidate(s, blk, rest);
 			return 0;
 		}
+	}
+	if (s->skip == 0) {
+		/* the rules of this block the packet fails by their compact
+		 * matches, passed over in this step */
+		__u32 n = sl_cm_next(s->slot, pos, s->end);
+
+		if (!(n & CM_FOUND)) {
+			s->pos = n;
+			return 0;
+		}
+		pos = n & (RULE_CAP - 1);
 	}
 	s->pos = pos + 1;
 	if (s->skip) {
@@ -381,11 +426,9 @@ static __always_inline void load_index(struct scan *s, struct pktinfo *p, __u32 
 	s->use_index = 1;
 }
 
-/* scan_list runs the scan over one list and returns the pass flags. */
-/* sl_hot_apply is a hot-list rule that passed the prefilter: the rest of
- * its tests when it has more, its counters, and what its match does
- * (scan_apply). It returns 1 when the scan ends there (quick). */
-GLOBAL int sl_hot_apply(__u32 slot, __u32 pos, __u32 flags)
+/* sl_hot_run decides the run at pos of a hot list whose compact match
+ * the packet passed (scan_run). It returns 1 when the scan ends there. */
+GLOBAL int sl_hot_run(__u32 slot, __u32 pos)
 {
 	struct work *w = get_work();
 	struct rule *r;
@@ -397,21 +440,45 @@ GLOBAL int sl_hot_apply(__u32 slot, __u32 pos, __u32 flags)
 	r = rule_at(slot, pos);
 	if (!r)
 		return 1;
-	if (flags & HOT_RUN)
-		return scan_run(&w->s, &w->p, r, pos) != 0;
-	if ((flags & HOT_FULL) && !rule_match(r, &w->p, slot))
+	return scan_run(&w->s, &w->p, r, pos) != 0;
+}
+
+/* sl_rule_match matches rule pos whole (a rule that tests more than its
+ * compact match holds). */
+GLOBAL int sl_rule_match(__u32 slot, __u32 pos)
+{
+	struct work *w = get_work();
+	struct rule *r;
+
+	if (!w)
 		return 0;
-	rule_count(r, w->p.plen);
-	return scan_apply(&w->s, &w->p, r, pos) != 0;
+	slot %= NSLOTS;
+	r = rule_at(slot, pos);
+	return r && rule_match(r, &w->p, slot);
+}
+
+/* sl_hot_quick is quick_state for a hot list's rule (a call of its own
+ * keeps the rule lookup and the state creation off sl_scan's stack). */
+GLOBAL int sl_hot_quick(void)
+{
+	struct work *w = get_work();
+
+	return w ? quick_state(&w->s, &w->p) : 1;
 }
 
 /* scan_hot scans a short main list without groups or calls from its
- * compact form: one lookup for the list, a few instructions to pass over
- * each rule the packet's family and protocol rule out. */
-static __always_inline void scan_hot(struct scan *s, const struct pktinfo *p, const struct hotlist *hl)
+ * compact form: one lookup for the list, the compact match of each rule
+ * in place, and what a matching rule does (scan_apply: a hot list has no
+ * head rules) without fetching it. */
+static __always_inline void scan_hot(struct work *w, const struct hotlist *hl, __u32 hk)
 {
+	struct scan *s = &w->s;
+	struct pktinfo *p = &w->p;
+
 	for (int i = 0; i < HOT_MAX; i++) {
+		struct hot_count *hc;
 		const struct hot *h;
+		__u32 act, passo, pos;
 
 		if (i >= hl->n)
 			break;
@@ -420,24 +487,47 @@ static __always_inline void scan_hot(struct scan *s, const struct pktinfo *p, co
 			continue;
 		}
 		h = &hl->r[i];
-		if (h->family && h->family != p->family)
+		if (!cm_ok(&h->m, p))
 			continue;
-		if (h->kind == HOT_PROTO) {
-			if (h->proto != p->proto)
-				continue;
-		} else if (h->kind == HOT_TCPUDP) {
-			if (!(p->flags & PF_TCPUDP))
-				continue;
-		} else if (h->kind == HOT_NEVER) {
+		pos = h->pos;
+		if (h->m.flags & CM_RUN) {
+			if (sl_hot_run(s->slot, pos))
+				break;
 			continue;
 		}
-		if (sl_hot_apply(s->slot, h->pos, h->flags))
-			break;
+		if ((h->m.flags & CM_FULL) && !sl_rule_match(s->slot, pos))
+			continue;
+		hc = bpf_map_lookup_elem(&hot_counts, &hk);
+		if (hc) {
+			hc->hits[i]++;
+			hc->bytes[i] += p->plen;
+		}
+		act = h->action;
+		passo = s->pass;
+		s->rule = pos + 1;
+		if ((act & (FR_CMDMASK | FR_LOG)) == FR_LOG) {
+			if (s->nlogs < MAX_LOGS) {
+				s->logs[s->nlogs & (MAX_LOGS - 1)] = pos;
+				s->nlogs++;
+			}
+		} else if ((act & FR_CMDMASK) == FR_SKIP) {
+			s->skip = h->skip;
+		} else {
+			s->passo = passo;
+			s->pass = act;
+		}
+		if (s->pass & FR_QUICK) {
+			if (sl_hot_quick())
+				break;
+			s->pass = passo;
+		}
 	}
 	s->done = 1;
 }
 
-static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, __u32 pass)
+/* scan_list runs the scan over one list and returns the pass flags;
+ * main: the list may be a main list, with a compact form. */
+static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, __u32 pass, int main)
 {
 	struct list *l;
 	__u32 lk = slot * MAX_LISTS + list;
@@ -457,13 +547,13 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 	s->end = l->start + l->count;
 	s->done = 0;
 	s->cut = 0;
-	if (list < LIST_GROUP0) {
+	if (main && list < LIST_GROUP0) {
 		__u32 hk = slot * LIST_GROUP0 + list;
 		struct hotlist *hl = bpf_map_lookup_elem(&hotlists, &hk);
 		struct work *w = get_work();
 
 		if (hl && hl->ok && w) {
-			scan_hot(s, &w->p, hl);
+			scan_hot(w, hl, hk);
 			return s->pass;
 		}
 	}
@@ -484,7 +574,7 @@ GLOBAL int sl_scan(__u32 slot, __u32 list, __u32 pass)
 
 	if (!w)
 		return pass;
-	return scan_list(&w->s, slot, list, pass);
+	return scan_list(&w->s, slot, list, pass, 1);
 }
 
 /* sl_call runs the deferred call of rule idx after the scan (ipf_firewall):
@@ -504,7 +594,8 @@ GLOBAL int sl_call(__u32 slot, __u32 idx, __u32 pass)
 	g = call_group(r, &w->p, slot);
 	if (!g)
 		return 0;
-	scan_list(&w->s, slot, g, pass);
+	/* a group: never a main list's compact form */
+	scan_list(&w->s, slot, g, pass, 0);
 	return w->s.rule;
 }
 

@@ -154,12 +154,20 @@ struct {
 	__type(value, struct nat_fast6);
 } fast6 SEC(".maps");
 
-/* First fragments' sessions: the entry key later fragments follow. */
+/* First fragments' sessions: the entry key later fragments follow, and
+ * where the first fragment's data ends (a fragment starting before it
+ * overlaps the first and follows no session, as in IPFilter's cache). */
+struct nat_frag {
+	struct nat_key k;
+	__u32 end;
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, NAT_FRAG_ENTRIES);
 	__type(key, struct nat_frag_key);
-	__type(value, struct nat_key);
+	__type(value, struct nat_frag);
 } frags SEC(".maps");
 
 struct {
@@ -238,7 +246,10 @@ struct pkt {
 	__u32 len;     /* bytes from l3off to the end of the buffer */
 	__u32 ifindex;
 	__u8 dir;
-	__u8 pad[3];
+	__u8 pad;
+	__u16 fragend; /* first fragments: where their data ends (bytes) */
+	__u16 fragoff; /* fragment bodies: where their data starts (bytes) */
+	__u16 pad2;
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -391,6 +402,7 @@ struct work {
 	struct nat_key k;
 	struct nat_key k2;
 	struct nat_frag_key fk;
+	struct nat_frag fv;
 	struct nat_tuple t;
 	struct sticky_ctx sc;
 	struct nat_fkey fk4;
@@ -835,6 +847,7 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 		c->off += ((__u32)h[1] + 1) * 8;
 		return 0;
 	case 44: {
+		struct work *w;
 		__u8 f[8];
 
 		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, f, 8) < 0) {
@@ -846,6 +859,14 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 		c->id = (__u32)f[4] << 24 | (__u32)f[5] << 16 | (__u32)f[6] << 8 | f[7];
 		c->more = f[3] & 1;
 		c->nh = f[0];
+		/* where the fragment's data starts and ends, in the packet
+		 * being parsed (here: the walk's context is on the stack of
+		 * a deep call chain) */
+		w = get_work();
+		if (w) {
+			w->p.fragoff = ((__u16)f[2] << 8 | f[3]) & 0xfff8;
+			w->p.fragend = w->p.fragoff + c->end - (c->off + 8);
+		}
 		if (((__u16)f[2] << 8 | f[3]) & 0xfff8) {
 			c->frag = 1;
 			c->done = 1;
@@ -2368,21 +2389,74 @@ struct walk_ctx {
 	__s32 res;
 	__u8 failed;
 	__u8 done;
-	__u8 pad[2];
+	__u8 v6;
+	__u8 lev;  /* the mask being walked (index into masks) */
+	__u32 j;   /* the next rule of the order to look at */
+	__u32 h;   /* the bucket of the packet's address under that mask */
+	__u32 a[4]; /* the address the table is keyed by, network order */
 };
 
+/* mask_word is the network-order mask of word i of a /len prefix. */
+static __always_inline __u32 mask_word(__u32 len, __u32 i)
+{
+	__s32 b = (__s32)len - 32 * (__s32)i;
+
+	if (b <= 0)
+		return 0;
+	if (b >= 32)
+		return ~0u;
+	return bpf_htonl(~0u << (32 - b));
+}
+
+/* hash_word is NAT_HASH_FN's term for a word as it sits in memory. */
+static __always_inline __u32 hash_word(__u32 w)
+{
+	return w + (w >> 12);
+}
+
+/* walk_bucket is the bucket the packet's address falls in under the
+ * mask of level lev (NAT_HASH_FN, NAT_HASH_FN6). */
+static __always_inline __u32 walk_bucket(struct walk_ctx *c, const struct nat_order *o)
+{
+	__u32 l = c->lev, len, h;
+
+	if (l >= NAT_LEVELS)
+		return NAT_BUCKETS; /* no bucket */
+	len = o->masks[c->v6 & 1][l];
+	h = hash_word(c->a[0] & mask_word(len, 0));
+
+	if (c->v6)
+		h += hash_word(c->a[1] & mask_word(len, 1)) + hash_word(c->a[2] & mask_word(len, 2)) +
+		     hash_word(c->a[3] & mask_word(len, 3));
+	return h % NAT_BUCKETS;
+}
+
+/* walk_step looks at one rule of the order under one mask: the rules of
+ * the current mask's bucket in order, then the next mask. */
 static long walk_step(__u32 i, struct walk_ctx *c)
 {
 	struct work *w = get_work();
 	__u32 ok = c->slot * 2 + (w ? w->p.dir : 0);
 	struct nat_order *o = bpf_map_lookup_elem(&orders, &ok);
 	struct nat_rule *r;
-	__u32 idx;
+	__u32 idx, j;
 	int res;
 
-	if (!w || !o || i >= c->n)
+	if (!w || !o || c->lev >= o->nmasks[c->v6 & 1])
 		return 1;
-	idx = o->idx[BOUND(i, NAT_MAX_RULES - 1)];
+	if (c->j >= c->n) {
+		c->j = 0;
+		c->lev++;
+		if (c->lev >= o->nmasks[c->v6 & 1])
+			return 1;
+	}
+	if (c->j == 0)
+		c->h = walk_bucket(c, o);
+	j = BOUND(c->j, NAT_MAX_RULES - 1);
+	c->j++;
+	if (o->bucket[j] != c->h)
+		return 0;
+	idx = o->idx[j];
 	r = rule_at(c->slot, idx);
 	if (!r)
 		return 0;
@@ -2405,15 +2479,17 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 	return 1;
 }
 
-/* rotate moves a round-robin rule behind the other rules of its mask
- * (the engine's rotate). It finds the rule, then moves it one place at a
- * time, each swap under the order's lock: a concurrent rotation may stop
- * it early, but the order stays a permutation of the rules. */
+/* rotate moves a round-robin rule to the back of the order, behind the
+ * other rules of its bucket (IPFilter takes it out of its table and adds
+ * it again; the engine's rotate). It finds the rule, then moves it one
+ * place at a time, each swap under the order's lock: a concurrent
+ * rotation may stop it early, but the order stays a permutation of the
+ * rules. */
 struct rot_ctx {
 	__u32 key;
 	__u32 idx;
 	__u32 pos;
-	__u8 mask;
+	__u8 bucket;
 	__u8 found;
 	__u8 pad[2];
 };
@@ -2426,7 +2502,7 @@ static long rot_find(__u32 i, struct rot_ctx *c)
 		return 1;
 	if (o->idx[BOUND(i, NAT_MAX_RULES - 1)] == c->idx) {
 		c->pos = i;
-		c->mask = o->mask[BOUND(i, NAT_MAX_RULES - 1)];
+		c->bucket = o->bucket[BOUND(i, NAT_MAX_RULES - 1)];
 		c->found = 1;
 		return 1;
 	}
@@ -2442,13 +2518,13 @@ static long rot_swap(__u32 k, struct rot_ctx *c)
 	if (!o || c->pos + k + 1 >= NAT_MAX_RULES)
 		return 1;
 	bpf_spin_lock(&o->lock);
-	if (c->pos + k + 1 < o->n && o->idx[i] == c->idx && o->mask[j] == c->mask) {
+	if (c->pos + k + 1 < o->n && o->idx[i] == c->idx) {
 		__u16 t = o->idx[i];
 
 		o->idx[i] = o->idx[j];
 		o->idx[j] = t;
-		o->mask[i] = o->mask[j];
-		o->mask[j] = c->mask;
+		o->bucket[i] = o->bucket[j];
+		o->bucket[j] = c->bucket;
 		stop = 0;
 	}
 	bpf_spin_unlock(&o->lock);
@@ -2485,7 +2561,9 @@ GLOBAL int nat_new(void)
 	if (!o || !o->n)
 		return 0;
 	c.n = o->n;
-	bpf_loop(NAT_MAX_RULES, walk_step, &c, 0);
+	c.v6 = w->p.family == 6;
+	__builtin_memcpy(c.a, (w->p.dir & 1) == DIR_IN ? w->p.dst : w->p.src, sizeof(c.a));
+	bpf_loop(NAT_MAX_RULES * NAT_LEVELS, walk_step, &c, 0);
 	if (c.res) {
 		struct nat_rule *r = rule_at(c.slot, c.idx);
 
@@ -2661,12 +2739,15 @@ static __always_inline void frag_key(struct nat_frag_key *fk, const struct pkt *
  * IPv6's by the fragment header's. */
 static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 {
-	struct nat_frag_key fk;
+	struct work *w = get_work();
 
-	if (!p->morefrags)
+	if (!p->morefrags || !w)
 		return;
-	frag_key(&fk, p);
-	bpf_map_update_elem(&frags, &fk, k, BPF_ANY);
+	frag_key(&w->fk, p);
+	w->fv.k = *k;
+	w->fv.end = p->fragend;
+	w->fv.pad = 0;
+	bpf_map_update_elem(&frags, &w->fk, &w->fv, BPF_ANY);
 }
 
 /* ------------------------------------------------------------ MSS clamp */
@@ -3157,17 +3238,18 @@ store:
 		 * gets the same outer header (the engine's icmpErr fragment
 		 * entries; docs/ipfilter-differences.md C19) */
 		struct nat_frag_key fk;
-		struct nat_key *fv = &w->k;
+		struct nat_frag *fv = &w->fv;
 
 		__builtin_memset(fv, 0, sizeof(*fv));
-		fv->dir = DIR_ICMPERR;
-		fv->sport = p->dir == DIR_IN;
+		fv->k.dir = DIR_ICMPERR;
+		fv->k.sport = p->dir == DIR_IN;
+		fv->end = p->fragend;
 		if (p->dir == DIR_IN)
-			words_cp(fv->src, in->src);
+			words_cp(fv->k.src, in->src);
 		else if (sdir == DIR_OUT)
-			words_cp(fv->src, t->nsrc);
+			words_cp(fv->k.src, t->nsrc);
 		else
-			words_cp(fv->src, t->odst);
+			words_cp(fv->k.src, t->odst);
 		frag_key(&fk, p);
 		bpf_map_update_elem(&frags, &fk, fv, BPF_ANY);
 	}
@@ -3244,12 +3326,60 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	return 0;
 }
 
+/* nat_frag_body translates a fragment after the first as the session its
+ * datagram's first fragment used; one that overlaps the first fragment
+ * follows none (IPFilter's fragment cache does not match it). */
+GLOBAL int nat_frag_body(struct __sk_buff *skb)
+{
+	struct work *w = get_work();
+	struct nat_frag *fe;
+	struct nat_key *k;
+	struct nat_sess *v;
+	struct pkt *p;
+
+	if (!w || !skb)
+		return TC_ACT_UNSPEC;
+	p = &w->p;
+	frag_key(&w->fk, p);
+	fe = bpf_map_lookup_elem(&frags, &w->fk);
+	if (!fe || p->fragoff < fe->end)
+		return TC_ACT_UNSPEC;
+	k = &w->k2;
+	*k = fe->k;
+	if (k->dir & DIR_ICMPERR) {
+		/* the rest of an ICMP error sent as a first fragment gets its
+		 * first fragment's outer header (C19) */
+		__u16 unused = 0;
+
+		if (outer_addr(skb, p, k->sport & 1, k->src, &unused) == 0) {
+			stat_inc(p->dir * NS_SIDE + NS_FRAG);
+			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
+		}
+		return TC_ACT_UNSPEC;
+	}
+	v = bpf_map_lookup_elem(&sessions, k);
+	if (!v)
+		return TC_ACT_UNSPEC;
+	if ((v->sdir ^ v->w) != p->dir) {
+		/* a fragment going the other way uses the other entry */
+		*k = v->peer;
+		v = bpf_map_lookup_elem(&sessions, k);
+		if (!v)
+			return TC_ACT_UNSPEC;
+	}
+	if (apply(skb, k, v, p, now_ns()) == 0) {
+		stat_inc(p->dir * NS_SIDE + NS_FRAG);
+		stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
+	}
+	return TC_ACT_UNSPEC;
+}
+
 /* nat_slow handles what the fast path does not: ICMP errors, fragment
  * bodies, and packets of no session (wildcards, then the rules). */
 GLOBAL int nat_slow(struct __sk_buff *skb)
 {
 	struct work *w = get_work();
-	struct nat_key *fkey, *k;
+	struct nat_key *k;
 	struct nat_sess *v;
 	struct pkt *p;
 	int r;
@@ -3263,38 +3393,8 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	 * finds or starts a session of its own (internal/nat check) */
 	if (p->icmperr && nat_icmperr(skb))
 		return TC_ACT_UNSPEC;
-	if (p->fragbody) {
-		frag_key(&w->fk, p);
-		fkey = bpf_map_lookup_elem(&frags, &w->fk);
-		if (!fkey)
-			return TC_ACT_UNSPEC;
-		k = &w->k2;
-		*k = *fkey;
-		if (k->dir & DIR_ICMPERR) {
-			__u16 unused = 0;
-
-			if (outer_addr(skb, p, k->sport & 1, k->src, &unused) == 0) {
-				stat_inc(p->dir * NS_SIDE + NS_FRAG);
-				stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
-			}
-			return TC_ACT_UNSPEC;
-		}
-		v = bpf_map_lookup_elem(&sessions, k);
-		if (!v)
-			return TC_ACT_UNSPEC;
-		if ((v->sdir ^ v->w) != p->dir) {
-			/* a fragment going the other way uses the other entry */
-			*k = v->peer;
-			v = bpf_map_lookup_elem(&sessions, k);
-			if (!v)
-				return TC_ACT_UNSPEC;
-		}
-		if (apply(skb, k, v, p, now_ns()) == 0) {
-			stat_inc(p->dir * NS_SIDE + NS_FRAG);
-			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
-		}
-		return TC_ACT_UNSPEC;
-	}
+	if (p->fragbody)
+		return nat_frag_body(skb);
 	k = &w->k2;
 	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->sport, p->dport);
 	v = w->nohit ? NULL : bpf_map_lookup_elem(&sessions, k);
@@ -3400,7 +3500,9 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		p.morefrags = !!(ip->frag_off & bpf_htons(0x2000));
 		if (ip->frag_off & bpf_htons(0x1fff)) {
 			p.fragbody = 1;
+			p.fragoff = (bpf_ntohs(ip->frag_off) & 0x1fff) << 3;
 		} else {
+			p.fragend = tot - hl;
 			p.l4off = l3 + hl;
 			p.l4len = tot - hl;
 		}

@@ -226,13 +226,21 @@ struct nat_rstate {
 	__s32 stepnext;
 };
 
-/* The order in which a direction's rules are tried; round-robin rules
- * move to the back of their mask under the lock. */
+/* The rule hash table of a direction, as IPFilter walks it (the engine's
+ * rulehash.go): idx lists the rules in the order they were added, each
+ * with its bucket; a packet looks, for each mask of its family in masks
+ * (longest first), at the rules of the bucket its address falls in under
+ * that mask. Round-robin rules move to the back under the lock. */
+#define NAT_BUCKETS 127
+#define NAT_LEVELS 132 /* room for /0-/128 */
 struct nat_order {
 	struct bpf_spin_lock lock;
 	__u32 n;
 	__u16 idx[NAT_MAX_RULES];
-	__u8 mask[NAT_MAX_RULES]; /* the mask each rule is ordered by */
+	__u8 bucket[NAT_MAX_RULES];
+	__u8 nmasks[2];            /* masks per family: IPv4, IPv6 */
+	__u8 masks[2][NAT_LEVELS]; /* prefix lengths, longest first */
+	__u8 pad[2];
 };
 
 struct nat_key {
