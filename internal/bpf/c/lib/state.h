@@ -657,10 +657,26 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	return e;
 }
 
-/* state_identical is ipf_state_match for two entries of one flow. */
-static __always_inline int state_identical(const struct state_entry *a, const struct state_entry *b)
+/* state_identical is ipf_state_match for two entries of one flow: a the
+ * live one, b the new. As the engine's identical: ipf_state_add sets the
+ * new entry's log tag after the test, so a live entry with a log tag is
+ * never identical; a protocol IPFilter keeps no ports or ids for never
+ * finds a duplicate (C4); and the addresses compared are the group's of
+ * a wildcard-destination entry. */
+static __always_inline int state_identical(const struct state_entry *a, const struct state_entry *b,
+					   const struct state_key *kp)
 {
-	return a->pass == b->pass && a->opt == b->opt && a->secclass == b->secclass &&
+	__u8 proto = kp->proto;
+
+	if (proto != IPPROTO_ICMP && proto != IPPROTO_TCP && proto != IPPROTO_UDP &&
+	    proto != IPPROTO_GRE && proto != IPPROTO_ICMPV6)
+		return 0;
+	/* wildcard-destination entries share a key whatever their group:
+	 * one for another group is another flow's */
+	if (kp->wild && (a->wdst[0] != b->wdst[0] || a->wdst[1] != b->wdst[1] || a->wdst[2] != b->wdst[2] ||
+			 a->wdst[3] != b->wdst[3]))
+		return 0;
+	return a->logtag == 0 && a->pass == b->pass && a->opt == b->opt && a->secclass == b->secclass &&
 	       (a->flags & SF_OPTREV) == (b->flags & SF_OPTREV) && a->opt_rev == b->opt_rev;
 }
 
@@ -779,13 +795,13 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		 * not the FI_* flags): the packet is then blocked */
 		struct state_entry *old = bpf_map_lookup_elem(&states, kp);
 
-		if (old && state_identical(old, ep))
+		if (old && state_identical(old, ep, kp))
 			return 0;
 		if (old && !kp->wild && (old->flags & SF_TWIN)) {
 			kp->twin = 1;
 			old = bpf_map_lookup_elem(&states, kp);
 			kp->twin = 0;
-			if (old && state_identical(old, ep))
+			if (old && state_identical(old, ep, kp))
 				return 0;
 		}
 	}
@@ -802,7 +818,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			 * (as the Go engine does): the old entry and its counts
 			 * go (another CPU or the sweeper may have removed it
 			 * first: released once either way). */
-			if (!old || state_identical(old, ep))
+			if (!old || state_identical(old, ep, kp))
 				return 0;
 			state_unlink(kp, old);
 			if (state_put(kp, ep, &old) != 1)
