@@ -76,6 +76,12 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 	if !parse(&v, pkt) {
 		return pkt, NoMatch
 	}
+	if v.v6 && v.proto == 58 && v.l4 >= 0 && v.icmpType > 129 {
+		// IPFilter's NAT leaves ICMPv6 informational messages other
+		// than echo alone (MLD, neighbour discovery, ...): no rule
+		// translates them (checked against its ipftest, map and rdr).
+		return pkt, NoMatch
+	}
 	v.resize = resize
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -207,10 +213,18 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	// header it calls bad (flags such as URG without an urgent
 	// pointer, or FIN without ACK; a data offset below 20): the rest
 	// of that datagram is not translated.
-	if v.proto == 6 && v.l4 >= 0 && tcpHeaderBad(packet.TCP(v.b[v.l4:v.l4+v.l4len])) {
+	if v.proto == 6 && v.l4 >= 0 && !v.cut6 && tcpHeaderBad(packet.TCP(v.b[v.l4:v.l4+v.l4len])) {
 		return
 	}
-	n.addFrag(v.fragKey(), fragEntry{s: s, end: v.fragEnd})
+	end := v.fragEnd
+	if (v.cutPorts || v.cut6) && end < v.fragOff+20 {
+		// A TCP header cut inside its 20 fixed bytes counts as ending
+		// at 20 (IPFilter's firstend, as for update_ipid): a later
+		// fragment that starts before that overlaps it and is not
+		// translated (checked against its ipftest).
+		end = v.fragOff + 20
+	}
+	n.addFrag(v.fragKey(), fragEntry{s: s, end: end})
 	s.hasFrags = true
 }
 

@@ -2746,6 +2746,10 @@ static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 	frag_key(&w->fk, p);
 	w->fv.k = *k;
 	w->fv.end = p->fragend;
+	/* a TCP header cut inside its 20 fixed bytes counts as ending at 20
+	 * (IPFilter's firstend; the engine's noteFrag) */
+	if (p->cut && p->fragend < 20)
+		w->fv.end = 20;
 	w->fv.pad = 0;
 	bpf_map_update_elem(&frags, &w->fk, &w->fv, BPF_ANY);
 }
@@ -3543,6 +3547,11 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		if (!parse_l4(skb, pp))
 			return TC_ACT_UNSPEC;
 	}
+	/* ICMPv6 informational messages other than echo (MLD, neighbour
+	 * discovery, ...) are left alone by every rule, as in IPFilter (the
+	 * engine's checkTag) */
+	if (p.family == 6 && p.proto == IPPROTO_ICMPV6 && p.l4off && p.icmptype > 129)
+		return TC_ACT_UNSPEC;
 	if (!p.icmperr && !p.fragbody) {
 		k = &w->k;
 		__builtin_memcpy(k->src, p.src, 16);
