@@ -100,7 +100,18 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 		fe, ok := n.frags[v.fragKey()]
 		if !ok || v.fragOff < fe.end {
 			// Unknown, or overlapping the first fragment: IPFilter's
-			// cache does not match it (ipf_frag_lookup).
+			// cache does not match it (ipf_frag_lookup). A protocol
+			// without ports or ids (GRE, ESP, IP in IP, ...) still
+			// finds its session by its addresses, as any packet of it
+			// does; it never starts one (checked against ipftest).
+			if !portless(&v) {
+				return pkt, NoMatch
+			}
+			if s := n.lookup(dir, &v, ifname); s != nil {
+				b, r := n.apply(s, &v, dir)
+				setTag(got, s, r)
+				return b, r
+			}
 			return pkt, NoMatch
 		}
 		if fe.icmpErr {
@@ -198,6 +209,20 @@ walk:
 		return pkt, Failed
 	}
 	return pkt, NoMatch
+}
+
+// portless reports a protocol whose sessions are keyed by addresses
+// alone: not TCP, UDP or the family's ICMP.
+func portless(v *view) bool {
+	switch v.proto {
+	case 6, 17:
+		return false
+	case 1:
+		return v.v6
+	case 58:
+		return !v.v6
+	}
+	return true
 }
 
 // maxFrags bounds the NAT fragment table.

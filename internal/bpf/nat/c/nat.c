@@ -3346,8 +3346,27 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	p = &w->p;
 	frag_key(&w->fk, p);
 	fe = bpf_map_lookup_elem(&frags, &w->fk);
-	if (!fe || p->fragoff < fe->end)
-		return TC_ACT_UNSPEC;
+	if (!fe || p->fragoff < fe->end) {
+		/* no entry takes it: a protocol without ports or ids (GRE,
+		 * ESP, IP in IP, ...) still finds its session by its addresses,
+		 * as in IPFilter (the engine's portless); it never starts one */
+		if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP ||
+		    p->proto == (p->family == 6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+			return TC_ACT_UNSPEC;
+		k = &w->k2;
+		__builtin_memcpy(k->src, p->src, 16);
+		__builtin_memcpy(k->dst, p->dst, 16);
+		k->sport = 0;
+		k->dport = 0;
+		k->proto = p->proto;
+		k->dir = p->dir;
+		k->family = p->family;
+		k->pad = 0;
+		v = bpf_map_lookup_elem(&sessions, k);
+		if (!v || (v->ifindex && v->ifindex != p->ifindex))
+			return TC_ACT_UNSPEC;
+		goto translate;
+	}
 	k = &w->k2;
 	*k = fe->k;
 	if (k->dir & DIR_ICMPERR) {
@@ -3371,6 +3390,7 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		if (!v)
 			return TC_ACT_UNSPEC;
 	}
+translate:
 	if (apply(skb, k, v, p, now_ns()) == 0) {
 		stat_inc(p->dir * NS_SIDE + NS_FRAG);
 		stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
