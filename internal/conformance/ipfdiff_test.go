@@ -47,6 +47,8 @@ type knownDiff struct {
 }
 
 type diffBucket struct {
+	Bucket     int      `json:"bucket"`
+	Family     string   `json:"family"`
 	Check      string   `json:"check"`
 	Kind       string   `json:"kind"`
 	Sub        string   `json:"sub"`
@@ -186,7 +188,7 @@ func TestIPFDiff(t *testing.T) {
 			t.Logf("documented (%s): %s %s [%s], %d disagreements", id, bk.Check, bk.Kind, strings.Join(bk.Tags, ","), bk.Count)
 			continue
 		}
-		t.Errorf("undocumented disagreement with IPFilter: %s %s/%s [%s] %v, %d cases\n%s",
-			bk.Check, bk.Kind, bk.Sub, strings.Join(bk.Tags, ","), bk.PacketTags, bk.Count, bk.Repro)
+		t.Errorf("undocumented disagreement with IPFilter: bucket %d (%s) %s %s/%s [%s] %v, %d cases\n%s",
+			bk.Bucket, bk.Family, bk.Check, bk.Kind, bk.Sub, strings.Join(bk.Tags, ","), bk.PacketTags, bk.Count, bk.Repro)
 	}
 }
