@@ -414,8 +414,14 @@ func (i *Info) tcpCommon(p []byte) bool {
 // on to read the header, bytes past the packet's end reading as zero (so
 // flag tests see flags 0); a header that claims options is pulled up
 // again, and that failure frees it (bad-packet).
+//
+// A first fragment is not made bad: IPFilter's IPv6 path finds nothing
+// wrong with a fragment header's first fragment whose TCP header is cut
+// (its flags, as far as they are there, match state and rules).
 func (i *Info) shortTCP6(p []byte) {
-	i.Flags |= FlagBad
+	if i.Flags&FlagFrag == 0 {
+		i.Flags |= FlagBad
+	}
 	var h [TCPMinimumSize]byte
 	if i.L4Off < len(p) {
 		copy(h[:], p[i.L4Off:min(len(p), i.L4Off+i.DLen)])
