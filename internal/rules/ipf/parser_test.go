@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -463,6 +464,36 @@ func TestParseIPv4Dotted(t *testing.T) {
 		want, wok := parseIPv4Split(s)
 		if strings.Contains(s, ".") && (got != want || gok != wok) {
 			t.Errorf("parseIPv4(%q) = %v %v, want %v %v", s, got, gok, want, wok)
+		}
+	}
+}
+
+// TestParseBigFile parses a file past bigFile (the blocklist path: the
+// rules slice sized from the lines, the collector slowed for the parse):
+// every rule is there, in order, and the collector's setting is restored.
+func TestParseBigFile(t *testing.T) {
+	var sb strings.Builder
+	n := 0
+	for sb.Len() <= bigFile {
+		fmt.Fprintf(&sb, "block in from 198.%d.%d.%d/32 to any # %d\n", 18+n>>16&1, n>>8&255, n&255, n)
+		n++
+	}
+	gc := debug.SetGCPercent(123)
+	defer debug.SetGCPercent(gc)
+	rules, err := Parse("big.conf", []byte(sb.String()), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(gc); got != 123 {
+		t.Errorf("GC percent after Parse = %d, want 123 (restored)", got)
+	}
+	if len(rules) != n {
+		t.Fatalf("%d rules, want %d", len(rules), n)
+	}
+	for _, i := range []int{0, n / 2, n - 1} {
+		want := fmt.Sprintf("block in inet from 198.%d.%d.%d/32 to any", 18+i>>16&1, i>>8&255, i&255)
+		if got := FormatRule(rules[i]); got != want || rules[i].Pos.Line != i+1 {
+			t.Errorf("rule %d: %q at line %d, want %q at line %d", i, got, rules[i].Pos.Line, want, i+1)
 		}
 	}
 }
