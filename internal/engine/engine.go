@@ -131,7 +131,7 @@ type Engine struct {
 	updateIPID  bool
 	nextIPID    atomic.Uint32
 	idMu        sync.Mutex          // guards fragIDs
-	fragIDs     map[fragKeyT]uint16 // ids given to first fragments (update_ipid)
+	fragIDs     map[fragKeyT]fragID // ids given to first fragments (update_ipid)
 	stats       counters
 }
 
@@ -1178,6 +1178,36 @@ func (e *Engine) target(p *Packet, t *ipf.RouteTarget) (string, netip.Addr, bool
 
 const maxFragIDs = 4096
 
+// fragID is the IP id update_ipid gave a first fragment, and the offset
+// (bytes) at which the first fragment ends: a later fragment that starts
+// before it is an overlap IPFilter's fragment cache does not match.
+type fragID struct {
+	id  uint16
+	end int
+}
+
+// ipidFirstEnd reports where the first fragment p ends for its update_ipid
+// entry, or false when ipf_frag_ipidnew makes none (checked against
+// IPFilter's ipftest): a first fragment too short for its L4 header makes
+// none, except TCP cut inside its 20 fixed bytes, which IPFilter counts as
+// ending at 20; a TCP header whose options are cut makes none.
+func ipidFirstEnd(p *Packet) (int, bool) {
+	fi := &p.Info
+	if fi.Version == 4 && fi.L4Proto == 6 && fi.L4Off > 0 {
+		if fi.DLen < 20 {
+			return 20, true
+		}
+		if fi.L4Off+12 < len(p.Data) && int(p.Data[fi.L4Off+12]>>4)*4 > fi.DLen {
+			return 0, false
+		}
+		return fi.DLen, true
+	}
+	if fi.Flags&packet.FlagShort != 0 {
+		return 0, false
+	}
+	return fi.DLen, true
+}
+
 // rewriteIPID is ipf_updateipid: outbound IPv4 packets get ids from a
 // counter (0, 1, 2, ... as in ipftest); the fragments of one datagram
 // share the id its first fragment got.
@@ -1195,19 +1225,17 @@ func (e *Engine) rewriteIPID(p *Packet) bool {
 			if e.fragIDs == nil || len(e.fragIDs) >= maxFragIDs {
 				// Bounded like the fragment cache: old datagrams are
 				// long gone when this many newer ones were seen.
-				e.fragIDs = make(map[fragKeyT]uint16)
+				e.fragIDs = make(map[fragKeyT]fragID)
 			}
-			if fi.Flags&packet.FlagShort == 0 {
-				// ipf_frag_ipidnew makes no entry for a first
-				// fragment too short for its TCP header: the
-				// rest of its datagram then fails below.
-				e.fragIDs[p.fk] = id
+			if end, ok := ipidFirstEnd(p); ok {
+				e.fragIDs[p.fk] = fragID{id: id, end: end}
 			}
-		} else if v, ok := e.fragIDs[p.fk]; ok {
-			id = v
+		} else if v, ok := e.fragIDs[p.fk]; ok && fi.Off >= v.end {
+			id = v.id
 		} else {
 			// ipf_updateipid fails for a fragment whose first one it
-			// has not seen, and the packet is dropped.
+			// has not seen, or that starts inside the first one
+			// (ipf_frag_lookup's firstend), and the packet is dropped.
 			e.idMu.Unlock()
 			return false
 		}

@@ -58,7 +58,7 @@ func loadedRules(d *natbpf.Datapath) ([]*ipnat.Rule, []natbpf.RuleInfo, error) {
 		src.WriteString(ri.Text)
 		src.WriteByte('\n')
 	}
-	f, err := ipnat.Parse("(loaded NAT rules)", src.String(), io.Discard)
+	f, err := ipnat.ParsePrinted("(loaded NAT rules)", src.String(), io.Discard)
 	if err != nil {
 		return nil, nil, fmt.Errorf("re-reading the loaded NAT rules: %w", err)
 	}

@@ -111,7 +111,10 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 		// addresses (no port, no TCP checksum: the header is not
 		// whole); the fragments after it follow it only when it holds
 		// flags IPFilter does not call bad (cutFrag).
-		// Without a session it is a packet without ports.
+		// Without a session it is a packet without ports, and it does
+		// not find a session without ports either: IPFilter looks it up
+		// by its ports only, so each such packet starts a session of
+		// its own (checked against its ipftest).
 		if s := n.lookup(dir, &v, ifname); s != nil {
 			if v.cutFrag {
 				n.noteFrag(&v, s)
@@ -122,7 +125,9 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 		}
 		v.sport, v.dport = 0, 0
 	}
-	if s := n.lookup(dir, &v, ifname); s != nil {
+	if v.cutPorts {
+		// no portless lookup (above)
+	} else if s := n.lookup(dir, &v, ifname); s != nil {
 		n.noteFrag(&v, s)
 		b, r := n.apply(s, &v, dir)
 		setTag(got, s, r)
@@ -434,7 +439,16 @@ func (n *NAT) apply(s *session, v *view, dir Direction) ([]byte, Result) {
 	if s.rule.MSSClamp != 0 && v.proto == 6 && v.l4 >= 0 {
 		v.clampMSS(uint16(s.rule.MSSClamp))
 	}
-	if dir == s.dir {
+	if dir == s.dir && dir == In && v.icmpErr && !v.v6 && s.rule.Type == ipnat.RewriteIn {
+		// An ICMP error that quotes no session, going a rewrite-in
+		// session's way: IPFilter gives it the new destination only
+		// (checked against its ipftest; the session itself records both
+		// addresses, and an echo through it gets both). IPv4 only: the
+		// IPv6 case is unchecked. IPFilter's header checksum there is
+		// adjusted for both addresses (a bad sum, docs C30); Sluice's
+		// is right.
+		v.setAddr(1, s.ndst)
+	} else if dir == s.dir {
 		v.rewrite(s.nsrc, s.ndst, s.nsport, s.ndport, s.nsport)
 	} else {
 		v.rewrite(s.odst, s.osrc, s.odport, s.osport, s.osport)
@@ -655,7 +669,11 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		if v.flags&flagICMPQuery != 0 {
 			k.sp = port
 		}
-		if !n.exists(k) {
+		if v.cutPorts || !n.exists(k) {
+			// A TCP packet cut short is checked by the ports it has
+			// (IPFilter's fin_data), not by the portless view its
+			// session gets: a second one from the host takes the same
+			// address again.
 			break
 		}
 		if r.spnext != 0 && stPort == r.spnext && !r.snip.isZero() && stIP == r.snip {

@@ -81,7 +81,7 @@ func FuzzCompile(f *testing.F) {
 				}
 			}
 		}
-		back, err := ipnat.Parse("(loaded)", strings.Join(im.texts, "\n")+"\n", io.Discard)
+		back, err := ipnat.ParsePrinted("(loaded)", strings.Join(im.texts, "\n")+"\n", io.Discard)
 		if err != nil {
 			t.Fatalf("the stored texts do not parse back: %v\n%s", err, strings.Join(im.texts, "\n"))
 		}

@@ -28,7 +28,9 @@ import (
 //   - the rest of an ICMP error sent as a first fragment gets the outer
 //     header its first fragment got;
 //   - a TCP first fragment IPFilter calls bad (URG without an urgent
-//     pointer) starts no fragment entry.
+//     pointer) starts no fragment entry;
+//   - an ICMP error quoting no session, inbound through a rewrite-in
+//     rule, gets the new destination only.
 func TestPrivilegedDifferentialEdges(t *testing.T) {
 	h := newHarness(t)
 	v6 := func(src, dst string, next uint8, payload []byte) []byte {
@@ -140,6 +142,16 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 				Payload: pt.TCP{SrcPort: 1003, DstPort: 80, Flags: 0x10, Win: 8192}.Bytes()}.Bytes()},
 			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 12, FlagsOff: 3,
 				Payload: data[:8]}.Bytes()},
+		}, 3},
+		{"rewrite in ICMP errors without a session", "rewrite in on nic0 from any to any -> src 3.3.3.3 dst 4.4.4.4;\n", []randPkt{
+			// an error quoting no session: the new destination only
+			{out: false, iface: "nic0", b: v4("10.1.1.5", "10.3.3.3", 1, pt.ICMP(3, 3, 0,
+				v4("10.3.3.3", "10.1.1.5", 17, pt.UDP(53, 4000, data[:1], false))[:28]))},
+			// again, through the session it started
+			{out: false, iface: "nic0", b: v4("10.1.1.5", "10.3.3.3", 1, pt.ICMP(3, 3, 0,
+				v4("10.3.3.3", "10.1.1.5", 17, pt.UDP(53, 4000, data[:1], false))[:28]))},
+			// an echo: both addresses
+			{out: false, iface: "nic0", b: v4("10.1.1.6", "10.3.3.3", 1, pt.ICMP(8, 0, 0x00010001, data[:8]))},
 		}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -22,11 +22,22 @@ func Parse(name, src string, warn io.Writer) (*File, error) {
 	return p.out, p.Err()
 }
 
+// ParsePrinted is Parse for rules this package printed (Rule.String), as
+// the kernel datapath stores them: it also takes the printer's
+// "ADDR,port = N" in rewrite rules, which IPFilter's grammar, and so
+// Parse, refuses in a rule file.
+func ParsePrinted(name, src string, warn io.Writer) (*File, error) {
+	p := &parser{Parser: lex.NewSource(name, src, true), out: &File{}, warn: warn, printed: true}
+	p.Run(p.line)
+	return p.out, p.Err()
+}
+
 type parser struct {
 	lex.Parser
-	out  *File
-	warn io.Writer
-	r    *Rule
+	out     *File
+	warn    io.Writer
+	r       *Rule
+	printed bool // ParsePrinted
 }
 
 func (p *parser) warnf(format string, args ...any) {
@@ -444,7 +455,7 @@ func (p *parser) rewrite(r *Rule) {
 	r.NewSrc = p.rewriteAddr(r)
 	if p.IsPunct(",") {
 		p.Next()
-		r.SPMin, r.SPMax, r.FixedSPort = p.rewritePorts()
+		r.SPMin, r.SPMax, r.FixedSPort = p.rewriteCommaPorts()
 	} else if p.IsWord("port") {
 		r.SPMin, r.SPMax, r.FixedSPort = p.rewritePorts()
 	}
@@ -452,7 +463,7 @@ func (p *parser) rewrite(r *Rule) {
 	r.NewDst = p.rewriteAddr(r)
 	if p.IsPunct(",") {
 		p.Next()
-		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
+		r.DPMin, r.DPMax, r.FixedDPort = p.rewriteCommaPorts()
 	} else if p.IsWord("port") {
 		// "dst ADDR port = P" is also accepted (5.x grammar).
 		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
@@ -484,6 +495,17 @@ func (p *parser) rewritePorts() (int, int, bool) {
 	}
 	a, b := p.portRange(false)
 	return a, b, false
+}
+
+// rewriteCommaPorts reads the ports after "ADDR,": a number or a range only.
+// IPFilter's grammar (ipnat_y.y, rhsaddr) takes "port = N" only without the
+// comma; ",port = N", the form its own -v printer writes, is a syntax error
+// there, and so here.
+func (p *parser) rewriteCommaPorts() (int, int, bool) {
+	if t := p.Peek(); strings.EqualFold(t.Text, "port") && !p.printed {
+		p.FailAt(t, "a port number or range after \",\"")
+	}
+	return p.rewritePorts()
 }
 
 func (p *parser) rewriteAddr(r *Rule) Addr {

@@ -1082,6 +1082,17 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 
 		if ((void *)(ip + 1) > end)
 			return -1;
+		if (p->icmperr && v->w == 0 && v->rtype == NT_REWRITE_IN && p->dir == DIR_IN) {
+			/* an ICMP error quoting no session, the way of a
+			 * rewrite-in session: IPFilter gives it the new
+			 * destination only (internal/nat apply) */
+			if (ip->daddr != ndst[0]) {
+				ip->check = ~csum_fold32(
+					csum_words32((__u16)~ip->check, ip->daddr, ndst[0]));
+				ip->daddr = ndst[0];
+			}
+			return 0;
+		}
 		ip->saddr = nsrc[0];
 		ip->daddr = ndst[0];
 		if (v->csum_l3)
