@@ -227,7 +227,9 @@ func (p *printer) ipfPart() bool {
 			p.s("proto tcp/udp ")
 		} else if r.HasProto {
 			if n := ProtoName(r.Proto); n != "" {
-				p.f("proto %s ", n)
+				p.s("proto ")
+				p.s(n)
+				p.s(" ")
 			} else {
 				p.f("proto %d ", r.Proto)
 			}
@@ -328,10 +330,12 @@ func (p *printer) keep(ipf bool) {
 func (p *printer) tail() {
 	r := p.r
 	if r.Head != "" {
-		p.f(" head %s", escName(r.Head))
+		p.s(" head ")
+		p.s(escName(r.Head))
 	}
 	if r.Group != "" {
-		p.f(" group %s", escName(r.Group))
+		p.s(" group ")
+		p.s(escName(r.Group))
 	}
 	if (r.Tag.HasLog && r.Tag.Log != 0) || r.Tag.NAT != "" {
 		p.s(" set-tag(")
@@ -457,7 +461,10 @@ func (p *printer) port(pt *Port) {
 	case PortRange:
 		p.f(" port %d:%d", pt.Lo, pt.Hi)
 	default:
-		p.f(" port %s %s", portOpText[pt.Op], p.portName(pt.Lo))
+		p.s(" port ")
+		p.s(portOpText[pt.Op])
+		p.s(" ")
+		p.s(p.portName(pt.Lo))
 	}
 }
 
