@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
-	"runtime/debug"
 	"strconv"
 	"strings"
 )
@@ -86,11 +85,10 @@ func Parse(filename string, src []byte, opts ParseOptions) ([]*Rule, error) {
 func ParseConfig(filename string, src []byte, opts ParseOptions) (*Config, error) {
 	p := &parser{lx: newLexer(filename, src, opts.Vars), opts: opts}
 	if len(src) > bigFile {
-		// a blocklist of a million rules: the heap grows by a gigabyte
-		// of rules that all stay, and a collection at every doubling
-		// cost a fifth of the parse (CompileSet does the same)
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
-		// a rule a line at most, short of list expansion
+		// a blocklist of a million rules: a rule a line at most, short
+		// of list expansion, rather than a slice grown by doublings.
+		// (The collector is left as it is: slowing it here only moved
+		// a collection of the whole heap into ruleset.Compile.)
 		p.rules = make([]*Rule, 0, bytes.Count(src, []byte{'\n'})+1)
 	}
 	p.parseFile()
