@@ -566,6 +566,57 @@ func BenchmarkStages(b *testing.B) {
 	}
 }
 
+// BenchmarkStateHit measures a state hit by the packet's way: a flow's
+// own direction, its replies, and its replies while another flow of the
+// table has entries both ways (IPFilter keeps two when a reply could not
+// match the first). With a key that is the same both ways each is one
+// hash lookup; before (a key per direction) a reply took two lookups as
+// soon as any flow had entries both ways.
+func BenchmarkStateHit(b *testing.B) {
+	h := benchHarness(b)
+	if err := h.d.LoadRules(compileText(b, "pass out quick proto udp all keep state\npass in quick proto udp all keep state\n"), Active); err != nil {
+		b.Fatal(err)
+	}
+	fwd := testPkt{src: "10.0.0.1", dst: "10.0.0.2", proto: 17, sport: 1000, dport: 53}
+	reply := testPkt{src: "10.0.0.2", dst: "10.0.0.1", proto: 17, sport: 53, dport: 1000}
+	run := func(out bool, p testPkt) {
+		if v, _, err := h.d.Run(out, p.build()); err != nil || v != VerdictPass {
+			b.Fatalf("%+v: %v %v", p, v, err)
+		}
+	}
+	setup := func(twin bool) {
+		if _, err := h.d.FlushStates(nil); err != nil {
+			b.Fatal(err)
+		}
+		run(true, fwd)
+		run(false, reply)
+		if twin {
+			// another flow with entries both ways: a reply with IP
+			// options its entry's first reply did not have
+			o, r := fwd, reply
+			o.sport, r.dport = 2000, 2000
+			r.ipOpts = []byte{1, 1, 1, 0}
+			run(true, o)
+			run(false, r)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		twin bool
+		out  bool
+		p    testPkt
+	}{
+		{"own-way", false, true, fwd},
+		{"reply", false, false, reply},
+		{"reply-twins-in-table", true, false, reply},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			setup(c.twin)
+			benchRun(b, h, c.out, c.p.build())
+		})
+	}
+}
+
 // blocklist is n rules of two blocklists (inbound sources, outbound
 // destinations) and HP's stateless set: the million-rule shape of
 // TestPrivilegedCost.

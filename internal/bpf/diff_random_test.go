@@ -567,7 +567,8 @@ func randomRules(r *rand.Rand) string {
 			b.WriteString(pick(r, []string{" with frag", " with not frag", " with mcast", " with v6hdrs",
 				" with v6hdr dstopts", " with not v6hdr hopopts", " with v6hdr hopopts,routing"}))
 		}
-		if strings.HasPrefix(act, "pass") && r.IntN(2) == 0 || (act == "block" || act == "auth") && r.IntN(8) == 0 {
+		kept := strings.HasPrefix(act, "pass") && r.IntN(2) == 0 || (act == "block" || act == "auth") && r.IntN(8) == 0
+		if kept {
 			b.WriteString(" keep state")
 		}
 		switch {
@@ -580,6 +581,11 @@ func randomRules(r *rand.Rand) string {
 			b.WriteString(" head 20")
 		case !grouped && r.IntN(5) == 0:
 			b.WriteString(" group 20")
+		}
+		if kept && r.IntN(6) == 0 {
+			// a log tag makes an entry never identical to a later one
+			// (the engine's identical, the kernel's state_identical)
+			b.WriteString(" set-tag(log=" + strconv.Itoa(1+r.IntN(3)) + ")")
 		}
 		b.WriteString("\n")
 	}

@@ -289,14 +289,10 @@ type filterStatblock struct {
 
 type filterStateEntry struct {
 	_        structs.HostLayout
-	Created  uint64
-	Expire   uint64
-	Last     uint64
-	Pkts     [4]uint64
-	Bytes    [4]uint64
 	Pass     uint32
 	Rule     uint32
 	Slot     uint32
+	Gen      uint32
 	Ifindex  [4]uint32
 	Age      [2]uint32
 	Logtag   uint32
@@ -305,12 +301,16 @@ type filterStateEntry struct {
 	Flags    uint8
 	Secclass uint8
 	Pad      [2]uint8
-	Tcp      [2]filterTcpSide
 	Flx      [4]uint32
 	Opt      uint32
 	OptRev   uint32
 	Wdst     [4]uint32
-	Gen      uint32
+	Created  uint64
+	Expire   uint64
+	Last     uint64
+	Pkts     [4]uint64
+	Bytes    [4]uint64
+	Tcp      [2]filterTcpSide
 }
 
 type filterStateKey struct {
@@ -321,7 +321,8 @@ type filterStateKey struct {
 	Dport  uint16
 	Proto  uint8
 	Family uint8
-	Wild   uint16
+	Wild   uint8
+	Twin   uint8
 }
 
 type filterSweeper struct {
@@ -436,7 +437,6 @@ type filterWork struct {
 	HitRev     uint32
 	HitSlot    uint32
 	HitIdx     uint32
-	RevFirst   [2]uint32
 	_          [4]byte
 }
 

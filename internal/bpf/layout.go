@@ -109,9 +109,12 @@ const (
 	featIdle    = 0x1000 // no rules in the main lists
 	featLimits  = 0x2000 // pps, keep limit
 
-	// statePairs is state_count's key of the count of entries made while
-	// the reverse of their key was in the table (STATE_PAIRS).
-	statePairs = 2
+)
+
+// State entry flags (SF_* in filter.h) the Go side reads.
+const (
+	sfSwap = 0x02 // the entry's source is its canonical key's dst
+	sfTwin = 0x04 // the key's twin holds the flow's entry the other way
 )
 
 // Statistics indexes.
@@ -119,18 +122,18 @@ const (
 	stDir      = 16
 	stPass     = 0
 	stBlock    = 1
-	stNomatch  = 2
-	stAcct     = 3
+	stNomatch  = 13
+	stAcct     = 10
 	stShort    = 4
 	stBad      = 5
 	stLogPass  = 6
 	stLogBlock = 7
 	stLogged   = 8
 	stLogFail  = 9
-	stStKept   = 10
+	stStKept   = 3
 	stStLost   = 11
 	stIPv6     = 12
-	stPkts     = 13
+	stPkts     = 2
 	stFrag     = 14
 	stNotIP    = 15
 	stRST      = 32

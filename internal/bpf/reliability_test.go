@@ -272,8 +272,11 @@ func TestPrivilegedStateReclaim(t *testing.T) {
 func TestPrivilegedStateCountConcurrent(t *testing.T) {
 	h := newHarness(t)
 	h.load("pass in quick proto tcp all keep state\npass out quick proto tcp all keep state\n")
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
+	// The flusher stops before the packets do: on a loaded machine a last
+	// flush after the workers' last packets could otherwise empty the
+	// table and make the end state meaningless.
+	stop, stopFlush := make(chan struct{}), make(chan struct{})
+	var wg, flushWG sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
 		go func(g int) {
@@ -292,12 +295,12 @@ func TestPrivilegedStateCountConcurrent(t *testing.T) {
 			}
 		}(g)
 	}
-	wg.Add(1)
+	flushWG.Add(1)
 	go func() {
-		defer wg.Done()
+		defer flushWG.Done()
 		for {
 			select {
-			case <-stop:
+			case <-stopFlush:
 				return
 			case <-time.After(20 * time.Millisecond):
 				h.d.FlushStates(func(s State) bool { return s.TCPState[0] == 11 || s.Idle > 50*time.Millisecond })
@@ -305,6 +308,9 @@ func TestPrivilegedStateCountConcurrent(t *testing.T) {
 		}
 	}()
 	time.Sleep(time.Second)
+	close(stopFlush)
+	flushWG.Wait()
+	time.Sleep(50 * time.Millisecond)
 	close(stop)
 	wg.Wait()
 	if c := checkCount(t, h.d, "after concurrent changes"); c == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -166,9 +167,17 @@ func (d *Datapath) States() ([]State, error) {
 		if v.Expire < now {
 			continue
 		}
+		src, dst, sport, dport := k.Src, k.Dst, k.Sport, k.Dport
+		if v.Flags&sfSwap != 0 {
+			// a canonical key: the entry goes from its dst end
+			src, dst = dst, src
+			if k.Proto != 1 && k.Proto != 58 {
+				sport, dport = dport, sport
+			}
+		}
 		s := State{
-			Proto: k.Proto, Src: keyAddr(k.Src, k.Family), Dst: keyAddr(k.Dst, k.Family),
-			SrcPort: k.Sport, DstPort: k.Dport, TTL: time.Duration(v.Expire - now), Idle: time.Duration(now - v.Last),
+			Proto: k.Proto, Src: keyAddr(src, k.Family), Dst: keyAddr(dst, k.Family),
+			SrcPort: sport, DstPort: dport, TTL: time.Duration(v.Expire - now), Idle: time.Duration(now - v.Last),
 			Pass: v.Pass, RuleNo: v.RuleNo, Group: v.GroupNo, Tag: v.Logtag,
 			Pkts: v.Pkts, Bytes: v.Bytes, Ifindex: v.Ifindex,
 		}
@@ -212,13 +221,6 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 		v    filterStateEntry
 		keys []filterStateKey
 	)
-	if match == nil {
-		// every entry goes: no flow is left with entries both ways
-		// (reset first: a pair made during the flush counts again)
-		if err := d.objs.StateCount.Put(uint32(statePairs), int64(0)); err != nil {
-			return 0, fmt.Errorf("resetting the state pair count: %w", err)
-		}
-	}
 	it := d.objs.States.Iterate()
 	for it.Next(&k, &v) {
 		if match != nil {
@@ -238,6 +240,9 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 	if err := it.Err(); err != nil {
 		return 0, fmt.Errorf("reading states: %w", err)
 	}
+	// twins first: removing a key's own entry moves its twin there, and
+	// the twin's key would then name nothing
+	slices.SortStableFunc(keys, func(a, b filterStateKey) int { return int(b.Twin) - int(a.Twin) })
 	n := 0
 	for len(keys) > 0 {
 		batch := keys[:min(len(keys), ctlKeys)]

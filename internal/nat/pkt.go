@@ -42,6 +42,11 @@ type view struct {
 	// as one without ports.
 	cutPorts bool
 	cutFrag  bool // a cut header's first fragment the rest follow
+	// cut6: an IPv6 TCP header cut short (4-19 bytes). IPFilter treats
+	// it as a TCP packet with ports (its session lists them, a portmap
+	// rewrites them), only without a checksum to patch; l4 and l4len
+	// hold what there is of the header.
+	cut6 bool
 }
 
 // cutAck is the acknowledgment number of a TCP header cut short, 0 when
@@ -189,6 +194,15 @@ func parse(v *view, b []byte) bool {
 			v.flags = flagUDP
 		}
 		if len(l4) < min {
+			if v.proto == 6 && v.v6 && len(l4) >= 4 {
+				// IPv6: a TCP packet with ports all the same
+				// (checked against IPFilter's ipftest: sessions
+				// with ports, ports translated both ways).
+				v.cut6 = true
+				v.sport = binary.BigEndian.Uint16(l4)
+				v.dport = binary.BigEndian.Uint16(l4[2:])
+				return true
+			}
 			v.flags = 0
 			v.l4 = -1
 			if v.proto == 6 && len(l4) >= 4 {
@@ -242,6 +256,9 @@ func parseInner(v *view, b []byte) bool {
 	if !parse(v, b) {
 		return false
 	}
+	// A quoted header is always cut short: its checksum is patched as
+	// the ICMP error code decides, not skipped as cut6 would.
+	v.cut6 = false
 	if v.l4 < 0 && !v.fragBody && (v.proto == 6 || v.proto == 17) {
 		hl := packet.IPv4MinimumSize
 		if !v.v6 {
@@ -264,7 +281,7 @@ func parseInner(v *view, b []byte) bool {
 
 // l4csum returns the offset of the L4 checksum field, or -1.
 func (v *view) l4csum() int {
-	if v.l4 < 0 {
+	if v.l4 < 0 || v.cut6 {
 		return -1
 	}
 	c := v.l4csumOff()

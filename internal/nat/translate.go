@@ -76,6 +76,12 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 	if !parse(&v, pkt) {
 		return pkt, NoMatch
 	}
+	if v.v6 && v.proto == 58 && v.l4 >= 0 && v.icmpType > 129 {
+		// IPFilter's NAT leaves ICMPv6 informational messages other
+		// than echo alone (MLD, neighbour discovery, ...): no rule
+		// translates them (checked against its ipftest, map and rdr).
+		return pkt, NoMatch
+	}
 	v.resize = resize
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -94,7 +100,18 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 		fe, ok := n.frags[v.fragKey()]
 		if !ok || v.fragOff < fe.end {
 			// Unknown, or overlapping the first fragment: IPFilter's
-			// cache does not match it (ipf_frag_lookup).
+			// cache does not match it (ipf_frag_lookup). A protocol
+			// without ports or ids (GRE, ESP, IP in IP, ...) still
+			// finds its session by its addresses, as any packet of it
+			// does; it never starts one (checked against ipftest).
+			if !portless(&v) {
+				return pkt, NoMatch
+			}
+			if s := n.lookup(dir, &v, ifname); s != nil {
+				b, r := n.apply(s, &v, dir)
+				setTag(got, s, r)
+				return b, r
+			}
 			return pkt, NoMatch
 		}
 		if fe.icmpErr {
@@ -194,6 +211,20 @@ walk:
 	return pkt, NoMatch
 }
 
+// portless reports a protocol whose sessions are keyed by addresses
+// alone: not TCP, UDP or the family's ICMP.
+func portless(v *view) bool {
+	switch v.proto {
+	case 6, 17:
+		return false
+	case 1:
+		return v.v6
+	case 58:
+		return !v.v6
+	}
+	return true
+}
+
 // maxFrags bounds the NAT fragment table.
 const maxFrags = 4096
 
@@ -207,10 +238,18 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	// header it calls bad (flags such as URG without an urgent
 	// pointer, or FIN without ACK; a data offset below 20): the rest
 	// of that datagram is not translated.
-	if v.proto == 6 && v.l4 >= 0 && tcpHeaderBad(packet.TCP(v.b[v.l4:v.l4+v.l4len])) {
+	if v.proto == 6 && v.l4 >= 0 && !v.cut6 && tcpHeaderBad(packet.TCP(v.b[v.l4:v.l4+v.l4len])) {
 		return
 	}
-	n.addFrag(v.fragKey(), fragEntry{s: s, end: v.fragEnd})
+	end := v.fragEnd
+	if (v.cutPorts || v.cut6) && end < v.fragOff+20 {
+		// A TCP header cut inside its 20 fixed bytes counts as ending
+		// at 20 (IPFilter's firstend, as for update_ipid): a later
+		// fragment that starts before that overlaps it and is not
+		// translated (checked against its ipftest).
+		end = v.fragOff + 20
+	}
+	n.addFrag(v.fragKey(), fragEntry{s: s, end: end})
 	s.hasFrags = true
 }
 

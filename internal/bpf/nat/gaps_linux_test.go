@@ -30,7 +30,12 @@ import (
 //   - a TCP first fragment IPFilter calls bad (URG without an urgent
 //     pointer) starts no fragment entry;
 //   - an ICMP error quoting no session, inbound through a rewrite-in
-//     rule, gets the new destination only.
+//     rule, gets the new destination only;
+//   - a TCP first fragment cut inside its 20 fixed bytes counts as ending
+//     at 20;
+//   - ICMPv6 informational messages other than echo are never translated;
+//   - a fragment body of a protocol without ports finds its session by
+//     its addresses when no fragment entry takes it.
 func TestPrivilegedDifferentialEdges(t *testing.T) {
 	h := newHarness(t)
 	v6 := func(src, dst string, next uint8, payload []byte) []byte {
@@ -61,6 +66,39 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			{out: false, iface: "nic0", b: v6("2001:db8:9::9", "2001:db8::1", 44, pt.Cat(pt.Frag(17, 0, true, 99), pt.UDP(53, 5000, data, false)))},
 			{out: false, iface: "nic0", b: v6("2001:db8:9::9", "2001:db8::1", 44, pt.Cat(pt.Frag(17, 24, false, 99), data))},
 		}, 5},
+		{"cut TCP first fragment ends at 20", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
+			// 16 bytes of an ACK's header: it counts as ending at 20
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 8, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 1000, DstPort: 80, Seq: 2, Ack: 5, Flags: 0x10, Win: 8192}.Bytes()[:16]}.Bytes()},
+			// at 16: inside those 20 bytes, left alone
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 8, FlagsOff: 0x2000 | 2,
+				Payload: data[:8]}.Bytes()},
+			// at 24: follows the first
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 8, FlagsOff: 3,
+				Payload: data[:8]}.Bytes()},
+		}, 3},
+		{"ICMPv6 informational messages", "map nic0 fd00::/16 -> 2001:db8::1/128\nrdr nic0 2001:db8::7/128 -> fd00::9\n", []randPkt{
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(128, 0, 0x12340001, data[:8]))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(130, 0, 0, data[:8]))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(135, 0, 0, data))},
+			{out: false, iface: "nic0", b: v6("2001:db8:9::9", "2001:db8::7", 58, pt.ICMP(134, 0, 0, data))},
+			{out: false, iface: "nic0", b: v6("2001:db8:9::9", "2001:db8::7", 58, pt.ICMP(200, 0, 0, data))},
+		}, 1},
+		{"portless fragment bodies find their session", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			// a body before any session: starts none
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 47, TTL: 64, ID: 2, FlagsOff: 1,
+				Payload: data}.Bytes()},
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 47, data)},
+			// bodies whose first fragment was never seen, both ways
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 47, TTL: 64, ID: 3, FlagsOff: 1,
+				Payload: data}.Bytes()},
+			{out: false, iface: "nic0", b: pt.V4{Src: "2.2.2.2", Dst: "1.1.1.1", Proto: 47, TTL: 64, ID: 4, FlagsOff: 1,
+				Payload: data}.Bytes()},
+			// UDP has ports: its body finds no session this way
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 5, FlagsOff: 1,
+				Payload: data}.Bytes()},
+		}, 3},
 		{"v4 fragments overlapping the first", "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap udp 5000:5010 sequential\n", []randPkt{
 			// the first fragment holds 24 bytes (UDP header and 16)
 			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 7, FlagsOff: 0x2000,
@@ -110,7 +148,8 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			// 16 bytes of a header with good flags: the rest follows it
 			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 13, FlagsOff: 0x2000,
 				Payload: pt.TCP{SrcPort: 1000, DstPort: 80, Flags: 0x18, Ack: 1, Win: 8192}.Bytes()[:16]}.Bytes()},
-			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 13, FlagsOff: 2,
+			// (from 24: the cut header counts as ending at 20)
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 13, FlagsOff: 3,
 				Payload: data[:8]}.Bytes()},
 			// a reply cut short, to the mapped port
 			{out: false, iface: "nic0", b: pt.V4{Src: "2.2.2.2", Dst: "1.1.1.1", Proto: 6, TTL: 64, ID: 8, FlagsOff: 0x2000,

@@ -206,22 +206,24 @@ struct conf {
 #define FEAT_IDLE 0x1000    /* no rules in the main lists */
 #define FEAT_LIMITS 0x2000  /* rules with pps or a keep limit */
 
-/* Per-direction statistics (index dir*ST_DIR + n) then globals. */
+/* Per-direction statistics (index dir*ST_DIR + n) then globals. What
+ * every packet counts (pass, block, packets, state kept) is in the first
+ * eight of its direction: one cache line. */
 #define ST_DIR 16
 #define ST_PASS 0
 #define ST_BLOCK 1
-#define ST_NOMATCH 2
-#define ST_ACCT 3
+#define ST_PKTS 2
+#define ST_STKEPT 3
 #define ST_SHORT 4
 #define ST_BAD 5
 #define ST_LOGPASS 6
 #define ST_LOGBLOCK 7
 #define ST_LOGGED 8
 #define ST_LOGFAIL 9
-#define ST_STKEPT 10
+#define ST_ACCT 10
 #define ST_STLOST 11
 #define ST_IPV6 12
-#define ST_PKTS 13
+#define ST_NOMATCH 13
 #define ST_FRAG 14
 #define ST_NOTIP 15
 #define ST_RST 32
@@ -283,6 +285,8 @@ struct statblock {
 
 /* State entry flags. */
 #define SF_SYN 0x01     /* created by a SYN */
+#define SF_SWAP 0x02    /* the entry's source is its key's dst (state.h: canon_order) */
+#define SF_TWIN 0x04    /* the key's twin (state_key.twin) holds the other way's entry */
 #define SF_OPTREV 0x10  /* opt_rev holds the options of the first reply */
 
 #define WF_WSCALE_SEEN 0x01
@@ -535,6 +539,11 @@ struct blocks {
 	__u64 w[BLOCK_WORDS];
 };
 
+/* A concrete entry's key is canonical: the same for both directions of
+ * the flow (state.h: canon_order), the entry's own direction is SF_SWAP.
+ * A flow IPFilter keeps two entries for (one each way) has the second
+ * under the same key with twin set (SF_TWIN on the first). A wildcard
+ * entry's key is not canonical: src is the entry's source. */
 struct state_key {
 	__u32 src[4];
 	__u32 dst[4];
@@ -542,7 +551,8 @@ struct state_key {
 	__u16 dport;
 	__u8 proto;
 	__u8 family;
-	__u16 wild; /* 1: wildcard destination (dst is zero), §3.1 */
+	__u8 wild; /* 1: wildcard destination (dst is zero), §3.1 */
+	__u8 twin; /* 1: the flow's entry the other way round (SF_TWIN) */
 };
 
 struct tcp_side {
@@ -558,18 +568,18 @@ struct tcp_side {
 /* The state table holds at most this many entries; state_max may not
  * exceed it. Entries are allocated as they are made (no preallocation). */
 #define STATE_CAP 262144
-/* state_count's key of the count of entries made both ways (maps.h) */
-#define STATE_PAIRS 2
 
+/* Laid out for two CPUs sharing a flow (a request/response test runs each
+ * direction on its own CPU): what a packet reads (the rule's verdict,
+ * interface and option checks) first, with the tail of the key, and what
+ * every packet writes (lifetimes, counters, window tracking) together at
+ * the end, so a packet finds the read part clean in its cache and moves
+ * only the two lines it writes from the other CPU. */
 struct state_entry {
-	__u64 created;
-	__u64 expire;
-	__u64 last;     /* last packet */
-	__u64 pkts[4];  /* [rev*2 + out] */
-	__u64 bytes[4];
 	__u32 pass;
 	__u32 rule;     /* slot-relative rule index */
 	__u32 slot;
+	__u32 gen;      /* generation of the slot's rules that made it */
 	__u32 ifindex[4];
 	__u32 age[2];   /* seconds, 0 = default */
 	__u32 logtag;
@@ -578,7 +588,6 @@ struct state_entry {
 	__u8 flags;
 	__u8 secclass;  /* of the creating packet: both directions repeat it */
 	__u8 pad[2];
-	struct tcp_side tcp[2];
 	/* §3.2: the FI_CMP flags each slot [out*2 + rev] saw first; the IP
 	 * options (IPv6: extension headers but the fragment header) of the
 	 * creating packet, which its direction repeats, and of the first
@@ -588,7 +597,13 @@ struct state_entry {
 	__u32 opt_rev;
 	/* a wildcard-destination entry's own destination (the group) */
 	__u32 wdst[4];
-	__u32 gen;      /* generation of the slot's rules that made it */
+	__u64 created;
+	/* written by packets (lifetimes only when they change) */
+	__u64 expire;
+	__u64 last;     /* last packet */
+	__u64 pkts[4];  /* [rev*2 + out] */
+	__u64 bytes[4];
+	struct tcp_side tcp[2];
 };
 
 /* A datagram's fragments, as IPFilter keys them: interface, version,

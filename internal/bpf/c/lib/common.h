@@ -86,7 +86,7 @@ struct work {
 	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
 	struct frag_key fk;   /* fragment cache key and new entry: the calls */
 	struct frag_entry fe; /* that make them are deep in the stack */
-	struct state_key rk;  /* state_create's reverse key: the same */
+	struct state_key rk;  /* state_create's key: the same (the call is deep) */
 	/* result of the state lookup */
 	__u32 hit_pass;
 	__u32 hit_rule_no;
@@ -95,10 +95,6 @@ struct work {
 	__u32 hit_rev;  /* the state hit was a reply */
 	__u32 hit_slot; /* slot and rule index that created the entry */
 	__u32 hit_idx;
-	/* by direction: the last state hit on this CPU was a reply, so the
-	 * next packet tries the reverse key first (one lookup, not two, for
-	 * the replies of a run of flows opened the same way) */
-	__u32 rev_first[2];
 };
 
 /* GLOBAL functions are verified once on their own instead of once per call

@@ -116,14 +116,10 @@ struct {
 } stats SEC(".maps");
 
 /* Count of live state entries (state_max), and of those with a wildcard
- * destination (key 1): lookups skip what the table cannot hold. Key 2
- * (STATE_PAIRS) counts entries made while the reverse of their key was in
- * the table (an upper bound: never decremented, reset by a full flush):
- * while it is 0 no flow has entries both ways, so the order of the forward
- * and reverse lookups cannot change which entry a packet finds. */
+ * destination (key 1): lookups skip what the table cannot hold. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __s64);
 } state_count SEC(".maps");

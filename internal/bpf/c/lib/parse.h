@@ -152,6 +152,30 @@ static __always_inline const __u8 *hdr(struct __sk_buff *skb, __u32 off, __u32 l
 	return buf;
 }
 
+/* icmp4_err_bad: the engine's checks of an ICMPv4 error (IPFilter's
+ * ipf_pr_icmp): "fragmentation needed" with a next-hop MTU below
+ * icmp_minfragmtu (68), a quoted header that is not a first fragment or
+ * was not sent by the host the error goes to, and an error too short to
+ * quote a header at all are bad. buf is the caller's 20-byte scratch. */
+static __always_inline void icmp4_err_bad(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u32 dlen,
+					  __u8 t, __u8 *buf)
+{
+	const __u8 *h;
+	__u32 src;
+
+	if (t == 3 && dlen >= 8 && (h = hdr(skb, off, 8, buf)) && h[1] == 4 && ((h[6] << 8) | h[7]) < 68)
+		p->flags |= PF_BAD;
+	if (dlen < 28 || !(h = hdr(skb, off + 8, 20, buf))) {
+		p->flags |= PF_BAD;
+		return;
+	}
+	if (((h[6] << 8) | h[7]) & 0x1fff)
+		p->flags |= PF_BAD;
+	__builtin_memcpy(&src, &h[12], 4);
+	if (src != p->dst[0])
+		p->flags |= PF_BAD;
+}
+
 static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u32 fragoff)
 {
 	__u32 dlen = p->dlen;
@@ -294,6 +318,7 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 			case 3: case 4: case 5: case 11: case 12:
 				min = 28;
 				p->flags |= PF_ICMPERR;
+				icmp4_err_bad(skb, p, off, dlen, t, buf);
 				break;
 			default:
 				min = 28;

@@ -57,6 +57,134 @@ static __always_inline int query_of(__u8 proto, __u8 type)
 	return -1;
 }
 
+/* canon_order puts k's two ends in a fixed order, the same for both
+ * directions of a flow (any total order does: word by word as loaded),
+ * and returns 1 when it swapped them. ICMP keys order the addresses only
+ * (their ports, id and query type, are the flow's both ways). *sym is set
+ * when both ends are the same: either direction is then the entry's own. */
+static __always_inline __u8 canon_order(struct state_key *k, int icmp, int *sym)
+{
+	int c = 0;
+
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		if (c == 0 && k->src[i] != k->dst[i])
+			c = k->src[i] < k->dst[i] ? -1 : 1;
+	}
+	if (!icmp && c == 0 && k->sport != k->dport)
+		c = k->sport < k->dport ? -1 : 1;
+	*sym = c == 0;
+	if (c <= 0)
+		return 0;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		__u32 t = k->src[i];
+
+		k->src[i] = k->dst[i];
+		k->dst[i] = t;
+	}
+	if (!icmp) {
+		__u16 t = k->sport;
+
+		k->sport = k->dport;
+		k->dport = t;
+	}
+	return 1;
+}
+
+static __always_inline int is_icmp(__u8 proto)
+{
+	return proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6;
+}
+
+/* canon_key makes k the canonical key of p's flow and returns p's
+ * orientation in it (canon_order's, written in order at once: this is
+ * every state lookup's key). An ICMP reply is keyed by the query it
+ * answers. */
+static __always_inline __u8 canon_key(struct state_key *k, const struct pktinfo *p, int *sym)
+{
+	__u16 sp = p->sport, dp = p->dport;
+	int icmp = is_icmp(p->proto), c = 0;
+
+	if (icmp) {
+		int q = query_of(p->proto, p->icmp >> 8);
+
+		sp = p->icmpid;
+		dp = q >= 0 ? q : p->icmp >> 8;
+	} else if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP) {
+		sp = dp = 0;
+	}
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		if (c == 0 && p->src[i] != p->dst[i])
+			c = p->src[i] < p->dst[i] ? -1 : 1;
+	}
+	if (!icmp && c == 0 && sp != dp)
+		c = sp < dp ? -1 : 1;
+	*sym = c == 0;
+	k->proto = p->proto;
+	k->family = p->family;
+	k->wild = 0;
+	k->twin = 0;
+	if (c <= 0) {
+		__builtin_memcpy(k->src, p->src, 16);
+		__builtin_memcpy(k->dst, p->dst, 16);
+		k->sport = sp;
+		k->dport = dp;
+		return 0;
+	}
+	__builtin_memcpy(k->src, p->dst, 16);
+	__builtin_memcpy(k->dst, p->src, 16);
+	k->sport = icmp ? sp : dp;
+	k->dport = icmp ? dp : sp;
+	return 1;
+}
+
+/* state_find looks up canonical key k for a packet of orientation swap:
+ * the flow's entry going the packet's way (*rev = 0) when fwd_ok and
+ * there is one, else the entry going the other way (*rev = 1) when
+ * rev_ok. One hash lookup, two only for a flow with entries both ways
+ * (SF_TWIN). k then names the entry returned. */
+static __always_inline struct state_entry *state_find(struct state_key *k, __u8 swap, int sym, int fwd_ok,
+						      int rev_ok, int *rev)
+{
+	struct state_entry *e = bpf_map_lookup_elem(&states, k), *t;
+	int fwd;
+
+	if (!e)
+		return NULL;
+	if (sym) {
+		/* both ends the same: one entry, either way round */
+		*rev = !fwd_ok;
+		return e;
+	}
+	fwd = !!(e->flags & SF_SWAP) == swap;
+	if (fwd && fwd_ok) {
+		*rev = 0;
+		return e;
+	}
+	if (e->flags & SF_TWIN) {
+		k->twin = 1;
+		t = bpf_map_lookup_elem(&states, k);
+		if (t && (fwd ? rev_ok : fwd_ok)) {
+			*rev = fwd;
+			return t;
+		}
+		k->twin = 0;
+	}
+	if (!fwd && rev_ok) {
+		*rev = 1;
+		return e;
+	}
+	return NULL;
+}
+
+/* SET stores v in x unless x holds it already: a flow's entry is shared
+ * by the CPUs its two directions run on, and a store that changes nothing
+ * still takes the cache line from the other CPU. (The clock is the coarse
+ * one: a lifetime changes once a tick, not once a packet.) */
+#define SET(x, v) do { __typeof__(x) v_ = (v); if ((x) != v_) (x) = v_; } while (0)
+
 static __always_inline __u64 tcp_timeout(__u8 st)
 {
 	return cfg(CFG_TO_TCP + ((st & 15) < 12 ? (st & 15) : 11));
@@ -90,26 +218,72 @@ static __always_inline void wild_add(__s64 n)
 		__sync_fetch_and_add(w, n);
 }
 
-static __always_inline void pairs_add(void)
+/* state_promote moves the twin of canonical key k (the flow's entry the
+ * other way round) to k itself, whose entry has just gone: a key's twin is
+ * only looked for through the key's own entry. */
+static __always_inline void state_promote(struct state_key *k)
 {
-	__u32 two = STATE_PAIRS;
-	__s64 *n = bpf_map_lookup_elem(&state_count, &two);
+	struct state_entry *t;
 
-	if (n)
-		__sync_fetch_and_add(n, 1);
+	k->twin = 1;
+	t = bpf_map_lookup_elem(&states, k);
+	if (t) {
+		k->twin = 0;
+		if (bpf_map_update_elem(&states, k, t, BPF_NOEXIST) == 0) {
+			k->twin = 1;
+			if (bpf_map_delete_elem(&states, k) != 0) {
+				/* another CPU removed (and released) the twin
+				 * meanwhile: so does this copy go */
+				k->twin = 0;
+				bpf_map_delete_elem(&states, k);
+			}
+		}
+	}
+	k->twin = 0;
 }
 
 static __always_inline int state_unlink(struct state_key *k, struct state_entry *e)
 {
 	__u32 slot = e->slot, rule = e->rule, gen = e->gen;
-	int wild = k->wild;
+	int wild = k->wild, twin = !k->twin && !k->wild && (e->flags & SF_TWIN);
 
 	if (bpf_map_delete_elem(&states, k) != 0)
 		return 0;
 	state_release(slot, rule, gen);
 	if (wild)
 		wild_add(-1);
+	if (twin)
+		state_promote(k);
 	return 1;
+}
+
+/* state_put adds entry ep under canonical (or wildcard) key k: as the
+ * key's entry, or as its twin when that one goes the other way round.
+ * It returns 1 when added, 0 when an entry going ep's way is there
+ * already (*old, under k), -1 when neither could be done. */
+static __always_inline int state_put(struct state_key *k, struct state_entry *ep, struct state_entry **old)
+{
+	struct state_entry *e;
+
+	k->twin = 0;
+	ep->flags &= ~SF_TWIN;
+	*old = NULL;
+	if (bpf_map_update_elem(&states, k, ep, BPF_NOEXIST) == 0)
+		return 1;
+	e = bpf_map_lookup_elem(&states, k);
+	if (!e)
+		return -1;
+	if ((e->flags & SF_SWAP) == (ep->flags & SF_SWAP) || k->wild) {
+		*old = e;
+		return 0;
+	}
+	k->twin = 1;
+	if (bpf_map_update_elem(&states, k, ep, BPF_NOEXIST) == 0) {
+		e->flags |= SF_TWIN;
+		return 1;
+	}
+	*old = bpf_map_lookup_elem(&states, k);
+	return *old ? 0 : -1;
 }
 
 /* tcp_fsm applies IPFilter's per-direction TCP state machine (§3.3) and
@@ -124,14 +298,14 @@ static __always_inline int tcp_fsm(struct state_entry *e, int rev, const struct 
 	int syn_created = e->flags & SF_SYN;
 
 	if (f & 0x04) { /* RST */
-		me->state = (!(f & 0x08) && data == 0) ? TS_CLOSED : TS_CLOSE_WAIT;
+		SET(me->state, (!(f & 0x08) && data == 0) ? TS_CLOSED : TS_CLOSE_WAIT);
 		if (o <= TS_ESTABLISHED)
-			other->state = TS_CLOSE_WAIT;
-		e->expire = now + tcp_timeout(me->state);
+			SET(other->state, TS_CLOSE_WAIT);
+		SET(e->expire, now + tcp_timeout(me->state));
 		return 1;
 	}
-#define TO(x) do { me->state = (x); e->expire = now + tcp_timeout(x); return 1; } while (0)
-#define RESTART() do { e->expire = now + tcp_timeout(me->state); return 1; } while (0)
+#define TO(x) do { SET(me->state, (x)); SET(e->expire, now + tcp_timeout(x)); return 1; } while (0)
+#define RESTART() do { SET(e->expire, now + tcp_timeout(me->state)); return 1; } while (0)
 	switch (n) {
 	case TS_LISTEN:
 		if ((f & 0x12) == 0x12)
@@ -277,7 +451,7 @@ static __always_inline int tcp_window(struct state_entry *e, int rev, const stru
 		fs->maxwin = win;
 	if (seq_gt(end, fs->end))
 		fs->end = end;
-	if (seq_ge(ack + win, ts->maxend))
+	if (seq_gt(ack + win, ts->maxend))
 		ts->maxend = ack + win;
 	return 1;
 }
@@ -344,37 +518,28 @@ static __always_inline int reverse_key(struct state_key *k, const struct pktinfo
  * with the packet's address and moved to its concrete key; the returned
  * pointer is then the copy in scratch. */
 static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *revp, __u64 now,
-							struct state_entry *scratch, int rev_first)
+							struct state_entry *scratch)
 {
 	struct state_key k;
-	struct state_entry *e;
-	int rev = 0, slot, wild = 0;
+	struct state_entry *e, *old;
+	int rev = 0, slot, wild = 0, sym;
+	__u8 swap;
 
 	/* IPFilter hashes a packet to an IPv4 multicast group without its
 	 * destination: only wildcard-destination entries find it */
 	e = NULL;
 	if (!(p->family == 4 && (p->dst[0] & 0xf0) == 0xe0)) {
-		if (rev_first) {
-			/* no flow has entries both ways (STATE_PAIRS): at most
-			 * one of the two keys is in the table, so either order
-			 * finds the entry the forward-first order finds */
-			rev = 1;
-			if (reverse_key(&k, p))
-				e = bpf_map_lookup_elem(&states, &k);
-			if (!e) {
-				rev = 0;
-				make_key(&k, p, 0);
-				e = bpf_map_lookup_elem(&states, &k);
-			}
-		} else {
-			make_key(&k, p, 0);
-			e = bpf_map_lookup_elem(&states, &k);
-			if (!e) {
-				rev = 1;
-				if (reverse_key(&k, p))
-					e = bpf_map_lookup_elem(&states, &k);
-			}
+		/* the entry going the packet's way first (a flow may have
+		 * one each way), else the one it answers; an ICMP query only
+		 * goes its entry's way, a reply only the other */
+		int fwd_ok = 1, rev_ok = 1;
+
+		if (is_icmp(p->proto)) {
+			rev_ok = query_of(p->proto, p->icmp >> 8) >= 0;
+			fwd_ok = !rev_ok;
 		}
+		swap = canon_key(&k, p, &sym);
+		e = state_find(&k, swap, sym, fwd_ok, rev_ok, &rev);
 	}
 	if (!e) {
 		__u32 one = 1;
@@ -463,11 +628,11 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 			to = cfg(rev ? CFG_TO_UDPACK : CFG_TO_UDP);
 		if (age)
 			to = (__u64)age * 1000000000ULL;
-		e->expire = now + to;
+		SET(e->expire, now + to);
 	}
 	if (!e->ifindex[slot])
 		e->ifindex[slot] = p->ifindex;
-	e->last = now;
+	SET(e->last, now);
 	e->pkts[slot]++;
 	e->bytes[slot] += p->plen;
 	*revp = rev;
@@ -479,21 +644,39 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		if (bpf_map_delete_elem(&states, &k) != 0)
 			return scratch;
 		wild_add(-1);
-		k.wild = 0;
-		__builtin_memcpy(k.dst, rev ? p->src : p->dst, 16);
-		if (bpf_map_update_elem(&states, &k, scratch, BPF_NOEXIST) < 0)
+		/* under the flow's canonical key, going the way it went: the
+		 * packet's way unless the packet is its reply */
+		swap = canon_key(&k, p, &sym);
+		scratch->flags &= ~SF_SWAP;
+		if (!sym && (swap ^ rev))
+			scratch->flags |= SF_SWAP;
+		if (state_put(&k, scratch, &old) != 1)
 			state_release(scratch->slot, scratch->rule, scratch->gen); /* a concrete entry exists: keep that */
-		else
-			pairs_add(); /* not checked: counted as a pair */
 		return scratch;
 	}
 	return e;
 }
 
-/* state_identical is ipf_state_match for two entries of one flow. */
-static __always_inline int state_identical(const struct state_entry *a, const struct state_entry *b)
+/* state_identical is ipf_state_match for two entries of one flow: a the
+ * live one, b the new. As the engine's identical: ipf_state_add sets the
+ * new entry's log tag after the test, so a live entry with a log tag is
+ * never identical; a protocol IPFilter keeps no ports or ids for never
+ * finds a duplicate (C4); and the addresses compared are the group's of
+ * a wildcard-destination entry. */
+static __always_inline int state_identical(const struct state_entry *a, const struct state_entry *b,
+					   const struct state_key *kp)
 {
-	return a->pass == b->pass && a->opt == b->opt && a->secclass == b->secclass &&
+	__u8 proto = kp->proto;
+
+	if (proto != IPPROTO_ICMP && proto != IPPROTO_TCP && proto != IPPROTO_UDP &&
+	    proto != IPPROTO_GRE && proto != IPPROTO_ICMPV6)
+		return 0;
+	/* wildcard-destination entries share a key whatever their group:
+	 * one for another group is another flow's */
+	if (kp->wild && (a->wdst[0] != b->wdst[0] || a->wdst[1] != b->wdst[1] || a->wdst[2] != b->wdst[2] ||
+			 a->wdst[3] != b->wdst[3]))
+		return 0;
+	return a->logtag == 0 && a->pass == b->pass && a->opt == b->opt && a->secclass == b->secclass &&
 	       (a->flags & SF_OPTREV) == (b->flags & SF_OPTREV) && a->opt_rev == b->opt_rev;
 }
 
@@ -501,9 +684,8 @@ static __always_inline int state_identical(const struct state_entry *a, const st
  * failure (the caller turns pass into block). */
 static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx,
 					const struct rule *r, __u32 pass, __u64 now,
-					struct state_entry *ep, struct state_key *rk)
+					struct state_entry *ep, struct state_key *kp)
 {
-	struct state_key k;
 	__u32 zero = 0;
 	__u32 *n;
 	__s64 *cnt;
@@ -548,10 +730,15 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		return 0;
 	}
 	__builtin_memset(ep, 0, sizeof(*ep));
-	make_key(&k, p, 0);
 	if (wild_dst(p)) {
-		__builtin_memset(k.dst, 0, sizeof(k.dst));
-		k.wild = 1;
+		make_key(kp, p, 0);
+		__builtin_memset(kp->dst, 0, sizeof(kp->dst));
+		kp->wild = 1;
+	} else {
+		int sym;
+
+		if (canon_key(kp, p, &sym) && !sym)
+			ep->flags |= SF_SWAP;
 	}
 	ep->created = now;
 	ep->last = now;
@@ -606,40 +793,41 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		/* IPFilter refuses an identical entry (ipf_state_match: rule
 		 * flags, options, class, addresses and ports either way round,
 		 * not the FI_* flags): the packet is then blocked */
-		struct state_entry *old = NULL;
+		struct state_entry *old = bpf_map_lookup_elem(&states, kp);
 
-		if (!k.wild) {
-			make_key(rk, p, 1);
-			old = bpf_map_lookup_elem(&states, rk);
+		if (old && state_identical(old, ep, kp))
+			return 0;
+		if (old && !kp->wild && (old->flags & SF_TWIN)) {
+			kp->twin = 1;
+			old = bpf_map_lookup_elem(&states, kp);
+			kp->twin = 0;
+			if (old && state_identical(old, ep, kp))
+				return 0;
 		}
-		if (old && state_identical(old, ep))
-			return 0;
 	}
-	if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0) {
-		/* For a packet the existing entry could not match IPFilter
-		 * adds a new one, found first. The map keeps one per key, so
-		 * the new one replaces the old (as the Go engine does). */
-		struct state_entry *old = bpf_map_lookup_elem(&states, &k);
+	{
+		struct state_entry *old;
+		int put = state_put(kp, ep, &old);
 
-		if (!old || state_identical(old, ep))
+		if (put < 0)
 			return 0;
-		/* the old entry and its counts go (another CPU or the sweeper
-		 * may have removed it first: released once either way) */
-		state_unlink(&k, old);
-		if (bpf_map_update_elem(&states, &k, ep, BPF_NOEXIST) < 0)
-			return 0;
+		if (put == 0) {
+			/* For a packet the existing entry could not match
+			 * IPFilter adds a new one, found first. The map keeps
+			 * one per key and way, so the new one replaces the old
+			 * (as the Go engine does): the old entry and its counts
+			 * go (another CPU or the sweeper may have removed it
+			 * first: released once either way). */
+			if (!old || state_identical(old, ep, kp))
+				return 0;
+			state_unlink(kp, old);
+			if (state_put(kp, ep, &old) != 1)
+				return 0;
+		}
 	}
-	/* an entry whose reverse is in the table (looked up after the
-	 * insert, so of two CPUs making the two at once one sees the other):
-	 * packets of the flow must try the forward key first. ICMP keys are
-	 * never ambiguous (a query finds only its forward key, a reply only
-	 * its reverse one). */
-	if (!k.wild && p->proto != IPPROTO_ICMP && p->proto != IPPROTO_ICMPV6 &&
-	    bpf_map_lookup_elem(&states, rk))
-		pairs_add();
 	__sync_fetch_and_add(n, 1);
 	__sync_fetch_and_add(cnt, 1);
-	if (k.wild)
+	if (kp->wild)
 		wild_add(1);
 	/* a fragment that made state: the rest of its datagram follows */
 	if (p->flags & PF_FRAG)
@@ -651,19 +839,13 @@ GLOBAL int sl_state_lookup(__u64 now)
 {
 	struct work *w = get_work();
 	struct state_entry *e;
-	__u32 two = STATE_PAIRS, dir;
-	__s64 *pairs;
-	int rev = 0, rf;
+	int rev = 0;
 
 	if (!w)
 		return 0;
-	dir = w->p.out & 1;
-	pairs = bpf_map_lookup_elem(&state_count, &two);
-	rf = w->rev_first[dir] && pairs && *pairs == 0;
-	e = state_lookup(&w->p, &rev, now, &w->e, rf);
+	e = state_lookup(&w->p, &rev, now, &w->e);
 	if (!e)
 		return 0;
-	w->rev_first[dir] = rev;
 	w->hit_rev = rev;
 	w->hit_slot = e->slot;
 	w->hit_idx = e->rule;
@@ -730,22 +912,13 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	} else {
 		return 0;
 	}
-	e = bpf_map_lookup_elem(&states, &k);
-	if (!e) {
-		struct state_key r = {};
+	{
+		/* the entry going the quoted packet's way first, else the
+		 * one going the other way */
+		int sym;
+		__u8 swap = canon_order(&k, is_icmp(k.proto), &sym);
 
-		__builtin_memcpy(r.src, k.dst, 16);
-		__builtin_memcpy(r.dst, k.src, 16);
-		r.sport = k.dport;
-		r.dport = k.sport;
-		r.proto = k.proto;
-		r.family = k.family;
-		if (k.proto == IPPROTO_ICMP || k.proto == IPPROTO_ICMPV6) {
-			r.sport = k.sport;
-			r.dport = k.dport;
-		}
-		e = bpf_map_lookup_elem(&states, &r);
-		backward = 1;
+		e = state_find(&k, swap, sym, 1, 1, &backward);
 	}
 	if (!e || e->expire < now || (e->pass & FR_NOICMPERR))
 		return 0;

@@ -56,8 +56,15 @@ static long sweep_state(struct bpf_map *map, struct state_key *k, struct state_e
 		gone = 1;
 		break;
 	}
-	if (gone && state_unlink(k, e))
-		*c->removed += 1;
+	if (gone) {
+		/* a copy: state_unlink names the twin it promotes through
+		 * the key, and the map's own key is read-only */
+		struct state_key kk;
+
+		__builtin_memcpy(&kk, k, sizeof(kk));
+		if (state_unlink(&kk, e))
+			*c->removed += 1;
+	}
 	return 0;
 }
 

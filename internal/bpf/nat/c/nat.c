@@ -2746,6 +2746,10 @@ static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 	frag_key(&w->fk, p);
 	w->fv.k = *k;
 	w->fv.end = p->fragend;
+	/* a TCP header cut inside its 20 fixed bytes counts as ending at 20
+	 * (IPFilter's firstend; the engine's noteFrag) */
+	if (p->cut && p->fragend < 20)
+		w->fv.end = 20;
 	w->fv.pad = 0;
 	bpf_map_update_elem(&frags, &w->fk, &w->fv, BPF_ANY);
 }
@@ -3342,8 +3346,27 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	p = &w->p;
 	frag_key(&w->fk, p);
 	fe = bpf_map_lookup_elem(&frags, &w->fk);
-	if (!fe || p->fragoff < fe->end)
-		return TC_ACT_UNSPEC;
+	if (!fe || p->fragoff < fe->end) {
+		/* no entry takes it: a protocol without ports or ids (GRE,
+		 * ESP, IP in IP, ...) still finds its session by its addresses,
+		 * as in IPFilter (the engine's portless); it never starts one */
+		if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP ||
+		    p->proto == (p->family == 6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+			return TC_ACT_UNSPEC;
+		k = &w->k2;
+		__builtin_memcpy(k->src, p->src, 16);
+		__builtin_memcpy(k->dst, p->dst, 16);
+		k->sport = 0;
+		k->dport = 0;
+		k->proto = p->proto;
+		k->dir = p->dir;
+		k->family = p->family;
+		k->pad = 0;
+		v = bpf_map_lookup_elem(&sessions, k);
+		if (!v || (v->ifindex && v->ifindex != p->ifindex))
+			return TC_ACT_UNSPEC;
+		goto translate;
+	}
 	k = &w->k2;
 	*k = fe->k;
 	if (k->dir & DIR_ICMPERR) {
@@ -3367,6 +3390,7 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		if (!v)
 			return TC_ACT_UNSPEC;
 	}
+translate:
 	if (apply(skb, k, v, p, now_ns()) == 0) {
 		stat_inc(p->dir * NS_SIDE + NS_FRAG);
 		stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
@@ -3543,6 +3567,11 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		if (!parse_l4(skb, pp))
 			return TC_ACT_UNSPEC;
 	}
+	/* ICMPv6 informational messages other than echo (MLD, neighbour
+	 * discovery, ...) are left alone by every rule, as in IPFilter (the
+	 * engine's checkTag) */
+	if (p.family == 6 && p.proto == IPPROTO_ICMPV6 && p.l4off && p.icmptype > 129)
+		return TC_ACT_UNSPEC;
 	if (!p.icmperr && !p.fragbody) {
 		k = &w->k;
 		__builtin_memcpy(k->src, p.src, 16);
