@@ -186,8 +186,11 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		}
 		im.lists[id] = imageList{start: len(im.rules), count: n, dir: s.dir, acct: s.acct, name: s.l.Name}
 		for i, cr := range s.l.Rules {
-			raw, err := im.compileRule(cr, opts, pt, set, ids)
-			if err != nil {
+			// laid out in place: a filterRule is 248 bytes, and a
+			// million-rule load copied each one twice on its way
+			im.rules = append(im.rules, filterRule{})
+			raw := &im.rules[len(im.rules)-1]
+			if err := im.compileRule(cr, raw, opts, pt, set, ids); err != nil {
 				return nil, fmt.Errorf("%s:%d:%d: %w", cr.Pos.File, cr.Pos.Line, cr.Pos.Col, err)
 			}
 			for _, n := range cr.IfNames[:2] {
@@ -198,7 +201,6 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 			}
 			raw.RuleNo = uint32(i + 1)
 			raw.GroupNo = uint32(id)
-			im.rules = append(im.rules, raw)
 			where = append(where, cr.Pos)
 			crs = append(crs, cr)
 		}
@@ -263,39 +265,38 @@ func hostIfindex(name string) (int, bool) {
 
 // compileRule lays out one compiled rule for the program: a field-by-field
 // translation of ruleset.Rule, which both datapaths read.
-func (im *Image) compileRule(cr *ruleset.Rule, opts CompileOptions, pt *poolTables, set *ruleset.Set, ids map[*ruleset.List]int) (filterRule, error) {
-	var raw filterRule
-	if err := compileAction(cr, &raw); err != nil {
-		return raw, err
+func (im *Image) compileRule(cr *ruleset.Rule, raw *filterRule, opts CompileOptions, pt *poolTables, set *ruleset.Set, ids map[*ruleset.List]int) error {
+	if err := compileAction(cr, raw); err != nil {
+		return err
 	}
-	if err := compileRoute(cr, &raw, opts); err != nil {
-		return raw, err
+	if err := compileRoute(cr, raw, opts); err != nil {
+		return err
 	}
-	compileIfaces(cr, &raw, opts)
-	if err := compileTests(cr, &raw, opts); err != nil {
-		return raw, err
+	compileIfaces(cr, raw, opts)
+	if err := compileTests(cr, raw, opts); err != nil {
+		return err
 	}
-	if err := im.compilePools(cr, &raw, pt, opts); err != nil {
-		return raw, err
+	if err := im.compilePools(cr, raw, pt, opts); err != nil {
+		return err
 	}
 	if cr.Call.Func != "" {
-		if err := im.compileCall(cr, &raw, opts, pt, set, ids); err != nil {
-			return raw, err
+		if err := im.compileCall(cr, raw, opts, pt, set, ids); err != nil {
+			return err
 		}
 	}
 	if cr.Tests&ruleset.TestExpr != 0 {
-		if err := im.compileExpr(cr.Expr, &raw); err != nil {
-			return raw, err
+		if err := im.compileExpr(cr.Expr, raw); err != nil {
+			return err
 		}
 	}
 	if cr.HeadList != nil {
 		hid, ok := ids[cr.HeadList]
 		if !ok {
-			return raw, fmt.Errorf("head %s: group not in the set", cr.Head)
+			return fmt.Errorf("head %s: group not in the set", cr.Head)
 		}
 		raw.Head = uint16(hid)
 	}
-	return raw, nil
+	return nil
 }
 
 // compileAction takes the FR_* flags as they are (the program uses

@@ -1,6 +1,12 @@
 package bpf
 
-import "sluice/internal/ruleset"
+import (
+	"slices"
+	"sort"
+	"unsafe"
+
+	"sluice/internal/ruleset"
+)
 
 // Runs. A blocklist written as rules is a long stretch of rules that are
 // the same but for one address: `block in from HOST to any`, thousands of
@@ -22,28 +28,74 @@ type runEntry struct {
 }
 
 // runField says which address rules a and b differ in, if they differ in
-// that alone (M_SRC or M_DST; 0 otherwise).
+// that alone (M_SRC or M_DST; 0 otherwise). It compares the rules' bytes
+// in place, skipping the fields that do not make rules different (their
+// numbers, the run marks, the counters): a million-rule blocklist calls it
+// once per rule, and copying two rules per call cost a second.
 func runField(a, b *filterRule) uint32 {
 	if !runnable(a) || !runnable(b) {
 		return 0
 	}
-	x, y := *a, *b
-	x.RuleNo, y.RuleNo, x.GroupNo, y.GroupNo = 0, 0, 0, 0
-	x.RunLen, y.RunLen, x.RunField, y.RunField = 0, 0, 0, 0
-	x.Hits, y.Hits, x.Bytes, y.Bytes = 0, 0, 0, 0
 	switch {
-	case x.Src != y.Src && x.Dst == y.Dst:
-		x.Src, y.Src = [4]uint32{}, [4]uint32{}
-		if x == y && x.Match&(mSrc|mNotSrc|mSrcPool) == mSrc {
+	case a.Src != b.Src && a.Dst == b.Dst:
+		if a.Match&(mSrc|mNotSrc|mSrcPool) == mSrc && sameBut(a, b, cmpSrc) {
 			return mSrc
 		}
-	case x.Dst != y.Dst && x.Src == y.Src:
-		x.Dst, y.Dst = [4]uint32{}, [4]uint32{}
-		if x == y && x.Match&(mDst|mNotDst|mDstPool) == mDst {
+	case a.Dst != b.Dst && a.Src == b.Src:
+		if a.Match&(mDst|mNotDst|mDstPool) == mDst && sameBut(a, b, cmpDst) {
 			return mDst
 		}
 	}
 	return 0
+}
+
+// The byte ranges runField compares when the rules differ in Src (or in
+// Dst): all of filterRule but that address and the fields that do not make
+// rules different (their numbers, the run marks, the counters). The struct
+// mirrors the C layout (bpf2go writes its padding out as named fields), so
+// equal bytes in these ranges are equal fields.
+var cmpSrc, cmpDst = compared(fieldSpan(unsafe.Offsetof(filterRule{}.Src), unsafe.Sizeof(filterRule{}.Src))),
+	compared(fieldSpan(unsafe.Offsetof(filterRule{}.Dst), unsafe.Sizeof(filterRule{}.Dst)))
+
+func fieldSpan(off, size uintptr) [2]uintptr { return [2]uintptr{off, off + size} }
+
+// compared returns the ranges of filterRule outside skip and the ignored
+// fields, in order.
+func compared(skip [2]uintptr) [][2]uintptr {
+	var r filterRule
+	skips := [][2]uintptr{skip,
+		fieldSpan(unsafe.Offsetof(r.GroupNo), unsafe.Sizeof(r.GroupNo)),
+		fieldSpan(unsafe.Offsetof(r.RuleNo), unsafe.Sizeof(r.RuleNo)),
+		fieldSpan(unsafe.Offsetof(r.RunLen), unsafe.Sizeof(r.RunLen)),
+		fieldSpan(unsafe.Offsetof(r.RunField), unsafe.Sizeof(r.RunField)),
+		fieldSpan(unsafe.Offsetof(r.Hits), unsafe.Sizeof(r.Hits)),
+		fieldSpan(unsafe.Offsetof(r.Bytes), unsafe.Sizeof(r.Bytes)),
+	}
+	sort.Slice(skips, func(i, j int) bool { return skips[i][0] < skips[j][0] })
+	var out [][2]uintptr
+	at := uintptr(0)
+	for _, s := range skips {
+		if s[0] > at {
+			out = append(out, [2]uintptr{at, s[0]})
+		}
+		at = max(at, s[1])
+	}
+	if size := unsafe.Sizeof(r); at < size {
+		out = append(out, [2]uintptr{at, size})
+	}
+	return out
+}
+
+// sameBut reports whether a and b hold the same bytes in the ranges.
+func sameBut(a, b *filterRule, ranges [][2]uintptr) bool {
+	x := unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
+	y := unsafe.Slice((*byte)(unsafe.Pointer(b)), unsafe.Sizeof(*b))
+	for _, r := range ranges {
+		if string(x[r[0]:r[1]]) != string(y[r[0]:r[1]]) {
+			return false
+		}
+	}
+	return true
 }
 
 func runnable(r *filterRule) bool {
@@ -68,17 +120,32 @@ func (im *Image) findRuns() {
 				i++
 				continue
 			}
-			seen := map[[4]uint32]bool{runAddr(&im.rules[i], f): true}
+			// the run's extent first, then its first repeated
+			// address: the set of addresses is sized once (a
+			// blocklist's run is the whole list)
 			j := i + 1
-			for j < end && runField(&im.rules[i], &im.rules[j]) == f && !seen[runAddr(&im.rules[j], f)] {
-				seen[runAddr(&im.rules[j], f)] = true
+			for j < end && runField(&im.rules[i], &im.rules[j]) == f {
 				j++
 			}
 			if j-i < minRun {
 				i++
 				continue
 			}
+			seen := make(map[[4]uint32]struct{}, j-i)
+			for k := i; k < j; k++ {
+				// one hash per rule: a repeat does not grow the set
+				seen[runAddr(&im.rules[k], f)] = struct{}{}
+				if len(seen) != k-i+1 {
+					j = k
+					break
+				}
+			}
+			if j-i < minRun {
+				i++
+				continue
+			}
 			im.rules[i].RunLen, im.rules[i].RunField = uint32(j-i), f
+			im.runs = slices.Grow(im.runs, j-i)
 			for k := i; k < j; k++ {
 				im.runs = append(im.runs, runEntry{head: uint32(i), addr: runAddr(&im.rules[k], f), idx: uint32(k)})
 			}

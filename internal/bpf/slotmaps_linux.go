@@ -155,7 +155,13 @@ var errNoSlotMaps = errors.New("no rules were loaded into the slot")
 // textBlob packs the rule texts, each after its 16-bit length, into
 // chunks.
 func textBlob(texts []string) []filterTextChunk {
-	var b []byte
+	// sized once: a million texts grew the blob by doublings, copying
+	// tens of megabytes several times over
+	n := 0
+	for _, t := range texts {
+		n += 2 + min(len(t), 0xffff)
+	}
+	b := make([]byte, 0, n)
 	for _, t := range texts {
 		if len(t) > 0xffff {
 			t = t[:0xffff]

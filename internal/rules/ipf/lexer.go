@@ -56,6 +56,34 @@ type lexer struct {
 	vars  map[string]string
 	// expansions counts variable expansions, to bound the work.
 	expansions int
+	// words holds one copy of each word that starts with a letter
+	// (keywords, interface, group and table names), bounded by
+	// maxInterned: a million-rule file repeats a dozen words a million
+	// times, and each token's own copy was an allocation.
+	words map[string]string
+}
+
+// maxInterned bounds the lexer's word table (an attacker's file of unique
+// names costs a copy per word, as without the table).
+const maxInterned = 4096
+
+// word returns s (a piece of the source) as a string of its own,
+// shared with the earlier tokens of the same text when it is a name.
+func (l *lexer) word(s string) string {
+	if s == "" || !(s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') {
+		return strings.Clone(s)
+	}
+	if w, ok := l.words[s]; ok {
+		return w
+	}
+	w := strings.Clone(s)
+	if len(l.words) < maxInterned {
+		if l.words == nil {
+			l.words = map[string]string{}
+		}
+		l.words[w] = w
+	}
+	return w
 }
 
 func newLexer(file string, src []byte, vars map[string]string) *lexer {
@@ -213,7 +241,7 @@ func (l *lexer) next() token {
 			end++
 		}
 		if end == len(f.src) || (f.src[end] != '\\' && f.src[end] != '$') {
-			t.kind, t.text = tWord, strings.Clone(f.src[f.off:end])
+			t.kind, t.text = tWord, l.word(f.src[f.off:end])
 			l.col += end - f.off
 			f.off = end
 			return t

@@ -1,6 +1,7 @@
 package ipf
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -83,6 +84,13 @@ func Parse(filename string, src []byte, opts ParseOptions) ([]*Rule, error) {
 // ParseConfig is Parse that also returns the `set` statements.
 func ParseConfig(filename string, src []byte, opts ParseOptions) (*Config, error) {
 	p := &parser{lx: newLexer(filename, src, opts.Vars), opts: opts}
+	if len(src) > bigFile {
+		// a blocklist of a million rules: a rule a line at most, short
+		// of list expansion, rather than a slice grown by doublings.
+		// (The collector is left as it is: slowing it here only moved
+		// a collection of the whole heap into ruleset.Compile.)
+		p.rules = make([]*Rule, 0, bytes.Count(src, []byte{'\n'})+1)
+	}
 	p.parseFile()
 	c := &Config{Settings: p.settings, Rules: p.rules}
 	if len(p.errs) > 0 {
@@ -90,6 +98,10 @@ func ParseConfig(filename string, src []byte, opts ParseOptions) (*Config, error
 	}
 	return c, nil
 }
+
+// bigFile is the size from which ParseConfig prepares for a rule file of
+// hundreds of thousands of rules (a blocklist).
+const bigFile = 4 << 20
 
 type parser struct {
 	lx       *lexer
@@ -975,19 +987,43 @@ func parseIPv4(s string) (netip.Addr, bool) {
 		}
 		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
 	}
-	parts := strings.Split(s, ".")
-	if len(parts) > 4 {
-		return netip.Addr{}, false
-	}
+	// up to four dot-separated decimal octets (0-255, leading zeros
+	// allowed: what strconv.ParseUint(x, 10, 8) takes), read in place
 	var b [4]byte
-	for i, x := range parts {
-		v, err := strconv.ParseUint(x, 10, 8)
-		if err != nil {
+	for i := 0; ; i++ {
+		if i == 4 {
 			return netip.Addr{}, false
 		}
-		b[i] = byte(v)
+		x, rest, more := strings.Cut(s, ".")
+		v, ok := octet(x)
+		if !ok {
+			return netip.Addr{}, false
+		}
+		b[i] = v
+		if !more {
+			break
+		}
+		s = rest
 	}
 	return netip.AddrFrom4(b), true
+}
+
+// octet parses a decimal number 0-255 (digits only, at least one).
+func octet(x string) (byte, bool) {
+	if x == "" {
+		return 0, false
+	}
+	v := 0
+	for i := 0; i < len(x); i++ {
+		c := x[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if v = v*10 + int(c-'0'); v > 255 {
+			return 0, false
+		}
+	}
+	return byte(v), true
 }
 
 func (p *parser) parseRuleMain(b *builder) *Error {
@@ -1366,6 +1402,21 @@ func (p *parser) parseMask(ip netip.Addr) (netip.Addr, *Error) {
 
 // prefixMask returns the mask of n leading ones in an address of bitsLen bits.
 func prefixMask(bitsLen, n int) netip.Addr {
+	if bitsLen == 32 {
+		return masks4[n]
+	}
+	return makeMask(bitsLen, n)
+}
+
+// masks4 are the IPv4 prefix masks by length (every rule has one).
+var masks4 = func() (m [33]netip.Addr) {
+	for n := range m {
+		m[n] = makeMask(32, n)
+	}
+	return m
+}()
+
+func makeMask(bitsLen, n int) netip.Addr {
 	var b [16]byte
 	for i := 0; i < n; i++ {
 		b[i/8] |= 0x80 >> (i % 8)

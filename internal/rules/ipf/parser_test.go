@@ -2,8 +2,10 @@ package ipf
 
 import (
 	"fmt"
+	"math/rand"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -401,5 +403,90 @@ func BenchmarkFormatRule(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = FormatRule(rules[0])
+	}
+}
+
+// BenchmarkFormatBlocklist measures printing a blocklist's rules, as a
+// million-rule load prints each one for ipfstat (per rule).
+func BenchmarkFormatBlocklist(b *testing.B) {
+	var sb strings.Builder
+	const n = 2000
+	for i := 0; i < n/2; i++ {
+		fmt.Fprintf(&sb, "block in from 198.18.%d.%d/32 to any\nblock out quick on eth0 from any to 198.18.%d.0/24 group 1\n", i>>8&255, i&255, i&255)
+	}
+	rules, err := Parse("blocklist.conf", []byte(sb.String()), ParseOptions{NoResolve: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, r := range rules {
+			_ = FormatRule(r)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/rule")
+}
+
+// parseIPv4Split is parseIPv4's dotted form as first written (Split and
+// ParseUint), the reference the in-place version must agree with.
+func parseIPv4Split(s string) (netip.Addr, bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var b [4]byte
+	for i, x := range parts {
+		v, err := strconv.ParseUint(x, 10, 8)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		b[i] = byte(v)
+	}
+	return netip.AddrFrom4(b), true
+}
+
+func TestParseIPv4Dotted(t *testing.T) {
+	cases := []string{"1.2.3.4", "10.1", "10.1.2", "0.0.0.0", "255.255.255.255", "256.1.1.1",
+		"1.2.3.4.5", "1..2.3", "1.2.3.", "01.002.0003.4", "1.2.3.+4", "1.2.3.-4", "1.2.3.4x",
+		"1.2.3.0255", "1.2.3.00000000000000000000001", "1.2.3.99999999999999999999", "1_0.2.3.4", "9."}
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < 2000; i++ {
+		var sb strings.Builder
+		sb.WriteByte(byte('0' + rng.Intn(10)))
+		for k := rng.Intn(12); k > 0; k-- {
+			sb.WriteByte("0123456789.x+"[rng.Intn(13)])
+		}
+		cases = append(cases, sb.String())
+	}
+	for _, s := range cases {
+		got, gok := parseIPv4(s)
+		want, wok := parseIPv4Split(s)
+		if strings.Contains(s, ".") && (got != want || gok != wok) {
+			t.Errorf("parseIPv4(%q) = %v %v, want %v %v", s, got, gok, want, wok)
+		}
+	}
+}
+
+// TestParseBigFile parses a file past bigFile (the blocklist path: the
+// rules slice sized from the lines): every rule is there, in order.
+func TestParseBigFile(t *testing.T) {
+	var sb strings.Builder
+	n := 0
+	for sb.Len() <= bigFile {
+		fmt.Fprintf(&sb, "block in from 198.%d.%d.%d/32 to any # %d\n", 18+n>>16&1, n>>8&255, n&255, n)
+		n++
+	}
+	rules, err := Parse("big.conf", []byte(sb.String()), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != n {
+		t.Fatalf("%d rules, want %d", len(rules), n)
+	}
+	for _, i := range []int{0, n / 2, n - 1} {
+		want := fmt.Sprintf("block in inet from 198.%d.%d.%d/32 to any", 18+i>>16&1, i>>8&255, i&255)
+		if got := FormatRule(rules[i]); got != want || rules[i].Pos.Line != i+1 {
+			t.Errorf("rule %d: %q at line %d, want %q at line %d", i, got, rules[i].Pos.Line, want, i+1)
+		}
 	}
 }
