@@ -621,11 +621,7 @@ func (t *Table) matchAddrs(e *Entry, p *Packet) (rev, ok bool) {
 		// so an ICMP packet of another type (an address-mask reply to
 		// an echo) has already fixed the flags and options of its
 		// direction (and its interface) when it is refused.
-		want := e.ICMPType
-		if rev {
-			want, _ = icmpReply(e.V, e.ICMPType)
-		}
-		if p.ICMPType != want || p.ICMPID != e.ICMPID {
+		if !icmpOfEntry(e, p, rev) {
 			return rev, false
 		}
 	}
@@ -682,11 +678,7 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 	}
 	if isICMP(p) {
 		// As in matchAddrs: id and type come after ipf_matchsrcdst.
-		want := e.ICMPType
-		if rev {
-			want, _ = icmpReply(e.V, e.ICMPType)
-		}
-		if p.ICMPType != want || p.ICMPID != e.ICMPID {
+		if !icmpOfEntry(e, p, rev) {
 			return rev, false
 		}
 	}
@@ -1448,4 +1440,14 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName strin
 		return e, true
 	}
 	return nil, false
+}
+
+// icmpOfEntry reports whether ICMP packet p has the id and the type of
+// entry e's queries (rev false) or of their replies (rev true).
+func icmpOfEntry(e *Entry, p *Packet, rev bool) bool {
+	want := e.ICMPType
+	if rev {
+		want, _ = icmpReply(e.V, e.ICMPType)
+	}
+	return p.ICMPType == want && p.ICMPID == e.ICMPID
 }

@@ -67,9 +67,13 @@ static __always_inline long scan_quick(struct scan *s)
 
 /* scan_apply is the part of ipf_scanlist that follows a match of rule pos
  * (slot-relative): the rule itself, or the result of a `call now`. */
-static __always_inline long scan_apply(struct scan *s, struct pktinfo *p, const struct rule *r, __u32 pos)
+/* scan_act records what a matching rule at pos does to the scan: a log
+ * rule queues a record, a skip rule sets the skip, any other rule gives
+ * the verdict (the full rule's scan_apply and the hot list's compact
+ * path share it). */
+static __always_inline void scan_act(struct scan *s, __u32 act, __u32 skip, __u32 pos)
 {
-	__u32 act = r->action, passo = s->pass;
+	__u32 passo = s->pass;
 
 	s->rule = pos + 1;
 	if ((act & (FR_CMDMASK | FR_LOG)) == FR_LOG) {
@@ -78,11 +82,18 @@ static __always_inline long scan_apply(struct scan *s, struct pktinfo *p, const 
 			s->nlogs++;
 		}
 	} else if ((act & FR_CMDMASK) == FR_SKIP) {
-		s->skip = r->skip;
+		s->skip = skip;
 	} else {
 		s->passo = passo;
 		s->pass = act;
 	}
+}
+
+static __always_inline long scan_apply(struct scan *s, struct pktinfo *p, const struct rule *r, __u32 pos)
+{
+	__u32 passo = s->pass;
+
+	scan_act(s, r->action, r->skip, pos);
 	if (r->head) {
 		struct list *l;
 		__u32 lk = s->lbase + r->head;
@@ -478,7 +489,7 @@ static __always_inline void scan_hot(struct work *w, const struct hotlist *hl, _
 	for (int i = 0; i < HOT_MAX; i++) {
 		struct hot_count *hc;
 		const struct hot *h;
-		__u32 act, passo, pos;
+		__u32 passo, pos;
 
 		if (i >= hl->n)
 			break;
@@ -502,20 +513,8 @@ static __always_inline void scan_hot(struct work *w, const struct hotlist *hl, _
 			hc->hits[i]++;
 			hc->bytes[i] += p->plen;
 		}
-		act = h->action;
 		passo = s->pass;
-		s->rule = pos + 1;
-		if ((act & (FR_CMDMASK | FR_LOG)) == FR_LOG) {
-			if (s->nlogs < MAX_LOGS) {
-				s->logs[s->nlogs & (MAX_LOGS - 1)] = pos;
-				s->nlogs++;
-			}
-		} else if ((act & FR_CMDMASK) == FR_SKIP) {
-			s->skip = h->skip;
-		} else {
-			s->passo = passo;
-			s->pass = act;
-		}
+		scan_act(s, h->action, h->skip, pos);
 		if (s->pass & FR_QUICK) {
 			if (sl_hot_quick())
 				break;
