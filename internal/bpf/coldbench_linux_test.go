@@ -132,36 +132,6 @@ func pingPong(b *testing.B, in, out *ebpf.Program, inFrame, outFrame []byte, cpu
 	b.ReportMetric(median(runs[1]), "out-median-ns/packet")
 }
 
-// established sets up an outbound TCP flow in the harness (block by
-// default, the flow passed by its state) and returns an inbound and an
-// outbound segment of it that its entry passes again and again.
-func establishedFrames(b *testing.B, h *harness) (in, out []byte) {
-	b.Helper()
-	if err := h.d.LoadRules(compileText(b, "block in all\nblock out all\npass out quick proto tcp all flags S/SA keep state\n"), Active); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := h.d.FlushStates(nil); err != nil {
-		b.Fatal(err)
-	}
-	syn := tcp4("10.0.0.1", "10.0.0.2", 40000, 80, synF)
-	syn.seq = 100
-	synack := syn.reply(synF | ackF)
-	synack.seq, synack.ack = 9000, 101
-	ack := syn
-	ack.flags, ack.seq, ack.ack = ackF, 101, 9001
-	for _, s := range []struct {
-		out bool
-		p   testPkt
-	}{{true, syn}, {false, synack}, {true, ack}} {
-		if v, _, err := h.d.Run(s.out, s.p.build()); err != nil || v != VerdictPass {
-			b.Fatalf("handshake: %v %v", v, err)
-		}
-	}
-	data := synack
-	data.flags, data.seq, data.ack = ackF, 9001, 101
-	return data.build(), ack.build()
-}
-
 // BenchmarkModes: see the comment at the top of this file.
 func BenchmarkModes(b *testing.B) {
 	trivial, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"sluice/internal/engine"
+	"sluice/internal/packet"
 	"sluice/internal/packet/ipftext"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
@@ -65,34 +66,12 @@ func TestDifferentialSemantics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		type pkt struct {
-			data []byte
-			ifn  string
-			out  bool
-		}
-		var pkts []pkt
-		rd, err := ipftext.NewReader(format, bytes.NewReader(input))
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 65536)
+		pkts := readKitPackets(t, format, input)
 		ifaces := map[string]bool{}
 		marked := false
-		for {
-			rec, err := rd.Next(buf)
-			if err == io.EOF {
-				break
-			}
-			if err != nil || rec.Packet == nil {
-				continue
-			}
-			ifn := rec.Iface
-			if ifn == "" {
-				ifn = "anon0"
-			}
-			ifaces[ifn] = true
-			marked = marked || rec.LinkFlags != 0
-			pkts = append(pkts, pkt{append([]byte(nil), rec.Packet...), ifn, rec.Out})
+		for _, pk := range pkts {
+			ifaces[pk.ifn] = true
+			marked = marked || pk.link != 0
 		}
 		if len(ifaces) != 1 || marked {
 			skipped["several interfaces or link flags"]++
@@ -147,6 +126,41 @@ func TestDifferentialSemantics(t *testing.T) {
 	t.Logf("semantics cases through both: %d (%d packets); left out: %v", cases, compared, fmt.Sprint(skipped))
 	if cases == 0 {
 		t.Error("no semantics case compared")
+	}
+}
+
+// kitPkt is one packet of a kit or semantics input file.
+type kitPkt struct {
+	data []byte
+	ifn  string // "anon0" when the record names none, as ipftest
+	out  bool
+	link packet.Flags
+}
+
+// readKitPackets reads every packet of an ipftest input file in format
+// ("text" or "hex"); records that are no packet are passed over, as
+// ipftest does.
+func readKitPackets(t *testing.T, format string, input []byte) []kitPkt {
+	t.Helper()
+	rd, err := ipftext.NewReader(format, bytes.NewReader(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkts []kitPkt
+	buf := make([]byte, 65536)
+	for {
+		rec, err := rd.Next(buf)
+		if err == io.EOF {
+			return pkts
+		}
+		if err != nil || rec.Packet == nil {
+			continue
+		}
+		ifn := rec.Iface
+		if ifn == "" {
+			ifn = "anon0"
+		}
+		pkts = append(pkts, kitPkt{append([]byte(nil), rec.Packet...), ifn, rec.Out, rec.LinkFlags})
 	}
 }
 

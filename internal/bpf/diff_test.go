@@ -1,10 +1,8 @@
 package bpf
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,7 +11,6 @@ import (
 
 	"sluice/internal/conformance"
 	"sluice/internal/engine"
-	"sluice/internal/packet/ipftext"
 	"sluice/internal/pool"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/rules/ippool"
@@ -92,27 +89,11 @@ func TestDifferentialKit(t *testing.T) {
 			if _, err := h.d.FlushFrags(); err != nil {
 				t.Fatal(err)
 			}
-			rd, err := ipftext.NewReader(format, bytes.NewReader(input))
-			if err != nil {
-				t.Fatal(err)
-			}
-			buf := make([]byte, 65536)
-			for n := 0; ; n++ {
-				rec, err := rd.Next(buf)
-				if err == io.EOF {
-					break
-				}
-				if err != nil || rec.Packet == nil {
-					continue
-				}
-				ifn := rec.Iface
-				if ifn == "" {
-					ifn = "anon0"
-				}
-				frame := ethFrame(rec.Packet)
+			for n, pk := range readKitPackets(t, format, input) {
+				ifn := pk.ifn
+				frame := ethFrame(pk.data)
 				var p engine.Packet
-				data := append([]byte(nil), rec.Packet...)
-				p.Load(data, ifn, rec.Out, rec.LinkFlags)
+				p.Load(append([]byte(nil), pk.data...), ifn, pk.out, pk.link)
 				want := eng.Check(&p).Verdict
 				// the program sees every packet on ifindex 1: resolve the
 				// packet's interface to 1 and every other name to none
@@ -123,7 +104,7 @@ func TestDifferentialKit(t *testing.T) {
 				if err := h.d.LoadRules(im, Active); err != nil {
 					t.Fatal(err)
 				}
-				got, _, err := h.d.Run(rec.Out, frame)
+				got, _, err := h.d.Run(pk.out, frame)
 				if err != nil {
 					t.Fatal(err)
 				}

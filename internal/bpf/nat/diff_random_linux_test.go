@@ -466,6 +466,24 @@ func differentialRandom(t *testing.T, h *harness, seed uint64) uint64 {
 	return fast
 }
 
+// expectTranslated runs pkts through the engine and the kernel with rules
+// (randomRun: any disagreement fails) and checks how many the engine
+// translated, so a case cannot pass by translating nothing on both sides.
+func expectTranslated(t *testing.T, h *harness, rules string, pkts []randPkt, want int) {
+	t.Helper()
+	var tr int
+	if err := h.do(func() error {
+		var err error
+		_, tr, err = randomRun(h, rules, pkts)
+		return err
+	}); err != nil {
+		t.Fatalf("rules:\n%s%v", rules, err)
+	}
+	if tr != want {
+		t.Errorf("the engine translated %d packets, want %d", tr, want)
+	}
+}
+
 func randomRun(h *harness, text string, pkts []randPkt) (int, int, error) {
 	if err := h.reset(); err != nil {
 		return 0, 0, err
