@@ -41,21 +41,11 @@ type view struct {
 	// ports sport and dport are there; flags and l4 treat the packet
 	// as one without ports.
 	cutPorts bool
-	cutFrag  bool // a cut header's first fragment the rest follow
 	// cut6: an IPv6 TCP header cut short (4-19 bytes). IPFilter treats
 	// it as a TCP packet with ports (its session lists them, a portmap
 	// rewrites them), only without a checksum to patch; l4 and l4len
 	// hold what there is of the header.
 	cut6 bool
-}
-
-// cutAck is the acknowledgment number of a TCP header cut short, 0 when
-// it is not all there.
-func cutAck(l4 []byte) uint32 {
-	if len(l4) < 12 {
-		return 0
-	}
-	return binary.BigEndian.Uint32(l4[8:])
 }
 
 // fragKey identifies the fragments of one datagram (the IPv6 fragment
@@ -212,11 +202,6 @@ func parse(v *view, b []byte) bool {
 				v.cutPorts = true
 				v.sport = binary.BigEndian.Uint16(l4)
 				v.dport = binary.BigEndian.Uint16(l4[2:])
-				// A first fragment holding its flags (14 bytes or
-				// more) whose header IPFilter does not call bad
-				// starts a fragment entry: the rest follows it.
-				v.cutFrag = len(l4) >= 14 && l4[12]>>4 >= 5 &&
-					!packet.TCPFlagsBad(l4[13], 0, cutAck(l4))
 			}
 			return true
 		}

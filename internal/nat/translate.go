@@ -126,16 +126,18 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 		// IPFilter looks a TCP packet whose header is cut short up by
 		// the ports it has (fin_data), and translates only its
 		// addresses (no port, no TCP checksum: the header is not
-		// whole); the fragments after it follow it only when it holds
-		// flags IPFilter does not call bad (cutFrag).
+		// whole); the fragments after it follow it.
 		// Without a session it is a packet without ports, and it does
 		// not find a session without ports either: IPFilter looks it up
 		// by its ports only, so each such packet starts a session of
 		// its own (checked against its ipftest).
 		if s := n.lookup(dir, &v, ifname); s != nil {
-			if v.cutFrag {
-				n.noteFrag(&v, s)
-			}
+			// A cut first fragment starts a fragment entry whatever
+			// flags or data offset it holds: IPFilter checks no
+			// flags of a header it does not have whole (checked
+			// against its ipftest: 8 to 16 bytes, SYN+FIN, FIN
+			// alone, data offset 4).
+			n.noteFrag(&v, s)
 			b, r := n.apply(s, &v, dir)
 			setTag(got, s, r)
 			return b, r
@@ -344,6 +346,13 @@ func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) b
 		// matches no ICMPv6 packet, only IPv6 packets of protocol 1,
 		// which carry no ICMP query for IPv6.
 		if v.proto != 1 {
+			return false
+		}
+		// A port test makes the rule tcp/udp as well (ipnat_y.y sets
+		// IPN_TCPUDP beside icmpidmap's IPN_ICMPQUERY): the rule then
+		// has protocol flags, which an ICMP error (neither a query nor
+		// TCP/UDP) does not meet, so only queries take it.
+		if r.PortTest() && v.flags&flagICMPQuery == 0 {
 			return false
 		}
 	} else {

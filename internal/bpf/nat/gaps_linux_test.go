@@ -78,6 +78,19 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 8, FlagsOff: 3,
 				Payload: data[:8]}.Bytes()},
 		}, 3},
+		{"cut TCP first fragments start entries whatever their flags", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
+			// 16 bytes holding SYN+FIN and a data offset of 4
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 21, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 1000, DstPort: 80, Seq: 2, Flags: 0x03, Win: 8192}.Bytes()[:16]}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 21, FlagsOff: 3,
+				Payload: data[:8]}.Bytes()},
+			// 8 bytes: no flags at all
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 22, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 1000, DstPort: 80, Seq: 2, Flags: 0x10, Win: 8192}.Bytes()[:8]}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 22, FlagsOff: 3,
+				Payload: data[:8]}.Bytes()},
+		}, 5},
 		{"ICMPv6 informational messages", "map nic0 fd00::/16 -> 2001:db8::1/128\nrdr nic0 2001:db8::7/128 -> fd00::9\n", []randPkt{
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(128, 0, 0x12340001, data[:8]))},
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(130, 0, 0, data[:8]))},
@@ -115,6 +128,12 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 16, true, 77), data))},
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 24, false, 77), data))},
 		}, 2},
+		{"icmpidmap with a port test takes queries only", "map nic0 from any port < 21 to any -> 1.1.1.1 icmpidmap icmp 1000:2000\n", []randPkt{
+			// an error (not a query) does not take the rule
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 1, pt.ICMP(3, 3, 0, v4("2.2.2.2", "10.0.0.5", 17, pt.UDP(53, 1000, data[:8], false))[:28]))},
+			// an echo does
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 1, pt.ICMP(8, 0, 0x12340001, data[:8]))},
+		}, 1},
 		{"short ICMP errors", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\nmap nic0 fd00::/16 -> 2001:db8::1/128\n", []randPkt{
 			// 8 bytes quoted: less than an IPv4 header
 			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 1, pt.ICMP(3, 3, 0, data[:8]))},

@@ -744,16 +744,11 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 				p->sport = *(__u16 *)l4;
 				p->dport = *(__u16 *)(l4 + 2);
 				p->cut = 1;
-				/* a first fragment holding its flags that IPFilter
-				 * does not call bad starts a fragment entry (the
+				/* a cut first fragment starts a fragment entry
+				 * whatever its flags: IPFilter checks no flags
+				 * of a header it does not have whole (the
 				 * engine's cutFrag) */
-				p->tcpbad = 1;
-				if (p->l4len >= 14) {
-					if ((void *)(l4 + 14) > end)
-						return 0;
-					p->tcpbad = (l4[12] >> 4) < 5 ||
-						    tcp_flags_bad(l4[13], 0, l4[8] | l4[9] | l4[10] | l4[11]);
-				}
+				p->tcpbad = 0;
 			}
 			return 1;
 		}
@@ -1541,6 +1536,10 @@ static __always_inline int rule_matches(const struct nat_rule *r, const struct p
 		/* icmpidmap makes the rule's protocol ICMP (1), even in IPv6,
 		 * queries or not (the engine's icmpID) */
 		if (p->proto != IPPROTO_ICMP)
+			return 0;
+		/* a port test makes it tcp/udp too: queries only (the engine's
+		 * icmpID) */
+		if ((f & RF_IDMAPQ) && !(p->pflags & PF_ICMPQ))
 			return 0;
 	} else {
 		if (!((f & RF_TCP) && (f & RF_UDP)) && r->proto && p->proto != r->proto)
