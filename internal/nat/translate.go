@@ -200,7 +200,11 @@ walk:
 				return pkt, Failed
 			}
 			r.hits++
-			if r.RoundRobin && move {
+			// IPFilter moves a round-robin rule to the end of its
+			// bucket after ipf_nat_newrdr only: map, map-block and
+			// an outbound bimap stay where they are (checked
+			// against its ipftest, IPv4 and IPv6).
+			if r.RoundRobin && move && dir == In {
 				n.rotate(r, dir)
 			}
 			setTag(got, s, res)
@@ -244,7 +248,9 @@ func (n *NAT) noteFrag(v *view, s *session) {
 		return
 	}
 	end := v.fragEnd
-	if (v.cutPorts || v.cut6) && end < v.fragOff+20 {
+	if !v.v6 {
+		end = v4FirstEnd(v)
+	} else if v.cut6 && end < v.fragOff+20 {
 		// A TCP header cut inside its 20 fixed bytes counts as ending
 		// at 20 (IPFilter's firstend, as for update_ipid): a later
 		// fragment that starts before that overlaps it and is not
@@ -253,6 +259,27 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	}
 	n.addFrag(v.fragKey(), fragEntry{s: s, end: end})
 	s.hasFrags = true
+}
+
+// v4FirstEnd is where an IPv4 first fragment ends for the fragments that
+// follow (IPFilter's ipfr_firstend): a fragment starting before it
+// overlaps the first and is not translated. IPFilter keeps it in 8-byte
+// units, rounded down; a TCP first fragment counts as at least 24 bytes
+// (a header cut inside its 20 fixed bytes too), and an ICMP error, or a
+// query shorter than its type's minimum (timestamp 20, mask 12), as 8,
+// so every later fragment follows it (all checked against its ipftest,
+// 8 to 48 bytes, each type).
+func v4FirstEnd(v *view) int {
+	end := v.fragEnd &^ 7
+	switch {
+	case v.proto == 6:
+		end = max(end, 24)
+	case v.proto == 1 && v.l4len >= 8 && (isICMPv4Error(v.icmpType) ||
+		(v.icmpType == 13 || v.icmpType == 14) && v.l4len < 20 ||
+		(v.icmpType == 17 || v.icmpType == 18) && v.l4len < 12):
+		end = 8
+	}
+	return end
 }
 
 // addFrag enters a first fragment's entry for the fragments that follow.

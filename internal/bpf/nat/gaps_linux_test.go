@@ -91,6 +91,35 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 22, FlagsOff: 3,
 				Payload: data[:8]}.Bytes()},
 		}, 5},
+		{"v4 first fragment ends in 8-byte units", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			// UDP of 20 bytes: ends at 16, the fragment at 16 follows
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 31, FlagsOff: 0x2000,
+				Payload: pt.UDP(1000, 53, data, false)[:20]}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 31, FlagsOff: 2,
+				Payload: data[:8]}.Bytes()},
+			// TCP of 28 bytes: ends at 24, the fragment at 24 follows
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 32, FlagsOff: 0x2000,
+				Payload: pt.Cat(pt.TCP{SrcPort: 1000, DstPort: 80, Seq: 2, Flags: 0x10, Win: 8192}.Bytes(), data[:8])}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 32, FlagsOff: 3,
+				Payload: data[:8]}.Bytes()},
+			// TCP of 20 bytes: at least 24, the fragment at 16 does not
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 33, FlagsOff: 0x2000,
+				Payload: pt.TCP{SrcPort: 1000, DstPort: 80, Seq: 2, Flags: 0x10, Win: 8192}.Bytes()}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 6, TTL: 64, ID: 33, FlagsOff: 2,
+				Payload: data[:8]}.Bytes()},
+			// a timestamp of 16 bytes (short of 20): counts as 8
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 1, TTL: 64, ID: 34, FlagsOff: 0x2000,
+				Payload: pt.ICMP(13, 0, 0x43210001, data[:8])}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 1, TTL: 64, ID: 34, FlagsOff: 1,
+				Payload: data[:8]}.Bytes()},
+		}, 7},
+		{"map round-robin does not turn", "map nic0 10.0.0.0/24 -> 1.1.1.1/32 round-robin\nmap nic0 10.0.0.0/24 -> 1.1.1.2/32\n", []randPkt{
+			{out: true, iface: "nic0", b: v4("10.0.0.3", "2.2.2.6", 6, pt.TCP{SrcPort: 8080, DstPort: 32768, Flags: 2, Win: 8192}.Bytes())},
+			// the first rule again, not the second
+			{out: true, iface: "nic0", b: v4("10.0.0.1", "2.2.2.3", 6, pt.TCP{SrcPort: 20, DstPort: 53, Flags: 2, Win: 8192}.Bytes())},
+			// its address clashes: the second rule
+			{out: true, iface: "nic0", b: v4("10.0.0.2", "2.2.2.3", 6, pt.TCP{SrcPort: 20, DstPort: 53, Flags: 2, Win: 8192}.Bytes())},
+		}, 3},
 		{"ICMPv6 informational messages", "map nic0 fd00::/16 -> 2001:db8::1/128\nrdr nic0 2001:db8::7/128 -> fd00::9\n", []randPkt{
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(128, 0, 0x12340001, data[:8]))},
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(130, 0, 0, data[:8]))},

@@ -2566,7 +2566,9 @@ GLOBAL int nat_new(void)
 	if (c.res) {
 		struct nat_rule *r = rule_at(c.slot, c.idx);
 
-		if (r && (r->flags & RF_RR) && c.res == 3)
+		/* only the rdr list turns (the engine's check: IPFilter
+		 * moves a round-robin rule after ipf_nat_newrdr only) */
+		if (r && (r->flags & RF_RR) && c.res == 3 && (w->p.dir & 1) == DIR_IN)
 			rotate(c.slot, w->p.dir & 1, c.idx);
 		return 1;
 	}
@@ -2745,10 +2747,25 @@ static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 	frag_key(&w->fk, p);
 	w->fv.k = *k;
 	w->fv.end = p->fragend;
-	/* a TCP header cut inside its 20 fixed bytes counts as ending at 20
-	 * (IPFilter's firstend; the engine's noteFrag) */
-	if (p->cut && p->fragend < 20)
+	if (p->family == 4) {
+		/* IPFilter's firstend, in 8-byte units rounded down; at
+		 * least 24 bytes for TCP; 8 for an ICMP error or a query
+		 * shorter than its type's minimum (the engine's v4FirstEnd) */
+		__u16 e = p->fragend & ~7;
+
+		if (p->proto == IPPROTO_TCP && e < 24)
+			e = 24;
+		else if (p->proto == IPPROTO_ICMP && p->l4len >= 8 &&
+			 (icmp4_error(p->icmptype) ||
+			  ((p->icmptype == 13 || p->icmptype == 14) && p->l4len < 20) ||
+			  ((p->icmptype == 17 || p->icmptype == 18) && p->l4len < 12)))
+			e = 8;
+		w->fv.end = e;
+	} else if (p->cut && p->fragend < 20) {
+		/* a TCP header cut inside its 20 fixed bytes counts as
+		 * ending at 20 (the engine's noteFrag) */
 		w->fv.end = 20;
+	}
 	w->fv.pad = 0;
 	bpf_map_update_elem(&frags, &w->fk, &w->fv, BPF_ANY);
 }
