@@ -475,6 +475,9 @@ func (n *NAT) newSession(r *rule, v *view, ifname string, dir Direction) (*sessi
 	n.sessions[s.fwdKey()] = s
 	n.sessions[s.revKey()] = s
 	n.active = append(n.active, s)
+	if n.cfg.OnSession != nil {
+		n.cfg.OnSession()
+	}
 	return s, move
 }
 
