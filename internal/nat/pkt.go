@@ -29,6 +29,13 @@ type view struct {
 	flags     int
 	icmpType  uint8
 	icmpErr   bool
+	// nqICMP: an ICMPv4 packet that is not a query (an error, or
+	// another type) with its 8 header bytes; nqID holds its bytes 4-5,
+	// where a query's id would be: IPFilter looks such a packet up by
+	// them (fin_data), so it finds a query's session with that id, and
+	// a session without an id only when they are 0.
+	nqICMP bool
+	nqID   uint16
 	fragBody  bool
 	moreFrags bool
 	// fragOff is where a fragment's data starts in its datagram and
@@ -218,6 +225,10 @@ func parse(v *view, b []byte) bool {
 			return true
 		}
 		v.icmpType = l4[0]
+		if v.proto == 1 && !isICMPv4Query(v.icmpType) {
+			v.nqICMP = true
+			v.nqID = binary.BigEndian.Uint16(l4[4:])
+		}
 		if (v.proto == 1 && isICMPv4Query(v.icmpType)) || (v.proto == 58 && isICMPv6Query(v.icmpType)) {
 			v.flags = flagICMPQuery
 			id := binary.BigEndian.Uint16(l4[4:])

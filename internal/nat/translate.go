@@ -146,7 +146,7 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 	}
 	if v.cutPorts {
 		// no portless lookup (above)
-	} else if s := n.lookup(dir, &v, ifname); s != nil {
+	} else if s := n.lookupNonQuery(dir, &v, ifname); s != nil {
 		n.noteFrag(&v, s)
 		b, r := n.apply(s, &v, dir)
 		setTag(got, s, r)
@@ -320,6 +320,23 @@ func (n *NAT) lookup(dir Direction, v *view, ifname string) *session {
 	if s == nil || !s.onIf(dir, ifname) {
 		return nil
 	}
+	return s
+}
+
+// lookupNonQuery is lookup, except for an ICMPv4 packet that is not a
+// query: IPFilter looks it up with its bytes 4-5 in the id slot, so it
+// finds the session of a query with that id, and one of its own kind
+// (no id) only when they are 0; otherwise each such packet starts a
+// session (checked against its ipftest: an echo then a redirect with
+// the echo's id share one session, two redirects make two).
+func (n *NAT) lookupNonQuery(dir Direction, v *view, ifname string) *session {
+	if !v.nqICMP {
+		return n.lookup(dir, v, ifname)
+	}
+	sp, dp := v.sport, v.dport
+	v.sport, v.dport = v.nqID, v.nqID
+	s := n.lookup(dir, v, ifname)
+	v.sport, v.dport = sp, dp
 	return s
 }
 
@@ -635,6 +652,16 @@ func (n *NAT) exists(k key) bool {
 	return ok
 }
 
+// existsOn is exists for IPFilter's clash checks, which look the new
+// session's tuple up as a packet on the new session's interface would
+// be: a session with that tuple on another interface is no clash
+// (checked against its ipftest: a bimap session on nic0 and a map
+// session of the same tuple on nic1).
+func (n *NAT) existsOn(k key, ifname string) bool {
+	s, ok := n.sessions[k]
+	return ok && s.onIf(k.dir, ifname)
+}
+
 // newMap allocates the new source for an outbound map, bimap or
 // map-block session (ipf_nat_newmap).
 func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
@@ -747,7 +774,7 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		if v.flags&flagICMPQuery != 0 {
 			k.sp = port
 		}
-		if v.cutPorts || !n.exists(k) {
+		if v.cutPorts || !n.existsOn(k, s.ifname) {
 			// A TCP packet cut short is checked by the ports it has
 			// (IPFilter's fin_data), not by the portless view its
 			// session gets: a second one from the host takes the same

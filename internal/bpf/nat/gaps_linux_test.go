@@ -120,6 +120,25 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			// its address clashes: the second rule
 			{out: true, iface: "nic0", b: v4("10.0.0.2", "2.2.2.3", 6, pt.TCP{SrcPort: 20, DstPort: 53, Flags: 2, Win: 8192}.Bytes())},
 		}, 3},
+		{"ICMP that is not a query is looked up by its bytes 4-5", "map nic0 10.0.0.0/24 -> 1.1.1.0/24\n", []randPkt{
+			// an echo, then a redirect with the echo's id: one session
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 1, pt.ICMP(8, 0, 0x88e90004, data[:8]))},
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 1, pt.ICMP(5, 0, 0x88e90006, data[:8]))},
+			// two redirects with another id: a session each (the
+			// second clashes with the first and takes the next address)
+			{out: true, iface: "nic0", b: v4("10.0.0.6", "2.2.2.2", 1, pt.ICMP(5, 0, 0x11110006, data[:8]))},
+			{out: true, iface: "nic0", b: v4("10.0.0.6", "2.2.2.2", 1, pt.ICMP(5, 0, 0x11110007, data[:8]))},
+			// and with 0 there: the second finds the first
+			{out: true, iface: "nic0", b: v4("10.0.0.7", "2.2.2.2", 1, pt.ICMP(5, 0, 0x00000006, data[:8]))},
+			{out: true, iface: "nic0", b: v4("10.0.0.7", "2.2.2.2", 1, pt.ICMP(5, 0, 0x00000007, data[:8]))},
+		}, 6},
+		{"a session on another interface is no clash", "map * from any to any -> 1.1.1.1/32\nbimap nic0 10.0.0.1/32 -> 1.1.1.1/32\n", []randPkt{
+			{out: false, iface: "nic0", b: v4("2.2.2.2", "1.1.1.1", 17, pt.UDP(12093, 443, data[:8], false))},
+			// the same tuple leaving by nic1: map makes a session
+			{out: true, iface: "nic1", b: v4("1.1.1.1", "2.2.2.2", 17, pt.UDP(443, 12093, data[:8], false))},
+			// leaving by nic0 it finds the bimap session
+			{out: true, iface: "nic0", b: v4("10.0.0.1", "2.2.2.2", 17, pt.UDP(443, 12093, data[:8], false))},
+		}, 2}, // the nic1 packet keeps its bytes (1.1.1.1 -> 1.1.1.1)
 		{"ICMPv6 informational messages", "map nic0 fd00::/16 -> 2001:db8::1/128\nrdr nic0 2001:db8::7/128 -> fd00::9\n", []randPkt{
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(128, 0, 0x12340001, data[:8]))},
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(130, 0, 0, data[:8]))},

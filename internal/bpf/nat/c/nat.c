@@ -241,7 +241,7 @@ struct pkt {
 	__u8 udp0;     /* UDP with a zero checksum field */
 	__u8 cut;      /* a TCP header cut short (4-19 bytes): no L4, its ports in sport/dport */
 	__u8 tcpbad;   /* a TCP header IPFilter calls bad: a first fragment makes no frag entry */
-	__u8 pad1;
+	__u8 nq;       /* ICMPv4, not a query: looked up by nqid (the engine's nqICMP) */
 	__u32 ipid;
 	__u32 len;     /* bytes from l3off to the end of the buffer */
 	__u32 ifindex;
@@ -249,7 +249,7 @@ struct pkt {
 	__u8 pad;
 	__u16 fragend; /* first fragments: where their data ends (bytes) */
 	__u16 fragoff; /* fragment bodies: where their data starts (bytes) */
-	__u16 pad2;
+	__u16 nqid;    /* nq: its bytes 4-5 (network order), a query's id slot */
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -785,6 +785,13 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 			return 0;
 		p->icmptype = l4[0];
 		p->csumoff = off + 2;
+		if (p->proto == IPPROTO_ICMP && !icmp4_query(l4[0])) {
+			/* IPFilter looks it up with these bytes in the id slot:
+			 * a query's session with that id, one of its own kind
+			 * only when they are 0 (the engine's lookupNonQuery) */
+			p->nq = 1;
+			p->nqid = *(__u16 *)(l4 + 4);
+		}
 		if (p->proto == IPPROTO_ICMP ? icmp4_query(l4[0]) : icmp6_query(l4[0])) {
 			p->pflags = PF_ICMPQ;
 			p->sport = p->dport = *(__u16 *)(l4 + 4);
@@ -1621,6 +1628,15 @@ static __always_inline int exists(struct nat_key *k)
 	return bpf_map_lookup_elem(&sessions, k) != NULL;
 }
 
+/* exists_on is exists for a map's clash check: a session of that tuple on
+ * another interface is no clash (the engine's existsOn). */
+static __always_inline int exists_on(struct nat_key *k, __u32 ifindex)
+{
+	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
+
+	return v && (!v->ifindex || v->ifindex == ifindex);
+}
+
 static __always_inline void key_of(struct nat_key *k, __u8 dir, __u8 proto, __u8 family, const __u32 *src,
 				   const __u32 *dst, __u16 sp, __u16 dp)
 {
@@ -1890,7 +1906,7 @@ static long map_step(__u32 l, void *unused)
 	key_of(k, DIR_IN, p->proto, p->family, w->ns.t.odst, na, p->dport, bpf_htons((__u16)port));
 	if (icmpq)
 		k->sport = bpf_htons((__u16)port);
-	if (!exists(k)) {
+	if (!exists_on(k, p->ifindex)) {
 		a->in = in;
 		a->port = port;
 		a->ok = 1;
@@ -3436,7 +3452,8 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	if (p->fragbody)
 		return nat_frag_body(skb);
 	k = &w->k2;
-	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->sport, p->dport);
+	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->nq ? p->nqid : p->sport,
+	       p->nq ? p->nqid : p->dport);
 	v = w->nohit ? NULL : bpf_map_lookup_elem(&sessions, k);
 	if (p->cut && !(v && (!v->ifindex || v->ifindex == p->ifindex))) {
 		/* a TCP header cut short without a session of its ports is
@@ -3592,8 +3609,8 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		k = &w->k;
 		__builtin_memcpy(k->src, p.src, 16);
 		__builtin_memcpy(k->dst, p.dst, 16);
-		k->sport = p.sport;
-		k->dport = p.dport;
+		k->sport = p.nq ? p.nqid : p.sport;
+		k->dport = p.nq ? p.nqid : p.dport;
 		k->proto = p.proto;
 		k->dir = dir;
 		k->family = p.family;
