@@ -104,7 +104,10 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 			// without ports or ids (GRE, ESP, IP in IP, ...) still
 			// finds its session by its addresses, as any packet of it
 			// does; it never starts one (checked against ipftest).
-			if !portless(&v) {
+			// IPv6 AH bodies never find a session in IPFilter (AH is
+			// an extension header to its IPv6 walk: the first
+			// fragment's session is not one of protocol 51).
+			if !portless(&v) || v.v6 && v.proto == 51 {
 				return pkt, NoMatch
 			}
 			if s := n.lookup(dir, &v, ifname); s != nil {
@@ -250,12 +253,13 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	end := v.fragEnd
 	if !v.v6 {
 		end = v4FirstEnd(v)
-	} else if v.cut6 && end < v.fragOff+20 {
-		// A TCP header cut inside its 20 fixed bytes counts as ending
-		// at 20 (IPFilter's firstend, as for update_ipid): a later
-		// fragment that starts before that overlaps it and is not
-		// translated (checked against its ipftest).
-		end = v.fragOff + 20
+	} else if (v.fragEnd-v.fragOff)%8 != 0 || v.proto == 51 || v.proto == 6 && v.l4len < 14 {
+		// IPv6: a first fragment whose data is not a multiple of 8
+		// bytes is bad and makes no entry; nor does AH, nor a TCP
+		// header of less than 14 bytes. The end is where the data
+		// ends: no rounding, no 20-byte TCP minimum (checked against
+		// IPFilter's ipftest: TCP, UDP and ICMPv6 of 4 to 32 bytes).
+		return
 	}
 	n.addFrag(v.fragKey(), fragEntry{s: s, end: end})
 	s.hasFrags = true
@@ -881,8 +885,16 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 	}
 	nport := dport
 	if r.dpnext != 0 {
-		if !r.FixedDPort && r.OPortMin != r.OPortMax {
-			nport = uint16(int(dport) - r.OPortMin + r.DPMax)
+		if !r.FixedDPort && (r.OPortMin != r.OPortMax || r.Filter) {
+			// A from/to rdr maps a port P to P - LO + HI, LO
+			// being its destination port test's first port (0
+			// without one): `to X port > 50 -> Y port 22` sends 53
+			// to 25 (checked against IPFilter's ipftest).
+			base := r.OPortMin
+			if r.Filter {
+				base = r.DstPort.P1
+			}
+			nport = uint16(int(dport) - base + r.DPMax)
 		} else {
 			nport = uint16(r.dpnext)
 			r.dpnext++

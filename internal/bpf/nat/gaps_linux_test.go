@@ -139,6 +139,25 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			// leaving by nic0 it finds the bimap session
 			{out: true, iface: "nic0", b: v4("10.0.0.1", "2.2.2.2", 17, pt.UDP(443, 12093, data[:8], false))},
 		}, 2}, // the nic1 packet keeps its bytes (1.1.1.1 -> 1.1.1.1)
+		{"v6 first fragment entries", "map nic0 fd00::/16 -> 2001:db8::1/128\n", []randPkt{
+			// 16 bytes of UDP: ends at 16 exactly, the body at 16 follows
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 0, true, 41), pt.UDP(1000, 53, data, false)[:16]))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 16, false, 41), data[:8]))},
+			// 8 bytes of an echo: the body at 8 follows
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(58, 0, true, 42), pt.ICMP(128, 0, 0x43210001, nil)))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(58, 8, false, 42), data[:8]))},
+			// 12 bytes of UDP (not a multiple of 8): bad, no entry
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 0, true, 43), pt.UDP(1000, 53, data, false)[:12]))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 16, false, 43), data[:8]))},
+			// AH: the body finds no session
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(51, 0, true, 44), data[:16]))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(51, 16, false, 44), data[:8]))},
+		}, 6},
+		{"from/to rdr ports", "rdr nic0 from any to 1.1.1.1 port > 50 -> 10.0.0.9 port 22-30 tcp\n", []randPkt{
+			// 53 - 50 + 30
+			{out: false, iface: "nic0", b: v4("2.2.2.2", "1.1.1.1", 6, pt.TCP{SrcPort: 4000, DstPort: 53, Flags: 2, Win: 8192}.Bytes())},
+			{out: false, iface: "nic0", b: v4("2.2.2.3", "1.1.1.1", 6, pt.TCP{SrcPort: 4000, DstPort: 60, Flags: 2, Win: 8192}.Bytes())},
+		}, 2},
 		{"ICMPv6 informational messages", "map nic0 fd00::/16 -> 2001:db8::1/128\nrdr nic0 2001:db8::7/128 -> fd00::9\n", []randPkt{
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(128, 0, 0x12340001, data[:8]))},
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(130, 0, 0, data[:8]))},

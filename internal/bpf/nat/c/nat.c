@@ -2123,8 +2123,12 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	}
 	nport = dport;
 	if (rs->dpnext != 0) {
-		if (!(r->flags & RF_FIXEDDP) && r->oport_min != r->oport_max) {
-			nport = (__u16)((__s32)dport - r->oport_min + r->dpmax);
+		/* a from/to rdr: P - LO + HI, LO its destination port test's
+		 * first port (the engine's newRdr) */
+		if (!(r->flags & RF_FIXEDDP) && (r->oport_min != r->oport_max || (r->flags & RF_FILTER))) {
+			__s32 base = (r->flags & RF_FILTER) ? r->dport_p1 : r->oport_min;
+
+			nport = (__u16)((__s32)dport - base + r->dpmax);
 		} else {
 			nport = (__u16)rs->dpnext;
 			rs->dpnext++;
@@ -2777,10 +2781,13 @@ static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 			  ((p->icmptype == 17 || p->icmptype == 18) && p->l4len < 12)))
 			e = 8;
 		w->fv.end = e;
-	} else if (p->cut && p->fragend < 20) {
-		/* a TCP header cut inside its 20 fixed bytes counts as
-		 * ending at 20 (the engine's noteFrag) */
-		w->fv.end = 20;
+	} else if ((p->fragend - p->fragoff) & 7 || p->proto == IPPROTO_AH ||
+		   (p->proto == IPPROTO_TCP && p->l4len < 14)) {
+		/* IPv6: no entry for a first fragment whose data is not a
+		 * multiple of 8 bytes (bad), for AH, or for less than 14
+		 * bytes of TCP header; the end is exact (the engine's
+		 * noteFrag) */
+		return;
 	}
 	w->fv.pad = 0;
 	bpf_map_update_elem(&frags, &w->fk, &w->fv, BPF_ANY);
@@ -3384,6 +3391,9 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		 * as in IPFilter (the engine's portless); it never starts one */
 		if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP ||
 		    p->proto == (p->family == 6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+			return TC_ACT_UNSPEC;
+		/* IPv6 AH bodies never find a session (the engine's check) */
+		if (p->family == 6 && p->proto == IPPROTO_AH)
 			return TC_ACT_UNSPEC;
 		k = &w->k2;
 		__builtin_memcpy(k->src, p->src, 16);
