@@ -18,24 +18,24 @@ const (
 // view locates the fields NAT reads and rewrites in one packet. It lives
 // on the caller's stack.
 type view struct {
-	b         []byte
-	v6        bool
-	proto     uint8
-	l4        int // offset of the L4 header, -1 if not present (fragment body)
-	l4len     int
-	src, dst  netip.Addr
-	sport     uint16 // TCP/UDP ports; ICMP query id in both
-	dport     uint16
-	flags     int
-	icmpType  uint8
-	icmpErr   bool
+	b        []byte
+	v6       bool
+	proto    uint8
+	l4       int // offset of the L4 header, -1 if not present (fragment body)
+	l4len    int
+	src, dst netip.Addr
+	sport    uint16 // TCP/UDP ports; ICMP query id in both
+	dport    uint16
+	flags    int
+	icmpType uint8
+	icmpErr  bool
 	// nqICMP: an ICMPv4 packet that is not a query (an error, or
 	// another type) with its 8 header bytes; nqID holds its bytes 4-5,
 	// where a query's id would be: IPFilter looks such a packet up by
 	// them (fin_data), so it finds a query's session with that id, and
 	// a session without an id only when they are 0.
-	nqICMP bool
-	nqID   uint16
+	nqICMP    bool
+	nqID      uint16
 	fragBody  bool
 	moreFrags bool
 	// fragOff is where a fragment's data starts in its datagram and
