@@ -24,15 +24,21 @@ import (
 //     a cut fragment header leaves it alone;
 //   - a TCP header cut short (4-19 bytes) finds its session by its ports
 //     and has only its addresses translated; without one it is a packet
-//     without ports;
+//     without ports that starts a session of its own (two such packets
+//     from one host make two sessions, the later taking over the key);
+//   - in IPv6, a TCP header cut short is a TCP packet with its ports: a
+//     session with ports, the ports rewritten both ways, no checksum;
 //   - the rest of an ICMP error sent as a first fragment gets the outer
 //     header its first fragment got;
 //   - a TCP first fragment IPFilter calls bad (URG without an urgent
 //     pointer) starts no fragment entry;
 //   - an ICMP error quoting no session, inbound through a rewrite-in
 //     rule, gets the new destination only;
-//   - a TCP first fragment cut inside its 20 fixed bytes counts as ending
-//     at 20;
+//   - IPv4 first fragments end in 8-byte units (TCP at least at 24, ICMP
+//     errors and short timestamps at 8); IPv6 ones exactly, with no entry
+//     for data not a multiple of 8 bytes, AH or under 14 bytes of TCP;
+//   - a non-query ICMPv4 packet is looked up by its bytes 4-5; a session
+//     on another interface is no clash; round-robin map rules stay;
 //   - ICMPv6 informational messages other than echo are never translated;
 //   - a fragment body of a protocol without ports finds its session by
 //     its addresses when no fragment entry takes it.
@@ -158,6 +164,31 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			{out: false, iface: "nic0", b: v4("2.2.2.2", "1.1.1.1", 6, pt.TCP{SrcPort: 4000, DstPort: 53, Flags: 2, Win: 8192}.Bytes())},
 			{out: false, iface: "nic0", b: v4("2.2.2.3", "1.1.1.1", 6, pt.TCP{SrcPort: 4000, DstPort: 60, Flags: 2, Win: 8192}.Bytes())},
 		}, 2},
+		{"v6 cut TCP headers keep their ports", "map nic0 fd00::/16 -> 2001:db8::1/128 portmap tcp 40000:40010\n", []randPkt{
+			// 16 bytes of a SYN: a TCP session with ports, the ports
+			// rewritten, no checksum patched
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 6, pt.TCP{SrcPort: 1000, DstPort: 80, Flags: 2, Win: 8192}.Bytes()[:16])},
+			// a whole segment of the same flow: the same session
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 6, pt.TCP{SrcPort: 1000, DstPort: 80, Flags: 0x10, Win: 8192}.Bytes())},
+			// the reply cut to 8 bytes, to the mapped port
+			{out: false, iface: "nic0", b: v6("2001:db8:9::9", "2001:db8::1", 6, pt.TCP{SrcPort: 80, DstPort: 40000, Flags: 0x12, Win: 8192}.Bytes()[:8])},
+			// another flow, cut to 4 bytes: a session of its own
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 6, pt.TCP{SrcPort: 1001, DstPort: 80, Flags: 2, Win: 8192}.Bytes()[:4])},
+			// a first fragment of 16 bytes and the body at 16
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(6, 0, true, 51),
+				pt.TCP{SrcPort: 1002, DstPort: 80, Flags: 2, Win: 8192}.Bytes()[:16]))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(6, 16, false, 51), data[:8]))},
+		}, 6},
+		{"cut TCP headers without a session each start one", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			// two cut SYNs of different ports from one host: a session
+			// without ports each (the second takes over the key)
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, pt.TCP{SrcPort: 1000, DstPort: 80, Flags: 2}.Bytes()[:8])},
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, pt.TCP{SrcPort: 1001, DstPort: 80, Flags: 2}.Bytes()[:16])},
+			// a third, and a reply cut short: it finds none of them
+			// (no session of its ports, and no lookup without them)
+			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, pt.TCP{SrcPort: 1002, DstPort: 80, Flags: 2}.Bytes()[:12])},
+			{out: false, iface: "nic0", b: v4("2.2.2.2", "1.1.1.1", 6, pt.TCP{SrcPort: 80, DstPort: 1000, Flags: 0x12}.Bytes()[:4])},
+		}, 3},
 		{"ICMPv6 informational messages", "map nic0 fd00::/16 -> 2001:db8::1/128\nrdr nic0 2001:db8::7/128 -> fd00::9\n", []randPkt{
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(128, 0, 0x12340001, data[:8]))},
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 58, pt.ICMP(130, 0, 0, data[:8]))},

@@ -344,7 +344,7 @@ type natWork struct {
 		Len       uint32
 		Ifindex   uint32
 		Dir       uint8
-		Pad       uint8
+		Cutnew    uint8
 		Fragend   uint16
 		Fragoff   uint16
 		Nqid      uint16

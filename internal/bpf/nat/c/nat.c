@@ -246,7 +246,8 @@ struct pkt {
 	__u32 len;     /* bytes from l3off to the end of the buffer */
 	__u32 ifindex;
 	__u8 dir;
-	__u8 pad;
+	__u8 cutnew;   /* a cut TCP header without a session of its ports: it
+			* starts one of its own (the engine's check) */
 	__u16 fragend; /* first fragments: where their data ends (bytes) */
 	__u16 fragoff; /* fragment bodies: where their data starts (bytes) */
 	__u16 nqid;    /* nq: its bytes 4-5 (network order), a query's id slot */
@@ -733,6 +734,21 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 		__u32 min = p->proto == IPPROTO_TCP ? 20 : 8;
 
 		if (p->l4len < min) {
+			if (p->proto == IPPROTO_TCP && p->l4len >= 4 && p->family == 6) {
+				/* IPv6: IPFilter treats a TCP header cut short
+				 * as a TCP packet with its ports (its session
+				 * lists them, a portmap rewrites them both ways)
+				 * with no checksum to patch (the engine's cut6):
+				 * the L4 header stays, csumoff stays 0 */
+				if ((void *)(l4 + 4) > end)
+					return 0;
+				p->pflags = PF_TCP;
+				p->sport = *(__u16 *)l4;
+				p->dport = *(__u16 *)(l4 + 2);
+				if (p->l4len >= 14 && (void *)(l4 + 14) <= end)
+					p->tcpflags = l4[13];
+				return 1;
+			}
 			p->l4off = 0;
 			if (p->proto == IPPROTO_TCP && p->l4len >= 4) {
 				/* a TCP header cut short still has its ports:
@@ -1110,7 +1126,9 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 	if (p->l4off) {
 		__u8 *l4 = data + (p->l4off & 0x3ff);
 
-		if ((void *)(l4 + 8) > end)
+		/* ports: 4 bytes (an IPv6 TCP header cut short may hold no
+		 * more); anything else: 8 */
+		if ((void *)(l4 + ((p->pflags & PF_TCPUDP) ? 4 : 8)) > end)
 			return -1;
 		if (p->pflags & PF_TCPUDP) {
 			*(__u16 *)l4 = sp;
@@ -1906,7 +1924,7 @@ static long map_step(__u32 l, void *unused)
 	key_of(k, DIR_IN, p->proto, p->family, w->ns.t.odst, na, p->dport, bpf_htons((__u16)port));
 	if (icmpq)
 		k->sport = bpf_htons((__u16)port);
-	if (!exists_on(k, p->ifindex)) {
+	if (p->cutnew || !exists_on(k, p->ifindex)) {
 		a->in = in;
 		a->port = port;
 		a->ok = 1;
@@ -3358,7 +3376,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 	if (p->dir == DIR_OUT)
 		mark_done(skb);
-	if (mss && p->proto == IPPROTO_TCP && p->l4off && (p->tcpflags & 0x02))
+	if (mss && p->proto == IPPROTO_TCP && p->l4off && p->l4len >= 20 && (p->tcpflags & 0x02))
 		nat_mss(skb, p->l4off, p->csumoff, mss);
 	if (p->morefrags && !p->tcpbad)
 		note_frag(p, k);
@@ -3467,12 +3485,16 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	v = w->nohit ? NULL : bpf_map_lookup_elem(&sessions, k);
 	if (p->cut && !(v && (!v->ifindex || v->ifindex == p->ifindex))) {
 		/* a TCP header cut short without a session of its ports is
-		 * a packet without ports */
+		 * a packet without ports that finds no session either: it
+		 * starts one of its own, which takes over the key of an
+		 * earlier one (shadow), with no clash check (the engine's
+		 * check and newMap: IPFilter looks it up by its ports only) */
 		p->cut = 0;
 		p->tcpbad = 0;
+		p->cutnew = 1;
 		p->sport = p->dport = 0;
 		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, 0, 0);
-		v = bpf_map_lookup_elem(&sessions, k);
+		v = NULL;
 	}
 	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
 		/* a session that needs more than the fast path gives */
