@@ -181,8 +181,6 @@ func exists(path string) bool {
 // kernelPending: semantics cases the kernel program does not pass yet
 // (internal/bpf/c was being changed elsewhere when the engine learnt them).
 var kernelPending = map[string]string{
-	"frag-state-copied-options": "frag_key_of must keep only the copied options in the key " +
-		"(ipfr_optmsk = fi_optmsk & IPF_OPTCOPY): k->opt = p->optbits & 0x07ff00",
 	"state-log-first-never-duplicate": "state_identical must find no live entry identical to a new one " +
 		"whose rule has log first (ipf_state_add compares is_pass before stripping FR_LOGFIRST): " +
 		"return 0 when b->pass & FR_LOGFIRST",
