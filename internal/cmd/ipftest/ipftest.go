@@ -308,8 +308,12 @@ func (r *run) loadRules(name string) error {
 		}
 		// The kernel refuses a rule identical to one it holds (the
 		// same normalised rule in the same list) and ipftest goes on.
+		// A rule with max-srcs is never identical: ipf_frruleiocl
+		// initialises the rule's source-tracking tree before comparing
+		// the rules byte for byte, and that tree's head points into the
+		// rule itself, so two such rules always differ.
 		key := ipf.FormatRule(rule)
-		if r.loadedRules[key] {
+		if r.loadedRules[key] && !tracksSources(rule) {
 			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: rule already exists\n", rule.Pos.File, rule.Pos.Line)
 			continue
 		}
@@ -325,6 +329,12 @@ func (r *run) loadRules(name string) error {
 		}
 	}
 	return nil
+}
+
+// tracksSources reports whether a rule keeps state with a max-srcs
+// limit, the rules IPFilter never finds a duplicate of.
+func tracksSources(rule *ipf.Rule) bool {
+	return rule.KeepState != nil && rule.KeepState.MaxSrcs != 0
 }
 
 // natTableMissing reports whether a NAT rule names a pool or hash table
