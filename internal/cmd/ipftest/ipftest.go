@@ -846,9 +846,11 @@ func (r *run) Route(p *engine.Packet, iface string, nextHop netip.Addr, dup bool
 	var line []byte
 	if r.hexOut {
 		d := p.Data
-		if len(d) >= 20 && d[0]>>4 == 4 {
-			// ipf_fastroute clears the IPv4 header checksum for the
-			// interface to fill in; userland prints it as 0.
+		if !dup && len(d) >= 20 && d[0]>>4 == 4 {
+			// ipf_fastroute clears the IPv4 header checksum of a packet
+			// it routes (to) for the interface to fill in; userland
+			// prints it as 0. A dup-to copy leaves with the checksum it
+			// arrived with, whatever the rule's action or direction.
 			d = append([]byte(nil), d...)
 			d[10], d[11] = 0, 0
 		}
