@@ -1172,3 +1172,68 @@ func TestPrivilegedFailedFirstLoadLeavesNoPins(t *testing.T) {
 		t.Fatalf("ipf -D: %v", err)
 	}
 }
+
+// TestPrivilegedFlushAllCount checks the count ipf -v -Fa prints, which
+// it takes from the loaded lists without reading the rules back: every
+// rule of the set counts (groups, heads, accounting), in the active set,
+// the inactive one (-I) and the set a -s before it made active.
+func TestPrivilegedFlushAllCount(t *testing.T) {
+	tp := sharedTopo(t)
+	active := `pass in all
+block in quick proto tcp from any to any port = 1 head 10
+pass in from 192.0.2.4 to any group 10
+block in from 192.0.2.5 to any group 10
+count in from any to any
+count out from any to any
+pass out all
+block out from 192.0.2.6 to any head 20
+pass out from any to any group 20
+`
+	inactive := "pass in all\npass out all\ncount in from any to any\n"
+	load := func() {
+		tp.mustRun("ipf", "-Fa", "-f", tp.file("fa-active.conf", active))
+		tp.mustRun("ipf", "-I", "-Fa", "-f", tp.file("fa-inactive.conf", inactive))
+	}
+	removed := func(out string) int {
+		t.Helper()
+		var n int
+		i := strings.Index(out, "filter rules removed")
+		if i < 0 {
+			t.Fatalf("no count in %q", out)
+		}
+		line := out[strings.LastIndex(out[:i], "\n")+1:]
+		if _, err := fmt.Sscanf(line, "%d filter rules removed", &n); err != nil {
+			t.Fatalf("%q: %v", out, err)
+		}
+		return n
+	}
+	nActive, nInactive := strings.Count(active, "\n"), strings.Count(inactive, "\n")
+	load()
+	if n := removed(tp.mustRun("ipf", "-v", "-Fa")); n != nActive {
+		t.Errorf("ipf -v -Fa removed %d rules, want %d", n, nActive)
+	}
+	if n := removed(tp.mustRun("ipf", "-v", "-Fa")); n != 0 {
+		t.Errorf("ipf -v -Fa of an empty set removed %d rules, want 0", n)
+	}
+	if n := removed(tp.mustRun("ipf", "-I", "-v", "-Fa")); n != nInactive {
+		t.Errorf("ipf -I -v -Fa removed %d rules, want %d", n, nInactive)
+	}
+	load()
+	if n := removed(tp.mustRun("ipf", "-v", "-s", "-Fa")); n != nInactive {
+		t.Errorf("ipf -v -s -Fa removed %d rules, want %d (the set -s made active)", n, nInactive)
+	}
+	if got := tp.mustRun("ipfstat", "-io"); got != "" {
+		t.Errorf("ipfstat -io after ipf -s -Fa:\n%s\nwant nothing", got)
+	}
+	if got := strings.Count(tp.mustRun("ipfstat", "-Iio"), "\n"); got != nActive {
+		t.Errorf("ipfstat -Iio lists %d rules after ipf -s -Fa, want the %d of the set -s made inactive", got, nActive)
+	}
+	// a flush of one direction still reads the rules and keeps the rest
+	load()
+	if n := removed(tp.mustRun("ipf", "-v", "-Fi")); n != 5 {
+		t.Errorf("ipf -v -Fi removed %d rules, want 5", n)
+	}
+	if n := removed(tp.mustRun("ipf", "-v", "-Fa")); n != nActive-5 {
+		t.Errorf("ipf -v -Fa after -Fi removed %d rules, want %d", n, nActive-5)
+	}
+}
