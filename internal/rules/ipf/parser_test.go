@@ -5,8 +5,8 @@ import (
 	"math/rand"
 	"net/netip"
 	"os"
-	"strconv"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
