@@ -86,10 +86,6 @@ func (l *lexer) word(s string) string {
 	return w
 }
 
-func newLexer(file string, src []byte, vars map[string]string) *lexer {
-	return newLexerAt(file, string(src), 1, vars)
-}
-
 // newLexerAt is a lexer of src, a part of file that starts at the
 // beginning of line line.
 func newLexerAt(file, src string, line int, vars map[string]string) *lexer {
