@@ -143,7 +143,7 @@ func BenchmarkModes(b *testing.B) {
 	h := benchHarness(b)
 	plain := tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
 	for _, mode := range []string{"warm", "single", "cold"} {
-		for _, sc := range []string{"trivial", "attached", "established"} {
+		for _, sc := range []string{"trivial", "attached", "stateless", "established"} {
 			b.Run(mode+"/"+sc, func(b *testing.B) {
 				prog, frame := h.d.objs.SluiceIngress, plain
 				switch sc {
@@ -151,6 +151,14 @@ func BenchmarkModes(b *testing.B) {
 					prog = trivial
 				case "attached":
 					if err := h.d.LoadRules(&Image{}, Active); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := h.d.FlushStates(nil); err != nil {
+						b.Fatal(err)
+					}
+				case "stateless":
+					// HP's stateless set (every packet scans it)
+					if err := h.d.LoadRules(compileText(b, hpStatelessRules), Active); err != nil {
 						b.Fatal(err)
 					}
 					if _, err := h.d.FlushStates(nil); err != nil {

@@ -80,13 +80,9 @@ struct scan {
  * scan state and a state entry under construction at once. TC programs run
  * with migration disabled and do not nest on one CPU. */
 struct work {
+	/* what every packet writes first, together: the packet info (cleared
+	 * per packet), the state lookup's result and the scan's head */
 	struct pktinfo p;
-	struct scan s;
-	struct state_entry e;
-	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
-	struct frag_key fk;   /* fragment cache key and new entry: the calls */
-	struct frag_entry fe; /* that make them are deep in the stack */
-	struct state_key rk;  /* state_create's key: the same (the call is deep) */
 	/* result of the state lookup */
 	__u32 hit_pass;
 	__u32 hit_rule_no;
@@ -95,6 +91,12 @@ struct work {
 	__u32 hit_rev;  /* the state hit was a reply */
 	__u32 hit_slot; /* slot and rule index that created the entry */
 	__u32 hit_idx;
+	struct scan s;
+	struct state_entry e;
+	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
+	struct frag_key fk;   /* fragment cache key and new entry: the calls */
+	struct frag_entry fe; /* that make them are deep in the stack */
+	struct state_key rk;  /* state_create's key: the same (the call is deep) */
 };
 
 /* GLOBAL functions are verified once on their own instead of once per call

@@ -510,8 +510,8 @@ static __always_inline void scan_hot(struct work *w, const struct hotlist *hl, _
 			continue;
 		hc = bpf_map_lookup_elem(&hot_counts, &hk);
 		if (hc) {
-			hc->hits[i]++;
-			hc->bytes[i] += p->plen;
+			hc->c[i].hits++;
+			hc->c[i].bytes += p->plen;
 		}
 		passo = s->pass;
 		scan_act(s, h->action, h->skip, pos);
