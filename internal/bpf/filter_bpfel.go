@@ -428,18 +428,16 @@ type filterWork struct {
 		Done       uint32
 		Cut        uint32
 		Slot       uint32
-		_          [4]byte
+		Ncall      uint32
 		Now        uint64
 		StackPos   [16]uint32
 		StackEnd   [16]uint32
 		StackPasso [16]uint32
-		Ncall      uint32
 		StackCall  [16]uint32
 		StackPass  [16]uint32
 		StackRule  [16]uint32
 		StackSkip  [16]uint32
 		Logs       [4]uint32
-		_          [4]byte
 		Cand       [16]uint64
 	}
 	E    filterStateEntry

@@ -63,11 +63,12 @@ struct scan {
 	__u32 done;     /* the scan ran to its end (or to a quick rule) */
 	__u32 cut;      /* a scan of this packet ran out of steps */
 	__u32 slot;
+	__u32 ncall;    /* call frames on the stack */
+	/* what every scan sets (above): 64 bytes with now, one line */
 	__u64 now;
 	__u32 stack_pos[MAX_DEPTH];
 	__u32 stack_end[MAX_DEPTH];
 	__u32 stack_passo[MAX_DEPTH];
-	__u32 ncall;                 /* call frames on the stack */
 	__u32 stack_call[MAX_DEPTH]; /* 1: the frame scans a called group */
 	__u32 stack_pass[MAX_DEPTH]; /* call frames: pass and rule of the caller */
 	__u32 stack_rule[MAX_DEPTH];
