@@ -63,3 +63,19 @@ func TestStateCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigHotKeys: what the attached path reads of the config (filter.c
+// before the packet info: active slot, enabled, default pass, L2 mode,
+// log flags, the slot's features) is keys 1..8, the line after key 0 when
+// the array's value starts 56 bytes into a line (filter.h).
+func TestConfigHotKeys(t *testing.T) {
+	hot := map[int]bool{}
+	for _, k := range []int{cfgActive, cfgEnabled, cfgDefPass, cfgAnyL3, cfgLogFlags, cfgIndex0, cfgIndex0 + 1, cfgIndex0 + 2} {
+		hot[k] = true
+	}
+	for k := 1; k <= 8; k++ {
+		if !hot[k] {
+			t.Errorf("config key %d is not one the attached path reads: the hot keys are not 1..8", k)
+		}
+	}
+}

@@ -60,18 +60,18 @@ const (
 	maxExprVals = 64   // values per rule
 )
 
-// Config keys.
+// Config keys (CFG_* in filter.h; the packet path's are 1..8, one line).
 const (
-	cfgActive    = 0
-	cfgInactive  = 1
+	cfgInactive  = 0
+	cfgActive    = 1
 	cfgEnabled   = 2
 	cfgDefPass   = 3
-	cfgClock     = 4
+	cfgAnyL3     = 4 // attached to an interface without a link-layer header
 	cfgLogFlags  = 5
-	cfgMinTTL    = 6
-	cfgStateMax  = 7
-	cfgIndex0    = 8
-	cfgAnyL3     = 11 // attached to an interface without a link-layer header
+	cfgIndex0    = 6 // 6..8: the slot's IDX_* and FEAT_* bits
+	cfgClock     = 9
+	cfgMinTTL    = 10
+	cfgStateMax  = 11
 	cfgToTCP     = 12
 	cfgToUDP     = 24
 	cfgToUDPAck  = 25

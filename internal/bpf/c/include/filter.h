@@ -158,20 +158,23 @@
 #define V6X_DSTOPTS 0x080
 #define V6X_MOBILITY 0x100
 
-/* Config keys (array of u64). The config map is mmapable, so its value
- * starts a page: what a packet with no rules reads (keys 0..11: active
- * slot, enabled, default pass, log flags, the slot's features, the L2
- * mode) is two cache lines. */
-#define CFG_ACTIVE 0      /* slot of the active set */
-#define CFG_INACTIVE 1    /* slot of the inactive set */
+/* Config keys (array of u64). What a packet with no rules reads (the
+ * active slot, enabled, default pass, L2 mode, log flags, the slot's
+ * features) is keys 1..8: one cache line on this kernel, where an array
+ * map's value starts 56 bytes into a line (behind struct bpf_map, 312
+ * bytes), so key 0 ends a line and keys 1..8 fill the next; two lines at
+ * worst on another layout. (An mmapable map would start the value at a
+ * page, but in vmalloc memory: 4 KiB pages, a TLB miss more.) */
+#define CFG_INACTIVE 0    /* slot of the inactive set */
+#define CFG_ACTIVE 1      /* slot of the active set */
 #define CFG_ENABLED 2     /* filter on (ipf -E) */
 #define CFG_DEFPASS 3     /* default_pass flags */
-#define CFG_CLOCK 4       /* added to bpf_ktime_get_ns: tests move time */
+#define CFG_ANYL3 4       /* the filter is on an interface without a link-layer header */
 #define CFG_LOGFLAGS 5    /* ipf -l: FR_PASS/FR_BLOCK/FR_NOMATCH bits to log */
-#define CFG_MINTTL 6
-#define CFG_STATEMAX 7
-#define CFG_INDEX0 8      /* 8..10: the slot's IDX_* and FEAT_* bits */
-#define CFG_ANYL3 11      /* the filter is on an interface without a link-layer header */
+#define CFG_INDEX0 6      /* 6..8: the slot's IDX_* and FEAT_* bits */
+#define CFG_CLOCK 9       /* added to bpf_ktime_get_ns: tests move time */
+#define CFG_MINTTL 10
+#define CFG_STATEMAX 11
 #define CFG_TO_TCP 12     /* 12..23: TCP state timeouts, ns */
 #define CFG_TO_UDP 24
 #define CFG_TO_UDPACK 25

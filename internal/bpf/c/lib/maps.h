@@ -99,13 +99,10 @@ struct {
 } rule_states SEC(".maps");
 
 /* The configuration, CFG_* keys, in one value: a packet reads it with one
- * lookup. Mmapable only for the value's alignment: an array's value
- * starts at a page then (otherwise 56 bytes into a line, behind the
- * map's header), so keys 0..7 and 8..15 are a line each. */
+ * lookup. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct conf);
 } config SEC(".maps");
