@@ -18,17 +18,24 @@ const (
 // view locates the fields NAT reads and rewrites in one packet. It lives
 // on the caller's stack.
 type view struct {
-	b         []byte
-	v6        bool
-	proto     uint8
-	l4        int // offset of the L4 header, -1 if not present (fragment body)
-	l4len     int
-	src, dst  netip.Addr
-	sport     uint16 // TCP/UDP ports; ICMP query id in both
-	dport     uint16
-	flags     int
-	icmpType  uint8
-	icmpErr   bool
+	b        []byte
+	v6       bool
+	proto    uint8
+	l4       int // offset of the L4 header, -1 if not present (fragment body)
+	l4len    int
+	src, dst netip.Addr
+	sport    uint16 // TCP/UDP ports; ICMP query id in both
+	dport    uint16
+	flags    int
+	icmpType uint8
+	icmpErr  bool
+	// nqICMP: an ICMPv4 packet that is not a query (an error, or
+	// another type) with its 8 header bytes; nqID holds its bytes 4-5,
+	// where a query's id would be: IPFilter looks such a packet up by
+	// them (fin_data), so it finds a query's session with that id, and
+	// a session without an id only when they are 0.
+	nqICMP    bool
+	nqID      uint16
 	fragBody  bool
 	moreFrags bool
 	// fragOff is where a fragment's data starts in its datagram and
@@ -41,21 +48,11 @@ type view struct {
 	// ports sport and dport are there; flags and l4 treat the packet
 	// as one without ports.
 	cutPorts bool
-	cutFrag  bool // a cut header's first fragment the rest follow
 	// cut6: an IPv6 TCP header cut short (4-19 bytes). IPFilter treats
 	// it as a TCP packet with ports (its session lists them, a portmap
 	// rewrites them), only without a checksum to patch; l4 and l4len
 	// hold what there is of the header.
 	cut6 bool
-}
-
-// cutAck is the acknowledgment number of a TCP header cut short, 0 when
-// it is not all there.
-func cutAck(l4 []byte) uint32 {
-	if len(l4) < 12 {
-		return 0
-	}
-	return binary.BigEndian.Uint32(l4[8:])
 }
 
 // fragKey identifies the fragments of one datagram (the IPv6 fragment
@@ -212,11 +209,6 @@ func parse(v *view, b []byte) bool {
 				v.cutPorts = true
 				v.sport = binary.BigEndian.Uint16(l4)
 				v.dport = binary.BigEndian.Uint16(l4[2:])
-				// A first fragment holding its flags (14 bytes or
-				// more) whose header IPFilter does not call bad
-				// starts a fragment entry: the rest follows it.
-				v.cutFrag = len(l4) >= 14 && l4[12]>>4 >= 5 &&
-					!packet.TCPFlagsBad(l4[13], 0, cutAck(l4))
 			}
 			return true
 		}
@@ -233,6 +225,10 @@ func parse(v *view, b []byte) bool {
 			return true
 		}
 		v.icmpType = l4[0]
+		if v.proto == 1 && !isICMPv4Query(v.icmpType) {
+			v.nqICMP = true
+			v.nqID = binary.BigEndian.Uint16(l4[4:])
+		}
 		if (v.proto == 1 && isICMPv4Query(v.icmpType)) || (v.proto == 58 && isICMPv6Query(v.icmpType)) {
 			v.flags = flagICMPQuery
 			id := binary.BigEndian.Uint16(l4[4:])

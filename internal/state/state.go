@@ -1203,14 +1203,28 @@ func (t *Table) start(e *Entry, p *Packet, lim *Limits, now uint32) {
 	}
 }
 
+// NoteSync takes a state-sync number for an entry of another table (a
+// NAT session): IPFilter's ipf_sync_new numbers both from one counter,
+// so the next keep state (sync) entry's number moves on.
+func (t *Table) NoteSync() {
+	t.mu.Lock()
+	t.nextSync()
+	t.mu.Unlock()
+}
+
+// nextSync returns the next state-sync number (the first is 2).
+func (t *Table) nextSync() uint32 {
+	if t.syncNum == 0 {
+		t.syncNum = 1
+	}
+	t.syncNum++
+	return t.syncNum
+}
+
 // insert counts e against its limits and links it into the tables.
 func (t *Table) insert(e *Entry, lim *Limits, sk srcKey) {
 	if lim.Sync {
-		if t.syncNum == 0 {
-			t.syncNum = 1
-		}
-		t.syncNum++
-		e.SyncNum = t.syncNum
+		e.SyncNum = t.nextSync()
 		e.SyncIdx = -1
 	}
 	if lim.Limit > 0 {

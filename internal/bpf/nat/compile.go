@@ -201,6 +201,7 @@ func compileRule(cr gonat.CompiledRule) (natNatRule, natNatRstate) {
 	set(r.PortAuto, rfAuto)
 	set(r.Sequential, rfSeq)
 	set(r.ICMPIDMap, rfICMPIDMap)
+	set(r.ICMPIDMap && r.PortTest(), rfIDMapQ)
 	set(r.FixedDPort, rfFixedDP)
 	set(r.RoundRobin, rfRR)
 	set(r.Sticky, rfSticky)

@@ -919,6 +919,8 @@ func (r *run) loadNAT(name string) error {
 	if r.nat == nil {
 		r.nat, err = nat.New(f, nat.Config{Pools: r.pools, IfAddr: r.ifAddr,
 			AddState: enginehook.StateAdder(r.eng),
+			// NAT sessions take state-sync numbers too (ipf_sync_new).
+			OnSession: func() { r.eng.States.NoteSync() },
 			// ipftest prints proxy debugging on stdout, where it lands
 			// between the packets (ipf_p_ftp's printf).
 			Debug: func(msg string) { r.out.WriteString(msg) },
