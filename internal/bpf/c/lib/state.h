@@ -633,8 +633,12 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	if (!e->ifindex[slot])
 		e->ifindex[slot] = p->ifindex;
 	SET(e->last, now);
-	e->pkts[slot]++;
-	e->bytes[slot] += p->plen;
+	{
+		struct state_cnt *c = &e->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
+
+		c->pkts[slot]++;
+		c->bytes[slot] += p->plen;
+	}
 	*revp = rev;
 	if (wild) {
 		/* the first packet to use a wildcard entry fills it in */
@@ -755,8 +759,12 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->flx[(p->out & 1) * 2] = p->flags & PF_CMP;
 	ep->opt = state_opt(p);
 	ep->secclass = p->secclass;
-	ep->pkts[p->out & 1] = 1;
-	ep->bytes[p->out & 1] = p->plen;
+	{
+		struct state_cnt *c = &ep->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
+
+		c->pkts[p->out & 1] = 1;
+		c->bytes[p->out & 1] = p->plen;
+	}
 	if (p->proto == IPPROTO_TCP) {
 		/* only an opening SYN (no ACK) starts the strict machine */
 		if ((p->tcpflags & 0x12) == 0x02)
@@ -923,8 +931,12 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	if (!e || e->expire < now || (e->pass & FR_NOICMPERR))
 		return 0;
 	slot = (!backward) * 2 + (p->out & 1);
-	__sync_fetch_and_add(&e->pkts[slot & 3], 1);
-	__sync_fetch_and_add(&e->bytes[slot & 3], p->plen);
+	{
+		struct state_cnt *c = &e->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
+
+		__sync_fetch_and_add(&c->pkts[slot & 3], 1);
+		__sync_fetch_and_add(&c->bytes[slot & 3], p->plen);
+	}
 	/* the quoted packet, direction reversed, fills its interface slot */
 	slot = backward * 2 + !(p->out & 1);
 	if (!e->ifindex[slot & 3])
