@@ -666,7 +666,8 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
  * new entry's log tag after the test, so a live entry with a log tag is
  * never identical; a protocol IPFilter keeps no ports or ids for never
  * finds a duplicate (C4); and the addresses compared are the group's of
- * a wildcard-destination entry. */
+ * a wildcard-destination entry; an entry of a log first rule is never
+ * identical (ipf_state_add tests before it strips FR_LOGFIRST). */
 static __always_inline int state_identical(const struct state_entry *a, const struct state_entry *b,
 					   const struct state_key *kp)
 {
@@ -674,6 +675,10 @@ static __always_inline int state_identical(const struct state_entry *a, const st
 
 	if (proto != IPPROTO_ICMP && proto != IPPROTO_TCP && proto != IPPROTO_UDP &&
 	    proto != IPPROTO_GRE && proto != IPPROTO_ICMPV6)
+		return 0;
+	/* ipf_state_add compares the new entry before it strips log first
+	 * from its flags, so a log first rule's entry is never a duplicate */
+	if (b->pass & FR_LOGFIRST)
 		return 0;
 	/* wildcard-destination entries share a key whatever their group:
 	 * one for another group is another flow's */
