@@ -250,6 +250,9 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	if v.proto == 6 && v.l4 >= 0 && !v.cut6 && tcpHeaderBad(packet.TCP(v.b[v.l4:v.l4+v.l4len])) {
 		return
 	}
+	if v.cut6 && cutTCPHeaderBad(v.b[v.l4:v.l4+v.l4len]) {
+		return
+	}
 	end := v.fragEnd
 	if !v.v6 {
 		end = v4FirstEnd(v)
@@ -1246,6 +1249,23 @@ func ipfFixIncksum(cksum uint16, n uint32) uint16 {
 
 // tcpHeaderBad reports a whole TCP header IPFilter marks bad
 // (ipf_pr_tcpcommon).
+// cutTCPHeaderBad is tcpHeaderBad for an IPv6 TCP header cut short (4-19
+// bytes): IPFilter judges the data offset and flags it has (from 14
+// bytes on), reading the missing urgent pointer as 0, so a cut first
+// fragment with SYN|FIN, FIN without ACK or URG makes no fragment entry
+// (checked against its ipftest: 16-byte headers, each flag set).
+func cutTCPHeaderBad(t []byte) bool {
+	if len(t) < 14 {
+		return false
+	}
+	var urp uint16
+	if len(t) >= 20 {
+		urp = binary.BigEndian.Uint16(t[18:])
+	}
+	return int(t[12]>>4)*4 < packet.TCPMinimumSize ||
+		packet.TCPFlagsBad(t[13], urp, binary.BigEndian.Uint32(t[8:]))
+}
+
 func tcpHeaderBad(t packet.TCP) bool {
 	return t.DataOffset() < packet.TCPMinimumSize || packet.TCPFlagsBad(t.Flags(), t.UrgentPointer(), t.AckNumber())
 }
