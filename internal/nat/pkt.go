@@ -57,13 +57,30 @@ type view struct {
 
 // fragKey identifies the fragments of one datagram (the IPv6 fragment
 // header's id in place of the IPv4 one).
+//
+// As IPFilter's fragment cache (ipfr_optmsk, ipfr_secmsk, ipfr_auth), an
+// IPv4 key holds the copied options of the fragment too: a first
+// fragment with a security or source-route option shares no entry with
+// fragments without it (checked against its ipftest); a timestamp or
+// record-route option, never copied, is left out.
 type fragKey struct {
 	proto    uint8
 	id       uint32
 	src, dst netip.Addr
+	optmsk   uint32
+	secmsk   uint16
+	auth     uint16
 }
 
-func (v *view) fragKey() fragKey { return fragKey{v.proto, v.ipid, v.src, v.dst} }
+func (v *view) fragKey() fragKey {
+	k := fragKey{proto: v.proto, id: v.ipid, src: v.src, dst: v.dst}
+	if !v.v6 && (v.moreFrags || v.fragOff != 0) {
+		if hl := packet.IPv4(v.b).HeaderLength(); hl > packet.IPv4MinimumSize {
+			k.optmsk, k.secmsk, k.auth = packet.IPv4FragKeyOptions(v.b[packet.IPv4MinimumSize:hl])
+		}
+	}
+	return k
+}
 
 func isICMPv4Query(t uint8) bool {
 	switch t {
