@@ -836,9 +836,12 @@ func (r *run) Route(p *engine.Packet, iface string, nextHop netip.Addr, dup bool
 	var line []byte
 	if r.hexOut {
 		d := p.Data
-		if len(d) >= 20 && d[0]>>4 == 4 {
+		if len(d) >= 20 && d[0]>>4 == 4 && !dup {
 			// ipf_fastroute clears the IPv4 header checksum for the
-			// interface to fill in; userland prints it as 0.
+			// interface to fill in; userland prints it as 0. A
+			// dup-to copy keeps the checksum it had (checked
+			// against IPFilter's ipftest, in and out, with and
+			// without a next hop, pass and block).
 			d = append([]byte(nil), d...)
 			d[10], d[11] = 0, 0
 		}
