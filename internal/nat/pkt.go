@@ -53,6 +53,9 @@ type view struct {
 	// rewrites them), only without a checksum to patch; l4 and l4len
 	// hold what there is of the header.
 	cut6 bool
+	// ah: the IPv6 packet has an AH header, walked as an extension
+	// header; proto is what follows it.
+	ah bool
 }
 
 // fragKey identifies the fragments of one datagram (the IPv6 fragment
@@ -161,14 +164,24 @@ func parse(v *view, b []byte) bool {
 	walk:
 		for {
 			switch nh {
-			case 0, 43, 60, 135:
-				if off+8 > end {
-					// A header cut short: IPFilter still
-					// translates the addresses.
-					v.proto = nh
+			case 0, 43, 60, 135, 51:
+				// AH is one of IPFilter's IPv6 extension
+				// headers, its length read as theirs (8-byte
+				// units, not AH's own 4-byte ones): the
+				// packet's protocol is what follows it.
+				hl := (int(b[min(off+1, len(b)-1)]) + 1) * 8
+				if off+8 > end || off+hl > end {
+					// A header cut short, or running past
+					// the packet: IPFilter still translates
+					// the addresses, with no protocol
+					// (IPPROTO_NONE: such packets share one
+					// session whatever header was cut;
+					// checked against its ipftest).
+					v.proto = 59
 					return true
 				}
-				nh, off = b[off], off+(int(b[off+1])+1)*8
+				v.ah = v.ah || nh == 51
+				nh, off = b[off], off+hl
 			case 44:
 				if off+8 > end {
 					return false
@@ -188,6 +201,13 @@ func parse(v *view, b []byte) bool {
 			}
 		}
 		v.proto = nh
+		if v.ah && (nh != 6 || end-off < packet.TCPMinimumSize) {
+			// Behind AH, IPFilter reads the ports of a whole TCP
+			// header only: UDP, a cut TCP header and ICMPv6 give
+			// a session of their protocol without ports or ids
+			// (checked against its ipftest).
+			return true
+		}
 		if off <= end {
 			v.l4, v.l4len = off, end-off
 		}

@@ -256,7 +256,7 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	end := v.fragEnd
 	if !v.v6 {
 		end = v4FirstEnd(v)
-	} else if (v.fragEnd-v.fragOff)%8 != 0 || v.proto == 51 || v.proto == 6 && v.l4len < 14 {
+	} else if (v.fragEnd-v.fragOff)%8 != 0 || v.proto == 51 || v.ah || v.proto == 6 && v.l4len < 14 {
 		// IPv6: a first fragment whose data is not a multiple of 8
 		// bytes is bad and makes no entry; nor does AH, nor a TCP
 		// header of less than 14 bytes. The end is where the data
