@@ -184,7 +184,12 @@ func parse(v *view, b []byte) bool {
 				nh, off = b[off], off+hl
 			case 44:
 				if off+8 > end {
-					return false
+					// Cut short like any extension header:
+					// no protocol (checked against its
+					// ipftest: such a packet clashes with
+					// another protocol-59 session).
+					v.proto = 59
+					return true
 				}
 				v.ipid = binary.BigEndian.Uint32(b[off+4:])
 				v.moreFrags = b[off+3]&1 != 0
