@@ -1160,7 +1160,13 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 		// gets the same outer header (IPFilter starts a fragment entry
 		// for it too, but then translates the rest by the session,
 		// docs/ipfilter-differences.md C19).
+		// Its end is ipfr_firstend's, as for any first fragment:
+		// an ICMPv4 error's counts as 8 (checked against its
+		// ipftest: a later fragment at 24 of a 32-byte error follows).
 		fe.end = v.fragEnd
+		if !v.v6 {
+			fe.end = v4FirstEnd(v)
+		}
 		n.addFrag(v.fragKey(), fe)
 		s.hasFrags = true
 	}
