@@ -150,7 +150,14 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 	if v.cutPorts {
 		// no portless lookup (above)
 	} else if s := n.lookupNonQuery(dir, &v, ifname); s != nil {
-		n.noteFrag(&v, s)
+		// An ICMP packet that is not a query and finds a query's
+		// session by its bytes 4-5 makes no fragment entry: the
+		// rest of its datagram is not translated (checked against
+		// IPFilter's ipftest: unreachable and redirect after an
+		// echo, map and map-block).
+		if !v.nqICMP {
+			n.noteFrag(&v, s)
+		}
 		b, r := n.apply(s, &v, dir)
 		setTag(got, s, r)
 		return b, r
@@ -293,6 +300,12 @@ func v4FirstEnd(v *view) int {
 func (n *NAT) addFrag(k fragKey, fe fragEntry) {
 	if n.frags == nil {
 		n.frags = make(map[fragKey]fragEntry)
+	}
+	if _, ok := n.frags[k]; ok {
+		// IPFilter's cache keeps the entry it has for a datagram
+		// (ipfr_new finds it and adds none): a second first
+		// fragment with the same key does not take it over.
+		return
 	}
 	if len(n.frags) >= maxFrags {
 		// The table is full: forget an arbitrary datagram, as a real
