@@ -184,7 +184,4 @@ var kernelPending = map[string]string{
 	"state-log-first-never-duplicate": "state_identical must find no live entry identical to a new one " +
 		"whose rule has log first (ipf_state_add compares is_pass before stripping FR_LOGFIRST): " +
 		"return 0 when b->pass & FR_LOGFIRST",
-	"ipv6-ah-udp-no-ports": "behind an IPv6 AH header (walked as a generic extension header) " +
-		"IPFilter reads no UDP header: the packet is UDP with no ports and no short check " +
-		"(a 4-byte UDP header is not short, port = 53 does not match); TCP behind AH keeps its ports",
 }

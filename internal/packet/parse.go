@@ -608,15 +608,6 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 	for walking && i.Flags&FlagShort == 0 {
 		switch proto {
 		case ProtoUDP:
-			if i.Flags&FlagAH != 0 {
-				// Behind AH, IPFilter reads no UDP header: no
-				// ports, no short check (checked against its
-				// ipftest: `port = 53` does not match, a UDP
-				// header of 4 bytes passes).
-				i.Proto = proto
-				walking = false
-				break
-			}
 			i.short(UDPMinimumSize)
 			if i.udpCommon(p) {
 				i.Proto = proto
