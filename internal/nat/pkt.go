@@ -53,17 +53,37 @@ type view struct {
 	// rewrites them), only without a checksum to patch; l4 and l4len
 	// hold what there is of the header.
 	cut6 bool
+	// ah: the IPv6 packet has an AH header, walked as an extension
+	// header; proto is what follows it.
+	ah bool
 }
 
 // fragKey identifies the fragments of one datagram (the IPv6 fragment
 // header's id in place of the IPv4 one).
+//
+// As IPFilter's fragment cache (ipfr_optmsk, ipfr_secmsk, ipfr_auth), an
+// IPv4 key holds the copied options of the fragment too: a first
+// fragment with a security or source-route option shares no entry with
+// fragments without it (checked against its ipftest); a timestamp or
+// record-route option, never copied, is left out.
 type fragKey struct {
 	proto    uint8
 	id       uint32
 	src, dst netip.Addr
+	optmsk   uint32
+	secmsk   uint16
+	auth     uint16
 }
 
-func (v *view) fragKey() fragKey { return fragKey{v.proto, v.ipid, v.src, v.dst} }
+func (v *view) fragKey() fragKey {
+	k := fragKey{proto: v.proto, id: v.ipid, src: v.src, dst: v.dst}
+	if !v.v6 && (v.moreFrags || v.fragOff != 0) {
+		if hl := packet.IPv4(v.b).HeaderLength(); hl > packet.IPv4MinimumSize {
+			k.optmsk, k.secmsk, k.auth = packet.IPv4FragKeyOptions(v.b[packet.IPv4MinimumSize:hl])
+		}
+	}
+	return k
+}
 
 func isICMPv4Query(t uint8) bool {
 	switch t {
@@ -144,17 +164,32 @@ func parse(v *view, b []byte) bool {
 	walk:
 		for {
 			switch nh {
-			case 0, 43, 60, 135:
-				if off+8 > end {
-					// A header cut short: IPFilter still
-					// translates the addresses.
-					v.proto = nh
+			case 0, 43, 60, 135, 51:
+				// AH is one of IPFilter's IPv6 extension
+				// headers, its length read as theirs (8-byte
+				// units, not AH's own 4-byte ones): the
+				// packet's protocol is what follows it.
+				hl := (int(b[min(off+1, len(b)-1)]) + 1) * 8
+				if off+8 > end || off+hl > end {
+					// A header cut short, or running past
+					// the packet: IPFilter still translates
+					// the addresses, with no protocol
+					// (IPPROTO_NONE: such packets share one
+					// session whatever header was cut;
+					// checked against its ipftest).
+					v.proto = 59
 					return true
 				}
-				nh, off = b[off], off+(int(b[off+1])+1)*8
+				v.ah = v.ah || nh == 51
+				nh, off = b[off], off+hl
 			case 44:
 				if off+8 > end {
-					return false
+					// Cut short like any extension header:
+					// no protocol (checked against its
+					// ipftest: such a packet clashes with
+					// another protocol-59 session).
+					v.proto = 59
+					return true
 				}
 				v.ipid = binary.BigEndian.Uint32(b[off+4:])
 				v.moreFrags = b[off+3]&1 != 0
@@ -171,6 +206,13 @@ func parse(v *view, b []byte) bool {
 			}
 		}
 		v.proto = nh
+		if v.ah && (nh != 6 || end-off < packet.TCPMinimumSize) {
+			// Behind AH, IPFilter reads the ports of a whole TCP
+			// header only: UDP, a cut TCP header and ICMPv6 give
+			// a session of their protocol without ports or ids
+			// (checked against its ipftest).
+			return true
+		}
 		if off <= end {
 			v.l4, v.l4len = off, end-off
 		}

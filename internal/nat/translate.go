@@ -150,7 +150,14 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 	if v.cutPorts {
 		// no portless lookup (above)
 	} else if s := n.lookupNonQuery(dir, &v, ifname); s != nil {
-		n.noteFrag(&v, s)
+		// An ICMP packet that is not a query and finds a query's
+		// session by its bytes 4-5 makes no fragment entry: the
+		// rest of its datagram is not translated (checked against
+		// IPFilter's ipftest: unreachable and redirect after an
+		// echo, map and map-block).
+		if !v.nqICMP {
+			n.noteFrag(&v, s)
+		}
 		b, r := n.apply(s, &v, dir)
 		setTag(got, s, r)
 		return b, r
@@ -250,10 +257,13 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	if v.proto == 6 && v.l4 >= 0 && !v.cut6 && tcpHeaderBad(packet.TCP(v.b[v.l4:v.l4+v.l4len])) {
 		return
 	}
+	if v.cut6 && cutTCPHeaderBad(v.b[v.l4:v.l4+v.l4len]) {
+		return
+	}
 	end := v.fragEnd
 	if !v.v6 {
 		end = v4FirstEnd(v)
-	} else if (v.fragEnd-v.fragOff)%8 != 0 || v.proto == 51 || v.proto == 6 && v.l4len < 14 {
+	} else if (v.fragEnd-v.fragOff)%8 != 0 || v.proto == 51 || v.ah || v.proto == 6 && v.l4len < 14 {
 		// IPv6: a first fragment whose data is not a multiple of 8
 		// bytes is bad and makes no entry; nor does AH, nor a TCP
 		// header of less than 14 bytes. The end is where the data
@@ -290,6 +300,12 @@ func v4FirstEnd(v *view) int {
 func (n *NAT) addFrag(k fragKey, fe fragEntry) {
 	if n.frags == nil {
 		n.frags = make(map[fragKey]fragEntry)
+	}
+	if _, ok := n.frags[k]; ok {
+		// IPFilter's cache keeps the entry it has for a datagram
+		// (ipfr_new finds it and adds none): a second first
+		// fragment with the same key does not take it over.
+		return
 	}
 	if len(n.frags) >= maxFrags {
 		// The table is full: forget an arbitrary datagram, as a real
@@ -1157,7 +1173,13 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 		// gets the same outer header (IPFilter starts a fragment entry
 		// for it too, but then translates the rest by the session,
 		// docs/ipfilter-differences.md C19).
+		// Its end is ipfr_firstend's, as for any first fragment:
+		// an ICMPv4 error's counts as 8 (checked against its
+		// ipftest: a later fragment at 24 of a 32-byte error follows).
 		fe.end = v.fragEnd
+		if !v.v6 {
+			fe.end = v4FirstEnd(v)
+		}
 		n.addFrag(v.fragKey(), fe)
 		s.hasFrags = true
 	}
@@ -1246,6 +1268,23 @@ func ipfFixIncksum(cksum uint16, n uint32) uint16 {
 
 // tcpHeaderBad reports a whole TCP header IPFilter marks bad
 // (ipf_pr_tcpcommon).
+// cutTCPHeaderBad is tcpHeaderBad for an IPv6 TCP header cut short (4-19
+// bytes): IPFilter judges the data offset and flags it has (from 14
+// bytes on), reading the missing urgent pointer as 0, so a cut first
+// fragment with SYN|FIN, FIN without ACK or URG makes no fragment entry
+// (checked against its ipftest: 16-byte headers, each flag set).
+func cutTCPHeaderBad(t []byte) bool {
+	if len(t) < 14 {
+		return false
+	}
+	var urp uint16
+	if len(t) >= 20 {
+		urp = binary.BigEndian.Uint16(t[18:])
+	}
+	return int(t[12]>>4)*4 < packet.TCPMinimumSize ||
+		packet.TCPFlagsBad(t[13], urp, binary.BigEndian.Uint32(t[8:]))
+}
+
 func tcpHeaderBad(t packet.TCP) bool {
 	return t.DataOffset() < packet.TCPMinimumSize || packet.TCPFlagsBad(t.Flags(), t.UrgentPointer(), t.AckNumber())
 }

@@ -454,8 +454,12 @@ func (r *run) packets() error {
 		// IPFilter restores an inbound packet it translated and then
 		// blocked (the header printed, and any return-rst or
 		// return-icmp built, are the packet as it came in).
+		// So does one that a `to` rule routed, in either direction:
+		// ipf_fastroute takes the mbuf, and the packet printed after
+		// it is the one read, before NAT-in or NAT-out (checked
+		// against its ipftest, map/map-block/portmap out, rdr in).
 		orig = orig[:0]
-		if r.nat != nil && !p.Out {
+		if r.nat != nil {
 			orig = append(orig, p.Data...)
 		}
 		res := r.eng.Check(&p)
@@ -479,7 +483,7 @@ func (r *run) packets() error {
 				line = append(line, res.Verdict.String()...)
 			}
 			line = append(line, ' ')
-			if !res.Verdict.Passed() && len(orig) > 0 {
+			if (!res.Verdict.Passed() || res.Forwarded) && len(orig) > 0 {
 				q := p
 				q.Data = orig
 				line = r.appendPacket(line, &q)
