@@ -253,12 +253,13 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	end := v.fragEnd
 	if !v.v6 {
 		end = v4FirstEnd(v)
-	} else if (v.fragEnd-v.fragOff)%8 != 0 || v.proto == 51 || v.proto == 6 && v.l4len < 14 {
+	} else if (v.fragEnd-v.fragOff)%8 != 0 || v.proto == 51 || v.proto == 6 && cut6Bad(v) {
 		// IPv6: a first fragment whose data is not a multiple of 8
 		// bytes is bad and makes no entry; nor does AH, nor a TCP
-		// header of less than 14 bytes. The end is where the data
-		// ends: no rounding, no 20-byte TCP minimum (checked against
-		// IPFilter's ipftest: TCP, UDP and ICMPv6 of 4 to 32 bytes).
+		// header cut short that IPFilter calls bad. The end is where
+		// the data ends: no rounding, no 20-byte TCP minimum (checked
+		// against IPFilter's ipftest: TCP, UDP and ICMPv6 of 4 to 32
+		// bytes).
 		return
 	}
 	n.addFrag(v.fragKey(), fragEntry{s: s, end: end})
@@ -1242,6 +1243,26 @@ func ipfFixIncksum(cksum uint16, n uint32) uint16 {
 	sum = sum>>16 + sum&0xffff
 	sum = sum>>16 + sum&0xffff
 	return ^uint16(sum)
+}
+
+// cut6Bad reports an IPv6 TCP header cut short (cut6) that makes no
+// fragment entry: under 14 bytes (no flags), or flags IPFilter calls bad
+// (SYN+FIN, URG without the urgent pointer it does not have, ...) or a
+// data offset below 20: its IPv6 path checks the flags it has (checked
+// against its ipftest).
+func cut6Bad(v *view) bool {
+	if !v.cut6 {
+		return false
+	}
+	t := v.b[v.l4 : v.l4+v.l4len]
+	if len(t) < 14 {
+		return true
+	}
+	var ack uint32
+	if len(t) >= 12 {
+		ack = binary.BigEndian.Uint32(t[8:])
+	}
+	return t[12]>>4 < 5 || packet.TCPFlagsBad(t[13], 0, ack)
 }
 
 // tcpHeaderBad reports a whole TCP header IPFilter marks bad

@@ -745,8 +745,15 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 				p->pflags = PF_TCP;
 				p->sport = *(__u16 *)l4;
 				p->dport = *(__u16 *)(l4 + 2);
-				if (p->l4len >= 14 && (void *)(l4 + 14) <= end)
+				/* a first fragment makes no entry under 14 bytes
+				 * or with flags IPFilter calls bad (the engine's
+				 * cut6Bad) */
+				p->tcpbad = 1;
+				if (p->l4len >= 14 && (void *)(l4 + 14) <= end) {
 					p->tcpflags = l4[13];
+					p->tcpbad = (l4[12] >> 4) < 5 ||
+						    tcp_flags_bad(l4[13], 0, l4[8] | l4[9] | l4[10] | l4[11]);
+				}
 				return 1;
 			}
 			p->l4off = 0;
