@@ -194,8 +194,10 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 	}
 	if pass&ruleset.FRLogFirst != 0 {
 		// ipf_state_add: only the first packet is logged, so the
-		// entry's flags have neither log nor log first.
+		// entry's flags have neither log nor log first (but
+		// its duplicate test still sees them: Limits.LogFirst).
 		pass &^= ruleset.FRLogFirst | ruleset.FRLog
+		lim.LogFirst = true
 	}
 	sp := fillState(p)
 	se, err := e.States.Add(sp, pass, &lim)
