@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -387,15 +388,31 @@ func BenchmarkParseBlocklist(b *testing.B) {
 	for i := 0; i < n/2; i++ {
 		fmt.Fprintf(&sb, "block in from 198.18.%d.%d/32 to any\nblock out from any to 198.18.%d.%d/32\n", i>>8&255, i&255, i>>8&255, i&255)
 	}
-	src := []byte(sb.String())
-	b.ReportAllocs()
-	b.SetBytes(int64(len(src)))
-	for b.Loop() {
-		if _, err := Parse("blocklist.conf", src, ParseOptions{NoResolve: true}); err != nil {
-			b.Fatal(err)
+	src := sb.String()
+	// serial is one pass; pieces is what ParseConfig does with a file
+	// past bigFile on a machine of GOMAXPROCS cores (the ratio of the
+	// two is the gain)
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			if _, err := parseSerial("blocklist.conf", src, ParseOptions{NoResolve: true}); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/rule")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/rule")
+	})
+	b.Run("pieces", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(src)))
+		cuts := splitPoints(src, runtime.GOMAXPROCS(0))
+		for b.Loop() {
+			if _, ok := parseSplit("blocklist.conf", src, ParseOptions{NoResolve: true}, cuts); !ok && len(cuts) > 0 {
+				b.Fatal("not parsed in pieces")
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/rule")
+	})
 }
 
 // BenchmarkFormatRule measures printing one rule (ipfstat -io, ipftest -D).
