@@ -180,8 +180,4 @@ func exists(path string) bool {
 
 // kernelPending: semantics cases the kernel program does not pass yet
 // (internal/bpf/c was being changed elsewhere when the engine learnt them).
-var kernelPending = map[string]string{
-	"state-log-first-never-duplicate": "state_identical must find no live entry identical to a new one " +
-		"whose rule has log first (ipf_state_add compares is_pass before stripping FR_LOGFIRST): " +
-		"return 0 when b->pass & FR_LOGFIRST",
-}
+var kernelPending = map[string]string{}
