@@ -266,9 +266,10 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	} else if (v.fragEnd-v.fragOff)%8 != 0 || v.proto == 51 || v.ah || v.proto == 6 && v.l4len < 14 {
 		// IPv6: a first fragment whose data is not a multiple of 8
 		// bytes is bad and makes no entry; nor does AH, nor a TCP
-		// header of less than 14 bytes. The end is where the data
-		// ends: no rounding, no 20-byte TCP minimum (checked against
-		// IPFilter's ipftest: TCP, UDP and ICMPv6 of 4 to 32 bytes).
+		// header cut short that IPFilter calls bad. The end is where
+		// the data ends: no rounding, no 20-byte TCP minimum (checked
+		// against IPFilter's ipftest: TCP, UDP and ICMPv6 of 4 to 32
+		// bytes).
 		return
 	}
 	n.addFrag(v.fragKey(), fragEntry{s: s, end: end})

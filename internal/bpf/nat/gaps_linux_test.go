@@ -178,7 +178,11 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(6, 0, true, 51),
 				pt.TCP{SrcPort: 1002, DstPort: 80, Flags: 2, Win: 8192}.Bytes()[:16]))},
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(6, 16, false, 51), data[:8]))},
-		}, 6},
+			// 16 bytes holding SYN+FIN: no entry, the body is left alone
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(6, 0, true, 52),
+				pt.TCP{SrcPort: 1003, DstPort: 80, Flags: 3, Win: 8192}.Bytes()[:16]))},
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(6, 16, false, 52), data[:8]))},
+		}, 7},
 		{"cut TCP headers without a session each start one", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
 			// two cut SYNs of different ports from one host: a session
 			// without ports each (the second takes over the key)

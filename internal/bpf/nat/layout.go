@@ -135,5 +135,6 @@ const (
 	stParse   = 2 // headers read, key made
 	stLookup  = 3 // the fast entry looked up
 	stRewrite = 4 // the packet rewritten, nothing accounted
+	stNoShort = 8 // no miss shortcut (fast_miss)
 	stOff     = 9 // no fast path
 )

@@ -50,6 +50,7 @@ static __always_inline int bench_at(__u32 n)
 #define ST_PARSE 2  /* headers read, key made */
 #define ST_LOOKUP 3 /* the fast entry looked up */
 #define ST_REWRITE 4 /* the packet rewritten, nothing accounted */
+#define ST_NOSHORT 8 /* no miss shortcut (fast_miss): benchmarks of it */
 #define ST_OFF 9    /* no fast path: every packet goes the whole way (tests) */
 
 /* probe tells whether the program is a probe (LoadProbe: stopped at
@@ -745,8 +746,15 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 				p->pflags = PF_TCP;
 				p->sport = *(__u16 *)l4;
 				p->dport = *(__u16 *)(l4 + 2);
-				if (p->l4len >= 14 && (void *)(l4 + 14) <= end)
+				/* a first fragment makes no entry under 14 bytes
+				 * or with flags IPFilter calls bad (the engine's
+				 * cut6Bad) */
+				p->tcpbad = 1;
+				if (p->l4len >= 14 && (void *)(l4 + 14) <= end) {
 					p->tcpflags = l4[13];
+					p->tcpbad = (l4[12] >> 4) < 5 ||
+						    tcp_flags_bad(l4[13], 0, l4[8] | l4[9] | l4[10] | l4[11]);
+				}
 				return 1;
 			}
 			p->l4off = 0;
@@ -3747,6 +3755,28 @@ static __always_inline void fast_account(struct __sk_buff *skb, struct nat_hot *
 		skb->cb[4] = cookie;
 }
 
+/* fast_miss decides a TCP/UDP packet the fast table does not know,
+ * with the key k the session table would look it up by: when that table
+ * does not know it either and no rule of its direction and no wildcard
+ * entry could take it, it is left alone here, counted as the whole way
+ * would count it (a miss, ignored), without the tail call, the second
+ * parse and the rule walk. Anything else goes the whole way (FAST_NO). */
+static __always_inline int fast_miss(__u32 dir, int pre, const struct nat_key *k)
+{
+	struct nat_order *o;
+	__u32 ok;
+
+	if (pre || bench_at(ST_NOSHORT) || cfg(NCFG_WILDS))
+		return FAST_NO;
+	ok = (cfg(NCFG_ACTIVE) & 1) * 2 + dir;
+	o = bpf_map_lookup_elem(&orders, &ok);
+	if (!o || o->n || bpf_map_lookup_elem(&sessions, k))
+		return FAST_NO;
+	stat_inc(dir * NS_SIDE + NS_MISS);
+	stat_inc(dir * NS_SIDE + NS_IGNORED);
+	return TC_ACT_UNSPEC;
+}
+
 /* nat_fast4 is the path of an established IPv4 TCP or UDP flow: the
  * headers read in place, one lookup with a 16-byte key in fast4, the
  * rewrite with the checksum differences the entry carries, and the
@@ -3808,7 +3838,18 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 	f = bpf_map_lookup_elem(&fast4, &k);
 	if (bench_at(ST_LOOKUP))
 		return TC_ACT_UNSPEC;
-	if (unlikely(!f) || unlikely(f->ifindex && f->ifindex != skb->ifindex) ||
+	if (unlikely(!f)) {
+		struct nat_key sk = {};
+
+		sk.src[0] = k.src;
+		sk.dst[0] = k.dst;
+		*(__u32 *)&sk.sport = *ports;
+		sk.proto = proto;
+		sk.dir = dir;
+		sk.family = 4;
+		return fast_miss(dir, pre, &sk);
+	}
+	if (unlikely(f->ifindex && f->ifindex != skb->ifindex) ||
 	    unlikely((f->flags & FF_MSS) && (fl & 0x02)))
 		return FAST_NO;
 	if (pre)
@@ -3880,7 +3921,7 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, 
 	*(__u32 *)&k.proto = proto | dir << 8 | 6 << 16;
 	f6 = bpf_map_lookup_elem(&fast6, &k);
 	if (unlikely(!f6))
-		return FAST_NO;
+		return fast_miss(dir, pre, &k);
 	f = &f6->f;
 	if (unlikely(f->ifindex && f->ifindex != skb->ifindex) || unlikely((f->flags & FF_MSS) && (fl & 0x02)))
 		return FAST_NO;
