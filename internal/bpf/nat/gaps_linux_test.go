@@ -313,6 +313,24 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			// an echo: both addresses
 			{out: false, iface: "nic0", b: v4("10.1.1.6", "10.3.3.3", 1, pt.ICMP(8, 0, 0x00010001, data[:8]))},
 		}, 3},
+		{"rewrite address ranges", "rewrite out on nic0 proto tcp from any to any -> src 10.9.0.1 - 10.9.0.3,1000-1001 dst range 20.0.0.5-20.0.0.6,2000-2001;\n" +
+			"rewrite in on nic0 from any to any -> src 3.3.3.254-3.3.4.1 dst 30.0.0.1;\n", []randPkt{
+			// the odometer walks a range as it walks a subnet: six
+			// sessions step both ranges and both port ranges
+			{out: true, iface: "nic0", b: v4("1.1.1.1", "2.2.2.2", 6, syn.Bytes())},
+			{out: true, iface: "nic0", b: v4("1.1.1.2", "2.2.2.2", 6, syn.Bytes())},
+			{out: true, iface: "nic0", b: v4("1.1.1.3", "2.2.2.2", 6, syn.Bytes())},
+			{out: true, iface: "nic0", b: v4("1.1.1.4", "2.2.2.2", 6, syn.Bytes())},
+			{out: true, iface: "nic0", b: v4("1.1.1.5", "2.2.2.2", 6, syn.Bytes())},
+			{out: true, iface: "nic0", b: v4("1.1.1.6", "2.2.2.2", 6, syn.Bytes())},
+			// a range across an octet boundary; the fifth host finds its
+			// four tuples taken
+			{out: false, iface: "nic0", b: v4("5.5.5.1", "4.4.4.4", 17, pt.UDP(7, 53, data, false))},
+			{out: false, iface: "nic0", b: v4("5.5.5.2", "4.4.4.4", 17, pt.UDP(7, 53, data, false))},
+			{out: false, iface: "nic0", b: v4("5.5.5.3", "4.4.4.4", 17, pt.UDP(7, 53, data, false))},
+			{out: false, iface: "nic0", b: v4("5.5.5.4", "4.4.4.4", 17, pt.UDP(7, 53, data, false))},
+			{out: false, iface: "nic0", b: v4("5.5.5.5", "4.4.4.4", 17, pt.UDP(7, 53, data, false))},
+		}, 10},
 	} {
 		if why, ok := edgesKernelPending[c.name]; ok {
 			t.Logf("%s left out: %s", c.name, why)

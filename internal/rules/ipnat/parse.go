@@ -508,11 +508,20 @@ func (p *parser) rewriteCommaPorts() (int, int, bool) {
 	return p.rewritePorts()
 }
 
+// rewriteAddr = "dstlist/NAME" | ["range"] IP "-" IP | ADDRMASK
+// (ipnat_y.y's rhsaddr: a rewrite target may be an address range, which
+// the odometer walks as it walks a subnet).
 func (p *parser) rewriteAddr(r *Rule) Addr {
 	if p.IsWord("dstlist") {
 		p.Next()
 		p.Expect("/")
 		return Addr{Kind: AddrLookup, Table: "dstlist", Name: p.Word("dstlist name").Text}
+	}
+	if p.Accept("range") {
+		return p.rangeAddr(r)
+	}
+	if a, ok := p.tryRange(r); ok {
+		return a
 	}
 	return p.addrMask(r, false)
 }
@@ -736,11 +745,8 @@ func literalFamily(s string) int {
 // rhsAddr = ADDRMASK | IP "-" IP | (rdr only) IP "," IP
 func (p *parser) rhsAddr(r *Rule, rdr bool) Addr {
 	t := p.Peek()
-	if t.Kind == netfmt.TokWord && strings.Contains(t.Text, "-") {
-		if lo, hi, ok := splitRange(t.Text); ok {
-			p.Next()
-			return p.makeRange(r, t, lo, hi)
-		}
+	if a, ok := p.tryRange(r); ok {
+		return a
 	}
 	if rdr && p.IsWord("dstlist") && p.PeekAt(1).Kind == netfmt.TokPunct && p.PeekAt(1).Text == "/" {
 		// 5.x: redirect to a member of an ippool destination list.
@@ -759,15 +765,58 @@ func (p *parser) rhsAddr(r *Rule, rdr bool) Addr {
 }
 
 func (p *parser) rangeAddr(r *Rule) Addr {
-	t := p.Word("address range")
-	lo, hi, ok := splitRange(t.Text)
-	if !ok {
-		p.FailAt(t, "address range a-b")
+	if a, ok := p.tryRange(r); ok {
+		return a
 	}
-	return p.makeRange(r, t, lo, hi)
+	p.FailAt(p.Peek(), "address range a-b")
+	return Addr{}
+}
+
+// tryRange reads an address range if one comes next: one word "A-B", or
+// the forms IPFilter's lexer also joins, "A - B", "A -B" and "A- B".
+// Nothing is consumed when the next tokens are not a range.
+func (p *parser) tryRange(r *Rule) (Addr, bool) {
+	t := p.Peek()
+	if t.Kind != netfmt.TokWord {
+		return Addr{}, false
+	}
+	if lo, hi, ok := p.splitRange(t.Text); ok {
+		p.Next()
+		return p.makeRange(r, t, lo, hi), true
+	}
+	n1 := p.PeekAt(1)
+	lo, hi, take := "", "", 0
+	switch {
+	case n1.Kind == netfmt.TokWord && n1.Text == "-" && p.PeekAt(2).Kind == netfmt.TokWord:
+		lo, hi, take = t.Text, p.PeekAt(2).Text, 3
+	case strings.HasSuffix(t.Text, "-") && n1.Kind == netfmt.TokWord:
+		lo, hi, take = strings.TrimSuffix(t.Text, "-"), n1.Text, 2
+	case n1.Kind == netfmt.TokWord && strings.HasPrefix(n1.Text, "-"):
+		lo, hi, take = t.Text, strings.TrimPrefix(n1.Text, "-"), 2
+	}
+	if take == 0 || !isRangeEnd(lo) || !isRangeEnd(hi) {
+		return Addr{}, false
+	}
+	for range take {
+		p.Next()
+	}
+	return p.makeRange(r, t, lo, hi), true
 }
 
 func (p *parser) makeRange(r *Rule, t netfmt.Token, lo, hi string) Addr {
+	if p.printed {
+		// The printer writes a zero end as "any", as IPFilter's does.
+		zero := "0.0.0.0"
+		if r.Family == 6 || literalFamily(lo) == 6 || literalFamily(hi) == 6 {
+			zero = "::"
+		}
+		if strings.EqualFold(lo, "any") {
+			lo = zero
+		}
+		if strings.EqualFold(hi, "any") {
+			hi = zero
+		}
+	}
 	a := p.host(r, netfmt.Token{Kind: netfmt.TokWord, Text: lo, Pos: t.Pos})
 	b := p.host(r, netfmt.Token{Kind: netfmt.TokWord, Text: hi, Pos: t.Pos})
 	return Addr{Kind: AddrRange, A: a.A, M: b.A}
@@ -778,14 +827,28 @@ func splitRange(s string) (string, string, bool) {
 	if !ok || lo == "" || hi == "" {
 		return "", "", false
 	}
-	isAddr := func(x string) bool {
-		if _, ok := netfmt.ParseDotted(x); ok {
-			return true
-		}
-		h, err := netfmt.ParseHost(x, 6)
-		return err == nil && h.Fam == 6 && strings.Contains(x, ":")
+	return lo, hi, isRangeEnd(lo) && isRangeEnd(hi)
+}
+
+// splitRange is the package's splitRange for ParsePrinted, which also takes the "any"
+// the printer writes for a zero end.
+func (p *parser) splitRange(s string) (string, string, bool) {
+	lo, hi, ok := splitRange(s)
+	if ok || !p.printed {
+		return lo, hi, ok
 	}
-	return lo, hi, isAddr(lo) && isAddr(hi)
+	lo, hi, ok = strings.Cut(s, "-")
+	end := func(x string) bool { return strings.EqualFold(x, "any") || isRangeEnd(x) }
+	return lo, hi, ok && end(lo) && end(hi)
+}
+
+// isRangeEnd reports whether s is an address literal that may end a range.
+func isRangeEnd(s string) bool {
+	if _, ok := netfmt.ParseDotted(s); ok {
+		return true
+	}
+	h, err := netfmt.ParseHost(s, 6)
+	return err == nil && h.Fam == 6 && strings.Contains(s, ":")
 }
 
 // finish applies the defaults and consistency rules of the original

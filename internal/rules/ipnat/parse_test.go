@@ -42,6 +42,37 @@ func TestPrint(t *testing.T) {
 			"rewrite in on bge0 proto tcp/udp from 1.1.1.1/32 to 2.2.2.2/32 -> src 3.3.3.0/24,20202 dst 4.4.4.0/24,10101;"},
 		{"map le0 from 10.0.0.0/8 to pool/100 -> 1.2.3.4", "map le0 from 10.0.0.0/8 to pool/100 -> 1.2.3.4/32"},
 		{"map a0 10.0.0.0/8 -> 1.1.1.1-1.1.1.9", "map a0 10.0.0.0/8 -> range 1.1.1.1-1.1.1.9"},
+		// Address ranges on the right of rewrite, map and rdr, in every
+		// spelling IPFilter's lexer joins (checked against ipnat -Rnvf).
+		{"rewrite in on nic0 proto tcp from any to any -> src 3.3.3.1-3.3.3.9 dst 4.4.4.4;",
+			"rewrite in on nic0 proto tcp from 0/0 to 0/0 -> src 3.3.3.1-3.3.3.9 dst 4.4.4.4/32;"},
+		{"rewrite out on nic0 from 1.1.1.0/24 to any -> src range 3.3.3.1-3.3.3.9 dst 4.4.4.4/32;",
+			"rewrite out on nic0 from 1.1.1.0/24 to 0/0 -> src 3.3.3.1-3.3.3.9 dst 4.4.4.4/32;"},
+		{"rewrite in on nic0 from any to any -> src 3.3.3.1 - 3.3.3.9 dst 4.4.4.4;",
+			"rewrite in on nic0 from 0/0 to 0/0 -> src 3.3.3.1-3.3.3.9 dst 4.4.4.4/32;"},
+		{"rewrite in on nic0 from any to any -> src 3.3.3.1 -3.3.3.9 dst 4.4.4.4;",
+			"rewrite in on nic0 from 0/0 to 0/0 -> src 3.3.3.1-3.3.3.9 dst 4.4.4.4/32;"},
+		{"rewrite in on nic0 from any to any -> src 3.3.3.1- 3.3.3.9 dst 4.4.4.4;",
+			"rewrite in on nic0 from 0/0 to 0/0 -> src 3.3.3.1-3.3.3.9 dst 4.4.4.4/32;"},
+		{"rewrite in on nic0 from any to any -> src range 3.3.3.1 - 3.3.3.9 dst range 4.4.4.4-4.4.4.5;",
+			"rewrite in on nic0 from 0/0 to 0/0 -> src 3.3.3.1-3.3.3.9 dst 4.4.4.4-4.4.4.5;"},
+		{"rewrite in on nic0 proto tcp from any to any -> src 3.3.3.1 dst 4.4.4.4-4.4.4.8,5000;",
+			"rewrite in on nic0 proto tcp from 0/0 to 0/0 -> src 3.3.3.1/32 dst 4.4.4.4-4.4.4.8,5000;"},
+		{"rewrite in on nic0 proto tcp from any to any -> src 3.3.3.1-3.3.3.5 port = 100 dst 4.4.4.4;",
+			"rewrite in on nic0 proto tcp from 0/0 to 0/0 -> src 3.3.3.1-3.3.3.5,port = 100 dst 4.4.4.4/32;"},
+		{"rewrite in on nic0 from any to any -> src 3.3.3.9-3.3.3.1 dst 4.4.4.4;",
+			"rewrite in on nic0 from 0/0 to 0/0 -> src 3.3.3.9-3.3.3.1 dst 4.4.4.4/32;"},
+		{"rewrite in on nic0 inet6 from any to any -> src 1::1-1::9 dst 4::4;",
+			"rewrite in on nic0 inet6 from any to any -> src 1::1-1::9 dst 4::4/128;"},
+		// IPFilter prints a zero end as "any" (and its parser refuses that).
+		{"rewrite in on nic0 from any to any -> src 0.0.0.0 - 3.3.3.1 dst 1.1.1.1-0.0.0.0;",
+			"rewrite in on nic0 from 0/0 to 0/0 -> src any-3.3.3.1 dst 1.1.1.1-any;"},
+		{"rewrite in on nic0 inet6 from any to any -> src ::-1::9 dst 4::4;",
+			"rewrite in on nic0 inet6 from any to any -> src any-1::9 dst 4::4/128;"},
+		{"map nic0 10.0.0.0/8 -> 1.1.1.1 - 1.1.1.9;", "map nic0 10.0.0.0/8 -> range 1.1.1.1-1.1.1.9"},
+		{"map nic0 10.0.0.0/8 -> range 1.1.1.1 - 1.1.1.9 portmap tcp 1000:2000;", "map nic0 10.0.0.0/8 -> range 1.1.1.1-1.1.1.9 portmap tcp 1000:2000"},
+		{"map nic0 10.0.0.0/8 -> 0.0.0.0-1.1.1.9;", "map nic0 10.0.0.0/8 -> range any-1.1.1.9"},
+		{"rdr nic0 10.0.0.0/8 -> 1.1.1.1 - 1.1.1.9;", "rdr nic0 10.0.0.0/8 -> 1.1.1.1-1.1.1.9 ip"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
@@ -79,6 +110,12 @@ func TestErrors(t *testing.T) {
 		{"rdr le0 inet6 1.1.1.1 port 80 -> 2001:db8::1 port 80 tcp", `f:1:15: address family mismatch`},
 		{"map le0 inet6 from 10.0.0.0/8 to any -> 2001:db8::1/128", `f:1:20: address family mismatch`},
 		{"map le0 inet6 from any to 10.0.0.0/8 -> 2001:db8::1/128", `f:1:27: address family mismatch`},
+		// a range takes two addresses, no mask; "any" only in printed rules
+		{"rewrite in on le0 from any to any -> src range 3.3.3.1/24 dst 4.4.4.4;", `f:1:48: expected address range a-b, found "3.3.3.1"`},
+		{"rewrite in on le0 from any to any -> src 3.3.3.1-1::2 dst 4.4.4.4;", `f:1:42: address family mismatch`},
+		{"rewrite in on le0 from any to any -> src 3.3.3.1-2.2.2.2.2 dst 4.4.4.4;", `f:1:42: unknown host "3.3.3.1-2.2.2.2.2"`},
+		{"map le0 10.0.0.0/8 -> range any-1.1.1.9", `f:1:29: expected address range a-b, found "any-1.1.1.9"`},
+		{"map le0 10.0.0.0/8 -> range 1.1.1.1 -", `f:1:29: expected address range a-b, found "1.1.1.1"`},
 	}
 	for _, tc := range tests {
 		_, err := Parse("f", tc.in, nil)
@@ -124,7 +161,8 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		out := file.String()
-		file2, err := Parse("f", out, nil)
+		// the printed form reads back as the kernel datapath reads it
+		file2, err := ParsePrinted("f", out, nil)
 		if err != nil {
 			t.Fatalf("printed form does not parse: %v\n%s", err, out)
 		}
@@ -153,5 +191,24 @@ func TestParsePrinted(t *testing.T) {
 	}
 	if got := back.Rules[0].String(); got != printed {
 		t.Errorf("round trip: got %q, want %q", got, printed)
+	}
+	// a zero range end prints as "any", which only ParsePrinted takes back
+	for _, in := range []string{
+		"rewrite in on nic0 from any to any -> src 0.0.0.0-3.3.3.1 dst 1.1.1.1-0.0.0.0;",
+		"rewrite in on nic0 inet6 from any to any -> src ::-1::9 dst 4::4;",
+		"map nic0 10.0.0.0/8 -> 0.0.0.0-1.1.1.9",
+	} {
+		f, err := Parse("t", in, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		printed := f.Rules[0].String()
+		back, err := ParsePrinted("t", printed, nil)
+		if err != nil {
+			t.Fatalf("ParsePrinted(%q): %v", printed, err)
+		}
+		if back.Rules[0].NewSrc != f.Rules[0].NewSrc || back.Rules[0].NewDst != f.Rules[0].NewDst || back.Rules[0].New != f.Rules[0].New {
+			t.Errorf("%q: read back as %q", printed, back.Rules[0].String())
+		}
 	}
 }

@@ -52,7 +52,9 @@ func FormatAddr(fam int, a Addr) string {
 	case AddrLookup:
 		return a.Table + "/" + a.Name
 	case AddrRange:
-		return hostString(fam, a.A) + "-" + hostString(fam, a.M)
+		// IPFilter's printer writes a zero end as "any" (which its
+		// parser then refuses; ParsePrinted takes it).
+		return rangeEnd(fam, a.A) + "-" + rangeEnd(fam, a.M)
 	case AddrSplit:
 		return hostString(fam, a.A) + "," + hostString(fam, a.M)
 	}
@@ -70,6 +72,13 @@ func FormatAddr(fam int, a Addr) string {
 		return s + "/" + strconv.Itoa(n)
 	}
 	return s + "/" + netfmt.NtopV4([4]byte(a.M[:4]))
+}
+
+func rangeEnd(fam int, a [16]byte) string {
+	if a == ([16]byte{}) {
+		return "any"
+	}
+	return hostString(fam, a)
 }
 
 func hostString(fam int, a [16]byte) string {
