@@ -61,10 +61,12 @@ func (p *parser) skipLine() {
 func (p *parser) line() {
 	defer p.Guard(p.skipLine)
 	t := p.Peek()
-	if t.Kind == netfmt.TokNewline || (t.Kind == netfmt.TokPunct && t.Text == ";") {
+	if t.Kind == netfmt.TokNewline {
 		p.Next()
 		return
 	}
+	// A ";" ends a rule; ipnat_y.y has no empty statement, so one where a
+	// rule should start (";;", a line of ";") is a syntax error there too.
 	r := p.rule()
 	t = p.Peek()
 	switch {

@@ -110,6 +110,9 @@ func TestErrors(t *testing.T) {
 		{"rdr le0 inet6 1.1.1.1 port 80 -> 2001:db8::1 port 80 tcp", `f:1:15: address family mismatch`},
 		{"map le0 inet6 from 10.0.0.0/8 to any -> 2001:db8::1/128", `f:1:20: address family mismatch`},
 		{"map le0 inet6 from any to 10.0.0.0/8 -> 2001:db8::1/128", `f:1:27: address family mismatch`},
+		// ipnat_y.y has no empty statement
+		{"map le0 1.1.1.0/24 -> 10.1.1.1/32;;", `f:1:35: expected map, bimap, map-block, rdr, rewrite or divert, found ";"`},
+		{"map le0 1.1.1.0/24 -> 10.1.1.1/32\n;\n", `f:2:1: expected map, bimap, map-block, rdr, rewrite or divert, found ";"`},
 		// a range takes two addresses, no mask; "any" only in printed rules
 		{"rewrite in on le0 from any to any -> src range 3.3.3.1/24 dst 4.4.4.4;", `f:1:48: expected address range a-b, found "3.3.3.1"`},
 		{"rewrite in on le0 from any to any -> src 3.3.3.1-1::2 dst 4.4.4.4;", `f:1:42: address family mismatch`},
@@ -125,6 +128,41 @@ func TestErrors(t *testing.T) {
 		}
 		if got := err.Error(); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestKeptOnPurpose pins inputs IPFilter's ipnat refuses through lexer
+// accidents that Sluice loads (docs/ipfilter-differences.md, "Behaviours
+// Sluice keeps on purpose").
+func TestKeptOnPurpose(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		rules int
+	}{
+		// only blank lines: IPFilter's "syntax error" at line 1
+		{"\n", 0},
+		{" \n\t\n\n", 0},
+		// after an address without a mask IPFilter's lexer splits the next
+		// word at "-" (looking for a range): "unknown protocol" at "round"
+		{"rdr nic0 1.1.1.1/32 -> 10.1.1.1 round-robin\n", 1},
+		{"rdr nic0 1.1.1.1/32 -> 10.1.1.1\tround-robin;\n", 1},
+		// and a syntax error at the "-" of a map-block on the next line
+		{"map nic0 1.1.1.0/24 -> 10.1.1.1\nmap-block nic0 1.1.1.0/24 -> 10.1.1.0/24\n", 2},
+	} {
+		f, err := Parse("f", tc.in, nil)
+		if err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+			continue
+		}
+		if len(f.Rules) != tc.rules {
+			t.Errorf("%q: %d rules, want %d", tc.in, len(f.Rules), tc.rules)
+		}
+	}
+	f, err := Parse("f", "rdr nic0 1.1.1.1/32 -> 10.1.1.1 round-robin\n", nil)
+	if err == nil {
+		if got, want := f.String(), "rdr nic0 1.1.1.1/32 -> 10.1.1.1/32 ip round-robin\n"; got != want {
+			t.Errorf("got %q, want %q", got, want)
 		}
 	}
 }
