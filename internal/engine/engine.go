@@ -1211,7 +1211,7 @@ func ipidFirstEnd(p *Packet) (int, bool) {
 		}
 		return max(fi.DLen&^7, 20), true
 	}
-	if fi.Flags&(packet.FlagBad|packet.FlagICMPErr) != 0 {
+	if fi.Flags&packet.FlagBad != 0 {
 		return 0, false
 	}
 	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP {
@@ -1248,12 +1248,15 @@ func (e *Engine) rewriteIPID(p *Packet) bool {
 					e.fragIDs[p.fk] = fragID{id: id, end: end}
 				}
 			}
-		} else if v, ok := e.fragIDs[p.fk]; ok && fi.Off >= v.end {
+		} else if v, ok := e.fragIDs[p.fk]; ok && fi.Off >= v.end && fi.Flags&packet.FlagBad == 0 {
 			id = v.id
 		} else {
 			// ipf_updateipid fails for a fragment whose first one it
-			// has not seen, or that starts inside the first one
-			// (ipf_frag_lookup's firstend), and the packet is dropped.
+			// has not seen, that starts inside the first one
+			// (ipf_frag_lookup's firstend), or that is bad (a fragment
+			// with more to follow whose length is not a multiple of 8:
+			// ipf_frag_lookup looks up no FI_BAD packet), and the packet
+			// is dropped.
 			e.idMu.Unlock()
 			return false
 		}

@@ -522,8 +522,11 @@ func (i *Info) icmp4(p []byte, o ParseOptions) {
 		i.Flags |= FlagICMPErr
 		// The embedded header must be from a first fragment and must have
 		// been sent by the host this error goes to.
+		// Only the bytes up to the quoted source address are read: a
+		// quote cut after it (an error of 24 bytes, say) is as good as a
+		// whole header, as in IPFilter (checked against its ipftest).
 		e := i.L4Off + icmpErrHdrLen
-		if e+IPv4MinimumSize <= len(p) {
+		if e+ipv4SrcAddr+4 <= len(p) {
 			oip := IPv4(p[e:])
 			if oip.FlagsFragmentOffset()&IPv4OffsetMask != 0 {
 				i.Flags |= FlagBad
