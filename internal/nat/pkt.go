@@ -29,6 +29,9 @@ type view struct {
 	flags    int
 	icmpType uint8
 	icmpErr  bool
+	// errType: an ICMP error type with its 8 header bytes, whether or
+	// not it quotes a whole IP header (icmpErr).
+	errType bool
 	// nqICMP: an ICMPv4 packet that is not a query (an error, or
 	// another type) with its 8 header bytes; nqID holds its bytes 4-5,
 	// where a query's id would be: IPFilter looks such a packet up by
@@ -283,6 +286,7 @@ func parse(v *view, b []byte) bool {
 				quoted = packet.IPv6MinimumSize
 			}
 			v.icmpErr = len(l4) >= 8+quoted
+			v.errType = true
 		}
 	}
 	return true

@@ -555,11 +555,12 @@ func (n *NAT) apply(s *session, v *view, dir Direction) ([]byte, Result) {
 	if s.rule.MSSClamp != 0 && v.proto == 6 && v.l4 >= 0 {
 		v.clampMSS(uint16(s.rule.MSSClamp))
 	}
-	if dir == s.dir && dir == In && v.icmpErr && !v.v6 && s.rule.Type == ipnat.RewriteIn {
+	if dir == s.dir && dir == In && v.errType && !v.v6 && s.rule.Type == ipnat.RewriteIn {
 		// An ICMP error that quotes no session, going a rewrite-in
 		// session's way: IPFilter gives it the new destination only
 		// (checked against its ipftest; the session itself records both
-		// addresses, and an echo through it gets both). IPv4 only: the
+		// addresses, and an echo through it gets both), even when its
+		// quote is too short to read (a plain packet otherwise). IPv4 only: the
 		// IPv6 case is unchecked. IPFilter's header checksum there is
 		// adjusted for both addresses (a bad sum, docs C30); Sluice's
 		// is right.
