@@ -54,6 +54,9 @@ type natNatFrag struct {
 	K   natNatKey
 	End uint32
 	Pad uint32
+	Ska natNatKey
+	Skb natNatKey
+	Seq uint64
 }
 
 type natNatFragKey struct {
@@ -348,10 +351,13 @@ type natWork struct {
 		Fragend   uint16
 		Fragoff   uint16
 		Nqid      uint16
+		Nonote    uint8
+		Pad       [3]uint8
 	}
 	K  natNatKey
 	K2 natNatKey
 	Fk natNatFragKey
+	_  [4]byte
 	Fv natNatFrag
 	T  natNatTuple
 	Sc struct {

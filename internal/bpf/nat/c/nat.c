@@ -162,6 +162,13 @@ struct nat_frag {
 	struct nat_key k;
 	__u32 end;
 	__u32 pad;
+	/* the session the entry goes with: the key of one of its entries,
+	 * that entry's peer, and its seq. The engine forgets a session's
+	 * entries when it ends; and its entry under a key a newer session
+	 * took over (shadow) is still found by the other one. */
+	struct nat_key ska;
+	struct nat_key skb;
+	__u64 seq;
 };
 
 struct {
@@ -252,6 +259,8 @@ struct pkt {
 	__u16 fragend; /* first fragments: where their data ends (bytes) */
 	__u16 fragoff; /* fragment bodies: where their data starts (bytes) */
 	__u16 nqid;    /* nq: its bytes 4-5 (network order), a query's id slot */
+	__u8 nonote;   /* a first fragment that makes no fragment entry */
+	__u8 pad_[3];
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -2781,9 +2790,72 @@ static __always_inline void frag_key(struct nat_frag_key *fk, const struct pkt *
 	fk->family = p->family;
 }
 
+/* frag_end4 is where an IPv4 first fragment ends for the fragments that
+ * follow: IPFilter's firstend, in 8-byte units rounded down; at least 24
+ * bytes for TCP; 8 for an ICMP error or a query shorter than its type's
+ * minimum (the engine's v4FirstEnd). */
+static __always_inline __u16 frag_end4(const struct pkt *p)
+{
+	__u16 e = p->fragend & ~7;
+
+	if (p->proto == IPPROTO_TCP && e < 24)
+		e = 24;
+	else if (p->proto == IPPROTO_ICMP && p->l4len >= 8 &&
+		 (icmp4_error(p->icmptype) ||
+		  ((p->icmptype == 13 || p->icmptype == 14) && p->l4len < 20) ||
+		  ((p->icmptype == 17 || p->icmptype == 18) && p->l4len < 12)))
+		e = 8;
+	return e;
+}
+
+/* frag_sess finds the session of a fragment entry, by either entry key
+ * it noted (one may belong to a newer session now), putting the key it
+ * found it by in k; NULL when the session has ended. */
+static __always_inline struct nat_sess *frag_sess(const struct nat_frag *fe, struct nat_key *k)
+{
+	struct nat_sess *v = bpf_map_lookup_elem(&sessions, &fe->ska);
+
+	if (v && v->seq == fe->seq) {
+		*k = fe->ska;
+		return v;
+	}
+	v = bpf_map_lookup_elem(&sessions, &fe->skb);
+	if (v && v->seq == fe->seq) {
+		*k = fe->skb;
+		return v;
+	}
+	return NULL;
+}
+
+/* frag_live reports whether the session a fragment entry goes with still
+ * lives (the engine drops a session's entries with it). */
+static __always_inline int frag_live(const struct nat_frag *fe)
+{
+	struct nat_sess *v = bpf_map_lookup_elem(&sessions, &fe->ska);
+
+	if (v && v->seq == fe->seq)
+		return 1;
+	v = bpf_map_lookup_elem(&sessions, &fe->skb);
+	return v && v->seq == fe->seq;
+}
+
+/* frag_put enters a first fragment's entry unless its datagram has one
+ * whose session lives: IPFilter's cache keeps the entry it has (ipfr_new
+ * finds it and adds none), so a later first fragment with the same key
+ * never takes it over (the engine's addFrag). */
+static __always_inline void frag_put(struct nat_frag_key *fk, struct nat_frag *fv)
+{
+	struct nat_frag *old = bpf_map_lookup_elem(&frags, fk);
+
+	if (old && frag_live(old))
+		return;
+	bpf_map_update_elem(&frags, fk, fv, BPF_ANY);
+}
+
 /* note_frag remembers which entry a first fragment used, for the
  * fragments that follow (the engine's noteFrag): IPv4's by the IP id,
- * IPv6's by the fragment header's. */
+ * IPv6's by the fragment header's. The caller has put the session's
+ * keys and seq in w->fv. */
 static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 {
 	struct work *w = get_work();
@@ -2794,19 +2866,7 @@ static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 	w->fv.k = *k;
 	w->fv.end = p->fragend;
 	if (p->family == 4) {
-		/* IPFilter's firstend, in 8-byte units rounded down; at
-		 * least 24 bytes for TCP; 8 for an ICMP error or a query
-		 * shorter than its type's minimum (the engine's v4FirstEnd) */
-		__u16 e = p->fragend & ~7;
-
-		if (p->proto == IPPROTO_TCP && e < 24)
-			e = 24;
-		else if (p->proto == IPPROTO_ICMP && p->l4len >= 8 &&
-			 (icmp4_error(p->icmptype) ||
-			  ((p->icmptype == 13 || p->icmptype == 14) && p->l4len < 20) ||
-			  ((p->icmptype == 17 || p->icmptype == 18) && p->l4len < 12)))
-			e = 8;
-		w->fv.end = e;
+		w->fv.end = frag_end4(p);
 	} else if ((p->fragend - p->fragoff) & 7 || p->proto == IPPROTO_AH ||
 		   (p->proto == IPPROTO_TCP && p->l4len < 14)) {
 		/* IPv6: no entry for a first fragment whose data is not a
@@ -2816,7 +2876,7 @@ static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 		return;
 	}
 	w->fv.pad = 0;
-	bpf_map_update_elem(&frags, &w->fk, &w->fv, BPF_ANY);
+	frag_put(&w->fk, &w->fv);
 }
 
 /* ------------------------------------------------------------ MSS clamp */
@@ -3229,6 +3289,8 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	struct nat_key *k;
 	__u32 tot, m, off, tm;
 	__u16 ck, cknet;
+	struct nat_key speer;
+	__u64 sseq;
 	__u8 sdir;
 	int fwd;
 
@@ -3254,6 +3316,8 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 		return 0;
 	*t = v->t;
 	sdir = v->sdir;
+	sseq = v->seq;
+	speer = v->peer;
 	__builtin_memcpy(in->o, in->b, ICMP_INNER);
 	if (p->dir != sdir) {
 		inner_addr(in, tot, 0, t->osrc);
@@ -3312,7 +3376,12 @@ store:
 		__builtin_memset(fv, 0, sizeof(*fv));
 		fv->k.dir = DIR_ICMPERR;
 		fv->k.sport = p->dir == DIR_IN;
-		fv->end = p->fragend;
+		fv->ska = *k;
+		fv->skb = speer;
+		fv->seq = sseq;
+		/* ipfr_firstend's, as any first fragment's: an ICMPv4
+		 * error's is 8 (the engine's icmpError) */
+		fv->end = p->family == 4 ? frag_end4(p) : p->fragend;
 		if (p->dir == DIR_IN)
 			words_cp(fv->k.src, in->src);
 		else if (sdir == DIR_OUT)
@@ -3320,7 +3389,7 @@ store:
 		else
 			words_cp(fv->k.src, t->odst);
 		frag_key(&fk, p);
-		bpf_map_update_elem(&frags, &fk, fv, BPF_ANY);
+		frag_put(&fk, fv);
 	}
 	if (p->dir == DIR_IN)
 		outer_addr(skb, p, 1, in->src, &ck);
@@ -3368,6 +3437,10 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	if (!v)
 		return 0;
 	mss = v->mss;
+	/* for the fragment entry this packet may make */
+	w->fv.ska = *k;
+	w->fv.skb = v->peer;
+	w->fv.seq = v->seq;
 	proxy = v->sflags & SF_PROXY;
 	vw = v->w;
 	if (v->sflags & SF_SLAVE)
@@ -3386,7 +3459,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 		mark_done(skb);
 	if (mss && p->proto == IPPROTO_TCP && p->l4off && p->l4len >= 20 && (p->tcpflags & 0x02))
 		nat_mss(skb, p->l4off, p->csumoff, mss);
-	if (p->morefrags && !p->tcpbad)
+	if (p->morefrags && !p->tcpbad && !p->nonote)
 		note_frag(p, k);
 	/* the proxy runs from the program's main function: called from
 	 * here the call chain would be deeper than the verifier allows */
@@ -3411,6 +3484,15 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	p = &w->p;
 	frag_key(&w->fk, p);
 	fe = bpf_map_lookup_elem(&frags, &w->fk);
+	/* an entry ends with its session (the engine forgets it then) */
+	v = NULL;
+	if (fe && !(fe->k.dir & DIR_ICMPERR)) {
+		v = frag_sess(fe, &w->k2);
+		if (!v)
+			fe = NULL;
+	} else if (fe && !frag_live(fe)) {
+		fe = NULL;
+	}
 	if (!fe || p->fragoff < fe->end) {
 		/* no entry takes it: a protocol without ports or ids (GRE,
 		 * ESP, IP in IP, ...) still finds its session by its addresses,
@@ -3436,19 +3518,18 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		goto translate;
 	}
 	k = &w->k2;
-	*k = fe->k;
-	if (k->dir & DIR_ICMPERR) {
+	if (fe->k.dir & DIR_ICMPERR) {
 		/* the rest of an ICMP error sent as a first fragment gets its
 		 * first fragment's outer header (C19) */
 		__u16 unused = 0;
 
+		*k = fe->k;
 		if (outer_addr(skb, p, k->sport & 1, k->src, &unused) == 0) {
 			stat_inc(p->dir * NS_SIDE + NS_FRAG);
 			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 		}
 		return TC_ACT_UNSPEC;
 	}
-	v = bpf_map_lookup_elem(&sessions, k);
 	if (!v)
 		return TC_ACT_UNSPEC;
 	if ((v->sdir ^ v->w) != p->dir) {
@@ -3508,6 +3589,9 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		/* a session that needs more than the fast path gives */
 		if (w->pre && !(v->sflags & SF_SLAVE))
 			return TC_ACT_UNSPEC;
+		/* an ICMP packet that is not a query, found by its bytes
+		 * 4-5, makes no fragment entry (the engine's check) */
+		p->nonote = p->nq;
 		nat_finish(skb);
 		return TC_ACT_UNSPEC;
 	}
