@@ -125,15 +125,13 @@ var semanticsWant = map[string]int{
 	"nat-frag-icmp-error-session-end": 4,
 	"nat-frag-nonquery-icmp-no-entry": 7,
 	"nat-frag-first-entry-kept":       4,
+	"nat-frag-key-copied-options":     12,
 }
 
 // semanticsKernelPending: NAT semantics cases whose IPFilter behaviour the
 // engine has and the kernel NAT (internal/bpf/nat/c) does not have yet,
 // each with what the C needs.
 var semanticsKernelPending = map[string]string{
-	"nat-frag-key-copied-options": "the IPv4 fragment key holds the copied options " +
-		"(optmask & 0x07ff00, the security class and authority: packet.IPv4FragKeyOptions); " +
-		"today the kernel's nat_frag_key has addresses, id and protocol only",
 	"nat6-ah-ext-header": "AH walked as an IPv6 extension header ((len+1)*8 bytes), a header " +
 		"cut short or running past the packet giving protocol 59, no ports behind AH but " +
 		"from a whole TCP header",

@@ -40,6 +40,8 @@ import (
 //   - a non-query ICMPv4 packet is looked up by its bytes 4-5; a session
 //     on another interface is no clash; round-robin map rules stay;
 //   - ICMPv6 informational messages other than echo are never translated;
+//   - an IPv4 fragment follows its first fragment only with the same
+//     copied options (security class and authority, source routes);
 //   - a fragment body of a protocol without ports finds its session by
 //     its addresses when no fragment entry takes it.
 func TestPrivilegedDifferentialEdges(t *testing.T) {
@@ -145,6 +147,31 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			// leaving by nic0 it finds the bimap session
 			{out: true, iface: "nic0", b: v4("10.0.0.1", "2.2.2.2", 17, pt.UDP(443, 12093, data[:8], false))},
 		}, 2}, // the nic1 packet keeps its bytes (1.1.1.1 -> 1.1.1.1)
+		{"v4 fragment keys hold the copied options", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			// security with authority 0x0280: counts as 0x0200 (no
+			// 0x0100 bit), so the body's 0x0200 is the same key
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 41, FlagsOff: 0x2000,
+				Options: secOpt(0xab, 0x02, 0x80), Payload: pt.UDP(1000, 53, data, false)}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 41, FlagsOff: 3,
+				Options: secOpt(0xab, 0x02, 0x00), Payload: data[:8]}.Bytes()},
+			// 0x0100 and 0x0300: other keys, the body is left alone
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 42, FlagsOff: 0x2000,
+				Options: secOpt(0xab, 0x01, 0x00), Payload: pt.UDP(1000, 53, data, false)}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 42, FlagsOff: 3,
+				Options: secOpt(0xab, 0x03, 0x00), Payload: data[:8]}.Bytes()},
+			// a second security option: its class does not count
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 43, FlagsOff: 0x2000,
+				Options: pt.Cat(secOpt(0xab, 0x01, 0x00)[:11], secOpt(0x3d, 0x01, 0x00)[:11], []byte{1, 0}),
+				Payload: pt.UDP(1000, 53, data, false)}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 43, FlagsOff: 3,
+				Options: secOpt(0xab, 0x01, 0x00), Payload: data[:8]}.Bytes()},
+			// a loose source route of 3 bytes has no bit: the body
+			// without options follows
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 44, FlagsOff: 0x2000,
+				Options: []byte{0x83, 3, 4, 0}, Payload: pt.UDP(1000, 53, data, false)}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 44, FlagsOff: 3,
+				Payload: data[:8]}.Bytes()},
+		}, 7},
 		{"v6 first fragment entries", "map nic0 fd00::/16 -> 2001:db8::1/128\n", []randPkt{
 			// 16 bytes of UDP: ends at 16 exactly, the body at 16 follows
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 0, true, 41), pt.UDP(1000, 53, data, false)[:16]))},
@@ -330,4 +357,10 @@ var edgesKernelPending = map[string]string{
 		"options, mobility, fragment, and AH, walked in 8-byte units) cut short or running past " +
 		"the packet gives the packet protocol 59 for its session key and clash check (the engine's " +
 		"nat6-ah-ext-header); today the kernel keys it by the cut header's own type",
+}
+
+// secOpt is a RIPSO security option of class c and authority a1 a2,
+// padded to 12 bytes with an end of options.
+func secOpt(c, a1, a2 byte) []byte {
+	return []byte{0x82, 11, c, a1, a2, 0, 0, 0, 0, 0, 0, 0}
 }

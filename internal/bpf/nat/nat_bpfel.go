@@ -66,6 +66,9 @@ type natNatFragKey struct {
 	Id     uint32
 	Proto  uint8
 	Family uint8
+	Secmsk uint16
+	Optmsk uint32
+	Auth   uint16
 	Pad    uint16
 }
 
@@ -352,7 +355,11 @@ type natWork struct {
 		Fragoff   uint16
 		Nqid      uint16
 		Nonote    uint8
-		Pad       [3]uint8
+		Pad       uint8
+		Fauth     uint16
+		Fopt      uint32
+		Fsec      uint16
+		Pad2      uint16
 	}
 	K  natNatKey
 	K2 natNatKey

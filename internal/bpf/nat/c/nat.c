@@ -260,7 +260,11 @@ struct pkt {
 	__u16 fragoff; /* fragment bodies: where their data starts (bytes) */
 	__u16 nqid;    /* nq: its bytes 4-5 (network order), a query's id slot */
 	__u8 nonote;   /* a first fragment that makes no fragment entry */
-	__u8 pad_[3];
+	__u8 pad_;
+	__u16 fauth;   /* IPv4 fragments: the fragment key's options */
+	__u32 fopt;
+	__u16 fsec;
+	__u16 pad2_;
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -913,6 +917,112 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 	}
 	c->done = 1;
 	return 1;
+}
+
+/* opt_copybit is IPFilter's option bit of a copied IPv4 option type
+ * (IPF_OPTCOPY: security to FINN), 0 for the others. */
+static __always_inline __u32 opt_copybit(__u8 t)
+{
+	switch (t) {
+	case 130: return 0x000100; /* security */
+	case 131: return 0x000200; /* LSRR */
+	case 133: return 0x000400; /* extended security */
+	case 134: return 0x000800; /* CIPSO */
+	case 136: return 0x001000; /* SATID */
+	case 137: return 0x002000; /* SSRR */
+	case 147: return 0x004000; /* address extension */
+	case 142: return 0x008000; /* VISA */
+	case 144: return 0x010000; /* IMITD */
+	case 145: return 0x020000; /* EIP */
+	case 205: return 0x040000; /* FINN */
+	}
+	return 0;
+}
+
+/* ripso_class is the class mask of a RIPSO classification byte. */
+static __always_inline __u16 ripso_class(__u8 c)
+{
+	switch (c) {
+	case 0x01: return 0x01;
+	case 0x3d: return 0x02;
+	case 0x5a: return 0x04;
+	case 0x66: return 0x08;
+	case 0x96: return 0x10;
+	case 0xab: return 0x20;
+	case 0xcc: return 0x40;
+	case 0xf1: return 0x80;
+	}
+	return 0;
+}
+
+struct fragopt_ctx {
+	__u32 i;
+	__u32 olen;
+	__u32 optmsk;
+	__u16 secmsk;
+	__u16 auth;
+};
+
+/* fragopt_step reads the option at c->i of the options in w->in.b. */
+static long fragopt_step(__u32 n, struct fragopt_ctx *c)
+{
+	struct work *w = get_work();
+	__u32 i = c->i, bit;
+	__u8 *o, t, l;
+
+	if (!w || i >= c->olen || i >= 40)
+		return 1;
+	o = w->in.b;
+	t = o[BOUND(i, 63)];
+	if (t == 0) /* EOL */
+		return 1;
+	if (t == 1) { /* NOP */
+		c->i = i + 1;
+		return 0;
+	}
+	if (i + 1 >= c->olen)
+		return 1;
+	l = o[BOUND(i + 1, 63)];
+	if (l < 2 || i + l > c->olen)
+		return 1;
+	bit = opt_copybit(t);
+	if (bit && l > 4) {
+		/* a second security option leaves the first's class */
+		if (t == 130 && !(c->optmsk & bit)) {
+			c->secmsk = ripso_class(o[BOUND(i + 2, 63)]);
+			c->auth = c->secmsk ? (__u16)o[BOUND(i + 3, 63)] << 8 | o[BOUND(i + 4, 63)] : 0;
+		}
+		c->optmsk |= bit;
+	}
+	c->i = i + l;
+	return 0;
+}
+
+/* nat_v4_fragopts records in p->fopt/fsec/fauth the options an IPv4
+ * fragment's key holds (olen bytes at off): the copied options of more
+ * than 4 bytes, the class of the first security option and its
+ * authority (the engine's fragKey, packet.IPv4FragKeyOptions), so that a
+ * fragment carries its first fragment's entry only with the same ones. */
+GLOBAL int nat_v4_fragopts(struct __sk_buff *skb, __u32 off, __u32 olen)
+{
+	struct work *w = get_work();
+	struct fragopt_ctx c = {};
+
+	if (!w || !skb)
+		return 0;
+	if (olen > 40)
+		olen = 40;
+	/* into w->in.b: free until an ICMP error's inner packet */
+	if (olen == 0 || bpf_skb_load_bytes(skb, off, w->in.b, BOUND(olen - 1, 63) + 1) < 0)
+		return 0;
+	c.olen = olen;
+	bpf_loop(40, fragopt_step, &c, 0);
+	if (c.auth && !(c.auth & 0x0100))
+		c.auth &= 0xff00;
+	w->p.fopt = c.optmsk;
+	w->p.fsec = c.secmsk;
+	w->p.fauth = c.auth;
+	return 0;
 }
 
 GLOBAL int nat_v6_walk(struct __sk_buff *skb)
@@ -2788,6 +2898,9 @@ static __always_inline void frag_key(struct nat_frag_key *fk, const struct pkt *
 	fk->id = p->ipid;
 	fk->proto = p->proto;
 	fk->family = p->family;
+	fk->optmsk = p->fopt;
+	fk->secmsk = p->fsec;
+	fk->auth = p->fauth;
 }
 
 /* frag_end4 is where an IPv4 first fragment ends for the fragments that
@@ -3678,6 +3791,8 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		if (tot > p.len || tot < hl)
 			tot = p.len;
 		p.ipid = bpf_ntohs(ip->id);
+		if (unlikely(hl > 20) && (ip->frag_off & bpf_htons(0x3fff)))
+			nat_v4_fragopts(skb, l3 + 20, hl - 20);
 		p.morefrags = !!(ip->frag_off & bpf_htons(0x2000));
 		if (ip->frag_off & bpf_htons(0x1fff)) {
 			p.fragbody = 1;
