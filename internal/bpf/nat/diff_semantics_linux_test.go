@@ -126,15 +126,11 @@ var semanticsWant = map[string]int{
 	"nat-frag-nonquery-icmp-no-entry": 7,
 	"nat-frag-first-entry-kept":       4,
 	"nat-frag-key-copied-options":     12,
+	"nat6-ah-ext-header":              7,
+	"nat6-cut-ext-proto-none":         1,
 }
 
 // semanticsKernelPending: NAT semantics cases whose IPFilter behaviour the
 // engine has and the kernel NAT (internal/bpf/nat/c) does not have yet,
 // each with what the C needs.
-var semanticsKernelPending = map[string]string{
-	"nat6-ah-ext-header": "AH walked as an IPv6 extension header ((len+1)*8 bytes), a header " +
-		"cut short or running past the packet giving protocol 59, no ports behind AH but " +
-		"from a whole TCP header",
-	"nat6-cut-ext-proto-none": "an IPv6 extension header cut short or running past the " +
-		"packet gives protocol 59 for the session key and clash check",
-}
+var semanticsKernelPending = map[string]string{}

@@ -19,9 +19,11 @@ import (
 //     fragment follow no session (IPFilter's fragment cache refuses them);
 //   - an ICMP error too short to quote an IP header is translated as a
 //     plain packet (IPv4 and IPv6);
-//   - an IPv6 extension header cut short by the end of the datagram
-//     leaves a packet without L4 header whose addresses are translated;
-//     a cut fragment header leaves it alone;
+//   - an IPv6 extension header (AH too, in 8-byte units) cut short or
+//     running past the datagram leaves a packet without L4 header and
+//     with protocol 59 (one session for all such packets of a pair of
+//     addresses), whose addresses are translated; behind AH only a whole
+//     TCP header gives ports;
 //   - a TCP header cut short (4-19 bytes) finds its session by its ports
 //     and has only its addresses translated; without one it is a packet
 //     without ports that starts a session of its own (two such packets
@@ -272,16 +274,28 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 				Payload: pt.ICMP(1, 4, 0, data), L4Proto: 58}.Bytes()},
 		}, 3},
 		{"v6 cut extension headers", "map nic0 fd00::/16 -> 2001:db8::1/128\n", []randPkt{
-			// a destination options header of 4 bytes
+			// a destination options header of 4 bytes: protocol 59
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 60, data[:4])},
-			// one that says 16 bytes and has 8, before UDP
+			// a whole one before a UDP header with nothing of it: UDP
+			// without ports, a session of its own
 			{out: true, iface: "nic0", b: v6("fd00::6", "2001:db8:9::9", 60, pt.Ext(17, 1))},
 			// a routing header that says 24 bytes, of which 12 are
-			// there: the next header (TCP) is past the end
+			// there: protocol 59, which clashes with the first (fails)
 			{out: true, iface: "nic0", b: v6("fd00::7", "2001:db8:9::9", 43, pt.Cat(pt.Routing(6, 2, 0, 0)[:8], data[:4]))},
-			// a fragment header of 4 bytes: left alone
+			// a fragment header of 4 bytes: the same
 			{out: true, iface: "nic0", b: v6("fd00::8", "2001:db8:9::9", 44, data[:4])},
-		}, 3},
+			// both to another destination: a session for the first
+			{out: true, iface: "nic0", b: v6("fd00::7", "2001:db8:9::a", 43, pt.Cat(pt.Routing(6, 2, 0, 0)[:8], data[:4]))},
+			{out: true, iface: "nic0", b: v6("fd00::8", "2001:db8:9::a", 44, data[:4])},
+			// AH of 16 bytes (8-byte units) before UDP: UDP without
+			// ports, so another port pair is the same session
+			{out: true, iface: "nic0", b: v6("fd00::9", "2001:db8:9::b", 51, pt.Cat(pt.Ext(17, 1), pt.UDP(1000, 53, data[:8], false)))},
+			{out: true, iface: "nic0", b: v6("fd00::9", "2001:db8:9::b", 51, pt.Cat(pt.Ext(17, 1), pt.UDP(1001, 54, data[:8], false)))},
+			// AH cut short: protocol 59, another session
+			{out: true, iface: "nic0", b: v6("fd00::9", "2001:db8:9::c", 51, pt.Ext(17, 1)[:12])},
+			// behind AH a whole TCP header has its ports
+			{out: true, iface: "nic0", b: v6("fd00::9", "2001:db8:9::d", 51, pt.Cat(pt.Ext(6, 1), syn.Bytes()))},
+		}, 7},
 		{"cut TCP headers", "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp 40000:40010\n", []randPkt{
 			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
 			// a first fragment with 8 bytes of the header: the
@@ -352,12 +366,7 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 // edgesKernelPending: edge cases whose IPFilter behaviour the engine has
 // and the kernel NAT (internal/bpf/nat/c) does not have yet, each with
 // what the C needs; left out until it catches up.
-var edgesKernelPending = map[string]string{
-	"v6 cut extension headers": "an IPv6 extension header (hop-by-hop, routing, destination " +
-		"options, mobility, fragment, and AH, walked in 8-byte units) cut short or running past " +
-		"the packet gives the packet protocol 59 for its session key and clash check (the engine's " +
-		"nat6-ah-ext-header); today the kernel keys it by the cut header's own type",
-}
+var edgesKernelPending = map[string]string{}
 
 // secOpt is a RIPSO security option of class c and authority a1 a2,
 // padded to 12 bytes with an end of options.

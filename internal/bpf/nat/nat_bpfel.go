@@ -355,7 +355,7 @@ type natWork struct {
 		Fragoff   uint16
 		Nqid      uint16
 		Nonote    uint8
-		Pad       uint8
+		Ah        uint8
 		Fauth     uint16
 		Fopt      uint32
 		Fsec      uint16

@@ -260,7 +260,7 @@ struct pkt {
 	__u16 fragoff; /* fragment bodies: where their data starts (bytes) */
 	__u16 nqid;    /* nq: its bytes 4-5 (network order), a query's id slot */
 	__u8 nonote;   /* a first fragment that makes no fragment entry */
-	__u8 pad_;
+	__u8 ah;       /* IPv6 with an AH header (walked as an extension header) */
 	__u16 fauth;   /* IPv4 fragments: the fragment key's options */
 	__u32 fopt;
 	__u16 fsec;
@@ -845,11 +845,13 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 
 /* Walks an IPv6 extension header chain (slow: only packets that have
  * one), as the engine's parse does. Sets l4off/proto, the fragment
- * header's id and more-fragments flag, fragbody. A header cut short by
- * the end of the datagram leaves the packet without L4 header, of the
- * protocol of that header (the engine, as IPFilter, still translates
- * its addresses); returns 0 (the packet is left alone) only for a cut
- * fragment header or a chain it cannot read. */
+ * header's id and more-fragments flag, fragbody. AH is one of IPFilter's
+ * extension headers, its length read as theirs (8-byte units). A header
+ * cut short by the end of the datagram, or running past it, leaves the
+ * packet without L4 header and with no protocol (59, IPPROTO_NONE: such
+ * packets share one session whatever header was cut); the engine, as
+ * IPFilter, still translates its addresses. Returns 0 (the packet is
+ * left alone) only for a chain it cannot read. */
 struct v6walk {
 	struct __sk_buff *skb;
 	__u32 off;
@@ -861,7 +863,8 @@ struct v6walk {
 	__u8 frag;
 	__u8 more;
 	__u8 cut;
-	__u8 pad[2];
+	__u8 ah;
+	__u8 pad;
 };
 
 static long v6walk_step(__u32 i, struct v6walk *c)
@@ -871,8 +874,11 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 	switch (c->nh) {
 	case 0:
 	case 43:
+	case 51:
 	case 60:
-	case 135:
+	case 135: {
+		__u32 hl;
+
 		if (c->off + 8 > c->end) {
 			c->cut = 1;
 			c->done = 1;
@@ -882,14 +888,28 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 			c->ok = 0;
 			return 1;
 		}
+		hl = ((__u32)h[1] + 1) * 8;
+		if (c->off + hl > c->end) {
+			c->cut = 1;
+			c->done = 1;
+			return 1;
+		}
+		if (c->nh == 51)
+			c->ah = 1;
 		c->nh = h[0];
-		c->off += ((__u32)h[1] + 1) * 8;
+		c->off += hl;
 		return 0;
+	}
 	case 44: {
 		struct work *w;
 		__u8 f[8];
 
-		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, f, 8) < 0) {
+		if (c->off + 8 > c->end) {
+			c->cut = 1;
+			c->done = 1;
+			return 1;
+		}
+		if (bpf_skb_load_bytes(c->skb, c->off, f, 8) < 0) {
 			c->ok = 0;
 			return 1;
 		}
@@ -1045,13 +1065,24 @@ GLOBAL int nat_v6_walk(struct __sk_buff *skb)
 	p->proto = c.nh;
 	p->ipid = c.id;
 	p->morefrags = c.more;
+	p->ah = c.ah;
+	if (c.cut) {
+		/* no L4 header and no protocol: the addresses only (the
+		 * engine's l4 < 0, proto 59) */
+		p->proto = 59;
+		p->l4off = 0;
+		p->l4len = 0;
+		return 1;
+	}
 	if (c.frag) {
 		p->fragbody = 1;
 		p->l4off = 0;
 		return 1;
 	}
-	if (c.cut || c.off > c.end) {
-		/* no L4 header: the addresses only (the engine's l4 < 0) */
+	if (c.ah && (c.nh != IPPROTO_TCP || c.off + 20 > c.end)) {
+		/* behind AH, IPFilter reads the ports of a whole TCP header
+		 * only: UDP, a cut TCP header and ICMPv6 give a session of
+		 * their protocol without ports or ids (the engine's parse) */
 		p->l4off = 0;
 		p->l4len = 0;
 		return 1;
@@ -2980,7 +3011,7 @@ static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 	w->fv.end = p->fragend;
 	if (p->family == 4) {
 		w->fv.end = frag_end4(p);
-	} else if ((p->fragend - p->fragoff) & 7 || p->proto == IPPROTO_AH ||
+	} else if ((p->fragend - p->fragoff) & 7 || p->proto == IPPROTO_AH || p->ah ||
 		   (p->proto == IPPROTO_TCP && p->l4len < 14)) {
 		/* IPv6: no entry for a first fragment whose data is not a
 		 * multiple of 8 bytes (bad), for AH, or for less than 14
@@ -3143,8 +3174,9 @@ static __always_inline int inner_parse(struct inner *in, __u32 tot)
 		end = 40 + (__u32)be16(b, 4);
 		if (end > tot)
 			end = tot;
-		/* extension headers in an embedded packet: not handled here */
-		if (nh == 0 || nh == 43 || nh == 60 || nh == 135 || nh == 44)
+		/* extension headers (AH too) in an embedded packet: not
+		 * handled here */
+		if (nh == 0 || nh == 43 || nh == 51 || nh == 60 || nh == 135 || nh == 44)
 			return 0;
 		in->proto = nh;
 		in->l4 = 40;
@@ -3822,6 +3854,7 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		switch (p.proto) {
 		case 0:
 		case 43:
+		case 51:
 		case 60:
 		case 135:
 		case 44:
