@@ -11,3 +11,29 @@ import (
 func procCPU(int) (float64, error) {
 	return 0, fmt.Errorf("reading another process's CPU time: %w", errors.ErrUnsupported)
 }
+
+// procCtx needs Linux's /proc.
+func procCtx(int) (int64, int64, error) {
+	return 0, 0, fmt.Errorf("reading another process's context switches: %w", errors.ErrUnsupported)
+}
+
+// setAffinity needs Linux's sched_setaffinity.
+func setAffinity(int, int) error {
+	return fmt.Errorf("binding another process to a CPU: %w", errors.ErrUnsupported)
+}
+
+// perfAvailable: counting system calls needs Linux's perf.
+func perfAvailable() error {
+	return fmt.Errorf("counting system calls: %w", errors.ErrUnsupported)
+}
+
+// attachedCounter is Linux's perf stat -p.
+type attachedCounter struct{}
+
+func attachCounter(int, string) (*attachedCounter, error) {
+	return nil, fmt.Errorf("counting system calls: %w", errors.ErrUnsupported)
+}
+
+func (*attachedCounter) start() error                    { return errors.ErrUnsupported }
+func (*attachedCounter) stop() (map[string]int64, error) { return nil, errors.ErrUnsupported }
+func (*attachedCounter) close()                          {}
