@@ -21,19 +21,3 @@ func procCtx(int) (int64, int64, error) {
 func setAffinity(int, int) error {
 	return fmt.Errorf("binding another process to a CPU: %w", errors.ErrUnsupported)
 }
-
-// perfAvailable: counting system calls needs Linux's perf.
-func perfAvailable() error {
-	return fmt.Errorf("counting system calls: %w", errors.ErrUnsupported)
-}
-
-// attachedCounter is Linux's perf stat -p.
-type attachedCounter struct{}
-
-func attachCounter(int, string) (*attachedCounter, error) {
-	return nil, fmt.Errorf("counting system calls: %w", errors.ErrUnsupported)
-}
-
-func (*attachedCounter) start() error                    { return errors.ErrUnsupported }
-func (*attachedCounter) stop() (map[string]int64, error) { return nil, errors.ErrUnsupported }
-func (*attachedCounter) close()                          {}

@@ -65,6 +65,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sluice/internal/netperf/internal/syscount"
 )
 
 func main() {
@@ -138,7 +140,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer m.close()
 	if *count > 0 {
-		if err := perfAvailable(); err != nil {
+		if err := syscount.Available(); err != nil {
 			fmt.Fprintf(stderr, "parity: no system call counts (-count 0 to run without): %v\n", err)
 			return 1
 		}
@@ -512,17 +514,17 @@ func (m *measurer) measure(t Test, pair string, rep, length int, counted bool) (
 	args = append(args, "-k", strings.Join(selectors, ","))
 	bin := m.bin[pair[0]]
 	var perfOut string
-	var sc *attachedCounter
+	var sc *syscount.Counter
 	if counted {
 		perfOut = filepath.Join(m.tmp, "perf-client.csv")
-		args = append(append(perfPrefix(perfOut)[1:], bin), args...)
+		args = append(append(syscount.Prefix(perfOut)[1:], bin), args...)
 		bin = "perf"
 		var err error
-		if sc, err = attachCounter(srv.cmd.Process.Pid, m.tmp); err != nil {
+		if sc, err = syscount.Attach(srv.cmd.Process.Pid, m.tmp); err != nil {
 			return Run{}, err
 		}
-		defer sc.close()
-		if err := sc.start(); err != nil {
+		defer sc.Close()
+		if err := sc.Start(); err != nil {
 			return Run{}, err
 		}
 	}
@@ -548,9 +550,9 @@ func (m *measurer) measure(t Test, pair string, rep, length int, counted bool) (
 	if err != nil {
 		return Run{}, err
 	}
-	var srvCounts map[string]int64
+	var srvCounts syscount.Counts
 	if counted {
-		if srvCounts, err = sc.stop(); err != nil {
+		if srvCounts, err = sc.Stop(); err != nil {
 			return Run{}, err
 		}
 	}
@@ -602,16 +604,16 @@ func (m *measurer) measure(t Test, pair string, rep, length int, counted bool) (
 	r.ClientVCSW, r.ClientIVCSW = ru.Nvcsw, ru.Nivcsw
 	r.ServerVCSW, r.ServerIVCSW = v1-v0, i1-i0
 	if counted {
-		cli, err := readPerfFile(perfOut)
+		cli, err := syscount.ReadFile(perfOut)
 		if err != nil {
 			return r, err
 		}
 		r.Counted = true
-		r.ClientSyscalls, r.ServerSyscalls = cli["raw_syscalls:sys_enter"], srvCounts["raw_syscalls:sys_enter"]
+		r.ClientSyscalls, r.ServerSyscalls = cli.Syscalls(), srvCounts.Syscalls()
 		// perf counts both kinds of switch as one; rusage here would
 		// be perf's own.
-		r.ClientVCSW, r.ClientIVCSW = cli["context-switches"], 0
-		r.ServerVCSW, r.ServerIVCSW = srvCounts["context-switches"], 0
+		r.ClientVCSW, r.ClientIVCSW = cli.Switches(), 0
+		r.ServerVCSW, r.ServerIVCSW = srvCounts.Switches(), 0
 	}
 	if l, err := strconv.ParseFloat(strings.Fields(loadAvg() + " 0")[0], 64); err == nil {
 		r.Load = l

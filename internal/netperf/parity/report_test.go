@@ -155,28 +155,6 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-func TestParsePerfCSV(t *testing.T) {
-	good := "# started on Tue Dec  1 23:57:44 2026\n\n98340,,raw_syscalls:sys_enter,478111830,100.00,,\n49365,,context-switches,478111830,100.00,,\nEvents disabled\n"
-	got, err := parsePerfCSV(good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got["raw_syscalls:sys_enter"] != 98340 || got["context-switches"] != 49365 || len(got) != 2 {
-		t.Errorf("got %v", got)
-	}
-	for _, bad := range []string{
-		"",
-		"# only a comment\n",
-		"<not supported>,,raw_syscalls:sys_enter,0,100.00,,\n",
-		"<not counted>,,context-switches,0,0.00,,\n",
-		"12x,,context-switches,1,100.00,,\n",
-	} {
-		if got, err := parsePerfCSV(bad); err == nil {
-			t.Errorf("%q: got %v, want an error", bad, got)
-		}
-	}
-}
-
 // TestPlacement: under -pin auto request/response tests share CPU 0 and
 // streams keep a CPU each; the fixed placements ignore the test.
 func TestPlacement(t *testing.T) {
