@@ -1,10 +1,12 @@
 // Command parity measures the Go netperf/netserver side by side with the
 // C netperf 2.7.1 tools on loopback and prints a table of CPU cost per unit
 // and throughput for every test and every client→server pairing, with a
-// verdict per cell on the target "Go costs at most 5 % more than C":
+// verdict per cell on the target "Go costs at most 5 % more than C", and a
+// second table of the work per unit that does not depend on how busy the
+// machine is (system calls, context switches):
 //
-//	go run ./internal/netperf/parity                  # quick: 9 × 2 s per cell, ~11 min
-//	go run ./internal/netperf/parity -mode thorough   # 16 × 3 s per cell, ~28 min
+//	go run ./internal/netperf/parity                  # quick: 9 × 2 s per cell + 1 counted, ~12.5 min
+//	go run ./internal/netperf/parity -mode thorough   # 16 × 3 s per cell + 1 counted, ~31 min
 //	go run ./internal/netperf/parity -n 9 -l 2 -tests TCP_RR,TCP_CRR -raw runs.jsonl
 //	go run ./internal/netperf/parity -report runs.jsonl   # re-make the table
 //
@@ -22,11 +24,26 @@
 // the test. For UDP_STREAM each side is counted per KB it handled (sent,
 // or received: datagrams get lost).
 //
-// Placement: by default (-pin split) every client runs on CPU 0 and every
-// server on CPU 1, C and Go alike (taskset on the whole process, so every
-// Go runtime thread is bound too). Unpinned, the scheduler moves the two
-// ends between CPUs, and whether they share one changes the cost of each
-// wake-up, and with it the CPU per unit, by far more than 5 %.
+// Placement: by default (-pin auto) the request/response tests run client
+// and server both on CPU 0 and the streams run every client on CPU 0 and
+// every server on CPU 1, C and Go alike (taskset on the whole client
+// process, sched_setaffinity on every server thread, so every Go runtime
+// thread is bound too). Unpinned, the scheduler moves the two ends between
+// CPUs, and whether they share one changes the cost of each wake-up, and
+// with it the CPU per unit, by far more than 5 %. A request/response
+// transaction on two CPUs wakes a halted CPU twice; on this project's
+// virtual machine (a nested, paravirtualised guest) that cost 30–50 µs of
+// CPU time per transaction charged to the two processes, 5–10 times the
+// tools' own work, and it followed the host's load (±250 % between
+// repetitions). On one CPU a transaction is a direct switch between the
+// two processes: about 10 µs, ±10–25 %. -pin split is the old placement.
+//
+// Work per unit: the context switches of every timed run (the client's
+// rusage; the server's threads' /proc status before and after), and, in
+// -count extra repetitions after the timed ones, the system calls of
+// each side counted by perf stat (the raw_syscalls:sys_enter tracepoint;
+// no ptrace). perf makes every system call a little dearer, so the
+// counted runs are left out of the CPU and throughput figures.
 //
 // On a machine busy with other work, -rt runs every client and server
 // SCHED_FIFO so that the other load cannot preempt them (stream senders
@@ -76,7 +93,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	mode := fs.String("mode", "quick", "defaults for -n and -l: quick (9 × 2 s, ~11 min for everything) or thorough (16 × 3 s, ~28 min)")
+	mode := fs.String("mode", "quick", "defaults for -n and -l: quick (9 × 2 s, ~12.5 min for everything with one counted repetition) or thorough (16 × 3 s, ~31 min)")
 	reps := fs.Int("n", 0, "repetitions of every test and pairing (default: the mode's)")
 	length := fs.Int("l", 0, "test length in seconds, netperf -l (default: the mode's)")
 	testsArg := fs.String("tests", strings.Join(testNames(), ","), "tests to run")
