@@ -149,13 +149,15 @@ func (y *yielder) tick() {
 	}
 }
 
-// yieldEvery is inside the runtime's 10 ms forcePreemptNS with room for
-// the stride (16 quick calls take under yieldEvery/8): the monitor
-// preempts only a processor whose schedule tick it has seen unchanged for
-// 10 ms. It was 4 ms; 8 ms halves the yields' futex calls and thread
-// wake-ups (about 125 a second fewer of each per data loop, counted with
-// perf stat in TCP_RR and UDP_STREAM), which C netperf does not have.
-const yieldEvery = 8 * time.Millisecond
+// yieldEvery is well inside the runtime's 10 ms forcePreemptNS: the
+// monitor preempts a processor whose schedule tick it has seen unchanged
+// for 10 ms, and the stride lets 16 calls pass between looks at the
+// clock. 8 ms was tried (perf stat, Go netserver): it halved the yields'
+// futex calls (about 125 a second fewer per data loop) but a TCP_STREAM
+// receiver, whose calls block for uneven times, then overran 10 ms often
+// enough that the monitor's own sleeps rose by more (1 790 → 2 420 per
+// 3 s run, five runs each): more system calls in all.
+const yieldEvery = 4 * time.Millisecond
 
 // SpareProc makes sure the Go scheduler has at least two processors
 // (GOMAXPROCS ≥ 2); netperf and netserver call it at start. With a single
