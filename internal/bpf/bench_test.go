@@ -73,6 +73,9 @@ func benchHarness(b *testing.B) *harness {
 	return &harness{d: shared.d}
 }
 
+// hpStatelessRules is HP's stateless test set (hp-test-nostate.conf).
+const hpStatelessRules = "pass in proto tcp from any to any\npass out proto tcp from any to any\npass in proto udp from any to any\npass out proto udp from any to any\npass in proto icmp from any to any\npass out proto icmp from any to any\n"
+
 const sixRules = `block in all
 pass in quick proto tcp from 10.0.0.0/8 to any port = 22 flags S/SA
 pass in quick proto tcp from any to 192.168.1.0/24 port = 80
@@ -542,7 +545,7 @@ func BenchmarkStages(b *testing.B) {
 			return tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
 		}},
 		{"hp-stateless", func() []byte {
-			h.d.LoadRules(compileText(b, "pass in proto tcp from any to any\npass out proto tcp from any to any\npass in proto udp from any to any\npass out proto udp from any to any\npass in proto icmp from any to any\npass out proto icmp from any to any\n"), Active)
+			h.d.LoadRules(compileText(b, hpStatelessRules), Active)
 			return tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
 		}},
 		{"established", established},

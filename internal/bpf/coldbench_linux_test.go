@@ -27,6 +27,9 @@ import (
 //   - crosscpu: the same with each direction on a CPU of its own, as a
 //     request/response test between two namespaces runs them: every
 //     packet finds the flow's entry last written by the other CPU.
+//   - contended: both directions at once, each on its own CPU in the
+//     repeat loop: what the lines both directions write cost, without
+//     the scheduler's noise of the one-packet modes.
 //
 // single, cold, pingpong and crosscpu report the median run.
 
@@ -132,6 +135,51 @@ func pingPong(b *testing.B, in, out *ebpf.Program, inFrame, outFrame []byte, cpu
 	b.ReportMetric(median(runs[1]), "out-median-ns/packet")
 }
 
+// contended runs in on cpus[0] and out on cpus[1] at the same time, each
+// in the repeat loop (repeat packets a run), and reports each side's
+// median ns/packet: every packet finds the lines the other side writes
+// just written, as often as the two CPUs can make it (the least run would
+// be one the other side did not overlap). The difference from the
+// trivial program is what the lines both directions write cost.
+func contended(b *testing.B, in, out *ebpf.Program, inFrame, outFrame []byte, cpus [2]int, repeat int) {
+	b.Helper()
+	n := max(b.N, 1)
+	runs := [2][]time.Duration{make([]time.Duration, 0, n), make([]time.Duration, 0, n)}
+	start := make(chan struct{})
+	done := make(chan error, 2)
+	progs, frames := [2]*ebpf.Program{in, out}, [2][]byte{inFrame, outFrame}
+	b.ResetTimer()
+	for side := 0; side < 2; side++ {
+		go func() {
+			undo, err := onCPU(cpus[side])
+			if err != nil {
+				done <- err
+				return
+			}
+			defer undo()
+			<-start
+			for i := 0; i < n; i++ {
+				_, d, err := progs[side].Benchmark(frames[side], repeat, nil)
+				if err != nil {
+					done <- err
+					return
+				}
+				runs[side] = append(runs[side], d)
+			}
+			done <- nil
+		}()
+	}
+	close(start)
+	for range 2 {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(median(runs[0]), "in-median-ns/packet")
+	b.ReportMetric(median(runs[1]), "out-median-ns/packet")
+}
+
 // BenchmarkModes: see the comment at the top of this file.
 func BenchmarkModes(b *testing.B) {
 	trivial, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
@@ -143,7 +191,7 @@ func BenchmarkModes(b *testing.B) {
 	h := benchHarness(b)
 	plain := tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
 	for _, mode := range []string{"warm", "single", "cold"} {
-		for _, sc := range []string{"trivial", "attached", "established"} {
+		for _, sc := range []string{"trivial", "attached", "stateless", "established"} {
 			b.Run(mode+"/"+sc, func(b *testing.B) {
 				prog, frame := h.d.objs.SluiceIngress, plain
 				switch sc {
@@ -151,6 +199,14 @@ func BenchmarkModes(b *testing.B) {
 					prog = trivial
 				case "attached":
 					if err := h.d.LoadRules(&Image{}, Active); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := h.d.FlushStates(nil); err != nil {
+						b.Fatal(err)
+					}
+				case "stateless":
+					// HP's stateless set (every packet scans it)
+					if err := h.d.LoadRules(compileText(b, hpStatelessRules), Active); err != nil {
 						b.Fatal(err)
 					}
 					if _, err := h.d.FlushStates(nil); err != nil {
@@ -184,4 +240,11 @@ func BenchmarkModes(b *testing.B) {
 			pingPong(b, h.d.objs.SluiceIngress, h.d.objs.SluiceEgress, in, out, mode.cpus)
 		})
 	}
+	b.Run("contended/trivial", func(b *testing.B) {
+		contended(b, trivial, trivial, plain, plain, [2]int{0, 1}, 100)
+	})
+	b.Run("contended/established", func(b *testing.B) {
+		in, out := establishedFrames(b, h)
+		contended(b, h.d.objs.SluiceIngress, h.d.objs.SluiceEgress, in, out, [2]int{0, 1}, 100)
+	})
 }

@@ -132,11 +132,32 @@ func Compile(rules []*ipf.Rule, opts CompileOptions) (*Image, error) {
 // AcctIn, 3 AcctOut, then the filter groups in creation order and the
 // accounting groups by name.
 func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
+	// the host's interfaces are looked up once per name and compile (a
+	// lookup reads every interface from the kernel: a blocklist of a
+	// million rules `on eth0` took minutes), which also makes every rule
+	// of the set see the same interfaces
 	if opts.Ifindex == nil {
-		opts.Ifindex = hostIfindex
+		opts.Ifindex = memo(hostIfindex)
 	}
 	if opts.IfNet == nil {
-		opts.IfNet = hostIfNet
+		type key struct {
+			name string
+			v6   bool
+		}
+		nets := map[key]ruleset.IfaceNet{}
+		found := map[key]bool{}
+		opts.IfNet = func(name string, v6 bool) (ruleset.IfaceNet, bool) {
+			k := key{name, v6}
+			if n, ok := nets[k]; ok || found[k] {
+				return n, ok
+			}
+			n, ok := hostIfNet(name, v6)
+			if ok {
+				nets[k] = n
+			}
+			found[k] = true
+			return n, ok
+		}
 	}
 	type src struct {
 		l    *ruleset.List
@@ -253,6 +274,24 @@ func groupDir(l *ruleset.List) ipf.Direction {
 		return ipf.DirOut
 	}
 	return ipf.DirIn
+}
+
+// memo returns lookup with its answers kept, one per name (not safe for
+// concurrent use: CompileSet lays out its rules one at a time).
+func memo(lookup func(string) (int, bool)) func(string) (int, bool) {
+	type answer struct {
+		idx int
+		ok  bool
+	}
+	seen := map[string]answer{}
+	return func(name string) (int, bool) {
+		a, hit := seen[name]
+		if !hit {
+			a.idx, a.ok = lookup(name)
+			seen[name] = a
+		}
+		return a.idx, a.ok
+	}
 }
 
 func hostIfindex(name string) (int, bool) {

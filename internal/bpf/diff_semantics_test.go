@@ -27,6 +27,10 @@ import (
 // NAT or pool files, ipftest tunables (-T), packets on more than one
 // interface (the program sees one) or marked by the link layer, and rule
 // sets the kernel refuses at load (ErrUnsupported).
+//
+// kernelPending lists the cases whose IPFilter behaviour the engine has
+// and the kernel program does not have yet, each with what the C needs;
+// they are left out (and counted) until the C catches up.
 func TestDifferentialSemantics(t *testing.T) {
 	h := newHarness(t)
 	root := filepath.Join("..", "cmd", "ipftest", "testdata", "semantics")
@@ -38,6 +42,11 @@ func TestDifferentialSemantics(t *testing.T) {
 	skipped := map[string]int{}
 	for _, d := range dirs {
 		dir := filepath.Join(root, d.Name())
+		if why, ok := kernelPending[d.Name()]; ok {
+			t.Logf("%s left out: %s", d.Name(), why)
+			skipped["kernel pending"]++
+			continue
+		}
 		rulesText, err := os.ReadFile(filepath.Join(dir, "ipf.conf"))
 		if err != nil {
 			skipped["no ipf.conf"]++
@@ -168,3 +177,7 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// kernelPending: semantics cases the kernel program does not pass yet
+// (internal/bpf/c was being changed elsewhere when the engine learnt them).
+var kernelPending = map[string]string{}

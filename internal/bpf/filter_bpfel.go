@@ -121,9 +121,14 @@ type filterFragKey struct {
 }
 
 type filterHotCount struct {
+	_ structs.HostLayout
+	C [32]filterHotHits
+}
+
+type filterHotHits struct {
 	_     structs.HostLayout
-	Hits  [32]uint64
-	Bytes [32]uint64
+	Hits  uint64
+	Bytes uint64
 }
 
 type filterHotlist struct {
@@ -283,8 +288,14 @@ type filterRunKey struct {
 
 type filterStatblock struct {
 	_    structs.HostLayout
-	V    [64]uint64
+	V    [128]uint64
 	Drop [32]uint64
+}
+
+type filterStateCnt struct {
+	_     structs.HostLayout
+	Pkts  [4]uint64
+	Bytes [4]uint64
 }
 
 type filterStateEntry struct {
@@ -308,9 +319,9 @@ type filterStateEntry struct {
 	Created  uint64
 	Expire   uint64
 	Last     uint64
-	Pkts     [4]uint64
-	Bytes    [4]uint64
 	Tcp      [2]filterTcpSide
+	Pad1     uint64
+	Cnt      [4]filterStateCnt
 }
 
 type filterStateKey struct {
@@ -395,8 +406,14 @@ type filterWork struct {
 		Ipid     uint32
 		Fragoff  uint32
 	}
-	_ [4]byte
-	S struct {
+	HitPass    uint32
+	HitRuleNo  uint32
+	HitGroupNo uint32
+	HitLogtag  uint32
+	HitRev     uint32
+	HitSlot    uint32
+	HitIdx     uint32
+	S          struct {
 		_          structs.HostLayout
 		Lbase      uint32
 		Pos        uint32
@@ -411,33 +428,23 @@ type filterWork struct {
 		Done       uint32
 		Cut        uint32
 		Slot       uint32
-		_          [4]byte
+		Ncall      uint32
 		Now        uint64
 		StackPos   [16]uint32
 		StackEnd   [16]uint32
 		StackPasso [16]uint32
-		Ncall      uint32
 		StackCall  [16]uint32
 		StackPass  [16]uint32
 		StackRule  [16]uint32
 		StackSkip  [16]uint32
 		Logs       [4]uint32
-		_          [4]byte
 		Cand       [16]uint64
 	}
-	E          filterStateEntry
-	Obuf       [64]uint8
-	Fk         filterFragKey
-	Fe         filterFragEntry
-	Rk         filterStateKey
-	HitPass    uint32
-	HitRuleNo  uint32
-	HitGroupNo uint32
-	HitLogtag  uint32
-	HitRev     uint32
-	HitSlot    uint32
-	HitIdx     uint32
-	_          [4]byte
+	E    filterStateEntry
+	Obuf [64]uint8
+	Fk   filterFragKey
+	Fe   filterFragEntry
+	Rk   filterStateKey
 }
 
 // Names of all BPF objects in the ELF.

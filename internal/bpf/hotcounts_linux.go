@@ -31,7 +31,7 @@ func (d *Datapath) hotCounts(slot uint32, add func(pos int, hits, bytes uint64))
 		}
 		for i := 0; i < int(hl.N) && i < hotMax; i++ {
 			for c := range per {
-				add(int(hl.R[i].Pos), per[c].Hits[i], per[c].Bytes[i])
+				add(int(hl.R[i].Pos), per[c].C[i].Hits, per[c].C[i].Bytes)
 			}
 		}
 	}
@@ -64,7 +64,7 @@ func (d *Datapath) zeroHotCounts(slot uint32, index int) error {
 				if int(hl.R[i].Pos) == index {
 					found = true
 					for c := range per {
-						per[c].Hits[i], per[c].Bytes[i] = 0, 0
+						per[c].C[i] = filterHotHits{}
 					}
 				}
 			}

@@ -60,18 +60,18 @@ const (
 	maxExprVals = 64   // values per rule
 )
 
-// Config keys.
+// Config keys (CFG_* in filter.h; the packet path's are 1..8, one line).
 const (
-	cfgActive    = 0
-	cfgInactive  = 1
+	cfgInactive  = 0
+	cfgActive    = 1
 	cfgEnabled   = 2
 	cfgDefPass   = 3
-	cfgClock     = 4
+	cfgAnyL3     = 4 // attached to an interface without a link-layer header
 	cfgLogFlags  = 5
-	cfgMinTTL    = 6
-	cfgStateMax  = 7
-	cfgIndex0    = 8
-	cfgSetNo     = 11 // IPFilter set number (0/1) of the active set; user space only
+	cfgIndex0    = 6 // 6..8: the slot's IDX_* and FEAT_* bits
+	cfgClock     = 9
+	cfgMinTTL    = 10
+	cfgStateMax  = 11
 	cfgToTCP     = 12
 	cfgToUDP     = 24
 	cfgToUDPAck  = 25
@@ -88,7 +88,7 @@ const (
 	cfgGen0      = 36 // 36..38: generation of each slot's rules
 	cfgSwapLog   = 39 // user space only: an ipf -s in progress (see Swap)
 	cfgToken     = 40 // user space only: Token/SetToken
-	cfgAnyL3     = 41 // attached to an interface without a link-layer header
+	cfgSetNo     = 41 // IPFilter set number (0/1) of the active set; user space only
 	cfgAllIfaces = 42 // user space only: the filter belongs on every interface
 	cfgN         = 64
 )
@@ -117,46 +117,45 @@ const (
 	sfTwin = 0x04 // the key's twin holds the flow's entry the other way
 )
 
-// Statistics indexes.
+// Statistics indexes (ST_* in filter.h).
 const (
-	stDir      = 16
+	stDir      = 32
 	stPass     = 0
-	stBlock    = 1
-	stNomatch  = 13
-	stAcct     = 10
-	stShort    = 4
-	stBad      = 5
-	stLogPass  = 6
-	stLogBlock = 7
-	stLogged   = 8
-	stLogFail  = 9
+	stPkts     = 1
+	stMiss     = 2
 	stStKept   = 3
-	stStLost   = 11
-	stIPv6     = 12
-	stPkts     = 2
-	stFrag     = 14
-	stNotIP    = 15
-	stRST      = 32
-	stICMPRep  = 33
-	stAddTCP   = 34
-	stAddUDP   = 35
-	stAddICMP  = 36
-	stAddOther = 37
-	stHits     = 38
-	stMisses   = 39
-	stMaxRef   = 40
-	stExpired  = 41
-	stClosed   = 42
-	stDCA      = 43
-	stPPS      = 44
-	stRetFail  = 45
-	stOOW      = 46
-	stRouted   = 48
-	stDupped   = 49
-	stRouteErr = 50
-	stScanCut  = 51
-	stDCAFull  = 54
-	numStats   = 64
+	stBlock    = 4
+	stShort    = 5
+	stBad      = 6
+	stLogPass  = 7
+	stLogBlock = 8
+	stLogged   = 9
+	stLogFail  = 10
+	stAcct     = 11
+	stStLost   = 12
+	stIPv6     = 13
+	stNomatch  = 14
+	stFrag     = 15
+	stNotIP    = 16
+	stRST      = 64
+	stICMPRep  = 65
+	stAddTCP   = 66
+	stAddUDP   = 67
+	stAddICMP  = 68
+	stAddOther = 69
+	stMaxRef   = 72
+	stExpired  = 73
+	stClosed   = 74
+	stDCA      = 75
+	stPPS      = 76
+	stRetFail  = 77
+	stOOW      = 78
+	stRouted   = 80
+	stDupped   = 81
+	stRouteErr = 82
+	stScanCut  = 83
+	stDCAFull  = 86
+	numStats   = 128
 	numReasons = 32
 )
 
@@ -195,8 +194,10 @@ const (
 // Table sizes and the sweeper (filter.h).
 const (
 	stateCap = 262144 // STATE_CAP: the most state entries; state_max's ceiling
-	dcaCap   = 65536  // DCA_CAP
-	sweepNS  = 500000000
+	// STATE_STRIPES: a state entry's counters, one line per CPU mod this
+	stateStripes = 4
+	dcaCap       = 65536 // DCA_CAP
+	sweepNS      = 500000000
 )
 
 // sluice_ctl operations (CTL_* in filter.h).

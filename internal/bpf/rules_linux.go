@@ -449,6 +449,31 @@ func (d *Datapath) Flush(which Which, s Set) (int, error) {
 	return removed, nil
 }
 
+// RuleCount returns how many rules set s holds (Rules would list as
+// many) from its lists alone: ipf -Fa on a million-rule set needs the
+// count it prints, not the rules' texts read back and parsed.
+func (d *Datapath) RuleCount(s Set) (int, error) {
+	slot := d.slotOf(s)
+	n := 0
+	for i := 0; i < MaxLists; i++ {
+		var l filterList
+		var m filterListMeta
+		if err := d.objs.Lists.Lookup(slot*MaxLists+uint32(i), &l); err != nil {
+			return 0, fmt.Errorf("reading lists: %w", err)
+		}
+		if i >= listGroup0 && l.Count == 0 {
+			if err := d.objs.ListMetas.Lookup(slot*MaxLists+uint32(i), &m); err != nil {
+				return 0, fmt.Errorf("reading lists: %w", err)
+			}
+			if m.Name[0] == 0 {
+				break
+			}
+		}
+		n += int(l.Count)
+	}
+	return n, nil
+}
+
 // readImage reads a slot back (rules, lists, texts).
 func (d *Datapath) readImage(slot uint32) (*Image, error) {
 	im := &Image{}

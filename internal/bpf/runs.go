@@ -145,6 +145,12 @@ func (im *Image) findRuns() {
 				continue
 			}
 			im.rules[i].RunLen, im.rules[i].RunField = uint32(j-i), f
+			if rest := len(im.rules) - i; cap(im.runs)-len(im.runs) < rest && j-i >= rest/2 {
+				// a run of half the rules left (a blocklist): room
+				// for all of them at once, rather than growing run by
+				// run and copying the table (tens of MB) each time
+				im.runs = slices.Grow(im.runs, rest)
+			}
 			im.runs = slices.Grow(im.runs, j-i)
 			for k := i; k < j; k++ {
 				im.runs = append(im.runs, runEntry{head: uint32(i), addr: runAddr(&im.rules[k], f), idx: uint32(k)})

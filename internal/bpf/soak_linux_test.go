@@ -252,7 +252,9 @@ func TestPrivilegedSoak(t *testing.T) {
 	if e := echoErr.Load(); e != nil {
 		t.Errorf("long-lived connection failed: %v", e)
 	}
-	if m := time.Duration(echoMax.Load()); m > time.Second {
+	// A stall is a lost flow, not slowness: the limit is far above a
+	// loaded CI machine's scheduling delays (1.09 s was seen under load 11).
+	if m := time.Duration(echoMax.Load()); m > 5*time.Second {
 		t.Errorf("long-lived connection stalled for %v", m)
 	}
 	if peakCount > stateMax+64 {

@@ -77,7 +77,10 @@ func (d *Datapath) Stats() (Stats, error) {
 	s.In, s.Out = dir(0), dir(stDir)
 	s.RSTSent, s.ICMPSent, s.ReplyFail = raw[stRST], raw[stICMPRep], raw[stRetFail]
 	s.StateAdded = [4]uint64{raw[stAddTCP], raw[stAddUDP], raw[stAddICMP], raw[stAddOther]}
-	s.StateHits, s.StateMiss = raw[stHits], raw[stMisses]
+	// the table's hits and misses are counted by direction, in the
+	// line each packet counts in anyway
+	s.StateHits = raw[stStKept] + raw[stDir+stStKept]
+	s.StateMiss = raw[stMiss] + raw[stDir+stMiss]
 	s.StateMaxRefused, s.StateExpired, s.StateClosed = raw[stMaxRef], raw[stExpired], raw[stClosed]
 	s.OOW, s.DCABlocked, s.PPSBlocked = raw[stOOW], raw[stDCA], raw[stPPS]
 	s.Routed, s.Duplicated, s.RouteFail = raw[stRouted], raw[stDupped], raw[stRouteErr]
@@ -179,8 +182,9 @@ func (d *Datapath) States() ([]State, error) {
 			Proto: k.Proto, Src: keyAddr(src, k.Family), Dst: keyAddr(dst, k.Family),
 			SrcPort: sport, DstPort: dport, TTL: time.Duration(v.Expire - now), Idle: time.Duration(now - v.Last),
 			Pass: v.Pass, RuleNo: v.RuleNo, Group: v.GroupNo, Tag: v.Logtag,
-			Pkts: v.Pkts, Bytes: v.Bytes, Ifindex: v.Ifindex,
+			Ifindex: v.Ifindex,
 		}
+		s.Pkts, s.Bytes = v.counts()
 		for i := 0; i < 2; i++ {
 			s.TCPState[i] = v.Tcp[i].State
 			s.End[i], s.MaxEnd[i], s.MaxWin[i], s.WScale[i] = v.Tcp[i].End, v.Tcp[i].Maxend, v.Tcp[i].Maxwin, v.Tcp[i].Wscale
@@ -191,6 +195,18 @@ func (d *Datapath) States() ([]State, error) {
 		return nil, fmt.Errorf("reading states: %w", err)
 	}
 	return out, nil
+}
+
+// counts adds the entry's counter stripes (each CPU counts in the stripe
+// cpu % STATE_STRIPES, a cache line of its own).
+func (v *filterStateEntry) counts() (pkts, bytes [4]uint64) {
+	for i := range v.Cnt {
+		for j := range pkts {
+			pkts[j] += v.Cnt[i].Pkts[j]
+			bytes[j] += v.Cnt[i].Bytes[j]
+		}
+	}
+	return pkts, bytes
 }
 
 // now reads the datapath's clock: CLOCK_MONOTONIC plus the test offset.

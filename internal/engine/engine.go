@@ -1188,24 +1188,36 @@ type fragID struct {
 
 // ipidFirstEnd reports where the first fragment p ends for its update_ipid
 // entry, or false when ipf_frag_ipidnew makes none (checked against
-// IPFilter's ipftest): a first fragment too short for its L4 header makes
-// none, except TCP cut inside its 20 fixed bytes, which IPFilter counts as
-// ending at 20; a TCP header whose options are cut makes none.
+// IPFilter's ipftest). IPFilter keeps the end in 8-byte units (the length
+// rounded down: a 12-byte first fragment lets a fragment at offset 8
+// through). A TCP header counts as ending at 20 at least, even when cut
+// inside its fixed bytes; a TCP header whose options are cut makes none.
+// An ICMP error makes none, and neither does a first fragment too short for
+// its L4 header, except ICMP (a 8-byte mask request, 12 bytes long, makes
+// one), or one that is bad (a whole TCP header included).
 func ipidFirstEnd(p *Packet) (int, bool) {
 	fi := &p.Info
 	if fi.Version == 4 && fi.L4Proto == 6 && fi.L4Off > 0 {
 		if fi.DLen < 20 {
 			return 20, true
 		}
+		if fi.Flags&packet.FlagBad != 0 {
+			// A whole TCP header IPFilter calls bad (no flags, a data
+			// offset below 20, ...) makes none.
+			return 0, false
+		}
 		if fi.L4Off+12 < len(p.Data) && int(p.Data[fi.L4Off+12]>>4)*4 > fi.DLen {
 			return 0, false
 		}
-		return fi.DLen, true
+		return max(fi.DLen&^7, 20), true
 	}
-	if fi.Flags&packet.FlagShort != 0 {
+	if fi.Flags&(packet.FlagBad|packet.FlagICMPErr) != 0 {
 		return 0, false
 	}
-	return fi.DLen, true
+	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP {
+		return 0, false
+	}
+	return fi.DLen &^ 7, true
 }
 
 // rewriteIPID is ipf_updateipid: outbound IPv4 packets get ids from a
@@ -1227,8 +1239,14 @@ func (e *Engine) rewriteIPID(p *Packet) bool {
 				// long gone when this many newer ones were seen.
 				e.fragIDs = make(map[fragKeyT]fragID)
 			}
-			if end, ok := ipidFirstEnd(p); ok {
-				e.fragIDs[p.fk] = fragID{id: id, end: end}
+			// A second first fragment of a datagram the table holds
+			// gets an id of its own but leaves the entry as it was
+			// (ipfr_frag_new finds it already there), so the later
+			// fragments keep the first one's id.
+			if _, dup := e.fragIDs[p.fk]; !dup {
+				if end, ok := ipidFirstEnd(p); ok {
+					e.fragIDs[p.fk] = fragID{id: id, end: end}
+				}
 			}
 		} else if v, ok := e.fragIDs[p.fk]; ok && fi.Off >= v.end {
 			id = v.id

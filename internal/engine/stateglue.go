@@ -194,8 +194,10 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 	}
 	if pass&ruleset.FRLogFirst != 0 {
 		// ipf_state_add: only the first packet is logged, so the
-		// entry's flags have neither log nor log first.
+		// entry's flags have neither log nor log first (but
+		// its duplicate test still sees them: Limits.LogFirst).
 		pass &^= ruleset.FRLogFirst | ruleset.FRLog
+		lim.LogFirst = true
 	}
 	sp := fillState(p)
 	se, err := e.States.Add(sp, pass, &lim)
@@ -221,12 +223,22 @@ func (e *Engine) fragKey(p *Packet) {
 func fragKeyOf(fi *packet.Info, ifname string) (k fragKeyT) {
 	k.V, k.Proto, k.ID = fi.Version, fi.Proto, fi.ID
 	k.Src, k.Dst = fi.Src, fi.Dst
-	k.OptMsk, k.SecMsk, k.Auth = fi.OptMask, fi.SecMask, fi.Auth
+	// IPFilter keys fragments by the options every fragment carries
+	// (fi_optmsk & IPF_OPTCOPY, the copied IPv4 options; of IPv6's
+	// extension headers only mobility is in that mask): a first
+	// fragment with a timestamp option, or an IPv6 hop-by-hop header,
+	// shares its entry with fragments without (checked against its
+	// ipftest, keep frags and update_ipid).
+	k.OptMsk, k.SecMsk, k.Auth = fi.OptMask&optCopy, fi.SecMask, fi.Auth
 	k.IfName = ifname
 	return k
 }
 
 type fragKeyT = frag.Key
+
+// optCopy is IPFilter's IPF_OPTCOPY: the OptMask bits of the IPv4 options
+// that are copied into every fragment (security to FINN).
+const optCopy = 0x07ff00
 
 func isICMPError4(t uint8) bool {
 	switch t {

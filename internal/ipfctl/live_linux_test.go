@@ -1172,3 +1172,116 @@ func TestPrivilegedFailedFirstLoadLeavesNoPins(t *testing.T) {
 		t.Fatalf("ipf -D: %v", err)
 	}
 }
+
+// TestPrivilegedFlushAllCount checks the count ipf -v -Fa prints, which
+// it takes from the loaded lists without reading the rules back: every
+// rule of the set counts (groups, heads, accounting), in the active set,
+// the inactive one (-I) and the set a -s before it made active.
+func TestPrivilegedFlushAllCount(t *testing.T) {
+	tp := sharedTopo(t)
+	active := `pass in all
+block in quick proto tcp from any to any port = 1 head 10
+pass in from 192.0.2.4 to any group 10
+block in from 192.0.2.5 to any group 10
+count in from any to any
+count out from any to any
+pass out all
+block out from 192.0.2.6 to any head 20
+pass out from any to any group 20
+`
+	inactive := "pass in all\npass out all\ncount in from any to any\n"
+	load := func() {
+		tp.mustRun("ipf", "-Fa", "-f", tp.file("fa-active.conf", active))
+		tp.mustRun("ipf", "-I", "-Fa", "-f", tp.file("fa-inactive.conf", inactive))
+	}
+	removed := func(out string) int {
+		t.Helper()
+		var n int
+		i := strings.Index(out, "filter rules removed")
+		if i < 0 {
+			t.Fatalf("no count in %q", out)
+		}
+		line := out[strings.LastIndex(out[:i], "\n")+1:]
+		if _, err := fmt.Sscanf(line, "%d filter rules removed", &n); err != nil {
+			t.Fatalf("%q: %v", out, err)
+		}
+		return n
+	}
+	nActive, nInactive := strings.Count(active, "\n"), strings.Count(inactive, "\n")
+	load()
+	if n := removed(tp.mustRun("ipf", "-v", "-Fa")); n != nActive {
+		t.Errorf("ipf -v -Fa removed %d rules, want %d", n, nActive)
+	}
+	if n := removed(tp.mustRun("ipf", "-v", "-Fa")); n != 0 {
+		t.Errorf("ipf -v -Fa of an empty set removed %d rules, want 0", n)
+	}
+	if n := removed(tp.mustRun("ipf", "-I", "-v", "-Fa")); n != nInactive {
+		t.Errorf("ipf -I -v -Fa removed %d rules, want %d", n, nInactive)
+	}
+	load()
+	if n := removed(tp.mustRun("ipf", "-v", "-s", "-Fa")); n != nInactive {
+		t.Errorf("ipf -v -s -Fa removed %d rules, want %d (the set -s made active)", n, nInactive)
+	}
+	if got := tp.mustRun("ipfstat", "-io"); got != "" {
+		t.Errorf("ipfstat -io after ipf -s -Fa:\n%s\nwant nothing", got)
+	}
+	if got := strings.Count(tp.mustRun("ipfstat", "-Iio"), "\n"); got != nActive {
+		t.Errorf("ipfstat -Iio lists %d rules after ipf -s -Fa, want the %d of the set -s made inactive", got, nActive)
+	}
+	// a flush of one direction still reads the rules and keeps the rest
+	load()
+	if n := removed(tp.mustRun("ipf", "-v", "-Fi")); n != 5 {
+		t.Errorf("ipf -v -Fi removed %d rules, want 5", n)
+	}
+	if n := removed(tp.mustRun("ipf", "-v", "-Fa")); n != nActive-5 {
+		t.Errorf("ipf -v -Fa after -Fi removed %d rules, want %d", n, nActive-5)
+	}
+}
+
+// TestPrivilegedBigBlocklist loads a blocklist past the size from which
+// ipf parses a file in pieces and compiles it on every core (120 000
+// rules, 4.6 MB): the rules listed are the file's, a source in the
+// middle of the list is blocked (the run's table), a reload without it
+// passes it again, and a reload with an error in the middle of the file
+// reports it at its line and leaves the loaded set in force. About 10 s
+// on a quiet machine.
+func TestPrivilegedBigBlocklist(t *testing.T) {
+	tp := sharedTopo(t)
+	const n = 120000
+	list := func(withA bool) string {
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			if i == n/2 && withA {
+				fmt.Fprintf(&b, "block in quick from %s/32 to any\n", addrA)
+				continue
+			}
+			fmt.Fprintf(&b, "block in quick from 198.%d.%d.%d/32 to any\n", 18+i>>16&1, i>>8&255, i&255)
+		}
+		b.WriteString("pass in all\npass out all\n")
+		return b.String()
+	}
+	count := func() int { return strings.Count(tp.mustRun("ipfstat", "-i"), "\n") }
+	tp.mustRun("ipf", "-Fa", "-f", tp.file("big.conf", list(true)))
+	if got := count(); got != n+1 {
+		t.Fatalf("ipfstat -i lists %d rules, want %d", got, n+1)
+	}
+	if err := tp.tcpEcho(tp.a, addrB, 300*time.Millisecond); err == nil {
+		t.Errorf("TCP from %s passed, want it blocked by rule %d of the blocklist", addrA, n/2+1)
+	}
+	tp.mustRun("ipf", "-Fa", "-f", tp.file("big.conf", list(false)))
+	if err := tp.tcpEcho(tp.a, addrB, 2*time.Second); err != nil {
+		t.Errorf("TCP from %s after a reload without its rule: %v", addrA, err)
+	}
+	before := tp.mustRun("ipfstat", "-io")
+	src := list(true)
+	mid := strings.Index(src[len(src)/2:], "\n") + len(src)/2 + 1
+	bad := src[:mid] + "block in quick frm 192.0.2.1/32 to any\n" + src[mid:]
+	line := strings.Count(src[:mid], "\n") + 1
+	code, _, stderr := tp.run("ipf", "-Fa", "-f", tp.file("big-bad.conf", bad))
+	if want := fmt.Sprintf("big-bad.conf:%d:16: ", line); code == 0 || !strings.Contains(stderr, want) {
+		t.Errorf("ipf exit %d, stderr %q: want an error at %s", code, stderr, want)
+	}
+	if after := tp.mustRun("ipfstat", "-io"); after != before {
+		t.Errorf("a failed load changed the rules (%d lines before, %d after)", strings.Count(before, "\n"), strings.Count(after, "\n"))
+	}
+}

@@ -196,6 +196,17 @@ func (t *tx) stage(i int, op *Op) error {
 		}
 		t.set(op.Set, rules)
 	case OpFlush:
+		if n, ok, err := t.countUnread(op); err != nil {
+			return err
+		} else if ok {
+			// -Fa of a set as loaded: nothing of it stays, so it is
+			// not read back (a million-rule set took seconds)
+			if n > 0 {
+				t.set(op.Set, nil)
+			}
+			t.results[i].Count = n
+			break
+		}
 		cur, err := t.rules(op.Set)
 		if err != nil {
 			return err
@@ -229,6 +240,22 @@ func (t *tx) stage(i int, op *Op) error {
 		}
 	}
 	return nil
+}
+
+// countUnread returns how many rules a flush of both directions removes
+// when the set it flushes is a loaded one not read yet (ok false
+// otherwise: the flush must see the rules).
+func (t *tx) countUnread(op *Op) (n int, ok bool, err error) {
+	if op.Which != FlushBoth || t.d == nil {
+		return 0, false, nil
+	}
+	for _, s := range []Set{SetActive, SetInactive} {
+		if t.cur[op.Set].id == t.orig[s].id && !t.read[s] {
+			n, err := t.d.RuleCount(toBPF(s))
+			return n, err == nil, err
+		}
+	}
+	return 0, false, nil
 }
 
 // checkNewRules rejects rules of a load that name pool tables that do not

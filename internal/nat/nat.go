@@ -71,6 +71,11 @@ type Config struct {
 	// Tunable reads proxy tunables (ftp_debug, ftp_insecure,
 	// ftp_pasvonly) when a proxy session starts; nil reads zeros.
 	Tunable func(name string) (int, bool)
+	// OnSession is called when a rule starts a session: IPFilter's
+	// ipf_sync_new numbers NAT sessions from the counter that numbers
+	// the entries of keep state (sync) rules, so each session moves
+	// the next such entry's number on. nil: nothing to tell.
+	OnSession func()
 }
 
 // Clock is the time source for session ageing.

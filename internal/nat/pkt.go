@@ -18,17 +18,24 @@ const (
 // view locates the fields NAT reads and rewrites in one packet. It lives
 // on the caller's stack.
 type view struct {
-	b         []byte
-	v6        bool
-	proto     uint8
-	l4        int // offset of the L4 header, -1 if not present (fragment body)
-	l4len     int
-	src, dst  netip.Addr
-	sport     uint16 // TCP/UDP ports; ICMP query id in both
-	dport     uint16
-	flags     int
-	icmpType  uint8
-	icmpErr   bool
+	b        []byte
+	v6       bool
+	proto    uint8
+	l4       int // offset of the L4 header, -1 if not present (fragment body)
+	l4len    int
+	src, dst netip.Addr
+	sport    uint16 // TCP/UDP ports; ICMP query id in both
+	dport    uint16
+	flags    int
+	icmpType uint8
+	icmpErr  bool
+	// nqICMP: an ICMPv4 packet that is not a query (an error, or
+	// another type) with its 8 header bytes; nqID holds its bytes 4-5,
+	// where a query's id would be: IPFilter looks such a packet up by
+	// them (fin_data), so it finds a query's session with that id, and
+	// a session without an id only when they are 0.
+	nqICMP    bool
+	nqID      uint16
 	fragBody  bool
 	moreFrags bool
 	// fragOff is where a fragment's data starts in its datagram and
@@ -41,32 +48,42 @@ type view struct {
 	// ports sport and dport are there; flags and l4 treat the packet
 	// as one without ports.
 	cutPorts bool
-	cutFrag  bool // a cut header's first fragment the rest follow
 	// cut6: an IPv6 TCP header cut short (4-19 bytes). IPFilter treats
 	// it as a TCP packet with ports (its session lists them, a portmap
 	// rewrites them), only without a checksum to patch; l4 and l4len
 	// hold what there is of the header.
 	cut6 bool
-}
-
-// cutAck is the acknowledgment number of a TCP header cut short, 0 when
-// it is not all there.
-func cutAck(l4 []byte) uint32 {
-	if len(l4) < 12 {
-		return 0
-	}
-	return binary.BigEndian.Uint32(l4[8:])
+	// ah: the IPv6 packet has an AH header, walked as an extension
+	// header; proto is what follows it.
+	ah bool
 }
 
 // fragKey identifies the fragments of one datagram (the IPv6 fragment
 // header's id in place of the IPv4 one).
+//
+// As IPFilter's fragment cache (ipfr_optmsk, ipfr_secmsk, ipfr_auth), an
+// IPv4 key holds the copied options of the fragment too: a first
+// fragment with a security or source-route option shares no entry with
+// fragments without it (checked against its ipftest); a timestamp or
+// record-route option, never copied, is left out.
 type fragKey struct {
 	proto    uint8
 	id       uint32
 	src, dst netip.Addr
+	optmsk   uint32
+	secmsk   uint16
+	auth     uint16
 }
 
-func (v *view) fragKey() fragKey { return fragKey{v.proto, v.ipid, v.src, v.dst} }
+func (v *view) fragKey() fragKey {
+	k := fragKey{proto: v.proto, id: v.ipid, src: v.src, dst: v.dst}
+	if !v.v6 && (v.moreFrags || v.fragOff != 0) {
+		if hl := packet.IPv4(v.b).HeaderLength(); hl > packet.IPv4MinimumSize {
+			k.optmsk, k.secmsk, k.auth = packet.IPv4FragKeyOptions(v.b[packet.IPv4MinimumSize:hl])
+		}
+	}
+	return k
+}
 
 func isICMPv4Query(t uint8) bool {
 	switch t {
@@ -147,17 +164,32 @@ func parse(v *view, b []byte) bool {
 	walk:
 		for {
 			switch nh {
-			case 0, 43, 60, 135:
-				if off+8 > end {
-					// A header cut short: IPFilter still
-					// translates the addresses.
-					v.proto = nh
+			case 0, 43, 60, 135, 51:
+				// AH is one of IPFilter's IPv6 extension
+				// headers, its length read as theirs (8-byte
+				// units, not AH's own 4-byte ones): the
+				// packet's protocol is what follows it.
+				hl := (int(b[min(off+1, len(b)-1)]) + 1) * 8
+				if off+8 > end || off+hl > end {
+					// A header cut short, or running past
+					// the packet: IPFilter still translates
+					// the addresses, with no protocol
+					// (IPPROTO_NONE: such packets share one
+					// session whatever header was cut;
+					// checked against its ipftest).
+					v.proto = 59
 					return true
 				}
-				nh, off = b[off], off+(int(b[off+1])+1)*8
+				v.ah = v.ah || nh == 51
+				nh, off = b[off], off+hl
 			case 44:
 				if off+8 > end {
-					return false
+					// Cut short like any extension header:
+					// no protocol (checked against its
+					// ipftest: such a packet clashes with
+					// another protocol-59 session).
+					v.proto = 59
+					return true
 				}
 				v.ipid = binary.BigEndian.Uint32(b[off+4:])
 				v.moreFrags = b[off+3]&1 != 0
@@ -174,6 +206,13 @@ func parse(v *view, b []byte) bool {
 			}
 		}
 		v.proto = nh
+		if v.ah && (nh != 6 || end-off < packet.TCPMinimumSize) {
+			// Behind AH, IPFilter reads the ports of a whole TCP
+			// header only: UDP, a cut TCP header and ICMPv6 give
+			// a session of their protocol without ports or ids
+			// (checked against its ipftest).
+			return true
+		}
 		if off <= end {
 			v.l4, v.l4len = off, end-off
 		}
@@ -212,11 +251,6 @@ func parse(v *view, b []byte) bool {
 				v.cutPorts = true
 				v.sport = binary.BigEndian.Uint16(l4)
 				v.dport = binary.BigEndian.Uint16(l4[2:])
-				// A first fragment holding its flags (14 bytes or
-				// more) whose header IPFilter does not call bad
-				// starts a fragment entry: the rest follows it.
-				v.cutFrag = len(l4) >= 14 && l4[12]>>4 >= 5 &&
-					!packet.TCPFlagsBad(l4[13], 0, cutAck(l4))
 			}
 			return true
 		}
@@ -233,6 +267,10 @@ func parse(v *view, b []byte) bool {
 			return true
 		}
 		v.icmpType = l4[0]
+		if v.proto == 1 && !isICMPv4Query(v.icmpType) {
+			v.nqICMP = true
+			v.nqID = binary.BigEndian.Uint16(l4[4:])
+		}
 		if (v.proto == 1 && isICMPv4Query(v.icmpType)) || (v.proto == 58 && isICMPv6Query(v.icmpType)) {
 			v.flags = flagICMPQuery
 			id := binary.BigEndian.Uint16(l4[4:])

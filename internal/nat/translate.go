@@ -104,7 +104,10 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 			// without ports or ids (GRE, ESP, IP in IP, ...) still
 			// finds its session by its addresses, as any packet of it
 			// does; it never starts one (checked against ipftest).
-			if !portless(&v) {
+			// IPv6 AH bodies never find a session in IPFilter (AH is
+			// an extension header to its IPv6 walk: the first
+			// fragment's session is not one of protocol 51).
+			if !portless(&v) || v.v6 && v.proto == 51 {
 				return pkt, NoMatch
 			}
 			if s := n.lookup(dir, &v, ifname); s != nil {
@@ -126,16 +129,18 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 		// IPFilter looks a TCP packet whose header is cut short up by
 		// the ports it has (fin_data), and translates only its
 		// addresses (no port, no TCP checksum: the header is not
-		// whole); the fragments after it follow it only when it holds
-		// flags IPFilter does not call bad (cutFrag).
+		// whole); the fragments after it follow it.
 		// Without a session it is a packet without ports, and it does
 		// not find a session without ports either: IPFilter looks it up
 		// by its ports only, so each such packet starts a session of
 		// its own (checked against its ipftest).
 		if s := n.lookup(dir, &v, ifname); s != nil {
-			if v.cutFrag {
-				n.noteFrag(&v, s)
-			}
+			// A cut first fragment starts a fragment entry whatever
+			// flags or data offset it holds: IPFilter checks no
+			// flags of a header it does not have whole (checked
+			// against its ipftest: 8 to 16 bytes, SYN+FIN, FIN
+			// alone, data offset 4).
+			n.noteFrag(&v, s)
 			b, r := n.apply(s, &v, dir)
 			setTag(got, s, r)
 			return b, r
@@ -144,8 +149,15 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 	}
 	if v.cutPorts {
 		// no portless lookup (above)
-	} else if s := n.lookup(dir, &v, ifname); s != nil {
-		n.noteFrag(&v, s)
+	} else if s := n.lookupNonQuery(dir, &v, ifname); s != nil {
+		// An ICMP packet that is not a query and finds a query's
+		// session by its bytes 4-5 makes no fragment entry: the
+		// rest of its datagram is not translated (checked against
+		// IPFilter's ipftest: unreachable and redirect after an
+		// echo, map and map-block).
+		if !v.nqICMP {
+			n.noteFrag(&v, s)
+		}
 		b, r := n.apply(s, &v, dir)
 		setTag(got, s, r)
 		return b, r
@@ -198,7 +210,11 @@ walk:
 				return pkt, Failed
 			}
 			r.hits++
-			if r.RoundRobin && move {
+			// IPFilter moves a round-robin rule to the end of its
+			// bucket after ipf_nat_newrdr only: map, map-block and
+			// an outbound bimap stay where they are (checked
+			// against its ipftest, IPv4 and IPv6).
+			if r.RoundRobin && move && dir == In {
 				n.rotate(r, dir)
 			}
 			setTag(got, s, res)
@@ -241,22 +257,56 @@ func (n *NAT) noteFrag(v *view, s *session) {
 	if v.proto == 6 && v.l4 >= 0 && !v.cut6 && tcpHeaderBad(packet.TCP(v.b[v.l4:v.l4+v.l4len])) {
 		return
 	}
+	if v.cut6 && cutTCPHeaderBad(v.b[v.l4:v.l4+v.l4len]) {
+		return
+	}
 	end := v.fragEnd
-	if (v.cutPorts || v.cut6) && end < v.fragOff+20 {
-		// A TCP header cut inside its 20 fixed bytes counts as ending
-		// at 20 (IPFilter's firstend, as for update_ipid): a later
-		// fragment that starts before that overlaps it and is not
-		// translated (checked against its ipftest).
-		end = v.fragOff + 20
+	if !v.v6 {
+		end = v4FirstEnd(v)
+	} else if (v.fragEnd-v.fragOff)%8 != 0 || v.proto == 51 || v.ah || v.proto == 6 && v.l4len < 14 {
+		// IPv6: a first fragment whose data is not a multiple of 8
+		// bytes is bad and makes no entry; nor does AH, nor a TCP
+		// header cut short that IPFilter calls bad. The end is where
+		// the data ends: no rounding, no 20-byte TCP minimum (checked
+		// against IPFilter's ipftest: TCP, UDP and ICMPv6 of 4 to 32
+		// bytes).
+		return
 	}
 	n.addFrag(v.fragKey(), fragEntry{s: s, end: end})
 	s.hasFrags = true
+}
+
+// v4FirstEnd is where an IPv4 first fragment ends for the fragments that
+// follow (IPFilter's ipfr_firstend): a fragment starting before it
+// overlaps the first and is not translated. IPFilter keeps it in 8-byte
+// units, rounded down; a TCP first fragment counts as at least 24 bytes
+// (a header cut inside its 20 fixed bytes too), and an ICMP error, or a
+// query shorter than its type's minimum (timestamp 20, mask 12), as 8,
+// so every later fragment follows it (all checked against its ipftest,
+// 8 to 48 bytes, each type).
+func v4FirstEnd(v *view) int {
+	end := v.fragEnd &^ 7
+	switch {
+	case v.proto == 6:
+		end = max(end, 24)
+	case v.proto == 1 && v.l4len >= 8 && (isICMPv4Error(v.icmpType) ||
+		(v.icmpType == 13 || v.icmpType == 14) && v.l4len < 20 ||
+		(v.icmpType == 17 || v.icmpType == 18) && v.l4len < 12):
+		end = 8
+	}
+	return end
 }
 
 // addFrag enters a first fragment's entry for the fragments that follow.
 func (n *NAT) addFrag(k fragKey, fe fragEntry) {
 	if n.frags == nil {
 		n.frags = make(map[fragKey]fragEntry)
+	}
+	if _, ok := n.frags[k]; ok {
+		// IPFilter's cache keeps the entry it has for a datagram
+		// (ipfr_new finds it and adds none): a second first
+		// fragment with the same key does not take it over.
+		return
 	}
 	if len(n.frags) >= maxFrags {
 		// The table is full: forget an arbitrary datagram, as a real
@@ -291,6 +341,23 @@ func (n *NAT) lookup(dir Direction, v *view, ifname string) *session {
 	if s == nil || !s.onIf(dir, ifname) {
 		return nil
 	}
+	return s
+}
+
+// lookupNonQuery is lookup, except for an ICMPv4 packet that is not a
+// query: IPFilter looks it up with its bytes 4-5 in the id slot, so it
+// finds the session of a query with that id, and one of its own kind
+// (no id) only when they are 0; otherwise each such packet starts a
+// session (checked against its ipftest: an echo then a redirect with
+// the echo's id share one session, two redirects make two).
+func (n *NAT) lookupNonQuery(dir Direction, v *view, ifname string) *session {
+	if !v.nqICMP {
+		return n.lookup(dir, v, ifname)
+	}
+	sp, dp := v.sport, v.dport
+	v.sport, v.dport = v.nqID, v.nqID
+	s := n.lookup(dir, v, ifname)
+	v.sport, v.dport = sp, dp
 	return s
 }
 
@@ -344,6 +411,13 @@ func (n *NAT) ruleMatches(r *rule, v *view, ifname, tag string, dir Direction) b
 		// matches no ICMPv6 packet, only IPv6 packets of protocol 1,
 		// which carry no ICMP query for IPv6.
 		if v.proto != 1 {
+			return false
+		}
+		// A port test makes the rule tcp/udp as well (ipnat_y.y sets
+		// IPN_TCPUDP beside icmpidmap's IPN_ICMPQUERY): the rule then
+		// has protocol flags, which an ICMP error (neither a query nor
+		// TCP/UDP) does not meet, so only queries take it.
+		if r.PortTest() && v.flags&flagICMPQuery == 0 {
 			return false
 		}
 	} else {
@@ -439,6 +513,9 @@ func (n *NAT) newSession(r *rule, v *view, ifname string, dir Direction) (*sessi
 	n.sessions[s.fwdKey()] = s
 	n.sessions[s.revKey()] = s
 	n.active = append(n.active, s)
+	if n.cfg.OnSession != nil {
+		n.cfg.OnSession()
+	}
 	return s, move
 }
 
@@ -596,6 +673,16 @@ func (n *NAT) exists(k key) bool {
 	return ok
 }
 
+// existsOn is exists for IPFilter's clash checks, which look the new
+// session's tuple up as a packet on the new session's interface would
+// be: a session with that tuple on another interface is no clash
+// (checked against its ipftest: a bimap session on nic0 and a map
+// session of the same tuple on nic1).
+func (n *NAT) existsOn(k key, ifname string) bool {
+	s, ok := n.sessions[k]
+	return ok && s.onIf(k.dir, ifname)
+}
+
 // newMap allocates the new source for an outbound map, bimap or
 // map-block session (ipf_nat_newmap).
 func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
@@ -708,7 +795,7 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		if v.flags&flagICMPQuery != 0 {
 			k.sp = port
 		}
-		if v.cutPorts || !n.exists(k) {
+		if v.cutPorts || !n.existsOn(k, s.ifname) {
 			// A TCP packet cut short is checked by the ports it has
 			// (IPFilter's fin_data), not by the portless view its
 			// session gets: a second one from the host takes the same
@@ -815,8 +902,16 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 	}
 	nport := dport
 	if r.dpnext != 0 {
-		if !r.FixedDPort && r.OPortMin != r.OPortMax {
-			nport = uint16(int(dport) - r.OPortMin + r.DPMax)
+		if !r.FixedDPort && (r.OPortMin != r.OPortMax || r.Filter) {
+			// A from/to rdr maps a port P to P - LO + HI, LO
+			// being its destination port test's first port (0
+			// without one): `to X port > 50 -> Y port 22` sends 53
+			// to 25 (checked against IPFilter's ipftest).
+			base := r.OPortMin
+			if r.Filter {
+				base = r.DstPort.P1
+			}
+			nport = uint16(int(dport) - base + r.DPMax)
 		} else {
 			nport = uint16(r.dpnext)
 			r.dpnext++
@@ -1079,7 +1174,13 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 		// gets the same outer header (IPFilter starts a fragment entry
 		// for it too, but then translates the rest by the session,
 		// docs/ipfilter-differences.md C19).
+		// Its end is ipfr_firstend's, as for any first fragment:
+		// an ICMPv4 error's counts as 8 (checked against its
+		// ipftest: a later fragment at 24 of a 32-byte error follows).
 		fe.end = v.fragEnd
+		if !v.v6 {
+			fe.end = v4FirstEnd(v)
+		}
 		n.addFrag(v.fragKey(), fe)
 		s.hasFrags = true
 	}
@@ -1168,6 +1269,23 @@ func ipfFixIncksum(cksum uint16, n uint32) uint16 {
 
 // tcpHeaderBad reports a whole TCP header IPFilter marks bad
 // (ipf_pr_tcpcommon).
+// cutTCPHeaderBad is tcpHeaderBad for an IPv6 TCP header cut short (4-19
+// bytes): IPFilter judges the data offset and flags it has (from 14
+// bytes on), reading the missing urgent pointer as 0, so a cut first
+// fragment with SYN|FIN, FIN without ACK or URG makes no fragment entry
+// (checked against its ipftest: 16-byte headers, each flag set).
+func cutTCPHeaderBad(t []byte) bool {
+	if len(t) < 14 {
+		return false
+	}
+	var urp uint16
+	if len(t) >= 20 {
+		urp = binary.BigEndian.Uint16(t[18:])
+	}
+	return int(t[12]>>4)*4 < packet.TCPMinimumSize ||
+		packet.TCPFlagsBad(t[13], urp, binary.BigEndian.Uint32(t[8:]))
+}
+
 func tcpHeaderBad(t packet.TCP) bool {
 	return t.DataOffset() < packet.TCPMinimumSize || packet.TCPFlagsBad(t.Flags(), t.UrgentPointer(), t.AckNumber())
 }

@@ -334,6 +334,21 @@ func (i *Info) walkIPv4Options(opts []byte) {
 	i.OptMask, i.SecMask, i.Auth = optmsk, secmsk, auth
 }
 
+// IPv4FragKeyOptions returns the option fields IPFilter keys fragments
+// by (ipfr_optmsk, ipfr_secmsk, ipfr_auth): the OptMask bits of the
+// copied options (IPF_OPTCOPY, security to FINN), the security class and
+// its authority, as walkIPv4Options records them from opts (the option
+// bytes after the fixed 20-byte header).
+func IPv4FragKeyOptions(opts []byte) (optmsk uint32, secmsk, auth uint16) {
+	var i Info
+	i.walkIPv4Options(opts)
+	return i.OptMask & ipv4OptCopy, i.SecMask, i.Auth
+}
+
+// ipv4OptCopy is IPFilter's IPF_OPTCOPY: the OptMask bits of the IPv4
+// options copied into every fragment.
+const ipv4OptCopy = 0x07ff00
+
 // validCIPSO checks a CIPSO option's length (6..40) and that each tag has
 // a sane length within the option.
 func validCIPSO(d []byte) bool {

@@ -309,6 +309,13 @@ type Limits struct {
 	WildSrcPort, WildDstPort, Clone bool
 	// NewISN is keep state (newisn): outbound ISNs are replaced.
 	NewISN bool
+	// LogFirst marks an entry of a log first rule (the flags given to
+	// Add no longer carry log first). ipf_state_add compares the new
+	// entry with the live ones while its is_pass still holds log and
+	// log first, and strips them only afterwards, so no live entry is
+	// ever identical to it: a packet that misses its flow's entry is
+	// never refused by such a rule (C4 then replaces the old entry).
+	LogFirst bool
 	// NATTag is the rule's set-tag(nat=...): inbound packets then match
 	// the entry only when an inbound NAT rule of that tag translated
 	// them (Packet.NATTag).
@@ -935,7 +942,7 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		return nil, err
 	}
 	now := t.clock.Ticks()
-	if err := t.replaceOrRefuse(e, now); err != AddOK {
+	if err := t.replaceOrRefuse(e, now, lim.LogFirst); err != AddOK {
 		return nil, err
 	}
 	if t.cfg.MaxBucket > 0 {
@@ -1135,7 +1142,8 @@ func identical(x, e *Entry) bool {
 
 // replaceOrRefuse refuses an entry identical to a live one of its flow
 // and removes a live one it is not identical to (see the comment below).
-func (t *Table) replaceOrRefuse(e *Entry, now uint32) AddError {
+// An entry of a log first rule is never identical (Limits.LogFirst).
+func (t *Table) replaceOrRefuse(e *Entry, now uint32, logFirst bool) AddError {
 	// Reject duplicates before touching any counter.
 	chain := t.wild
 	if e.flags&flagsWild == 0 {
@@ -1146,7 +1154,7 @@ func (t *Table) replaceOrRefuse(e *Entry, now uint32) AddError {
 		if int32(now-x.Expire) >= 0 || x.flags&flagsWild != e.flags&flagsWild {
 			continue
 		}
-		if identical(x, e) {
+		if !logFirst && identical(x, e) {
 			return AddExists
 		}
 		if x.Proto == e.Proto && x.Src == e.Src && x.Dst == e.Dst &&
@@ -1203,14 +1211,28 @@ func (t *Table) start(e *Entry, p *Packet, lim *Limits, now uint32) {
 	}
 }
 
+// NoteSync takes a state-sync number for an entry of another table (a
+// NAT session): IPFilter's ipf_sync_new numbers both from one counter,
+// so the next keep state (sync) entry's number moves on.
+func (t *Table) NoteSync() {
+	t.mu.Lock()
+	t.nextSync()
+	t.mu.Unlock()
+}
+
+// nextSync returns the next state-sync number (the first is 2).
+func (t *Table) nextSync() uint32 {
+	if t.syncNum == 0 {
+		t.syncNum = 1
+	}
+	t.syncNum++
+	return t.syncNum
+}
+
 // insert counts e against its limits and links it into the tables.
 func (t *Table) insert(e *Entry, lim *Limits, sk srcKey) {
 	if lim.Sync {
-		if t.syncNum == 0 {
-			t.syncNum = 1
-		}
-		t.syncNum++
-		e.SyncNum = t.syncNum
+		e.SyncNum = t.nextSync()
 		e.SyncIdx = -1
 	}
 	if lim.Limit > 0 {

@@ -97,7 +97,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			if (fam == 6)
 				SB_INC(d * ST_DIR + ST_IPV6);
 			SB_INC(d * ST_DIR + ST_PKTS);
-			SB_INC(ST_MISSES);
+			SB_INC(d * ST_DIR + ST_MISS);
 			if (pass & FR_NOMATCH)
 				SB_INC(d * ST_DIR + ST_NOMATCH);
 			if (verdict_of(pass)) {
@@ -203,15 +203,14 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (pass & FR_LOGFIRST)
 			pass &= ~FR_LOG;
 		p->flags |= PF_STATE;
-		if (hit == 1) {
-			SB_INC(ST_HITS);
+		/* the table's hits are the directions' kept packets */
+		if (hit == 1)
 			SB_INC(d * ST_DIR + ST_STKEPT);
-		}
 		/* a fragment of a passed flow: its datagram follows the flow */
 		if (hit == 1 && (p->flags & PF_FRAG) && (pass & FR_CMDMASK) == FR_PASS)
 			sl_frag_add(pass, w->hit_rule_no, w->hit_group_no, w->hit_logtag, now);
 	} else {
-		SB_INC(ST_MISSES);
+		SB_INC(d * ST_DIR + ST_MISS);
 		STAGE(8);
 		load_index(&w->s, p, slot, feat);
 		STAGE(9);

@@ -150,10 +150,21 @@ func BenchmarkFastPath(b *testing.B) {
 }
 
 // BenchmarkMiss: inbound traffic no session and no rule wants (what NAT
-// costs the packets it does not translate).
+// costs the packets it does not translate), as loaded in use ("shortcut":
+// the fast path leaves it alone, fast_miss) and without the shortcut
+// ("whole": the tail call, the second parse, the session lookup and the
+// rule walk), in one run.
 func BenchmarkMiss(b *testing.B) {
-	h := benchHarness(b, benchRules)
-	repeatRun(b, h.d.objs.NatIngress, tcpSeg("2.2.2.2", "1.1.1.5", 80, 40000, 0x10))
+	for _, st := range []struct {
+		name  string
+		stage uint32
+	}{{"shortcut", 0}, {"whole", stNoShort}} {
+		b.Run(st.name, func(b *testing.B) {
+			h := newHarnessStage(b, st.stage)
+			benchLoad(b, h, benchRules)
+			repeatRun(b, h.d.objs.NatIngress, tcpSeg("2.2.2.2", "1.1.1.5", 80, 40000, 0x10))
+		})
+	}
 }
 
 // BenchmarkNewSession: the first packet of new flows (the rule walk, the

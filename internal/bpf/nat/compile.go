@@ -84,19 +84,24 @@ func Compile(rules []*ipnat.Rule, opts CompileOptions) (*Image, error) {
 		}
 	}
 	im := &Image{}
-	seen := map[string]bool{}
+	// Each name is looked up once per load: net.InterfaceByName reads
+	// every interface from the kernel, once per rule would make a big
+	// ipnat.conf cost seconds.
+	seen := map[string]uint32{}
 	resolve := func(name string) uint32 {
 		if name == "" || name == "*" {
 			return 0
 		}
-		if !seen[name] {
-			seen[name] = true
-			im.ifaces = append(im.ifaces, name)
+		if idx, ok := seen[name]; ok {
+			return idx
 		}
+		im.ifaces = append(im.ifaces, name)
+		idx := uint32(ifNever)
 		if i, ok := ifindex(name); ok && i > 0 {
-			return uint32(i)
+			idx = uint32(i)
 		}
-		return ifNever
+		seen[name] = idx
+		return idx
 	}
 	for _, cr := range crs {
 		nr, st := compileRule(cr)
@@ -201,6 +206,7 @@ func compileRule(cr gonat.CompiledRule) (natNatRule, natNatRstate) {
 	set(r.PortAuto, rfAuto)
 	set(r.Sequential, rfSeq)
 	set(r.ICMPIDMap, rfICMPIDMap)
+	set(r.ICMPIDMap && r.PortTest(), rfIDMapQ)
 	set(r.FixedDPort, rfFixedDP)
 	set(r.RoundRobin, rfRR)
 	set(r.Sticky, rfSticky)

@@ -173,3 +173,101 @@ func TestPrivilegedFastPath(t *testing.T) {
 		t.Errorf("an IPv6 fast entry outlived its session: %+v", k6)
 	}
 }
+
+// TestPrivilegedMissShortcut runs packets through the programs as loaded
+// in use and through programs without the fast path's miss shortcut
+// (fast_miss: a TCP/UDP packet no session knows, whose direction has no
+// rule, is left alone without the whole way), and requires the same
+// verdicts and bytes, the same sessions and the same counters. The rules
+// are all map rules, so inbound packets no session knows take the
+// shortcut, and a proxy's session (which has no fast entry) must still be
+// found by its replies.
+func TestPrivilegedMissShortcut(t *testing.T) {
+	short, whole := newHarnessStage(t, 0), newHarnessStage(t, stNoShort)
+	const rules = "map nic0 10.0.0.0/24 -> 1.1.1.1/32 proxy port ftp ftp/tcp\n" +
+		"map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp/udp auto\n" +
+		"map nic0 fd00::/64 -> 2001:db8::1/128 portmap tcp/udp 20000:20010\n"
+	for _, h := range []*harness{short, whole} {
+		if err := h.do(func() error { _, err := h.load(rules); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tcp := func(src, dst string, sp, dp uint16, flags uint8) []byte {
+		return packettest.V4{Src: src, Dst: dst, Proto: 6, TTL: 64,
+			Payload: packettest.TCP{SrcPort: sp, DstPort: dp, Seq: 100, Ack: 200, Flags: flags, Win: 8192}.Bytes()}.Bytes()
+	}
+	udp := func(src, dst string, sp, dp uint16) []byte {
+		return packettest.V4{Src: src, Dst: dst, Proto: 17, TTL: 64, Payload: packettest.UDP(sp, dp, []byte("datagram"), false)}.Bytes()
+	}
+	tcp6 := func(src, dst string, sp, dp uint16, flags uint8) []byte {
+		return packettest.V6{Src: src, Dst: dst, Next: 6, HopLimit: 64, L4Proto: 6,
+			Payload: packettest.TCP{SrcPort: sp, DstPort: dp, Seq: 100, Ack: 200, Flags: flags, Win: 8192}.Bytes()}.Bytes()
+	}
+	var mapped, mappedFTP uint16
+	steps := []struct {
+		name string
+		out  bool
+		pkt  func() []byte
+	}{
+		{"in, no session", false, func() []byte { return tcp("4.4.4.4", "1.1.1.1", 80, 999, 0x10) }},
+		{"in udp, no session", false, func() []byte { return udp("4.4.4.4", "1.1.1.1", 53, 999) }},
+		{"in v6, no session", false, func() []byte { return tcp6("2001:db8:9::9", "2001:db8::1", 80, 999, 0x10) }},
+		{"syn", true, func() []byte { return tcp("10.0.0.1", "2.2.2.2", 1000, 80, 0x02) }},
+		{"reply", false, func() []byte { return tcp("2.2.2.2", "1.1.1.1", 80, mapped, 0x12) }},
+		{"ftp syn", true, func() []byte { return tcp("10.0.0.1", "2.2.2.2", 1001, 21, 0x02) }},
+		{"ftp reply (no fast entry)", false, func() []byte { return tcp("2.2.2.2", "1.1.1.1", 21, mappedFTP, 0x12) }},
+		{"in, another host to the mapped port", false, func() []byte { return tcp("5.5.5.5", "1.1.1.1", 80, mapped, 0x10) }},
+	}
+	for _, s := range steps {
+		pkt := s.pkt()
+		var vs [2]int32
+		var outs [2][]byte
+		for i, h := range []*harness{short, whole} {
+			if err := h.do(func() error {
+				var err error
+				vs[i], outs[i], err = h.run(s.out, "nic0", append([]byte(nil), pkt...))
+				return err
+			}); err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+		}
+		if vs[0] != vs[1] || !bytes.Equal(outs[0], outs[1]) {
+			t.Errorf("%s: with the shortcut %d %x, without %d %x", s.name, vs[0], outs[0], vs[1], outs[1])
+		}
+		switch s.name {
+		case "syn":
+			mapped = binary.BigEndian.Uint16(outs[0][20:])
+		case "ftp syn":
+			mappedFTP = binary.BigEndian.Uint16(outs[0][20:])
+		case "ftp reply (no fast entry)":
+			if bytes.Equal(outs[0], pkt) {
+				t.Errorf("%s: left alone", s.name)
+			}
+		}
+	}
+	var lists [2]string
+	var st [2]Stats
+	for i, h := range []*harness{short, whole} {
+		ss, err := h.d.Sessions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lists[i] = sessionList(ss)
+		if st[i], err = h.d.Stats(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lists[0] != lists[1] {
+		t.Errorf("sessions with the shortcut:\n%s\nwithout:\n%s", lists[0], lists[1])
+	}
+	for side := range 2 {
+		a, b := st[0].Side[side], st[1].Side[side]
+		a.Fast, b.Fast = 0, 0
+		if a != b {
+			t.Errorf("side %d counters with the shortcut %+v, without %+v", side, a, b)
+		}
+	}
+	if st[0].Side[dirIn].Miss < 4 || st[0].Side[dirIn].Ignored < 4 {
+		t.Errorf("inbound misses %d, ignored %d: want at least 4 each", st[0].Side[dirIn].Miss, st[0].Side[dirIn].Ignored)
+	}
+}

@@ -31,6 +31,7 @@ const (
 	rfAuto      = 0x200
 	rfSeq       = 0x400
 	rfICMPIDMap = 0x800
+	rfIDMapQ    = 0x1000 // icmpidmap with a port test: ICMP queries only
 	rfFixedDP   = 0x2000
 	rfRR        = 0x4000
 	rfSticky    = 0x8000
@@ -134,5 +135,6 @@ const (
 	stParse   = 2 // headers read, key made
 	stLookup  = 3 // the fast entry looked up
 	stRewrite = 4 // the packet rewritten, nothing accounted
+	stNoShort = 8 // no miss shortcut (fast_miss)
 	stOff     = 9 // no fast path
 )

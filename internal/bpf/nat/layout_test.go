@@ -39,7 +39,7 @@ func TestLayoutConstants(t *testing.T) {
 		"DIR_IN": dirIn, "DIR_OUT": dirOut, "DIR_WILD": dirWild,
 		"RF_NO": rfNo, "RF_V6": rfV6, "RF_FILTER": rfFilter, "RF_NOTSRC": rfNotSrc, "RF_NOTDST": rfNotDst,
 		"RF_TCP": rfTCP, "RF_UDP": rfUDP, "RF_ICMPQ": rfICMPQ, "RF_PORTMAP": rfPortmap, "RF_AUTO": rfAuto,
-		"RF_SEQ": rfSeq, "RF_ICMPIDMAP": rfICMPIDMap, "RF_FIXEDDP": rfFixedDP, "RF_RR": rfRR, "RF_STICKY": rfSticky,
+		"RF_SEQ": rfSeq, "RF_ICMPIDMAP": rfICMPIDMap, "RF_IDMAPQ": rfIDMapQ, "RF_FIXEDDP": rfFixedDP, "RF_RR": rfRR, "RF_STICKY": rfSticky,
 		"RF_FTP": rfFTP, "RF_PROXY": rfProxy,
 		"PF_TCPUDP": pfTCPUDP, "PF_ICMPQ": pfICMPQ,
 		"SF_PROXY": sfProxy, "SF_SLAVE": sfSlave, "SF_WILD": sfWild, "SF_HM": sfHM,

@@ -339,15 +339,15 @@ type natWork struct {
 		Udp0      uint8
 		Cut       uint8
 		Tcpbad    uint8
-		Pad1      uint8
+		Nq        uint8
 		Ipid      uint32
 		Len       uint32
 		Ifindex   uint32
 		Dir       uint8
-		Pad       uint8
+		Cutnew    uint8
 		Fragend   uint16
 		Fragoff   uint16
-		Pad2      uint16
+		Nqid      uint16
 	}
 	K  natNatKey
 	K2 natNatKey

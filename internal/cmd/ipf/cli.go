@@ -507,7 +507,18 @@ func (c *Command) loadFile(o *options, name string) ([]step, error) {
 	if o.noAction {
 		popt.Unresolved = ipf.MarkAllUnresolved
 	} else {
-		popt.Unresolved = func(n string) bool { _, err := net.InterfaceByName(n); return err != nil }
+		// one lookup per name (each reads every interface from the
+		// kernel; -v prints every rule of a blocklist)
+		unresolved := map[string]bool{}
+		popt.Unresolved = func(n string) bool {
+			u, ok := unresolved[n]
+			if !ok {
+				_, err := net.InterfaceByName(n)
+				u = err != nil
+				unresolved[n] = u
+			}
+			return u
+		}
 	}
 	if o.verbose {
 		for _, r := range rules {

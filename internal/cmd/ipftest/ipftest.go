@@ -308,8 +308,12 @@ func (r *run) loadRules(name string) error {
 		}
 		// The kernel refuses a rule identical to one it holds (the
 		// same normalised rule in the same list) and ipftest goes on.
+		// A rule with max-srcs is never identical: ipf_frruleiocl
+		// initialises the rule's source-tracking tree before comparing
+		// the rules byte for byte, and that tree's head points into the
+		// rule itself, so two such rules always differ.
 		key := ipf.FormatRule(rule)
-		if r.loadedRules[key] {
+		if r.loadedRules[key] && !tracksSources(rule) {
 			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: rule already exists\n", rule.Pos.File, rule.Pos.Line)
 			continue
 		}
@@ -325,6 +329,12 @@ func (r *run) loadRules(name string) error {
 		}
 	}
 	return nil
+}
+
+// tracksSources reports whether a rule keeps state with a max-srcs
+// limit, the rules IPFilter never finds a duplicate of.
+func tracksSources(rule *ipf.Rule) bool {
+	return rule.KeepState != nil && rule.KeepState.MaxSrcs != 0
 }
 
 // natTableMissing reports whether a NAT rule names a pool or hash table
@@ -444,8 +454,12 @@ func (r *run) packets() error {
 		// IPFilter restores an inbound packet it translated and then
 		// blocked (the header printed, and any return-rst or
 		// return-icmp built, are the packet as it came in).
+		// So does one that a `to` rule routed, in either direction:
+		// ipf_fastroute takes the mbuf, and the packet printed after
+		// it is the one read, before NAT-in or NAT-out (checked
+		// against its ipftest, map/map-block/portmap out, rdr in).
 		orig = orig[:0]
-		if r.nat != nil && !p.Out {
+		if r.nat != nil {
 			orig = append(orig, p.Data...)
 		}
 		res := r.eng.Check(&p)
@@ -469,7 +483,7 @@ func (r *run) packets() error {
 				line = append(line, res.Verdict.String()...)
 			}
 			line = append(line, ' ')
-			if !res.Verdict.Passed() && len(orig) > 0 {
+			if (!res.Verdict.Passed() || res.Forwarded) && len(orig) > 0 {
 				q := p
 				q.Data = orig
 				line = r.appendPacket(line, &q)
@@ -836,9 +850,11 @@ func (r *run) Route(p *engine.Packet, iface string, nextHop netip.Addr, dup bool
 	var line []byte
 	if r.hexOut {
 		d := p.Data
-		if len(d) >= 20 && d[0]>>4 == 4 {
-			// ipf_fastroute clears the IPv4 header checksum for the
-			// interface to fill in; userland prints it as 0.
+		if !dup && len(d) >= 20 && d[0]>>4 == 4 {
+			// ipf_fastroute clears the IPv4 header checksum of a packet
+			// it routes (to) for the interface to fill in; userland
+			// prints it as 0. A dup-to copy leaves with the checksum it
+			// arrived with, whatever the rule's action or direction.
 			d = append([]byte(nil), d...)
 			d[10], d[11] = 0, 0
 		}
@@ -919,6 +935,8 @@ func (r *run) loadNAT(name string) error {
 	if r.nat == nil {
 		r.nat, err = nat.New(f, nat.Config{Pools: r.pools, IfAddr: r.ifAddr,
 			AddState: enginehook.StateAdder(r.eng),
+			// NAT sessions take state-sync numbers too (ipf_sync_new).
+			OnSession: func() { r.eng.States.NoteSync() },
 			// ipftest prints proxy debugging on stdout, where it lands
 			// between the packets (ipf_p_ftp's printf).
 			Debug: func(msg string) { r.out.WriteString(msg) },

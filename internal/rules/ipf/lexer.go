@@ -86,12 +86,14 @@ func (l *lexer) word(s string) string {
 	return w
 }
 
-func newLexer(file string, src []byte, vars map[string]string) *lexer {
-	l := &lexer{file: file, line: 1, col: 1, vars: map[string]string{}}
+// newLexerAt is a lexer of src, a part of file that starts at the
+// beginning of line line.
+func newLexerAt(file, src string, line int, vars map[string]string) *lexer {
+	l := &lexer{file: file, line: line, col: 1, vars: map[string]string{}}
 	for k, v := range vars {
 		l.vars[k] = v
 	}
-	l.stack = []*frame{{src: string(src)}}
+	l.stack = []*frame{{src: src}}
 	return l
 }
 

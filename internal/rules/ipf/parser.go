@@ -1,11 +1,12 @@
 package ipf
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ParseOptions control parsing, mirroring ipf's command-line flags.
@@ -83,20 +84,135 @@ func Parse(filename string, src []byte, opts ParseOptions) ([]*Rule, error) {
 
 // ParseConfig is Parse that also returns the `set` statements.
 func ParseConfig(filename string, src []byte, opts ParseOptions) (*Config, error) {
-	p := &parser{lx: newLexer(filename, src, opts.Vars), opts: opts}
+	if len(src) > bigFile {
+		if k := runtime.GOMAXPROCS(0); k > 1 {
+			text := string(src)
+			if c, ok := parseSplit(filename, text, opts, splitPoints(text, k)); ok {
+				return c, nil
+			}
+			return parseSerial(filename, text, opts)
+		}
+	}
+	return parseSerial(filename, string(src), opts)
+}
+
+// parseSerial parses the whole file in one pass.
+func parseSerial(filename, src string, opts ParseOptions) (*Config, error) {
+	p := &parser{lx: newLexerAt(filename, src, 1, opts.Vars), opts: opts}
 	if len(src) > bigFile {
 		// a blocklist of a million rules: a rule a line at most, short
 		// of list expansion, rather than a slice grown by doublings.
 		// (The collector is left as it is: slowing it here only moved
 		// a collection of the whole heap into ruleset.Compile.)
-		p.rules = make([]*Rule, 0, bytes.Count(src, []byte{'\n'})+1)
+		p.rules = make([]*Rule, 0, strings.Count(src, "\n")+1)
+		p.big = true
 	}
 	p.parseFile()
+	fillGroups(p.rules)
 	c := &Config{Settings: p.settings, Rules: p.rules}
 	if len(p.errs) > 0 {
 		return c, p.errs
 	}
 	return c, nil
+}
+
+// splitPoints returns up to k-1 offsets that cut src into pieces of about
+// equal size for parseSplit: each is the start of a line that begins
+// with a letter (a statement's first word, if the cut is good) after a
+// line that does not end in a continuation.
+func splitPoints(src string, k int) []int {
+	var cuts []int
+	for j := 1; j < k; j++ {
+		from := j * len(src) / k
+		if len(cuts) > 0 {
+			from = max(from, cuts[len(cuts)-1]+1)
+		}
+		for from < len(src) {
+			i := strings.IndexByte(src[from:], '\n')
+			if i < 0 {
+				return cuts
+			}
+			m := from + i + 1
+			from = m
+			if m < len(src) && isLetter(src[m]) && !continued(src[:m]) {
+				cuts = append(cuts, m)
+				break
+			}
+		}
+	}
+	return cuts
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// continued reports whether text (ending in a newline) ends in a
+// backslash continuation.
+func continued(text string) bool {
+	text = strings.TrimSuffix(text[:len(text)-1], "\r")
+	return strings.HasSuffix(text, "\\")
+}
+
+// parseSplit parses the pieces of src between cuts at once, one
+// goroutine each (a blocklist's million lines are independent), and
+// returns what a single pass would, or ok false when it cannot be sure
+// of that: then the caller parses the file in one pass, so errors (and
+// which comes first) are always the single pass's own. A piece's parse
+// is the single pass's when the piece before it stopped, cleanly, at a
+// statement that starts exactly at the cut (a statement running over
+// the cut makes that piece stop elsewhere), and when the piece uses no
+// variables or no piece before it defines any.
+func parseSplit(filename, src string, opts ParseOptions, cuts []int) (*Config, bool) {
+	if len(cuts) == 0 {
+		return nil, false
+	}
+	starts := append([]int{0}, cuts...)
+	ps := make([]*parser, len(starts))
+	var wg sync.WaitGroup
+	line := 1
+	for i, start := range starts {
+		end := len(src)
+		if i+1 < len(starts) {
+			end = starts[i+1]
+		}
+		if i > 0 {
+			line += strings.Count(src[starts[i-1]:start], "\n")
+		}
+		p := &parser{lx: newLexerAt(filename, src[start:], line, opts.Vars), opts: opts}
+		p.rules = make([]*Rule, 0, strings.Count(src[start:end], "\n")+1)
+		p.big = true
+		if i+1 < len(starts) {
+			p.stopAt = Pos{File: filename, Line: line + strings.Count(src[start:end], "\n"), Col: 1}
+		}
+		ps[i] = p
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.parseFile()
+		}()
+	}
+	wg.Wait()
+	n, assigned, expansions := 0, false, 0
+	for i, p := range ps {
+		if len(p.errs) > 0 {
+			return nil, false
+		}
+		if i+1 < len(ps) && p.stopped != p.stopAt {
+			return nil, false
+		}
+		expansions += p.lx.expansions
+		if i > 0 && p.lx.expansions > 0 && assigned || expansions > maxExpansions {
+			return nil, false
+		}
+		assigned = assigned || p.assigned
+		n += len(p.rules)
+	}
+	c := &Config{Rules: make([]*Rule, 0, n)}
+	for _, p := range ps {
+		c.Rules = append(c.Rules, p.rules...)
+		c.Settings = append(c.Settings, p.settings...)
+	}
+	fillGroups(c.Rules)
+	return c, true
 }
 
 // bigFile is the size from which ParseConfig prepares for a rule file of
@@ -111,7 +227,35 @@ type parser struct {
 	errs     ErrorList
 	rules    []*Rule
 	settings []Setting
+	// stopAt (parseSplit) ends the parse before the first statement
+	// that starts at or after its line; stopped is where that statement
+	// starts (zero: the parse did not stop so).
+	stopAt, stopped Pos
+	// assigned is set once a variable is defined.
+	assigned bool
+	// slab holds zeroed Rules newRule hands out, for a big file (nil:
+	// one allocation a rule).
+	slab []Rule
+	big  bool
 }
+
+// newRule returns a zeroed Rule. A big file's come from arrays of
+// slabRules: a million 704-byte objects, each with its own type header
+// to set, were a tenth of a blocklist's parse.
+func (p *parser) newRule() *Rule {
+	if !p.big {
+		return &Rule{}
+	}
+	if len(p.slab) == 0 {
+		p.slab = make([]Rule, slabRules)
+	}
+	r := &p.slab[0]
+	p.slab = p.slab[1:]
+	return r
+}
+
+// slabRules is how many Rules newRule allocates at once for a big file.
+const slabRules = 512
 
 func (p *parser) peekN(n int) token {
 	for len(p.buf) <= n {
@@ -173,6 +317,12 @@ func (p *parser) parseFile() {
 		if t.kind == tEOF {
 			return
 		}
+		if p.stopAt.Line > 0 && t.line >= p.stopAt.Line {
+			if t.kind == tWord && t.pos == p.stopAt {
+				p.stopped = t.pos
+			}
+			return
+		}
 		var err *Error
 		switch {
 		case t.kind == tError:
@@ -210,6 +360,7 @@ func (p *parser) parseAssign() *Error {
 		return expected("variable value", v)
 	}
 	p.lx.vars[name.text] = v.text
+	p.assigned = true
 	if isPunct(p.peek(), ";") {
 		p.next()
 	}
@@ -257,7 +408,8 @@ func (b *builder) list(n int, set func(r *Rule, i int)) {
 
 func (p *parser) parseRuleStmt() *Error {
 	first := p.peek()
-	b := &builder{r: &Rule{Pos: first.pos}}
+	b := &builder{r: p.newRule()}
+	b.r.Pos = first.pos
 	r := b.r
 	switch {
 	case p.opts.Inet6:
@@ -400,24 +552,37 @@ func (p *parser) finish(b *builder, r *Rule, first token) *Error {
 			r.KeepState.MaxPerSrcBits = 32
 		}
 	}
-	if r.Group != "" {
-		p.fillGroup(r)
-	}
 	return nil
 }
 
-// fillGroup copies family and protocol from the group's head into a
-// member that has none (IPFilter's fillgroup): the first earlier rule with
-// `head G` counts, and only when both rules are ordinary ipf rules.
-func (p *parser) fillGroup(r *Rule) {
-	var h *Rule
-	for _, f := range p.rules {
-		if f.Head == r.Group {
-			h = f
-			break
+// fillGroups copies family and protocol from each group's head into the
+// members that have none (IPFilter's fillgroup, as each rule is parsed):
+// the first earlier rule with `head G` counts, and only when both rules
+// are ordinary ipf rules. It runs once over the file's rules, in order,
+// so that a file parsed in pieces fills as one parsed whole (and a
+// million members find their head without a scan each).
+func fillGroups(rules []*Rule) {
+	var heads map[string]*Rule
+	for _, r := range rules {
+		if r.Group != "" {
+			if h := heads[r.Group]; h != nil {
+				fillGroup(h, r)
+			}
+		}
+		if r.Head != "" {
+			if heads == nil {
+				heads = map[string]*Rule{}
+			}
+			if heads[r.Head] == nil {
+				heads[r.Head] = r
+			}
 		}
 	}
-	if h == nil || !h.isIPFType() || !r.isIPFType() {
+}
+
+// fillGroup fills member r from its group's head h.
+func fillGroup(h, r *Rule) {
+	if !h.isIPFType() || !r.isIPFType() {
 		return
 	}
 	if r.Family == FamilyAny && h.Family != FamilyAny {

@@ -205,10 +205,14 @@ func (p *printer) options() {
 // is of the classic kind.
 func (p *printer) ipfPart() bool {
 	r := p.r
-	switch r.Family {
-	case FamilyInet:
+	switch {
+	case r.Family == FamilyInet || r.Family == FamilyAny && r.hasMasklessIface():
+		// An interface's address written without a mask (`from A` with
+		// A one of the rule's interfaces, or `(A)`) prints as A/32,
+		// which reads back as an IPv4 address: say so, or printing
+		// would not be a fixed point.
 		p.s("inet ")
-	case FamilyInet6:
+	case r.Family == FamilyInet6:
 		p.s("inet6 ")
 	}
 	ipf := r.isIPFType()
@@ -666,4 +670,15 @@ func escName(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// hasMasklessIface reports whether an endpoint is an interface's address
+// with no mask and no family of its own, which prints as IF/32.
+func (r *Rule) hasMasklessIface() bool {
+	for _, a := range []*Addr{&r.From.Addr, &r.To.Addr} {
+		if a.Kind == AddrIface && a.IfaceMode == IfaceDynamic && a.Family == FamilyAny && a.IfaceBits == 32 {
+			return true
+		}
+	}
+	return false
 }

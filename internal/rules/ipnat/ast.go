@@ -156,6 +156,11 @@ type Rule struct {
 // IsTCPUDP reports whether the rule translates TCP or UDP ports.
 func (r *Rule) IsTCPUDP() bool { return r.TCP || r.UDP }
 
+// PortTest reports a from/to rule whose port test was dropped because
+// the rule is not tcp/udp: IPFilter's parser still makes such a rule
+// tcp/udp in its flags (an icmpidmap rule then takes ICMP queries only).
+func (r *Rule) PortTest() bool { return r.portTest }
+
 // File is a parsed ipnat.conf.
 type File struct {
 	Rules []*Rule

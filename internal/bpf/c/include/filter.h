@@ -158,16 +158,23 @@
 #define V6X_DSTOPTS 0x080
 #define V6X_MOBILITY 0x100
 
-/* Config keys (array of u64). */
-#define CFG_ACTIVE 0      /* slot of the active set */
-#define CFG_INACTIVE 1    /* slot of the inactive set */
+/* Config keys (array of u64). What a packet with no rules reads (the
+ * active slot, enabled, default pass, L2 mode, log flags, the slot's
+ * features) is keys 1..8: one cache line on this kernel, where an array
+ * map's value starts 56 bytes into a line (behind struct bpf_map, 312
+ * bytes), so key 0 ends a line and keys 1..8 fill the next; two lines at
+ * worst on another layout. (An mmapable map would start the value at a
+ * page, but in vmalloc memory: 4 KiB pages, a TLB miss more.) */
+#define CFG_INACTIVE 0    /* slot of the inactive set */
+#define CFG_ACTIVE 1      /* slot of the active set */
 #define CFG_ENABLED 2     /* filter on (ipf -E) */
 #define CFG_DEFPASS 3     /* default_pass flags */
-#define CFG_CLOCK 4       /* added to bpf_ktime_get_ns: tests move time */
+#define CFG_ANYL3 4       /* the filter is on an interface without a link-layer header */
 #define CFG_LOGFLAGS 5    /* ipf -l: FR_PASS/FR_BLOCK/FR_NOMATCH bits to log */
-#define CFG_MINTTL 6
-#define CFG_STATEMAX 7
-#define CFG_INDEX0 8      /* 8..10: the slot's IDX_* and FEAT_* bits */
+#define CFG_INDEX0 6      /* 6..8: the slot's IDX_* and FEAT_* bits */
+#define CFG_CLOCK 9       /* added to bpf_ktime_get_ns: tests move time */
+#define CFG_MINTTL 10
+#define CFG_STATEMAX 11
 #define CFG_TO_TCP 12     /* 12..23: TCP state timeouts, ns */
 #define CFG_TO_UDP 24
 #define CFG_TO_UDPACK 25
@@ -182,8 +189,8 @@
 #define CFG_WMFREQ 34     /* state_wm_freq, ns */
 #define CFG_DCA 35        /* HP DCA (keep limit) on: ipf -m e / -m d */
 #define CFG_GEN0 36       /* 36..38: generation of each slot's rules */
-/* 39, 40: user space only (the swap journal, ipf's rollback token) */
-#define CFG_ANYL3 41      /* the filter is on an interface without a link-layer header */
+/* 39, 40, 41: user space only (the swap journal, ipf's rollback token,
+ * the active set's number) */
 /* 42: user space only (the all-interfaces mode) */
 #define CFG_N 64
 
@@ -207,47 +214,49 @@ struct conf {
 #define FEAT_LIMITS 0x2000  /* rules with pps or a keep limit */
 
 /* Per-direction statistics (index dir*ST_DIR + n) then globals. What
- * every packet counts (pass, block, packets, state kept) is in the first
- * eight of its direction: one cache line. */
-#define ST_DIR 16
+ * every packet counts (pass, packets, a state lookup's miss or hit) is in
+ * the first four of its direction, 32 bytes: one cache line of this CPU's
+ * block, two at worst (the per-CPU value is only 8-aligned). The state
+ * table's hits and misses are the sums of the directions' (ST_STKEPT,
+ * ST_MISS). */
+#define ST_DIR 32
 #define ST_PASS 0
-#define ST_BLOCK 1
-#define ST_PKTS 2
+#define ST_PKTS 1
+#define ST_MISS 2 /* no state entry passed the packet (the table's misses) */
 #define ST_STKEPT 3
-#define ST_SHORT 4
-#define ST_BAD 5
-#define ST_LOGPASS 6
-#define ST_LOGBLOCK 7
-#define ST_LOGGED 8
-#define ST_LOGFAIL 9
-#define ST_ACCT 10
-#define ST_STLOST 11
-#define ST_IPV6 12
-#define ST_NOMATCH 13
-#define ST_FRAG 14
-#define ST_NOTIP 15
-#define ST_RST 32
-#define ST_ICMPREP 33
-#define ST_ADD_TCP 34
-#define ST_ADD_UDP 35
-#define ST_ADD_ICMP 36
-#define ST_ADD_OTHER 37
-#define ST_HITS 38
-#define ST_MISSES 39
-#define ST_MAXREF 40 /* refused: rule limit or state_max */
-#define ST_EXPIRED 41
-#define ST_CLOSED 42
-#define ST_DCA 43
-#define ST_PPS 44
-#define ST_RETFAIL 45
-#define ST_OOW 46
-#define ST_ROUTED 48 /* sent out by to / fastroute */
-#define ST_DUPPED 49 /* copies sent by dup-to */
-#define ST_ROUTEFAIL 50
-#define ST_SCANCUT 51 /* a scan ran out of steps: packet blocked */
-#define ST_DCAFULL 54 /* DCA connection table full: connection refused */
-#define ST_ACTIVE 47 /* not per-cpu meaningful: maintained as +/- */
-#define NSTATS 64
+#define ST_BLOCK 4
+#define ST_SHORT 5
+#define ST_BAD 6
+#define ST_LOGPASS 7
+#define ST_LOGBLOCK 8
+#define ST_LOGGED 9
+#define ST_LOGFAIL 10
+#define ST_ACCT 11
+#define ST_STLOST 12
+#define ST_IPV6 13
+#define ST_NOMATCH 14
+#define ST_FRAG 15
+#define ST_NOTIP 16
+#define ST_RST 64
+#define ST_ICMPREP 65
+#define ST_ADD_TCP 66
+#define ST_ADD_UDP 67
+#define ST_ADD_ICMP 68
+#define ST_ADD_OTHER 69
+#define ST_MAXREF 72 /* refused: rule limit or state_max */
+#define ST_EXPIRED 73
+#define ST_CLOSED 74
+#define ST_DCA 75
+#define ST_PPS 76
+#define ST_RETFAIL 77
+#define ST_OOW 78
+#define ST_ROUTED 80 /* sent out by to / fastroute */
+#define ST_DUPPED 81 /* copies sent by dup-to */
+#define ST_ROUTEFAIL 82
+#define ST_SCANCUT 83 /* a scan ran out of steps: packet blocked */
+#define ST_DCAFULL 86 /* DCA connection table full: connection refused */
+#define ST_ACTIVE 79 /* not per-cpu meaningful: maintained as +/- */
+#define NSTATS 128
 
 /* Block reasons (ipmon "reason:", IPFilter FRB_* numbering). */
 #define RSN_NONE 0
@@ -498,10 +507,15 @@ struct hotlist {
 	struct hot r[HOT_MAX];
 };
 
-/* Matches of a hot list's entries, per CPU (key as hotlists). */
+/* Matches of a hot list's entries, per CPU (key as hotlists): an entry's
+ * hits and bytes side by side, so a match writes one line, not two. */
+struct hot_hits {
+	__u64 hits;
+	__u64 bytes;
+};
+
 struct hot_count {
-	__u64 hits[HOT_MAX];
-	__u64 bytes[HOT_MAX];
+	struct hot_hits c[HOT_MAX];
 };
 
 /* The compact matches of a block of 1 << BLOCK_SHIFT rules (the index's
@@ -569,12 +583,29 @@ struct tcp_side {
  * exceed it. Entries are allocated as they are made (no preallocation). */
 #define STATE_CAP 262144
 
+/* One CPU's packet and byte counts of a state entry, [rev*2 + out]: one
+ * cache line. */
+struct state_cnt {
+	__u64 pkts[4];
+	__u64 bytes[4];
+};
+
+/* Counter stripes of an entry. The kernel allocates a hash element of
+ * this table (its 48-byte header, the 40-byte key, the value) in a
+ * 512-byte, 512-aligned object 8 bytes in, so the value starts 32 bytes
+ * into a cache line: the read part ends and the written line starts at
+ * value offset 96, and each stripe (offset 160 + 64 * i) is a line of its
+ * own. Four stripes fill the object exactly (value 416 bytes): the entry
+ * takes no more memory than with one. */
+#define STATE_STRIPES 4
+
 /* Laid out for two CPUs sharing a flow (a request/response test runs each
  * direction on its own CPU): what a packet reads (the rule's verdict,
- * interface and option checks) first, with the tail of the key, and what
- * every packet writes (lifetimes, counters, window tracking) together at
- * the end, so a packet finds the read part clean in its cache and moves
- * only the two lines it writes from the other CPU. */
+ * interface and option checks) first, with the tail of the key; what
+ * packets of both ways write (lifetimes, window tracking) in one line
+ * after it; the counters last, per CPU. A packet finds the read part
+ * clean in its cache, moves one line from the other CPU and writes its
+ * counters in a line no other CPU writes. */
 struct state_entry {
 	__u32 pass;
 	__u32 rule;     /* slot-relative rule index */
@@ -598,12 +629,15 @@ struct state_entry {
 	/* a wildcard-destination entry's own destination (the group) */
 	__u32 wdst[4];
 	__u64 created;
-	/* written by packets (lifetimes only when they change) */
+	/* written by packets of both ways: one line (lifetimes only when
+	 * they change, the window tracking of both sides) */
 	__u64 expire;
 	__u64 last;     /* last packet */
-	__u64 pkts[4];  /* [rev*2 + out] */
-	__u64 bytes[4];
 	struct tcp_side tcp[2];
+	__u64 pad1;
+	/* the counters, by CPU (cpu % STATE_STRIPES): a CPU writes a line
+	 * of its own; readers add the stripes */
+	struct state_cnt cnt[STATE_STRIPES];
 };
 
 /* A datagram's fragments, as IPFilter keys them: interface, version,

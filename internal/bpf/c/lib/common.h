@@ -63,11 +63,12 @@ struct scan {
 	__u32 done;     /* the scan ran to its end (or to a quick rule) */
 	__u32 cut;      /* a scan of this packet ran out of steps */
 	__u32 slot;
+	__u32 ncall;    /* call frames on the stack */
+	/* what every scan sets (above): 64 bytes with now, one line */
 	__u64 now;
 	__u32 stack_pos[MAX_DEPTH];
 	__u32 stack_end[MAX_DEPTH];
 	__u32 stack_passo[MAX_DEPTH];
-	__u32 ncall;                 /* call frames on the stack */
 	__u32 stack_call[MAX_DEPTH]; /* 1: the frame scans a called group */
 	__u32 stack_pass[MAX_DEPTH]; /* call frames: pass and rule of the caller */
 	__u32 stack_rule[MAX_DEPTH];
@@ -80,13 +81,9 @@ struct scan {
  * scan state and a state entry under construction at once. TC programs run
  * with migration disabled and do not nest on one CPU. */
 struct work {
+	/* what every packet writes first, together: the packet info (cleared
+	 * per packet), the state lookup's result and the scan's head */
 	struct pktinfo p;
-	struct scan s;
-	struct state_entry e;
-	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
-	struct frag_key fk;   /* fragment cache key and new entry: the calls */
-	struct frag_entry fe; /* that make them are deep in the stack */
-	struct state_key rk;  /* state_create's key: the same (the call is deep) */
 	/* result of the state lookup */
 	__u32 hit_pass;
 	__u32 hit_rule_no;
@@ -95,6 +92,12 @@ struct work {
 	__u32 hit_rev;  /* the state hit was a reply */
 	__u32 hit_slot; /* slot and rule index that created the entry */
 	__u32 hit_idx;
+	struct scan s;
+	struct state_entry e;
+	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
+	struct frag_key fk;   /* fragment cache key and new entry: the calls */
+	struct frag_entry fe; /* that make them are deep in the stack */
+	struct state_key rk;  /* state_create's key: the same (the call is deep) */
 };
 
 /* GLOBAL functions are verified once on their own instead of once per call

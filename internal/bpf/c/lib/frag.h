@@ -15,7 +15,9 @@ static __always_inline void frag_key_of(struct frag_key *k, const struct pktinfo
 	__builtin_memcpy(k->dst, p->dst, 16);
 	k->id = p->ipid;
 	k->ifindex = p->ifindex;
-	k->opt = p->optbits;
+	/* IPF_OPTCOPY: only the options every fragment carries (the
+	 * engine's fragKeyOf) */
+	k->opt = p->optbits & 0x07ff00;
 	k->proto = p->proto;
 	k->family = p->family;
 	k->secclass = p->secclass;

@@ -510,8 +510,8 @@ static __always_inline void scan_hot(struct work *w, const struct hotlist *hl, _
 			continue;
 		hc = bpf_map_lookup_elem(&hot_counts, &hk);
 		if (hc) {
-			hc->hits[i]++;
-			hc->bytes[i] += p->plen;
+			hc->c[i].hits++;
+			hc->c[i].bytes += p->plen;
 		}
 		passo = s->pass;
 		scan_act(s, h->action, h->skip, pos);
@@ -539,13 +539,10 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 	s->ncall = 0;
 	s->skip = 0;
 	s->nlogs = 0;
-	l = bpf_map_lookup_elem(&lists, &lk);
-	if (!l || l->count == 0)
-		return pass;
-	s->pos = l->start;
-	s->end = l->start + l->count;
 	s->done = 0;
 	s->cut = 0;
+	/* a main list in compact form needs nothing of lists: its rules'
+	 * positions are in the hot list (one line fewer per packet) */
 	if (main && list < LIST_GROUP0) {
 		__u32 hk = slot * LIST_GROUP0 + list;
 		struct hotlist *hl = bpf_map_lookup_elem(&hotlists, &hk);
@@ -556,6 +553,11 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 			return s->pass;
 		}
 	}
+	l = bpf_map_lookup_elem(&lists, &lk);
+	if (!l || l->count == 0)
+		return pass;
+	s->pos = l->start;
+	s->end = l->start + l->count;
 	bpf_loop(SCAN_BUDGET, scan_step, NULL, 0);
 	if (!s->done) {
 		/* cannot happen for a set the loader checked (CompileSet

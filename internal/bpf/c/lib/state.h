@@ -633,8 +633,12 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	if (!e->ifindex[slot])
 		e->ifindex[slot] = p->ifindex;
 	SET(e->last, now);
-	e->pkts[slot]++;
-	e->bytes[slot] += p->plen;
+	{
+		struct state_cnt *c = &e->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
+
+		c->pkts[slot]++;
+		c->bytes[slot] += p->plen;
+	}
 	*revp = rev;
 	if (wild) {
 		/* the first packet to use a wildcard entry fills it in */
@@ -662,7 +666,8 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
  * new entry's log tag after the test, so a live entry with a log tag is
  * never identical; a protocol IPFilter keeps no ports or ids for never
  * finds a duplicate (C4); and the addresses compared are the group's of
- * a wildcard-destination entry. */
+ * a wildcard-destination entry; an entry of a log first rule is never
+ * identical (ipf_state_add tests before it strips FR_LOGFIRST). */
 static __always_inline int state_identical(const struct state_entry *a, const struct state_entry *b,
 					   const struct state_key *kp)
 {
@@ -670,6 +675,10 @@ static __always_inline int state_identical(const struct state_entry *a, const st
 
 	if (proto != IPPROTO_ICMP && proto != IPPROTO_TCP && proto != IPPROTO_UDP &&
 	    proto != IPPROTO_GRE && proto != IPPROTO_ICMPV6)
+		return 0;
+	/* ipf_state_add compares the new entry before it strips log first
+	 * from its flags, so a log first rule's entry is never a duplicate */
+	if (b->pass & FR_LOGFIRST)
 		return 0;
 	/* wildcard-destination entries share a key whatever their group:
 	 * one for another group is another flow's */
@@ -755,8 +764,12 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->flx[(p->out & 1) * 2] = p->flags & PF_CMP;
 	ep->opt = state_opt(p);
 	ep->secclass = p->secclass;
-	ep->pkts[p->out & 1] = 1;
-	ep->bytes[p->out & 1] = p->plen;
+	{
+		struct state_cnt *c = &ep->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
+
+		c->pkts[p->out & 1] = 1;
+		c->bytes[p->out & 1] = p->plen;
+	}
 	if (p->proto == IPPROTO_TCP) {
 		/* only an opening SYN (no ACK) starts the strict machine */
 		if ((p->tcpflags & 0x12) == 0x02)
@@ -923,8 +936,12 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	if (!e || e->expire < now || (e->pass & FR_NOICMPERR))
 		return 0;
 	slot = (!backward) * 2 + (p->out & 1);
-	__sync_fetch_and_add(&e->pkts[slot & 3], 1);
-	__sync_fetch_and_add(&e->bytes[slot & 3], p->plen);
+	{
+		struct state_cnt *c = &e->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
+
+		__sync_fetch_and_add(&c->pkts[slot & 3], 1);
+		__sync_fetch_and_add(&c->bytes[slot & 3], p->plen);
+	}
 	/* the quoted packet, direction reversed, fills its interface slot */
 	slot = backward * 2 + !(p->out & 1);
 	if (!e->ifindex[slot & 3])

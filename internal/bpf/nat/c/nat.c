@@ -50,6 +50,7 @@ static __always_inline int bench_at(__u32 n)
 #define ST_PARSE 2  /* headers read, key made */
 #define ST_LOOKUP 3 /* the fast entry looked up */
 #define ST_REWRITE 4 /* the packet rewritten, nothing accounted */
+#define ST_NOSHORT 8 /* no miss shortcut (fast_miss): benchmarks of it */
 #define ST_OFF 9    /* no fast path: every packet goes the whole way (tests) */
 
 /* probe tells whether the program is a probe (LoadProbe: stopped at
@@ -241,15 +242,16 @@ struct pkt {
 	__u8 udp0;     /* UDP with a zero checksum field */
 	__u8 cut;      /* a TCP header cut short (4-19 bytes): no L4, its ports in sport/dport */
 	__u8 tcpbad;   /* a TCP header IPFilter calls bad: a first fragment makes no frag entry */
-	__u8 pad1;
+	__u8 nq;       /* ICMPv4, not a query: looked up by nqid (the engine's nqICMP) */
 	__u32 ipid;
 	__u32 len;     /* bytes from l3off to the end of the buffer */
 	__u32 ifindex;
 	__u8 dir;
-	__u8 pad;
+	__u8 cutnew;   /* a cut TCP header without a session of its ports: it
+			* starts one of its own (the engine's check) */
 	__u16 fragend; /* first fragments: where their data ends (bytes) */
 	__u16 fragoff; /* fragment bodies: where their data starts (bytes) */
-	__u16 pad2;
+	__u16 nqid;    /* nq: its bytes 4-5 (network order), a query's id slot */
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -733,6 +735,28 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 		__u32 min = p->proto == IPPROTO_TCP ? 20 : 8;
 
 		if (p->l4len < min) {
+			if (p->proto == IPPROTO_TCP && p->l4len >= 4 && p->family == 6) {
+				/* IPv6: IPFilter treats a TCP header cut short
+				 * as a TCP packet with its ports (its session
+				 * lists them, a portmap rewrites them both ways)
+				 * with no checksum to patch (the engine's cut6):
+				 * the L4 header stays, csumoff stays 0 */
+				if ((void *)(l4 + 4) > end)
+					return 0;
+				p->pflags = PF_TCP;
+				p->sport = *(__u16 *)l4;
+				p->dport = *(__u16 *)(l4 + 2);
+				/* a first fragment makes no entry under 14 bytes
+				 * or with flags IPFilter calls bad (the engine's
+				 * cut6Bad) */
+				p->tcpbad = 1;
+				if (p->l4len >= 14 && (void *)(l4 + 14) <= end) {
+					p->tcpflags = l4[13];
+					p->tcpbad = (l4[12] >> 4) < 5 ||
+						    tcp_flags_bad(l4[13], 0, l4[8] | l4[9] | l4[10] | l4[11]);
+				}
+				return 1;
+			}
 			p->l4off = 0;
 			if (p->proto == IPPROTO_TCP && p->l4len >= 4) {
 				/* a TCP header cut short still has its ports:
@@ -744,16 +768,11 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 				p->sport = *(__u16 *)l4;
 				p->dport = *(__u16 *)(l4 + 2);
 				p->cut = 1;
-				/* a first fragment holding its flags that IPFilter
-				 * does not call bad starts a fragment entry (the
+				/* a cut first fragment starts a fragment entry
+				 * whatever its flags: IPFilter checks no flags
+				 * of a header it does not have whole (the
 				 * engine's cutFrag) */
-				p->tcpbad = 1;
-				if (p->l4len >= 14) {
-					if ((void *)(l4 + 14) > end)
-						return 0;
-					p->tcpbad = (l4[12] >> 4) < 5 ||
-						    tcp_flags_bad(l4[13], 0, l4[8] | l4[9] | l4[10] | l4[11]);
-				}
+				p->tcpbad = 0;
 			}
 			return 1;
 		}
@@ -790,6 +809,13 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 			return 0;
 		p->icmptype = l4[0];
 		p->csumoff = off + 2;
+		if (p->proto == IPPROTO_ICMP && !icmp4_query(l4[0])) {
+			/* IPFilter looks it up with these bytes in the id slot:
+			 * a query's session with that id, one of its own kind
+			 * only when they are 0 (the engine's lookupNonQuery) */
+			p->nq = 1;
+			p->nqid = *(__u16 *)(l4 + 4);
+		}
 		if (p->proto == IPPROTO_ICMP ? icmp4_query(l4[0]) : icmp6_query(l4[0])) {
 			p->pflags = PF_ICMPQ;
 			p->sport = p->dport = *(__u16 *)(l4 + 4);
@@ -1108,7 +1134,9 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 	if (p->l4off) {
 		__u8 *l4 = data + (p->l4off & 0x3ff);
 
-		if ((void *)(l4 + 8) > end)
+		/* ports: 4 bytes (an IPv6 TCP header cut short may hold no
+		 * more); anything else: 8 */
+		if ((void *)(l4 + ((p->pflags & PF_TCPUDP) ? 4 : 8)) > end)
 			return -1;
 		if (p->pflags & PF_TCPUDP) {
 			*(__u16 *)l4 = sp;
@@ -1542,6 +1570,10 @@ static __always_inline int rule_matches(const struct nat_rule *r, const struct p
 		 * queries or not (the engine's icmpID) */
 		if (p->proto != IPPROTO_ICMP)
 			return 0;
+		/* a port test makes it tcp/udp too: queries only (the engine's
+		 * icmpID) */
+		if ((f & RF_IDMAPQ) && !(p->pflags & PF_ICMPQ))
+			return 0;
 	} else {
 		if (!((f & RF_TCP) && (f & RF_UDP)) && r->proto && p->proto != r->proto)
 			return 0;
@@ -1620,6 +1652,15 @@ static __always_inline __u32 nat_random(void)
 static __always_inline int exists(struct nat_key *k)
 {
 	return bpf_map_lookup_elem(&sessions, k) != NULL;
+}
+
+/* exists_on is exists for a map's clash check: a session of that tuple on
+ * another interface is no clash (the engine's existsOn). */
+static __always_inline int exists_on(struct nat_key *k, __u32 ifindex)
+{
+	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
+
+	return v && (!v->ifindex || v->ifindex == ifindex);
 }
 
 static __always_inline void key_of(struct nat_key *k, __u8 dir, __u8 proto, __u8 family, const __u32 *src,
@@ -1891,7 +1932,7 @@ static long map_step(__u32 l, void *unused)
 	key_of(k, DIR_IN, p->proto, p->family, w->ns.t.odst, na, p->dport, bpf_htons((__u16)port));
 	if (icmpq)
 		k->sport = bpf_htons((__u16)port);
-	if (!exists(k)) {
+	if (p->cutnew || !exists_on(k, p->ifindex)) {
 		a->in = in;
 		a->port = port;
 		a->ok = 1;
@@ -2108,8 +2149,12 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	}
 	nport = dport;
 	if (rs->dpnext != 0) {
-		if (!(r->flags & RF_FIXEDDP) && r->oport_min != r->oport_max) {
-			nport = (__u16)((__s32)dport - r->oport_min + r->dpmax);
+		/* a from/to rdr: P - LO + HI, LO its destination port test's
+		 * first port (the engine's newRdr) */
+		if (!(r->flags & RF_FIXEDDP) && (r->oport_min != r->oport_max || (r->flags & RF_FILTER))) {
+			__s32 base = (r->flags & RF_FILTER) ? r->dport_p1 : r->oport_min;
+
+			nport = (__u16)((__s32)dport - base + r->dpmax);
 		} else {
 			nport = (__u16)rs->dpnext;
 			rs->dpnext++;
@@ -2567,7 +2612,9 @@ GLOBAL int nat_new(void)
 	if (c.res) {
 		struct nat_rule *r = rule_at(c.slot, c.idx);
 
-		if (r && (r->flags & RF_RR) && c.res == 3)
+		/* only the rdr list turns (the engine's check: IPFilter
+		 * moves a round-robin rule after ipf_nat_newrdr only) */
+		if (r && (r->flags & RF_RR) && c.res == 3 && (w->p.dir & 1) == DIR_IN)
 			rotate(c.slot, w->p.dir & 1, c.idx);
 		return 1;
 	}
@@ -2746,10 +2793,28 @@ static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 	frag_key(&w->fk, p);
 	w->fv.k = *k;
 	w->fv.end = p->fragend;
-	/* a TCP header cut inside its 20 fixed bytes counts as ending at 20
-	 * (IPFilter's firstend; the engine's noteFrag) */
-	if (p->cut && p->fragend < 20)
-		w->fv.end = 20;
+	if (p->family == 4) {
+		/* IPFilter's firstend, in 8-byte units rounded down; at
+		 * least 24 bytes for TCP; 8 for an ICMP error or a query
+		 * shorter than its type's minimum (the engine's v4FirstEnd) */
+		__u16 e = p->fragend & ~7;
+
+		if (p->proto == IPPROTO_TCP && e < 24)
+			e = 24;
+		else if (p->proto == IPPROTO_ICMP && p->l4len >= 8 &&
+			 (icmp4_error(p->icmptype) ||
+			  ((p->icmptype == 13 || p->icmptype == 14) && p->l4len < 20) ||
+			  ((p->icmptype == 17 || p->icmptype == 18) && p->l4len < 12)))
+			e = 8;
+		w->fv.end = e;
+	} else if ((p->fragend - p->fragoff) & 7 || p->proto == IPPROTO_AH ||
+		   (p->proto == IPPROTO_TCP && p->l4len < 14)) {
+		/* IPv6: no entry for a first fragment whose data is not a
+		 * multiple of 8 bytes (bad), for AH, or for less than 14
+		 * bytes of TCP header; the end is exact (the engine's
+		 * noteFrag) */
+		return;
+	}
 	w->fv.pad = 0;
 	bpf_map_update_elem(&frags, &w->fk, &w->fv, BPF_ANY);
 }
@@ -3319,7 +3384,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 	if (p->dir == DIR_OUT)
 		mark_done(skb);
-	if (mss && p->proto == IPPROTO_TCP && p->l4off && (p->tcpflags & 0x02))
+	if (mss && p->proto == IPPROTO_TCP && p->l4off && p->l4len >= 20 && (p->tcpflags & 0x02))
 		nat_mss(skb, p->l4off, p->csumoff, mss);
 	if (p->morefrags && !p->tcpbad)
 		note_frag(p, k);
@@ -3352,6 +3417,9 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		 * as in IPFilter (the engine's portless); it never starts one */
 		if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP ||
 		    p->proto == (p->family == 6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+			return TC_ACT_UNSPEC;
+		/* IPv6 AH bodies never find a session (the engine's check) */
+		if (p->family == 6 && p->proto == IPPROTO_AH)
 			return TC_ACT_UNSPEC;
 		k = &w->k2;
 		__builtin_memcpy(k->src, p->src, 16);
@@ -3420,16 +3488,21 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	if (p->fragbody)
 		return nat_frag_body(skb);
 	k = &w->k2;
-	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->sport, p->dport);
+	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->nq ? p->nqid : p->sport,
+	       p->nq ? p->nqid : p->dport);
 	v = w->nohit ? NULL : bpf_map_lookup_elem(&sessions, k);
 	if (p->cut && !(v && (!v->ifindex || v->ifindex == p->ifindex))) {
 		/* a TCP header cut short without a session of its ports is
-		 * a packet without ports */
+		 * a packet without ports that finds no session either: it
+		 * starts one of its own, which takes over the key of an
+		 * earlier one (shadow), with no clash check (the engine's
+		 * check and newMap: IPFilter looks it up by its ports only) */
 		p->cut = 0;
 		p->tcpbad = 0;
+		p->cutnew = 1;
 		p->sport = p->dport = 0;
 		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, 0, 0);
-		v = bpf_map_lookup_elem(&sessions, k);
+		v = NULL;
 	}
 	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
 		/* a session that needs more than the fast path gives */
@@ -3576,8 +3649,8 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		k = &w->k;
 		__builtin_memcpy(k->src, p.src, 16);
 		__builtin_memcpy(k->dst, p.dst, 16);
-		k->sport = p.sport;
-		k->dport = p.dport;
+		k->sport = p.nq ? p.nqid : p.sport;
+		k->dport = p.nq ? p.nqid : p.dport;
 		k->proto = p.proto;
 		k->dir = dir;
 		k->family = p.family;
@@ -3682,6 +3755,28 @@ static __always_inline void fast_account(struct __sk_buff *skb, struct nat_hot *
 		skb->cb[4] = cookie;
 }
 
+/* fast_miss decides a TCP/UDP packet the fast table does not know,
+ * with the key k the session table would look it up by: when that table
+ * does not know it either and no rule of its direction and no wildcard
+ * entry could take it, it is left alone here, counted as the whole way
+ * would count it (a miss, ignored), without the tail call, the second
+ * parse and the rule walk. Anything else goes the whole way (FAST_NO). */
+static __always_inline int fast_miss(__u32 dir, int pre, const struct nat_key *k)
+{
+	struct nat_order *o;
+	__u32 ok;
+
+	if (pre || bench_at(ST_NOSHORT) || cfg(NCFG_WILDS))
+		return FAST_NO;
+	ok = (cfg(NCFG_ACTIVE) & 1) * 2 + dir;
+	o = bpf_map_lookup_elem(&orders, &ok);
+	if (!o || o->n || bpf_map_lookup_elem(&sessions, k))
+		return FAST_NO;
+	stat_inc(dir * NS_SIDE + NS_MISS);
+	stat_inc(dir * NS_SIDE + NS_IGNORED);
+	return TC_ACT_UNSPEC;
+}
+
 /* nat_fast4 is the path of an established IPv4 TCP or UDP flow: the
  * headers read in place, one lookup with a 16-byte key in fast4, the
  * rewrite with the checksum differences the entry carries, and the
@@ -3743,7 +3838,18 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 	f = bpf_map_lookup_elem(&fast4, &k);
 	if (bench_at(ST_LOOKUP))
 		return TC_ACT_UNSPEC;
-	if (unlikely(!f) || unlikely(f->ifindex && f->ifindex != skb->ifindex) ||
+	if (unlikely(!f)) {
+		struct nat_key sk = {};
+
+		sk.src[0] = k.src;
+		sk.dst[0] = k.dst;
+		*(__u32 *)&sk.sport = *ports;
+		sk.proto = proto;
+		sk.dir = dir;
+		sk.family = 4;
+		return fast_miss(dir, pre, &sk);
+	}
+	if (unlikely(f->ifindex && f->ifindex != skb->ifindex) ||
 	    unlikely((f->flags & FF_MSS) && (fl & 0x02)))
 		return FAST_NO;
 	if (pre)
@@ -3815,7 +3921,7 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, 
 	*(__u32 *)&k.proto = proto | dir << 8 | 6 << 16;
 	f6 = bpf_map_lookup_elem(&fast6, &k);
 	if (unlikely(!f6))
-		return FAST_NO;
+		return fast_miss(dir, pre, &k);
 	f = &f6->f;
 	if (unlikely(f->ifindex && f->ifindex != skb->ifindex) || unlikely((f->flags & FF_MSS) && (fl & 0x02)))
 		return FAST_NO;

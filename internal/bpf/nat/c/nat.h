@@ -59,6 +59,7 @@
 #define RF_AUTO 0x200
 #define RF_SEQ 0x400
 #define RF_ICMPIDMAP 0x800
+#define RF_IDMAPQ 0x1000   /* icmpidmap with a port test: queries only */
 #define RF_FIXEDDP 0x2000
 #define RF_RR 0x4000
 #define RF_STICKY 0x8000
