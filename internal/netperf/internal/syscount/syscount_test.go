@@ -4,6 +4,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 func TestParseCSV(t *testing.T) {
@@ -34,7 +36,7 @@ func TestParseCSV(t *testing.T) {
 // needs perf (linux-perf), which the measurement needs too.
 func TestAttach(t *testing.T) {
 	if err := Available(); err != nil {
-		t.Skipf("no perf to count with: %v", err)
+		testutil.SkipOrFail(t, "no perf to count with (CI installs linux-perf): %v", err)
 	}
 	c, err := Attach(os.Getpid(), t.TempDir())
 	if err != nil {
