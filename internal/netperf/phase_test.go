@@ -38,6 +38,26 @@ func TestYielderStride(t *testing.T) {
 	}
 }
 
+// TestYielderRate: a loop of quick calls yields once per yieldEvery, not
+// more (each yield wakes an idle runtime thread, work C netperf does not
+// do), and not less (the runtime's monitor would preempt the loop after
+// 10 ms).
+func TestYielderRate(t *testing.T) {
+	var y yielder
+	start := time.Now()
+	for time.Since(start) < 20*yieldEvery {
+		y.tick()
+	}
+	elapsed := time.Since(start)
+	if most := uint64(elapsed/yieldEvery) + 1; y.yields > most {
+		t.Errorf("%d yields in %v, want at most %d", y.yields, elapsed, most)
+	}
+	// A loaded machine can stretch the gaps; it cannot remove them all.
+	if y.yields < 2 {
+		t.Errorf("%d yields in %v", y.yields, elapsed)
+	}
+}
+
 func TestSpareProc(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	runtime.GOMAXPROCS(1)

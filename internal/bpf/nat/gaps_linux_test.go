@@ -19,9 +19,11 @@ import (
 //     fragment follow no session (IPFilter's fragment cache refuses them);
 //   - an ICMP error too short to quote an IP header is translated as a
 //     plain packet (IPv4 and IPv6);
-//   - an IPv6 extension header cut short by the end of the datagram
-//     leaves a packet without L4 header whose addresses are translated;
-//     a cut fragment header leaves it alone;
+//   - an IPv6 extension header (AH too, in 8-byte units) cut short or
+//     running past the datagram leaves a packet without L4 header and
+//     with protocol 59 (one session for all such packets of a pair of
+//     addresses), whose addresses are translated; behind AH only a whole
+//     TCP header gives ports;
 //   - a TCP header cut short (4-19 bytes) finds its session by its ports
 //     and has only its addresses translated; without one it is a packet
 //     without ports that starts a session of its own (two such packets
@@ -40,6 +42,8 @@ import (
 //   - a non-query ICMPv4 packet is looked up by its bytes 4-5; a session
 //     on another interface is no clash; round-robin map rules stay;
 //   - ICMPv6 informational messages other than echo are never translated;
+//   - an IPv4 fragment follows its first fragment only with the same
+//     copied options (security class and authority, source routes);
 //   - a fragment body of a protocol without ports finds its session by
 //     its addresses when no fragment entry takes it.
 func TestPrivilegedDifferentialEdges(t *testing.T) {
@@ -145,6 +149,31 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			// leaving by nic0 it finds the bimap session
 			{out: true, iface: "nic0", b: v4("10.0.0.1", "2.2.2.2", 17, pt.UDP(443, 12093, data[:8], false))},
 		}, 2}, // the nic1 packet keeps its bytes (1.1.1.1 -> 1.1.1.1)
+		{"v4 fragment keys hold the copied options", "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", []randPkt{
+			// security with authority 0x0280: counts as 0x0200 (no
+			// 0x0100 bit), so the body's 0x0200 is the same key
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 41, FlagsOff: 0x2000,
+				Options: secOpt(0xab, 0x02, 0x80), Payload: pt.UDP(1000, 53, data, false)}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 41, FlagsOff: 3,
+				Options: secOpt(0xab, 0x02, 0x00), Payload: data[:8]}.Bytes()},
+			// 0x0100 and 0x0300: other keys, the body is left alone
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 42, FlagsOff: 0x2000,
+				Options: secOpt(0xab, 0x01, 0x00), Payload: pt.UDP(1000, 53, data, false)}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 42, FlagsOff: 3,
+				Options: secOpt(0xab, 0x03, 0x00), Payload: data[:8]}.Bytes()},
+			// a second security option: its class does not count
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 43, FlagsOff: 0x2000,
+				Options: pt.Cat(secOpt(0xab, 0x01, 0x00)[:11], secOpt(0x3d, 0x01, 0x00)[:11], []byte{1, 0}),
+				Payload: pt.UDP(1000, 53, data, false)}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 43, FlagsOff: 3,
+				Options: secOpt(0xab, 0x01, 0x00), Payload: data[:8]}.Bytes()},
+			// a loose source route of 3 bytes has no bit: the body
+			// without options follows
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 44, FlagsOff: 0x2000,
+				Options: []byte{0x83, 3, 4, 0}, Payload: pt.UDP(1000, 53, data, false)}.Bytes()},
+			{out: true, iface: "nic0", b: pt.V4{Src: "10.0.0.5", Dst: "2.2.2.2", Proto: 17, TTL: 64, ID: 44, FlagsOff: 3,
+				Payload: data[:8]}.Bytes()},
+		}, 7},
 		{"v6 first fragment entries", "map nic0 fd00::/16 -> 2001:db8::1/128\n", []randPkt{
 			// 16 bytes of UDP: ends at 16 exactly, the body at 16 follows
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 44, pt.Cat(pt.Frag(17, 0, true, 41), pt.UDP(1000, 53, data, false)[:16]))},
@@ -245,16 +274,36 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 				Payload: pt.ICMP(1, 4, 0, data), L4Proto: 58}.Bytes()},
 		}, 3},
 		{"v6 cut extension headers", "map nic0 fd00::/16 -> 2001:db8::1/128\n", []randPkt{
-			// a destination options header of 4 bytes
+			// a destination options header of 4 bytes: protocol 59
 			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 60, data[:4])},
-			// one that says 16 bytes and has 8, before UDP
+			// a whole one before a UDP header with nothing of it: UDP
+			// without ports, a session of its own
 			{out: true, iface: "nic0", b: v6("fd00::6", "2001:db8:9::9", 60, pt.Ext(17, 1))},
 			// a routing header that says 24 bytes, of which 12 are
-			// there: the next header (TCP) is past the end
+			// there: protocol 59, which clashes with the first (fails)
 			{out: true, iface: "nic0", b: v6("fd00::7", "2001:db8:9::9", 43, pt.Cat(pt.Routing(6, 2, 0, 0)[:8], data[:4]))},
-			// a fragment header of 4 bytes: left alone
+			// a fragment header of 4 bytes: the same
 			{out: true, iface: "nic0", b: v6("fd00::8", "2001:db8:9::9", 44, data[:4])},
-		}, 3},
+			// both to another destination: a session for the first
+			{out: true, iface: "nic0", b: v6("fd00::7", "2001:db8:9::a", 43, pt.Cat(pt.Routing(6, 2, 0, 0)[:8], data[:4]))},
+			{out: true, iface: "nic0", b: v6("fd00::8", "2001:db8:9::a", 44, data[:4])},
+			// AH of 16 bytes (8-byte units) before UDP: UDP without
+			// ports, so another port pair is the same session
+			{out: true, iface: "nic0", b: v6("fd00::9", "2001:db8:9::b", 51, pt.Cat(pt.Ext(17, 1), pt.UDP(1000, 53, data[:8], false)))},
+			{out: true, iface: "nic0", b: v6("fd00::9", "2001:db8:9::b", 51, pt.Cat(pt.Ext(17, 1), pt.UDP(1001, 54, data[:8], false)))},
+			// AH cut short: protocol 59, another session
+			{out: true, iface: "nic0", b: v6("fd00::9", "2001:db8:9::c", 51, pt.Ext(17, 1)[:12])},
+			// behind AH a whole TCP header has its ports
+			{out: true, iface: "nic0", b: v6("fd00::9", "2001:db8:9::d", 51, pt.Cat(pt.Ext(6, 1), syn.Bytes()))},
+		}, 7},
+		{"ICMPv6 errors quoting extension headers", "map nic0 fd00::/16 -> 2001:db8::1/128\n", []randPkt{
+			// UDP behind a destination options header
+			{out: true, iface: "nic0", b: v6("fd00::5", "2001:db8:9::9", 60, pt.Cat(pt.Ext(17, 0), pt.UDP(1000, 53, data[:8], false)))},
+			// an error quoting it as it left: translated through its
+			// session, the quoted packet too
+			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
+				Payload: pt.ICMP(1, 4, 0, v6("2001:db8::1", "2001:db8:9::9", 60, pt.Cat(pt.Ext(17, 0), pt.UDP(1000, 53, data[:8], false))))}.Bytes()},
+		}, 2},
 		{"cut TCP headers", "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp 40000:40010\n", []randPkt{
 			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
 			// a first fragment with 8 bytes of the header: the
@@ -354,8 +403,15 @@ var edgesKernelPending = map[string]string{
 		"less than an IP header is given the new destination only, as one quoting no session " +
 		"(the engine's nat-rewrite-in-icmp-error-cut-quote): the kernel NAT's apply needs its " +
 		"rewrite-in ICMP error test on the error type, not on a readable quote",
-	"v6 cut extension headers": "an IPv6 extension header (hop-by-hop, routing, destination " +
-		"options, mobility, fragment, and AH, walked in 8-byte units) cut short or running past " +
-		"the packet gives the packet protocol 59 for its session key and clash check (the engine's " +
-		"nat6-ah-ext-header); today the kernel keys it by the cut header's own type",
+	"ICMPv6 errors quoting extension headers": "an ICMPv6 error whose quoted packet has " +
+		"extension headers (hop-by-hop, routing, destination options, fragment, AH) is " +
+		"translated through the quoted packet's session by the engine (parseInner walks them " +
+		"as parse does, protocol 59 for a cut one); the kernel's inner_parse gives up on " +
+		"them and treats the error as a plain ICMPv6 packet: it needs the walk over in->b",
+}
+
+// secOpt is a RIPSO security option of class c and authority a1 a2,
+// padded to 12 bytes with an end of options.
+func secOpt(c, a1, a2 byte) []byte {
+	return []byte{0x82, 11, c, a1, a2, 0, 0, 0, 0, 0, 0, 0}
 }

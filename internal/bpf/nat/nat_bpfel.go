@@ -54,6 +54,9 @@ type natNatFrag struct {
 	K   natNatKey
 	End uint32
 	Pad uint32
+	Ska natNatKey
+	Skb natNatKey
+	Seq uint64
 }
 
 type natNatFragKey struct {
@@ -63,6 +66,9 @@ type natNatFragKey struct {
 	Id     uint32
 	Proto  uint8
 	Family uint8
+	Secmsk uint16
+	Optmsk uint32
+	Auth   uint16
 	Pad    uint16
 }
 
@@ -348,10 +354,17 @@ type natWork struct {
 		Fragend   uint16
 		Fragoff   uint16
 		Nqid      uint16
+		Nonote    uint8
+		Ah        uint8
+		Fauth     uint16
+		Fopt      uint32
+		Fsec      uint16
+		Pad2      uint16
 	}
 	K  natNatKey
 	K2 natNatKey
 	Fk natNatFragKey
+	_  [4]byte
 	Fv natNatFrag
 	T  natNatTuple
 	Sc struct {

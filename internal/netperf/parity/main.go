@@ -1,10 +1,12 @@
 // Command parity measures the Go netperf/netserver side by side with the
 // C netperf 2.7.1 tools on loopback and prints a table of CPU cost per unit
 // and throughput for every test and every client→server pairing, with a
-// verdict per cell on the target "Go costs at most 5 % more than C":
+// verdict per cell on the target "Go costs at most 5 % more than C", and a
+// second table of the work per unit that does not depend on how busy the
+// machine is (system calls, context switches):
 //
-//	go run ./internal/netperf/parity                  # quick: 9 × 2 s per cell, ~11 min
-//	go run ./internal/netperf/parity -mode thorough   # 16 × 3 s per cell, ~28 min
+//	go run ./internal/netperf/parity                  # quick: 9 × 2 s per cell + 1 counted, ~12.5 min
+//	go run ./internal/netperf/parity -mode thorough   # 16 × 3 s per cell + 1 counted, ~31 min
 //	go run ./internal/netperf/parity -n 9 -l 2 -tests TCP_RR,TCP_CRR -raw runs.jsonl
 //	go run ./internal/netperf/parity -report runs.jsonl   # re-make the table
 //
@@ -22,11 +24,26 @@
 // the test. For UDP_STREAM each side is counted per KB it handled (sent,
 // or received: datagrams get lost).
 //
-// Placement: by default (-pin split) every client runs on CPU 0 and every
-// server on CPU 1, C and Go alike (taskset on the whole process, so every
-// Go runtime thread is bound too). Unpinned, the scheduler moves the two
-// ends between CPUs, and whether they share one changes the cost of each
-// wake-up, and with it the CPU per unit, by far more than 5 %.
+// Placement: by default (-pin auto) the request/response tests run client
+// and server both on CPU 0 and the streams run every client on CPU 0 and
+// every server on CPU 1, C and Go alike (taskset on the whole client
+// process, sched_setaffinity on every server thread, so every Go runtime
+// thread is bound too). Unpinned, the scheduler moves the two ends between
+// CPUs, and whether they share one changes the cost of each wake-up, and
+// with it the CPU per unit, by far more than 5 %. A request/response
+// transaction on two CPUs wakes a halted CPU twice; on this project's
+// virtual machine (a nested, paravirtualised guest) that cost 30–50 µs of
+// CPU time per transaction charged to the two processes, 5–10 times the
+// tools' own work, and it followed the host's load (±250 % between
+// repetitions). On one CPU a transaction is a direct switch between the
+// two processes: about 10 µs, ±10–25 %. -pin split is the old placement.
+//
+// Work per unit: the context switches of every timed run (the client's
+// rusage; the server's threads' /proc status before and after), and, in
+// -count extra repetitions after the timed ones, the system calls of
+// each side counted by perf stat (the raw_syscalls:sys_enter tracepoint;
+// no ptrace). perf makes every system call a little dearer, so the
+// counted runs are left out of the CPU and throughput figures.
 //
 // On a machine busy with other work, -rt runs every client and server
 // SCHED_FIFO so that the other load cannot preempt them (stream senders
@@ -65,6 +82,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sluice/internal/netperf/internal/syscount"
 )
 
 func main() {
@@ -74,14 +93,15 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	mode := fs.String("mode", "quick", "defaults for -n and -l: quick (9 × 2 s, ~11 min for everything) or thorough (16 × 3 s, ~28 min)")
+	mode := fs.String("mode", "quick", "defaults for -n and -l: quick (9 × 2 s, ~12.5 min for everything with one counted repetition) or thorough (16 × 3 s, ~31 min)")
 	reps := fs.Int("n", 0, "repetitions of every test and pairing (default: the mode's)")
 	length := fs.Int("l", 0, "test length in seconds, netperf -l (default: the mode's)")
 	testsArg := fs.String("tests", strings.Join(testNames(), ","), "tests to run")
 	pairsArg := fs.String("pairs", "GG,CC,GC,CG", "client→server pairings: G = Go, C = C")
 	cDir := fs.String("c", "", "directory of the C netperf and netserver (default: $NETPERF_C_BIN's, else ../shared/netperf-c/bin)")
 	goDir := fs.String("go", "", "directory of the Go netperf and netserver (default: built from this module)")
-	pin := fs.String("pin", "split", "CPU placement: split (every client on CPU 0, every server on CPU 1), same (both on CPU 0) or none (the scheduler's)")
+	pin := fs.String("pin", "auto", "CPU placement: auto (request/response tests: client and server both on CPU 0; streams: client on CPU 0, server on CPU 1), split (every client on CPU 0, every server on CPU 1), same (both on CPU 0) or none (the scheduler's)")
+	count := fs.Int("count", 1, "counted repetitions per cell after the timed ones: the runs under perf stat that count system calls (left out of the CPU and throughput figures); 0 for none")
 	rt := fs.Bool("rt", false, "run every client and server SCHED_FIFO (chrt -f 10), so that other load on a busy machine cannot preempt them; it also changes how their threads share a CPU, so compare only runs made alike")
 	rawOut := fs.String("raw", "", "also write every run as a JSON line to this file")
 	reportIn := fs.String("report", "", "re-make the table from a -raw file instead of measuring")
@@ -110,11 +130,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	switch *pin {
-	case "split", "same":
+	case "auto", "split", "same":
 	case "none", "":
 		*pin = ""
 	default:
-		fmt.Fprintf(stderr, "parity: bad -pin %q (want split, same or none)\n", *pin)
+		fmt.Fprintf(stderr, "parity: bad -pin %q (want auto, split, same or none)\n", *pin)
 		return 2
 	}
 	switch *mode {
@@ -126,8 +146,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "parity: bad -mode %q (want quick or thorough)\n", *mode)
 		return 2
 	}
-	if *reps < 1 || *length < 1 {
-		fmt.Fprintln(stderr, "parity: -n and -l must be at least 1")
+	if *reps < 1 || *length < 1 || *count < 0 {
+		fmt.Fprintln(stderr, "parity: -n and -l must be at least 1, -count at least 0")
 		return 2
 	}
 	m, err := newMeasurer(*cDir, *goDir, *pin, *rt, stderr)
@@ -136,6 +156,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer m.close()
+	if *count > 0 {
+		if err := syscount.Available(); err != nil {
+			fmt.Fprintf(stderr, "parity: no system call counts (-count 0 to run without): %v\n", err)
+			return 1
+		}
+	}
 	var raw io.Writer = io.Discard
 	if *rawOut != "" {
 		f, err := os.Create(*rawOut)
@@ -146,25 +172,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		raw = f
 	}
-	meta := Meta{Start: time.Now(), Reps: *reps, Length: *length, LoadStart: loadAvg(), Kernel: kernel(), Pin: *pin, RT: *rt}
-	fmt.Fprintf(stderr, "parity: %d runs of %d s (%d repetitions × %d tests × %d pairings), about %s\n",
-		*reps*len(tests)*len(pairs), *length, *reps, len(tests), len(pairs),
-		(time.Duration(*reps*len(tests)*len(pairs)) * (time.Duration(*length)*time.Second + runOverhead)).Round(time.Minute))
+	meta := Meta{Start: time.Now(), Reps: *reps, Counted: *count, Length: *length, LoadStart: loadAvg(), Kernel: kernel(), Pin: *pin, RT: *rt}
+	total := (*reps + *count) * len(tests) * len(pairs)
+	fmt.Fprintf(stderr, "parity: %d runs of %d s (%d timed and %d counted repetitions × %d tests × %d pairings), about %s\n",
+		total, *length, *reps, *count, len(tests), len(pairs),
+		(time.Duration(total) * (time.Duration(*length)*time.Second + runOverhead)).Round(time.Minute))
 	enc := json.NewEncoder(raw)
 	_ = enc.Encode(Record{Meta: &meta})
 	var runs []Run
-	for rep := range *reps {
+	// The counted repetitions come after the timed ones: perf's
+	// tracepoint makes every system call a little dearer, so their CPU
+	// times are not used.
+	for rep := range *reps + *count {
+		counted := rep >= *reps
 		for ti, t := range tests {
 			for k := range pairs {
 				// Rotate the order so no pairing always runs first.
 				p := pairs[(k+rep+ti)%len(pairs)]
-				r, err := m.measure(t, p, rep, *length)
+				r, err := m.measure(t, p, rep, *length, counted)
 				if err != nil {
 					fmt.Fprintf(stderr, "parity: %s %s: %v\n", t.Name, p, err)
 					return 1
 				}
 				runs = append(runs, r)
 				_ = enc.Encode(Record{Run: &r})
+				if counted {
+					c, s := r.perUnit(float64(r.ClientSyscalls), float64(r.ServerSyscalls))
+					fmt.Fprintf(stderr, "counted %d %-14s %s  syscalls/unit %.4f + %.4f  %10.2f %s  load %.2f\n",
+						rep+1-*reps, t.Name, pairLabel(p), c, s, r.Throughput, r.Units, r.Load)
+					continue
+				}
 				fmt.Fprintf(stderr, "rep %d %-14s %s  cpu/unit %8.3f  sd %8.3f  %10.2f %s  load %.2f\n",
 					rep+1, t.Name, pairLabel(p), r.CPUPerUnit(), r.LocalSD, r.Throughput, r.Units, r.Load)
 			}
@@ -186,8 +223,12 @@ type Test struct {
 	Name string   // label in the table
 	Args []string // netperf -t and test options
 	// Stream tests count KB; which local counter holds them.
+	// Request/response tests leave it empty.
 	Bytes string
 }
+
+// rr reports a request/response test.
+func (t Test) rr() bool { return t.Bytes == "" }
 
 var allTests = []Test{
 	{"TCP_STREAM 16K", []string{"-t", "TCP_STREAM", "--", "-m", "16K"}, "LOCAL_BYTES_SENT"},
@@ -230,9 +271,10 @@ func pickTests(arg string) ([]Test, error) {
 type Meta struct {
 	Start, End         time.Time
 	Reps, Length       int
+	Counted            int // counted repetitions (system calls) after the timed ones
 	LoadStart, LoadEnd string
 	Kernel             string
-	Pin                string // CPU placement (-pin)
+	Pin                string // CPU placement (-pin): auto, split, same or ""
 	RT                 bool   // clients and servers ran SCHED_FIFO (-rt)
 }
 
@@ -255,6 +297,21 @@ type Run struct {
 	// ClientCPU and ServerCPU are process CPU seconds (user + system).
 	ClientCPU, ServerCPU float64
 	Load                 float64 // 1-minute load average when the run ended
+	// ClientPin and ServerPin are the CPUs the two ran on ("" = any).
+	ClientPin, ServerPin string `json:",omitempty"`
+	// Voluntary (blocking) and involuntary (preempted) context switches
+	// during the run: the client's from its rusage, the server's from
+	// its threads' /proc counts before and after (perf's count of both
+	// together, as voluntary, in a counted run).
+	ClientVCSW, ClientIVCSW, ServerVCSW, ServerIVCSW int64 `json:",omitempty"`
+	// Counted marks a run made under perf stat to count system calls:
+	// its CPU times and throughput are left out of the figures.
+	Counted bool `json:",omitempty"`
+	// ClientSyscalls and ServerSyscalls are the system calls each made
+	// (counted runs): the client's from its exec to its exit (start-up
+	// and control connection included), the server's from just before
+	// the client started to just after it ended.
+	ClientSyscalls, ServerSyscalls int64 `json:",omitempty"`
 }
 
 // CPUPerUnit is the combined client and server CPU time per unit, in µs.
@@ -268,6 +325,19 @@ func (r Run) CPUPerUnit() float64 {
 		return (r.ClientCPU/r.Amount + r.ServerCPU/r.ServerAmount) * 1e6
 	}
 	return (r.ClientCPU + r.ServerCPU) * 1e6 / r.Amount
+}
+
+// perUnit divides a client and a server count by the units each
+// handled (for UDP_STREAM the server's are the KB it received).
+func (r Run) perUnit(client, server float64) (c, s float64) {
+	if r.Amount <= 0 {
+		return 0, 0
+	}
+	sa := r.Amount
+	if r.ServerAmount > 0 {
+		sa = r.ServerAmount
+	}
+	return client / r.Amount, server / sa
 }
 
 // Record is one line of the raw output.
@@ -305,15 +375,39 @@ func readRaw(path string) ([]Run, Meta, error) {
 type server struct {
 	cmd  *exec.Cmd
 	port int
+	cpu  string // the CPU it is bound to, "" for none
 }
 
 type measurer struct {
 	bin     map[byte]string // netperf by implementation letter
 	servers map[byte]*server
 	tmp     string
-	// clientCPU and serverCPU are the CPUs to pin to, "" for none.
-	clientCPU, serverCPU string
-	rt                   bool // run under chrt -f
+	pin     string // -pin
+	rt      bool   // run under chrt -f
+}
+
+// placement returns the CPUs a test's client and server run on ("" for
+// any). Request/response tests run both on one CPU under -pin auto: each
+// transaction is then a direct switch from one process to the other. On
+// separate CPUs every transaction wakes a halted CPU twice, and on a
+// virtual machine that costs tens of µs of CPU time per transaction
+// (charged to the processes: an interprocessor interrupt and a halt each
+// leave the guest), which swamps the tools' own few µs and varies with
+// the host's load by several hundred per cent. Streams wake the other
+// side rarely, so they keep a CPU each.
+func (m *measurer) placement(t Test) (client, server string) {
+	switch m.pin {
+	case "same":
+		return "0", "0"
+	case "split":
+		return "0", "1"
+	case "auto":
+		if t.rr() {
+			return "0", "0"
+		}
+		return "0", "1"
+	}
+	return "", ""
 }
 
 // command runs bin on cpu (through taskset) when one is set, SCHED_FIFO
@@ -330,13 +424,8 @@ func (m *measurer) command(cpu, bin string, args ...string) *exec.Cmd {
 }
 
 func newMeasurer(cDir, goDir, pin string, rt bool, stderr io.Writer) (*measurer, error) {
-	m := &measurer{bin: map[byte]string{}, servers: map[byte]*server{}, rt: rt}
-	switch pin {
-	case "same":
-		m.clientCPU, m.serverCPU = "0", "0"
-	case "split":
-		m.clientCPU, m.serverCPU = "0", "1"
-	}
+	m := &measurer{bin: map[byte]string{}, servers: map[byte]*server{}, rt: rt, pin: pin}
+	_, serverCPU := m.placement(Test{Bytes: "stream"})
 	if cDir == "" {
 		if b := os.Getenv("NETPERF_C_BIN"); b != "" {
 			cDir = filepath.Dir(b)
@@ -344,12 +433,14 @@ func newMeasurer(cDir, goDir, pin string, rt bool, stderr io.Writer) (*measurer,
 			cDir = "../shared/netperf-c/bin"
 		}
 	}
+	// The temporary directory holds the Go tools when they are built
+	// here, and perf's counts.
+	tmp, err := os.MkdirTemp("", "parity")
+	if err != nil {
+		return nil, err
+	}
+	m.tmp = tmp
 	if goDir == "" {
-		tmp, err := os.MkdirTemp("", "parity")
-		if err != nil {
-			return nil, err
-		}
-		m.tmp = tmp
 		build := exec.Command("go", "build", "-o", tmp, "sluice/cmd/netperf", "sluice/cmd/netserver")
 		build.Stdout, build.Stderr = stderr, stderr
 		if err := build.Run(); err != nil {
@@ -376,12 +467,12 @@ func newMeasurer(cDir, goDir, pin string, rt bool, stderr io.Writer) (*measurer,
 		if letter == 'C' {
 			args = append(args, "-f")
 		}
-		cmd := m.command(m.serverCPU, ns, args...)
+		cmd := m.command(serverCPU, ns, args...)
 		if err := cmd.Start(); err != nil {
 			m.close()
 			return nil, err
 		}
-		m.servers[letter] = &server{cmd: cmd, port: port}
+		m.servers[letter] = &server{cmd: cmd, port: port, cpu: serverCPU}
 		if err := waitPort(port); err != nil {
 			m.close()
 			return nil, fmt.Errorf("%s: %w", ns, err)
@@ -422,19 +513,47 @@ func waitPort(port int) error {
 
 var selectors = []string{"THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "LOCAL_SD", "REMOTE_SD", "LOCAL_BYTES_SENT", "LOCAL_BYTES_RECVD", "REMOTE_BYTES_RECVD"}
 
-func (m *measurer) measure(t Test, pair string, rep, length int) (Run, error) {
+func (m *measurer) measure(t Test, pair string, rep, length int, counted bool) (Run, error) {
 	srv := m.servers[pair[1]]
+	clientCPU, serverCPU := m.placement(t)
+	if serverCPU != srv.cpu {
+		cpu, _ := strconv.Atoi(serverCPU)
+		if err := setAffinity(srv.cmd.Process.Pid, cpu); err != nil {
+			return Run{}, err
+		}
+		srv.cpu = serverCPU
+	}
 	args := []string{"-H", "127.0.0.1", "-p", strconv.Itoa(srv.port), "-l", strconv.Itoa(length), "-c", "-C", "-P", "0"}
 	args = append(args, t.Args...)
 	if !containsDashDash(t.Args) {
 		args = append(args, "--")
 	}
 	args = append(args, "-k", strings.Join(selectors, ","))
+	bin := m.bin[pair[0]]
+	var perfOut string
+	var sc *syscount.Counter
+	if counted {
+		perfOut = filepath.Join(m.tmp, "perf-client.csv")
+		args = append(append(syscount.Prefix(perfOut)[1:], bin), args...)
+		bin = "perf"
+		var err error
+		if sc, err = syscount.Attach(srv.cmd.Process.Pid, m.tmp); err != nil {
+			return Run{}, err
+		}
+		defer sc.Close()
+		if err := sc.Start(); err != nil {
+			return Run{}, err
+		}
+	}
 	s0, err := procCPU(srv.cmd.Process.Pid)
 	if err != nil {
 		return Run{}, err
 	}
-	cmd := m.command(m.clientCPU, m.bin[pair[0]], args...)
+	v0, i0, err := procCtx(srv.cmd.Process.Pid)
+	if err != nil {
+		return Run{}, err
+	}
+	cmd := m.command(clientCPU, bin, args...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -443,6 +562,16 @@ func (m *measurer) measure(t Test, pair string, rep, length int) (Run, error) {
 	s1, err := procCPU(srv.cmd.Process.Pid)
 	if err != nil {
 		return Run{}, err
+	}
+	v1, i1, err := procCtx(srv.cmd.Process.Pid)
+	if err != nil {
+		return Run{}, err
+	}
+	var srvCounts syscount.Counts
+	if counted {
+		if srvCounts, err = sc.Stop(); err != nil {
+			return Run{}, err
+		}
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	kv := map[string]string{}
@@ -488,6 +617,21 @@ func (m *measurer) measure(t Test, pair string, rep, length int) (Run, error) {
 	}
 	r.ClientCPU = tv(ru.Utime) + tv(ru.Stime)
 	r.ServerCPU = s1 - s0
+	r.ClientPin, r.ServerPin = clientCPU, serverCPU
+	r.ClientVCSW, r.ClientIVCSW = ru.Nvcsw, ru.Nivcsw
+	r.ServerVCSW, r.ServerIVCSW = v1-v0, i1-i0
+	if counted {
+		cli, err := syscount.ReadFile(perfOut)
+		if err != nil {
+			return r, err
+		}
+		r.Counted = true
+		r.ClientSyscalls, r.ServerSyscalls = cli.Syscalls(), srvCounts.Syscalls()
+		// perf counts both kinds of switch as one; rusage here would
+		// be perf's own.
+		r.ClientVCSW, r.ClientIVCSW = cli.Switches(), 0
+		r.ServerVCSW, r.ServerIVCSW = srvCounts.Switches(), 0
+	}
 	if l, err := strconv.ParseFloat(strings.Fields(loadAvg() + " 0")[0], 64); err == nil {
 		r.Load = l
 	}

@@ -153,6 +153,13 @@ func report(w io.Writer, meta Meta, runs []Run) {
 	var tests []string
 	seen := map[string]bool{}
 	for _, r := range runs {
+		if !seen[r.Test] {
+			seen[r.Test] = true
+			tests = append(tests, r.Test)
+		}
+		if r.Counted {
+			continue // perf's tracepoint made its system calls dearer
+		}
 		k := key{r.Test, r.Pair}
 		if groups[k] == nil {
 			groups[k] = &agg{units: r.Units, cpuRep: map[int]float64{}, thrRep: map[int]float64{}}
@@ -163,10 +170,6 @@ func report(w io.Writer, meta Meta, runs []Run) {
 		g.thr = append(g.thr, r.Throughput)
 		g.cpuRep[r.Rep] = r.CPUPerUnit()
 		g.thrRep[r.Rep] = r.Throughput
-		if !seen[r.Test] {
-			seen[r.Test] = true
-			tests = append(tests, r.Test)
-		}
 	}
 	fmt.Fprintf(w, "netperf Go vs C on loopback: %d repetitions of %d s, interleaved; medians.\n", meta.Reps, meta.Length)
 	fmt.Fprintf(w, "Kernel %s; load average (1/5/15 min) %s at the start, %s at the end", meta.Kernel, meta.LoadStart, meta.LoadEnd)
@@ -175,6 +178,8 @@ func report(w io.Writer, meta Meta, runs []Run) {
 	}
 	fmt.Fprintln(w, ".")
 	switch meta.Pin {
+	case "auto":
+		fmt.Fprintf(w, "Request/response tests: client and server pinned to CPU 0 (a transaction is a direct switch between them; across CPUs each one wakes a halted CPU twice, which this VM charges tens of µs for). Streams: client on CPU 0, server on CPU 1. (taskset, whole process)\n")
 	case "same":
 		fmt.Fprintf(w, "Client and server pinned to CPU 0.\n")
 	case "split":
@@ -231,6 +236,91 @@ func report(w io.Writer, meta Meta, runs []Run) {
 		}
 		fmt.Fprintln(w)
 	}
+	workTable(w, tests, runs)
+}
+
+// workTable writes the work per unit that does not depend on how busy the
+// machine is: system calls (from the counted runs, under perf stat) and
+// context switches (rusage and /proc, from the timed runs), each side per
+// unit it handled, medians over the repetitions. Nothing is written when
+// the runs carry neither.
+func workTable(w io.Writer, tests []string, runs []Run) {
+	type key struct{ test, pair string }
+	type agg struct {
+		cs, ss       []float64 // syscalls per unit: client, server
+		cv, ci       []float64 // client voluntary, involuntary switches per unit
+		sv, si       []float64 // server
+		callsTotal   []float64 // client + server syscalls per unit
+		switchTotal  []float64 // client + server voluntary switches per unit
+		counted, ctx bool
+	}
+	groups := map[key]*agg{}
+	have := false
+	for _, r := range runs {
+		k := key{r.Test, r.Pair}
+		if groups[k] == nil {
+			groups[k] = &agg{}
+		}
+		g := groups[k]
+		if r.Counted {
+			c, s := r.perUnit(float64(r.ClientSyscalls), float64(r.ServerSyscalls))
+			g.cs, g.ss, g.callsTotal = append(g.cs, c), append(g.ss, s), append(g.callsTotal, c+s)
+			g.counted, have = true, true
+			continue
+		}
+		if r.ClientVCSW == 0 && r.ServerVCSW == 0 {
+			continue // an older raw file: not recorded
+		}
+		cv, sv := r.perUnit(float64(r.ClientVCSW), float64(r.ServerVCSW))
+		ci, si := r.perUnit(float64(r.ClientIVCSW), float64(r.ServerIVCSW))
+		g.cv, g.sv, g.ci, g.si = append(g.cv, cv), append(g.sv, sv), append(g.ci, ci), append(g.si, si)
+		g.switchTotal = append(g.switchTotal, cv+sv)
+		g.ctx, have = true, true
+	}
+	if !have {
+		return
+	}
+	fmt.Fprintf(w, "\nWork per unit (per KB or transaction, each side per unit it handled; medians): system calls from the counted runs (perf stat, raw_syscalls:sys_enter; the client's from its exec, start-up and control connection included, the server's while the client ran);\n")
+	fmt.Fprintf(w, "context switches from the timed runs (client: rusage; server: its threads' /proc status), voluntary (blocked) / involuntary (preempted). vs C→C: ratio of client + server medians.\n\n")
+	fmt.Fprintln(w, "| test | pair | syscalls/unit client | server | vs C→C | vol. switches/unit client | server | vs C→C | invol. client | invol. server |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, t := range tests {
+		base := groups[key{t, "CC"}]
+		for _, p := range pairOrder {
+			g := groups[key{t, p}]
+			if g == nil {
+				continue
+			}
+			cs, ss, rc := "–", "–", "–"
+			if g.counted {
+				cs, ss = num(median(g.cs)), num(median(g.ss))
+				if base != nil && base.counted {
+					rc = ratio(median(g.callsTotal), median(base.callsTotal))
+				}
+			}
+			cv, sv, rv, ci, si := "–", "–", "–", "–", "–"
+			if g.ctx {
+				cv, sv, ci, si = num(median(g.cv)), num(median(g.sv)), num(median(g.ci)), num(median(g.si))
+				if base != nil && base.ctx {
+					rv = ratio(median(g.switchTotal), median(base.switchTotal))
+				}
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", t, pairLabel(p), cs, ss, rc, cv, sv, rv, ci, si)
+		}
+	}
+}
+
+// num formats a count per unit with four significant digits or so.
+func num(x float64) string {
+	switch {
+	case x == 0:
+		return "0"
+	case x >= 100:
+		return fmt.Sprintf("%.1f", x)
+	case x >= 1:
+		return fmt.Sprintf("%.3f", x)
+	}
+	return fmt.Sprintf("%.4f", x)
 }
 
 // ratioCI formats a ratio and its interval.

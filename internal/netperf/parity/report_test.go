@@ -154,3 +154,70 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestPlacement: under -pin auto request/response tests share CPU 0 and
+// streams keep a CPU each; the fixed placements ignore the test.
+func TestPlacement(t *testing.T) {
+	rr, stream := allTests[4], allTests[0]
+	if !rr.rr() || stream.rr() {
+		t.Fatalf("%s rr=%v, %s rr=%v", rr.Name, rr.rr(), stream.Name, stream.rr())
+	}
+	for _, tc := range []struct {
+		pin                 string
+		t                   Test
+		wantClient, wantSrv string
+	}{
+		{"auto", rr, "0", "0"},
+		{"auto", stream, "0", "1"},
+		{"split", rr, "0", "1"},
+		{"same", stream, "0", "0"},
+		{"", rr, "", ""},
+	} {
+		m := &measurer{pin: tc.pin}
+		if c, s := m.placement(tc.t); c != tc.wantClient || s != tc.wantSrv {
+			t.Errorf("-pin %q %s: client %q server %q, want %q %q", tc.pin, tc.t.Name, c, s, tc.wantClient, tc.wantSrv)
+		}
+	}
+}
+
+// TestWorkTable: counted runs give the system calls per unit and stay out
+// of the CPU figures; timed runs give the context switches; UDP_STREAM's
+// server is counted per KB it received.
+func TestWorkTable(t *testing.T) {
+	var runs []Run
+	for rep := range 3 {
+		runs = append(runs,
+			Run{Test: "TCP_RR", Pair: "CC", Rep: rep, Throughput: 100, Units: "Trans/s", Amount: 1000, ClientCPU: 0.01, ServerCPU: 0.01,
+				ClientVCSW: 500, ClientIVCSW: 10, ServerVCSW: 600, ServerIVCSW: 20},
+			Run{Test: "TCP_RR", Pair: "GG", Rep: rep, Throughput: 100, Units: "Trans/s", Amount: 1000, ClientCPU: 0.01, ServerCPU: 0.01,
+				ClientVCSW: 550 + int64(rep), ClientIVCSW: 30, ServerVCSW: 660, ServerIVCSW: 40})
+	}
+	runs = append(runs,
+		// Counted runs: far dearer CPU, which must not reach the table.
+		Run{Test: "TCP_RR", Pair: "CC", Rep: 3, Counted: true, Throughput: 1, Units: "Trans/s", Amount: 1000, ClientCPU: 9, ServerCPU: 9, ClientSyscalls: 2001, ServerSyscalls: 2000},
+		Run{Test: "TCP_RR", Pair: "GG", Rep: 3, Counted: true, Throughput: 1, Units: "Trans/s", Amount: 1000, ClientCPU: 9, ServerCPU: 9, ClientSyscalls: 2101, ServerSyscalls: 2100},
+		Run{Test: "UDP_STREAM 1K", Pair: "CC", Rep: 3, Counted: true, Units: "10^6bits/s", Amount: 1000, ServerAmount: 500, ClientSyscalls: 1000, ServerSyscalls: 500},
+	)
+	var out strings.Builder
+	report(&out, Meta{Reps: 3, Counted: 1, Length: 2, Pin: "auto"}, runs)
+	got := out.String()
+	for _, want := range []string{
+		"Request/response tests: client and server pinned to CPU 0",
+		"| TCP_RR | C→C | 20.000 | 0% | 1.000× [1.000, 1.000] | – |",
+		"| TCP_RR | Go→Go | 20.000 | 0% | 1.000× [1.000, 1.000] | shown |",
+		"| TCP_RR | C→C | 2.001 | 2.000 | 1.00× | 0.5000 | 0.6000 | 1.00× | 0.0100 | 0.0200 |",
+		// (2.101+2.1)/(2.001+2) = 1.05; (0.551+0.66)/1.1 = 1.10.
+		"| TCP_RR | Go→Go | 2.101 | 2.100 | 1.05× | 0.5510 | 0.6600 | 1.10× | 0.0300 | 0.0400 |",
+		"| UDP_STREAM 1K | C→C | 1.000 | 1.000 | 1.00× | – | – | – | – | – |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	// An older raw file (no counts at all) gets no work table.
+	out.Reset()
+	report(&out, Meta{Reps: 3}, []Run{{Test: "TCP_RR", Pair: "CC", Amount: 1000, ClientCPU: 0.01, ServerCPU: 0.01}})
+	if strings.Contains(out.String(), "Work per unit") {
+		t.Errorf("work table without counts:\n%s", out.String())
+	}
+}

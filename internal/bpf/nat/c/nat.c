@@ -162,6 +162,13 @@ struct nat_frag {
 	struct nat_key k;
 	__u32 end;
 	__u32 pad;
+	/* the session the entry goes with: the key of one of its entries,
+	 * that entry's peer, and its seq. The engine forgets a session's
+	 * entries when it ends; and its entry under a key a newer session
+	 * took over (shadow) is still found by the other one. */
+	struct nat_key ska;
+	struct nat_key skb;
+	__u64 seq;
 };
 
 struct {
@@ -252,6 +259,12 @@ struct pkt {
 	__u16 fragend; /* first fragments: where their data ends (bytes) */
 	__u16 fragoff; /* fragment bodies: where their data starts (bytes) */
 	__u16 nqid;    /* nq: its bytes 4-5 (network order), a query's id slot */
+	__u8 nonote;   /* a first fragment that makes no fragment entry */
+	__u8 ah;       /* IPv6 with an AH header (walked as an extension header) */
+	__u16 fauth;   /* IPv4 fragments: the fragment key's options */
+	__u32 fopt;
+	__u16 fsec;
+	__u16 pad2_;
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -832,11 +845,13 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 
 /* Walks an IPv6 extension header chain (slow: only packets that have
  * one), as the engine's parse does. Sets l4off/proto, the fragment
- * header's id and more-fragments flag, fragbody. A header cut short by
- * the end of the datagram leaves the packet without L4 header, of the
- * protocol of that header (the engine, as IPFilter, still translates
- * its addresses); returns 0 (the packet is left alone) only for a cut
- * fragment header or a chain it cannot read. */
+ * header's id and more-fragments flag, fragbody. AH is one of IPFilter's
+ * extension headers, its length read as theirs (8-byte units). A header
+ * cut short by the end of the datagram, or running past it, leaves the
+ * packet without L4 header and with no protocol (59, IPPROTO_NONE: such
+ * packets share one session whatever header was cut); the engine, as
+ * IPFilter, still translates its addresses. Returns 0 (the packet is
+ * left alone) only for a chain it cannot read. */
 struct v6walk {
 	struct __sk_buff *skb;
 	__u32 off;
@@ -848,7 +863,8 @@ struct v6walk {
 	__u8 frag;
 	__u8 more;
 	__u8 cut;
-	__u8 pad[2];
+	__u8 ah;
+	__u8 pad;
 };
 
 static long v6walk_step(__u32 i, struct v6walk *c)
@@ -858,8 +874,11 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 	switch (c->nh) {
 	case 0:
 	case 43:
+	case 51:
 	case 60:
-	case 135:
+	case 135: {
+		__u32 hl;
+
 		if (c->off + 8 > c->end) {
 			c->cut = 1;
 			c->done = 1;
@@ -869,14 +888,28 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 			c->ok = 0;
 			return 1;
 		}
+		hl = ((__u32)h[1] + 1) * 8;
+		if (c->off + hl > c->end) {
+			c->cut = 1;
+			c->done = 1;
+			return 1;
+		}
+		if (c->nh == 51)
+			c->ah = 1;
 		c->nh = h[0];
-		c->off += ((__u32)h[1] + 1) * 8;
+		c->off += hl;
 		return 0;
+	}
 	case 44: {
 		struct work *w;
 		__u8 f[8];
 
-		if (c->off + 8 > c->end || bpf_skb_load_bytes(c->skb, c->off, f, 8) < 0) {
+		if (c->off + 8 > c->end) {
+			c->cut = 1;
+			c->done = 1;
+			return 1;
+		}
+		if (bpf_skb_load_bytes(c->skb, c->off, f, 8) < 0) {
 			c->ok = 0;
 			return 1;
 		}
@@ -906,6 +939,112 @@ static long v6walk_step(__u32 i, struct v6walk *c)
 	return 1;
 }
 
+/* opt_copybit is IPFilter's option bit of a copied IPv4 option type
+ * (IPF_OPTCOPY: security to FINN), 0 for the others. */
+static __always_inline __u32 opt_copybit(__u8 t)
+{
+	switch (t) {
+	case 130: return 0x000100; /* security */
+	case 131: return 0x000200; /* LSRR */
+	case 133: return 0x000400; /* extended security */
+	case 134: return 0x000800; /* CIPSO */
+	case 136: return 0x001000; /* SATID */
+	case 137: return 0x002000; /* SSRR */
+	case 147: return 0x004000; /* address extension */
+	case 142: return 0x008000; /* VISA */
+	case 144: return 0x010000; /* IMITD */
+	case 145: return 0x020000; /* EIP */
+	case 205: return 0x040000; /* FINN */
+	}
+	return 0;
+}
+
+/* ripso_class is the class mask of a RIPSO classification byte. */
+static __always_inline __u16 ripso_class(__u8 c)
+{
+	switch (c) {
+	case 0x01: return 0x01;
+	case 0x3d: return 0x02;
+	case 0x5a: return 0x04;
+	case 0x66: return 0x08;
+	case 0x96: return 0x10;
+	case 0xab: return 0x20;
+	case 0xcc: return 0x40;
+	case 0xf1: return 0x80;
+	}
+	return 0;
+}
+
+struct fragopt_ctx {
+	__u32 i;
+	__u32 olen;
+	__u32 optmsk;
+	__u16 secmsk;
+	__u16 auth;
+};
+
+/* fragopt_step reads the option at c->i of the options in w->in.b. */
+static long fragopt_step(__u32 n, struct fragopt_ctx *c)
+{
+	struct work *w = get_work();
+	__u32 i = c->i, bit;
+	__u8 *o, t, l;
+
+	if (!w || i >= c->olen || i >= 40)
+		return 1;
+	o = w->in.b;
+	t = o[BOUND(i, 63)];
+	if (t == 0) /* EOL */
+		return 1;
+	if (t == 1) { /* NOP */
+		c->i = i + 1;
+		return 0;
+	}
+	if (i + 1 >= c->olen)
+		return 1;
+	l = o[BOUND(i + 1, 63)];
+	if (l < 2 || i + l > c->olen)
+		return 1;
+	bit = opt_copybit(t);
+	if (bit && l > 4) {
+		/* a second security option leaves the first's class */
+		if (t == 130 && !(c->optmsk & bit)) {
+			c->secmsk = ripso_class(o[BOUND(i + 2, 63)]);
+			c->auth = c->secmsk ? (__u16)o[BOUND(i + 3, 63)] << 8 | o[BOUND(i + 4, 63)] : 0;
+		}
+		c->optmsk |= bit;
+	}
+	c->i = i + l;
+	return 0;
+}
+
+/* nat_v4_fragopts records in p->fopt/fsec/fauth the options an IPv4
+ * fragment's key holds (olen bytes at off): the copied options of more
+ * than 4 bytes, the class of the first security option and its
+ * authority (the engine's fragKey, packet.IPv4FragKeyOptions), so that a
+ * fragment carries its first fragment's entry only with the same ones. */
+GLOBAL int nat_v4_fragopts(struct __sk_buff *skb, __u32 off, __u32 olen)
+{
+	struct work *w = get_work();
+	struct fragopt_ctx c = {};
+
+	if (!w || !skb)
+		return 0;
+	if (olen > 40)
+		olen = 40;
+	/* into w->in.b: free until an ICMP error's inner packet */
+	if (olen == 0 || bpf_skb_load_bytes(skb, off, w->in.b, BOUND(olen - 1, 63) + 1) < 0)
+		return 0;
+	c.olen = olen;
+	bpf_loop(40, fragopt_step, &c, 0);
+	if (c.auth && !(c.auth & 0x0100))
+		c.auth &= 0xff00;
+	w->p.fopt = c.optmsk;
+	w->p.fsec = c.secmsk;
+	w->p.fauth = c.auth;
+	return 0;
+}
+
 GLOBAL int nat_v6_walk(struct __sk_buff *skb)
 {
 	struct work *w = get_work();
@@ -926,13 +1065,24 @@ GLOBAL int nat_v6_walk(struct __sk_buff *skb)
 	p->proto = c.nh;
 	p->ipid = c.id;
 	p->morefrags = c.more;
+	p->ah = c.ah;
+	if (c.cut) {
+		/* no L4 header and no protocol: the addresses only (the
+		 * engine's l4 < 0, proto 59) */
+		p->proto = 59;
+		p->l4off = 0;
+		p->l4len = 0;
+		return 1;
+	}
 	if (c.frag) {
 		p->fragbody = 1;
 		p->l4off = 0;
 		return 1;
 	}
-	if (c.cut || c.off > c.end) {
-		/* no L4 header: the addresses only (the engine's l4 < 0) */
+	if (c.ah && (c.nh != IPPROTO_TCP || c.off + 20 > c.end)) {
+		/* behind AH, IPFilter reads the ports of a whole TCP header
+		 * only: UDP, a cut TCP header and ICMPv6 give a session of
+		 * their protocol without ports or ids (the engine's parse) */
 		p->l4off = 0;
 		p->l4len = 0;
 		return 1;
@@ -2779,11 +2929,77 @@ static __always_inline void frag_key(struct nat_frag_key *fk, const struct pkt *
 	fk->id = p->ipid;
 	fk->proto = p->proto;
 	fk->family = p->family;
+	fk->optmsk = p->fopt;
+	fk->secmsk = p->fsec;
+	fk->auth = p->fauth;
+}
+
+/* frag_end4 is where an IPv4 first fragment ends for the fragments that
+ * follow: IPFilter's firstend, in 8-byte units rounded down; at least 24
+ * bytes for TCP; 8 for an ICMP error or a query shorter than its type's
+ * minimum (the engine's v4FirstEnd). */
+static __always_inline __u16 frag_end4(const struct pkt *p)
+{
+	__u16 e = p->fragend & ~7;
+
+	if (p->proto == IPPROTO_TCP && e < 24)
+		e = 24;
+	else if (p->proto == IPPROTO_ICMP && p->l4len >= 8 &&
+		 (icmp4_error(p->icmptype) ||
+		  ((p->icmptype == 13 || p->icmptype == 14) && p->l4len < 20) ||
+		  ((p->icmptype == 17 || p->icmptype == 18) && p->l4len < 12)))
+		e = 8;
+	return e;
+}
+
+/* frag_sess finds the session of a fragment entry, by either entry key
+ * it noted (one may belong to a newer session now), putting the key it
+ * found it by in k; NULL when the session has ended. */
+static __always_inline struct nat_sess *frag_sess(const struct nat_frag *fe, struct nat_key *k)
+{
+	struct nat_sess *v = bpf_map_lookup_elem(&sessions, &fe->ska);
+
+	if (v && v->seq == fe->seq) {
+		*k = fe->ska;
+		return v;
+	}
+	v = bpf_map_lookup_elem(&sessions, &fe->skb);
+	if (v && v->seq == fe->seq) {
+		*k = fe->skb;
+		return v;
+	}
+	return NULL;
+}
+
+/* frag_live reports whether the session a fragment entry goes with still
+ * lives (the engine drops a session's entries with it). */
+static __always_inline int frag_live(const struct nat_frag *fe)
+{
+	struct nat_sess *v = bpf_map_lookup_elem(&sessions, &fe->ska);
+
+	if (v && v->seq == fe->seq)
+		return 1;
+	v = bpf_map_lookup_elem(&sessions, &fe->skb);
+	return v && v->seq == fe->seq;
+}
+
+/* frag_put enters a first fragment's entry unless its datagram has one
+ * whose session lives: IPFilter's cache keeps the entry it has (ipfr_new
+ * finds it and adds none), so a later first fragment with the same key
+ * never takes it over (the engine's addFrag). */
+static __always_inline void frag_put(struct nat_frag_key *fk, struct nat_frag *fv)
+{
+	struct nat_frag *old = bpf_map_lookup_elem(&frags, fk);
+
+	if (old && frag_live(old))
+		return;
+	bpf_map_update_elem(&frags, fk, fv, BPF_ANY);
 }
 
 /* note_frag remembers which entry a first fragment used, for the
  * fragments that follow (the engine's noteFrag): IPv4's by the IP id,
- * IPv6's by the fragment header's. */
+ * IPv6's by the fragment header's. The caller has put the session's
+ * keys and seq in w->fv. */
 static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 {
 	struct work *w = get_work();
@@ -2794,20 +3010,8 @@ static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 	w->fv.k = *k;
 	w->fv.end = p->fragend;
 	if (p->family == 4) {
-		/* IPFilter's firstend, in 8-byte units rounded down; at
-		 * least 24 bytes for TCP; 8 for an ICMP error or a query
-		 * shorter than its type's minimum (the engine's v4FirstEnd) */
-		__u16 e = p->fragend & ~7;
-
-		if (p->proto == IPPROTO_TCP && e < 24)
-			e = 24;
-		else if (p->proto == IPPROTO_ICMP && p->l4len >= 8 &&
-			 (icmp4_error(p->icmptype) ||
-			  ((p->icmptype == 13 || p->icmptype == 14) && p->l4len < 20) ||
-			  ((p->icmptype == 17 || p->icmptype == 18) && p->l4len < 12)))
-			e = 8;
-		w->fv.end = e;
-	} else if ((p->fragend - p->fragoff) & 7 || p->proto == IPPROTO_AH ||
+		w->fv.end = frag_end4(p);
+	} else if ((p->fragend - p->fragoff) & 7 || p->proto == IPPROTO_AH || p->ah ||
 		   (p->proto == IPPROTO_TCP && p->l4len < 14)) {
 		/* IPv6: no entry for a first fragment whose data is not a
 		 * multiple of 8 bytes (bad), for AH, or for less than 14
@@ -2816,7 +3020,7 @@ static __always_inline void note_frag(const struct pkt *p, struct nat_key *k)
 		return;
 	}
 	w->fv.pad = 0;
-	bpf_map_update_elem(&frags, &w->fk, &w->fv, BPF_ANY);
+	frag_put(&w->fk, &w->fv);
 }
 
 /* ------------------------------------------------------------ MSS clamp */
@@ -2970,8 +3174,9 @@ static __always_inline int inner_parse(struct inner *in, __u32 tot)
 		end = 40 + (__u32)be16(b, 4);
 		if (end > tot)
 			end = tot;
-		/* extension headers in an embedded packet: not handled here */
-		if (nh == 0 || nh == 43 || nh == 60 || nh == 135 || nh == 44)
+		/* extension headers (AH too) in an embedded packet: not
+		 * handled here */
+		if (nh == 0 || nh == 43 || nh == 51 || nh == 60 || nh == 135 || nh == 44)
 			return 0;
 		in->proto = nh;
 		in->l4 = 40;
@@ -3229,6 +3434,8 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	struct nat_key *k;
 	__u32 tot, m, off, tm;
 	__u16 ck, cknet;
+	struct nat_key speer;
+	__u64 sseq;
 	__u8 sdir;
 	int fwd;
 
@@ -3254,6 +3461,8 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 		return 0;
 	*t = v->t;
 	sdir = v->sdir;
+	sseq = v->seq;
+	speer = v->peer;
 	__builtin_memcpy(in->o, in->b, ICMP_INNER);
 	if (p->dir != sdir) {
 		inner_addr(in, tot, 0, t->osrc);
@@ -3312,7 +3521,12 @@ store:
 		__builtin_memset(fv, 0, sizeof(*fv));
 		fv->k.dir = DIR_ICMPERR;
 		fv->k.sport = p->dir == DIR_IN;
-		fv->end = p->fragend;
+		fv->ska = *k;
+		fv->skb = speer;
+		fv->seq = sseq;
+		/* ipfr_firstend's, as any first fragment's: an ICMPv4
+		 * error's is 8 (the engine's icmpError) */
+		fv->end = p->family == 4 ? frag_end4(p) : p->fragend;
 		if (p->dir == DIR_IN)
 			words_cp(fv->k.src, in->src);
 		else if (sdir == DIR_OUT)
@@ -3320,7 +3534,7 @@ store:
 		else
 			words_cp(fv->k.src, t->odst);
 		frag_key(&fk, p);
-		bpf_map_update_elem(&frags, &fk, fv, BPF_ANY);
+		frag_put(&fk, fv);
 	}
 	if (p->dir == DIR_IN)
 		outer_addr(skb, p, 1, in->src, &ck);
@@ -3368,6 +3582,10 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	if (!v)
 		return 0;
 	mss = v->mss;
+	/* for the fragment entry this packet may make */
+	w->fv.ska = *k;
+	w->fv.skb = v->peer;
+	w->fv.seq = v->seq;
 	proxy = v->sflags & SF_PROXY;
 	vw = v->w;
 	if (v->sflags & SF_SLAVE)
@@ -3386,7 +3604,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 		mark_done(skb);
 	if (mss && p->proto == IPPROTO_TCP && p->l4off && p->l4len >= 20 && (p->tcpflags & 0x02))
 		nat_mss(skb, p->l4off, p->csumoff, mss);
-	if (p->morefrags && !p->tcpbad)
+	if (p->morefrags && !p->tcpbad && !p->nonote)
 		note_frag(p, k);
 	/* the proxy runs from the program's main function: called from
 	 * here the call chain would be deeper than the verifier allows */
@@ -3411,6 +3629,15 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	p = &w->p;
 	frag_key(&w->fk, p);
 	fe = bpf_map_lookup_elem(&frags, &w->fk);
+	/* an entry ends with its session (the engine forgets it then) */
+	v = NULL;
+	if (fe && !(fe->k.dir & DIR_ICMPERR)) {
+		v = frag_sess(fe, &w->k2);
+		if (!v)
+			fe = NULL;
+	} else if (fe && !frag_live(fe)) {
+		fe = NULL;
+	}
 	if (!fe || p->fragoff < fe->end) {
 		/* no entry takes it: a protocol without ports or ids (GRE,
 		 * ESP, IP in IP, ...) still finds its session by its addresses,
@@ -3436,19 +3663,18 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		goto translate;
 	}
 	k = &w->k2;
-	*k = fe->k;
-	if (k->dir & DIR_ICMPERR) {
+	if (fe->k.dir & DIR_ICMPERR) {
 		/* the rest of an ICMP error sent as a first fragment gets its
 		 * first fragment's outer header (C19) */
 		__u16 unused = 0;
 
+		*k = fe->k;
 		if (outer_addr(skb, p, k->sport & 1, k->src, &unused) == 0) {
 			stat_inc(p->dir * NS_SIDE + NS_FRAG);
 			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 		}
 		return TC_ACT_UNSPEC;
 	}
-	v = bpf_map_lookup_elem(&sessions, k);
 	if (!v)
 		return TC_ACT_UNSPEC;
 	if ((v->sdir ^ v->w) != p->dir) {
@@ -3508,6 +3734,9 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		/* a session that needs more than the fast path gives */
 		if (w->pre && !(v->sflags & SF_SLAVE))
 			return TC_ACT_UNSPEC;
+		/* an ICMP packet that is not a query, found by its bytes
+		 * 4-5, makes no fragment entry (the engine's check) */
+		p->nonote = p->nq;
 		nat_finish(skb);
 		return TC_ACT_UNSPEC;
 	}
@@ -3594,6 +3823,8 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		if (tot > p.len || tot < hl)
 			tot = p.len;
 		p.ipid = bpf_ntohs(ip->id);
+		if (unlikely(hl > 20) && (ip->frag_off & bpf_htons(0x3fff)))
+			nat_v4_fragopts(skb, l3 + 20, hl - 20);
 		p.morefrags = !!(ip->frag_off & bpf_htons(0x2000));
 		if (ip->frag_off & bpf_htons(0x1fff)) {
 			p.fragbody = 1;
@@ -3623,6 +3854,7 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		switch (p.proto) {
 		case 0:
 		case 43:
+		case 51:
 		case 60:
 		case 135:
 		case 44:

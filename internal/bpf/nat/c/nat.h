@@ -357,6 +357,11 @@ struct nat_frag_key {
 	__u32 id;
 	__u8 proto;
 	__u8 family;
+	/* IPv4: the copied options, as IPFilter's fragment cache keys
+	 * them (ipfr_optmsk & IPF_OPTCOPY, ipfr_secmsk, ipfr_auth) */
+	__u16 secmsk;
+	__u32 optmsk;
+	__u16 auth;
 	__u16 pad;
 };
 
