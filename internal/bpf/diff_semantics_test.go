@@ -180,8 +180,4 @@ func exists(path string) bool {
 
 // kernelPending: semantics cases the kernel program does not pass yet
 // (internal/bpf/c was being changed elsewhere when the engine learnt them).
-var kernelPending = map[string]string{
-	"icmp-error-quote-cut-after-src": "an ICMPv4 error whose quote is cut after the quoted source " +
-		"address (16-19 bytes) is not bad, as in IPFilter: icmp4_err_bad in internal/bpf/c/lib/parse.h " +
-		"needs dlen < 24 and a 16-byte hdr() at off + 8 where it has dlen < 28 and 20 bytes",
-}
+var kernelPending = map[string]string{}

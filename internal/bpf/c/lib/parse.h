@@ -156,7 +156,8 @@ static __always_inline const __u8 *hdr(struct __sk_buff *skb, __u32 off, __u32 l
  * ipf_pr_icmp): "fragmentation needed" with a next-hop MTU below
  * icmp_minfragmtu (68), a quoted header that is not a first fragment or
  * was not sent by the host the error goes to, and an error too short to
- * quote a header at all are bad. buf is the caller's 20-byte scratch. */
+ * quote a header up to its source address are bad. buf is the caller's
+ * 20-byte scratch. */
 static __always_inline void icmp4_err_bad(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u32 dlen,
 					  __u8 t, __u8 *buf)
 {
@@ -165,7 +166,9 @@ static __always_inline void icmp4_err_bad(struct __sk_buff *skb, struct pktinfo 
 
 	if (t == 3 && dlen >= 8 && (h = hdr(skb, off, 8, buf)) && h[1] == 4 && ((h[6] << 8) | h[7]) < 68)
 		p->flags |= PF_BAD;
-	if (dlen < 28 || !(h = hdr(skb, off + 8, 20, buf))) {
+	/* IPFilter reads the quote up to its source address only: a quote
+	 * cut after it is as good as a whole header */
+	if (dlen < 24 || !(h = hdr(skb, off + 8, 16, buf))) {
 		p->flags |= PF_BAD;
 		return;
 	}
