@@ -399,10 +399,6 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 // and the kernel NAT (internal/bpf/nat/c) does not have yet, each with
 // what the C needs; left out until it catches up.
 var edgesKernelPending = map[string]string{
-	"rewrite in cut ICMP errors": "an inbound ICMPv4 error through a rewrite-in session that quotes " +
-		"less than an IP header is given the new destination only, as one quoting no session " +
-		"(the engine's nat-rewrite-in-icmp-error-cut-quote): the kernel NAT's apply needs its " +
-		"rewrite-in ICMP error test on the error type, not on a readable quote",
 	"ICMPv6 errors quoting extension headers": "an ICMPv6 error whose quoted packet has " +
 		"extension headers (hop-by-hop, routing, destination options, fragment, AH) is " +
 		"translated through the quoted packet's session by the engine (parseInner walks them " +

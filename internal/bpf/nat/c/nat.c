@@ -1258,10 +1258,12 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 
 		if ((void *)(ip + 1) > end)
 			return -1;
-		if (p->icmperr && v->w == 0 && v->rtype == NT_REWRITE_IN && p->dir == DIR_IN) {
+		if (p->proto == IPPROTO_ICMP && p->l4off && icmp4_error(p->icmptype) && v->w == 0 &&
+		    v->rtype == NT_REWRITE_IN && p->dir == DIR_IN) {
 			/* an ICMP error quoting no session, the way of a
 			 * rewrite-in session: IPFilter gives it the new
-			 * destination only (internal/nat apply) */
+			 * destination only (internal/nat apply), also when
+			 * its quote is too short to read (icmperr unset) */
 			if (ip->daddr != ndst[0]) {
 				ip->check = ~csum_fold32(
 					csum_words32((__u16)~ip->check, ip->daddr, ndst[0]));
