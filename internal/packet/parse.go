@@ -443,6 +443,9 @@ func (i *Info) shortTCP6(p []byte) {
 	}
 	tcp := TCP(h[:])
 	i.TCPFlags = tcp.Flags()
+	// The sequence, acknowledgement and window are read as they are
+	// there: state made by such a first fragment tracks them.
+	i.Seq, i.Ack, i.Win, i.Urp = tcp.SequenceNumber(), tcp.AckNumber(), tcp.WindowSize(), tcp.UrgentPointer()
 	if TCPFlagsBad(tcp.Flags(), tcp.UrgentPointer(), tcp.AckNumber()) {
 		i.Flags |= FlagBad
 		return

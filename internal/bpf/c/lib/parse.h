@@ -225,6 +225,23 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		__u8 f;
 
 		h = dlen >= 20 ? hdr(skb, off, 20, buf) : NULL;
+		if (!h && p->family == 6 && dlen >= 4 && dlen < 20) {
+			/* IPFilter's IPv6 path calls a TCP header under 20
+			 * bytes bad, not short, when the packet is whole, and
+			 * nothing when it is a first fragment; either way it
+			 * reads the header, the missing bytes as zero (the
+			 * engine's shortTCP6): state made by such a first
+			 * fragment tracks its sequence and window */
+			/* no field is read past byte 16 (the urgent pointer is
+			 * never there): 16 bytes, or what there is */
+			__u32 n = dlen >= 16 ? 16 : dlen & 0xf;
+
+			if (n >= 4 && bpf_skb_load_bytes(skb, off, buf, n) == 0) {
+				if (!(p->flags & PF_FRAG))
+					p->flags |= PF_BAD;
+				h = buf;
+			}
+		}
 		if (!h) {
 			p->flags |= PF_SHORT;
 			if (dlen >= 4 && bpf_skb_load_bytes(skb, off, buf, 4) == 0) {
