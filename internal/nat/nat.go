@@ -333,6 +333,11 @@ func firstAddr(o addrOperand, v6 bool) a128 {
 // address (ippip) for map-block and "portmap … auto".
 func (r *rule) setGroupMap() {
 	omask, nmask := r.orig.m, r.newA.m
+	if r.Filter {
+		// A from/to rule's original block is its source (in_osrcmsk
+		// comes from the "from" operand in IPFilter's parser).
+		omask = r.src.m
+	}
 	switch {
 	case omask == nmask:
 		// ipf_nat_setgroupmap: one new address per old one and no ports
