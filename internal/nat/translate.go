@@ -785,7 +785,10 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 			if r.newA.m.less(r.snip) {
 				r.snip = r.newA.a
 			}
-		} else if !allOnes && !nmask.isZero() && nsrc.less(in.add(1).and(nmask)) {
+		} else if !allOnes && !nmask.isZero() && nsrc.less(r.snip.add(1).and(nmask)) {
+			// IPFilter tests the next address (in_snip), not the one
+			// just taken: a next address whose successor leaves the
+			// block is the broadcast one, skipped by starting over.
 			r.snip = nsrc.add(1)
 		}
 		if port == 0 && v.flags&(flagTCPUDP|flagICMPQuery) != 0 {

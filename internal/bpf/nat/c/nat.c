@@ -2069,7 +2069,7 @@ static long map_step(__u32 l, void *unused)
 				rs->snip[0] = r->nw.a[0];
 				rs->snip[1] = r->nw.a[1];
 			}
-		} else if (!a->allones && !a_zero(nmask) && a_less(nsrc, a_and(a_add(in, 1), nmask))) {
+		} else if (!a->allones && !a_zero(nmask) && a_less(nsrc, a_and(a_add(snip, 1), nmask))) {
 			struct a128 x = a_add(nsrc, 1);
 
 			rs->snip[0] = x.hi;
