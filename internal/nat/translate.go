@@ -1129,6 +1129,19 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	if v.l4 < 0 || v.l4len < 8+20 || !parseInner(&e, v.b[v.l4+8:v.l4+v.l4len]) {
 		return NoMatch
 	}
+	if !v.v6 && v.l4 != packet.IPv4MinimumSize {
+		// IPFilter takes only an error with a plain IPv4 header (no
+		// options) for one (ipf_nat_icmperrorlookup checks fin_hlen):
+		// with options it is an ICMP packet like another.
+		return NoMatch
+	}
+	if !v.v6 && e.flags&flagTCPUDP != 0 && e.l4len < 8 {
+		// Nor does it take an ICMPv4 error quoting less than the first
+		// 8 bytes of a TCP or UDP header for its session's (checked
+		// against its ipftest: 4 bytes of ports are not enough there,
+		// while its IPv6 NAT reads them).
+		return NoMatch
+	}
 	// The embedded packet E went the other way; a reply to it would
 	// travel in dir with E's addresses swapped, which is the view the
 	// session table is keyed by.

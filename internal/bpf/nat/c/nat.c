@@ -3447,6 +3447,10 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	in = &w->in;
 	if (!p->l4off || p->l4len < 8 + 20)
 		return 0;
+	/* an IPv4 error with options is no error to IPFilter's NAT
+	 * (ipf_nat_icmperrorlookup checks fin_hlen), as the engine */
+	if (p->family == 4 && p->l4off != p->l3off + 20)
+		return 0;
 	tot = p->l4len - 8;
 	m = tot < ICMP_INNER ? tot : ICMP_INNER;
 	off = (__u32)p->l4off + 8;
@@ -3454,6 +3458,10 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	if (m < 20 || bpf_skb_load_bytes(skb, off, in->b, m & (ICMP_INNER - 1) ? m & (ICMP_INNER - 1) : ICMP_INNER) < 0)
 		return 0;
 	if (!inner_parse(in, tot))
+		return 0;
+	/* nor one quoting less than 8 bytes of TCP/UDP (IPv4 only), as the
+	 * engine's icmpError */
+	if (!in->v6 && (in->pflags & PF_TCPUDP) && in->l4len < 8)
 		return 0;
 	k = &w->k2;
 	t = &w->t;
