@@ -410,9 +410,12 @@ func (e *Engine) Check(p *Packet) Result {
 				}
 			}
 			// ipf_nat_checkout translates for the interface a `to IF`
-			// rule sends the packet out of, not the one it came to.
+			// rule sends the packet out of, not the one it came to:
+			// fr_tifs[fin_rev], so a reply its state entry passed goes
+			// by the rule's reply-to (and by its own interface when
+			// the rule has none), not by its to.
 			ifn := p.IfName
-			if rt := routeIface(sc.rule); rt != "" {
+			if rt := routeIface(sc.rule, p.stateRev); rt != "" {
 				p.IfName = rt
 			}
 			ok := e.nat.Out(p, tag)
@@ -1153,14 +1156,22 @@ func (e *Engine) leaveCounted(p *Packet, ifn string, r *ruleset.Rule) {
 	p.Out, p.IfName = false, inIf
 }
 
-// routeIface is the interface a rule's `to IF` sends packets out of, ""
-// when it has none (or also duplicates them, in which case IPFilter NATs
-// for the original interface).
-func routeIface(r *ruleset.Rule) string {
-	if r == nil || r.RouteTo == nil || r.DupTo != nil {
+// routeIface is the interface a rule's `to IF` (its `reply-to IF` for a
+// reply, rev) sends packets out of, "" when it has none (or also
+// duplicates them, in which case IPFilter NATs for the original
+// interface).
+func routeIface(r *ruleset.Rule, rev bool) string {
+	if r == nil || r.DupTo != nil {
 		return ""
 	}
-	if ifn := r.RouteTo.Iface; ifn != "-" {
+	t := r.RouteTo
+	if rev {
+		t = r.ReplyTo
+	}
+	if t == nil {
+		return ""
+	}
+	if ifn := t.Iface; ifn != "-" {
 		return ifn
 	}
 	return ""
