@@ -76,6 +76,11 @@ type Config struct {
 	// the entries of keep state (sync) rules, so each session moves
 	// the next such entry's number on. nil: nothing to tell.
 	OnSession func()
+	// OnSyncUpdate is called when a session's first outbound packet is
+	// translated: IPFilter's ipf_sync_update gives it a slot of the
+	// update log that keep state (sync) entries take theirs from too.
+	// nil: nothing to tell.
+	OnSyncUpdate func()
 }
 
 // Clock is the time source for session ageing.
@@ -167,6 +172,7 @@ type session struct {
 	clone  bool   // a wildcard that copies itself for each connection
 	pass   uint32 // filter flags of the proxy's state entry (0: proxyPass)
 	gone   bool   // unlinked from the tables (expired or flushed)
+	synced bool   // has its state-sync update slot (see OnSyncUpdate)
 }
 
 // hmKey indexes host map entries by original source and destination.

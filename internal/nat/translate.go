@@ -539,6 +539,12 @@ func (n *NAT) apply(s *session, v *view, dir Direction) ([]byte, Result) {
 	if dir != s.dir {
 		w = 1
 	}
+	if dir == Out && !s.synced {
+		s.synced = true
+		if n.cfg.OnSyncUpdate != nil {
+			n.cfg.OnSyncUpdate()
+		}
+	}
 	if s.rule.Type == ipnat.DivertIn || s.rule.Type == ipnat.DivertOut {
 		out, ok := n.divert(s, v, w)
 		if !ok {
@@ -1202,6 +1208,11 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 		s.hasFrags = true
 	}
 	v.setAddr(fe.which, fe.addr)
+	if dir == Out && s.dir == Out && s.ndst != s.odst {
+		// A rewrite session moves the destination too: ipf_nat_out
+		// gives the error the new one, as any packet going its way.
+		v.setAddr(1, s.ndst)
+	}
 	return Translated
 }
 

@@ -1220,6 +1220,16 @@ func (t *Table) NoteSync() {
 	t.mu.Unlock()
 }
 
+// NoteSyncUpdate takes a slot of the state-sync update log for an entry
+// of another table (a NAT session's first outbound packet): IPFilter's
+// ipf_sync_update hands them out from one counter, so the next keep
+// state (sync) entry's slot moves on.
+func (t *Table) NoteSyncUpdate() {
+	t.mu.Lock()
+	t.syncUpd++
+	t.mu.Unlock()
+}
+
 // nextSync returns the next state-sync number (the first is 2).
 func (t *Table) nextSync() uint32 {
 	if t.syncNum == 0 {

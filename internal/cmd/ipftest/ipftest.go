@@ -936,7 +936,8 @@ func (r *run) loadNAT(name string) error {
 		r.nat, err = nat.New(f, nat.Config{Pools: r.pools, IfAddr: r.ifAddr,
 			AddState: enginehook.StateAdder(r.eng),
 			// NAT sessions take state-sync numbers too (ipf_sync_new).
-			OnSession: func() { r.eng.States.NoteSync() },
+			OnSession:    func() { r.eng.States.NoteSync() },
+			OnSyncUpdate: func() { r.eng.States.NoteSyncUpdate() },
 			// ipftest prints proxy debugging on stdout, where it lands
 			// between the packets (ipf_p_ftp's printf).
 			Debug: func(msg string) { r.out.WriteString(msg) },

@@ -3548,9 +3548,13 @@ store:
 	}
 	if (p->dir == DIR_IN)
 		outer_addr(skb, p, 1, in->src, &ck);
-	else if (sdir == DIR_OUT)
+	else if (sdir == DIR_OUT) {
 		outer_addr(skb, p, 0, t->nsrc, &ck);
-	else
+		/* a rewrite session's new destination too (the engine's
+		 * icmpError) */
+		if (!words_eq(t->ndst, t->odst))
+			outer_addr(skb, p, 1, t->ndst, &ck);
+	} else
 		outer_addr(skb, p, 0, t->odst, &ck);
 	cknet = bpf_htons(ck);
 	bpf_skb_store_bytes(skb, p->l4off + 2, &cknet, 2, BPF_F_RECOMPUTE_CSUM);
