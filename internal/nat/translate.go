@@ -1141,6 +1141,11 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 		// with options it is an ICMP packet like another.
 		return NoMatch
 	}
+	if !v.v6 && v.dst != e.src {
+		// Nor one sent elsewhere than to the quoted packet's source
+		// (ipf_nat_icmperrorlookup compares them).
+		return NoMatch
+	}
 	if !v.v6 && e.flags&flagTCPUDP != 0 && e.l4len < 8 {
 		// Nor does it take an ICMPv4 error quoting less than the first
 		// 8 bytes of a TCP or UDP header for its session's (checked

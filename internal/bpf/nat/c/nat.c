@@ -3463,6 +3463,9 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	 * engine's icmpError */
 	if (!in->v6 && (in->pflags & PF_TCPUDP) && in->l4len < 8)
 		return 0;
+	/* nor one sent elsewhere than to the quoted source (IPv4) */
+	if (p->family == 4 && !words_eq(p->dst, in->src))
+		return 0;
 	k = &w->k2;
 	t = &w->t;
 	key_of(k, p->dir, in->proto, in->v6 ? 6 : 4, in->dst, in->src, bpf_htons(in->dport), bpf_htons(in->sport));
