@@ -796,11 +796,18 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		if v.flags&flagICMPQuery != 0 {
 			k.sp = port
 		}
-		if v.cutPorts || !n.existsOn(k, s.ifname) {
+		if v.cutPorts || v.flags&flagICMPQuery != 0 || !n.existsOn(k, s.ifname) {
 			// A TCP packet cut short is checked by the ports it has
 			// (IPFilter's fin_data), not by the portless view its
 			// session gets: a second one from the host takes the same
 			// address again.
+			// An ICMP query is never seen as a clash: IPFilter's
+			// ipf_nat_newmap looks the new tuple up with the ICMP id
+			// where the session table keeps it elsewhere, so two hosts
+			// pinging one peer with the same id both get the one new
+			// address (and id), and the newer session takes the
+			// replies (checked against its ipftest, with and without
+			// icmpidmap, and against an inbound bimap session).
 			break
 		}
 		if r.spnext != 0 && stPort == r.spnext && !r.snip.isZero() && stIP == r.snip {
