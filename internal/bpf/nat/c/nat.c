@@ -2084,7 +2084,10 @@ static long map_step(__u32 l, void *unused)
 	key_of(k, DIR_IN, p->proto, p->family, w->ns.t.odst, na, p->dport, bpf_htons((__u16)port));
 	if (icmpq)
 		k->sport = bpf_htons((__u16)port);
-	if (p->cutnew || !exists_on(k, p->ifindex)) {
+	/* an ICMP query is never a clash: IPFilter's ipf_nat_newmap does not
+	 * find its session (the engine's newMap); the new one takes the keys
+	 * over (shadow) */
+	if (p->cutnew || icmpq || !exists_on(k, p->ifindex)) {
 		a->in = in;
 		a->port = port;
 		a->ok = 1;
