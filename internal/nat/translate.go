@@ -107,7 +107,13 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 			// IPv6 AH bodies never find a session in IPFilter (AH is
 			// an extension header to its IPv6 walk: the first
 			// fragment's session is not one of protocol 51).
-			if !portless(&v) || v.v6 && v.proto == 51 {
+			// A TCP body finds, by its addresses and no ports, the
+			// session a TCP header cut short started (it has none):
+			// IPFilter looks the body up with fin_data zero, and such
+			// a session is the one keyed so (checked against its
+			// ipftest: a first fragment of 16 bytes and a body of
+			// another datagram; none after a whole header).
+			if !portless(&v) && v.proto != 6 || v.v6 && v.proto == 51 {
 				return pkt, NoMatch
 			}
 			if s := n.lookup(dir, &v, ifname); s != nil {
