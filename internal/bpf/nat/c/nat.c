@@ -3646,8 +3646,10 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	if (!fe || p->fragoff < fe->end) {
 		/* no entry takes it: a protocol without ports or ids (GRE,
 		 * ESP, IP in IP, ...) still finds its session by its addresses,
-		 * as in IPFilter (the engine's portless); it never starts one */
-		if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP ||
+		 * as in IPFilter (the engine's portless); it never starts one.
+		 * So does a TCP body, the portless session a TCP header cut
+		 * short started (IPFilter looks it up with fin_data zero) */
+		if (p->proto == IPPROTO_UDP ||
 		    p->proto == (p->family == 6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
 			return TC_ACT_UNSPEC;
 		/* IPv6 AH bodies never find a session (the engine's check) */
