@@ -124,7 +124,7 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 			return pkt, NoMatch
 		}
 		if fe.icmpErr {
-			v.setAddr(fe.which, fe.addr)
+			fe.setOuter(&v)
 			return pkt, Translated
 		}
 		b, r := n.apply(fe.s, &v, dir)
@@ -1146,6 +1146,14 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	if s == nil || !s.onIf(dir, ifname) {
 		return NoMatch
 	}
+	if v.dst != e.src {
+		// IPFilter takes an error for one of the session's packets only
+		// when it goes back to the quoted packet's sender: its outer
+		// destination is the quote's source, either way (its source
+		// may be any router on the path; checked against its ipftest,
+		// map and rewrite, in and out).
+		return NoMatch
+	}
 	var before [128]byte
 	m := copy(before[:], e.b)
 	if dir != s.dir {
@@ -1179,7 +1187,10 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	case dir == In:
 		fe.which, fe.addr = 1, e.src
 	case s.dir == Out:
-		fe.addr = s.nsrc
+		// ipf_nat_out gives it the session's new source, and its new
+		// destination too (only a rewrite has one other than the
+		// destination the error has; checked against its ipftest).
+		fe.addr, fe.dst = s.nsrc, s.ndst
 	default:
 		fe.addr = s.odst
 	}
@@ -1198,7 +1209,7 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 		n.addFrag(v.fragKey(), fe)
 		s.hasFrags = true
 	}
-	v.setAddr(fe.which, fe.addr)
+	fe.setOuter(v)
 	return Translated
 }
 
