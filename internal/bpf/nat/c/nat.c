@@ -3464,6 +3464,10 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	v = bpf_map_lookup_elem(&sessions, k);
 	if (!v || (v->ifindex && v->ifindex != p->ifindex))
 		return 0;
+	/* an error is the session's only when it goes back to the quoted
+	 * packet's sender (the engine's icmpError, as IPFilter) */
+	if (!words_eq(p->dst, in->src))
+		return 0;
 	*t = v->t;
 	sdir = v->sdir;
 	sseq = v->seq;
@@ -3532,20 +3536,25 @@ store:
 		/* ipfr_firstend's, as any first fragment's: an ICMPv4
 		 * error's is 8 (the engine's icmpError) */
 		fv->end = p->family == 4 ? frag_end4(p) : p->fragend;
-		if (p->dir == DIR_IN)
+		if (p->dir == DIR_IN) {
 			words_cp(fv->k.src, in->src);
-		else if (sdir == DIR_OUT)
+		} else if (sdir == DIR_OUT) {
+			/* the new source and the new destination (a
+			 * rewrite's; the engine's fragEntry.dst) */
 			words_cp(fv->k.src, t->nsrc);
-		else
+			words_cp(fv->k.dst, t->ndst);
+			fv->k.sport |= 2;
+		} else
 			words_cp(fv->k.src, t->odst);
 		frag_key(&fk, p);
 		frag_put(&fk, fv);
 	}
-	if (p->dir == DIR_IN)
+	if (p->dir == DIR_IN) {
 		outer_addr(skb, p, 1, in->src, &ck);
-	else if (sdir == DIR_OUT)
+	} else if (sdir == DIR_OUT) {
 		outer_addr(skb, p, 0, t->nsrc, &ck);
-	else
+		outer_addr(skb, p, 1, t->ndst, &ck);
+	} else
 		outer_addr(skb, p, 0, t->odst, &ck);
 	cknet = bpf_htons(ck);
 	bpf_skb_store_bytes(skb, p->l4off + 2, &cknet, 2, BPF_F_RECOMPUTE_CSUM);
@@ -3676,7 +3685,8 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		__u16 unused = 0;
 
 		*k = fe->k;
-		if (outer_addr(skb, p, k->sport & 1, k->src, &unused) == 0) {
+		if (outer_addr(skb, p, k->sport & 1, k->src, &unused) == 0 &&
+		    (!(k->sport & 2) || outer_addr(skb, p, 1, k->dst, &unused) == 0)) {
 			stat_inc(p->dir * NS_SIDE + NS_FRAG);
 			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 		}
