@@ -125,14 +125,7 @@ func pingPong(b *testing.B, in, out *ebpf.Program, inFrame, outFrame []byte, cpu
 		}()
 	}
 	turn[0] <- true
-	for range 2 {
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(median(runs[0]), "in-median-ns/packet")
-	b.ReportMetric(median(runs[1]), "out-median-ns/packet")
+	reportSides(b, done, &runs)
 }
 
 // contended runs in on cpus[0] and out on cpus[1] at the same time, each
@@ -170,14 +163,7 @@ func contended(b *testing.B, in, out *ebpf.Program, inFrame, outFrame []byte, cp
 		}()
 	}
 	close(start)
-	for range 2 {
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(median(runs[0]), "in-median-ns/packet")
-	b.ReportMetric(median(runs[1]), "out-median-ns/packet")
+	reportSides(b, done, &runs)
 }
 
 // BenchmarkModes: see the comment at the top of this file.
@@ -247,4 +233,19 @@ func BenchmarkModes(b *testing.B) {
 		in, out := establishedFrames(b, h)
 		contended(b, h.d.objs.SluiceIngress, h.d.objs.SluiceEgress, in, out, [2]int{0, 1}, 100)
 	})
+}
+
+// reportSides waits for the two sides of a two-CPU mode and reports each
+// side's median ns/packet (runs by pointer: the sides append to it until
+// they are done).
+func reportSides(b *testing.B, done <-chan error, runs *[2][]time.Duration) {
+	b.Helper()
+	for range 2 {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(median(runs[0]), "in-median-ns/packet")
+	b.ReportMetric(median(runs[1]), "out-median-ns/packet")
 }

@@ -99,18 +99,8 @@ func TestPrivilegedFastPath(t *testing.T) {
 	}
 	for _, s := range steps {
 		pkt := s.pkt()
-		var vs [2]int32
-		var outs [2][]byte
 		before := fastCount()
-		for i, h := range []*harness{fast, slow} {
-			if err := h.do(func() error {
-				var err error
-				vs[i], outs[i], err = h.run(s.out, "nic0", append([]byte(nil), pkt...))
-				return err
-			}); err != nil {
-				t.Fatalf("%s: %v", s.name, err)
-			}
-		}
+		vs, outs := runPair(t, s.name, s.out, pkt, [2]*harness{fast, slow})
 		if vs[0] != vs[1] || !bytes.Equal(outs[0], outs[1]) {
 			t.Errorf("%s: fast path %d %x, without %d %x", s.name, vs[0], outs[0], vs[1], outs[1])
 		}
@@ -130,20 +120,12 @@ func TestPrivilegedFastPath(t *testing.T) {
 	}
 	compare := func(when string) {
 		t.Helper()
-		var lists [2]string
-		var pkts [2]string
-		var st [2]Stats
-		for i, h := range []*harness{fast, slow} {
-			ss, err := h.d.Sessions()
-			if err != nil {
-				t.Fatal(err)
-			}
+		sessions, st := readPair(t, [2]*harness{fast, slow})
+		var lists, pkts [2]string
+		for i, ss := range sessions {
 			lists[i] = sessionList(ss)
 			for _, s := range ss {
 				pkts[i] += fmt.Sprintf("%d/%d %d/%d flags %x/%x\n", s.Pkts[0], s.Pkts[1], s.Bytes[0], s.Bytes[1], s.TCPFlags[0], s.TCPFlags[1])
-			}
-			if st[i], err = h.d.Stats(); err != nil {
-				t.Fatal(err)
 			}
 		}
 		if lists[0] != lists[1] || pkts[0] != pkts[1] {
@@ -220,17 +202,7 @@ func TestPrivilegedMissShortcut(t *testing.T) {
 	}
 	for _, s := range steps {
 		pkt := s.pkt()
-		var vs [2]int32
-		var outs [2][]byte
-		for i, h := range []*harness{short, whole} {
-			if err := h.do(func() error {
-				var err error
-				vs[i], outs[i], err = h.run(s.out, "nic0", append([]byte(nil), pkt...))
-				return err
-			}); err != nil {
-				t.Fatalf("%s: %v", s.name, err)
-			}
-		}
+		vs, outs := runPair(t, s.name, s.out, pkt, [2]*harness{short, whole})
 		if vs[0] != vs[1] || !bytes.Equal(outs[0], outs[1]) {
 			t.Errorf("%s: with the shortcut %d %x, without %d %x", s.name, vs[0], outs[0], vs[1], outs[1])
 		}
@@ -245,18 +217,8 @@ func TestPrivilegedMissShortcut(t *testing.T) {
 			}
 		}
 	}
-	var lists [2]string
-	var st [2]Stats
-	for i, h := range []*harness{short, whole} {
-		ss, err := h.d.Sessions()
-		if err != nil {
-			t.Fatal(err)
-		}
-		lists[i] = sessionList(ss)
-		if st[i], err = h.d.Stats(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sessions, st := readPair(t, [2]*harness{short, whole})
+	lists := [2]string{sessionList(sessions[0]), sessionList(sessions[1])}
 	if lists[0] != lists[1] {
 		t.Errorf("sessions with the shortcut:\n%s\nwithout:\n%s", lists[0], lists[1])
 	}
@@ -270,4 +232,37 @@ func TestPrivilegedMissShortcut(t *testing.T) {
 	if st[0].Side[dirIn].Miss < 4 || st[0].Side[dirIn].Ignored < 4 {
 		t.Errorf("inbound misses %d, ignored %d: want at least 4 each", st[0].Side[dirIn].Miss, st[0].Side[dirIn].Ignored)
 	}
+}
+
+// runPair sends one packet through a program and the baseline it is
+// compared with (each in its own harness) and returns both verdicts and
+// packets.
+func runPair(t *testing.T, name string, out bool, pkt []byte, hs [2]*harness) (vs [2]int32, outs [2][]byte) {
+	t.Helper()
+	for i, h := range hs {
+		if err := h.do(func() error {
+			var err error
+			vs[i], outs[i], err = h.run(out, "nic0", append([]byte(nil), pkt...))
+			return err
+		}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	return vs, outs
+}
+
+// readPair reads the sessions and statistics of both harnesses of a
+// comparison.
+func readPair(t *testing.T, hs [2]*harness) (sessions [2][]Session, st [2]Stats) {
+	t.Helper()
+	for i, h := range hs {
+		var err error
+		if sessions[i], err = h.d.Sessions(); err != nil {
+			t.Fatal(err)
+		}
+		if st[i], err = h.d.Stats(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sessions, st
 }
