@@ -3195,7 +3195,10 @@ static __always_inline int inner_parse(struct inner *in, __u32 tot)
 		if (in->l4len >= (in->proto == IPPROTO_TCP ? 20u : 8u) && in->l4 + 20 <= in->m) {
 			in->pflags = in->proto == IPPROTO_TCP ? PF_TCP : PF_UDP;
 		} else if (tot >= in->hl + 4 && in->hl + 4 <= in->m) {
-			/* a header cut short: the ports are there */
+			/* a header cut short: the ports are there. IPv4 wants 8
+			 * bytes of it (the engine's parseInner, as IPFilter) */
+			if (!in->v6 && tot < in->hl + 8)
+				return 0;
 			in->l4 = in->hl;
 			in->l4len = tot - in->hl;
 			in->pflags = in->proto == IPPROTO_TCP ? PF_TCP : PF_UDP;
