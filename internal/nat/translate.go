@@ -219,8 +219,11 @@ walk:
 			// IPFilter moves a round-robin rule to the end of its
 			// bucket after ipf_nat_newrdr only: map, map-block and
 			// an outbound bimap stay where they are (checked
-			// against its ipftest, IPv4 and IPv6).
-			if r.RoundRobin && move && dir == In {
+			// against its ipftest, IPv4 and IPv6). So does an
+			// inbound bimap, whatever its masks (checked likewise:
+			// a bimap before an rdr of the same bucket keeps
+			// taking the next inbound flow).
+			if r.RoundRobin && move && dir == In && r.Type != ipnat.Bimap {
 				n.rotate(r, dir)
 			}
 			setTag(got, s, res)

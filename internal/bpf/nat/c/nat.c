@@ -2767,9 +2767,9 @@ GLOBAL int nat_new(void)
 	if (c.res) {
 		struct nat_rule *r = rule_at(c.slot, c.idx);
 
-		/* only the rdr list turns (the engine's check: IPFilter
-		 * moves a round-robin rule after ipf_nat_newrdr only) */
-		if (r && (r->flags & RF_RR) && c.res == 3 && (w->p.dir & 1) == DIR_IN)
+		/* only the rdr list turns, and not an inbound bimap (the
+		 * engine's check: IPFilter moves a round-robin rdr only) */
+		if (r && (r->flags & RF_RR) && c.res == 3 && (w->p.dir & 1) == DIR_IN && r->type != NT_BIMAP)
 			rotate(c.slot, w->p.dir & 1, c.idx);
 		return 1;
 	}
