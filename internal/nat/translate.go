@@ -113,7 +113,11 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 			// a session is the one keyed so (checked against its
 			// ipftest: a first fragment of 16 bytes and a body of
 			// another datagram; none after a whole header).
-			if !portless(&v) && v.proto != 6 || v.v6 && v.proto == 51 {
+			// So does an ICMP body the session of an ICMP packet whose
+			// bytes 4-5 are zero (an error quoting no session; checked
+			// against its ipftest, IPv6 with and without a hop-by-hop
+			// header before the fragment header).
+			if !portless(&v) && v.proto != 6 && v.proto != 1 && v.proto != 58 || v.v6 && v.proto == 51 {
 				return pkt, NoMatch
 			}
 			if s := n.lookup(dir, &v, ifname); s != nil {
