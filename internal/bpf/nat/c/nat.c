@@ -3660,9 +3660,10 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		 * ESP, IP in IP, ...) still finds its session by its addresses,
 		 * as in IPFilter (the engine's portless); it never starts one.
 		 * So does a TCP body, the portless session a TCP header cut
-		 * short started (IPFilter looks it up with fin_data zero) */
-		if (p->proto == IPPROTO_UDP ||
-		    p->proto == (p->family == 6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+		 * short started (IPFilter looks it up with fin_data zero), and
+		 * an ICMP body the session of an ICMP packet whose bytes 4-5
+		 * are zero */
+		if (p->proto == IPPROTO_UDP)
 			return TC_ACT_UNSPEC;
 		/* IPv6 AH bodies never find a session (the engine's check) */
 		if (p->family == 6 && p->proto == IPPROTO_AH)
