@@ -100,6 +100,17 @@ type fragEntry struct {
 	icmpErr bool
 	which   int
 	addr    netip.Addr
+	// dst, when valid, is the destination an outbound error gets too.
+	dst netip.Addr
+}
+
+// setOuter gives an ICMP error's outer header the addresses its session
+// translates it to.
+func (fe *fragEntry) setOuter(v *view) {
+	v.setAddr(fe.which, fe.addr)
+	if fe.dst.IsValid() {
+		v.setAddr(1, fe.dst)
+	}
 }
 
 // usablePorts and mapBlockMinPort are IPFilter's USABLE_PORTS and

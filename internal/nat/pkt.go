@@ -308,6 +308,13 @@ func parseInner(v *view, b []byte) bool {
 		} else {
 			hl = packet.IPv6MinimumSize
 		}
+		if !v.v6 && len(b) < hl+8 {
+			// IPFilter's IPv4 error lookup wants 8 bytes of a quoted
+			// TCP or UDP header (its IPv6 one 4): with fewer the error
+			// is no session's, an ICMP packet like another (checked
+			// against its ipftest: 4 and 6 bytes, TCP and UDP, rdr).
+			return false
+		}
 		if len(b) >= hl+4 {
 			v.l4, v.l4len = hl, len(b)-hl
 			v.sport = binary.BigEndian.Uint16(b[hl:])

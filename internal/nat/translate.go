@@ -107,7 +107,17 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 			// IPv6 AH bodies never find a session in IPFilter (AH is
 			// an extension header to its IPv6 walk: the first
 			// fragment's session is not one of protocol 51).
-			if !portless(&v) || v.v6 && v.proto == 51 {
+			// A TCP body finds, by its addresses and no ports, the
+			// session a TCP header cut short started (it has none):
+			// IPFilter looks the body up with fin_data zero, and such
+			// a session is the one keyed so (checked against its
+			// ipftest: a first fragment of 16 bytes and a body of
+			// another datagram; none after a whole header).
+			// So does an ICMP body the session of an ICMP packet whose
+			// bytes 4-5 are zero (an error quoting no session; checked
+			// against its ipftest, IPv6 with and without a hop-by-hop
+			// header before the fragment header).
+			if !portless(&v) && v.proto != 6 && v.proto != 1 && v.proto != 58 || v.v6 && v.proto == 51 {
 				return pkt, NoMatch
 			}
 			if s := n.lookup(dir, &v, ifname); s != nil {
@@ -118,7 +128,7 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 			return pkt, NoMatch
 		}
 		if fe.icmpErr {
-			v.setAddr(fe.which, fe.addr)
+			fe.setOuter(&v)
 			return pkt, Translated
 		}
 		b, r := n.apply(fe.s, &v, dir)
@@ -213,8 +223,11 @@ walk:
 			// IPFilter moves a round-robin rule to the end of its
 			// bucket after ipf_nat_newrdr only: map, map-block and
 			// an outbound bimap stay where they are (checked
-			// against its ipftest, IPv4 and IPv6).
-			if r.RoundRobin && move && dir == In {
+			// against its ipftest, IPv4 and IPv6). So does an
+			// inbound bimap, whatever its masks (checked likewise:
+			// a bimap before an rdr of the same bucket keeps
+			// taking the next inbound flow).
+			if r.RoundRobin && move && dir == In && r.Type != ipnat.Bimap {
 				n.rotate(r, dir)
 			}
 			setTag(got, s, res)
@@ -805,11 +818,18 @@ func (n *NAT) newMap(r *rule, v *view, s *session) (ok bool) {
 		if v.flags&flagICMPQuery != 0 {
 			k.sp = port
 		}
-		if v.cutPorts || !n.existsOn(k, s.ifname) {
+		if v.cutPorts || v.flags&flagICMPQuery != 0 || !n.existsOn(k, s.ifname) {
 			// A TCP packet cut short is checked by the ports it has
 			// (IPFilter's fin_data), not by the portless view its
 			// session gets: a second one from the host takes the same
 			// address again.
+			// An ICMP query is never seen as a clash: IPFilter's
+			// ipf_nat_newmap looks the new tuple up with the ICMP id
+			// where the session table keeps it elsewhere, so two hosts
+			// pinging one peer with the same id both get the one new
+			// address (and id), and the newer session takes the
+			// replies (checked against its ipftest, with and without
+			// icmpidmap, and against an inbound bimap session).
 			break
 		}
 		if r.spnext != 0 && stPort == r.spnext && !r.snip.isZero() && stIP == r.snip {
@@ -1141,23 +1161,19 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 		// with options it is an ICMP packet like another.
 		return NoMatch
 	}
-	if !v.v6 && v.dst != e.src {
-		// Nor one sent elsewhere than to the quoted packet's source
-		// (ipf_nat_icmperrorlookup compares them).
-		return NoMatch
-	}
-	if !v.v6 && e.flags&flagTCPUDP != 0 && e.l4len < 8 {
-		// Nor does it take an ICMPv4 error quoting less than the first
-		// 8 bytes of a TCP or UDP header for its session's (checked
-		// against its ipftest: 4 bytes of ports are not enough there,
-		// while its IPv6 NAT reads them).
-		return NoMatch
-	}
 	// The embedded packet E went the other way; a reply to it would
 	// travel in dir with E's addresses swapped, which is the view the
 	// session table is keyed by.
 	s := n.sessions[key{dir, e.proto, e.dst, e.src, e.dport, e.sport}]
 	if s == nil || !s.onIf(dir, ifname) {
+		return NoMatch
+	}
+	if v.dst != e.src {
+		// IPFilter takes an error for one of the session's packets only
+		// when it goes back to the quoted packet's sender: its outer
+		// destination is the quote's source, either way (its source
+		// may be any router on the path; checked against its ipftest,
+		// map and rewrite, in and out).
 		return NoMatch
 	}
 	var before [128]byte
@@ -1193,7 +1209,10 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	case dir == In:
 		fe.which, fe.addr = 1, e.src
 	case s.dir == Out:
-		fe.addr = s.nsrc
+		// ipf_nat_out gives it the session's new source, and its new
+		// destination too (only a rewrite has one other than the
+		// destination the error has; checked against its ipftest).
+		fe.addr, fe.dst = s.nsrc, s.ndst
 	default:
 		fe.addr = s.odst
 	}
@@ -1212,12 +1231,7 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 		n.addFrag(v.fragKey(), fe)
 		s.hasFrags = true
 	}
-	v.setAddr(fe.which, fe.addr)
-	if dir == Out && s.dir == Out && s.ndst != s.odst {
-		// A rewrite session moves the destination too: ipf_nat_out
-		// gives the error the new one, as any packet going its way.
-		v.setAddr(1, s.ndst)
-	}
+	fe.setOuter(v)
 	return Translated
 }
 

@@ -2084,7 +2084,10 @@ static long map_step(__u32 l, void *unused)
 	key_of(k, DIR_IN, p->proto, p->family, w->ns.t.odst, na, p->dport, bpf_htons((__u16)port));
 	if (icmpq)
 		k->sport = bpf_htons((__u16)port);
-	if (p->cutnew || !exists_on(k, p->ifindex)) {
+	/* an ICMP query is never a clash: IPFilter's ipf_nat_newmap does not
+	 * find its session (the engine's newMap); the new one takes the keys
+	 * over (shadow) */
+	if (p->cutnew || icmpq || !exists_on(k, p->ifindex)) {
 		a->in = in;
 		a->port = port;
 		a->ok = 1;
@@ -2764,9 +2767,9 @@ GLOBAL int nat_new(void)
 	if (c.res) {
 		struct nat_rule *r = rule_at(c.slot, c.idx);
 
-		/* only the rdr list turns (the engine's check: IPFilter
-		 * moves a round-robin rule after ipf_nat_newrdr only) */
-		if (r && (r->flags & RF_RR) && c.res == 3 && (w->p.dir & 1) == DIR_IN)
+		/* only the rdr list turns, and not an inbound bimap (the
+		 * engine's check: IPFilter moves a round-robin rdr only) */
+		if (r && (r->flags & RF_RR) && c.res == 3 && (w->p.dir & 1) == DIR_IN && r->type != NT_BIMAP)
 			rotate(c.slot, w->p.dir & 1, c.idx);
 		return 1;
 	}
@@ -3192,7 +3195,10 @@ static __always_inline int inner_parse(struct inner *in, __u32 tot)
 		if (in->l4len >= (in->proto == IPPROTO_TCP ? 20u : 8u) && in->l4 + 20 <= in->m) {
 			in->pflags = in->proto == IPPROTO_TCP ? PF_TCP : PF_UDP;
 		} else if (tot >= in->hl + 4 && in->hl + 4 <= in->m) {
-			/* a header cut short: the ports are there */
+			/* a header cut short: the ports are there. IPv4 wants 8
+			 * bytes of it (the engine's parseInner, as IPFilter) */
+			if (!in->v6 && tot < in->hl + 8)
+				return 0;
 			in->l4 = in->hl;
 			in->l4len = tot - in->hl;
 			in->pflags = in->proto == IPPROTO_TCP ? PF_TCP : PF_UDP;
@@ -3459,18 +3465,15 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 		return 0;
 	if (!inner_parse(in, tot))
 		return 0;
-	/* nor one quoting less than 8 bytes of TCP/UDP (IPv4 only), as the
-	 * engine's icmpError */
-	if (!in->v6 && (in->pflags & PF_TCPUDP) && in->l4len < 8)
-		return 0;
-	/* nor one sent elsewhere than to the quoted source (IPv4) */
-	if (p->family == 4 && !words_eq(p->dst, in->src))
-		return 0;
 	k = &w->k2;
 	t = &w->t;
 	key_of(k, p->dir, in->proto, in->v6 ? 6 : 4, in->dst, in->src, bpf_htons(in->dport), bpf_htons(in->sport));
 	v = bpf_map_lookup_elem(&sessions, k);
 	if (!v || (v->ifindex && v->ifindex != p->ifindex))
+		return 0;
+	/* an error is the session's only when it goes back to the quoted
+	 * packet's sender (the engine's icmpError, as IPFilter) */
+	if (!words_eq(p->dst, in->src))
 		return 0;
 	*t = v->t;
 	sdir = v->sdir;
@@ -3540,23 +3543,24 @@ store:
 		/* ipfr_firstend's, as any first fragment's: an ICMPv4
 		 * error's is 8 (the engine's icmpError) */
 		fv->end = p->family == 4 ? frag_end4(p) : p->fragend;
-		if (p->dir == DIR_IN)
+		if (p->dir == DIR_IN) {
 			words_cp(fv->k.src, in->src);
-		else if (sdir == DIR_OUT)
+		} else if (sdir == DIR_OUT) {
+			/* the new source and the new destination (a
+			 * rewrite's; the engine's fragEntry.dst) */
 			words_cp(fv->k.src, t->nsrc);
-		else
+			words_cp(fv->k.dst, t->ndst);
+			fv->k.sport |= 2;
+		} else
 			words_cp(fv->k.src, t->odst);
 		frag_key(&fk, p);
 		frag_put(&fk, fv);
 	}
-	if (p->dir == DIR_IN)
+	if (p->dir == DIR_IN) {
 		outer_addr(skb, p, 1, in->src, &ck);
-	else if (sdir == DIR_OUT) {
+	} else if (sdir == DIR_OUT) {
 		outer_addr(skb, p, 0, t->nsrc, &ck);
-		/* a rewrite session's new destination too (the engine's
-		 * icmpError) */
-		if (!words_eq(t->ndst, t->odst))
-			outer_addr(skb, p, 1, t->ndst, &ck);
+		outer_addr(skb, p, 1, t->ndst, &ck);
 	} else
 		outer_addr(skb, p, 0, t->odst, &ck);
 	cknet = bpf_htons(ck);
@@ -3658,9 +3662,12 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	if (!fe || p->fragoff < fe->end) {
 		/* no entry takes it: a protocol without ports or ids (GRE,
 		 * ESP, IP in IP, ...) still finds its session by its addresses,
-		 * as in IPFilter (the engine's portless); it never starts one */
-		if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP ||
-		    p->proto == (p->family == 6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+		 * as in IPFilter (the engine's portless); it never starts one.
+		 * So does a TCP body, the portless session a TCP header cut
+		 * short started (IPFilter looks it up with fin_data zero), and
+		 * an ICMP body the session of an ICMP packet whose bytes 4-5
+		 * are zero */
+		if (p->proto == IPPROTO_UDP)
 			return TC_ACT_UNSPEC;
 		/* IPv6 AH bodies never find a session (the engine's check) */
 		if (p->family == 6 && p->proto == IPPROTO_AH)
@@ -3686,7 +3693,8 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		__u16 unused = 0;
 
 		*k = fe->k;
-		if (outer_addr(skb, p, k->sport & 1, k->src, &unused) == 0) {
+		if (outer_addr(skb, p, k->sport & 1, k->src, &unused) == 0 &&
+		    (!(k->sport & 2) || outer_addr(skb, p, 1, k->dst, &unused) == 0)) {
 			stat_inc(p->dir * NS_SIDE + NS_FRAG);
 			stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 		}
