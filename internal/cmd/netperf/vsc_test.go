@@ -22,12 +22,15 @@ type run struct {
 }
 
 var (
-	progRE     = regexp.MustCompile(`(?m)^\S*netperf: `)
-	cmdlineRE  = regexp.MustCompile(`"\S*netperf [^"]*"`)
-	uuidRE     = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	congRE     = regexp.MustCompile(`(?m)^REMOTE_CONG_CONTROL=.*$`)
-	interimRE  = regexp.MustCompile(`(?m)^(Interim result: .*|[0-9. ]+,[^,]+/s,[0-9.]+,[0-9.]+|NETPERF_(INTERIM_RESULT|UNITS|INTERVAL|ENDING)\[\d+\]=.*)\n`)
-	warningRE  = regexp.MustCompile(`(?m)^!!!.*\n(\n)?`)
+	progRE    = regexp.MustCompile(`(?m)^\S*netperf: `)
+	cmdlineRE = regexp.MustCompile(`"\S*netperf [^"]*"`)
+	uuidRE    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	congRE    = regexp.MustCompile(`(?m)^REMOTE_CONG_CONTROL=.*$`)
+	interimRE = regexp.MustCompile(`(?m)^(Interim result: .*|[0-9. ]+,[^,]+/s,[0-9.]+,[0-9.]+|NETPERF_(INTERIM_RESULT|UNITS|INTERVAL|ENDING)\[\d+\]=.*)\n`)
+	warningRE = regexp.MustCompile(`(?m)^!!!.*\n(\n)?`)
+	// C's SIGALRM catcher prints this on stdout when the test's timer
+	// fires again after the test ended (a race on a loaded machine).
+	catcherRE  = regexp.MustCompile(`(?m)^catcher: timer popped with times_up != 0\n`)
 	kvRE       = regexp.MustCompile(`(?m)^([A-Z_0-9]+)=(.*)$`)
 	collapseRE = regexp.MustCompile(` +`)
 	trailRE    = regexp.MustCompile(` +\n`)
@@ -37,7 +40,8 @@ var (
 // normalize reduces output to what must agree between the C and the Go
 // netperf: layout and text, not measured numbers, program paths, UUIDs,
 // the confidence warning (whether a noisy run met its interval), or the
-// junk a C netserver leaves in REMOTE_CONG_CONTROL (quirk Q1). Interim
+// junk a C netserver leaves in REMOTE_CONG_CONTROL (quirk Q1), C's timer
+// race message. Interim
 // results are taken out and returned apart, reduced to their shapes.
 func normalize(s string) (string, map[string]bool) {
 	s = progRE.ReplaceAllString(s, "netperf: ")
@@ -45,6 +49,7 @@ func normalize(s string) (string, map[string]bool) {
 	s = uuidRE.ReplaceAllString(s, "UUID")
 	s = congRE.ReplaceAllString(s, "REMOTE_CONG_CONTROL=X")
 	s = warningRE.ReplaceAllString(s, "")
+	s = catcherRE.ReplaceAllString(s, "")
 	interims := map[string]bool{}
 	for _, m := range interimRE.FindAllString(s, -1) {
 		interims[shape(m)] = true
