@@ -50,11 +50,22 @@ func (d *Datapath) Attach(names []string) error {
 			return fmt.Errorf("attach %s: %w", ifc.Name, err)
 		}
 		if l2 != 14 && d.cfg(cfgAnyL3) == 0 {
-			// packets then look their link-layer length up
+			// packets then look their link-layer length up (the
+			// programs are re-specialised for it before they run there)
 			if err := d.setCfg(cfgAnyL3, 1); err != nil {
 				return fmt.Errorf("attach %s: %w", ifc.Name, err)
 			}
 		}
+	}
+	// the programs attached are the ones in force (another process may
+	// have re-specialised them since this one loaded): none changes them
+	// while the links are made
+	unlock := d.lockCfg()
+	defer unlock()
+	if err := d.specialiseLocked(-1, false); err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	for _, ifc := range ifcs {
 		for _, dir := range []struct {
 			name string
 			prog *ebpf.Program
@@ -79,7 +90,11 @@ func (d *Datapath) Attach(names []string) error {
 				l, err = link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: dir.prog, Attach: dir.typ})
 			}
 			if errors.Is(err, ebpf.ErrNotSupported) {
-				if err := attachClsact(ifc.Index, dir.prog, dir.tc); err != nil {
+				prog, err := d.clsactProg(dir.name == "egress")
+				if err != nil {
+					return fmt.Errorf("attach %s %s (tc fallback): %w", ifc.Name, dir.name, err)
+				}
+				if err := attachClsact(ifc.Index, prog, dir.tc); err != nil {
 					return fmt.Errorf("attach %s %s (tc fallback): %w", ifc.Name, dir.name, err)
 				}
 				continue
@@ -95,6 +110,21 @@ func (d *Datapath) Attach(names []string) error {
 		}
 	}
 	return nil
+}
+
+// clsactProg returns the program for a clsact filter: the generic one,
+// the fallback's programs are never replaced (spec_linux.go). The caller
+// holds lockCfg.
+func (d *Datapath) clsactProg(egress bool) (*ebpf.Program, error) {
+	if d.cfg(cfgClsact) == 0 {
+		if err := d.setCfgLocked(cfgClsact, 1); err != nil {
+			return nil, err
+		}
+	}
+	if egress {
+		return d.objs.SluiceEgress, nil
+	}
+	return d.objs.SluiceIngress, nil
 }
 
 func pickInterfaces(names []string) ([]net.Interface, error) {

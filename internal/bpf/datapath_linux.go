@@ -60,6 +60,17 @@ type Datapath struct {
 	// after OpenPinned (then ownCtl: Close closes it).
 	ctl    *ebpf.Program
 	ownCtl bool
+	// the programs' load-time specialisation (spec_linux.go): the ones
+	// loaded by key, the key of objs' programs, and whether d came from
+	// OpenPinned (then objs holds no programs)
+	variants map[uint64]progPair
+	progKey  uint64
+	opened   bool
+	// specMutate changes the spec of a specialised load (tests: a
+	// verifier rejection); noSpecialise keeps the generic programs
+	// (benchmarks of the generic program)
+	specMutate   func(*ebpf.CollectionSpec)
+	noSpecialise bool
 }
 
 // tick is IPFilter's timer tick (Tick): timeouts are counted in them.
@@ -134,6 +145,7 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 		copts.Maps.PinPath = d.dir
 	}
 	fail := func(err error) (*Datapath, error) {
+		d.closeVariants()
 		d.objs.Close()
 		switch {
 		case opts.NoPin:
@@ -148,6 +160,12 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 			}
 		}
 		return nil, err
+	}
+	// the programs specialised at once for the configuration pinned
+	// here (a reload) or a new one's: one verifier run, not two
+	first := initialSpec(d.dir, d.final != "" || opts.NoPin)
+	if err := first.setVars(spec); err != nil {
+		return fail(err)
 	}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
@@ -166,21 +184,23 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 		return fail(fmt.Errorf("starting the state sweeper: %w", err))
 	}
 	if !opts.NoPin {
-		for name, p := range map[string]*ebpf.Program{"prog_ingress": d.objs.SluiceIngress, "prog_egress": d.objs.SluiceEgress,
-			"prog_ctl": d.objs.SluiceCtl} {
-			// pinned aside, then renamed over the old pin: a reader
-			// never finds the name missing
-			path := filepath.Join(d.dir, name)
-			next := path + "_next"
-			_ = os.Remove(next)
-			if err := p.Pin(next); err != nil {
-				return fail(fmt.Errorf("pinning %s: %w", name, err))
-			}
-			if err := os.Rename(next, path); err != nil {
-				_ = os.Remove(next)
-				return fail(fmt.Errorf("pinning %s: %w", name, err))
-			}
+		if err := pinOver(d.objs.SluiceCtl, filepath.Join(d.dir, "prog_ctl")); err != nil {
+			return fail(err)
 		}
+	}
+	// the programs specialised for the configuration and sets pinned
+	// here (loaded again if they changed meanwhile), attached where the
+	// old ones were and pinned (prog_ingress, prog_egress)
+	d.variants = map[uint64]progPair{first.key(): {d.objs.SluiceIngress, d.objs.SluiceEgress}}
+	d.progKey = first.key()
+	if !opts.NoPin {
+		pinVariant(d.dir, first.key(), d.variants[first.key()])
+	}
+	unlock := d.lockCfg()
+	err = d.specialiseLocked(-1, true)
+	unlock()
+	if err != nil {
+		return fail(err)
 	}
 	if opts.Unpublished || d.final == "" {
 		return d, nil
@@ -238,7 +258,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 			m.Close() // LoadAndAssign took clones
 		}
 	}()
-	d := &Datapath{dir: dir}
+	d := &Datapath{dir: dir, opened: true}
 	if err := spec.LoadAndAssign(&d.objs.filterMaps, &ebpf.CollectionOptions{MapReplacements: pinned}); err != nil {
 		return nil, fmt.Errorf("opening pinned maps in %s: %w", dir, err)
 	}
@@ -258,6 +278,7 @@ func (d *Datapath) Close() error {
 	if d.ownCtl {
 		d.ctl.Close()
 	}
+	d.closeVariants()
 	return d.objs.Close()
 }
 
@@ -293,6 +314,17 @@ func (d *Datapath) initConfig() error {
 	if c.V[cfgToTCP+4] != 0 {
 		return nil // already initialised by an earlier Load
 	}
+	c = defaultConf()
+	if err := d.objs.Config.Put(uint32(0), &c); err != nil {
+		return fmt.Errorf("writing config: %w", err)
+	}
+	return nil
+}
+
+// defaultConf is the configuration of a new datapath: filter enabled,
+// default pass, IPFilter's timeouts, three empty slots.
+func defaultConf() filterConf {
+	var c filterConf
 	def := state.DefaultConfig()
 	set := map[uint32]uint64{
 		cfgActive:    0,
@@ -313,6 +345,10 @@ func (d *Datapath) initConfig() error {
 		cfgWMLow:     uint64(def.WMLow),
 		cfgWMFreq:    uint64(def.WMFreq),
 		cfgDCA:       1,
+		// an empty slot is idle (FEAT_IDLE)
+		cfgIndex0:     featIdle,
+		cfgIndex0 + 1: featIdle,
+		cfgIndex0 + 2: featIdle,
 	}
 	for st, t := range def.TCPTimeout {
 		set[uint32(cfgToTCP+st)] = uint64(t)
@@ -323,10 +359,7 @@ func (d *Datapath) initConfig() error {
 		}
 		c.V[k] = v
 	}
-	if err := d.objs.Config.Put(uint32(0), &c); err != nil {
-		return fmt.Errorf("writing config: %w", err)
-	}
-	return nil
+	return c
 }
 
 func (d *Datapath) cfg(key uint32) uint64 {
@@ -340,29 +373,37 @@ func (d *Datapath) cfg(key uint32) uint64 {
 // setCfg changes one configuration value. The configuration is one map
 // value (the program reads it with one lookup), so a change reads,
 // modifies and writes it back: cfgMu, and between processes an flock on
-// the pinned map, keep two changes from losing one.
+// the pinned map, keep two changes from losing one. A key the programs
+// are specialised on (specKeys) re-specialises them under the same lock.
 func (d *Datapath) setCfg(key uint32, v uint64) error {
 	if key >= cfgN {
 		return fmt.Errorf("config key %d out of range", key)
 	}
-	d.cfgMu.Lock()
-	defer d.cfgMu.Unlock()
-	if d.dir != "" {
-		fd, err := unix.Open(filepath.Join(d.dir, "config"), unix.O_RDONLY, 0)
-		if err == nil {
-			if err := unix.Flock(fd, unix.LOCK_EX); err == nil {
-				defer unix.Flock(fd, unix.LOCK_UN)
-			}
-			defer unix.Close(fd)
-		}
-	}
+	unlock := d.lockCfg()
+	defer unlock()
+	return d.setCfgLocked(key, v)
+}
+
+// setCfgLocked is setCfg for a caller that holds lockCfg.
+func (d *Datapath) setCfgLocked(key uint32, v uint64) error {
 	var c filterConf
 	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
-	c.V[key] = v
-	if err := d.objs.Config.Put(uint32(0), &c); err != nil {
-		return fmt.Errorf("writing config %d: %w", key, err)
+	old := c.V[key]
+	if err := d.writeCfgRaw(&c, key, v); err != nil {
+		return err
+	}
+	if !specKeys[key] || old == v {
+		return nil
+	}
+	// the programs follow the value; if they cannot, the value goes back
+	// and the old programs stay (they were made for it)
+	if err := d.specialiseLocked(-1, false); err != nil {
+		if rerr := d.objs.Config.Lookup(uint32(0), &c); rerr == nil {
+			_ = d.writeCfgRaw(&c, key, old)
+		}
+		return err
 	}
 	return nil
 }

@@ -484,6 +484,10 @@ const (
 	filterProgSluiceCtl      = "sluice_ctl"
 	filterProgSluiceEgress   = "sluice_egress"
 	filterProgSluiceIngress  = "sluice_ingress"
+	filterVarK_defpass       = "k_defpass"
+	filterVarK_feat          = "k_feat"
+	filterVarK_mode          = "k_mode"
+	filterVarK_state         = "k_state"
 	filterVarSluiceInnerBtf  = "sluice_inner_btf"
 	filterVarSluiceLogRecBtf = "sluice_log_rec_btf"
 	filterVarStopAt          = "stop_at"
@@ -576,6 +580,10 @@ type filterMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterVariableSpecs struct {
+	K_defpass       *ebpf.VariableSpec `ebpf:"k_defpass"`
+	K_feat          *ebpf.VariableSpec `ebpf:"k_feat"`
+	K_mode          *ebpf.VariableSpec `ebpf:"k_mode"`
+	K_state         *ebpf.VariableSpec `ebpf:"k_state"`
 	SluiceInnerBtf  *ebpf.VariableSpec `ebpf:"sluice_inner_btf"`
 	SluiceLogRecBtf *ebpf.VariableSpec `ebpf:"sluice_log_rec_btf"`
 	StopAt          *ebpf.VariableSpec `ebpf:"stop_at"`
@@ -672,6 +680,10 @@ func (m *filterMaps) Close() error {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterVariables struct {
+	K_defpass       *ebpf.Variable `ebpf:"k_defpass"`
+	K_feat          *ebpf.Variable `ebpf:"k_feat"`
+	K_mode          *ebpf.Variable `ebpf:"k_mode"`
+	K_state         *ebpf.Variable `ebpf:"k_state"`
 	SluiceInnerBtf  *ebpf.Variable `ebpf:"sluice_inner_btf"`
 	SluiceLogRecBtf *ebpf.Variable `ebpf:"sluice_log_rec_btf"`
 	StopAt          *ebpf.Variable `ebpf:"stop_at"`

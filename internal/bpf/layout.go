@@ -90,6 +90,8 @@ const (
 	cfgToken     = 40 // user space only: Token/SetToken
 	cfgSetNo     = 41 // IPFilter set number (0/1) of the active set; user space only
 	cfgAllIfaces = 42 // user space only: the filter belongs on every interface
+	cfgSpec      = 43 // user space only: progSpec.key of the attached programs (0: unknown)
+	cfgClsact    = 44 // user space only: attached with the clsact fallback (generic programs)
 	cfgN         = 64
 )
 
@@ -109,6 +111,10 @@ const (
 	featIdle    = 0x1000 // no rules in the main lists
 	featLimits  = 0x2000 // pps, keep limit
 
+	// k_mode of a specialised program (KM_* in filter.h)
+	kmConfig = 0
+	kmOff    = 1
+	kmIdle   = 2
 )
 
 // State entry flags (SF_* in filter.h) the Go side reads.

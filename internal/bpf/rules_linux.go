@@ -97,6 +97,11 @@ func (d *Datapath) LoadRules(im *Image, s Set) error {
 	if err := d.writeSlot(target, im); err != nil {
 		return fmt.Errorf("loading %s rules: %w", s, err)
 	}
+	// the programs grow to cover the new set before a packet can meet
+	// it; publishing shrinks them to the sets in force (setCfg)
+	if err := d.grow(target); err != nil {
+		return fmt.Errorf("loading %s rules: %w", s, err)
+	}
 	key := uint32(cfgActive)
 	if s == Inactive {
 		key = cfgInactive

@@ -51,19 +51,54 @@ static __always_inline int verdict_of(__u32 pass)
 volatile const __u32 stop_at = 0;
 #define STAGE(n) do { if (stop_at == (n)) return TC_ACT_UNSPEC; } while (0)
 
+/* Load-time specialisation (spec_linux.go). The loader sets these for the
+ * rule sets the program may run, the active and the inactive one (so that
+ * ipf -s needs no other program), and replaces the attached program when
+ * they change: the verifier knows them and removes the code a packet of
+ * these sets can never run. The defaults make the generic program, which
+ * reads everything from config. */
+volatile const __u64 k_feat = ~0ULL; /* FEAT_* bits any slot it may run uses */
+volatile const __u32 k_mode = KM_CONFIG;
+volatile const __u32 k_defpass = 0; /* KM_IDLE: default_pass */
+volatile const __u32 k_state = 1;   /* state entries may exist */
+
+/* HAS(f): the active slot uses feature f, and the program was loaded for
+ * sets that may (a constant false removes the code) */
+#define HAS(f) ((k_feat & (f)) && (feat & (f)))
+
 /* SB_INC and SB_DROP count through the statblock filter() fetched once. */
 #define SB_INC(k) do { if (sb) sb->v[(k) & (NSTATS - 1)]++; } while (0)
 #define SB_DROP(r) do { if (sb) sb->drop[(r) & (NREASONS - 1)]++; } while (0)
 
+/* idle_verdict gives a clean packet of family fam default pass as the
+ * whole pipeline would with no rules, no state and no logging, counted
+ * as it counts it. */
+static __always_inline int idle_verdict(struct statblock *sb, __u32 d, int fam, __u32 pass)
+{
+	if (fam == 6)
+		SB_INC(d * ST_DIR + ST_IPV6);
+	SB_INC(d * ST_DIR + ST_PKTS);
+	SB_INC(d * ST_DIR + ST_MISS);
+	if (pass & FR_NOMATCH)
+		SB_INC(d * ST_DIR + ST_NOMATCH);
+	if (verdict_of(pass)) {
+		SB_INC(d * ST_DIR + ST_BLOCK);
+		SB_DROP(RSN_FILTER);
+		return TC_ACT_SHOT;
+	}
+	SB_INC(d * ST_DIR + ST_PASS);
+	return TC_ACT_UNSPEC;
+}
+
 static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 {
-	struct conf *C = conf_get();
+	struct conf *C;
 	struct work *w;
 	struct statblock *sb;
 	struct pktinfo *p;
 	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0, nlogs, l3off, ik, zero = 0;
 	__u64 now = 0, feat;
-	__s64 *nstates;
+	__s64 *nstates, nst = 0;
 	int blocked, fam, hit = 0, fr = 0, cut = 0;
 
 	if (out && skb->mark == REPLY_MARK) {
@@ -71,6 +106,17 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		return TC_ACT_UNSPEC;
 	}
 	STAGE(1);
+	if (k_mode == KM_OFF)
+		return TC_ACT_UNSPEC;
+	if (k_mode == KM_IDLE) {
+		/* on, no rule in either set, no state, no logging, every
+		 * interface with a link-layer header: a clean packet reads
+		 * nothing but its CPU's statistics */
+		fam = clean_family(skb, 14);
+		if (fam)
+			return idle_verdict(stats_get(), d, fam, k_defpass);
+	}
+	C = conf_get();
 	if (!C || !C->v[CFG_ENABLED])
 		return TC_ACT_UNSPEC;
 	STAGE(2);
@@ -79,8 +125,12 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	if (slot >= NSLOTS)
 		slot = 0;
 	feat = C->v[BOUND(CFG_INDEX0 + slot, CFG_N - 1)];
-	nstates = bpf_map_lookup_elem(&state_count, &zero);
-	if ((feat & FEAT_IDLE) && nstates && *nstates == 0 && !C->v[CFG_LOGFLAGS] &&
+	if (k_state) {
+		nstates = bpf_map_lookup_elem(&state_count, &zero);
+		if (nstates)
+			nst = *nstates;
+	}
+	if (k_mode == KM_CONFIG && (feat & FEAT_IDLE) && nst == 0 && !C->v[CFG_LOGFLAGS] &&
 	    !(C->v[CFG_DEFPASS] & (FR_LOG | FR_RETMASK))) {
 		/* no rules, no state, no logging: a clean packet gets
 		 * default_pass, counted as the whole pipeline counts it */
@@ -92,22 +142,8 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 				l3off = *l2e & 0xff;
 		}
 		fam = clean_family(skb, l3off);
-		if (fam) {
-			pass = C->v[CFG_DEFPASS];
-			if (fam == 6)
-				SB_INC(d * ST_DIR + ST_IPV6);
-			SB_INC(d * ST_DIR + ST_PKTS);
-			SB_INC(d * ST_DIR + ST_MISS);
-			if (pass & FR_NOMATCH)
-				SB_INC(d * ST_DIR + ST_NOMATCH);
-			if (verdict_of(pass)) {
-				SB_INC(d * ST_DIR + ST_BLOCK);
-				SB_DROP(RSN_FILTER);
-				return TC_ACT_SHOT;
-			}
-			SB_INC(d * ST_DIR + ST_PASS);
-			return TC_ACT_UNSPEC;
-		}
+		if (fam)
+			return idle_verdict(sb, d, fam, C->v[CFG_DEFPASS]);
 	}
 	w = get_work();
 	if (!w)
@@ -175,11 +211,11 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	STAGE(5);
 	/* the time only when something keeps it: state, fragments, rate
 	 * and connection limits */
-	if ((nstates && *nstates > 0) || (feat & FEAT_CLOCK) || (p->flags & PF_FRAG))
+	if (nst > 0 || HAS(FEAT_CLOCK) || (p->flags & PF_FRAG))
 		now = now_ns();
 	STAGE(6);
 
-	if (!out && (feat & FEAT_ACCT_IN)) {
+	if (!out && HAS(FEAT_ACCT_IN)) {
 		sl_scan(slot, LIST_ACCT_IN, 0);
 		if (w->s.rule)
 			SB_INC(d * ST_DIR + ST_ACCT);
@@ -193,7 +229,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (w->hit_pass & FR_KEEPSTATE)
 			p->flags |= PF_STATE;
 		w->hit_pass &= ~(FR_KEEPSTATE | FR_KEEPFRAG);
-	} else if (fr == 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD)) && nstates && *nstates > 0) {
+	} else if (fr == 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD)) && nst > 0) {
 		hit = sl_state_lookup(now);
 		if (!hit && (p->flags & PF_ICMPERR))
 			hit = sl_icmperr_lookup(skb, now);
@@ -262,7 +298,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		reason = RSN_BADFRAG;
 	/* the matched rule is read again only for what it may add: a
 	 * keep limit or pps (FEAT_LIMITS) or state */
-	if (!hit && mrule && !(pass & FR_NOMATCH) && ((feat & FEAT_LIMITS) || (pass & FR_KEEPSTATE))) {
+	if (!hit && mrule && !(pass & FR_NOMATCH) && (HAS(FEAT_LIMITS) || (pass & FR_KEEPSTATE))) {
 		__u32 idx = (mrule - 1) & (RULE_CAP - 1);
 		struct rule *r = rule_at(slot, idx);
 
@@ -309,7 +345,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		reason = RSN_FILTER;
 	/* outbound accounting counts what the filter passed (the engine's
 	 * isPass): an unresolved call (command 0) or nomatch is not counted */
-	if (out && !blocked && (pass & FR_CMDMASK) == FR_PASS && (feat & FEAT_ACCT_OUT)) {
+	if (out && !blocked && (pass & FR_CMDMASK) == FR_PASS && HAS(FEAT_ACCT_OUT)) {
 		sl_scan(slot, LIST_ACCT_OUT, 0);
 		if (w->s.rule)
 			SB_INC(d * ST_DIR + ST_ACCT);
@@ -351,7 +387,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		/* the rule that matched, or for a state hit in the direction
 		 * that created it, the rule that created the state (the reverse
 		 * direction would follow reply-to) */
-		if (!(pass & FR_NOMATCH) && (feat & FEAT_ROUTE)) {
+		if (!(pass & FR_NOMATCH) && HAS(FEAT_ROUTE)) {
 			int rt = -1;
 
 			if (!hit && mrule)

@@ -213,6 +213,12 @@ struct conf {
 #define FEAT_IDLE 0x1000    /* no rules in the main lists */
 #define FEAT_LIMITS 0x2000  /* rules with pps or a keep limit */
 
+/* k_mode of a specialised program (filter.c, spec_linux.go). */
+#define KM_CONFIG 0 /* read enabled, default pass, logging, L2 mode from config */
+#define KM_OFF 1    /* filter off (ipf -D's switch): every packet passes untouched */
+#define KM_IDLE 2   /* on, no rule in either set, no state, no logging, every
+		     * interface with a link-layer header: clean packets get k_defpass */
+
 /* Per-direction statistics (index dir*ST_DIR + n) then globals. What
  * every packet counts (pass, packets, a state lookup's miss or hit) is in
  * the first four of its direction, 32 bytes: one cache line of this CPU's

@@ -1,0 +1,526 @@
+package bpf
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/ruleset"
+)
+
+// Load-time specialisation. The filter's ingress and egress programs are
+// loaded with constants (k_* in c/filter.c, frozen .rodata) that say what
+// the rule sets they may run need: the union of the FEAT_* bits of the
+// active and the inactive set (so ipf -s, which flips the active slot,
+// never needs another program), whether state entries may exist, and —
+// when both sets are empty, nothing can hit state, nothing is logged and
+// every interface has a link-layer header — the default pass itself, so
+// an idle packet reads no config at all (KM_IDLE). The verifier knows the
+// constants and drops the code they rule out.
+//
+// The protocol: every change of what the programs were specialised for
+// goes through setCfg (the config keys of specKeys) or LoadRules, under
+// the config map's flock, and
+//
+//   - LoadRules writes the new set into the spare slot, then grows the
+//     programs to cover the current sets and the new one before it
+//     publishes the slot, and lets the publishing write shrink them after:
+//     no packet runs a program lacking a feature its set needs;
+//   - setCfg writes the value, then specialises; a program that cannot be
+//     loaded (or attached) puts the old value back and returns the error,
+//     so the old value and program stay in force;
+//   - the programs replace the attached ones atomically (TCX link.Update),
+//     then the pins
+//     prog_ingress / prog_egress (renamed over: ipfstat and the next
+//     command find the attached program there);
+//   - cfgSpec records what the attached programs were made for; it is
+//     cleared while they are replaced, so a process killed half way makes
+//     the next one load and attach again.
+//
+// On a kernel without TCX (the clsact fallback) the programs stay the
+// generic ones: a tc filter is found by name in the network namespace of
+// the process, and the process that changes the rules may be in another.
+//
+// State may outlive its rules (ipf -Fa keeps IPFilter's state entries), so
+// "state may exist" also holds while the table is not empty; it is
+// re-read after the programs were replaced, in case a packet of the old
+// rules made an entry meanwhile.
+
+// progSpec is what a pair of filter programs is specialised for.
+type progSpec struct {
+	feat    uint64 // FEAT_* bits the sets use (featAll: generic)
+	mode    uint32 // kmConfig, kmOff, kmIdle
+	defpass uint32 // kmIdle: default_pass
+	state   bool   // state entries may exist
+}
+
+// featAll are the FEAT_* bits a program may be specialised without.
+const featAll = featAcctIn | featAcctOut | featClock | featRoute | featLimits
+
+// genericSpec is the program that reads everything from config (the
+// object's defaults).
+var genericSpec = progSpec{feat: ^uint64(0), mode: kmConfig, state: true}
+
+// key encodes a progSpec for cfgSpec and the variant cache; never 0.
+func (s progSpec) key() uint64 {
+	if s == genericSpec {
+		return 1
+	}
+	k := uint64(2) | s.feat&0xffff<<8 | uint64(s.mode)<<24 | uint64(s.defpass)<<32
+	if s.state {
+		k |= 4
+	}
+	return k
+}
+
+// specKeys are the config keys a specialised program depends on: a write
+// of one of them re-specialises.
+var specKeys = map[uint32]bool{cfgActive: true, cfgInactive: true, cfgEnabled: true, cfgDefPass: true,
+	cfgLogFlags: true, cfgAnyL3: true, cfgClsact: true}
+
+// progPair is a loaded ingress/egress pair.
+type progPair struct{ in, out *ebpf.Program }
+
+// wantSpec computes the programs' specialisation from the config c, the
+// state count, and the feature word of an extra slot about to be
+// published (grow; -1: none).
+func wantSpec(c *filterConf, stateCount int64, extra int) progSpec {
+	if c.V[cfgClsact] != 0 {
+		// the tc filters of the fallback cannot be found from another
+		// network namespace to be replaced: they keep the generic
+		// programs
+		return genericSpec
+	}
+	if c.V[cfgEnabled] == 0 {
+		return progSpec{mode: kmOff}
+	}
+	slots := []uint32{uint32(c.V[cfgActive]) % numSlots, uint32(c.V[cfgInactive]) % numSlots}
+	if j := c.V[cfgSwapLog]; j&swapLogValid != 0 {
+		slots = append(slots, uint32(j)&0xff%numSlots)
+	}
+	if extra >= 0 {
+		slots = append(slots, uint32(extra)%numSlots)
+	}
+	var s progSpec
+	idle := true
+	for _, sl := range slots {
+		f := c.V[cfgIndex0+sl]
+		s.feat |= f & featAll
+		// a word being rewritten (0) is not idle
+		idle = idle && f&featIdle != 0
+	}
+	s.state = s.feat&featClock != 0 || stateCount != 0
+	defpass := uint32(c.V[cfgDefPass])
+	if idle && !s.state && c.V[cfgLogFlags] == 0 && c.V[cfgAnyL3] == 0 &&
+		defpass&(ruleset.FRLog|ruleset.FRRetMask) == 0 {
+		s.mode, s.defpass = kmIdle, defpass
+	}
+	return s
+}
+
+// lockCfg takes the lock setCfg and the specialisation share: in this
+// process cfgMu, between processes an flock on the pinned config map.
+func (d *Datapath) lockCfg() func() {
+	d.cfgMu.Lock()
+	fd := -1
+	if d.dir != "" {
+		if f, err := unix.Open(filepath.Join(d.dir, "config"), unix.O_RDONLY, 0); err == nil {
+			if unix.Flock(f, unix.LOCK_EX) == nil {
+				fd = f
+			} else {
+				unix.Close(f)
+			}
+		}
+	}
+	return func() {
+		if fd >= 0 {
+			unix.Flock(fd, unix.LOCK_UN)
+			unix.Close(fd)
+		}
+		d.cfgMu.Unlock()
+	}
+}
+
+// Specialise re-specialises the programs for what the configuration and
+// the state table need now (a no-op when they already are). Changes made
+// through this package do it themselves; tests and tools that change the
+// state table behind its back call it.
+func (d *Datapath) Specialise() error {
+	unlock := d.lockCfg()
+	defer unlock()
+	return d.specialiseLocked(-1, false)
+}
+
+// grow specialises the programs for the current sets and slot extra
+// before extra is published (LoadRules).
+func (d *Datapath) grow(extra uint32) error {
+	unlock := d.lockCfg()
+	defer unlock()
+	return d.specialiseLocked(int(extra), false)
+}
+
+// specialiseLocked loads (or finds) the programs for the wanted
+// specialisation and puts them in place of the attached ones and the
+// pins. With force they are put in place even when cfgSpec says they are.
+// The caller holds lockCfg.
+func (d *Datapath) specialiseLocked(extra int, force bool) error {
+	if d.noSpecialise {
+		return nil
+	}
+	var c filterConf
+	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
+		return fmt.Errorf("reading config: %w", err)
+	}
+	want := wantSpec(&c, d.stateCount(), extra)
+	if err := d.putSpec(&c, want, force); err != nil {
+		return err
+	}
+	if !want.state && want.mode != kmOff {
+		// a packet of the rules just replaced may have made an entry
+		// while the programs were swapped
+		if n := d.stateCount(); n != 0 {
+			want = wantSpec(&c, n, extra)
+			return d.putSpec(&c, want, false)
+		}
+	}
+	return nil
+}
+
+func (d *Datapath) stateCount() int64 {
+	var n int64
+	if err := d.objs.StateCount.Lookup(uint32(0), &n); err != nil {
+		return 1 // unknown: state may exist
+	}
+	return n
+}
+
+// putSpec makes want the programs of d, the attached ones and the pins.
+func (d *Datapath) putSpec(c *filterConf, want progSpec, force bool) error {
+	k := want.key()
+	placed := c.V[cfgSpec] == k
+	if placed && !force && (d.progKey == k || d.opened) {
+		// an OpenPinned handle runs and attaches nothing: the attached
+		// programs are what it needs
+		return nil
+	}
+	if placed && !force && d.dir != "" {
+		// another process placed them: use the pinned ones
+		if pp, err := loadPinnedPair(d.dir); err == nil {
+			d.setProgs(k, pp)
+			return nil
+		}
+	}
+	pp, err := d.variant(want)
+	if err != nil {
+		return err
+	}
+	if d.dir != "" && (!placed || force) {
+		if err := d.writeCfgRaw(c, cfgSpec, 0); err != nil {
+			return err
+		}
+		if err := d.replaceAttached(pp); err != nil {
+			return err
+		}
+	}
+	if err := d.writeCfgRaw(c, cfgSpec, k); err != nil {
+		return err
+	}
+	d.progKey = k
+	if !d.opened {
+		d.objs.SluiceIngress, d.objs.SluiceEgress = pp.in, pp.out
+	}
+	return nil
+}
+
+// setProgs makes pp (loaded from the pins) d's programs for key k.
+func (d *Datapath) setProgs(k uint64, pp progPair) {
+	if old, ok := d.variants[k]; ok {
+		old.in.Close()
+		old.out.Close()
+	}
+	if d.variants == nil {
+		d.variants = map[uint64]progPair{}
+	}
+	d.variants[k] = pp
+	d.progKey = k
+	d.objs.SluiceIngress, d.objs.SluiceEgress = pp.in, pp.out
+}
+
+func loadPinnedPair(dir string) (progPair, error) {
+	in, err := ebpf.LoadPinnedProgram(filepath.Join(dir, "prog_ingress"), nil)
+	if err != nil {
+		return progPair{}, err
+	}
+	out, err := ebpf.LoadPinnedProgram(filepath.Join(dir, "prog_egress"), nil)
+	if err != nil {
+		in.Close()
+		return progPair{}, err
+	}
+	return progPair{in, out}, nil
+}
+
+// writeCfgRaw writes one config value without re-specialising; the
+// caller holds lockCfg.
+func (d *Datapath) writeCfgRaw(c *filterConf, key uint32, v uint64) error {
+	c.V[key] = v
+	if err := d.objs.Config.Put(uint32(0), c); err != nil {
+		return fmt.Errorf("writing config %d: %w", key, err)
+	}
+	return nil
+}
+
+// variant returns the programs specialised for s, loading them (the
+// verifier runs) the first time this Datapath needs them.
+func (d *Datapath) variant(s progSpec) (progPair, error) {
+	k := s.key()
+	if pp, ok := d.variants[k]; ok {
+		return pp, nil
+	}
+	if d.dir != "" && d.specMutate == nil {
+		// loaded by an earlier command: no verifier run
+		if pp, err := loadPinnedPairAs(d.dir, variantPin(k)); err == nil {
+			if d.variants == nil {
+				d.variants = map[uint64]progPair{}
+			}
+			d.variants[k] = pp
+			return pp, nil
+		}
+	}
+	spec, err := loadFilter()
+	if err != nil {
+		return progPair{}, fmt.Errorf("loading filter spec: %w", err)
+	}
+	if err := s.setVars(spec); err != nil {
+		return progPair{}, err
+	}
+	if d.specMutate != nil {
+		d.specMutate(spec)
+	}
+	var progs struct {
+		In  *ebpf.Program `ebpf:"sluice_ingress"`
+		Out *ebpf.Program `ebpf:"sluice_egress"`
+	}
+	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
+		return progPair{}, wrapVerifier("loading the specialised filter programs", err)
+	}
+	if d.variants == nil {
+		d.variants = map[uint64]progPair{}
+	}
+	pp := progPair{progs.In, progs.Out}
+	d.variants[k] = pp
+	if d.dir != "" {
+		// kept for the next command (best effort: a missing pin only
+		// costs a verifier run)
+		pinVariant(d.dir, k, pp)
+	}
+	return pp, nil
+}
+
+// Specialised programs are pinned beside the datapath's as
+// spec_<object>_<key>_in / _out, so that the next command needing the same
+// specialisation finds it without the verifier (seconds on a busy host).
+// The object's hash keeps a newer Sluice from taking an older one's
+// programs; at most maxVariantPins pairs are kept.
+const maxVariantPins = 8
+
+var objHash = sync.OnceValue(func() string {
+	h := sha256.Sum256(_FilterBytes)
+	return hex.EncodeToString(h[:6])
+})
+
+func variantPin(k uint64) string { return fmt.Sprintf("spec_%s_%x", objHash(), k) }
+
+func loadPinnedPairAs(dir, name string) (progPair, error) {
+	in, err := ebpf.LoadPinnedProgram(filepath.Join(dir, name+"_in"), nil)
+	if err != nil {
+		return progPair{}, err
+	}
+	out, err := ebpf.LoadPinnedProgram(filepath.Join(dir, name+"_out"), nil)
+	if err != nil {
+		in.Close()
+		return progPair{}, err
+	}
+	return progPair{in, out}, nil
+}
+
+func pinVariant(dir string, k uint64, pp progPair) {
+	ents, _ := os.ReadDir(dir)
+	var others []string
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), "_in"); ok && strings.HasPrefix(n, "spec_") && n != variantPin(k) {
+			others = append(others, n)
+		}
+	}
+	// the oldest by name is as good as any: a variant dropped is loaded
+	// again when needed
+	for len(others) >= maxVariantPins {
+		_ = os.Remove(filepath.Join(dir, others[0]+"_in"))
+		_ = os.Remove(filepath.Join(dir, others[0]+"_out"))
+		others = others[1:]
+	}
+	base := filepath.Join(dir, variantPin(k))
+	if pinOver(pp.out, base+"_out") == nil {
+		_ = pinOver(pp.in, base+"_in")
+	}
+}
+
+// setVars sets the specialisation constants of a filter spec.
+func (s progSpec) setVars(spec *ebpf.CollectionSpec) error {
+	if s == genericSpec {
+		return nil // the object's defaults
+	}
+	for name, v := range map[string]any{"k_feat": s.feat, "k_mode": s.mode, "k_defpass": s.defpass, "k_state": b2u32(s.state)} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("specialising the filter (%s): %w", name, err)
+		}
+	}
+	return nil
+}
+
+// initialSpec is the specialisation Load starts from: for the config
+// and state pinned in dir, or with fresh, a new datapath's. Anything it
+// cannot read makes it the generic one (Load re-specialises under the
+// lock anyway).
+func initialSpec(dir string, fresh bool) progSpec {
+	if fresh {
+		c := defaultConf()
+		return wantSpec(&c, 0, -1)
+	}
+	cm, err := ebpf.LoadPinnedMap(filepath.Join(dir, "config"), nil)
+	if err != nil {
+		return genericSpec
+	}
+	defer cm.Close()
+	sm, err := ebpf.LoadPinnedMap(filepath.Join(dir, "state_count"), nil)
+	if err != nil {
+		return genericSpec
+	}
+	defer sm.Close()
+	var c filterConf
+	var n int64
+	if cm.Lookup(uint32(0), &c) != nil || sm.Lookup(uint32(0), &n) != nil {
+		return genericSpec
+	}
+	return wantSpec(&c, n, -1)
+}
+
+func b2u32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// mapsByName lists d's maps by their names in the object.
+func (d *Datapath) mapsByName() map[string]*ebpf.Map {
+	out := map[string]*ebpf.Map{}
+	v := reflect.ValueOf(&d.objs.filterMaps).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		if m, ok := v.Field(i).Interface().(*ebpf.Map); ok && m != nil && name != "" {
+			out[name] = m
+		}
+	}
+	return out
+}
+
+// replaceAttached puts pp in place of the programs attached (TCX links
+// pinned in d.dir, else the clsact fallback's filters) and pinned. On an
+// error the links already updated get the pinned programs back.
+func (d *Datapath) replaceAttached(pp progPair) error {
+	old, oldErr := loadPinnedPair(d.dir)
+	if oldErr == nil {
+		defer old.in.Close()
+		defer old.out.Close()
+	}
+	ents, err := os.ReadDir(d.dir)
+	if err != nil {
+		return err
+	}
+	type updated struct {
+		l      *link.Link
+		egress bool
+	}
+	var done []updated
+	defer func() {
+		for _, u := range done {
+			(*u.l).Close()
+		}
+	}()
+	fail := func(err error) error {
+		if oldErr == nil {
+			for _, u := range done {
+				if u.egress {
+					_ = (*u.l).Update(old.out)
+				} else {
+					_ = (*u.l).Update(old.in)
+				}
+			}
+		}
+		return err
+	}
+	for _, e := range ents {
+		_, hook, ok := linkPin(e.Name())
+		if !ok {
+			continue
+		}
+		l, err := link.LoadPinnedLink(filepath.Join(d.dir, e.Name()), nil)
+		if err != nil {
+			return fail(fmt.Errorf("opening %s: %w", e.Name(), err))
+		}
+		p := pp.in
+		if hook == "egress" {
+			p = pp.out
+		}
+		if err := l.Update(p); err != nil {
+			l.Close()
+			return fail(fmt.Errorf("replacing the program of %s: %w", e.Name(), err))
+		}
+		done = append(done, updated{&l, hook == "egress"})
+	}
+	for name, p := range map[string]*ebpf.Program{"prog_ingress": pp.in, "prog_egress": pp.out} {
+		if err := pinOver(p, filepath.Join(d.dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pinOver pins p at path: pinned aside, then renamed over the old pin, so
+// a reader never finds the name missing.
+func pinOver(p *ebpf.Program, path string) error {
+	next := path + "_next"
+	_ = os.Remove(next)
+	if err := p.Pin(next); err != nil {
+		return fmt.Errorf("pinning %s: %w", filepath.Base(path), err)
+	}
+	if err := os.Rename(next, path); err != nil {
+		_ = os.Remove(next)
+		return fmt.Errorf("pinning %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// closeVariants closes the programs of every specialisation d loaded.
+func (d *Datapath) closeVariants() {
+	for _, pp := range d.variants {
+		if pp.in == d.objs.SluiceIngress {
+			d.objs.SluiceIngress = nil
+		}
+		if pp.out == d.objs.SluiceEgress {
+			d.objs.SluiceEgress = nil
+		}
+		pp.in.Close()
+		pp.out.Close()
+	}
+	d.variants = nil
+}
