@@ -575,6 +575,12 @@ func BenchmarkStages(b *testing.B) {
 				reportRuns(b, stageProg(b, h, stop), frame, 1000)
 			})
 		}
+		// the stages are copies of the generic program (it reads
+		// everything from config); the one LoadRules specialised for the
+		// set is what is attached
+		b.Run(fmt.Sprintf("%s/%02d-specialised", sc.name, len(stageNames)+1), func(b *testing.B) {
+			reportRuns(b, h.d.objs.SluiceIngress, frame, 1000)
+		})
 	}
 }
 

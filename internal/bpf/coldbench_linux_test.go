@@ -177,13 +177,11 @@ func BenchmarkModes(b *testing.B) {
 	h := benchHarness(b)
 	plain := tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
 	for _, mode := range []string{"warm", "single", "cold"} {
-		for _, sc := range []string{"trivial", "attached", "stateless", "established"} {
+		for _, sc := range []string{"trivial", "attached", "attached-generic", "stateless", "established"} {
 			b.Run(mode+"/"+sc, func(b *testing.B) {
-				prog, frame := h.d.objs.SluiceIngress, plain
+				frame := plain
 				switch sc {
-				case "trivial":
-					prog = trivial
-				case "attached":
+				case "attached", "attached-generic":
 					if err := h.d.LoadRules(&Image{}, Active); err != nil {
 						b.Fatal(err)
 					}
@@ -200,6 +198,20 @@ func BenchmarkModes(b *testing.B) {
 					}
 				case "established":
 					frame, _ = establishedFrames(b, h)
+				}
+				// the program the set is specialised for (LoadRules made it),
+				// or for attached-generic the one that reads everything
+				// from config, as before the specialisation
+				prog := h.d.objs.SluiceIngress
+				switch sc {
+				case "trivial":
+					prog = trivial
+				case "attached-generic":
+					pp, err := h.d.variant(genericSpec)
+					if err != nil {
+						b.Fatal(err)
+					}
+					prog = pp.in
 				}
 				if mode == "warm" {
 					b.ReportAllocs()

@@ -167,6 +167,10 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	var compared, failures, refused, runRules int
+	// the programs the sets ran on: specialised ones (never the generic
+	// one), several, grown from one set to the next
+	variants, grown := map[uint64]bool{}, 0
+	prevFeat := uint64(0)
 	for n := 0; n < sets && failures < 5; n++ {
 		text := gen(rng)
 		rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
@@ -210,6 +214,11 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 		if _, err := h.d.FlushFrags(); err != nil {
 			t.Fatal(err)
 		}
+		variants[h.d.progKey] = true
+		if f := im.features() &^ featIdle; f&^prevFeat != 0 {
+			grown++
+		}
+		prevFeat = im.features() &^ featIdle
 		eng := engine.New(engine.Config{Clock: &state.ManualClock{}, Pools: pools})
 		eng.Sets().Store(0, set)
 		gen := newFlowGen(rng)
@@ -262,8 +271,15 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 		runRules += len(im.runs)
 		eng.Close()
 	}
-	t.Logf("seed %d: %d rule sets (%d too costly for the kernel), %d packets compared, %d rules in runs, %d hits on them",
-		seed, sets, refused, compared, runRules, runHits)
+	t.Logf("seed %d: %d rule sets (%d too costly for the kernel), %d packets compared, %d rules in runs, %d hits on them; "+
+		"%d specialised programs, %d sets needing a feature the one before did not",
+		seed, sets, refused, compared, runRules, runHits, len(variants), grown)
+	if variants[genericSpec.key()] {
+		t.Errorf("seed %d: a set ran on the generic program", seed)
+	}
+	if grown > 0 && len(variants) < 2 {
+		t.Errorf("seed %d: sets needing other features ran on one program", seed)
+	}
 	return runHits
 }
 

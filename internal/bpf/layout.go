@@ -106,10 +106,15 @@ const (
 	// word: a packet skips what no rule needs.
 	featAcctIn  = 0x100
 	featAcctOut = 0x200
-	featClock   = 0x400  // keep state/frags, pps, keep limit
-	featRoute   = 0x800  // to, dup-to, fastroute
-	featIdle    = 0x1000 // no rules in the main lists
-	featLimits  = 0x2000 // pps, keep limit
+	featClock   = 0x400   // keep state/frags, pps, keep limit
+	featRoute   = 0x800   // to, dup-to, fastroute
+	featIdle    = 0x1000  // no rules in the main lists
+	featLimits  = 0x2000  // pps, keep limit
+	featLog     = 0x4000  // rules that log
+	featRet     = 0x8000  // return-* (or a keep limit's)
+	featPool    = 0x10000 // pools, group-map calls
+	featExpr    = 0x20000 // exp { } rules
+	featFrags   = 0x40000 // k_feat only: fragment entries may exist
 
 	// k_mode of a specialised program (KM_* in filter.h)
 	kmConfig = 0
@@ -130,7 +135,7 @@ const (
 	stPkts     = 1
 	stMiss     = 2
 	stStKept   = 3
-	stBlock    = 4
+	stBlock    = 14
 	stShort    = 5
 	stBad      = 6
 	stLogPass  = 7
@@ -140,7 +145,7 @@ const (
 	stAcct     = 11
 	stStLost   = 12
 	stIPv6     = 13
-	stNomatch  = 14
+	stNomatch  = 4
 	stFrag     = 15
 	stNotIP    = 16
 	stRST      = 64

@@ -343,6 +343,18 @@ func (im *Image) features() uint64 {
 		if r.Route != 0 {
 			f |= featRoute
 		}
+		if r.Action&ruleset.FRLog != 0 {
+			f |= featLog
+		}
+		if r.Action&ruleset.FRRetMask != 0 || r.LimitRet != 0 {
+			f |= featRet
+		}
+		if r.Match&(mSrcPool|mDstPool) != 0 || r.Call != 0 {
+			f |= featPool
+		}
+		if r.Match&mExpr != 0 {
+			f |= featExpr
+		}
 	}
 	return f
 }

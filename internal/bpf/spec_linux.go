@@ -3,6 +3,7 @@ package bpf
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -64,7 +65,7 @@ type progSpec struct {
 }
 
 // featAll are the FEAT_* bits a program may be specialised without.
-const featAll = featAcctIn | featAcctOut | featClock | featRoute | featLimits
+const featAll = featAcctIn | featAcctOut | featClock | featRoute | featLimits | featLog | featRet | featPool | featExpr | featFrags
 
 // genericSpec is the program that reads everything from config (the
 // object's defaults).
@@ -75,7 +76,7 @@ func (s progSpec) key() uint64 {
 	if s == genericSpec {
 		return 1
 	}
-	k := uint64(2) | s.feat&0xffff<<8 | uint64(s.mode)<<24 | uint64(s.defpass)<<32
+	k := uint64(2) | uint64(s.mode)<<4 | s.feat&0xfffff<<8 | uint64(s.defpass)<<32
 	if s.state {
 		k |= 4
 	}
@@ -91,9 +92,14 @@ var specKeys = map[uint32]bool{cfgActive: true, cfgInactive: true, cfgEnabled: t
 type progPair struct{ in, out *ebpf.Program }
 
 // wantSpec computes the programs' specialisation from the config c, the
-// state count, and the feature word of an extra slot about to be
-// published (grow; -1: none).
-func wantSpec(c *filterConf, stateCount int64, extra int) progSpec {
+// state count, whether fragment entries exist, and the feature word of an
+// extra slot about to be published (grow; -1: none).
+//
+// Entries outlive the sets whose rules made them, and carry those rules'
+// flags: while state or fragment entries may exist, the programs keep the
+// fragment lookup, logging and return-* (FEAT_FRAGS, FEAT_LOG, FEAT_RET),
+// whatever the sets in force use.
+func wantSpec(c *filterConf, stateCount int64, frags bool, extra int) progSpec {
 	if c.V[cfgClsact] != 0 {
 		// the tc filters of the fallback cannot be found from another
 		// network namespace to be replaced: they keep the generic
@@ -119,7 +125,17 @@ func wantSpec(c *filterConf, stateCount int64, extra int) progSpec {
 		idle = idle && f&featIdle != 0
 	}
 	s.state = s.feat&featClock != 0 || stateCount != 0
+	old := stateCount != 0 || frags
 	defpass := uint32(c.V[cfgDefPass])
+	if s.feat&featClock != 0 || old {
+		s.feat |= featFrags
+	}
+	if c.V[cfgLogFlags] != 0 || defpass&ruleset.FRLog != 0 || old {
+		s.feat |= featLog
+	}
+	if defpass&ruleset.FRRetMask != 0 || old {
+		s.feat |= featRet
+	}
 	if idle && !s.state && c.V[cfgLogFlags] == 0 && c.V[cfgAnyL3] == 0 &&
 		defpass&(ruleset.FRLog|ruleset.FRRetMask) == 0 {
 		s.mode, s.defpass = kmIdle, defpass
@@ -180,19 +196,25 @@ func (d *Datapath) specialiseLocked(extra int, force bool) error {
 	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
-	want := wantSpec(&c, d.stateCount(), extra)
+	want := wantSpec(&c, d.stateCount(), d.fragsPresent(), extra)
 	if err := d.putSpec(&c, want, force); err != nil {
 		return err
 	}
-	if !want.state && want.mode != kmOff {
+	if want.feat&featFrags == 0 && want.mode != kmOff {
 		// a packet of the rules just replaced may have made an entry
 		// while the programs were swapped
-		if n := d.stateCount(); n != 0 {
-			want = wantSpec(&c, n, extra)
-			return d.putSpec(&c, want, false)
+		if n, f := d.stateCount(), d.fragsPresent(); n != 0 || f {
+			return d.putSpec(&c, wantSpec(&c, n, f, extra), false)
 		}
 	}
 	return nil
+}
+
+// fragsPresent reports whether the fragment table holds an entry.
+func (d *Datapath) fragsPresent() bool {
+	var k filterFragKey
+	err := d.objs.Frags.NextKey(nil, &k)
+	return !errors.Is(err, ebpf.ErrKeyNotExist)
 }
 
 func (d *Datapath) stateCount() int64 {
@@ -393,7 +415,7 @@ func (s progSpec) setVars(spec *ebpf.CollectionSpec) error {
 func initialSpec(dir string, fresh bool) progSpec {
 	if fresh {
 		c := defaultConf()
-		return wantSpec(&c, 0, -1)
+		return wantSpec(&c, 0, false, -1)
 	}
 	cm, err := ebpf.LoadPinnedMap(filepath.Join(dir, "config"), nil)
 	if err != nil {
@@ -410,7 +432,13 @@ func initialSpec(dir string, fresh bool) progSpec {
 	if cm.Lookup(uint32(0), &c) != nil || sm.Lookup(uint32(0), &n) != nil {
 		return genericSpec
 	}
-	return wantSpec(&c, n, -1)
+	frags := true
+	if fm, err := ebpf.LoadPinnedMap(filepath.Join(dir, "frags"), nil); err == nil {
+		var k filterFragKey
+		frags = !errors.Is(fm.NextKey(nil, &k), ebpf.ErrKeyNotExist)
+		fm.Close()
+	}
+	return wantSpec(&c, n, frags, -1)
 }
 
 func b2u32(b bool) uint32 {

@@ -29,44 +29,49 @@ func TestWantSpec(t *testing.T) {
 		name  string
 		set   func(c *filterConf)
 		count int64
+		frags bool
 		extra int
 		want  progSpec
 	}{
-		{"idle", nil, 0, -1, idle},
-		{"off", func(c *filterConf) { c.V[cfgEnabled] = 0 }, 0, -1, progSpec{mode: kmOff}},
-		{"off with rules and state", func(c *filterConf) { c.V[cfgEnabled] = 0; c.V[cfgIndex0] = featClock }, 3, -1, progSpec{mode: kmOff}},
-		{"default block", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRNoMatch) }, 0, -1,
+		{"idle", nil, 0, false, -1, idle},
+		{"off", func(c *filterConf) { c.V[cfgEnabled] = 0 }, 0, false, -1, progSpec{mode: kmOff}},
+		{"off with rules and state", func(c *filterConf) { c.V[cfgEnabled] = 0; c.V[cfgIndex0] = featClock }, 3, false, -1, progSpec{mode: kmOff}},
+		{"default block", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRNoMatch) }, 0, false, -1,
 			progSpec{mode: kmIdle, defpass: uint32(ruleset.FRBlock | ruleset.FRNoMatch)}},
-		{"default block log", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRLog) }, 0, -1, progSpec{}},
-		{"default return-rst", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRRetRST) }, 0, -1, progSpec{}},
-		{"log flags", func(c *filterConf) { c.V[cfgLogFlags] = uint64(ruleset.FRBlock) }, 0, -1, progSpec{}},
-		{"L3 interface", func(c *filterConf) { c.V[cfgAnyL3] = 1 }, 0, -1, progSpec{}},
-		{"state left (ipf -Fa keeps it)", nil, 2, -1, progSpec{state: true}},
-		{"active stateless", func(c *filterConf) { c.V[cfgIndex0] = idxOn }, 0, -1, progSpec{}},
-		{"inactive keeps state", func(c *filterConf) { c.V[cfgIndex0+1] = featClock | featAcctIn }, 0, -1,
-			progSpec{feat: featClock | featAcctIn, state: true}},
-		{"the spare slot does not count", func(c *filterConf) { c.V[cfgIndex0+2] = featRoute }, 0, -1, idle},
-		{"unless it is about to be published", func(c *filterConf) { c.V[cfgIndex0+2] = featRoute }, 0, 2, progSpec{feat: featRoute}},
-		{"nor a slot being rewritten", func(c *filterConf) { c.V[cfgIndex0+2] = 0 }, 0, 2, progSpec{}},
+		{"default block log", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRLog) }, 0, false, -1, progSpec{feat: featLog}},
+		{"default return-rst", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRRetRST) }, 0, false, -1, progSpec{feat: featRet}},
+		{"log flags", func(c *filterConf) { c.V[cfgLogFlags] = uint64(ruleset.FRBlock) }, 0, false, -1, progSpec{feat: featLog}},
+		{"L3 interface", func(c *filterConf) { c.V[cfgAnyL3] = 1 }, 0, false, -1, progSpec{}},
+		{"state left (ipf -Fa keeps it)", nil, 2, false, -1, progSpec{feat: featFrags | featLog | featRet, state: true}},
+		{"fragment entries left: clean packets stay idle", nil, 0, true, -1,
+			progSpec{feat: featFrags | featLog | featRet, mode: kmIdle, defpass: uint32(ruleset.FRPass | ruleset.FRNoMatch)}},
+		{"active stateless", func(c *filterConf) { c.V[cfgIndex0] = idxOn }, 0, false, -1, progSpec{}},
+		{"inactive keeps state", func(c *filterConf) { c.V[cfgIndex0+1] = featClock | featAcctIn }, 0, false, -1,
+			progSpec{feat: featClock | featAcctIn | featFrags, state: true}},
+		{"the spare slot does not count", func(c *filterConf) { c.V[cfgIndex0+2] = featRoute }, 0, false, -1, idle},
+		{"unless it is about to be published", func(c *filterConf) { c.V[cfgIndex0+2] = featRoute }, 0, false, 2, progSpec{feat: featRoute}},
+		{"nor a slot being rewritten", func(c *filterConf) { c.V[cfgIndex0+2] = 0 }, 0, false, 2, progSpec{}},
 		{"a swap in progress counts the old active slot", func(c *filterConf) {
 			c.V[cfgIndex0+2] = featLimits
 			c.V[cfgSwapLog] = swapLogValid | 2
-		}, 0, -1, progSpec{feat: featLimits}},
-		{"clsact fallback", func(c *filterConf) { c.V[cfgClsact] = 1 }, 0, -1, genericSpec},
+		}, 0, false, -1, progSpec{feat: featLimits}},
+		{"clsact fallback", func(c *filterConf) { c.V[cfgClsact] = 1 }, 0, false, -1, genericSpec},
+		{"log, return-*, pools, exp rules", func(c *filterConf) { c.V[cfgIndex0] = featLog | featRet | featPool | featExpr }, 0, false, -1,
+			progSpec{feat: featLog | featRet | featPool | featExpr}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
 			if tc.set != nil {
 				tc.set(c)
 			}
-			if got := wantSpec(c, tc.count, tc.extra); got != tc.want {
+			if got := wantSpec(c, tc.count, tc.frags, tc.extra); got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
 	}
 	seen := map[uint64]progSpec{}
 	for _, s := range []progSpec{genericSpec, {}, {state: true}, {mode: kmOff}, {mode: kmIdle}, {mode: kmIdle, defpass: 1},
-		{feat: featClock, state: true}, {feat: featRoute}, {feat: featAcctIn}, {feat: featAcctOut}, {feat: featLimits}} {
+		{feat: featClock, state: true}, {feat: featFrags}, {feat: featExpr}, {feat: featPool}, {feat: featLog}, {feat: featRet}, {feat: featRoute}, {feat: featAcctIn}, {feat: featAcctOut}, {feat: featLimits}} {
 		k := s.key()
 		if k == 0 {
 			t.Errorf("%+v: key 0", s)
@@ -101,7 +106,7 @@ func TestPrivilegedSpecialiseFeatureAtOnce(t *testing.T) {
 	// keep state after a stateless set: the reply is kept at once
 	h.load("pass in quick proto tcp from any to any port = 80\nblock in all\n")
 	h.load("pass out quick proto tcp from any to any port = 22 keep state\nblock in all\n")
-	if h.d.progKey != (progSpec{feat: featClock, state: true}).key() {
+	if h.d.progKey != (progSpec{feat: featClock | featFrags, state: true}).key() {
 		t.Errorf("keep state set: program %#x, want the stateful one", h.d.progKey)
 	}
 	h.expect(true, tcp4("10.0.0.2", "10.0.0.1", 2000, 22, synF), "pass")
@@ -112,7 +117,7 @@ func TestPrivilegedSpecialiseFeatureAtOnce(t *testing.T) {
 	if _, err := h.d.Flush(FlushAll, Active); err != nil {
 		t.Fatal(err)
 	}
-	if h.d.progKey != (progSpec{state: true}).key() {
+	if h.d.progKey != (progSpec{feat: featFrags | featLog | featRet, state: true}).key() {
 		t.Errorf("flushed with state left: program %#x, want one that looks state up", h.d.progKey)
 	}
 	ack := tcp4("10.0.0.1", "10.0.0.2", 22, 2000, ackF)
@@ -228,7 +233,7 @@ func TestPrivilegedSpecialiseLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	both := attached("stateful inactive set")
-	if both == sl || spec() != (progSpec{feat: featClock, state: true}).key() {
+	if both == sl || spec() != (progSpec{feat: featClock | featFrags, state: true}).key() {
 		t.Errorf("stateful inactive set: program %d (before %d), spec %#x", both, sl, spec())
 	}
 	if _, err := d.Swap(); err != nil {
@@ -277,7 +282,7 @@ func TestPrivilegedSpecialiseLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	d2.Close()
-	if got := attached("another process's load"); got == both || spec() != (progSpec{feat: featClock | featAcctIn, state: true}).key() {
+	if got := attached("another process's load"); got == both || spec() != (progSpec{feat: featClock | featAcctIn | featFrags | featLog | featRet, state: true}).key() {
 		t.Errorf("another process's load: program %d (before %d), spec %#x", got, both, spec())
 	}
 	// and this one attaches the program in force, not the one it loaded

@@ -276,6 +276,9 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 		}
 		n += removed
 	}
+	// with the table empty the programs may drop the state lookup (a
+	// failure leaves them with it: more than needed, never less)
+	_ = d.Specialise()
 	return n, nil
 }
 
@@ -302,6 +305,7 @@ func (d *Datapath) FlushFrags() (int, error) {
 			return n, fmt.Errorf("flushing fragment cache: %w", err)
 		}
 	}
+	_ = d.Specialise() // as FlushStates
 	return n, nil
 }
 

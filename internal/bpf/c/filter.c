@@ -51,21 +51,6 @@ static __always_inline int verdict_of(__u32 pass)
 volatile const __u32 stop_at = 0;
 #define STAGE(n) do { if (stop_at == (n)) return TC_ACT_UNSPEC; } while (0)
 
-/* Load-time specialisation (spec_linux.go). The loader sets these for the
- * rule sets the program may run, the active and the inactive one (so that
- * ipf -s needs no other program), and replaces the attached program when
- * they change: the verifier knows them and removes the code a packet of
- * these sets can never run. The defaults make the generic program, which
- * reads everything from config. */
-volatile const __u64 k_feat = ~0ULL; /* FEAT_* bits any slot it may run uses */
-volatile const __u32 k_mode = KM_CONFIG;
-volatile const __u32 k_defpass = 0; /* KM_IDLE: default_pass */
-volatile const __u32 k_state = 1;   /* state entries may exist */
-
-/* HAS(f): the active slot uses feature f, and the program was loaded for
- * sets that may (a constant false removes the code) */
-#define HAS(f) ((k_feat & (f)) && (feat & (f)))
-
 /* SB_INC and SB_DROP count through the statblock filter() fetched once. */
 #define SB_INC(k) do { if (sb) sb->v[(k) & (NSTATS - 1)]++; } while (0)
 #define SB_DROP(r) do { if (sb) sb->drop[(r) & (NREASONS - 1)]++; } while (0)
@@ -211,7 +196,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	STAGE(5);
 	/* the time only when something keeps it: state, fragments, rate
 	 * and connection limits */
-	if (nst > 0 || HAS(FEAT_CLOCK) || (p->flags & PF_FRAG))
+	if (nst > 0 || HAS(FEAT_CLOCK) || (KHAS(FEAT_FRAGS) && (p->flags & PF_FRAG)))
 		now = now_ns();
 	STAGE(6);
 
@@ -222,7 +207,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 
 	STAGE(7);
-	if ((p->flags & PF_FRAG) && !(p->flags & PF_BAD))
+	if (KHAS(FEAT_FRAGS) && (p->flags & PF_FRAG) && !(p->flags & PF_BAD))
 		fr = sl_frag_lookup(now);
 	if (fr > 0) {
 		hit = 2;
@@ -267,7 +252,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 		/* pure log rules met during the scan */
 		for (int i = 0; i < MAX_LOGS; i++) {
-			if (i >= nlogs)
+			if (!KHAS(FEAT_LOG) || i >= nlogs)
 				break;
 			sl_log_rule(skb, slot, w->s.logs[i & (MAX_LOGS - 1)], FR_LOG, RSN_NONE);
 		}
@@ -285,7 +270,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			}
 			nlogs = w->s.nlogs;
 			for (int i = 0; i < MAX_LOGS; i++) {
-				if (i >= nlogs || !gr)
+				if (!KHAS(FEAT_LOG) || i >= nlogs || !gr)
 					break;
 				sl_log_rule(skb, slot, w->s.logs[i & (MAX_LOGS - 1)], FR_LOG, RSN_NONE);
 			}
@@ -353,7 +338,8 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 
 	if (pass & FR_NOMATCH) {
 		SB_INC(d * ST_DIR + ST_NOMATCH);
-		logpass = C->v[CFG_LOGFLAGS] & FR_NOMATCH;
+		if (KHAS(FEAT_LOG))
+			logpass = C->v[CFG_LOGFLAGS] & FR_NOMATCH;
 	}
 	if (blocked) {
 		SB_INC(d * ST_DIR + ST_BLOCK);
@@ -362,8 +348,8 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		SB_INC(d * ST_DIR + ST_PASS);
 	}
 	STAGE(12);
-	if ((pass & FR_LOG) || logpass ||
-	    (C->v[CFG_LOGFLAGS] & (blocked ? FR_BLOCK : FR_PASS))) {
+	if (KHAS(FEAT_LOG) && ((pass & FR_LOG) || logpass ||
+	    (C->v[CFG_LOGFLAGS] & (blocked ? FR_BLOCK : FR_PASS)))) {
 		int lr;
 
 		if (hit)
@@ -399,7 +385,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 		return TC_ACT_UNSPEC;
 	}
-	if (!out && (pass & FR_RETMASK)) {
+	if (KHAS(FEAT_RET) && !out && (pass & FR_RETMASK)) {
 		int ret = -1;
 
 		__u32 rm = pass & FR_RETMASK;

@@ -212,6 +212,12 @@ struct conf {
 #define FEAT_ROUTE 0x800    /* rules with to, dup-to or fastroute */
 #define FEAT_IDLE 0x1000    /* no rules in the main lists */
 #define FEAT_LIMITS 0x2000  /* rules with pps or a keep limit */
+#define FEAT_LOG 0x4000     /* rules that log (log, pass log, ...) */
+#define FEAT_RET 0x8000     /* rules with return-* (or a keep limit's) */
+#define FEAT_POOL 0x10000   /* rules with pools or group-map calls */
+#define FEAT_EXPR 0x20000   /* exp { } rules */
+/* in k_feat only: fragment entries may exist (keep frags, state) */
+#define FEAT_FRAGS 0x40000
 
 /* k_mode of a specialised program (filter.c, spec_linux.go). */
 #define KM_CONFIG 0 /* read enabled, default pass, logging, L2 mode from config */
@@ -220,9 +226,12 @@ struct conf {
 		     * interface with a link-layer header: clean packets get k_defpass */
 
 /* Per-direction statistics (index dir*ST_DIR + n) then globals. What
- * every packet counts (pass, packets, a state lookup's miss or hit) is in
- * the first four of its direction, 32 bytes: one cache line of this CPU's
- * block, two at worst (the per-CPU value is only 8-aligned). The state
+ * every packet counts (pass, packets, a state lookup's miss or hit, and
+ * with the default pass nomatch: what an idle filter counts) is in the
+ * first five of its direction, 40 bytes: one cache line of this CPU's
+ * block, two at worst (the per-CPU value is only 8-aligned). (ST_NOMATCH
+ * and ST_BLOCK swapped numbers in dp7: counters pinned by an older Sluice
+ * read swapped until zeroed.) The state
  * table's hits and misses are the sums of the directions' (ST_STKEPT,
  * ST_MISS). */
 #define ST_DIR 32
@@ -230,7 +239,7 @@ struct conf {
 #define ST_PKTS 1
 #define ST_MISS 2 /* no state entry passed the packet (the table's misses) */
 #define ST_STKEPT 3
-#define ST_BLOCK 4
+#define ST_BLOCK 14
 #define ST_SHORT 5
 #define ST_BAD 6
 #define ST_LOGPASS 7
@@ -240,7 +249,7 @@ struct conf {
 #define ST_ACCT 11
 #define ST_STLOST 12
 #define ST_IPV6 13
-#define ST_NOMATCH 14
+#define ST_NOMATCH 4 /* with pass, stkept and miss: what an idle packet counts */
 #define ST_FRAG 15
 #define ST_NOTIP 16
 #define ST_RST 64

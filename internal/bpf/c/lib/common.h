@@ -100,6 +100,25 @@ struct work {
 	struct state_key rk;  /* state_create's key: the same (the call is deep) */
 };
 
+/* Load-time specialisation (spec_linux.go). The loader sets these for the
+ * rule sets the program may run, the active and the inactive one (so that
+ * ipf -s needs no other program), and replaces the attached program when
+ * they change: the verifier knows them and removes the code a packet of
+ * these sets can never run. The defaults make the generic program, which
+ * reads everything from config. */
+volatile const __u64 k_feat = ~0ULL; /* FEAT_* bits any slot it may run uses */
+volatile const __u32 k_mode = KM_CONFIG;
+volatile const __u32 k_defpass = 0; /* KM_IDLE: default_pass */
+volatile const __u32 k_state = 1;   /* state entries may exist */
+
+/* KHAS(f): the program was loaded for sets that may need f (FEAT_LOG,
+ * FEAT_RET and FEAT_FRAGS also say what entries and config may need) */
+#define KHAS(f) (k_feat & (f))
+
+/* HAS(f): the active slot uses feature f, and the program was loaded for
+ * sets that may (a constant false removes the code) */
+#define HAS(f) ((k_feat & (f)) && (feat & (f)))
+
 /* GLOBAL functions are verified once on their own instead of once per call
  * path; that keeps the verifier's work linear in the program's size. */
 #define GLOBAL __attribute__((noinline))

@@ -173,7 +173,7 @@ static __always_inline int rule_match_but(const struct rule *r, const struct pkt
 		return 0;
 	/* an exp rule tests nothing but its expression (ipf_check_ipf is not
 	 * called for FR_T_IPFEXPR) */
-	if (m & M_EXPR)
+	if (KHAS(FEAT_EXPR) && (m & M_EXPR))
 		return sl_expr_match(slot, r->expr_start, r->expr_count);
 	if ((m & M_PROTO) && r->proto != p->proto)
 		return 0;
@@ -196,11 +196,11 @@ static __always_inline int rule_match_but(const struct rule *r, const struct pkt
 		if (eq == !!(m & M_NOTDST))
 			return 0;
 	}
-	if (m & M_SRCPOOL) {
+	if (KHAS(FEAT_POOL) && (m & M_SRCPOOL)) {
 		if (pool_has(slot, r->src_pool, p, p->src) == !!(m & M_NOTSRC))
 			return 0;
 	}
-	if (m & M_DSTPOOL) {
+	if (KHAS(FEAT_POOL) && (m & M_DSTPOOL)) {
 		if (pool_has(slot, r->dst_pool, p, p->dst) == !!(m & M_NOTDST))
 			return 0;
 	}

@@ -42,7 +42,7 @@ static __always_inline __u32 call_group(const struct rule *r, const struct pktin
 	struct pool_key k = {};
 	struct pool_val *v;
 
-	if (r->call == CALL_NONE)
+	if (!KHAS(FEAT_POOL) || r->call == CALL_NONE)
 		return 0;
 	k.prefixlen = 96 + (p->family == 4 ? 32 : 128);
 	k.slot = slot;
