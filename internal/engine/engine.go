@@ -303,7 +303,8 @@ func (e *Engine) Check(p *Packet) Result {
 	matched, badFrag := false, false
 	if fi.Flags&packet.FlagFrag != 0 && fi.Flags&packet.FlagBad == 0 {
 		e.fragKey(p)
-		fe, bad := e.Frags.Lookup(&p.fk, fi.Off, fi.DLen, fi.PLen)
+		end, _ := firstFragEnd(p)
+		fe, bad := e.Frags.Lookup(&p.fk, fi.Off, fi.DLen, fi.PLen, end)
 		if bad {
 			// A fragment overlapping the first one is an attack on
 			// reassembly: it is marked bad (ipf_frag_lookup) and goes
@@ -345,8 +346,7 @@ func (e *Engine) Check(p *Packet) Result {
 			res.State = se
 			matched = true
 			if fi.Flags&packet.FlagFrag != 0 && isPass(pass) {
-				e.fragKey(p)
-				e.Frags.Add(&p.fk, pass, sc.rule, sc.ruleNum, fi.Off, fi.DLen, fi.PLen)
+				e.addFrag(p, pass, sc.rule, sc.ruleNum)
 			}
 		}
 	}
@@ -356,12 +356,8 @@ func (e *Engine) Check(p *Packet) Result {
 			list = &set.Out
 		}
 		pass = sc.scanList(list, pass)
-		// ipf_frag_new makes no entry for a first fragment too short
-		// for its TCP header (FI_SHORT): the rest of its datagram goes
-		// through the rules on its own.
-		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&(packet.FlagFrag|packet.FlagShort) == packet.FlagFrag {
-			e.fragKey(p)
-			e.Frags.Add(&p.fk, pass, sc.rule, sc.ruleNum, fi.Off, fi.DLen, fi.PLen)
+		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&packet.FlagFrag != 0 {
+			e.addFrag(p, pass, sc.rule, sc.ruleNum)
 		}
 		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && pass&(ruleset.FRCmdMask|ruleset.FRCallNow) == ruleset.FRCall &&
 			sc.rule.Call.Func != "" {
@@ -1197,16 +1193,30 @@ type fragID struct {
 	end int
 }
 
-// ipidFirstEnd reports where the first fragment p ends for its update_ipid
-// entry, or false when ipf_frag_ipidnew makes none (checked against
-// IPFilter's ipftest). IPFilter keeps the end in 8-byte units (the length
+// addFrag makes the fragment cache's entry for p's datagram (ipf_frag_new),
+// unless IPFilter makes none for such a fragment (firstFragEnd).
+func (e *Engine) addFrag(p *Packet, pass uint32, rule *ruleset.Rule, ruleNum int) {
+	fi := &p.Info
+	end, ok := firstFragEnd(p)
+	if fi.Off == 0 && !ok || fi.Flags&packet.FlagBad != 0 {
+		return
+	}
+	e.fragKey(p)
+	e.Frags.Add(&p.fk, pass, rule, ruleNum, fi.Off, fi.DLen, fi.PLen, end)
+}
+
+// firstFragEnd reports where the first fragment p ends for the fragments
+// that follow, or false when ipfr_frag_new makes no entry for it (checked
+// against IPFilter's ipftest, for keep frags and update_ipid alike: a
+// first fragment cut inside its TCP header makes one ending at 24, one
+// with SYN|FIN makes none). IPFilter keeps the end in 8-byte units (the length
 // rounded down: a 12-byte first fragment lets a fragment at offset 8
 // through). A TCP header counts as ending at 20 at least, even when cut
 // inside its fixed bytes; a TCP header whose options are cut makes none.
 // An ICMP error makes none, and neither does a first fragment too short for
 // its L4 header, except ICMP (a 8-byte mask request, 12 bytes long, makes
 // one), or one that is bad (a whole TCP header included).
-func ipidFirstEnd(p *Packet) (int, bool) {
+func firstFragEnd(p *Packet) (int, bool) {
 	fi := &p.Info
 	if fi.Version == 4 && fi.L4Proto == 6 && fi.L4Off > 0 {
 		if fi.DLen < 20 {
@@ -1215,18 +1225,18 @@ func ipidFirstEnd(p *Packet) (int, bool) {
 		if fi.Flags&packet.FlagBad != 0 {
 			// A whole TCP header IPFilter calls bad (no flags, a data
 			// offset below 20, ...) makes none.
-			return 0, false
+			return fi.DLen &^ 7, false
 		}
 		if fi.L4Off+12 < len(p.Data) && int(p.Data[fi.L4Off+12]>>4)*4 > fi.DLen {
-			return 0, false
+			return fi.DLen &^ 7, false
 		}
 		return max(fi.DLen&^7, 20), true
 	}
 	if fi.Flags&packet.FlagBad != 0 {
-		return 0, false
+		return fi.DLen &^ 7, false
 	}
 	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP {
-		return 0, false
+		return fi.DLen &^ 7, false
 	}
 	return fi.DLen &^ 7, true
 }
@@ -1255,7 +1265,7 @@ func (e *Engine) rewriteIPID(p *Packet) bool {
 			// (ipfr_frag_new finds it already there), so the later
 			// fragments keep the first one's id.
 			if _, dup := e.fragIDs[p.fk]; !dup {
-				if end, ok := ipidFirstEnd(p); ok {
+				if end, ok := firstFragEnd(p); ok {
 					e.fragIDs[p.fk] = fragID{id: id, end: end}
 				}
 			}

@@ -222,8 +222,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		cut = w->s.cut;
 		/* keep frags without keep state: the rest of the datagram
 		 * gets this verdict (with keep state, the state entry does) */
-		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG &&
-		    (p->flags & (PF_FRAG | PF_SHORT)) == PF_FRAG) {
+		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG && frag_makes_entry(p)) {
 			struct rule *r = rule_at(slot, mrule - 1);
 
 			if (r)
