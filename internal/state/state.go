@@ -675,13 +675,6 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 	if e.Proto != p.Proto || e.V != p.V {
 		return false, false
 	}
-	if p.V == 4 && p.Proto == 1 {
-		// IPFilter never finds an ICMP entry made by a packet to an
-		// IPv4 group: not a reply (from a host or from the group),
-		// not the same echo again (that one's entry is then refused
-		// as a duplicate). Only ICMPv6 takes answers to a group.
-		return false, false
-	}
 	ports := p.Proto == 6 || p.Proto == 17
 	wd, wsp, wdp := e.flags&flagWildDst != 0, e.flags&flagWildSP != 0, e.flags&flagWildDP != 0
 	// A wildcard destination stands for whoever answers: a packet to

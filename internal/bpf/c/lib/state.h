@@ -577,10 +577,6 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		 * rare: no lookups when there are none */
 		if (!nw || *nw <= 0)
 			return NULL;
-		/* IPFilter never finds an ICMP entry made by a packet to an
-		 * IPv4 group again (the engine's matchWild) */
-		if (p->family == 4 && p->proto == IPPROTO_ICMP)
-			return NULL;
 		wild = 1;
 		rev = 0;
 		make_key(&k, p, 0);
