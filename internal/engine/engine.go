@@ -254,10 +254,13 @@ type scan struct {
 	ruleNum int
 	group   string
 	matched bool // a rule matched in the list being scanned
-	reason  Reason
-	icode   uint8
-	depth   int
-	portcmp bool
+	// quickFail: rule is a quick keep-state rule whose entry could not
+	// be added, so the scan went on from the verdict before it
+	quickFail bool
+	reason    Reason
+	icode     uint8
+	depth     int
+	portcmp   bool
 	// Packet addresses as ruleset.Words, computed once per packet.
 	srcW, dstW [2]uint64
 	alen       uint8
@@ -387,7 +390,15 @@ func (e *Engine) Check(p *Packet) Result {
 	if pass&ruleset.FRKeepState != 0 && fi.Flags&(packet.FlagState|packet.FlagBadNAT) == 0 &&
 		pass&ruleset.FRCmdMask != ruleset.FRAuth {
 		// An auth packet is queued, not passed: it creates no state.
-		if se, ok := e.stateAdd(&sc, pass); ok {
+		// ipf_state_add takes the entry's flags from the rule the scan
+		// matched last (fin_fr): after a quick rule whose entry could
+		// not be added, that rule's, so the same entry is refused again
+		// and the packet blocked. (A later log rule's flags are C8.)
+		add := pass
+		if sc.quickFail && sc.rule != nil {
+			add = sc.rule.Flags
+		}
+		if se, ok := e.stateAdd(&sc, add); ok {
 			res.State = se
 		} else if isPass(pass) {
 			pass &^= ruleset.FRCmdMask
@@ -600,6 +611,7 @@ func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
 		r.Stats.Bytes.Add(uint64(p.Info.PLen))
 		sc.rule, sc.ruleNum, sc.group = r, n, r.Group
 		sc.matched = true
+		sc.quickFail = false
 		if passt&ruleset.FRCmdMask == ruleset.FRSkip && r.Skip > 0 {
 			skip = r.Skip
 		} else if lm := passt & ruleset.FRLogMask; lm != ruleset.FRLog && passt&ruleset.FRCmdMask != ruleset.FRDecap {
@@ -634,6 +646,7 @@ func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
 				p.Info.Flags&packet.FlagState == 0 {
 				if _, ok := sc.e.stateAdd(sc, pass); !ok {
 					pass = passo
+					sc.quickFail = true
 					continue
 				}
 			}

@@ -289,7 +289,16 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 		if (r && ((pass & FR_CMDMASK) == FR_PASS || (pass & FR_CMDMASK) == FR_BLOCK) &&
 		    (pass & FR_KEEPSTATE) && !(p->flags & PF_STATE)) {
-			if (sl_state_create(slot, idx, pass, now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
+			/* ipf_state_add takes the entry's flags from the rule
+			 * matched last: a quick keep-state rule left here
+			 * could not add its entry during the scan (quick_state),
+			 * which is refused again (the engine's quickFail) */
+			__u32 add = pass;
+
+			if ((r->action & (FR_QUICK | FR_KEEPSTATE)) == (FR_QUICK | FR_KEEPSTATE) && !r->keep_limit &&
+			    (r->action & FR_CMDMASK) != FR_AUTH)
+				add = r->action;
+			if (sl_state_create(slot, idx, add, now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
 				pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
 				reason = RSN_STATEADD;
 				SB_INC(d * ST_DIR + ST_STLOST);
