@@ -360,7 +360,10 @@ func (e *Engine) Check(p *Packet) Result {
 		}
 		pass = sc.scanList(list, pass)
 		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&packet.FlagFrag != 0 {
-			e.addFrag(p, pass, sc.rule, sc.ruleNum)
+			// the entry gives the rest of the datagram the flags of the
+			// rule matched last (ipf_frag_known reads fr_flags): see
+			// ruleFlags
+			e.addFrag(p, sc.ruleFlags(pass), sc.rule, sc.ruleNum)
 		}
 		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && pass&(ruleset.FRCmdMask|ruleset.FRCallNow) == ruleset.FRCall &&
 			sc.rule.Call.Func != "" {
@@ -390,15 +393,9 @@ func (e *Engine) Check(p *Packet) Result {
 	if pass&ruleset.FRKeepState != 0 && fi.Flags&(packet.FlagState|packet.FlagBadNAT) == 0 &&
 		pass&ruleset.FRCmdMask != ruleset.FRAuth {
 		// An auth packet is queued, not passed: it creates no state.
-		// ipf_state_add takes the entry's flags from the rule the scan
-		// matched last (fin_fr): after a quick rule whose entry could
-		// not be added, that rule's, so the same entry is refused again
-		// and the packet blocked. (A later log rule's flags are C8.)
-		add := pass
-		if sc.quickFail && sc.rule != nil {
-			add = sc.rule.Flags
-		}
-		if se, ok := e.stateAdd(&sc, add); ok {
+		// After a quick rule whose entry could not be added, the same
+		// entry is refused again and the packet blocked (ruleFlags).
+		if se, ok := e.stateAdd(&sc, sc.ruleFlags(pass)); ok {
 			res.State = se
 		} else if isPass(pass) {
 			pass &^= ruleset.FRCmdMask
@@ -1204,6 +1201,19 @@ const maxFragIDs = 4096
 type fragID struct {
 	id  uint16
 	end int
+}
+
+// ruleFlags is what the entry a packet's verdict pass makes (state,
+// fragments) records: ipf_state_add and ipf_frag_known take the flags of
+// the rule the scan matched last (fin_fr), which is pass's rule except
+// after a quick keep-state rule whose entry could not be added: the scan
+// went on from the verdict before it, and the entry gets that quick
+// rule's flags. (A later log rule's flags are C8: Sluice keeps pass.)
+func (sc *scan) ruleFlags(pass uint32) uint32 {
+	if sc.quickFail && sc.rule != nil {
+		return sc.rule.Flags
+	}
+	return pass
 }
 
 // addFrag makes the fragment cache's entry for p's datagram (ipf_frag_new),
