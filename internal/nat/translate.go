@@ -964,6 +964,16 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 	if v.flags&flagTCPUDP == 0 && v.flags&flagICMPQuery == 0 {
 		k.sp, k.dp = 0, 0
 	}
+	if v.nqICMP {
+		// ipf_nat_newrdr's clash check looks an ICMP packet that is
+		// not a query up as lookupNonQuery does, by its bytes 4-5: it
+		// misses the session without an id an earlier one of its kind
+		// made, so the redirect makes another (checked against its
+		// ipftest: two source quenches, or a time exceeded quoting no
+		// session, with other bytes 4-5 make two RDR sessions; map's
+		// check does find it and blocks the second).
+		k.sp, k.dp = v.nqID, v.nqID
+	}
 	if n.exists(k) {
 		if s.dstList != nil {
 			s.dstList.Release(s.dstIdx)

@@ -686,7 +686,8 @@ static __always_inline void words_cp(__u32 *d, const __u32 *s)
 
 static __always_inline int icmp4_query(__u8 t)
 {
-	return t == 0 || t == 8 || (t >= 13 && t <= 18) || t == 9 || t == 10;
+	/* FI_ICMPQUERY (ipf_pr_icmp): not information request/reply (15, 16) */
+	return t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18 || t == 9 || t == 10;
 }
 
 static __always_inline int icmp4_error(__u8 t)
@@ -2331,6 +2332,9 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	}
 	if (!tcpudp && !icmpq)
 		k->sport = k->dport = 0;
+	/* ICMP, not a query: checked by its bytes 4-5 (the engine's newRdr) */
+	if (p->nq)
+		k->sport = k->dport = p->nqid;
 	if (exists(k)) {
 		stat_inc(NS_SIDE * p->dir + NS_EXISTS);
 		return 0;
