@@ -684,9 +684,10 @@ static __always_inline void words_cp(__u32 *d, const __u32 *s)
 
 /* ------------------------------------------------------------- parsing */
 
+/* icmp4_query: the engine's isICMPv4Query (not 15, 16: FI_ICMPQUERY) */
 static __always_inline int icmp4_query(__u8 t)
 {
-	return t == 0 || t == 8 || (t >= 13 && t <= 18) || t == 9 || t == 10;
+	return t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18 || t == 9 || t == 10;
 }
 
 static __always_inline int icmp4_error(__u8 t)
