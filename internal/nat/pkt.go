@@ -88,12 +88,12 @@ func (v *view) fragKey() fragKey {
 	return k
 }
 
-// isICMPv4Query reports the ICMPv4 types IPFilter marks FI_ICMPQUERY
-// (ipf_pr_icmp), the ones NAT keys by their id. Information request and
-// reply (15, 16) are not among them: NAT looks them up as it does an
-// error, by their bytes 4-5, and makes them sessions without an id
-// (checked against its ipftest: an information reply then an echo reply
-// with the same id make two sessions; an echo then an echo reply, one).
+// isICMPv4Query reports the ICMP types IPFilter NATs by their id: those
+// its packet parser marks FI_ICMPQUERY (echo, router advertisement and
+// solicitation, timestamp, address mask). Information request and reply
+// (15, 16) are not among them: such a packet gets a portless session like
+// any other ICMP message, so a second one between the same hosts through
+// a single-address map clashes (checked against IPFilter's ipftest).
 func isICMPv4Query(t uint8) bool {
 	switch t {
 	case 0, 8, 13, 14, 17, 18, 9, 10:

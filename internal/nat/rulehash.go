@@ -108,19 +108,6 @@ func ruleMasks(rs []*rule, rdr bool) (m [2][]int) {
 	for f := range m {
 		slices.Sort(m[f])
 		slices.Reverse(m[f])
-		if rdr && len(m[f]) > 0 && m[f][len(m[f])-1] == 0 {
-			m[f] = append(m[f], 0)
-		}
 	}
 	return m
 }
-
-// An inbound packet no rule took walks the bucket of mask /0 a second
-// time when an rdr rule uses that mask (ipf_nat_checkin's mask loop, for
-// IPv4 and IPv6): a rule there that failed (a clash) is tried again, and
-// a split target (`-> A,B`) thus moves on to its other address (checked
-// against IPFilter's ipftest: `rdr nic0 0/0 -> 10.0.0.2,10.0.0.1 ip`
-// whose first address clashes with a map session takes the second; when
-// both clash the packet is refused and the next flow goes to the first
-// again; with /32, /24 or /8 the rule is tried once). ruleMasks lists
-// that mask twice; the kernel NAT's image does the same.

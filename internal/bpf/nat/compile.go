@@ -119,15 +119,8 @@ func Compile(rules []*ipnat.Rule, opts CompileOptions) (*Image, error) {
 	}
 	for dir := range im.masks {
 		for f := range im.masks[dir] {
-			ms := im.masks[dir][f]
-			slices.Sort(ms)
-			slices.Reverse(ms)
-			if dir == dirIn && len(ms) > 0 && ms[len(ms)-1] == 0 {
-				// IPFilter walks the /0 bucket of rdr rules twice
-				// (the engine's ruleMasks).
-				ms = append(ms, 0)
-			}
-			im.masks[dir][f] = ms
+			slices.Sort(im.masks[dir][f])
+			slices.Reverse(im.masks[dir][f])
 		}
 	}
 	return im, nil
