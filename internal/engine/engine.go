@@ -1205,7 +1205,8 @@ type fragID struct {
 // inside its fixed bytes; a TCP header whose options are cut makes none.
 // An ICMP error makes none, and neither does a first fragment too short for
 // its L4 header, except ICMP (a 8-byte mask request, 12 bytes long, makes
-// one), or one that is bad (a whole TCP header included).
+// one) and an IPv4 AH header cut short (any length), or one that is bad (a
+// whole TCP header included). Behind IPv4 AH, the end is at least 12.
 func ipidFirstEnd(p *Packet) (int, bool) {
 	fi := &p.Info
 	if fi.Version == 4 && fi.L4Proto == 6 && fi.L4Off > 0 {
@@ -1225,8 +1226,15 @@ func ipidFirstEnd(p *Packet) (int, bool) {
 	if fi.Flags&packet.FlagBad != 0 {
 		return 0, false
 	}
-	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP {
+	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP && (fi.Proto != packet.ProtoAH || fi.L4Proto != packet.ProtoNone) {
+		// A short AH header (IPv4 AH shorter than 12 bytes, or whatever
+		// follows it cut) still makes one: ipf_pr_ah lets the packet on.
 		return 0, false
+	}
+	if fi.Version == 4 && fi.Proto == packet.ProtoAH {
+		// Behind an IPv4 AH header the end counts as 12 bytes at least,
+		// as TCP's counts as 20: a fragment at offset 8 overlaps.
+		return max(fi.DLen&^7, packet.AHMinimumSize), true
 	}
 	return fi.DLen &^ 7, true
 }
