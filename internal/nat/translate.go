@@ -958,10 +958,21 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 	}
 	na := in.addr(v6)
 	k := key{Out, v.proto, na, v.src, nport, v.sport}
-	if v.flags&flagICMPQuery != 0 {
+	switch {
+	case v.proto == 1 && (v.flags&flagICMPQuery != 0 || v.nqICMP):
+		// IPFilter's ipf_nat_newrdr looks an ICMP packet's new tuple
+		// up with its type and code word (fin_data[0]) where the
+		// session table keeps the id: it clashes with a session whose
+		// id is that word (an echo reply with a session without an id,
+		// such as a short ICMP error's; an unreachable, code 0, with a
+		// query session of id 0x0300), not with one of its own id
+		// (checked against its ipftest: map then rdr sessions, an
+		// echo reply or an unreachable after an unreachable).
+		tc := uint16(v.icmpType)<<8 | uint16(v.b[v.l4+1])
+		k.sp, k.dp = tc, tc
+	case v.flags&flagICMPQuery != 0:
 		k.sp, k.dp = nport, nport
-	}
-	if v.flags&flagTCPUDP == 0 && v.flags&flagICMPQuery == 0 {
+	case v.flags&flagTCPUDP == 0:
 		k.sp, k.dp = 0, 0
 	}
 	if n.exists(k) {

@@ -264,7 +264,7 @@ struct pkt {
 	__u16 fauth;   /* IPv4 fragments: the fragment key's options */
 	__u32 fopt;
 	__u16 fsec;
-	__u16 pad2_;
+	__u16 icmptc;  /* ICMPv4: its type and code word (network order), ipf_nat_newrdr's clash key */
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -821,6 +821,7 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 		if ((void *)(l4 + 8) > end)
 			return 0;
 		p->icmptype = l4[0];
+		p->icmptc = *(__u16 *)l4;
 		p->csumoff = off + 2;
 		if (p->proto == IPPROTO_ICMP && !icmp4_query(l4[0])) {
 			/* IPFilter looks it up with these bytes in the id slot:
@@ -2325,12 +2326,17 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	a_to(na, in, v6);
 	k = &w->k2;
 	key_of(k, DIR_OUT, p->proto, p->family, na, p->src, bpf_htons(nport), p->sport);
-	if (icmpq) {
+	if (p->proto == IPPROTO_ICMP && (icmpq || p->nq)) {
+		/* IPFilter looks an ICMP packet's new tuple up with its type
+		 * and code word where sessions keep the id (the engine's
+		 * newRdr) */
+		k->sport = k->dport = p->icmptc;
+	} else if (icmpq) {
 		k->sport = bpf_htons(nport);
 		k->dport = k->sport;
-	}
-	if (!tcpudp && !icmpq)
+	} else if (!tcpudp) {
 		k->sport = k->dport = 0;
+	}
 	if (exists(k)) {
 		stat_inc(NS_SIDE * p->dir + NS_EXISTS);
 		return 0;
