@@ -689,6 +689,20 @@ static __always_inline int icmp4_query(__u8 t)
 	return t == 0 || t == 8 || (t >= 13 && t <= 18) || t == 9 || t == 10;
 }
 
+/* icmp4_natq: whether the NAT takes an ICMPv4 packet as a query (a session
+ * of its id): not an information request/reply, a timestamp shorter than 20
+ * bytes or a mask message shorter than 12 (the engine's natQueryV4) */
+static __always_inline int icmp4_natq(__u8 t, __u32 n)
+{
+	if (t == 15 || t == 16)
+		return 0;
+	if (t == 13 || t == 14)
+		return n >= 20;
+	if (t == 17 || t == 18)
+		return n >= 12;
+	return icmp4_query(t);
+}
+
 static __always_inline int icmp4_error(__u8 t)
 {
 	return t == 3 || t == 4 || t == 5 || t == 11 || t == 12;
@@ -823,14 +837,14 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 		p->icmptype = l4[0];
 		p->icmptc = *(__u16 *)l4;
 		p->csumoff = off + 2;
-		if (p->proto == IPPROTO_ICMP && !icmp4_query(l4[0])) {
+		if (p->proto == IPPROTO_ICMP && !icmp4_natq(l4[0], p->l4len)) {
 			/* IPFilter looks it up with these bytes in the id slot:
 			 * a query's session with that id, one of its own kind
 			 * only when they are 0 (the engine's lookupNonQuery) */
 			p->nq = 1;
 			p->nqid = *(__u16 *)(l4 + 4);
 		}
-		if (p->proto == IPPROTO_ICMP ? icmp4_query(l4[0]) : icmp6_query(l4[0])) {
+		if (p->proto == IPPROTO_ICMP ? icmp4_natq(l4[0], p->l4len) : icmp6_query(l4[0])) {
 			p->pflags = PF_ICMPQ;
 			p->sport = p->dport = *(__u16 *)(l4 + 4);
 		} else if (p->proto == IPPROTO_ICMP ? icmp4_error(l4[0]) : icmp6_error(l4[0])) {
