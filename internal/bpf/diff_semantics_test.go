@@ -180,8 +180,4 @@ func exists(path string) bool {
 
 // kernelPending: semantics cases the kernel program does not pass yet
 // (internal/bpf/c was being changed elsewhere when the engine learnt them).
-var kernelPending = map[string]string{
-	"frag-ah-first-keep-frags": "lib/frag.h must follow the engine's firstFragEnd for IPv4 AH: " +
-		"frag_makes_entry also for a first fragment whose AH header is cut short (proto AH, nothing parsed behind it), " +
-		"and first_end at least 2 units (12 bytes) behind AH, a TCP header behind it included (not 3)",
-}
+var kernelPending = map[string]string{}
