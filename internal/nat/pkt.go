@@ -102,6 +102,24 @@ func isICMPv4Query(t uint8) bool {
 	return false
 }
 
+// natQueryV4 reports whether IPFilter's NAT takes an ICMPv4 packet of
+// type t with n bytes of ICMP as a query (a session of its id): not an
+// information request or reply, nor a timestamp shorter than 20 bytes or
+// an address mask message shorter than 12 (checked against its ipftest:
+// the reply to such a request is not matched to its session, even by its
+// id; a short reply to a whole request is, as other non-queries are).
+func natQueryV4(t uint8, n int) bool {
+	switch t {
+	case 15, 16:
+		return false
+	case 13, 14:
+		return n >= 20
+	case 17, 18:
+		return n >= 12
+	}
+	return isICMPv4Query(t)
+}
+
 func isICMPv4Error(t uint8) bool {
 	switch t {
 	case 3, 4, 5, 11, 12:
@@ -276,11 +294,11 @@ func parse(v *view, b []byte) bool {
 			return true
 		}
 		v.icmpType = l4[0]
-		if v.proto == 1 && !isICMPv4Query(v.icmpType) {
+		if v.proto == 1 && !natQueryV4(v.icmpType, len(l4)) {
 			v.nqICMP = true
 			v.nqID = binary.BigEndian.Uint16(l4[4:])
 		}
-		if (v.proto == 1 && isICMPv4Query(v.icmpType)) || (v.proto == 58 && isICMPv6Query(v.icmpType)) {
+		if (v.proto == 1 && natQueryV4(v.icmpType, len(l4))) || (v.proto == 58 && isICMPv6Query(v.icmpType)) {
 			v.flags = flagICMPQuery
 			id := binary.BigEndian.Uint16(l4[4:])
 			v.sport, v.dport = id, id

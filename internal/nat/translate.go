@@ -971,30 +971,33 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 	}
 	na := in.addr(v6)
 	k := key{Out, v.proto, na, v.src, nport, v.sport}
-	if v.flags&flagICMPQuery != 0 {
+	switch {
+	case v.proto == 1 && (v.flags&flagICMPQuery != 0 || v.nqICMP):
+		// IPFilter's ipf_nat_newrdr looks an ICMP packet's new tuple
+		// up with its type and code word (fin_data[0]) where the
+		// session table keeps the id: it clashes with a session whose
+		// id is that word (an echo reply with a session without an id,
+		// such as a short ICMP error's; an unreachable, code 0, with a
+		// query session of id 0x0300), not with one of its own id
+		// (checked against its ipftest: map then rdr sessions, an
+		// echo reply or an unreachable after an unreachable).
+		tc := uint16(v.icmpType)<<8 | uint16(v.b[v.l4+1])
+		k.sp, k.dp = tc, tc
+	case v.flags&flagICMPQuery != 0:
 		k.sp, k.dp = nport, nport
-	}
-	if v.flags&flagTCPUDP == 0 && v.flags&flagICMPQuery == 0 {
+	case v.flags&flagTCPUDP == 0:
 		k.sp, k.dp = 0, 0
 	}
-	if v.nqICMP {
-		// ipf_nat_newrdr's clash check looks an ICMP packet that is
-		// not a query up as lookupNonQuery does, by its bytes 4-5: it
-		// misses the session without an id an earlier one of its kind
-		// made, so the redirect makes another (checked against its
-		// ipftest: two source quenches, or a time exceeded quoting no
-		// session, with other bytes 4-5 make two RDR sessions; map's
-		// check does find it and blocks the second).
-		k.sp, k.dp = v.nqID, v.nqID
-	}
-	// An ICMP query is never seen as a clash, as in newMap: IPFilter's
-	// ipf_nat_newrdr looks the tuple up with the ICMP id where the
-	// session table keeps it elsewhere, so a second flow redirected onto
-	// a query session's tuple gets a session too and the newer one takes
-	// the replies (checked against its ipftest, IPv4 and IPv6: echo
-	// requests from one host and id to two outside addresses
-	// redirected to one, and an echo reply onto a map session's tuple).
-	if v.flags&flagICMPQuery == 0 && n.exists(k) {
+	// An ICMP query is not seen as a clash by its id, as in newMap:
+	// IPFilter's ipf_nat_newrdr looks the tuple up with the ICMP id where
+	// the session table keeps it elsewhere, so a second flow redirected
+	// onto a query session's tuple gets a session too and the newer one
+	// takes the replies (checked against its ipftest, IPv4 and IPv6: echo
+	// requests from one host and id to two outside addresses redirected
+	// to one, and an echo reply onto a map session's tuple). In IPv4 that
+	// lookup is by the type and code word (above); an ICMPv6 query never
+	// clashes.
+	if (v.proto == 1 || v.flags&flagICMPQuery == 0) && n.exists(k) {
 		if s.dstList != nil {
 			s.dstList.Release(s.dstIdx)
 			s.dstList = nil

@@ -264,7 +264,7 @@ struct pkt {
 	__u16 fauth;   /* IPv4 fragments: the fragment key's options */
 	__u32 fopt;
 	__u16 fsec;
-	__u16 pad2_;
+	__u16 icmptc;  /* ICMPv4: its type and code word (network order), ipf_nat_newrdr's clash key */
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -690,6 +690,20 @@ static __always_inline int icmp4_query(__u8 t)
 	return t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18 || t == 9 || t == 10;
 }
 
+/* icmp4_natq: whether the NAT takes an ICMPv4 packet as a query (a session
+ * of its id): not an information request/reply, a timestamp shorter than 20
+ * bytes or a mask message shorter than 12 (the engine's natQueryV4) */
+static __always_inline int icmp4_natq(__u8 t, __u32 n)
+{
+	if (t == 15 || t == 16)
+		return 0;
+	if (t == 13 || t == 14)
+		return n >= 20;
+	if (t == 17 || t == 18)
+		return n >= 12;
+	return icmp4_query(t);
+}
+
 static __always_inline int icmp4_error(__u8 t)
 {
 	return t == 3 || t == 4 || t == 5 || t == 11 || t == 12;
@@ -822,15 +836,16 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 		if ((void *)(l4 + 8) > end)
 			return 0;
 		p->icmptype = l4[0];
+		p->icmptc = *(__u16 *)l4;
 		p->csumoff = off + 2;
-		if (p->proto == IPPROTO_ICMP && !icmp4_query(l4[0])) {
+		if (p->proto == IPPROTO_ICMP && !icmp4_natq(l4[0], p->l4len)) {
 			/* IPFilter looks it up with these bytes in the id slot:
 			 * a query's session with that id, one of its own kind
 			 * only when they are 0 (the engine's lookupNonQuery) */
 			p->nq = 1;
 			p->nqid = *(__u16 *)(l4 + 4);
 		}
-		if (p->proto == IPPROTO_ICMP ? icmp4_query(l4[0]) : icmp6_query(l4[0])) {
+		if (p->proto == IPPROTO_ICMP ? icmp4_natq(l4[0], p->l4len) : icmp6_query(l4[0])) {
 			p->pflags = PF_ICMPQ;
 			p->sport = p->dport = *(__u16 *)(l4 + 4);
 		} else if (p->proto == IPPROTO_ICMP ? icmp4_error(l4[0]) : icmp6_error(l4[0])) {
@@ -2326,17 +2341,20 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	a_to(na, in, v6);
 	k = &w->k2;
 	key_of(k, DIR_OUT, p->proto, p->family, na, p->src, bpf_htons(nport), p->sport);
-	if (icmpq) {
+	if (p->proto == IPPROTO_ICMP && (icmpq || p->nq)) {
+		/* IPFilter looks an ICMP packet's new tuple up with its type
+		 * and code word where sessions keep the id (the engine's
+		 * newRdr) */
+		k->sport = k->dport = p->icmptc;
+	} else if (icmpq) {
 		k->sport = bpf_htons(nport);
 		k->dport = k->sport;
-	}
-	if (!tcpudp && !icmpq)
+	} else if (!tcpudp) {
 		k->sport = k->dport = 0;
-	/* ICMP, not a query: checked by its bytes 4-5 (the engine's newRdr) */
-	if (p->nq)
-		k->sport = k->dport = p->nqid;
-	/* an ICMP query is never a clash (the engine's newRdr, as newMap) */
-	if (!icmpq && exists(k)) {
+	}
+	/* an ICMPv6 query is never a clash; an ICMPv4 packet clashes by its
+	 * type and code word (the engine's newRdr) */
+	if ((p->proto == IPPROTO_ICMP || !icmpq) && exists(k)) {
 		stat_inc(NS_SIDE * p->dir + NS_EXISTS);
 		return 0;
 	}
