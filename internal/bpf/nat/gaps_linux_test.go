@@ -398,13 +398,7 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 // edgesKernelPending: edge cases whose IPFilter behaviour the engine has
 // and the kernel NAT (internal/bpf/nat/c) does not have yet, each with
 // what the C needs; left out until it catches up.
-var edgesKernelPending = map[string]string{
-	"ICMPv6 errors quoting extension headers": "an ICMPv6 error whose quoted packet has " +
-		"extension headers (hop-by-hop, routing, destination options, fragment, AH) is " +
-		"translated through the quoted packet's session by the engine (parseInner walks them " +
-		"as parse does, protocol 59 for a cut one); the kernel's inner_parse gives up on " +
-		"them and treats the error as a plain ICMPv6 packet: it needs the walk over in->b",
-}
+var edgesKernelPending = map[string]string{}
 
 // secOpt is a RIPSO security option of class c and authority a1 a2,
 // padded to 12 bytes with an end of options.
