@@ -45,7 +45,10 @@ import (
 //   - an IPv4 fragment follows its first fragment only with the same
 //     copied options (security class and authority, source routes);
 //   - a fragment body of a protocol without ports finds its session by
-//     its addresses when no fragment entry takes it.
+//     its addresses when no fragment entry takes it;
+//   - an ICMPv6 error quoting a packet with extension headers (a chain
+//     of several, one cut short, ICMPv6 behind one) is translated
+//     through the quoted packet's session.
 func TestPrivilegedDifferentialEdges(t *testing.T) {
 	h := newHarness(t)
 	v6 := func(src, dst string, next uint8, payload []byte) []byte {
@@ -303,7 +306,21 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			// session, the quoted packet too
 			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
 				Payload: pt.ICMP(1, 4, 0, v6("2001:db8::1", "2001:db8:9::9", 60, pt.Cat(pt.Ext(17, 0), pt.UDP(1000, 53, data[:8], false))))}.Bytes()},
-		}, 2},
+			// TCP behind hop-by-hop, routing and an atomic fragment
+			// header, and an error quoting it as it left
+			{out: true, iface: "nic0", b: v6("fd00::6", "2001:db8:9::9", 0, pt.Cat(pt.Ext(43, 1), pt.Routing(44, 0, 0, 0), pt.Frag(6, 0, false, 5), syn.Bytes()))},
+			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
+				Payload: pt.ICMP(3, 0, 0, v6("2001:db8::1", "2001:db8:9::9", 0, pt.Cat(pt.Ext(43, 1), pt.Routing(44, 0, 0, 0), pt.Frag(6, 0, false, 5), syn.Bytes()[:8])))}.Bytes()},
+			// a destination options header cut short: a protocol-59
+			// session, which an error quoting it (cut the same) finds
+			{out: true, iface: "nic0", b: v6("fd00::7", "2001:db8:9::9", 60, data[:4])},
+			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
+				Payload: pt.ICMP(1, 4, 0, v6("2001:db8::1", "2001:db8:9::9", 60, data[:4]))}.Bytes()},
+			// an echo behind destination options, and an error quoting it
+			{out: true, iface: "nic0", b: v6("fd00::8", "2001:db8:9::9", 60, pt.Cat(pt.Ext(58, 0), pt.ICMP(128, 0, 0x43210001, data[:8])))},
+			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
+				Payload: pt.ICMP(3, 0, 0, v6("2001:db8::1", "2001:db8:9::9", 60, pt.Cat(pt.Ext(58, 0), pt.ICMP(128, 0, 0x43210001, nil))))}.Bytes()},
+		}, 8},
 		{"cut TCP headers", "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp 40000:40010\n", []randPkt{
 			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
 			// a first fragment with 8 bytes of the header: the
