@@ -1555,6 +1555,20 @@ static __always_inline int shadow(struct work *w, struct nat_key *k)
 	return 0;
 }
 
+/* no_twin notes that an entry which a TCP or UDP packet's key can find
+ * has no fast twin (a proxy's session or its data connection's, or a
+ * full fast table): from then on fast_miss looks such packets up in the
+ * session table before it leaves them alone. Sticky (a new datapath
+ * starts without it): one session of the kind makes the shortcut what
+ * it was before this note existed, no worse. */
+static __always_inline void no_twin(void)
+{
+	__u64 *c = cfgp(NCFG_NOTWIN);
+
+	if (c && !*c)
+		*c = 1;
+}
+
 /* fast_add makes the fast twin of entry e (at key k) when the fast path
  * can do its packets: TCP or UDP, no proxy, not a wildcard or a proxy's
  * data connection. Without one (the table is full), the entry's packets
@@ -1565,8 +1579,13 @@ static __always_inline void fast_add(struct work *w, const struct nat_key *k, co
 	struct nat_fast *f = &f6->f;
 	int v6 = fast6_ok(k);
 
-	if ((e->sflags & (SF_PROXY | SF_SLAVE | SF_WILD)) || (!v6 && !fkey_of(&w->fk4, k)))
+	/* no key the fast path reads (another protocol, a wildcard) */
+	if (!v6 && !fkey_of(&w->fk4, k))
 		return;
+	if (e->sflags & (SF_PROXY | SF_SLAVE | SF_WILD)) {
+		no_twin();
+		return;
+	}
 	if (e->w == 0) {
 		f->nsrc = e->t.nsrc[0];
 		f->ndst = e->t.ndst[0];
@@ -1592,10 +1611,8 @@ static __always_inline void fast_add(struct work *w, const struct nat_key *k, co
 	f->last = e->last;
 	f->pkts = 0;
 	f->bytes = 0;
-	if (v6)
-		bpf_map_update_elem(&fast6, k, f6, BPF_ANY);
-	else
-		bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY);
+	if (v6 ? bpf_map_update_elem(&fast6, k, f6, BPF_ANY) : bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY))
+		no_twin();
 }
 
 /* sess_insert enters the session described by w->ns (made by packet
@@ -2844,6 +2861,8 @@ GLOBAL int nat_wild(void)
 			bpf_map_delete_elem(&sessions, &k);
 			goto gone;
 		}
+		/* a proxy's data connection: no fast twin */
+		no_twin();
 		w->k = k;
 		sess_arm(&k, lifetime(WS(w)->age[0], WS(w)->proto, WS(w)->pflags, 0, 0, 0) * TICK_NS);
 		return 1;
@@ -4173,7 +4192,10 @@ static __always_inline void fast_account(struct __sk_buff *skb, struct nat_hot *
  * does not know it either and no rule of its direction and no wildcard
  * entry could take it, it is left alone here, counted as the whole way
  * would count it (a miss, ignored), without the tail call, the second
- * parse and the rule walk. Anything else goes the whole way (FAST_NO). */
+ * parse and the rule walk. Anything else goes the whole way (FAST_NO).
+ * Every entry a TCP/UDP key finds has a fast twin until no_twin says
+ * otherwise: till then the fast table's miss is the session table's and
+ * the second lookup (a 40-byte key) is not made. */
 static __always_inline int fast_miss(__u32 dir, int pre, const struct nat_key *k)
 {
 	struct nat_order *o;
@@ -4183,7 +4205,7 @@ static __always_inline int fast_miss(__u32 dir, int pre, const struct nat_key *k
 		return FAST_NO;
 	ok = (cfg(NCFG_ACTIVE) & 1) * 2 + dir;
 	o = bpf_map_lookup_elem(&orders, &ok);
-	if (!o || o->n || bpf_map_lookup_elem(&sessions, k))
+	if (!o || o->n || (cfg(NCFG_NOTWIN) && bpf_map_lookup_elem(&sessions, k)))
 		return FAST_NO;
 	stat_inc(dir * NS_SIDE + NS_MISS);
 	stat_inc(dir * NS_SIDE + NS_IGNORED);
