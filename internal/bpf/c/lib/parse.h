@@ -236,6 +236,7 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 			 * never there): 16 bytes, or what there is */
 			__u32 n = dlen >= 16 ? 16 : dlen & 0xf;
 
+			__builtin_memset(buf, 0, 20);
 			if (n >= 4 && bpf_skb_load_bytes(skb, off, buf, n) == 0) {
 				if (!(p->flags & PF_FRAG))
 					p->flags |= PF_BAD;
@@ -269,6 +270,9 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 			if ((f & 0x02) && (f & (0x20 | 0x08)))
 				bad = 1;
 			if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+				bad = 1;
+			/* no ACK: SYN or RST with URG, PSH or FIN (SYN|FIN) */
+			if (!(f & 0x10) && (f & (0x20 | 0x08 | 0x01)))
 				bad = 1;
 			if (bad) {
 				p->flags |= PF_BAD;
