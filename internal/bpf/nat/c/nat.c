@@ -3151,21 +3151,19 @@ static __always_inline __u16 csum_upd16(__u16 hc, __u16 o, __u16 n)
 	return ~(__u16)s;
 }
 
-/* inner_walk walks the extension headers of an IPv6 packet quoted in an
- * ICMPv6 error (at base in the packet, of which w->in.b holds m bytes, a
- * datagram ending at end), as
- * the engine's parse does for any packet: hop-by-hop, routing,
- * destination options, mobility and AH (its length read as IPFilter's,
- * in 8-byte units) and the fragment header. A header cut short by the end
- * of the quoted datagram leaves it with no protocol (59); a fragment
- * header with an offset makes a fragment body. ok is 0 when a header lies
- * beyond the bytes held (ICMP_INNER): the kernel cannot follow it. */
+/* inner_walk_step is one header of the walk over the extension headers of
+ * an IPv6 packet quoted in an ICMPv6 error (at base in the packet, the
+ * quoted datagram ending at end), as the engine's parse walks any
+ * packet's: hop-by-hop, routing, destination options, mobility and AH
+ * (its length read as IPFilter's, in 8-byte units) and the fragment
+ * header. A header cut short by the end of the quoted datagram leaves it
+ * with no protocol (59); a fragment header with an offset makes a
+ * fragment body. ok is 1 once the walk has come to its end. */
 struct inner_walk_ctx {
 	struct __sk_buff *skb;
 	__u32 base; /* where the quoted packet starts in skb */
 	__u32 off;
 	__u32 end;
-	__u32 m;
 	__u8 nh;
 	__u8 ok;
 	__u8 cut;
@@ -3192,7 +3190,7 @@ static long inner_walk_step(__u32 i, struct inner_walk_ctx *c)
 			c->cut = 1;
 			break;
 		}
-		if (c->off + 8 > c->m || bpf_skb_load_bytes(c->skb, c->base + c->off, h, 2) < 0)
+		if (bpf_skb_load_bytes(c->skb, c->base + c->off, h, 2) < 0)
 			return 1;
 		hl = ((__u32)h[1] + 1) * 8;
 		if (c->off + hl > c->end) {
@@ -3209,7 +3207,7 @@ static long inner_walk_step(__u32 i, struct inner_walk_ctx *c)
 			c->cut = 1;
 			break;
 		}
-		if (c->off + 8 > c->m || bpf_skb_load_bytes(c->skb, c->base + c->off, h, 4) < 0)
+		if (bpf_skb_load_bytes(c->skb, c->base + c->off, h, 4) < 0)
 			return 1;
 		c->nh = h[0];
 		if (((__u16)h[2] << 8 | h[3]) & 0xfff8)
@@ -3230,8 +3228,9 @@ static long inner_walk_step(__u32 i, struct inner_walk_ctx *c)
  * them: protocol 59 and no L4 header for a chain cut short, a fragment
  * body (in->fragbody) for a fragment header with an offset, and no L4
  * header to read in place behind AH but for a whole TCP header. A
- * function of its own so that the verifier walks it once. Returns 0 when
- * the chain runs beyond the bytes held. */
+ * function of its own so that the verifier walks it once. The headers
+ * are read from the packet, so the chain may run past the ICMP_INNER bytes
+ * held in w->in.b. Returns 0 when it cannot be read to its end. */
 GLOBAL int nat_inner_walk(struct __sk_buff *skb, __u32 base, __u32 end)
 {
 	struct work *w = get_work();
@@ -3245,10 +3244,10 @@ GLOBAL int nat_inner_walk(struct __sk_buff *skb, __u32 base, __u32 end)
 	c.base = base;
 	c.off = 40;
 	c.end = end;
-	c.m = in->m;
 	c.nh = in->proto;
-	/* each header takes at least 8 of the ICMP_INNER bytes held */
-	bpf_loop(ICMP_INNER / 8, inner_walk_step, &c, 0);
+	/* each header takes at least 8 bytes of an error's quote (at most
+	 * an IPv6 minimum MTU) */
+	bpf_loop(1280 / 8, inner_walk_step, &c, 0);
 	if (!c.ok)
 		return 0;
 	in->proto = c.nh;
@@ -3276,8 +3275,10 @@ GLOBAL int nat_inner_walk(struct __sk_buff *skb, __u32 base, __u32 end)
 
 /* nat_inner_parse is the engine's parseInner over in->b (m bytes held of a
  * total of tot). Returns 0 when the engine would not parse it, and when
- * the quoted L4 header lies beyond the bytes held (only behind IPv6
- * extension headers of more than ICMP_INNER - 60 bytes). A function of
+ * the quoted TCP, UDP or ICMP header, whose ports, ids and checksum a
+ * translation rewrites, lies beyond the ICMP_INNER bytes held (only
+ * behind IPv6 extension headers of more than ICMP_INNER - 60 bytes): the
+ * kernel leaves such an error alone. A function of
  * its own: the verifier walks what follows it once for all its outcomes. */
 GLOBAL int nat_inner_parse(struct __sk_buff *skb, __u32 base, __u32 tot)
 {
