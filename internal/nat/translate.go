@@ -193,10 +193,23 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 	// longest first, tries the rules of the bucket the address falls in
 	// under it, in the order they were added. A "no" rule or a session
 	// ends the walk; a rule that matched but could not make a session
-	// lets it go on.
+	// lets it go on. A walk that ends without a session looks once more
+	// in the bucket of address 0: IPFilter's loop (ipf_nat_checkin,
+	// ipf_nat_checkout and their IPv6 forms) runs while nmsk is at most
+	// the number of masks, one past the last, whose slot is 0. The rules
+	// of that bucket (0/0 ones, pools) are so tried a second time, their
+	// round-robin or port state moved on by the first try (checked against
+	// IPFilter's ipftest: a split rdr 0/0 whose first address clashes
+	// takes its second, one on a /24 fails; IPv4 and IPv6).
+	nm := len(masks[fam])
 walk:
-	for _, m := range masks[fam] {
-		h := lookupBucket(a.and(prefixMask(m, v.v6)), v.v6)
+	for i := 0; i <= nm; i++ {
+		var h int
+		if i < nm {
+			h = lookupBucket(a.and(prefixMask(masks[fam][i], v.v6)), v.v6)
+		} else {
+			h = lookupBucket(a128{}, v.v6)
+		}
 		for _, r := range rules {
 			if r.bucket[side] != h || !n.ruleMatches(r, &v, ifname, tag, dir) {
 				continue
@@ -964,7 +977,14 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 	if v.flags&flagTCPUDP == 0 && v.flags&flagICMPQuery == 0 {
 		k.sp, k.dp = 0, 0
 	}
-	if n.exists(k) {
+	// An ICMP query is never seen as a clash, as in newMap: IPFilter's
+	// ipf_nat_newrdr looks the tuple up with the ICMP id where the
+	// session table keeps it elsewhere, so a second flow redirected onto
+	// a query session's tuple gets a session too and the newer one takes
+	// the replies (checked against its ipftest, IPv4 and IPv6: echo
+	// requests from one host and id to two outside addresses
+	// redirected to one, and an echo reply onto a map session's tuple).
+	if v.flags&flagICMPQuery == 0 && n.exists(k) {
 		if s.dstList != nil {
 			s.dstList.Release(s.dstIdx)
 			s.dstList = nil

@@ -684,9 +684,10 @@ static __always_inline void words_cp(__u32 *d, const __u32 *s)
 
 /* ------------------------------------------------------------- parsing */
 
+/* icmp4_query: the engine's isICMPv4Query (not 15, 16: FI_ICMPQUERY) */
 static __always_inline int icmp4_query(__u8 t)
 {
-	return t == 0 || t == 8 || (t >= 13 && t <= 18) || t == 9 || t == 10;
+	return t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18 || t == 9 || t == 10;
 }
 
 static __always_inline int icmp4_error(__u8 t)
@@ -2348,7 +2349,8 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	}
 	if (!tcpudp && !icmpq)
 		k->sport = k->dport = 0;
-	if (exists(k)) {
+	/* an ICMP query is never a clash (the engine's newRdr, as newMap) */
+	if (!icmpq && exists(k)) {
 		stat_inc(NS_SIDE * p->dir + NS_EXISTS);
 		return 0;
 	}
@@ -2632,14 +2634,22 @@ static __always_inline __u32 hash_word(__u32 w)
 }
 
 /* walk_bucket is the bucket the packet's address falls in under the
- * mask of level lev (NAT_HASH_FN, NAT_HASH_FN6). */
+ * mask of level lev (NAT_HASH_FN, NAT_HASH_FN6); the level past the last
+ * mask is the bucket of address 0 (the engine's second look there). */
 static __always_inline __u32 walk_bucket(struct walk_ctx *c, const struct nat_order *o)
 {
 	__u32 l = c->lev, len, h;
+	__u64 li;
 
-	if (l >= NAT_LEVELS)
+	if (l >= o->nmasks[c->v6 & 1])
+		return 0;
+	/* a fresh register the verifier bounds (the compiler would reuse
+	 * the one compared with nmasks) */
+	li = l;
+	asm volatile("" : "+r"(li));
+	if (li >= NAT_LEVELS)
 		return NAT_BUCKETS; /* no bucket */
-	len = o->masks[c->v6 & 1][l];
+	len = o->masks[c->v6 & 1][li];
 	h = hash_word(c->a[0] & mask_word(len, 0));
 
 	if (c->v6)
@@ -2649,7 +2659,9 @@ static __always_inline __u32 walk_bucket(struct walk_ctx *c, const struct nat_or
 }
 
 /* walk_step looks at one rule of the order under one mask: the rules of
- * the current mask's bucket in order, then the next mask. */
+ * the current mask's bucket in order, then the next mask, and last the
+ * bucket of address 0 once more (IPFilter's walk runs one slot past its
+ * last mask, slot 0: the engine's walk in translate.go). */
 static long walk_step(__u32 i, struct walk_ctx *c)
 {
 	struct work *w = get_work();
@@ -2659,12 +2671,12 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 	__u32 idx, j;
 	int res;
 
-	if (!w || !o || c->lev >= o->nmasks[c->v6 & 1])
+	if (!w || !o || c->lev > o->nmasks[c->v6 & 1])
 		return 1;
 	if (c->j >= c->n) {
 		c->j = 0;
 		c->lev++;
-		if (c->lev >= o->nmasks[c->v6 & 1])
+		if (c->lev > o->nmasks[c->v6 & 1])
 			return 1;
 	}
 	if (c->j == 0)
