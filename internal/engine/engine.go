@@ -477,6 +477,12 @@ func (e *Engine) Check(p *Packet) Result {
 		// monitor sees what was dropped); a block rule's `to` is not
 		// followed (see docs/ipfilter-differences.md).
 		if ifn, nh, ok := e.target(p, sc.rule.DupTo); ok {
+			if !p.Out {
+				// counted as leaving by ifn, as a passed packet's
+				// copy (forward): a block rule's keep state entry
+				// counts it
+				e.leaveCounted(p, ifn, sc.rule)
+			}
 			e.router.Route(p, ifn, nh, true)
 		}
 	}
