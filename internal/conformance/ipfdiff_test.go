@@ -68,6 +68,15 @@ func (k *knownDiff) matches(b *diffBucket) bool {
 		return false
 	}
 	for _, t := range k.Tags {
+		if p, ok := strings.CutSuffix(t, "*"); ok {
+			// a prefix: keep-state* is keep-state and its
+			// keep-state(limit), keep-state(newisn), ... forms
+			has := func(s string) bool { return strings.HasPrefix(s, p) }
+			if !slices.ContainsFunc(b.Tags, has) && !slices.ContainsFunc(b.PacketTags, has) {
+				return false
+			}
+			continue
+		}
 		if !slices.Contains(b.Tags, t) && !slices.Contains(b.PacketTags, t) {
 			return false
 		}
@@ -190,5 +199,27 @@ func TestIPFDiff(t *testing.T) {
 		}
 		t.Errorf("undocumented disagreement with IPFilter: bucket %d (%s) %s %s/%s [%s] %v, %d cases\n%s",
 			bk.Bucket, bk.Family, bk.Check, bk.Kind, bk.Sub, strings.Join(bk.Tags, ","), bk.PacketTags, bk.Count, bk.Repro)
+	}
+}
+
+// TestKnownDiffTags: a known pattern's tag names a bucket tag exactly, or
+// with a trailing * any tag it starts; every tag must be there.
+func TestKnownDiffTags(t *testing.T) {
+	b := &diffBucket{Check: "ipftest", Kind: "output", Sub: "packets", Tags: []string{"keep-state(limit)", "proto-tcp"}, PacketTags: []string{"pkt:tcp"}}
+	for _, c := range []struct {
+		tags []string
+		want bool
+	}{
+		{[]string{"keep-state"}, false},
+		{[]string{"keep-state*"}, true},
+		{[]string{"keep-state*", "pkt:tcp"}, true},
+		{[]string{"keep-state*", "pkt:udp"}, false},
+		{[]string{"keep-frags*"}, false},
+		{[]string{"proto-tcp"}, true},
+	} {
+		k := &knownDiff{Check: "ipftest", Kind: "output/packets", Tags: c.tags}
+		if got := k.matches(b); got != c.want {
+			t.Errorf("tags %v: matches = %v, want %v", c.tags, got, c.want)
+		}
 	}
 }

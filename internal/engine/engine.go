@@ -254,10 +254,13 @@ type scan struct {
 	ruleNum int
 	group   string
 	matched bool // a rule matched in the list being scanned
-	reason  Reason
-	icode   uint8
-	depth   int
-	portcmp bool
+	// quickFail: rule is a quick keep-state rule whose entry could not
+	// be added, so the scan went on from the verdict before it
+	quickFail bool
+	reason    Reason
+	icode     uint8
+	depth     int
+	portcmp   bool
 	// Packet addresses as ruleset.Words, computed once per packet.
 	srcW, dstW [2]uint64
 	alen       uint8
@@ -303,7 +306,8 @@ func (e *Engine) Check(p *Packet) Result {
 	matched, badFrag := false, false
 	if fi.Flags&packet.FlagFrag != 0 && fi.Flags&packet.FlagBad == 0 {
 		e.fragKey(p)
-		fe, bad := e.Frags.Lookup(&p.fk, fi.Off, fi.DLen, fi.PLen)
+		end, _ := firstFragEnd(p)
+		fe, bad := e.Frags.Lookup(&p.fk, fi.Off, fi.DLen, fi.PLen, end)
 		if bad {
 			// A fragment overlapping the first one is an attack on
 			// reassembly: it is marked bad (ipf_frag_lookup) and goes
@@ -345,8 +349,7 @@ func (e *Engine) Check(p *Packet) Result {
 			res.State = se
 			matched = true
 			if fi.Flags&packet.FlagFrag != 0 && isPass(pass) {
-				e.fragKey(p)
-				e.Frags.Add(&p.fk, pass, sc.rule, sc.ruleNum, fi.Off, fi.DLen, fi.PLen)
+				e.addFrag(p, pass, sc.rule, sc.ruleNum)
 			}
 		}
 	}
@@ -356,12 +359,11 @@ func (e *Engine) Check(p *Packet) Result {
 			list = &set.Out
 		}
 		pass = sc.scanList(list, pass)
-		// ipf_frag_new makes no entry for a first fragment too short
-		// for its TCP header (FI_SHORT): the rest of its datagram goes
-		// through the rules on its own.
-		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&(packet.FlagFrag|packet.FlagShort) == packet.FlagFrag {
-			e.fragKey(p)
-			e.Frags.Add(&p.fk, pass, sc.rule, sc.ruleNum, fi.Off, fi.DLen, fi.PLen)
+		if pass&(ruleset.FRKeepState|ruleset.FRKeepFrag) == ruleset.FRKeepFrag && fi.Flags&packet.FlagFrag != 0 {
+			// the entry gives the rest of the datagram the flags of the
+			// rule matched last (ipf_frag_known reads fr_flags): see
+			// ruleFlags
+			e.addFrag(p, sc.ruleFlags(pass), sc.rule, sc.ruleNum)
 		}
 		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && pass&(ruleset.FRCmdMask|ruleset.FRCallNow) == ruleset.FRCall &&
 			sc.rule.Call.Func != "" {
@@ -391,7 +393,9 @@ func (e *Engine) Check(p *Packet) Result {
 	if pass&ruleset.FRKeepState != 0 && fi.Flags&(packet.FlagState|packet.FlagBadNAT) == 0 &&
 		pass&ruleset.FRCmdMask != ruleset.FRAuth {
 		// An auth packet is queued, not passed: it creates no state.
-		if se, ok := e.stateAdd(&sc, pass); ok {
+		// After a quick rule whose entry could not be added, the same
+		// entry is refused again and the packet blocked (ruleFlags).
+		if se, ok := e.stateAdd(&sc, sc.ruleFlags(pass)); ok {
 			res.State = se
 		} else if isPass(pass) {
 			pass &^= ruleset.FRCmdMask
@@ -473,6 +477,12 @@ func (e *Engine) Check(p *Packet) Result {
 		// monitor sees what was dropped); a block rule's `to` is not
 		// followed (see docs/ipfilter-differences.md).
 		if ifn, nh, ok := e.target(p, sc.rule.DupTo); ok {
+			if !p.Out {
+				// counted as leaving by ifn, as a passed packet's
+				// copy (forward): a block rule's keep state entry
+				// counts it
+				e.leaveCounted(p, ifn, sc.rule)
+			}
 			e.router.Route(p, ifn, nh, true)
 		}
 	}
@@ -604,6 +614,7 @@ func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
 		r.Stats.Bytes.Add(uint64(p.Info.PLen))
 		sc.rule, sc.ruleNum, sc.group = r, n, r.Group
 		sc.matched = true
+		sc.quickFail = false
 		if passt&ruleset.FRCmdMask == ruleset.FRSkip && r.Skip > 0 {
 			skip = r.Skip
 		} else if lm := passt & ruleset.FRLogMask; lm != ruleset.FRLog && passt&ruleset.FRCmdMask != ruleset.FRDecap {
@@ -638,6 +649,7 @@ func (sc *scan) scanList(l *ruleset.List, pass uint32) uint32 {
 				p.Info.Flags&packet.FlagState == 0 {
 				if _, ok := sc.e.stateAdd(sc, pass); !ok {
 					pass = passo
+					sc.quickFail = true
 					continue
 				}
 			}
@@ -1197,36 +1209,77 @@ type fragID struct {
 	end int
 }
 
-// ipidFirstEnd reports where the first fragment p ends for its update_ipid
-// entry, or false when ipf_frag_ipidnew makes none (checked against
-// IPFilter's ipftest). IPFilter keeps the end in 8-byte units (the length
+// ruleFlags is what the entry a packet's verdict pass makes (state,
+// fragments) records: ipf_state_add and ipf_frag_known take the flags of
+// the rule the scan matched last (fin_fr), which is pass's rule except
+// after a quick keep-state rule whose entry could not be added: the scan
+// went on from the verdict before it, and the entry gets that quick
+// rule's flags. (A later log rule's flags are C8: Sluice keeps pass.)
+func (sc *scan) ruleFlags(pass uint32) uint32 {
+	if sc.quickFail && sc.rule != nil {
+		return sc.rule.Flags
+	}
+	return pass
+}
+
+// addFrag makes the fragment cache's entry for p's datagram (ipf_frag_new),
+// unless IPFilter makes none for such a fragment (firstFragEnd).
+func (e *Engine) addFrag(p *Packet, pass uint32, rule *ruleset.Rule, ruleNum int) {
+	fi := &p.Info
+	end, ok := firstFragEnd(p)
+	if fi.Off == 0 && !ok || fi.Flags&packet.FlagBad != 0 {
+		return
+	}
+	e.fragKey(p)
+	e.Frags.Add(&p.fk, pass, rule, ruleNum, fi.Off, fi.DLen, fi.PLen, end)
+}
+
+// firstFragEnd reports where the first fragment p ends for the fragments
+// that follow, or false when ipfr_frag_new makes no entry for it (checked
+// against IPFilter's ipftest, for keep frags and update_ipid alike: a
+// first fragment cut inside its TCP header makes one ending at 24, one
+// with SYN|FIN makes none). IPFilter keeps the end in 8-byte units (the length
 // rounded down: a 12-byte first fragment lets a fragment at offset 8
 // through). A TCP header counts as ending at 20 at least, even when cut
 // inside its fixed bytes; a TCP header whose options are cut makes none.
 // An ICMP error makes none, and neither does a first fragment too short for
 // its L4 header, except ICMP (a 8-byte mask request, 12 bytes long, makes
-// one), or one that is bad (a whole TCP header included).
-func ipidFirstEnd(p *Packet) (int, bool) {
+// one) and an IPv4 AH header cut short (any length), or one that is bad (a
+// whole TCP header included). Behind IPv4 AH, the end is at least 12.
+func firstFragEnd(p *Packet) (int, bool) {
 	fi := &p.Info
 	if fi.Version == 4 && fi.L4Proto == 6 && fi.L4Off > 0 {
+		// Behind an IPv4 AH header, the end is AH's 12 at least, not
+		// TCP's 20 (checked against IPFilter's ipftest).
+		least := 20
+		if fi.Proto == packet.ProtoAH {
+			least = packet.AHMinimumSize
+		}
 		if fi.DLen < 20 {
-			return 20, true
+			return max(fi.DLen&^7, least), true
 		}
 		if fi.Flags&packet.FlagBad != 0 {
 			// A whole TCP header IPFilter calls bad (no flags, a data
 			// offset below 20, ...) makes none.
-			return 0, false
+			return fi.DLen &^ 7, false
 		}
 		if fi.L4Off+12 < len(p.Data) && int(p.Data[fi.L4Off+12]>>4)*4 > fi.DLen {
-			return 0, false
+			return fi.DLen &^ 7, false
 		}
-		return max(fi.DLen&^7, 20), true
+		return max(fi.DLen&^7, least), true
 	}
 	if fi.Flags&packet.FlagBad != 0 {
-		return 0, false
+		return fi.DLen &^ 7, false
 	}
-	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP {
-		return 0, false
+	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP && (fi.Proto != packet.ProtoAH || fi.L4Proto != packet.ProtoNone) {
+		// A short AH header (IPv4 AH shorter than 12 bytes, or whatever
+		// follows it cut) still makes one: ipf_pr_ah lets the packet on.
+		return fi.DLen &^ 7, false
+	}
+	if fi.Version == 4 && fi.Proto == packet.ProtoAH {
+		// Behind an IPv4 AH header the end counts as 12 bytes at least,
+		// as TCP's counts as 20: a fragment at offset 8 overlaps.
+		return max(fi.DLen&^7, packet.AHMinimumSize), true
 	}
 	return fi.DLen &^ 7, true
 }
@@ -1255,7 +1308,7 @@ func (e *Engine) rewriteIPID(p *Packet) bool {
 			// (ipfr_frag_new finds it already there), so the later
 			// fragments keep the first one's id.
 			if _, dup := e.fragIDs[p.fk]; !dup {
-				if end, ok := ipidFirstEnd(p); ok {
+				if end, ok := firstFragEnd(p); ok {
 					e.fragIDs[p.fk] = fragID{id: id, end: end}
 				}
 			}

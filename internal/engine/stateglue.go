@@ -209,8 +209,7 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 	}
 	fi.Flags |= packet.FlagState
 	if fi.Flags&packet.FlagFrag != 0 {
-		e.fragKey(p)
-		e.Frags.Add(&p.fk, pass, sc.rule, sc.ruleNum, fi.Off, fi.DLen, fi.PLen)
+		e.addFrag(p, pass, sc.rule, sc.ruleNum)
 	}
 	return se, true
 }

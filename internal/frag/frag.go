@@ -84,9 +84,12 @@ func (c *Cache) SetLimits(max int, ttl uint32) {
 }
 
 // Add records a fragment that got verdict pass from rule, number ruleNum
-// (ipf_frag_new). off is the fragment offset in bytes and dlen its payload length. It
-// returns false if no entry was made.
-func (c *Cache) Add(k *Key, pass uint32, rule any, ruleNum, off, dlen, plen int) bool {
+// (ipf_frag_new). off is the fragment offset in bytes and dlen its payload
+// length; end is where a first fragment ends for the overlap test (bytes,
+// rounded up to 8-byte units: IPFilter counts a TCP first fragment as at
+// least 20 bytes long, see the engine's firstFragEnd). It returns false if
+// no entry was made.
+func (c *Cache) Add(k *Key, pass uint32, rule any, ruleNum, off, dlen, plen, end int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if pass&FlagStrict != 0 && off != 0 {
@@ -112,7 +115,7 @@ func (c *Cache) Add(k *Key, pass uint32, rule any, ruleNum, off, dlen, plen int)
 		nextOff: o + dlen>>3}
 	if o == 0 {
 		e.seen0 = true
-		e.firstEnd = e.nextOff
+		e.firstEnd = (end + 7) >> 3
 	}
 	c.m[*k] = e
 	c.stats.New++
@@ -122,8 +125,8 @@ func (c *Cache) Add(k *Key, pass uint32, rule any, ruleNum, off, dlen, plen int)
 // Lookup finds the entry for a fragment (ipf_frag_lookup). bad is set when
 // a fragment overlaps the first fragment already seen: the caller marks
 // the packet bad (reason bad-frag). An overlapping IPv6 fragment of an
-// entry made without keep state finds no entry instead.
-func (c *Cache) Lookup(k *Key, off, dlen, plen int) (e *Entry, bad bool) {
+// entry made without keep state finds no entry instead. end is as for Add.
+func (c *Cache) Lookup(k *Key, off, dlen, plen, end int) (e *Entry, bad bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e = c.m[*k]
@@ -150,7 +153,7 @@ func (c *Cache) Lookup(k *Key, off, dlen, plen int) (e *Entry, bad bool) {
 		}
 	} else if o == 0 {
 		e.seen0 = true
-		e.firstEnd = o + dlen>>3
+		e.firstEnd = (end + 7) >> 3
 	}
 	if e.Pass&FlagStrict != 0 && o != e.nextOff {
 		return nil, false

@@ -544,6 +544,12 @@ func (i *Info) icmp4(p []byte, o ParseOptions) {
 			i.Flags |= FlagBad
 		}
 	}
+	if i.Flags&FlagICMPErr == 0 {
+		// IPFilter's state looks every message but an error up by the
+		// id field (bytes 4-5), whatever its type: router and
+		// information messages too (checked against its ipftest).
+		i.ICMPID = ic.Ident()
+	}
 	i.short(min)
 	i.checkSum(p, o, false)
 }
@@ -652,6 +658,13 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 			// records it under the hop-by-hop bit.
 			i.Flags |= FlagAH
 			proto = i.extHdr(p, false, ProtoHopOpts)
+			if proto != ProtoNone && i.DLen < AHMinimumSize {
+				// IPFilter then wants a whole AH header's worth
+				// (12 bytes) beyond it: less is short, whatever
+				// follows (a UDP header with nothing after it
+				// gives no ports; checked against its ipftest).
+				i.Flags |= FlagShort
+			}
 		case ProtoESP:
 			i.short(ESPMinimumSize)
 			if i.Off == 0 {

@@ -550,9 +550,11 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 	oow := false
 	var prev *Entry
 	first := t.byKey[k]
-	if p.V == 4 && p.Dst.IsMulticast() {
+	if p.Dst.IsMulticast() && (p.V == 4 || p.Proto == 58) {
 		// IPFilter hashes a packet to a multicast group without its
-		// destination, so only wildcard-destination entries find it.
+		// destination, so only wildcard-destination entries find it
+		// (IPv6: ICMPv6 only, as neighbour discovery needs; a TCP or
+		// UDP packet to an IPv6 group is hashed with it).
 		first = nil
 	}
 	for e = first; e != nil; {
@@ -573,7 +575,9 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 		}
 		prev, e = e, next
 	}
-	for w := t.wild; w != nil; w = w.hnext {
+	for w, next := t.wild, (*Entry)(nil); w != nil; w = next {
+		// fillWild moves an entry out of the wildcard list
+		next = w.hnext
 		if int32(now-w.Expire) >= 0 {
 			continue
 		}
@@ -587,13 +591,24 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 				continue
 			}
 		}
+		// An answer fills the wildcard in before the TCP window
+		// checks, so one they refuse leaves the entry filled
+		// with its addresses and ports; a packet going the entry's
+		// way fills it only when it passes them (both as IPFilter's
+		// ipftest shows: a later answer from another host, or a
+		// second entry refused as a duplicate).
+		if r {
+			t.fillWild(e, p, r)
+		}
 		if t.update(e, p, r, now) != Hit {
 			if e != w {
 				t.remove(e)
 			}
 			continue
 		}
-		t.fillWild(e, p, r)
+		if !r {
+			t.fillWild(e, p, r)
+		}
 		t.stats.Hits++
 		return e, r, Hit
 	}
@@ -667,10 +682,11 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 	// whose destination is not the entry's for a reply).
 	fwd := e.Src == p.Src && e.Dst == p.Dst &&
 		(!ports || ((wsp || e.SPort == p.SPort) && (wdp || e.DPort == p.DPort)))
-	// A packet from a multicast address is nobody's answer: IPFilter
-	// hashes it with its source and so never finds the entry, which
-	// is hashed without the group it was sent to.
-	back := e.Src == p.Dst && (wd && !p.Src.IsMulticast() || !wd && e.Dst == p.Src) &&
+	// An ICMP packet from a multicast address is nobody's answer:
+	// IPFilter hashes it with its source and so never finds the entry,
+	// which is hashed without the group it was sent to. A TCP or UDP
+	// packet from the group finds it (and fills it with the group).
+	back := e.Src == p.Dst && (wd && !(p.Src.IsMulticast() && isICMP(p)) || !wd && e.Dst == p.Src) &&
 		(!ports || ((wsp || e.SPort == p.DPort) && (wdp || e.DPort == p.SPort)))
 	switch {
 	case fwd:
@@ -683,13 +699,9 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 	if !t.matchMasks(e, p, rev) || !t.matchIf(e, p, rev) {
 		return rev, false
 	}
-	if isICMP(p) {
-		// As in matchAddrs: id and type come after ipf_matchsrcdst.
-		if !icmpOfEntry(e, p, rev) {
-			return rev, false
-		}
-	}
-	return rev, true
+	// As in matchAddrs: id and type come after ipf_matchsrcdst, but an
+	// answer of another type leaves a wildcard entry as it was.
+	return rev, !isICMP(p) || icmpOfEntry(e, p, rev)
 }
 
 // fillWild gives a wildcard entry the addresses and ports of the first
@@ -1462,6 +1474,15 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName strin
 		oi := b2i(backward)<<1 + b2i(!errOut)
 		if e.icmpErr[i] > e.Pkts[oi] {
 			continue
+		}
+		if fi := b2i(!errOut)*2 + b2i(backward); backward && e.flx[fi] == 0 && e.optMask[1] == 0 &&
+			emb.Flx&flxOptions == 0 {
+			// ipf_matchsrcdst on the quoted header records it as the
+			// first reply: replies carry no options from now on (and
+			// the entry is no longer identical to a fresh one). A
+			// quoted header with options is left alone: its option
+			// bits are not read here.
+			e.optMask[1] = optMaskFor(e.V)
 		}
 		e.icmpErr[i]++
 		e.Pkts[i]++

@@ -75,6 +75,19 @@ static __always_inline int idle_verdict(struct statblock *sb, __u32 d, int fam, 
 	return TC_ACT_UNSPEC;
 }
 
+/* rule_flags is what an entry made for the verdict pass of the scan whose
+ * last matched rule is r records (the engine's ruleFlags): ipf_state_add
+ * and ipf_frag_known take fin_fr's flags. A quick keep-state rule left
+ * matched last could not add its entry during the scan (quick_state): its
+ * own flags, so the same entry is refused again. */
+static __always_inline __u32 rule_flags(const struct rule *r, __u32 pass)
+{
+	if ((r->action & (FR_QUICK | FR_KEEPSTATE)) == (FR_QUICK | FR_KEEPSTATE) && !r->keep_limit &&
+	    (r->action & FR_CMDMASK) != FR_AUTH)
+		return r->action;
+	return pass;
+}
+
 static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 {
 	struct conf *C;
@@ -243,12 +256,11 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		cut = w->s.cut;
 		/* keep frags without keep state: the rest of the datagram
 		 * gets this verdict (with keep state, the state entry does) */
-		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG &&
-		    (p->flags & (PF_FRAG | PF_SHORT)) == PF_FRAG) {
+		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG && frag_makes_entry(p)) {
 			struct rule *r = rule_at(slot, mrule - 1);
 
 			if (r)
-				sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
+				sl_frag_add(rule_flags(r, pass), r->rule_no, r->group_no, r->logtag, now);
 		}
 		/* pure log rules met during the scan */
 		for (int i = 0; i < MAX_LOGS; i++) {
@@ -311,7 +323,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 		if (r && ((pass & FR_CMDMASK) == FR_PASS || (pass & FR_CMDMASK) == FR_BLOCK) &&
 		    (pass & FR_KEEPSTATE) && !(p->flags & PF_STATE)) {
-			if (sl_state_create(slot, idx, pass, now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
+			if (sl_state_create(slot, idx, rule_flags(r, pass), now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
 				pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
 				reason = RSN_STATEADD;
 				SB_INC(d * ST_DIR + ST_STLOST);

@@ -236,6 +236,7 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 			 * never there): 16 bytes, or what there is */
 			__u32 n = dlen >= 16 ? 16 : dlen & 0xf;
 
+			__builtin_memset(buf, 0, 20);
 			if (n >= 4 && bpf_skb_load_bytes(skb, off, buf, n) == 0) {
 				if (!(p->flags & PF_FRAG))
 					p->flags |= PF_BAD;
@@ -269,6 +270,9 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 			if ((f & 0x02) && (f & (0x20 | 0x08)))
 				bad = 1;
 			if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+				bad = 1;
+			/* no ACK: SYN or RST with URG, PSH or FIN (SYN|FIN) */
+			if (!(f & 0x10) && (f & (0x20 | 0x08 | 0x01)))
 				bad = 1;
 			if (bad) {
 				p->flags |= PF_BAD;
@@ -312,9 +316,9 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		t = h[0];
 		p->icmp = (h[0] << 8) | h[1];
 		p->flags |= PF_ICMPOK;
-		/* only echo, timestamp and mask messages carry an id that state
-		 * matches on (IPFilter reads it for no other type) */
-		if (((p->l4proto == IPPROTO_ICMP && (t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18)) ||
+		/* state matches every ICMPv4 message but an error by its id
+		 * field (bytes 4-5); ICMPv6 only echoes */
+		if (((p->l4proto == IPPROTO_ICMP && t != 3 && t != 4 && t != 5 && t != 11 && t != 12) ||
 		     (p->l4proto == IPPROTO_ICMPV6 && (t == 128 || t == 129))) &&
 		    dlen >= 6 && (h = hdr(skb, off, 6, buf)))
 			p->icmpid = (h[4] << 8) | h[5];
@@ -528,6 +532,10 @@ static long v6_step(__u32 i, void *ctx)
 		 * as hop-by-hop */
 		p->flags |= PF_AH;
 		next = v6_exthdr(c, p, 0, 0);
+		/* then a whole AH header's worth (12 bytes) must follow, or
+		 * the packet is short (the engine's walk) */
+		if (next != NH_NONE && c->pos + 12 > c->end)
+			p->flags |= PF_SHORT;
 		break;
 	case 43:
 		next = v6_exthdr(c, p, 0, nh);
@@ -665,6 +673,8 @@ static __always_inline int tcp_clean(const __u8 *t)
 	if ((f & 0x02) && (f & (0x20 | 0x08)))
 		return 0;
 	if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+		return 0;
+	if (!(f & 0x10) && (f & (0x20 | 0x08 | 0x01)))
 		return 0;
 	return 1;
 }

@@ -517,18 +517,46 @@ static __always_inline int reverse_key(struct state_key *k, const struct pktinfo
  * returns the entry or NULL. A wildcard entry that matches is filled in
  * with the packet's address and moved to its concrete key; the returned
  * pointer is then the copy in scratch. */
+/* wild_fill moves the wildcard entry e (at key k) to the flow's canonical
+ * key, filled in with p's addresses, and returns the copy in scratch. */
+static __always_inline struct state_entry *wild_fill(struct state_key *k, struct state_entry *e,
+						     struct pktinfo *p, int rev, struct state_entry *scratch)
+{
+	struct state_entry *old;
+	__u8 swap;
+	int sym;
+
+	__builtin_memcpy(scratch, e, sizeof(*scratch));
+	/* whoever removes the wildcard entry moves it: when another CPU did
+	 * (and released it), this packet still had its match */
+	if (bpf_map_delete_elem(&states, k) != 0)
+		return scratch;
+	wild_add(-1);
+	/* under the flow's canonical key, going the way it went: the
+	 * packet's way unless the packet is its reply */
+	swap = canon_key(k, p, &sym);
+	scratch->flags &= ~SF_SWAP;
+	if (!sym && (swap ^ rev))
+		scratch->flags |= SF_SWAP;
+	if (state_put(k, scratch, &old) != 1)
+		state_release(scratch->slot, scratch->rule, scratch->gen); /* a concrete entry exists: keep that */
+	return scratch;
+}
+
 static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *revp, __u64 now,
 							struct state_entry *scratch)
 {
 	struct state_key k;
-	struct state_entry *e, *old;
+	struct state_entry *e;
 	int rev = 0, slot, wild = 0, sym;
 	__u8 swap;
 
-	/* IPFilter hashes a packet to an IPv4 multicast group without its
-	 * destination: only wildcard-destination entries find it */
+	/* IPFilter hashes a packet to an IPv4 multicast group, or an ICMPv6
+	 * packet to an IPv6 one, without its destination: only
+	 * wildcard-destination entries find it */
 	e = NULL;
-	if (!(p->family == 4 && (p->dst[0] & 0xf0) == 0xe0)) {
+	if (!(p->family == 4 && (p->dst[0] & 0xf0) == 0xe0) &&
+	    !(p->family == 6 && p->proto == IPPROTO_ICMPV6 && (p->dst[0] & 0xff) == 0xff)) {
 		/* the entry going the packet's way first (a flow may have
 		 * one each way), else the one it answers; an ICMP query only
 		 * goes its entry's way, a reply only the other */
@@ -612,10 +640,17 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		if (!tcp_window(e, rev, p)) {
 			p->flags |= PF_OOW;
 			stat_inc(ST_OOW);
+			/* an answer fills a wildcard entry in before the
+			 * window check (the engine's Lookup) */
+			if (wild && rev)
+				wild_fill(&k, e, p, rev, scratch);
 			return NULL;
 		}
-		if (!tcp_fsm(e, rev, p, now))
+		if (!tcp_fsm(e, rev, p, now)) {
+			if (wild && rev)
+				wild_fill(&k, e, p, rev, scratch);
 			return NULL;
+		}
 	} else {
 		__u64 to;
 		__u32 age = e->age[rev & 1];
@@ -640,24 +675,9 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		c->bytes[slot] += p->plen;
 	}
 	*revp = rev;
-	if (wild) {
-		/* the first packet to use a wildcard entry fills it in */
-		__builtin_memcpy(scratch, e, sizeof(*scratch));
-		/* whoever removes the wildcard entry moves it: when another
-		 * CPU did (and released it), this packet still had its match */
-		if (bpf_map_delete_elem(&states, &k) != 0)
-			return scratch;
-		wild_add(-1);
-		/* under the flow's canonical key, going the way it went: the
-		 * packet's way unless the packet is its reply */
-		swap = canon_key(&k, p, &sym);
-		scratch->flags &= ~SF_SWAP;
-		if (!sym && (swap ^ rev))
-			scratch->flags |= SF_SWAP;
-		if (state_put(&k, scratch, &old) != 1)
-			state_release(scratch->slot, scratch->rule, scratch->gen); /* a concrete entry exists: keep that */
-		return scratch;
-	}
+	/* the first packet to use a wildcard entry fills it in */
+	if (wild)
+		return wild_fill(&k, e, p, rev, scratch);
 	return e;
 }
 
@@ -843,7 +863,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	if (kp->wild)
 		wild_add(1);
 	/* a fragment that made state: the rest of its datagram follows */
-	if (p->flags & PF_FRAG)
+	if (frag_makes_entry(p))
 		sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
 	return 1;
 }
@@ -944,6 +964,14 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	}
 	/* the quoted packet, direction reversed, fills its interface slot */
 	slot = backward * 2 + !(p->out & 1);
+	/* and, as the first reply, the options replies carry: none (the
+	 * engine's LookupICMPError; a quoted IPv4 header with options is
+	 * left alone) */
+	if (backward && !e->flx[((!(p->out & 1)) * 2 + 1) & 3] && !(e->flags & SF_OPTREV) &&
+	    !(p->family == 4 && (h[0] & 0xf) > 5)) {
+		e->opt_rev = 0;
+		e->flags |= SF_OPTREV;
+	}
 	if (!e->ifindex[slot & 3])
 		e->ifindex[slot & 3] = p->ifindex;
 	w->hit_pass = e->pass;
