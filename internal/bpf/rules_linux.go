@@ -98,18 +98,27 @@ func (d *Datapath) LoadRules(im *Image, s Set) error {
 		return fmt.Errorf("loading %s rules: %w", s, err)
 	}
 	// the programs grow to cover the new set before a packet can meet
-	// it; publishing shrinks them to the sets in force (setCfg)
-	if err := d.grow(target); err != nil {
+	// it; publishing shrinks them to the sets in force (setCfg). Both
+	// under one hold of the lock: no other change may shrink them between
+	if err := d.growAndPublish(s, target); err != nil {
 		return fmt.Errorf("loading %s rules: %w", s, err)
+	}
+	return nil
+}
+
+// growAndPublish specialises the programs for the sets in force and slot
+// target, then makes target set s (the publishing write re-specialises).
+func (d *Datapath) growAndPublish(s Set, target uint32) error {
+	unlock := d.lockCfg()
+	defer unlock()
+	if err := d.specialiseLocked(int(target), false); err != nil {
+		return err
 	}
 	key := uint32(cfgActive)
 	if s == Inactive {
 		key = cfgInactive
 	}
-	if err := d.setCfg(key, uint64(target)); err != nil {
-		return fmt.Errorf("publishing rules: %w", err)
-	}
-	return nil
+	return d.setCfgLocked(key, uint64(target))
 }
 
 // Swap exchanges the active and inactive sets (ipf -s) and returns the

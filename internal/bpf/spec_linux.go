@@ -32,10 +32,11 @@ import (
 // goes through setCfg (the config keys of specKeys) or LoadRules, under
 // the config map's flock, and
 //
-//   - LoadRules writes the new set into the spare slot, then grows the
-//     programs to cover the current sets and the new one before it
-//     publishes the slot, and lets the publishing write shrink them after:
-//     no packet runs a program lacking a feature its set needs;
+//   - LoadRules writes the new set into the spare slot, then, under one
+//     hold of the lock, grows the programs to cover the current sets and
+//     the new one, publishes the slot, and lets the publishing write
+//     shrink them: no packet runs a program lacking a feature its set
+//     needs;
 //   - setCfg writes the value, then specialises; a program that cannot be
 //     loaded (or attached) puts the old value back and returns the error,
 //     so the old value and program stay in force;
@@ -174,14 +175,6 @@ func (d *Datapath) Specialise() error {
 	unlock := d.lockCfg()
 	defer unlock()
 	return d.specialiseLocked(-1, false)
-}
-
-// grow specialises the programs for the current sets and slot extra
-// before extra is published (LoadRules).
-func (d *Datapath) grow(extra uint32) error {
-	unlock := d.lockCfg()
-	defer unlock()
-	return d.specialiseLocked(int(extra), false)
 }
 
 // specialiseLocked loads (or finds) the programs for the wanted
