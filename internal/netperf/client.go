@@ -619,12 +619,17 @@ func (l *clientLoop) tcpStream() error {
 func (l *clientLoop) tcpMaerts() error {
 	buf := make([]byte, l.p.recvSize)
 	st := &l.st
+	r, err := newRawReceiver(l.fd)
+	if err != nil {
+		return l.fail("setting the receive timeout", err)
+	}
+	l.y.period = yieldEveryRaw
 	for {
 		var t0 time.Time
 		if st.lat != nil {
 			t0 = time.Now()
 		}
-		n, e := sysRead(l.fd, buf)
+		n, e := r.recv(buf)
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}
@@ -649,6 +654,7 @@ func (l *clientLoop) tcpMaerts() error {
 		l.y.tick()
 	}
 	st.elapsed = time.Since(l.start)
+	r.close() // finishTCP blocks for the server's close
 	l.finishTCP()
 	return nil
 }

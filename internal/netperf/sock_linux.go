@@ -4,9 +4,11 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -349,6 +351,84 @@ func sysAccept(fd int) (int, unix.Errno) {
 				return -1, e
 			}
 			return int(nfd), 0
+		}
+	}
+}
+
+// A stream receiver (TCP_STREAM's netserver, TCP_MAERTS's netperf,
+// UDP_STREAM's netserver) blocks in every receive, most of them briefly.
+// Made as an ordinary system call, each receive tells the Go scheduler
+// its thread may block (entersyscall, exitsyscall), and the runtime's
+// monitor (sysmon) keeps watching it: it wakes every 20 µs to 10 ms to
+// see whether a processor has sat in a call long enough to be taken, and
+// each processor it does take (a receive blocked 10 ms on a loaded
+// machine) sends it back to 20 µs for a millisecond or more. Measured on
+// a Go netserver receiving TCP_STREAM 16K: 1 300 monitor sleeps a second
+// and 3–4× C's context switches per KB.
+//
+// rawReceiver receives with raw system calls instead, which the scheduler
+// does not see: the goroutine counts as running, the monitor has nothing
+// to take and backs off to its 10 ms sleep. A raw call that blocks holds
+// its processor, so the wait is bounded: the socket gets an SO_RCVTIMEO
+// while the receiver uses it, and a receive that times out (EAGAIN) or
+// is interrupted by a signal (EINTR: with SO_RCVTIMEO set the kernel does
+// not restart it) yields before it is made again. That is what lets a
+// stop-the-world (a garbage collection) through: the runtime's
+// preemption signal interrupts the receive, and Gosched hands over the
+// processor; the loops around it do not allocate, so a collection during
+// a test is rare anyway. The test's timers run on another processor
+// (SpareProc makes sure there are two), or at the loop's next yield or
+// timeout when every processor is busy. The test's end still comes by
+// shutdown (the late timer, an abort), which wakes the receive with 0.
+type rawReceiver struct {
+	fd int
+}
+
+// rawRecvTimeout bounds how long a raw receive holds its processor when
+// nothing arrives (and how long a stop-the-world waits for it if the
+// preemption signal is lost). A timeout costs a wake-up, so not much
+// shorter; data streams in, so it is rarely reached during a test.
+const rawRecvTimeout = 20 * time.Millisecond
+
+// newRawReceiver gives fd its receive timeout. Every receive on fd must
+// go through the rawReceiver until close.
+func newRawReceiver(fd int) (rawReceiver, error) {
+	if err := setRecvTimeout(fd, rawRecvTimeout); err != nil {
+		return rawReceiver{fd: -1}, err
+	}
+	return rawReceiver{fd: fd}, nil
+}
+
+// close takes the receive timeout off again, for the blocking calls that
+// follow (netperf's closing handshake waits for the peer's close).
+func (r rawReceiver) close() {
+	if r.fd >= 0 {
+		_ = setRecvTimeout(r.fd, 0)
+	}
+}
+
+func setRecvTimeout(fd int, d time.Duration) error {
+	tv := unix.NsecToTimeval(d.Nanoseconds())
+	return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+}
+
+// recv receives into b as sysRead does.
+func (r rawReceiver) recv(b []byte) (int, unix.Errno) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		n, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, uintptr(r.fd), uintptr(p), uintptr(len(b)), 0, 0, 0)
+		switch e {
+		case 0:
+			return int(n), 0
+		case unix.EAGAIN, unix.EINTR:
+			// The timeout, or a signal (perhaps the runtime asking
+			// for the processor): let the scheduler have it.
+			runtime.Gosched()
+		default:
+			return 0, e
 		}
 	}
 }

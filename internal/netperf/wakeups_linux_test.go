@@ -1,0 +1,99 @@
+package netperf
+
+import (
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"sluice/internal/netperf/internal/syscount"
+	"sluice/internal/netperf/proto"
+	"sluice/internal/testutil"
+)
+
+// nanosleepEvent counts the runtime monitor's sleeps: sysmon's usleep is
+// the only nanosleep a Go process makes while its goroutines run.
+const nanosleepEvent = "syscalls:sys_enter_nanosleep"
+
+// TestReceiverMonitorWakeups guards the stream receivers against the Go
+// runtime's monitor (sysmon). A receive made as an ordinary system call
+// that blocks for longer than the monitor's 10 ms (a sender that pauses,
+// or is kept off its CPU on a loaded machine) has its processor taken
+// away, and after each such take the monitor polls every 20 µs for a
+// millisecond or more: a dozen wake-ups or more each time. C netperf's
+// receiver makes none; a raw receive (rawReceiver) leaves the monitor at
+// its 10 ms sleep. The sender here writes 16 KB every 18 ms (inside the
+// receive timeout), the count covers a second of it, and the receive loop
+// is netserver's TCP_STREAM loop. The bound is on the monitor's sleeps
+// per second of the loop (a count, not a time): raw receives make 75–85
+// on this 2-CPU machine at load 10–20, the ordinary-call receives they
+// replaced 930–1 320 (five runs each).
+func TestReceiverMonitorWakeups(t *testing.T) {
+	if err := syscount.Available(nanosleepEvent); err != nil {
+		testutil.SkipOrFail(t, "no perf to count with (CI installs linux-perf): %v", err)
+	}
+	// An idle processor for the sender and the timers, whatever the
+	// machine; the loop holds one while it receives.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
+	cfd, sfd := rawPair(t)
+	srv := &serverTest{req: &proto.Request{Direction: proto.DirServerRecvs}, recvBuf: make([]byte, 16<<10)}
+	srv.ph.fds.add(sfd, false)
+	t.Cleanup(srv.ph.fds.abort) // whatever happens, the loop ends
+
+	c, err := syscount.AttachEvents(os.Getpid(), t.TempDir(), nanosleepEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The sender runs for warm+length+warm; the count covers the middle,
+	// leaving out setting up (starting perf, connecting), after which
+	// the monitor polls fast for a while whatever the loop does.
+	const warm, length, pause = 200 * time.Millisecond, time.Second, 18 * time.Millisecond
+	sent := make(chan int, 1)
+	go func() {
+		msg := make([]byte, 16<<10)
+		n := 0
+		for start := time.Now(); time.Since(start) < warm+length+warm; n++ {
+			if _, e := sysWrite(cfd, msg); e != 0 {
+				t.Errorf("send: %v", e)
+				break
+			}
+			time.Sleep(pause)
+		}
+		srv.ph.fds.interruptFd(sfd) // the end of the stream
+		sent <- n
+	}()
+	loopErr := make(chan error, 1)
+	go func() { loopErr <- srv.tcpRecv(sfd) }()
+	time.Sleep(warm)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	time.Sleep(length)
+	counts, cerr := c.Stop()
+	elapsed := time.Since(start)
+	n := <-sent
+	if err := <-loopErr; err != nil {
+		t.Fatalf("receive loop: %v", err)
+	}
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	if srv.bytesRx != uint64(n)*16<<10 {
+		t.Fatalf("received %d bytes of %d", srv.bytesRx, n*16<<10)
+	}
+	sleeps := counts[nanosleepEvent]
+	perSec := float64(sleeps) / elapsed.Seconds()
+	t.Logf("%d sends, %d receives, %d yields; counted %v: %d monitor sleeps (%.0f/s), %d system calls, %d context switches",
+		n, srv.recvCalls, srv.y.yields, elapsed.Round(time.Millisecond), sleeps, perSec, counts.Syscalls(), counts.Switches())
+	// At most 100 a second at the monitor's longest sleep; room for a
+	// few resets by anything else in the process, well below the
+	// dozens per pause of a receive the monitor watches.
+	if perSec > 300 {
+		t.Errorf("%.0f monitor sleeps a second while receiving (%d in %v), want at most 300", perSec, sleeps, elapsed.Round(time.Millisecond))
+	}
+}
