@@ -1,8 +1,11 @@
 package netperf
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +13,9 @@ import (
 	"sluice/internal/netperf/proto"
 	"sluice/internal/testutil"
 )
+
+// rawChildEnv marks the child process of TestRawReceiversLetTheRuntimeThrough.
+const rawChildEnv = "SLUICE_NETPERF_RAW_CHILD"
 
 // nanosleepEvent counts the runtime monitor's sleeps: sysmon's usleep is
 // the only nanosleep a Go process makes while its goroutines run.
@@ -95,5 +101,82 @@ func TestReceiverMonitorWakeups(t *testing.T) {
 	// dozens per pause of a receive the monitor watches.
 	if perSec > 300 {
 		t.Errorf("%.0f monitor sleeps a second while receiving (%d in %v), want at most 300", perSec, sleeps, elapsed.Round(time.Millisecond))
+	}
+}
+
+// TestRawReceiversLetTheRuntimeThrough: raw receives hold their
+// processors while they block, so with two silent peers and two
+// processors every processor is held. The test's timers must still fire
+// (the stop flag, then the shutdown that ends the loops), and a garbage
+// collection must still stop the world: the receive timeout and the
+// runtime's preemption signal (EINTR) bring each loop back to a yield.
+// A stop-the-world that never completes stops every goroutine, the
+// test's own timers too, so the scenario runs in a child process (this
+// test binary again) that the parent kills if it hangs; the limits only
+// catch a hang.
+func TestRawReceiversLetTheRuntimeThrough(t *testing.T) {
+	if os.Getenv(rawChildEnv) == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRawReceiversLetTheRuntimeThrough$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), rawChildEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("the child hung (killed after 60 s):\n%s", out)
+		}
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestRawReceiversLetTheRuntimeThrough") {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	const loops = 2
+	srvs := make([]*serverTest, loops)
+	done := make(chan error, loops)
+	for i := range srvs {
+		_, sfd := rawPair(t) // the client end stays silent
+		s := &serverTest{req: &proto.Request{Direction: proto.DirServerRecvs}, recvBuf: make([]byte, 16<<10)}
+		s.ph.fds.add(sfd, false)
+		t.Cleanup(s.ph.fds.abort)
+		srvs[i] = s
+		go func() { done <- s.tcpRecv(sfd) }()
+	}
+	time.Sleep(50 * time.Millisecond) // both loops blocked in their receives
+
+	fired := make(chan struct{})
+	time.AfterFunc(10*time.Millisecond, func() { close(fired) })
+	select {
+	case <-fired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a timer did not fire while raw receives held every processor")
+	}
+
+	gc := make(chan struct{})
+	go func() { runtime.GC(); close(gc) }()
+	select {
+	case <-gc:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a garbage collection did not get through blocked raw receives")
+	}
+
+	// The test's end: the stop flag, then the shutdown of the sockets.
+	for _, s := range srvs {
+		s.ph.startTimer(10*time.Millisecond, 20*time.Millisecond)
+	}
+	for range loops {
+		select {
+		case err := <-done:
+			if err != errTimedOut {
+				t.Errorf("receive loop ended with %v, want %v", err, errTimedOut)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the test timer did not end a blocked raw receive")
+		}
+	}
+	for _, s := range srvs {
+		s.ph.stopTimer()
+		if s.bytesRx != 0 {
+			t.Errorf("received %d bytes from a silent peer", s.bytesRx)
+		}
 	}
 }
