@@ -585,13 +585,18 @@ func (l *clientLoop) finishTCP() {
 func (l *clientLoop) tcpStream() error {
 	buf := make([]byte, l.p.sendSize)
 	st := &l.st
-	var err error
+	w, err := newRawSender(l.fd)
+	if err != nil {
+		return l.fail("setting the send timeout", err)
+	}
+	defer w.close()
+	l.y.period = yieldEveryRaw
 	for !l.ph.stop.Load() && (l.limit == 0 || st.bytesTx < l.limit) {
 		var t0 time.Time
 		if st.lat != nil {
 			t0 = time.Now()
 		}
-		n, e := sysWrite(l.fd, buf)
+		n, e := w.send(buf)
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}

@@ -628,9 +628,15 @@ func (t *serverTest) tcpRecv(fd int) error {
 }
 
 func (t *serverTest) tcpSend(fd int) error {
+	w, err := newRawSender(fd)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	t.y.period = yieldEveryRaw
 	buf := t.sendBuf
 	for t.running(int64(t.bytesTx)) {
-		n, e := sysWrite(fd, buf)
+		n, e := w.send(buf)
 		if n > 0 {
 			t.bytesTx += uint64(n)
 			t.sendCalls++

@@ -433,6 +433,56 @@ func (r rawReceiver) recv(b []byte) (int, unix.Errno) {
 	}
 }
 
+// rawSender is rawReceiver's counterpart for the stream senders
+// (TCP_STREAM's netperf, TCP_MAERTS's netserver), which block whenever
+// the socket buffer is full: every send is one raw blocking call on a
+// socket with an SO_SNDTIMEO, so the monitor has no processor in a
+// system call to take either, and a full buffer costs one call instead
+// of a failed non-blocking one and a blocking one after it.
+type rawSender struct {
+	fd int
+}
+
+// newRawSender gives fd its send timeout; every send on fd must go
+// through the rawSender until close.
+func newRawSender(fd int) (rawSender, error) {
+	tv := unix.NsecToTimeval(rawRecvTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		return rawSender{fd: -1}, err
+	}
+	return rawSender{fd: fd}, nil
+}
+
+// close takes the send timeout off again.
+func (s rawSender) close() {
+	if s.fd >= 0 {
+		var tv unix.Timeval
+		_ = unix.SetsockoptTimeval(s.fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+	}
+}
+
+// send sends all of b as sysWrite does: it returns len(b), or the bytes
+// sent before an error. A send cut short by the timeout or a signal
+// (part of b sent, or EAGAIN/EINTR with none) yields and goes on.
+func (s rawSender) send(b []byte) (int, unix.Errno) {
+	sent := 0
+	for sent < len(b) {
+		n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(s.fd), uintptr(unsafe.Pointer(&b[sent])), uintptr(len(b)-sent), unix.MSG_NOSIGNAL, 0, 0)
+		switch e {
+		case 0:
+			sent += int(n)
+			if sent < len(b) {
+				runtime.Gosched()
+			}
+		case unix.EAGAIN, unix.EINTR:
+			runtime.Gosched()
+		default:
+			return sent, e
+		}
+	}
+	return sent, 0
+}
+
 // readFull reads len(b) bytes, as netperf's recv loop does for the
 // request/response tests. It returns the bytes read and the errno of the
 // call that stopped it; a clean end of stream before b is full returns

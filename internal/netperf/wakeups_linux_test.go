@@ -12,6 +12,8 @@ import (
 	"sluice/internal/netperf/internal/syscount"
 	"sluice/internal/netperf/proto"
 	"sluice/internal/testutil"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawChildEnv marks the child process of TestRawReceiversLetTheRuntimeThrough.
@@ -21,86 +23,116 @@ const rawChildEnv = "SLUICE_NETPERF_RAW_CHILD"
 // the only nanosleep a Go process makes while its goroutines run.
 const nanosleepEvent = "syscalls:sys_enter_nanosleep"
 
-// TestReceiverMonitorWakeups guards the stream receivers against the Go
-// runtime's monitor (sysmon). A receive made as an ordinary system call
-// that blocks for longer than the monitor's 10 ms (a sender that pauses,
-// or is kept off its CPU on a loaded machine) has its processor taken
-// away, and after each such take the monitor polls every 20 µs for a
-// millisecond or more: a dozen wake-ups or more each time. C netperf's
-// receiver makes none; a raw receive (rawReceiver) leaves the monitor at
-// its 10 ms sleep. The sender here writes 16 KB every 18 ms (inside the
-// receive timeout), the count covers a second of it, and the receive loop
-// is netserver's TCP_STREAM loop. The bound is on the monitor's sleeps
-// per second of the loop (a count, not a time): raw receives make 75–85
-// on this 2-CPU machine at load 10–20, the ordinary-call receives they
-// replaced 930–1 320 (five runs each).
-func TestReceiverMonitorWakeups(t *testing.T) {
+// TestStreamMonitorWakeups guards the stream loops against the Go
+// runtime's monitor (sysmon). A receive or send made as an ordinary
+// system call that blocks for longer than the monitor's 10 ms (a peer
+// that pauses, or is kept off its CPU on a loaded machine) has its
+// processor taken away, and after each such take the monitor polls every
+// 20 µs for a millisecond or more: a dozen wake-ups or more each time. C
+// netperf makes none; raw calls (rawReceiver, rawSender) leave the
+// monitor at its 10 ms sleep. The peer here writes 16 KB, or reads up to
+// 256 KB, every 18 ms (inside the calls' timeout); the count covers a second of it,
+// and the loops are netserver's TCP_STREAM receive and TCP_MAERTS send
+// loops. The bound is on the monitor's sleeps per second of the loop (a
+// count, not a time): raw calls make 75–90 a second on this 2-CPU
+// machine at load 10–20, the ordinary calls they replaced 775–1 320
+// (receiver, seven runs) and 570–580 (sender, two runs).
+func TestStreamMonitorWakeups(t *testing.T) {
 	if err := syscount.Available(nanosleepEvent); err != nil {
 		testutil.SkipOrFail(t, "no perf to count with (CI installs linux-perf): %v", err)
 	}
-	// An idle processor for the sender and the timers, whatever the
-	// machine; the loop holds one while it receives.
+	// An idle processor for the peer and the timers, whatever the
+	// machine; the loop holds one while it blocks.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
-	cfd, sfd := rawPair(t)
-	srv := &serverTest{req: &proto.Request{Direction: proto.DirServerRecvs}, recvBuf: make([]byte, 16<<10)}
-	srv.ph.fds.add(sfd, false)
-	t.Cleanup(srv.ph.fds.abort) // whatever happens, the loop ends
-
-	c, err := syscount.AttachEvents(os.Getpid(), t.TempDir(), nanosleepEvent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	// The sender runs for warm+length+warm; the count covers the middle,
-	// leaving out setting up (starting perf, connecting), after which
-	// the monitor polls fast for a while whatever the loop does.
-	const warm, length, pause = 200 * time.Millisecond, time.Second, 18 * time.Millisecond
-	sent := make(chan int, 1)
-	go func() {
-		msg := make([]byte, 16<<10)
-		n := 0
-		for start := time.Now(); time.Since(start) < warm+length+warm; n++ {
-			if _, e := sysWrite(cfd, msg); e != 0 {
-				t.Errorf("send: %v", e)
-				break
+	for _, tc := range []struct {
+		name string
+		dir  int32
+	}{
+		{"receiver", proto.DirServerRecvs},
+		{"sender", proto.DirServerSends},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfd, sfd := rawPair(t)
+			srv := &serverTest{req: &proto.Request{Direction: tc.dir}, recvBuf: make([]byte, 16<<10), sendBuf: make([]byte, 16<<10)}
+			srv.ph.fds.add(sfd, false)
+			t.Cleanup(srv.ph.fds.abort) // whatever happens, the loop ends
+			loop := srv.tcpRecv
+			if tc.dir == proto.DirServerSends {
+				loop = srv.tcpSend
 			}
-			time.Sleep(pause)
-		}
-		srv.ph.fds.interruptFd(sfd) // the end of the stream
-		sent <- n
-	}()
-	loopErr := make(chan error, 1)
-	go func() { loopErr <- srv.tcpRecv(sfd) }()
-	time.Sleep(warm)
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	time.Sleep(length)
-	counts, cerr := c.Stop()
-	elapsed := time.Since(start)
-	n := <-sent
-	if err := <-loopErr; err != nil {
-		t.Fatalf("receive loop: %v", err)
-	}
-	if cerr != nil {
-		t.Fatal(cerr)
-	}
-	if srv.bytesRx != uint64(n)*16<<10 {
-		t.Fatalf("received %d bytes of %d", srv.bytesRx, n*16<<10)
-	}
-	sleeps := counts[nanosleepEvent]
-	perSec := float64(sleeps) / elapsed.Seconds()
-	t.Logf("%d sends, %d receives, %d yields; counted %v: %d monitor sleeps (%.0f/s), %d system calls, %d context switches",
-		n, srv.recvCalls, srv.y.yields, elapsed.Round(time.Millisecond), sleeps, perSec, counts.Syscalls(), counts.Switches())
-	// At most 100 a second at the monitor's longest sleep; room for a
-	// few resets by anything else in the process, well below the
-	// dozens per pause of a receive the monitor watches.
-	if perSec > 300 {
-		t.Errorf("%.0f monitor sleeps a second while receiving (%d in %v), want at most 300", perSec, sleeps, elapsed.Round(time.Millisecond))
+
+			c, err := syscount.AttachEvents(os.Getpid(), t.TempDir(), nanosleepEvent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// The peer runs for warm+length+warm; the count covers the
+			// middle, leaving out setting up (starting perf,
+			// connecting), after which the monitor polls fast for a
+			// while whatever the loop does.
+			const warm, length, pause = 200 * time.Millisecond, time.Second, 18 * time.Millisecond
+			peerDone := make(chan int64, 1)
+			go func() {
+				msg := make([]byte, 16<<10)
+				if tc.dir == proto.DirServerSends {
+					// Room for several sends a pause, so each one
+					// blocks for less than a pause.
+					msg = make([]byte, 256<<10)
+				}
+				var bytes int64
+				for start := time.Now(); time.Since(start) < warm+length+warm; {
+					var n int
+					var e unix.Errno
+					if tc.dir == proto.DirServerSends {
+						n, e = sysRead(cfd, msg)
+					} else {
+						n, e = sysWrite(cfd, msg)
+					}
+					if e != 0 {
+						t.Errorf("peer: %v", e)
+						break
+					}
+					bytes += int64(n)
+					time.Sleep(pause)
+				}
+				srv.ph.stop.Store(true)
+				srv.ph.fds.interruptFd(sfd) // the end of the test
+				peerDone <- bytes
+			}()
+			loopErr := make(chan error, 1)
+			go func() { loopErr <- loop(sfd) }()
+			time.Sleep(warm)
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			time.Sleep(length)
+			counts, cerr := c.Stop()
+			elapsed := time.Since(start)
+			peerBytes := <-peerDone
+			if err := <-loopErr; err != nil && err != errTimedOut {
+				t.Fatalf("loop: %v", err)
+			}
+			if cerr != nil {
+				t.Fatal(cerr)
+			}
+			if peerBytes == 0 {
+				t.Fatal("nothing went through")
+			}
+			sleeps := counts[nanosleepEvent]
+			perSec := float64(sleeps) / elapsed.Seconds()
+			t.Logf("peer moved %d bytes; %d receives, %d sends, %d yields; counted %v: %d monitor sleeps (%.0f/s), %d system calls, %d context switches",
+				peerBytes, srv.recvCalls, srv.sendCalls, srv.y.yields, elapsed.Round(time.Millisecond), sleeps, perSec, counts.Syscalls(), counts.Switches())
+			// At most 100 a second at the monitor's longest sleep; room
+			// for a few resets by anything else in the process, well
+			// below the dozens per pause of a call the monitor watches.
+			if perSec > 300 {
+				t.Errorf("%.0f monitor sleeps a second in the loop (%d in %v), want at most 300", perSec, sleeps, elapsed.Round(time.Millisecond))
+			}
+		})
 	}
 }
 
