@@ -590,7 +590,7 @@ func (l *clientLoop) tcpStream() error {
 		return l.fail("setting the send timeout", err)
 	}
 	defer w.close()
-	l.y.period = yieldEveryRaw
+	l.y.period = w.yieldPeriod()
 	for !l.ph.stop.Load() && (l.limit == 0 || st.bytesTx < l.limit) {
 		var t0 time.Time
 		if st.lat != nil {
@@ -628,7 +628,8 @@ func (l *clientLoop) tcpMaerts() error {
 	if err != nil {
 		return l.fail("setting the receive timeout", err)
 	}
-	l.y.period = yieldEveryRaw
+	defer r.close()
+	l.y.period = r.yieldPeriod()
 	for {
 		var t0 time.Time
 		if st.lat != nil {

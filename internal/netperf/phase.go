@@ -128,7 +128,7 @@ type yielder struct {
 	yields           uint64 // how many times it yielded
 	checked, yielded time.Time
 	// period is how often to yield: yieldEvery when zero, yieldEveryRaw
-	// for a loop that blocks in raw system calls (see rawReceiver).
+	// for a loop that blocks in raw system calls (see rawConn).
 	period time.Duration
 }
 
@@ -167,7 +167,7 @@ func (y *yielder) tick() {
 const yieldEvery = 4 * time.Millisecond
 
 // yieldEveryRaw is the yield period of a loop that blocks in raw system
-// calls (rawReceiver): its processor is never in a system call the
+// calls (rawConn): its processor is never in a system call the
 // monitor could take it from, so an overrun of the monitor's 10 ms costs
 // one preemption signal (the monitor's tgkill, an interrupted receive
 // made again) rather than a retaken processor and a millisecond of 20 µs

@@ -612,7 +612,7 @@ func (t *serverTest) tcpRecv(fd int) error {
 		return err
 	}
 	defer r.close()
-	t.y.period = yieldEveryRaw
+	t.y.period = r.yieldPeriod()
 	buf := t.recvBuf
 	for t.running(int64(t.bytesRx)) {
 		n, e := r.recv(buf)
@@ -633,7 +633,7 @@ func (t *serverTest) tcpSend(fd int) error {
 		return err
 	}
 	defer w.close()
-	t.y.period = yieldEveryRaw
+	t.y.period = w.yieldPeriod()
 	buf := t.sendBuf
 	for t.running(int64(t.bytesTx)) {
 		n, e := w.send(buf)
@@ -780,7 +780,7 @@ func (t *serverTest) udpData(fd int) error {
 			return err
 		}
 		defer r.close()
-		t.y.period = yieldEveryRaw
+		t.y.period = r.yieldPeriod()
 		buf := t.recvBuf
 		for t.running(int64(t.bytesRx)) {
 			n, e := r.recv(buf)

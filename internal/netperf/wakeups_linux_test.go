@@ -29,7 +29,7 @@ const nanosleepEvent = "syscalls:sys_enter_nanosleep"
 // that pauses, or is kept off its CPU on a loaded machine) has its
 // processor taken away, and after each such take the monitor polls every
 // 20 µs for a millisecond or more: a dozen wake-ups or more each time. C
-// netperf makes none; raw calls (rawReceiver, rawSender) leave the
+// netperf makes none; raw calls (rawConn) leave the
 // monitor at its 10 ms sleep. The peer here writes 16 KB, or reads up to
 // 256 KB, every 18 ms (inside the calls' timeout); the count covers a second of it,
 // and the loops are netserver's TCP_STREAM receive and TCP_MAERTS send
@@ -105,6 +105,9 @@ func TestStreamMonitorWakeups(t *testing.T) {
 			loopErr := make(chan error, 1)
 			go func() { loopErr <- loop(sfd) }()
 			time.Sleep(warm)
+			if n := rawLoops.Load(); n != 1 {
+				t.Errorf("%d loops making raw calls, want 1", n)
+			}
 			if err := c.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -137,11 +140,13 @@ func TestStreamMonitorWakeups(t *testing.T) {
 }
 
 // TestRawReceiversLetTheRuntimeThrough: raw receives hold their
-// processors while they block, so with two silent peers and two
-// processors every processor is held. The test's timers must still fire
-// (the stop flag, then the shutdown that ends the loops), and a garbage
-// collection must still stop the world: the receive timeout and the
-// runtime's preemption signal (EINTR) bring each loop back to a yield.
+// processors while they block. With three processors and three silent
+// peers, two loops get raw calls (GOMAXPROCS-1) and the third ordinary
+// ones, so two processors are held. The test's timers must still fire
+// (the stop flag, then the shutdown that ends the loops), a garbage
+// collection must still stop the world (the receive timeout and the
+// runtime's preemption signal, EINTR, bring each raw loop back to a
+// yield), and the slots must all be free again afterwards.
 // A stop-the-world that never completes stops every goroutine, the
 // test's own timers too, so the scenario runs in a child process (this
 // test binary again) that the parent kills if it hangs; the limits only
@@ -161,8 +166,11 @@ func TestRawReceiversLetTheRuntimeThrough(t *testing.T) {
 		}
 		return
 	}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	const loops = 2
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	if n := rawLoops.Load(); n != 0 {
+		t.Fatalf("%d raw loops before the test", n)
+	}
+	const loops = 3
 	srvs := make([]*serverTest, loops)
 	done := make(chan error, loops)
 	for i := range srvs {
@@ -173,14 +181,17 @@ func TestRawReceiversLetTheRuntimeThrough(t *testing.T) {
 		srvs[i] = s
 		go func() { done <- s.tcpRecv(sfd) }()
 	}
-	time.Sleep(50 * time.Millisecond) // both loops blocked in their receives
+	time.Sleep(50 * time.Millisecond) // the loops blocked in their receives
+	if n := rawLoops.Load(); n != 2 {
+		t.Errorf("%d loops making raw calls with GOMAXPROCS 3, want 2", n)
+	}
 
 	fired := make(chan struct{})
 	time.AfterFunc(10*time.Millisecond, func() { close(fired) })
 	select {
 	case <-fired:
 	case <-time.After(10 * time.Second):
-		t.Fatal("a timer did not fire while raw receives held every processor")
+		t.Fatal("a timer did not fire while raw receives held two processors of three")
 	}
 
 	gc := make(chan struct{})
@@ -204,6 +215,9 @@ func TestRawReceiversLetTheRuntimeThrough(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the test timer did not end a blocked raw receive")
 		}
+	}
+	if n := rawLoops.Load(); n != 0 {
+		t.Errorf("%d raw slots still taken after the loops ended", n)
 	}
 	for _, s := range srvs {
 		s.ph.stopTimer()
