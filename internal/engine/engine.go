@@ -477,6 +477,12 @@ func (e *Engine) Check(p *Packet) Result {
 		// monitor sees what was dropped); a block rule's `to` is not
 		// followed (see docs/ipfilter-differences.md).
 		if ifn, nh, ok := e.target(p, sc.rule.DupTo); ok {
+			if !p.Out {
+				// counted as leaving by ifn, as a passed packet's
+				// copy (forward): a block rule's keep state entry
+				// counts it
+				e.leaveCounted(p, ifn, sc.rule)
+			}
 			e.router.Route(p, ifn, nh, true)
 		}
 	}
@@ -1238,12 +1244,19 @@ func (e *Engine) addFrag(p *Packet, pass uint32, rule *ruleset.Rule, ruleNum int
 // inside its fixed bytes; a TCP header whose options are cut makes none.
 // An ICMP error makes none, and neither does a first fragment too short for
 // its L4 header, except ICMP (a 8-byte mask request, 12 bytes long, makes
-// one), or one that is bad (a whole TCP header included).
+// one) and an IPv4 AH header cut short (any length), or one that is bad (a
+// whole TCP header included). Behind IPv4 AH, the end is at least 12.
 func firstFragEnd(p *Packet) (int, bool) {
 	fi := &p.Info
 	if fi.Version == 4 && fi.L4Proto == 6 && fi.L4Off > 0 {
+		// Behind an IPv4 AH header, the end is AH's 12 at least, not
+		// TCP's 20 (checked against IPFilter's ipftest).
+		least := 20
+		if fi.Proto == packet.ProtoAH {
+			least = packet.AHMinimumSize
+		}
 		if fi.DLen < 20 {
-			return 20, true
+			return max(fi.DLen&^7, least), true
 		}
 		if fi.Flags&packet.FlagBad != 0 {
 			// A whole TCP header IPFilter calls bad (no flags, a data
@@ -1253,13 +1266,20 @@ func firstFragEnd(p *Packet) (int, bool) {
 		if fi.L4Off+12 < len(p.Data) && int(p.Data[fi.L4Off+12]>>4)*4 > fi.DLen {
 			return fi.DLen &^ 7, false
 		}
-		return max(fi.DLen&^7, 20), true
+		return max(fi.DLen&^7, least), true
 	}
 	if fi.Flags&packet.FlagBad != 0 {
 		return fi.DLen &^ 7, false
 	}
-	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP {
+	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP && (fi.Proto != packet.ProtoAH || fi.L4Proto != packet.ProtoNone) {
+		// A short AH header (IPv4 AH shorter than 12 bytes, or whatever
+		// follows it cut) still makes one: ipf_pr_ah lets the packet on.
 		return fi.DLen &^ 7, false
+	}
+	if fi.Version == 4 && fi.Proto == packet.ProtoAH {
+		// Behind an IPv4 AH header the end counts as 12 bytes at least,
+		// as TCP's counts as 20: a fragment at offset 8 overlaps.
+		return max(fi.DLen&^7, packet.AHMinimumSize), true
 	}
 	return fi.DLen &^ 7, true
 }

@@ -88,12 +88,36 @@ func (v *view) fragKey() fragKey {
 	return k
 }
 
+// isICMPv4Query reports the ICMP types IPFilter NATs by their id: those
+// its packet parser marks FI_ICMPQUERY (echo, router advertisement and
+// solicitation, timestamp, address mask). Information request and reply
+// (15, 16) are not among them: such a packet gets a portless session like
+// any other ICMP message, so a second one between the same hosts through
+// a single-address map clashes (checked against IPFilter's ipftest).
 func isICMPv4Query(t uint8) bool {
 	switch t {
-	case 0, 8, 13, 14, 15, 16, 17, 18, 9, 10:
+	case 0, 8, 13, 14, 17, 18, 9, 10:
 		return true
 	}
 	return false
+}
+
+// natQueryV4 reports whether IPFilter's NAT takes an ICMPv4 packet of
+// type t with n bytes of ICMP as a query (a session of its id): not an
+// information request or reply, nor a timestamp shorter than 20 bytes or
+// an address mask message shorter than 12 (checked against its ipftest:
+// the reply to such a request is not matched to its session, even by its
+// id; a short reply to a whole request is, as other non-queries are).
+func natQueryV4(t uint8, n int) bool {
+	switch t {
+	case 15, 16:
+		return false
+	case 13, 14:
+		return n >= 20
+	case 17, 18:
+		return n >= 12
+	}
+	return isICMPv4Query(t)
 }
 
 func isICMPv4Error(t uint8) bool {
@@ -270,11 +294,11 @@ func parse(v *view, b []byte) bool {
 			return true
 		}
 		v.icmpType = l4[0]
-		if v.proto == 1 && !isICMPv4Query(v.icmpType) {
+		if v.proto == 1 && !natQueryV4(v.icmpType, len(l4)) {
 			v.nqICMP = true
 			v.nqID = binary.BigEndian.Uint16(l4[4:])
 		}
-		if (v.proto == 1 && isICMPv4Query(v.icmpType)) || (v.proto == 58 && isICMPv6Query(v.icmpType)) {
+		if (v.proto == 1 && natQueryV4(v.icmpType, len(l4))) || (v.proto == 58 && isICMPv6Query(v.icmpType)) {
 			v.flags = flagICMPQuery
 			id := binary.BigEndian.Uint16(l4[4:])
 			v.sport, v.dport = id, id

@@ -193,10 +193,23 @@ func (n *NAT) checkTag(pkt []byte, ifname, tag string, dir Direction, resize boo
 	// longest first, tries the rules of the bucket the address falls in
 	// under it, in the order they were added. A "no" rule or a session
 	// ends the walk; a rule that matched but could not make a session
-	// lets it go on.
+	// lets it go on. A walk that ends without a session looks once more
+	// in the bucket of address 0: IPFilter's loop (ipf_nat_checkin,
+	// ipf_nat_checkout and their IPv6 forms) runs while nmsk is at most
+	// the number of masks, one past the last, whose slot is 0. The rules
+	// of that bucket (0/0 ones, pools) are so tried a second time, their
+	// round-robin or port state moved on by the first try (checked against
+	// IPFilter's ipftest: a split rdr 0/0 whose first address clashes
+	// takes its second, one on a /24 fails; IPv4 and IPv6).
+	nm := len(masks[fam])
 walk:
-	for _, m := range masks[fam] {
-		h := lookupBucket(a.and(prefixMask(m, v.v6)), v.v6)
+	for i := 0; i <= nm; i++ {
+		var h int
+		if i < nm {
+			h = lookupBucket(a.and(prefixMask(masks[fam][i], v.v6)), v.v6)
+		} else {
+			h = lookupBucket(a128{}, v.v6)
+		}
 		for _, r := range rules {
 			if r.bucket[side] != h || !n.ruleMatches(r, &v, ifname, tag, dir) {
 				continue
@@ -958,13 +971,33 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 	}
 	na := in.addr(v6)
 	k := key{Out, v.proto, na, v.src, nport, v.sport}
-	if v.flags&flagICMPQuery != 0 {
+	switch {
+	case v.proto == 1 && (v.flags&flagICMPQuery != 0 || v.nqICMP):
+		// IPFilter's ipf_nat_newrdr looks an ICMP packet's new tuple
+		// up with its type and code word (fin_data[0]) where the
+		// session table keeps the id: it clashes with a session whose
+		// id is that word (an echo reply with a session without an id,
+		// such as a short ICMP error's; an unreachable, code 0, with a
+		// query session of id 0x0300), not with one of its own id
+		// (checked against its ipftest: map then rdr sessions, an
+		// echo reply or an unreachable after an unreachable).
+		tc := uint16(v.icmpType)<<8 | uint16(v.b[v.l4+1])
+		k.sp, k.dp = tc, tc
+	case v.flags&flagICMPQuery != 0:
 		k.sp, k.dp = nport, nport
-	}
-	if v.flags&flagTCPUDP == 0 && v.flags&flagICMPQuery == 0 {
+	case v.flags&flagTCPUDP == 0:
 		k.sp, k.dp = 0, 0
 	}
-	if n.exists(k) {
+	// An ICMP query is not seen as a clash by its id, as in newMap:
+	// IPFilter's ipf_nat_newrdr looks the tuple up with the ICMP id where
+	// the session table keeps it elsewhere, so a second flow redirected
+	// onto a query session's tuple gets a session too and the newer one
+	// takes the replies (checked against its ipftest, IPv4 and IPv6: echo
+	// requests from one host and id to two outside addresses redirected
+	// to one, and an echo reply onto a map session's tuple). In IPv4 that
+	// lookup is by the type and code word (above); an ICMPv6 query never
+	// clashes.
+	if (v.proto == 1 || v.flags&flagICMPQuery == 0) && n.exists(k) {
 		if s.dstList != nil {
 			s.dstList.Release(s.dstIdx)
 			s.dstList = nil

@@ -652,6 +652,13 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 			// records it under the hop-by-hop bit.
 			i.Flags |= FlagAH
 			proto = i.extHdr(p, false, ProtoHopOpts)
+			if proto != ProtoNone && i.DLen < AHMinimumSize {
+				// IPFilter then wants a whole AH header's worth
+				// (12 bytes) beyond it: less is short, whatever
+				// follows (a UDP header with nothing after it
+				// gives no ports; checked against its ipftest).
+				i.Flags |= FlagShort
+			}
 		case ProtoESP:
 			i.short(ESPMinimumSize)
 			if i.Off == 0 {

@@ -1475,6 +1475,15 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName strin
 		if e.icmpErr[i] > e.Pkts[oi] {
 			continue
 		}
+		if fi := b2i(!errOut)*2 + b2i(backward); backward && e.flx[fi] == 0 && e.optMask[1] == 0 &&
+			emb.Flx&flxOptions == 0 {
+			// ipf_matchsrcdst on the quoted header records it as the
+			// first reply: replies carry no options from now on (and
+			// the entry is no longer identical to a fresh one). A
+			// quoted header with options is left alone: its option
+			// bits are not read here.
+			e.optMask[1] = optMaskFor(e.V)
+		}
 		e.icmpErr[i]++
 		e.Pkts[i]++
 		e.Bytes[i] += uint64(plen)

@@ -204,6 +204,10 @@ type randPkt struct {
 	// reply-1 became (1) or an ICMP error about it (2), built when the
 	// run gets there from the engine's output.
 	reply, of int
+	// quote, when not 0, is how many bytes of the packet an IPv6 error
+	// (reply 2) quotes, so that quoted extension header chains are cut
+	// short too; 0 quotes 48 bytes past them.
+	quote int
 }
 
 func (g *randGen) ip(src, dst string, proto uint8, l4 []byte, fragOff uint16, id uint16) []byte {
@@ -223,7 +227,11 @@ func (g *randGen) packet(prev []randPkt) randPkt {
 		if g.r.IntN(4) == 0 {
 			kind = 2
 		}
-		return randPkt{out: !prev[j].out, iface: prev[j].iface, reply: kind, of: j}
+		q := 0
+		if kind == 2 && g.v6 && g.r.IntN(3) == 0 {
+			q = 41 + g.r.IntN(60)
+		}
+		return randPkt{out: !prev[j].out, iface: prev[j].iface, reply: kind, of: j, quote: q}
 	}
 	o := g.r.IntN(2) == 0
 	var src, dst string
@@ -278,7 +286,65 @@ func (g *randGen) packet(prev []randPkt) randPkt {
 			b = g.ip(src, dst, 17, make([]byte, 16), uint16(2+g.r.IntN(2)), id)
 		}
 	}
+	if g.v6 && b[6] != 44 && g.r.IntN(3) == 0 {
+		b = g.extHeaders(b)
+	}
 	return randPkt{out: o, iface: ifn, b: b}
+}
+
+// extHeaders puts 1-3 random IPv6 extension headers (hop-by-hop,
+// routing, destination options, AH, an atomic fragment header) of 8 or
+// 16 bytes between b's IPv6 header and its L4 header, so that its
+// translation and the ICMPv6 errors quoting it walk them. Together they
+// stay within the 128 quoted bytes the kernel holds (ICMP_INNER).
+func (g *randGen) extHeaders(b []byte) []byte {
+	proto, l4 := b[6], b[40:]
+	types := make([]uint8, 1+g.r.IntN(3))
+	for i := range types {
+		types[i] = []uint8{0, 43, 60, 51, 44}[g.r.IntN(5)]
+	}
+	// built back to front: each header's next header is the type of the
+	// one after it, the last's the L4 protocol
+	var exts []byte
+	next := proto
+	for i := len(types) - 1; i >= 0; i-- {
+		var h []byte
+		switch types[i] {
+		case 44:
+			h = packettest.Frag(next, 0, false, uint32(g.r.IntN(4)))
+		case 43:
+			h = packettest.Routing(next, uint8(g.r.IntN(2)), 0, 0)
+		default:
+			h = packettest.Ext(next, uint8(g.r.IntN(2)))
+		}
+		exts = packettest.Cat(h, exts)
+		next = types[i]
+	}
+	return packettest.V6{Src: netip.AddrFrom16([16]byte(b[8:24])).String(), Dst: netip.AddrFrom16([16]byte(b[24:40])).String(),
+		Next: next, HopLimit: b[7], Payload: packettest.Cat(exts, l4), L4Off: len(exts), L4Proto: proto}.Bytes()
+}
+
+// v6L4 walks the extension headers of IPv6 packet b as the engine does
+// and returns its L4 protocol and offset; ok is false for a chain cut
+// short or a fragment body.
+func v6L4(b []byte) (proto uint8, off int, ok bool) {
+	proto, off = b[6], 40
+	for {
+		switch proto {
+		case 0, 43, 60, 135, 51:
+			if off+8 > len(b) || off+(int(b[off+1])+1)*8 > len(b) {
+				return 0, 0, false
+			}
+			proto, off = b[off], off+(int(b[off+1])+1)*8
+		case 44:
+			if off+8 > len(b) || binary.BigEndian.Uint16(b[off+2:])&0xfff8 != 0 {
+				return 0, 0, false
+			}
+			proto, off = b[off], off+8
+		default:
+			return proto, off, true
+		}
+	}
 }
 
 // reverse returns the reply to packet b (addresses and ports swapped, an
@@ -308,7 +374,12 @@ func reverse(b []byte) []byte {
 		copy(s[:], r[8:24])
 		copy(r[8:24], r[24:40])
 		copy(r[24:40], s[:])
+		// past the extension headers (a fragment body or a cut chain
+		// gets its addresses swapped only)
 		proto, l4 = r[6], r[40:]
+		if p, off, ok := v6L4(r); ok {
+			proto, l4 = p, r[off:]
+		}
 	}
 	switch proto {
 	case 6, 17:
@@ -351,7 +422,11 @@ func refresh(b []byte) {
 		return
 	}
 	src, dst = netip.AddrFrom16([16]byte(b[8:24])).String(), netip.AddrFrom16([16]byte(b[24:40])).String()
-	n := packettest.V6{Src: src, Dst: dst, Next: b[6], HopLimit: b[7], Payload: b[40:], L4Proto: b[6]}.Bytes()
+	proto, off, ok := v6L4(b)
+	if !ok {
+		proto = 0 // no L4 header to sum
+	}
+	n := packettest.V6{Src: src, Dst: dst, Next: b[6], HopLimit: b[7], Payload: b[40:], L4Off: off - 40, L4Proto: proto}.Bytes()
 	copy(b, n)
 }
 
@@ -360,6 +435,15 @@ func refresh(b []byte) {
 func (g *randGen) icmpErr(p randPkt) []byte {
 	b := p.b
 	n := min(len(b), 48)
+	if b[0]>>4 == 6 {
+		// past the extension headers, or cut where p says
+		if _, off, ok := v6L4(b); ok {
+			n = min(len(b), off+8)
+		}
+		if p.quote != 0 {
+			n = min(len(b), p.quote)
+		}
+	}
 	emb := append([]byte(nil), b[:n]...)
 	if b[0]>>4 == 4 {
 		src := netip.AddrFrom4([4]byte(b[16:20])).String()
@@ -524,7 +608,7 @@ func randomRun(h *harness, text string, pkts []randPkt) (int, int, error) {
 			}
 			if p.reply == 2 {
 				g.v6 = o[0]>>4 == 6
-				p.b = g.icmpErr(randPkt{b: o})
+				p.b = g.icmpErr(randPkt{b: o, quote: p.quote})
 			} else if p.b = reverse(o); p.b == nil {
 				continue
 			}

@@ -128,6 +128,8 @@ var semanticsWant = map[string]int{
 	"nat-frag-key-copied-options":     12,
 	"nat6-ah-ext-header":              7,
 	"nat6-cut-ext-proto-none":         1,
+	"nat-rdr-icmp-clash-type-word":    5,
+	"nat-icmp-short-query":            6,
 }
 
 // semanticsKernelPending: NAT semantics cases whose IPFilter behaviour the

@@ -206,6 +206,12 @@ func TestPrivilegedMissShortcut(t *testing.T) {
 		if vs[0] != vs[1] || !bytes.Equal(outs[0], outs[1]) {
 			t.Errorf("%s: with the shortcut %d %x, without %d %x", s.name, vs[0], outs[0], vs[1], outs[1])
 		}
+		// the session table is looked at by the shortcut only once an
+		// entry without a fast twin exists: the ftp proxy's
+		if nt := short.d.cfg(cfgNoTwin); (nt != 0) != (s.name == "ftp syn" || s.name == "ftp reply (no fast entry)" ||
+			s.name == "in, another host to the mapped port") {
+			t.Errorf("%s: no-twin note %d", s.name, nt)
+		}
 		switch s.name {
 		case "syn":
 			mapped = binary.BigEndian.Uint16(outs[0][20:])

@@ -45,7 +45,11 @@ import (
 //   - an IPv4 fragment follows its first fragment only with the same
 //     copied options (security class and authority, source routes);
 //   - a fragment body of a protocol without ports finds its session by
-//     its addresses when no fragment entry takes it.
+//     its addresses when no fragment entry takes it;
+//   - an ICMPv6 error quoting a packet with extension headers (a chain
+//     of several, one cut short, ICMPv6 behind one, chains running past
+//     the 128 bytes the kernel holds of a quote) is translated through
+//     the quoted packet's session.
 func TestPrivilegedDifferentialEdges(t *testing.T) {
 	h := newHarness(t)
 	v6 := func(src, dst string, next uint8, payload []byte) []byte {
@@ -58,6 +62,19 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 	data := make([]byte, 16)
 	for i := range data {
 		data[i] = byte(i)
+	}
+	// chain is n destination options headers of 8 bytes, the last
+	// followed by protocol last
+	chain := func(n int, last uint8) []byte {
+		var b []byte
+		for i := range n {
+			next := uint8(60)
+			if i == n-1 {
+				next = last
+			}
+			b = append(b, pt.Ext(next, 0)...)
+		}
+		return b
 	}
 	for _, c := range []struct {
 		name  string
@@ -303,7 +320,33 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 			// session, the quoted packet too
 			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
 				Payload: pt.ICMP(1, 4, 0, v6("2001:db8::1", "2001:db8:9::9", 60, pt.Cat(pt.Ext(17, 0), pt.UDP(1000, 53, data[:8], false))))}.Bytes()},
-		}, 2},
+			// TCP behind hop-by-hop, routing and an atomic fragment
+			// header, and an error quoting it as it left
+			{out: true, iface: "nic0", b: v6("fd00::6", "2001:db8:9::9", 0, pt.Cat(pt.Ext(43, 1), pt.Routing(44, 0, 0, 0), pt.Frag(6, 0, false, 5), syn.Bytes()))},
+			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
+				Payload: pt.ICMP(3, 0, 0, v6("2001:db8::1", "2001:db8:9::9", 0, pt.Cat(pt.Ext(43, 1), pt.Routing(44, 0, 0, 0), pt.Frag(6, 0, false, 5), syn.Bytes()[:8])))}.Bytes()},
+			// a destination options header cut short: a protocol-59
+			// session, which an error quoting it (cut the same) finds
+			{out: true, iface: "nic0", b: v6("fd00::7", "2001:db8:9::9", 60, data[:4])},
+			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
+				Payload: pt.ICMP(1, 4, 0, v6("2001:db8::1", "2001:db8:9::9", 60, data[:4]))}.Bytes()},
+			// an echo behind destination options, and an error quoting it
+			{out: true, iface: "nic0", b: v6("fd00::8", "2001:db8:9::9", 60, pt.Cat(pt.Ext(58, 0), pt.ICMP(128, 0, 0x43210001, data[:8])))},
+			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
+				Payload: pt.ICMP(3, 0, 0, v6("2001:db8::1", "2001:db8:9::9", 60, pt.Cat(pt.Ext(58, 0), pt.ICMP(128, 0, 0x43210001, nil))))}.Bytes()},
+		}, 8},
+		{"ICMPv6 errors quoting chains past 128 bytes", "map nic0 fd00::/16 -> 2001:db8::1/128\n", []randPkt{
+			// GRE behind twelve headers (96 bytes): a session by the
+			// addresses, which an error quoting all 144 bytes finds
+			{out: true, iface: "nic0", b: v6("fd00::9", "2001:db8:9::9", 60, pt.Cat(chain(12, 47), data[:8]))},
+			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
+				Payload: pt.ICMP(1, 4, 0, v6("2001:db8::1", "2001:db8:9::9", 60, pt.Cat(chain(12, 47), data[:8])))}.Bytes()},
+			// fourteen headers cut at 100 bytes, past the 128 held: a
+			// protocol-59 session, and an error quoting it
+			{out: true, iface: "nic0", b: v6("fd00::a", "2001:db8:9::9", 60, chain(14, 17)[:100])},
+			{out: false, iface: "nic0", b: pt.V6{Src: "2001:db8:9::9", Dst: "2001:db8::1", Next: 58, HopLimit: 64, L4Proto: 58,
+				Payload: pt.ICMP(1, 4, 0, v6("2001:db8::1", "2001:db8:9::9", 60, chain(14, 17)[:100]))}.Bytes()},
+		}, 4},
 		{"cut TCP headers", "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp 40000:40010\n", []randPkt{
 			{out: true, iface: "nic0", b: v4("10.0.0.5", "2.2.2.2", 6, syn.Bytes())},
 			// a first fragment with 8 bytes of the header: the
@@ -398,13 +441,7 @@ func TestPrivilegedDifferentialEdges(t *testing.T) {
 // edgesKernelPending: edge cases whose IPFilter behaviour the engine has
 // and the kernel NAT (internal/bpf/nat/c) does not have yet, each with
 // what the C needs; left out until it catches up.
-var edgesKernelPending = map[string]string{
-	"ICMPv6 errors quoting extension headers": "an ICMPv6 error whose quoted packet has " +
-		"extension headers (hop-by-hop, routing, destination options, fragment, AH) is " +
-		"translated through the quoted packet's session by the engine (parseInner walks them " +
-		"as parse does, protocol 59 for a cut one); the kernel's inner_parse gives up on " +
-		"them and treats the error as a plain ICMPv6 packet: it needs the walk over in->b",
-}
+var edgesKernelPending = map[string]string{}
 
 // secOpt is a RIPSO security option of class c and authority a1 a2,
 // padded to 12 bytes with an end of options.

@@ -117,7 +117,7 @@ func (h *harness) reset() error {
 			return err
 		}
 	}
-	for _, k := range []uint32{cfgCount, cfgWilds, cfgClock} {
+	for _, k := range []uint32{cfgCount, cfgWilds, cfgClock, cfgNoTwin} {
 		if err := h.d.setCfg(k, 0); err != nil {
 			return err
 		}

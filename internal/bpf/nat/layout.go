@@ -82,6 +82,7 @@ const (
 	cfgDefAge    = 25
 	cfgDefIPAge  = 26
 	cfgDefICMP   = 27
+	cfgNoTwin    = 28
 	cfgN         = 32
 )
 

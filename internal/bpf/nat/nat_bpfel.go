@@ -359,7 +359,7 @@ type natWork struct {
 		Fauth     uint16
 		Fopt      uint32
 		Fsec      uint16
-		Pad2      uint16
+		Icmptc    uint16
 	}
 	K  natNatKey
 	K2 natNatKey

@@ -26,26 +26,30 @@ static __always_inline void frag_key_of(struct frag_key *k, const struct pktinfo
 /* first_end is where a first fragment ends for the fragments that follow,
  * in 8-byte units (ipfr_firstend; the engine's firstFragEnd): an IPv4 TCP
  * first fragment counts as at least 20 bytes long, even when its header is
- * cut (a fragment at 16 overlaps it, one at 24 does not). */
+ * cut (a fragment at 16 overlaps it, one at 24 does not); behind an IPv4
+ * AH header the least is AH's 12 bytes instead, whatever follows it. */
 static __always_inline __u32 first_end(const struct pktinfo *p)
 {
-	__u32 e = p->dlen >> 3;
+	__u32 e = p->dlen >> 3, least = 0;
 
-	if (p->family == 4 && p->l4proto == IPPROTO_TCP && e < 3)
-		e = 3;
-	return e;
+	if (p->family == 4 && p->proto == IPPROTO_AH)
+		least = 2;
+	else if (p->family == 4 && p->l4proto == IPPROTO_TCP)
+		least = 3;
+	return e < least ? least : e;
 }
 
 /* frag_makes_entry reports whether ipfr_frag_new makes an entry for this
  * fragment: none for one IPFilter calls bad (SYN|FIN, ...), nor for a
- * first fragment too short for its header, except IPv4 TCP (first_end)
- * and ICMP. */
+ * first fragment too short for its header, except IPv4 TCP (first_end),
+ * ICMP and an IPv4 AH header cut short (nothing parsed behind it). */
 static __always_inline int frag_makes_entry(const struct pktinfo *p)
 {
 	if ((p->flags & (PF_FRAG | PF_BAD)) != PF_FRAG)
 		return 0;
-	return !(p->flags & PF_SHORT) || p->fragoff || p->proto == IPPROTO_ICMP ||
-	       (p->family == 4 && p->l4proto == IPPROTO_TCP);
+	return !(p->flags & PF_SHORT) || p->fragoff || p->l4proto == IPPROTO_ICMP ||
+	       (p->family == 4 && p->l4proto == IPPROTO_TCP) ||
+	       (p->proto == IPPROTO_AH && p->l4proto == 59);
 }
 
 /* sl_frag_lookup finds the cached verdict of an earlier fragment of this

@@ -532,6 +532,10 @@ static long v6_step(__u32 i, void *ctx)
 		 * as hop-by-hop */
 		p->flags |= PF_AH;
 		next = v6_exthdr(c, p, 0, 0);
+		/* then a whole AH header's worth (12 bytes) must follow, or
+		 * the packet is short (the engine's walk) */
+		if (next != NH_NONE && c->pos + 12 > c->end)
+			p->flags |= PF_SHORT;
 		break;
 	case 43:
 		next = v6_exthdr(c, p, 0, nh);
@@ -669,6 +673,8 @@ static __always_inline int tcp_clean(const __u8 *t)
 	if ((f & 0x02) && (f & (0x20 | 0x08)))
 		return 0;
 	if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+		return 0;
+	if (!(f & 0x10) && (f & (0x20 | 0x08 | 0x01)))
 		return 0;
 	return 1;
 }

@@ -964,6 +964,14 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	}
 	/* the quoted packet, direction reversed, fills its interface slot */
 	slot = backward * 2 + !(p->out & 1);
+	/* and, as the first reply, the options replies carry: none (the
+	 * engine's LookupICMPError; a quoted IPv4 header with options is
+	 * left alone) */
+	if (backward && !e->flx[((!(p->out & 1)) * 2 + 1) & 3] && !(e->flags & SF_OPTREV) &&
+	    !(p->family == 4 && (h[0] & 0xf) > 5)) {
+		e->opt_rev = 0;
+		e->flags |= SF_OPTREV;
+	}
 	if (!e->ifindex[slot & 3])
 		e->ifindex[slot & 3] = p->ifindex;
 	w->hit_pass = e->pass;

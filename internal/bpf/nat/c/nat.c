@@ -264,7 +264,7 @@ struct pkt {
 	__u16 fauth;   /* IPv4 fragments: the fragment key's options */
 	__u32 fopt;
 	__u16 fsec;
-	__u16 pad2_;
+	__u16 icmptc;  /* ICMPv4: its type and code word (network order), ipf_nat_newrdr's clash key */
 };
 
 /* A 128-bit address number (IPv4 in the low 32 bits of lo). */
@@ -684,9 +684,24 @@ static __always_inline void words_cp(__u32 *d, const __u32 *s)
 
 /* ------------------------------------------------------------- parsing */
 
+/* icmp4_query: the engine's isICMPv4Query (not 15, 16: FI_ICMPQUERY) */
 static __always_inline int icmp4_query(__u8 t)
 {
-	return t == 0 || t == 8 || (t >= 13 && t <= 18) || t == 9 || t == 10;
+	return t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18 || t == 9 || t == 10;
+}
+
+/* icmp4_natq: whether the NAT takes an ICMPv4 packet as a query (a session
+ * of its id): not an information request/reply, a timestamp shorter than 20
+ * bytes or a mask message shorter than 12 (the engine's natQueryV4) */
+static __always_inline int icmp4_natq(__u8 t, __u32 n)
+{
+	if (t == 15 || t == 16)
+		return 0;
+	if (t == 13 || t == 14)
+		return n >= 20;
+	if (t == 17 || t == 18)
+		return n >= 12;
+	return icmp4_query(t);
 }
 
 static __always_inline int icmp4_error(__u8 t)
@@ -821,15 +836,16 @@ static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 		if ((void *)(l4 + 8) > end)
 			return 0;
 		p->icmptype = l4[0];
+		p->icmptc = *(__u16 *)l4;
 		p->csumoff = off + 2;
-		if (p->proto == IPPROTO_ICMP && !icmp4_query(l4[0])) {
+		if (p->proto == IPPROTO_ICMP && !icmp4_natq(l4[0], p->l4len)) {
 			/* IPFilter looks it up with these bytes in the id slot:
 			 * a query's session with that id, one of its own kind
 			 * only when they are 0 (the engine's lookupNonQuery) */
 			p->nq = 1;
 			p->nqid = *(__u16 *)(l4 + 4);
 		}
-		if (p->proto == IPPROTO_ICMP ? icmp4_query(l4[0]) : icmp6_query(l4[0])) {
+		if (p->proto == IPPROTO_ICMP ? icmp4_natq(l4[0], p->l4len) : icmp6_query(l4[0])) {
 			p->pflags = PF_ICMPQ;
 			p->sport = p->dport = *(__u16 *)(l4 + 4);
 		} else if (p->proto == IPPROTO_ICMP ? icmp4_error(l4[0]) : icmp6_error(l4[0])) {
@@ -1555,6 +1571,20 @@ static __always_inline int shadow(struct work *w, struct nat_key *k)
 	return 0;
 }
 
+/* no_twin notes that an entry which a TCP or UDP packet's key can find
+ * has no fast twin (a proxy's session or its data connection's, or a
+ * full fast table): from then on fast_miss looks such packets up in the
+ * session table before it leaves them alone. Sticky (a new datapath
+ * starts without it): one session of the kind makes the shortcut what
+ * it was before this note existed, no worse. */
+static __always_inline void no_twin(void)
+{
+	__u64 *c = cfgp(NCFG_NOTWIN);
+
+	if (c && !*c)
+		*c = 1;
+}
+
 /* fast_add makes the fast twin of entry e (at key k) when the fast path
  * can do its packets: TCP or UDP, no proxy, not a wildcard or a proxy's
  * data connection. Without one (the table is full), the entry's packets
@@ -1565,8 +1595,13 @@ static __always_inline void fast_add(struct work *w, const struct nat_key *k, co
 	struct nat_fast *f = &f6->f;
 	int v6 = fast6_ok(k);
 
-	if ((e->sflags & (SF_PROXY | SF_SLAVE | SF_WILD)) || (!v6 && !fkey_of(&w->fk4, k)))
+	/* no key the fast path reads (another protocol, a wildcard) */
+	if (!v6 && !fkey_of(&w->fk4, k))
 		return;
+	if (e->sflags & (SF_PROXY | SF_SLAVE | SF_WILD)) {
+		no_twin();
+		return;
+	}
 	if (e->w == 0) {
 		f->nsrc = e->t.nsrc[0];
 		f->ndst = e->t.ndst[0];
@@ -1592,10 +1627,8 @@ static __always_inline void fast_add(struct work *w, const struct nat_key *k, co
 	f->last = e->last;
 	f->pkts = 0;
 	f->bytes = 0;
-	if (v6)
-		bpf_map_update_elem(&fast6, k, f6, BPF_ANY);
-	else
-		bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY);
+	if (v6 ? bpf_map_update_elem(&fast6, k, f6, BPF_ANY) : bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY))
+		no_twin();
 }
 
 /* sess_insert enters the session described by w->ns (made by packet
@@ -2325,13 +2358,20 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	a_to(na, in, v6);
 	k = &w->k2;
 	key_of(k, DIR_OUT, p->proto, p->family, na, p->src, bpf_htons(nport), p->sport);
-	if (icmpq) {
+	if (p->proto == IPPROTO_ICMP && (icmpq || p->nq)) {
+		/* IPFilter looks an ICMP packet's new tuple up with its type
+		 * and code word where sessions keep the id (the engine's
+		 * newRdr) */
+		k->sport = k->dport = p->icmptc;
+	} else if (icmpq) {
 		k->sport = bpf_htons(nport);
 		k->dport = k->sport;
-	}
-	if (!tcpudp && !icmpq)
+	} else if (!tcpudp) {
 		k->sport = k->dport = 0;
-	if (exists(k)) {
+	}
+	/* an ICMPv6 query is never a clash; an ICMPv4 packet clashes by its
+	 * type and code word (the engine's newRdr) */
+	if ((p->proto == IPPROTO_ICMP || !icmpq) && exists(k)) {
 		stat_inc(NS_SIDE * p->dir + NS_EXISTS);
 		return 0;
 	}
@@ -2615,14 +2655,22 @@ static __always_inline __u32 hash_word(__u32 w)
 }
 
 /* walk_bucket is the bucket the packet's address falls in under the
- * mask of level lev (NAT_HASH_FN, NAT_HASH_FN6). */
+ * mask of level lev (NAT_HASH_FN, NAT_HASH_FN6); the level past the last
+ * mask is the bucket of address 0 (the engine's second look there). */
 static __always_inline __u32 walk_bucket(struct walk_ctx *c, const struct nat_order *o)
 {
 	__u32 l = c->lev, len, h;
+	__u64 li;
 
-	if (l >= NAT_LEVELS)
+	if (l >= o->nmasks[c->v6 & 1])
+		return 0;
+	/* a fresh register the verifier bounds (the compiler would reuse
+	 * the one compared with nmasks) */
+	li = l;
+	asm volatile("" : "+r"(li));
+	if (li >= NAT_LEVELS)
 		return NAT_BUCKETS; /* no bucket */
-	len = o->masks[c->v6 & 1][l];
+	len = o->masks[c->v6 & 1][li];
 	h = hash_word(c->a[0] & mask_word(len, 0));
 
 	if (c->v6)
@@ -2632,7 +2680,9 @@ static __always_inline __u32 walk_bucket(struct walk_ctx *c, const struct nat_or
 }
 
 /* walk_step looks at one rule of the order under one mask: the rules of
- * the current mask's bucket in order, then the next mask. */
+ * the current mask's bucket in order, then the next mask, and last the
+ * bucket of address 0 once more (IPFilter's walk runs one slot past its
+ * last mask, slot 0: the engine's walk in translate.go). */
 static long walk_step(__u32 i, struct walk_ctx *c)
 {
 	struct work *w = get_work();
@@ -2642,12 +2692,12 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 	__u32 idx, j;
 	int res;
 
-	if (!w || !o || c->lev >= o->nmasks[c->v6 & 1])
+	if (!w || !o || c->lev > o->nmasks[c->v6 & 1])
 		return 1;
 	if (c->j >= c->n) {
 		c->j = 0;
 		c->lev++;
-		if (c->lev >= o->nmasks[c->v6 & 1])
+		if (c->lev > o->nmasks[c->v6 & 1])
 			return 1;
 	}
 	if (c->j == 0)
@@ -2844,6 +2894,8 @@ GLOBAL int nat_wild(void)
 			bpf_map_delete_elem(&sessions, &k);
 			goto gone;
 		}
+		/* a proxy's data connection: no fast twin */
+		no_twin();
 		w->k = k;
 		sess_arm(&k, lifetime(WS(w)->age[0], WS(w)->proto, WS(w)->pflags, 0, 0, 0) * TICK_NS);
 		return 1;
@@ -3132,12 +3184,146 @@ static __always_inline __u16 csum_upd16(__u16 hc, __u16 o, __u16 n)
 	return ~(__u16)s;
 }
 
-/* inner_parse is the engine's parseInner over in->b (m bytes held of a
- * total of tot). Returns 0 when the engine would not parse it. */
-static __always_inline int inner_parse(struct inner *in, __u32 tot)
+/* inner_walk_step is one header of the walk over the extension headers of
+ * an IPv6 packet quoted in an ICMPv6 error (at base in the packet, the
+ * quoted datagram ending at end), as the engine's parse walks any
+ * packet's: hop-by-hop, routing, destination options, mobility and AH
+ * (its length read as IPFilter's, in 8-byte units) and the fragment
+ * header. A header cut short by the end of the quoted datagram leaves it
+ * with no protocol (59); a fragment header with an offset makes a
+ * fragment body. ok is 1 once the walk has come to its end. */
+struct inner_walk_ctx {
+	struct __sk_buff *skb;
+	__u32 base; /* where the quoted packet starts in skb */
+	__u32 off;
+	__u32 end;
+	__u8 nh;
+	__u8 ok;
+	__u8 cut;
+	__u8 frag;
+	__u8 ah;
+	__u8 pad[3];
+};
+
+/* inner_walk_step reads the header from the packet, not from w->in.b:
+ * an offset into the buffer would be a precise scalar to the verifier,
+ * one state per length the chain may have reached. */
+static long inner_walk_step(__u32 i, struct inner_walk_ctx *c)
 {
-	__u8 *b = in->b;
+	__u8 h[4];
+	__u32 hl;
+
+	switch (c->nh) {
+	case 0:
+	case 43:
+	case 51:
+	case 60:
+	case 135:
+		if (c->off + 8 > c->end) {
+			c->cut = 1;
+			break;
+		}
+		if (bpf_skb_load_bytes(c->skb, c->base + c->off, h, 2) < 0)
+			return 1;
+		hl = ((__u32)h[1] + 1) * 8;
+		if (c->off + hl > c->end) {
+			c->cut = 1;
+			break;
+		}
+		if (c->nh == 51)
+			c->ah = 1;
+		c->nh = h[0];
+		c->off += hl;
+		return 0;
+	case 44:
+		if (c->off + 8 > c->end) {
+			c->cut = 1;
+			break;
+		}
+		if (bpf_skb_load_bytes(c->skb, c->base + c->off, h, 4) < 0)
+			return 1;
+		c->nh = h[0];
+		if (((__u16)h[2] << 8 | h[3]) & 0xfff8)
+			c->frag = 1;
+		else {
+			c->off += 8;
+			return 0;
+		}
+		break;
+	}
+	c->ok = 1;
+	return 1;
+}
+
+/* nat_inner_walk walks the extension headers of the IPv6 packet in w->in
+ * (its next header in in->proto, its datagram ending at end) and leaves
+ * in in->proto, in->l4 and in->l4len what the engine's parse finds after
+ * them: protocol 59 and no L4 header for a chain cut short, a fragment
+ * body (in->fragbody) for a fragment header with an offset, and no L4
+ * header to read in place behind AH but for a whole TCP header. A
+ * function of its own so that the verifier walks it once. The headers
+ * are read from the packet, so the chain may run past the ICMP_INNER bytes
+ * held in w->in.b. Returns 0 when it cannot be read to its end. */
+GLOBAL int nat_inner_walk(struct __sk_buff *skb, __u32 base, __u32 end)
+{
+	struct work *w = get_work();
+	struct inner_walk_ctx c = {};
+	struct inner *in;
+
+	if (!w || !skb)
+		return 0;
+	in = &w->in;
+	c.skb = skb;
+	c.base = base;
+	c.off = 40;
+	c.end = end;
+	c.nh = in->proto;
+	/* each header takes at least 8 bytes of an error's quote (at most
+	 * an IPv6 minimum MTU) */
+	bpf_loop(1280 / 8, inner_walk_step, &c, 0);
+	if (!c.ok)
+		return 0;
+	in->proto = c.nh;
+	if (c.cut) {
+		in->proto = 59;
+		in->l4 = 0;
+		return 1;
+	}
+	if (c.frag) {
+		in->fragbody = 1;
+		in->l4 = 0;
+		return 1;
+	}
+	if (c.ah && (c.nh != IPPROTO_TCP || c.off + 20 > end)) {
+		/* behind AH only a whole TCP header has ports (the engine's
+		 * parse): the rest goes to inner_parse's reading of a cut
+		 * header, as the engine's parseInner does with its l4 < 0 */
+		in->l4 = 0;
+		return 1;
+	}
+	in->l4 = c.off;
+	in->l4len = end - c.off;
+	return 1;
+}
+
+/* nat_inner_parse is the engine's parseInner over in->b (m bytes held of a
+ * total of tot). Returns 0 when the engine would not parse it, and when
+ * the quoted TCP, UDP or ICMP header, whose ports, ids and checksum a
+ * translation rewrites, lies beyond the ICMP_INNER bytes held (only
+ * behind IPv6 extension headers of more than ICMP_INNER - 60 bytes): the
+ * kernel leaves such an error alone. A function of
+ * its own: the verifier walks what follows it once for all its outcomes. */
+GLOBAL int nat_inner_parse(struct __sk_buff *skb, __u32 base, __u32 tot)
+{
+	struct work *w = get_work();
+	struct inner *in;
+	__u8 *b;
 	__u32 end, hl;
+
+	if (!w || !skb)
+		return 0;
+	in = &w->in;
+	b = in->b;
 
 	in->l4 = 0;
 	in->pflags = 0;
@@ -3179,24 +3365,30 @@ static __always_inline int inner_parse(struct inner *in, __u32 tot)
 		end = 40 + (__u32)be16(b, 4);
 		if (end > tot)
 			end = tot;
-		/* extension headers (AH too) in an embedded packet: not
-		 * handled here */
-		if (nh == 0 || nh == 43 || nh == 51 || nh == 60 || nh == 135 || nh == 44)
-			return 0;
 		in->proto = nh;
 		in->l4 = 40;
 		in->l4len = end - 40;
+		if (nh == 0 || nh == 43 || nh == 51 || nh == 60 || nh == 135 || nh == 44) {
+			if (!nat_inner_walk(skb, base, end))
+				return 0;
+			if (in->fragbody)
+				return 1;
+		}
 	} else {
 		return 0;
 	}
 	switch (in->proto) {
 	case IPPROTO_TCP:
 	case IPPROTO_UDP:
-		if (in->l4len >= (in->proto == IPPROTO_TCP ? 20u : 8u) && in->l4 + 20 <= in->m) {
+		if (in->l4 && (in->l4len >= (in->proto == IPPROTO_TCP ? 20u : 8u) ||
+			       (in->v6 && in->proto == IPPROTO_TCP && in->l4len >= 4))) {
+			/* a whole header; in IPv6 a TCP header of 4 bytes or
+			 * more is one too (the engine's cut6) */
 			in->pflags = in->proto == IPPROTO_TCP ? PF_TCP : PF_UDP;
-		} else if (tot >= in->hl + 4 && in->hl + 4 <= in->m) {
+		} else if (tot >= in->hl + 4) {
 			/* a header cut short: the ports are there. IPv4 wants 8
-			 * bytes of it (the engine's parseInner, as IPFilter) */
+			 * bytes of it (the engine's parseInner, as IPFilter);
+			 * it reads them where the L3 header ends */
 			if (!in->v6 && tot < in->hl + 8)
 				return 0;
 			in->l4 = in->hl;
@@ -3206,20 +3398,37 @@ static __always_inline int inner_parse(struct inner *in, __u32 tot)
 			in->l4 = 0;
 			return 1;
 		}
+		if (in->l4 + 4 > in->m)
+			return 0;
 		in->sport = be16(b, in->l4);
 		in->dport = be16(b, in->l4 + 2);
 		break;
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6:
-		if (in->l4len < 8 || in->l4 + 8 > in->m) {
+		/* ICMP in IPv6 or ICMPv6 in IPv4: a protocol like another */
+		if ((in->proto == IPPROTO_ICMPV6) != in->v6)
+			break;
+		if (!in->l4 || in->l4len < 8) {
 			in->l4 = 0;
 			return 1;
 		}
-		if (in->proto == IPPROTO_ICMP ? icmp4_query(b[BOUND(in->l4, 127)]) : icmp6_query(b[BOUND(in->l4, 127)])) {
+		if (in->l4 + 8 > in->m)
+			return 0;
+		if (in->proto == IPPROTO_ICMP ? icmp4_query(b[BOUND(in->l4, ICMP_INNER - 1)])
+					      : icmp6_query(b[BOUND(in->l4, ICMP_INNER - 1)])) {
 			in->pflags = PF_ICMPQ;
 			in->sport = in->dport = be16(b, in->l4 + 4);
 		}
 		break;
+	}
+	/* the bytes a rewrite patches (ports, ids, checksums) must be held */
+	switch (in->proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		if (in->l4 && in->l4 + (in->l4len < 20 ? in->l4len : 20) > in->m)
+			return 0;
 	}
 	return 1;
 }
@@ -3463,7 +3672,7 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	in->m = m;
 	if (m < 20 || bpf_skb_load_bytes(skb, off, in->b, m & (ICMP_INNER - 1) ? m & (ICMP_INNER - 1) : ICMP_INNER) < 0)
 		return 0;
-	if (!inner_parse(in, tot))
+	if (!nat_inner_parse(skb, off, tot))
 		return 0;
 	k = &w->k2;
 	t = &w->t;
@@ -4017,7 +4226,10 @@ static __always_inline void fast_account(struct __sk_buff *skb, struct nat_hot *
  * does not know it either and no rule of its direction and no wildcard
  * entry could take it, it is left alone here, counted as the whole way
  * would count it (a miss, ignored), without the tail call, the second
- * parse and the rule walk. Anything else goes the whole way (FAST_NO). */
+ * parse and the rule walk. Anything else goes the whole way (FAST_NO).
+ * Every entry a TCP/UDP key finds has a fast twin until no_twin says
+ * otherwise: till then the fast table's miss is the session table's and
+ * the second lookup (a 40-byte key) is not made. */
 static __always_inline int fast_miss(__u32 dir, int pre, const struct nat_key *k)
 {
 	struct nat_order *o;
@@ -4027,7 +4239,7 @@ static __always_inline int fast_miss(__u32 dir, int pre, const struct nat_key *k
 		return FAST_NO;
 	ok = (cfg(NCFG_ACTIVE) & 1) * 2 + dir;
 	o = bpf_map_lookup_elem(&orders, &ok);
-	if (!o || o->n || bpf_map_lookup_elem(&sessions, k))
+	if (!o || o->n || (cfg(NCFG_NOTWIN) && bpf_map_lookup_elem(&sessions, k)))
 		return FAST_NO;
 	stat_inc(dir * NS_SIDE + NS_MISS);
 	stat_inc(dir * NS_SIDE + NS_IGNORED);

@@ -121,6 +121,7 @@
 #define NCFG_DEFAGE 25     /* fr_defnatage in ticks (0: 1200): UDP, ICMP replies */
 #define NCFG_DEFIPAGE 26   /* fr_defnatipage (0: 120): other protocols */
 #define NCFG_DEFICMPAGE 27 /* fr_defnaticmpage (0: 6): ICMP queries */
+#define NCFG_NOTWIN 28     /* an entry a TCP/UDP packet can find has no fast twin (sticky) */
 #define NCFG_N 32
 
 /* The configuration every packet reads, in one map value (one lookup,
