@@ -544,6 +544,12 @@ func (i *Info) icmp4(p []byte, o ParseOptions) {
 			i.Flags |= FlagBad
 		}
 	}
+	if i.Flags&FlagICMPErr == 0 {
+		// IPFilter's state looks every message but an error up by the
+		// id field (bytes 4-5), whatever its type: router and
+		// information messages too (checked against its ipftest).
+		i.ICMPID = ic.Ident()
+	}
 	i.short(min)
 	i.checkSum(p, o, false)
 }

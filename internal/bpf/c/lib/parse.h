@@ -316,9 +316,9 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 		t = h[0];
 		p->icmp = (h[0] << 8) | h[1];
 		p->flags |= PF_ICMPOK;
-		/* only echo, timestamp and mask messages carry an id that state
-		 * matches on (IPFilter reads it for no other type) */
-		if (((p->l4proto == IPPROTO_ICMP && (t == 0 || t == 8 || t == 13 || t == 14 || t == 17 || t == 18)) ||
+		/* state matches every ICMPv4 message but an error by its id
+		 * field (bytes 4-5); ICMPv6 only echoes */
+		if (((p->l4proto == IPPROTO_ICMP && t != 3 && t != 4 && t != 5 && t != 11 && t != 12) ||
 		     (p->l4proto == IPPROTO_ICMPV6 && (t == 128 || t == 129))) &&
 		    dlen >= 6 && (h = hdr(skb, off, 6, buf)))
 			p->icmpid = (h[4] << 8) | h[5];
