@@ -585,13 +585,18 @@ func (l *clientLoop) finishTCP() {
 func (l *clientLoop) tcpStream() error {
 	buf := make([]byte, l.p.sendSize)
 	st := &l.st
-	var err error
+	w, err := newRawSender(l.fd)
+	if err != nil {
+		return l.fail("setting the send timeout", err)
+	}
+	defer w.close()
+	l.y.period = w.yieldPeriod()
 	for !l.ph.stop.Load() && (l.limit == 0 || st.bytesTx < l.limit) {
 		var t0 time.Time
 		if st.lat != nil {
 			t0 = time.Now()
 		}
-		n, e := sysWrite(l.fd, buf)
+		n, e := w.send(buf)
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}
@@ -619,12 +624,18 @@ func (l *clientLoop) tcpStream() error {
 func (l *clientLoop) tcpMaerts() error {
 	buf := make([]byte, l.p.recvSize)
 	st := &l.st
+	r, err := newRawReceiver(l.fd)
+	if err != nil {
+		return l.fail("setting the receive timeout", err)
+	}
+	defer r.close()
+	l.y.period = r.yieldPeriod()
 	for {
 		var t0 time.Time
 		if st.lat != nil {
 			t0 = time.Now()
 		}
-		n, e := sysRead(l.fd, buf)
+		n, e := r.recv(buf)
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}
@@ -649,6 +660,7 @@ func (l *clientLoop) tcpMaerts() error {
 		l.y.tick()
 	}
 	st.elapsed = time.Since(l.start)
+	r.close() // finishTCP blocks for the server's close
 	l.finishTCP()
 	return nil
 }

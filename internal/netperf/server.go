@@ -607,9 +607,15 @@ func (t *serverTest) tcpData(lfd int) error {
 }
 
 func (t *serverTest) tcpRecv(fd int) error {
+	r, err := newRawReceiver(fd)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	t.y.period = r.yieldPeriod()
 	buf := t.recvBuf
 	for t.running(int64(t.bytesRx)) {
-		n, e := sysRead(fd, buf)
+		n, e := r.recv(buf)
 		if e != 0 || n == 0 {
 			// n == 0: the client's shutdown, the end of the test.
 			return t.ended(e)
@@ -622,9 +628,15 @@ func (t *serverTest) tcpRecv(fd int) error {
 }
 
 func (t *serverTest) tcpSend(fd int) error {
+	w, err := newRawSender(fd)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	t.y.period = w.yieldPeriod()
 	buf := t.sendBuf
 	for t.running(int64(t.bytesTx)) {
-		n, e := sysWrite(fd, buf)
+		n, e := w.send(buf)
 		if n > 0 {
 			t.bytesTx += uint64(n)
 			t.sendCalls++
@@ -763,9 +775,15 @@ func (t *serverTest) udpLoop(fd int) error {
 
 func (t *serverTest) udpData(fd int) error {
 	if t.req.Direction == proto.DirServerRecvs {
+		r, err := newRawReceiver(fd)
+		if err != nil {
+			return err
+		}
+		defer r.close()
+		t.y.period = r.yieldPeriod()
 		buf := t.recvBuf
 		for t.running(int64(t.bytesRx)) {
-			n, e := sysRead(fd, buf)
+			n, e := r.recv(buf)
 			if e == unix.ECONNREFUSED {
 				continue // an ICMP error for an earlier datagram
 			}

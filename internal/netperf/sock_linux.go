@@ -4,9 +4,11 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -351,6 +353,163 @@ func sysAccept(fd int) (int, unix.Errno) {
 			return int(nfd), 0
 		}
 	}
+}
+
+// A stream receiver (TCP_STREAM's netserver, TCP_MAERTS's netperf,
+// UDP_STREAM's netserver) blocks in every receive, most of them briefly,
+// and a stream sender (TCP_STREAM's netperf, TCP_MAERTS's netserver) in
+// every send that finds the socket buffer full.
+// Made as an ordinary system call, each receive tells the Go scheduler
+// its thread may block (entersyscall, exitsyscall), and the runtime's
+// monitor (sysmon) keeps watching it: it wakes every 20 µs to 10 ms to
+// see whether a processor has sat in a call long enough to be taken, and
+// each processor it does take (a receive blocked 10 ms on a loaded
+// machine) sends it back to 20 µs for a millisecond or more. Measured on
+// a Go netserver receiving TCP_STREAM 16K: 1 300 monitor sleeps a second
+// and 3–4× C's context switches per KB.
+//
+// A rawConn receives (or sends) with raw system calls instead, which the
+// scheduler does not see: the goroutine counts as running, the monitor
+// has nothing to take and backs off to its 10 ms sleep. A raw call that
+// blocks holds its processor, so the wait is bounded: the socket gets an
+// SO_RCVTIMEO (SO_SNDTIMEO) while the loop uses it, and a call that
+// times out (EAGAIN) or is interrupted by a signal (EINTR: with a socket
+// timeout the kernel does not restart it) yields before it is made
+// again. That is what lets a stop-the-world (a garbage collection)
+// through: the runtime's preemption signal interrupts the call, and
+// Gosched hands over the processor; the loops around it do not allocate,
+// so a collection during a test is rare anyway. The test's end still
+// comes by shutdown (the late timer, an abort), which wakes the call.
+//
+// Only GOMAXPROCS-1 loops at a time block in raw calls (SpareProc makes
+// sure there are at least two processors): the last processor is left
+// for everything else, the test's timers, the control connections, the
+// other loops of a netserver serving several tests, which would
+// otherwise wait for a raw loop's yield or timeout. A loop that finds
+// no slot makes ordinary calls, as before.
+type rawConn struct {
+	fd  int
+	opt int  // SO_RCVTIMEO or SO_SNDTIMEO, while raw
+	raw bool // calls are raw; false: ordinary calls (sysRead, sysWrite)
+}
+
+// rawCallTimeout bounds how long a raw call holds its processor when
+// nothing moves (and how long a stop-the-world waits for it if the
+// preemption signal is lost). A timeout costs a wake-up, so not much
+// shorter; data streams, so it is rarely reached during a test.
+const rawCallTimeout = 20 * time.Millisecond
+
+// rawLoops counts the loops making raw calls.
+var rawLoops atomic.Int32
+
+// takeRawSlot reports whether one more loop may make raw calls, and
+// counts it if so.
+func takeRawSlot() bool {
+	limit := int32(runtime.GOMAXPROCS(0) - 1)
+	for {
+		n := rawLoops.Load()
+		if n >= limit {
+			return false
+		}
+		if rawLoops.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// newRawReceiver prepares fd for a receive loop and newRawSender for a
+// send loop: raw calls if a slot is free, ordinary ones otherwise. Every
+// receive (send) on fd must go through the rawConn until close.
+func newRawReceiver(fd int) (rawConn, error) { return newRawConn(fd, unix.SO_RCVTIMEO) }
+
+func newRawSender(fd int) (rawConn, error) { return newRawConn(fd, unix.SO_SNDTIMEO) }
+
+func newRawConn(fd, opt int) (rawConn, error) {
+	c := rawConn{fd: fd, opt: opt}
+	if !takeRawSlot() {
+		return c, nil
+	}
+	if err := setSockTimeout(fd, opt, rawCallTimeout); err != nil {
+		rawLoops.Add(-1)
+		return rawConn{fd: -1}, err
+	}
+	c.raw = true
+	return c, nil
+}
+
+// close takes the timeout off again, for the blocking calls that follow
+// (netperf's closing handshake waits for the peer's close), and frees
+// the slot. It may be called more than once.
+func (c *rawConn) close() {
+	if c.raw {
+		_ = setSockTimeout(c.fd, c.opt, 0)
+		rawLoops.Add(-1)
+		c.raw = false
+	}
+}
+
+// yieldPeriod is the loop's yielder period: see yieldEveryRaw.
+func (c *rawConn) yieldPeriod() time.Duration {
+	if c.raw {
+		return yieldEveryRaw
+	}
+	return yieldEvery
+}
+
+func setSockTimeout(fd, opt int, d time.Duration) error {
+	tv := unix.NsecToTimeval(d.Nanoseconds())
+	return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, opt, &tv)
+}
+
+// recv receives into b as sysRead does.
+func (c *rawConn) recv(b []byte) (int, unix.Errno) {
+	if !c.raw {
+		return sysRead(c.fd, b)
+	}
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		n, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, uintptr(c.fd), uintptr(p), uintptr(len(b)), 0, 0, 0)
+		switch e {
+		case 0:
+			return int(n), 0
+		case unix.EAGAIN, unix.EINTR:
+			// The timeout, or a signal (perhaps the runtime asking
+			// for the processor): let the scheduler have it.
+			runtime.Gosched()
+		default:
+			return 0, e
+		}
+	}
+}
+
+// send sends all of b as sysWrite does: it returns len(b), or the bytes
+// sent before an error. A raw send cut short by the timeout or a signal
+// (part of b sent, or EAGAIN/EINTR with none) yields and goes on. Raw,
+// a full buffer costs one call, not a failed non-blocking one and a
+// blocking one after it.
+func (c *rawConn) send(b []byte) (int, unix.Errno) {
+	if !c.raw {
+		return sysWrite(c.fd, b)
+	}
+	sent := 0
+	for sent < len(b) {
+		n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(c.fd), uintptr(unsafe.Pointer(&b[sent])), uintptr(len(b)-sent), unix.MSG_NOSIGNAL, 0, 0)
+		switch e {
+		case 0:
+			sent += int(n)
+			if sent < len(b) {
+				runtime.Gosched()
+			}
+		case unix.EAGAIN, unix.EINTR:
+			runtime.Gosched()
+		default:
+			return sent, e
+		}
+	}
+	return sent, 0
 }
 
 // readFull reads len(b) bytes, as netperf's recv loop does for the

@@ -26,11 +26,13 @@ type Counter struct {
 	finished bool
 }
 
-// Available reports whether perf can count the syscall tracepoint.
-func Available() error {
-	out, err := exec.Command("perf", "stat", "-x,", "-e", events, "--", "true").CombinedOutput()
+// Available reports whether perf can count the syscall tracepoint (and
+// the extra events given).
+func Available(extra ...string) error {
+	evs := strings.Join(append([]string{events}, extra...), ",")
+	out, err := exec.Command("perf", "stat", "-x,", "-e", evs, "--", "true").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("perf stat -e %s: %v: %s", events, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("perf stat -e %s: %v: %s", evs, err, strings.TrimSpace(string(out)))
 	}
 	if _, err := ParseCSV(string(out)); err != nil {
 		return err
@@ -41,6 +43,13 @@ func Available() error {
 // Attach starts perf stat on pid (all its threads, and the ones they
 // start) with its events disabled; dir holds perf's output.
 func Attach(pid int, dir string) (*Counter, error) {
+	return AttachEvents(pid, dir)
+}
+
+// AttachEvents is Attach counting these perf events too (tracepoints such
+// as syscalls:sys_enter_nanosleep), reported under their names.
+func AttachEvents(pid int, dir string, extra ...string) (*Counter, error) {
+	evs := strings.Join(append([]string{events}, extra...), ",")
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -52,7 +61,7 @@ func Attach(pid int, dir string) (*Counter, error) {
 		return nil, err
 	}
 	out := filepath.Join(dir, fmt.Sprintf("perf-%d.csv", pid))
-	cmd := exec.Command("perf", "stat", "-x,", "-o", out, "-e", events, "-D", "-1", "--control", "fd:3,4", "-p", strconv.Itoa(pid))
+	cmd := exec.Command("perf", "stat", "-x,", "-o", out, "-e", evs, "-D", "-1", "--control", "fd:3,4", "-p", strconv.Itoa(pid))
 	cmd.ExtraFiles = []*os.File{ctlR, ackW}
 	if err := cmd.Start(); err != nil {
 		for _, f := range []*os.File{ctlR, ctlW, ackR, ackW} {

@@ -8,7 +8,7 @@ import (
 )
 
 // Available: counting system calls needs Linux's perf.
-func Available() error {
+func Available(...string) error {
 	return fmt.Errorf("counting system calls: %w", errors.ErrUnsupported)
 }
 
@@ -17,6 +17,11 @@ type Counter struct{}
 
 // Attach needs Linux's perf.
 func Attach(int, string) (*Counter, error) {
+	return nil, fmt.Errorf("counting system calls: %w", errors.ErrUnsupported)
+}
+
+// AttachEvents needs Linux's perf.
+func AttachEvents(int, string, ...string) (*Counter, error) {
 	return nil, fmt.Errorf("counting system calls: %w", errors.ErrUnsupported)
 }
 
