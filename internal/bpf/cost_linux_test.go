@@ -132,17 +132,7 @@ func TestPrivilegedCost(t *testing.T) {
 		l.Close()
 	}
 
-	var d *Datapath
-	inNS(t, tp.b, func() {
-		d, err = Load(Options{PinDir: tp.pinDir})
-		if err == nil {
-			err = d.Attach([]string{tp.ifB})
-		}
-	})
-	if err != nil {
-		t.Fatalf("load/attach: %+v", err)
-	}
-	t.Cleanup(func() { d.Remove() })
+	d := tp.attach(t)
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join("../../examples/ipf", name))
 		if err != nil {

@@ -56,6 +56,26 @@ func inNS(t testing.TB, ns netns.NsHandle, f func()) {
 	<-done
 }
 
+// attach loads a datapath pinned in the topology's pin directory and
+// attaches it to the interface of namespace b; it is removed when the test
+// ends.
+func (tp *topo) attach(t *testing.T) *Datapath {
+	t.Helper()
+	var d *Datapath
+	var err error
+	inNS(t, tp.b, func() {
+		d, err = Load(Options{PinDir: tp.pinDir})
+		if err == nil {
+			err = d.Attach([]string{tp.ifB})
+		}
+	})
+	if err != nil {
+		t.Fatalf("load/attach: %+v", err)
+	}
+	t.Cleanup(func() { d.Remove() })
+	return d
+}
+
 func newTopo(t *testing.T) *topo {
 	t.Helper()
 	testutil.RequireRoot(t)
@@ -230,18 +250,7 @@ block return-rst in quick proto tcp from any to any port = 8082
 
 func TestPrivilegedLiveFilter(t *testing.T) {
 	tp := newTopo(t)
-	var d *Datapath
-	var err error
-	inNS(t, tp.b, func() {
-		d, err = Load(Options{PinDir: tp.pinDir})
-		if err == nil {
-			err = d.Attach([]string{tp.ifB})
-		}
-	})
-	if err != nil {
-		t.Fatalf("load/attach: %+v", err)
-	}
-	t.Cleanup(func() { d.Remove() })
+	d := tp.attach(t)
 	var im *Image
 	inNS(t, tp.b, func() { im = compileText(t, liveRules) })
 	if err := d.LoadRules(im, Active); err != nil {

@@ -47,18 +47,7 @@ func TestPrivilegedSoak(t *testing.T) {
 		total, long = d, true
 	}
 	tp := newTopo(t)
-	var d *Datapath
-	var err error
-	inNS(t, tp.b, func() {
-		d, err = Load(Options{PinDir: tp.pinDir})
-		if err == nil {
-			err = d.Attach([]string{tp.ifB})
-		}
-	})
-	if err != nil {
-		t.Fatalf("load/attach: %+v", err)
-	}
-	t.Cleanup(func() { d.Remove() })
+	d := tp.attach(t)
 	var im *Image
 	inNS(t, tp.b, func() {
 		im = compileText(t, "block in all\nblock out all\n"+
@@ -119,6 +108,7 @@ func TestPrivilegedSoak(t *testing.T) {
 	)
 	// the long-lived connection: one exchange every 50 ms
 	var echo net.Conn
+	var err error
 	inNS(t, tp.a, func() { echo, err = net.DialTimeout("tcp", "10.99.0.2:8081", 3*time.Second) })
 	if err != nil {
 		t.Fatalf("long-lived connection: %v", err)

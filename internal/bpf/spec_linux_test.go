@@ -169,18 +169,7 @@ func linkProgs(t *testing.T, dir, hook string) (links []ebpf.ProgramID, pinned e
 // re-specialises them.
 func TestPrivilegedSpecialiseLive(t *testing.T) {
 	tp := newTopo(t)
-	var d *Datapath
-	var err error
-	inNS(t, tp.b, func() {
-		d, err = Load(Options{PinDir: tp.pinDir})
-		if err == nil {
-			err = d.Attach([]string{tp.ifB})
-		}
-	})
-	if err != nil {
-		t.Fatalf("load/attach: %+v", err)
-	}
-	t.Cleanup(func() { d.Remove() })
+	d := tp.attach(t)
 	attached := func(what string) ebpf.ProgramID {
 		t.Helper()
 		var ids []ebpf.ProgramID
@@ -251,7 +240,7 @@ func TestPrivilegedSpecialiseLive(t *testing.T) {
 		s.Programs["sluice_ingress"].Instructions = asm.Instructions{asm.Mov.Reg(asm.R0, asm.R5), asm.Return()}
 	}
 	before, _ := d.Rules(Active)
-	err = d.LoadRules(compile("count in all\n"+stateful), Active)
+	err := d.LoadRules(compile("count in all\n"+stateful), Active)
 	var ve *ebpf.VerifierError
 	if !errors.As(err, &ve) {
 		t.Errorf("accounting set with a broken program: got %v, want a verifier error", err)
