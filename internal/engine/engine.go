@@ -303,7 +303,10 @@ func (e *Engine) Check(p *Packet) Result {
 	if !p.Out {
 		e.account(&sc, &set.AcctIn)
 	}
-	matched, badFrag := false, false
+	// fragKept: a fragment entry a keep-state flow made passed the
+	// packet; IPFilter then neither dup-to's nor routes it by `to`
+	// (checked against its ipftest)
+	matched, badFrag, fragKept := false, false, false
 	if fi.Flags&packet.FlagFrag != 0 && fi.Flags&packet.FlagBad == 0 {
 		e.fragKey(p)
 		end, _ := firstFragEnd(p)
@@ -323,6 +326,7 @@ func (e *Engine) Check(p *Packet) Result {
 				if pass&ruleset.FRKeepState != 0 {
 					fi.Flags |= packet.FlagState
 					pass &^= ruleset.FRKeepState
+					fragKept = true
 				}
 				if pass&ruleset.FRLogFirst != 0 {
 					pass &^= ruleset.FRLogFirst | ruleset.FRLog
@@ -465,7 +469,7 @@ func (e *Engine) Check(p *Packet) Result {
 		}
 	}
 	routedNoMatch := false
-	if e.router != nil && sc.rule != nil && (isPass(pass) || pass&ruleset.FRCmdMask == ruleset.FRPreauth) {
+	if e.router != nil && sc.rule != nil && !fragKept && (isPass(pass) || pass&ruleset.FRCmdMask == ruleset.FRPreauth) {
 		// ipf_check sends the packet where the last rule it matched
 		// says: a preauth rule's, or a log rule's that a packet no
 		// rule decided went on past (it passes as no-match).
