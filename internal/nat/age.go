@@ -106,12 +106,7 @@ func (n *NAT) unlink(s *session) {
 			}
 		}
 	}
-	if n.sessions[s.fwdKey()] == s {
-		delete(n.sessions, s.fwdKey())
-	}
-	if n.sessions[s.revKey()] == s {
-		delete(n.sessions, s.revKey())
-	}
+	n.unhash(s)
 	if s.hm != nil {
 		n.hostmapDel(s.hm)
 		s.hm = nil

@@ -161,6 +161,7 @@ type session struct {
 	ifname string // interface the session was created on
 	ifIn   string // interfaces it applies to, by direction
 	ifOut  string
+	hnext  [2]*session // next on the chains of its forward and reverse keys (hash)
 
 	osrc, odst, nsrc, ndst         netip.Addr
 	osport, odport, nsport, ndport uint16

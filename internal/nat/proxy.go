@@ -182,8 +182,7 @@ func (n *NAT) linkSlave(c *session) bool {
 		if n.exists(c.fwdKey()) || n.exists(c.revKey()) {
 			return false
 		}
-		n.sessions[c.fwdKey()] = c
-		n.sessions[c.revKey()] = c
+		n.hash(c)
 	}
 	n.active = append(n.active, c)
 	if n.cfg.AddState == nil {
@@ -207,10 +206,14 @@ func (n *NAT) linkSlave(c *session) bool {
 	}
 	if c.dir == Out {
 		ps.Src, ps.Dst, ps.SPort, ps.DPort = c.osrc, c.odst, c.osport, c.odport
-		ps.IfName = c.ifOut
+		if c.ifOut != "" {
+			ps.IfName = c.ifOut
+		}
 	} else {
 		ps.Src, ps.Dst, ps.SPort, ps.DPort = c.nsrc, c.ndst, c.nsport, c.ndport
-		ps.IfName = c.ifIn
+		if c.ifIn != "" {
+			ps.IfName = c.ifIn
+		}
 	}
 	n.cfg.AddState(ps)
 	return true
@@ -249,8 +252,7 @@ func (n *NAT) lookupWild(dir Direction, v *view, ifname string) *session {
 		if n.exists(s.fwdKey()) || n.exists(s.revKey()) {
 			return nil
 		}
-		n.sessions[s.fwdKey()] = s
-		n.sessions[s.revKey()] = s
+		n.hash(s)
 		return s
 	}
 	return nil

@@ -363,11 +363,7 @@ func ifMatch(rule, pkt string) bool {
 }
 
 func (n *NAT) lookup(dir Direction, v *view, ifname string) *session {
-	s := n.sessions[key{dir, v.proto, v.src, v.dst, v.sport, v.dport}]
-	if s == nil || !s.onIf(dir, ifname) {
-		return nil
-	}
-	return s
+	return n.find(key{dir, v.proto, v.src, v.dst, v.sport, v.dport}, ifname)
 }
 
 // lookupNonQuery is lookup, except for an ICMPv4 packet that is not a
@@ -387,8 +383,95 @@ func (n *NAT) lookupNonQuery(dir Direction, v *view, ifname string) *session {
 	return s
 }
 
-// onIf reports whether the session applies to packets on ifname going
-// in direction dir.
+// takeIf reports whether the session applies to packets on ifname going
+// in direction dir. A session of a rule that names no interface for that
+// direction ("*") starts bound to none and is bound to the interface of
+// the first packet that finds it, as IPFilter's ipf_nat_inlookup and
+// ipf_nat_outlookup fill an empty nat_ifps slot: the clash check of a
+// new session and an ICMP error's lookup bind it too (checked against
+// its ipftest: a `map *` session made on nic0 translates replies that
+// come in on nic1 and then no longer those on nic0, and a second host's
+// session on nic1 is refused its port).
+func (s *session) takeIf(dir Direction, ifname string) bool {
+	slot := &s.ifOut
+	if dir == In {
+		slot = &s.ifIn
+	}
+	if *slot == "" {
+		*slot = ifname
+		return true
+	}
+	return ifMatch(*slot, ifname)
+}
+
+// hash puts s at the head of the chains of its forward and reverse keys:
+// sessions that share a key (each bound to another interface, or one
+// that took a key over) are kept newest first, as IPFilter's hash
+// chains, so the next one is found again when the newest ends or is on
+// another interface.
+func (n *NAT) hash(s *session) {
+	for side := range s.hnext {
+		k := s.keyOf(side)
+		s.hnext[side] = n.sessions[k]
+		n.sessions[k] = s
+	}
+}
+
+// unhash takes s out of its two chains.
+func (n *NAT) unhash(s *session) {
+	for side := range s.hnext {
+		k := s.keyOf(side)
+		next := s.hnext[side]
+		s.hnext[side] = nil
+		p := n.sessions[k]
+		if p == s {
+			if next == nil {
+				delete(n.sessions, k)
+			} else {
+				n.sessions[k] = next
+			}
+			continue
+		}
+		for p != nil {
+			ps := p.sideOf(k)
+			if p.hnext[ps] == s {
+				p.hnext[ps] = next
+				break
+			}
+			p = p.hnext[ps]
+		}
+	}
+}
+
+// find walks k's chain for the first session that applies to a packet
+// on ifname in k's direction, binding it there (takeIf), as IPFilter's
+// lookups skip the sessions of other interfaces.
+func (n *NAT) find(k key, ifname string) *session {
+	for s := n.sessions[k]; s != nil; s = s.hnext[s.sideOf(k)] {
+		if s.takeIf(k.dir, ifname) {
+			return s
+		}
+	}
+	return nil
+}
+
+func (s *session) keyOf(side int) key {
+	if side == 0 {
+		return s.fwdKey()
+	}
+	return s.revKey()
+}
+
+// sideOf is which of s's keys k is (s is on k's chain).
+func (s *session) sideOf(k key) int {
+	if s.fwdKey() == k {
+		return 0
+	}
+	return 1
+}
+
+// onIf is takeIf without binding (a proxy's wildcard session waiting for
+// its first packet).
 func (s *session) onIf(dir Direction, ifname string) bool {
 	if dir == In {
 		return ifMatch(s.ifIn, ifname)
@@ -397,10 +480,10 @@ func (s *session) onIf(dir Direction, ifname string) bool {
 }
 
 // ruleIf is the interface a session of r uses in one direction: the
-// rule's, or the packet's when the rule names none ("*").
-func ruleIf(name, pkt string) string {
-	if name == "" || name == "*" {
-		return pkt
+// rule's, or none yet ("", see takeIf) when the rule names none ("*").
+func ruleIf(name string) string {
+	if name == "*" {
+		return ""
 	}
 	return name
 }
@@ -512,7 +595,7 @@ func (n *NAT) newSession(r *rule, v *view, ifname string, dir Direction) (*sessi
 		return nil, false
 	}
 	s := &session{rule: r, dir: dir, proto: v.proto, flags: v.flags, v6: v.v6, ifname: ifname,
-		ifIn: ruleIf(r.inIf, ifname), ifOut: ruleIf(r.outIf, ifname),
+		ifIn: ruleIf(r.inIf), ifOut: ruleIf(r.outIf),
 		osrc: v.src, odst: v.dst, nsrc: v.src, ndst: v.dst,
 		osport: v.sport, odport: v.dport, nsport: v.sport, ndport: v.dport, dstIdx: -1}
 	ok, move := false, true
@@ -536,8 +619,7 @@ func (n *NAT) newSession(r *rule, v *view, ifname string, dir Direction) (*sessi
 	}
 	n.seq++
 	s.seq = n.seq
-	n.sessions[s.fwdKey()] = s
-	n.sessions[s.revKey()] = s
+	n.hash(s)
 	n.active = append(n.active, s)
 	if n.cfg.OnSession != nil {
 		n.cfg.OnSession()
@@ -712,8 +794,7 @@ func (n *NAT) exists(k key) bool {
 // (checked against its ipftest: a bimap session on nic0 and a map
 // session of the same tuple on nic1).
 func (n *NAT) existsOn(k key, ifname string) bool {
-	s, ok := n.sessions[k]
-	return ok && s.onIf(k.dir, ifname)
+	return n.find(k, ifname) != nil
 }
 
 // newMap allocates the new source for an outbound map, bimap or
@@ -997,7 +1078,7 @@ func (n *NAT) newRdr(r *rule, v *view, s *session) (ok, move bool) {
 	// to one, and an echo reply onto a map session's tuple). In IPv4 that
 	// lookup is by the type and code word (above); an ICMPv6 query never
 	// clashes.
-	if (v.proto == 1 || v.flags&flagICMPQuery == 0) && n.exists(k) {
+	if (v.proto == 1 || v.flags&flagICMPQuery == 0) && n.existsOn(k, s.ifname) {
 		if s.dstList != nil {
 			s.dstList.Release(s.dstIdx)
 			s.dstList = nil
@@ -1197,8 +1278,8 @@ func (n *NAT) icmpError(v *view, ifname string, dir Direction) Result {
 	// The embedded packet E went the other way; a reply to it would
 	// travel in dir with E's addresses swapped, which is the view the
 	// session table is keyed by.
-	s := n.sessions[key{dir, e.proto, e.dst, e.src, e.dport, e.sport}]
-	if s == nil || !s.onIf(dir, ifname) {
+	s := n.find(key{dir, e.proto, e.dst, e.src, e.dport, e.sport}, ifname)
+	if s == nil {
 		return NoMatch
 	}
 	if v.dst != e.src {
