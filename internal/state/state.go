@@ -1431,8 +1431,8 @@ func (t *Table) Walk(fn func(*Entry)) {
 // FWD/REV counters then include it), and its interface fills the empty
 // slot of the quoted packet's direction as a packet leaving the other way
 // would (IPFilter updates the entry with the quoted header, direction
-// reversed).
-func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName string) (*Entry, bool) {
+// reversed). natTag is the error's inbound NAT tag (Packet.NATTag).
+func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natTag string) (*Entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock.Ticks()
@@ -1485,6 +1485,13 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName strin
 			e.optMask[1] = optMaskFor(e.V)
 		}
 		e.icmpErr[i]++
+		if e.natTag != "" && !errOut && natTag != e.natTag {
+			// As for the flow's own packets (Match): an inbound error
+			// no NAT rule tagged X translated is refused after the
+			// lookup and before it is counted (checked against
+			// IPFilter's ipftest: its REV IN stays 0).
+			return nil, false
+		}
 		e.Pkts[i]++
 		e.Bytes[i] += uint64(plen)
 		if slot := b2i(!errOut)*2 + b2i(backward); e.IfNames[slot] == "" {
