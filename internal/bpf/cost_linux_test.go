@@ -193,7 +193,7 @@ func TestPrivilegedCost(t *testing.T) {
 			for n := uint32(1); n < uint32(len(stageNames)); n++ {
 				var progs [2]*ebpf.Program
 				for i, name := range []string{"sluice_ingress", "sluice_egress"} {
-					p, err := stageVariant(d, name, n)
+					p, err := stageVariant(d, name, n, genericSpec)
 					if err != nil {
 						t.Fatal(err)
 					}
