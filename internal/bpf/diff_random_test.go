@@ -215,10 +215,10 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 			t.Fatal(err)
 		}
 		variants[h.d.progKey] = true
-		if f := im.features() &^ featIdle; f&^prevFeat != 0 {
+		if f := im.features() & featAll; f&^prevFeat != 0 {
 			grown++
 		}
-		prevFeat = im.features() &^ featIdle
+		prevFeat = im.features() & featAll
 		eng := engine.New(engine.Config{Clock: &state.ManualClock{}, Pools: pools})
 		eng.Sets().Store(0, set)
 		gen := newFlowGen(rng)

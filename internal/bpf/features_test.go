@@ -5,7 +5,9 @@ package bpf
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"sluice/internal/engine"
@@ -340,6 +342,38 @@ func TestInlinePools(t *testing.T) {
 		ep.Load(fp.frame()[14:], "eth0", false, 0)
 		if got := eng.Check(&ep).Verdict; got.Passed() != (c.want == "pass") {
 			t.Errorf("%s > %s:%d: engine %s, want %s", c.src, c.dst, c.dport, got, c.want)
+		}
+	}
+}
+
+// TestHotFeatures checks which directions of a set skip the candidate
+// index (FEAT_HOT_*): those whose scans all run from compact lists. A
+// direction with a long main list, a group or (outbound) a long
+// accounting list keeps it.
+func TestHotFeatures(t *testing.T) {
+	long := func(dir string, n int) string {
+		var s string
+		for i := 0; i < n; i++ {
+			s += fmt.Sprintf("block %s proto tcp from any to 198.18.0.1 port = %d\n", dir, 1000+i)
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name, rules string
+		want        uint64
+	}{
+		{"empty", "", featHotIn | featHotOut},
+		{"hp stateless", hpStatelessRules, featHotIn | featHotOut},
+		{"hp stateful", strings.ReplaceAll(hpStatelessRules, "any\n", "any keep state\n"), featHotIn | featHotOut},
+		{"long in", long("in", hotMax+1) + "pass out all\n", featHotOut},
+		{"long out", "pass in all\n" + long("out", hotMax+1), featHotIn},
+		{"group in", "pass in all head 10\nblock in proto tcp all group 10\npass out all\n", featHotOut},
+		{"long accounting out", "pass out all\n" + strings.ReplaceAll(long("out", hotMax+1), "block out", "count out"), featHotIn},
+		{"long accounting in", strings.ReplaceAll(long("in", hotMax+1), "block in", "count in"), featHotIn | featHotOut},
+	} {
+		im := compileText(t, c.rules)
+		if got := im.features() & (featHotIn | featHotOut); got != c.want {
+			t.Errorf("%s: hot bits %#x, want %#x", c.name, got, c.want)
 		}
 	}
 }

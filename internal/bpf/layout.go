@@ -106,15 +106,17 @@ const (
 	// word: a packet skips what no rule needs.
 	featAcctIn  = 0x100
 	featAcctOut = 0x200
-	featClock   = 0x400   // keep state/frags, pps, keep limit
-	featRoute   = 0x800   // to, dup-to, fastroute
-	featIdle    = 0x1000  // no rules in the main lists
-	featLimits  = 0x2000  // pps, keep limit
-	featLog     = 0x4000  // rules that log
-	featRet     = 0x8000  // return-* (or a keep limit's)
-	featPool    = 0x10000 // pools, group-map calls
-	featExpr    = 0x20000 // exp { } rules
-	featFrags   = 0x40000 // k_feat only: fragment entries may exist
+	featClock   = 0x400    // keep state/frags, pps, keep limit
+	featRoute   = 0x800    // to, dup-to, fastroute
+	featIdle    = 0x1000   // no rules in the main lists
+	featLimits  = 0x2000   // pps, keep limit
+	featLog     = 0x4000   // rules that log
+	featRet     = 0x8000   // return-* (or a keep limit's)
+	featPool    = 0x10000  // pools, group-map calls
+	featExpr    = 0x20000  // exp { } rules
+	featFrags   = 0x40000  // k_feat only: fragment entries may exist
+	featHotIn   = 0x80000  // in: the scans need no index (compact main list)
+	featHotOut  = 0x100000 // out: the same (compact main list, accounting too)
 
 	// k_mode of a specialised program (KM_* in filter.h)
 	kmConfig = 0

@@ -365,6 +365,18 @@ func (im *Image) features() uint64 {
 			f |= featExpr
 		}
 	}
+	// a direction whose scans all run from compact lists needs no index
+	// lookups (groups are reached only from head or call rules, which a
+	// compact list has none of); an empty list needs none either
+	hot := func(l int) bool {
+		return l >= len(im.lists) || im.lists[l].count == 0 || im.hotList(l).Ok != 0
+	}
+	if hot(listIn) {
+		f |= featHotIn
+	}
+	if hot(listOut) && hot(listAcctOut) {
+		f |= featHotOut
+	}
 	return f
 }
 

@@ -246,7 +246,10 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	} else {
 		SB_INC(d * ST_DIR + ST_MISS);
 		STAGE(8);
-		load_index(&w->s, p, slot, feat);
+		/* a compact main list is scanned without the index (and the
+		 * outbound accounting list after it, when the bit is set) */
+		if (!(feat & (out ? FEAT_HOT_OUT : FEAT_HOT_IN)))
+			load_index(&w->s, p, slot, feat);
 		STAGE(9);
 		w->s.now = now;
 		pass = sl_scan(slot, out ? LIST_OUT : LIST_IN, C->v[CFG_DEFPASS]);

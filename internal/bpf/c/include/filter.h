@@ -218,6 +218,13 @@ struct conf {
 #define FEAT_EXPR 0x20000   /* exp { } rules */
 /* in k_feat only: fragment entries may exist (keep frags, state) */
 #define FEAT_FRAGS 0x40000
+/* The direction's scans need no candidate index: its main list is scanned
+ * from its compact form (struct hotlist), and outbound its accounting list
+ * too, or it is empty. A packet then skips the index lookups (an LPM and a
+ * hash lookup, four 128-byte bitmaps ANDed): nothing would read them. Not
+ * in k_feat (the slot's word only). */
+#define FEAT_HOT_IN 0x80000
+#define FEAT_HOT_OUT 0x100000
 
 /* k_mode of a specialised program (filter.c, spec_linux.go). */
 #define KM_CONFIG 0 /* read enabled, default pass, logging, L2 mode from config */
