@@ -142,7 +142,6 @@ func ratio(a, b float64) string {
 // (median of the per-repetition ratios, with their 95 % CI), and the
 // verdict on the CPU target.
 func report(w io.Writer, meta Meta, runs []Run) {
-	type key struct{ test, pair string }
 	type agg struct {
 		cpu, sd, thr []float64
 		cpuRep       map[int]float64
@@ -197,38 +196,31 @@ func report(w io.Writer, meta Meta, runs []Run) {
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---|---:|---:|---:|---:|")
 	var notShown []string
 	cells := 0
-	for _, t := range tests {
-		base := groups[key{t, "CC"}]
-		for _, p := range pairOrder {
-			g := groups[key{t, p}]
-			if g == nil {
-				continue
-			}
-			cpu, sd, thr := median(g.cpu), median(g.sd), median(g.thr)
-			rc, rs, rt, v := "–", "–", "–", "–"
-			if base != nil {
-				rs = ratio(sd, median(base.sd))
-				m, lo, hi := pairedRatio(g.cpuRep, base.cpuRep)
-				rc = ratioCI(m, lo, hi)
-				m, lo, hi = pairedRatio(g.thrRep, base.thrRep)
-				rt = ratioCI(m, lo, hi)
-				if p != "CC" {
-					_, lo, hi = pairedRatio(g.cpuRep, base.cpuRep)
-					v = verdict(lo, hi)
-					cells++
-					switch v {
-					case "shown":
-					case "dearer":
-						notShown = append(notShown, fmt.Sprintf("%s %s (dearer)", t, pairLabel(p)))
-					default:
-						notShown = append(notShown, t+" "+pairLabel(p))
-					}
+	eachCell(tests, groups, func(t, p string, g, base *agg) {
+		cpu, sd, thr := median(g.cpu), median(g.sd), median(g.thr)
+		rc, rs, rt, v := "–", "–", "–", "–"
+		if base != nil {
+			rs = ratio(sd, median(base.sd))
+			m, lo, hi := pairedRatio(g.cpuRep, base.cpuRep)
+			rc = ratioCI(m, lo, hi)
+			m, lo, hi = pairedRatio(g.thrRep, base.thrRep)
+			rt = ratioCI(m, lo, hi)
+			if p != "CC" {
+				_, lo, hi = pairedRatio(g.cpuRep, base.cpuRep)
+				v = verdict(lo, hi)
+				cells++
+				switch v {
+				case "shown":
+				case "dearer":
+					notShown = append(notShown, fmt.Sprintf("%s %s (dearer)", t, pairLabel(p)))
+				default:
+					notShown = append(notShown, t+" "+pairLabel(p))
 				}
 			}
-			fmt.Fprintf(w, "| %s | %s | %.3f | %.0f%% | %s | %s | %.3f | %s | %.2f %s | %s |\n",
-				t, pairLabel(p), cpu, spread(g.cpu), rc, v, sd, rs, thr, strings.TrimSuffix(g.units, "/s")+"/s", rt)
 		}
-	}
+		fmt.Fprintf(w, "| %s | %s | %.3f | %.0f%% | %s | %s | %.3f | %s | %.2f %s | %s |\n",
+			t, pairLabel(p), cpu, spread(g.cpu), rc, v, sd, rs, thr, strings.TrimSuffix(g.units, "/s")+"/s", rt)
+	})
 	if cells > 0 {
 		fmt.Fprintf(w, "\nGo ≤ C×%.2f shown for %d of %d cells.", target, cells-len(notShown), cells)
 		if len(notShown) > 0 {
@@ -245,7 +237,6 @@ func report(w io.Writer, meta Meta, runs []Run) {
 // unit it handled, medians over the repetitions. Nothing is written when
 // the runs carry neither.
 func workTable(w io.Writer, tests []string, runs []Run) {
-	type key struct{ test, pair string }
 	type agg struct {
 		cs, ss       []float64 // syscalls per unit: client, server
 		cv, ci       []float64 // client voluntary, involuntary switches per unit
@@ -284,28 +275,38 @@ func workTable(w io.Writer, tests []string, runs []Run) {
 	fmt.Fprintf(w, "context switches from the timed runs (client: rusage; server: its threads' /proc status), voluntary (blocked) / involuntary (preempted). vs C→C: ratio of client + server medians.\n\n")
 	fmt.Fprintln(w, "| test | pair | syscalls/unit client | server | vs C→C | vol. switches/unit client | server | vs C→C | invol. client | invol. server |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	eachCell(tests, groups, func(t, p string, g, base *agg) {
+		cs, ss, rc := "–", "–", "–"
+		if g.counted {
+			cs, ss = num(median(g.cs)), num(median(g.ss))
+			if base != nil && base.counted {
+				rc = ratio(median(g.callsTotal), median(base.callsTotal))
+			}
+		}
+		cv, sv, rv, ci, si := "–", "–", "–", "–", "–"
+		if g.ctx {
+			cv, sv, ci, si = num(median(g.cv)), num(median(g.sv)), num(median(g.ci)), num(median(g.si))
+			if base != nil && base.ctx {
+				rv = ratio(median(g.switchTotal), median(base.switchTotal))
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", t, pairLabel(p), cs, ss, rc, cv, sv, rv, ci, si)
+	})
+}
+
+// key names a table cell's runs: a test and a pair of implementations.
+type key struct{ test, pair string }
+
+// eachCell calls row for every test, and in each for every pair with runs
+// (pairOrder), with the test's C→C group as base (nil when C→C did not
+// run): the walk both tables make.
+func eachCell[G any](tests []string, groups map[key]*G, row func(test, pair string, g, base *G)) {
 	for _, t := range tests {
 		base := groups[key{t, "CC"}]
 		for _, p := range pairOrder {
-			g := groups[key{t, p}]
-			if g == nil {
-				continue
+			if g := groups[key{t, p}]; g != nil {
+				row(t, p, g, base)
 			}
-			cs, ss, rc := "–", "–", "–"
-			if g.counted {
-				cs, ss = num(median(g.cs)), num(median(g.ss))
-				if base != nil && base.counted {
-					rc = ratio(median(g.callsTotal), median(base.callsTotal))
-				}
-			}
-			cv, sv, rv, ci, si := "–", "–", "–", "–", "–"
-			if g.ctx {
-				cv, sv, ci, si = num(median(g.cv)), num(median(g.sv)), num(median(g.ci)), num(median(g.si))
-				if base != nil && base.ctx {
-					rv = ratio(median(g.switchTotal), median(base.switchTotal))
-				}
-			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", t, pairLabel(p), cs, ss, rc, cv, sv, rv, ci, si)
 		}
 	}
 }
