@@ -1888,17 +1888,7 @@ static __always_inline int sess_take(struct nat_sess *v, __u32 ifindex)
 	return cur == old || (__u32)cur == ifindex;
 }
 
-/* sess_find is the engine's find: the session at key k that applies to a
- * packet on ifindex, bound there (sess_take). The entry at k is the
- * newest of the sessions that share the key; when it is bound to another
- * interface (and older ones may be shadowed under it: SF_CHAIN), or it
- * has ended while shadows live (NCFG_SHADOWS), the newest shadow that
- * applies is taken, as IPFilter's lookups walk a hash chain newest
- * first, skipping the sessions of other interfaces. Returns 1 with k set
- * to the key of the entry found (a shadow's, maybe), 0 when none
- * applies. A shadow lost to a racing CPU is as none. deep: the caller
- * sits deep in the call chain (a clash check in a bpf_loop callback),
- * where no frame is left for chain_best's loop: the walk is inline. */
+/* The walk of a key's shadow generations (chain_best), one a step. */
 struct chain_ctx {
 	struct nat_key *k;
 	__u64 best;
@@ -1929,6 +1919,17 @@ static __attribute__((noinline)) __u32 chain_best(struct nat_key *k, __u32 ifind
 	return c.bg;
 }
 
+/* sess_find is the engine's find: the session at key k that applies to a
+ * packet on ifindex, bound there (sess_take). The entry at k is the
+ * newest of the sessions that share the key; when it is bound to another
+ * interface (and older ones may be shadowed under it: SF_CHAIN), or it
+ * has ended while shadows live (NCFG_SHADOWS), the newest shadow that
+ * applies is taken, as IPFilter's lookups walk a hash chain newest
+ * first, skipping the sessions of other interfaces. Returns 1 with k set
+ * to the key of the entry found (a shadow's, maybe), 0 when none
+ * applies. A shadow lost to a racing CPU is as none. deep: the caller
+ * sits deep in the call chain (a clash check in a bpf_loop callback),
+ * where no frame is left for chain_best's loop: the walk is inline. */
 static __always_inline int sess_find_at(struct nat_key *k, __u32 ifindex, int deep)
 {
 	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
