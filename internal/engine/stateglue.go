@@ -116,7 +116,7 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 	if emb.Proto == packet.ProtoTCP || emb.Proto == packet.ProtoUDP {
 		emb.Flx |= uint32(packet.FlagTCPUDP)
 	}
-	se, ok := e.States.LookupICMPError(&emb, p.Out, fi.PLen, p.IfName, p.NATTag)
+	se, rev, ok := e.States.LookupICMPError(&emb, p.Out, fi.PLen, p.IfName, p.NATTag)
 	if !ok {
 		return nil, false
 	}
@@ -131,6 +131,7 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 			}
 		}
 	}
+	p.stateRev = rev
 	return se, true
 }
 

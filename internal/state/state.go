@@ -1431,14 +1431,17 @@ func (t *Table) Walk(fn func(*Entry)) {
 // FWD/REV counters then include it), and its interface fills the empty
 // slot of the quoted packet's direction as a packet leaving the other way
 // would (IPFilter updates the entry with the quoted header, direction
-// reversed). natTag is the error's inbound NAT tag (Packet.NATTag).
-func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natTag string) (*Entry, bool) {
+// reversed). natTag is the error's inbound NAT tag (Packet.NATTag). rev
+// is the error's direction in the entry's flow (IPFilter's fin_rev):
+// set when the quoted packet went forward, so the error travels as a
+// reply (a state entry's reply-to routes it).
+func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natTag string) (e *Entry, rev, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock.Ticks()
 	k := makeKey(emb)
 	ports := emb.Proto == 6 || emb.Proto == 17
-	for e := t.byKey[k]; e != nil; e = e.hnext {
+	for e = t.byKey[k]; e != nil; e = e.hnext {
 		if int32(now-e.Expire) >= 0 || e.Proto != emb.Proto || e.V != emb.V {
 			continue
 		}
@@ -1468,10 +1471,16 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 			continue
 		}
 		if e.flags&flagNoICMP != 0 {
-			return nil, false
+			return nil, false, false
 		}
-		i := b2i(!backward)<<1 + b2i(errOut)
-		oi := b2i(backward)<<1 + b2i(!errOut)
+		// The counters' direction is the quoted packet's by its source
+		// address alone (ipf_checkicmpmatchingstate: backward =
+		// is_src != src), so in a flow between two ports of one
+		// address an error is counted as a reply whichever way the
+		// quoted packet went (checked against IPFilter's ipftest).
+		ab := e.Src != emb.Src
+		i := b2i(!ab)<<1 + b2i(errOut)
+		oi := b2i(ab)<<1 + b2i(!errOut)
 		if e.icmpErr[i] > e.Pkts[oi] {
 			continue
 		}
@@ -1490,16 +1499,16 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 			// no NAT rule tagged X translated is refused after the
 			// lookup and before it is counted (checked against
 			// IPFilter's ipftest: its REV IN stays 0).
-			return nil, false
+			return nil, false, false
 		}
 		e.Pkts[i]++
 		e.Bytes[i] += uint64(plen)
 		if slot := b2i(!errOut)*2 + b2i(backward); e.IfNames[slot] == "" {
 			e.IfNames[slot] = ifName
 		}
-		return e, true
+		return e, !ab, true
 	}
-	return nil, false
+	return nil, false, false
 }
 
 // icmpOfEntry reports whether ICMP packet p has the id and the type of

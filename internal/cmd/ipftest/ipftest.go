@@ -458,8 +458,10 @@ func (r *run) packets() error {
 		// ipf_fastroute takes the mbuf, and the packet printed after
 		// it is the one read, before NAT-in or NAT-out (checked
 		// against its ipftest, map/map-block/portmap out, rdr in).
+		// update_ipid's new IP id is in the routed copy and not in the
+		// packet printed after it, likewise.
 		orig = orig[:0]
-		if r.nat != nil {
+		if r.nat != nil || r.updateIPID() {
 			orig = append(orig, p.Data...)
 		}
 		res := r.eng.Check(&p)
@@ -976,4 +978,11 @@ func (r *run) ifAddr(name string, v6 bool) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a, true
+}
+
+// updateIPID reports whether -T set update_ipid (the engine then rewrites
+// the IP id of packets it passes).
+func (r *run) updateIPID() bool {
+	v, _ := r.tun.Get("update_ipid")
+	return v != 0
 }
