@@ -58,6 +58,9 @@ type Config struct {
 	// (ipf.conf or ipqos.conf syntax for Sluice, nft syntax for nftables,
 	// with @LINK@ standing for the SUT's interface); empty for none.
 	Rules string
+	// Filter is, for a configuration of the NAT suite that loads
+	// Sluice's IPFilter beside the NAT rules (Rules), its ipf.conf.
+	Filter string
 	// New makes an Applier for one use; nil means nothing to apply.
 	New func() (Applier, error)
 	// Unavailable, if set, reports that New would fail with

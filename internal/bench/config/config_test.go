@@ -153,7 +153,7 @@ func TestSelect(t *testing.T) {
 		{"nft-nomatch-*", "none,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000"},
 		{"none,nftables", "none,nft-attach,nft-stateless,nft-stateful,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000,nft-dscp," +
 			"nft-dscp-any,nft-dscp-nomatch,nft-masq,nft-dnat"},
-		{"reference", "none,tcx-floor"},
+		{"reference", "none,tcx-floor,tcx-floor-gw"},
 	} {
 		cs, err := r.Select(tc.in)
 		if err != nil {
@@ -303,6 +303,9 @@ func TestBuiltinRuleTexts(t *testing.T) {
 			var msgs strings.Builder
 			if _, perr := ipnat.Parse(n, text, &msgs); perr != nil {
 				err = fmt.Errorf("%v: %s", perr, msgs.String())
+			}
+			if c.Filter != "" && err == nil {
+				_, err = ipf.Parse(n, []byte(c.Filter), ipf.ParseOptions{})
 			}
 		case SuiteIPF:
 			_, err = ipf.Parse(n, []byte(c.Rules), ipf.ParseOptions{})

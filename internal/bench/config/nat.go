@@ -42,8 +42,23 @@ func NATRdr() string {
 }
 
 func (r *Registry) addNAT() {
+	r.add(&Config{Name: "tcx-floor-gw", Family: Reference, Suite: SuiteNAT,
+		Description: "a trivial TCX program (return TCX_NEXT) on ingress and egress of both gateway interfaces: the floor of the in-kernel cost of the gateway's ns/packet rows",
+		Rules:       "SEC(\"tcx\") int floor(struct __sk_buff *skb) { return TCX_NEXT; }",
+		Unavailable: func() bool { return r.dp.Floor == nil },
+		New: func() (Applier, error) {
+			if r.dp.Floor == nil {
+				return nil, ErrUnavailable
+			}
+			return r.dp.Floor()
+		}})
 	r.add(r.natSluice("sluice-nat-map", "Sluice kernel NAT on the gateway: map (masquerade) of the client network, portmap auto", NATMasq()))
 	r.add(r.natSluice("sluice-nat-rdr", "Sluice kernel NAT on the gateway: rdr of the service address to the server", NATRdr()))
+	// The filter path alone and with NAT beside it, on the gateway's
+	// server-facing interface (where map translates), so that NAT's own
+	// share of a packet is one report's difference.
+	r.add(r.gwFilter("sluice-gw-stateful", "Sluice IPFilter on the gateway's server-facing interface: HP's set with keep state, no NAT", IPFStateful(), ""))
+	r.add(r.gwFilter("sluice-gw-stateful-nat-map", "Sluice IPFilter (HP's set with keep state) and kernel NAT (sluice-nat-map's map) on the gateway's server-facing interface", IPFStateful(), NATMasq()))
 	r.add(&Config{Name: "nft-masq", Family: NFTables, Suite: SuiteNAT,
 		Description: "nftables on the gateway: masquerade to the server-facing interface",
 		Rules:       fmt.Sprintf("table ip %s {\n  chain postrouting {\n    type nat hook postrouting priority srcnat;\n    oifname @OUT@ masquerade\n  }\n}\n", NFTTable),
@@ -64,6 +79,53 @@ func (r *Registry) natSluice(name, desc, conf string) *Config {
 			}
 			return &natSubst{conf: conf, load: r.dp.NAT}, nil
 		}}
+}
+
+// gwFilter is a configuration of the NAT suite with Sluice's IPFilter
+// datapath on the gateway's server-facing interface (the IPF loader
+// attaches to host.Link) loaded with filter, and Sluice's kernel NAT
+// with nat beside it when nat is not empty (applied after the filter:
+// the NAT's programs go before it on ingress and after it on egress).
+func (r *Registry) gwFilter(name, desc, filter, nat string) *Config {
+	return &Config{Name: name, Family: Sluice, Suite: SuiteNAT, Description: desc, Rules: nat, Filter: filter,
+		Unavailable: func() bool { return r.dp.IPF == nil || (nat != "" && r.dp.NAT == nil) },
+		New: func() (Applier, error) {
+			if r.dp.IPF == nil || (nat != "" && r.dp.NAT == nil) {
+				return nil, ErrUnavailable
+			}
+			f, err := r.dp.IPF(filter)
+			if err != nil {
+				return nil, err
+			}
+			if nat == "" {
+				return f, nil
+			}
+			return &stack{appliers: []Applier{f, &natSubst{conf: nat, load: r.dp.NAT}}}, nil
+		}}
+}
+
+// stack applies its appliers in order and removes them in reverse.
+type stack struct {
+	appliers []Applier
+	applied  int
+}
+
+func (s *stack) Apply(ctx context.Context, h *topo.Host) error {
+	for _, a := range s.appliers[s.applied:] {
+		if err := a.Apply(ctx, h); err != nil {
+			return errors.Join(err, s.Remove())
+		}
+		s.applied++
+	}
+	return nil
+}
+
+func (s *stack) Remove() error {
+	var errs []error
+	for ; s.applied > 0; s.applied-- {
+		errs = append(errs, s.appliers[s.applied-1].Remove())
+	}
+	return errors.Join(errs...)
 }
 
 // natSubst fills in the gateway's interfaces before loading.

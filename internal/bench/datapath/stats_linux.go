@@ -86,7 +86,7 @@ func readLinkStats(name string, index int, out *[]result.ProgStat) error {
 			if serr != nil {
 				return serr
 			}
-			ps := result.ProgStat{Hook: at.hook, ID: uint32(ap.ID), RunNs: uint64(st.Runtime), RunCnt: st.RunCount}
+			ps := result.ProgStat{Hook: at.hook, Link: name, ID: uint32(ap.ID), RunNs: uint64(st.Runtime), RunCnt: st.RunCount}
 			if ierr == nil {
 				ps.Name = info.Name
 			}
@@ -102,10 +102,11 @@ var floorInsns = asm.Instructions{
 	asm.Return(),
 }
 
-// NewFloor returns the Applier of the tcx-floor configuration: the
+// NewFloor returns the Applier of the tcx-floor configurations: the
 // trivial program attached with TCX to the SUT's link on ingress and
-// egress. Its run time is the floor of what any attached program costs,
-// the kernel's statistics included.
+// egress, and on the gateway of the NAT suite to its client-facing link
+// too (tcx-floor-gw). Its run time is the floor of what any attached
+// program costs, the kernel's statistics included.
 func NewFloor() (config.Applier, error) { return &floor{}, nil }
 
 type floor struct {
@@ -131,21 +132,38 @@ func (f *floor) Apply(ctx context.Context, h *topo.Host) error {
 			p.Close()
 		}
 	}
-	for _, name := range []string{"floor_ingress", "floor_egress"} {
-		p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: name, Type: ebpf.SchedCLS, License: "GPL", Instructions: floorInsns})
-		if err != nil {
-			undo()
-			return fmt.Errorf("loading the trivial program: %w", err)
-		}
-		progs = append(progs, p)
-	}
 	err := h.Do(func() error {
-		for i, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
-			l, err := link.AttachTCX(link.TCXOptions{Interface: h.Index, Program: progs[i], Attach: at})
+		type dev struct {
+			name  string
+			index int
+		}
+		devs := []dev{{h.Link, h.Index}}
+		if h.Inside != "" {
+			ifi, err := net.InterfaceByName(h.Inside)
 			if err != nil {
-				return fmt.Errorf("attaching the trivial program to %s: %w", h.Link, err)
+				return fmt.Errorf("finding %s: %w", h.Inside, err)
 			}
-			links = append(links, l)
+			devs = append(devs, dev{h.Inside, ifi.Index})
+		}
+		for _, d := range devs {
+			for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+				// one program per hook and link, so that each has
+				// statistics of its own
+				name := "floor_ingress"
+				if at == ebpf.AttachTCXEgress {
+					name = "floor_egress"
+				}
+				p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: name, Type: ebpf.SchedCLS, License: "GPL", Instructions: floorInsns})
+				if err != nil {
+					return fmt.Errorf("loading the trivial program: %w", err)
+				}
+				progs = append(progs, p)
+				l, err := link.AttachTCX(link.TCXOptions{Interface: d.index, Program: p, Attach: at})
+				if err != nil {
+					return fmt.Errorf("attaching the trivial program to %s: %w", d.name, err)
+				}
+				links = append(links, l)
+			}
 		}
 		return nil
 	})

@@ -297,7 +297,8 @@ func writeBPF(b *strings.Builder, m *Model) {
 	b.WriteString("## In-kernel cost per packet\n\n")
 	b.WriteString("The kernel's own BPF run-time statistics (on for the run, through a statistics fd: `run_time_ns / run_cnt` of the programs attached with TCX " +
 		"to the SUT's link, accumulated over each test), median [min–max] over the repetitions, in ns per packet; " +
-		"`tcx-floor` is a program that only returns TCX_NEXT, the floor of any attached program (the statistics' own cost included). " +
+		"the programs of one hook on one interface (a filter's and a NAT's) add up for a packet, and on the gateway of the NAT suite both its interfaces count; " +
+		"`tcx-floor` (`tcx-floor-gw` on the gateway) is a program that only returns TCX_NEXT, the floor of any attached program (the statistics' own cost included). " +
 		"Beside them the rate's and service demand's Δ of the same test, so the in-kernel cost and its effect read together.\n\n")
 	for _, s := range m.Suites {
 		if len(s.BPF) == 0 {

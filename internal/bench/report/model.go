@@ -208,18 +208,7 @@ func Build(set *result.Set) *Model {
 			v[k] = append(v[k], k.value(r, tests[r.Test]))
 		}
 		vals[r.Test][r.Config] = v
-		// Per hook: the programs of one hook are summed (one per hook
-		// in practice).
-		per := map[string]*result.ProgStat{}
-		for _, p := range r.BPF {
-			if q, ok := per[p.Hook]; ok {
-				q.RunNs += p.RunNs
-				q.RunCnt += p.RunCnt
-				continue
-			}
-			p := p
-			per[p.Hook] = &p
-		}
+		per := hookCosts(r.BPF)
 		for _, hook := range []string{"ingress", "egress"} {
 			p, ok := per[hook]
 			if !ok {
@@ -313,4 +302,38 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// hookCosts sums the programs of each hook into one cost per packet. The
+// programs of one hook on one link (a filter and a NAT program, say) see
+// the same packets: their times add up and the packets are counted once
+// (the most runs of one of them); the links of a hook (the gateway's
+// two interfaces) see different packets, which add up. Statistics that
+// do not name their link (older results) sum times and runs alike.
+func hookCosts(ps []result.ProgStat) map[string]*result.ProgStat {
+	per := map[string]*result.ProgStat{}
+	type hl struct{ hook, link string }
+	most := map[hl]uint64{}
+	named := true
+	for _, p := range ps {
+		named = named && p.Link != ""
+	}
+	for _, p := range ps {
+		q, ok := per[p.Hook]
+		if !ok {
+			q = &result.ProgStat{Hook: p.Hook, Name: p.Name, ID: p.ID}
+			per[p.Hook] = q
+		}
+		q.RunNs += p.RunNs
+		if !named {
+			q.RunCnt += p.RunCnt
+			continue
+		}
+		k := hl{p.Hook, p.Link}
+		if p.RunCnt > most[k] {
+			q.RunCnt += p.RunCnt - most[k]
+			most[k] = p.RunCnt
+		}
+	}
+	return per
 }

@@ -192,8 +192,9 @@ type Rep struct {
 // ProgStat is the in-kernel cost of one eBPF program over one test:
 // deltas of the kernel's run_time_ns and run_cnt.
 type ProgStat struct {
-	Hook   string `json:"hook"` // "ingress" or "egress" (TCX)
-	Name   string `json:"name"` // the program's name
+	Hook   string `json:"hook"`           // "ingress" or "egress" (TCX)
+	Link   string `json:"link,omitempty"` // the interface it is attached to
+	Name   string `json:"name"`           // the program's name
 	ID     uint32 `json:"id"`
 	RunNs  uint64 `json:"run_ns"`
 	RunCnt uint64 `json:"run_cnt"`

@@ -726,7 +726,7 @@ type Session struct {
 	Proxy, Slave, Wild             bool
 	RuleID                         uint32
 	Seq                            uint64
-	IfIn, IfOut                    uint32
+	IfIn, IfOut                    uint32    // bound interfaces by direction, 0: not yet
 	Pkts, Bytes                    [2]uint64 // forward, reply
 	TCPFlags                       [2]uint8
 	Last                           [2]time.Duration // since boot (monotonic), 0 = never
@@ -820,10 +820,21 @@ func (d *Datapath) Sessions() ([]Session, error) {
 			OSrc: addrOf(v.T.Osrc, v6), ODst: addrOf(v.T.Odst, v6), NSrc: addrOf(v.T.Nsrc, v6), NDst: addrOf(v.T.Ndst, v6),
 			OSPort: ntohs(v.T.Osport), ODPort: ntohs(v.T.Odport), NSPort: ntohs(v.T.Nsport), NDPort: ntohs(v.T.Ndport),
 			Proxy: v.Sflags&sfProxy != 0, Slave: v.Sflags&sfSlave != 0, Wild: v.Sflags&sfWild != 0,
-			RuleID: v.RuleId, Seq: v.Seq, IfIn: v.Ifin, IfOut: v.Ifout, Age: v.Age,
+			RuleID: v.RuleId, Seq: v.Seq, Age: v.Age,
 		}
 		s.Pkts[0], s.Bytes[0], s.TCPFlags[0], s.Last[0] = v.Pkts, v.Bytes, v.Tcpflags, time.Duration(v.Last)
+		// the interfaces as bound now: each entry's own for its
+		// direction (a `*` rule's are bound by their first lookup)
+		s.IfIn, s.IfOut = v.Ifindex, 0
+		if v.Sdir == dirOut {
+			s.IfIn, s.IfOut = 0, v.Ifindex
+		}
 		if r, ok := rev[v.Peer]; ok {
+			if v.Sdir == dirOut {
+				s.IfIn = r.Ifindex
+			} else {
+				s.IfOut = r.Ifindex
+			}
 			live(v.Peer, &r)
 			s.Pkts[1], s.Bytes[1], s.TCPFlags[1], s.Last[1] = r.Pkts, r.Bytes, r.Tcpflags, time.Duration(r.Last)
 		}

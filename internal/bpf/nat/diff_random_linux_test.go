@@ -44,10 +44,22 @@ var (
 	inside6  = []string{"fd00::1", "fd00::2", "fd00::3", "fd00:1::1", "fd00:7f::1"}
 	outside6 = []string{"2001:db8:2::2", "2001:db8:2::3", "2001:db8:3::3"}
 	pub6     = []string{"2001:db8:1::1", "2001:db8:1::2", "2001:db8:1::3"}
-	ifaces   = []string{"nic0", "nic1"}
+	// three interfaces, and rules without one ("*", ifStar): a `*`
+	// rule's session is bound per direction by its first lookup, and
+	// sessions of one tuple on several interfaces share a chain
+	ifaces = []string{"nic0", "nic1", "nic2"}
 )
 
 func (g *randGen) pick(s []string) string { return s[g.r.IntN(len(s))] }
+
+// ifStar is an interface for a map, rdr or bimap rule: one of ifaces,
+// or none ("*") one time in three.
+func (g *randGen) ifStar(ifn string) string {
+	if g.r.IntN(3) == 0 {
+		return "*"
+	}
+	return ifn
+}
 
 func (g *randGen) pools() (in, out, pub []string) {
 	if g.v6 {
@@ -108,7 +120,7 @@ func (g *randGen) rule() string {
 				rhs = "0/128"
 			}
 		}
-		s := fmt.Sprintf("map %s%s %s -> %s", ifn, fam, g.net(in), rhs)
+		s := fmt.Sprintf("map %s%s %s -> %s", g.ifStar(ifn), fam, g.net(in), rhs)
 		switch g.r.IntN(4) {
 		case 0:
 			lo, hi := g.ports()
@@ -139,10 +151,10 @@ func (g *randGen) rule() string {
 		if port != "" {
 			p = " " + g.proto()
 		}
-		return fmt.Sprintf("map %s%s from %s to %s%s%s -> %s%s%s", ifn, fam, g.net(in), not, g.net(out), port, g.net(pub), p, opts())
+		return fmt.Sprintf("map %s%s from %s to %s%s%s -> %s%s%s", g.ifStar(ifn), fam, g.net(in), not, g.net(out), port, g.net(pub), p, opts())
 	case 4:
 		if g.v6 {
-			return fmt.Sprintf("map %s%s %s -> %s", ifn, fam, g.net(in), g.net(pub))
+			return fmt.Sprintf("map %s%s %s -> %s", g.ifStar(ifn), fam, g.net(in), g.net(pub))
 		}
 		ports := []string{"", " ports auto", " ports 256", " ports 1000"}[g.r.IntN(4)]
 		return fmt.Sprintf("map-block %s %s -> %s%s", ifn, []string{"10.0.0.0/24", "10.0.0.0/30", "10.0.0.0/16"}[g.r.IntN(3)],
@@ -171,9 +183,9 @@ func (g *randGen) rule() string {
 		if g.r.IntN(5) == 0 {
 			nport = fmt.Sprintf(" port = %d", 8080)
 		}
-		return fmt.Sprintf("rdr %s%s %s -> %s%s %s%s%s", ifn, fam, lhs, dst, nport, g.proto(), rr, opts())
+		return fmt.Sprintf("rdr %s%s %s -> %s%s %s%s%s", g.ifStar(ifn), fam, lhs, dst, nport, g.proto(), rr, opts())
 	case 8:
-		return fmt.Sprintf("bimap %s%s %s -> %s", ifn, fam, g.net(in), g.net(pub))
+		return fmt.Sprintf("bimap %s%s %s -> %s", g.ifStar(ifn), fam, g.net(in), g.net(pub))
 	case 9:
 		dir := []string{"in", "out"}[g.r.IntN(2)]
 		src := g.net(pub)
@@ -231,7 +243,18 @@ func (g *randGen) packet(prev []randPkt) randPkt {
 		if kind == 2 && g.v6 && g.r.IntN(3) == 0 {
 			q = 41 + g.r.IntN(60)
 		}
-		return randPkt{out: !prev[j].out, iface: prev[j].iface, reply: kind, of: j, quote: q}
+		ifn := prev[j].iface
+		if g.r.IntN(4) == 0 {
+			// the reply comes back by another interface (or the
+			// same, picked again)
+			ifn = g.pick(ifaces)
+		}
+		if prev[j].reply == 0 && g.r.IntN(4) == 0 {
+			// the same packet again, by any interface: the flow
+			// leaves (or comes in) by another one
+			return randPkt{out: prev[j].out, iface: g.pick(ifaces), b: prev[j].b}
+		}
+		return randPkt{out: !prev[j].out, iface: ifn, reply: kind, of: j, quote: q}
 	}
 	o := g.r.IntN(2) == 0
 	var src, dst string
@@ -676,6 +699,10 @@ func randIfAddr(name string, v6 bool) (netip.Addr, bool) {
 		return netip.MustParseAddr("2001:db8:1::9"), true
 	case name == "nic1" && !v6:
 		return netip.MustParseAddr("1.1.1.10"), true
+	case name == "nic2" && !v6:
+		return netip.MustParseAddr("1.1.1.11"), true
+	case name == "nic2":
+		return netip.MustParseAddr("2001:db8:1::b"), true
 	}
 	return netip.Addr{}, false
 }

@@ -135,9 +135,4 @@ var semanticsWant = map[string]int{
 // semanticsKernelPending: NAT semantics cases whose IPFilter behaviour the
 // engine has and the kernel NAT (internal/bpf/nat/c) does not have yet,
 // each with what the C needs.
-var semanticsKernelPending = map[string]string{
-	"nat-star-session-binds-interface":  "the kernel NAT binds a `*` rule's session to the interface it was made on and keeps one session per tuple; IPFilter (and the engine) bind each direction at its first lookup and chain sessions that share a tuple",
-	"nat-star-session-clash-binds":      "the kernel NAT binds a `*` rule's session to the interface it was made on and keeps one session per tuple; IPFilter (and the engine) bind each direction at its first lookup and chain sessions that share a tuple",
-	"nat-rdr-star-session-binds":        "the kernel NAT binds a `*` rule's session to the interface it was made on and keeps one session per tuple; IPFilter (and the engine) bind each direction at its first lookup and chain sessions that share a tuple",
-	"nat6-star-session-binds-interface": "the kernel NAT binds a `*` rule's session to the interface it was made on and keeps one session per tuple; IPFilter (and the engine) bind each direction at its first lookup and chain sessions that share a tuple",
-}
+var semanticsKernelPending = map[string]string{}

@@ -117,7 +117,7 @@ func (h *harness) reset() error {
 			return err
 		}
 	}
-	for _, k := range []uint32{cfgCount, cfgWilds, cfgClock, cfgNoTwin} {
+	for _, k := range []uint32{cfgCount, cfgWilds, cfgClock, cfgNoTwin, cfgShadows} {
 		if err := h.d.setCfg(k, 0); err != nil {
 			return err
 		}

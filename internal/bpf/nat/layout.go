@@ -83,6 +83,7 @@ const (
 	cfgDefIPAge  = 26
 	cfgDefICMP   = 27
 	cfgNoTwin    = 28
+	cfgShadows   = 29
 	cfgN         = 32
 )
 

@@ -215,9 +215,9 @@ type natNatSess struct {
 	T        natNatTuple
 	CsumL3   uint32
 	CsumL4a  uint32
-	CsumL4p  uint32
 	Ifindex  uint32
 	Sifindex uint32
+	CsumL4p  uint32
 	Ifin     uint32
 	Ifout    uint32
 	RuleId   uint32

@@ -1260,6 +1260,9 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 	v->bytes += p->len;
 	f = fast_of(k);
 	if (f) {
+		/* the entry was bound since its twin was made (sess_take) */
+		if (unlikely(f->ifindex != v->ifindex))
+			f->ifindex = v->ifindex;
 		f->last = now;
 		if (p->proto == IPPROTO_TCP && p->l4off)
 			f->tcpflags |= p->tcpflags;
@@ -1389,6 +1392,11 @@ static __always_inline int sess_delete(struct nat_key *key, struct nat_sess *v, 
 	bpf_map_delete_elem(&sessions, &peer);
 	fast_gone(&k);
 	fast_gone(&peer);
+	if ((k.dir | peer.dir) & DIR_SHADOW) {
+		c = cfgp(NCFG_SHADOWS);
+		if (c)
+			__sync_fetch_and_add(c, -(!!(k.dir & DIR_SHADOW) + !!(peer.dir & DIR_SHADOW)));
+	}
 	c = cfgp(NCFG_COUNT);
 	if (c)
 		__sync_fetch_and_add(c, -1);
@@ -1518,7 +1526,10 @@ static __always_inline void sess_arm(struct nat_key *k, __u64 in_ns)
  * its peer pointing there. The session it belongs to lives on (listed,
  * found by its other entry, ended by its timer), as in the engine, whose
  * table assignment leaves an older session reachable only by the key a
- * newer one did not take. Returns 0, or -1 when it cannot. */
+ * newer one did not take; lookups walk the shadows of a key when its
+ * entry does not apply or is gone (sess_find), as IPFilter's walk a hash
+ * chain. Returns 1 when it moved an entry, 0 when there was none, -1 when
+ * it cannot. */
 static __always_inline int shadow(struct work *w, struct nat_key *k)
 {
 	struct nat_sess *old = bpf_map_lookup_elem(&sessions, k), *peer;
@@ -1568,7 +1579,13 @@ static __always_inline int shadow(struct work *w, struct nat_key *k)
 	fast_gone(k);
 	if (cp->w == 0)
 		sess_arm(sk, life);
-	return 0;
+	{
+		__u64 *c = cfgp(NCFG_SHADOWS);
+
+		if (c)
+			__sync_fetch_and_add(c, 1);
+	}
+	return 1;
 }
 
 /* no_twin notes that an entry which a TCP or UDP packet's key can find
@@ -1685,8 +1702,17 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 	r->peer = w->k;
 	/* a key another session holds (it was made on another interface)
 	 * is taken over, as the engine's table assignment does */
-	if (shadow(w, &w->k) != 0 || shadow(w, rk) != 0 ||
-	    bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0) {
+	if (shadow(w, &w->k) < 0 || shadow(w, rk) < 0) {
+		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
+		return -1;
+	}
+	/* older sessions may share its keys (shadows): its lookups walk
+	 * them when it does not apply (sess_find) */
+	if (cfg(NCFG_SHADOWS)) {
+		e->sflags |= SF_CHAIN;
+		r->sflags |= SF_CHAIN;
+	}
+	if (bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0) {
 		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
 		return -1;
 	}
@@ -1833,19 +1859,128 @@ static __always_inline __u32 nat_random(void)
 	return number ^ l;
 }
 
+_Static_assert(__builtin_offsetof(struct nat_sess, ifindex) % 8 == 0 &&
+		       __builtin_offsetof(struct nat_sess, sifindex) == __builtin_offsetof(struct nat_sess, ifindex) + 4,
+	       "nat_sess.ifindex must open an aligned 64-bit word with sifindex (sess_take)");
+
+/* sess_take reports whether entry v applies to a packet on ifindex,
+ * binding it there if it is not bound yet: a `*` rule's session is bound
+ * in each direction by the first lookup that finds it (a packet, the
+ * clash check of a new session, an ICMP error's lookup), as IPFilter's
+ * ipf_nat_inlookup and ipf_nat_outlookup fill an empty nat_ifps slot
+ * (the engine's takeIf). Two CPUs may race to bind one entry: the
+ * compare-and-swap lets the first writer win, and the other sees the
+ * entry bound to another interface, as if its packet had come second
+ * (it goes on down the chain, or makes a session of its own). The fast
+ * twin follows in apply. */
+static __always_inline int sess_take(struct nat_sess *v, __u32 ifindex)
+{
+	__u64 *word = (__u64 *)&v->ifindex, old, cur;
+	__u32 now = v->ifindex;
+
+	if (now == ifindex)
+		return 1;
+	if (now != 0)
+		return 0;
+	/* little-endian (bpfel): ifindex is the low half */
+	old = (__u64)v->sifindex << 32;
+	cur = __sync_val_compare_and_swap(word, old, old | ifindex);
+	return cur == old || (__u32)cur == ifindex;
+}
+
+/* The walk of a key's shadow generations (chain_best), one a step. */
+struct chain_ctx {
+	struct nat_key *k;
+	__u64 best;
+	__u32 ifindex;
+	__u32 bg;
+};
+
+static long chain_step(__u32 i, struct chain_ctx *c)
+{
+	struct nat_sess *v;
+
+	c->k->pad = i + 1;
+	v = bpf_map_lookup_elem(&sessions, c->k);
+	if (v && (v->ifindex == 0 || v->ifindex == c->ifindex) && v->seq > c->best) {
+		c->best = v->seq;
+		c->bg = i + 1;
+	}
+	return 0;
+}
+
+/* chain_best is the generation of the newest shadow under k (a shadow
+ * key) that applies on ifindex, 0 if none. */
+static __attribute__((noinline)) __u32 chain_best(struct nat_key *k, __u32 ifindex)
+{
+	struct chain_ctx c = { .k = k, .ifindex = ifindex };
+
+	bpf_loop(15, chain_step, &c, 0);
+	return c.bg;
+}
+
+/* sess_find is the engine's find: the session at key k that applies to a
+ * packet on ifindex, bound there (sess_take). The entry at k is the
+ * newest of the sessions that share the key; when it is bound to another
+ * interface (and older ones may be shadowed under it: SF_CHAIN), or it
+ * has ended while shadows live (NCFG_SHADOWS), the newest shadow that
+ * applies is taken, as IPFilter's lookups walk a hash chain newest
+ * first, skipping the sessions of other interfaces. Returns 1 with k set
+ * to the key of the entry found (a shadow's, maybe), 0 when none
+ * applies. A shadow lost to a racing CPU is as none. deep: the caller
+ * sits deep in the call chain (a clash check in a bpf_loop callback),
+ * where no frame is left for chain_best's loop: the walk is inline. */
+static __always_inline int sess_find_at(struct nat_key *k, __u32 ifindex, int deep)
+{
+	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
+	__u64 best = 0;
+	__u8 g, bg = 0, dir = k->dir;
+
+	if (v && sess_take(v, ifindex))
+		return 1;
+	if (dir & (DIR_SHADOW | DIR_WILD))
+		return 0;
+	if (v ? !(v->sflags & SF_CHAIN) : !cfg(NCFG_SHADOWS))
+		return 0;
+	k->dir = dir | DIR_SHADOW;
+	if (deep) {
+		for (g = 1; g < 16; g++) {
+			k->pad = g;
+			v = bpf_map_lookup_elem(&sessions, k);
+			if (v && (v->ifindex == 0 || v->ifindex == ifindex) && v->seq > best) {
+				best = v->seq;
+				bg = g;
+			}
+		}
+	} else {
+		bg = chain_best(k, ifindex);
+	}
+	k->pad = bg;
+	v = bg ? bpf_map_lookup_elem(&sessions, k) : NULL;
+	if (v && sess_take(v, ifindex))
+		return 1;
+	k->dir = dir;
+	k->pad = 0;
+	return 0;
+}
+
+static __always_inline int sess_find(struct nat_key *k, __u32 ifindex)
+{
+	return sess_find_at(k, ifindex, 0);
+}
+
 /* exists reports whether a session entry has key k. */
 static __always_inline int exists(struct nat_key *k)
 {
 	return bpf_map_lookup_elem(&sessions, k) != NULL;
 }
 
-/* exists_on is exists for a map's clash check: a session of that tuple on
- * another interface is no clash (the engine's existsOn). */
+/* exists_on is exists for a new session's clash check: a session of that
+ * tuple on another interface is no clash, and the check is a lookup that
+ * binds what it finds (the engine's existsOn). k may be changed. */
 static __always_inline int exists_on(struct nat_key *k, __u32 ifindex)
 {
-	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
-
-	return v && (!v->ifindex || v->ifindex == ifindex);
+	return sess_find_at(k, ifindex, 1);
 }
 
 static __always_inline void key_of(struct nat_key *k, __u8 dir, __u8 proto, __u8 family, const __u32 *src,
@@ -2371,7 +2506,7 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	}
 	/* an ICMPv6 query is never a clash; an ICMPv4 packet clashes by its
 	 * type and code word (the engine's newRdr) */
-	if ((p->proto == IPPROTO_ICMP || !icmpq) && exists(k)) {
+	if ((p->proto == IPPROTO_ICMP || !icmpq) && exists_on(k, p->ifindex)) {
 		stat_inc(NS_SIDE * p->dir + NS_EXISTS);
 		return 0;
 	}
@@ -2604,8 +2739,10 @@ GLOBAL int nat_try(__u32 slot, __u32 idx)
 	w->ns.t.odport = w->ns.t.ndport = p->dport;
 	w->ns.rule_idx = idx;
 	w->ns.rule_id = r->id;
-	w->ns.ifin = r->inif ? r->inif : p->ifindex;
-	w->ns.ifout = r->outif ? r->outif : p->ifindex;
+	/* a rule without an interface ("*") leaves its session unbound
+	 * in both directions: the first lookup in each binds it (sess_take) */
+	w->ns.ifin = r->inif;
+	w->ns.ifout = r->outif;
 	if (r->type == NT_REWRITE_IN || r->type == NT_REWRITE_OUT)
 		res = nat_new_rewrite(slot, idx);
 	else if (p->dir == DIR_OUT)
@@ -2931,8 +3068,16 @@ static __always_inline int wild_add(struct work *w, const struct nat_sess *paren
 	words_cp(e->t.ndst, ndst);
 	e->t.odport = e->t.ndport = bpf_htons(port);
 	e->sifindex = parent->sifindex;
-	e->ifin = parent->ifin;
-	e->ifout = parent->ifout;
+	{
+		/* the parent's interfaces as bound now (the engine's slave
+		 * copies its ifIn and ifOut): its entry's for its direction,
+		 * its peer's for the other */
+		struct nat_sess *pp = bpf_map_lookup_elem(&sessions, &parent->peer);
+		__u32 pif = parent->ifindex, oif = pp ? pp->ifindex : 0;
+
+		e->ifin = parent->sdir == DIR_IN ? pif : oif;
+		e->ifout = parent->sdir == DIR_IN ? oif : pif;
+	}
 	e->rule_id = parent->rule_id;
 	e->age[0] = parent->age[0];
 	e->age[1] = parent->age[1];
@@ -3677,8 +3822,11 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	k = &w->k2;
 	t = &w->t;
 	key_of(k, p->dir, in->proto, in->v6 ? 6 : 4, in->dst, in->src, bpf_htons(in->dport), bpf_htons(in->sport));
+	/* the error's lookup binds the session as a packet's does */
+	if (!sess_find(k, p->ifindex))
+		return 0;
 	v = bpf_map_lookup_elem(&sessions, k);
-	if (!v || (v->ifindex && v->ifindex != p->ifindex))
+	if (!v)
 		return 0;
 	/* an error is the session's only when it goes back to the quoted
 	 * packet's sender (the engine's icmpError, as IPFilter) */
@@ -3890,8 +4038,10 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		k->dir = p->dir;
 		k->family = p->family;
 		k->pad = 0;
+		if (!sess_find(k, p->ifindex))
+			return TC_ACT_UNSPEC;
 		v = bpf_map_lookup_elem(&sessions, k);
-		if (!v || (v->ifindex && v->ifindex != p->ifindex))
+		if (!v)
 			return TC_ACT_UNSPEC;
 		goto translate;
 	}
@@ -3951,7 +4101,19 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->nq ? p->nqid : p->sport,
 	       p->nq ? p->nqid : p->dport);
 	v = w->nohit ? NULL : bpf_map_lookup_elem(&sessions, k);
-	if (p->cut && !(v && (!v->ifindex || v->ifindex == p->ifindex))) {
+	if (v && w->pre && !(v->sflags & SF_SLAVE)) {
+		/* the egress program before the filter binds no session but
+		 * a proxy's data connection's: the packet may yet be blocked,
+		 * and IPFilter's NAT looks it up only after the filter */
+		if (!v->ifindex || v->ifindex == p->ifindex)
+			return TC_ACT_UNSPEC;
+		v = NULL;
+	} else if (v || (!w->pre && cfg(NCFG_SHADOWS))) {
+		/* the entry, or the newest of the sessions it shadows that
+		 * applies on this interface */
+		v = sess_find(k, p->ifindex) ? bpf_map_lookup_elem(&sessions, k) : NULL;
+	}
+	if (p->cut && !v) {
 		/* a TCP header cut short without a session of its ports is
 		 * a packet without ports that finds no session either: it
 		 * starts one of its own, which takes over the key of an
@@ -3964,7 +4126,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, 0, 0);
 		v = NULL;
 	}
-	if (v && (!v->ifindex || v->ifindex == p->ifindex)) {
+	if (v) {
 		/* a session that needs more than the fast path gives */
 		if (w->pre && !(v->sflags & SF_SLAVE))
 			return TC_ACT_UNSPEC;
@@ -4123,10 +4285,9 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		k->pad = 0;
 		v = bpf_map_lookup_elem(&sessions, k);
 		w->nohit = !v;
-		if (v && (!v->ifindex || v->ifindex == p.ifindex) && !v->mss && !(v->sflags & SF_PROXY) &&
-		    !p.morefrags) {
-			if (pre && !(v->sflags & SF_SLAVE))
-				return TC_ACT_UNSPEC;
+		if (v && pre && !(v->sflags & SF_SLAVE) && (!v->ifindex || v->ifindex == p.ifindex))
+			return TC_ACT_UNSPEC; /* and binds nothing (nat_slow) */
+		if (v && !v->mss && !(v->sflags & SF_PROXY) && !p.morefrags && sess_take(v, p.ifindex)) {
 			if (v->sflags & SF_SLAVE)
 				w->slave = 1;
 			if (apply(skb, k, v, pp, now_ns()) == 0) {
@@ -4235,7 +4396,8 @@ static __always_inline int fast_miss(__u32 dir, int pre, const struct nat_key *k
 	struct nat_order *o;
 	__u32 ok;
 
-	if (pre || bench_at(ST_NOSHORT) || cfg(NCFG_WILDS))
+	/* a key whose entry ended may have shadows, which have no twin */
+	if (pre || bench_at(ST_NOSHORT) || cfg(NCFG_WILDS) || cfg(NCFG_SHADOWS))
 		return FAST_NO;
 	ok = (cfg(NCFG_ACTIVE) & 1) * 2 + dir;
 	o = bpf_map_lookup_elem(&orders, &ok);
@@ -4318,8 +4480,8 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 		sk.family = 4;
 		return fast_miss(dir, pre, &sk);
 	}
-	if (unlikely(f->ifindex && f->ifindex != skb->ifindex) ||
-	    unlikely((f->flags & FF_MSS) && (fl & 0x02)))
+	/* another interface's, or not bound yet (0): the slow path binds it */
+	if (unlikely(f->ifindex != skb->ifindex) || unlikely((f->flags & FF_MSS) && (fl & 0x02)))
 		return FAST_NO;
 	if (pre)
 		return TC_ACT_UNSPEC; /* only a proxy's data connections, which have no fast entry */
@@ -4392,7 +4554,7 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, 
 	if (unlikely(!f6))
 		return fast_miss(dir, pre, &k);
 	f = &f6->f;
-	if (unlikely(f->ifindex && f->ifindex != skb->ifindex) || unlikely((f->flags & FF_MSS) && (fl & 0x02)))
+	if (unlikely(f->ifindex != skb->ifindex) || unlikely((f->flags & FF_MSS) && (fl & 0x02)))
 		return FAST_NO;
 	if (pre)
 		return TC_ACT_UNSPEC; /* only a proxy's data connections, which have no fast entry */

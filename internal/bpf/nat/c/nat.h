@@ -90,6 +90,7 @@
 #define SF_WILD 0x04  /* waiting for its first packet (wildcard port) */
 #define SF_HM 0x08    /* holds a host map reference */
 #define SF_FWDSRC 0x10 /* wild: the unknown port is the forward source port */
+#define SF_CHAIN 0x20  /* older sessions may share this entry's key (shadows) */
 
 /* Config keys (array of u64). */
 #define NCFG_ACTIVE 0    /* slot of the active rules */
@@ -122,6 +123,7 @@
 #define NCFG_DEFIPAGE 26   /* fr_defnatipage (0: 120): other protocols */
 #define NCFG_DEFICMPAGE 27 /* fr_defnaticmpage (0: 6): ICMP queries */
 #define NCFG_NOTWIN 28     /* an entry a TCP/UDP packet can find has no fast twin (sticky) */
+#define NCFG_SHADOWS 29    /* live shadow entries (atomic): lookups walk them (sess_find) */
 #define NCFG_N 32
 
 /* The configuration every packet reads, in one map value (one lookup,
@@ -282,7 +284,8 @@ struct nat_fast {
 	__u32 ndst;
 	__u16 nsport;
 	__u16 ndport;
-	__u32 ifindex;   /* packets must arrive on it (0: any) */
+	__u32 ifindex;   /* packets must arrive on it (0: the entry is not
+			  * bound yet: the slow path binds it) */
 	__u32 csum_l3;   /* as nat_sess */
 	__u32 csum_l4a;
 	__u32 csum_l4p;
@@ -325,10 +328,15 @@ struct nat_sess {
 	 * sums of ~old + new): IPv4 header, pseudo header, ports or id */
 	__u32 csum_l3;
 	__u32 csum_l4a;
-	__u32 csum_l4p;
-	__u32 ifindex;   /* packets with this key must arrive on it (0: any) */
+	/* ifindex and sifindex share an aligned 64-bit word: sess_take
+	 * binds ifindex by a compare-and-swap on it (the BPF target has no
+	 * 32-bit one at -mcpu=v1), sifindex never changes */
+	__u32 ifindex;   /* packets with this key must arrive on it (0: not
+			  * bound yet, see sess_take) */
 	__u32 sifindex;  /* interface the session was made on */
-	__u32 ifin;      /* the session's inbound and outbound interfaces */
+	__u32 csum_l4p;
+	__u32 ifin;      /* the session's inbound and outbound interfaces as
+			  * made (0: a `*` rule's, bound per entry later) */
 	__u32 ifout;
 	__u32 rule_id;
 	__u32 age[2];
