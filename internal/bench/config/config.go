@@ -136,13 +136,11 @@ type Registry struct {
 	dp     Datapaths
 }
 
-// Builtin returns the built-in configurations.
-func Builtin(dp Datapaths) *Registry {
-	r := &Registry{byName: map[string]*Config{}, dp: dp}
-	r.add(&Config{Name: "none", Family: Baseline, Description: "no filter, no marking"})
-
-	r.add(&Config{Name: "tcx-floor", Family: Reference, Suite: SuiteIPF,
-		Description: "a trivial TCX program (return TCX_NEXT) on ingress and egress: the floor of the in-kernel cost, for the ns/packet rows",
+// floor is a trivial-program configuration of a suite: the in-kernel
+// cost every ns/packet row of that suite is read against (the suite's
+// topology decides which interfaces it goes on).
+func (r *Registry) floor(name string, suite, desc string) *Config {
+	return &Config{Name: name, Family: Reference, Suite: suite, Description: desc,
 		Rules:       "SEC(\"tcx\") int floor(struct __sk_buff *skb) { return TCX_NEXT; }",
 		Unavailable: func() bool { return r.dp.Floor == nil },
 		New: func() (Applier, error) {
@@ -150,7 +148,15 @@ func Builtin(dp Datapaths) *Registry {
 				return nil, ErrUnavailable
 			}
 			return r.dp.Floor()
-		}})
+		}}
+}
+
+// Builtin returns the built-in configurations.
+func Builtin(dp Datapaths) *Registry {
+	r := &Registry{byName: map[string]*Config{}, dp: dp}
+	r.add(&Config{Name: "none", Family: Baseline, Description: "no filter, no marking"})
+
+	r.add(r.floor("tcx-floor", SuiteIPF, "a trivial TCX program (return TCX_NEXT) on ingress and egress: the floor of the in-kernel cost, for the ns/packet rows"))
 	r.add(r.ipf("sluice-attach", "Sluice IPFilter datapath attached, no rules", ""))
 	r.add(r.ipf("sluice-stateless", "HP's stateless set: pass in|out proto tcp|udp|icmp from any to any", IPFStateless()))
 	r.add(r.ipf("sluice-stateful", "HP's set with keep state (state_max 65536)", IPFStateful()))

@@ -42,16 +42,7 @@ func NATRdr() string {
 }
 
 func (r *Registry) addNAT() {
-	r.add(&Config{Name: "tcx-floor-gw", Family: Reference, Suite: SuiteNAT,
-		Description: "a trivial TCX program (return TCX_NEXT) on ingress and egress of both gateway interfaces: the floor of the in-kernel cost of the gateway's ns/packet rows",
-		Rules:       "SEC(\"tcx\") int floor(struct __sk_buff *skb) { return TCX_NEXT; }",
-		Unavailable: func() bool { return r.dp.Floor == nil },
-		New: func() (Applier, error) {
-			if r.dp.Floor == nil {
-				return nil, ErrUnavailable
-			}
-			return r.dp.Floor()
-		}})
+	r.add(r.floor("tcx-floor-gw", SuiteNAT, "a trivial TCX program (return TCX_NEXT) on ingress and egress of both gateway interfaces: the floor of the in-kernel cost of the gateway's ns/packet rows"))
 	r.add(r.natSluice("sluice-nat-map", "Sluice kernel NAT on the gateway: map (masquerade) of the client network, portmap auto", NATMasq()))
 	r.add(r.natSluice("sluice-nat-rdr", "Sluice kernel NAT on the gateway: rdr of the service address to the server", NATRdr()))
 	// The filter path alone and with NAT beside it, on the gateway's
