@@ -669,15 +669,16 @@ func (n *NAT) apply(s *session, v *view, dir Direction) ([]byte, Result) {
 	if s.rule.MSSClamp != 0 && v.proto == 6 && v.l4 >= 0 {
 		v.clampMSS(uint16(s.rule.MSSClamp))
 	}
-	if dir == s.dir && dir == In && v.errType && !v.v6 && s.rule.Type == ipnat.RewriteIn {
+	if dir == s.dir && dir == In && v.errType && s.rule.Type == ipnat.RewriteIn {
 		// An ICMP error that quotes no session, going a rewrite-in
 		// session's way: IPFilter gives it the new destination only
-		// (checked against its ipftest; the session itself records both
+		// (checked against its ipftest, IPv4 and IPv6, whole or behind
+		// a fragment header; the session itself records both
 		// addresses, and an echo through it gets both), even when its
-		// quote is too short to read (a plain packet otherwise). IPv4 only: the
-		// IPv6 case is unchecked. IPFilter's header checksum there is
-		// adjusted for both addresses (a bad sum, docs C30); Sluice's
-		// is right.
+		// quote is too short to read (a plain packet otherwise).
+		// IPFilter's IPv4 header checksum there is adjusted for both
+		// addresses (a bad sum, docs C30) and its ICMPv6 checksum not
+		// at all (C34); Sluice's are right.
 		v.setAddr(1, s.ndst)
 	} else if dir == s.dir {
 		v.rewrite(s.nsrc, s.ndst, s.nsport, s.ndport, s.nsport)

@@ -135,4 +135,6 @@ var semanticsWant = map[string]int{
 // semanticsKernelPending: NAT semantics cases whose IPFilter behaviour the
 // engine has and the kernel NAT (internal/bpf/nat/c) does not have yet,
 // each with what the C needs.
-var semanticsKernelPending = map[string]string{}
+var semanticsKernelPending = map[string]string{
+	"nat6-rewrite-in-icmp6-error-dst-only": "the kernel NAT gives an ICMPv6 error quoting no session both rewrite-in addresses; the engine (and IPFilter) the destination only, which needs the ICMPv6 pseudo-header sum for the destination alone",
+}
