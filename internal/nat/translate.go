@@ -393,10 +393,7 @@ func (n *NAT) lookupNonQuery(dir Direction, v *view, ifname string) *session {
 // come in on nic1 and then no longer those on nic0, and a second host's
 // session on nic1 is refused its port).
 func (s *session) takeIf(dir Direction, ifname string) bool {
-	slot := &s.ifOut
-	if dir == In {
-		slot = &s.ifIn
-	}
+	slot := s.ifSlot(dir)
 	if *slot == "" {
 		*slot = ifname
 		return true
@@ -462,9 +459,10 @@ func (s *session) keyOf(side int) key {
 	return s.revKey()
 }
 
-// sideOf is which of s's keys k is (s is on k's chain).
+// sideOf is which of s's keys k is (s is on k's chain): the forward key
+// travels in the session's direction, the reverse one against it.
 func (s *session) sideOf(k key) int {
-	if s.fwdKey() == k {
+	if k.dir == s.dir {
 		return 0
 	}
 	return 1
@@ -473,10 +471,15 @@ func (s *session) sideOf(k key) int {
 // onIf is takeIf without binding (a proxy's wildcard session waiting for
 // its first packet).
 func (s *session) onIf(dir Direction, ifname string) bool {
+	return ifMatch(*s.ifSlot(dir), ifname)
+}
+
+// ifSlot is the interface the session is bound to in direction dir.
+func (s *session) ifSlot(dir Direction) *string {
 	if dir == In {
-		return ifMatch(s.ifIn, ifname)
+		return &s.ifIn
 	}
-	return ifMatch(s.ifOut, ifname)
+	return &s.ifOut
 }
 
 // ruleIf is the interface a session of r uses in one direction: the
@@ -791,7 +794,8 @@ func (n *NAT) exists(k key) bool {
 
 // existsOn is exists for IPFilter's clash checks, which look the new
 // session's tuple up as a packet on the new session's interface would
-// be: a session with that tuple on another interface is no clash
+// be (binding an unbound session there, see takeIf): a session with
+// that tuple on another interface is no clash
 // (checked against its ipftest: a bimap session on nic0 and a map
 // session of the same tuple on nic1).
 func (n *NAT) existsOn(k key, ifname string) bool {

@@ -875,7 +875,7 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 	} else {
 		e.Expire = now + t.otherTimeout(e, rev)
 	}
-	if e.natTag != "" && !p.Out && p.NATTag != e.natTag {
+	if e.refusesNATTag(p.Out, p.NATTag) {
 		// ipf_state_check refuses an inbound packet of a set-tag(nat=X)
 		// rule's entry that no inbound NAT rule tagged X translated,
 		// after the lookup (TCP's window and state already moved) and
@@ -892,6 +892,13 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 		t.syncUpd++
 	}
 	return Hit
+}
+
+// refusesNATTag reports whether an entry of a set-tag(nat=X) rule refuses
+// a packet: an inbound one that no inbound NAT rule tagged X translated
+// (natTag is the packet's Packet.NATTag).
+func (e *Entry) refusesNATTag(out bool, natTag string) bool {
+	return e.natTag != "" && !out && natTag != e.natTag
 }
 
 func b2i(b bool) int {
@@ -1494,11 +1501,10 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 			e.optMask[1] = optMaskFor(e.V)
 		}
 		e.icmpErr[i]++
-		if e.natTag != "" && !errOut && natTag != e.natTag {
-			// As for the flow's own packets (Match): an inbound error
-			// no NAT rule tagged X translated is refused after the
-			// lookup and before it is counted (checked against
-			// IPFilter's ipftest: its REV IN stays 0).
+		if e.refusesNATTag(errOut, natTag) {
+			// As for the flow's own packets: refused after the lookup
+			// and before it is counted (checked against IPFilter's
+			// ipftest: its REV IN stays 0).
 			return nil, false, false
 		}
 		e.Pkts[i]++
