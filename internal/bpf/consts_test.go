@@ -142,7 +142,7 @@ func TestHeaderConstants(t *testing.T) {
 		"STATE_CAP": stateCap, "STATE_STRIPES": stateStripes, "DCA_CAP": dcaCap, "SWEEP_NS": sweepNS,
 		"CTL_ARM": ctlArm, "CTL_KILL": ctlKill, "CTL_SWEEP": ctlSweep, "CTL_KEYS": ctlKeys,
 		"CALL_SRCGRPMAP": callSrcGrpmap, "CALL_DSTGRPMAP": callDstGrpmap,
-		"RT_TO": rtTo, "RT_DUP": rtDup, "RT_FAST": rtFast,
+		"RT_TO": rtTo, "RT_DUP": rtDup, "RT_FAST": rtFast, "RT_REPLY": rtReply,
 		"LOG_PACKET": logPacket, "LOG_STATE": logState,
 	}
 	for name, w := range want {

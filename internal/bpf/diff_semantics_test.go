@@ -24,21 +24,28 @@ import (
 // the Go engine and the BPF program, the whole rule set and every packet in
 // order with state kept between them, and compares pass/block. Cases the
 // kernel path cannot take as they stand are left out by a stated reason:
-// NAT or pool files, ipftest tunables (-T), packets on more than one
-// interface (the program sees one) or marked by the link layer, and rule
-// sets the kernel refuses at load (ErrUnsupported).
+// NAT or pool files, ipftest tunables (-T), packets marked by the link
+// layer on their way out (inbound ones get a frame addressed as the flags
+// say), and rule sets the kernel refuses at load (ErrUnsupported).
+//
+// Each interface a case names is a veth interface in a namespace of the
+// test's own (ifnet), the packet arriving on or leaving by it, so the
+// route is compared too: where the engine's router was told to send the
+// packet (to, reply-to, fastroute) or a copy of it (dup-to), and where
+// the program redirected or cloned it.
 //
 // kernelPending lists the cases whose IPFilter behaviour the engine has
 // and the kernel program does not have yet, each with what the C needs;
 // they are left out (and counted) until the C catches up.
 func TestDifferentialSemantics(t *testing.T) {
 	h := newHarness(t)
+	n := newIfnet(t)
 	root := filepath.Join("..", "cmd", "ipftest", "testdata", "semantics")
 	dirs, err := os.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cases, compared int
+	var cases, compared, routed int
 	skipped := map[string]int{}
 	for _, d := range dirs {
 		dir := filepath.Join(root, d.Name())
@@ -76,14 +83,15 @@ func TestDifferentialSemantics(t *testing.T) {
 			t.Fatal(err)
 		}
 		pkts := readKitPackets(t, format, input)
-		ifaces := map[string]bool{}
 		marked := false
 		for _, pk := range pkts {
-			ifaces[pk.ifn] = true
-			marked = marked || pk.link != 0
+			// the program takes the link layer's word for inbound
+			// packets only (skb->pkt_type, from the frame's
+			// destination address)
+			marked = marked || pk.link != 0 && pk.out
 		}
-		if len(ifaces) != 1 || marked {
-			skipped["several interfaces or link flags"]++
+		if marked {
+			skipped["outbound packets with link flags"]++
 			continue
 		}
 		rules, err := ipf.Parse("ipf.conf", rulesText, ipf.ParseOptions{Inet6: strings.Contains(args, " -6 ")})
@@ -96,8 +104,7 @@ func TestDifferentialSemantics(t *testing.T) {
 			skipped["rules ipftest refuses"]++
 			continue
 		}
-		ifn := pkts[0].ifn
-		im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == ifn }})
+		im, err := CompileSet(set, CompileOptions{Ifindex: n.ifindex})
 		if errors.Is(err, ErrUnsupported) {
 			skipped["refused by the kernel"]++
 			continue
@@ -114,25 +121,45 @@ func TestDifferentialSemantics(t *testing.T) {
 		if err := h.d.LoadRules(im, Active); err != nil {
 			t.Fatal(err)
 		}
-		eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
+		rl := &routeLog{}
+		eng := engine.New(engine.Config{Clock: &state.ManualClock{}, Router: rl})
 		eng.Sets().Store(0, set)
 		cases++
-		for n, pk := range pkts {
-			var p engine.Packet
-			p.Load(append([]byte(nil), pk.data...), pk.ifn, pk.out, 0)
-			want := eng.Check(&p).Verdict
-			got, _, err := h.d.Run(pk.out, ethFrame(pk.data))
-			if err != nil {
-				t.Fatal(err)
+		err = n.do(func(r *ifrun) error {
+			for i, pk := range pkts {
+				var p engine.Packet
+				p.Load(append([]byte(nil), pk.data...), pk.ifn, pk.out, pk.link)
+				want := eng.Check(&p).Verdict
+				wantRt := rl.take()
+				got, gotRt, err := r.run(h.d, pk.out, pk.ifn, linkFrame(pk.data, pk.link))
+				if err != nil {
+					return err
+				}
+				compared++
+				// a packet the engine routed (to, reply-to,
+				// fastroute) is gone from its path, whatever
+				// ipftest then calls it (bad-packet for a
+				// no-match, preauth): the program redirected it
+				passed := want.Passed()
+				for _, rt := range wantRt {
+					passed = passed || strings.HasPrefix(rt, "to:")
+				}
+				if (got == VerdictPass) != passed {
+					t.Errorf("%s packet %d (%s): engine %s, bpf %s", d.Name(), i+1, pk.ifn, want, got)
+				}
+				if fmt.Sprint(wantRt) != fmt.Sprint(gotRt) {
+					t.Errorf("%s packet %d (%s): engine routes %v, bpf %v", d.Name(), i+1, pk.ifn, wantRt, gotRt)
+				}
+				routed += len(gotRt)
 			}
-			compared++
-			if (got == VerdictPass) != want.Passed() {
-				t.Errorf("%s packet %d: engine %s, bpf %s", d.Name(), n+1, want, got)
-			}
-		}
+			return nil
+		})
 		eng.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", d.Name(), err)
+		}
 	}
-	t.Logf("semantics cases through both: %d (%d packets); left out: %v", cases, compared, fmt.Sprint(skipped))
+	t.Logf("semantics cases through both: %d (%d packets, %d routes); left out: %v", cases, compared, routed, fmt.Sprint(skipped))
 	if cases == 0 {
 		t.Error("no semantics case compared")
 	}
@@ -171,6 +198,20 @@ func readKitPackets(t *testing.T, format string, input []byte) []kitPkt {
 		}
 		pkts = append(pkts, kitPkt{append([]byte(nil), rec.Packet...), ifn, rec.Out, rec.LinkFlags})
 	}
+}
+
+// linkFrame is ethFrame addressed as the link layer flags say: to the
+// broadcast address, or to a multicast one (the kernel's eth_type_trans
+// then sets skb->pkt_type as for such a frame received).
+func linkFrame(ip []byte, link packet.Flags) []byte {
+	f := ethFrame(ip)
+	switch {
+	case link&packet.FlagBroadcast != 0:
+		copy(f[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	case link&packet.FlagMulticast != 0:
+		copy(f[0:6], []byte{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01})
+	}
+	return f
 }
 
 func exists(path string) bool {

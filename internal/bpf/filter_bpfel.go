@@ -104,7 +104,9 @@ type filterFragEntry struct {
 	FirstEnd uint32
 	NextOff  uint32
 	Seen0    uint8
-	Pad      [7]uint8
+	Slot     uint8
+	Pad      [2]uint8
+	Rule     uint32
 }
 
 type filterFragKey struct {
@@ -218,66 +220,69 @@ type filterPpsWindow struct {
 }
 
 type filterRule struct {
-	_          structs.HostLayout
-	Action     uint32
-	Match      uint32
-	Ifindex    [2]uint32
-	Src        [4]uint32
-	Smask      [4]uint32
-	Dst        [4]uint32
-	Dmask      [4]uint32
-	WithMask   uint32
-	WithWant   uint32
-	OptMask    uint32
-	OptWant    uint32
-	SportLo    uint16
-	SportHi    uint16
-	DportLo    uint16
-	DportHi    uint16
-	SportOp    uint8
-	DportOp    uint8
-	Family     uint8
-	Proto      uint8
-	Tos        uint8
-	Ttl        uint8
-	Tcpf       uint8
-	TcpfMask   uint8
-	IcmpVal    uint16
-	IcmpMask   uint16
-	Head       uint16
-	RetCode    uint8
-	SecMask    uint8
-	SecWant    uint8
-	Pad0       [3]uint8
-	Skip       uint32
-	Pps        uint32
-	StateLimit uint32
-	KeepLimit  uint32
-	AgeFwd     uint32
-	AgeRev     uint32
-	Logtag     uint32
-	GroupNo    uint32
-	RuleNo     uint32
-	SrcPool    uint16
-	DstPool    uint16
-	ToIfindex  uint32
-	DupIfindex uint32
-	ToNh       [4]uint32
-	DupNh      [4]uint32
-	Route      uint8
-	ToNhFam    uint8
-	DupNhFam   uint8
-	Pad1       uint8
-	ExprStart  uint32
-	ExprCount  uint32
-	CallTable  uint16
-	Call       uint8
-	LimitCumul uint8
-	LimitRet   uint32
-	RunLen     uint32
-	RunField   uint32
-	Hits       uint64
-	Bytes      uint64
+	_            structs.HostLayout
+	Action       uint32
+	Match        uint32
+	Ifindex      [2]uint32
+	Src          [4]uint32
+	Smask        [4]uint32
+	Dst          [4]uint32
+	Dmask        [4]uint32
+	WithMask     uint32
+	WithWant     uint32
+	OptMask      uint32
+	OptWant      uint32
+	SportLo      uint16
+	SportHi      uint16
+	DportLo      uint16
+	DportHi      uint16
+	SportOp      uint8
+	DportOp      uint8
+	Family       uint8
+	Proto        uint8
+	Tos          uint8
+	Ttl          uint8
+	Tcpf         uint8
+	TcpfMask     uint8
+	IcmpVal      uint16
+	IcmpMask     uint16
+	Head         uint16
+	RetCode      uint8
+	SecMask      uint8
+	SecWant      uint8
+	Pad0         [3]uint8
+	Skip         uint32
+	Pps          uint32
+	StateLimit   uint32
+	KeepLimit    uint32
+	AgeFwd       uint32
+	AgeRev       uint32
+	Logtag       uint32
+	GroupNo      uint32
+	RuleNo       uint32
+	SrcPool      uint16
+	DstPool      uint16
+	ToIfindex    uint32
+	DupIfindex   uint32
+	ToNh         [4]uint32
+	DupNh        [4]uint32
+	Route        uint8
+	ToNhFam      uint8
+	DupNhFam     uint8
+	ReplyNhFam   uint8
+	ReplyIfindex uint32
+	ReplyNh      [4]uint32
+	ExprStart    uint32
+	ExprCount    uint32
+	CallTable    uint16
+	Call         uint8
+	LimitCumul   uint8
+	LimitRet     uint32
+	RunLen       uint32
+	RunField     uint32
+	Pad1         uint32
+	Hits         uint64
+	Bytes        uint64
 }
 
 type filterRunKey struct {
@@ -440,11 +445,17 @@ type filterWork struct {
 		Logs       [4]uint32
 		Cand       [16]uint64
 	}
-	E    filterStateEntry
-	Obuf [64]uint8
-	Fk   filterFragKey
-	Fe   filterFragEntry
-	Rk   filterStateKey
+	E        filterStateEntry
+	Obuf     [64]uint8
+	Fk       filterFragKey
+	Fe       filterFragEntry
+	FsrcSlot uint32
+	FsrcIdx  uint32
+	Rk       filterStateKey
+	RtSeq    uint32
+	RtTo     uint32
+	RtDup    uint32
+	RtFast   uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -235,9 +235,10 @@ const (
 
 // Route flags (RT_* in filter.h).
 const (
-	rtTo   = 0x01
-	rtDup  = 0x02
-	rtFast = 0x04
+	rtTo    = 0x01
+	rtDup   = 0x02
+	rtFast  = 0x04
+	rtReply = 0x08
 )
 
 const (

@@ -97,7 +97,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0, nlogs, l3off, ik, zero = 0;
 	__u64 now = 0, feat;
 	__s64 *nstates, nst = 0;
-	int blocked, fam, hit = 0, fr = 0, cut = 0;
+	int blocked, fam, hit = 0, fr = 0, cut = 0, fr_keep = 0;
 
 	if (out && skb->mark == REPLY_MARK) {
 		skb->mark = 0;
@@ -224,8 +224,10 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		fr = sl_frag_lookup(now);
 	if (fr > 0) {
 		hit = 2;
-		if (w->hit_pass & FR_KEEPSTATE)
+		if (w->hit_pass & FR_KEEPSTATE) {
 			p->flags |= PF_STATE;
+			fr_keep = 1;
+		}
 		w->hit_pass &= ~(FR_KEEPSTATE | FR_KEEPFRAG);
 	} else if (fr == 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD)) && nst > 0) {
 		hit = sl_state_lookup(now);
@@ -242,7 +244,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			SB_INC(d * ST_DIR + ST_STKEPT);
 		/* a fragment of a passed flow: its datagram follows the flow */
 		if (hit == 1 && (p->flags & PF_FRAG) && (pass & FR_CMDMASK) == FR_PASS)
-			sl_frag_add(pass, w->hit_rule_no, w->hit_group_no, w->hit_logtag, now);
+			frag_add(pass, w->hit_rule_no, w->hit_group_no, w->hit_logtag, now, w->hit_slot, w->hit_idx);
 	} else {
 		SB_INC(d * ST_DIR + ST_MISS);
 		STAGE(8);
@@ -263,7 +265,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			struct rule *r = rule_at(slot, mrule - 1);
 
 			if (r)
-				sl_frag_add(rule_flags(r, pass), r->rule_no, r->group_no, r->logtag, now);
+				frag_add(rule_flags(r, pass), r->rule_no, r->group_no, r->logtag, now, slot, mrule - 1);
 		}
 		/* pure log rules met during the scan */
 		for (int i = 0; i < MAX_LOGS; i++) {
@@ -384,22 +386,37 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 
 	STAGE(13);
-	if (!blocked) {
-		/* the rule that matched, or for a state hit in the direction
-		 * that created it, the rule that created the state (the reverse
-		 * direction would follow reply-to) */
-		if (!(pass & FR_NOMATCH) && HAS(FEAT_ROUTE)) {
-			int rt = -1;
+	if (HAS(FEAT_ROUTE)) {
+		/* the rule matched last (a log rule too: ipf_check routes by
+		 * fin_fr); for a state hit the rule that created the state (a
+		 * reply, an ICMP error about a packet going the entry's way
+		 * included, follows its reply-to); for a fragment a fragment
+		 * entry passed, the rule its first fragment matched. A passed
+		 * or preauth packet goes where the rule says (a no-match one
+		 * too), except one a keep-state flow's fragment entry passed
+		 * (fr_keep); a blocked one only has its dup-to copy made (a
+		 * monitor sees what was dropped; docs/ipfilter-differences.md
+		 * C2: its `to` is not followed). */
+		__u32 rs = NSLOTS, ri = 0, rf = 0, cmd = pass & FR_CMDMASK;
+		int rt = -1;
 
-			if (!hit && mrule)
-				rt = sl_route(skb, slot, mrule - 1);
-			else if (hit == 1 && !w->hit_rev && w->hit_slot == slot)
-				rt = sl_route(skb, slot, w->hit_idx);
-			if (rt >= 0)
-				return rt;
+		if (!hit && mrule) {
+			rs = slot;
+			ri = mrule - 1;
+		} else if (hit && w->hit_slot == slot) {
+			rs = slot;
+			ri = w->hit_idx;
+			rf = w->hit_rev ? RTF_REV : 0;
 		}
-		return TC_ACT_UNSPEC;
+		if (rs == slot && (cmd == FR_PASS || cmd == FR_PREAUTH) && !fr_keep)
+			rt = sl_route(skb, slot, ri, rf);
+		else if (rs == slot && (cmd == FR_BLOCK || (pass & (FR_CMDMASK | FR_NOMATCH)) == FR_NOMATCH))
+			sl_route(skb, slot, ri, RTF_DUPONLY);
+		if (rt >= 0)
+			return rt;
 	}
+	if (!blocked)
+		return TC_ACT_UNSPEC;
 	if (KHAS(FEAT_RET) && !out && (pass & FR_RETMASK)) {
 		int ret = -1;
 

@@ -370,7 +370,8 @@ struct rule {
 	__u32 rule_no;
 	__u16 src_pool; /* pool table ids within the slot (M_SRCPOOL/M_DSTPOOL) */
 	__u16 dst_pool;
-	/* to / dup-to / fastroute (§1.3.14): interfaces and next hops */
+	/* to / dup-to / reply-to / fastroute (§1.3.14): interfaces and next
+	 * hops (reply-to routes the replies of a keep-state flow) */
 	__u32 to_ifindex;
 	__u32 dup_ifindex;
 	__u32 to_nh[4];
@@ -378,7 +379,9 @@ struct rule {
 	__u8 route;      /* RT_* */
 	__u8 to_nh_fam;  /* 4, 6 or 0: no next hop given */
 	__u8 dup_nh_fam;
-	__u8 pad1;
+	__u8 reply_nh_fam;
+	__u32 reply_ifindex;
+	__u32 reply_nh[4];
 	__u32 expr_start; /* first expr_val of an exp rule (M_EXPR), slot-relative */
 	__u32 expr_count;
 	__u16 call_table; /* group-map table id of a call rule (pools map) */
@@ -392,6 +395,7 @@ struct rule {
 	 * runs table instead of trying them one by one. */
 	__u32 run_len;
 	__u32 run_field;
+	__u32 pad1;
 	/* packets and bytes that matched the rule (ipfstat's hits) */
 	__u64 hits;
 	__u64 bytes;
@@ -442,6 +446,7 @@ struct expr_val {
 #define RT_TO 0x01
 #define RT_DUP 0x02
 #define RT_FAST 0x04
+#define RT_REPLY 0x08
 
 /* ippool tree and hash tables of a slot, one LPM trie for all: a match on
  * an entry with neg set means "not in the table" (tree "!" entries). */
@@ -685,7 +690,9 @@ struct frag_entry {
 	__u32 first_end; /* end of the first fragment, 8-byte units (seen0) */
 	__u32 next_off;  /* where the next in-order fragment starts */
 	__u8 seen0;      /* the first fragment (offset 0) went by */
-	__u8 pad[7];
+	__u8 slot;       /* slot and index of the rule that made the entry: */
+	__u8 pad[2];     /* a keep frags entry routes the datagram as its */
+	__u32 rule;      /* first fragment (to, dup-to, fastroute) */
 };
 
 /* HP DCA (keep limit N [cumulative]): the connections each rule and source

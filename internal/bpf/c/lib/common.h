@@ -97,7 +97,18 @@ struct work {
 	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
 	struct frag_key fk;   /* fragment cache key and new entry: the calls */
 	struct frag_entry fe; /* that make them are deep in the stack */
+	__u32 fsrc_slot;      /* the rule sl_frag_add's entry comes from */
+	__u32 fsrc_idx;       /* (five arguments are all a call takes) */
 	struct state_key rk;  /* state_create's key: the same (the call is deep) */
+	/* what sl_route did last (the tests read it back: test runs do not
+	 * carry out a redirect): rt_seq counts its calls that had a rule
+	 * with a route; rt_to is the interface the packet was redirected to
+	 * (to, reply-to, fastroute), rt_dup the one a copy went to, rt_fast
+	 * set when fastroute was tried */
+	__u32 rt_seq;
+	__u32 rt_to;
+	__u32 rt_dup;
+	__u32 rt_fast;
 };
 
 /* Load-time specialisation (spec_linux.go). The loader sets these for the

@@ -96,11 +96,15 @@ GLOBAL int sl_frag_lookup(__u64 now)
 	w->hit_rule_no = e->rule_no;
 	w->hit_group_no = e->group_no;
 	w->hit_logtag = e->logtag;
+	w->hit_slot = e->slot;
+	w->hit_idx = e->rule;
+	w->hit_rev = 0;
 	return 1;
 }
 
 /* sl_frag_add caches the verdict pass of this fragment, from the rule
- * rule_no of group_no, for the rest of its datagram (ipf_frag_new). An
+ * rule_no of group_no (index fsrc_idx of slot fsrc_slot: frag_add), for the
+ * rest of its datagram (ipf_frag_new). An
  * entry that has not expired stays; with keep frags (strict) only the
  * first fragment makes one. */
 GLOBAL int sl_frag_add(__u32 pass, __u32 rule_no, __u32 group_no, __u32 logtag, __u64 now)
@@ -128,6 +132,8 @@ GLOBAL int sl_frag_add(__u32 pass, __u32 rule_no, __u32 group_no, __u32 logtag, 
 	e->rule_no = rule_no;
 	e->group_no = group_no;
 	e->logtag = logtag;
+	e->slot = w->fsrc_slot;
+	e->rule = w->fsrc_idx;
 	e->next_off = (p->fragoff >> 3) + (p->dlen >> 3);
 	if (p->fragoff == 0) {
 		e->seen0 = 1;
@@ -135,6 +141,19 @@ GLOBAL int sl_frag_add(__u32 pass, __u32 rule_no, __u32 group_no, __u32 logtag, 
 	}
 	bpf_map_update_elem(&frags, &w->fk, e, BPF_NOEXIST);
 	return 0;
+}
+
+/* frag_add is sl_frag_add for the rule at idx of slot */
+static __always_inline void frag_add(__u32 pass, __u32 rule_no, __u32 group_no, __u32 logtag, __u64 now,
+				     __u32 slot, __u32 idx)
+{
+	struct work *w = get_work();
+
+	if (!w)
+		return;
+	w->fsrc_slot = slot;
+	w->fsrc_idx = idx;
+	sl_frag_add(pass, rule_no, group_no, logtag, now);
 }
 
 #endif

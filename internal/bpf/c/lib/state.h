@@ -864,7 +864,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		wild_add(1);
 	/* a fragment that made state: the rest of its datagram follows */
 	if (frag_makes_entry(p))
-		sl_frag_add(pass, r->rule_no, r->group_no, r->logtag, now);
+		frag_add(pass, r->rule_no, r->group_no, r->logtag, now, slot, idx);
 	return 1;
 }
 
@@ -974,6 +974,11 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	}
 	if (!e->ifindex[slot & 3])
 		e->ifindex[slot & 3] = p->ifindex;
+	/* the error travels against the packet it quotes: about a packet
+	 * going the entry's way it is a reply (reply-to routes it) */
+	w->hit_rev = !backward;
+	w->hit_slot = e->slot;
+	w->hit_idx = e->rule;
 	w->hit_pass = e->pass;
 	w->hit_rule_no = e->rule_no;
 	w->hit_group_no = e->group_no;
