@@ -495,9 +495,15 @@ const (
 	filterProgSluiceCtl      = "sluice_ctl"
 	filterProgSluiceEgress   = "sluice_egress"
 	filterProgSluiceIngress  = "sluice_ingress"
+	filterVarK_anyl3         = "k_anyl3"
+	filterVarK_cfg           = "k_cfg"
 	filterVarK_defpass       = "k_defpass"
 	filterVarK_feat          = "k_feat"
+	filterVarK_logflags      = "k_logflags"
+	filterVarK_minttl        = "k_minttl"
 	filterVarK_mode          = "k_mode"
+	filterVarK_sfeat         = "k_sfeat"
+	filterVarK_slot          = "k_slot"
 	filterVarK_state         = "k_state"
 	filterVarSluiceInnerBtf  = "sluice_inner_btf"
 	filterVarSluiceLogRecBtf = "sluice_log_rec_btf"
@@ -591,9 +597,15 @@ type filterMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterVariableSpecs struct {
+	K_anyl3         *ebpf.VariableSpec `ebpf:"k_anyl3"`
+	K_cfg           *ebpf.VariableSpec `ebpf:"k_cfg"`
 	K_defpass       *ebpf.VariableSpec `ebpf:"k_defpass"`
 	K_feat          *ebpf.VariableSpec `ebpf:"k_feat"`
+	K_logflags      *ebpf.VariableSpec `ebpf:"k_logflags"`
+	K_minttl        *ebpf.VariableSpec `ebpf:"k_minttl"`
 	K_mode          *ebpf.VariableSpec `ebpf:"k_mode"`
+	K_sfeat         *ebpf.VariableSpec `ebpf:"k_sfeat"`
+	K_slot          *ebpf.VariableSpec `ebpf:"k_slot"`
 	K_state         *ebpf.VariableSpec `ebpf:"k_state"`
 	SluiceInnerBtf  *ebpf.VariableSpec `ebpf:"sluice_inner_btf"`
 	SluiceLogRecBtf *ebpf.VariableSpec `ebpf:"sluice_log_rec_btf"`
@@ -691,9 +703,15 @@ func (m *filterMaps) Close() error {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterVariables struct {
+	K_anyl3         *ebpf.Variable `ebpf:"k_anyl3"`
+	K_cfg           *ebpf.Variable `ebpf:"k_cfg"`
 	K_defpass       *ebpf.Variable `ebpf:"k_defpass"`
 	K_feat          *ebpf.Variable `ebpf:"k_feat"`
+	K_logflags      *ebpf.Variable `ebpf:"k_logflags"`
+	K_minttl        *ebpf.Variable `ebpf:"k_minttl"`
 	K_mode          *ebpf.Variable `ebpf:"k_mode"`
+	K_sfeat         *ebpf.Variable `ebpf:"k_sfeat"`
+	K_slot          *ebpf.Variable `ebpf:"k_slot"`
 	K_state         *ebpf.Variable `ebpf:"k_state"`
 	SluiceInnerBtf  *ebpf.Variable `ebpf:"sluice_inner_btf"`
 	SluiceLogRecBtf *ebpf.Variable `ebpf:"sluice_log_rec_btf"`

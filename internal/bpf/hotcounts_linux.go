@@ -23,7 +23,7 @@ func (d *Datapath) hotCounts(slot uint32, add func(pos int, hits, bytes uint64))
 		if err := d.objs.Hotlists.Lookup(slot*listGroup0+l, &hl); err != nil {
 			return fmt.Errorf("reading compact lists: %w", err)
 		}
-		if hl.Ok == 0 {
+		if hl.Ok&hotCompact == 0 {
 			continue
 		}
 		if err := d.objs.HotCounts.Lookup(slot*listGroup0+l, &per); err != nil {
@@ -53,7 +53,7 @@ func (d *Datapath) zeroHotCounts(slot uint32, index int) error {
 			if err := d.objs.Hotlists.Lookup(k, &hl); err != nil {
 				return fmt.Errorf("reading compact lists: %w", err)
 			}
-			if hl.Ok == 0 {
+			if hl.Ok&hotCompact == 0 {
 				continue
 			}
 			if err := d.objs.HotCounts.Lookup(k, &per); err != nil {

@@ -187,21 +187,24 @@ const (
 
 // The compact lists and compact matches (HOT_*, CM_* in filter.h).
 const (
-	hotMax   = 32
-	cmOut    = 0x0001
-	cmNever  = 0x0002
-	cmProto  = 0x0004
-	cmTCPUDP = 0x0008
-	cmSrc    = 0x0010
-	cmNotSrc = 0x0020
-	cmDst    = 0x0040
-	cmNotDst = 0x0080
-	cmPorts  = 0x0100
-	cmSport  = 0x0200
-	cmDport  = 0x0400
-	cmFlags  = 0x0800
-	cmFull   = 0x1000
-	cmRun    = 0x2000
+	hotMax = 32
+	// hotlist.ok (HOT_* in filter.h)
+	hotCompact = 1
+	hotNoIdx   = 2
+	cmOut      = 0x0001
+	cmNever    = 0x0002
+	cmProto    = 0x0004
+	cmTCPUDP   = 0x0008
+	cmSrc      = 0x0010
+	cmNotSrc   = 0x0020
+	cmDst      = 0x0040
+	cmNotDst   = 0x0080
+	cmPorts    = 0x0100
+	cmSport    = 0x0200
+	cmDport    = 0x0400
+	cmFlags    = 0x0800
+	cmFull     = 0x1000
+	cmRun      = 0x2000
 )
 
 // Table sizes and the sweeper (filter.h).

@@ -213,8 +213,13 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	if err := d.zeroHotCounts(slot, -1); err != nil {
 		return err
 	}
+	feat := im.features()
 	for l := uint32(0); l < listGroup0; l++ {
-		if err := d.objs.Hotlists.Put(slot*listGroup0+l, im.hotList(int(l))); err != nil {
+		hl := im.hotList(int(l))
+		if l == listIn && feat&featHotIn != 0 || l == listOut && feat&featHotOut != 0 {
+			hl.Ok |= hotNoIdx
+		}
+		if err := d.objs.Hotlists.Put(slot*listGroup0+l, hl); err != nil {
 			return fmt.Errorf("writing compact lists: %w", err)
 		}
 	}
@@ -322,7 +327,7 @@ func (im *Image) hotList(l int) filterHotlist {
 	if runs && skips {
 		return filterHotlist{}
 	}
-	h.N, h.Ok = uint32(n), 1
+	h.N, h.Ok = uint32(n), hotCompact
 	return h
 }
 
@@ -369,7 +374,7 @@ func (im *Image) features() uint64 {
 	// lookups (groups are reached only from head or call rules, which a
 	// compact list has none of); an empty list needs none either
 	hot := func(l int) bool {
-		return l >= len(im.lists) || im.lists[l].count == 0 || im.hotList(l).Ok != 0
+		return l >= len(im.lists) || im.lists[l].count == 0 || im.hotList(l).Ok&hotCompact != 0
 	}
 	if hot(listIn) {
 		f |= featHotIn

@@ -5,11 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -20,10 +23,12 @@ import (
 
 // Load-time specialisation. The filter's ingress and egress programs are
 // loaded with constants (k_* in c/filter.c, frozen .rodata) that say what
-// the rule sets they may run need: the union of the FEAT_* bits of the
-// active and the inactive set (so ipf -s, which flips the active slot,
-// never needs another program), whether state entries may exist, and —
-// when both sets are empty, nothing can hit state, nothing is logged and
+// the rule set they run needs: since dp9 a program is made for one slot,
+// the active one (k_cfg: the slot, its FEAT_* word, default pass,
+// min TTL, log flags and L2 mode are constants, so a packet reads no
+// config line), plus whether state entries may exist (either set keeping
+// state or entries in the table, the same for both slots' programs); and
+// — when both sets are empty, nothing can hit state, nothing is logged and
 // every interface has a link-layer header — the default pass itself, so
 // an idle packet reads no config at all (KM_IDLE). The verifier knows the
 // constants and drops the code they rule out.
@@ -32,11 +37,19 @@ import (
 // goes through setCfg (the config keys of specKeys) or LoadRules, under
 // the config map's flock, and
 //
-//   - LoadRules writes the new set into the spare slot, then, under one
-//     hold of the lock, grows the programs to cover the current sets and
-//     the new one, publishes the slot, and lets the publishing write
-//     shrink them: no packet runs a program lacking a feature its set
-//     needs;
+//   - a program made for a slot reads that slot only, so publishing a set
+//     is putting its program in place: LoadRules writes the new set into
+//     the spare slot, then, under one hold of the lock, moves an idle
+//     program (which reads the config for a packet it cannot pass at
+//     once) to one made for the active slot if the new set is not idle,
+//     publishes the slot, and the publishing write puts the new set's
+//     program in place; packets see the old set with its program or the
+//     new one with its own;
+//   - with the active slot's program the inactive slot's is loaded too,
+//     first (pinned as a variant, below): ipf -s then finds it and is one
+//     link update per hook, and a set whose program cannot be loaded is
+//     not published; ipf -I loads the inactive slot's program only
+//     (unless the new set changes whether state may exist);
 //   - setCfg writes the value, then specialises; a program that cannot be
 //     loaded (or attached) puts the old value back and returns the error,
 //     so the old value and program stay in force;
@@ -59,10 +72,19 @@ import (
 
 // progSpec is what a pair of filter programs is specialised for.
 type progSpec struct {
-	feat    uint64 // FEAT_* bits the sets use (featAll: generic)
+	feat    uint64 // FEAT_* bits the program may need (featAll: generic)
 	mode    uint32 // kmConfig, kmOff, kmIdle
-	defpass uint32 // kmIdle: default_pass
+	defpass uint32 // kmIdle or cfg: default_pass
 	state   bool   // state entries may exist
+	// cfg: made for the active slot and the configuration in force (k_cfg):
+	// a packet reads no config line. ipf -s puts the program made for the
+	// other slot in place (loaded before: see specialiseLocked).
+	cfg      bool
+	slot     uint32 // the active slot
+	sfeat    uint64 // its FEAT_* word (the IDX_* bits are read from config)
+	minttl   uint32
+	logflags uint32
+	anyl3    bool
 }
 
 // featAll are the FEAT_* bits a program may be specialised without.
@@ -72,22 +94,22 @@ const featAll = featAcctIn | featAcctOut | featClock | featRoute | featLimits | 
 // object's defaults).
 var genericSpec = progSpec{feat: ^uint64(0), mode: kmConfig, state: true}
 
-// key encodes a progSpec for cfgSpec and the variant cache; never 0.
+// key encodes a progSpec for cfgSpec and the variant cache: 1 for the
+// generic program, else a hash of the fields (never 0 or 1).
 func (s progSpec) key() uint64 {
 	if s == genericSpec {
 		return 1
 	}
-	k := uint64(2) | uint64(s.mode)<<4 | s.feat&0xfffff<<8 | uint64(s.defpass)<<32
-	if s.state {
-		k |= 4
-	}
-	return k
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%x/%d/%x/%t/%t/%d/%x/%d/%x/%t", s.feat, s.mode, s.defpass, s.state,
+		s.cfg, s.slot, s.sfeat, s.minttl, s.logflags, s.anyl3)
+	return h.Sum64() | 2
 }
 
 // specKeys are the config keys a specialised program depends on: a write
 // of one of them re-specialises.
 var specKeys = map[uint32]bool{cfgActive: true, cfgInactive: true, cfgEnabled: true, cfgDefPass: true,
-	cfgLogFlags: true, cfgAnyL3: true, cfgClsact: true}
+	cfgLogFlags: true, cfgAnyL3: true, cfgClsact: true, cfgMinTTL: true}
 
 // progPair is a loaded ingress/egress pair.
 type progPair struct{ in, out *ebpf.Program }
@@ -96,10 +118,20 @@ type progPair struct{ in, out *ebpf.Program }
 // state count, whether fragment entries exist, and the feature word of an
 // extra slot about to be published (grow; -1: none).
 //
-// Entries outlive the sets whose rules made them, and carry those rules'
-// flags: while state or fragment entries may exist, the programs keep the
-// fragment lookup, logging and return-* (FEAT_FRAGS, FEAT_LOG, FEAT_RET),
-// whatever the sets in force use.
+// A program in KM_CONFIG mode is made for the active slot (cfg): its rules
+// and feature word, default pass, min TTL, log flags and L2 mode are
+// constants, so it never reads a slot another program is meant for, and
+// publishing a slot is putting its program in place. What entries may
+// need is the same for both slots' programs (so that ipf -s finds the
+// other one as it was loaded): state entries and fragment entries outlive
+// the sets whose rules made them, and carry those rules' flags, so while
+// either set keeps state, or entries exist, the programs keep the state
+// and fragment lookups, logging and return-* (FEAT_FRAGS, FEAT_LOG,
+// FEAT_RET).
+//
+// The idle program (KM_IDLE) reads the config for a packet it cannot pass
+// at once (no clean IPv4/IPv6 header), so a slot about to be published
+// that is not idle makes it a KM_CONFIG program first (the grow step).
 func wantSpec(c *filterConf, stateCount int64, frags bool, extra int) progSpec {
 	if c.V[cfgClsact] != 0 {
 		// the tc filters of the fallback cannot be found from another
@@ -110,38 +142,58 @@ func wantSpec(c *filterConf, stateCount int64, frags bool, extra int) progSpec {
 	if c.V[cfgEnabled] == 0 {
 		return progSpec{mode: kmOff}
 	}
-	slots := []uint32{uint32(c.V[cfgActive]) % numSlots, uint32(c.V[cfgInactive]) % numSlots}
+	active := uint32(c.V[cfgActive]) % numSlots
+	slots := []uint32{active, uint32(c.V[cfgInactive]) % numSlots}
 	if j := c.V[cfgSwapLog]; j&swapLogValid != 0 {
 		slots = append(slots, uint32(j)&0xff%numSlots)
 	}
-	if extra >= 0 {
-		slots = append(slots, uint32(extra)%numSlots)
-	}
-	var s progSpec
-	idle := true
+	var all uint64
+	idle := extra < 0 || c.V[cfgIndex0+uint32(extra)%numSlots]&featIdle != 0
 	for _, sl := range slots {
 		f := c.V[cfgIndex0+sl]
-		s.feat |= f & featAll
+		all |= f & featAll
 		// a word being rewritten (0) is not idle
 		idle = idle && f&featIdle != 0
 	}
-	s.state = s.feat&featClock != 0 || stateCount != 0
+	var s progSpec
+	s.state = all&featClock != 0 || stateCount != 0
 	old := stateCount != 0 || frags
 	defpass := uint32(c.V[cfgDefPass])
-	if s.feat&featClock != 0 || old {
-		s.feat |= featFrags
+	var entries uint64
+	if all&featClock != 0 || old {
+		entries |= featFrags
 	}
 	if c.V[cfgLogFlags] != 0 || defpass&ruleset.FRLog != 0 || old {
-		s.feat |= featLog
+		entries |= featLog
 	}
 	if defpass&ruleset.FRRetMask != 0 || old {
-		s.feat |= featRet
+		entries |= featRet
 	}
 	if idle && !s.state && c.V[cfgLogFlags] == 0 && c.V[cfgAnyL3] == 0 &&
 		defpass&(ruleset.FRLog|ruleset.FRRetMask) == 0 {
+		s.feat = all | entries
 		s.mode, s.defpass = kmIdle, defpass
+		return s
 	}
+	s.cfg = true
+	s.slot = active
+	// whether the index is needed and its dimensions are read beside it
+	// (hotlist.ok, the config): fewer programs to verify
+	s.sfeat = c.V[cfgIndex0+active] &^ (idxOn | idxSrc | idxSport | featHotIn | featHotOut)
+	s.feat = s.sfeat&featAll | entries
+	s.defpass = defpass
+	s.minttl = uint32(c.V[cfgMinTTL])
+	s.logflags = uint32(c.V[cfgLogFlags])
+	s.anyl3 = c.V[cfgAnyL3] != 0
 	return s
+}
+
+// otherSpec is the specialisation ipf -s will want: c with the active and
+// inactive slots exchanged.
+func otherSpec(c *filterConf, stateCount int64, frags bool) progSpec {
+	o := *c
+	o.V[cfgActive], o.V[cfgInactive] = c.V[cfgInactive], c.V[cfgActive]
+	return wantSpec(&o, stateCount, frags, -1)
 }
 
 // lockCfg takes the lock setCfg and the specialisation share: in this
@@ -189,18 +241,33 @@ func (d *Datapath) specialiseLocked(extra int, force bool) error {
 	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
-	want := wantSpec(&c, d.stateCount(), d.fragsPresent(), extra)
-	if err := d.putSpec(&c, want, force); err != nil {
+	n, frags := d.stateCount(), d.fragsPresent()
+	want := wantSpec(&c, n, frags, extra)
+	if err := d.placeSpec(&c, want, n, frags, force); err != nil {
 		return err
 	}
 	if want.feat&featFrags == 0 && want.mode != kmOff {
 		// a packet of the rules just replaced may have made an entry
 		// while the programs were swapped
 		if n, f := d.stateCount(), d.fragsPresent(); n != 0 || f {
-			return d.putSpec(&c, wantSpec(&c, n, f, extra), false)
+			return d.placeSpec(&c, wantSpec(&c, n, f, extra), n, f, false)
 		}
 	}
 	return nil
+}
+
+// placeSpec puts the programs for want in place (putSpec). A program made
+// for the active slot comes with the other slot's, for ipf -s to put in
+// place without the verifier: loaded first, so that a set whose program
+// cannot be loaded is not published (and one loaded already costs
+// nothing).
+func (d *Datapath) placeSpec(c *filterConf, want progSpec, n int64, frags, force bool) error {
+	if want.cfg {
+		if _, err := d.variant(otherSpec(c, n, frags)); err != nil {
+			return err
+		}
+	}
+	return d.putSpec(c, want, force)
 }
 
 // fragsPresent reports whether the fragment table holds an entry.
@@ -369,17 +436,26 @@ func loadPinnedPairAs(dir, name string) (progPair, error) {
 
 func pinVariant(dir string, k uint64, pp progPair) {
 	ents, _ := os.ReadDir(dir)
-	var others []string
+	type pin struct {
+		name string
+		made time.Time
+	}
+	var others []pin
 	for _, e := range ents {
 		if n, ok := strings.CutSuffix(e.Name(), "_in"); ok && strings.HasPrefix(n, "spec_") && n != variantPin(k) {
-			others = append(others, n)
+			var made time.Time
+			if fi, err := e.Info(); err == nil {
+				made = fi.ModTime()
+			}
+			others = append(others, pin{n, made})
 		}
 	}
-	// the oldest by name is as good as any: a variant dropped is loaded
-	// again when needed
+	// the oldest go (a variant dropped is loaded again when needed): not
+	// the other slot's program, pinned just before the active one's
+	sort.SliceStable(others, func(i, j int) bool { return others[i].made.Before(others[j].made) })
 	for len(others) >= maxVariantPins {
-		_ = os.Remove(filepath.Join(dir, others[0]+"_in"))
-		_ = os.Remove(filepath.Join(dir, others[0]+"_out"))
+		_ = os.Remove(filepath.Join(dir, others[0].name+"_in"))
+		_ = os.Remove(filepath.Join(dir, others[0].name+"_out"))
 		others = others[1:]
 	}
 	base := filepath.Join(dir, variantPin(k))
@@ -393,7 +469,9 @@ func (s progSpec) setVars(spec *ebpf.CollectionSpec) error {
 	if s == genericSpec {
 		return nil // the object's defaults
 	}
-	for name, v := range map[string]any{"k_feat": s.feat, "k_mode": s.mode, "k_defpass": s.defpass, "k_state": b2u32(s.state)} {
+	for name, v := range map[string]any{"k_feat": s.feat, "k_mode": s.mode, "k_defpass": s.defpass, "k_state": b2u32(s.state),
+		"k_cfg": b2u32(s.cfg), "k_slot": s.slot, "k_sfeat": s.sfeat, "k_minttl": s.minttl, "k_logflags": s.logflags,
+		"k_anyl3": b2u32(s.anyl3)} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("specialising the filter (%s): %w", name, err)
 		}

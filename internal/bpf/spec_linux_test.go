@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"sluice/internal/ruleset"
+	"sluice/internal/testutil/bpffs"
 )
 
 // TestWantSpec: what the programs are specialised for, from the config
@@ -24,7 +26,13 @@ func TestWantSpec(t *testing.T) {
 		c.V[cfgIndex0+0], c.V[cfgIndex0+1], c.V[cfgIndex0+2] = featIdle, featIdle, featIdle
 		return &c
 	}
-	idle := progSpec{mode: kmIdle, defpass: uint32(ruleset.FRPass | ruleset.FRNoMatch)}
+	dp := uint32(ruleset.FRPass | ruleset.FRNoMatch)
+	idle := progSpec{mode: kmIdle, defpass: dp}
+	// on is the program made for active slot 0 whose word is sfeat
+	on := func(sfeat, feat uint64, state bool) progSpec {
+		return progSpec{feat: feat, state: state, cfg: true, sfeat: sfeat, defpass: dp}
+	}
+	with := func(s progSpec, f func(*progSpec)) progSpec { f(&s); return s }
 	for _, tc := range []struct {
 		name  string
 		set   func(c *filterConf)
@@ -38,26 +46,36 @@ func TestWantSpec(t *testing.T) {
 		{"off with rules and state", func(c *filterConf) { c.V[cfgEnabled] = 0; c.V[cfgIndex0] = featClock }, 3, false, -1, progSpec{mode: kmOff}},
 		{"default block", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRNoMatch) }, 0, false, -1,
 			progSpec{mode: kmIdle, defpass: uint32(ruleset.FRBlock | ruleset.FRNoMatch)}},
-		{"default block log", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRLog) }, 0, false, -1, progSpec{feat: featLog}},
-		{"default return-rst", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRRetRST) }, 0, false, -1, progSpec{feat: featRet}},
-		{"log flags", func(c *filterConf) { c.V[cfgLogFlags] = uint64(ruleset.FRBlock) }, 0, false, -1, progSpec{feat: featLog}},
-		{"L3 interface", func(c *filterConf) { c.V[cfgAnyL3] = 1 }, 0, false, -1, progSpec{}},
-		{"state left (ipf -Fa keeps it)", nil, 2, false, -1, progSpec{feat: featFrags | featLog | featRet, state: true}},
+		{"default block log", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRLog) }, 0, false, -1,
+			with(on(featIdle, featLog, false), func(s *progSpec) { s.defpass = uint32(ruleset.FRBlock | ruleset.FRLog) })},
+		{"default return-rst", func(c *filterConf) { c.V[cfgDefPass] = uint64(ruleset.FRBlock | ruleset.FRRetRST) }, 0, false, -1,
+			with(on(featIdle, featRet, false), func(s *progSpec) { s.defpass = uint32(ruleset.FRBlock | ruleset.FRRetRST) })},
+		{"log flags", func(c *filterConf) { c.V[cfgLogFlags] = uint64(ruleset.FRBlock) }, 0, false, -1,
+			with(on(featIdle, featLog, false), func(s *progSpec) { s.logflags = uint32(ruleset.FRBlock) })},
+		{"L3 interface", func(c *filterConf) { c.V[cfgAnyL3] = 1 }, 0, false, -1, with(on(featIdle, 0, false), func(s *progSpec) { s.anyl3 = true })},
+		{"min TTL", func(c *filterConf) { c.V[cfgIndex0] = idxOn; c.V[cfgMinTTL] = 7 }, 0, false, -1,
+			with(on(0, 0, false), func(s *progSpec) { s.minttl = 7 })},
+		{"state left (ipf -Fa keeps it)", nil, 2, false, -1, on(featIdle, featFrags|featLog|featRet, true)},
 		{"fragment entries left: clean packets stay idle", nil, 0, true, -1,
-			progSpec{feat: featFrags | featLog | featRet, mode: kmIdle, defpass: uint32(ruleset.FRPass | ruleset.FRNoMatch)}},
-		{"active stateless", func(c *filterConf) { c.V[cfgIndex0] = idxOn }, 0, false, -1, progSpec{}},
-		{"inactive keeps state", func(c *filterConf) { c.V[cfgIndex0+1] = featClock | featAcctIn }, 0, false, -1,
-			progSpec{feat: featClock | featAcctIn | featFrags, state: true}},
+			progSpec{feat: featFrags | featLog | featRet, mode: kmIdle, defpass: dp}},
+		{"active stateless (the index's use is read beside it)", func(c *filterConf) { c.V[cfgIndex0] = idxOn | idxSrc | featHotOut }, 0, false, -1,
+			on(0, 0, false)},
+		{"made for the active slot", func(c *filterConf) {
+			c.V[cfgActive], c.V[cfgInactive] = 2, 0
+			c.V[cfgIndex0+2] = featRoute | featHotIn
+		}, 0, false, -1, with(on(featRoute, featRoute, false), func(s *progSpec) { s.slot = 2 })},
+		{"the inactive set keeps state: so may the active one's packets", func(c *filterConf) { c.V[cfgIndex0+1] = featClock | featAcctIn }, 0, false, -1,
+			on(featIdle, featFrags, true)},
 		{"the spare slot does not count", func(c *filterConf) { c.V[cfgIndex0+2] = featRoute }, 0, false, -1, idle},
-		{"unless it is about to be published", func(c *filterConf) { c.V[cfgIndex0+2] = featRoute }, 0, false, 2, progSpec{feat: featRoute}},
-		{"nor a slot being rewritten", func(c *filterConf) { c.V[cfgIndex0+2] = 0 }, 0, false, 2, progSpec{}},
-		{"a swap in progress counts the old active slot", func(c *filterConf) {
-			c.V[cfgIndex0+2] = featLimits
+		{"unless it is about to be published: not idle", func(c *filterConf) { c.V[cfgIndex0+2] = featRoute }, 0, false, 2, on(featIdle, 0, false)},
+		{"nor a slot being rewritten", func(c *filterConf) { c.V[cfgIndex0+2] = 0 }, 0, false, 2, on(featIdle, 0, false)},
+		{"a swap in progress counts the old active slot's state", func(c *filterConf) {
+			c.V[cfgIndex0+2] = featLimits | featClock
 			c.V[cfgSwapLog] = swapLogValid | 2
-		}, 0, false, -1, progSpec{feat: featLimits}},
+		}, 0, false, -1, on(featIdle, featFrags, true)},
 		{"clsact fallback", func(c *filterConf) { c.V[cfgClsact] = 1 }, 0, false, -1, genericSpec},
 		{"log, return-*, pools, exp rules", func(c *filterConf) { c.V[cfgIndex0] = featLog | featRet | featPool | featExpr }, 0, false, -1,
-			progSpec{feat: featLog | featRet | featPool | featExpr}},
+			on(featLog|featRet|featPool|featExpr, featLog|featRet|featPool|featExpr, false)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
@@ -69,8 +87,22 @@ func TestWantSpec(t *testing.T) {
 			}
 		})
 	}
+	// ipf -s's program: the other slot's, with the same entry bits
+	c := base()
+	c.V[cfgIndex0+1] = featRoute | featClock
+	if got, want := otherSpec(c, 0, false), with(on(featRoute|featClock, featRoute|featClock|featFrags, true), func(s *progSpec) { s.slot = 1 }); got != want {
+		t.Errorf("other slot: got %+v, want %+v", got, want)
+	}
+	other := otherSpec(c, 0, false)
+	c.V[cfgActive], c.V[cfgInactive] = 1, 0
+	if got := wantSpec(c, 0, false, -1); got != other {
+		t.Errorf("after the swap: want %+v, the program loaded for it is %+v", got, other)
+	}
 	seen := map[uint64]progSpec{}
 	for _, s := range []progSpec{genericSpec, {}, {state: true}, {mode: kmOff}, {mode: kmIdle}, {mode: kmIdle, defpass: 1},
+		on(0, 0, false), with(on(0, 0, false), func(s *progSpec) { s.slot = 1 }), on(featIdle, 0, false), on(featRoute, featRoute, false),
+		with(on(0, 0, false), func(s *progSpec) { s.minttl = 1 }), with(on(0, 0, false), func(s *progSpec) { s.logflags = 1 }),
+		with(on(0, 0, false), func(s *progSpec) { s.anyl3 = true }),
 		{feat: featClock, state: true}, {feat: featFrags}, {feat: featExpr}, {feat: featPool}, {feat: featLog}, {feat: featRet}, {feat: featRoute}, {feat: featAcctIn}, {feat: featAcctOut}, {feat: featLimits}} {
 		k := s.key()
 		if k == 0 {
@@ -95,7 +127,7 @@ func TestPrivilegedSpecialiseFeatureAtOnce(t *testing.T) {
 	h.load("pass in quick proto tcp from any to any port = 80\nblock in all\n")
 	stateless := h.d.progKey
 	h.load("count in proto tcp all\npass in quick proto tcp from any to any port = 80\nblock in all\n")
-	if h.d.progKey == stateless || h.d.progKey != (progSpec{feat: featAcctIn}).key() {
+	if h.d.progKey == stateless || h.d.progKey != liveKey(t, h.d, progSpec{feat: featAcctIn}) {
 		t.Errorf("accounting set: program %#x (before %#x), want the accounting one", h.d.progKey, stateless)
 	}
 	before := h.stat(stAcct)
@@ -106,7 +138,7 @@ func TestPrivilegedSpecialiseFeatureAtOnce(t *testing.T) {
 	// keep state after a stateless set: the reply is kept at once
 	h.load("pass in quick proto tcp from any to any port = 80\nblock in all\n")
 	h.load("pass out quick proto tcp from any to any port = 22 keep state\nblock in all\n")
-	if h.d.progKey != (progSpec{feat: featClock | featFrags, state: true}).key() {
+	if h.d.progKey != liveKey(t, h.d, progSpec{feat: featClock | featFrags, state: true}) {
 		t.Errorf("keep state set: program %#x, want the stateful one", h.d.progKey)
 	}
 	h.expect(true, tcp4("10.0.0.2", "10.0.0.1", 2000, 22, synF), "pass")
@@ -117,7 +149,7 @@ func TestPrivilegedSpecialiseFeatureAtOnce(t *testing.T) {
 	if _, err := h.d.Flush(FlushAll, Active); err != nil {
 		t.Fatal(err)
 	}
-	if h.d.progKey != (progSpec{feat: featFrags | featLog | featRet, state: true}).key() {
+	if h.d.progKey != liveKey(t, h.d, progSpec{feat: featFrags | featLog | featRet, state: true}) {
 		t.Errorf("flushed with state left: program %#x, want one that looks state up", h.d.progKey)
 	}
 	ack := tcp4("10.0.0.1", "10.0.0.2", 22, 2000, ackF)
@@ -163,8 +195,8 @@ func linkProgs(t *testing.T, dir, hook string) (links []ebpf.ProgramID, pinned e
 }
 
 // TestPrivilegedSpecialiseLive: the attached programs follow the sets
-// (grown before a set needing more is published, the same program across
-// ipf -s), the pins name the attached program, a failed specialisation
+// (each made for the active slot; ipf -s puts the inactive set's, loaded
+// with it, in place), the pins name the attached program, a failed specialisation
 // leaves rules and program as they were, and another process's load
 // re-specialises them.
 func TestPrivilegedSpecialiseLive(t *testing.T) {
@@ -206,7 +238,7 @@ func TestPrivilegedSpecialiseLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	sl := attached("stateless set")
-	if sl == idle || spec() != (progSpec{}).key() {
+	if sl == idle || spec() != liveKey(t, d, progSpec{}) {
 		t.Errorf("stateless set: program %d (idle %d), spec %#x", sl, idle, spec())
 	}
 	if tcpWorks(t, tp.b, "10.99.0.1:9090") {
@@ -216,21 +248,40 @@ func TestPrivilegedSpecialiseLive(t *testing.T) {
 		t.Error("stateless set: a->b:8080 blocked")
 	}
 
-	// the inactive set needs state: the programs grow now, so that ipf -s
-	// needs no other program
+	// the inactive set needs state: the active set's program now looks
+	// state up (entries its packets may meet after ipf -s), and the
+	// inactive set's program is loaded for ipf -s
 	if err := d.LoadRules(compile(stateful), Inactive); err != nil {
 		t.Fatal(err)
 	}
 	both := attached("stateful inactive set")
-	if both == sl || spec() != (progSpec{feat: featClock | featFrags, state: true}).key() {
+	if both == sl || spec() != liveKey(t, d, progSpec{feat: featFrags, state: true}) {
 		t.Errorf("stateful inactive set: program %d (before %d), spec %#x", both, sl, spec())
 	}
+	var c filterConf
+	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
+		t.Fatal(err)
+	}
+	next, ok := d.variants[otherSpec(&c, d.stateCount(), d.fragsPresent()).key()]
+	if !ok {
+		t.Fatal("the inactive set's program is not loaded before ipf -s")
+	}
+	nextInfo, err := next.in.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextID, _ := nextInfo.ID()
 	if _, err := d.Swap(); err != nil {
 		t.Fatal(err)
 	}
-	if got := attached("after ipf -s"); got != both {
-		t.Errorf("ipf -s replaced the program: %d, before %d", got, both)
+	// ipf -s is a link update to the program loaded with the set
+	if got := attached("after ipf -s"); got != nextID {
+		t.Errorf("ipf -s attached program %d, the inactive set's was %d (before %d)", got, nextID, both)
 	}
+	if spec() != liveKey(t, d, progSpec{feat: featClock | featFrags, state: true}) {
+		t.Errorf("after ipf -s: spec %#x", spec())
+	}
+	both = nextID
 	if !tcpWorks(t, tp.b, "10.99.0.1:9090") {
 		t.Error("stateful set swapped in: b->a:9090 blocked")
 	}
@@ -240,7 +291,7 @@ func TestPrivilegedSpecialiseLive(t *testing.T) {
 		s.Programs["sluice_ingress"].Instructions = asm.Instructions{asm.Mov.Reg(asm.R0, asm.R5), asm.Return()}
 	}
 	before, _ := d.Rules(Active)
-	err := d.LoadRules(compile("count in all\n"+stateful), Active)
+	err = d.LoadRules(compile("count in all\n"+stateful), Active)
 	var ve *ebpf.VerifierError
 	if !errors.As(err, &ve) {
 		t.Errorf("accounting set with a broken program: got %v, want a verifier error", err)
@@ -271,7 +322,7 @@ func TestPrivilegedSpecialiseLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	d2.Close()
-	if got := attached("another process's load"); got == both || spec() != (progSpec{feat: featClock | featAcctIn | featFrags | featLog | featRet, state: true}).key() {
+	if got := attached("another process's load"); got == both || spec() != liveKey(t, d, progSpec{feat: featClock | featAcctIn | featFrags | featLog | featRet, state: true}) {
 		t.Errorf("another process's load: program %d (before %d), spec %#x", got, both, spec())
 	}
 	// and this one attaches the program in force, not the one it loaded
@@ -292,5 +343,49 @@ func TestPrivilegedSpecialiseLive(t *testing.T) {
 	}
 	if !tcpWorks(t, tp.a, "10.99.0.2:8083") {
 		t.Error("off: a->b:8083 blocked")
+	}
+}
+
+// liveKey is the key of base (the features of a KM_CONFIG specialisation)
+// made for d's active slot and configuration as they are now.
+func liveKey(t *testing.T, d *Datapath, base progSpec) uint64 {
+	t.Helper()
+	var c filterConf
+	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
+		t.Fatal(err)
+	}
+	a := uint32(c.V[cfgActive]) % numSlots
+	base.cfg, base.slot, base.sfeat = true, a, c.V[cfgIndex0+a]&^(idxOn|idxSrc|idxSport|featHotIn|featHotOut)
+	base.defpass, base.minttl = uint32(c.V[cfgDefPass]), uint32(c.V[cfgMinTTL])
+	base.logflags, base.anyl3 = uint32(c.V[cfgLogFlags]), c.V[cfgAnyL3] != 0
+	return base.key()
+}
+
+// TestPrivilegedVariantPinsKeepNewest: the variant pins are pruned oldest
+// first, so the other slot's program, pinned just before the active
+// one's, is still there for ipf -s in another process.
+func TestPrivilegedVariantPinsKeepNewest(t *testing.T) {
+	dir := bpffs.Mount(t)
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// keys whose names sort against their age: a prune by name would
+	// drop the newest
+	var keys []uint64
+	for i := 0; i <= maxVariantPins; i++ {
+		keys = append(keys, uint64(0xf00-i*0x10))
+	}
+	for _, k := range keys {
+		pinVariant(dir, k, progPair{p, p})
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i, k := range keys {
+		_, err := os.Stat(filepath.Join(dir, variantPin(k)+"_in"))
+		if gone := errors.Is(err, os.ErrNotExist); gone != (i == 0) {
+			t.Errorf("variant %d of %d (key %#x): removed %v", i+1, len(keys), k, gone)
+		}
 	}
 }

@@ -95,6 +95,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	struct statblock *sb;
 	struct pktinfo *p;
 	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0, nlogs, l3off, ik, zero = 0;
+	__u32 defpass, logflags, anyl3, minttl;
 	__u64 now = 0, feat;
 	__s64 *nstates, nst = 0;
 	int blocked, fam, hit = 0, fr = 0, cut = 0, fr_keep = 0;
@@ -114,26 +115,41 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (fam)
 			return idle_verdict(stats_get(), d, fam, k_defpass);
 	}
-	C = conf_get();
-	if (!C || !C->v[CFG_ENABLED])
-		return TC_ACT_UNSPEC;
-	STAGE(2);
-	sb = stats_get();
-	slot = C->v[CFG_ACTIVE];
+	if (k_cfg) {
+		/* a program specialised for the active slot and the config
+		 * in force (spec_linux.go): no config line per packet */
+		slot = k_slot;
+		feat = k_sfeat;
+		defpass = k_defpass;
+		logflags = k_logflags;
+		anyl3 = k_anyl3;
+		minttl = k_minttl;
+	} else {
+		C = conf_get();
+		if (!C || !C->v[CFG_ENABLED])
+			return TC_ACT_UNSPEC;
+		slot = C->v[CFG_ACTIVE];
+		feat = C->v[BOUND(CFG_INDEX0 + (slot < NSLOTS ? slot : 0), CFG_N - 1)];
+		defpass = C->v[CFG_DEFPASS];
+		logflags = C->v[CFG_LOGFLAGS];
+		anyl3 = C->v[CFG_ANYL3];
+		minttl = C->v[CFG_MINTTL];
+	}
 	if (slot >= NSLOTS)
 		slot = 0;
-	feat = C->v[BOUND(CFG_INDEX0 + slot, CFG_N - 1)];
+	STAGE(2);
+	sb = stats_get();
 	if (k_state) {
 		nstates = bpf_map_lookup_elem(&state_count, &zero);
 		if (nstates)
 			nst = *nstates;
 	}
-	if (k_mode == KM_CONFIG && (feat & FEAT_IDLE) && nst == 0 && !C->v[CFG_LOGFLAGS] &&
-	    !(C->v[CFG_DEFPASS] & (FR_LOG | FR_RETMASK))) {
+	if (k_mode == KM_CONFIG && (feat & FEAT_IDLE) && nst == 0 && !logflags &&
+	    !(defpass & (FR_LOG | FR_RETMASK))) {
 		/* no rules, no state, no logging: a clean packet gets
 		 * default_pass, counted as the whole pipeline counts it */
 		l3off = 14;
-		if (C->v[CFG_ANYL3]) {
+		if (anyl3) {
 			__u32 l2i = skb->ifindex & (IFACE_SLOTS - 1), *l2e = bpf_map_lookup_elem(&ifaces, &l2i);
 
 			if (l2e && (*l2e >> 8) == skb->ifindex)
@@ -141,7 +157,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 		fam = clean_family(skb, l3off);
 		if (fam)
-			return idle_verdict(sb, d, fam, C->v[CFG_DEFPASS]);
+			return idle_verdict(sb, d, fam, defpass);
 	}
 	w = get_work();
 	if (!w)
@@ -158,7 +174,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	p->out = out;
 	p->ifindex = skb->ifindex;
 	l3off = 14;
-	if (C->v[CFG_ANYL3]) {
+	if (anyl3) {
 		ik = p->ifindex & (IFACE_SLOTS - 1);
 		l2 = bpf_map_lookup_elem(&ifaces, &ik);
 		if (l2 && (*l2 >> 8) == p->ifindex)
@@ -183,7 +199,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	if (fam == 6)
 		SB_INC(d * ST_DIR + ST_IPV6);
 	SB_INC(d * ST_DIR + ST_PKTS);
-	if (!out && p->ttl < C->v[CFG_MINTTL])
+	if (!out && p->ttl < minttl)
 		p->flags |= PF_LOWTTL;
 	if (!out && skb->pkt_type == 1)
 		p->flags |= PF_BCAST | PF_MBCAST;
@@ -250,11 +266,21 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		STAGE(8);
 		/* a compact main list is scanned without the index (and the
 		 * outbound accounting list after it, when the bit is set) */
-		if (!(feat & (out ? FEAT_HOT_OUT : FEAT_HOT_IN)))
+		if (k_cfg) {
+			/* neither the index's dimensions nor whether it is
+			 * needed are in k_sfeat (fewer programs to verify):
+			 * the list's hot list says, the config the rest */
+			__u32 hk = slot * LIST_GROUP0 + (out ? LIST_OUT : LIST_IN);
+			struct hotlist *hl = bpf_map_lookup_elem(&hotlists, &hk);
+
+			if (!hl || !(hl->ok & HOT_NOIDX))
+				load_index(&w->s, p, slot, cfg(CFG_INDEX0 + slot));
+		} else if (!(feat & (out ? FEAT_HOT_OUT : FEAT_HOT_IN))) {
 			load_index(&w->s, p, slot, feat);
+		}
 		STAGE(9);
 		w->s.now = now;
-		pass = sl_scan(slot, out ? LIST_OUT : LIST_IN, C->v[CFG_DEFPASS]);
+		pass = sl_scan(slot, out ? LIST_OUT : LIST_IN, defpass);
 		STAGE(10);
 		mrule = w->s.rule;
 		nlogs = w->s.nlogs;
@@ -356,7 +382,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	if (pass & FR_NOMATCH) {
 		SB_INC(d * ST_DIR + ST_NOMATCH);
 		if (KHAS(FEAT_LOG))
-			logpass = C->v[CFG_LOGFLAGS] & FR_NOMATCH;
+			logpass = logflags & FR_NOMATCH;
 	}
 	if (blocked) {
 		SB_INC(d * ST_DIR + ST_BLOCK);
@@ -366,7 +392,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 	STAGE(12);
 	if (KHAS(FEAT_LOG) && ((pass & FR_LOG) || logpass ||
-	    (C->v[CFG_LOGFLAGS] & (blocked ? FR_BLOCK : FR_PASS)))) {
+	    (logflags & (blocked ? FR_BLOCK : FR_PASS)))) {
 		int lr;
 
 		if (hit)

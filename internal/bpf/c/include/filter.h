@@ -528,9 +528,15 @@ struct hot {
 	__u32 pad;
 };
 
+/* hotlist.ok */
+#define HOT_COMPACT 1 /* the list is scanned from this form */
+#define HOT_NOIDX 2   /* (the in and out lists) the direction's scans need
+		       * no index: FEAT_HOT_IN/_OUT, for a program made for
+		       * the slot (k_cfg), which has no feature word read */
+
 struct hotlist {
 	__u32 n;
-	__u32 ok; /* the list is scanned from this form */
+	__u32 ok; /* HOT_* */
 	struct hot r[HOT_MAX];
 };
 

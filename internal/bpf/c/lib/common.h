@@ -119,8 +119,19 @@ struct work {
  * reads everything from config. */
 volatile const __u64 k_feat = ~0ULL; /* FEAT_* bits any slot it may run uses */
 volatile const __u32 k_mode = KM_CONFIG;
-volatile const __u32 k_defpass = 0; /* KM_IDLE: default_pass */
+volatile const __u32 k_defpass = 0; /* KM_IDLE or k_cfg: default_pass */
 volatile const __u32 k_state = 1;   /* state entries may exist */
+/* k_cfg: the program is made for one active slot and the configuration in
+ * force, which it then never reads per packet: the slot, its IDX_* and
+ * FEAT_* word, default_pass (k_defpass), min_ttl, the ipf -l flags and the
+ * L2 mode. ipf -s puts the other slot's program (loaded beforehand) in
+ * place. 0 (the generic program): read them from config. */
+volatile const __u32 k_cfg = 0;
+volatile const __u32 k_slot = 0;
+volatile const __u64 k_sfeat = 0; /* its FEAT_* bits (the IDX_* ones: config) */
+volatile const __u32 k_minttl = 0;
+volatile const __u32 k_logflags = 0;
+volatile const __u32 k_anyl3 = 0;
 
 /* KHAS(f): the program was loaded for sets that may need f (FEAT_LOG,
  * FEAT_RET and FEAT_FRAGS also say what entries and config may need) */

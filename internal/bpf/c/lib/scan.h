@@ -548,7 +548,7 @@ static __always_inline __u32 scan_list(struct scan *s, __u32 slot, __u32 list, _
 		struct hotlist *hl = bpf_map_lookup_elem(&hotlists, &hk);
 		struct work *w = get_work();
 
-		if (hl && hl->ok && w) {
+		if (hl && (hl->ok & HOT_COMPACT) && w) {
 			scan_hot(w, hl, hk);
 			return s->pass;
 		}
