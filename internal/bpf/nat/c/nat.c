@@ -1238,10 +1238,10 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	__u32 l3 = p->l3off & 0xff;
 	struct nat_fast *f;
-	__u32 *nsrc, *ndst;
+	__u32 *nsrc, *ndst, l4a = v->csum_l4a;
 	__u16 sp, dp;
 	__u64 mf;
-	int summed;
+	int summed, dstonly = 0;
 
 	if (v->w == 0) {
 		nsrc = v->t.nsrc;
@@ -1299,10 +1299,26 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 
 		if ((void *)(ip6 + 1) > end)
 			return -1;
-		__builtin_memcpy(&ip6->saddr, nsrc, 16);
-		__builtin_memcpy(&ip6->daddr, ndst, 16);
+		if (p->proto == IPPROTO_ICMPV6 && p->l4off && icmp6_error(p->icmptype) && v->w == 0 &&
+		    v->rtype == NT_REWRITE_IN && p->dir == DIR_IN) {
+			/* as IPv4 above: the new destination only, and the
+			 * ICMPv6 checksum, whose pseudo header holds it, by
+			 * that change alone (the engine's setAddr) */
+			__u32 od[4];
+
+			__builtin_memcpy(od, &ip6->daddr, 16);
+			l4a = 0;
+			for (int i = 0; i < 4; i++)
+				if (od[i] != ndst[i])
+					l4a = csum_words32(l4a, od[i], ndst[i]);
+			__builtin_memcpy(&ip6->daddr, ndst, 16);
+			dstonly = 1;
+		} else {
+			__builtin_memcpy(&ip6->saddr, nsrc, 16);
+			__builtin_memcpy(&ip6->daddr, ndst, 16);
+		}
 	}
-	if (p->l4off) {
+	if (p->l4off && !dstonly) {
 		__u8 *l4 = data + (p->l4off & 0x3ff);
 
 		/* ports: 4 bytes (an IPv6 TCP header cut short may hold no
@@ -1334,8 +1350,8 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 
 		if ((void *)(ck + 1) > end)
 			return -1;
-		if (v->csum_l4a && p->proto != IPPROTO_ICMP)
-			diff = v->csum_l4a;
+		if (l4a && p->proto != IPPROTO_ICMP)
+			diff = l4a;
 		if (summed == CHECKSUM_PARTIAL) {
 			if (diff)
 				*ck = csum_fold32(csum_add32(*ck, diff));
@@ -1349,8 +1365,8 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 			*ck = 0xffff;
 		return 0;
 	}
-	if (v->csum_l4a && p->proto != IPPROTO_ICMP)
-		bpf_l4_csum_replace(skb, p->csumoff, 0, v->csum_l4a, BPF_F_PSEUDO_HDR | mf);
+	if (l4a && p->proto != IPPROTO_ICMP)
+		bpf_l4_csum_replace(skb, p->csumoff, 0, l4a, BPF_F_PSEUDO_HDR | mf);
 	if (v->csum_l4p && p->l4off && (p->pflags & (PF_TCPUDP | PF_ICMPQ)))
 		bpf_l4_csum_replace(skb, p->csumoff, 0, v->csum_l4p, mf);
 	return 0;
