@@ -1985,10 +1985,31 @@ static __always_inline int sess_find(struct nat_key *k, __u32 ifindex)
 	return sess_find_at(k, ifindex, 0);
 }
 
-/* exists reports whether a session entry has key k. */
+/* exists reports whether a live session has key k, whatever interface it
+ * is bound to: the entry at k, or, when the newest session of the key has
+ * ended while older ones live (NCFG_SHADOWS), any shadow under it, as the
+ * engine's exists sees any session on the key's chain (a rewrite's clash
+ * check, a proxy's data connection). The walk is inline (rewrite_step
+ * runs in a bpf_loop callback) and leaves k as it was. */
 static __always_inline int exists(struct nat_key *k)
 {
-	return bpf_map_lookup_elem(&sessions, k) != NULL;
+	__u8 g, dir = k->dir, found = 0;
+
+	if (bpf_map_lookup_elem(&sessions, k))
+		return 1;
+	if ((dir & (DIR_SHADOW | DIR_WILD)) || !cfg(NCFG_SHADOWS))
+		return 0;
+	k->dir = dir | DIR_SHADOW;
+	for (g = 1; g < 16; g++) {
+		k->pad = g;
+		if (bpf_map_lookup_elem(&sessions, k)) {
+			found = 1;
+			break;
+		}
+	}
+	k->dir = dir;
+	k->pad = 0;
+	return found;
 }
 
 /* exists_on is exists for a new session's clash check: a session of that
