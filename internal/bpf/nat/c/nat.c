@@ -1941,23 +1941,23 @@ static __attribute__((noinline)) __u32 chain_best(struct nat_key *k, __u32 ifind
  * interface (and older ones may be shadowed under it: SF_CHAIN), or it
  * has ended while shadows live (NCFG_SHADOWS), the newest shadow that
  * applies is taken, as IPFilter's lookups walk a hash chain newest
- * first, skipping the sessions of other interfaces. Returns 1 with k set
- * to the key of the entry found (a shadow's, maybe), 0 when none
+ * first, skipping the sessions of other interfaces. Returns the entry
+ * found, with k set to its key (a shadow's, maybe), NULL when none
  * applies. A shadow lost to a racing CPU is as none. deep: the caller
  * sits deep in the call chain (a clash check in a bpf_loop callback),
  * where no frame is left for chain_best's loop: the walk is inline. */
-static __always_inline int sess_find_at(struct nat_key *k, __u32 ifindex, int deep)
+static __always_inline struct nat_sess *sess_find_at(struct nat_key *k, __u32 ifindex, int deep)
 {
 	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
 	__u64 best = 0;
 	__u8 g, bg = 0, dir = k->dir;
 
 	if (v && sess_take(v, ifindex))
-		return 1;
+		return v;
 	if (dir & (DIR_SHADOW | DIR_WILD))
-		return 0;
+		return NULL;
 	if (v ? !(v->sflags & SF_CHAIN) : !cfg(NCFG_SHADOWS))
-		return 0;
+		return NULL;
 	k->dir = dir | DIR_SHADOW;
 	if (deep) {
 		for (g = 1; g < 16; g++) {
@@ -1974,13 +1974,13 @@ static __always_inline int sess_find_at(struct nat_key *k, __u32 ifindex, int de
 	k->pad = bg;
 	v = bg ? bpf_map_lookup_elem(&sessions, k) : NULL;
 	if (v && sess_take(v, ifindex))
-		return 1;
+		return v;
 	k->dir = dir;
 	k->pad = 0;
-	return 0;
+	return NULL;
 }
 
-static __always_inline int sess_find(struct nat_key *k, __u32 ifindex)
+static __always_inline struct nat_sess *sess_find(struct nat_key *k, __u32 ifindex)
 {
 	return sess_find_at(k, ifindex, 0);
 }
@@ -2017,7 +2017,7 @@ static __always_inline int exists(struct nat_key *k)
  * binds what it finds (the engine's existsOn). k may be changed. */
 static __always_inline int exists_on(struct nat_key *k, __u32 ifindex)
 {
-	return sess_find_at(k, ifindex, 1);
+	return sess_find_at(k, ifindex, 1) != NULL;
 }
 
 static __always_inline void key_of(struct nat_key *k, __u8 dir, __u8 proto, __u8 family, const __u32 *src,
@@ -3860,9 +3860,7 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	t = &w->t;
 	key_of(k, p->dir, in->proto, in->v6 ? 6 : 4, in->dst, in->src, bpf_htons(in->dport), bpf_htons(in->sport));
 	/* the error's lookup binds the session as a packet's does */
-	if (!sess_find(k, p->ifindex))
-		return 0;
-	v = bpf_map_lookup_elem(&sessions, k);
+	v = sess_find(k, p->ifindex);
 	if (!v)
 		return 0;
 	/* an error is the session's only when it goes back to the quoted
@@ -4075,9 +4073,7 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		k->dir = p->dir;
 		k->family = p->family;
 		k->pad = 0;
-		if (!sess_find(k, p->ifindex))
-			return TC_ACT_UNSPEC;
-		v = bpf_map_lookup_elem(&sessions, k);
+		v = sess_find(k, p->ifindex);
 		if (!v)
 			return TC_ACT_UNSPEC;
 		goto translate;
@@ -4148,7 +4144,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	} else if (v || (!w->pre && cfg(NCFG_SHADOWS))) {
 		/* the entry, or the newest of the sessions it shadows that
 		 * applies on this interface */
-		v = sess_find(k, p->ifindex) ? bpf_map_lookup_elem(&sessions, k) : NULL;
+		v = sess_find(k, p->ifindex);
 	}
 	if (p->cut && !v) {
 		/* a TCP header cut short without a session of its ports is
