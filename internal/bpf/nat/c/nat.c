@@ -52,6 +52,10 @@ static __always_inline int bench_at(__u32 n)
 #define ST_REWRITE 4 /* the packet rewritten, nothing accounted */
 #define ST_NOSHORT 8 /* no miss shortcut (fast_miss): benchmarks of it */
 #define ST_OFF 9    /* no fast path: every packet goes the whole way (tests) */
+/* A new session taken apart (BenchmarkNewSessionSteps): */
+#define ST_NOINSERT 10 /* allocated and checked, not entered (the packet fails) */
+#define ST_NOTWIN 11   /* no fast twins */
+#define ST_NOARM 12    /* no timer */
 
 /* probe tells whether the program is a probe (LoadProbe: stopped at
  * ST_ENTRY..ST_LOOKUP), which must translate nothing: it leaves IPv6 and
@@ -125,10 +129,16 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+/* The session tables (sessions, fast4, fast6) are preallocated: an
+ * entry allocated as it is made (BPF_F_NO_PREALLOC) comes from the BPF
+ * allocator's per-CPU caches, which a burst of new sessions empties, and
+ * their refill (a batch of charged kmallocs, in an irq_work that runs in
+ * the middle of the program) was half of a new session's cost under
+ * TCP_CRR (docs/datapath-cost.md). The price is the tables' full size at
+ * load: about 86 MB at NAT_SESS_ENTRIES (docs/kernel-memory.md). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NAT_SESS_ENTRIES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nat_key);
 	__type(value, struct nat_sess);
 } sessions SEC(".maps");
@@ -140,7 +150,6 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NAT_SESS_ENTRIES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nat_fkey);
 	__type(value, struct nat_fast);
 } fast4 SEC(".maps");
@@ -150,7 +159,6 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NAT_SESS_ENTRIES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nat_key);
 	__type(value, struct nat_fast6);
 } fast6 SEC(".maps");
@@ -1740,9 +1748,12 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 	c = cfgp(NCFG_COUNT);
 	if (c)
 		__sync_fetch_and_add(c, 1);
-	fast_add(w, &w->k, e);
-	fast_add(w, rk, r);
-	sess_arm(&w->k, life_ns);
+	if (!bench_at(ST_NOTWIN)) {
+		fast_add(w, &w->k, e);
+		fast_add(w, rk, r);
+	}
+	if (!bench_at(ST_NOARM))
+		sess_arm(&w->k, life_ns);
 	stat_inc(p->dir * NS_SIDE + NS_ADDED);
 	return 0;
 }
@@ -2788,7 +2799,7 @@ GLOBAL int nat_try(__u32 slot, __u32 idx)
 		res = nat_new_rdr(slot, idx);
 	if (!res)
 		return 0;
-	if (nat_insert(slot, w->ns.rule_idx) != 0) {
+	if (bench_at(ST_NOINSERT) || nat_insert(slot, w->ns.rule_idx) != 0) {
 		if (w->ns.hm_on)
 			hm_drop(w, w->ns.hm_rule, w->ns.hm_port, p->family, p->src, p->dst);
 		return 0;
