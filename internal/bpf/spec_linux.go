@@ -25,8 +25,8 @@ import (
 // loaded with constants (k_* in c/filter.c, frozen .rodata) that say what
 // the rule set they run needs: since dp9 a program is made for one slot,
 // the active one (k_cfg: the slot, its FEAT_* word, default pass,
-// min TTL, log flags and L2 mode are constants, so a packet reads no
-// config line), plus whether state entries may exist (either set keeping
+// min TTL, log flags and L2 mode are constants, so a packet reads one
+// config word, the on/off switch), plus whether state entries may exist (either set keeping
 // state or entries in the table, the same for both slots' programs); and
 // — when both sets are empty, nothing can hit state, nothing is logged and
 // every interface has a link-layer header — the default pass itself, so

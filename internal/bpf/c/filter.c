@@ -117,7 +117,13 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 	if (k_cfg) {
 		/* a program specialised for the active slot and the config
-		 * in force (spec_linux.go): no config line per packet */
+		 * in force (spec_linux.go): one config word per packet, the
+		 * on/off switch, which takes effect at once (ipf -D switches
+		 * the filter off before it detaches it; a process killed
+		 * before it replaced the programs must leave it off) */
+		C = conf_get();
+		if (!C || !C->v[CFG_ENABLED])
+			return TC_ACT_UNSPEC;
 		slot = k_slot;
 		feat = k_sfeat;
 		defpass = k_defpass;

@@ -122,9 +122,9 @@ volatile const __u32 k_mode = KM_CONFIG;
 volatile const __u32 k_defpass = 0; /* KM_IDLE or k_cfg: default_pass */
 volatile const __u32 k_state = 1;   /* state entries may exist */
 /* k_cfg: the program is made for one active slot and the configuration in
- * force, which it then never reads per packet: the slot, its IDX_* and
- * FEAT_* word, default_pass (k_defpass), min_ttl, the ipf -l flags and the
- * L2 mode. ipf -s puts the other slot's program (loaded beforehand) in
+ * force, which it then does not read per packet (but for the on/off
+ * switch): the slot, its FEAT_* word, default_pass (k_defpass), min_ttl,
+ * the ipf -l flags and the L2 mode. ipf -s puts the other slot's program (loaded beforehand) in
  * place. 0 (the generic program): read them from config. */
 volatile const __u32 k_cfg = 0;
 volatile const __u32 k_slot = 0;
