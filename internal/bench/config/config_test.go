@@ -24,6 +24,9 @@ type fakeKernel struct {
 	counts map[uint16]int
 	exprs  int // bytes of NEWRULE payloads, a proxy for rule size
 	elems  int // bytes of NEWSETELEM payloads
+	// maxElems is the largest NEWSETELEM payload: its elements are one
+	// attribute, whose length must fit 16 bits
+	maxElems int
 }
 
 func (f *fakeKernel) dial(req []netlink.Message) ([]netlink.Message, error) {
@@ -38,6 +41,7 @@ func (f *fakeKernel) dial(req []netlink.Message) ([]netlink.Message, error) {
 		}
 		if typ == unix.NFT_MSG_NEWSETELEM {
 			f.elems += len(m.Data)
+			f.maxElems = max(f.maxElems, len(m.Data))
 		}
 	}
 	return req, nil
@@ -57,8 +61,8 @@ func TestNFTBuildCounts(t *testing.T) {
 		{"nomatch-odd", NFTSpec{Stateless: true, NoMatch: 7}, 2, 13, 0, 0},
 		{"nomatch-10000", NFTSpec{Stateless: true, NoMatch: 10000}, 2, 10006, 0, 0},
 		{"dscp", NFTSpec{Mark: true, DSCP: 10}, 3, 1, 0, 0},
-		// 5 000 addresses a set: two batches of batchElements each
-		{"blocklist-10000", NFTSpec{Stateless: true, Blocklist: 10000}, 2, 8, 2, 4},
+		// 5 000 addresses a set: three batches of batchElements each
+		{"blocklist-10000", NFTSpec{Stateless: true, Blocklist: 10000}, 2, 8, 2, 6},
 		{"blocklist-odd", NFTSpec{Stateless: true, Blocklist: 3}, 2, 8, 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +86,9 @@ func TestNFTBuildCounts(t *testing.T) {
 			}
 			if got := f.counts[unix.NFT_MSG_NEWSETELEM]; got != tc.batches {
 				t.Errorf("element batches: got %d, want %d", got, tc.batches)
+			}
+			if f.maxElems >= 1<<16 {
+				t.Errorf("an element batch of %d bytes overflows its attribute's length", f.maxElems)
 			}
 			// an element is a nested key of 4 bytes: 16 bytes with
 			// its attribute headers

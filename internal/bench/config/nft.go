@@ -205,8 +205,10 @@ func (n *NFT) closeNS() {
 const batchRules = 500
 
 // batchElements bounds the set elements per netlink message: an IPv4
-// address is 16 bytes of attributes, so 4096 are 64 KB.
-const batchElements = 4096
+// address is 16 bytes of attributes, and the elements are one nested
+// attribute, whose length is 16 bits (4096 overflowed it: the kernel
+// then finds no set, ENOENT).
+const batchElements = 2048
 
 // build loads the table, chains and rules through c. A small rule set
 // goes in as one atomic batch; a large one in several.
@@ -303,7 +305,7 @@ func (n *NFT) build(c *nftables.Conn) error {
 // (noMatchAddr 0..n-1) in table t, in batches of batchElements: the set
 // is in the kernel when it returns, so rules name it by its name.
 func addBlocklist(c *nftables.Conn, t *nftables.Table, name string, n int) (*nftables.Set, error) {
-	set := &nftables.Set{Table: t, Name: name, KeyType: nftables.TypeIPAddr, Size: uint32(n)}
+	set := &nftables.Set{Table: t, Name: name, KeyType: nftables.TypeIPAddr}
 	if err := c.AddSet(set, nil); err != nil {
 		return nil, err
 	}
