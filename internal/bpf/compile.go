@@ -175,7 +175,7 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	if total > 100000 {
 		// a blocklist of a million rules: the heap grows by gigabytes,
 		// collections every few hundred megabytes would double the time
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
+		defer gcAtLeast(400)()
 	}
 	im := &Image{lists: make([]imageList, len(lists)), rules: make([]filterRule, 0, total)}
 	srcs := make([]*ipf.Rule, 0, total) // by position: texts, errors
@@ -210,6 +210,17 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 		return nil, err
 	}
 	return im, nil
+}
+
+// gcAtLeast makes the collector run no more often than GOGC pct (the
+// caller's setting stays if it collects less: ipf turns it off for a
+// big file) and returns what restores the setting.
+func gcAtLeast(pct int) (restore func()) {
+	old := debug.SetGCPercent(pct)
+	if old < 0 || old > pct {
+		debug.SetGCPercent(old)
+	}
+	return func() { debug.SetGCPercent(old) }
 }
 
 // appendToPrint keeps a rule's parse, by position, for its printed text

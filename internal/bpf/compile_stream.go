@@ -2,7 +2,6 @@ package bpf
 
 import (
 	"runtime"
-	"runtime/debug"
 
 	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
@@ -40,7 +39,7 @@ func compileStream(rules []*ipf.Rule, opts CompileOptions, window int) (im *Imag
 	}
 	if n > 100000 {
 		// as CompileSet: the heap grows by gigabytes
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
+		defer gcAtLeast(400)()
 	}
 	opts = opts.withHostLookups()
 	im = &Image{lists: make([]imageList, listGroup0), rules: make([]filterRule, n)}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -210,4 +211,23 @@ func BenchmarkCompileBlocklist(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestGCAtLeast: the compile collects no more often than GOGC 400 while
+// it runs, keeps a setting that collects less (or not at all: ipf for a
+// big file) and restores the caller's.
+func TestGCAtLeast(t *testing.T) {
+	orig := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(orig)
+	for _, c := range []struct{ before, during int }{{100, 400}, {800, 800}, {-1, -1}, {400, 400}} {
+		debug.SetGCPercent(c.before)
+		restore := gcAtLeast(400)
+		if got := debug.SetGCPercent(c.during); got != c.during {
+			t.Errorf("GOGC %d: %d while compiling, want %d", c.before, got, c.during)
+		}
+		restore()
+		if got := debug.SetGCPercent(c.before); got != c.before {
+			t.Errorf("GOGC %d: %d after, want it back", c.before, got)
+		}
+	}
 }
