@@ -171,16 +171,60 @@ func BenchmarkMiss(b *testing.B) {
 // port allocation, two inserts and a timer); the table is flushed now and
 // then so it never fills.
 func BenchmarkNewSession(b *testing.B) {
-	h := benchHarness(b, benchRules)
+	newSessions(b, benchHarness(b, benchRules), 20000)
+}
+
+// BenchmarkNewSessionSteps is BenchmarkNewSession taken apart, each
+// variant in a datapath of its own: "whole" as in use; "noarm" without
+// the session's timer (bpf_timer_init, which allocates, and
+// bpf_timer_start); "notwin" without the two fast twins (two inserts in
+// fast4); "noinsert" with the rule walk, the port allocation (its host
+// map entry made and dropped) and the clash check only, nothing entered
+// (the packet is then dropped as a failed session); "prealloc" and
+// "ondemand" as "whole" with the hash tables of sessions (sessions,
+// fast4, fast6, hostmaps) preallocated at load or allocated entry by
+// entry, whichever c/nat.c does not declare. Differences between them
+// are what each step costs.
+func BenchmarkNewSessionSteps(b *testing.B) {
+	for _, st := range []struct {
+		name  string
+		stage uint32
+		alloc allocMode
+	}{{"whole", 0, allocAsBuilt}, {"noarm", stNoArm, allocAsBuilt}, {"notwin", stNoTwin, allocAsBuilt},
+		{"noinsert", stNoInsert, allocAsBuilt}, {"prealloc", 0, allocPrealloc}, {"ondemand", 0, allocOnDemand}} {
+		b.Run(st.name, func(b *testing.B) {
+			h := newHarnessAlloc(b, st.stage, st.alloc)
+			benchLoad(b, h, benchRules)
+			newSessions(b, h, 20000)
+		})
+	}
+	// the whole way again with 64 flows between flushes: the tables'
+	// lines stay in the caches
+	b.Run("warm", func(b *testing.B) {
+		h := newHarness(b)
+		benchLoad(b, h, benchRules)
+		newSessions(b, h, 64)
+	})
+}
+
+// newSessions runs the first packets of new flows through h's egress
+// program, n flows before each flush of the table (so that it never
+// fills): with n large the tables' lines a new session touches are
+// mostly cold, as on a busy host; with n small they stay in the caches.
+func newSessions(b *testing.B, h *harness, n int) {
+	b.Helper()
+	if _, err := h.d.FlushSessions(); err != nil {
+		b.Fatal(err)
+	}
 	benchRun(b, h.d.objs.NatEgress, func(i int) []byte {
-		if i%20000 == 19999 {
+		if i%n == n-1 {
 			b.StopTimer()
 			if _, err := h.d.FlushSessions(); err != nil {
 				b.Fatal(err)
 			}
 			b.StartTimer()
 		}
-		return tcpSeg("10.0.0.1", "2.2.2.2", uint16(1024+i%20000), 80, 0x02)
+		return tcpSeg("10.0.0.1", "2.2.2.2", uint16(1024+i%n), 80, 0x02)
 	})
 }
 

@@ -3,6 +3,7 @@
 package nat
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	gonat "sluice/internal/nat"
 	"sluice/internal/packet/packettest"
+	"sluice/internal/state"
 )
 
 // chainOut is a packet of one TCP flow, 10.0.0.1:1000 > 2.2.2.2:80, and
@@ -37,14 +40,7 @@ func chainIn(to string, port uint16) []byte {
 // the packets with the timers on, without the engine.
 func sharedTuple(t *testing.T, h *harness, rules string, aging bool) {
 	t.Helper()
-	pkts := []randPkt{
-		{out: true, iface: "nic0", b: chainOut()},                 // A made, unbound
-		{out: true, iface: "nic1", b: chainOut()},                 // A out: nic1
-		{out: false, iface: "nic0", b: chainIn("1.1.1.1", 40000)}, // A in: nic0
-		{out: true, iface: "nic0", b: chainOut()},                 // B made
-		{out: true, iface: "nic2", b: chainOut()},                 // B out: nic2
-		{out: true, iface: "nic1", b: chainOut()},                 // A, under B
-	}
+	pkts := sharedTuplePkts()
 	if err := h.do(func() error {
 		if !aging {
 			_, _, err := randomRun(h, rules, pkts)
@@ -93,6 +89,18 @@ func sharedTuple(t *testing.T, h *harness, rules string, aging bool) {
 	}
 	if b := ss[0]; b.IfOut != nic("nic2") || b.IfIn != 0 {
 		t.Errorf("session B: bound out %d in %d; want nic2 (%d) and not yet (0)", b.IfOut, b.IfIn, nic("nic2"))
+	}
+}
+
+// sharedTuplePkts are sharedTuple's packets.
+func sharedTuplePkts() []randPkt {
+	return []randPkt{
+		{out: true, iface: "nic0", b: chainOut()},                 // A made, unbound
+		{out: true, iface: "nic1", b: chainOut()},                 // A out: nic1
+		{out: false, iface: "nic0", b: chainIn("1.1.1.1", 40000)}, // A in: nic0
+		{out: true, iface: "nic0", b: chainOut()},                 // B made
+		{out: true, iface: "nic2", b: chainOut()},                 // B out: nic2
+		{out: true, iface: "nic1", b: chainOut()},                 // A, under B
 	}
 }
 
@@ -200,4 +208,88 @@ func TestPrivilegedSharedTuple(t *testing.T) {
 		}
 		assertEmpty(t, h, "4 s after the last packet, with a lifetime of 1 s")
 	})
+}
+
+// TestPrivilegedExistsShadow: the clash check of a rewrite session (the
+// engine's exists) counts every live session of a tuple, one whose entry
+// is a shadow with no entry above it too. sharedTuple's packets make A
+// and B, B's forward entry over A's (a shadow); B's rule ages its
+// sessions in 1 s, so B ends first and leaves A's forward entry alone
+// under a key that has no entry. A `rewrite in` whose first try is that
+// tuple must then take its next port, as the engine does (the kernel
+// looked at the key's entry only and took the tuple). The engine runs
+// with a clock here; the kernel's is moved as far and its sessions past
+// their lifetime ended, as their timers would.
+func TestPrivilegedExistsShadow(t *testing.T) {
+	h := newHarness(t)
+	const rules = "map * 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp 40000:40000\n" +
+		"map * 10.0.0.0/24 -> 1.1.1.2/32 portmap tcp 40000:40000 age 1/1\n" +
+		"rewrite in on nic3 proto tcp from any to any -> src 2.2.2.2 port = 80 dst 10.0.0.1,1000-1001;\n"
+	rewritePkt := packettest.V4{Src: "5.5.5.5", Dst: "9.9.9.9", Proto: 6,
+		Payload: packettest.TCP{SrcPort: 2000, DstPort: 3000, Flags: 0x10, Win: 8192}.Bytes()}.Bytes()
+	err := h.do(func() error {
+		f, err := h.load(rules)
+		if err != nil {
+			return err
+		}
+		clock := &state.ManualClock{}
+		eng, err := gonat.New(f, gonat.Config{Clock: clock})
+		if err != nil {
+			return err
+		}
+		// both ways, compared: the engine's output
+		both := func(what string, p randPkt) []byte {
+			want := append([]byte(nil), p.b...)
+			var res gonat.Result
+			if p.out {
+				want, res = eng.OutPacket(want, p.iface, "")
+			} else {
+				want, res = eng.InPacket(want, p.iface)
+			}
+			ret, got, err := h.run(p.out, p.iface, p.b)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if res == gonat.Failed || ret != VerdictNext || !bytes.Equal(want, got) {
+				t.Errorf("%s: engine %v %x, kernel %d %x", what, res, want, ret, got)
+			}
+			return want
+		}
+		for i, p := range sharedTuplePkts() {
+			both(fmt.Sprintf("packet %d", i), p)
+		}
+		if n := h.d.cfg(cfgShadows); n != 1 {
+			t.Fatalf("%d shadow entries, want 1 (A's forward entry under B's)", n)
+		}
+		// B ends (1 s), A does not
+		clock.Advance(20)
+		if n := eng.Expire(); n != 1 {
+			t.Fatalf("the engine ended %d sessions, want 1 (B)", n)
+		}
+		if err := h.d.AdvanceClock(10 * time.Second); err != nil {
+			return err
+		}
+		if n, err := h.d.ExpireSessions(); err != nil || n != 1 {
+			t.Fatalf("the kernel ended %d sessions (%v), want 1 (B)", n, err)
+		}
+		if n := h.d.cfg(cfgShadows); n != 1 {
+			t.Fatalf("%d shadow entries after B ended, want 1 (A's forward entry)", n)
+		}
+		out := both("rewrite", randPkt{iface: "nic3", b: rewritePkt})
+		if got := binary.BigEndian.Uint16(out[22:24]); got != 1001 {
+			t.Errorf("the engine's rewrite went to port %d, want 1001 (1000 is A's tuple)", got)
+		}
+		ss, err := h.d.Sessions()
+		if err != nil {
+			return err
+		}
+		wantS, _ := engineSections(eng)
+		if got := sessionList(ss); got != wantS {
+			t.Errorf("sessions differ:\nengine:\n%skernel:\n%s", wantS, got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

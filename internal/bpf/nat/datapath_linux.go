@@ -36,6 +36,39 @@ type Options struct {
 	// stage stops the fast path early (benchmarks) or turns it off
 	// (tests); 0 in normal use.
 	stage uint32
+	// alloc allocates the session tables otherwise than built
+	// (benchmarks); allocAsBuilt in normal use.
+	alloc allocMode
+}
+
+// allocMode is how the hash maps of sessions are allocated.
+type allocMode uint32
+
+const (
+	allocAsBuilt  allocMode = iota // as c/nat.c declares them
+	allocPrealloc                  // every entry allocated at load
+	allocOnDemand                  // entries allocated as made (BPF_F_NO_PREALLOC)
+)
+
+// sessionTables are the hash maps an entry goes into or out of as
+// sessions are made and end.
+var sessionTables = []string{"sessions", "fast4", "fast6", "hostmaps"}
+
+// setAlloc makes the session tables of spec allocated as mode says.
+func setAlloc(spec *ebpf.CollectionSpec, mode allocMode) error {
+	for _, name := range sessionTables {
+		m, ok := spec.Maps[name]
+		if !ok {
+			return fmt.Errorf("setting the NAT maps' allocation: no map %s", name)
+		}
+		switch mode {
+		case allocPrealloc:
+			m.Flags &^= unix.BPF_F_NO_PREALLOC
+		case allocOnDemand:
+			m.Flags |= unix.BPF_F_NO_PREALLOC
+		}
+	}
+	return nil
 }
 
 // Datapath is the NAT datapath: its maps, and its programs when it was
@@ -61,6 +94,11 @@ func Load(opts Options) (*Datapath, error) {
 	d := &Datapath{dir: opts.PinDir, forceTC: opts.ForceTC}
 	if opts.stage != 0 {
 		if err := setStage(spec, opts.stage); err != nil {
+			return nil, err
+		}
+	}
+	if opts.alloc != allocAsBuilt {
+		if err := setAlloc(spec, opts.alloc); err != nil {
 			return nil, err
 		}
 	}
@@ -90,6 +128,12 @@ func Load(opts Options) (*Datapath, error) {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("loading the NAT programs: %w", &verifierError{ve})
+		}
+		if errors.Is(err, ebpf.ErrMapIncompatible) {
+			// maps pinned by an older Sluice (the session tables were
+			// not preallocated before nat12): they cannot be reused
+			return nil, fmt.Errorf("%s holds the maps of a NAT datapath with another layout (an older Sluice): "+
+				"remove that datapath first (ipf -D, or detach it and delete the directory), then load again: %w", d.dir, err)
 		}
 		return nil, fmt.Errorf("loading the NAT programs: %w", err)
 	}

@@ -662,10 +662,6 @@ func randomRun(h *harness, text string, pkts []randPkt) (int, int, error) {
 			msgs = append(msgs, fmt.Sprintf("packet %d (%s %s %x): engine drops, kernel %d", i, dir, p.iface, p.b, ret))
 		case res != gonat.Failed && ret == VerdictShot:
 			msgs = append(msgs, fmt.Sprintf("packet %d (%s %s %x): kernel drops, engine %v", i, dir, p.iface, p.b, res))
-		case res != gonat.Failed && !bytes.Equal(want, got) && rewriteIn6ErrGap(text, p.out, p.b):
-			// semanticsKernelPending's nat6-rewrite-in-icmp6-error-dst-only:
-			// the kernel gives both rewrite-in addresses where the engine
-			// (and IPFilter) gives the destination only.
 		case res != gonat.Failed && !bytes.Equal(want, got):
 			msgs = append(msgs, fmt.Sprintf("packet %d (%s %s): differ\n  in:     %x\n  engine: %x\n  kernel: %x", i, dir, p.iface, p.b, want, got))
 		}
@@ -709,30 +705,4 @@ func randIfAddr(name string, v6 bool) (netip.Addr, bool) {
 		return netip.MustParseAddr("2001:db8:1::b"), true
 	}
 	return netip.Addr{}, false
-}
-
-// rewriteIn6ErrGap reports whether b is an inbound ICMPv6 error under a
-// rule set with a `rewrite in` rule: the kernel NAT's known gap (it
-// rewrites both addresses of such an error quoting no session; see
-// semanticsKernelPending), left out of the comparison until it is closed.
-func rewriteIn6ErrGap(rules string, out bool, b []byte) bool {
-	if out || len(b) < 40 || b[0]>>4 != 6 || !strings.Contains(rules, "rewrite in") {
-		return false
-	}
-	nh, off := b[6], 40
-	for range 4 {
-		switch nh {
-		case 0, 43, 60:
-			if off+8 > len(b) {
-				return false
-			}
-			nh, off = b[off], off+8*(int(b[off+1])+1)
-		case 44:
-			if off+8 > len(b) {
-				return false
-			}
-			nh, off = b[off], off+8
-		}
-	}
-	return nh == 58 && off < len(b) && b[off] < 128
 }

@@ -30,11 +30,12 @@ type harness struct {
 	ifs map[string]int
 }
 
-// shared holds one datapath per fast path stage (0: the normal one),
-// loaded on first use and kept for the package's tests.
+// shared holds one datapath per fast path stage (0: the normal one) and
+// map allocation (benchmarks), loaded on first use and kept for the
+// package's tests.
 var shared struct {
 	mu sync.Mutex
-	d  map[uint32]*Datapath
+	d  map[[2]uint32]*Datapath
 }
 
 func newHarness(t testing.TB) *harness { return newHarnessStage(t, 0) }
@@ -43,19 +44,27 @@ func newHarness(t testing.TB) *harness { return newHarnessStage(t, 0) }
 // set (stOff: no fast path).
 func newHarnessStage(t testing.TB, stage uint32) *harness {
 	t.Helper()
+	return newHarnessAlloc(t, stage, allocAsBuilt)
+}
+
+// newHarnessAlloc is newHarnessStage with the session tables allocated
+// as alloc says (benchmarks).
+func newHarnessAlloc(t testing.TB, stage uint32, alloc allocMode) *harness {
+	t.Helper()
 	testutil.RequireRoot(t)
 	shared.mu.Lock()
-	d, ok := shared.d[stage]
+	key := [2]uint32{stage, uint32(alloc)}
+	d, ok := shared.d[key]
 	if !ok {
 		var err error
-		if d, err = Load(Options{NoPin: true, stage: stage}); err != nil {
+		if d, err = Load(Options{NoPin: true, stage: stage, alloc: alloc}); err != nil {
 			shared.mu.Unlock()
 			t.Fatalf("Load: %+v", err)
 		}
 		if shared.d == nil {
-			shared.d = map[uint32]*Datapath{}
+			shared.d = map[[2]uint32]*Datapath{}
 		}
-		shared.d[stage] = d
+		shared.d[key] = d
 	}
 	shared.mu.Unlock()
 	h := &harness{t: t, d: d, ns: netnstest.New(t), ifs: map[string]int{}}

@@ -139,4 +139,8 @@ const (
 	stRewrite = 4 // the packet rewritten, nothing accounted
 	stNoShort = 8 // no miss shortcut (fast_miss)
 	stOff     = 9 // no fast path
+	// new sessions taken apart (BenchmarkNewSessionSteps)
+	stNoInsert = 10 // allocated, not entered
+	stNoTwin   = 11 // no fast twins
+	stNoArm    = 12 // no timer
 )

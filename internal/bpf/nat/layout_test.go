@@ -77,7 +77,8 @@ func TestLayoutConstants(t *testing.T) {
 		"#define STAGE_MAGIC 0x" + strconv.FormatInt(stageMagic, 16),
 		"#define ST_ENTRY " + strconv.Itoa(stEntry), "#define ST_PARSE " + strconv.Itoa(stParse),
 		"#define ST_LOOKUP " + strconv.Itoa(stLookup), "#define ST_REWRITE " + strconv.Itoa(stRewrite),
-		"#define ST_OFF " + strconv.Itoa(stOff),
+		"#define ST_OFF " + strconv.Itoa(stOff), "#define ST_NOINSERT " + strconv.Itoa(stNoInsert),
+		"#define ST_NOTWIN " + strconv.Itoa(stNoTwin), "#define ST_NOARM " + strconv.Itoa(stNoArm),
 	} {
 		if !strings.Contains(string(src), d) {
 			t.Errorf("c/nat.c lacks %q", d)

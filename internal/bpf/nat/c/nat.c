@@ -52,6 +52,10 @@ static __always_inline int bench_at(__u32 n)
 #define ST_REWRITE 4 /* the packet rewritten, nothing accounted */
 #define ST_NOSHORT 8 /* no miss shortcut (fast_miss): benchmarks of it */
 #define ST_OFF 9    /* no fast path: every packet goes the whole way (tests) */
+/* A new session taken apart (BenchmarkNewSessionSteps): */
+#define ST_NOINSERT 10 /* allocated and checked, not entered (the packet fails) */
+#define ST_NOTWIN 11   /* no fast twins */
+#define ST_NOARM 12    /* no timer */
 
 /* probe tells whether the program is a probe (LoadProbe: stopped at
  * ST_ENTRY..ST_LOOKUP), which must translate nothing: it leaves IPv6 and
@@ -125,10 +129,16 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+/* The session tables (sessions, fast4, fast6) are preallocated: an
+ * entry allocated as it is made (BPF_F_NO_PREALLOC) comes from the BPF
+ * allocator's per-CPU caches, which a burst of new sessions empties, and
+ * their refill (a batch of charged kmallocs, in an irq_work that runs in
+ * the middle of the program) was half of a new session's cost under
+ * TCP_CRR (docs/datapath-cost.md). The price is the tables' full size at
+ * load: about 86 MB at NAT_SESS_ENTRIES (docs/kernel-memory.md). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NAT_SESS_ENTRIES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nat_key);
 	__type(value, struct nat_sess);
 } sessions SEC(".maps");
@@ -140,7 +150,6 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NAT_SESS_ENTRIES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nat_fkey);
 	__type(value, struct nat_fast);
 } fast4 SEC(".maps");
@@ -150,7 +159,6 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NAT_SESS_ENTRIES);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nat_key);
 	__type(value, struct nat_fast6);
 } fast6 SEC(".maps");
@@ -1238,10 +1246,10 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	__u32 l3 = p->l3off & 0xff;
 	struct nat_fast *f;
-	__u32 *nsrc, *ndst;
+	__u32 *nsrc, *ndst, l4a = v->csum_l4a;
 	__u16 sp, dp;
 	__u64 mf;
-	int summed;
+	int summed, dstonly = 0;
 
 	if (v->w == 0) {
 		nsrc = v->t.nsrc;
@@ -1299,10 +1307,26 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 
 		if ((void *)(ip6 + 1) > end)
 			return -1;
-		__builtin_memcpy(&ip6->saddr, nsrc, 16);
-		__builtin_memcpy(&ip6->daddr, ndst, 16);
+		if (p->proto == IPPROTO_ICMPV6 && p->l4off && icmp6_error(p->icmptype) && v->w == 0 &&
+		    v->rtype == NT_REWRITE_IN && p->dir == DIR_IN) {
+			/* as IPv4 above: the new destination only, and the
+			 * ICMPv6 checksum, whose pseudo header holds it, by
+			 * that change alone (the engine's setAddr) */
+			__u32 od[4];
+
+			__builtin_memcpy(od, &ip6->daddr, 16);
+			l4a = 0;
+			for (int i = 0; i < 4; i++)
+				if (od[i] != ndst[i])
+					l4a = csum_words32(l4a, od[i], ndst[i]);
+			__builtin_memcpy(&ip6->daddr, ndst, 16);
+			dstonly = 1;
+		} else {
+			__builtin_memcpy(&ip6->saddr, nsrc, 16);
+			__builtin_memcpy(&ip6->daddr, ndst, 16);
+		}
 	}
-	if (p->l4off) {
+	if (p->l4off && !dstonly) {
 		__u8 *l4 = data + (p->l4off & 0x3ff);
 
 		/* ports: 4 bytes (an IPv6 TCP header cut short may hold no
@@ -1334,8 +1358,8 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 
 		if ((void *)(ck + 1) > end)
 			return -1;
-		if (v->csum_l4a && p->proto != IPPROTO_ICMP)
-			diff = v->csum_l4a;
+		if (l4a && p->proto != IPPROTO_ICMP)
+			diff = l4a;
 		if (summed == CHECKSUM_PARTIAL) {
 			if (diff)
 				*ck = csum_fold32(csum_add32(*ck, diff));
@@ -1349,8 +1373,8 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 			*ck = 0xffff;
 		return 0;
 	}
-	if (v->csum_l4a && p->proto != IPPROTO_ICMP)
-		bpf_l4_csum_replace(skb, p->csumoff, 0, v->csum_l4a, BPF_F_PSEUDO_HDR | mf);
+	if (l4a && p->proto != IPPROTO_ICMP)
+		bpf_l4_csum_replace(skb, p->csumoff, 0, l4a, BPF_F_PSEUDO_HDR | mf);
 	if (v->csum_l4p && p->l4off && (p->pflags & (PF_TCPUDP | PF_ICMPQ)))
 		bpf_l4_csum_replace(skb, p->csumoff, 0, v->csum_l4p, mf);
 	return 0;
@@ -1724,9 +1748,12 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 	c = cfgp(NCFG_COUNT);
 	if (c)
 		__sync_fetch_and_add(c, 1);
-	fast_add(w, &w->k, e);
-	fast_add(w, rk, r);
-	sess_arm(&w->k, life_ns);
+	if (!bench_at(ST_NOTWIN)) {
+		fast_add(w, &w->k, e);
+		fast_add(w, rk, r);
+	}
+	if (!bench_at(ST_NOARM))
+		sess_arm(&w->k, life_ns);
 	stat_inc(p->dir * NS_SIDE + NS_ADDED);
 	return 0;
 }
@@ -1925,23 +1952,23 @@ static __attribute__((noinline)) __u32 chain_best(struct nat_key *k, __u32 ifind
  * interface (and older ones may be shadowed under it: SF_CHAIN), or it
  * has ended while shadows live (NCFG_SHADOWS), the newest shadow that
  * applies is taken, as IPFilter's lookups walk a hash chain newest
- * first, skipping the sessions of other interfaces. Returns 1 with k set
- * to the key of the entry found (a shadow's, maybe), 0 when none
+ * first, skipping the sessions of other interfaces. Returns the entry
+ * found, with k set to its key (a shadow's, maybe), NULL when none
  * applies. A shadow lost to a racing CPU is as none. deep: the caller
  * sits deep in the call chain (a clash check in a bpf_loop callback),
  * where no frame is left for chain_best's loop: the walk is inline. */
-static __always_inline int sess_find_at(struct nat_key *k, __u32 ifindex, int deep)
+static __always_inline struct nat_sess *sess_find_at(struct nat_key *k, __u32 ifindex, int deep)
 {
 	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
 	__u64 best = 0;
 	__u8 g, bg = 0, dir = k->dir;
 
 	if (v && sess_take(v, ifindex))
-		return 1;
+		return v;
 	if (dir & (DIR_SHADOW | DIR_WILD))
-		return 0;
+		return NULL;
 	if (v ? !(v->sflags & SF_CHAIN) : !cfg(NCFG_SHADOWS))
-		return 0;
+		return NULL;
 	k->dir = dir | DIR_SHADOW;
 	if (deep) {
 		for (g = 1; g < 16; g++) {
@@ -1958,21 +1985,42 @@ static __always_inline int sess_find_at(struct nat_key *k, __u32 ifindex, int de
 	k->pad = bg;
 	v = bg ? bpf_map_lookup_elem(&sessions, k) : NULL;
 	if (v && sess_take(v, ifindex))
-		return 1;
+		return v;
 	k->dir = dir;
 	k->pad = 0;
-	return 0;
+	return NULL;
 }
 
-static __always_inline int sess_find(struct nat_key *k, __u32 ifindex)
+static __always_inline struct nat_sess *sess_find(struct nat_key *k, __u32 ifindex)
 {
 	return sess_find_at(k, ifindex, 0);
 }
 
-/* exists reports whether a session entry has key k. */
+/* exists reports whether a live session has key k, whatever interface it
+ * is bound to: the entry at k, or, when the newest session of the key has
+ * ended while older ones live (NCFG_SHADOWS), any shadow under it, as the
+ * engine's exists sees any session on the key's chain (a rewrite's clash
+ * check, a proxy's data connection). The walk is inline (rewrite_step
+ * runs in a bpf_loop callback) and leaves k as it was. */
 static __always_inline int exists(struct nat_key *k)
 {
-	return bpf_map_lookup_elem(&sessions, k) != NULL;
+	__u8 g, dir = k->dir, found = 0;
+
+	if (bpf_map_lookup_elem(&sessions, k))
+		return 1;
+	if ((dir & (DIR_SHADOW | DIR_WILD)) || !cfg(NCFG_SHADOWS))
+		return 0;
+	k->dir = dir | DIR_SHADOW;
+	for (g = 1; g < 16; g++) {
+		k->pad = g;
+		if (bpf_map_lookup_elem(&sessions, k)) {
+			found = 1;
+			break;
+		}
+	}
+	k->dir = dir;
+	k->pad = 0;
+	return found;
 }
 
 /* exists_on is exists for a new session's clash check: a session of that
@@ -1980,7 +2028,7 @@ static __always_inline int exists(struct nat_key *k)
  * binds what it finds (the engine's existsOn). k may be changed. */
 static __always_inline int exists_on(struct nat_key *k, __u32 ifindex)
 {
-	return sess_find_at(k, ifindex, 1);
+	return sess_find_at(k, ifindex, 1) != NULL;
 }
 
 static __always_inline void key_of(struct nat_key *k, __u8 dir, __u8 proto, __u8 family, const __u32 *src,
@@ -2751,7 +2799,7 @@ GLOBAL int nat_try(__u32 slot, __u32 idx)
 		res = nat_new_rdr(slot, idx);
 	if (!res)
 		return 0;
-	if (nat_insert(slot, w->ns.rule_idx) != 0) {
+	if (bench_at(ST_NOINSERT) || nat_insert(slot, w->ns.rule_idx) != 0) {
 		if (w->ns.hm_on)
 			hm_drop(w, w->ns.hm_rule, w->ns.hm_port, p->family, p->src, p->dst);
 		return 0;
@@ -3823,9 +3871,7 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	t = &w->t;
 	key_of(k, p->dir, in->proto, in->v6 ? 6 : 4, in->dst, in->src, bpf_htons(in->dport), bpf_htons(in->sport));
 	/* the error's lookup binds the session as a packet's does */
-	if (!sess_find(k, p->ifindex))
-		return 0;
-	v = bpf_map_lookup_elem(&sessions, k);
+	v = sess_find(k, p->ifindex);
 	if (!v)
 		return 0;
 	/* an error is the session's only when it goes back to the quoted
@@ -4038,9 +4084,7 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 		k->dir = p->dir;
 		k->family = p->family;
 		k->pad = 0;
-		if (!sess_find(k, p->ifindex))
-			return TC_ACT_UNSPEC;
-		v = bpf_map_lookup_elem(&sessions, k);
+		v = sess_find(k, p->ifindex);
 		if (!v)
 			return TC_ACT_UNSPEC;
 		goto translate;
@@ -4111,7 +4155,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 	} else if (v || (!w->pre && cfg(NCFG_SHADOWS))) {
 		/* the entry, or the newest of the sessions it shadows that
 		 * applies on this interface */
-		v = sess_find(k, p->ifindex) ? bpf_map_lookup_elem(&sessions, k) : NULL;
+		v = sess_find(k, p->ifindex);
 	}
 	if (p->cut && !v) {
 		/* a TCP header cut short without a session of its ports is
