@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"sluice/internal/pool"
 	"sluice/internal/rules/ipf"
@@ -120,7 +122,13 @@ func Compile(rules []*ipf.Rule, opts CompileOptions) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	set, err := ruleset.Compile(rules)
+	if len(rules) >= streamMin {
+		if im, ok := compileStream(rules, opts.withAnon(anon), streamWindow); ok {
+			return im, nil
+		}
+	}
+	// the image is all the kernel needs: no Go engine prefilters
+	set, err := ruleset.CompileLean(rules)
 	if err != nil {
 		return nil, err
 	}
@@ -132,33 +140,7 @@ func Compile(rules []*ipf.Rule, opts CompileOptions) (*Image, error) {
 // AcctIn, 3 AcctOut, then the filter groups in creation order and the
 // accounting groups by name.
 func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
-	// the host's interfaces are looked up once per name and compile (a
-	// lookup reads every interface from the kernel: a blocklist of a
-	// million rules `on eth0` took minutes), which also makes every rule
-	// of the set see the same interfaces
-	if opts.Ifindex == nil {
-		opts.Ifindex = memo(hostIfindex)
-	}
-	if opts.IfNet == nil {
-		type key struct {
-			name string
-			v6   bool
-		}
-		nets := map[key]ruleset.IfaceNet{}
-		found := map[key]bool{}
-		opts.IfNet = func(name string, v6 bool) (ruleset.IfaceNet, bool) {
-			k := key{name, v6}
-			if n, ok := nets[k]; ok || found[k] {
-				return n, ok
-			}
-			n, ok := hostIfNet(name, v6)
-			if ok {
-				nets[k] = n
-			}
-			found[k] = true
-			return n, ok
-		}
-	}
+	opts = opts.withHostLookups()
 	type src struct {
 		l    *ruleset.List
 		dir  ipf.Direction
@@ -193,11 +175,10 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 	if total > 100000 {
 		// a blocklist of a million rules: the heap grows by gigabytes,
 		// collections every few hundred megabytes would double the time
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
+		defer gcAtLeast(400)()
 	}
 	im := &Image{lists: make([]imageList, len(lists)), rules: make([]filterRule, 0, total)}
-	where := make([]ipf.Pos, 0, total) // each rule's position, for errors
-	crs := make([]*ruleset.Rule, 0, total)
+	srcs := make([]*ipf.Rule, 0, total) // by position: texts, errors
 	pt := &poolTables{ids: map[string]uint16{}}
 	seen := map[string]bool{}
 	for id, s := range lists {
@@ -222,27 +203,79 @@ func CompileSet(set *ruleset.Set, opts CompileOptions) (*Image, error) {
 			}
 			raw.RuleNo = uint32(i + 1)
 			raw.GroupNo = uint32(id)
-			where = append(where, cr.Pos)
-			crs = append(crs, cr)
+			srcs = appendToPrint(srcs, cr.Src)
 		}
 	}
-	im.texts = formatTexts(crs, opts.Text)
-	if err := im.checkScanSteps(where); err != nil {
+	if err := im.finish(srcs, opts); err != nil {
 		return nil, err
+	}
+	return im, nil
+}
+
+// gcAtLeast makes the collector run no more often than GOGC pct (the
+// caller's setting stays if it collects less: ipf turns it off for a
+// big file) and returns what restores the setting.
+func gcAtLeast(pct int) (restore func()) {
+	old := debug.SetGCPercent(pct)
+	if old < 0 || old > pct {
+		debug.SetGCPercent(old)
+	}
+	return func() { debug.SetGCPercent(old) }
+}
+
+// appendToPrint keeps a rule's parse, by position, for its printed text
+// (and where it is, for errors).
+func appendToPrint(srcs []*ipf.Rule, r *ipf.Rule) []*ipf.Rule { return append(srcs, r) }
+
+// withHostLookups fills in the host's interfaces for the lookups opts
+// leaves nil. They are looked up once per name and compile (a lookup
+// reads every interface from the kernel: a blocklist of a million rules
+// `on eth0` took minutes), which also makes every rule of the set see
+// the same interfaces.
+func (opts CompileOptions) withHostLookups() CompileOptions {
+	if opts.Ifindex == nil {
+		opts.Ifindex = memo(hostIfindex)
+	}
+	if opts.IfNet == nil {
+		type key struct {
+			name string
+			v6   bool
+		}
+		nets := map[key]ruleset.IfaceNet{}
+		found := map[key]bool{}
+		opts.IfNet = func(name string, v6 bool) (ruleset.IfaceNet, bool) {
+			k := key{name, v6}
+			if n, ok := nets[k]; ok || found[k] {
+				return n, ok
+			}
+			n, ok := hostIfNet(name, v6)
+			if ok {
+				nets[k] = n
+			}
+			found[k] = true
+			return n, ok
+		}
+	}
+	return opts
+}
+
+// finish completes an image whose rules are laid out, srcs being their
+// parsed rules by position: the texts, the scan budget, runs and index.
+func (im *Image) finish(srcs []*ipf.Rule, opts CompileOptions) error {
+	im.texts = formatTexts(srcs, opts.Text)
+	if err := im.checkScanSteps(srcs); err != nil {
+		return err
 	}
 	im.findRuns()
 	if im.scanLength() >= indexThreshold && len(im.rules) <= idxRules {
 		im.buildIndex()
 	}
-	return im, nil
+	return nil
 }
 
 // formatTexts prints the rules for ipfstat with formatText (ipf.FormatRule
 // when nil), on every CPU when there are many.
-func formatTexts(rules []*ruleset.Rule, formatText func(*ipf.Rule) string) []string {
-	if formatText == nil {
-		formatText = ipf.FormatRule
-	}
+func formatTexts(rules []*ipf.Rule, formatText func(*ipf.Rule) string) []string {
 	out := make([]string, len(rules))
 	workers := 1
 	if len(rules) > 10000 {
@@ -258,14 +291,39 @@ func formatTexts(rules []*ruleset.Rule, formatText func(*ipf.Rule) string) []str
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if formatText != nil {
+				for i := lo; i < hi; i++ {
+					out[i] = formatText(rules[i])
+				}
+				return
+			}
+			// ipf.FormatRule's texts, printed into one reused buffer
+			// and kept in shared arenas: a text of its own was 128
+			// bytes (the printer's first allocation) for ~45 of text
+			var buf bytes.Buffer
+			var arena []byte
 			for i := lo; i < hi; i++ {
-				out[i] = formatText(rules[i].Src)
+				buf.Reset()
+				ipf.FormatTo(&buf, rules[i], ipf.PrintOptions{NoResolve: true})
+				n := buf.Len()
+				if n == 0 {
+					continue
+				}
+				if cap(arena)-len(arena) < n {
+					arena = make([]byte, 0, max(n, textArena))
+				}
+				arena = append(arena, buf.Bytes()...)
+				// the arena's bytes are never written again
+				out[i] = unsafe.String(&arena[len(arena)-n], n)
 			}
 		}()
 	}
 	wg.Wait()
 	return out
 }
+
+// textArena is the size of the blocks formatTexts keeps texts in.
+const textArena = 256 << 10
 
 // groupDir is the direction of a group's first rule (groups hold the rules
 // of one direction in practice; each rule still checks its own).

@@ -1,7 +1,6 @@
 package bpf
 
 import (
-	"slices"
 	"sort"
 	"unsafe"
 
@@ -105,10 +104,14 @@ func runnable(r *filterRule) bool {
 // findRuns marks the runs of the image's lists (RunLen, RunField on each
 // run's first rule) and lists their table entries.
 func (im *Image) findRuns() {
-	im.runs = im.runs[:0]
 	for i := range im.rules {
 		im.rules[i].RunLen, im.rules[i].RunField = 0, 0
 	}
+	// one set of addresses for every run, cleared between runs unless a
+	// new one is much shorter (clearing costs the set's size): a
+	// blocklist's million rules made a map per run
+	var seen map[[4]uint32]struct{}
+	prev, total := 0, 0
 	for _, l := range im.lists {
 		end := l.start + l.count
 		for i := l.start; i < end; {
@@ -131,7 +134,12 @@ func (im *Image) findRuns() {
 				i++
 				continue
 			}
-			seen := make(map[[4]uint32]struct{}, j-i)
+			if seen == nil || prev > 4*(j-i) {
+				seen = make(map[[4]uint32]struct{}, j-i)
+			} else {
+				clear(seen)
+			}
+			prev = j - i
 			for k := i; k < j; k++ {
 				// one hash per rule: a repeat does not grow the set
 				seen[runAddr(&im.rules[k], f)] = struct{}{}
@@ -145,18 +153,22 @@ func (im *Image) findRuns() {
 				continue
 			}
 			im.rules[i].RunLen, im.rules[i].RunField = uint32(j-i), f
-			if rest := len(im.rules) - i; cap(im.runs)-len(im.runs) < rest && j-i >= rest/2 {
-				// a run of half the rules left (a blocklist): room
-				// for all of them at once, rather than growing run by
-				// run and copying the table (tens of MB) each time
-				im.runs = slices.Grow(im.runs, rest)
-			}
-			im.runs = slices.Grow(im.runs, j-i)
-			for k := i; k < j; k++ {
-				im.runs = append(im.runs, runEntry{head: uint32(i), addr: runAddr(&im.rules[k], f), idx: uint32(k)})
-			}
+			total += j - i
 			i = j
 		}
+	}
+	// the table, in rule order (lists are laid out in order), allocated
+	// once at its size
+	im.runs = make([]runEntry, 0, total)
+	for i := 0; i < len(im.rules); i++ {
+		r := &im.rules[i]
+		if r.RunLen < 2 {
+			continue
+		}
+		for k := i; k < i+int(r.RunLen); k++ {
+			im.runs = append(im.runs, runEntry{head: uint32(i), addr: runAddr(&im.rules[k], r.RunField), idx: uint32(k)})
+		}
+		i += int(r.RunLen) - 1
 	}
 }
 

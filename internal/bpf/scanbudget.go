@@ -31,7 +31,7 @@ func satAdd(a, b uint64) uint64 {
 	return a + b
 }
 
-func (im *Image) checkScanSteps(where []ipf.Pos) error {
+func (im *Image) checkScanSteps(where []*ipf.Rule) error {
 	nl := len(im.lists)
 	// steps[d][l]: the most steps a scan of list l entered at depth d takes
 	steps := make([][]uint64, maxDepth+1)
@@ -101,7 +101,7 @@ func (im *Image) checkScanSteps(where []ipf.Pos) error {
 
 // scanError explains why list l is too costly: the heads in it (or in the
 // groups it leads to) that scan the same group the most times.
-func (im *Image) scanError(l int, steps [][]uint64, where []ipf.Pos) error {
+func (im *Image) scanError(l int, steps [][]uint64, where []*ipf.Rule) error {
 	listName := func(id int) string {
 		switch id {
 		case listIn:
@@ -165,7 +165,7 @@ func (im *Image) scanError(l int, steps [][]uint64, where []ipf.Pos) error {
 					break
 				}
 				if i < len(where) {
-					at = append(at, fmt.Sprintf("%s:%d", where[i].File, where[i].Line))
+					at = append(at, fmt.Sprintf("%s:%d", where[i].Pos.File, where[i].Pos.Line))
 				}
 			}
 			parts = append(parts, fmt.Sprintf("%d head rules (%s) of group %s (%d rules, %s steps with the groups it heads)",

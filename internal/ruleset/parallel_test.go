@@ -174,3 +174,70 @@ func BenchmarkCompileBlocklist(b *testing.B) {
 		})
 	}
 }
+
+// TestCompileLeanAndRules: CompileLean is Compile without the Hot
+// prefilters (its lists presized, the rules alike); CompileRules compiles
+// the rules alike too, into a caller's buffer that it leaves as long,
+// keeping the buffer's Stats, and reports the first failing rule.
+func TestCompileLeanAndRules(t *testing.T) {
+	rules := bigRules(t)
+	full, err := Compile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lean, err := CompileLean(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []cmp.Option{cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmpopts.IgnoreUnexported(Rule{})}
+	for i, pair := range [][2]*List{{&full.In, &lean.In}, {&full.Out, &lean.Out}, {&full.AcctIn, &lean.AcctIn}, {&full.AcctOut, &lean.AcctOut}} {
+		f, l := pair[0], pair[1]
+		if len(f.Hot) != len(f.Rules) || l.Hot != nil || len(l.Rules) != len(f.Rules) {
+			t.Fatalf("list %d: %d rules, %d hot; lean %d rules, %d hot", i, len(f.Rules), len(f.Hot), len(l.Rules), len(l.Hot))
+		}
+		if len(f.Rules) > 0 && cap(l.Rules) != len(l.Rules) {
+			t.Errorf("list %d: lean list of %d rules has room for %d", i, len(l.Rules), cap(l.Rules))
+		}
+		for k := range f.Rules {
+			a, b := *f.Rules[k], *l.Rules[k]
+			a.ID, b.ID, a.Stats, b.Stats, a.HeadList, b.HeadList = 0, 0, nil, nil, nil, nil
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("list %d rule %d differs:\n%s", i, k, cmp.Diff(a, b, opts...))
+			}
+		}
+	}
+	var st Stats
+	buf := make([]Rule, 1000)
+	buf[7].Stats = &st
+	if err := CompileRules(buf, rules[:1000], 3); err != nil {
+		t.Fatal(err)
+	}
+	if buf[7].Stats != &st {
+		t.Error("CompileRules dropped the buffer's Stats")
+	}
+	for k := range buf {
+		want := &Rule{Stats: &Stats{}}
+		if err := compileInto(want, rules[k], 1); err != nil {
+			t.Fatal(err)
+		}
+		a, b := *want, buf[k]
+		a.ID, b.ID, a.Stats, b.Stats = 0, 0, nil, nil
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("rule %d differs:\n%s", k, cmp.Diff(a, b, opts...))
+		}
+	}
+	if err := CompileRules(buf[:2], rules[:3], 2); err == nil {
+		t.Error("3 rules into 2 places accepted")
+	}
+	bad, err := ipf.Parse("bad.conf", []byte("pass in proto tcp from any to any with oow keep state\n"), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withBad := append([]*ipf.Rule(nil), rules[:1000]...)
+	b1, b2 := *bad[0], *bad[0]
+	b1.Pos.Line, b2.Pos.Line = 601, 901
+	withBad[600], withBad[900] = &b1, &b2
+	if err := CompileRules(buf, withBad, 3); err == nil || !strings.HasPrefix(err.Error(), "bad.conf:601:") {
+		t.Errorf("CompileRules error %v, want the rule at line 601's", err)
+	}
+}

@@ -373,6 +373,12 @@ func insert(l *List, r *Rule) {
 // Link resolves head references to group lists; call it after the last
 // Add.
 func (s *Set) Link() {
+	s.link()
+	s.index()
+}
+
+// link resolves the head groups (Link without the prefilters).
+func (s *Set) link() {
 	link := func(l *List, groups map[string]*List, filter bool) {
 		for _, r := range l.Rules {
 			if r.Head != "" {
@@ -400,6 +406,10 @@ func (s *Set) Link() {
 	for _, g := range s.AcctGroups {
 		link(g, s.AcctGroups, false)
 	}
+}
+
+// index builds every list's Hot prefilter.
+func (s *Set) index() {
 	for _, l := range []*List{&s.In, &s.Out, &s.AcctIn, &s.AcctOut} {
 		l.index()
 	}
@@ -412,7 +422,14 @@ func (s *Set) Link() {
 }
 
 // Compile builds a set from rules.
-func Compile(rules []*ipf.Rule) (*Set, error) {
+func Compile(rules []*ipf.Rule) (*Set, error) { return compile(rules, true) }
+
+// CompileLean is Compile without the lists' Hot prefilters, which only
+// the Go engine's scan reads: for a compiler that reads the set once
+// (the kernel datapath's). A million rules take 72 MB less.
+func CompileLean(rules []*ipf.Rule) (*Set, error) { return compile(rules, false) }
+
+func compile(rules []*ipf.Rule, hot bool) (*Set, error) {
 	s := NewSet()
 	if len(rules) < parallelCompile || runtime.GOMAXPROCS(0) == 1 {
 		for _, r := range rules {
@@ -425,12 +442,41 @@ func Compile(rules []*ipf.Rule) (*Set, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.presize(rules)
 		for i, r := range rules {
 			s.place(r, &crs[i])
 		}
 	}
-	s.Link()
+	s.link()
+	if hot {
+		s.index()
+	}
 	return s, nil
+}
+
+// presize makes the main and accounting lists the size the rules give
+// them (a million rules' lists grown by doubling were 42 MB, over half
+// of it copies).
+func (s *Set) presize(rules []*ipf.Rule) {
+	var n [4]int
+	for _, r := range rules {
+		if r.Group != "" {
+			continue
+		}
+		i := 0
+		if r.Dir == ipf.DirOut {
+			i = 1
+		}
+		if r.Action == ipf.ActionCount {
+			i += 2
+		}
+		n[i]++
+	}
+	for i, l := range []*List{&s.In, &s.Out, &s.AcctIn, &s.AcctOut} {
+		if n[i] > 0 {
+			l.Rules = make([]*Rule, 0, n[i])
+		}
+	}
 }
 
 // parallelCompile is the size of a set from which Compile compiles its
@@ -446,6 +492,31 @@ func compileAll(rules []*ipf.Rule, workers int) ([]Rule, error) {
 	n := len(rules)
 	crs := make([]Rule, n)
 	stats := make([]Stats, n)
+	for i := range crs {
+		crs[i].Stats = &stats[i]
+	}
+	if err := compileRules(crs, rules, workers); err != nil {
+		return nil, err
+	}
+	return crs, nil
+}
+
+// CompileRules compiles rules into dst (as long) on workers goroutines,
+// each as Compile would before placing it in its list, with IDs of their
+// own in rule order and dst's Stats kept. It is for a compiler that lays
+// each rule out elsewhere and then reuses dst for the next rules (the
+// kernel image of a million rules), so it makes no Set: a rule's list,
+// its head group and calls are the caller's. The error is the first
+// failing rule's, as Compile's.
+func CompileRules(dst []Rule, rules []*ipf.Rule, workers int) error {
+	if len(dst) != len(rules) {
+		return fmt.Errorf("ruleset: %d rules into %d places", len(rules), len(dst))
+	}
+	return compileRules(dst, rules, max(workers, 1))
+}
+
+func compileRules(crs []Rule, rules []*ipf.Rule, workers int) error {
+	n := len(rules)
 	base := nextID.Add(uint32(n)) - uint32(n)
 	errs := make([]error, workers)
 	per := (n + workers - 1) / workers
@@ -459,7 +530,6 @@ func compileAll(rules []*ipf.Rule, workers int) ([]Rule, error) {
 		go func() {
 			defer wg.Done()
 			for i := lo; i < hi; i++ {
-				crs[i].Stats = &stats[i]
 				if err := compileInto(&crs[i], rules[i], base+uint32(i)+1); err != nil {
 					errs[w] = err
 					return
@@ -470,10 +540,10 @@ func compileAll(rules []*ipf.Rule, workers int) ([]Rule, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return crs, nil
+	return nil
 }
 
 // compileInto turns a parsed rule into cr (whose Stats it keeps), one

@@ -66,6 +66,21 @@ type Config struct {
 	// Unavailable, if set, reports that New would fail with
 	// ErrUnavailable, without calling a loader.
 	Unavailable func() bool
+	// OptIn: the configuration runs only when named (not in "all", a
+	// family or a prefix): it loads for seconds and takes gigabytes
+	// while it does (the million-rule blocklists).
+	OptIn bool
+	// Generate, if set, makes the whole rule text, of which Rules is
+	// then a summary (a million rules are too big to keep around).
+	Generate func() string
+}
+
+// RuleText returns the configuration's whole rule text.
+func (c *Config) RuleText() string {
+	if c.Generate != nil {
+		return c.Generate()
+	}
+	return c.Rules
 }
 
 // Available reports whether the configuration's datapath is built in
@@ -129,6 +144,11 @@ type StatsFunc func(h *topo.Host) (probe func() ([]result.ProgStat, error), clos
 // "rule-scan" configurations.
 var NoMatchCounts = []int{100, 1000, 10000}
 
+// Blocklist is the rule count of the opt-in blocklist configurations
+// (sluice-nomatch-1000000, nft-nomatch-set-1000000): issue 12's "1 000
+// 000 rules (a real blocklist written as rules)".
+const Blocklist = 1000000
+
 // Registry is the set of known configurations.
 type Registry struct {
 	byName map[string]*Config
@@ -164,6 +184,11 @@ func Builtin(dp Datapaths) *Registry {
 		r.add(r.ipf(fmt.Sprintf("sluice-nomatch-%d", n),
 			fmt.Sprintf("%d non-matching stateless rules (half in, half out), then the stateless set", n), IPFNoMatch(n)))
 	}
+	big := r.ipf(fmt.Sprintf("sluice-nomatch-%d", Blocklist),
+		fmt.Sprintf("opt-in: a blocklist of %d non-matching stateless rules, one address each (half in, half out), then the stateless set; loads for seconds", Blocklist),
+		IPFNoMatchSummary(Blocklist))
+	big.OptIn, big.Generate = true, func() string { return IPFNoMatch(Blocklist) }
+	r.add(big)
 	r.add(r.qos("sluice-qos", "IPQoS: one filter, one policy marking every TCP packet DSCP 10", QoSMarkTCP(DSCPMark)))
 	r.add(r.qos("sluice-qos-any", "IPQoS: one filter matching every IPv4 packet (UDP and fragments too), marked DSCP 10", QoSMarkAny(DSCPMark)))
 	r.add(r.qos("sluice-qos-max", "IPQoS: the marking policy capped at max 50% of the adapter's declared speed (the link profile's line rate)", QoSMax(DSCPMark, 50)))
@@ -176,6 +201,11 @@ func Builtin(dp Datapaths) *Registry {
 		r.add(r.nft(fmt.Sprintf("nft-nomatch-%d", n),
 			fmt.Sprintf("nftables: %d non-matching rules (half input, half output), then the stateless set", n), NFTSpec{NoMatch: n, Stateless: true}))
 	}
+	nbig := r.nft(fmt.Sprintf("nft-nomatch-set-%d", Blocklist),
+		fmt.Sprintf("opt-in: nftables' blocklist: %d non-matching addresses in two sets (half input, half output), one lookup rule each, then the stateless set", Blocklist),
+		NFTSpec{Blocklist: Blocklist, Stateless: true})
+	nbig.OptIn = true
+	r.add(nbig)
 	r.add(r.nft("nft-dscp", "nftables: set DSCP 10 on every outgoing TCP packet", NFTSpec{Mark: true, DSCP: DSCPMark}))
 	r.add(r.nft("nft-dscp-any", "nftables: set DSCP 10 on every outgoing IPv4 packet", NFTSpec{Mark: true, MarkAny: true, DSCP: DSCPMark}))
 	r.add(r.nft("nft-dscp-nomatch", "nftables: set DSCP 10 on outgoing packets to 198.18.0.1 (none in the tests)", NFTSpec{Mark: true, MarkNoMatch: true, DSCP: DSCPMark}))
@@ -192,12 +222,14 @@ func (r *Registry) add(c *Config) {
 }
 
 func (r *Registry) ipf(name, desc, rules string) *Config {
-	return &Config{Name: name, Family: Sluice, Suite: SuiteIPF, Description: desc, Rules: rules, Unavailable: func() bool { return r.dp.IPF == nil }, New: func() (Applier, error) {
+	c := &Config{Name: name, Family: Sluice, Suite: SuiteIPF, Description: desc, Rules: rules, Unavailable: func() bool { return r.dp.IPF == nil }}
+	c.New = func() (Applier, error) {
 		if r.dp.IPF == nil {
 			return nil, ErrUnavailable
 		}
-		return r.dp.IPF(rules)
-	}}
+		return r.dp.IPF(c.RuleText())
+	}
+	return c
 }
 
 func (r *Registry) qos(name, desc, conf string) *Config {
@@ -231,8 +263,9 @@ func (r *Registry) Get(name string) (*Config, bool) {
 // Select resolves a comma-separated list of names. Besides names it
 // accepts "all", a family ("sluice", "nftables"), a glob-free prefix
 // ending in "*" ("nft-*"), and user files "ipf=PATH" and "ipqos=PATH"
-// (named after the file). "none" is always put first, because every
-// difference is computed against it.
+// (named after the file); the opt-in configurations only by name.
+// "none" is always put first, because every difference is computed
+// against it.
 func (r *Registry) Select(list string) ([]*Config, error) {
 	var out []*Config
 	seen := map[string]bool{}
@@ -248,19 +281,21 @@ func (r *Registry) Select(list string) ([]*Config, error) {
 		case item == "":
 		case item == "all":
 			for _, n := range r.order {
-				push(r.byName[n])
+				if !r.byName[n].OptIn {
+					push(r.byName[n])
+				}
 			}
 		case item == string(Sluice) || item == string(NFTables) || item == string(Reference):
 			for _, n := range r.order {
-				if string(r.byName[n].Family) == item {
-					push(r.byName[n])
+				if c := r.byName[n]; string(c.Family) == item && !c.OptIn {
+					push(c)
 				}
 			}
 		case strings.HasSuffix(item, "*"):
 			p := strings.TrimSuffix(item, "*")
 			n0 := len(out)
 			for _, n := range r.order {
-				if strings.HasPrefix(n, p) {
+				if strings.HasPrefix(n, p) && !r.byName[n].OptIn {
 					push(r.byName[n])
 				}
 			}

@@ -23,6 +23,10 @@ import (
 type fakeKernel struct {
 	counts map[uint16]int
 	exprs  int // bytes of NEWRULE payloads, a proxy for rule size
+	elems  int // bytes of NEWSETELEM payloads
+	// maxElems is the largest NEWSETELEM payload: its elements are one
+	// attribute, whose length must fit 16 bits
+	maxElems int
 }
 
 func (f *fakeKernel) dial(req []netlink.Message) ([]netlink.Message, error) {
@@ -35,6 +39,10 @@ func (f *fakeKernel) dial(req []netlink.Message) ([]netlink.Message, error) {
 		if typ == unix.NFT_MSG_NEWRULE {
 			f.exprs += len(m.Data)
 		}
+		if typ == unix.NFT_MSG_NEWSETELEM {
+			f.elems += len(m.Data)
+			f.maxElems = max(f.maxElems, len(m.Data))
+		}
 	}
 	return req, nil
 }
@@ -44,14 +52,18 @@ func TestNFTBuildCounts(t *testing.T) {
 		name          string
 		spec          NFTSpec
 		chains, rules int
+		sets, batches int // NEWSET, NEWSETELEM messages
 	}{
-		{"attach", NFTSpec{}, 2, 0},
-		{"stateless", NFTSpec{Stateless: true}, 2, 6},
-		{"stateful", NFTSpec{Stateful: true}, 2, 8},
-		{"nomatch-100", NFTSpec{Stateless: true, NoMatch: 100}, 2, 106},
-		{"nomatch-odd", NFTSpec{Stateless: true, NoMatch: 7}, 2, 13},
-		{"nomatch-10000", NFTSpec{Stateless: true, NoMatch: 10000}, 2, 10006},
-		{"dscp", NFTSpec{Mark: true, DSCP: 10}, 3, 1},
+		{"attach", NFTSpec{}, 2, 0, 0, 0},
+		{"stateless", NFTSpec{Stateless: true}, 2, 6, 0, 0},
+		{"stateful", NFTSpec{Stateful: true}, 2, 8, 0, 0},
+		{"nomatch-100", NFTSpec{Stateless: true, NoMatch: 100}, 2, 106, 0, 0},
+		{"nomatch-odd", NFTSpec{Stateless: true, NoMatch: 7}, 2, 13, 0, 0},
+		{"nomatch-10000", NFTSpec{Stateless: true, NoMatch: 10000}, 2, 10006, 0, 0},
+		{"dscp", NFTSpec{Mark: true, DSCP: 10}, 3, 1, 0, 0},
+		// 5 000 addresses a set: three batches of batchElements each
+		{"blocklist-10000", NFTSpec{Stateless: true, Blocklist: 10000}, 2, 8, 2, 6},
+		{"blocklist-odd", NFTSpec{Stateless: true, Blocklist: 3}, 2, 8, 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeKernel{counts: map[uint16]int{}}
@@ -68,6 +80,20 @@ func TestNFTBuildCounts(t *testing.T) {
 			}
 			if got := f.counts[unix.NFT_MSG_NEWRULE]; got != tc.rules {
 				t.Errorf("rules: got %d, want %d", got, tc.rules)
+			}
+			if got := f.counts[unix.NFT_MSG_NEWSET]; got != tc.sets {
+				t.Errorf("sets: got %d, want %d", got, tc.sets)
+			}
+			if got := f.counts[unix.NFT_MSG_NEWSETELEM]; got != tc.batches {
+				t.Errorf("element batches: got %d, want %d", got, tc.batches)
+			}
+			if f.maxElems >= 1<<16 {
+				t.Errorf("an element batch of %d bytes overflows its attribute's length", f.maxElems)
+			}
+			// an element is a nested key of 4 bytes: 16 bytes with
+			// its attribute headers
+			if tc.spec.Blocklist > 0 && (f.elems < 16*tc.spec.Blocklist || f.elems > 16*tc.spec.Blocklist+64*tc.batches) {
+				t.Errorf("element bytes: got %d for %d addresses", f.elems, tc.spec.Blocklist)
 			}
 			if err := n.Remove(); err != nil {
 				t.Fatal(err)
@@ -128,14 +154,23 @@ func TestIPFRuleText(t *testing.T) {
 	if !strings.HasSuffix(nm, IPFStateless()) {
 		t.Error("no-match set does not end with the stateless set")
 	}
-	// Addresses are distinct, so no rule is a duplicate of another.
-	seen := map[[4]byte]bool{}
-	for i := 0; i < 10000; i++ {
+	// Addresses are distinct, so no rule is a duplicate of another; the
+	// first 131 072 in 198.18.0.0/15, the rest of a blocklist's in
+	// 240.0.0.0/4.
+	seen := make(map[[4]byte]bool, Blocklist)
+	for i := 0; i < Blocklist; i++ {
 		a := noMatchAddr(i)
-		if seen[a] || a[0] != 198 || (a[1] != 18 && a[1] != 19) {
-			t.Fatalf("address %d = %v repeated or outside 198.18.0.0/15", i, a)
+		in := a[0] == 198 && (a[1] == 18 || a[1] == 19)
+		if i >= 1<<17 {
+			in = a[0]&0xf0 == 240
+		}
+		if seen[a] || !in {
+			t.Fatalf("address %d = %v repeated or outside its range", i, a)
 		}
 		seen[a] = true
+	}
+	if a, b := noMatchAddr(maxNoMatch-1), noMatchAddr(1<<17); a != [4]byte{255, 255, 255, 255} || b != [4]byte{240, 0, 0, 0} {
+		t.Errorf("range ends: got %v and %v", a, b)
 	}
 	if !strings.Contains(QoSMarkTCP(10), "dscp 10") {
 		t.Error("QoS configuration lacks dscp 10")
@@ -154,6 +189,9 @@ func TestSelect(t *testing.T) {
 		{"none,nftables", "none,nft-attach,nft-stateless,nft-stateful,nft-nomatch-100,nft-nomatch-1000,nft-nomatch-10000,nft-dscp," +
 			"nft-dscp-any,nft-dscp-nomatch,nft-masq,nft-dnat"},
 		{"reference", "none,tcx-floor,tcx-floor-gw"},
+		// the million-rule blocklists run only when named
+		{"sluice-nomatch-*", "none,sluice-nomatch-100,sluice-nomatch-1000,sluice-nomatch-10000"},
+		{"sluice-nomatch-1000000,nft-nomatch-set-1000000", "none,sluice-nomatch-1000000,nft-nomatch-set-1000000"},
 	} {
 		cs, err := r.Select(tc.in)
 		if err != nil {
@@ -171,6 +209,78 @@ func TestSelect(t *testing.T) {
 		if _, err := r.Select(bad); err == nil {
 			t.Errorf("Select(%q) succeeded", bad)
 		}
+	}
+	for _, sel := range []string{"all", "sluice", "nftables"} {
+		cs, err := r.Select(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if c.OptIn {
+				t.Errorf("Select(%q) includes opt-in %s", sel, c.Name)
+			}
+		}
+	}
+}
+
+// TestBlocklistConfig: the opt-in million-rule configuration loads the
+// whole blocklist (its Rules only summarise it), whose rules all parse:
+// a million distinct addresses, half in, half out, then the stateless
+// set. Nothing is loaded into a kernel (that is the bench's). About 3 s.
+func TestBlocklistConfig(t *testing.T) {
+	var loaded string
+	r := Builtin(Datapaths{IPF: func(rules string) (Applier, error) {
+		loaded = rules
+		return &recApplier{text: rules}, nil
+	}})
+	c, ok := r.Get("sluice-nomatch-1000000")
+	if !ok || !c.OptIn || c.Suite != SuiteIPF {
+		t.Fatalf("sluice-nomatch-1000000: %+v", c)
+	}
+	if len(c.Rules) > 1000 || !strings.Contains(c.Rules, "500000 such rules") {
+		t.Errorf("Rules is not a summary:\n%s", c.Rules)
+	}
+	if _, err := c.New(); err != nil {
+		t.Fatal(err)
+	}
+	if loaded != IPFNoMatch(Blocklist) {
+		t.Fatal("the loader did not get IPFNoMatch(Blocklist)")
+	}
+	if got := strings.Count(loaded, "\n"); got != Blocklist+6 {
+		t.Errorf("%d lines, want %d", got, Blocklist+6)
+	}
+	rules, err := ipf.Parse("blocklist", []byte(loaded), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != Blocklist+6 {
+		t.Fatalf("%d rules, want %d", len(rules), Blocklist+6)
+	}
+	addrs := [2]map[[4]byte]bool{make(map[[4]byte]bool, Blocklist/2), make(map[[4]byte]bool, Blocklist/2)}
+	for _, r := range rules[:Blocklist] {
+		e, d := &r.From, 0
+		if r.Dir == ipf.DirOut {
+			e, d = &r.To, 1
+		}
+		if r.Action != ipf.ActionBlock || e.Addr.Kind != ipf.AddrHost {
+			t.Fatalf("%s: not a blocklist rule", ipf.FormatRule(r))
+		}
+		a := e.Addr.IP.As4()
+		if addrs[d][a] {
+			t.Fatalf("%s: address repeated", ipf.FormatRule(r))
+		}
+		addrs[d][a] = true
+	}
+	if len(addrs[0]) != Blocklist/2 || len(addrs[1]) != Blocklist/2 {
+		t.Errorf("%d in, %d out, want %d each", len(addrs[0]), len(addrs[1]), Blocklist/2)
+	}
+	// the summary parses as well (the report records it)
+	if _, err := ipf.Parse("summary", []byte(c.Rules), ipf.ParseOptions{}); err != nil {
+		t.Error(err)
+	}
+	n, ok := r.Get("nft-nomatch-set-1000000")
+	if !ok || !n.OptIn || !strings.Contains(n.Rules, "ip saddr @blk_in drop") || !strings.Contains(n.Rules, "500000 addresses") {
+		t.Errorf("nft-nomatch-set-1000000: %+v", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -24,10 +25,20 @@ func ipfSet(suffix string) string {
 
 // noMatchAddr returns the i-th address of 198.18.0.0/15 (RFC 2544's
 // benchmarking range), which the test bed never uses, so a rule on it
-// never matches but is still evaluated.
+// never matches but is still evaluated. Past that range's 131 072
+// addresses (a blocklist of a million) it goes on in 240.0.0.0/4
+// (reserved, never assigned), so no two addresses are alike up to
+// maxNoMatch.
 func noMatchAddr(i int) [4]byte {
-	return [4]byte{198, 18 + byte(i>>16&1), byte(i >> 8), byte(i)}
+	if i < 1<<17 {
+		return [4]byte{198, 18 + byte(i>>16&1), byte(i >> 8), byte(i)}
+	}
+	i -= 1 << 17
+	return [4]byte{240 | byte(i>>24&15), byte(i >> 16), byte(i >> 8), byte(i)}
 }
+
+// maxNoMatch is how many distinct addresses noMatchAddr has.
+const maxNoMatch = 1<<17 + 1<<28
 
 // NoMatchSplit divides n non-matching rules between the directions: the
 // rule sets hold n in all, half inbound and half outbound (the odd one
@@ -39,19 +50,43 @@ func NoMatchSplit(n int) (in, out int) { return n - n/2, n / 2 }
 
 // IPFNoMatch returns n non-matching rules (NoMatchSplit) followed by the
 // stateless set, so every packet walks about n/2 rules of its direction
-// before the one it matches.
+// before the one it matches (or, from a few rules up, looks its address
+// up once: the rules of a direction differ only in their address, a run
+// the kernel datapath turns into a lookup, as for a real blocklist).
 func IPFNoMatch(n int) string {
 	var b strings.Builder
 	in, out := NoMatchSplit(n)
+	b.Grow(n * 38)
+	line := make([]byte, 0, 64)
 	for i := 0; i < in; i++ {
 		a := noMatchAddr(i)
-		fmt.Fprintf(&b, "block in from %d.%d.%d.%d/32 to any\n", a[0], a[1], a[2], a[3])
+		line = appendAddr(append(line[:0], "block in from "...), a)
+		b.Write(append(line, "/32 to any\n"...))
 		if i < out {
-			fmt.Fprintf(&b, "block out from any to %d.%d.%d.%d/32\n", a[0], a[1], a[2], a[3])
+			line = appendAddr(append(line[:0], "block out from any to "...), a)
+			b.Write(append(line, "/32\n"...))
 		}
 	}
 	b.WriteString(IPFStateless())
 	return b.String()
+}
+
+func appendAddr(b []byte, a [4]byte) []byte {
+	for i, x := range a {
+		if i > 0 {
+			b = append(b, '.')
+		}
+		b = strconv.AppendUint(b, uint64(x), 10)
+	}
+	return b
+}
+
+// IPFNoMatchSummary is IPFNoMatch(n) for the record, its non-matching
+// rules summarised (a million rules are 38 MB of text).
+func IPFNoMatchSummary(n int) string {
+	in, out := NoMatchSplit(n)
+	return fmt.Sprintf("block in from 198.18.0.0/32 to any\n# … %d such rules, one address each\n"+
+		"block out from any to 198.18.0.0/32\n# … %d such rules, one address each\n%s", in, out, IPFStateless())
 }
 
 // QoSMax returns the marking configuration with its policy capped at

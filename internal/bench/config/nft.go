@@ -33,6 +33,12 @@ type NFTSpec struct {
 	// 198.18.0.0/15, drop) before the accepting rules, split between the
 	// chains as NoMatchSplit says.
 	NoMatch int
+	// Blocklist puts this many never-matching addresses in two sets
+	// (blk_in of source addresses, blk_out of destination addresses,
+	// split as NoMatchSplit says) looked up by one rule each before the
+	// accepting rules: nftables' own form of a blocklist, which a
+	// million rules would be (nft takes minutes to load that many).
+	Blocklist int
 	// Mark rewrites the DSCP of every outgoing IPv4 TCP packet to DSCP
 	// (in a postrouting chain).
 	Mark bool
@@ -59,11 +65,23 @@ func (s NFTSpec) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s {\n", NFTTable)
 	in, out := NoMatchSplit(s.NoMatch)
+	bin, bout := NoMatchSplit(s.Blocklist)
 	for _, dir := range []struct {
-		chain, match string
-		n            int
-	}{{"input", "saddr", in}, {"output", "daddr", out}} {
+		set, chain, match string
+		n, blk            int
+	}{{"blk_in", "input", "saddr", in, bin}, {"blk_out", "output", "daddr", out, bout}} {
+		if dir.blk > 0 {
+			fmt.Fprintf(&b, "  set %s {\n    type ipv4_addr\n    elements = { 198.18.0.0, … }  # %d addresses\n  }\n", dir.set, dir.blk)
+		}
+	}
+	for _, dir := range []struct {
+		set, chain, match string
+		n, blk            int
+	}{{"blk_in", "input", "saddr", in, bin}, {"blk_out", "output", "daddr", out, bout}} {
 		fmt.Fprintf(&b, "  chain %s {\n    type filter hook %s priority filter; policy accept;\n", dir.chain, dir.chain)
+		if dir.blk > 0 {
+			fmt.Fprintf(&b, "    ip %s @%s drop\n", dir.match, dir.set)
+		}
 		if dir.n > 0 {
 			fmt.Fprintf(&b, "    ip %s 198.18.0.0 drop\n    # … %d such rules, one address each\n", dir.match, dir.n)
 		}
@@ -186,6 +204,12 @@ func (n *NFT) closeNS() {
 // rules exceeds the socket send buffer (EMSGSIZE); 500 rules are ~90 KB.
 const batchRules = 500
 
+// batchElements bounds the set elements per netlink message: an IPv4
+// address is 16 bytes of attributes, and the elements are one nested
+// attribute, whose length is 16 bits (4096 overflowed it: the kernel
+// then finds no set, ENOENT).
+const batchElements = 2048
+
 // build loads the table, chains and rules through c. A small rule set
 // goes in as one atomic batch; a large one in several.
 func (n *NFT) build(c *nftables.Conn) error {
@@ -202,7 +226,22 @@ func (n *NFT) build(c *nftables.Conn) error {
 	}
 	accept := nftables.ChainPolicyAccept
 	in, out := NoMatchSplit(s.NoMatch)
-	for _, dir := range []struct {
+	bin, bout := NoMatchSplit(s.Blocklist)
+	var sets [2]*nftables.Set
+	for i, b := range []struct {
+		name string
+		n    int
+	}{{"blk_in", bin}, {"blk_out", bout}} {
+		if b.n == 0 {
+			continue
+		}
+		set, err := addBlocklist(c, t, b.name, b.n)
+		if err != nil {
+			return err
+		}
+		sets[i] = set
+	}
+	for i, dir := range []struct {
 		name    string
 		hook    *nftables.ChainHook
 		off     uint32 // source or destination address
@@ -212,6 +251,12 @@ func (n *NFT) build(c *nftables.Conn) error {
 			Name: dir.name, Table: t, Type: nftables.ChainTypeFilter,
 			Hooknum: dir.hook, Priority: nftables.ChainPriorityFilter, Policy: &accept,
 		})
+		if set := sets[i]; set != nil {
+			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(nfproto(unix.NFPROTO_IPV4),
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: dir.off, Len: 4},
+				&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
+				&expr.Verdict{Kind: expr.VerdictDrop})})
+		}
 		for i := 0; i < dir.noMatch; i++ {
 			a := noMatchAddr(i)
 			addRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(ipv4Addr(dir.off, a),
@@ -254,6 +299,35 @@ func (n *NFT) build(c *nftables.Conn) error {
 		return ferr
 	}
 	return c.Flush()
+}
+
+// addBlocklist makes set name of n never-matching IPv4 addresses
+// (noMatchAddr 0..n-1) in table t, in batches of batchElements: the set
+// is in the kernel when it returns, so rules name it by its name.
+func addBlocklist(c *nftables.Conn, t *nftables.Table, name string, n int) (*nftables.Set, error) {
+	set := &nftables.Set{Table: t, Name: name, KeyType: nftables.TypeIPAddr}
+	if err := c.AddSet(set, nil); err != nil {
+		return nil, err
+	}
+	if err := c.Flush(); err != nil {
+		return nil, fmt.Errorf("set %s: %w", name, err)
+	}
+	elems := make([]nftables.SetElement, 0, batchElements)
+	keys := make([][4]byte, batchElements)
+	for i := 0; i < n; i += batchElements {
+		elems = elems[:0]
+		for j := i; j < min(i+batchElements, n); j++ {
+			keys[j-i] = noMatchAddr(j)
+			elems = append(elems, nftables.SetElement{Key: keys[j-i][:]})
+		}
+		if err := c.SetAddElements(set, elems); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
+		if err := c.Flush(); err != nil {
+			return nil, fmt.Errorf("set %s: elements %d..: %w", name, i, err)
+		}
+	}
+	return set, nil
 }
 
 func nfproto(p byte) []expr.Any {

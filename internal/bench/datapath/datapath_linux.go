@@ -105,6 +105,9 @@ func (a *ipfApplier) Apply(ctx context.Context, h *topo.Host) error {
 		return errors.Join(err, fs.unmount())
 	}
 	a.host, a.fs = h, fs
+	// an Applier is applied once: a million rules' parse and image (over
+	// a gigabyte) need not stay in memory while the tests run
+	a.rules, a.im = nil, nil
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package ipf
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"sluice/internal/ipnames"
@@ -45,20 +46,52 @@ func Format(r *Rule, o PrintOptions) string {
 	// instead of the builder's doublings (a million-rule load prints
 	// every rule)
 	b.Grow(128)
-	pr := &printer{b: &b, o: o, r: r}
+	pr := &printer{sb: &b, o: o, r: r}
 	pr.rule()
 	return b.String()
 }
 
-type printer struct {
-	b *strings.Builder
-	o PrintOptions
-	r *Rule
+// FormatTo writes Format(r, o) to b: a caller printing many rules reuses
+// one buffer rather than allocating each rule's text (a million-rule
+// load prints every rule).
+func FormatTo(b *bytes.Buffer, r *Rule, o PrintOptions) {
+	pr := printer{bb: b, o: o, r: r}
+	pr.rule()
 }
 
-func (p *printer) s(s string) { p.b.WriteString(s) }
+// printer writes to sb (Format) or bb (FormatTo): two concrete types
+// rather than an interface, through which every buffer written would
+// escape (allocations in every rule).
+type printer struct {
+	sb *strings.Builder
+	bb *bytes.Buffer
+	o  PrintOptions
+	r  *Rule
+}
 
-func (p *printer) f(format string, args ...any) { fmt.Fprintf(p.b, format, args...) }
+func (p *printer) s(s string) {
+	if p.bb != nil {
+		p.bb.WriteString(s)
+		return
+	}
+	p.sb.WriteString(s)
+}
+
+func (p *printer) write(b []byte) {
+	if p.bb != nil {
+		p.bb.Write(b)
+		return
+	}
+	p.sb.Write(b)
+}
+
+func (p *printer) f(format string, args ...any) {
+	if p.bb != nil {
+		fmt.Fprintf(p.bb, format, args...)
+		return
+	}
+	fmt.Fprintf(p.sb, format, args...)
+}
 
 func (p *printer) ifname(prefix, name string) {
 	p.s(prefix)
@@ -399,14 +432,19 @@ func formatFlags(f, m uint8) string {
 }
 
 func writeMask(b *strings.Builder, m netip.Addr) {
-	n := MaskBits(m)
-	b.WriteByte('/')
 	var buf [48]byte
+	b.Write(appendMask(buf[:0], m))
+}
+
+// appendMask appends a mask as the printer writes it: /BITS, or the
+// address of an IPv4 mask that is not a prefix.
+func appendMask(dst []byte, m netip.Addr) []byte {
+	n := MaskBits(m)
+	dst = append(dst, '/')
 	if m.Is4() && n < 0 {
-		b.Write(m.AppendTo(buf[:0])) // an IPv4 mask is valid: the text of String
-		return
+		return m.AppendTo(dst) // an IPv4 mask is valid: the text of String
 	}
-	b.Write(strconv.AppendInt(buf[:0], int64(n), 10))
+	return strconv.AppendInt(dst, int64(n), 10)
 }
 
 func (p *printer) addr(a *Addr) {
@@ -420,11 +458,12 @@ func (p *printer) addr(a *Addr) {
 			// String's text without its allocation (AppendTo differs
 			// only for the zero Addr)
 			var buf [48]byte
-			p.b.Write(a.IP.AppendTo(buf[:0]))
+			p.write(a.IP.AppendTo(buf[:0]))
 		} else {
 			p.s(a.IP.String())
 		}
-		writeMask(p.b, a.Mask)
+		var buf [48]byte
+		p.write(appendMask(buf[:0], a.Mask))
 	case AddrIface:
 		switch a.IfaceMode {
 		case IfaceBroadcast:
