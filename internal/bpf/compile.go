@@ -929,34 +929,29 @@ func compileRoute(cr *ruleset.Rule, raw *filterRule, opts CompileOptions) error 
 		}
 		return uint32(idx), fam, nh, true, nil
 	}
-	if cr.DupTo != nil {
-		idx, fam, nh, ok, err := target(cr.DupTo, "dup-to")
+	// the three targets fill fields of the same shape
+	for _, r := range []struct {
+		t    *ipf.RouteTarget
+		what string
+		bit  uint8
+		idx  *uint32
+		fam  *uint8
+		nh   *[4]uint32
+	}{
+		{cr.DupTo, "dup-to", rtDup, &raw.DupIfindex, &raw.DupNhFam, &raw.DupNh},
+		{cr.RouteTo, "to", rtTo, &raw.ToIfindex, &raw.ToNhFam, &raw.ToNh},
+		{cr.ReplyTo, "reply-to", rtReply, &raw.ReplyIfindex, &raw.ReplyNhFam, &raw.ReplyNh},
+	} {
+		if r.t == nil {
+			continue
+		}
+		idx, fam, nh, ok, err := target(r.t, r.what)
 		if err != nil {
 			return err
 		}
 		if ok {
-			raw.Route |= rtDup
-			raw.DupIfindex, raw.DupNhFam, raw.DupNh = idx, fam, nh
-		}
-	}
-	if cr.RouteTo != nil {
-		idx, fam, nh, ok, err := target(cr.RouteTo, "to")
-		if err != nil {
-			return err
-		}
-		if ok {
-			raw.Route |= rtTo
-			raw.ToIfindex, raw.ToNhFam, raw.ToNh = idx, fam, nh
-		}
-	}
-	if cr.ReplyTo != nil {
-		idx, fam, nh, ok, err := target(cr.ReplyTo, "reply-to")
-		if err != nil {
-			return err
-		}
-		if ok {
-			raw.Route |= rtReply
-			raw.ReplyIfindex, raw.ReplyNhFam, raw.ReplyNh = idx, fam, nh
+			raw.Route |= r.bit
+			*r.idx, *r.fam, *r.nh = idx, fam, nh
 		}
 	}
 	if cr.Flags&ruleset.FRFastroute != 0 {

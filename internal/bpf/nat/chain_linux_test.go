@@ -239,13 +239,7 @@ func TestPrivilegedExistsShadow(t *testing.T) {
 		}
 		// both ways, compared: the engine's output
 		both := func(what string, p randPkt) []byte {
-			want := append([]byte(nil), p.b...)
-			var res gonat.Result
-			if p.out {
-				want, res = eng.OutPacket(want, p.iface, "")
-			} else {
-				want, res = eng.InPacket(want, p.iface)
-			}
+			want, res := engineRun(eng, p)
 			ret, got, err := h.run(p.out, p.iface, p.b)
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)

@@ -636,13 +636,7 @@ func randomRun(h *harness, text string, pkts []randPkt) (int, int, error) {
 				continue
 			}
 		}
-		want := append(make([]byte, 0, len(p.b)+128), p.b...)
-		var res gonat.Result
-		if p.out {
-			want, res = eng.OutPacket(want, p.iface, "")
-		} else {
-			want, res = eng.InPacket(want, p.iface)
-		}
+		want, res := engineRun(eng, p)
 		ret, got, err := h.run(p.out, p.iface, p.b)
 		if err != nil {
 			return i, translated, err
@@ -705,4 +699,14 @@ func randIfAddr(name string, v6 bool) (netip.Addr, bool) {
 		return netip.MustParseAddr("2001:db8:1::b"), true
 	}
 	return netip.Addr{}, false
+}
+
+// engineRun translates a copy of p in the engine, in p's direction on its
+// interface: what the kernel's output is compared with.
+func engineRun(eng *gonat.NAT, p randPkt) ([]byte, gonat.Result) {
+	b := append(make([]byte, 0, len(p.b)+128), p.b...)
+	if p.out {
+		return eng.OutPacket(b, p.iface, "")
+	}
+	return eng.InPacket(b, p.iface)
 }
