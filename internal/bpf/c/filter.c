@@ -115,15 +115,16 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (fam)
 			return idle_verdict(stats_get(), d, fam, k_defpass);
 	}
+	/* the on/off switch is read per packet by every program, so that it
+	 * takes effect at once (ipf -D switches the filter off before it
+	 * detaches it; a process killed before it replaced the programs must
+	 * leave it off) */
+	C = conf_get();
+	if (!C || !C->v[CFG_ENABLED])
+		return TC_ACT_UNSPEC;
 	if (k_cfg) {
 		/* a program specialised for the active slot and the config
-		 * in force (spec_linux.go): one config word per packet, the
-		 * on/off switch, which takes effect at once (ipf -D switches
-		 * the filter off before it detaches it; a process killed
-		 * before it replaced the programs must leave it off) */
-		C = conf_get();
-		if (!C || !C->v[CFG_ENABLED])
-			return TC_ACT_UNSPEC;
+		 * in force (spec_linux.go): that word is all it reads */
 		slot = k_slot;
 		feat = k_sfeat;
 		defpass = k_defpass;
@@ -131,9 +132,6 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		anyl3 = k_anyl3;
 		minttl = k_minttl;
 	} else {
-		C = conf_get();
-		if (!C || !C->v[CFG_ENABLED])
-			return TC_ACT_UNSPEC;
 		slot = C->v[CFG_ACTIVE];
 		feat = C->v[BOUND(CFG_INDEX0 + (slot < NSLOTS ? slot : 0), CFG_N - 1)];
 		defpass = C->v[CFG_DEFPASS];
