@@ -493,7 +493,7 @@ func currentSpec(b testing.TB, d *Datapath) progSpec {
 	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
 		b.Fatal(err)
 	}
-	return wantSpec(&c, d.stateCount(), d.fragsPresent(), -1)
+	return fastLists(wantSpec(&c, d.stateCount(), d.fragsPresent(), -1), d.hotOf)
 }
 
 // stageVariant loads program name of the filter specialised as s with

@@ -122,6 +122,32 @@ type filterFragKey struct {
 	Pad      uint8
 }
 
+type filterHot struct {
+	_ structs.HostLayout
+	M struct {
+		_        structs.HostLayout
+		Src      uint32
+		Smask    uint32
+		Dst      uint32
+		Dmask    uint32
+		SportLo  uint16
+		SportHi  uint16
+		DportLo  uint16
+		DportHi  uint16
+		Flags    uint16
+		SportOp  uint8
+		DportOp  uint8
+		Family   uint8
+		Proto    uint8
+		Tcpf     uint8
+		TcpfMask uint8
+	}
+	Pos    uint32
+	Action uint32
+	Skip   uint32
+	Pad    uint32
+}
+
 type filterHotCount struct {
 	_ structs.HostLayout
 	C [32]filterHotHits
@@ -498,10 +524,15 @@ const (
 	filterVarK_anyl3         = "k_anyl3"
 	filterVarK_cfg           = "k_cfg"
 	filterVarK_defpass       = "k_defpass"
+	filterVarK_fast          = "k_fast"
+	filterVarK_fastIn        = "k_fast_in"
+	filterVarK_fastOut       = "k_fast_out"
 	filterVarK_feat          = "k_feat"
 	filterVarK_logflags      = "k_logflags"
 	filterVarK_minttl        = "k_minttl"
 	filterVarK_mode          = "k_mode"
+	filterVarK_nfastIn       = "k_nfast_in"
+	filterVarK_nfastOut      = "k_nfast_out"
 	filterVarK_sfeat         = "k_sfeat"
 	filterVarK_slot          = "k_slot"
 	filterVarK_state         = "k_state"
@@ -600,10 +631,15 @@ type filterVariableSpecs struct {
 	K_anyl3         *ebpf.VariableSpec `ebpf:"k_anyl3"`
 	K_cfg           *ebpf.VariableSpec `ebpf:"k_cfg"`
 	K_defpass       *ebpf.VariableSpec `ebpf:"k_defpass"`
+	K_fast          *ebpf.VariableSpec `ebpf:"k_fast"`
+	K_fastIn        *ebpf.VariableSpec `ebpf:"k_fast_in"`
+	K_fastOut       *ebpf.VariableSpec `ebpf:"k_fast_out"`
 	K_feat          *ebpf.VariableSpec `ebpf:"k_feat"`
 	K_logflags      *ebpf.VariableSpec `ebpf:"k_logflags"`
 	K_minttl        *ebpf.VariableSpec `ebpf:"k_minttl"`
 	K_mode          *ebpf.VariableSpec `ebpf:"k_mode"`
+	K_nfastIn       *ebpf.VariableSpec `ebpf:"k_nfast_in"`
+	K_nfastOut      *ebpf.VariableSpec `ebpf:"k_nfast_out"`
 	K_sfeat         *ebpf.VariableSpec `ebpf:"k_sfeat"`
 	K_slot          *ebpf.VariableSpec `ebpf:"k_slot"`
 	K_state         *ebpf.VariableSpec `ebpf:"k_state"`
@@ -706,10 +742,15 @@ type filterVariables struct {
 	K_anyl3         *ebpf.Variable `ebpf:"k_anyl3"`
 	K_cfg           *ebpf.Variable `ebpf:"k_cfg"`
 	K_defpass       *ebpf.Variable `ebpf:"k_defpass"`
+	K_fast          *ebpf.Variable `ebpf:"k_fast"`
+	K_fastIn        *ebpf.Variable `ebpf:"k_fast_in"`
+	K_fastOut       *ebpf.Variable `ebpf:"k_fast_out"`
 	K_feat          *ebpf.Variable `ebpf:"k_feat"`
 	K_logflags      *ebpf.Variable `ebpf:"k_logflags"`
 	K_minttl        *ebpf.Variable `ebpf:"k_minttl"`
 	K_mode          *ebpf.Variable `ebpf:"k_mode"`
+	K_nfastIn       *ebpf.Variable `ebpf:"k_nfast_in"`
+	K_nfastOut      *ebpf.Variable `ebpf:"k_nfast_out"`
 	K_sfeat         *ebpf.Variable `ebpf:"k_sfeat"`
 	K_slot          *ebpf.Variable `ebpf:"k_slot"`
 	K_state         *ebpf.Variable `ebpf:"k_state"`

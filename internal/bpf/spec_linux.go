@@ -85,7 +85,16 @@ type progSpec struct {
 	minttl   uint32
 	logflags uint32
 	anyl3    bool
+	// cfg: the slot's main lists as constants (k_fast, lib/fast.h), when
+	// they are small and simple enough (fastLists): bit 0 inbound, bit 1
+	// outbound
+	fast              uint32
+	nfastIn, nfastOut uint32
+	fastIn, fastOut   [fastMax]filterHot
 }
+
+// fastMax is how many entries a constant list holds (FAST_MAX).
+const fastMax = 16
 
 // featAll are the FEAT_* bits a program may be specialised without.
 const featAll = featAcctIn | featAcctOut | featClock | featRoute | featLimits | featLog | featRet | featPool | featExpr | featFrags
@@ -103,6 +112,9 @@ func (s progSpec) key() uint64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%x/%d/%x/%t/%t/%d/%x/%d/%x/%t", s.feat, s.mode, s.defpass, s.state,
 		s.cfg, s.slot, s.sfeat, s.minttl, s.logflags, s.anyl3)
+	if s.fast != 0 {
+		fmt.Fprintf(h, "/fast %d %d %d %v %v", s.fast, s.nfastIn, s.nfastOut, s.fastIn, s.fastOut)
+	}
 	return h.Sum64() | 2
 }
 
@@ -188,6 +200,78 @@ func wantSpec(c *filterConf, stateCount int64, frags bool, extra int) progSpec {
 	return s
 }
 
+// fastAction are the action bits of a rule a constant list may hold: its
+// whole effect is the verdict (pass or block, quick or not), the direction
+// and the address negations (in its compact match); FR_COPIED (every
+// compiled rule has it) means nothing to the datapath. Anything else
+// (keep state or frags, log, return-*, call, skip, auth, nomatch) needs
+// the pipeline.
+const fastAction = ruleset.FRCmdMask | ruleset.FRQuick | ruleset.FRInQue | ruleset.FROutQue |
+	ruleset.FRNotSrcIP | ruleset.FRNotDstIP | ruleset.FRCopied
+
+// fastFeat are the slot features that rule the constant lists out: the
+// accounting lists, route, limits, logging and return-* need the
+// pipeline; keep state/frags do (featClock), and pools and exp rules are
+// matched whole. A slot with any of them is not a small simple set.
+const fastFeat = featAll
+
+// fastLists gives s (a program made for its slot) the slot's main lists as
+// constants when every packet a clean parse takes is decided by them and
+// default_pass alone: nothing is logged (no log flags, default_pass
+// without log or return-*), every interface has a link-layer header, the
+// slot uses no feature of fastFeat, and the direction's main list is
+// empty or compact with at most fastMax entries, each a compact match
+// (no CM_FULL, no run) and an action of fastAction. hot reads the hot list
+// of a key (the hotlists map); the lists of a direction that cannot be
+// constant leave it to the pipeline.
+func fastLists(s progSpec, hot func(key uint32) (filterHotlist, error)) progSpec {
+	if !s.cfg || s.mode != kmConfig || s.anyl3 || s.logflags != 0 ||
+		s.defpass&(ruleset.FRLog|ruleset.FRRetMask) != 0 || s.sfeat&fastFeat != 0 {
+		return s
+	}
+	for dir, l := range []uint32{listIn, listOut} {
+		hl, err := hot(s.slot*listGroup0 + l)
+		if err != nil || hl.Ok&hotNoIdx == 0 {
+			// not written by this version, or not compact
+			continue
+		}
+		n := int(hl.N)
+		if hl.Ok&hotCompact == 0 {
+			n = 0 // no rule
+		}
+		if n > fastMax {
+			continue
+		}
+		var out [fastMax]filterHot
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			e := &hl.R[i]
+			cmd := e.Action & ruleset.FRCmdMask
+			ok = e.M.Flags&(cmFull|cmRun) == 0 && e.Action&^fastAction == 0 &&
+				(cmd == ruleset.FRPass || cmd == ruleset.FRBlock)
+			out[i].M = e.M
+			out[i].Pos, out[i].Action, out[i].Skip = e.Pos, e.Action, e.Skip
+		}
+		if !ok {
+			continue
+		}
+		s.fast |= 1 << dir
+		if l == listIn {
+			s.nfastIn, s.fastIn = uint32(n), out
+		} else {
+			s.nfastOut, s.fastOut = uint32(n), out
+		}
+	}
+	return s
+}
+
+// hotOf reads hot lists from d's hotlists map (fastLists).
+func (d *Datapath) hotOf(key uint32) (filterHotlist, error) {
+	var hl filterHotlist
+	err := d.objs.Hotlists.Lookup(key, &hl)
+	return hl, err
+}
+
 // otherSpec is the specialisation ipf -s will want: c with the active and
 // inactive slots exchanged.
 func otherSpec(c *filterConf, stateCount int64, frags bool) progSpec {
@@ -242,7 +326,7 @@ func (d *Datapath) specialiseLocked(extra int, force bool) error {
 		return fmt.Errorf("reading config: %w", err)
 	}
 	n, frags := d.stateCount(), d.fragsPresent()
-	want := wantSpec(&c, n, frags, extra)
+	want := fastLists(wantSpec(&c, n, frags, extra), d.hotOf)
 	if err := d.placeSpec(&c, want, n, frags, force); err != nil {
 		return err
 	}
@@ -250,7 +334,7 @@ func (d *Datapath) specialiseLocked(extra int, force bool) error {
 		// a packet of the rules just replaced may have made an entry
 		// while the programs were swapped
 		if n, f := d.stateCount(), d.fragsPresent(); n != 0 || f {
-			return d.placeSpec(&c, wantSpec(&c, n, f, extra), n, f, false)
+			return d.placeSpec(&c, fastLists(wantSpec(&c, n, f, extra), d.hotOf), n, f, false)
 		}
 	}
 	return nil
@@ -263,7 +347,7 @@ func (d *Datapath) specialiseLocked(extra int, force bool) error {
 // nothing).
 func (d *Datapath) placeSpec(c *filterConf, want progSpec, n int64, frags, force bool) error {
 	if want.cfg {
-		if _, err := d.variant(otherSpec(c, n, frags)); err != nil {
+		if _, err := d.variant(fastLists(otherSpec(c, n, frags), d.hotOf)); err != nil {
 			return err
 		}
 	}
@@ -471,7 +555,8 @@ func (s progSpec) setVars(spec *ebpf.CollectionSpec) error {
 	}
 	for name, v := range map[string]any{"k_feat": s.feat, "k_mode": s.mode, "k_defpass": s.defpass, "k_state": b2u32(s.state),
 		"k_cfg": b2u32(s.cfg), "k_slot": s.slot, "k_sfeat": s.sfeat, "k_minttl": s.minttl, "k_logflags": s.logflags,
-		"k_anyl3": b2u32(s.anyl3)} {
+		"k_anyl3": b2u32(s.anyl3), "k_fast": s.fast, "k_nfast_in": s.nfastIn, "k_nfast_out": s.nfastOut,
+		"k_fast_in": s.fastIn, "k_fast_out": s.fastOut} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("specialising the filter (%s): %w", name, err)
 		}
@@ -509,7 +594,15 @@ func initialSpec(dir string, fresh bool) progSpec {
 		frags = !errors.Is(fm.NextKey(nil, &k), ebpf.ErrKeyNotExist)
 		fm.Close()
 	}
-	return wantSpec(&c, n, frags, -1)
+	s := wantSpec(&c, n, frags, -1)
+	if hm, err := ebpf.LoadPinnedMap(filepath.Join(dir, "hotlists"), nil); err == nil {
+		s = fastLists(s, func(k uint32) (filterHotlist, error) {
+			var hl filterHotlist
+			return hl, hm.Lookup(k, &hl)
+		})
+		hm.Close()
+	}
+	return s
 }
 
 func b2u32(b bool) uint32 {

@@ -262,7 +262,7 @@ func TestPrivilegedSpecialiseLive(t *testing.T) {
 	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
 		t.Fatal(err)
 	}
-	next, ok := d.variants[otherSpec(&c, d.stateCount(), d.fragsPresent()).key()]
+	next, ok := d.variants[fastLists(otherSpec(&c, d.stateCount(), d.fragsPresent()), d.hotOf).key()]
 	if !ok {
 		t.Fatal("the inactive set's program is not loaded before ipf -s")
 	}
@@ -358,7 +358,7 @@ func liveKey(t *testing.T, d *Datapath, base progSpec) uint64 {
 	base.cfg, base.slot, base.sfeat = true, a, c.V[cfgIndex0+a]&^(idxOn|idxSrc|idxSport|featHotIn|featHotOut)
 	base.defpass, base.minttl = uint32(c.V[cfgDefPass]), uint32(c.V[cfgMinTTL])
 	base.logflags, base.anyl3 = uint32(c.V[cfgLogFlags]), c.V[cfgAnyL3] != 0
-	return base.key()
+	return fastLists(base, d.hotOf).key()
 }
 
 // TestPrivilegedVariantPinsKeepNewest: the variant pins are pruned oldest

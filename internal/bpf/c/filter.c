@@ -23,6 +23,7 @@
 #include "lib/parse.h"
 #include "lib/match.h"
 #include "lib/scan.h"
+#include "lib/fast.h"
 #include "lib/log.h"
 #include "lib/frag.h"
 #include "lib/state.h"
@@ -122,6 +123,21 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	C = conf_get();
 	if (!C || !C->v[CFG_ENABLED])
 		return TC_ACT_UNSPEC;
+	if (k_cfg && (k_fast & (out ? 2 : 1))) {
+		/* the slot's list is a constant of the program (lib/fast.h):
+		 * a clean packet, with no state to look up, is decided and
+		 * counted here as the whole pipeline would */
+		struct fastpkt f = {};
+
+		if (k_state) {
+			nstates = bpf_map_lookup_elem(&state_count, &zero);
+			if (nstates)
+				nst = *nstates;
+		}
+		fam = nst == 0 ? fast_parse(skb, &f) : 0;
+		if (fam)
+			return idle_verdict(stats_get(), d, fam, fast_scan(&f, fam, out, k_defpass));
+	}
 	if (k_cfg) {
 		/* a program specialised for the active slot and the config
 		 * in force (spec_linux.go): that word is all it reads */

@@ -519,6 +519,9 @@ struct cmatch {
  * Its rules count their matches in hot_counts, per CPU, not in the rule
  * (user space adds the two). */
 #define HOT_MAX 32
+/* a compact list a program made for its slot may carry as constants
+ * (lib/fast.h; spec_linux.go fastMax) */
+#define FAST_MAX 16
 
 struct hot {
 	struct cmatch m;

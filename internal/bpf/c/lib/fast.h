@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+#ifndef SLUICE_FAST_H
+#define SLUICE_FAST_H
+
+/*
+ * Small sets as constants (dp10). When the active slot's main lists are
+ * compact lists whose rules do nothing but their compact match and pass or
+ * block [quick], the program made for the slot (k_cfg) carries those lists
+ * as frozen .rodata (spec_linux.go fastLists): the verifier knows every
+ * field of every rule, so the unrolled loop below keeps only the tests the
+ * rules make, and a clean packet is decided from registers and the stack —
+ * no scratch area, no scan call, no hot list read. Anything else (a packet
+ * the fast parse does not take, state that may exist) goes the whole way.
+ */
+
+/* k_fast: bit 0 the inbound list is in k_fast_in, bit 1 the outbound one
+ * in k_fast_out (0: no fast path; the code below is removed). A direction
+ * without a main list has its bit set and no rule. */
+volatile const __u32 k_fast = 0;
+volatile const __u32 k_nfast_in = 0;
+volatile const __u32 k_nfast_out = 0;
+volatile const struct hot k_fast_in[FAST_MAX] = {};
+volatile const struct hot k_fast_out[FAST_MAX] = {};
+
+/* what the compact matches test of a clean packet */
+struct fastpkt {
+	__u32 src; /* IPv4: the address as stored (network order) */
+	__u32 dst;
+	__u32 plen;
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 tcpf;
+};
+
+/* fast_parse takes what parse_fast takes (IPv4 without options, not a
+ * fragment, or IPv6 with the transport right after its header; TCP that
+ * tcp_clean passes or UDP with a whole header) into f and returns the
+ * family, else 0. The fields are the ones parse_fast would store. */
+static __always_inline int fast_parse(struct __sk_buff *skb, struct fastpkt *f)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	const __u8 *h = data + 14, *l4;
+	int fam;
+
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (data + 14 + 20 + 8 > end || h[0] != 0x45 || (((h[6] << 8) | h[7]) & 0x3fff))
+			return 0;
+		f->plen = (h[2] << 8) | h[3];
+		f->proto = h[9];
+		if (f->proto == IPPROTO_TCP) {
+			if (f->plen < 40 || data + 14 + 20 + 20 > end)
+				return 0;
+		} else if (f->proto != IPPROTO_UDP || f->plen < 28) {
+			return 0;
+		}
+		__builtin_memcpy(&f->src, &h[12], 4);
+		__builtin_memcpy(&f->dst, &h[16], 4);
+		l4 = h + 20;
+		fam = 4;
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		__u32 dlen;
+
+		if (data + 14 + 40 + 8 > end)
+			return 0;
+		dlen = (h[4] << 8) | h[5];
+		f->proto = h[6];
+		if (f->proto == IPPROTO_TCP) {
+			if (dlen < 20 || data + 14 + 40 + 20 > end)
+				return 0;
+		} else if (f->proto != IPPROTO_UDP || dlen < 8) {
+			return 0;
+		}
+		/* IPv6 addresses are only in rules matched whole (CM_FULL),
+		 * which a fast list has none of */
+		f->plen = dlen + 40;
+		l4 = h + 40;
+		fam = 6;
+	} else {
+		return 0;
+	}
+	if (f->proto == IPPROTO_TCP) {
+		if (!tcp_clean(l4))
+			return 0;
+		f->tcpf = l4[13];
+	}
+	f->sport = (l4[0] << 8) | l4[1];
+	f->dport = (l4[2] << 8) | l4[3];
+	return fam;
+}
+
+/* fast_cm is cm_ok for a rule of a constant list and a clean packet (TCP
+ * or UDP: PF_TCPUDP and PF_PORTS set, never short). */
+static __always_inline int fast_cm(const volatile struct hot *h, const struct fastpkt *f, int fam, __u32 out)
+{
+	__u32 fl = h->m.flags;
+
+	if (fl & CM_NEVER)
+		return 0;
+	if (!(fl & CM_OUT) != !out)
+		return 0;
+	if (h->m.family && h->m.family != fam)
+		return 0;
+	if ((fl & CM_PROTO) && h->m.proto != f->proto)
+		return 0;
+	/* IPv4 rules only: the family test made the packet IPv4 */
+	if ((fl & CM_SRC) && ((f->src & h->m.smask) == h->m.src) == !!(fl & CM_NOTSRC))
+		return 0;
+	if ((fl & CM_DST) && ((f->dst & h->m.dmask) == h->m.dst) == !!(fl & CM_NOTDST))
+		return 0;
+	if ((fl & CM_DPORT) && !port_ok(h->m.dport_op, h->m.dport_lo, h->m.dport_hi, f->dport))
+		return 0;
+	if ((fl & CM_SPORT) && !port_ok(h->m.sport_op, h->m.sport_lo, h->m.sport_hi, f->sport))
+		return 0;
+	if ((fl & CM_FLAGS) && (f->proto != IPPROTO_TCP || (f->tcpf & h->m.tcpf_mask) != h->m.tcpf))
+		return 0;
+	return 1;
+}
+
+/* fast_scan is scan_hot over a constant list: the last matching rule's
+ * action unless one is quick, each matching rule counted in hot_counts as
+ * the scan counts it. Returns the pass. */
+static __always_inline __u32 fast_scan(const struct fastpkt *f, int fam, __u32 out, __u32 pass)
+{
+	__u32 hk = k_slot * LIST_GROUP0 + (out ? LIST_OUT : LIST_IN);
+	__u32 n = out ? k_nfast_out : k_nfast_in;
+	struct hot_count *hc = NULL;
+	int looked = 0;
+
+#pragma clang loop unroll(full)
+	for (int i = 0; i < FAST_MAX; i++) {
+		const volatile struct hot *h = out ? &k_fast_out[i] : &k_fast_in[i];
+
+		if (i >= n)
+			break;
+		if (!fast_cm(h, f, fam, out))
+			continue;
+		if (!looked) {
+			hc = bpf_map_lookup_elem(&hot_counts, &hk);
+			looked = 1;
+		}
+		if (hc) {
+			hc->c[i].hits++;
+			hc->c[i].bytes += f->plen;
+		}
+		pass = h->action;
+		if (pass & FR_QUICK)
+			break;
+	}
+	return pass;
+}
+
+#endif

@@ -1,0 +1,354 @@
+package bpf
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"sluice/internal/engine"
+	"sluice/internal/rules/ipf"
+	"sluice/internal/ruleset"
+	"sluice/internal/state"
+)
+
+// TestFastLists: which sets' programs carry their main lists as constants
+// (k_fast, lib/fast.h), by direction: only lists whose rules do nothing
+// but their compact match and pass or block [quick], at most fastMax of
+// them, in a slot that needs nothing else, with nothing logged.
+func TestFastLists(t *testing.T) {
+	if got := headerDefines(t)["FAST_MAX"]; got != fastMax {
+		t.Fatalf("FAST_MAX %d, fastMax %d", got, fastMax)
+	}
+	h := newHarness(t)
+	many := func(dir string, n int) string {
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, "pass %s proto tcp from any to any port = %d\n", dir, 1000+i)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, rules string
+		want        uint32
+		setup       func() error
+	}{
+		{"no rules: the idle program", "", 0, nil},
+		{"HP stateless", hpStatelessRules, 3, nil},
+		{"quick and last match", "pass in quick proto tcp from any to any port = 80\nblock in all\n", 3, nil},
+		{"addresses, ports, flags", "block in from !10.0.0.0/8 to 10.1.2.3 port 1000:2000\n" +
+			"pass out proto tcp from any port > 1023 to any port = 22 flags S/SA\npass in inet6 proto udp all\n", 3, nil},
+		{"default block", "pass in proto tcp all\n", 3, func() error { return h.d.SetDefaultBlock(true) }},
+		{"fastMax rules a direction", many("in", fastMax) + many("out", fastMax), 3, nil},
+		{"one rule over fastMax", many("in", fastMax+1), 2, nil},
+		{"an interface: matched whole", "pass in on lo all\npass out all\n", 2, nil},
+		{"an IPv6 address: matched whole", "pass out from 2001:db8::/32 to any\n", 1, nil},
+		{"a group: not compact", "block in all head 10\npass in proto tcp all group 10\n", 2, nil},
+		{"auth", "auth in proto tcp all\n", 2, nil},
+		{"skip", "skip 1 in proto tcp all\npass in all\n", 2, nil},
+		{"keep state", "pass in proto tcp all keep state\n", 0, nil},
+		{"keep frags", "pass in proto tcp all keep frags\n", 0, nil},
+		{"log", "pass in log proto tcp all\n", 0, nil},
+		{"accounting", "count in all\npass in all\n", 0, nil},
+		{"return-rst", "block return-rst in proto tcp all\n", 0, nil},
+		{"log flags", "pass in proto tcp all\n", 0, func() error { return h.d.SetLogFlags(LogFlags(ruleset.FRPass)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				_ = h.d.SetDefaultBlock(false)
+				_ = h.d.SetLogFlags(0)
+			}()
+			if tc.setup != nil {
+				if err := tc.setup(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.t = t
+			h.load(tc.rules)
+			s := currentSpec(t, h.d)
+			if s.fast != tc.want {
+				t.Errorf("constant lists %#b, want %#b (in %d, out %d rules)", s.fast, tc.want, s.nfastIn, s.nfastOut)
+			}
+			if h.d.progKey != s.key() {
+				t.Errorf("attached program %#x, want %#x", h.d.progKey, s.key())
+			}
+		})
+	}
+}
+
+// randomFastRules returns 1 to 2*fastMax/3 rules a constant list can hold:
+// pass or block [quick], IPv4 addresses (negated too), protocols, ports,
+// TCP flags, a family.
+func randomFastRules(r *rand.Rand) string {
+	var b strings.Builder
+	for n := 1 + r.IntN(2*fastMax/3); n > 0; n-- {
+		b.WriteString(pick(r, []string{"pass", "block"}))
+		b.WriteString(pick(r, []string{" in", " out"}))
+		if r.IntN(3) == 0 {
+			b.WriteString(" quick")
+		}
+		fam := pick(r, []string{"", "", "", " inet", " inet6"})
+		b.WriteString(fam)
+		proto := pick(r, []string{"", "tcp", "udp", "tcp/udp", "tcp", "icmp"})
+		if proto != "" {
+			b.WriteString(" proto " + proto)
+		}
+		addr := func() string {
+			if fam == " inet6" || r.IntN(2) == 0 {
+				return "any"
+			}
+			a := pick(r, randAddr4) + pick(r, []string{"", "/24", "/16"})
+			if r.IntN(4) == 0 {
+				a = "!" + a
+			}
+			return a
+		}
+		port := func() string {
+			if (proto != "tcp" && proto != "udp" && proto != "tcp/udp") || r.IntN(2) == 0 {
+				return ""
+			}
+			p := pick(r, randPorts)
+			switch r.IntN(7) {
+			case 0:
+				return fmt.Sprintf(" port = %d", p)
+			case 1:
+				return fmt.Sprintf(" port > %d", p)
+			case 2:
+				return fmt.Sprintf(" port < %d", p)
+			case 3:
+				return fmt.Sprintf(" port != %d", p)
+			case 4:
+				return fmt.Sprintf(" port %d <> %d", p, p+2000)
+			case 5:
+				return fmt.Sprintf(" port %d >< %d", p, p+2000)
+			}
+			return fmt.Sprintf(" port %d:%d", p, p+2000)
+		}
+		from, to := addr(), addr()
+		fp, tp := port(), port()
+		if from == "any" && to == "any" && fp == "" && tp == "" && r.IntN(2) == 0 {
+			b.WriteString(" all")
+		} else {
+			b.WriteString(" from " + from + fp + " to " + to + tp)
+		}
+		if proto == "tcp" && r.IntN(3) == 0 {
+			b.WriteString(pick(r, []string{" flags S/SA", " flags A/A", " flags S", " flags SA/SAFR"}))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// progsFor loads the filter programs specialised as s over d's maps (not
+// attached): the same set's program without its constant lists, for the
+// fast path's differential test.
+func progsFor(t *testing.T, d *Datapath, s progSpec) progPair {
+	t.Helper()
+	spec, err := loadFilter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.setVars(spec); err != nil {
+		t.Fatal(err)
+	}
+	var progs struct {
+		In  *ebpf.Program `ebpf:"sluice_ingress"`
+		Out *ebpf.Program `ebpf:"sluice_egress"`
+	}
+	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
+		t.Fatal(wrapVerifier("loading the filter", err))
+	}
+	t.Cleanup(func() {
+		progs.In.Close()
+		progs.Out.Close()
+	})
+	return progPair{progs.In, progs.Out}
+}
+
+// fastSnapshot is what a run of packets leaves counted: the statistics,
+// the drop reasons and every rule's hits and bytes.
+type fastSnapshot struct {
+	raw   [numStats]uint64
+	drops [numReasons]uint64
+	hits  []string
+}
+
+func snapshot(t *testing.T, d *Datapath) fastSnapshot {
+	t.Helper()
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s fastSnapshot
+	if s.raw, s.drops, err = d.statBlock(ncpu); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := d.Rules(Active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ri := range infos {
+		s.hits = append(s.hits, fmt.Sprintf("%s: %d/%d", ri.Text, ri.Hits, ri.Bytes))
+	}
+	return s
+}
+
+func (a fastSnapshot) diff(b fastSnapshot) string {
+	var out []string
+	for i := range a.raw {
+		if a.raw[i] != b.raw[i] {
+			out = append(out, fmt.Sprintf("stat %d: %d, %d", i, a.raw[i], b.raw[i]))
+		}
+	}
+	for i := range a.drops {
+		if a.drops[i] != b.drops[i] {
+			out = append(out, fmt.Sprintf("drop reason %d: %d, %d", i, a.drops[i], b.drops[i]))
+		}
+	}
+	if strings.Join(a.hits, "\n") != strings.Join(b.hits, "\n") {
+		out = append(out, fmt.Sprintf("rule counters:\n%s\nvs\n%s", strings.Join(a.hits, "\n"), strings.Join(b.hits, "\n")))
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestFastPathDifferential runs random sets a constant list can hold (and
+// HP's stateless set) three ways: the Go engine, the program made for the
+// set (its lists as constants), and the same program without them (the
+// whole pipeline). Each packet must get one verdict from all three, and
+// the kernel's statistics, drop reasons and rule counters after the
+// packets must be the same from both programs (the engine's rule counters
+// too). A packet the fast path decides leaves the scratch area untouched
+// (the pipeline clears and fills it): the test counts those and fails
+// unless both paths were taken, in both directions.
+func TestFastPathDifferential(t *testing.T) {
+	h := newHarness(t)
+	seed := diffSeed(t, 7)
+	rng := rand.New(rand.NewPCG(seed, 0xfa57))
+	sets := 30
+	if testing.Short() {
+		sets = 10
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clearScratch := func() {
+		if err := h.d.objs.Scratch.Put(uint32(0), make([]filterWork, ncpu)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scratchUsed := func() bool {
+		per := make([]filterWork, ncpu)
+		if err := h.d.objs.Scratch.Lookup(uint32(0), &per); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range per {
+			if w.P.L3off != 0 {
+				return true
+			}
+		}
+		return false
+	}
+	full := map[uint64]progPair{}
+	var taken [2]int
+	fell := 0
+	for n := 0; n < sets; n++ {
+		text := hpStatelessRules
+		if n > 0 {
+			text = randomFastRules(rng)
+		}
+		rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
+		if err != nil {
+			t.Fatalf("set %d: %v\n%s", n, err, text)
+		}
+		set, err := ruleset.Compile(rules)
+		if err != nil {
+			t.Fatalf("set %d: %v\n%s", n, err, text)
+		}
+		im, err := CompileSet(set, CompileOptions{})
+		if err != nil {
+			t.Fatalf("set %d: %v\n%s", n, err, text)
+		}
+		if err := h.d.LoadRules(im, Active); err != nil {
+			t.Fatal(err)
+		}
+		s := currentSpec(t, h.d)
+		if s.fast != 3 || h.d.progKey != s.key() {
+			t.Fatalf("seed %d set %d: constant lists %#b (program %#x, want %#x), want both\n%s", seed, n, s.fast, h.d.progKey, s.key(), text)
+		}
+		ps := s
+		ps.fast, ps.nfastIn, ps.nfastOut, ps.fastIn, ps.fastOut = 0, 0, 0, [fastMax]filterHot{}, [fastMax]filterHot{}
+		pipeline, ok := full[ps.key()]
+		if !ok {
+			pipeline = progsFor(t, h.d, ps)
+			full[ps.key()] = pipeline
+		}
+		fast := progPair{h.d.objs.SluiceIngress, h.d.objs.SluiceEgress}
+
+		gen := newFlowGen(rng)
+		var pkts []flowPkt
+		for i := 0; i < 40; i++ {
+			pkts = append(pkts, gen.next())
+		}
+		eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
+		eng.Sets().Store(0, set)
+		run := func(pp progPair, withEngine bool) ([]uint32, fastSnapshot) {
+			if err := h.d.ZeroStats(); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.d.ZeroRuleCounters(Active); err != nil {
+				t.Fatal(err)
+			}
+			var rets []uint32
+			for i, fp := range pkts {
+				frame := fp.frame()
+				prog := pp.in
+				if fp.out {
+					prog = pp.out
+				}
+				clearScratch()
+				ret, err := prog.Run(&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rets = append(rets, ret)
+				if !withEngine {
+					continue
+				}
+				if scratchUsed() {
+					fell++
+				} else {
+					taken[b2u32(fp.out)]++
+				}
+				var p engine.Packet
+				p.Load(append([]byte(nil), frame[14:]...), "eth0", fp.out, 0)
+				res := eng.Check(&p)
+				if (ret == tcNext) != res.Verdict.Passed() {
+					t.Errorf("seed %d set %d packet %d (%s): engine %s, kernel %s\n%s", seed, n, i+1, fp, res.Verdict, verdictName(ret), text)
+				}
+			}
+			return rets, snapshot(t, h.d)
+		}
+		fastRets, fastSnap := run(fast, true)
+		if err := compareCounters(h.d, set); err != nil {
+			t.Errorf("seed %d set %d: engine and constant lists: %v\n%s", seed, n, err, text)
+		}
+		eng.Close()
+		pipeRets, pipeSnap := run(pipeline, false)
+		for i := range pkts {
+			if fastRets[i] != pipeRets[i] {
+				t.Errorf("seed %d set %d packet %d (%s): constant lists %s, pipeline %s\n%s", seed, n, i+1, pkts[i],
+					verdictName(fastRets[i]), verdictName(pipeRets[i]), text)
+			}
+		}
+		if d := fastSnap.diff(pipeSnap); d != "" {
+			t.Errorf("seed %d set %d: counted differently (constant lists, pipeline):\n%s\nrules:\n%s", seed, n, d, text)
+		}
+	}
+	t.Logf("seed %d: %d sets, %d/%d packets in/out decided by the constant lists, %d by the pipeline", seed, sets, taken[0], taken[1], fell)
+	if taken[0] == 0 || taken[1] == 0 || fell == 0 {
+		t.Errorf("the paths taken: %d/%d packets in/out by the constant lists, %d by the pipeline: want each", taken[0], taken[1], fell)
+	}
+}
