@@ -602,6 +602,14 @@ func BenchmarkStages(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/%02d-generic", sc.name, len(stageNames)+1), func(b *testing.B) {
 			reportRuns(b, stageProg(b, h, genericSpec, 0), frame, 1000)
 		})
+		if spec.fast != 0 {
+			// a set whose lists are constants of its program (the stages
+			// past the fast path's return are the whole): the same
+			// program without them, the whole pipeline
+			b.Run(fmt.Sprintf("%s/%02d-pipeline", sc.name, len(stageNames)+2), func(b *testing.B) {
+				reportRuns(b, stageProg(b, h, spec.withoutFast(), 0), frame, 1000)
+			})
+		}
 	}
 }
 

@@ -177,7 +177,7 @@ func BenchmarkModes(b *testing.B) {
 	h := benchHarness(b)
 	plain := tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
 	for _, mode := range []string{"warm", "single", "cold"} {
-		for _, sc := range []string{"trivial", "attached", "attached-generic", "stateless", "established"} {
+		for _, sc := range []string{"trivial", "attached", "attached-generic", "stateless", "stateless-pipeline", "established"} {
 			b.Run(mode+"/"+sc, func(b *testing.B) {
 				frame := plain
 				switch sc {
@@ -188,7 +188,7 @@ func BenchmarkModes(b *testing.B) {
 					if _, err := h.d.FlushStates(nil); err != nil {
 						b.Fatal(err)
 					}
-				case "stateless":
+				case "stateless", "stateless-pipeline":
 					// HP's stateless set (every packet scans it)
 					if err := h.d.LoadRules(compileText(b, hpStatelessRules), Active); err != nil {
 						b.Fatal(err)
@@ -208,6 +208,14 @@ func BenchmarkModes(b *testing.B) {
 					prog = trivial
 				case "attached-generic":
 					pp, err := h.d.variant(genericSpec)
+					if err != nil {
+						b.Fatal(err)
+					}
+					prog = pp.in
+				case "stateless-pipeline":
+					// the set's program without its constant lists
+					// (lib/fast.h): the whole pipeline, as before dp10
+					pp, err := h.d.variant(currentSpec(b, h.d).withoutFast())
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -27,6 +27,9 @@ const (
 type harness struct {
 	t *testing.T
 	d *Datapath
+	// fastSets counts the sets diffRandom ran on a program with constant
+	// lists (lib/fast.h)
+	fastSets int
 }
 
 var shared struct {

@@ -38,6 +38,9 @@ func TestDifferentialRandom(t *testing.T) {
 		sets = 30
 	}
 	diffRandom(t, h, seed, sets, randomRules)
+	if h.fastSets == 0 {
+		t.Errorf("seed %d: no set ran on a program with constant lists", seed)
+	}
 }
 
 // TestDifferentialGroups is TestDifferentialRandom over rule sets made of
@@ -215,6 +218,10 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 			t.Fatal(err)
 		}
 		variants[h.d.progKey] = true
+		if s := currentSpec(t, h.d); s.fast != 0 && s.key() == h.d.progKey {
+			// its main lists, or one of them, are constants of the program
+			h.fastSets++
+		}
 		if f := im.features() & featAll; f&^prevFeat != 0 {
 			grown++
 		}
@@ -272,8 +279,8 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 		eng.Close()
 	}
 	t.Logf("seed %d: %d rule sets (%d too costly for the kernel), %d packets compared, %d rules in runs, %d hits on them; "+
-		"%d specialised programs, %d sets needing a feature the one before did not",
-		seed, sets, refused, compared, runRules, runHits, len(variants), grown)
+		"%d specialised programs, %d sets needing a feature the one before did not; %d sets with constant lists so far",
+		seed, sets, refused, compared, runRules, runHits, len(variants), grown, h.fastSets)
 	if variants[genericSpec.key()] {
 		t.Errorf("seed %d: a set ran on the generic program", seed)
 	}

@@ -278,8 +278,7 @@ func TestFastPathDifferential(t *testing.T) {
 		if s.fast != 3 || h.d.progKey != s.key() {
 			t.Fatalf("seed %d set %d: constant lists %#b (program %#x, want %#x), want both\n%s", seed, n, s.fast, h.d.progKey, s.key(), text)
 		}
-		ps := s
-		ps.fast, ps.nfastIn, ps.nfastOut, ps.fastIn, ps.fastOut = 0, 0, 0, [fastMax]filterHot{}, [fastMax]filterHot{}
+		ps := s.withoutFast()
 		pipeline, ok := full[ps.key()]
 		if !ok {
 			pipeline = progsFor(t, h.d, ps)

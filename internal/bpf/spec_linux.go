@@ -265,6 +265,14 @@ func fastLists(s progSpec, hot func(key uint32) (filterHotlist, error)) progSpec
 	return s
 }
 
+// withoutFast is s without constant lists: the program that runs the
+// whole pipeline for the same set (tests and benchmarks compare the two).
+func (s progSpec) withoutFast() progSpec {
+	s.fast, s.nfastIn, s.nfastOut = 0, 0, 0
+	s.fastIn, s.fastOut = [fastMax]filterHot{}, [fastMax]filterHot{}
+	return s
+}
+
 // hotOf reads hot lists from d's hotlists map (fastLists).
 func (d *Datapath) hotOf(key uint32) (filterHotlist, error) {
 	var hl filterHotlist
