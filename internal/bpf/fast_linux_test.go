@@ -76,6 +76,38 @@ func TestFastLists(t *testing.T) {
 			}
 		})
 	}
+	// ipf -s between two sets with constant lists: each program was
+	// loaded with its set, the swap loads none
+	t.Run("ipf -s", func(t *testing.T) {
+		h.t = t
+		h.load(hpStatelessRules)
+		if err := h.d.LoadRules(compileText(t, "block in quick proto udp all\n"), Inactive); err != nil {
+			t.Fatal(err)
+		}
+		loaded := len(h.d.variants)
+		for i := 0; i < 2; i++ {
+			if _, err := h.d.Swap(); err != nil {
+				t.Fatal(err)
+			}
+			s := currentSpec(t, h.d)
+			if s.fast != 3 || h.d.progKey != s.key() {
+				t.Errorf("swap %d: constant lists %#b, program %#x, want %#x", i+1, s.fast, h.d.progKey, s.key())
+			}
+			// the udp rule, then HP's three inbound rules
+			if want := []uint32{1, 3}[i]; s.nfastIn != want {
+				t.Errorf("swap %d: %d inbound constant rules, want %d", i+1, s.nfastIn, want)
+			}
+		}
+		if len(h.d.variants) != loaded {
+			t.Errorf("ipf -s loaded %d programs", len(h.d.variants)-loaded)
+		}
+		if _, err := h.d.Swap(); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.d.LoadRules(&Image{}, Inactive); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // randomFastRules returns 1 to 2*fastMax/3 rules a constant list can hold:
