@@ -577,6 +577,15 @@ func BenchmarkStages(b *testing.B) {
 			}
 			return tcp4("172.16.0.1", "10.0.200.1", 40000, 999, ackF).build()
 		}},
+		{"nomatch-10000", func() []byte {
+			// the bench's sluice-nomatch-10000: two runs of 5 000
+			// addresses (a run each way) before the stateless set, a
+			// packet none of them has: the runs table's miss
+			if err := h.d.LoadRules(compileText(b, blocklist(10000)), Active); err != nil {
+				b.Fatal(err)
+			}
+			return tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
+		}},
 	} {
 		if _, err := h.d.FlushStates(nil); err != nil {
 			b.Fatal(err)

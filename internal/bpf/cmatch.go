@@ -103,5 +103,19 @@ func compactMatch(r *filterRule, run bool) filterCmatch {
 		c.Flags |= cmFlags
 		c.Tcpf, c.TcpfMask = r.Tcpf, r.TcpfMask
 	}
+	if run && c.Flags&cmFull == 0 && r.Family == 4 {
+		// the run's address mask in the word of its field the compact
+		// match does not use (the run's address is not among its tests):
+		// a hot list looks the packet up in the runs table in place, so
+		// a packet no rule of the run has costs one hash lookup, not a
+		// call, the run's rule and its whole match (scan.h, scan_hot)
+		c.Flags |= cmRun4
+		if r.RunField == mSrc {
+			c.Flags |= cmRunSrc
+			c.Smask = r.Smask[0]
+		} else {
+			c.Dmask = r.Dmask[0]
+		}
+	}
 	return c
 }

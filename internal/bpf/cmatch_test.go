@@ -76,6 +76,11 @@ func TestCblocks(t *testing.T) {
 	if cbs[0].RunLen[1] != 20 || head.Flags&cmRun == 0 || head.Flags&cmSrc != 0 || head.Flags&cmDport == 0 {
 		t.Errorf("run head: run_len %d flags %#x, want 20 and CM_RUN|CM_DPORT without CM_SRC", cbs[0].RunLen[1], head.Flags)
 	}
+	// an IPv4 run the compact match decides but for its address: the
+	// scan looks the source up in place, masked as the run's rules are
+	if head.Flags&(cmRun4|cmRunSrc) != cmRun4|cmRunSrc || head.Smask != im.rules[1].Smask[0] || head.Smask == 0 {
+		t.Errorf("run head: flags %#x smask %#x, want CM_RUN4|CM_RUNSRC and the rules' mask %#x", head.Flags, head.Smask, im.rules[1].Smask[0])
+	}
 	if m := cbs[0].M[2]; m.Flags&cmSrc == 0 || m.Flags&cmRun != 0 || cbs[0].RunLen[2] != 0 {
 		t.Errorf("run member: flags %#x run_len %d, want CM_SRC, no run", m.Flags, cbs[0].RunLen[2])
 	}

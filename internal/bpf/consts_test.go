@@ -126,7 +126,7 @@ func TestHeaderConstants(t *testing.T) {
 		"FEAT_ACCT_IN": featAcctIn, "FEAT_ACCT_OUT": featAcctOut, "FEAT_CLOCK": featClock, "FEAT_ROUTE": featRoute, "FEAT_IDLE": featIdle, "FEAT_LIMITS": featLimits, "FEAT_LOG": featLog, "FEAT_RET": featRet, "FEAT_POOL": featPool, "FEAT_EXPR": featExpr, "FEAT_FRAGS": featFrags, "FEAT_HOT_IN": featHotIn, "FEAT_HOT_OUT": featHotOut, "KM_CONFIG": kmConfig, "KM_OFF": kmOff, "KM_IDLE": kmIdle, "SF_SWAP": sfSwap, "SF_TWIN": sfTwin,
 		"HOT_MAX": hotMax, "HOT_COMPACT": hotCompact, "HOT_NOIDX": hotNoIdx, "CM_OUT": cmOut, "CM_NEVER": cmNever, "CM_PROTO": cmProto, "CM_TCPUDP": cmTCPUDP,
 		"CM_SRC": cmSrc, "CM_NOTSRC": cmNotSrc, "CM_DST": cmDst, "CM_NOTDST": cmNotDst, "CM_PORTS": cmPorts,
-		"CM_SPORT": cmSport, "CM_DPORT": cmDport, "CM_FLAGS": cmFlags, "CM_FULL": cmFull, "CM_RUN": cmRun,
+		"CM_SPORT": cmSport, "CM_DPORT": cmDport, "CM_FLAGS": cmFlags, "CM_FULL": cmFull, "CM_RUN": cmRun, "CM_RUN4": cmRun4, "CM_RUNSRC": cmRunSrc,
 		"ST_DIR": stDir, "ST_PASS": stPass, "ST_BLOCK": stBlock, "ST_NOMATCH": stNomatch, "ST_ACCT": stAcct,
 		"ST_SHORT": stShort, "ST_BAD": stBad, "ST_LOGPASS": stLogPass, "ST_LOGBLOCK": stLogBlock, "ST_LOGGED": stLogged,
 		"ST_LOGFAIL": stLogFail, "ST_STKEPT": stStKept, "ST_STLOST": stStLost, "ST_IPV6": stIPv6, "ST_PKTS": stPkts,

@@ -473,7 +473,9 @@ type filterWork struct {
 	}
 	E        filterStateEntry
 	Obuf     [64]uint8
+	Hk       filterRunKey
 	Fk       filterFragKey
+	_        [4]byte
 	Fe       filterFragEntry
 	FsrcSlot uint32
 	FsrcIdx  uint32

@@ -205,6 +205,8 @@ const (
 	cmFlags    = 0x0800
 	cmFull     = 0x1000
 	cmRun      = 0x2000
+	cmRun4     = 0x4000
+	cmRunSrc   = 0x8000
 )
 
 // Table sizes and the sweeper (filter.h).

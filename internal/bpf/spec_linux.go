@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -355,7 +357,14 @@ func (d *Datapath) specialiseLocked(extra int, force bool) error {
 // nothing).
 func (d *Datapath) placeSpec(c *filterConf, want progSpec, n int64, frags, force bool) error {
 	if want.cfg {
-		if _, err := d.variant(fastLists(otherSpec(c, n, frags), d.hotOf)); err != nil {
+		// both at once (loadVariants) when want is not in place
+		// already (putSpec then takes the attached programs); the
+		// other slot's first, so that it is the older pin
+		specs := []progSpec{fastLists(otherSpec(c, n, frags), d.hotOf)}
+		if c.V[cfgSpec] != want.key() || force {
+			specs = append(specs, want)
+		}
+		if err := d.loadVariants(specs...); err != nil {
 			return err
 		}
 	}
@@ -455,48 +464,142 @@ func (d *Datapath) writeCfgRaw(c *filterConf, key uint32, v uint64) error {
 // variant returns the programs specialised for s, loading them (the
 // verifier runs) the first time this Datapath needs them.
 func (d *Datapath) variant(s progSpec) (progPair, error) {
-	k := s.key()
-	if pp, ok := d.variants[k]; ok {
-		return pp, nil
+	if err := d.loadVariants(s); err != nil {
+		return progPair{}, err
 	}
-	if d.dir != "" && d.specMutate == nil {
-		// loaded by an earlier command: no verifier run
-		if pp, err := loadPinnedPairAs(d.dir, variantPin(k)); err == nil {
-			if d.variants == nil {
-				d.variants = map[uint64]progPair{}
+	return d.variants[s.key()], nil
+}
+
+// loadVariants makes sure d has the programs of every spec: those it has
+// neither loaded nor finds pinned are loaded, each program on its own
+// thread (at most one per CPU). The verifier is most of a first load's
+// kernel time for a big set (three pairs of ~0.4 s programs: the grow step,
+// the new set's and the other slot's), and it runs on the loading thread,
+// so on two CPUs the pairs take half the wall time they took one after
+// the other. A pair that loads is kept (and pinned, in the order of
+// specs: the last is the newest pin) even when another fails; the first
+// error in the order of specs is returned.
+func (d *Datapath) loadVariants(specs ...progSpec) error {
+	var todo []progSpec
+	seen := map[uint64]bool{}
+	for _, s := range specs {
+		k := s.key()
+		if _, ok := d.variants[k]; ok || seen[k] {
+			continue
+		}
+		seen[k] = true
+		if d.dir != "" && d.specMutate == nil {
+			// loaded by an earlier command: no verifier run
+			if pp, err := loadPinnedPairAs(d.dir, variantPin(k)); err == nil {
+				d.addVariant(k, pp)
+				continue
 			}
-			d.variants[k] = pp
-			return pp, nil
+		}
+		todo = append(todo, s)
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	// one parse of the object a pair, a copy of it for the second
+	// program (a spec is not shared between loads)
+	progs := make([]*ebpf.Program, 2*len(todo))
+	errs := make([]error, 2*len(todo))
+	specs2 := make([]*ebpf.CollectionSpec, 2*len(todo))
+	for j, s := range todo {
+		spec, err := d.variantSpec(s)
+		if err != nil {
+			errs[2*j] = err
+			continue
+		}
+		specs2[2*j], specs2[2*j+1] = spec, spec.Copy()
+	}
+	load := func(i int) {
+		if specs2[i] != nil {
+			progs[i], errs[i] = d.loadVariantProg(specs2[i], i%2 == 1)
 		}
 	}
+	if runtime.NumCPU() < 2 {
+		for i := range progs {
+			load(i)
+		}
+	} else {
+		sem := make(chan struct{}, runtime.NumCPU())
+		var wg sync.WaitGroup
+		for i := range progs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				load(i)
+			}()
+		}
+		wg.Wait()
+	}
+	var first error
+	for j, s := range todo {
+		in, out := progs[2*j], progs[2*j+1]
+		if err := cmp.Or(errs[2*j], errs[2*j+1]); err != nil {
+			if in != nil {
+				in.Close()
+			}
+			if out != nil {
+				out.Close()
+			}
+			if first == nil {
+				first = wrapVerifier("loading the specialised filter programs", err)
+			}
+			continue
+		}
+		k := s.key()
+		d.addVariant(k, progPair{in, out})
+		if d.dir != "" {
+			// kept for the next command (best effort: a missing pin only
+			// costs a verifier run)
+			pinVariant(d.dir, k, progPair{in, out})
+		}
+	}
+	return first
+}
+
+// variantSpec is the filter's spec specialised for s.
+func (d *Datapath) variantSpec(s progSpec) (*ebpf.CollectionSpec, error) {
 	spec, err := loadFilter()
 	if err != nil {
-		return progPair{}, fmt.Errorf("loading filter spec: %w", err)
+		return nil, fmt.Errorf("loading filter spec: %w", err)
 	}
 	if err := s.setVars(spec); err != nil {
-		return progPair{}, err
+		return nil, err
 	}
 	if d.specMutate != nil {
 		d.specMutate(spec)
 	}
-	var progs struct {
-		In  *ebpf.Program `ebpf:"sluice_ingress"`
-		Out *ebpf.Program `ebpf:"sluice_egress"`
+	return spec, nil
+}
+
+// loadVariantProg loads the ingress (or, with out, the egress) program
+// of spec over d's maps.
+func (d *Datapath) loadVariantProg(spec *ebpf.CollectionSpec, out bool) (*ebpf.Program, error) {
+	opts := &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}
+	if out {
+		var o struct {
+			P *ebpf.Program `ebpf:"sluice_egress"`
+		}
+		err := spec.LoadAndAssign(&o, opts)
+		return o.P, err
 	}
-	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
-		return progPair{}, wrapVerifier("loading the specialised filter programs", err)
+	var o struct {
+		P *ebpf.Program `ebpf:"sluice_ingress"`
 	}
+	err := spec.LoadAndAssign(&o, opts)
+	return o.P, err
+}
+
+func (d *Datapath) addVariant(k uint64, pp progPair) {
 	if d.variants == nil {
 		d.variants = map[uint64]progPair{}
 	}
-	pp := progPair{progs.In, progs.Out}
 	d.variants[k] = pp
-	if d.dir != "" {
-		// kept for the next command (best effort: a missing pin only
-		// costs a verifier run)
-		pinVariant(d.dir, k, pp)
-	}
-	return pp, nil
 }
 
 // Specialised programs are pinned beside the datapath's as

@@ -494,6 +494,11 @@ struct list {
 #define CM_FULL 0x1000   /* the rule tests more: match it whole */
 #define CM_RUN 0x2000    /* a run's first rule, without the run's address:
 			  * the runs table decides */
+#define CM_RUN4 0x4000   /* (with CM_RUN) the compact match is the run's
+			  * whole match but for its IPv4 address, whose mask
+			  * is smask (CM_RUNSRC) or dmask: a hot list looks
+			  * the packet up in the runs table in place */
+#define CM_RUNSRC 0x8000 /* the run's rules differ in their source */
 
 struct cmatch {
 	__u32 src;

@@ -95,6 +95,8 @@ struct work {
 	struct scan s;
 	struct state_entry e;
 	__u8 obuf[64]; /* IPv4 / TCP options: variable offsets need a map value */
+	struct run_key hk; /* scan_hot's runs-table key: not on the stack,
+			    * which is full at that depth */
 	struct frag_key fk;   /* fragment cache key and new entry: the calls */
 	struct frag_entry fe; /* that make them are deep in the stack */
 	__u32 fsrc_slot;      /* the rule sl_frag_add's entry comes from */
