@@ -574,7 +574,19 @@ func (l *clientLoop) tcpStream() error {
 		if st.lat != nil {
 			t0 = time.Now()
 		}
-		n, e := w.send(buf)
+		// The common case, the whole buffer sent by one raw call, in
+		// line (see tcpRRLoop).
+		var n int
+		var e unix.Errno
+		if w.raw {
+			m, errno := rawSyscall6(unix.SYS_SENDTO, uintptr(w.fd), uintptr(bufPtr(buf)), uintptr(len(buf)), unix.MSG_NOSIGNAL, 0, 0)
+			n, e = int(m), unix.Errno(errno)
+			if e != 0 || n != len(buf) {
+				n, e = w.sendRest(buf, m, e)
+			}
+		} else {
+			n, e = w.send(buf)
+		}
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}
@@ -961,7 +973,13 @@ func (l *clientLoop) udpStream() error {
 		if st.lat != nil {
 			t0 = time.Now()
 		}
-		n, e := sysSendto(l.fd, buf, &l.dst)
+		// The common case in line (see tcpRRLoop).
+		m, errno := rawSyscall6(unix.SYS_SENDTO, uintptr(l.fd), uintptr(bufPtr(buf)), uintptr(len(buf)), unix.MSG_DONTWAIT,
+			uintptr(unsafe.Pointer(&l.dst.any)), uintptr(l.dst.len))
+		n, e := int(m), unix.Errno(errno)
+		if e != 0 {
+			n, e = sendtoRest(l.fd, buf, &l.dst, m, e)
+		}
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}

@@ -202,3 +202,64 @@ func TestUDPRRLoopsSlowPeer(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamLoopsSlowPeer runs TCP_STREAM's sending loop (netperf) against
+// a peer that drains slowly, so raw sends find the buffer full past their
+// timeout (EAGAIN, or part of a buffer sent), and its receiving loop
+// (netserver) against a peer that pauses longer than the raw receive's
+// timeout between sends: every byte must be counted once.
+func TestStreamLoopsSlowPeer(t *testing.T) {
+	SpareProc()
+	t.Run("sender", func(t *testing.T) {
+		cfd, sfd := rawPair(t)
+		watchdog(t, cfd, sfd)
+		for _, fd := range []int{cfd, sfd} {
+			// Small buffers, so a send blocks before long.
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 64<<10)
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 64<<10)
+		}
+		got := make(chan int64, 1)
+		go func() { // the peer: reads slowly until the sender's shutdown
+			var total int64
+			buf := make([]byte, 64<<10)
+			for {
+				time.Sleep(slowPause)
+				n, e := sysRead(sfd, buf)
+				if e != 0 || n == 0 {
+					break
+				}
+				total += int64(n)
+			}
+			_ = unix.Shutdown(sfd, unix.SHUT_WR) // netserver's close
+			got <- total
+		}()
+		l := rrClient(cfd, TCPStream, rawSockaddr{})
+		l.p = params{sendSize: 64 << 10}
+		l.limit = 1 << 20
+		if err := l.tcpStream(); err != nil {
+			t.Fatal(err)
+		}
+		if total := <-got; total != l.st.bytesTx || total < l.limit {
+			t.Errorf("sent %d bytes, the peer received %d; want equal and at least %d", l.st.bytesTx, total, l.limit)
+		}
+	})
+	t.Run("receiver", func(t *testing.T) {
+		cfd, sfd := rawPair(t)
+		watchdog(t, cfd, sfd)
+		st := &serverTest{req: &proto.Request{Direction: proto.DirServerRecvs}, recvBuf: make([]byte, 1000)}
+		st.ph.fds.add(sfd, false)
+		errc := make(chan error, 1)
+		go func() { errc <- st.tcpRecv(sfd) }()
+		msg := pattern(2500, 5)
+		for range 3 {
+			writeSlowly(t, cfd, msg, true)
+		}
+		_ = unix.Shutdown(cfd, unix.SHUT_WR) // the end of the test
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if want := uint64(3 * len(msg)); st.bytesRx != want {
+			t.Errorf("received %d bytes, want %d", st.bytesRx, want)
+		}
+	})
+}

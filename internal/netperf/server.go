@@ -616,7 +616,16 @@ func (t *serverTest) tcpRecv(fd int) error {
 	t.y.period = r.yieldPeriod()
 	buf := t.recvBuf
 	for t.running(int64(t.bytesRx)) {
-		n, e := r.recv(buf)
+		n, e := 0, unix.Errno(0)
+		if r.raw { // in line, see clientLoop.tcpRRLoop
+			m, errno := rawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(bufPtr(buf)), uintptr(len(buf)), 0, 0, 0)
+			n, e = int(m), unix.Errno(errno)
+			if e != 0 {
+				n, e = r.recvAfter(buf, e)
+			}
+		} else {
+			n, e = r.recv(buf)
+		}
 		if e != 0 || n == 0 {
 			// n == 0: the client's shutdown, the end of the test.
 			return t.ended(e)
@@ -811,7 +820,16 @@ func (t *serverTest) udpData(fd int) error {
 		t.y.period = r.yieldPeriod()
 		buf := t.recvBuf
 		for t.running(int64(t.bytesRx)) {
-			n, e := r.recv(buf)
+			n, e := 0, unix.Errno(0)
+			if r.raw { // in line, see clientLoop.tcpRRLoop
+				m, errno := rawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(bufPtr(buf)), uintptr(len(buf)), 0, 0, 0)
+				n, e = int(m), unix.Errno(errno)
+				if e != 0 {
+					n, e = r.recvAfter(buf, e)
+				}
+			} else {
+				n, e = r.recv(buf)
+			}
 			if e == unix.ECONNREFUSED {
 				continue // an ICMP error for an earlier datagram
 			}

@@ -594,6 +594,32 @@ func (c *rawConn) send(b []byte) (int, unix.Errno) {
 	return sent, 0
 }
 
+// sendRest completes send after a raw attempt at sending b returned n, e
+// (the stream loops make that attempt in line).
+func (c *rawConn) sendRest(b []byte, n uintptr, e unix.Errno) (int, unix.Errno) {
+	sent := 0
+	switch e {
+	case 0:
+		sent = int(n)
+	case unix.EAGAIN, unix.EINTR:
+	default:
+		return 0, e
+	}
+	runtime.Gosched() // as send
+	m, e := c.send(b[sent:])
+	return sent + m, e
+}
+
+// recvAfter completes recv after a raw attempt at receiving b failed
+// with e (the stream loops make that attempt in line).
+func (c *rawConn) recvAfter(b []byte, e unix.Errno) (int, unix.Errno) {
+	if e == unix.EAGAIN || e == unix.EINTR {
+		runtime.Gosched() // as recv
+		return c.recv(b)
+	}
+	return 0, e
+}
+
 // readFull reads len(b) bytes, as netperf's recv loop does for the
 // request/response tests. It returns the bytes read and the errno of the
 // call that stopped it; a clean end of stream before b is full returns
