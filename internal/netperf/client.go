@@ -655,13 +655,8 @@ func (l *clientLoop) tcpMaerts() error {
 	return nil
 }
 
-// The request/response loops receive through a rawConn too: each
-// transaction blocks once in its receive, and made as an ordinary call
-// that receive went through the scheduler's entersyscall and exitsyscall,
-// whose code and data (the goroutine's, thread's and processor's state)
-// are a dozen more memory pages touched per transaction. Here every
-// system call empties the TLB (page-table isolation without PCID, as on
-// this project's virtual machines), so each page costs a miss per call.
+// tcpRR receives through a rawConn, as the stream receivers do, for the
+// reason rawConn's comment gives for the request/response loops.
 func (l *clientLoop) tcpRR() error {
 	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
 	r, err := newRawReceiver(l.fd)
