@@ -71,6 +71,18 @@ func rrClient(fd int, test string, dst rawSockaddr) *clientLoop {
 		p: params{reqSize: 1, respSize: 1}, fd: fd, dst: dst}
 }
 
+// rawReceiver is newRawReceiver for a test: the receives are raw if a
+// slot is free, and the slot is given back at cleanup.
+func rawReceiver(tb testing.TB, fd int) *rawConn {
+	tb.Helper()
+	r, err := newRawReceiver(fd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(r.close)
+	return &r
+}
+
 // mallocs counts the heap allocations f makes (in the whole process).
 func mallocs(f func()) uint64 {
 	var a, b runtime.MemStats
@@ -109,10 +121,11 @@ func TestTransactionsDoNotAllocate(t *testing.T) {
 		cfd, sfd := rawPair(t)
 		rrServer(t, sfd, false)
 		l := rrClient(cfd, TCPRR, rawSockaddr{})
+		r := rawReceiver(t, cfd)
 		req, rsp := make([]byte, 1), make([]byte, 1)
 		if a := perTransaction(t, func(n int64) error {
 			l.st, l.limit = loopStats{}, n
-			return l.tcpRRLoop(req, rsp)
+			return l.tcpRRLoop(r, req, rsp)
 		}); a > 0.01 {
 			t.Errorf("TCP_RR: %.3f allocations per transaction, want 0", a)
 		}
@@ -133,10 +146,11 @@ func TestTransactionsDoNotAllocate(t *testing.T) {
 		}
 		t.Cleanup(func() { unix.Close(cfd) })
 		l := rrClient(cfd, UDPRR, toRaw(localAddr(sfd)))
+		r := rawReceiver(t, cfd)
 		req, rsp := make([]byte, 1), make([]byte, 1)
 		if a := perTransaction(t, func(n int64) error {
 			l.st, l.limit = loopStats{}, n
-			return l.udpRRLoop(req, rsp)
+			return l.udpRRLoop(r, req, rsp)
 		}); a > 0.01 {
 			t.Errorf("UDP_RR: %.3f allocations per transaction, want 0", a)
 		}
@@ -180,11 +194,12 @@ func BenchmarkTCPRRTransaction(b *testing.B) {
 	cfd, sfd := rawPair(b)
 	rrServer(b, sfd, false)
 	l := rrClient(cfd, TCPRR, rawSockaddr{})
+	r := rawReceiver(b, cfd)
 	req, rsp := make([]byte, 1), make([]byte, 1)
 	b.ReportAllocs()
 	l.limit = int64(b.N)
 	b.ResetTimer()
-	if err := l.tcpRRLoop(req, rsp); err != nil {
+	if err := l.tcpRRLoop(r, req, rsp); err != nil {
 		b.Fatal(err)
 	}
 }

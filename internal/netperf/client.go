@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -541,30 +543,6 @@ func (l *clientLoop) fail(what string, e error) error {
 	return fmt.Errorf("netperf: %s: %s: %w", l.c.kind.name, what, e)
 }
 
-// send writes all of b.
-func (l *clientLoop) send(b []byte) error {
-	for len(b) > 0 {
-		n, e := sysWrite(l.fd, b)
-		if e != 0 {
-			return e
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
-// recvFull reads all of b; io.EOF if the peer closed first.
-func (l *clientLoop) recvFull(b []byte) error {
-	n, e := readFull(l.fd, b)
-	if e != 0 {
-		return e
-	}
-	if n < len(b) {
-		return io.EOF
-	}
-	return nil
-}
-
 // finishTCP records the connection's final sizes and closes it netperf's
 // way: shut down our side and wait for the server's close, so that the
 // server has seen every byte.
@@ -596,7 +574,19 @@ func (l *clientLoop) tcpStream() error {
 		if st.lat != nil {
 			t0 = time.Now()
 		}
-		n, e := w.send(buf)
+		// The common case, the whole buffer sent by one raw call, in
+		// line (see tcpRRLoop).
+		var n int
+		var e unix.Errno
+		if w.raw {
+			m, errno := rawSyscall6(unix.SYS_SENDTO, uintptr(w.fd), uintptr(bufPtr(buf)), uintptr(len(buf)), unix.MSG_NOSIGNAL, 0, 0)
+			n, e = int(m), unix.Errno(errno)
+			if e != 0 || n != len(buf) {
+				n, e = w.sendRest(buf, m, e)
+			}
+		} else {
+			n, e = w.send(buf)
+		}
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}
@@ -665,9 +655,17 @@ func (l *clientLoop) tcpMaerts() error {
 	return nil
 }
 
+// tcpRR receives through a rawConn, as the stream receivers do, for the
+// reason rawConn's comment gives for the request/response loops.
 func (l *clientLoop) tcpRR() error {
 	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
-	err := l.tcpRRLoop(req, rsp)
+	r, err := newRawReceiver(l.fd)
+	if err != nil {
+		return l.fail("setting the receive timeout", err)
+	}
+	l.y.period = r.yieldPeriod()
+	err = l.tcpRRLoop(&r, req, rsp)
+	r.close() // finishTCP blocks for the server's close
 	l.rrTotals()
 	if err != nil {
 		return err
@@ -694,17 +692,15 @@ func (l *clientLoop) rrStart() time.Time {
 	return time.Time{}
 }
 
-// rrEnd counts a completed transaction begun at t0.
-func (l *clientLoop) rrEnd(t0 time.Time) {
-	st := &l.st
-	if st.lat != nil {
-		st.lat.add(time.Since(t0))
+// rrExtras records a transaction begun at t0 in the latency histogram
+// and demo mode's count.
+func (l *clientLoop) rrExtras(t0 time.Time) {
+	if l.st.lat != nil {
+		l.st.lat.add(time.Since(t0))
 	}
-	st.trans++
 	if l.demo != nil {
 		l.demo.tick(1)
 	}
-	l.y.tick()
 }
 
 // rrTotals derives a request/response test's call and byte counts from
@@ -718,19 +714,53 @@ func (l *clientLoop) rrTotals() {
 
 // tcpRRLoop runs transactions until the timer or the count ends it. It
 // does not allocate.
-func (l *clientLoop) tcpRRLoop(req, rsp []byte) error {
+//
+// A transaction's common case, a request sent whole by one raw call and
+// a response received whole by another, is made in line, rawSyscall6
+// called from here: every system call empties the TLB (page-table
+// isolation without PCID, as on this project's virtual machines), so
+// each function's page the loop passes through costs a TLB miss per call,
+// and helpers spread over the package's text cost a few per transaction.
+// Anything else (a partial or refused call, ordinary calls when no raw
+// slot was free, the latency histogram, demo mode) is a call away.
+func (l *clientLoop) tcpRRLoop(r *rawConn, req, rsp []byte) error {
+	fd := uintptr(l.fd)
+	rawSend := len(req) <= rawSendMax
 	for !l.rrDone() {
 		t0 := l.rrStart()
-		if e := l.send(req); e != nil {
+		var e unix.Errno
+		if rawSend {
+			n, errno := rawSyscall6(unix.SYS_SENDTO, fd, uintptr(bufPtr(req)), uintptr(len(req)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
+			if errno != 0 || n != uintptr(len(req)) {
+				_, e = sendRest(l.fd, req, n, unix.Errno(errno))
+			}
+		} else {
+			_, e = sysWrite(l.fd, req)
+		}
+		if e != 0 {
 			return l.fail("sending a request", e)
 		}
-		if e := l.recvFull(rsp); e != nil {
-			if e == io.EOF {
-				e = errClosedData
+		got := len(rsp)
+		if r.raw {
+			n, errno := rawSyscall6(unix.SYS_RECVFROM, fd, uintptr(bufPtr(rsp)), uintptr(len(rsp)), 0, 0, 0)
+			if errno != 0 || n != uintptr(len(rsp)) {
+				got, e = r.recvRest(rsp, n, unix.Errno(errno))
 			}
-			return l.fail("receiving a response", e)
+		} else {
+			got, e = readFull(l.fd, rsp)
 		}
-		l.rrEnd(t0)
+		if e != 0 || got < len(rsp) {
+			var err error = errClosedData
+			if e != 0 {
+				err = e
+			}
+			return l.fail("receiving a response", err)
+		}
+		l.st.trans++
+		if l.st.lat != nil || l.demo != nil {
+			l.rrExtras(t0)
+		}
+		l.y.tick()
 	}
 	return nil
 }
@@ -860,7 +890,13 @@ func (l *clientLoop) crrTransact(fd int, req, rsp, drain []byte) error {
 
 func (l *clientLoop) udpRR() error {
 	req, rsp := make([]byte, l.p.reqSize), make([]byte, l.p.respSize)
-	err := l.udpRRLoop(req, rsp)
+	r, err := newRawReceiver(l.fd)
+	if err != nil {
+		return l.fail("setting the receive timeout", err)
+	}
+	l.y.period = r.yieldPeriod()
+	err = l.udpRRLoop(&r, req, rsp)
+	r.close()
 	l.rrTotals()
 	if err != nil {
 		return err
@@ -871,25 +907,42 @@ func (l *clientLoop) udpRR() error {
 
 // udpRRLoop runs transactions until the timer or the count ends it. It
 // does not allocate.
-func (l *clientLoop) udpRRLoop(req, rsp []byte) error {
+func (l *clientLoop) udpRRLoop(r *rawConn, req, rsp []byte) error {
+	// The common calls are made in line, as in tcpRRLoop.
 	st := &l.st
+	fd := uintptr(l.fd)
 	for !l.rrDone() {
 		t0 := l.rrStart()
-		if _, e := sysSendto(l.fd, req, &l.dst); e != 0 {
-			if isTransientSend(e) {
-				st.failed++
-				continue
+		n, errno := rawSyscall6(unix.SYS_SENDTO, fd, uintptr(bufPtr(req)), uintptr(len(req)), unix.MSG_DONTWAIT,
+			uintptr(unsafe.Pointer(&l.dst.any)), uintptr(l.dst.len))
+		if errno != 0 {
+			if _, e := sendtoRest(l.fd, req, &l.dst, n, unix.Errno(errno)); e != 0 {
+				if isTransientSend(e) {
+					st.failed++
+					continue
+				}
+				return l.fail("sending a request", e)
 			}
-			return l.fail("sending a request", e)
 		}
 		// A lost datagram leaves this waiting, as netperf waits, until
 		// the timer interrupts it.
 		for {
-			n, e := sysRead(l.fd, rsp)
+			var got int
+			var e unix.Errno
+			if r.raw {
+				n, errno := rawSyscall6(unix.SYS_RECVFROM, fd, uintptr(bufPtr(rsp)), uintptr(len(rsp)), 0, 0, 0)
+				got, e = int(n), unix.Errno(errno)
+				if e == unix.EAGAIN || e == unix.EINTR {
+					runtime.Gosched() // as rawConn.recv
+					got, e = r.recv(rsp)
+				}
+			} else {
+				got, e = r.recv(rsp)
+			}
 			if e != 0 {
 				return l.fail("receiving a response", e)
 			}
-			if n > 0 {
+			if got > 0 {
 				break
 			}
 			if why := l.ph.ended(); why != nil {
@@ -897,7 +950,11 @@ func (l *clientLoop) udpRRLoop(req, rsp []byte) error {
 			}
 			// An empty datagram is no response: wait on.
 		}
-		l.rrEnd(t0)
+		st.trans++
+		if st.lat != nil || l.demo != nil {
+			l.rrExtras(t0)
+		}
+		l.y.tick()
 	}
 	return nil
 }
@@ -911,7 +968,13 @@ func (l *clientLoop) udpStream() error {
 		if st.lat != nil {
 			t0 = time.Now()
 		}
-		n, e := sysSendto(l.fd, buf, &l.dst)
+		// The common case in line (see tcpRRLoop).
+		m, errno := rawSyscall6(unix.SYS_SENDTO, uintptr(l.fd), uintptr(bufPtr(buf)), uintptr(len(buf)), unix.MSG_DONTWAIT,
+			uintptr(unsafe.Pointer(&l.dst.any)), uintptr(l.dst.len))
+		n, e := int(m), unix.Errno(errno)
+		if e != 0 {
+			n, e = sendtoRest(l.fd, buf, &l.dst, m, e)
+		}
 		if st.lat != nil {
 			st.lat.add(time.Since(t0))
 		}

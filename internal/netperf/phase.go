@@ -133,10 +133,14 @@ type yielder struct {
 }
 
 func (y *yielder) tick() {
+	// Small enough to be inlined into the loops: most calls end here.
 	y.n++
-	if y.n < y.every {
-		return
+	if y.n >= y.every {
+		y.check()
 	}
+}
+
+func (y *yielder) check() {
 	y.n = 0
 	period := y.period
 	if period == 0 {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -615,7 +616,16 @@ func (t *serverTest) tcpRecv(fd int) error {
 	t.y.period = r.yieldPeriod()
 	buf := t.recvBuf
 	for t.running(int64(t.bytesRx)) {
-		n, e := r.recv(buf)
+		n, e := 0, unix.Errno(0)
+		if r.raw { // in line, see clientLoop.tcpRRLoop
+			m, errno := rawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(bufPtr(buf)), uintptr(len(buf)), 0, 0, 0)
+			n, e = int(m), unix.Errno(errno)
+			if e != 0 {
+				n, e = r.recvAfter(buf, e)
+			}
+		} else {
+			n, e = r.recv(buf)
+		}
 		if e != 0 || n == 0 {
 			// n == 0: the client's shutdown, the end of the test.
 			return t.ended(e)
@@ -650,16 +660,42 @@ func (t *serverTest) tcpSend(fd int) error {
 }
 
 func (t *serverTest) tcpRR(fd int) error {
+	// A rawConn as the client's loops: see clientLoop.tcpRR.
+	r, err := newRawReceiver(fd)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	t.y.period = r.yieldPeriod()
+	// The common calls are made in line: see clientLoop.tcpRRLoop.
 	req, rsp := t.recvBuf, t.sendBuf
+	sfd := uintptr(fd)
+	rawSend := len(rsp) <= rawSendMax
 	for t.running(int64(t.trans)) {
-		if err := t.recvFull(fd, req); err != nil {
-			if err == io.EOF {
-				return nil // the client's shutdown: the end of the test
+		got, e := len(req), unix.Errno(0)
+		if r.raw {
+			n, errno := rawSyscall6(unix.SYS_RECVFROM, sfd, uintptr(bufPtr(req)), uintptr(len(req)), 0, 0, 0)
+			if errno != 0 || n != uintptr(len(req)) {
+				got, e = r.recvRest(req, n, unix.Errno(errno))
 			}
-			return err
+		} else {
+			got, e = readFull(fd, req)
 		}
-		if err := t.sendAll(fd, rsp); err != nil {
-			return err
+		if e != 0 || got != len(req) {
+			// An error, the timer or an abort; or else the client's
+			// shutdown: the end of the test.
+			return t.ended(e)
+		}
+		if rawSend {
+			n, errno := rawSyscall6(unix.SYS_SENDTO, sfd, uintptr(bufPtr(rsp)), uintptr(len(rsp)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
+			if errno != 0 || n != uintptr(len(rsp)) {
+				_, e = sendRest(fd, rsp, n, unix.Errno(errno))
+			}
+		} else {
+			_, e = sysWrite(fd, rsp)
+		}
+		if e != 0 {
+			return t.ended(e)
 		}
 		t.recvCalls++
 		t.sendCalls++
@@ -673,8 +709,8 @@ func (t *serverTest) tcpRR(fd int) error {
 
 // recvFull reads a whole request; io.EOF if the client closed before one
 // was complete.
-func (t *serverTest) recvFull(fd int, b []byte) error {
-	n, e := readFull(fd, b)
+func (t *serverTest) recvFull(r *rawConn, b []byte) error {
+	n, e := r.recvFull(b)
 	if e == 0 && n == len(b) {
 		return nil
 	}
@@ -737,7 +773,8 @@ func (t *serverTest) crrLoop(lfd int, start time.Time) error {
 			unix.Close(fd)
 			return errAborted
 		}
-		err := t.recvFull(fd, t.recvBuf)
+		rc := rawConn{fd: fd} // ordinary calls
+		err := t.recvFull(&rc, t.recvBuf)
 		if err == nil {
 			err = t.sendAll(fd, t.sendBuf)
 		}
@@ -783,7 +820,16 @@ func (t *serverTest) udpData(fd int) error {
 		t.y.period = r.yieldPeriod()
 		buf := t.recvBuf
 		for t.running(int64(t.bytesRx)) {
-			n, e := r.recv(buf)
+			n, e := 0, unix.Errno(0)
+			if r.raw { // in line, see clientLoop.tcpRRLoop
+				m, errno := rawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(bufPtr(buf)), uintptr(len(buf)), 0, 0, 0)
+				n, e = int(m), unix.Errno(errno)
+				if e != 0 {
+					n, e = r.recvAfter(buf, e)
+				}
+			} else {
+				n, e = r.recv(buf)
+			}
 			if e == unix.ECONNREFUSED {
 				continue // an ICMP error for an earlier datagram
 			}
@@ -798,9 +844,32 @@ func (t *serverTest) udpData(fd int) error {
 		}
 		return nil
 	}
+	// UDP_RR: a rawConn as the client's loops (see clientLoop.tcpRR).
+	r, err := newRawReceiver(fd)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	t.y.period = r.yieldPeriod()
+	// The common calls are made in line: see clientLoop.tcpRRLoop.
 	var from rawSockaddr
+	sfd := uintptr(fd)
+	req, rsp := t.recvBuf, t.sendBuf
 	for t.running(int64(t.trans)) {
-		n, e := sysRecvfrom(fd, t.recvBuf, &from)
+		var n int
+		var e unix.Errno
+		if r.raw {
+			from.len = unix.SizeofSockaddrAny
+			got, errno := rawSyscall6(unix.SYS_RECVFROM, sfd, uintptr(bufPtr(req)), uintptr(len(req)), 0,
+				uintptr(unsafe.Pointer(&from.any)), uintptr(unsafe.Pointer(&from.len)))
+			n, e = int(got), unix.Errno(errno)
+			if e == unix.EAGAIN || e == unix.EINTR {
+				runtime.Gosched() // as rawConn.recvFrom
+				n, e = r.recvFrom(req, &from)
+			}
+		} else {
+			n, e = r.recvFrom(req, &from)
+		}
 		if e == unix.ECONNREFUSED {
 			continue
 		}
@@ -809,11 +878,15 @@ func (t *serverTest) udpData(fd int) error {
 		}
 		t.bytesRx += uint64(n)
 		t.recvCalls++
-		if _, e := sysSendto(fd, t.sendBuf, &from); e != 0 {
-			if isTransientSend(e) || e == unix.ECONNREFUSED {
-				continue
+		sent, errno := rawSyscall6(unix.SYS_SENDTO, sfd, uintptr(bufPtr(rsp)), uintptr(len(rsp)), unix.MSG_DONTWAIT,
+			uintptr(unsafe.Pointer(&from.any)), uintptr(from.len))
+		if errno != 0 {
+			if _, e := sendtoRest(fd, rsp, &from, sent, unix.Errno(errno)); e != 0 {
+				if isTransientSend(e) || e == unix.ECONNREFUSED {
+					continue
+				}
+				return t.ended(e)
 			}
-			return t.ended(e)
 		}
 		t.bytesTx += uint64(len(t.sendBuf))
 		t.sendCalls++

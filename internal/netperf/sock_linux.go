@@ -263,26 +263,43 @@ const rawSendMax = 8 << 10
 // into EPIPE rather than a SIGPIPE. On a blocking socket it returns once
 // all of b is sent, or with the bytes sent before an error.
 func sysWrite(fd int, b []byte) (int, unix.Errno) {
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
 	if len(b) > rawSendMax {
-		return sendBlocking(fd, p, len(b))
+		return sendBlocking(fd, bufPtr(b), len(b))
 	}
+	n, e := rawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(bufPtr(b)), uintptr(len(b)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
+	return sendRest(fd, b, n, unix.Errno(e))
+}
+
+// sendRest completes sysWrite after its raw attempt returned n, e (the
+// request/response loops make that attempt in line).
+func sendRest(fd int, b []byte, n uintptr, e unix.Errno) (int, unix.Errno) {
 	sent := 0
-	n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
 	switch {
 	case e == 0 && int(n) == len(b):
 		return int(n), 0
 	case e == 0:
 		sent = int(n) // part of b: block for the rest
-		p = unsafe.Add(p, sent)
 	case e != unix.EAGAIN && e != unix.EINTR:
 		return 0, e
 	}
-	n2, e := sendBlocking(fd, p, len(b)-sent)
-	return sent + n2, e
+	for sent < len(b) {
+		// A blocking send returns early only if a signal interrupts
+		// it after some of b went.
+		m, e := sendBlocking(fd, unsafe.Add(bufPtr(b), sent), len(b)-sent)
+		if e != 0 {
+			return sent, e
+		}
+		sent += m
+	}
+	return sent, 0
+}
+
+// bufPtr is the address of b's first byte, nil for an empty b.
+func bufPtr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
 }
 
 // sendBlocking sends n bytes at p with an ordinary (blocking) call.
@@ -300,12 +317,14 @@ func sendBlocking(fd int, p unsafe.Pointer, n int) (int, unix.Errno) {
 
 // sysSendto sends one datagram to an address.
 func sysSendto(fd int, b []byte, to *rawSockaddr) (int, unix.Errno) {
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_DONTWAIT,
+	n, e := rawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(bufPtr(b)), uintptr(len(b)), unix.MSG_DONTWAIT,
 		uintptr(unsafe.Pointer(&to.any)), uintptr(to.len))
+	return sendtoRest(fd, b, to, n, unix.Errno(e))
+}
+
+// sendtoRest completes sysSendto after its raw attempt returned n, e (the
+// request/response loops make that attempt in line).
+func sendtoRest(fd int, b []byte, to *rawSockaddr, n uintptr, e unix.Errno) (int, unix.Errno) {
 	if e == 0 {
 		return int(n), 0
 	}
@@ -313,7 +332,7 @@ func sysSendto(fd int, b []byte, to *rawSockaddr) (int, unix.Errno) {
 		return 0, e
 	}
 	for {
-		n, _, e := syscall.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), 0,
+		n, _, e := syscall.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(bufPtr(b)), uintptr(len(b)), 0,
 			uintptr(unsafe.Pointer(&to.any)), uintptr(to.len))
 		if e != unix.EINTR {
 			if e != 0 {
@@ -380,6 +399,15 @@ func sysAccept(fd int) (int, unix.Errno) {
 // Gosched hands over the processor; the loops around it do not allocate,
 // so a collection during a test is rare anyway. The test's end still
 // comes by shutdown (the late timer, an abort), which wakes the call.
+//
+// The request/response loops (both ends of TCP_RR and UDP_RR) receive
+// through a rawConn too, for another reason: each transaction blocks once
+// in its receive, and as an ordinary call that receive went through
+// entersyscall and exitsyscall, whose code and data (the goroutine's,
+// thread's and processor's state) are several more pages touched per
+// transaction, at a TLB miss each (see clientLoop.tcpRRLoop). Raw, with the
+// timeout's kernel timer armed in each blocking receive instead, a Go→Go
+// TCP_RR transaction cost 2–3 % less CPU (docs/results/2026-12-03-np10).
 //
 // Only GOMAXPROCS-1 loops at a time block in raw calls (SpareProc makes
 // sure there are at least two processors): the last processor is left
@@ -466,13 +494,9 @@ func (c *rawConn) recv(b []byte) (int, unix.Errno) {
 	if !c.raw {
 		return sysRead(c.fd, b)
 	}
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
 	for {
-		n, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, uintptr(c.fd), uintptr(p), uintptr(len(b)), 0, 0, 0)
-		switch e {
+		n, e := rawSyscall6(unix.SYS_RECVFROM, uintptr(c.fd), uintptr(bufPtr(b)), uintptr(len(b)), 0, 0, 0)
+		switch unix.Errno(e) {
 		case 0:
 			return int(n), 0
 		case unix.EAGAIN, unix.EINTR:
@@ -480,7 +504,65 @@ func (c *rawConn) recv(b []byte) (int, unix.Errno) {
 			// for the processor): let the scheduler have it.
 			runtime.Gosched()
 		default:
-			return 0, e
+			return 0, unix.Errno(e)
+		}
+	}
+}
+
+// recvRest completes recvFull after a raw attempt at receiving b returned
+// n, e (the request/response loops make that attempt in line).
+func (c *rawConn) recvRest(b []byte, n uintptr, e unix.Errno) (int, unix.Errno) {
+	got := 0
+	switch e {
+	case 0:
+		if n == 0 {
+			return 0, 0
+		}
+		got = int(n)
+	case unix.EAGAIN, unix.EINTR:
+		runtime.Gosched()
+	default:
+		return 0, e
+	}
+	m, e := c.recvFull(b[got:])
+	return got + m, e
+}
+
+// recvFull receives len(b) bytes, as readFull does.
+func (c *rawConn) recvFull(b []byte) (int, unix.Errno) {
+	if !c.raw {
+		return readFull(c.fd, b)
+	}
+	n := 0
+	for n < len(b) {
+		m, e := c.recv(b[n:])
+		if e != 0 {
+			return n, e
+		}
+		if m == 0 {
+			return n, 0
+		}
+		n += m
+	}
+	return n, 0
+}
+
+// recvFrom receives one datagram as sysRecvfrom does.
+func (c *rawConn) recvFrom(b []byte, from *rawSockaddr) (int, unix.Errno) {
+	if !c.raw {
+		return sysRecvfrom(c.fd, b, from)
+	}
+	for {
+		from.len = unix.SizeofSockaddrAny
+		n, e := rawSyscall6(unix.SYS_RECVFROM, uintptr(c.fd), uintptr(bufPtr(b)), uintptr(len(b)), 0,
+			uintptr(unsafe.Pointer(&from.any)), uintptr(unsafe.Pointer(&from.len)))
+		switch unix.Errno(e) {
+		case 0:
+			return int(n), 0
+		case unix.EAGAIN, unix.EINTR:
+			runtime.Gosched()
+		default:
+			return 0, unix.Errno(e)
 		}
 	}
 }
@@ -496,8 +578,8 @@ func (c *rawConn) send(b []byte) (int, unix.Errno) {
 	}
 	sent := 0
 	for sent < len(b) {
-		n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(c.fd), uintptr(unsafe.Pointer(&b[sent])), uintptr(len(b)-sent), unix.MSG_NOSIGNAL, 0, 0)
-		switch e {
+		n, e := rawSyscall6(unix.SYS_SENDTO, uintptr(c.fd), uintptr(unsafe.Pointer(&b[sent])), uintptr(len(b)-sent), unix.MSG_NOSIGNAL, 0, 0)
+		switch unix.Errno(e) {
 		case 0:
 			sent += int(n)
 			if sent < len(b) {
@@ -506,10 +588,36 @@ func (c *rawConn) send(b []byte) (int, unix.Errno) {
 		case unix.EAGAIN, unix.EINTR:
 			runtime.Gosched()
 		default:
-			return sent, e
+			return sent, unix.Errno(e)
 		}
 	}
 	return sent, 0
+}
+
+// sendRest completes send after a raw attempt at sending b returned n, e
+// (the stream loops make that attempt in line).
+func (c *rawConn) sendRest(b []byte, n uintptr, e unix.Errno) (int, unix.Errno) {
+	sent := 0
+	switch e {
+	case 0:
+		sent = int(n)
+	case unix.EAGAIN, unix.EINTR:
+	default:
+		return 0, e
+	}
+	runtime.Gosched() // as send
+	m, e := c.send(b[sent:])
+	return sent + m, e
+}
+
+// recvAfter completes recv after a raw attempt at receiving b failed
+// with e (the stream loops make that attempt in line).
+func (c *rawConn) recvAfter(b []byte, e unix.Errno) (int, unix.Errno) {
+	if e == unix.EAGAIN || e == unix.EINTR {
+		runtime.Gosched() // as recv
+		return c.recv(b)
+	}
+	return 0, e
 }
 
 // readFull reads len(b) bytes, as netperf's recv loop does for the
