@@ -112,10 +112,16 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		/* on, no rule in either set, no state, no logging, every
 		 * interface with a link-layer header: a clean packet reads
 		 * nothing but its CPU's statistics */
+		STAGE(21);
 		fam = clean_family(skb, 14);
-		if (fam)
-			return idle_verdict(stats_get(), d, fam, k_defpass);
+		STAGE(22);
+		if (fam) {
+			sb = stats_get();
+			STAGE(23);
+			return idle_verdict(sb, d, fam, k_defpass);
+		}
 	}
+	STAGE(29);
 	/* the on/off switch is read per packet by every program, so that it
 	 * takes effect at once (ipf -D switches the filter off before it
 	 * detaches it; a process killed before it replaced the programs must
