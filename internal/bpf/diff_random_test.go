@@ -481,6 +481,27 @@ var (
 
 func pick[T any](r *rand.Rand, s []T) T { return s[r.IntN(len(s))] }
 
+// The port comparisons the random sets draw from: the basic ones, and all
+// of IPFilter's (the fast-path sets, whose compact matches test each).
+var (
+	portOpsBasic = []string{"=", ">", "<", ":"}
+	portOpsAll   = []string{"=", ">", "<", "!=", "<>", "><", ":"}
+)
+
+// randPortTest is a random " port ..." test with one of ops (a range
+// operator spans 2000 ports from a port of randPorts).
+func randPortTest(r *rand.Rand, ops []string) string {
+	p := pick(r, randPorts)
+	switch op := pick(r, ops); op {
+	case ":":
+		return fmt.Sprintf(" port %d:%d", p, p+2000)
+	case "<>", "><":
+		return fmt.Sprintf(" port %d %s %d", p, op, p+2000)
+	default:
+		return fmt.Sprintf(" port %s %d", op, p)
+	}
+}
+
 // randomRules returns 1 to 6 rules from a small ipf.conf grammar.
 func randomRules(r *rand.Rand) string {
 	var b strings.Builder
@@ -556,16 +577,7 @@ func randomRules(r *rand.Rand) string {
 			if (proto != "tcp" && proto != "udp" && proto != "tcp/udp") || r.IntN(2) == 0 {
 				return ""
 			}
-			p := pick(r, randPorts)
-			switch r.IntN(4) {
-			case 0:
-				return fmt.Sprintf(" port = %d", p)
-			case 1:
-				return fmt.Sprintf(" port > %d", p)
-			case 2:
-				return fmt.Sprintf(" port < %d", p)
-			}
-			return fmt.Sprintf(" port %d:%d", p, p+2000)
+			return randPortTest(r, portOpsBasic)
 		}
 		from, to := addr(), addr()
 		if from == "any" && to == "any" && proto == "" && r.IntN(2) == 0 {

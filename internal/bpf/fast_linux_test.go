@@ -141,22 +141,7 @@ func randomFastRules(r *rand.Rand) string {
 			if (proto != "tcp" && proto != "udp" && proto != "tcp/udp") || r.IntN(2) == 0 {
 				return ""
 			}
-			p := pick(r, randPorts)
-			switch r.IntN(7) {
-			case 0:
-				return fmt.Sprintf(" port = %d", p)
-			case 1:
-				return fmt.Sprintf(" port > %d", p)
-			case 2:
-				return fmt.Sprintf(" port < %d", p)
-			case 3:
-				return fmt.Sprintf(" port != %d", p)
-			case 4:
-				return fmt.Sprintf(" port %d <> %d", p, p+2000)
-			case 5:
-				return fmt.Sprintf(" port %d >< %d", p, p+2000)
-			}
-			return fmt.Sprintf(" port %d:%d", p, p+2000)
+			return randPortTest(r, portOpsAll)
 		}
 		from, to := addr(), addr()
 		fp, tp := port(), port()

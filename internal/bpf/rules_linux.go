@@ -135,16 +135,15 @@ func (d *Datapath) prefetchPublish(key, target uint32) error {
 	if d.noSpecialise {
 		return nil
 	}
-	var c filterConf
-	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
-		return fmt.Errorf("reading config: %w", err)
+	c, n, frags, err := d.specInputs()
+	if err != nil {
+		return err
 	}
-	n, frags := d.stateCount(), d.fragsPresent()
 	var specs []progSpec
 	add := func(c *filterConf, extra int) {
-		want := fastLists(wantSpec(c, n, frags, extra), d.hotOf)
+		want := d.want(c, n, frags, extra)
 		if want.cfg {
-			specs = append(specs, fastLists(otherSpec(c, n, frags), d.hotOf))
+			specs = append(specs, d.other(c, n, frags))
 		}
 		if c.V[cfgSpec] != want.key() {
 			specs = append(specs, want)

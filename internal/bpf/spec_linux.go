@@ -290,6 +290,27 @@ func otherSpec(c *filterConf, stateCount int64, frags bool) progSpec {
 	return wantSpec(&o, stateCount, frags, -1)
 }
 
+// specInputs reads what the wanted programs depend on beside the rule
+// lists: the config, whether state entries may exist and whether fragment
+// entries are present.
+func (d *Datapath) specInputs() (c filterConf, n int64, frags bool, err error) {
+	if err = d.objs.Config.Lookup(uint32(0), &c); err != nil {
+		return c, 0, false, fmt.Errorf("reading config: %w", err)
+	}
+	return c, d.stateCount(), d.fragsPresent(), nil
+}
+
+// want is wantSpec with the slot's lists as constants where they can be
+// (fastLists): the programs a live Datapath makes.
+func (d *Datapath) want(c *filterConf, n int64, frags bool, extra int) progSpec {
+	return fastLists(wantSpec(c, n, frags, extra), d.hotOf)
+}
+
+// other is otherSpec as want is wantSpec.
+func (d *Datapath) other(c *filterConf, n int64, frags bool) progSpec {
+	return fastLists(otherSpec(c, n, frags), d.hotOf)
+}
+
 // lockCfg takes the lock setCfg and the specialisation share: in this
 // process cfgMu, between processes an flock on the pinned config map.
 func (d *Datapath) lockCfg() func() {
@@ -331,12 +352,11 @@ func (d *Datapath) specialiseLocked(extra int, force bool) error {
 	if d.noSpecialise {
 		return nil
 	}
-	var c filterConf
-	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
-		return fmt.Errorf("reading config: %w", err)
+	c, n, frags, err := d.specInputs()
+	if err != nil {
+		return err
 	}
-	n, frags := d.stateCount(), d.fragsPresent()
-	want := fastLists(wantSpec(&c, n, frags, extra), d.hotOf)
+	want := d.want(&c, n, frags, extra)
 	if err := d.placeSpec(&c, want, n, frags, force); err != nil {
 		return err
 	}
@@ -344,7 +364,7 @@ func (d *Datapath) specialiseLocked(extra int, force bool) error {
 		// a packet of the rules just replaced may have made an entry
 		// while the programs were swapped
 		if n, f := d.stateCount(), d.fragsPresent(); n != 0 || f {
-			return d.placeSpec(&c, fastLists(wantSpec(&c, n, f, extra), d.hotOf), n, f, false)
+			return d.placeSpec(&c, d.want(&c, n, f, extra), n, f, false)
 		}
 	}
 	return nil
@@ -360,7 +380,7 @@ func (d *Datapath) placeSpec(c *filterConf, want progSpec, n int64, frags, force
 		// both at once (loadVariants) when want is not in place
 		// already (putSpec then takes the attached programs); the
 		// other slot's first, so that it is the older pin
-		specs := []progSpec{fastLists(otherSpec(c, n, frags), d.hotOf)}
+		specs := []progSpec{d.other(c, n, frags)}
 		if c.V[cfgSpec] != want.key() || force {
 			specs = append(specs, want)
 		}
