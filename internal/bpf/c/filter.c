@@ -129,17 +129,18 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	C = conf_get();
 	if (!C || !C->v[CFG_ENABLED])
 		return TC_ACT_UNSPEC;
+	/* read once for the fast path and the pipeline */
+	if (k_state) {
+		nstates = bpf_map_lookup_elem(&state_count, &zero);
+		if (nstates)
+			nst = *nstates;
+	}
 	if (k_cfg && (k_fast & (out ? 2 : 1))) {
 		/* the slot's list is a constant of the program (lib/fast.h):
 		 * a clean packet, with no state to look up, is decided and
 		 * counted here as the whole pipeline would */
 		struct fastpkt f = {};
 
-		if (k_state) {
-			nstates = bpf_map_lookup_elem(&state_count, &zero);
-			if (nstates)
-				nst = *nstates;
-		}
 		fam = nst == 0 ? fast_parse(skb, &f) : 0;
 		if (fam)
 			return idle_verdict(stats_get(), d, fam, fast_scan(&f, fam, out, k_defpass));
@@ -165,11 +166,6 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		slot = 0;
 	STAGE(2);
 	sb = stats_get();
-	if (k_state) {
-		nstates = bpf_map_lookup_elem(&state_count, &zero);
-		if (nstates)
-			nst = *nstates;
-	}
 	if (k_mode == KM_CONFIG && (feat & FEAT_IDLE) && nst == 0 && !logflags &&
 	    !(defpass & (FR_LOG | FR_RETMASK))) {
 		/* no rules, no state, no logging: a clean packet gets
