@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"bytes"
+	"debug/elf"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -138,6 +139,20 @@ func TestInstallUninstall(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(dest, "usr/local/sbin/ipf")); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Errorf("ipf mode: %v %v", fi, err)
+	}
+	// static: the boot script runs them before anything else is sure to
+	// be there, and netperf's CPU figures would count a dynamic loader
+	for _, c := range []string{"ipf", "netperf", "netserver"} {
+		f, err := elf.Open(filepath.Join(dest, "usr/local/sbin", c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s is dynamically linked (make builds with CGO_ENABLED=0)", c)
+			}
+		}
+		f.Close()
 	}
 	// man finds the installed pages in that man path
 	if _, err := exec.LookPath("man"); err == nil {

@@ -50,3 +50,43 @@ func TestHookCosts(t *testing.T) {
 		}
 	}
 }
+
+// TestOverFloor: a program's ratio to the floor is taken within each
+// repetition, so a host that changes speed between repetitions does not
+// widen it; repetitions without a floor figure do not count, and a run
+// without a floor has no ratio.
+func TestOverFloor(t *testing.T) {
+	run := result.Run{Tests: []result.Test{{ID: "TCP_RR", Suite: "ipf"}},
+		Configs: []result.Config{{Name: "none"}, {Name: "tcx-floor"}, {Name: "sluice-attach"}}}
+	rep := func(cfg string, n int, ns uint64) result.Rep {
+		return result.Rep{Config: cfg, Test: "TCP_RR", Rep: n, TransPerSec: 1000,
+			BPF: []result.ProgStat{{Hook: "ingress", Link: "veth0", Name: cfg, RunNs: ns * 10, RunCnt: 10}}}
+	}
+	set := &result.Set{Run: run, Reps: []result.Rep{
+		// the host's two speeds: the floor 100 or 180 ns, attach 1.5x it
+		rep("tcx-floor", 1, 100), rep("sluice-attach", 1, 150),
+		rep("tcx-floor", 2, 180), rep("sluice-attach", 2, 270),
+		rep("tcx-floor", 3, 100), rep("sluice-attach", 3, 150),
+		// a repetition whose floor failed is not paired
+		{Config: "tcx-floor", Test: "TCP_RR", Rep: 4, Error: "boom"}, rep("sluice-attach", 4, 999),
+	}}
+	m := Build(set)
+	costs := m.Suites[0].BPF["TCP_RR"]["sluice-attach"]
+	if len(costs) != 1 {
+		t.Fatalf("costs %+v", costs)
+	}
+	c := costs[0]
+	if c.OverFloor.N != 3 || c.OverFloor.Min != 1.5 || c.OverFloor.Max != 1.5 {
+		t.Errorf("attach over floor %+v, want 3 ratios of 1.5", c.OverFloor)
+	}
+	if c.NsPerPkt.Min != 150 || c.NsPerPkt.Max != 999 {
+		t.Errorf("attach ns %+v", c.NsPerPkt)
+	}
+	if f := m.Suites[0].BPF["TCP_RR"]["tcx-floor"][0].OverFloor; f.N != 3 || f.Median != 1 {
+		t.Errorf("floor over itself %+v", f)
+	}
+	set.Reps = []result.Rep{rep("sluice-attach", 1, 150)}
+	if c := Build(set).Suites[0].BPF["TCP_RR"]["sluice-attach"][0]; c.OverFloor.N != 0 || ratioText(c.OverFloor) != "—" {
+		t.Errorf("no floor: %+v", c.OverFloor)
+	}
+}

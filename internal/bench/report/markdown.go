@@ -299,12 +299,14 @@ func writeBPF(b *strings.Builder, m *Model) {
 		"to the SUT's link, accumulated over each test), median [min–max] over the repetitions, in ns per packet; " +
 		"the programs of one hook on one interface (a filter's and a NAT's) add up for a packet, and on the gateway of the NAT suite both its interfaces count; " +
 		"`tcx-floor` (`tcx-floor-gw` on the gateway) is a program that only returns TCX_NEXT, the floor of any attached program (the statistics' own cost included). " +
+		"The × floor columns divide each repetition's figure by the floor program's of the same repetition (median [min–max] of those ratios): "+
+		"the host's speed can change between repetitions, and within one the two were measured minutes apart at most. "+
 		"Beside them the rate's and service demand's Δ of the same test, so the in-kernel cost and its effect read together.\n\n")
 	for _, s := range m.Suites {
 		if len(s.BPF) == 0 {
 			continue
 		}
-		fmt.Fprintf(b, "### %s\n\n| Test | Configuration | ingress ns/packet | egress ns/packet | packets/test (in, out) | Δ rate | Δ SUT service demand |\n|---|---|--:|--:|--:|--:|--:|\n", s.Title)
+		fmt.Fprintf(b, "### %s\n\n| Test | Configuration | ingress ns/packet | egress ns/packet | ingress × floor | egress × floor | packets/test (in, out) | Δ rate | Δ SUT service demand |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n", s.Title)
 		for _, t := range s.Tests {
 			for _, c := range s.Configs {
 				costs, ok := s.BPF[t.ID][c]
@@ -320,8 +322,8 @@ func writeBPF(b *strings.Builder, m *Model) {
 					}
 				}
 				cell := s.Cells[t.ID][c]
-				fmt.Fprintf(b, "| %s | %s | %s | %s | %s, %s | %s | %s |\n", oneLine(t.ID), c, costText(in), costText(out),
-					runsText(in), runsText(out), deltaCI(cell[Rate]), deltaCI(cell[SUTSD]))
+				fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s, %s | %s | %s |\n", oneLine(t.ID), c, costText(in), costText(out),
+					ratioText(in.OverFloor), ratioText(out.OverFloor), runsText(in), runsText(out), deltaCI(cell[Rate]), deltaCI(cell[SUTSD]))
 			}
 		}
 		b.WriteString("\n")
@@ -333,6 +335,18 @@ func runsText(c BPFCost) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.0f", c.Runs)
+}
+
+// ratioText prints a ratio to the floor as 1.62× [1.41–1.90].
+func ratioText(r stats.Summary) string {
+	if r.N == 0 {
+		return "—"
+	}
+	s := fmt.Sprintf("%.2f×", r.Median)
+	if r.N > 1 {
+		s += fmt.Sprintf(" [%.2f–%.2f]", r.Min, r.Max)
+	}
+	return s
 }
 
 func costText(c BPFCost) string {

@@ -107,7 +107,18 @@ type BPFCost struct {
 	NsPerPkt stats.Summary
 	// Runs is the median number of program runs per repetition.
 	Runs float64
+	// OverFloor is the ratio of NsPerPkt to the floor program's (tcx-floor
+	// or tcx-floor-gw) on the same hook in the same repetition, over the
+	// repetitions that have both. The host's speed changes between
+	// repetitions (this VM flips between two states), and a ratio within
+	// one repetition is what compares a program with the floor; N is 0
+	// when the run has no floor.
+	OverFloor stats.Summary
 }
+
+// floorConfigs are the configurations whose program only returns
+// TCX_NEXT: the cost of being attached at all.
+var floorConfigs = []string{"tcx-floor", "tcx-floor-gw"}
 
 // Suite is one paper's part of the report.
 type Suite struct {
@@ -190,6 +201,10 @@ func Build(set *result.Set) *Model {
 	type hookKey struct{ test, config, hook, name string }
 	bpfNs := map[hookKey][]float64{}
 	bpfRuns := map[hookKey][]float64{}
+	// ns per packet by repetition, whatever the programs' names, for
+	// the ratios to the floor of the same repetition
+	type repKey struct{ test, config, hook string }
+	bpfByRep := map[repKey]map[int]float64{}
 	var hookOrder []hookKey
 	for _, r := range set.Reps {
 		if r.Rep < 1 {
@@ -219,6 +234,11 @@ func Build(set *result.Set) *Model {
 				hookOrder = append(hookOrder, k)
 			}
 			bpfNs[k] = append(bpfNs[k], p.NsPerRun())
+			rk := repKey{r.Test, r.Config, hook}
+			if bpfByRep[rk] == nil {
+				bpfByRep[rk] = map[int]float64{}
+			}
+			bpfByRep[rk][r.Rep] = p.NsPerRun()
 			bpfRuns[k] = append(bpfRuns[k], float64(p.RunCnt))
 		}
 	}
@@ -270,8 +290,22 @@ func Build(set *result.Set) *Model {
 				if s.BPF[t.ID] == nil {
 					s.BPF[t.ID] = map[string][]BPFCost{}
 				}
+				var ratios []float64
+				for _, f := range floorConfigs {
+					floor := bpfByRep[repKey{k.test, f, k.hook}]
+					if len(floor) == 0 {
+						continue
+					}
+					for rep, ns := range bpfByRep[repKey{k.test, k.config, k.hook}] {
+						if fl, ok := floor[rep]; ok && fl > 0 && !math.IsNaN(ns) {
+							ratios = append(ratios, ns/fl)
+						}
+					}
+					break
+				}
 				s.BPF[t.ID][k.config] = append(s.BPF[t.ID][k.config], BPFCost{Hook: k.hook, Name: k.name,
-					NsPerPkt: stats.Summarize(bpfNs[k]), Runs: stats.Summarize(bpfRuns[k]).Median})
+					NsPerPkt: stats.Summarize(bpfNs[k]), Runs: stats.Summarize(bpfRuns[k]).Median,
+					OverFloor: stats.Summarize(ratios)})
 			}
 		}
 		for _, c := range set.Run.Configs {

@@ -16,7 +16,6 @@ package netperf
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sluice/internal/getopt"
 	"sluice/internal/netperf"
@@ -624,7 +625,9 @@ func (o *Options) testOptions(args []string) error {
 // UUIDs.
 func newUUID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	// getrandom(2), not crypto/rand: its package initialisation (the FIPS
+	// self-checks' tables) cost every client start-up about half a millisecond.
+	_, _ = unix.Getrandom(b[:], 0)
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync"
 
 	"sluice/internal/netperf"
 )
@@ -303,8 +304,10 @@ var statsFields = map[string]bool{
 // catalogue is netperf 2.7.1's output catalogue in the order of its enum
 // netperf_output_name, which is the order of "-o ?" and the ranges of
 // "all". Every name is netperf's; values netperf no longer gathers print
-// as netperf prints them ("Deprecated", 0xfffffffe, 0).
-var catalogue = func() []field {
+// as netperf prints them ("Deprecated", 0xfffffffe, 0). Built on first use:
+// a classic run never asks for it, and at start-up it was a millisecond of
+// the client's CPU, which netperf's own CPU figures count.
+var catalogue = sync.OnceValue(func() []field {
 	c := []field{
 		f("OUTPUT_NONE", " ", "", "", "", vConst(" ")),
 		f("SOCKET_TYPE", "Socket", "Type", "", "", vStr(func(r *Report) string {
@@ -469,7 +472,7 @@ var catalogue = func() []field {
 		f("OUTPUT_END", "This", "Is", "The", "End", func(*Report) (string, bool) { return "", false }),
 	)
 	return c
-}()
+})
 
 func orZero(s string) string {
 	if s == "" {
@@ -478,19 +481,19 @@ func orZero(s string) string {
 	return s
 }
 
-var byName = func() map[string]int {
-	m := make(map[string]int, len(catalogue))
-	for i, fl := range catalogue {
+var byName = sync.OnceValue(func() map[string]int {
+	m := make(map[string]int, len(catalogue()))
+	for i, fl := range catalogue() {
 		m[fl.name] = i
 	}
 	return m
-}()
+})
 
 // FieldNames lists every selector name in netperf's order, as "-o ?"
 // prints them (OUTPUT_NONE and OUTPUT_END included).
 func FieldNames() []string {
-	names := make([]string, len(catalogue))
-	for i, fl := range catalogue {
+	names := make([]string, len(catalogue()))
+	for i, fl := range catalogue() {
 		names[i] = fl.name
 	}
 	return names
@@ -518,7 +521,7 @@ func (s Selection) Names() []string {
 	var n []string
 	for _, b := range s {
 		for _, i := range b {
-			n = append(n, catalogue[i].name)
+			n = append(n, catalogue()[i].name)
 		}
 	}
 	return n
@@ -545,7 +548,7 @@ var ErrUnknownSelector = errors.New("unknown output selector")
 func AllSelection() Selection {
 	span := func(from, to string) []int {
 		var b []int
-		for i := byName[from]; i <= byName[to]; i++ {
+		for i := byName()[from]; i <= byName()[to]; i++ {
 			b = append(b, i)
 		}
 		return b
@@ -566,7 +569,7 @@ func ParseSelection(spec string) (Selection, error) {
 	if strings.EqualFold(spec, "all") {
 		return AllSelection(), nil
 	}
-	if _, known := byName[strings.ToUpper(spec)]; strings.ContainsAny(spec, ",;") || known {
+	if _, known := byName()[strings.ToUpper(spec)]; strings.ContainsAny(spec, ",;") || known {
 		return parseDirect(spec)
 	}
 	return parseFile(spec)
@@ -580,7 +583,7 @@ func parseDirect(spec string) (Selection, error) {
 		}
 		var b []int
 		for _, tok := range strings.FieldsFunc(line, func(r rune) bool { return r == ',' || r == ' ' }) {
-			i, ok := byName[strings.ToUpper(tok)]
+			i, ok := byName()[strings.ToUpper(tok)]
 			if !ok {
 				return nil, fmt.Errorf("%w %q (-o ? lists them)", ErrUnknownSelector, tok)
 			}
@@ -600,15 +603,15 @@ func parseDirect(spec string) (Selection, error) {
 // blanks, as netperf's match_string_to_output does for selection files;
 // an unknown entry is OUTPUT_NONE (an empty column).
 func matchTitle(s string) int {
-	if i, ok := byName[strings.ToUpper(s)]; ok {
+	if i, ok := byName()[strings.ToUpper(s)]; ok {
 		return i
 	}
-	for i, fl := range catalogue {
+	for i, fl := range catalogue() {
 		if strings.EqualFold(joinTitle(fl.lines), s) {
 			return i
 		}
 	}
-	return byName["OUTPUT_NONE"]
+	return byName()["OUTPUT_NONE"]
 }
 
 func parseFile(path string) (Selection, error) {
@@ -662,7 +665,7 @@ func DefaultSelection(test string, cpu bool) Selection {
 	}
 	b := make([]int, len(names))
 	for i, n := range names {
-		b[i] = byName[n]
+		b[i] = byName()[n]
 	}
 	return Selection{b}
 }
@@ -689,7 +692,7 @@ func Selected(w io.Writer, r *Report, style Style, sel Selection) {
 	for bi, b := range sel {
 		vals[bi] = make([]cell, len(b))
 		for j, i := range b {
-			s, ok := catalogue[i].value(r)
+			s, ok := catalogue()[i].value(r)
 			vals[bi][j] = cell{s, ok}
 		}
 	}
@@ -698,7 +701,7 @@ func Selected(w io.Writer, r *Report, style Style, sel Selection) {
 		for bi, b := range sel {
 			for j, i := range b {
 				if vals[bi][j].ok {
-					fmt.Fprintf(w, "%s=%s\n", catalogue[i].name, vals[bi][j].s)
+					fmt.Fprintf(w, "%s=%s\n", catalogue()[i].name, vals[bi][j].s)
 				}
 			}
 		}
@@ -711,7 +714,7 @@ func Selected(w io.Writer, r *Report, style Style, sel Selection) {
 		for bi, b := range sel {
 			for j, i := range b {
 				n++
-				hdr.WriteString(joinTitle(catalogue[i].lines))
+				hdr.WriteString(joinTitle(catalogue()[i].lines))
 				hdr.WriteByte(',')
 				if c := vals[bi][j]; c.ok {
 					val.WriteString(c.s)
@@ -737,7 +740,7 @@ func Selected(w io.Writer, r *Report, style Style, sel Selection) {
 		for bi, b := range sel {
 			for j, i := range b {
 				wd := width[i]
-				for _, l := range catalogue[i].lines {
+				for _, l := range catalogue()[i].lines {
 					wd = max(wd, len(l))
 				}
 				if c := vals[bi][j]; c.ok {
@@ -757,7 +760,7 @@ func Selected(w io.Writer, r *Report, style Style, sel Selection) {
 				for k := range 4 {
 					var line strings.Builder
 					for _, i := range b {
-						fmt.Fprintf(&line, "%-*s ", width[i], catalogue[i].lines[k])
+						fmt.Fprintf(&line, "%-*s ", width[i], catalogue()[i].lines[k])
 					}
 					fmt.Fprintln(w, line.String())
 				}

@@ -163,8 +163,8 @@ func TestCatalogueIsNetperfs(t *testing.T) {
 	want := [][2]string{{"SOCKET_TYPE", "RESPONSE_SIZE"}, {"LOCAL_CPU_UTIL", "TRANSPORT_MSS"}, {"LOCAL_SEND_THROUGHPUT", "REMOTE_CORK"}, {"LOCAL_SYSNAME", "COMMAND_LINE"}}
 	total := 0
 	for i, b := range all {
-		if catalogue[b[0]].name != want[i][0] || catalogue[b[len(b)-1]].name != want[i][1] {
-			t.Errorf("block %d spans %s..%s, want %s..%s", i, catalogue[b[0]].name, catalogue[b[len(b)-1]].name, want[i][0], want[i][1])
+		if catalogue()[b[0]].name != want[i][0] || catalogue()[b[len(b)-1]].name != want[i][1] {
+			t.Errorf("block %d spans %s..%s, want %s..%s", i, catalogue()[b[0]].name, catalogue()[b[len(b)-1]].name, want[i][0], want[i][1])
 		}
 		total += len(b)
 	}
@@ -185,7 +185,7 @@ func FuzzParseSelection(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, spec string) {
-		if _, known := byName[strings.ToUpper(spec)]; !strings.ContainsAny(spec, ",;") && !known && !strings.EqualFold(spec, "all") {
+		if _, known := byName()[strings.ToUpper(spec)]; !strings.ContainsAny(spec, ",;") && !known && !strings.EqualFold(spec, "all") {
 			return // would be read as a file name
 		}
 		sel, err := ParseSelection(spec)
