@@ -509,6 +509,7 @@ func stageVariant(d *Datapath, name string, n uint32, s progSpec) (*ebpf.Program
 	if err := spec.Variables["stop_at"].Set(n); err != nil {
 		return nil, err
 	}
+	foldRodata(spec)
 	repl := map[string]*ebpf.Map{}
 	for mname, m := range map[string]*ebpf.Map{
 		"rules": d.objs.Rules, "lists": d.objs.Lists, "pps": d.objs.Pps,

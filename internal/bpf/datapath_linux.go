@@ -167,6 +167,7 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 	if err := first.setVars(spec); err != nil {
 		return fail(err)
 	}
+	foldRodata(spec)
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return fail(fmt.Errorf("%s holds the maps of a datapath with another layout (an older Sluice): "+

@@ -170,6 +170,7 @@ func progsFor(t *testing.T, d *Datapath, s progSpec) progPair {
 	if err := s.setVars(spec); err != nil {
 		t.Fatal(err)
 	}
+	foldRodata(spec)
 	var progs struct {
 		In  *ebpf.Program `ebpf:"sluice_ingress"`
 		Out *ebpf.Program `ebpf:"sluice_egress"`

@@ -594,6 +594,7 @@ func (d *Datapath) variantSpec(s progSpec) (*ebpf.CollectionSpec, error) {
 	if d.specMutate != nil {
 		d.specMutate(spec)
 	}
+	foldRodata(spec)
 	return spec, nil
 }
 
@@ -625,12 +626,17 @@ func (d *Datapath) addVariant(k uint64, pp progPair) {
 // Specialised programs are pinned beside the datapath's as
 // spec_<object>_<key>_in / _out, so that the next command needing the same
 // specialisation finds it without the verifier (seconds on a busy host).
-// The object's hash keeps a newer Sluice from taking an older one's
+// The object's hash, and the version of what the loader does to its
+// programs (loadVersion), keep a newer Sluice from taking an older one's
 // programs; at most maxVariantPins pairs are kept.
 const maxVariantPins = 8
 
+// loadVersion changes when the loader changes the programs it loads from
+// the same object: 2 rewrites .rodata loads into immediates (foldRodata).
+const loadVersion = "2"
+
 var objHash = sync.OnceValue(func() string {
-	h := sha256.Sum256(_FilterBytes)
+	h := sha256.Sum256(append(append([]byte(nil), _FilterBytes...), loadVersion...))
 	return hex.EncodeToString(h[:6])
 })
 
