@@ -163,7 +163,7 @@ func randomFastRules(r *rand.Rand) string {
 // fast path's differential test.
 func progsFor(t *testing.T, d *Datapath, s progSpec) progPair {
 	t.Helper()
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

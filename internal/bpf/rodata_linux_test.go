@@ -111,9 +111,9 @@ func rodataSymbols(t *testing.T) map[string]elf.Symbol {
 
 // specProgs loads the filter programs specialised as s over d's maps,
 // with or without foldRodata.
-func specProgs(t *testing.T, d *Datapath, s progSpec, fold bool) (progPair, rodataFold) {
+func specProgs(t testing.TB, d *Datapath, s progSpec, fold bool) (progPair, rodataFold) {
 	t.Helper()
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,4 +249,30 @@ func TestRodataVerdicts(t *testing.T) {
 	if verdicts[tcNext] == 0 || verdicts[tcShot] == 0 {
 		t.Errorf("verdicts %v: want packets passed and blocked", verdicts)
 	}
+}
+
+// BenchmarkRodataFold: one packet a run (as BenchmarkIdleBisect), the
+// idle program and HP's set on constant lists, each as compiled (loading
+// its constants from .rodata) and with them as immediates, beside the
+// trivial program, in turn round after round: the difference is the
+// .rodata page a packet no longer reaches.
+func BenchmarkRodataFold(b *testing.B) {
+	trivial := trivialProg(b)
+	defer trivial.Close()
+	h := benchHarness(b)
+	names, progs := []string{"trivial"}, []*ebpf.Program{trivial}
+	for _, set := range []struct{ name, rules string }{{"idle", ""}, {"stateless", hpStatelessRules}} {
+		if err := h.d.LoadRules(compileText(b, set.rules), Active); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.d.FlushStates(nil); err != nil {
+			b.Fatal(err)
+		}
+		s := currentSpec(b, h.d)
+		old, _ := specProgs(b, h.d, s, false)
+		nw, _ := specProgs(b, h.d, s, true)
+		names = append(names, set.name+" .rodata", set.name+" immediates")
+		progs = append(progs, old.in, nw.in)
+	}
+	interleaved(b, names, progs, tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build())
 }

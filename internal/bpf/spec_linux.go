@@ -584,7 +584,7 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 
 // variantSpec is the filter's spec specialised for s.
 func (d *Datapath) variantSpec(s progSpec) (*ebpf.CollectionSpec, error) {
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		return nil, fmt.Errorf("loading filter spec: %w", err)
 	}
