@@ -50,8 +50,9 @@ func upgradeStats(spec *ebpf.CollectionSpec, dir string) (*ebpf.Map, error) {
 		return nil, nil
 	}
 	if !oldStats(old) {
-		return nil, fmt.Errorf("%s: %w (type %v, %d entries of %d bytes)", dir, errStatsLayout,
-			old.Type(), old.MaxEntries(), old.ValueSize())
+		return nil, fmt.Errorf("%s: %w (type %v, %d entries of %d bytes; another Sluice's?): nothing was changed, "+
+			"the rules in force stay in force; to load this Sluice's, remove that datapath (ipf -D) and load again",
+			dir, errStatsLayout, old.Type(), old.MaxEntries(), old.ValueSize())
 	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
