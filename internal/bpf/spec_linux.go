@@ -520,6 +520,9 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 	if len(todo) == 0 {
 		return nil
 	}
+	if d.OlderLayout() {
+		return fmt.Errorf("%s: %w", d.dir, ErrOlderLayout)
+	}
 	// one parse of the object a pair, a copy of it for the second
 	// program (a spec is not shared between loads)
 	progs := make([]*ebpf.Program, 2*len(todo))

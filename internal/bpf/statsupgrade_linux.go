@@ -29,6 +29,19 @@ type oldStatblock struct {
 	Drop [numReasons]uint64
 }
 
+// ErrOlderLayout is returned by what would load programs over a datapath
+// an older Sluice loaded, opened with OpenPinned before a reload moved it
+// to this layout (OlderLayout): Load moves it.
+var ErrOlderLayout = errors.New("the datapath was loaded by an older Sluice (its counters have another layout): " +
+	"a load (ipf -f, ipf -y, ipfboot reload) moves it to this version in place, with its rules in force")
+
+// OlderLayout reports whether d, opened with OpenPinned, is a datapath of
+// an older Sluice whose counters have the per-CPU layout: it can be read,
+// but programs cannot be loaded over its maps before Load moved it.
+func (d *Datapath) OlderLayout() bool {
+	return d.objs.Stats != nil && d.objs.Stats.Type() == ebpf.PerCPUArray
+}
+
 // errStatsLayout: the pinned counters have neither layout.
 var errStatsLayout = errors.New("the pinned statistics map has an unknown layout")
 

@@ -90,6 +90,13 @@ func TestPrivilegedStatsUpgrade(t *testing.T) {
 	if gr, gd := statSums(t, r); gr != raw || gd != drops {
 		t.Errorf("the older layout's counts read as %v %v, want %v %v", gr, gd, raw, drops)
 	}
+	// what would load programs over its maps says what moves it
+	if !r.OlderLayout() {
+		t.Errorf("OlderLayout false over the older layout")
+	}
+	if err := r.SetEnabled(false); !errors.Is(err, ErrOlderLayout) {
+		t.Errorf("switching an older layout's filter off: %v, want ErrOlderLayout", err)
+	}
 	r.Close()
 
 	d, err = Load(Options{PinDir: dir})
@@ -139,6 +146,12 @@ func TestPrivilegedStatsUpgrade(t *testing.T) {
 	}
 	d.Close()
 
+	if r, err := OpenPinned(dir); err != nil || r.OlderLayout() {
+		t.Errorf("OpenPinned after the reload: %v (older layout: %v)", err, err == nil && r.OlderLayout())
+	} else {
+		r.Close()
+	}
+
 	// counters of neither layout: the reload fails, the pin stays
 	pinOldStats(t, dir, 64)
 	if d2, err := Load(Options{PinDir: dir}); !errors.Is(err, errStatsLayout) {
@@ -151,5 +164,24 @@ func TestPrivilegedStatsUpgrade(t *testing.T) {
 		t.Errorf("the unknown layout's map after the failed reload: %v", err)
 	} else {
 		m.Close()
+	}
+}
+
+// TestPrivilegedRemoveOlderLayout: ipf -D removes a datapath of an older
+// Sluice (its counters per-CPU) without switching it off first, which
+// would load programs over its maps.
+func TestPrivilegedRemoveOlderLayout(t *testing.T) {
+	dir := filepath.Join(bpffs.Mount(t), "sluice")
+	d, err := Load(Options{PinDir: dir})
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	d.Close()
+	pinOldStats(t, dir, uint32(numStats+numReasons)*8)
+	if err := RemovePinned(dir); err != nil {
+		t.Fatalf("RemovePinned of an older layout: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pin directory after RemovePinned: %v", err)
 	}
 }
