@@ -499,7 +499,7 @@ func currentSpec(b testing.TB, d *Datapath) progSpec {
 // stageVariant loads program name of the filter specialised as s with
 // stop_at = n over d's maps.
 func stageVariant(d *Datapath, name string, n uint32, s progSpec) (*ebpf.Program, error) {
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		return nil, err
 	}
@@ -509,6 +509,7 @@ func stageVariant(d *Datapath, name string, n uint32, s progSpec) (*ebpf.Program
 	if err := spec.Variables["stop_at"].Set(n); err != nil {
 		return nil, err
 	}
+	foldRodata(spec)
 	repl := map[string]*ebpf.Map{}
 	for mname, m := range map[string]*ebpf.Map{
 		"rules": d.objs.Rules, "lists": d.objs.Lists, "pps": d.objs.Pps,

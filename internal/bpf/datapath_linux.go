@@ -87,7 +87,7 @@ func Load(opts Options) (*Datapath, error) {
 // load is Load with a hook that may change the spec first (tests use it to
 // make the verifier reject a program).
 func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		return nil, fmt.Errorf("loading filter spec: %w", err)
 	}
@@ -144,6 +144,21 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 		}
 		copts.Maps.PinPath = d.dir
 	}
+	// the counters of a datapath of an older Sluice are moved to this
+	// layout in place (statsupgrade_linux.go), pinned once the new
+	// programs are attached
+	var newStats *ebpf.Map
+	if !opts.NoPin && d.final == "" {
+		m, err := upgradeStats(spec, d.dir)
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			defer m.Close() // the load takes a clone
+			newStats = m
+			copts.MapReplacements = map[string]*ebpf.Map{"stats": m}
+		}
+	}
 	fail := func(err error) (*Datapath, error) {
 		d.closeVariants()
 		d.objs.Close()
@@ -167,6 +182,7 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 	if err := first.setVars(spec); err != nil {
 		return fail(err)
 	}
+	foldRodata(spec)
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return fail(fmt.Errorf("%s holds the maps of a datapath with another layout (an older Sluice): "+
@@ -201,6 +217,11 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 	unlock()
 	if err != nil {
 		return fail(err)
+	}
+	if newStats != nil {
+		if err := pinStats(newStats, d.dir); err != nil {
+			return fail(err)
+		}
 	}
 	if opts.Unpublished || d.final == "" {
 		return d, nil
@@ -244,7 +265,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 		// EACCES on a 0700 bpffs is not "nothing loaded": say so
 		return nil, err
 	}
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		return nil, fmt.Errorf("loading filter spec: %w", err)
 	}
@@ -252,6 +273,12 @@ func OpenPinned(dir string) (*Datapath, error) {
 	pinned, err := openPinnedMaps(spec, dir)
 	if err != nil {
 		return nil, err
+	}
+	if oldStats(pinned["stats"]) {
+		// an older Sluice's counters, read as they are until a reload
+		// moves them (statsupgrade_linux.go)
+		ms := spec.Maps["stats"]
+		ms.Type, ms.MaxEntries, ms.ValueSize = ebpf.PerCPUArray, 1, pinned["stats"].ValueSize()
 	}
 	defer func() {
 		for _, m := range pinned {

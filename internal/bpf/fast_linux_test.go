@@ -163,13 +163,14 @@ func randomFastRules(r *rand.Rand) string {
 // fast path's differential test.
 func progsFor(t *testing.T, d *Datapath, s progSpec) progPair {
 	t.Helper()
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.setVars(spec); err != nil {
 		t.Fatal(err)
 	}
+	foldRodata(spec)
 	var progs struct {
 		In  *ebpf.Program `ebpf:"sluice_ingress"`
 		Out *ebpf.Program `ebpf:"sluice_egress"`

@@ -321,6 +321,7 @@ type filterStatblock struct {
 	_    structs.HostLayout
 	V    [128]uint64
 	Drop [32]uint64
+	Pad  [8]uint64
 }
 
 type filterStateCnt struct {

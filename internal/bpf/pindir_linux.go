@@ -175,7 +175,11 @@ func removePinned(dir string, step func(string)) error {
 	// pass every packet untouched (pins of another build, which do not
 	// open as this one's datapath, are only taken apart)
 	if d, err := OpenPinned(dir); err == nil {
-		err = d.SetEnabled(false)
+		if !d.OlderLayout() {
+			// (an older Sluice's programs are only detached: the
+			// switch would load programs over its maps)
+			err = d.SetEnabled(false)
+		}
 		d.Close()
 		if err != nil {
 			return fmt.Errorf("switching the filter off: %w", err)

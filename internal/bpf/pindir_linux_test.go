@@ -48,7 +48,7 @@ func entries(t *testing.T, dir string) []string {
 // does.
 func pinOne(t *testing.T, dir, name string) {
 	t.Helper()
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func pinOne(t *testing.T, dir, name string) {
 // or half-removed directory may hold without being a datapath).
 func someMap(t *testing.T) string {
 	t.Helper()
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -520,6 +520,9 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 	if len(todo) == 0 {
 		return nil
 	}
+	if d.OlderLayout() {
+		return fmt.Errorf("%s: %w", d.dir, ErrOlderLayout)
+	}
 	// one parse of the object a pair, a copy of it for the second
 	// program (a spec is not shared between loads)
 	progs := make([]*ebpf.Program, 2*len(todo))
@@ -584,7 +587,7 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 
 // variantSpec is the filter's spec specialised for s.
 func (d *Datapath) variantSpec(s progSpec) (*ebpf.CollectionSpec, error) {
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		return nil, fmt.Errorf("loading filter spec: %w", err)
 	}
@@ -594,6 +597,7 @@ func (d *Datapath) variantSpec(s progSpec) (*ebpf.CollectionSpec, error) {
 	if d.specMutate != nil {
 		d.specMutate(spec)
 	}
+	foldRodata(spec)
 	return spec, nil
 }
 
@@ -625,12 +629,17 @@ func (d *Datapath) addVariant(k uint64, pp progPair) {
 // Specialised programs are pinned beside the datapath's as
 // spec_<object>_<key>_in / _out, so that the next command needing the same
 // specialisation finds it without the verifier (seconds on a busy host).
-// The object's hash keeps a newer Sluice from taking an older one's
+// The object's hash, and the version of what the loader does to its
+// programs (loadVersion), keep a newer Sluice from taking an older one's
 // programs; at most maxVariantPins pairs are kept.
 const maxVariantPins = 8
 
+// loadVersion changes when the loader changes the programs it loads from
+// the same object: 2 rewrites .rodata loads into immediates (foldRodata).
+const loadVersion = "2"
+
 var objHash = sync.OnceValue(func() string {
-	h := sha256.Sum256(_FilterBytes)
+	h := sha256.Sum256(append(append([]byte(nil), _FilterBytes...), loadVersion...))
 	return hex.EncodeToString(h[:6])
 })
 

@@ -100,9 +100,27 @@ func (d *Datapath) Stats() (Stats, error) {
 
 // statBlock sums the per-CPU counter blocks.
 func (d *Datapath) statBlock(ncpu int) (raw [numStats]uint64, drops [numReasons]uint64, err error) {
+	if d.objs.Stats.Type() == ebpf.PerCPUArray {
+		// an older Sluice's layout, opened before a reload moved it
+		old := make([]oldStatblock, ncpu)
+		if err := d.objs.Stats.Lookup(uint32(0), &old); err != nil {
+			return raw, drops, fmt.Errorf("reading stats: %w", err)
+		}
+		for _, b := range old {
+			for i := range raw {
+				raw[i] += b.V[i]
+			}
+			for i := range drops {
+				drops[i] += b.Drop[i]
+			}
+		}
+		return raw, drops, nil
+	}
 	per := make([]filterStatblock, ncpu)
-	if err := d.objs.Stats.Lookup(uint32(0), &per); err != nil {
-		return raw, drops, fmt.Errorf("reading stats: %w", err)
+	for cpu := range per {
+		if err := d.objs.Stats.Lookup(uint32(cpu), &per[cpu]); err != nil {
+			return raw, drops, fmt.Errorf("reading stats: %w", err)
+		}
 	}
 	for _, b := range per {
 		for i := range raw {
@@ -121,8 +139,18 @@ func (d *Datapath) ZeroStats() error {
 	if err != nil {
 		return err
 	}
-	if err := d.objs.Stats.Put(uint32(0), make([]filterStatblock, ncpu)); err != nil {
-		return fmt.Errorf("zeroing stats: %w", err)
+	if d.objs.Stats.Type() == ebpf.PerCPUArray {
+		// an older Sluice's layout, opened before a reload moved it
+		if err := d.objs.Stats.Put(uint32(0), make([]oldStatblock, ncpu)); err != nil {
+			return fmt.Errorf("zeroing stats: %w", err)
+		}
+		return nil
+	}
+	var zero filterStatblock
+	for cpu := 0; cpu < ncpu; cpu++ {
+		if err := d.objs.Stats.Put(uint32(cpu), &zero); err != nil {
+			return fmt.Errorf("zeroing stats: %w", err)
+		}
 	}
 	return nil
 }
@@ -432,4 +460,21 @@ func decodeLog(b []byte) (LogRecord, error) {
 	}
 	r.Data = append([]byte(nil), k.Data[:n]...)
 	return r, nil
+}
+
+// filterSpec is the filter's collection spec with the counters' array
+// sized to the possible CPUs (one statblock each, keyed by CPU number):
+// every load of the filter (the datapath, its specialised variants) must
+// see the same size, or the pinned map would not fit.
+func filterSpec() (*ebpf.CollectionSpec, error) {
+	spec, err := loadFilter()
+	if err != nil {
+		return nil, err
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, err
+	}
+	spec.Maps["stats"].MaxEntries = uint32(ncpu)
+	return spec, nil
 }

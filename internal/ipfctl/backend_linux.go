@@ -115,6 +115,16 @@ func (b *Kernel) open() (*bpf.Datapath, error) {
 	if err != nil {
 		return nil, permissionHint(explainNotLoaded(b.dir, err))
 	}
+	if d.OlderLayout() {
+		// a datapath of an older Sluice: nothing that loads programs
+		// works over its maps until a load moves it to this layout,
+		// in place (the rules stay in force)
+		d.Close()
+		if err := b.loadPrograms(); err != nil {
+			return nil, err
+		}
+		return b.d, nil
+	}
 	b.d = d
 	return d, nil
 }

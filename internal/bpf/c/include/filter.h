@@ -294,10 +294,14 @@ struct conf {
 #define RSN_SCANCUT 23  /* Sluice: the rule scan ran out of steps */
 #define NREASONS 32
 
-/* One CPU's counters: the statistics by ST_* and the drops by RSN_*. */
+/* One CPU's counters: the statistics by ST_* and the drops by RSN_*. The
+ * blocks of all CPUs lie end to end in one array (maps.h); pad, never
+ * written, keeps the line a block shares with the next one's first
+ * counters free of this CPU's writes. */
 struct statblock {
 	__u64 v[NSTATS];
 	__u64 drop[NREASONS];
+	__u64 pad[8];
 };
 
 /* TCP states (IPFilter numbering). */

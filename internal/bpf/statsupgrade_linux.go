@@ -1,0 +1,116 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+)
+
+// A datapath loaded by a Sluice before at2 (session 9) counts in a
+// one-entry per-CPU array of the statblock without its padding; this one
+// counts in a plain array of one padded statblock per CPU (maps.h). A
+// reload over such a datapath moves it in place: the new map is made with
+// the old counts (upgradeStats), the programs are loaded over it and the
+// pinned maps of the rest, attached in place of the old ones (one
+// link.Update a hook: the rules stay in force throughout), and only then
+// is it pinned over the old one (pinStats). A reload that fails before
+// leaves the old map and programs as they were; a process killed before
+// the pin leaves the old map pinned, and the next reload moves it again.
+// The counts the old programs make while the new ones are verified are
+// not carried over.
+
+// oldStatblock is the statblock of the per-CPU layout.
+type oldStatblock struct {
+	V    [numStats]uint64
+	Drop [numReasons]uint64
+}
+
+// ErrOlderLayout is returned by what would load programs over a datapath
+// an older Sluice loaded, opened with OpenPinned before a reload moved it
+// to this layout (OlderLayout): Load moves it.
+var ErrOlderLayout = errors.New("the datapath was loaded by an older Sluice (its counters have another layout): " +
+	"a load (ipf -f, ipf -y, ipfboot reload) moves it to this version in place, with its rules in force")
+
+// OlderLayout reports whether d, opened with OpenPinned, is a datapath of
+// an older Sluice whose counters have the per-CPU layout: it can be read,
+// but programs cannot be loaded over its maps before Load moved it.
+func (d *Datapath) OlderLayout() bool {
+	return d.objs.Stats != nil && d.objs.Stats.Type() == ebpf.PerCPUArray
+}
+
+// errStatsLayout: the pinned counters have neither layout.
+var errStatsLayout = errors.New("the pinned statistics map has an unknown layout")
+
+// upgradeStats returns, when the datapath pinned in dir counts in the
+// per-CPU layout, a new counters map of spec's layout holding its counts
+// (unpinned: the caller loads with it and pins it with pinStats); nil
+// when there is nothing to move.
+func upgradeStats(spec *ebpf.CollectionSpec, dir string) (*ebpf.Map, error) {
+	old, err := ebpf.LoadPinnedMap(filepath.Join(dir, "stats"), nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the pinned statistics: %w", err)
+	}
+	defer old.Close()
+	ms := spec.Maps["stats"].Copy()
+	if ms.Compatible(old) == nil {
+		return nil, nil
+	}
+	if !oldStats(old) {
+		return nil, fmt.Errorf("%s: %w (type %v, %d entries of %d bytes; another Sluice's?): nothing was changed, "+
+			"the rules in force stay in force; to load this Sluice's, remove that datapath (ipf -D) and load again",
+			dir, errStatsLayout, old.Type(), old.MaxEntries(), old.ValueSize())
+	}
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, err
+	}
+	per := make([]oldStatblock, ncpu)
+	if err := old.Lookup(uint32(0), &per); err != nil {
+		return nil, fmt.Errorf("reading the pinned statistics: %w", err)
+	}
+	ms.Pinning = ebpf.PinNone
+	m, err := ebpf.NewMap(ms)
+	if err != nil {
+		return nil, fmt.Errorf("making the statistics map: %w", err)
+	}
+	for cpu, b := range per {
+		if cpu >= int(ms.MaxEntries) {
+			break
+		}
+		if err := m.Put(uint32(cpu), filterStatblock{V: b.V, Drop: b.Drop}); err != nil {
+			m.Close()
+			return nil, fmt.Errorf("moving the statistics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// pinStats pins m as the statistics of the datapath in dir, over the old
+// map: pinned aside, then renamed over it, so that a reader never finds
+// the name missing.
+func pinStats(m *ebpf.Map, dir string) error {
+	path := filepath.Join(dir, "stats")
+	next := path + "_next"
+	_ = os.Remove(next)
+	if err := m.Pin(next); err != nil {
+		return fmt.Errorf("pinning the statistics: %w", err)
+	}
+	if err := os.Rename(next, path); err != nil {
+		_ = os.Remove(next)
+		return fmt.Errorf("pinning the statistics: %w", err)
+	}
+	return nil
+}
+
+// oldStats reports whether m is a statistics map of the per-CPU layout.
+func oldStats(m *ebpf.Map) bool {
+	return m != nil && m.Type() == ebpf.PerCPUArray && m.MaxEntries() == 1 && m.KeySize() == 4 &&
+		int(m.ValueSize()) == binary.Size(oldStatblock{})
+}
