@@ -3,7 +3,9 @@ package bpf
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -667,6 +669,12 @@ func BenchmarkEstablished(b *testing.B) {
 	if _, err := h.d.FlushStates(nil); err != nil {
 		b.Fatal(err)
 	}
+	// the program the set runs on (made while the table was empty, as
+	// after an ipf -f)
+	s := currentSpec(b, h.d)
+	if !s.state || h.d.progKey != s.key() {
+		b.Fatalf("the set's program: state %v, attached %#x, want %#x", s.state, h.d.progKey, s.key())
+	}
 	syn := tcp4("10.0.0.1", "10.0.0.2", 40000, 80, synF)
 	syn.seq = 100
 	synack := syn.reply(synF | ackF)
@@ -686,10 +694,6 @@ func BenchmarkEstablished(b *testing.B) {
 	in.flags, in.seq, in.ack, in.payload = ackF|0x08, 9001, 101, 1
 	out.flags, out.payload = ackF|0x08, 1
 	frames := [2][]byte{in.build(), out.build()}
-	s := currentSpec(b, h.d)
-	if !s.state || h.d.progKey != s.key() {
-		b.Fatalf("the set's program: state %v, attached %#x, want %#x", s.state, h.d.progKey, s.key())
-	}
 	progs := map[string]progPair{"est": progsWithEst(b, h.d, s, true), "pipeline": progsWithEst(b, h.d, s, false)}
 	for dir, name := range []string{"in", "out"} {
 		pick := func(pp progPair) *ebpf.Program {
@@ -718,6 +722,25 @@ func BenchmarkEstablished(b *testing.B) {
 				[]*ebpf.Program{trivial, pick(progs["est"]), pick(progs["pipeline"])}, frames[dir])
 		})
 	}
+	// the established path cut at its STAGE points (29: before the
+	// config's switch; 31: the parse and key; 32: the lookup; 33: the
+	// clock; 34: the checks and stores; 0: whole), inbound
+	b.Run("in/bisect", func(b *testing.B) {
+		names, ps := []string{"trivial"}, []*ebpf.Program{trivial}
+		for _, n := range []uint32{29, 31, 32, 33, 34, 0} {
+			p, err := stageVariant(h.d, "sluice_ingress", n, s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			names, ps = append(names, fmt.Sprintf("stop_at %d", n)), append(ps, p)
+		}
+		names, ps = append(names, "pipeline"), append(ps, progs["pipeline"].in)
+		for i, p := range ps {
+			b.Run("warm/"+strings.ReplaceAll(names[i], " ", "-"), func(b *testing.B) { reportRuns(b, p, frames[0], 1000) })
+		}
+		interleaved(b, names, ps, frames[0])
+	})
 }
 
 // BenchmarkStateKeySize: what a 16-byte IPv4 state key would save against
@@ -782,4 +805,83 @@ func BenchmarkStateKeySize(b *testing.B) {
 		b.Run("warm/"+strings.ReplaceAll(names[i], " ", "-"), func(b *testing.B) { reportRuns(b, p, frame, 1000) })
 	}
 	b.Run("rounds", func(b *testing.B) { interleaved(b, names, progs, frame) })
+}
+
+// TestPrivilegedEstablishedLive: HP's stateful set on a veth pair between
+// two namespaces; after a TCP connection's handshake its segments (data
+// with timestamps, as Linux sends them) are decided by the established
+// path — the scratch area, which the pipeline writes for every packet it
+// takes, stays untouched — and kept by the flow's entry.
+func TestPrivilegedEstablishedLive(t *testing.T) {
+	tp := newTopo(t)
+	d := tp.attach(t)
+	if err := d.LoadRules(compileText(t, hpStatefulRules), Active); err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	var err error
+	inNS(t, tp.b, func() { ln, err = net.Listen("tcp", "10.99.0.2:7777") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	var c net.Conn
+	inNS(t, tp.a, func() { c, err = net.DialTimeout("tcp", "10.99.0.2:7777", 3*time.Second) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 1)
+	roundTrips := func(n int) {
+		for i := 0; i < n; i++ {
+			if _, err := c.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	roundTrips(3)
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.objs.Scratch.Put(uint32(0), make([]filterWork, ncpu)); err != nil {
+		t.Fatal(err)
+	}
+	raw0, _, err := d.statBlock(ncpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrips(20)
+	raw, _, err := d.statBlock(ncpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := raw[stStKept] + raw[stDir+stStKept] - raw0[stStKept] - raw0[stDir+stStKept]
+	per := make([]filterWork, ncpu)
+	if err := d.objs.Scratch.Lookup(uint32(0), &per); err != nil {
+		t.Fatal(err)
+	}
+	used := 0
+	for _, w := range per {
+		if w.P.L3off != 0 {
+			used++
+		}
+	}
+	// 20 round trips: a request and a reply (and the ACKs the stack
+	// sends alone) each way through the filtered interface
+	if kept < 40 || used != 0 {
+		t.Errorf("20 round trips: %d packets kept by state, the pipeline ran on %d CPUs; want >= 40 and none", kept, used)
+	}
 }
