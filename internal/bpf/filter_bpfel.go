@@ -527,6 +527,7 @@ const (
 	filterVarK_anyl3         = "k_anyl3"
 	filterVarK_cfg           = "k_cfg"
 	filterVarK_defpass       = "k_defpass"
+	filterVarK_est           = "k_est"
 	filterVarK_fast          = "k_fast"
 	filterVarK_fastIn        = "k_fast_in"
 	filterVarK_fastOut       = "k_fast_out"
@@ -634,6 +635,7 @@ type filterVariableSpecs struct {
 	K_anyl3         *ebpf.VariableSpec `ebpf:"k_anyl3"`
 	K_cfg           *ebpf.VariableSpec `ebpf:"k_cfg"`
 	K_defpass       *ebpf.VariableSpec `ebpf:"k_defpass"`
+	K_est           *ebpf.VariableSpec `ebpf:"k_est"`
 	K_fast          *ebpf.VariableSpec `ebpf:"k_fast"`
 	K_fastIn        *ebpf.VariableSpec `ebpf:"k_fast_in"`
 	K_fastOut       *ebpf.VariableSpec `ebpf:"k_fast_out"`
@@ -745,6 +747,7 @@ type filterVariables struct {
 	K_anyl3         *ebpf.Variable `ebpf:"k_anyl3"`
 	K_cfg           *ebpf.Variable `ebpf:"k_cfg"`
 	K_defpass       *ebpf.Variable `ebpf:"k_defpass"`
+	K_est           *ebpf.Variable `ebpf:"k_est"`
 	K_fast          *ebpf.Variable `ebpf:"k_fast"`
 	K_fastIn        *ebpf.Variable `ebpf:"k_fast_in"`
 	K_fastOut       *ebpf.Variable `ebpf:"k_fast_out"`

@@ -56,6 +56,9 @@ volatile const __u32 stop_at = 0;
 #define SB_INC(k) do { if (sb) sb->v[(k) & (NSTATS - 1)]++; } while (0)
 #define SB_DROP(r) do { if (sb) sb->drop[(r) & (NREASONS - 1)]++; } while (0)
 
+/* the established path: verdict_of, STAGE and the counters above */
+#include "lib/est.h"
+
 /* idle_verdict gives a clean packet of family fam default pass as the
  * whole pipeline would with no rules, no state and no logging, counted
  * as it counts it. */
@@ -99,7 +102,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	__u32 defpass, logflags, anyl3, minttl;
 	__u64 now = 0, feat;
 	__s64 *nstates, nst = 0;
-	int blocked, fam, hit = 0, fr = 0, cut = 0, fr_keep = 0;
+	int blocked, fam, hit = 0, fr = 0, cut = 0, fr_keep = 0, estmiss = 0;
 
 	if (out && skb->mark == REPLY_MARK) {
 		skb->mark = 0;
@@ -129,6 +132,19 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	C = conf_get();
 	if (!C || !C->v[CFG_ENABLED])
 		return TC_ACT_UNSPEC;
+	/* a program whose sets may keep state looks a clean packet's flow up
+	 * first (lib/est.h): a hit that needs nothing else is decided there.
+	 * Not for a direction with accounting, a slot with routing, ipf -l
+	 * flags or interfaces without a link-layer header (their code runs
+	 * around the lookup) */
+	if (k_est && k_cfg && k_state && !k_anyl3 && !k_logflags && !(k_feat & k_sfeat & FEAT_ROUTE) &&
+	    !(k_feat & k_sfeat & (out ? FEAT_ACCT_OUT : FEAT_ACCT_IN))) {
+		int v = est_path(skb, C, out);
+
+		if (v != EST_LOOKUP && v != EST_NOENTRY)
+			return v;
+		estmiss = v == EST_NOENTRY;
+	}
 	/* read once for the fast path and the pipeline */
 	if (k_state) {
 		nstates = bpf_map_lookup_elem(&state_count, &zero);
@@ -268,7 +284,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 		w->hit_pass &= ~(FR_KEEPSTATE | FR_KEEPFRAG);
 	} else if (fr == 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD)) && nst > 0) {
-		hit = sl_state_lookup(now);
+		hit = sl_state_lookup(now, estmiss);
 		if (!hit && (p->flags & PF_ICMPERR))
 			hit = sl_icmperr_lookup(skb, now);
 	}

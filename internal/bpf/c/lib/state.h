@@ -286,26 +286,27 @@ static __always_inline int state_put(struct state_key *k, struct state_entry *ep
 	return *old ? 0 : -1;
 }
 
-/* tcp_fsm applies IPFilter's per-direction TCP state machine (§3.3) and
- * returns 0 when the packet must be rejected. */
-static __always_inline int tcp_fsm(struct state_entry *e, int rev, const struct pktinfo *p, __u64 now)
+/* tcp_fsm_sides applies IPFilter's per-direction TCP state machine (§3.3)
+ * to the packet's side me, the other side and the lifetime *expire, and
+ * returns 0 when the packet must be rejected. They are the entry's own
+ * (tcp_fsm) or the copies the established path checks before it stores
+ * them (lib/est.h). eflags are the entry's SF_* flags, f the segment's TCP
+ * flags, data its payload bytes. */
+static __always_inline int tcp_fsm_sides(struct tcp_side *me, struct tcp_side *other, __u64 *expire, __u8 eflags,
+					 __u8 f, __u32 data, __u64 now)
 {
-	__u8 f = p->tcpflags;
-	struct tcp_side *me = rev ? &e->tcp[1] : &e->tcp[0];
-	struct tcp_side *other = rev ? &e->tcp[0] : &e->tcp[1];
 	__u8 n = me->state, o = other->state;
-	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
-	int syn_created = e->flags & SF_SYN;
+	int syn_created = eflags & SF_SYN;
 
 	if (f & 0x04) { /* RST */
 		SET(me->state, (!(f & 0x08) && data == 0) ? TS_CLOSED : TS_CLOSE_WAIT);
 		if (o <= TS_ESTABLISHED)
 			SET(other->state, TS_CLOSE_WAIT);
-		SET(e->expire, now + tcp_timeout(me->state));
+		SET(*expire, now + tcp_timeout(me->state));
 		return 1;
 	}
-#define TO(x) do { SET(me->state, (x)); SET(e->expire, now + tcp_timeout(x)); return 1; } while (0)
-#define RESTART() do { SET(e->expire, now + tcp_timeout(me->state)); return 1; } while (0)
+#define TO(x) do { SET(me->state, (x)); SET(*expire, now + tcp_timeout(x)); return 1; } while (0)
+#define RESTART() do { SET(*expire, now + tcp_timeout(me->state)); return 1; } while (0)
 	switch (n) {
 	case TS_LISTEN:
 		if ((f & 0x12) == 0x12)
@@ -387,33 +388,59 @@ static __always_inline int tcp_fsm(struct state_entry *e, int rev, const struct 
 	return 0;
 }
 
+/* tcp_data is a segment's payload: the L4 bytes behind its header. */
+static __always_inline __u32 tcp_data(const struct pktinfo *p)
+{
+	return p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
+}
+
+/* tcp_fsm is tcp_fsm_sides on entry e, for a packet going its way (rev 0)
+ * or the other (rev 1). */
+static __always_inline int tcp_fsm(struct state_entry *e, int rev, const struct pktinfo *p, __u64 now)
+{
+	return tcp_fsm_sides(rev ? &e->tcp[1] : &e->tcp[0], rev ? &e->tcp[0] : &e->tcp[1], &e->expire, e->flags,
+			     p->tcpflags, tcp_data(p), now);
+}
+
 static __always_inline int seq_ge(__u32 a, __u32 b) { return (__s32)(a - b) >= 0; }
 static __always_inline int seq_gt(__u32 a, __u32 b) { return (__s32)(a - b) > 0; }
 
-/* tcp_window implements §3.4; returns 0 when the packet is out of window. */
-static __always_inline int tcp_window(struct state_entry *e, int rev, const struct pktinfo *p)
-{
-	struct tcp_side *fs = rev ? &e->tcp[1] : &e->tcp[0];
-	struct tcp_side *ts = rev ? &e->tcp[0] : &e->tcp[1];
-	__u8 f = p->tcpflags;
-	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
-	__u32 len = data + ((f & 0x02) ? 1 : 0) + ((f & 0x01) ? 1 : 0);
-	__u32 win, end, seq = p->seq, ack = p->ack, maxwin;
-	__s32 ackskew;
-	int syn_created = e->flags & SF_SYN, inwin = 0;
+/* What the window check reads of a TCP segment. */
+struct tcp_seg {
+	__u32 seq;
+	__u32 ack;
+	__u32 data;  /* payload bytes */
+	__u16 win;
+	__u8 flags;
+	__u8 wscale; /* from a SYN's options, 0xff if none */
+	__u8 sackok;
+};
 
-	if (e->pass & FR_STLOOSE)
+/* tcp_window_sides implements §3.4 on the sending side fs and the
+ * receiving side ts (an entry's own or copies, as tcp_fsm_sides) of an
+ * entry with SF_* flags eflags and rule flags epass; returns 0 when the
+ * segment is out of window. */
+static __always_inline int tcp_window_sides(struct tcp_side *fs, struct tcp_side *ts, __u8 eflags, __u32 epass,
+					    const struct tcp_seg *s)
+{
+	__u8 f = s->flags;
+	__u32 len = s->data + ((f & 0x02) ? 1 : 0) + ((f & 0x01) ? 1 : 0);
+	__u32 win, end, seq = s->seq, ack = s->ack, maxwin;
+	__s32 ackskew;
+	int syn_created = eflags & SF_SYN, inwin = 0;
+
+	if (epass & FR_STLOOSE)
 		return 1;
 	if (f & 0x02) {
-		win = p->win;
-		if (p->wscale != 0xff) {
-			fs->wscale = p->wscale;
+		win = s->win;
+		if (s->wscale != 0xff) {
+			fs->wscale = s->wscale;
 			fs->wflags |= WF_WSCALE_SEEN;
 		}
-		if (p->sackok)
+		if (s->sackok)
 			fs->wflags |= WF_SACK;
 	} else {
-		win = (__u32)p->win << (fs->wscale & 15);
+		win = (__u32)s->win << (fs->wscale & 15);
 	}
 	if (win == 0)
 		win = 1;
@@ -431,7 +458,7 @@ static __always_inline int tcp_window(struct state_entry *e, int rev, const stru
 		ack = ts->end;
 	maxwin = ts->maxwin;
 	ackskew = (__s32)(ts->end - ack);
-	if ((e->pass & FR_STSTRICT) && seq != fs->end)
+	if ((epass & FR_STSTRICT) && seq != fs->end)
 		return 0;
 	if (seq_ge(fs->maxend, end) && seq_ge(seq, fs->end - maxwin) &&
 	    -ackskew <= 66000 && ackskew <= (66000 << (fs->wscale & 15)))
@@ -454,6 +481,17 @@ static __always_inline int tcp_window(struct state_entry *e, int rev, const stru
 	if (seq_gt(ack + win, ts->maxend))
 		ts->maxend = ack + win;
 	return 1;
+}
+
+/* tcp_window is tcp_window_sides on entry e for packet p (rev as tcp_fsm). */
+static __always_inline int tcp_window(struct state_entry *e, int rev, const struct pktinfo *p)
+{
+	struct tcp_seg s = {
+		.seq = p->seq, .ack = p->ack, .data = tcp_data(p), .win = p->win,
+		.flags = p->tcpflags, .wscale = p->wscale, .sackok = p->sackok,
+	};
+
+	return tcp_window_sides(rev ? &e->tcp[1] : &e->tcp[0], rev ? &e->tcp[0] : &e->tcp[1], e->flags, e->pass, &s);
 }
 
 static __always_inline void tcp_init(struct state_entry *e, const struct pktinfo *p)
@@ -543,8 +581,11 @@ static __always_inline struct state_entry *wild_fill(struct state_key *k, struct
 	return scratch;
 }
 
+/* state_lookup: nokey says the packet's canonical key is known to have no
+ * entry (the established path looked it up): only wildcard entries are
+ * looked for. */
 static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *revp, __u64 now,
-							struct state_entry *scratch)
+							struct state_entry *scratch, int nokey)
 {
 	struct state_key k;
 	struct state_entry *e;
@@ -555,7 +596,7 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	 * packet to an IPv6 one, without its destination: only
 	 * wildcard-destination entries find it */
 	e = NULL;
-	if (!(p->family == 4 && (p->dst[0] & 0xf0) == 0xe0) &&
+	if (!nokey && !(p->family == 4 && (p->dst[0] & 0xf0) == 0xe0) &&
 	    !(p->family == 6 && p->proto == IPPROTO_ICMPV6 && (p->dst[0] & 0xff) == 0xff)) {
 		/* the entry going the packet's way first (a flow may have
 		 * one each way), else the one it answers; an ICMP query only
@@ -868,7 +909,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	return 1;
 }
 
-GLOBAL int sl_state_lookup(__u64 now)
+GLOBAL int sl_state_lookup(__u64 now, int nokey)
 {
 	struct work *w = get_work();
 	struct state_entry *e;
@@ -876,7 +917,7 @@ GLOBAL int sl_state_lookup(__u64 now)
 
 	if (!w)
 		return 0;
-	e = state_lookup(&w->p, &rev, now, &w->e);
+	e = state_lookup(&w->p, &rev, now, &w->e, nokey);
 	if (!e)
 		return 0;
 	w->hit_rev = rev;

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+#ifndef SLUICE_EST_H
+#define SLUICE_EST_H
+
+/*
+ * The established packet first (est2). In a program made for its slot whose
+ * sets may keep state, a clean packet (what fast_parse takes: IPv4 without
+ * options, not a fragment, or IPv6 with TCP/UDP right after its header) is
+ * looked up in the state table before anything else: no scratch area, no
+ * packet info cleared and filled, no state count, no BPF-to-BPF call. A hit
+ * that needs nothing but its verdict is decided here and counted exactly as
+ * the pipeline counts it; anything else falls through to the pipeline with
+ * nothing written, which then does all of it as before.
+ *
+ * "Nothing but its verdict": the entry going the packet's way, or the other
+ * way with no twin (SF_TWIN: the twin may be the packet's), not expired,
+ * the interface, FI_CMP flags, options and class the entry wants, the TCP
+ * window and state machine passing the segment (checked on copies of the
+ * two sides and the lifetime, stored only when both pass), and a verdict
+ * that is not logged (FR_LOG unless log first, nomatch) and, blocked, has
+ * no return-* to send. The direction's accounting list and routing rule
+ * the program out (filter.c's gate, constants); so do ipf -l flags and
+ * interfaces without a link-layer header.
+ */
+
+/* k_est 0 leaves the established path out of the program: the tests and
+ * benchmarks load the same program both ways to compare them. */
+volatile const __u32 k_est = 1;
+
+/* est_path returns the verdict of a packet it decided (TC_ACT_UNSPEC or
+ * TC_ACT_SHOT), EST_LOOKUP when the pipeline must look its state up (the
+ * packet not clean, or its entry wanting more), EST_NOENTRY when the packet
+ * is clean and its flow's canonical key has no entry (the pipeline then
+ * looks up the wildcard entries only). STAGE 31-34 cut it for the
+ * benchmarks: after the key and the statistics' block, the lookup, the
+ * clock, the checks and stores. */
+#define EST_LOOKUP (-2)
+#define EST_NOENTRY (-3)
+
+static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	const __u8 *h = data + 14, *l4;
+	struct state_key k = {};
+	struct state_entry *e;
+	struct statblock *sb;
+	struct tcp_seg s = {};
+	__u32 plen, dlen, pass, slot, fi, flx, flags = PF_TCPUDP;
+	__u64 now;
+	__u8 proto, ttl, swap;
+	int fam, sym, rev, blocked;
+
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (data + 14 + 20 + 8 > end || h[0] != 0x45 || (((h[6] << 8) | h[7]) & 0x3fff))
+			return EST_LOOKUP;
+		plen = (h[2] << 8) | h[3];
+		proto = h[9];
+		if (proto == IPPROTO_TCP) {
+			if (plen < 40 || data + 14 + 20 + 20 > end)
+				return EST_LOOKUP;
+		} else if (proto != IPPROTO_UDP || plen < 28) {
+			return EST_LOOKUP;
+		}
+		/* a multicast group is found by wildcard entries only */
+		if ((h[16] & 0xf0) == 0xe0)
+			return EST_LOOKUP;
+		__builtin_memcpy(&k.src[0], &h[12], 4);
+		__builtin_memcpy(&k.dst[0], &h[16], 4);
+		dlen = plen - 20;
+		ttl = h[8];
+		l4 = h + 20;
+		fam = 4;
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		if (data + 14 + 40 + 8 > end)
+			return EST_LOOKUP;
+		dlen = (h[4] << 8) | h[5];
+		proto = h[6];
+		if (proto == IPPROTO_TCP) {
+			if (dlen < 20 || data + 14 + 40 + 20 > end)
+				return EST_LOOKUP;
+		} else if (proto != IPPROTO_UDP || dlen < 8) {
+			return EST_LOOKUP;
+		}
+		__builtin_memcpy(k.src, &h[8], 16);
+		__builtin_memcpy(k.dst, &h[24], 16);
+		plen = dlen + 40;
+		ttl = h[7];
+		l4 = h + 40;
+		fam = 6;
+	} else {
+		return EST_LOOKUP;
+	}
+	if (proto == IPPROTO_TCP) {
+		__u8 doff = l4[12] >> 4;
+
+		if (!tcp_clean(l4))
+			return EST_LOOKUP;
+		s.seq = ((__u32)l4[4] << 24) | ((__u32)l4[5] << 16) | ((__u32)l4[6] << 8) | l4[7];
+		s.ack = ((__u32)l4[8] << 24) | ((__u32)l4[9] << 16) | ((__u32)l4[10] << 8) | l4[11];
+		s.win = (l4[14] << 8) | l4[15];
+		s.flags = l4[13];
+		s.wscale = 0xff; /* tcp_clean: no SYN with options */
+		s.data = dlen > doff * 4 ? dlen - doff * 4 : 0;
+	}
+	k.sport = (l4[0] << 8) | l4[1];
+	k.dport = (l4[2] << 8) | l4[3];
+	k.proto = proto;
+	k.family = fam;
+	/* the flow's canonical key, as canon_key makes it of the packet info */
+	swap = canon_order(&k, 0, &sym);
+	/* the statistics' block now, though only a hit counts in it here:
+	 * its pages are then reached while the table's are (one packet a
+	 * run, BenchmarkEstablished, 20-40 ns less than fetched at the end);
+	 * a packet that falls through finds it again warm */
+	sb = stats_get();
+	STAGE(31);
+	e = bpf_map_lookup_elem(&states, &k);
+	if (!e)
+		return EST_NOENTRY;
+	STAGE(32);
+	/* state_find: the entry going the packet's way, else the other */
+	if (sym) {
+		rev = 0;
+	} else {
+		rev = !!(e->flags & SF_SWAP) != swap;
+		if (rev && (e->flags & SF_TWIN))
+			return EST_LOOKUP;
+	}
+	pass = e->pass;
+	if (pass & FR_LOGFIRST)
+		pass &= ~FR_LOG;
+	if (pass & (FR_LOG | FR_NOMATCH))
+		return EST_LOOKUP;
+	blocked = verdict_of(pass);
+	if (blocked && !out && (pass & FR_RETMASK))
+		return EST_LOOKUP;
+	/* state_lookup's checks, in its order; the clock once the entry is
+	 * there (no other packet reads it) */
+	now = bpf_ktime_get_coarse_ns() + C->v[CFG_CLOCK];
+	STAGE(33);
+	if (e->expire < now)
+		return EST_LOOKUP;
+	slot = (rev * 2 + out) & 3;
+	if (e->ifindex[slot] && e->ifindex[slot] != skb->ifindex)
+		return EST_LOOKUP;
+	/* the flags the pipeline gives a clean packet (parse_fast, filter()) */
+	if (!out) {
+		if (ttl < k_minttl)
+			flags |= PF_LOWTTL;
+		if (skb->pkt_type == 1)
+			flags |= PF_BCAST | PF_MBCAST;
+		if (skb->pkt_type == 2)
+			flags |= PF_MCAST | PF_MBCAST;
+	}
+	flx = flags & PF_CMP;
+	fi = (out * 2 + rev) & 3;
+	if (e->flx[fi] && e->flx[fi] != flx)
+		return EST_LOOKUP;
+	/* a clean packet has no options and no security class */
+	if (e->secclass || (!rev ? e->opt != 0 : (e->flags & SF_OPTREV) && e->opt_rev != 0))
+		return EST_LOOKUP;
+	if (proto == IPPROTO_TCP) {
+		struct tcp_side fs, ts;
+		struct tcp_side *efs = rev ? &e->tcp[1] : &e->tcp[0], *ets = rev ? &e->tcp[0] : &e->tcp[1];
+		__u64 exp = e->expire;
+
+		/* a new SYN on a flow closed on both sides starts afresh */
+		if ((s.flags & 0x12) == 0x02 && e->tcp[0].state > TS_ESTABLISHED && e->tcp[1].state > TS_ESTABLISHED)
+			return EST_LOOKUP;
+		__builtin_memcpy(&fs, efs, sizeof(fs));
+		__builtin_memcpy(&ts, ets, sizeof(ts));
+		if (!tcp_window_sides(&fs, &ts, e->flags, e->pass, &s) ||
+		    !tcp_fsm_sides(&fs, &ts, &exp, e->flags, s.flags, s.data, now))
+			return EST_LOOKUP;
+		SET(efs->end, fs.end);
+		SET(efs->maxend, fs.maxend);
+		SET(efs->maxwin, fs.maxwin);
+		SET(efs->wscale, fs.wscale);
+		SET(efs->wflags, fs.wflags);
+		SET(efs->state, fs.state);
+		SET(ets->end, ts.end);
+		SET(ets->maxend, ts.maxend);
+		SET(ets->maxwin, ts.maxwin);
+		SET(ets->wscale, ts.wscale);
+		SET(ets->wflags, ts.wflags);
+		SET(ets->state, ts.state);
+		SET(e->expire, exp);
+	} else {
+		__u64 to = C->v[rev ? CFG_TO_UDPACK : CFG_TO_UDP];
+		__u32 age = e->age[rev & 1];
+
+		if (age)
+			to = (__u64)age * 1000000000ULL;
+		SET(e->expire, now + to);
+	}
+	/* what state_lookup stores of a hit */
+	if (!e->flx[fi]) {
+		e->flx[fi] = flx;
+		if (rev && !(e->flags & SF_OPTREV)) {
+			e->opt_rev = 0;
+			e->flags |= SF_OPTREV;
+		}
+	}
+	if (!e->ifindex[slot])
+		e->ifindex[slot] = skb->ifindex;
+	SET(e->last, now);
+	{
+		struct state_cnt *c = &e->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
+
+		c->pkts[slot]++;
+		c->bytes[slot] += plen;
+	}
+	STAGE(34);
+	/* counted as filter() counts a state hit */
+	if (fam == 6)
+		SB_INC(out * ST_DIR + ST_IPV6);
+	SB_INC(out * ST_DIR + ST_PKTS);
+	SB_INC(out * ST_DIR + ST_STKEPT);
+	if (blocked) {
+		SB_INC(out * ST_DIR + ST_BLOCK);
+		SB_DROP(RSN_FILTER);
+		return TC_ACT_SHOT;
+	}
+	SB_INC(out * ST_DIR + ST_PASS);
+	return TC_ACT_UNSPEC;
+}
+
+#endif
