@@ -521,6 +521,7 @@ func stageVariant(d *Datapath, name string, n uint32, s progSpec) (*ebpf.Program
 		"list_metas": d.objs.ListMetas, "scratch": d.objs.Scratch, "sweeper": d.objs.Sweeper,
 		"ctl_args": d.objs.CtlArgs, "ctl_keys": d.objs.CtlKeys, "hotlists": d.objs.Hotlists, "runs": d.objs.Runs,
 		"hot_counts": d.objs.HotCounts, "cblocks": d.objs.Cblocks,
+		"runs4": d.objs.Runs4, "run_bits": d.objs.RunBits,
 	} {
 		repl[mname] = m
 	}

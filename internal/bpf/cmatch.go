@@ -19,7 +19,7 @@ func (im *Image) cblocks() []filterCblock {
 	for i := range im.rules {
 		r := &im.rules[i]
 		b, k := i>>blockBits, i&(1<<blockBits-1)
-		out[b].M[k] = compactMatch(r, r.RunLen > 1)
+		out[b].M[k] = im.runMatch(i)
 		if r.RunLen > 1 {
 			out[b].RunLen[k] = r.RunLen
 		}

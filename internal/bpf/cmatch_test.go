@@ -81,6 +81,11 @@ func TestCblocks(t *testing.T) {
 	if head.Flags&(cmRun4|cmRunSrc) != cmRun4|cmRunSrc || head.Smask != im.rules[1].Smask[0] || head.Smask == 0 {
 		t.Errorf("run head: flags %#x smask %#x, want CM_RUN4|CM_RUNSRC and the rules' mask %#x", head.Flags, head.Smask, im.rules[1].Smask[0])
 	}
+	// and the runs bitmap's shift in the source word the run leaves free
+	// (20 entries: the least bitmap, 2^9 bits)
+	if head.Src != 64-runBitsMin || im.runShift != head.Src {
+		t.Errorf("run head: src %d, image's shift %d, want the bitmap's shift %d", head.Src, im.runShift, 64-runBitsMin)
+	}
 	if m := cbs[0].M[2]; m.Flags&cmSrc == 0 || m.Flags&cmRun != 0 || cbs[0].RunLen[2] != 0 {
 		t.Errorf("run member: flags %#x run_len %d, want CM_SRC, no run", m.Flags, cbs[0].RunLen[2])
 	}

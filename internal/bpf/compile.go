@@ -61,6 +61,8 @@ type Image struct {
 	pools  []poolEntry     // entries of the pool tables the rules name
 	exprs  []filterExprVal // values of the exp rules, flattened
 	runs   []runEntry      // the runs' table (findRuns)
+	// the runs bitmap's shift (64 - log2 of its bits; 0: no IPv4 run)
+	runShift uint32
 	// index entries; nil when the set is too small to benefit
 	dst    map[prefixKey]filterBlocks
 	ports  map[uint32]filterBlocks

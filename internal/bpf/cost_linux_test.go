@@ -219,7 +219,17 @@ func (d *Datapath) setMemory(im *Image) string {
 	rules := n * binary.Size(filterRule{})
 	other := n*(binary.Size(filterPpsWindow{})+4) + cblockCount(n)*binary.Size(filterCblock{})
 	texts := len(textBlob(im.texts)) * textChunk
-	runs := len(im.runs) * (binary.Size(filterRunKey{}) + 4 + 48) // + the hash's own element header
+	// the runs tables' elements (key, value, the hash's 40-byte header)
+	// and buckets, and the IPv4 runs' bitmap (TestPrivilegedSetMemory
+	// measures them)
+	runs := len(im.runBitmap()) * 8
+	for i := range im.runs {
+		if im.run4(&im.runs[i]) {
+			runs += 40 + binary.Size(filterRun4Key{}) + 8 + 16
+		} else {
+			runs += 40 + 24 + 8 + 16
+		}
+	}
 	return fmt.Sprintf("%d MB (rules %d MB, rate/state/compact %d MB, texts %d MB, runs %d MB)",
 		(rules+other+texts+runs)>>20, rules>>20, other>>20, texts>>20, runs>>20)
 }

@@ -311,6 +311,12 @@ type filterRule struct {
 	Bytes        uint64
 }
 
+type filterRun4Key struct {
+	_    structs.HostLayout
+	Head uint32
+	Addr uint32
+}
+
 type filterRunKey struct {
 	_    structs.HostLayout
 	Head uint32
@@ -515,7 +521,9 @@ const (
 	filterMapRuleStates      = "rule_states"
 	filterMapRuleTexts       = "rule_texts"
 	filterMapRules           = "rules"
+	filterMapRunBits         = "run_bits"
 	filterMapRuns            = "runs"
+	filterMapRuns4           = "runs4"
 	filterMapScratch         = "scratch"
 	filterMapStateCount      = "state_count"
 	filterMapStates          = "states"
@@ -620,7 +628,9 @@ type filterMapSpecs struct {
 	RuleStates *ebpf.MapSpec `ebpf:"rule_states"`
 	RuleTexts  *ebpf.MapSpec `ebpf:"rule_texts"`
 	Rules      *ebpf.MapSpec `ebpf:"rules"`
+	RunBits    *ebpf.MapSpec `ebpf:"run_bits"`
 	Runs       *ebpf.MapSpec `ebpf:"runs"`
+	Runs4      *ebpf.MapSpec `ebpf:"runs4"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	StateCount *ebpf.MapSpec `ebpf:"state_count"`
 	States     *ebpf.MapSpec `ebpf:"states"`
@@ -697,7 +707,9 @@ type filterMaps struct {
 	RuleStates *ebpf.Map `ebpf:"rule_states"`
 	RuleTexts  *ebpf.Map `ebpf:"rule_texts"`
 	Rules      *ebpf.Map `ebpf:"rules"`
+	RunBits    *ebpf.Map `ebpf:"run_bits"`
 	Runs       *ebpf.Map `ebpf:"runs"`
+	Runs4      *ebpf.Map `ebpf:"runs4"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	StateCount *ebpf.Map `ebpf:"state_count"`
 	States     *ebpf.Map `ebpf:"states"`
@@ -731,7 +743,9 @@ func (m *filterMaps) Close() error {
 		m.RuleStates,
 		m.RuleTexts,
 		m.Rules,
+		m.RunBits,
 		m.Runs,
+		m.Runs4,
 		m.Scratch,
 		m.StateCount,
 		m.States,

@@ -20,6 +20,6 @@ loong64) triple=loongarch64-linux-gnu ;;
 esac
 exec go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -cc clang \
 	-cflags "-O2 -g -Wall -Werror -I/usr/include/$triple -Ic/include" \
-	-type tcp_side -type rule -type pps_window -type text_chunk -type text_key -type run_key \
+	-type tcp_side -type rule -type pps_window -type text_chunk -type text_key -type run_key -type run4_key \
 	-type cmatch -type hot_count -type hot_hits -type cblock -type state_cnt \
 	filter c/filter.c

@@ -351,7 +351,7 @@ func (im *Image) hotList(l int) filterHotlist {
 		skips = skips || r.Action&ruleset.FRCmdMask == ruleset.FRSkip
 		e := &h.R[n]
 		e.Pos, e.Action, e.Skip = uint32(i), r.Action, r.Skip
-		e.M = compactMatch(r, r.RunLen > 1)
+		e.M = im.runMatch(i)
 		if r.RunLen > 1 {
 			runs = true
 			i += int(r.RunLen)

@@ -242,33 +242,86 @@ func unpackTexts(b []byte, out []string) {
 	}
 }
 
-// writeRuns puts the image's runs table in slot: a hash made to its size,
-// or none when it has no runs (a slot whose set had runs gets an empty
-// one, so no stale entry stays).
+// writeRuns puts the image's runs in slot: the IPv4 runs' entries in an
+// 8-byte-key hash (runs4) and their bitmap (run_bits), the IPv6 runs' in
+// runs, each made to its size. A table the set has no entries for is not
+// made, unless the slot has one from a set before: then it gets an empty
+// one, so no stale entry stays. The slot is not running while it is
+// written (writeSlot), so the bitmap and the compact lists that carry its
+// shift change together.
 func (d *Datapath) writeRuns(slot uint32, im *Image) error {
+	n4 := 0
+	for i := range im.runs {
+		if im.run4(&im.runs[i]) {
+			n4++
+		}
+	}
+	n6 := len(im.runs) - n4
+	err := putInner(d.objs.Runs, slot, n6, &ebpf.MapSpec{Name: "sl_runs", Type: ebpf.Hash,
+		KeySize: uint32(binary.Size(filterRunKey{})), ValueSize: 4, MaxEntries: uint32(max(n6, 1))},
+		func(m *ebpf.Map) error {
+			keys, vals := make([]filterRunKey, 0, n6), make([]uint32, 0, n6)
+			for i := range im.runs {
+				if r := &im.runs[i]; !im.run4(r) {
+					keys, vals = append(keys, filterRunKey{Head: r.head, Addr: r.addr}), append(vals, r.idx)
+				}
+			}
+			_, err := m.BatchUpdate(keys, vals, nil)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("the runs table of %d rules: %w", n6, err)
+	}
+	err = putInner(d.objs.Runs4, slot, n4, &ebpf.MapSpec{Name: "sl_runs4", Type: ebpf.Hash,
+		KeySize: uint32(binary.Size(filterRun4Key{})), ValueSize: 4, MaxEntries: uint32(max(n4, 1))},
+		func(m *ebpf.Map) error {
+			keys, vals := make([]filterRun4Key, 0, n4), make([]uint32, 0, n4)
+			for i := range im.runs {
+				if r := &im.runs[i]; im.run4(r) {
+					keys, vals = append(keys, filterRun4Key{Head: r.head, Addr: r.addr[0]}), append(vals, r.idx)
+				}
+			}
+			_, err := m.BatchUpdate(keys, vals, nil)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("the IPv4 runs table of %d rules: %w", n4, err)
+	}
+	words := im.runBitmap()
+	err = putInner(d.objs.RunBits, slot, len(words), innerSpec("sl_run_bits", 8, len(words)),
+		func(m *ebpf.Map) error {
+			keys := make([]uint32, len(words))
+			for i := range keys {
+				keys[i] = uint32(i)
+			}
+			_, err := m.BatchUpdate(keys, words, nil)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("the runs bitmap of %d rules: %w", n4, err)
+	}
+	return nil
+}
+
+// putInner puts a new inner map of spec, filled by fill when n > 0, in
+// slot of outer; when n is 0 and the slot holds no map, none.
+func putInner(outer *ebpf.Map, slot uint32, n int, spec *ebpf.MapSpec, fill func(*ebpf.Map) error) error {
 	var id ebpf.MapID
-	had := d.objs.Runs.Lookup(slot, &id) == nil
-	if len(im.runs) == 0 && !had {
+	if n == 0 && outer.Lookup(slot, &id) != nil {
 		return nil
 	}
-	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "sl_runs", Type: ebpf.Hash, KeySize: uint32(binary.Size(filterRunKey{})),
-		ValueSize: 4, MaxEntries: uint32(max(len(im.runs), 1))})
+	m, err := ebpf.NewMap(spec)
 	if err != nil {
-		return fmt.Errorf("making the runs table of %d rules: %w", len(im.runs), err)
+		return fmt.Errorf("making it: %w", err)
 	}
 	defer m.Close()
-	if len(im.runs) > 0 {
-		keys := make([]filterRunKey, len(im.runs))
-		vals := make([]uint32, len(im.runs))
-		for i, r := range im.runs {
-			keys[i], vals[i] = filterRunKey{Head: r.head, Addr: r.addr}, r.idx
-		}
-		if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
-			return fmt.Errorf("writing the runs table: %w", err)
+	if n > 0 {
+		if err := fill(m); err != nil {
+			return fmt.Errorf("writing it: %w", err)
 		}
 	}
-	if err := d.objs.Runs.Put(slot, m); err != nil {
-		return fmt.Errorf("putting the runs table in slot %d: %w", slot, err)
+	if err := outer.Put(slot, m); err != nil {
+		return fmt.Errorf("putting it in slot %d: %w", slot, err)
 	}
 	return nil
 }

@@ -412,6 +412,25 @@ struct run_key {
 	__u32 addr[4];
 };
 
+/* Key of the IPv4 runs table of a slot (runs4): a run of IPv4 rules needs
+ * one word of address, so its key is 8 bytes, not 20 (half the hash and
+ * the compare, and a smaller element: a million-rule blocklist is a
+ * million of them). The value is the same. */
+struct run4_key {
+	__u32 head;
+	__u32 addr;
+};
+
+/* The runs' bitmap (run_bits): a slot whose set has IPv4 runs has a bitmap
+ * of 2^(64 - shift) bits, bit run_hash(head, addr) >> shift set for each
+ * entry of runs4 (runs.go runBitmap). A packet whose bit is clear is in no
+ * run: one line read instead of the hash's bucket and element. A hit or a
+ * false positive looks the hash up. The shift is in the run's compact
+ * match, in the address word its field leaves free (CM_RUN4), so the
+ * bitmap and the compact lists that read it are written with the slot. */
+#define RUN_HASH_K1 0x9e3779b97f4a7c15ULL
+#define RUN_HASH_K2 0xbf58476d1ce4e5b9ULL
+
 /* call functions (the group-map calls, §4.3) */
 #define CALL_NONE 0
 #define CALL_SRCGRPMAP 1
@@ -500,8 +519,9 @@ struct list {
 			  * the runs table decides */
 #define CM_RUN4 0x4000   /* (with CM_RUN) the compact match is the run's
 			  * whole match but for its IPv4 address, whose mask
-			  * is smask (CM_RUNSRC) or dmask: a hot list looks
-			  * the packet up in the runs table in place */
+			  * is smask (CM_RUNSRC) or dmask, and the slot's runs
+			  * bitmap's shift src (CM_RUNSRC) or dst: the scan
+			  * reads the bitmap and the runs table in place */
 #define CM_RUNSRC 0x8000 /* the run's rules differ in their source */
 
 struct cmatch {

@@ -36,13 +36,40 @@ struct run_hash {
 	__type(value, __u32);
 };
 
-/* Each slot's runs: where a packet's address leads in each run. */
+/* Each slot's runs: where a packet's address leads in each run (IPv6
+ * runs; IPv4 ones too in a slot written before runs4). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
 	__uint(max_entries, NSLOTS);
 	__type(key, __u32);
 	__array(values, struct run_hash);
 } runs SEC(".maps");
+
+struct run4_hash {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct run4_key);
+	__type(value, __u32);
+};
+
+/* Each slot's IPv4 runs (struct run4_key). A slot written by an older
+ * Sluice has none: its IPv4 runs are in runs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
+	__type(key, __u32);
+	__array(values, struct run4_hash);
+} runs4 SEC(".maps");
+
+INNER_ARRAY(runbit_array, __u64, BPF_MAP_TYPE_ARRAY, BPF_F_INNER_MAP);
+
+/* Each slot's runs bitmap (filter.h, RUN_HASH_K1), by 64-bit word. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NSLOTS);
+	__type(key, __u32);
+	__array(values, struct runbit_array);
+} run_bits SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
@@ -283,6 +310,7 @@ struct {
 	struct pps_window p;
 	struct text_chunk t;
 	struct run_key k;
+	struct run4_key k4;
 	struct cblock c;
 } sluice_inner_btf SEC(".bss");
 

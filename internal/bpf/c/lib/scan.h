@@ -124,6 +124,48 @@ static __always_inline long scan_apply(struct scan *s, struct pktinfo *p, const 
 	return 0;
 }
 
+/* run_hash is the runs bitmap's hash of an IPv4 run's entry (runs.go
+ * runHash): two multiplies, so that addresses a few bits apart (a
+ * blocklist's consecutive hosts) spread over the whole bitmap. */
+static __always_inline __u64 run_hash(__u32 head, __u32 addr)
+{
+	__u64 x = (((__u64)head << 32) | addr) * RUN_HASH_K1;
+
+	x ^= x >> 32;
+	return x * RUN_HASH_K2;
+}
+
+/* run_absent says that slot's IPv4 runs have no entry (head, addr): its
+ * bit in the slot's bitmap is clear. shift is the bitmap's, from the
+ * run's compact match; without one (0: a slot an older Sluice wrote) or
+ * a bitmap it says nothing. It never says so of an entry the runs have
+ * (TestPrivilegedRunBits). */
+static __always_inline int run_absent(__u32 slot, __u32 head, __u32 addr, __u32 shift)
+{
+	__u64 *word, h;
+	__u32 wi;
+	void *bits;
+
+	if (shift == 0 || shift > 63)
+		return 0;
+	bits = bpf_map_lookup_elem(&run_bits, &slot);
+	if (!bits)
+		return 0;
+	h = run_hash(head, addr) >> shift;
+	wi = h >> 6;
+	word = bpf_map_lookup_elem(bits, &wi);
+	return word && !(*word & (1ULL << (h & 63)));
+}
+
+/* run4_absent is run_absent for the packet and the IPv4 run at pos whose
+ * compact match (CM_RUN4) is c. */
+static __always_inline int run4_absent(const struct pktinfo *p, const struct cmatch *c, __u32 slot, __u32 pos)
+{
+	int src = c->flags & CM_RUNSRC;
+
+	return run_absent(slot, pos, (src ? p->src[0] : p->dst[0]) & (src ? c->smask : c->dmask), src ? c->src : c->dst);
+}
+
 /* scan_run decides the run that starts at rule pos (r): when the packet
  * passes the tests its rules share, the runs table names the one rule of
  * the run its address matches, if any, and that rule matches as the scan
@@ -132,21 +174,37 @@ static __always_inline long scan_run(struct scan *s, struct pktinfo *p, const st
 {
 	__u32 slot = s->slot, *idx, src = r->run_field == M_SRC;
 	const __u32 *a = src ? p->src : p->dst, *m = src ? r->smask : r->dmask;
-	struct run_key k = {};
+	/* one key's room for either table (the frame is nearly full) */
+	union {
+		struct run_key k;
+		struct run4_key k4;
+	} k = {};
 	struct rule *mr;
-	void *tab;
+	void *tab = NULL;
 
 	if (!rule_match_but(r, p, slot, r->run_field))
 		return 0;
-	tab = bpf_map_lookup_elem(&runs, &slot);
-	if (!tab)
-		return 0;
-	k.head = pos;
-	k.addr[0] = a[0] & m[0];
-	k.addr[1] = a[1] & m[1];
-	k.addr[2] = a[2] & m[2];
-	k.addr[3] = a[3] & m[3];
-	idx = bpf_map_lookup_elem(tab, &k);
+	if (r->family == 4) {
+		/* an IPv4 run: the packet is IPv4 (rule_match_but) */
+		tab = bpf_map_lookup_elem(&runs4, &slot);
+		if (tab) {
+			k.k4.head = pos;
+			k.k4.addr = a[0] & m[0];
+			idx = bpf_map_lookup_elem(tab, &k.k4);
+		}
+	}
+	if (!tab) {
+		/* an IPv6 run, or a slot an older Sluice wrote */
+		tab = bpf_map_lookup_elem(&runs, &slot);
+		if (!tab)
+			return 0;
+		k.k.head = pos;
+		k.k.addr[0] = a[0] & m[0];
+		k.k.addr[1] = a[1] & m[1];
+		k.k.addr[2] = a[2] & m[2];
+		k.k.addr[3] = a[3] & m[3];
+		idx = bpf_map_lookup_elem(tab, &k.k);
+	}
 	if (!idx)
 		return 0;
 	pos = *idx & (RULE_CAP - 1);
@@ -239,7 +297,10 @@ GLOBAL __u32 sl_cm_next(__u32 slot, __u32 pos, __u32 end)
 		if (pos >= bend)
 			break;
 		k = pos & ((1 << BLOCK_SHIFT) - 1);
-		if (cm_ok(&cb->m[k], &w->p))
+		/* an IPv4 run the packet's address has no bit of is passed
+		 * over like a run the packet fails */
+		if (cm_ok(&cb->m[k], &w->p) &&
+		    !((cb->m[k].flags & CM_RUN4) && run4_absent(&w->p, &cb->m[k], slot, pos)))
 			return pos | CM_FOUND;
 		n = cb->run_len[k];
 		pos += n > 1 ? n : 1;
@@ -478,25 +539,39 @@ GLOBAL int sl_hot_quick(void)
 }
 
 /* sl_hot_run_may says whether a rule of the run at pos (a hot list's
- * entry with CM_RUN4, which the packet passed, flags its compact match's
- * and mask its run's address mask) may match: the runs table has the
- * packet's IPv4 address, masked as the run's rules mask it (scan_run's
- * key: the other words are 0 for IPv4). A call of its own, the key in
- * the work area: sl_scan's frame has no room left. */
-GLOBAL int sl_hot_run_may(__u32 pos, __u32 flags, __u32 mask)
+ * entry with CM_RUN4, which the packet passed, flags its compact match's,
+ * mask its run's address mask and shift its slot's bitmap's) may match:
+ * the packet's IPv4 address, masked as the run's rules mask it, has its
+ * bit in the runs bitmap (most packets of a blocklist's traffic do not:
+ * one line read) and is in the IPv4 runs table (scan_run's key). A call
+ * of its own: sl_scan's frame has no room left. */
+GLOBAL int sl_hot_run_may(__u32 pos, __u32 flags, __u32 mask, __u32 shift)
 {
 	struct work *w = get_work();
+	struct run4_key k4;
 	struct run_key *k;
+	__u32 addr;
 	void *tab;
 
 	if (!w)
 		return 1;
+	addr = ((flags & CM_RUNSRC) ? w->p.src[0] : w->p.dst[0]) & mask;
+	if (run_absent(w->s.slot, pos, addr, shift))
+		return 0;
+	tab = bpf_map_lookup_elem(&runs4, &w->s.slot);
+	if (tab) {
+		k4.head = pos;
+		k4.addr = addr;
+		return bpf_map_lookup_elem(tab, &k4) != NULL;
+	}
+	/* a slot an older Sluice wrote: its IPv4 runs are in runs, the
+	 * other words 0 */
 	tab = bpf_map_lookup_elem(&runs, &w->s.slot);
 	if (!tab)
 		return 1;
 	k = &w->hk;
 	k->head = pos;
-	k->addr[0] = ((flags & CM_RUNSRC) ? w->p.src[0] : w->p.dst[0]) & mask;
+	k->addr[0] = addr;
 	k->addr[1] = k->addr[2] = k->addr[3] = 0;
 	return bpf_map_lookup_elem(tab, k) != NULL;
 }
@@ -530,7 +605,8 @@ static __always_inline void scan_hot(struct work *w, const struct hotlist *hl, _
 			 * one lookup and on (a hit is decided whole by
 			 * sl_hot_run, which looks it up again) */
 			if ((h->m.flags & CM_RUN4) &&
-			    !sl_hot_run_may(pos, h->m.flags, (h->m.flags & CM_RUNSRC) ? h->m.smask : h->m.dmask))
+			    !sl_hot_run_may(pos, h->m.flags, (h->m.flags & CM_RUNSRC) ? h->m.smask : h->m.dmask,
+					    (h->m.flags & CM_RUNSRC) ? h->m.src : h->m.dst))
 				continue;
 			if (sl_hot_run(s->slot, pos))
 				break;
