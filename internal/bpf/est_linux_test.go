@@ -27,7 +27,7 @@ import (
 // (not attached), with the established path (lib/est.h) in or left out.
 func progsWithEst(t testing.TB, d *Datapath, s progSpec, est bool) progPair {
 	t.Helper()
-	spec, err := loadFilter()
+	spec, err := filterSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +37,7 @@ func progsWithEst(t testing.TB, d *Datapath, s progSpec, est bool) progPair {
 	if err := spec.Variables["k_est"].Set(b2u32(est)); err != nil {
 		t.Fatal(err)
 	}
+	foldRodata(spec)
 	var progs struct {
 		In  *ebpf.Program `ebpf:"sluice_ingress"`
 		Out *ebpf.Program `ebpf:"sluice_egress"`
