@@ -369,6 +369,14 @@ func (d *Datapath) swapFast(plain, links bool) error {
 		return err
 	}
 	progs := map[string]*ebpf.Program{"ingress": fp.NatIngress, "egress": fp.NatEgress, "egresspre": fp.NatEgressPre}
+	// the note says plain while any program may be: a swap that fails
+	// half way is made general again by the next generalize
+	if plain {
+		if err := d.objs.Config.Update(uint32(cfgPlain), uint64(1), ebpf.UpdateAny); err != nil {
+			fp.close()
+			return fmt.Errorf("NAT config %d: %w", cfgPlain, err)
+		}
+	}
 	if links && d.dir != "" {
 		ents, err := os.ReadDir(d.dir)
 		if err != nil && !os.IsNotExist(err) {
