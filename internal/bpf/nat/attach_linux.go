@@ -159,7 +159,13 @@ func (d *Datapath) Attach(names []string) error {
 				l, err = link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: h.prog, Attach: h.typ, Anchor: h.anchor})
 			}
 			if errors.Is(err, ebpf.ErrNotSupported) {
-				if err := attachClsact(ifc.Index, h.prog, h.parent, h.prio, h.handle); err != nil {
+				// a tc filter is not updated when the programs must
+				// read the hot line again: general ones from the start
+				if err := d.generalize(); err != nil {
+					return err
+				}
+				prog := map[string]*ebpf.Program{"ingress": d.objs.NatIngress, "egress": d.objs.NatEgress, "egresspre": d.objs.NatEgressPre}[h.which]
+				if err := attachClsact(ifc.Index, prog, h.parent, h.prio, h.handle); err != nil {
 					return fmt.Errorf("attach NAT to %s %s (tc fallback): %w", name, h.which, err)
 				}
 				continue
@@ -277,6 +283,10 @@ func (d *Datapath) KeepOrder() error {
 			errs = append(errs, err)
 		}
 	}
+	// the moves are over (no cookie): plain programs again, if they were
+	if err := d.plainIfCan(true); err != nil {
+		errs = append(errs, err)
+	}
 	// the tc fallback: our filters with the first places' handle must
 	// stay ahead of the filter's at priority 1, inbound and outbound
 	links, err := netlink.LinkList()
@@ -288,6 +298,10 @@ func (d *Datapath) KeepOrder() error {
 					continue
 				}
 				if bf, ok := fs[0].(*netlink.BpfFilter); ok && bf.Name == tcFilterName {
+					continue
+				}
+				if err := d.generalize(); err != nil {
+					errs = append(errs, err)
 					continue
 				}
 				prog := d.objs.NatIngress
@@ -337,6 +351,10 @@ func (d *Datapath) moveEgress(ifindex int) error {
 		return fmt.Errorf("NAT egress link of interface %d: %w", ifindex, err)
 	}
 	defer old.Close()
+	// the old link's program must mark what it translates (the cookie)
+	if err := d.generalize(); err != nil {
+		return err
+	}
 	prog, err := d.egressInstance()
 	if err != nil {
 		return err
@@ -365,6 +383,11 @@ func (d *Datapath) egressInstance() (*ebpf.Program, error) {
 	spec, err := loadNat()
 	if err != nil {
 		return nil, err
+	}
+	if d.Plain() {
+		if err := setNspj(spec, d.cfg(cfgNsPerJif)); err != nil {
+			return nil, err
+		}
 	}
 	// every map is this datapath's: one made anew would leave the
 	// instance its own (empty) fast entries and configuration

@@ -251,18 +251,23 @@ func evict() {
 	}
 }
 
-// coldRun runs prog over frame once per iteration with the caches
-// evicted before each run and reports the kernel's median time per run
-// (the mean is at the mercy of the other work on the host).
-func coldRun(b *testing.B, prog *ebpf.Program, frame []byte) {
+// onceRun runs prog over frame once per iteration (one packet a
+// BPF_PROG_TEST_RUN), the caches evicted before each run if evicting, and
+// reports the kernel's median time per run (the mean is at the mercy of
+// the other work on the host). Without eviction the run
+// still finds what the system call and Go between two runs left: on this
+// VM each page a run reaches first costs it (docs/datapath-cost.md, at1).
+func onceRun(b *testing.B, prog *ebpf.Program, frame []byte, evicting bool) {
 	b.Helper()
 	runs := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		evict()
-		b.StartTimer()
+		if evicting {
+			b.StopTimer()
+			evict()
+			b.StartTimer()
+		}
 		_, d, err := prog.Benchmark(frame, 1, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -276,7 +281,14 @@ func coldRun(b *testing.B, prog *ebpf.Program, frame []byte) {
 // BenchmarkCold: the established outbound flow and the floor with cold
 // caches (see evict): the trivial program, the fast path, the fast path
 // off.
-func BenchmarkCold(b *testing.B) {
+func BenchmarkCold(b *testing.B) { stagesOnce(b, true) }
+
+// BenchmarkSingle is BenchmarkCold without the eviction: one packet a
+// run, what a packet pays for the pages it reaches first (at1's single
+// mode), stage by stage.
+func BenchmarkSingle(b *testing.B) { stagesOnce(b, false) }
+
+func stagesOnce(b *testing.B, evicting bool) {
 	b.Run("trivial", func(b *testing.B) {
 		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
 			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()}})
@@ -284,7 +296,7 @@ func BenchmarkCold(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer prog.Close()
-		coldRun(b, prog, tcpSeg("10.0.0.1", "2.2.2.2", 40000, 80, 0x10))
+		onceRun(b, prog, tcpSeg("10.0.0.1", "2.2.2.2", 40000, 80, 0x10), evicting)
 	})
 	for _, st := range []struct {
 		name  string
@@ -299,7 +311,7 @@ func BenchmarkCold(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			coldRun(b, h.d.objs.NatEgress, frame)
+			onceRun(b, h.d.objs.NatEgress, frame, evicting)
 		})
 	}
 }
@@ -339,5 +351,48 @@ func BenchmarkFastPath6(b *testing.B) {
 				b.Fatalf("%d packets by the fast path", f)
 			}
 		})
+	}
+}
+
+// BenchmarkChained measures what running the egress program by a tail
+// call from another program costs over running it as a program of its
+// own (the one-program route of docs/datapath-cost.md "NAT, session 9"):
+// "own" is the established outbound flow of BenchmarkEstablishedOut,
+// "chained" the same packets through a program that only tail-calls it.
+// Each in the repeat loop ("warm") and one packet a run ("single").
+func BenchmarkChained(b *testing.B) {
+	h := newHarness(b)
+	benchLoad(b, h, benchRules)
+	frame := establishedOut(b, h)
+	arr, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ProgramArray, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer arr.Close()
+	if err := arr.Update(uint32(0), h.d.objs.NatEgress, ebpf.UpdateAny); err != nil {
+		b.Fatal(err)
+	}
+	chain, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "chain_egress", Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{
+			asm.LoadMapPtr(asm.R2, arr.FD()),
+			asm.Mov.Imm(asm.R3, 0),
+			asm.FnTailCall.Call(),
+			asm.Mov.Imm(asm.R0, 2),
+			asm.Return(),
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer chain.Close()
+	// the chained program must have run NAT (its own verdict is 2)
+	if ret, _, err := chain.Benchmark(frame, 1, nil); err != nil || ret != uint32(0xffffffff) {
+		b.Fatalf("the chained program returned %d (%v), want NAT's -1", int32(ret), err)
+	}
+	for _, p := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"own", h.d.objs.NatEgress}, {"chained", chain}} {
+		b.Run(p.name+"/warm", func(b *testing.B) { repeatRun(b, p.prog, frame) })
+		b.Run(p.name+"/single", func(b *testing.B) { onceRun(b, p.prog, frame, false) })
 	}
 }

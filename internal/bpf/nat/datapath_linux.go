@@ -16,6 +16,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	gonat "sluice/internal/nat"
@@ -77,6 +78,8 @@ type Datapath struct {
 	dir     string
 	objs    natObjects
 	forceTC bool
+	stage   uint32    // Options.stage: what every program of d is loaded with
+	alloc   allocMode // Options.alloc
 	mu      sync.Mutex
 }
 
@@ -91,7 +94,7 @@ func Load(opts Options) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the NAT program spec: %w", err)
 	}
-	d := &Datapath{dir: opts.PinDir, forceTC: opts.ForceTC}
+	d := &Datapath{dir: opts.PinDir, forceTC: opts.ForceTC, stage: opts.stage, alloc: opts.alloc}
 	if opts.stage != 0 {
 		if err := setStage(spec, opts.stage); err != nil {
 			return nil, err
@@ -148,6 +151,18 @@ func Load(opts Options) (*Datapath, error) {
 	if err := d.calibrate(); err != nil {
 		d.objs.Close()
 		return nil, err
+	}
+	// the programs just loaded are general (they read the hot line); the
+	// links keep the last load's until Attach updates them
+	if err := d.objs.Config.Update(uint32(cfgPlain), uint64(0), ebpf.UpdateAny); err != nil {
+		d.objs.Close()
+		return nil, fmt.Errorf("NAT config %d: %w", cfgPlain, err)
+	}
+	if !opts.ForceTC {
+		if err := d.plainIfCan(false); err != nil {
+			d.objs.Close()
+			return nil, err
+		}
 	}
 	if !opts.NoPin {
 		for i, p := range []*ebpf.Program{d.objs.NatIngress, d.objs.NatEgress, d.objs.NatFlush, d.objs.NatEgressPre} {
@@ -240,6 +255,189 @@ func setStage(spec *ebpf.CollectionSpec, stage uint32) error {
 	}
 	return nil
 }
+
+// nspjMagic is the immediate of c/nat.c's k_nspj, which a plain program
+// has rewritten to the length of a jiffy.
+const nspjMagic = 0x57a9d000
+
+// setNspj makes the programs of spec plain: k_nspj's immediates become
+// nspj (ns a jiffy), so their fast path reads no hot line.
+func setNspj(spec *ebpf.CollectionSpec, nspj uint64) error {
+	if nspj == 0 || nspj >= 1<<31 {
+		return fmt.Errorf("plain NAT programs: %d ns a jiffy", nspj)
+	}
+	n := 0
+	for _, ps := range spec.Programs {
+		for i := range ps.Instructions {
+			ins := &ps.Instructions[i]
+			if ins.OpCode.Class().IsALU() && ins.OpCode.ALUOp() == asm.Mov && ins.OpCode.Source() == asm.ImmSource &&
+				ins.Constant == nspjMagic {
+				ins.Constant = int64(nspj)
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return errors.New("plain NAT programs: no k_nspj in the programs")
+	}
+	return nil
+}
+
+// fastProgs are the programs the hooks run (the fast path, and a tail call
+// to the slow programs for the rest).
+type fastProgs struct {
+	NatIngress   *ebpf.Program `ebpf:"nat_ingress"`
+	NatEgress    *ebpf.Program `ebpf:"nat_egress"`
+	NatEgressPre *ebpf.Program `ebpf:"nat_egress_pre"`
+}
+
+// fastInstances loads the hooks' programs again over d's maps, plain
+// (see plainIfCan) or general (as built).
+func (d *Datapath) fastInstances(plain bool) (*fastProgs, error) {
+	spec, err := loadNat()
+	if err != nil {
+		return nil, err
+	}
+	if d.stage != 0 {
+		if err := setStage(spec, d.stage); err != nil {
+			return nil, err
+		}
+	}
+	if d.alloc != allocAsBuilt {
+		if err := setAlloc(spec, d.alloc); err != nil {
+			return nil, err
+		}
+	}
+	if plain {
+		if err := setNspj(spec, d.cfg(cfgNsPerJif)); err != nil {
+			return nil, err
+		}
+	}
+	repl := map[string]*ebpf.Map{}
+	have := d.objs.natMaps.byName()
+	for name := range spec.Maps {
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		m := have[name]
+		if m == nil {
+			return nil, fmt.Errorf("loading the NAT programs again: the datapath has no map %s", name)
+		}
+		repl[name] = m
+	}
+	var fp fastProgs
+	if err := spec.LoadAndAssign(&fp, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		return nil, fmt.Errorf("loading the NAT programs again: %w", err)
+	}
+	return &fp, nil
+}
+
+// plainIfCan makes the hooks' programs plain when nothing on the hot line
+// is for them: no clock offset (tests), no double-translation cookie (a
+// move of the egress program, moveEgress) and no device without a
+// link-layer header attached. A plain program has the length of a jiffy
+// as an immediate and its fast path reaches no hot line, one memory page
+// fewer for every packet it translates (docs/datapath-cost.md, "NAT,
+// session 9"). setCfg makes them general again before it sets any of
+// those. With links, the pinned links and programs are updated too.
+// The tc fallback keeps general programs (its filters are not updated).
+func (d *Datapath) plainIfCan(links bool) error {
+	if d.forceTC || d.cfg(cfgPlain) == 1 || d.cfg(cfgNsPerJif) == 0 {
+		return nil
+	}
+	if h := d.hot(); h.Clock != 0 || h.Cookie != 0 || h.L3dev != 0 {
+		return nil
+	}
+	return d.swapFast(true, links)
+}
+
+// generalize makes the hooks' programs general (reading the hot line)
+// if they are plain, the pinned links and programs included.
+func (d *Datapath) generalize() error {
+	if d.cfg(cfgPlain) == 0 {
+		return nil
+	}
+	return d.swapFast(false, true)
+}
+
+// swapFast loads the hooks' programs plain or general and puts them
+// where d's are: with links, in the links pinned in d's directory and
+// the program pins too.
+func (d *Datapath) swapFast(plain, links bool) error {
+	fp, err := d.fastInstances(plain)
+	if err != nil {
+		return err
+	}
+	progs := map[string]*ebpf.Program{"ingress": fp.NatIngress, "egress": fp.NatEgress, "egresspre": fp.NatEgressPre}
+	// the note says plain while any program may be: a swap that fails
+	// half way is made general again by the next generalize
+	if plain {
+		if err := d.objs.Config.Update(uint32(cfgPlain), uint64(1), ebpf.UpdateAny); err != nil {
+			fp.close()
+			return fmt.Errorf("NAT config %d: %w", cfgPlain, err)
+		}
+	}
+	if links && d.dir != "" {
+		ents, err := os.ReadDir(d.dir)
+		if err != nil && !os.IsNotExist(err) {
+			fp.close()
+			return err
+		}
+		for _, e := range ents {
+			var idx int
+			var which string
+			if n, _ := fmt.Sscanf(strings.ReplaceAll(e.Name(), "_", " "), "link %d %s", &idx, &which); n != 2 || progs[which] == nil {
+				continue
+			}
+			l, err := link.LoadPinnedLink(filepath.Join(d.dir, e.Name()), nil)
+			if err != nil {
+				continue
+			}
+			err = l.Update(progs[which])
+			l.Close()
+			if err != nil {
+				fp.close()
+				return fmt.Errorf("NAT %s link of interface %d: %w", which, idx, err)
+			}
+		}
+		for i, p := range []*ebpf.Program{fp.NatIngress, fp.NatEgress, nil, fp.NatEgressPre} {
+			if p == nil {
+				continue
+			}
+			path := filepath.Join(d.dir, progPins[i])
+			_ = os.Remove(path)
+			if err := p.Pin(path); err != nil {
+				fp.close()
+				return fmt.Errorf("pinning %s: %w", progPins[i], err)
+			}
+		}
+	}
+	for _, p := range []*ebpf.Program{d.objs.NatIngress, d.objs.NatEgress, d.objs.NatEgressPre} {
+		if p != nil {
+			p.Close()
+		}
+	}
+	d.objs.NatIngress, d.objs.NatEgress, d.objs.NatEgressPre = fp.NatIngress, fp.NatEgress, fp.NatEgressPre
+	v := uint64(0)
+	if plain {
+		v = 1
+	}
+	if err := d.objs.Config.Update(uint32(cfgPlain), v, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("NAT config %d: %w", cfgPlain, err)
+	}
+	return nil
+}
+
+func (fp *fastProgs) close() {
+	for _, p := range []*ebpf.Program{fp.NatIngress, fp.NatEgress, fp.NatEgressPre} {
+		if p != nil {
+			p.Close()
+		}
+	}
+}
+
+// Plain reports whether the hooks' programs are plain (plainIfCan).
+func (d *Datapath) Plain() bool { return d.cfg(cfgPlain) == 1 }
 
 // fields are the places of the maps by their names in the object.
 func (o *natMaps) fields() map[string]**ebpf.Map {
@@ -353,6 +551,12 @@ func (d *Datapath) cfg(k uint32) uint64 {
 // under ipfctl's transaction lock, one at a time.
 func (d *Datapath) setCfg(k uint32, v uint64) error {
 	if isHot(k) {
+		// a plain program would not see it
+		if v != 0 && k != cfgNsPerJif {
+			if err := d.generalize(); err != nil {
+				return err
+			}
+		}
 		h := d.hot()
 		switch k {
 		case cfgL3Dev:

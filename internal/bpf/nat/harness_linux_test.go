@@ -137,6 +137,10 @@ func (h *harness) reset() error {
 	if err := h.d.ClearIfAddrs(); err != nil {
 		return err
 	}
+	// a test that moved the clock left general programs
+	if err := h.d.plainIfCan(false); err != nil {
+		return err
+	}
 	return h.d.SetIPFTestMode(true)
 }
 

@@ -84,6 +84,7 @@ const (
 	cfgDefICMP   = 27
 	cfgNoTwin    = 28
 	cfgShadows   = 29
+	cfgPlain     = 30 // the fast programs in use are plain (k_nspj in c/nat.c)
 	cfgN         = 32
 )
 

@@ -754,7 +754,7 @@ rdr gs0 198.51.100.1/32 port 8081 -> 192.168.77.2 port 81 tcp
 }
 
 // checkOrder checks that on ifname NAT runs first inbound and last
-// outbound, with the filter between.
+// outbound, with the filter between, its programs plain.
 func (w *gwTopo) checkOrder(ifname string) {
 	w.t.Helper()
 	w.must(w.in(w.g, func() error {
@@ -767,6 +767,11 @@ func (w *gwTopo) checkOrder(ifname string) {
 			return err
 		}
 		defer d.Close()
+		// a move behind the filter makes them general for its time,
+		// plain again after (what is attached is what is pinned: below)
+		if !d.Plain() {
+			return fmt.Errorf("%s: NAT's programs are not plain", ifname)
+		}
 		for _, out := range []bool{false, true} {
 			ids, err := natbpf.TCXOrder(ifc.Index, out)
 			if err != nil {

@@ -57,6 +57,23 @@ static __always_inline int bench_at(__u32 n)
 #define ST_NOTWIN 11   /* no fast twins */
 #define ST_NOARM 12    /* no timer */
 
+/* k_nspj is the length of a jiffy in ns in a plain program: one the
+ * loader made for a datapath whose hot line holds nothing the fast path
+ * needs (no clock offset, no double-translation cookie, no device
+ * without a link-layer header: Datapath.plainIfCan), with this immediate
+ * rewritten to nat_hot.nspj. Such a fast path reaches no hot line: on
+ * this VM each page a packet reaches first costs it 10-40 ns
+ * (docs/datapath-cost.md, "NAT, session 9"). A program as built keeps
+ * NSPJ_MAGIC and reads the hot line (general). */
+#define NSPJ_MAGIC 0x57a9d000
+static __always_inline __u64 k_nspj(void)
+{
+	__u64 v;
+
+	asm volatile("%0 = " STR(NSPJ_MAGIC) : "=r"(v));
+	return v;
+}
+
 /* probe tells whether the program is a probe (LoadProbe: stopped at
  * ST_ENTRY..ST_LOOKUP), which must translate nothing: it leaves IPv6 and
  * every packet its IPv4 fast path leaves alone. */
@@ -4408,7 +4425,7 @@ static __always_inline void fast_l4_csum(struct __sk_buff *skb, const struct nat
  * (the clock moves once a jiffy: most packets leave last as it is) and
  * marks an outbound one against a second translation. */
 static __always_inline void fast_account(struct __sk_buff *skb, struct nat_hot *h, struct nat_fast *f, __u64 len,
-					 __u8 fl, __u32 cookie)
+					 __u8 fl, __u32 cookie, __u64 nspj)
 {
 	__u64 now;
 
@@ -4416,7 +4433,9 @@ static __always_inline void fast_account(struct __sk_buff *skb, struct nat_hot *
 	f->bytes += len;
 	if (unlikely(fl & ~f->tcpflags))
 		f->tcpflags |= fl;
-	if (likely(h->nspj))
+	if (nspj != NSPJ_MAGIC)
+		now = bpf_jiffies64() * nspj; /* plain: no clock offset */
+	else if (likely(h->nspj))
 		now = bpf_jiffies64() * h->nspj + h->clock;
 	else
 		now = bpf_ktime_get_coarse_ns() + h->clock;
@@ -4467,7 +4486,7 @@ static __always_inline int fast_miss(__u32 dir, int pre, const struct nat_key *k
  * slow path's chain of calls (it would be 544 bytes, over the verifier's
  * 512). */
 static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, struct nat_hot *h, __u32 cookie,
-				     __u32 l3)
+				     __u32 l3, __u64 nspj)
 {
 	void *data, *end;
 	struct nat_fkey k;
@@ -4542,7 +4561,7 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 		fast_l4_csum(skb, f, ck, proto, l3 + 20 + (proto == IPPROTO_TCP ? 16 : 6), diff);
 	if (bench_at(ST_REWRITE))
 		return TC_ACT_UNSPEC;
-	fast_account(skb, h, f, len, fl, cookie);
+	fast_account(skb, h, f, len, fl, cookie, nspj);
 	return TC_ACT_UNSPEC;
 }
 
@@ -4552,7 +4571,7 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
  * the entry's differences (IPv6 has no header checksum). A UDP datagram
  * with a zero checksum field (invalid in IPv6) goes the whole way. */
 static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, struct nat_hot *h, __u32 cookie,
-				     __u32 l3)
+				     __u32 l3, __u64 nspj)
 {
 	void *data, *end;
 	struct nat_key k;
@@ -4609,7 +4628,7 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, 
 	diff = csum_add32(f->csum_l4a, f->csum_l4p);
 	if (diff)
 		fast_l4_csum(skb, f, ck, proto, l3 + 40 + (proto == IPPROTO_TCP ? 16 : 6), diff);
-	fast_account(skb, h, f, len, fl, cookie);
+	fast_account(skb, h, f, len, fl, cookie, nspj);
 	return TC_ACT_UNSPEC;
 }
 
@@ -4620,30 +4639,35 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, 
 static __always_inline int nat_fast(struct __sk_buff *skb, __u32 dir, int pre)
 {
 	int v6 = skb->protocol == bpf_htons(ETH_P_IPV6);
-	struct nat_hot *h;
+	struct nat_hot *h = NULL;
+	__u64 nspj = k_nspj();
 	__u32 cookie = 0, l3 = 14;
 
 	if (v6 ? probe() : bench_at(ST_ENTRY))
 		return TC_ACT_UNSPEC;
 	if (bench_at(ST_OFF) || unlikely(!v6 && skb->protocol != bpf_htons(ETH_P_IP)))
 		return FAST_NO;
-	h = get_hot();
-	if (unlikely(!h))
-		return FAST_NO;
-	if (dir == DIR_OUT) {
-		cookie = h->cookie;
-		if (unlikely(cookie) && skb->cb[4] == cookie)
-			return TC_ACT_UNSPEC;
-	}
-	if (unlikely(h->l3dev)) {
-		__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
+	/* a plain program (k_nspj) has all it needs from the hot line as
+	 * constants: the verifier keeps one of the two ways */
+	if (nspj == NSPJ_MAGIC) {
+		h = get_hot();
+		if (unlikely(!h))
+			return FAST_NO;
+		if (dir == DIR_OUT) {
+			cookie = h->cookie;
+			if (unlikely(cookie) && skb->cb[4] == cookie)
+				return TC_ACT_UNSPEC;
+		}
+		if (unlikely(h->l3dev)) {
+			__u32 ifx = skb->ifindex, *l2 = bpf_map_lookup_elem(&l2lens, &ifx);
 
-		if (l2)
-			l3 = *l2 & 0xff;
+			if (l2)
+				l3 = *l2 & 0xff;
+		}
 	}
 	if (v6)
-		return nat_fast6(skb, dir, pre, h, cookie, l3);
-	return nat_fast4(skb, dir, pre, h, cookie, l3);
+		return nat_fast6(skb, dir, pre, h, cookie, l3, nspj);
+	return nat_fast4(skb, dir, pre, h, cookie, l3, nspj);
 }
 
 /* nat_whole is the way for every packet the fast path leaves: a function
