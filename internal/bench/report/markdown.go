@@ -299,8 +299,8 @@ func writeBPF(b *strings.Builder, m *Model) {
 		"to the SUT's link, accumulated over each test), median [min–max] over the repetitions, in ns per packet; " +
 		"the programs of one hook on one interface (a filter's and a NAT's) add up for a packet, and on the gateway of the NAT suite both its interfaces count; " +
 		"`tcx-floor` (`tcx-floor-gw` on the gateway) is a program that only returns TCX_NEXT, the floor of any attached program (the statistics' own cost included). " +
-		"The × floor columns divide each repetition's figure by the floor program's of the same repetition (median [min–max] of those ratios): "+
-		"the host's speed can change between repetitions, and within one the two were measured minutes apart at most. "+
+		"The × floor columns divide each repetition's figure by the floor program's of the same repetition (median [min–max] of those ratios): " +
+		"the host's speed can change between repetitions, and within one the two were measured minutes apart at most. " +
 		"Beside them the rate's and service demand's Δ of the same test, so the in-kernel cost and its effect read together.\n\n")
 	for _, s := range m.Suites {
 		if len(s.BPF) == 0 {
