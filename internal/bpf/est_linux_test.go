@@ -27,29 +27,8 @@ import (
 // (not attached), with the established path (lib/est.h) in or left out.
 func progsWithEst(t testing.TB, d *Datapath, s progSpec, est bool) progPair {
 	t.Helper()
-	spec, err := filterSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.setVars(spec); err != nil {
-		t.Fatal(err)
-	}
-	if err := spec.Variables["k_est"].Set(b2u32(est)); err != nil {
-		t.Fatal(err)
-	}
-	foldRodata(spec)
-	var progs struct {
-		In  *ebpf.Program `ebpf:"sluice_ingress"`
-		Out *ebpf.Program `ebpf:"sluice_egress"`
-	}
-	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
-		t.Fatal(wrapVerifier("loading the filter", err))
-	}
-	t.Cleanup(func() {
-		progs.In.Close()
-		progs.Out.Close()
-	})
-	return progPair{progs.In, progs.Out}
+	p, _ := specProgs(t, d, s, true, map[string]uint32{"k_est": b2u32(est)})
+	return p
 }
 
 // randomEstRules returns a set that keeps state: keep state rules (pass,

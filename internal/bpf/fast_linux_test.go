@@ -163,26 +163,8 @@ func randomFastRules(r *rand.Rand) string {
 // fast path's differential test.
 func progsFor(t *testing.T, d *Datapath, s progSpec) progPair {
 	t.Helper()
-	spec, err := filterSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.setVars(spec); err != nil {
-		t.Fatal(err)
-	}
-	foldRodata(spec)
-	var progs struct {
-		In  *ebpf.Program `ebpf:"sluice_ingress"`
-		Out *ebpf.Program `ebpf:"sluice_egress"`
-	}
-	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
-		t.Fatal(wrapVerifier("loading the filter", err))
-	}
-	t.Cleanup(func() {
-		progs.In.Close()
-		progs.Out.Close()
-	})
-	return progPair{progs.In, progs.Out}
+	p, _ := specProgs(t, d, s, true, nil)
+	return p
 }
 
 // fastSnapshot is what a run of packets leaves counted: the statistics,

@@ -109,9 +109,11 @@ func rodataSymbols(t *testing.T) map[string]elf.Symbol {
 	return out
 }
 
-// specProgs loads the filter programs specialised as s over d's maps,
-// with or without foldRodata.
-func specProgs(t testing.TB, d *Datapath, s progSpec, fold bool) (progPair, rodataFold) {
+// specProgs loads the filter programs specialised as s over d's maps
+// (not attached), with the test-only variables in vars set (k_est), with
+// or without foldRodata: the one way the tests load a program the
+// Datapath did not, so that each loads it as the Datapath would.
+func specProgs(t testing.TB, d *Datapath, s progSpec, fold bool, vars map[string]uint32) (progPair, rodataFold) {
 	t.Helper()
 	spec, err := filterSpec()
 	if err != nil {
@@ -119,6 +121,11 @@ func specProgs(t testing.TB, d *Datapath, s progSpec, fold bool) (progPair, roda
 	}
 	if err := s.setVars(spec); err != nil {
 		t.Fatal(err)
+	}
+	for name, v := range vars {
+		if err := spec.Variables[name].Set(v); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
 	}
 	var f rodataFold
 	if fold {
@@ -166,8 +173,8 @@ func TestRodataImmediates(t *testing.T) {
 			if h.d.progKey != s.key() {
 				t.Fatalf("attached program %#x, want %#x", h.d.progKey, s.key())
 			}
-			unfolded, _ := specProgs(t, h.d, s, false)
-			folded, f := specProgs(t, h.d, s, true)
+			unfolded, _ := specProgs(t, h.d, s, false, nil)
+			folded, f := specProgs(t, h.d, s, true, nil)
 			t.Logf("whole object: %v", f)
 			if f.Folded == 0 {
 				t.Errorf("nothing folded")
@@ -217,8 +224,8 @@ func TestRodataVerdicts(t *testing.T) {
 		h.t = t
 		h.load(tc.rules)
 		for _, s := range []progSpec{currentSpec(t, h.d), currentSpec(t, h.d).withoutFast()} {
-			old, _ := specProgs(t, h.d, s, false)
-			nw, _ := specProgs(t, h.d, s, true)
+			old, _ := specProgs(t, h.d, s, false, nil)
+			nw, _ := specProgs(t, h.d, s, true, nil)
 			for i, frame := range [][]byte{
 				tcp4("10.0.0.1", "10.0.0.2", 40000, 22, synF).build(),
 				tcp4("10.0.0.1", "10.0.0.2", 40000, 80, ackF).build(),
@@ -269,8 +276,8 @@ func BenchmarkRodataFold(b *testing.B) {
 			b.Fatal(err)
 		}
 		s := currentSpec(b, h.d)
-		old, _ := specProgs(b, h.d, s, false)
-		nw, _ := specProgs(b, h.d, s, true)
+		old, _ := specProgs(b, h.d, s, false, nil)
+		nw, _ := specProgs(b, h.d, s, true, nil)
 		names = append(names, set.name+" .rodata", set.name+" immediates")
 		progs = append(progs, old.in, nw.in)
 	}
