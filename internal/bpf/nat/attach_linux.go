@@ -377,6 +377,25 @@ func (d *Datapath) moveEgress(ifindex int) error {
 	return nil
 }
 
+// ownMaps maps every map of spec to this datapath's own, for loading
+// another instance of its programs: a map made anew would leave the
+// instance its own (empty) fast entries and configuration.
+func (d *Datapath) ownMaps(spec *ebpf.CollectionSpec) (map[string]*ebpf.Map, error) {
+	repl := map[string]*ebpf.Map{}
+	have := d.objs.natMaps.byName()
+	for name := range spec.Maps {
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		m := have[name]
+		if m == nil {
+			return nil, fmt.Errorf("the datapath has no map %s", name)
+		}
+		repl[name] = m
+	}
+	return repl, nil
+}
+
 // egressInstance loads another instance of the egress program over this
 // datapath's maps and makes it the pinned one (and d's).
 func (d *Datapath) egressInstance() (*ebpf.Program, error) {
@@ -389,19 +408,9 @@ func (d *Datapath) egressInstance() (*ebpf.Program, error) {
 			return nil, err
 		}
 	}
-	// every map is this datapath's: one made anew would leave the
-	// instance its own (empty) fast entries and configuration
-	repl := map[string]*ebpf.Map{}
-	have := d.objs.natMaps.byName()
-	for name := range spec.Maps {
-		if strings.HasPrefix(name, ".") {
-			continue
-		}
-		m := have[name]
-		if m == nil {
-			return nil, fmt.Errorf("loading another NAT egress program: the datapath has no map %s", name)
-		}
-		repl[name] = m
+	repl, err := d.ownMaps(spec)
+	if err != nil {
+		return nil, fmt.Errorf("loading another NAT egress program: %w", err)
 	}
 	var objs struct {
 		NatEgress *ebpf.Program `ebpf:"nat_egress"`

@@ -313,17 +313,9 @@ func (d *Datapath) fastInstances(plain bool) (*fastProgs, error) {
 			return nil, err
 		}
 	}
-	repl := map[string]*ebpf.Map{}
-	have := d.objs.natMaps.byName()
-	for name := range spec.Maps {
-		if strings.HasPrefix(name, ".") {
-			continue
-		}
-		m := have[name]
-		if m == nil {
-			return nil, fmt.Errorf("loading the NAT programs again: the datapath has no map %s", name)
-		}
-		repl[name] = m
+	repl, err := d.ownMaps(spec)
+	if err != nil {
+		return nil, fmt.Errorf("loading the NAT programs again: %w", err)
 	}
 	var fp fastProgs
 	if err := spec.LoadAndAssign(&fp, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
