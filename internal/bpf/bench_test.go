@@ -129,11 +129,22 @@ func establishedFrames(b *testing.B, h *harness) (in, out []byte) {
 	if _, err := h.d.FlushStates(nil); err != nil {
 		b.Fatal(err)
 	}
-	syn := tcp4("10.0.0.1", "10.0.0.2", 40000, 80, synF)
+	_, synack, ack := handshake(b, h)
+	data := synack
+	data.flags, data.seq, data.ack = ackF, 9001, 101
+	return data.build(), ack.build()
+}
+
+// handshake opens the outbound TCP flow 10.0.0.1:40000 → 10.0.0.2:80
+// through the harness's set (each segment must pass) and returns its SYN,
+// SYN-ACK and ACK.
+func handshake(b *testing.B, h *harness) (syn, synack, ack testPkt) {
+	b.Helper()
+	syn = tcp4("10.0.0.1", "10.0.0.2", 40000, 80, synF)
 	syn.seq = 100
-	synack := syn.reply(synF | ackF)
+	synack = syn.reply(synF | ackF)
 	synack.seq, synack.ack = 9000, 101
-	ack := syn
+	ack = syn
 	ack.flags, ack.seq, ack.ack = ackF, 101, 9001
 	for _, s := range []struct {
 		out bool
@@ -143,9 +154,7 @@ func establishedFrames(b *testing.B, h *harness) (in, out []byte) {
 			b.Fatalf("handshake: %v %v", v, err)
 		}
 	}
-	data := synack
-	data.flags, data.seq, data.ack = ackF, 9001, 101
-	return data.build(), ack.build()
+	return syn, synack, ack
 }
 
 // bigRules is a 10 000-rule set of host/port rules, the kind an index helps.

@@ -434,27 +434,7 @@ func TestEstablishedDifferential(t *testing.T) {
 	if testing.Short() {
 		sets = 6
 	}
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		t.Fatal(err)
-	}
-	clearScratch := func() {
-		if err := h.d.objs.Scratch.Put(uint32(0), make([]filterWork, ncpu)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	scratchUsed := func() bool {
-		per := make([]filterWork, ncpu)
-		if err := h.d.objs.Scratch.Lookup(uint32(0), &per); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range per {
-			if w.P.L3off != 0 {
-				return true
-			}
-		}
-		return false
-	}
+	clearScratch, scratchUsed := scratchProbe(t, h.d)
 	pipelines := map[uint64]progPair{}
 	var decided [2]int
 	var fellHit, fellMiss, estSets, failures int
@@ -655,20 +635,7 @@ func BenchmarkEstablished(b *testing.B) {
 	if !s.state || h.d.progKey != s.key() {
 		b.Fatalf("the set's program: state %v, attached %#x, want %#x", s.state, h.d.progKey, s.key())
 	}
-	syn := tcp4("10.0.0.1", "10.0.0.2", 40000, 80, synF)
-	syn.seq = 100
-	synack := syn.reply(synF | ackF)
-	synack.seq, synack.ack = 9000, 101
-	ack := syn
-	ack.flags, ack.seq, ack.ack = ackF, 101, 9001
-	for _, s := range []struct {
-		out bool
-		p   testPkt
-	}{{true, syn}, {false, synack}, {true, ack}} {
-		if v, _, err := h.d.Run(s.out, s.p.build()); err != nil || v != VerdictPass {
-			b.Fatalf("handshake: %v %v", v, err)
-		}
-	}
+	_, synack, ack := handshake(b, h)
 	// TCP_RR's segments: a byte of data with PSH, each way
 	in, out := synack, ack
 	in.flags, in.seq, in.ack, in.payload = ackF|0x08, 9001, 101, 1

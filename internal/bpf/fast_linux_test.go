@@ -158,6 +158,36 @@ func randomFastRules(r *rand.Rand) string {
 	return b.String()
 }
 
+// scratchProbe tells whether the pipeline ran: it clears and fills the
+// per-CPU scratch area, which the fast and established paths leave alone.
+// clear zeroes every CPU's area; used reports whether a packet since
+// filled one.
+func scratchProbe(t *testing.T, d *Datapath) (clear func(), used func() bool) {
+	t.Helper()
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear = func() {
+		if err := d.objs.Scratch.Put(uint32(0), make([]filterWork, ncpu)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used = func() bool {
+		per := make([]filterWork, ncpu)
+		if err := d.objs.Scratch.Lookup(uint32(0), &per); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range per {
+			if w.P.L3off != 0 {
+				return true
+			}
+		}
+		return false
+	}
+	return clear, used
+}
+
 // progsFor loads the filter programs specialised as s over d's maps (not
 // attached): the same set's program without its constant lists, for the
 // fast path's differential test.
@@ -230,27 +260,7 @@ func TestFastPathDifferential(t *testing.T) {
 	if testing.Short() {
 		sets = 10
 	}
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		t.Fatal(err)
-	}
-	clearScratch := func() {
-		if err := h.d.objs.Scratch.Put(uint32(0), make([]filterWork, ncpu)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	scratchUsed := func() bool {
-		per := make([]filterWork, ncpu)
-		if err := h.d.objs.Scratch.Lookup(uint32(0), &per); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range per {
-			if w.P.L3off != 0 {
-				return true
-			}
-		}
-		return false
-	}
+	clearScratch, scratchUsed := scratchProbe(t, h.d)
 	full := map[uint64]progPair{}
 	var taken [2]int
 	fell := 0
