@@ -28,7 +28,14 @@ type NATLoader func(conf string) (Applier, error)
 
 // NATMasq is the ipnat.conf of sluice-nat-map: the client network
 // masqueraded behind the gateway's server-facing address (IPFilter's
-// outbound NAT, `-> 0/32` for the interface's address).
+// outbound NAT, `-> 0/32` for the interface's address). The second rule
+// is needed: `portmap tcp/udp auto` gives each host of the /24 252
+// ports, picks one from the client's port and, with 0/32, tries only
+// that; a connection whose port a closed session still holds (240 s)
+// would get no session at every retransmission (netperf's control
+// connections to one server port stalled so in TestNATCost). The plain
+// map takes it with its own port. internal/cmd/ipnat's
+// TestPrivilegedNATPortmapClash loads these rules.
 func NATMasq() string {
 	return fmt.Sprintf("map @OUT@ %s/24 -> 0/32 portmap tcp/udp auto\nmap @OUT@ %s/24 -> 0/32\n",
 		topo.GWClientNet, topo.GWClientNet)
