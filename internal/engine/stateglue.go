@@ -94,6 +94,16 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 		if hl > 20 {
 			emb.Flx |= uint32(packet.FlagOptions)
 		}
+		// IPFilter's ipf_checkicmpmatchingstate looks up only quoted
+		// TCP, UDP and ICMP packets: an error quoting any other
+		// protocol's (AH, GRE, ...) finds no state, though an entry
+		// of that protocol between the addresses exists (its IPv6
+		// twin has no such limit; checked against IPFilter's ipftest:
+		// testdata/semantics/state-icmp-error-other-proto). The
+		// kernel datapath's sl_icmperr_lookup refuses them too.
+		if p := ip[9]; p != packet.ProtoTCP && p != packet.ProtoUDP && p != packet.ProtoICMP {
+			return nil, false
+		}
 		emb.Src = netip.AddrFrom4([4]byte(ip[12:16]))
 		emb.Dst = netip.AddrFrom4([4]byte(ip[16:20]))
 		l4 := ip[hl:]
