@@ -476,6 +476,9 @@ func OpenPinned(dir string) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("opening the NAT datapath: %w", err)
 	}
+	if err := olderLayout(dir); err != nil {
+		return nil, err
+	}
 	spec, err := loadNat()
 	if err != nil {
 		return nil, err

@@ -359,8 +359,9 @@ func TestPrivilegedSlotRace(t *testing.T) {
 }
 
 // TestPrivilegedSlotsOlderLayout: the maps of a datapath made before
-// fast4dm (here: its pin removed) are refused with an error that says
-// what to do, and left as they were.
+// fast4dm (here: its pin removed) are refused, by a load and by the
+// commands that open them, with an error that says what to do (ipf -D
+// still removes them), and left as they were.
 func TestPrivilegedSlotsOlderLayout(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := filepath.Join(bpffs.Mount(t), "nat")
@@ -378,6 +379,9 @@ func TestPrivilegedSlotsOlderLayout(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "fast4dm")); err == nil {
 		t.Error("the refused load pinned a fast4dm")
+	}
+	if _, err := OpenPinned(dir); !errors.Is(err, ebpf.ErrMapIncompatible) || !strings.Contains(err.Error(), "another layout") {
+		t.Errorf("opening the older maps: %v, want an incompatible-maps error saying so", err)
 	}
 	again, err := Load(Options{PinDir: dir})
 	if err == nil {
