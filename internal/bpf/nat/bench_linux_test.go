@@ -132,7 +132,8 @@ func BenchmarkFastPath(b *testing.B) {
 	for _, st := range []struct {
 		name  string
 		stage uint32
-	}{{"entry", stEntry}, {"parse", stParse}, {"lookup", stLookup}, {"rewrite", stRewrite}, {"whole", 0}, {"nofast", stOff}} {
+	}{{"entry", stEntry}, {"parse", stParse}, {"lookup", stLookup}, {"rewrite", stRewrite}, {"whole", 0},
+		{"whole-noslot", stNoDM}, {"nofast", stOff}} {
 		b.Run(st.name, func(b *testing.B) {
 			h := newHarnessStage(b, st.stage)
 			benchLoad(b, h, benchRules)
@@ -301,7 +302,8 @@ func stagesOnce(b *testing.B, evicting bool) {
 	for _, st := range []struct {
 		name  string
 		stage uint32
-	}{{"entry", stEntry}, {"parse", stParse}, {"lookup", stLookup}, {"rewrite", stRewrite}, {"whole", 0}, {"nofast", stOff}} {
+	}{{"entry", stEntry}, {"parse", stParse}, {"lookup", stLookup}, {"rewrite", stRewrite}, {"whole", 0},
+		{"whole-noslot", stNoDM}, {"nofast", stOff}} {
 		b.Run(st.name, func(b *testing.B) {
 			h := newHarnessStage(b, st.stage)
 			benchLoad(b, h, benchRules)

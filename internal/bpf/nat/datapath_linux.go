@@ -123,6 +123,9 @@ func Load(opts Options) (*Datapath, error) {
 			}
 		}
 		copts.Maps.PinPath = d.dir
+		if err := olderLayout(d.dir); err != nil {
+			return nil, err
+		}
 	}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
 		if created {
@@ -435,7 +438,7 @@ func (d *Datapath) Plain() bool { return d.cfg(cfgPlain) == 1 }
 func (o *natMaps) fields() map[string]**ebpf.Map {
 	return map[string]**ebpf.Map{
 		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
-		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "fast6": &o.Fast6, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
+		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "fast4dm": &o.Fast4dm, "fast6": &o.Fast6, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
 		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea, "slow_progs": &o.SlowProgs,
 	}
 }
@@ -472,6 +475,9 @@ func OpenPinned(dir string) (*Datapath, error) {
 			return nil, fmt.Errorf("%s: %w", dir, ErrNotLoaded)
 		}
 		return nil, fmt.Errorf("opening the NAT datapath: %w", err)
+	}
+	if err := olderLayout(dir); err != nil {
+		return nil, err
 	}
 	spec, err := loadNat()
 	if err != nil {
@@ -975,6 +981,60 @@ type Session struct {
 
 // fastKey is the fast path's key of entry key k (c/nat.c fkey_of); the
 // zero key, which no entry has, when k can have no fast twin.
+// olderLayout refuses a directory holding the maps of a datapath made
+// before fast4dm (nat14): its programs, which may still be attached and
+// whose timers end the sessions they armed, empty no slot when a session
+// ends, so the slots the new programs fill could outlive their sessions.
+func olderLayout(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "sessions")); err != nil {
+		return nil // no datapath there
+	}
+	if _, err := os.Stat(filepath.Join(dir, "fast4dm")); err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s holds the maps of a NAT datapath with another layout (an older Sluice, without fast4dm): "+
+		"remove that datapath first (ipf -D, or detach it and delete the directory), then load again: %w", dir, ebpf.ErrMapIncompatible)
+}
+
+// slotIdx is c/nat.c's slot_idx: the slot of fast4 key k in fast4dm.
+func slotIdx(k natNatFkey) uint32 {
+	w := [4]uint32{k.Src, k.Dst, uint32(k.Sport) | uint32(k.Dport)<<16, uint32(k.Proto) | uint32(k.Dir)<<8 | uint32(k.Pad)<<16}
+	h := w[0] * 0x9e3779b1
+	h = (h ^ h>>16 ^ w[1]) * 0x85ebca77
+	h = (h ^ h>>16 ^ w[2]) * 0xc2b2ae3d
+	h = (h ^ h>>16 ^ w[3]) * 0x27d4eb2f
+	h ^= h >> 16
+	return h & (dmSlots - 1)
+}
+
+// slotOf returns the per-packet fields counted in k's slot of fast4dm
+// (what the fast path translated through it) if the slot holds k. The
+// copy is made under the slot's lock (BPF_F_LOCK), as the kernel's
+// writers hold it.
+func (d *Datapath) slotOf(k natNatFkey) (natNatFast, bool, error) {
+	var s natNatSlot
+	if err := d.objs.Fast4dm.LookupWithFlags(slotIdx(k), &s, ebpf.LookupLock); err != nil {
+		return natNatFast{}, false, fmt.Errorf("reading the slot of a NAT fast entry: %w", err)
+	}
+	if s.K.Proto == 0 || s.K != k {
+		return natNatFast{}, false, nil
+	}
+	return s.F, true, nil
+}
+
+// withSlot adds to fast4 entry f (at key k) what went through its slot.
+func (d *Datapath) withSlot(k natNatFkey, f natNatFast) (natNatFast, error) {
+	c, ok, err := d.slotOf(k)
+	if err != nil || !ok {
+		return f, err
+	}
+	f.Pkts += c.Pkts
+	f.Bytes += c.Bytes
+	f.Tcpflags |= c.Tcpflags
+	f.Last = max(f.Last, c.Last)
+	return f, nil
+}
+
 func fastKey(k natNatKey) natNatFkey {
 	if k.Family != 4 || k.Dir > dirOut || (k.Proto != 6 && k.Proto != 17) {
 		return natNatFkey{}
@@ -1028,6 +1088,13 @@ func (d *Datapath) Sessions() ([]Session, error) {
 	}
 	if err := fit.Err(); err != nil {
 		return nil, fmt.Errorf("reading NAT sessions: %w", err)
+	}
+	for k, f := range fast {
+		f, err := d.withSlot(k, f)
+		if err != nil {
+			return nil, err
+		}
+		fast[k] = f
 	}
 	fast6 := map[natNatKey]natNatFast{}
 	var f6 natNatFast6
@@ -1211,12 +1278,24 @@ func (d *Datapath) Stats() (Stats, error) {
 	// nsFastGone (read into Fast above)
 	var fk natNatFkey
 	var fv natNatFast
+	var keys []natNatFkey
 	it := d.objs.Fast4.Iterate()
 	for it.Next(&fk, &fv) {
 		st.Side[fk.Dir&1].Fast += fv.Pkts
+		keys = append(keys, fk)
 	}
 	if err := it.Err(); err != nil {
 		return st, fmt.Errorf("reading NAT statistics: %w", err)
+	}
+	// and what went through the entries' slots
+	for _, k := range keys {
+		c, ok, err := d.slotOf(k)
+		if err != nil {
+			return st, fmt.Errorf("reading NAT statistics: %w", err)
+		}
+		if ok {
+			st.Side[k.Dir&1].Fast += c.Pkts
+		}
 	}
 	var k6 natNatKey
 	var f6 natNatFast6

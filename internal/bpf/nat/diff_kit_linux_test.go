@@ -87,6 +87,11 @@ func TestDifferentialKitN(t *testing.T) {
 	if compared == 0 || translatedCount == 0 || sessionLines == 0 || hostmapLines == 0 {
 		t.Error("the run compared nothing of some kind")
 	}
+	if n := h.slotHits(); n == 0 {
+		t.Error("no packet was translated through a fast4dm slot")
+	} else {
+		t.Logf("%d packets translated through fast4dm slots", n)
+	}
 }
 
 // Tallies of what the differential runs compared, so a run that checks

@@ -104,6 +104,11 @@ func TestDifferentialKitNI(t *testing.T) {
 	if compared == 0 {
 		t.Error("no packets compared")
 	}
+	if n := h.slotHits(); n == 0 {
+		t.Error("no packet was translated through a fast4dm slot")
+	} else {
+		t.Logf("%d packets translated through fast4dm slots", n)
+	}
 }
 
 func niRun(h *harness, fd *bpf.Datapath, ipfText, natText, format string, input []byte) (int, error) {

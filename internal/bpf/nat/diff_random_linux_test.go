@@ -497,10 +497,13 @@ func TestDifferentialRandom(t *testing.T) {
 		stage uint32
 	}{{"fast", 0}, {"nofast", stOff}} {
 		t.Run(c.name, func(t *testing.T) {
-			fast := differentialRandom(t, newHarnessStage(t, c.stage), seed)
+			h := newHarnessStage(t, c.stage)
+			fast := differentialRandom(t, h, seed)
 			switch {
 			case c.stage == 0 && fast == 0:
 				t.Error("no packet took the fast path")
+			case c.stage == 0 && h.slotHits() == 0:
+				t.Error("no packet was translated through a fast4dm slot")
 			case c.stage == stOff && fast != 0:
 				t.Errorf("%d packets took the fast path, which is off", fast)
 			}

@@ -28,6 +28,10 @@ type harness struct {
 	d   *Datapath
 	ns  netns.NsHandle
 	ifs map[string]int
+	// slotted counts the packets translated through fast4dm's slots
+	// (what they held at each reset): a differential test that runs the
+	// fast path requires some, so it cannot pass with the slots unused
+	slotted uint64
 }
 
 // shared holds one datapath per fast path stage (0: the normal one) and
@@ -108,8 +112,19 @@ func (h *harness) ifindex(name string) (int, error) {
 // counters, forgets interface addresses and restarts ipftest's random
 // sequence.
 func (h *harness) reset() error {
+	n, keys, err := slotted(h.d)
+	if err != nil {
+		return err
+	}
+	h.slotted += n
 	if _, err := h.d.FlushSessions(); err != nil {
 		return err
+	}
+	// no slot may outlive its session (fast_gone clears it)
+	for _, k := range keys {
+		if _, ok, err := h.d.slotOf(k); err != nil || ok {
+			return fmt.Errorf("the fast4dm slot of %+v outlived the flush of its session (err %v)", k, err)
+		}
 	}
 	// no rules: the next set's rules start with fresh allocation state
 	// even where their text is the last set's (LoadRules keeps a kept
@@ -156,6 +171,45 @@ func clearMap(m *ebpf.Map) error {
 		_ = m.Delete(k)
 	}
 	return nil
+}
+
+// slotted returns the packets counted in the fast4dm slots of d's fast4
+// entries, and the keys of those entries.
+func slotted(d *Datapath) (uint64, []natNatFkey, error) {
+	var (
+		n    uint64
+		keys []natNatFkey
+		k    natNatFkey
+		v    natNatFast
+	)
+	it := d.objs.Fast4.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return 0, nil, err
+	}
+	for _, k := range keys {
+		c, ok, err := d.slotOf(k)
+		if err != nil {
+			return 0, nil, err
+		}
+		if ok {
+			n += c.Pkts
+		}
+	}
+	return n, keys, nil
+}
+
+// slotHits is the packets translated through fast4dm's slots since the
+// harness was made (and, for the sessions still there, until now).
+func (h *harness) slotHits() uint64 {
+	h.t.Helper()
+	n, _, err := slotted(h.d)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return h.slotted + n
 }
 
 // load compiles text and makes it the active set (inside the namespace).

@@ -11,6 +11,7 @@ const MaxRules = 1024
 const (
 	nslots        = 2
 	sessEntries   = 131072
+	dmSlots       = 131072 // fast4dm's slots (NAT_DM_SLOTS)
 	dirIn         = 0
 	dirOut        = 1
 	dirWild       = 0x80
@@ -144,4 +145,5 @@ const (
 	stNoInsert = 10 // allocated, not entered
 	stNoTwin   = 11 // no fast twins
 	stNoArm    = 12 // no timer
+	stNoDM     = 13 // the fast path reads no fast4dm slot (fast4 only)
 )

@@ -35,7 +35,7 @@ func TestLayoutConstants(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, got := range map[string]int64{
-		"NAT_MAX_RULES": MaxRules, "NAT_NSLOTS": nslots, "NAT_SESS_ENTRIES": sessEntries,
+		"NAT_MAX_RULES": MaxRules, "NAT_NSLOTS": nslots, "NAT_SESS_ENTRIES": sessEntries, "NAT_DM_SLOTS": dmSlots,
 		"DIR_IN": dirIn, "DIR_OUT": dirOut, "DIR_WILD": dirWild,
 		"RF_NO": rfNo, "RF_V6": rfV6, "RF_FILTER": rfFilter, "RF_NOTSRC": rfNotSrc, "RF_NOTDST": rfNotDst,
 		"RF_TCP": rfTCP, "RF_UDP": rfUDP, "RF_ICMPQ": rfICMPQ, "RF_PORTMAP": rfPortmap, "RF_AUTO": rfAuto,

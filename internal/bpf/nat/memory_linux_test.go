@@ -42,7 +42,7 @@ func memlock(t *testing.T, m *ebpf.Map) uint64 {
 // of the session tables: sessions, fast4 and fast6 are preallocated (a
 // new session allocates none of its four entries), hostmaps is not, and
 // the preallocated three take at most 90 MB together (86 MB measured on
-// x86-64, Linux 6.18).
+// x86-64, Linux 6.18); fast4dm, an array (allocated whole), at most 11 MB.
 func TestPrivilegedSessionTableMemory(t *testing.T) {
 	h := newHarness(t)
 	var total uint64
@@ -63,6 +63,11 @@ func TestPrivilegedSessionTableMemory(t *testing.T) {
 	}
 	if total > 90<<20 {
 		t.Errorf("the preallocated session tables take %d bytes, over the 90 MB docs/kernel-memory.md gives", total)
+	}
+	dm := memlock(t, h.d.objs.Fast4dm)
+	t.Logf("fast4dm: %d slots, %d bytes", dmSlots, dm)
+	if dm > 11<<20 {
+		t.Errorf("fast4dm takes %d bytes, over the 11 MB docs/kernel-memory.md gives", dm)
 	}
 }
 

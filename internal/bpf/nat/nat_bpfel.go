@@ -245,6 +245,17 @@ type natNatSess struct {
 	}
 }
 
+type natNatSlot struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Seq uint32
+	K   natNatFkey
+	F   natNatFast
+}
+
 type natNatText struct {
 	_    structs.HostLayout
 	Id   uint32
@@ -464,6 +475,7 @@ type natWork struct {
 const (
 	natMapConfig            = "config"
 	natMapFast4             = "fast4"
+	natMapFast4dm           = "fast4dm"
 	natMapFast6             = "fast6"
 	natMapFrags             = "frags"
 	natMapFtps              = "ftps"
@@ -546,6 +558,7 @@ type natProgramSpecs struct {
 type natMapSpecs struct {
 	Config    *ebpf.MapSpec `ebpf:"config"`
 	Fast4     *ebpf.MapSpec `ebpf:"fast4"`
+	Fast4dm   *ebpf.MapSpec `ebpf:"fast4dm"`
 	Fast6     *ebpf.MapSpec `ebpf:"fast6"`
 	Frags     *ebpf.MapSpec `ebpf:"frags"`
 	Ftps      *ebpf.MapSpec `ebpf:"ftps"`
@@ -592,6 +605,7 @@ func (o *natObjects) Close() error {
 type natMaps struct {
 	Config    *ebpf.Map `ebpf:"config"`
 	Fast4     *ebpf.Map `ebpf:"fast4"`
+	Fast4dm   *ebpf.Map `ebpf:"fast4dm"`
 	Fast6     *ebpf.Map `ebpf:"fast6"`
 	Frags     *ebpf.Map `ebpf:"frags"`
 	Ftps      *ebpf.Map `ebpf:"ftps"`
@@ -614,6 +628,7 @@ func (m *natMaps) Close() error {
 	return _NatClose(
 		m.Config,
 		m.Fast4,
+		m.Fast4dm,
 		m.Fast6,
 		m.Frags,
 		m.Ftps,

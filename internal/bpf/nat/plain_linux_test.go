@@ -56,6 +56,11 @@ func TestPrivilegedPlain(t *testing.T) {
 		it := h.d.objs.Fast4.Iterate()
 		for it.Next(&k, &f) {
 			if k.Dir == dirOut {
+				// the fast path stamps the entry's slot if it has one
+				f, err := h.d.withSlot(k, f)
+				if err != nil {
+					t.Fatal(err)
+				}
 				return out, f.Last
 			}
 		}

@@ -56,6 +56,7 @@ static __always_inline int bench_at(__u32 n)
 #define ST_NOINSERT 10 /* allocated and checked, not entered (the packet fails) */
 #define ST_NOTWIN 11   /* no fast twins */
 #define ST_NOARM 12    /* no timer */
+#define ST_NODM 13     /* the fast path reads no fast4dm slot: fast4 only (benchmarks) */
 
 /* k_nspj is the length of a jiffy in ns in a plain program: one the
  * loader made for a datapath whose hot line holds nothing the fast path
@@ -170,6 +171,15 @@ struct {
 	__type(key, struct nat_fkey);
 	__type(value, struct nat_fast);
 } fast4 SEC(".maps");
+
+/* The slots of fast4's entries (struct nat_slot): allocated whole at load,
+ * NAT_DM_SLOTS of 80 bytes (10.5 MB). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NAT_DM_SLOTS);
+	__type(key, __u32);
+	__type(value, struct nat_slot);
+} fast4dm SEC(".maps");
 
 /* The IPv6 fast path: the twins of IPv6 TCP/UDP entries, under their
  * nat_key. */
@@ -1171,6 +1181,214 @@ static __always_inline struct nat_fast *fast_of(const struct nat_key *k)
 	return bpf_map_lookup_elem(&fast4, &fk);
 }
 
+/* ------------------------------------------------------------- slots */
+
+#define barrier() asm volatile("" ::: "memory")
+#define READ_ONCE32(x) (*(volatile __u32 *)&(x))
+#define WRITE_ONCE32(x, v) (*(volatile __u32 *)&(x) = (v))
+
+/* slot_hash is the slot of the fast4 key of words w0..w3 (src, dst, the
+ * ports, proto | dir << 8): a multiplicative hash, each step folding the
+ * high bits down (the varying octet of an IPv4 address is the high byte
+ * of its word). Go's slotIdx is the same. */
+static __always_inline __u32 slot_hash(__u32 w0, __u32 w1, __u32 w2, __u32 w3)
+{
+	__u32 h;
+
+	h = w0 * 0x9e3779b1;
+	h = (h ^ (h >> 16) ^ w1) * 0x85ebca77;
+	h = (h ^ (h >> 16) ^ w2) * 0xc2b2ae3d;
+	h = (h ^ (h >> 16) ^ w3) * 0x27d4eb2f;
+	h ^= h >> 16;
+	return h & (NAT_DM_SLOTS - 1);
+}
+
+/* slot_of returns the slot of entry key k, which must be fkey_of's (IPv4
+ * TCP or UDP, DIR_IN or DIR_OUT); the words of its fast4 key in w. The
+ * helpers below take the session table's key, not a nat_fkey copy of it:
+ * the slow path's stack has no 16 bytes to spare. */
+static __always_inline struct nat_slot *slot_of(const struct nat_key *k, __u32 *w3)
+{
+	__u32 i;
+
+	*w3 = k->proto | (__u32)k->dir << 8;
+	i = slot_hash(k->src[0], k->dst[0], *(const __u32 *)&k->sport, *w3);
+	return bpf_map_lookup_elem(&fast4dm, &i);
+}
+
+static __always_inline int slot_holds(const struct nat_slot *s, const struct nat_key *k, __u32 w3)
+{
+	const __u32 *x = (const __u32 *)&s->k;
+
+	return s->k.proto && x[0] == k->src[0] && x[1] == k->dst[0] && x[2] == *(const __u32 *)&k->sport &&
+	       x[3] == w3;
+}
+
+static __always_inline int fkey_ok(const struct nat_key *k)
+{
+	return k->family == 4 && k->dir <= DIR_OUT && (k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP);
+}
+
+/* same_rewrite: f and g translate alike (what a slot copies of fast4). */
+static __always_inline int same_rewrite(const struct nat_fast *f, const struct nat_fast *g)
+{
+	return f->nsrc == g->nsrc && f->ndst == g->ndst && *(__u32 *)&f->nsport == *(__u32 *)&g->nsport &&
+	       f->ifindex == g->ifindex && f->csum_l3 == g->csum_l3 && f->csum_l4a == g->csum_l4a &&
+	       f->csum_l4p == g->csum_l4p && f->flags == g->flags;
+}
+
+static __always_inline void rewrite_cp(struct nat_fast *d, const struct nat_fast *f)
+{
+	d->nsrc = f->nsrc;
+	d->ndst = f->ndst;
+	d->nsport = f->nsport;
+	d->ndport = f->ndport;
+	d->ifindex = f->ifindex;
+	d->csum_l3 = f->csum_l3;
+	d->csum_l4a = f->csum_l4a;
+	d->csum_l4p = f->csum_l4p;
+	d->flags = f->flags;
+}
+
+/* slot_fill gives the fast4 entry f of entry key k (just written to fast4
+ * under fk) its slot. An empty slot takes k with f's rewrite in two
+ * steps: written under the lock with seq left odd (no reader uses it),
+ * then, the lock let go, fast4 is looked up again and only if it still
+ * holds fk with that rewrite is seq made even; otherwise the slot is
+ * emptied again. So a fill racing the end of k's session (fast_gone
+ * removes the entry from fast4 before it clears the slot) either sees the
+ * entry gone or left k in the slot before the clear, which then finds it
+ * (a clear of a slot whose fill is not checked yet moves seq by two: the
+ * fill sees that and leaves the slot empty). A slot that holds k already
+ * (the entry was bound since) takes f's rewrite at once, its counts kept;
+ * one holding another key is left as it is (the first comes first). */
+static __always_inline void slot_fill(const struct nat_key *k, const struct nat_fkey *fk, const struct nat_fast *f)
+{
+	struct nat_slot *s;
+	struct nat_fast *g;
+	__u32 q, w3;
+	int ok;
+
+	if (!fkey_ok(k))
+		return;
+	s = slot_of(k, &w3);
+	if (!s)
+		return;
+	bpf_spin_lock(&s->lock);
+	q = s->seq;
+	if (q & 1) {
+		bpf_spin_unlock(&s->lock); /* another fill of it is being checked */
+		return;
+	}
+	if (s->k.proto) {
+		if (slot_holds(s, k, w3)) {
+			WRITE_ONCE32(s->seq, q + 1);
+			barrier();
+			rewrite_cp(&s->f, f);
+			barrier();
+			WRITE_ONCE32(s->seq, q + 2);
+		}
+		bpf_spin_unlock(&s->lock);
+		return;
+	}
+	WRITE_ONCE32(s->seq, q + 1);
+	barrier();
+	s->k.src = k->src[0];
+	s->k.dst = k->dst[0];
+	*(__u32 *)&s->k.sport = *(const __u32 *)&k->sport;
+	*(__u32 *)&s->k.proto = w3;
+	rewrite_cp(&s->f, f);
+	s->f.tcpflags = f->tcpflags;
+	s->f.pad = 0;
+	s->f.last = f->last;
+	s->f.pkts = 0;
+	s->f.bytes = 0;
+	bpf_spin_unlock(&s->lock);
+	g = bpf_map_lookup_elem(&fast4, fk);
+	ok = g && same_rewrite(g, f);
+	bpf_spin_lock(&s->lock);
+	if (s->seq == q + 1) {
+		if (!ok) {
+			/* nothing went through it: no count to keep */
+			s->k.proto = 0;
+			barrier();
+		}
+		WRITE_ONCE32(s->seq, q + 2);
+	} else {
+		/* cleared meanwhile (seq moved by two): make it even */
+		WRITE_ONCE32(s->seq, s->seq + 1);
+	}
+	bpf_spin_unlock(&s->lock);
+}
+
+/* slot_clear empties the slot of entry key k if it holds k and returns the
+ * packets counted there. seq ends two on either way: odd, then even
+ * around the change as readers need; a fill not yet checked (odd) stays
+ * odd, two on, which its check sees. */
+static __always_inline __u64 slot_clear(const struct nat_key *k)
+{
+	struct nat_slot *s;
+	__u64 n = 0;
+	__u32 q, w3;
+
+	if (!fkey_ok(k))
+		return 0;
+	s = slot_of(k, &w3);
+	if (!s)
+		return 0;
+	bpf_spin_lock(&s->lock);
+	if (slot_holds(s, k, w3)) {
+		q = s->seq;
+		if (!(q & 1))
+			WRITE_ONCE32(s->seq, q + 1);
+		barrier();
+		n = s->f.pkts;
+		s->k.proto = 0;
+		barrier();
+		WRITE_ONCE32(s->seq, q + 2);
+	}
+	bpf_spin_unlock(&s->lock);
+	return n;
+}
+
+/* slot_dyn adds what went through the slot of entry key k, if it holds k,
+ * to an entry's per-packet fields (pkts and bytes may be NULL): the later
+ * time, the union of the flags, the sums. Read under the lock, a copy
+ * consistent with what writers do. */
+static __always_inline void slot_dyn(const struct nat_key *k, __u64 *last, __u8 *tcpflags, __u64 *pkts,
+				     __u64 *bytes)
+{
+	struct nat_slot *s;
+	__u64 l = 0, p = 0, b = 0;
+	__u32 w3;
+	__u8 fl = 0;
+	int found = 0;
+
+	if (!fkey_ok(k))
+		return;
+	s = slot_of(k, &w3);
+	if (!s)
+		return;
+	bpf_spin_lock(&s->lock);
+	if (slot_holds(s, k, w3)) {
+		l = s->f.last;
+		fl = s->f.tcpflags;
+		p = s->f.pkts;
+		b = s->f.bytes;
+		found = 1;
+	}
+	bpf_spin_unlock(&s->lock);
+	if (!found)
+		return;
+	if (l > *last)
+		*last = l;
+	*tcpflags |= fl;
+	if (pkts)
+		*pkts += p;
+	if (bytes)
+		*bytes += b;
+}
+
 /* fast_gone removes the fast twin of the entry at key k, keeping the count
  * of the packets it translated. Returns it (valid until RCU lets go) so
  * that its other fields can be kept too. */
@@ -1194,6 +1412,13 @@ static __always_inline struct nat_fast *fast_gone(const struct nat_key *k)
 		return NULL;
 	if (bpf_map_delete_elem(&fast4, &fk) == 0 && f->pkts)
 		stat_add((fk.dir & 1) * NS_SIDE + NS_FASTGONE, f->pkts);
+	/* after the delete: a fill from now on sees the entry gone */
+	{
+		__u64 n = slot_clear(k);
+
+		if (n)
+			stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, n);
+	}
 	return f;
 }
 
@@ -1211,6 +1436,8 @@ static __always_inline struct dyn dyn_of(const struct nat_key *k, const struct n
 	if (f) {
 		d.last = f->last;
 		d.tcpflags = f->tcpflags;
+		/* and what went through its slot */
+		slot_dyn(k, &d.last, &d.tcpflags, NULL, NULL);
 	} else {
 		d.last = v->last;
 		d.tcpflags = v->tcpflags;
@@ -1286,8 +1513,14 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 	f = fast_of(k);
 	if (f) {
 		/* the entry was bound since its twin was made (sess_take) */
-		if (unlikely(f->ifindex != v->ifindex))
+		if (unlikely(f->ifindex != v->ifindex)) {
+			struct work *w = get_work();
+
 			f->ifindex = v->ifindex;
+			/* its fast4 key in the scratch area: no stack to spare */
+			if (w && fkey_of(&w->fk4, k))
+				slot_fill(k, &w->fk4, f);
+		}
 		f->last = now;
 		if (p->proto == IPPROTO_TCP && p->l4off)
 			f->tcpflags |= p->tcpflags;
@@ -1594,6 +1827,7 @@ static __always_inline int shadow(struct work *w, struct nat_key *k)
 			cp->tcpflags = f->tcpflags;
 			cp->pkts += f->pkts;
 			cp->bytes += f->bytes;
+			slot_dyn(k, &cp->last, &cp->tcpflags, &cp->pkts, &cp->bytes);
 		}
 	}
 	/* shadows stack: each takes the first free generation (key.pad) */
@@ -1687,6 +1921,8 @@ static __always_inline void fast_add(struct work *w, const struct nat_key *k, co
 	f->bytes = 0;
 	if (v6 ? bpf_map_update_elem(&fast6, k, f6, BPF_ANY) : bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY))
 		no_twin();
+	else if (!v6)
+		slot_fill(k, &w->fk4, f);
 }
 
 /* sess_insert enters the session described by w->ns (made by packet
@@ -4490,7 +4726,7 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 {
 	void *data, *end;
 	struct nat_fkey k;
-	struct nat_fast *f;
+	struct nat_fast *f = NULL, *fw = NULL, fc;
 	struct iphdr *ip;
 	__u32 len, tot, diff, *ports;
 	__u16 *ck;
@@ -4529,7 +4765,30 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 	*(__u32 *)&k.proto = proto | dir << 8;
 	if (bench_at(ST_PARSE))
 		return TC_ACT_UNSPEC;
-	f = bpf_map_lookup_elem(&fast4, &k);
+	/* the key's slot first: a whole copy of its rewrite (the same even
+	 * seq before and after) is used; the per-packet fields are counted
+	 * in the slot itself */
+	if (!bench_at(ST_NODM)) {
+		__u32 q, i = slot_hash(k.src, k.dst, *(__u32 *)&k.sport, *(__u32 *)&k.proto);
+		struct nat_slot *s = bpf_map_lookup_elem(&fast4dm, &i);
+
+		if (likely(s)) {
+			q = READ_ONCE32(s->seq);
+			barrier();
+			if (likely(s->k.src == k.src) && likely(s->k.dst == k.dst) &&
+			    likely(*(__u32 *)&s->k.sport == *(__u32 *)&k.sport) &&
+			    likely(*(__u32 *)&s->k.proto == *(__u32 *)&k.proto) && likely(!(q & 1))) {
+				__builtin_memcpy(&fc, &s->f, sizeof(fc));
+				barrier();
+				if (likely(READ_ONCE32(s->seq) == q)) {
+					f = &fc;
+					fw = &s->f;
+				}
+			}
+		}
+	}
+	if (!f)
+		f = fw = bpf_map_lookup_elem(&fast4, &k);
 	if (bench_at(ST_LOOKUP))
 		return TC_ACT_UNSPEC;
 	if (unlikely(!f)) {
@@ -4561,7 +4820,7 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 		fast_l4_csum(skb, f, ck, proto, l3 + 20 + (proto == IPPROTO_TCP ? 16 : 6), diff);
 	if (bench_at(ST_REWRITE))
 		return TC_ACT_UNSPEC;
-	fast_account(skb, h, f, len, fl, cookie, nspj);
+	fast_account(skb, h, fw, len, fl, cookie, nspj);
 	return TC_ACT_UNSPEC;
 }
 

@@ -13,10 +13,12 @@
 #define SLUICE_NAT_H
 
 #include <linux/types.h>
+#include <linux/bpf.h>
 
 #define NAT_MAX_RULES 1024 /* rules per slot */
 #define NAT_NSLOTS 2       /* active and scratch: a new set is written aside */
 #define NAT_SESS_ENTRIES 131072 /* hash entries: two per session, one per wild entry */
+#define NAT_DM_SLOTS 131072 /* fast4dm: a slot for each entry fast4 can hold (NAT_SESS_ENTRIES; a power of two) */
 #define NAT_FRAG_ENTRIES 4096
 #define NAT_HM_ENTRIES 65536
 #define NAT_FTP_ENTRIES 8192
@@ -305,6 +307,29 @@ struct nat_fast6 {
 	struct nat_fast f;
 	__u32 nsrc[4];   /* network order */
 	__u32 ndst[4];
+};
+
+/* A slot of fast4dm, the direct-mapped copies of fast4's entries (the
+ * slot of a key is slot_idx's hash of it): an array lookup, which the
+ * verifier inlines, reads no map struct and no bucket, so a packet whose
+ * entry has a slot reaches one place (this value, 80 bytes) instead of
+ * three (the hash's struct, a bucket, the element). fast4 stays the
+ * authority: a slot is filled beside fast4 by the slow path (first come,
+ * first kept: an occupied slot is not taken by another key) and cleared
+ * when the entry leaves fast4; a packet whose key the slot does not hold
+ * looks fast4 up as before. Readers (the fast path) take no lock: seq is
+ * odd while a writer changes k or f's rewrite (or has not yet checked a
+ * new fill against fast4) and changes with every write, so a reader that
+ * reads the same even seq before and after its copy has a whole entry.
+ * Writers (the slow path, the timers, the flush) hold lock. f's per-packet
+ * fields (last, tcpflags, pkts, bytes) count what the fast path did
+ * through the slot; fast4's element keeps what it did there; readers of
+ * an entry's times and counts add both (slot_peek). */
+struct nat_slot {
+	struct bpf_spin_lock lock;
+	__u32 seq;
+	struct nat_fkey k; /* proto 0: empty */
+	struct nat_fast f;
 };
 
 /* nat_fast.flags */
