@@ -277,6 +277,7 @@ func TestPrivilegedStateCountRaces(t *testing.T) {
 		}
 		c := stillCounts(t, h.d)
 		t.Logf("round %d at rest: %+v", round, c)
+		ruleCounts(t, h.d, round)
 		if c.count != int64(c.entries) || c.wild != int64(c.wildEntries) {
 			t.Errorf("round %d: state count %d, table holds %d; wildcard count %d, wildcard entries %d",
 				round, c.count, c.entries, c.wild, c.wildEntries)
@@ -321,5 +322,32 @@ func TestPrivilegedStateCountRaces(t *testing.T) {
 	if st.StateAdded[0] == 0 || st.StateAdded[1] == 0 || st.StateAdded[2] == 0 || st.StateExpired == 0 ||
 		st.StateClosed == 0 || st.Swept == 0 || maxTwins == 0 || maxWild == 0 {
 		t.Error("a path was not exercised (see the log)")
+	}
+}
+
+// ruleCounts compares, at rest, each rule's count of live entries with
+// the entries in the table that rule made (logged: see the caller).
+func ruleCounts(t *testing.T, d *Datapath, round int) {
+	t.Helper()
+	var (
+		k filterStateKey
+		v filterStateEntry
+	)
+	made := map[int]int{}
+	it := d.objs.States.Iterate()
+	for it.Next(&k, &v) {
+		made[int(v.Rule)]++
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := d.Rules(Active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		if int(r.States) != made[r.Index] {
+			t.Logf("round %d at rest: rule %q counts %d entries, the table holds %d of its", round, r.Text, r.States, made[r.Index])
+		}
 	}
 }
