@@ -82,13 +82,9 @@ func randomEstRules(r *rand.Rand) string {
 		}
 		if act != "block return-rst" && r.IntN(10) < 7 {
 			b.WriteString(" keep state")
-			opts := []string{"", "", "", " (strict)", " (loose)", " (no-icmp-err)"}
-			if proto == "udp" {
-				// the engine ages a TCP entry of an aged rule by
-				// the rule, the kernel by its TCP state (both
-				// programs alike; see the report)
-				opts = append(opts, " (age 20)", " (age 20/5)")
-			}
+			// aged TCP entries too: both sides age them by the
+			// rule since rel10, as IPFilter does
+			opts := []string{"", "", "", " (strict)", " (loose)", " (no-icmp-err)", " (age 20)", " (age 20/5)"}
 			b.WriteString(pick(r, opts))
 		}
 		b.WriteString("\n")

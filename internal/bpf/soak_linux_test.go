@@ -216,6 +216,11 @@ func TestPrivilegedSoak(t *testing.T) {
 	wg.Wait()
 	time.Sleep(200 * time.Millisecond)
 	checkCount(t, d, "at the end, traffic stopped")
+	// every removal gives its entry back: emptied, the table counts zero
+	if _, err := d.FlushStates(nil); err != nil {
+		t.Fatal(err)
+	}
+	checkCount(t, d, "at the end, after ipf -FS")
 	st, _ := d.Stats()
 
 	// the report

@@ -834,7 +834,11 @@ func (t *Table) update(e *Entry, p *Packet, rev bool, now uint32) Result {
 	if p.Proto == 6 {
 		if p.TCPFlags&thOpening == THSyn && e.TCPState[0] > TCPEstablished && e.TCPState[1] > TCPEstablished {
 			// A new connection reusing the tuple: the old entry dies now.
-			e.TCPState[0], e.TCPState[1] = TCPClosed, TCPClosed
+			// IPFilter (ipf_state_tcp) closes the SYN's side only and
+			// moves the entry to the delete queue, where it waits for
+			// the next tick beside the new one: ipftest -Dv lists it
+			// as "state:11/6 1" after S, SA, A, FA, FA, A, S.
+			e.TCPState[dir] = TCPClosed
 			e.Expire = now
 			return Miss
 		}

@@ -507,3 +507,43 @@ func TestTCPTimeouts(t *testing.T) {
 		t.Errorf("rule age, reply: timeout %d, want 10", got)
 	}
 }
+
+// TestSYNOnClosedFlow: a new SYN on a flow closed both ways is a miss (a
+// rule makes the new entry); the old entry dies with the SYN's side
+// CLOSED, the other side as it was, as IPFilter's: ipftest -Dv lists it
+// "state:11/6 1" beside the new one (S, SA, A, FA, FA, A, S on one
+// tuple). The kernel datapath removes it at once (docs/datapath-cost.md,
+// rel10).
+func TestSYNOnClosedFlow(t *testing.T) {
+	for _, dir := range []int{0, 1} {
+		tb, _ := newTable(t)
+		e, err := tb.Add(tcpPkt(false, false, THSyn, 1, 0), 0x2008402, &Limits{})
+		if err != AddOK {
+			t.Fatalf("Add: %v", err)
+		}
+		for i, p := range []*Packet{
+			tcpPkt(true, true, THSyn|THAck, 101, 2),
+			tcpPkt(false, false, THAck, 2, 102),
+			tcpPkt(false, false, THFin|THAck, 2, 102),
+			tcpPkt(true, true, THFin|THAck, 102, 3),
+			tcpPkt(false, false, THAck, 3, 103),
+		} {
+			if _, _, got := tb.Lookup(p); got != Hit {
+				t.Fatalf("packet %d: %v, want a hit", i+1, got)
+			}
+		}
+		before := e.TCPState
+		if before[0] <= TCPEstablished || before[1] <= TCPEstablished {
+			t.Fatalf("states %v: not closed both ways", before)
+		}
+		syn := tcpPkt(false, dir == 1, THSyn, 1000, 0)
+		if _, _, got := tb.Lookup(syn); got != Miss {
+			t.Fatalf("SYN from side %d: %v, want a miss", dir, got)
+		}
+		want := before
+		want[dir] = TCPClosed
+		if e.TCPState != want {
+			t.Errorf("SYN from side %d: old entry's states %v, want %v", dir, e.TCPState, want)
+		}
+	}
+}

@@ -171,7 +171,7 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 		__builtin_memcpy(&fs, efs, sizeof(fs));
 		__builtin_memcpy(&ts, ets, sizeof(ts));
 		if (!tcp_window_sides(&fs, &ts, e->flags, e->pass, &s) ||
-		    !tcp_fsm_sides(&fs, &ts, &exp, e->flags, s.flags, s.data, now))
+		    !tcp_fsm_sides(&fs, &ts, &exp, e->flags, s.flags, s.data, e->age[rev & 1], now))
 			return EST_LOOKUP;
 		SET(efs->end, fs.end);
 		SET(efs->maxend, fs.maxend);

@@ -190,6 +190,69 @@ static __always_inline __u64 tcp_timeout(__u8 st)
 	return cfg(CFG_TO_TCP + ((st & 15) < 12 ? (st & 15) : 11));
 }
 
+/* tcp_life is the lifetime a TCP entry gets from a packet that leaves its
+ * side in state st: the rule's age for the packet's direction when the
+ * rule has one (keep state (age N[/M]): IPFilter queues the entry on the
+ * rule's queue, is_tqehead[rev], and ipf_tcp_age leaves a rule-based
+ * entry there whatever the state; ipftest -Dv shows the rule's ticks),
+ * else the state's timeout. */
+static __always_inline __u64 tcp_life(__u32 age, __u8 st)
+{
+	return age ? (__u64)age * 1000000000ULL : tcp_timeout(st);
+}
+
+/*
+ * The state count's invariant (rel10): at quiescence state_count[0] equals
+ * the number of entries in `states`, state_count[1] the wildcard ones
+ * among them, and each rule's rule_states count the entries it made (of
+ * its slot's generation). Every entry is counted once, by whoever put it
+ * in, and given back once, by whoever took it out: the map's insert
+ * (BPF_NOEXIST) and delete are atomic per key, so of CPUs racing for a
+ * key exactly one succeeds, and only the success moves the count. The
+ * paths, each keeping it where it is written:
+ *   - state_create: counts before state_put and gives it back when the
+ *     put fails (two CPUs inserting the same key: the loser inserted
+ *     nothing and keeps no count); counted only after the put, an unlink
+ *     racing in between left its rule a count too many. A replace (a
+ *     packet the old entry could not match) removes the old through
+ *     state_unlink, then puts again.
+ *   - state_unlink (expiry on lookup, a new SYN on a closed flow, the
+ *     sweeper, the watermark flush, ipf -FS through sluice_ctl): deletes
+ *     through state_take, only while the key still holds the entry the
+ *     caller saw, and releases what the deleted entry held, only when its
+ *     own delete succeeded; a delete that finds the key gone or holding
+ *     another entry (another CPU, the sweeper or a flush was first)
+ *     changes nothing.
+ *   - wild_fill moves a wildcard entry: its delete decides who moves it,
+ *     the count goes with it; the put under the concrete key failing
+ *     (an entry is there) releases it.
+ *   - state_promote moves a twin to its key's own place: the copy is
+ *     counted as an entry of its own before it is visible and the twin
+ *     released when its delete succeeds (it once went uncounted between
+ *     the two, and a sweeper or packet removing the copy meanwhile then
+ *     released it once too often).
+ * The est path (lib/est.h) changes entries in place and never adds or
+ * removes one. What is left open: the few instructions between
+ * state_take's lookup and its delete (an entry replaced there is removed
+ * in the new one's stead), and a twin added while its key's entry goes,
+ * left without SF_TWIN on the key (found by no lookup, counted, it
+ * expires).
+ */
+
+/* state_hold takes what state_release gives back, for an entry made by
+ * rule of slot in generation gen (state_promote's copy). */
+static __always_inline void state_hold(__u32 slot, __u32 rule, __u32 gen)
+{
+	__u32 zero = 0;
+	__u32 *n = slot_elem(&rule_states, slot % NSLOTS, rule);
+	__s64 *cnt = bpf_map_lookup_elem(&state_count, &zero);
+
+	if (n && gen == cfg(CFG_GEN0 + (slot % NSLOTS)))
+		__sync_fetch_and_add(n, 1);
+	if (cnt)
+		__sync_fetch_and_add(cnt, 1);
+}
+
 /* state_release gives back what an entry held: its place in state_count
  * and in its rule's count (keep state (limit N)), when the slot still
  * holds the rules of the generation that made it. */
@@ -205,10 +268,7 @@ static __always_inline void state_release(__u32 slot, __u32 rule, __u32 gen)
 		__sync_fetch_and_add(cnt, -1);
 }
 
-/* state_unlink removes the entry e under k from the table and, when this
- * call is the one that removed it (another CPU, the sweeper or ipf -FS may
- * race for it), releases it: every removal goes through here, so
- * state_count always equals the number of entries. */
+/* wild_add moves state_count[1], the wildcard entries' count. */
 static __always_inline void wild_add(__s64 n)
 {
 	__u32 one = 1;
@@ -218,41 +278,96 @@ static __always_inline void wild_add(__s64 n)
 		__sync_fetch_and_add(w, n);
 }
 
+/* What an entry held, for state_release. */
+struct state_held {
+	__u32 slot;
+	__u32 rule;
+	__u32 gen;
+	__u8 flags;
+};
+
+/* state_take deletes the entry under k if it is still e and returns 1
+ * when this call deleted it, with what it held in *h: read from the
+ * entry at the key just before the delete, not from what the caller saw
+ * earlier. A caller's e may have gone meanwhile (another CPU unlinked it,
+ * or promoted a twin to its key; the map may even have given its memory
+ * to the new entry): releasing what e held then gave back another rule's
+ * count, and the rule of the entry deleted kept one too many for ever
+ * (TestPrivilegedStateCountRaces, on main: a twin's rule). What stays
+ * open is the few instructions between this lookup and the delete. */
+static __always_inline int state_take(struct state_key *k, struct state_entry *e, struct state_held *h)
+{
+	struct state_entry *cur = bpf_map_lookup_elem(&states, k);
+
+	if (!cur || cur != e)
+		return 0;
+	h->slot = cur->slot;
+	h->rule = cur->rule;
+	h->gen = cur->gen;
+	h->flags = cur->flags;
+	return bpf_map_delete_elem(&states, k) == 0;
+}
+
 /* state_promote moves the twin of canonical key k (the flow's entry the
  * other way round) to k itself, whose entry has just gone: a key's twin is
- * only looked for through the key's own entry. */
+ * only looked for through the key's own entry. The copy goes in first, so
+ * that a packet of the twin's way finds one of them throughout; while both
+ * are there each is an entry of its own, counted and released as any
+ * (the invariant above): the sweeper may meet and remove either. */
 static __always_inline void state_promote(struct state_key *k)
 {
-	struct state_entry *t;
+	struct state_entry *t, *m;
+	struct state_held h;
+	__u32 slot, rule, gen;
 
 	k->twin = 1;
 	t = bpf_map_lookup_elem(&states, k);
-	if (t) {
+	k->twin = 0;
+	if (!t)
+		return;
+	slot = t->slot;
+	rule = t->rule;
+	gen = t->gen;
+	/* counted before it can be found: an unlink racing in finds the
+	 * count raised, and a packet reading the count (the pipeline looks
+	 * state up only when it is above zero) never sees fewer entries than
+	 * there are */
+	state_hold(slot, rule, gen);
+	if (bpf_map_update_elem(&states, k, t, BPF_NOEXIST) != 0) {
+		/* the key has an entry again (another CPU made one): the twin
+		 * stays where it is */
+		state_release(slot, rule, gen);
+		return;
+	}
+	m = bpf_map_lookup_elem(&states, k);
+	k->twin = 1;
+	if (state_take(k, t, &h)) {
+		state_release(h.slot, h.rule, h.gen);
+	} else if (m) {
+		/* another CPU removed (and released) the twin meanwhile:
+		 * so does the copy go, unless someone removed it first */
 		k->twin = 0;
-		if (bpf_map_update_elem(&states, k, t, BPF_NOEXIST) == 0) {
-			k->twin = 1;
-			if (bpf_map_delete_elem(&states, k) != 0) {
-				/* another CPU removed (and released) the twin
-				 * meanwhile: so does this copy go */
-				k->twin = 0;
-				bpf_map_delete_elem(&states, k);
-			}
-		}
+		if (state_take(k, m, &h))
+			state_release(h.slot, h.rule, h.gen);
 	}
 	k->twin = 0;
 }
 
+/* state_unlink removes the entry e under k from the table and, when this
+ * call is the one that removed it (another CPU, the sweeper or ipf -FS may
+ * race for it), releases it: every removal goes through here, so
+ * state_count always equals the number of entries. */
 static __always_inline int state_unlink(struct state_key *k, struct state_entry *e)
 {
-	__u32 slot = e->slot, rule = e->rule, gen = e->gen;
-	int wild = k->wild, twin = !k->twin && !k->wild && (e->flags & SF_TWIN);
+	struct state_held h;
+	int wild = k->wild;
 
-	if (bpf_map_delete_elem(&states, k) != 0)
+	if (!state_take(k, e, &h))
 		return 0;
-	state_release(slot, rule, gen);
+	state_release(h.slot, h.rule, h.gen);
 	if (wild)
 		wild_add(-1);
-	if (twin)
+	if (!k->twin && !wild && (h.flags & SF_TWIN))
 		state_promote(k);
 	return 1;
 }
@@ -291,9 +406,10 @@ static __always_inline int state_put(struct state_key *k, struct state_entry *ep
  * returns 0 when the packet must be rejected. They are the entry's own
  * (tcp_fsm) or the copies the established path checks before it stores
  * them (lib/est.h). eflags are the entry's SF_* flags, f the segment's TCP
- * flags, data its payload bytes. */
+ * flags, data its payload bytes, age the rule's age for the packet's
+ * direction (seconds, 0 for none: tcp_life). */
 static __always_inline int tcp_fsm_sides(struct tcp_side *me, struct tcp_side *other, __u64 *expire, __u8 eflags,
-					 __u8 f, __u32 data, __u64 now)
+					 __u8 f, __u32 data, __u32 age, __u64 now)
 {
 	__u8 n = me->state, o = other->state;
 	int syn_created = eflags & SF_SYN;
@@ -302,11 +418,11 @@ static __always_inline int tcp_fsm_sides(struct tcp_side *me, struct tcp_side *o
 		SET(me->state, (!(f & 0x08) && data == 0) ? TS_CLOSED : TS_CLOSE_WAIT);
 		if (o <= TS_ESTABLISHED)
 			SET(other->state, TS_CLOSE_WAIT);
-		SET(*expire, now + tcp_timeout(me->state));
+		SET(*expire, now + tcp_life(age, me->state));
 		return 1;
 	}
-#define TO(x) do { SET(me->state, (x)); SET(*expire, now + tcp_timeout(x)); return 1; } while (0)
-#define RESTART() do { SET(*expire, now + tcp_timeout(me->state)); return 1; } while (0)
+#define TO(x) do { SET(me->state, (x)); SET(*expire, now + tcp_life(age, x)); return 1; } while (0)
+#define RESTART() do { SET(*expire, now + tcp_life(age, me->state)); return 1; } while (0)
 	switch (n) {
 	case TS_LISTEN:
 		if ((f & 0x12) == 0x12)
@@ -399,7 +515,7 @@ static __always_inline __u32 tcp_data(const struct pktinfo *p)
 static __always_inline int tcp_fsm(struct state_entry *e, int rev, const struct pktinfo *p, __u64 now)
 {
 	return tcp_fsm_sides(rev ? &e->tcp[1] : &e->tcp[0], rev ? &e->tcp[0] : &e->tcp[1], &e->expire, e->flags,
-			     p->tcpflags, tcp_data(p), now);
+			     p->tcpflags, tcp_data(p), e->age[rev & 1], now);
 }
 
 static __always_inline int seq_ge(__u32 a, __u32 b) { return (__s32)(a - b) >= 0; }
@@ -561,13 +677,14 @@ static __always_inline struct state_entry *wild_fill(struct state_key *k, struct
 						     struct pktinfo *p, int rev, struct state_entry *scratch)
 {
 	struct state_entry *old;
+	struct state_held h;
 	__u8 swap;
 	int sym;
 
 	__builtin_memcpy(scratch, e, sizeof(*scratch));
 	/* whoever removes the wildcard entry moves it: when another CPU did
 	 * (and released it), this packet still had its match */
-	if (bpf_map_delete_elem(&states, k) != 0)
+	if (!state_take(k, e, &h))
 		return scratch;
 	wild_add(-1);
 	/* under the flow's canonical key, going the way it went: the
@@ -577,7 +694,7 @@ static __always_inline struct state_entry *wild_fill(struct state_key *k, struct
 	if (!sym && (swap ^ rev))
 		scratch->flags |= SF_SWAP;
 	if (state_put(k, scratch, &old) != 1)
-		state_release(scratch->slot, scratch->rule, scratch->gen); /* a concrete entry exists: keep that */
+		state_release(h.slot, h.rule, h.gen); /* a concrete entry exists: keep that */
 	return scratch;
 }
 
@@ -842,7 +959,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		int fsm = !(p->dst[0] | p->dst[1] | p->dst[2] | p->dst[3]);
 
 		if (!tcp_fsm(ep, fsm, p, now))
-			ep->expire = now + tcp_timeout(ep->tcp[fsm & 1].state);
+			ep->expire = now + tcp_life(ep->age[fsm & 1], ep->tcp[fsm & 1].state);
 		stat_inc(ST_ADD_TCP);
 	} else {
 		__u64 to;
@@ -881,28 +998,40 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	}
 	{
 		struct state_entry *old;
-		int put = state_put(kp, ep, &old);
+		int put, wild = kp->wild;
 
-		if (put < 0)
-			return 0;
-		if (put == 0) {
+		/* counted before it can be found (the invariant above). Counted
+		 * after the put, an unlink on another CPU right after it (a
+		 * flush, a packet replacing it) found the rule's count not yet
+		 * raised, and state_release, which keeps a rule's count from
+		 * going below zero, gave nothing back: the rule kept an entry
+		 * too many for ever (TestPrivilegedStateCountRaces) */
+		__sync_fetch_and_add(n, 1);
+		__sync_fetch_and_add(cnt, 1);
+		if (wild)
+			wild_add(1);
+		put = state_put(kp, ep, &old);
+		if (put == 0 && old && !state_identical(old, ep, kp)) {
 			/* For a packet the existing entry could not match
 			 * IPFilter adds a new one, found first. The map keeps
 			 * one per key and way, so the new one replaces the old
 			 * (as the Go engine does): the old entry and its counts
 			 * go (another CPU or the sweeper may have removed it
 			 * first: released once either way). */
-			if (!old || state_identical(old, ep, kp))
-				return 0;
 			state_unlink(kp, old);
-			if (state_put(kp, ep, &old) != 1)
-				return 0;
+			put = state_put(kp, ep, &old);
+		}
+		if (put != 1) {
+			/* nothing added: the counts back as they were (n, of
+			 * the generation in force, as raised) */
+			if (*n > 0)
+				__sync_fetch_and_add(n, -1);
+			__sync_fetch_and_add(cnt, -1);
+			if (wild)
+				wild_add(-1);
+			return 0;
 		}
 	}
-	__sync_fetch_and_add(n, 1);
-	__sync_fetch_and_add(cnt, 1);
-	if (kp->wild)
-		wild_add(1);
 	/* a fragment that made state: the rest of its datagram follows */
 	if (frag_makes_entry(p))
 		frag_add(pass, r->rule_no, r->group_no, r->logtag, now, slot, idx);
