@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"sluice/internal/bench/config"
 	"sluice/internal/engine"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
@@ -48,6 +49,7 @@ func TestFastLists(t *testing.T) {
 		{"an IPv6 address: matched whole", "pass out from 2001:db8::/32 to any\n", 1, nil},
 		{"a blocklist: IPv4 runs both ways", hpStatelessRules + runRules("block in", true, 12) + runRules("block out", false, 12),
 			3 | runsIn | runsOut, nil},
+		{"the bench's sluice-nomatch-10000", config.IPFNoMatch(10000), 3 | runsIn | runsOut, nil},
 		{"an inbound run", runRules("pass in quick proto tcp", false, 9) + "block in all\n", 3 | runsIn, nil},
 		{"an IPv6 run: looked up whole", hpStatelessRules + runRules6("block in", 10), 2, nil},
 		{"a run on an interface: matched whole", runRules("block in on lo", true, 10), 2, nil},
