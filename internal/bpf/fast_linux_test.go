@@ -21,8 +21,10 @@ import (
 // but their compact match and pass or block [quick], at most fastMax of
 // them, in a slot that needs nothing else, with nothing logged.
 func TestFastLists(t *testing.T) {
-	if got := headerDefines(t)["FAST_MAX"]; got != fastMax {
-		t.Fatalf("FAST_MAX %d, fastMax %d", got, fastMax)
+	defs := headerDefines(t)
+	if defs["FAST_MAX"] != fastMax || defs["FAST_RUNS_IN"] != fastRunsIn || defs["FAST_RUNS_OUT"] != fastRunsOut {
+		t.Fatalf("FAST_MAX %d, FAST_RUNS_IN %d, FAST_RUNS_OUT %d; want %d, %d, %d", defs["FAST_MAX"],
+			defs["FAST_RUNS_IN"], defs["FAST_RUNS_OUT"], fastMax, fastRunsIn, fastRunsOut)
 	}
 	h := newHarness(t)
 	many := func(dir string, n int) string {
@@ -48,9 +50,9 @@ func TestFastLists(t *testing.T) {
 		{"an interface: matched whole", "pass in on lo all\npass out all\n", 2, nil},
 		{"an IPv6 address: matched whole", "pass out from 2001:db8::/32 to any\n", 1, nil},
 		{"a blocklist: IPv4 runs both ways", hpStatelessRules + runRules("block in", true, 12) + runRules("block out", false, 12),
-			3 | runsIn | runsOut, nil},
-		{"the bench's sluice-nomatch-10000", config.IPFNoMatch(10000), 3 | runsIn | runsOut, nil},
-		{"an inbound run", runRules("pass in quick proto tcp", false, 9) + "block in all\n", 3 | runsIn, nil},
+			3 | fastRunsIn | fastRunsOut, nil},
+		{"the bench's sluice-nomatch-10000", config.IPFNoMatch(10000), 3 | fastRunsIn | fastRunsOut, nil},
+		{"an inbound run", runRules("pass in quick proto tcp", false, 9) + "block in all\n", 3 | fastRunsIn, nil},
 		{"an IPv6 run: looked up whole", hpStatelessRules + runRules6("block in", 10), 2, nil},
 		{"a run on an interface: matched whole", runRules("block in on lo", true, 10), 2, nil},
 		{"a group: not compact", "block in all head 10\npass in proto tcp all group 10\n", 2, nil},
@@ -76,8 +78,11 @@ func TestFastLists(t *testing.T) {
 			h.t = t
 			h.load(tc.rules)
 			s := currentSpec(t, h.d)
-			if got := s.fast | fastRuns(s)<<2; got != tc.want {
-				t.Errorf("constant lists (and runs<<2) %#b, want %#b (in %d, out %d rules)", got, tc.want, s.nfastIn, s.nfastOut)
+			if s.fast != tc.want {
+				t.Errorf("constant lists %#b, want %#b (in %d, out %d rules)", s.fast, tc.want, s.nfastIn, s.nfastOut)
+			}
+			if got := fastRuns(s) * fastRunsIn; got != s.fast&(fastRunsIn|fastRunsOut) {
+				t.Errorf("lists with runs %#b, marked %#b", got, s.fast&(fastRunsIn|fastRunsOut))
 			}
 			if h.d.progKey != s.key() {
 				t.Errorf("attached program %#x, want %#x", h.d.progKey, s.key())
@@ -165,13 +170,6 @@ func randomFastRules(r *rand.Rand) string {
 	}
 	return b.String()
 }
-
-// runsIn and runsOut are TestFastLists' marks of a direction whose
-// constant list holds an IPv4 run (fastRuns << 2).
-const (
-	runsIn  = 4
-	runsOut = 8
-)
 
 // fastRuns says which of s's constant lists hold an IPv4 run (CM_RUN4):
 // bit 0 inbound, bit 1 outbound.
@@ -488,7 +486,7 @@ func TestFastPathDifferential(t *testing.T) {
 		if s.fast&3 != 3 || h.d.progKey != s.key() {
 			t.Fatalf("seed %d set %d: constant lists %#b (program %#x, want %#x), want both\n%s", seed, n, s.fast, h.d.progKey, s.key(), text)
 		}
-		if fr != nil && fastRuns(s)&(1<<b2u32(fr.out)) == 0 {
+		if fr != nil && s.fast&(fastRunsIn<<b2u32(fr.out)) == 0 {
 			t.Fatalf("seed %d set %d: constant lists %#b, want the run's direction's run bit\n%s", seed, n, s.fast, text)
 		}
 		ps := s.withoutFast()

@@ -98,6 +98,15 @@ type progSpec struct {
 // fastMax is how many entries a constant list holds (FAST_MAX).
 const fastMax = 16
 
+// fastRunsIn and fastRunsOut are the bits of progSpec.fast beside the
+// directions' (FAST_RUNS_IN/_OUT): that direction's constant list holds
+// an IPv4 run, whose bits in the runs bitmap the fast path reads before
+// the scan (lib/fast.h; a list without one has no such code).
+const (
+	fastRunsIn  = 4
+	fastRunsOut = 8
+)
+
 // featAll are the FEAT_* bits a program may be specialised without.
 const featAll = featAcctIn | featAcctOut | featClock | featRoute | featLimits | featLog | featRet | featPool | featExpr | featFrags
 
@@ -252,11 +261,12 @@ func fastLists(s progSpec, hot func(key uint32) (filterHotlist, error)) progSpec
 			continue
 		}
 		var out [fastMax]filterHot
-		ok := true
+		ok, runs := true, false
 		for i := 0; i < n && ok; i++ {
 			e := &hl.R[i]
 			cmd := e.Action & ruleset.FRCmdMask
 			run := e.M.Flags&cmRun != 0
+			runs = runs || run
 			ok = e.M.Flags&cmFull == 0 && (!run || e.M.Flags&cmRun4 != 0) && e.Action&^fastAction == 0 &&
 				(cmd == ruleset.FRPass || cmd == ruleset.FRBlock)
 			out[i].M = e.M
@@ -266,6 +276,9 @@ func fastLists(s progSpec, hot func(key uint32) (filterHotlist, error)) progSpec
 			continue
 		}
 		s.fast |= 1 << dir
+		if runs {
+			s.fast |= fastRunsIn << dir
+		}
 		if l == listIn {
 			s.nfastIn, s.fastIn = uint32(n), out
 		} else {

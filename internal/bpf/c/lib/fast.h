@@ -24,7 +24,9 @@
 
 /* k_fast: bit 0 the inbound list is in k_fast_in, bit 1 the outbound one
  * in k_fast_out (0: no fast path; the code below is removed). A direction
- * without a main list has its bit set and no rule. */
+ * without a main list has its bit set and no rule. Bits 2 and 3
+ * (FAST_RUNS_IN, FAST_RUNS_OUT): that direction's list holds a run, whose
+ * bits are read before the scan (without one, the code is removed). */
 volatile const __u32 k_fast = 0;
 volatile const __u32 k_nfast_in = 0;
 volatile const __u32 k_nfast_out = 0;
@@ -103,11 +105,15 @@ static __always_inline int fast_parse(struct __sk_buff *skb, struct fastpkt *f)
 }
 
 /* fast_cm is cm_ok for a rule of a constant list and a clean packet (TCP
- * or UDP: PF_TCPUDP and PF_PORTS set, never short). */
-static __always_inline int fast_cm(const volatile struct hot *h, const struct fastpkt *f, int fam, __u32 out)
+ * or UDP: PF_TCPUDP and PF_PORTS set, never short), of a run's entry when
+ * run is set (fast_runs_absent), else of any other (a run's fails: the
+ * scan passes it over, on the one load of the flags). */
+static __always_inline int fast_cm(const volatile struct hot *h, const struct fastpkt *f, int fam, __u32 out, int run)
 {
 	__u32 fl = h->m.flags;
 
+	if (!(fl & CM_RUN) != !run)
+		return 0;
 	if (fl & CM_NEVER)
 		return 0;
 	if (!(fl & CM_OUT) != !out)
@@ -173,7 +179,7 @@ static __always_inline int fast_runs_absent(struct fastpkt *f, int fam, __u32 ou
 		if (i >= n)
 			break;
 		/* CM_RUN4: fastLists takes no other run */
-		if (!(h->m.flags & CM_RUN) || !fast_cm(h, f, fam, out))
+		if (!fast_cm(h, f, fam, out, 1))
 			continue;
 		if (!fast_run_absent(h, f))
 			return 0;
@@ -194,7 +200,7 @@ static __always_inline __u64 fast_scan(struct fastpkt *f, int fam, __u32 out, __
 	struct hot_count *hc = NULL;
 	int looked = 0;
 
-	if (!fast_runs_absent(f, fam, out))
+	if ((k_fast & (out ? FAST_RUNS_OUT : FAST_RUNS_IN)) && !fast_runs_absent(f, fam, out))
 		return 0;
 #pragma clang loop unroll(full)
 	for (int i = 0; i < FAST_MAX; i++) {
@@ -203,7 +209,7 @@ static __always_inline __u64 fast_scan(struct fastpkt *f, int fam, __u32 out, __
 		if (i >= n)
 			break;
 		/* a run has no rule for the packet (fast_runs_absent) */
-		if ((h->m.flags & CM_RUN) || !fast_cm(h, f, fam, out))
+		if (!fast_cm(h, f, fam, out, 0))
 			continue;
 		if (!looked) {
 			hc = bpf_map_lookup_elem(&hot_counts, &hk);
