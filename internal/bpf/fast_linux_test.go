@@ -3,11 +3,13 @@ package bpf
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
 
+	"sluice/internal/bench/config"
 	"sluice/internal/engine"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
@@ -19,8 +21,10 @@ import (
 // but their compact match and pass or block [quick], at most fastMax of
 // them, in a slot that needs nothing else, with nothing logged.
 func TestFastLists(t *testing.T) {
-	if got := headerDefines(t)["FAST_MAX"]; got != fastMax {
-		t.Fatalf("FAST_MAX %d, fastMax %d", got, fastMax)
+	defs := headerDefines(t)
+	if defs["FAST_MAX"] != fastMax || defs["FAST_RUNS_IN"] != fastRunsIn || defs["FAST_RUNS_OUT"] != fastRunsOut {
+		t.Fatalf("FAST_MAX %d, FAST_RUNS_IN %d, FAST_RUNS_OUT %d; want %d, %d, %d", defs["FAST_MAX"],
+			defs["FAST_RUNS_IN"], defs["FAST_RUNS_OUT"], fastMax, fastRunsIn, fastRunsOut)
 	}
 	h := newHarness(t)
 	many := func(dir string, n int) string {
@@ -45,6 +49,12 @@ func TestFastLists(t *testing.T) {
 		{"one rule over fastMax", many("in", fastMax+1), 2, nil},
 		{"an interface: matched whole", "pass in on lo all\npass out all\n", 2, nil},
 		{"an IPv6 address: matched whole", "pass out from 2001:db8::/32 to any\n", 1, nil},
+		{"a blocklist: IPv4 runs both ways", hpStatelessRules + runRules("block in", true, 12) + runRules("block out", false, 12),
+			3 | fastRunsIn | fastRunsOut, nil},
+		{"the bench's sluice-nomatch-10000", config.IPFNoMatch(10000), 3 | fastRunsIn | fastRunsOut, nil},
+		{"an inbound run", runRules("pass in quick proto tcp", false, 9) + "block in all\n", 3 | fastRunsIn, nil},
+		{"an IPv6 run: looked up whole", hpStatelessRules + runRules6("block in", 10), 2, nil},
+		{"a run on an interface: matched whole", runRules("block in on lo", true, 10), 2, nil},
 		{"a group: not compact", "block in all head 10\npass in proto tcp all group 10\n", 2, nil},
 		{"auth", "auth in proto tcp all\n", 2, nil},
 		{"skip", "skip 1 in proto tcp all\npass in all\n", 2, nil},
@@ -70,6 +80,9 @@ func TestFastLists(t *testing.T) {
 			s := currentSpec(t, h.d)
 			if s.fast != tc.want {
 				t.Errorf("constant lists %#b, want %#b (in %d, out %d rules)", s.fast, tc.want, s.nfastIn, s.nfastOut)
+			}
+			if got := fastRuns(s) * fastRunsIn; got != s.fast&(fastRunsIn|fastRunsOut) {
+				t.Errorf("lists with runs %#b, marked %#b", got, s.fast&(fastRunsIn|fastRunsOut))
 			}
 			if h.d.progKey != s.key() {
 				t.Errorf("attached program %#x, want %#x", h.d.progKey, s.key())
@@ -156,6 +169,176 @@ func randomFastRules(r *rand.Rand) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// fastRuns says which of s's constant lists hold an IPv4 run (CM_RUN4):
+// bit 0 inbound, bit 1 outbound.
+func fastRuns(s progSpec) uint32 {
+	var r uint32
+	for dir, l := range [][fastMax]filterHot{s.fastIn, s.fastOut} {
+		n := []uint32{s.nfastIn, s.nfastOut}[dir]
+		for i := uint32(0); i < n; i++ {
+			if l[i].M.Flags&cmRun4 != 0 {
+				r |= 1 << dir
+			}
+		}
+	}
+	return r
+}
+
+// runRules is a run of n rules "head from A to any" (src) or "head from
+// any to A", A consecutive hosts of 10.9.0.0/16.
+func runRules(head string, src bool, n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		if src {
+			fmt.Fprintf(&b, "%s from 10.9.%d.%d to any\n", head, i/200, 1+i%200)
+		} else {
+			fmt.Fprintf(&b, "%s from any to 10.9.%d.%d\n", head, i/200, 1+i%200)
+		}
+	}
+	return b.String()
+}
+
+// runRules6 is runRules of IPv6 source hosts.
+func runRules6(head string, n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "%s from 2001:db8:9::%x to any\n", head, i+1)
+	}
+	return b.String()
+}
+
+// fastRun is an IPv4 run among a constant list's rules (TestFastPathDifferential):
+// its direction, the address it tests, its prefix and its rules' addresses.
+type fastRun struct {
+	out, src bool
+	bits     int
+	members  map[netip.Prefix]bool
+}
+
+// withFastRun puts a run of 8 to 24 rules (source or destination, host or
+// /24, in or out, quick or not, pass or block, TCP or any protocol) among
+// the lines of text, at a random place.
+func withFastRun(r *rand.Rand, text string) (string, *fastRun) {
+	fr := &fastRun{out: r.IntN(2) == 0, src: r.IntN(2) == 0, bits: pick(r, []int{32, 32, 24}), members: map[netip.Prefix]bool{}}
+	head := pick(r, []string{"block", "pass"}) + map[bool]string{false: " in", true: " out"}[fr.out]
+	if r.IntN(3) == 0 {
+		head += " quick"
+	}
+	head += pick(r, []string{"", " proto tcp"})
+	var b strings.Builder
+	for i := 8 + r.IntN(17); i > 0; i-- {
+		a := netip.AddrFrom4([4]byte{10, byte(9 + r.IntN(2)), byte(r.IntN(4)), byte(1 + r.IntN(250))})
+		if r.IntN(4) == 0 {
+			a = netip.MustParseAddr(pick(r, randAddr4))
+		}
+		p := netip.PrefixFrom(a, fr.bits).Masked()
+		if fr.members[p] {
+			continue
+		}
+		fr.members[p] = true
+		if fr.src {
+			fmt.Fprintf(&b, "%s from %s to any\n", head, p)
+		} else {
+			fmt.Fprintf(&b, "%s from any to %s\n", head, p)
+		}
+	}
+	lines := strings.SplitAfter(text, "\n")
+	at := r.IntN(len(lines))
+	return strings.Join(lines[:at], "") + b.String() + strings.Join(lines[at:], ""), fr
+}
+
+// The kinds of packet fastRun.packets makes: one the run has a rule for
+// (its bit in the bitmap is set), one it has none for and whose bit is
+// clear (the fast path decides it), and one it has none for whose bit is
+// set all the same (a false positive: the pipeline decides it).
+const (
+	runOther = iota
+	runHit
+	runMiss
+	runFalse
+)
+
+// packets makes TCP packets that pass the run's compact match (its
+// direction, TCP): three of its rules' addresses, three addresses whose
+// bit in the slot's bitmap is clear and two in no rule whose bit is set.
+// The run's place (its first rule), mask and the bitmap's shift are read
+// from the slot's hot list, the bitmap is im's.
+func (fr *fastRun) packets(t *testing.T, d *Datapath, im *Image, r *rand.Rand) ([]flowPkt, []int) {
+	t.Helper()
+	var hl filterHotlist
+	if err := d.objs.Hotlists.Lookup(d.slotOf(Active)*listGroup0+map[bool]uint32{false: listIn, true: listOut}[fr.out], &hl); err != nil {
+		t.Fatal(err)
+	}
+	var e *filterCmatch
+	var pos uint32
+	for i := 0; i < int(hl.N) && i < len(hl.R); i++ {
+		if hl.R[i].M.Flags&cmRun4 != 0 {
+			e, pos = &hl.R[i].M, hl.R[i].Pos
+		}
+	}
+	if e == nil {
+		t.Fatalf("no IPv4 run in the hot list: %+v", hl)
+	}
+	mask, shift := e.Dmask, e.Dst
+	if fr.src {
+		mask, shift = e.Smask, e.Src
+	}
+	words := im.runBitmap()
+	if shift == 0 || shift != im.runShift || len(words) == 0 {
+		t.Fatalf("run shift %d, image %d (%d words)", shift, im.runShift, len(words))
+	}
+	bitSet := func(a netip.Addr) bool {
+		b := a.As4()
+		h := runHash(pos, nativeWord(b[:])&mask) >> shift
+		return words[h>>6]&(1<<(h&63)) != 0
+	}
+	pkt := func(a netip.Addr) flowPkt {
+		peer := netip.MustParseAddr("10.1.0.1")
+		p := flowPkt{proto: 6, flags: pick(r, []uint8{0x02, 0x10, 0x12}), sp: 40000, dp: pick(r, randPorts), out: fr.out,
+			seq: r.Uint32(), src: peer, dst: a}
+		if fr.src {
+			p.src, p.dst = a, peer
+		}
+		return p
+	}
+	var pkts []flowPkt
+	var kinds []int
+	var list []netip.Prefix
+	for p := range fr.members {
+		list = append(list, p)
+	}
+	for i := 0; i < 3; i++ {
+		p := list[r.IntN(len(list))]
+		a := p.Addr()
+		if p.Bits() < 32 {
+			a = netip.AddrFrom4([4]byte{a.As4()[0], a.As4()[1], a.As4()[2], byte(1 + r.IntN(254))})
+		}
+		if !bitSet(a) {
+			t.Fatalf("%s (a rule's address) has no bit in the bitmap", a)
+		}
+		pkts, kinds = append(pkts, pkt(a)), append(kinds, runHit)
+	}
+	misses, falses := 0, 0
+	for tries := 0; (misses < 3 || falses < 2) && tries < 1<<16; tries++ {
+		a := netip.AddrFrom4([4]byte{10, byte(9 + r.IntN(2)), byte(r.IntN(256)), byte(r.IntN(256))})
+		if fr.members[netip.PrefixFrom(a, fr.bits).Masked()] || a.String() == "10.1.0.1" {
+			continue
+		}
+		switch set := bitSet(a); {
+		case set && falses < 2:
+			falses++
+			pkts, kinds = append(pkts, pkt(a)), append(kinds, runFalse)
+		case !set && misses < 3:
+			misses++
+			pkts, kinds = append(pkts, pkt(a)), append(kinds, runMiss)
+		}
+	}
+	if falses < 2 || misses < 3 {
+		t.Fatalf("found %d false positives and %d misses", falses, misses)
+	}
+	return pkts, kinds
 }
 
 // scratchProbe tells whether the pipeline ran: it clears and fills the
@@ -252,6 +435,15 @@ func (a fastSnapshot) diff(b fastSnapshot) string {
 // too). A packet the fast path decides leaves the scratch area untouched
 // (the pipeline clears and fills it): the test counts those and fails
 // unless both paths were taken, in both directions.
+//
+// Every other set has an IPv4 run among its rules (withFastRun): then
+// packets of its rules' addresses, of addresses whose bit in the runs
+// bitmap is clear and of addresses whose bit is set by another's (false
+// positives) are sent too. A miss must be decided by the fast path (the
+// test fails if lists with runs are not constant, or if the bitmap is not
+// trusted); hits and false positives are left to the pipeline unless a
+// quick rule before the run decided them, and the test fails unless some
+// of each were.
 func TestFastPathDifferential(t *testing.T) {
 	h := newHarness(t)
 	seed := diffSeed(t, 7)
@@ -263,11 +455,17 @@ func TestFastPathDifferential(t *testing.T) {
 	clearScratch, scratchUsed := scratchProbe(t, h.d)
 	full := map[uint64]progPair{}
 	var taken [2]int
-	fell := 0
+	fell, runSets := 0, 0
+	var piped [runFalse + 1]int
 	for n := 0; n < sets; n++ {
 		text := hpStatelessRules
 		if n > 0 {
 			text = randomFastRules(rng)
+		}
+		var fr *fastRun
+		if n%2 == 1 {
+			text, fr = withFastRun(rng, text)
+			runSets++
 		}
 		rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
 		if err != nil {
@@ -285,8 +483,11 @@ func TestFastPathDifferential(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := currentSpec(t, h.d)
-		if s.fast != 3 || h.d.progKey != s.key() {
+		if s.fast&3 != 3 || h.d.progKey != s.key() {
 			t.Fatalf("seed %d set %d: constant lists %#b (program %#x, want %#x), want both\n%s", seed, n, s.fast, h.d.progKey, s.key(), text)
+		}
+		if fr != nil && s.fast&(fastRunsIn<<b2u32(fr.out)) == 0 {
+			t.Fatalf("seed %d set %d: constant lists %#b, want the run's direction's run bit\n%s", seed, n, s.fast, text)
 		}
 		ps := s.withoutFast()
 		pipeline, ok := full[ps.key()]
@@ -300,6 +501,11 @@ func TestFastPathDifferential(t *testing.T) {
 		var pkts []flowPkt
 		for i := 0; i < 40; i++ {
 			pkts = append(pkts, gen.next())
+		}
+		kinds := make([]int, len(pkts))
+		if fr != nil {
+			rp, rk := fr.packets(t, h.d, im, rng)
+			pkts, kinds = append(pkts, rp...), append(kinds, rk...)
 		}
 		eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
 		eng.Sets().Store(0, set)
@@ -326,10 +532,15 @@ func TestFastPathDifferential(t *testing.T) {
 				if !withEngine {
 					continue
 				}
-				if scratchUsed() {
+				used := scratchUsed()
+				if used {
 					fell++
+					piped[kinds[i]]++
 				} else {
 					taken[b2u32(fp.out)]++
+				}
+				if kinds[i] == runMiss && used {
+					t.Errorf("seed %d set %d packet %d (%s): no rule of the run, its bit clear, left to the pipeline\n%s", seed, n, i+1, fp, text)
 				}
 				var p engine.Packet
 				p.Load(append([]byte(nil), frame[14:]...), "eth0", fp.out, 0)
@@ -356,8 +567,12 @@ func TestFastPathDifferential(t *testing.T) {
 			t.Errorf("seed %d set %d: counted differently (constant lists, pipeline):\n%s\nrules:\n%s", seed, n, d, text)
 		}
 	}
-	t.Logf("seed %d: %d sets, %d/%d packets in/out decided by the constant lists, %d by the pipeline", seed, sets, taken[0], taken[1], fell)
+	t.Logf("seed %d: %d sets (%d with a run), %d/%d packets in/out decided by the constant lists, %d by the pipeline "+
+		"(%d run hits, %d false positives)", seed, sets, runSets, taken[0], taken[1], fell, piped[runHit], piped[runFalse])
 	if taken[0] == 0 || taken[1] == 0 || fell == 0 {
 		t.Errorf("the paths taken: %d/%d packets in/out by the constant lists, %d by the pipeline: want each", taken[0], taken[1], fell)
+	}
+	if piped[runHit] == 0 || piped[runFalse] == 0 {
+		t.Errorf("%d run hits and %d false positives left to the pipeline: want some of each", piped[runHit], piped[runFalse])
 	}
 }

@@ -139,11 +139,14 @@ func runBitsSet(r *rand.Rand, n int) (in, out []netip.Addr, text string) {
 }
 
 // TestPrivilegedRunBits checks the runs bitmap in the kernel, in a compact
-// list (scan_hot) and in a list the scan walks (sl_cm_next): every address
-// of every run is blocked (no false negative: the program's hash is
-// runHash), addresses in no run pass (a false positive is decided by the
-// hash), and with the slot's bitmap cleared every run's address passes —
-// the program reads the bitmap and trusts a clear bit.
+// list as constants of the program (fast_scan), the same list read from
+// its map (scan_hot, the program without constant lists) and in a list the
+// scan walks (sl_cm_next): every address of every run is blocked (no false
+// negative: the program's hash is runHash), addresses in no run pass (a
+// false positive is decided by the hash), and with the slot's bitmap
+// cleared every run's address passes — the program reads the bitmap and
+// trusts a clear bit; on the constant lists it decides them itself (the
+// scratch area untouched).
 func TestPrivilegedRunBits(t *testing.T) {
 	h := newHarness(t)
 	r := rand.New(rand.NewPCG(3, 4))
@@ -161,21 +164,36 @@ func TestPrivilegedRunBits(t *testing.T) {
 		fmt.Fprintf(&tail, "pass in proto udp from any to any port = %d\npass out proto udp from any to any port = %d\n", p, p)
 	}
 	peer := "10.1.0.1"
+	clearScratch, scratchUsed := scratchProbe(t, h.d)
+	var progs progPair
+	piped := 0
 	blocked := func(out bool, a netip.Addr) bool {
 		p := tcp4(a.String(), peer, 40000, 80, ackF)
+		prog := progs.in
 		if out {
 			p = tcp4(peer, a.String(), 80, 40000, ackF)
+			prog = progs.out
 		}
-		ret, _ := h.run(out, p.build())
+		frame := p.build()
+		clearScratch()
+		ret, err := prog.Run(&ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if scratchUsed() {
+			piped++
+		}
 		return verdictName(ret) == "block"
 	}
 	for _, c := range []struct {
-		name string
-		text string
-		hot  bool
+		name     string
+		text     string
+		hot      bool
+		constant bool // the program made for the set: its lists as constants
 	}{
-		{"compact list", text, true},
-		{"scanned list", text + tail.String(), false},
+		{"compact list, constant", text, true, true},
+		{"compact list, pipeline", text, true, false},
+		{"scanned list", text + tail.String(), false, false},
 	} {
 		im := compileText(t, c.text)
 		if im.runShift == 0 {
@@ -185,6 +203,14 @@ func TestPrivilegedRunBits(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		slot := h.d.slotOf(Active)
+		s := currentSpec(t, h.d)
+		if got, want := s.fast, map[bool]uint32{false: 0, true: 3 | fastRunsIn | fastRunsOut}[c.hot]; got != want {
+			t.Fatalf("%s: constant lists %#b, want %#b", c.name, got, want)
+		}
+		progs = progPair{h.d.objs.SluiceIngress, h.d.objs.SluiceEgress}
+		if c.hot && !c.constant {
+			progs = progsFor(t, h.d, s.withoutFast())
+		}
 		for _, l := range []uint32{listIn, listOut} {
 			var hl filterHotlist
 			if err := h.d.objs.Hotlists.Lookup(slot*listGroup0+l, &hl); err != nil {
@@ -228,9 +254,14 @@ func TestPrivilegedRunBits(t *testing.T) {
 			t.Errorf("%s: %d addresses in no run were blocked", c.name, wrong)
 		}
 		clearRunBits(t, h.d, slot)
+		piped = 0
 		if n := missed(); n != len(in)+len(out) {
 			t.Errorf("%s: with the bitmap cleared %d of the runs' %d addresses were still blocked: the bitmap was not consulted",
 				c.name, len(in)+len(out)-n, len(in)+len(out))
+		}
+		if c.constant && piped > 0 {
+			t.Errorf("%s: with the bitmap cleared %d of the runs' %d addresses went to the pipeline, want none",
+				c.name, piped, len(in)+len(out))
 		}
 	}
 }

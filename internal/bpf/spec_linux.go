@@ -98,6 +98,15 @@ type progSpec struct {
 // fastMax is how many entries a constant list holds (FAST_MAX).
 const fastMax = 16
 
+// fastRunsIn and fastRunsOut are the bits of progSpec.fast beside the
+// directions' (FAST_RUNS_IN/_OUT): that direction's constant list holds
+// an IPv4 run, whose bits in the runs bitmap the fast path reads before
+// the scan (lib/fast.h; a list without one has no such code).
+const (
+	fastRunsIn  = 4
+	fastRunsOut = 8
+)
+
 // featAll are the FEAT_* bits a program may be specialised without.
 const featAll = featAcctIn | featAcctOut | featClock | featRoute | featLimits | featLog | featRet | featPool | featExpr | featFrags
 
@@ -223,9 +232,16 @@ const fastFeat = featAll
 // without log or return-*), every interface has a link-layer header, the
 // slot uses no feature of fastFeat, and the direction's main list is
 // empty or compact with at most fastMax entries, each a compact match
-// (no CM_FULL, no run) and an action of fastAction. hot reads the hot list
-// of a key (the hotlists map); the lists of a direction that cannot be
-// constant leave it to the pipeline.
+// (no CM_FULL; a run only as CM_RUN4, an IPv4 run with the slot's bitmap's
+// shift) and an action of fastAction. A packet that may match a rule of a
+// run (its bit in the bitmap is set) leaves the fast path for the
+// pipeline, so a run's rules need not be simple beyond that; the lists
+// hold their entries as compact matches, which name neither the run's
+// addresses nor its bitmap, and the bitmap is written with the slot's
+// other maps while the slot is spare (writeRuns), so a program made for
+// the slot reads the bitmap its lists were written with. hot reads the
+// hot list of a key (the hotlists map); the lists of a direction that
+// cannot be constant leave it to the pipeline.
 func fastLists(s progSpec, hot func(key uint32) (filterHotlist, error)) progSpec {
 	if !s.cfg || s.mode != kmConfig || s.anyl3 || s.logflags != 0 ||
 		s.defpass&(ruleset.FRLog|ruleset.FRRetMask) != 0 || s.sfeat&fastFeat != 0 {
@@ -245,11 +261,13 @@ func fastLists(s progSpec, hot func(key uint32) (filterHotlist, error)) progSpec
 			continue
 		}
 		var out [fastMax]filterHot
-		ok := true
+		ok, runs := true, false
 		for i := 0; i < n && ok; i++ {
 			e := &hl.R[i]
 			cmd := e.Action & ruleset.FRCmdMask
-			ok = e.M.Flags&(cmFull|cmRun) == 0 && e.Action&^fastAction == 0 &&
+			run := e.M.Flags&cmRun != 0
+			runs = runs || run
+			ok = e.M.Flags&cmFull == 0 && (!run || e.M.Flags&cmRun4 != 0) && e.Action&^fastAction == 0 &&
 				(cmd == ruleset.FRPass || cmd == ruleset.FRBlock)
 			out[i].M = e.M
 			out[i].Pos, out[i].Action, out[i].Skip = e.Pos, e.Action, e.Skip
@@ -258,6 +276,9 @@ func fastLists(s progSpec, hot func(key uint32) (filterHotlist, error)) progSpec
 			continue
 		}
 		s.fast |= 1 << dir
+		if runs {
+			s.fast |= fastRunsIn << dir
+		}
 		if l == listIn {
 			s.nfastIn, s.fastIn = uint32(n), out
 		} else {

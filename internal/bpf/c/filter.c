@@ -154,12 +154,14 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	if (k_cfg && (k_fast & (out ? 2 : 1))) {
 		/* the slot's list is a constant of the program (lib/fast.h):
 		 * a clean packet, with no state to look up, is decided and
-		 * counted here as the whole pipeline would */
+		 * counted here as the whole pipeline would (unless a run of
+		 * the list may hold a rule for it) */
 		struct fastpkt f = {};
+		__u64 v;
 
 		fam = nst == 0 ? fast_parse(skb, &f) : 0;
-		if (fam)
-			return idle_verdict(stats_get(), d, fam, fast_scan(&f, fam, out, k_defpass));
+		if (fam && (v = fast_scan(&f, fam, out, k_defpass)))
+			return idle_verdict(stats_get(), d, fam, (__u32)v);
 	}
 	if (k_cfg) {
 		/* a program specialised for the active slot and the config

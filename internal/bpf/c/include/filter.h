@@ -551,6 +551,10 @@ struct cmatch {
 /* a compact list a program made for its slot may carry as constants
  * (lib/fast.h; spec_linux.go fastMax) */
 #define FAST_MAX 16
+/* k_fast's bits beside the directions': that direction's constant list
+ * holds an IPv4 run (lib/fast.h; spec_linux.go fastRunsIn) */
+#define FAST_RUNS_IN 4
+#define FAST_RUNS_OUT 8
 
 struct hot {
 	struct cmatch m;

@@ -11,11 +11,22 @@
  * rules make, and a clean packet is decided from registers and the stack —
  * no scratch area, no scan call, no hot list read. Anything else (a packet
  * the fast parse does not take, state that may exist) goes the whole way.
+ *
+ * A list may hold IPv4 runs (a blocklist's consecutive address rules, one
+ * CM_RUN4 entry each, ld4): a packet that passes a run's compact match
+ * reads its address's bit in the slot's runs bitmap (run_absent, as
+ * sl_hot_run_may does). A clear bit says no rule of the run matches, and
+ * the scan passes the run over; a set bit (a hit, or one of the bitmap's
+ * false positives) leaves the packet to the pipeline, which decides it
+ * from the start: the bits are read before the scan, so nothing has been
+ * written by then.
  */
 
 /* k_fast: bit 0 the inbound list is in k_fast_in, bit 1 the outbound one
  * in k_fast_out (0: no fast path; the code below is removed). A direction
- * without a main list has its bit set and no rule. */
+ * without a main list has its bit set and no rule. Bits 2 and 3
+ * (FAST_RUNS_IN, FAST_RUNS_OUT): that direction's list holds a run, whose
+ * bits are read before the scan (without one, the code is removed). */
 volatile const __u32 k_fast = 0;
 volatile const __u32 k_nfast_in = 0;
 volatile const __u32 k_nfast_out = 0;
@@ -31,6 +42,9 @@ struct fastpkt {
 	__u16 dport;
 	__u8 proto;
 	__u8 tcpf;
+	/* the runs bitmap's word a run looks up (fast_run_absent): a key
+	 * in the struct's padding, as filter()'s frame has no room */
+	__u32 wi;
 };
 
 /* fast_parse takes what parse_fast takes (IPv4 without options, not a
@@ -91,11 +105,15 @@ static __always_inline int fast_parse(struct __sk_buff *skb, struct fastpkt *f)
 }
 
 /* fast_cm is cm_ok for a rule of a constant list and a clean packet (TCP
- * or UDP: PF_TCPUDP and PF_PORTS set, never short). */
-static __always_inline int fast_cm(const volatile struct hot *h, const struct fastpkt *f, int fam, __u32 out)
+ * or UDP: PF_TCPUDP and PF_PORTS set, never short), of a run's entry when
+ * run is set (fast_runs_absent), else of any other (a run's fails: the
+ * scan passes it over, on the one load of the flags). */
+static __always_inline int fast_cm(const volatile struct hot *h, const struct fastpkt *f, int fam, __u32 out, int run)
 {
 	__u32 fl = h->m.flags;
 
+	if (!(fl & CM_RUN) != !run)
+		return 0;
 	if (fl & CM_NEVER)
 		return 0;
 	if (!(fl & CM_OUT) != !out)
@@ -118,15 +136,41 @@ static __always_inline int fast_cm(const volatile struct hot *h, const struct fa
 	return 1;
 }
 
-/* fast_scan is scan_hot over a constant list: the last matching rule's
- * action unless one is quick, each matching rule counted in hot_counts as
- * the scan counts it. Returns the pass. */
-static __always_inline __u32 fast_scan(const struct fastpkt *f, int fam, __u32 out, __u32 pass)
+/* fast_run_absent says the IPv4 run of entry h (CM_RUN4, whose compact
+ * match the packet passed) has no rule for the packet: its address,
+ * masked as the run's rules mask it, has a clear bit in the slot's runs
+ * bitmap (run_absent; the shift rides in the address word the run leaves
+ * free). The slot's key is k_slot itself, in .rodata, and the word's is
+ * in f: filter()'s frame is at the edge of what the call chain below it
+ * may add. */
+static __always_inline int fast_run_absent(const volatile struct hot *h, struct fastpkt *f)
 {
-	__u32 hk = k_slot * LIST_GROUP0 + (out ? LIST_OUT : LIST_IN);
+	int src = h->m.flags & CM_RUNSRC;
+	__u32 shift = src ? h->m.src : h->m.dst;
+	__u64 *word, x;
+	void *bits;
+
+	if (shift == 0 || shift > 63)
+		return 0;
+	bits = bpf_map_lookup_elem(&run_bits, (const void *)&k_slot);
+	if (!bits)
+		return 0;
+	x = run_hash(h->pos, src ? (f->src & h->m.smask) : (f->dst & h->m.dmask)) >> shift;
+	f->wi = x >> 6;
+	word = bpf_map_lookup_elem(bits, &f->wi);
+	return word && !(*word & (1ULL << (x & 63)));
+}
+
+/* fast_runs_absent says that no run of the constant list has a rule for
+ * the packet: each run whose compact match it passes has a clear bit for
+ * it (fast_run_absent). Read before the scan, so that the scan counts as
+ * it goes and the verifier sees one path through it, not one a set of
+ * matched rules (a packet that a quick rule before a run decides reads
+ * the run's bit all the same: for a blocklist, whose runs come first,
+ * that is no difference). */
+static __always_inline int fast_runs_absent(struct fastpkt *f, int fam, __u32 out)
+{
 	__u32 n = out ? k_nfast_out : k_nfast_in;
-	struct hot_count *hc = NULL;
-	int looked = 0;
 
 #pragma clang loop unroll(full)
 	for (int i = 0; i < FAST_MAX; i++) {
@@ -134,7 +178,38 @@ static __always_inline __u32 fast_scan(const struct fastpkt *f, int fam, __u32 o
 
 		if (i >= n)
 			break;
-		if (!fast_cm(h, f, fam, out))
+		/* CM_RUN4: fastLists takes no other run */
+		if (!fast_cm(h, f, fam, out, 1))
+			continue;
+		if (!fast_run_absent(h, f))
+			return 0;
+	}
+	return 1;
+}
+
+/* fast_scan is scan_hot over a constant list: the last matching rule's
+ * action unless one is quick, each matching rule counted in hot_counts as
+ * the scan counts it. It returns FAST_DECIDED | the pass, or 0, with
+ * nothing written, when a run may hold a rule for the packet (a hit or a
+ * false positive of the runs bitmap): the pipeline decides it. */
+#define FAST_DECIDED (1ULL << 32)
+static __always_inline __u64 fast_scan(struct fastpkt *f, int fam, __u32 out, __u32 pass)
+{
+	__u32 hk = k_slot * LIST_GROUP0 + (out ? LIST_OUT : LIST_IN);
+	__u32 n = out ? k_nfast_out : k_nfast_in;
+	struct hot_count *hc = NULL;
+	int looked = 0;
+
+	if ((k_fast & (out ? FAST_RUNS_OUT : FAST_RUNS_IN)) && !fast_runs_absent(f, fam, out))
+		return 0;
+#pragma clang loop unroll(full)
+	for (int i = 0; i < FAST_MAX; i++) {
+		const volatile struct hot *h = out ? &k_fast_out[i] : &k_fast_in[i];
+
+		if (i >= n)
+			break;
+		/* a run has no rule for the packet (fast_runs_absent) */
+		if (!fast_cm(h, f, fam, out, 0))
 			continue;
 		if (!looked) {
 			hc = bpf_map_lookup_elem(&hot_counts, &hk);
@@ -148,7 +223,7 @@ static __always_inline __u32 fast_scan(const struct fastpkt *f, int fam, __u32 o
 		if (pass & FR_QUICK)
 			break;
 	}
-	return pass;
+	return FAST_DECIDED | pass;
 }
 
 #endif
