@@ -1112,9 +1112,14 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	} else if (k.proto == IPPROTO_ICMP || k.proto == IPPROTO_ICMPV6) {
 		k.sport = (l4[4] << 8) | l4[5];
 		k.dport = l4[0];
-	} else {
+	} else if (k.family == 4) {
+		/* IPv4: ipf_checkicmpmatchingstate knows TCP, UDP and ICMP
+		 * only (semantics case state-icmp-error-other-proto) */
 		return 0;
 	}
+	/* IPv6: ipf_checkicmp6matchingstate matches any other protocol by
+	 * its addresses (the entry's key has no ports: parse keeps none for
+	 * it; state-icmp6-error-other-proto) */
 	{
 		/* the entry going the quoted packet's way first, else the
 		 * one going the other way */
