@@ -276,24 +276,39 @@ func TestPrivilegedSlotRace(t *testing.T) {
 	var (
 		stop           atomic.Bool
 		runs, held     int
+		dropped        atomic.Uint64
 		viaSlot, total uint64
 	)
 	const rounds = 300
 	errc := make(chan error, 2)
+	started := make(chan struct{})
 	go func() {
 		errc <- h.do(func() error {
 			if err := pin(0); err != nil {
 				return err
 			}
+			// flow 1's first session is made by the other CPU alone:
+			// two CPUs making it at once can send one packet on
+			// untranslated (session creation's own race, not the
+			// slot's; docs/datapath-cost.md, lead's note of session 10)
+			<-started
 			for !stop.Load() {
-				_, out, err := h.d.Run(true, one, idx)
+				v, out, err := h.d.Run(true, one, idx)
 				if err != nil {
 					return err
 				}
 				ip := out[14:]
 				runs++
+				if v == VerdictShot {
+					// both CPUs made flow 1's session at once: the
+					// loser's insert fails and its packet is dropped
+					// (counted BadNAT), never sent untranslated
+					dropped.Add(1)
+					continue
+				}
 				if [4]byte(ip[12:16]) != a1 {
-					return fmt.Errorf("flow 1's packet left from %v, not flow 1's address", netip.AddrFrom4([4]byte(ip[12:16])))
+					st, _ := h.d.Stats()
+					return fmt.Errorf("flow 1's packet left from %v, not flow 1's address (verdict %d, out side %+v)", netip.AddrFrom4([4]byte(ip[12:16])), v, st.Side[dirOut])
 				}
 				if err := checkUDP4(ip); err != nil {
 					return fmt.Errorf("flow 1's packet %d: %w", runs, err)
@@ -317,6 +332,9 @@ func TestPrivilegedSlotRace(t *testing.T) {
 					if _, _, err := h.d.Run(true, f, idx); err != nil {
 						return err
 					}
+				}
+				if r == 1 {
+					close(started)
 				}
 				ok, err := consistent()
 				if err != nil {
@@ -351,8 +369,11 @@ func TestPrivilegedSlotRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	total = st.Side[dirOut].Translated
-	t.Logf("%d rounds (the slot held flow 1 in %d), %d packets of flow 1 from the other CPU, %d counted in its slot, %d translated",
-		rounds, held, runs, viaSlot, total)
+	t.Logf("%d rounds (the slot held flow 1 in %d), %d packets of flow 1 from the other CPU (%d dropped), %d counted in its slot, %d translated",
+		rounds, held, runs, dropped.Load(), viaSlot, total)
+	if d := dropped.Load(); d > st.Side[dirOut].BadNAT {
+		t.Errorf("%d packets of flow 1 dropped, %d counted BadNAT: a drop that is not a failed session", d, st.Side[dirOut].BadNAT)
+	}
 	if viaSlot == 0 || held == 0 {
 		t.Error("no packet of flow 1 went through the slot: the race was not run")
 	}
