@@ -79,6 +79,25 @@ func compileText(t testing.TB, text string) *Image {
 	return im
 }
 
+// compileSetText parses and compiles set n of a differential test into the
+// engine's set and the kernel's image of it.
+func compileSetText(t testing.TB, n int, text string) (*ruleset.Set, *Image) {
+	t.Helper()
+	rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatalf("set %d: %v\n%s", n, err, text)
+	}
+	set, err := ruleset.Compile(rules)
+	if err != nil {
+		t.Fatalf("set %d: %v\n%s", n, err, text)
+	}
+	im, err := CompileSet(set, CompileOptions{})
+	if err != nil {
+		t.Fatalf("set %d: %v\n%s", n, err, text)
+	}
+	return set, im
+}
+
 func (h *harness) load(text string) {
 	h.t.Helper()
 	if err := h.d.LoadRules(compileText(h.t, text), Active); err != nil {

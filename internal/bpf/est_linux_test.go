@@ -18,8 +18,6 @@ import (
 
 	"sluice/internal/engine"
 	"sluice/internal/packet"
-	"sluice/internal/rules/ipf"
-	"sluice/internal/ruleset"
 	"sluice/internal/state"
 )
 
@@ -439,18 +437,7 @@ func TestEstablishedDifferential(t *testing.T) {
 		if n == 0 {
 			text = strings.ReplaceAll(hpStatelessRules, "any\n", "any keep state\n")
 		}
-		rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
-		if err != nil {
-			t.Fatalf("set %d: %v\n%s", n, err, text)
-		}
-		set, err := ruleset.Compile(rules)
-		if err != nil {
-			t.Fatalf("set %d: %v\n%s", n, err, text)
-		}
-		im, err := CompileSet(set, CompileOptions{})
-		if err != nil {
-			t.Fatalf("set %d: %v\n%s", n, err, text)
-		}
+		set, im := compileSetText(t, n, text)
 		if err := h.d.LoadRules(im, Active); err != nil {
 			t.Fatal(err)
 		}

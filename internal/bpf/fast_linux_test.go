@@ -11,7 +11,6 @@ import (
 
 	"sluice/internal/bench/config"
 	"sluice/internal/engine"
-	"sluice/internal/rules/ipf"
 	"sluice/internal/ruleset"
 	"sluice/internal/state"
 )
@@ -467,18 +466,7 @@ func TestFastPathDifferential(t *testing.T) {
 			text, fr = withFastRun(rng, text)
 			runSets++
 		}
-		rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
-		if err != nil {
-			t.Fatalf("set %d: %v\n%s", n, err, text)
-		}
-		set, err := ruleset.Compile(rules)
-		if err != nil {
-			t.Fatalf("set %d: %v\n%s", n, err, text)
-		}
-		im, err := CompileSet(set, CompileOptions{})
-		if err != nil {
-			t.Fatalf("set %d: %v\n%s", n, err, text)
-		}
+		set, im := compileSetText(t, n, text)
 		if err := h.d.LoadRules(im, Active); err != nil {
 			t.Fatal(err)
 		}
