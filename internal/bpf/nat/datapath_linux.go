@@ -1238,10 +1238,13 @@ type Stats struct {
 }
 
 // SideStats are the counters of one direction. Fast counts the packets
-// of Translated that the fast path (IPv4 or IPv6) did.
+// of Translated that the fast path (IPv4 or IPv6) did. Raced counts the
+// first packets of a flow that found, while making their session, the
+// one another CPU had just made for the same flow, and were translated
+// by it (IPFilter's lock would have made them its next packets).
 type SideStats struct {
 	Translated, Ignored, BadNAT, Added, Miss, TableMax, Exists, ICMP, Frag,
-	ProxyFail, InsertFail, Wrap, IfAddr, Fast uint64
+	ProxyFail, InsertFail, Wrap, IfAddr, Fast, Raced uint64
 }
 
 // Active returns the number of live sessions.
@@ -1265,7 +1268,7 @@ func (d *Datapath) Stats() (Stats, error) {
 		base := uint32(side * nsSide)
 		ss := &st.Side[side]
 		for i, p := range []*uint64{&ss.Translated, &ss.Ignored, &ss.BadNAT, &ss.Added, &ss.Miss, &ss.TableMax,
-			&ss.Exists, &ss.ICMP, &ss.Frag, &ss.ProxyFail, &ss.InsertFail, &ss.Wrap, &ss.IfAddr, &ss.Fast} {
+			&ss.Exists, &ss.ICMP, &ss.Frag, &ss.ProxyFail, &ss.InsertFail, &ss.Wrap, &ss.IfAddr, &ss.Fast, &ss.Raced} {
 			v, err := get(base + uint32(i))
 			if err != nil {
 				return st, err

@@ -113,6 +113,7 @@ const (
 	nsWrap       = 11
 	nsIfAddr     = 12
 	nsFastGone   = 13
+	nsRaced      = 14
 	nsExpired    = 32
 	nsFlushed    = 33
 	nsHMNew      = 34

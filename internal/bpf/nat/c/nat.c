@@ -1795,6 +1795,31 @@ static __always_inline void sess_arm(struct nat_key *k, __u64 in_ns)
 	bpf_timer_start(&v->timer, in_ns, 0);
 }
 
+/* sess_take reports whether entry v applies to a packet on ifindex,
+ * binding it there if it is not bound yet: a `*` rule's session is bound
+ * in each direction by the first lookup that finds it (a packet, the
+ * clash check of a new session, an ICMP error's lookup), as IPFilter's
+ * ipf_nat_inlookup and ipf_nat_outlookup fill an empty nat_ifps slot
+ * (the engine's takeIf). Two CPUs may race to bind one entry: the
+ * compare-and-swap lets the first writer win, and the other sees the
+ * entry bound to another interface, as if its packet had come second
+ * (it goes on down the chain, or makes a session of its own). The fast
+ * twin follows in apply. */
+static __always_inline int sess_take(struct nat_sess *v, __u32 ifindex)
+{
+	__u64 *word = (__u64 *)&v->ifindex, old, cur;
+	__u32 now = v->ifindex;
+
+	if (now == ifindex)
+		return 1;
+	if (now != 0)
+		return 0;
+	/* little-endian (bpfel): ifindex is the low half */
+	old = (__u64)v->sifindex << 32;
+	cur = __sync_val_compare_and_swap(word, old, old | ifindex);
+	return cur == old || (__u32)cur == ifindex;
+}
+
 /* shadow moves the entry at key k, if any, out of the way of a new
  * session: to the same key with DIR_SHADOW set, where no packet finds it,
  * its peer pointing there. The session it belongs to lives on (listed,
@@ -1803,8 +1828,9 @@ static __always_inline void sess_arm(struct nat_key *k, __u64 in_ns)
  * newer one did not take; lookups walk the shadows of a key when its
  * entry does not apply or is gone (sess_find), as IPFilter's walk a hash
  * chain. Returns 1 when it moved an entry, 0 when there was none, -1 when
- * it cannot. */
-static __always_inline int shadow(struct work *w, struct nat_key *k)
+ * it cannot, 2 when adopt is set and the entry applies on ifindex (see
+ * sess_insert: it is left in place, bound there). */
+static __always_inline int shadow(struct work *w, struct nat_key *k, int adopt, __u32 ifindex)
 {
 	struct nat_sess *old = bpf_map_lookup_elem(&sessions, k), *peer;
 	struct nat_sess *cp = (struct nat_sess *)w->sb3;
@@ -1814,6 +1840,8 @@ static __always_inline int shadow(struct work *w, struct nat_key *k)
 
 	if (!old)
 		return 0;
+	if (adopt && sess_take(old, ifindex))
+		return 2;
 	if (k->dir & DIR_SHADOW)
 		return -1;
 	copy_sess(cp, old);
@@ -1927,7 +1955,23 @@ static __always_inline void fast_add(struct work *w, const struct nat_key *k, co
 
 /* sess_insert enters the session described by w->ns (made by packet
  * w->p, rule rtype/age/mss) as two entries. Returns 0 on success; the
- * entries are w->k (forward) and w->s2's peer (reply). */
+ * entries are w->k (forward) and w->s2's peer (reply).
+ *
+ * Another CPU may be making the session of the same flow at the same
+ * moment: both packets' lookups missed, both ran the rules. IPFilter,
+ * whose NAT lock serialises this, makes one session and translates the
+ * second packet by it, as a lookup would. So does this: when the forward
+ * key (the packet's own key) holds an entry that applies to the packet
+ * here (it would have found it, had it come a moment later), that entry
+ * is the packet's session and nothing is made (returns 1, w->k its key,
+ * counted NS_RACED). Checked where the key is taken over (shadow, which
+ * would otherwise move the other CPU's new session out of the way and
+ * leave that CPU's packet with no session at its key) and again when the
+ * insert finds the key taken. Not for a packet whose lookup key is not
+ * its forward key (a cut TCP header's portless session, which takes over
+ * the key by design; an ICMP packet looked up by bytes 4-5): these keep
+ * the old way, and a packet that then finds no session is dropped
+ * (nat_slow). */
 static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, __u32 age1, __u16 mss, __u8 sflags,
 				       __u64 now, __u64 life_ns)
 {
@@ -1935,7 +1979,7 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 	struct newsess *ns = &w->ns;
 	struct nat_sess *e = WS(w), *r = WS2(w);
 	struct nat_key *rk = &w->x.rk;
-	int v6 = p->family == 6;
+	int v6 = p->family == 6, adopt, g;
 	__u8 dir = p->dir;
 	__u64 *c;
 
@@ -1977,9 +2021,14 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 	rev_key(rk, &ns->t, dir, p->proto, p->family);
 	e->peer = *rk;
 	r->peer = w->k;
+	adopt = !p->cutnew && !p->nq;
 	/* a key another session holds (it was made on another interface)
-	 * is taken over, as the engine's table assignment does */
-	if (shadow(w, &w->k) < 0 || shadow(w, rk) < 0) {
+	 * is taken over, as the engine's table assignment does; one that
+	 * applies here is another CPU's session of this very flow */
+	g = shadow(w, &w->k, adopt, p->ifindex);
+	if (g == 2)
+		goto raced;
+	if (g < 0 || shadow(w, rk, 0, 0) < 0) {
 		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
 		return -1;
 	}
@@ -1990,6 +2039,10 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 		r->sflags |= SF_CHAIN;
 	}
 	if (bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0) {
+		struct nat_sess *v = bpf_map_lookup_elem(&sessions, &w->k);
+
+		if (adopt && v && sess_take(v, p->ifindex))
+			goto raced;
 		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
 		return -1;
 	}
@@ -2009,6 +2062,9 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 		sess_arm(&w->k, life_ns);
 	stat_inc(p->dir * NS_SIDE + NS_ADDED);
 	return 0;
+raced:
+	stat_inc(p->dir * NS_SIDE + NS_RACED);
+	return 1;
 }
 
 /* ---------------------------------------------------------------- rules */
@@ -2142,31 +2198,6 @@ static __always_inline __u32 nat_random(void)
 _Static_assert(__builtin_offsetof(struct nat_sess, ifindex) % 8 == 0 &&
 		       __builtin_offsetof(struct nat_sess, sifindex) == __builtin_offsetof(struct nat_sess, ifindex) + 4,
 	       "nat_sess.ifindex must open an aligned 64-bit word with sifindex (sess_take)");
-
-/* sess_take reports whether entry v applies to a packet on ifindex,
- * binding it there if it is not bound yet: a `*` rule's session is bound
- * in each direction by the first lookup that finds it (a packet, the
- * clash check of a new session, an ICMP error's lookup), as IPFilter's
- * ipf_nat_inlookup and ipf_nat_outlookup fill an empty nat_ifps slot
- * (the engine's takeIf). Two CPUs may race to bind one entry: the
- * compare-and-swap lets the first writer win, and the other sees the
- * entry bound to another interface, as if its packet had come second
- * (it goes on down the chain, or makes a session of its own). The fast
- * twin follows in apply. */
-static __always_inline int sess_take(struct nat_sess *v, __u32 ifindex)
-{
-	__u64 *word = (__u64 *)&v->ifindex, old, cur;
-	__u32 now = v->ifindex;
-
-	if (now == ifindex)
-		return 1;
-	if (now != 0)
-		return 0;
-	/* little-endian (bpfel): ifindex is the low half */
-	old = (__u64)v->sifindex << 32;
-	cur = __sync_val_compare_and_swap(word, old, old | ifindex);
-	return cur == old || (__u32)cur == ifindex;
-}
 
 /* The walk of a key's shadow generations (chain_best), one a step. */
 struct chain_ctx {
@@ -2984,21 +3015,24 @@ static __always_inline void hit(__u32 slot, __u32 idx)
 }
 
 /* nat_insert enters the session w->ns has been given for w->p, with the
- * rule at idx (the one the session belongs to). Returns 0 on success. */
+ * rule at idx (the one the session belongs to). Returns 0 on success, 1
+ * when another CPU had just made the packet's session (sess_insert). */
 GLOBAL int nat_insert(__u32 slot, __u32 idx)
 {
 	struct work *w = get_work();
 	struct nat_rule *r = rule_at(slot, idx);
 	struct pkt *p;
 	__u64 now, life;
+	int res;
 
 	if (!w || !r)
 		return -1;
 	p = &w->p;
 	now = now_ns();
 	life = lifetime(r->age[0], p->proto, p->pflags, 0, p->l4off ? p->tcpflags : 0, 0) * TICK_NS;
-	if (sess_insert(w, r->type, r->age[0], r->age[1], r->mss, (r->flags & RF_FTP) ? SF_PROXY : 0, now, life) != 0)
-		return -1;
+	res = sess_insert(w, r->type, r->age[0], r->age[1], r->mss, (r->flags & RF_FTP) ? SF_PROXY : 0, now, life);
+	if (res != 0)
+		return res;
 	if (r->flags & RF_FTP) {
 		/* a fresh proxy state, zeroed in the scratch room */
 		__u64 k = WS(w)->seq * 2;
@@ -3013,13 +3047,16 @@ GLOBAL int nat_insert(__u32 slot, __u32 idx)
 
 /* nat_try sets up a session for the packet in w->p with the rule at idx,
  * which matched it (the engine's newSession). Returns 0 on failure, 1 on
- * success, 3 on success when a round-robin rule is to move. */
+ * success, 3 on success when a round-robin rule is to move, 4 when
+ * another CPU had just made the packet's session (its key in w->k): what
+ * this one allocated is given back (the host map reference; a port or
+ * address is only taken by a session) and the rule counts no hit. */
 GLOBAL int nat_try(__u32 slot, __u32 idx)
 {
 	struct work *w = get_work();
 	struct nat_rule *r;
 	struct pkt *p;
-	int res;
+	int res, ins;
 
 	if (!w)
 		return 0;
@@ -3052,10 +3089,11 @@ GLOBAL int nat_try(__u32 slot, __u32 idx)
 		res = nat_new_rdr(slot, idx);
 	if (!res)
 		return 0;
-	if (bench_at(ST_NOINSERT) || nat_insert(slot, w->ns.rule_idx) != 0) {
+	ins = bench_at(ST_NOINSERT) ? -1 : nat_insert(slot, w->ns.rule_idx);
+	if (ins != 0) {
 		if (w->ns.hm_on)
 			hm_drop(w, w->ns.hm_rule, w->ns.hm_port, p->family, p->src, p->dst);
-		return 0;
+		return ins == 1 ? 4 : 0;
 	}
 	return res;
 }
@@ -3160,7 +3198,8 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 		c->failed = 1;
 		return 0;
 	}
-	hit(c->slot, idx);
+	if (res != 4)
+		hit(c->slot, idx);
 	c->idx = idx;
 	c->res = res;
 	c->done = 1;
@@ -3268,7 +3307,8 @@ GLOBAL int nat_new(void)
 
 /* nat_wild looks for a proxy's wildcard entry matching w->p and turns it
  * into a session (the engine's lookupWild). Returns 1 with the new
- * forward key in w->k. */
+ * forward key in w->k, 2 when another CPU took the wildcard that
+ * matched the packet first (nat_slow), 0 when none applies. */
 GLOBAL int nat_wild(void)
 {
 	struct work *w = get_work();
@@ -3300,7 +3340,7 @@ GLOBAL int nat_wild(void)
 			struct nat_key pk = v->peer;
 
 			if (bpf_map_delete_elem(&sessions, &k) != 0)
-				return 0;
+				return 2;
 			bpf_map_delete_elem(&sessions, &pk);
 		}
 		c = cfgp(NCFG_WILDS);
@@ -4241,7 +4281,12 @@ static __always_inline void mark_done(struct __sk_buff *skb)
 
 /* nat_finish rewrites a packet of a known session (entry key w->k2) and
  * runs what follows the rewrite: MSS clamping, the note for later
- * fragments, and (from the main function) the proxy. */
+ * fragments, and (from the main function) the proxy. Returns 1 when no
+ * entry is at w->k2 any more (it ended, or another CPU's new session took
+ * the key over, since the caller found or made it): the packet is left
+ * as it came, and the caller must not send it on so. A rewrite apply
+ * gives up on (a header too short for the ports) returns 0: the
+ * addresses were written, as the engine does. */
 GLOBAL int nat_finish(struct __sk_buff *skb)
 {
 	struct work *w = get_work();
@@ -4257,7 +4302,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	k = &w->k2;
 	v = bpf_map_lookup_elem(&sessions, k);
 	if (!v)
-		return 0;
+		return 1;
 	mss = v->mss;
 	/* for the fragment entry this packet may make */
 	w->fv.ska = *k;
@@ -4410,7 +4455,25 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		 * applies on this interface */
 		v = sess_find(k, p->ifindex);
 	}
-	if (p->cut && !v) {
+	if (v) {
+		/* a session that needs more than the fast path gives */
+		if (w->pre && !(v->sflags & SF_SLAVE))
+			return TC_ACT_UNSPEC;
+		/* an ICMP packet that is not a query, found by its bytes
+		 * 4-5, makes no fragment entry (the engine's check) */
+		p->nonote = p->nq;
+		if (!nat_finish(skb))
+			return TC_ACT_UNSPEC;
+		/* the session ended (a flush, its timer) or another CPU's
+		 * new session took its key over, between the lookup and the
+		 * rewrite: the packet is one of no session, as it would have
+		 * been a moment later (sent on as it came, it would leave
+		 * untranslated although its session was there) */
+		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->nq ? p->nqid : p->sport,
+		       p->nq ? p->nqid : p->dport);
+		v = NULL;
+	}
+	if (p->cut) {
 		/* a TCP header cut short without a session of its ports is
 		 * a packet without ports that finds no session either: it
 		 * starts one of its own, which takes over the key of an
@@ -4421,27 +4484,48 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		p->cutnew = 1;
 		p->sport = p->dport = 0;
 		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, 0, 0);
-		v = NULL;
-	}
-	if (v) {
-		/* a session that needs more than the fast path gives */
-		if (w->pre && !(v->sflags & SF_SLAVE))
-			return TC_ACT_UNSPEC;
-		/* an ICMP packet that is not a query, found by its bytes
-		 * 4-5, makes no fragment entry (the engine's check) */
-		p->nonote = p->nq;
-		nat_finish(skb);
-		return TC_ACT_UNSPEC;
 	}
 	/* a session on another interface, or none */
 	stat_inc(p->dir * NS_SIDE + NS_MISS);
 	r = 0;
 	if (cfg(NCFG_WILDS))
 		r = nat_wild();
+	if (r == 2) {
+		/* another CPU took the wildcard at the same moment, most
+		 * likely for this packet's flow (a wildcard stands for one
+		 * connection, the proxy's data connection): that session is
+		 * this packet's */
+		v = sess_find(k, p->ifindex);
+		if (v) {
+			stat_inc(p->dir * NS_SIDE + NS_RACED);
+			if (!nat_finish(skb))
+				return TC_ACT_UNSPEC;
+		}
+		/* gone again, or not entered yet: a wildcard matched, and
+		 * the packet may not leave untranslated */
+		stat_inc(p->dir * NS_SIDE + NS_BADNAT);
+		return TC_ACT_SHOT;
+	}
 	if (!r && w->pre)
 		return TC_ACT_UNSPEC; /* the rules are the other program's */
 	if (!r)
 		r = nat_new();
+	if (r < 0 && !p->cutnew) {
+		/* a rule matched but made no session: maybe because another
+		 * CPU had just made this packet's own, which the rule's clash
+		 * check saw (its reply key taken: "translation exists", or no
+		 * other address or port to take). Then it is this packet's
+		 * session, as a lookup a moment later would have found it
+		 * (not for a cut TCP header's portless session, which never
+		 * finds one of its key). w->k2 was the clash checks' key */
+		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->nq ? p->nqid : p->sport,
+		       p->nq ? p->nqid : p->dport);
+		if (sess_find(k, p->ifindex)) {
+			stat_inc(p->dir * NS_SIDE + NS_RACED);
+			if (!nat_finish(skb))
+				return TC_ACT_UNSPEC;
+		}
+	}
 	if (r < 0) {
 		stat_inc(p->dir * NS_SIDE + NS_BADNAT);
 		return TC_ACT_SHOT;
@@ -4451,7 +4535,16 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	}
 	w->k2 = w->k;
-	nat_finish(skb);
+	if (nat_finish(skb)) {
+		/* the session made for it (or, made by another CPU at the
+		 * same moment, found) is gone already: another CPU's new
+		 * session of another interface took its key over (the old
+		 * one lives on as a shadow), or it ended. A rule matched, so
+		 * the packet may not leave untranslated: dropped, as when no
+		 * session could be made (fail closed) */
+		stat_inc(p->dir * NS_SIDE + NS_BADNAT);
+		return TC_ACT_SHOT;
+	}
 	return TC_ACT_UNSPEC;
 }
 

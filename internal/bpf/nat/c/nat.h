@@ -166,6 +166,7 @@ struct nat_hot {
 #define NS_WRAP 11       /* allocation searched all and failed */
 #define NS_IFADDR 12     /* no interface address for 0/32 */
 #define NS_FASTGONE 13   /* packets the fast path translated for entries now gone */
+#define NS_RACED 14      /* first packets translated by the session another CPU made at once */
 #define NS_EXPIRED 32
 #define NS_FLUSHED 33
 #define NS_HMNEW 34

@@ -1,0 +1,225 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
+
+package nat
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/packet/packettest"
+)
+
+// firstRaceCase is a rule set and the first packet of flow i under it,
+// which the two CPUs send at once; inside is where the untranslated
+// packet shows the address the rule hides (the source going out, the
+// destination coming in: offset and bytes in the IP header).
+type firstRaceCase struct {
+	name, rules string
+	out         bool
+	ifaces      [2]string // the interface each CPU's packet is on
+	pkt         func(i int) []byte
+	inside      func(ip []byte) bool // the packet left with the address the rule replaces
+}
+
+func udp4(src, dst string, sport, dport uint16) []byte {
+	return packettest.V4{Src: src, Dst: dst, Proto: 17, TTL: 64, Payload: packettest.UDP(sport, dport, []byte("q"), false)}.Bytes()
+}
+
+func udp6(src, dst string, sport, dport uint16) []byte {
+	return packettest.V6{Src: src, Dst: dst, Next: 17, HopLimit: 64, L4Proto: 17,
+		Payload: packettest.UDP(sport, dport, []byte("q"), false)}.Bytes()
+}
+
+func tcpSyn4(src, dst string, sport, dport uint16) []byte {
+	// a SYN with an MSS option of 1460, which the rule clamps
+	return packettest.V4{Src: src, Dst: dst, Proto: 6, TTL: 64, Payload: packettest.TCP{SrcPort: sport, DstPort: dport, Seq: 1,
+		Flags: 0x02, Win: 65535, Options: []byte{2, 4, 0x05, 0xb4}}.Bytes()}.Bytes()
+}
+
+func dstIs(a string) func([]byte) bool {
+	want := netip.MustParseAddr(a)
+	return func(ip []byte) bool { return netip.AddrFrom4([4]byte(ip[16:20])) == want }
+}
+
+// raceHost is the inside host of flow i: 200 of them, so that no host
+// runs out of the ports a rule gives each (portmap auto, map-block).
+func raceHost(i int) string { return fmt.Sprintf("10.0.0.%d", 1+i%200) }
+
+func srcIn(prefix string) func([]byte) bool {
+	p := netip.MustParsePrefix(prefix)
+	return func(ip []byte) bool { return p.Contains(netip.AddrFrom4([4]byte(ip[12:16]))) }
+}
+
+func firstRaceCases() []firstRaceCase {
+	both := [2]string{"nic0", "nic0"}
+	out4 := func(i int) []byte { return udp4(raceHost(i), "2.2.2.2", uint16(1024+i), 53) }
+	insideSrc := srcIn("10.0.0.0/24")
+	return []firstRaceCase{
+		{name: "map portmap", rules: "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap udp 2000:60000\n", out: true, ifaces: both,
+			pkt: out4, inside: insideSrc},
+		{name: "map portmap sequential", rules: "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap udp 2000:60000 sequential\n", out: true,
+			ifaces: both, pkt: out4, inside: insideSrc},
+		{name: "map portmap auto", rules: "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp/udp auto\n", out: true, ifaces: both,
+			pkt: out4, inside: insideSrc},
+		// ports kept: the second CPU's clash check sees the first's
+		// session (its reply key) and finds no other choice
+		{name: "map address", rules: "map nic0 10.0.0.0/24 -> 1.1.1.1/32\n", out: true, ifaces: both,
+			pkt: out4, inside: insideSrc},
+		{name: "map mssclamp", rules: "map nic0 10.0.0.0/24 -> 1.1.1.1/32 portmap tcp/udp 2000:60000 mssclamp 1200\n", out: true,
+			ifaces: both, pkt: func(i int) []byte { return tcpSyn4(raceHost(i), "2.2.2.2", uint16(1024+i), 80) },
+			inside: insideSrc},
+		{name: "map-block", rules: "map-block nic0 10.0.0.0/24 -> 1.1.1.0/28 ports auto\n", out: true, ifaces: both,
+			pkt: out4, inside: insideSrc},
+		{name: "bimap", rules: "bimap nic0 10.0.0.0/24 -> 1.1.1.0/24\n", out: true, ifaces: both,
+			pkt: out4, inside: insideSrc},
+		{name: "rdr", rules: "rdr nic0 1.1.1.1/32 port 53 -> 10.0.0.5 port 53 udp\n", out: false, ifaces: both,
+			pkt:    func(i int) []byte { return udp4("2.2.2.2", "1.1.1.1", uint16(1024+i), 53) },
+			inside: dstIs("1.1.1.1")},
+		{name: "map IPv6", rules: "map nic0 fd00::/64 -> 2001:db8::1/128 portmap udp 2000:60000\n", out: true, ifaces: both,
+			pkt:    func(i int) []byte { return udp6(fmt.Sprintf("fd00::%x", 1+i%200), "2001:db8::99", uint16(1024+i), 53) },
+			inside: func(ip []byte) bool { return ip[8] == 0xfd }},
+		// a rule of no interface: the flow's first packets on two
+		// interfaces at once (the session is unbound until a lookup
+		// binds it, and a key held on another interface is shadowed)
+		{name: "map * on two interfaces", rules: "map * 10.0.0.0/24 -> 1.1.1.1/32 portmap udp 2000:60000\n", out: true,
+			ifaces: [2]string{"nic0", "nic1"}, pkt: out4, inside: insideSrc},
+	}
+}
+
+// TestPrivilegedFirstPacketRace: two CPUs send the first packet of one
+// flow at the same moment, for many fresh flows, under each kind of rule
+// that makes sessions. The slow path of each finds no session and makes
+// one; IPFilter, serialised by its NAT lock, would make one session and
+// translate both packets by it. Every packet must leave translated (or be
+// dropped, counted as a failed session), never with the address the rule
+// replaces; two packets of a flow that both leave must leave the same
+// (one session); and the counters must agree: one session added a flow,
+// all of them live, two entries each in the table, the packets counted
+// translated those that were. Bounded: 400 flows a case.
+func TestPrivilegedFirstPacketRace(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs two CPUs")
+		}
+		t.Skip("needs two CPUs")
+	}
+	const flows = 400
+	h := newHarness(t)
+	var raced uint64
+	for _, c := range firstRaceCases() {
+		t.Run(c.name, func(t *testing.T) {
+			if err := h.do(h.reset); err != nil {
+				t.Fatal(err)
+			}
+			var idx [2]int
+			if err := h.do(func() error {
+				if _, err := h.load(c.rules); err != nil {
+					return err
+				}
+				for cpu, name := range c.ifaces {
+					i, err := h.ifindex(name)
+					if err != nil {
+						return err
+					}
+					idx[cpu] = i
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var (
+				outs    [2][flows][]byte
+				verd    [2][flows]int32
+				arrived atomic.Int64
+				abort   atomic.Bool
+			)
+			errc := make(chan error, 2)
+			for cpu := range 2 {
+				go func() {
+					errc <- h.do(func() error {
+						if err := pin(cpu); err != nil {
+							abort.Store(true)
+							return err
+						}
+						for i := range flows {
+							frame := ethFrame(c.pkt(i))
+							// both CPUs start flow i together
+							arrived.Add(1)
+							for spin := 0; arrived.Load() < int64(2*(i+1)); spin++ {
+								if abort.Load() {
+									return nil
+								}
+								if spin > 1000 {
+									unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) // the other CPU may be busy with another task
+								}
+							}
+							v, out, err := h.d.Run(c.out, frame, idx[cpu])
+							if err != nil {
+								abort.Store(true)
+								return err
+							}
+							verd[cpu][i], outs[cpu][i] = v, out[14:]
+						}
+						return nil
+					})
+				}()
+			}
+			for range 2 {
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+			}
+			var translated, dropped uint64
+			for i := range flows {
+				for cpu := range 2 {
+					ip := outs[cpu][i]
+					switch {
+					case verd[cpu][i] == VerdictShot:
+						dropped++
+					case c.inside(ip):
+						t.Fatalf("flow %d: CPU %d's packet left untranslated (verdict %d)", i, cpu, verd[cpu][i])
+					default:
+						translated++
+					}
+				}
+				if verd[0][i] != VerdictShot && verd[1][i] != VerdictShot && !bytes.Equal(outs[0][i], outs[1][i]) {
+					t.Fatalf("flow %d: its two packets left differently (two sessions for one flow):\n% x\n% x", i, outs[0][i], outs[1][i])
+				}
+			}
+			st, err := h.d.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			side := st.Side[dirIn]
+			if c.out {
+				side = st.Side[dirOut]
+			}
+			raced += side.Raced
+			t.Logf("%d flows: %d packets translated, %d dropped; %d found the session the other CPU made at once; stats %+v",
+				flows, translated, dropped, side.Raced, side)
+			if side.Added != flows {
+				t.Errorf("%d sessions added for %d flows, want one each", side.Added, flows)
+			}
+			if st.Active != side.Added {
+				t.Errorf("%d sessions live, %d added: leaked or lost", st.Active, side.Added)
+			}
+			if n := mapLen(t, h.d.objs.Sessions); uint64(n) != 2*st.Active {
+				t.Errorf("%d session entries for %d sessions, want two each", n, st.Active)
+			}
+			if side.Translated != translated {
+				t.Errorf("%d packets counted translated, %d left translated", side.Translated, translated)
+			}
+			if dropped > side.BadNAT {
+				t.Errorf("%d packets dropped, %d counted BadNAT", dropped, side.BadNAT)
+			}
+		})
+	}
+	t.Logf("%d first packets in all took the session the other CPU made at the same moment", raced)
+}
