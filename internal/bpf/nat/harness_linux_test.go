@@ -141,7 +141,7 @@ func (h *harness) reset() error {
 			return err
 		}
 	}
-	for _, k := range []uint32{cfgCount, cfgWilds, cfgClock, cfgNoTwin, cfgShadows} {
+	for _, k := range []uint32{cfgCount, cfgWilds, cfgClock, cfgNoTwin, cfgShadows, cfgWildSeen} {
 		if err := h.d.setCfg(k, 0); err != nil {
 			return err
 		}

@@ -86,6 +86,7 @@ const (
 	cfgNoTwin    = 28
 	cfgShadows   = 29
 	cfgPlain     = 30 // the fast programs in use are plain (k_nspj in c/nat.c)
+	cfgWildSeen  = 31
 	cfgN         = 32
 )
 

@@ -26,6 +26,12 @@ type firstRaceCase struct {
 	ifaces      [2]string // the interface each CPU's packet is on
 	pkt         func(i int) []byte
 	inside      func(ip []byte) bool // the packet left with the address the rule replaces
+	// setup, if set, runs before the race (inside the namespace): what
+	// flow i's first packet needs to be one (the ftp proxy's wildcard)
+	setup func(h *harness, i int) error
+	// wild: the flows' sessions are made from wildcards, not by rules
+	// (counted WildUsed, not Added), one live session besides each
+	wild bool
 }
 
 func udp4(src, dst string, sport, dport uint16) []byte {
@@ -90,7 +96,50 @@ func firstRaceCases() []firstRaceCase {
 		// binds it, and a key held on another interface is shadowed)
 		{name: "map * on two interfaces", rules: "map * 10.0.0.0/24 -> 1.1.1.1/32 portmap udp 2000:60000\n", out: true,
 			ifaces: [2]string{"nic0", "nic1"}, pkt: out4, inside: insideSrc},
+		// the ftp proxy's data connection: flow i's control connection
+		// sends PORT for data port 10000+i, and the server's SYN to it
+		// is the first packet, which turns the wildcard into a session
+		{name: "ftp data connection", rules: "map nic0 10.0.0.0/24 -> 1.1.1.1/32 proxy port ftp ftp/tcp\n", out: false,
+			ifaces: both, setup: ftpPort, wild: true,
+			pkt: func(i int) []byte {
+				return packettest.V4{Src: "2.2.2.2", Dst: "1.1.1.1", Proto: 6, TTL: 64, Payload: packettest.TCP{SrcPort: 20,
+					DstPort: uint16(10000 + i), Seq: 900, Flags: 0x02, Win: 8192}.Bytes()}.Bytes()
+			},
+			inside: dstIs("1.1.1.1")},
 	}
+}
+
+// ftpPort opens flow i's ftp control connection (10.0.0.1, port 2000+i,
+// kept by the rule) and sends PORT for data port 10000+i through it.
+func ftpPort(h *harness, i int) error {
+	if err := h.d.setCfg(cfgFTPInsec, 1); err != nil { // no login needed
+		return err
+	}
+	cp := uint16(2000 + i)
+	dp := 10000 + i
+	tcp := func(src, dst string, sp, dport uint16, seq, ack uint32, flags uint8, data string) []byte {
+		return packettest.V4{Src: src, Dst: dst, Proto: 6, TTL: 64, Payload: packettest.TCP{SrcPort: sp, DstPort: dport,
+			Seq: seq, Ack: ack, Flags: flags, Win: 8192, Data: []byte(data)}.Bytes()}.Bytes()
+	}
+	for _, s := range []struct {
+		out bool
+		b   []byte
+	}{
+		{true, tcp("10.0.0.1", "2.2.2.2", cp, 21, 100, 0, 0x02, "")},
+		{false, tcp("2.2.2.2", "1.1.1.1", 21, cp, 500, 101, 0x12, "")},
+		{true, tcp("10.0.0.1", "2.2.2.2", cp, 21, 101, 501, 0x10, "")},
+		{true, tcp("10.0.0.1", "2.2.2.2", cp, 21, 101, 501, 0x18, fmt.Sprintf("PORT 10,0,0,1,%d,%d\r\n", dp>>8, dp&0xff))},
+	} {
+		if v, _, err := h.run(s.out, "nic0", s.b); err != nil {
+			return err
+		} else if v == VerdictShot {
+			return fmt.Errorf("flow %d's control connection dropped", i)
+		}
+	}
+	if w := h.d.cfg(cfgWilds); w != uint64(i+1) {
+		return fmt.Errorf("flow %d's PORT: %d wildcards, want %d", i, w, i+1)
+	}
+	return nil
 }
 
 // TestPrivilegedFirstPacketRace: two CPUs send the first packet of one
@@ -130,8 +179,17 @@ func TestPrivilegedFirstPacketRace(t *testing.T) {
 					}
 					idx[cpu] = i
 				}
+				for i := 0; c.setup != nil && i < flows; i++ {
+					if err := c.setup(h, i); err != nil {
+						return err
+					}
+				}
 				return nil
 			}); err != nil {
+				t.Fatal(err)
+			}
+			before, err := h.d.Stats()
+			if err != nil {
 				t.Fatal(err)
 			}
 			var (
@@ -197,27 +255,35 @@ func TestPrivilegedFirstPacketRace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			side := st.Side[dirIn]
+			dir := dirIn
 			if c.out {
-				side = st.Side[dirOut]
+				dir = dirOut
 			}
+			side, was := st.Side[dir], before.Side[dir]
 			raced += side.Raced
 			t.Logf("%d flows: %d packets translated, %d dropped; %d found the session the other CPU made at once; stats %+v",
 				flows, translated, dropped, side.Raced, side)
-			if side.Added != flows {
-				t.Errorf("%d sessions added for %d flows, want one each", side.Added, flows)
+			made, live := side.Added-was.Added, uint64(flows)
+			if c.wild {
+				if made != 0 {
+					t.Errorf("%d sessions added by rules, want none", made)
+				}
+				made, live = st.WildUsed-before.WildUsed, 2*flows
 			}
-			if st.Active != side.Added {
-				t.Errorf("%d sessions live, %d added: leaked or lost", st.Active, side.Added)
+			if made != flows {
+				t.Errorf("%d sessions made for %d flows, want one each", made, flows)
+			}
+			if st.Active != live {
+				t.Errorf("%d sessions live, want %d: leaked or lost", st.Active, live)
 			}
 			if n := mapLen(t, h.d.objs.Sessions); uint64(n) != 2*st.Active {
 				t.Errorf("%d session entries for %d sessions, want two each", n, st.Active)
 			}
-			if side.Translated != translated {
-				t.Errorf("%d packets counted translated, %d left translated", side.Translated, translated)
+			if d := side.Translated - was.Translated; d != translated {
+				t.Errorf("%d packets counted translated, %d left translated", d, translated)
 			}
-			if dropped > side.BadNAT {
-				t.Errorf("%d packets dropped, %d counted BadNAT", dropped, side.BadNAT)
+			if d := side.BadNAT - was.BadNAT; dropped > d {
+				t.Errorf("%d packets dropped, %d counted BadNAT", dropped, d)
 			}
 		})
 	}

@@ -3307,13 +3307,24 @@ GLOBAL int nat_new(void)
 
 /* nat_wild looks for a proxy's wildcard entry matching w->p and turns it
  * into a session (the engine's lookupWild). Returns 1 with the new
- * forward key in w->k, 2 when another CPU took the wildcard that
- * matched the packet first (nat_slow), 0 when none applies. */
+ * forward key in w->k, 2 when another CPU has just made the packet's
+ * session (from the wildcard, for the same flow: its entry at the
+ * packet's key w->k2 applies here; nat_slow takes it), 0 when none
+ * applies.
+ *
+ * The session's entries go in before the wildcard's go out, so that a
+ * packet of the flow on another CPU finds one or the other at every
+ * moment (with the wildcard gone first, a packet of that moment found
+ * neither and left untranslated). Two CPUs turning the wildcard for one
+ * flow: one insert fails and that CPU takes the other's session; for two
+ * flows (two source ports): both insert, one deletes the wildcard, and
+ * the other takes its own session back out, as if it had come after
+ * (the wildcard stands for one connection). */
 GLOBAL int nat_wild(void)
 {
 	struct work *w = get_work();
 	struct nat_sess *v;
-	struct nat_key k, rk;
+	struct nat_key k, rk, *kw, *pk;
 	struct pkt *p;
 	__u16 port;
 	__u64 *c;
@@ -3322,38 +3333,42 @@ GLOBAL int nat_wild(void)
 	if (!w)
 		return 0;
 	p = &w->p;
+	kw = &w->x.rk;
+	pk = &w->x.rk2;
 	for (i = 0; i < 2; i++) {
-		key_of(&k, (p->dir & 1) | DIR_WILD, p->proto, p->family, p->src, p->dst, i ? p->sport : 0,
+		key_of(kw, (p->dir & 1) | DIR_WILD, p->proto, p->family, p->src, p->dst, i ? p->sport : 0,
 		       i ? 0 : p->dport);
-		v = bpf_map_lookup_elem(&sessions, &k);
+		v = bpf_map_lookup_elem(&sessions, kw);
 		if (!v || v->w != i || (v->ifindex && v->ifindex != p->ifindex))
 			continue;
 		port = i ? p->dport : p->sport;
+		*pk = v->peer;
 		/* the session the wildcard stood for, with its port known */
 		copy_sess(WS(w), v);
 		WS(w)->t.osport = WS(w)->t.nsport = port;
 		WS(w)->sflags &= ~SF_WILD;
 		WS(w)->deadline = 0;
 		WS(w)->last = 0;
-		/* drop both wildcard entries; the session stays counted */
-		{
-			struct nat_key pk = v->peer;
-
-			if (bpf_map_delete_elem(&sessions, &k) != 0)
-				return 2;
-			bpf_map_delete_elem(&sessions, &pk);
-		}
-		c = cfgp(NCFG_WILDS);
-		if (c)
-			__sync_fetch_and_add(c, -1);
-		stat_inc(NS_WILDUSED);
 		fwd_key(&k, &WS(w)->t, WS(w)->sdir, WS(w)->proto, WS(w)->family);
 		rev_key(&rk, &WS(w)->t, WS(w)->sdir, WS(w)->proto, WS(w)->family);
 		if (exists(&k) || exists(&rk)) {
-			c = cfgp(NCFG_COUNT);
+			/* another CPU's session of this packet's flow, just
+			 * made (from this wildcard, most likely), is what a
+			 * lookup a moment later would have found */
+			v = bpf_map_lookup_elem(&sessions, &w->k2);
+			if (v && sess_take(v, p->ifindex))
+				return 2;
+			/* a session of the tuple (on another interface): the
+			 * wildcard is used up and makes none; the session it
+			 * stood for is no longer counted */
+			if (bpf_map_delete_elem(&sessions, kw) != 0)
+				return 0;
+			bpf_map_delete_elem(&sessions, pk);
+			c = cfgp(NCFG_WILDS);
 			if (c)
 				__sync_fetch_and_add(c, -1);
-			return 0;
+			stat_inc(NS_WILDUSED);
+			goto uncount;
 		}
 		WS(w)->w = 0;
 		WS(w)->ifindex = WS(w)->sdir == DIR_IN ? WS(w)->ifin : WS(w)->ifout;
@@ -3366,22 +3381,49 @@ GLOBAL int nat_wild(void)
 		WS2(w)->peer = k;
 		entry_csum(WS2(w), WS(w)->t.ndst, WS(w)->t.nsrc, WS(w)->t.ndport, WS(w)->t.nsport, WS(w)->t.odst, WS(w)->t.osrc,
 			   WS(w)->t.odport, WS(w)->t.osport, WS(w)->family == 6, WS(w)->pflags);
-		if (bpf_map_update_elem(&sessions, &k, WS(w), BPF_NOEXIST) != 0)
+		if (bpf_map_update_elem(&sessions, &k, WS(w), BPF_NOEXIST) != 0) {
+			/* another CPU's, made from the wildcard at once */
+			v = bpf_map_lookup_elem(&sessions, &w->k2);
+			if (v && sess_take(v, p->ifindex))
+				return 2;
 			goto gone;
+		}
 		if (bpf_map_update_elem(&sessions, &rk, WS2(w), BPF_NOEXIST) != 0) {
 			bpf_map_delete_elem(&sessions, &k);
 			goto gone;
 		}
+		/* the wildcard's entries go; the session stays counted (the
+		 * wildcard was) */
+		if (bpf_map_delete_elem(&sessions, kw) != 0) {
+			/* another CPU took it for another flow first */
+			bpf_map_delete_elem(&sessions, &k);
+			bpf_map_delete_elem(&sessions, &rk);
+			return 0;
+		}
+		bpf_map_delete_elem(&sessions, pk);
+		c = cfgp(NCFG_WILDS);
+		if (c)
+			__sync_fetch_and_add(c, -1);
+		stat_inc(NS_WILDUSED);
 		/* a proxy's data connection: no fast twin */
 		no_twin();
 		w->k = k;
 		sess_arm(&k, lifetime(WS(w)->age[0], WS(w)->proto, WS(w)->pflags, 0, 0, 0) * TICK_NS);
 		return 1;
 gone:
+		/* the wildcard is used up all the same (the engine's) */
+		if (bpf_map_delete_elem(&sessions, kw) != 0)
+			return 0;
+		bpf_map_delete_elem(&sessions, pk);
+		c = cfgp(NCFG_WILDS);
+		if (c)
+			__sync_fetch_and_add(c, -1);
+		stat_inc(NS_WILDUSED);
+		stat_inc(NS_SIDE * p->dir + NS_INSERTFAIL);
+uncount:
 		c = cfgp(NCFG_COUNT);
 		if (c)
 			__sync_fetch_and_add(c, -1);
-		stat_inc(NS_SIDE * p->dir + NS_INSERTFAIL);
 		return 0;
 	}
 	return 0;
@@ -3442,6 +3484,10 @@ static __always_inline int wild_add(struct work *w, const struct nat_sess *paren
 	rk.dir |= DIR_WILD;
 	e->peer = rk;
 	r->peer = w->k;
+	/* before the first wildcard is there (nat_slow) */
+	c = cfgp(NCFG_WILDSEEN);
+	if (c && !*c)
+		__sync_fetch_and_add(c, 1);
 	if (bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0)
 		return 0;
 	if (bpf_map_update_elem(&sessions, &rk, r, BPF_NOEXIST) != 0) {
@@ -4510,14 +4556,22 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC; /* the rules are the other program's */
 	if (!r)
 		r = nat_new();
-	if (r < 0 && !p->cutnew) {
-		/* a rule matched but made no session: maybe because another
-		 * CPU had just made this packet's own, which the rule's clash
-		 * check saw (its reply key taken: "translation exists", or no
-		 * other address or port to take). Then it is this packet's
+	if (r <= 0 && !p->cutnew && (r < 0 || cfg(NCFG_WILDSEEN))) {
+		/* no session made: maybe because another CPU had just made
+		 * this packet's own, since this one's lookup missed. A rule
+		 * matched, whose clash check saw it (its reply key taken:
+		 * "translation exists", or no other address or port to
+		 * take); or no rule did, and the other CPU turned a proxy's
+		 * wildcard into the session (which goes in before the
+		 * wildcard goes out, and before the count of wildcards this
+		 * packet read falls: nat_wild). Then it is this packet's
 		 * session, as a lookup a moment later would have found it
 		 * (not for a cut TCP header's portless session, which never
-		 * finds one of its key). w->k2 was the clash checks' key */
+		 * finds one of its key). w->k2 was the clash checks' key. A
+		 * lookup more for a packet no rule translates, once the
+		 * datapath has had a wildcard (NCFG_WILDSEEN, set before the
+		 * first one goes in, so that this packet reads it set if one
+		 * was there when its lookup missed) */
 		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->nq ? p->nqid : p->sport,
 		       p->nq ? p->nqid : p->dport);
 		if (sess_find(k, p->ifindex)) {

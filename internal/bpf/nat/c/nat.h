@@ -127,6 +127,7 @@
 #define NCFG_NOTWIN 28     /* an entry a TCP/UDP packet can find has no fast twin (sticky) */
 #define NCFG_SHADOWS 29    /* live shadow entries (atomic): lookups walk them (sess_find) */
 #define NCFG_PLAIN 30      /* the fast programs in use are plain: no hot line (user space; k_nspj) */
+#define NCFG_WILDSEEN 31   /* a proxy's wildcard was made (sticky): see nat_slow */
 #define NCFG_N 32
 
 /* The configuration every packet reads, in one map value (one lookup,
