@@ -56,6 +56,10 @@ type Datapath struct {
 	mu      sync.Mutex
 	forceTC bool       // tests: attach with clsact as on kernels without TCX
 	cfgMu   sync.Mutex // serialises setCfg's read-modify-write in this process
+	// ctlMu serialises control: its arguments are one shared map entry
+	// (ctl_args) written, run and read back, and Sweep does not hold mu
+	// (FlushStates does) nor need to
+	ctlMu sync.Mutex
 	// ctl is sluice_ctl: objs.SluiceCtl after Load, the pinned program
 	// after OpenPinned (then ownCtl: Close closes it).
 	ctl    *ebpf.Program
@@ -311,8 +315,13 @@ func (d *Datapath) Close() error {
 
 // control runs sluice_ctl with operation op over n entries of ctl_keys
 // and returns what it returned (entries removed). Callers that pass keys
-// hold the lock.
+// hold the lock. Calls in this process are serialised (ctlMu); another
+// process's control call (a Load re-arming the sweeper, a Sweep) is not,
+// while FlushStates holds the pin directory's lock and Load and Sweep do
+// not take it.
 func (d *Datapath) control(op, n uint32) (int, error) {
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
 	if d.ctl == nil {
 		return 0, fmt.Errorf("control program not loaded in %s (a datapath of an older Sluice?): %w", d.dir, errNoPrograms)
 	}

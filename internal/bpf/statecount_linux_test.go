@@ -351,3 +351,64 @@ func ruleCounts(t *testing.T, d *Datapath, round int) {
 		}
 	}
 }
+
+// TestPrivilegedControlSerialised: sluice_ctl takes its arguments from one
+// shared map entry (ctl_args) that control writes, runs and reads back, so
+// two calls at once must not interleave. Here Sweep runs in a loop (as a
+// test moving the clock would) while FlushStates removes the entries of
+// each round, whose count it must report, leaving the table empty: with
+// the arguments of the one run by the other, the flush ran a sweep
+// (removing nothing) or the sweep a kill (removing the flush's entries
+// but reporting them to nobody). Bounded: 500 rounds of 8 entries.
+func TestPrivilegedControlSerialised(t *testing.T) {
+	h := newHarness(t)
+	h.load("pass in quick proto tcp all keep state\npass in quick proto udp all keep state\n")
+	var (
+		stop  = make(chan struct{})
+		done  = make(chan error, 1)
+		swept int
+	)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := h.d.Sweep(); err != nil {
+				done <- err
+				return
+			}
+			swept++
+		}
+	}()
+	// one UDP entry stays: the table never empties, so that the flush
+	// (of TCP entries) does not respecialise the programs each round
+	h.d.Run(false, testPkt{src: "192.0.2.9", dst: "192.0.2.1", proto: 17, sport: 1024, dport: 53}.build())
+	const rounds, n = 500, 8
+	for r := range rounds {
+		for i := range n {
+			h.d.Run(false, tcp4(randSrc(r<<8|i), "192.0.2.1", 1024, 80, synF).build())
+		}
+		removed, err := h.d.FlushStates(func(s State) bool { return s.Proto == 6 })
+		if err != nil {
+			close(stop)
+			t.Fatal(err)
+		}
+		if removed != n {
+			t.Errorf("round %d: the flush reported %d entries removed, want %d", r, removed, n)
+		}
+		if c, err := h.d.StateCount(); err != nil || c != 1 {
+			t.Errorf("round %d: %d states after the flush (%v), want the one kept", r, c, err)
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rounds, %d sweeps meanwhile", rounds, swept)
+	if swept == 0 {
+		t.Error("no sweep ran during the flushes: the race was not run")
+	}
+}

@@ -202,6 +202,21 @@ static __always_inline struct rule *rule_at(__u32 slot, __u32 idx)
 	return slot_elem(&rules, slot, idx);
 }
 
+/* state_flags_set sets flag bits f in a state entry's flags by an atomic
+ * OR on the 8-byte word that holds them (group_no, then flags as byte 4,
+ * bpfel; the programs are built for -mcpu=v1, where clang has 64-bit
+ * atomics only). The entry's flags are written after its insert by
+ * packets on any CPU (SF_OPTREV, the first reply's) and by state_put
+ * (SF_TWIN, when another CPU adds the twin): with plain read-modify-writes
+ * of the byte, one could undo the other's bit (a lost SF_TWIN leaves the
+ * twin found by no lookup of the key). Each bit is set once in an entry's
+ * life, so the cost is once a flow. The OR leaves group_no as it is. */
+static __always_inline void state_flags_set(struct state_entry *e, __u8 f)
+{
+	_Static_assert(__builtin_offsetof(struct state_entry, flags) % 8 == 4, "state_entry.flags moved: fix state_flags_set");
+	__sync_fetch_and_or((__u64 *)((char *)e + __builtin_offsetof(struct state_entry, flags) - 4), (__u64)f << 32);
+}
+
 /* rule_count counts a packet of plen bytes that matched r. The counters
  * live in the rule (one lookup for both), updated atomically. */
 static __always_inline void rule_count(struct rule *r, __u32 plen)

@@ -199,7 +199,7 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 		e->flx[fi] = flx;
 		if (rev && !(e->flags & SF_OPTREV)) {
 			e->opt_rev = 0;
-			e->flags |= SF_OPTREV;
+			state_flags_set(e, SF_OPTREV);
 		}
 	}
 	if (!e->ifindex[slot])

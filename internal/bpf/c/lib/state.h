@@ -394,7 +394,7 @@ static __always_inline int state_put(struct state_key *k, struct state_entry *ep
 	}
 	k->twin = 1;
 	if (bpf_map_update_elem(&states, k, ep, BPF_NOEXIST) == 0) {
-		e->flags |= SF_TWIN;
+		state_flags_set(e, SF_TWIN);
 		return 1;
 	}
 	*old = bpf_map_lookup_elem(&states, k);
@@ -783,7 +783,7 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 			e->flx[fi] = flx;
 			if (rev && !(e->flags & SF_OPTREV)) {
 				e->opt_rev = o;
-				e->flags |= SF_OPTREV;
+				state_flags_set(e, SF_OPTREV);
 			}
 		}
 	}
@@ -1145,7 +1145,7 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	if (backward && !e->flx[((!(p->out & 1)) * 2 + 1) & 3] && !(e->flags & SF_OPTREV) &&
 	    !(p->family == 4 && (h[0] & 0xf) > 5)) {
 		e->opt_rev = 0;
-		e->flags |= SF_OPTREV;
+		state_flags_set(e, SF_OPTREV);
 	}
 	if (!e->ifindex[slot & 3])
 		e->ifindex[slot & 3] = p->ifindex;
