@@ -218,6 +218,42 @@ type filterLpmKey struct {
 	Addr      [4]uint32
 }
 
+type filterNatSlot struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Seq uint32
+	K   struct {
+		_     structs.HostLayout
+		Src   uint32
+		Dst   uint32
+		Sport uint16
+		Dport uint16
+		Proto uint8
+		Dir   uint8
+		Pad   uint16
+	}
+	F struct {
+		_        structs.HostLayout
+		Nsrc     uint32
+		Ndst     uint32
+		Nsport   uint16
+		Ndport   uint16
+		Ifindex  uint32
+		CsumL3   uint32
+		CsumL4a  uint32
+		CsumL4p  uint32
+		Flags    uint8
+		Tcpflags uint8
+		Pad      uint16
+		Last     uint64
+		Pkts     uint64
+		Bytes    uint64
+	}
+}
+
 type filterPoolKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -516,6 +552,7 @@ const (
 	filterMapListMetas       = "list_metas"
 	filterMapLists           = "lists"
 	filterMapLogRing         = "log_ring"
+	filterMapNatDm           = "nat_dm"
 	filterMapPools           = "pools"
 	filterMapPps             = "pps"
 	filterMapRuleStates      = "rule_states"
@@ -543,6 +580,8 @@ const (
 	filterVarK_logflags      = "k_logflags"
 	filterVarK_minttl        = "k_minttl"
 	filterVarK_mode          = "k_mode"
+	filterVarK_nat           = "k_nat"
+	filterVarK_natNspj       = "k_nat_nspj"
 	filterVarK_nfastIn       = "k_nfast_in"
 	filterVarK_nfastOut      = "k_nfast_out"
 	filterVarK_sfeat         = "k_sfeat"
@@ -623,6 +662,7 @@ type filterMapSpecs struct {
 	ListMetas  *ebpf.MapSpec `ebpf:"list_metas"`
 	Lists      *ebpf.MapSpec `ebpf:"lists"`
 	LogRing    *ebpf.MapSpec `ebpf:"log_ring"`
+	NatDm      *ebpf.MapSpec `ebpf:"nat_dm"`
 	Pools      *ebpf.MapSpec `ebpf:"pools"`
 	Pps        *ebpf.MapSpec `ebpf:"pps"`
 	RuleStates *ebpf.MapSpec `ebpf:"rule_states"`
@@ -653,6 +693,8 @@ type filterVariableSpecs struct {
 	K_logflags      *ebpf.VariableSpec `ebpf:"k_logflags"`
 	K_minttl        *ebpf.VariableSpec `ebpf:"k_minttl"`
 	K_mode          *ebpf.VariableSpec `ebpf:"k_mode"`
+	K_nat           *ebpf.VariableSpec `ebpf:"k_nat"`
+	K_natNspj       *ebpf.VariableSpec `ebpf:"k_nat_nspj"`
 	K_nfastIn       *ebpf.VariableSpec `ebpf:"k_nfast_in"`
 	K_nfastOut      *ebpf.VariableSpec `ebpf:"k_nfast_out"`
 	K_sfeat         *ebpf.VariableSpec `ebpf:"k_sfeat"`
@@ -702,6 +744,7 @@ type filterMaps struct {
 	ListMetas  *ebpf.Map `ebpf:"list_metas"`
 	Lists      *ebpf.Map `ebpf:"lists"`
 	LogRing    *ebpf.Map `ebpf:"log_ring"`
+	NatDm      *ebpf.Map `ebpf:"nat_dm"`
 	Pools      *ebpf.Map `ebpf:"pools"`
 	Pps        *ebpf.Map `ebpf:"pps"`
 	RuleStates *ebpf.Map `ebpf:"rule_states"`
@@ -738,6 +781,7 @@ func (m *filterMaps) Close() error {
 		m.ListMetas,
 		m.Lists,
 		m.LogRing,
+		m.NatDm,
 		m.Pools,
 		m.Pps,
 		m.RuleStates,
@@ -769,6 +813,8 @@ type filterVariables struct {
 	K_logflags      *ebpf.Variable `ebpf:"k_logflags"`
 	K_minttl        *ebpf.Variable `ebpf:"k_minttl"`
 	K_mode          *ebpf.Variable `ebpf:"k_mode"`
+	K_nat           *ebpf.Variable `ebpf:"k_nat"`
+	K_natNspj       *ebpf.Variable `ebpf:"k_nat_nspj"`
 	K_nfastIn       *ebpf.Variable `ebpf:"k_nfast_in"`
 	K_nfastOut      *ebpf.Variable `ebpf:"k_nfast_out"`
 	K_sfeat         *ebpf.Variable `ebpf:"k_sfeat"`
