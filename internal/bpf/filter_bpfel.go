@@ -533,63 +533,64 @@ type filterWork struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	filterMapCblocks         = "cblocks"
-	filterMapConfig          = "config"
-	filterMapCtlArgs         = "ctl_args"
-	filterMapCtlKeys         = "ctl_keys"
-	filterMapDca             = "dca"
-	filterMapDcaConns        = "dca_conns"
-	filterMapExprs           = "exprs"
-	filterMapFrags           = "frags"
-	filterMapHotCounts       = "hot_counts"
-	filterMapHotlists        = "hotlists"
-	filterMapIdxDport        = "idx_dport"
-	filterMapIdxDst          = "idx_dst"
-	filterMapIdxSport        = "idx_sport"
-	filterMapIdxSrc          = "idx_src"
-	filterMapIfaces          = "ifaces"
-	filterMapIfaddrs         = "ifaddrs"
-	filterMapListMetas       = "list_metas"
-	filterMapLists           = "lists"
-	filterMapLogRing         = "log_ring"
-	filterMapNatDm           = "nat_dm"
-	filterMapPools           = "pools"
-	filterMapPps             = "pps"
-	filterMapRuleStates      = "rule_states"
-	filterMapRuleTexts       = "rule_texts"
-	filterMapRules           = "rules"
-	filterMapRunBits         = "run_bits"
-	filterMapRuns            = "runs"
-	filterMapRuns4           = "runs4"
-	filterMapScratch         = "scratch"
-	filterMapStateCount      = "state_count"
-	filterMapStates          = "states"
-	filterMapStats           = "stats"
-	filterMapSweeper         = "sweeper"
-	filterProgSluiceCtl      = "sluice_ctl"
-	filterProgSluiceEgress   = "sluice_egress"
-	filterProgSluiceIngress  = "sluice_ingress"
-	filterVarK_anyl3         = "k_anyl3"
-	filterVarK_cfg           = "k_cfg"
-	filterVarK_defpass       = "k_defpass"
-	filterVarK_est           = "k_est"
-	filterVarK_fast          = "k_fast"
-	filterVarK_fastIn        = "k_fast_in"
-	filterVarK_fastOut       = "k_fast_out"
-	filterVarK_feat          = "k_feat"
-	filterVarK_logflags      = "k_logflags"
-	filterVarK_minttl        = "k_minttl"
-	filterVarK_mode          = "k_mode"
-	filterVarK_nat           = "k_nat"
-	filterVarK_natNspj       = "k_nat_nspj"
-	filterVarK_nfastIn       = "k_nfast_in"
-	filterVarK_nfastOut      = "k_nfast_out"
-	filterVarK_sfeat         = "k_sfeat"
-	filterVarK_slot          = "k_slot"
-	filterVarK_state         = "k_state"
-	filterVarSluiceInnerBtf  = "sluice_inner_btf"
-	filterVarSluiceLogRecBtf = "sluice_log_rec_btf"
-	filterVarStopAt          = "stop_at"
+	filterMapCblocks           = "cblocks"
+	filterMapConfig            = "config"
+	filterMapCtlArgs           = "ctl_args"
+	filterMapCtlKeys           = "ctl_keys"
+	filterMapDca               = "dca"
+	filterMapDcaConns          = "dca_conns"
+	filterMapExprs             = "exprs"
+	filterMapFrags             = "frags"
+	filterMapHotCounts         = "hot_counts"
+	filterMapHotlists          = "hotlists"
+	filterMapIdxDport          = "idx_dport"
+	filterMapIdxDst            = "idx_dst"
+	filterMapIdxSport          = "idx_sport"
+	filterMapIdxSrc            = "idx_src"
+	filterMapIfaces            = "ifaces"
+	filterMapIfaddrs           = "ifaddrs"
+	filterMapListMetas         = "list_metas"
+	filterMapLists             = "lists"
+	filterMapLogRing           = "log_ring"
+	filterMapNatDm             = "nat_dm"
+	filterMapPools             = "pools"
+	filterMapPps               = "pps"
+	filterMapRuleStates        = "rule_states"
+	filterMapRuleTexts         = "rule_texts"
+	filterMapRules             = "rules"
+	filterMapRunBits           = "run_bits"
+	filterMapRuns              = "runs"
+	filterMapRuns4             = "runs4"
+	filterMapScratch           = "scratch"
+	filterMapStateCount        = "state_count"
+	filterMapStates            = "states"
+	filterMapStats             = "stats"
+	filterMapSweeper           = "sweeper"
+	filterProgSluiceCtl        = "sluice_ctl"
+	filterProgSluiceEgress     = "sluice_egress"
+	filterProgSluiceIngress    = "sluice_ingress"
+	filterProgSluiceIngressNat = "sluice_ingress_nat"
+	filterVarK_anyl3           = "k_anyl3"
+	filterVarK_cfg             = "k_cfg"
+	filterVarK_defpass         = "k_defpass"
+	filterVarK_est             = "k_est"
+	filterVarK_fast            = "k_fast"
+	filterVarK_fastIn          = "k_fast_in"
+	filterVarK_fastOut         = "k_fast_out"
+	filterVarK_feat            = "k_feat"
+	filterVarK_logflags        = "k_logflags"
+	filterVarK_minttl          = "k_minttl"
+	filterVarK_mode            = "k_mode"
+	filterVarK_nat             = "k_nat"
+	filterVarK_natNspj         = "k_nat_nspj"
+	filterVarK_nfastIn         = "k_nfast_in"
+	filterVarK_nfastOut        = "k_nfast_out"
+	filterVarK_sfeat           = "k_sfeat"
+	filterVarK_slot            = "k_slot"
+	filterVarK_state           = "k_state"
+	filterVarSluiceInnerBtf    = "sluice_inner_btf"
+	filterVarSluiceLogRecBtf   = "sluice_log_rec_btf"
+	filterVarStopAt            = "stop_at"
 )
 
 // loadFilter returns the embedded CollectionSpec for filter.
@@ -634,9 +635,10 @@ type filterSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterProgramSpecs struct {
-	SluiceCtl     *ebpf.ProgramSpec `ebpf:"sluice_ctl"`
-	SluiceEgress  *ebpf.ProgramSpec `ebpf:"sluice_egress"`
-	SluiceIngress *ebpf.ProgramSpec `ebpf:"sluice_ingress"`
+	SluiceCtl        *ebpf.ProgramSpec `ebpf:"sluice_ctl"`
+	SluiceEgress     *ebpf.ProgramSpec `ebpf:"sluice_egress"`
+	SluiceIngress    *ebpf.ProgramSpec `ebpf:"sluice_ingress"`
+	SluiceIngressNat *ebpf.ProgramSpec `ebpf:"sluice_ingress_nat"`
 }
 
 // filterMapSpecs contains maps before they are loaded into the kernel.
@@ -829,9 +831,10 @@ type filterVariables struct {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterPrograms struct {
-	SluiceCtl     *ebpf.Program `ebpf:"sluice_ctl"`
-	SluiceEgress  *ebpf.Program `ebpf:"sluice_egress"`
-	SluiceIngress *ebpf.Program `ebpf:"sluice_ingress"`
+	SluiceCtl        *ebpf.Program `ebpf:"sluice_ctl"`
+	SluiceEgress     *ebpf.Program `ebpf:"sluice_egress"`
+	SluiceIngress    *ebpf.Program `ebpf:"sluice_ingress"`
+	SluiceIngressNat *ebpf.Program `ebpf:"sluice_ingress_nat"`
 }
 
 func (p *filterPrograms) Close() error {
@@ -839,6 +842,7 @@ func (p *filterPrograms) Close() error {
 		p.SluiceCtl,
 		p.SluiceEgress,
 		p.SluiceIngress,
+		p.SluiceIngressNat,
 	)
 }
 

@@ -101,9 +101,13 @@ func (d *Datapath) placePrefix(want progSpec) error {
 		if err != nil {
 			return err
 		}
-		if p, err = d.loadVariantProg(spec, false); err != nil {
+		var o struct {
+			P *ebpf.Program `ebpf:"sluice_ingress_nat"`
+		}
+		if err = spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
 			return wrapVerifier("loading the inline NAT prefix", err)
 		}
+		p = o.P
 		if d.natin.prefix == nil {
 			d.natin.prefix = map[uint64]*ebpf.Program{}
 		}

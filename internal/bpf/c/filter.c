@@ -506,20 +506,29 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	return TC_ACT_SHOT;
 }
 
-/* With k_nat (lib/natin.h) a packet NAT's established path translated
- * here ends the hook's chain when the filter passes it (TC_ACT_OK): NAT's
- * own program, which would translate it next (egress) or has been done
- * here in its place (ingress), does not run. */
 SEC("tc")
 int sluice_ingress(struct __sk_buff *skb)
 {
+	return filter(skb, 0);
+}
+
+/* With k_nat (lib/natin.h) a packet NAT's established path translated
+ * here ends the hook's chain when the filter passes it (TC_ACT_OK): NAT's
+ * own program, which would translate it next (egress) or has been done
+ * here in its place (ingress), does not run. The ingress prefix is a
+ * program of its own, placed before NAT's: only what it translates, the
+ * rest left untouched to NAT's program and sluice_ingress after it (a
+ * call before filter() in sluice_ingress took stack from its chain of
+ * calls, over the verifier's 512 bytes in some specialisations). */
+SEC("tc")
+int sluice_ingress_nat(struct __sk_buff *skb)
+{
 	int r;
 
-	/* the prefix before NAT's program: only what it translates */
-	if ((k_nat & 1) && !nat_inline(skb, 0))
+	if (!(k_nat & 1) || !nat_inline(skb, 0))
 		return TC_ACT_UNSPEC;
 	r = filter(skb, 0);
-	return (k_nat & 1) && r == TC_ACT_UNSPEC ? TC_ACT_OK : r;
+	return r == TC_ACT_UNSPEC ? TC_ACT_OK : r;
 }
 
 SEC("tc")

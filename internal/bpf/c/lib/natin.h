@@ -105,8 +105,11 @@ static __always_inline __u32 natin_hash(__u32 w0, __u32 w1, __u32 w2, __u32 w3)
 /* nat_inline translates an IPv4 TCP/UDP packet whose key the direct
  * array's slot holds, as nat_fast4 does (the same checks, rewrite,
  * checksums and per-packet fields in the slot), and returns 1; any other
- * packet it leaves untouched and returns 0. */
-static __always_inline int nat_inline(struct __sk_buff *skb, __u32 dir)
+ * packet it leaves untouched and returns 0. A function of its own (a
+ * BPF-to-BPF call): inlined, its copy of the slot's rewrite took stack in
+ * the programs' main frame, under the pipeline's deepest chain of calls
+ * even with k_nat 0 (the verifier then counted 528 bytes, over 512). */
+static __noinline int nat_inline(struct __sk_buff *skb, __u32 dir)
 {
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	struct iphdr___natin {
