@@ -73,6 +73,9 @@ func (d *Datapath) InlineNAT(dm *ebpf.Map, nspj uint32) error {
 	defer unlock()
 	d.natin.dm, d.natin.nspj = dm, nspj
 	if err := d.specialiseLocked(-1, true); err != nil {
+		// the programs in force are the ones before (a failed load
+		// places nothing): no later specialisation tries the path
+		d.natin.dm, d.natin.nspj = nil, 0
 		return err
 	}
 	if d.natin.cur == nil {

@@ -57,7 +57,10 @@ func (r *Registry) addNAT() {
 	// share of a packet is one report's difference.
 	r.add(r.gwFilter("sluice-gw-stateful", "Sluice IPFilter on the gateway's server-facing interface: HP's set with keep state, no NAT", IPFStateful(), ""))
 	r.add(r.gwFilter("sluice-gw-stateful-nat-map", "Sluice IPFilter (HP's set with keep state) and kernel NAT (sluice-nat-map's map) on the gateway's server-facing interface", IPFStateful(), NATMasq()))
-	r.add(&Config{Name: "sluice-gw-stateful-nat-inline", Family: Sluice, Suite: SuiteNAT,
+	// NAT's established path inside the filter's programs, which the
+	// commands do not make yet (docs/datapath-cost.md, nat15): run only
+	// when named, not in the presets' comparison of what ships
+	r.add(&Config{Name: "sluice-gw-stateful-nat-inline", Family: Sluice, Suite: SuiteNAT, OptIn: true,
 		Description: "sluice-gw-stateful-nat-map with NAT's established path inside the filter's programs (nat15's stand-in)",
 		Rules:       NATMasq(), Filter: IPFStateful(),
 		Unavailable: func() bool { return r.dp.NATInline == nil },

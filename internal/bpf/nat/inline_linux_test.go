@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 	"testing"
+	"time"
 
 	"sluice/internal/bpf"
 	"sluice/internal/packet/packettest"
