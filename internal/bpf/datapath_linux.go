@@ -75,6 +75,8 @@ type Datapath struct {
 	// (benchmarks of the generic program)
 	specMutate   func(*ebpf.CollectionSpec)
 	noSpecialise bool
+	// NAT's established path inside the programs (natin_linux.go)
+	natin natInline
 }
 
 // tick is IPFilter's timer tick (Tick): timeouts are counted in them.
@@ -309,6 +311,7 @@ func (d *Datapath) Close() error {
 	if d.ownCtl {
 		d.ctl.Close()
 	}
+	_ = d.closeNATLinks()
 	d.closeVariants()
 	return d.objs.Close()
 }

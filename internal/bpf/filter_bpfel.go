@@ -218,6 +218,42 @@ type filterLpmKey struct {
 	Addr      [4]uint32
 }
 
+type filterNatSlot struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Seq uint32
+	K   struct {
+		_     structs.HostLayout
+		Src   uint32
+		Dst   uint32
+		Sport uint16
+		Dport uint16
+		Proto uint8
+		Dir   uint8
+		Pad   uint16
+	}
+	F struct {
+		_        structs.HostLayout
+		Nsrc     uint32
+		Ndst     uint32
+		Nsport   uint16
+		Ndport   uint16
+		Ifindex  uint32
+		CsumL3   uint32
+		CsumL4a  uint32
+		CsumL4p  uint32
+		Flags    uint8
+		Tcpflags uint8
+		Pad      uint16
+		Last     uint64
+		Pkts     uint64
+		Bytes    uint64
+	}
+}
+
 type filterPoolKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -497,60 +533,64 @@ type filterWork struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	filterMapCblocks         = "cblocks"
-	filterMapConfig          = "config"
-	filterMapCtlArgs         = "ctl_args"
-	filterMapCtlKeys         = "ctl_keys"
-	filterMapDca             = "dca"
-	filterMapDcaConns        = "dca_conns"
-	filterMapExprs           = "exprs"
-	filterMapFrags           = "frags"
-	filterMapHotCounts       = "hot_counts"
-	filterMapHotlists        = "hotlists"
-	filterMapIdxDport        = "idx_dport"
-	filterMapIdxDst          = "idx_dst"
-	filterMapIdxSport        = "idx_sport"
-	filterMapIdxSrc          = "idx_src"
-	filterMapIfaces          = "ifaces"
-	filterMapIfaddrs         = "ifaddrs"
-	filterMapListMetas       = "list_metas"
-	filterMapLists           = "lists"
-	filterMapLogRing         = "log_ring"
-	filterMapPools           = "pools"
-	filterMapPps             = "pps"
-	filterMapRuleStates      = "rule_states"
-	filterMapRuleTexts       = "rule_texts"
-	filterMapRules           = "rules"
-	filterMapRunBits         = "run_bits"
-	filterMapRuns            = "runs"
-	filterMapRuns4           = "runs4"
-	filterMapScratch         = "scratch"
-	filterMapStateCount      = "state_count"
-	filterMapStates          = "states"
-	filterMapStats           = "stats"
-	filterMapSweeper         = "sweeper"
-	filterProgSluiceCtl      = "sluice_ctl"
-	filterProgSluiceEgress   = "sluice_egress"
-	filterProgSluiceIngress  = "sluice_ingress"
-	filterVarK_anyl3         = "k_anyl3"
-	filterVarK_cfg           = "k_cfg"
-	filterVarK_defpass       = "k_defpass"
-	filterVarK_est           = "k_est"
-	filterVarK_fast          = "k_fast"
-	filterVarK_fastIn        = "k_fast_in"
-	filterVarK_fastOut       = "k_fast_out"
-	filterVarK_feat          = "k_feat"
-	filterVarK_logflags      = "k_logflags"
-	filterVarK_minttl        = "k_minttl"
-	filterVarK_mode          = "k_mode"
-	filterVarK_nfastIn       = "k_nfast_in"
-	filterVarK_nfastOut      = "k_nfast_out"
-	filterVarK_sfeat         = "k_sfeat"
-	filterVarK_slot          = "k_slot"
-	filterVarK_state         = "k_state"
-	filterVarSluiceInnerBtf  = "sluice_inner_btf"
-	filterVarSluiceLogRecBtf = "sluice_log_rec_btf"
-	filterVarStopAt          = "stop_at"
+	filterMapCblocks           = "cblocks"
+	filterMapConfig            = "config"
+	filterMapCtlArgs           = "ctl_args"
+	filterMapCtlKeys           = "ctl_keys"
+	filterMapDca               = "dca"
+	filterMapDcaConns          = "dca_conns"
+	filterMapExprs             = "exprs"
+	filterMapFrags             = "frags"
+	filterMapHotCounts         = "hot_counts"
+	filterMapHotlists          = "hotlists"
+	filterMapIdxDport          = "idx_dport"
+	filterMapIdxDst            = "idx_dst"
+	filterMapIdxSport          = "idx_sport"
+	filterMapIdxSrc            = "idx_src"
+	filterMapIfaces            = "ifaces"
+	filterMapIfaddrs           = "ifaddrs"
+	filterMapListMetas         = "list_metas"
+	filterMapLists             = "lists"
+	filterMapLogRing           = "log_ring"
+	filterMapNatDm             = "nat_dm"
+	filterMapPools             = "pools"
+	filterMapPps               = "pps"
+	filterMapRuleStates        = "rule_states"
+	filterMapRuleTexts         = "rule_texts"
+	filterMapRules             = "rules"
+	filterMapRunBits           = "run_bits"
+	filterMapRuns              = "runs"
+	filterMapRuns4             = "runs4"
+	filterMapScratch           = "scratch"
+	filterMapStateCount        = "state_count"
+	filterMapStates            = "states"
+	filterMapStats             = "stats"
+	filterMapSweeper           = "sweeper"
+	filterProgSluiceCtl        = "sluice_ctl"
+	filterProgSluiceEgress     = "sluice_egress"
+	filterProgSluiceIngress    = "sluice_ingress"
+	filterProgSluiceIngressNat = "sluice_ingress_nat"
+	filterVarK_anyl3           = "k_anyl3"
+	filterVarK_cfg             = "k_cfg"
+	filterVarK_defpass         = "k_defpass"
+	filterVarK_est             = "k_est"
+	filterVarK_fast            = "k_fast"
+	filterVarK_fastIn          = "k_fast_in"
+	filterVarK_fastOut         = "k_fast_out"
+	filterVarK_feat            = "k_feat"
+	filterVarK_logflags        = "k_logflags"
+	filterVarK_minttl          = "k_minttl"
+	filterVarK_mode            = "k_mode"
+	filterVarK_nat             = "k_nat"
+	filterVarK_natNspj         = "k_nat_nspj"
+	filterVarK_nfastIn         = "k_nfast_in"
+	filterVarK_nfastOut        = "k_nfast_out"
+	filterVarK_sfeat           = "k_sfeat"
+	filterVarK_slot            = "k_slot"
+	filterVarK_state           = "k_state"
+	filterVarSluiceInnerBtf    = "sluice_inner_btf"
+	filterVarSluiceLogRecBtf   = "sluice_log_rec_btf"
+	filterVarStopAt            = "stop_at"
 )
 
 // loadFilter returns the embedded CollectionSpec for filter.
@@ -595,9 +635,10 @@ type filterSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterProgramSpecs struct {
-	SluiceCtl     *ebpf.ProgramSpec `ebpf:"sluice_ctl"`
-	SluiceEgress  *ebpf.ProgramSpec `ebpf:"sluice_egress"`
-	SluiceIngress *ebpf.ProgramSpec `ebpf:"sluice_ingress"`
+	SluiceCtl        *ebpf.ProgramSpec `ebpf:"sluice_ctl"`
+	SluiceEgress     *ebpf.ProgramSpec `ebpf:"sluice_egress"`
+	SluiceIngress    *ebpf.ProgramSpec `ebpf:"sluice_ingress"`
+	SluiceIngressNat *ebpf.ProgramSpec `ebpf:"sluice_ingress_nat"`
 }
 
 // filterMapSpecs contains maps before they are loaded into the kernel.
@@ -623,6 +664,7 @@ type filterMapSpecs struct {
 	ListMetas  *ebpf.MapSpec `ebpf:"list_metas"`
 	Lists      *ebpf.MapSpec `ebpf:"lists"`
 	LogRing    *ebpf.MapSpec `ebpf:"log_ring"`
+	NatDm      *ebpf.MapSpec `ebpf:"nat_dm"`
 	Pools      *ebpf.MapSpec `ebpf:"pools"`
 	Pps        *ebpf.MapSpec `ebpf:"pps"`
 	RuleStates *ebpf.MapSpec `ebpf:"rule_states"`
@@ -653,6 +695,8 @@ type filterVariableSpecs struct {
 	K_logflags      *ebpf.VariableSpec `ebpf:"k_logflags"`
 	K_minttl        *ebpf.VariableSpec `ebpf:"k_minttl"`
 	K_mode          *ebpf.VariableSpec `ebpf:"k_mode"`
+	K_nat           *ebpf.VariableSpec `ebpf:"k_nat"`
+	K_natNspj       *ebpf.VariableSpec `ebpf:"k_nat_nspj"`
 	K_nfastIn       *ebpf.VariableSpec `ebpf:"k_nfast_in"`
 	K_nfastOut      *ebpf.VariableSpec `ebpf:"k_nfast_out"`
 	K_sfeat         *ebpf.VariableSpec `ebpf:"k_sfeat"`
@@ -702,6 +746,7 @@ type filterMaps struct {
 	ListMetas  *ebpf.Map `ebpf:"list_metas"`
 	Lists      *ebpf.Map `ebpf:"lists"`
 	LogRing    *ebpf.Map `ebpf:"log_ring"`
+	NatDm      *ebpf.Map `ebpf:"nat_dm"`
 	Pools      *ebpf.Map `ebpf:"pools"`
 	Pps        *ebpf.Map `ebpf:"pps"`
 	RuleStates *ebpf.Map `ebpf:"rule_states"`
@@ -738,6 +783,7 @@ func (m *filterMaps) Close() error {
 		m.ListMetas,
 		m.Lists,
 		m.LogRing,
+		m.NatDm,
 		m.Pools,
 		m.Pps,
 		m.RuleStates,
@@ -769,6 +815,8 @@ type filterVariables struct {
 	K_logflags      *ebpf.Variable `ebpf:"k_logflags"`
 	K_minttl        *ebpf.Variable `ebpf:"k_minttl"`
 	K_mode          *ebpf.Variable `ebpf:"k_mode"`
+	K_nat           *ebpf.Variable `ebpf:"k_nat"`
+	K_natNspj       *ebpf.Variable `ebpf:"k_nat_nspj"`
 	K_nfastIn       *ebpf.Variable `ebpf:"k_nfast_in"`
 	K_nfastOut      *ebpf.Variable `ebpf:"k_nfast_out"`
 	K_sfeat         *ebpf.Variable `ebpf:"k_sfeat"`
@@ -783,9 +831,10 @@ type filterVariables struct {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterPrograms struct {
-	SluiceCtl     *ebpf.Program `ebpf:"sluice_ctl"`
-	SluiceEgress  *ebpf.Program `ebpf:"sluice_egress"`
-	SluiceIngress *ebpf.Program `ebpf:"sluice_ingress"`
+	SluiceCtl        *ebpf.Program `ebpf:"sluice_ctl"`
+	SluiceEgress     *ebpf.Program `ebpf:"sluice_egress"`
+	SluiceIngress    *ebpf.Program `ebpf:"sluice_ingress"`
+	SluiceIngressNat *ebpf.Program `ebpf:"sluice_ingress_nat"`
 }
 
 func (p *filterPrograms) Close() error {
@@ -793,6 +842,7 @@ func (p *filterPrograms) Close() error {
 		p.SluiceCtl,
 		p.SluiceEgress,
 		p.SluiceIngress,
+		p.SluiceIngressNat,
 	)
 }
 

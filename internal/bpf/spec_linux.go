@@ -93,6 +93,9 @@ type progSpec struct {
 	fast              uint32
 	nfastIn, nfastOut uint32
 	fastIn, fastOut   [fastMax]filterHot
+	// nat: NAT's established path inside the programs (natin_linux.go),
+	// the length of a jiffy it stamps; 0: off
+	nat uint32
 }
 
 // fastMax is how many entries a constant list holds (FAST_MAX).
@@ -125,6 +128,9 @@ func (s progSpec) key() uint64 {
 		s.cfg, s.slot, s.sfeat, s.minttl, s.logflags, s.anyl3)
 	if s.fast != 0 {
 		fmt.Fprintf(h, "/fast %d %d %d %v %v", s.fast, s.nfastIn, s.nfastOut, s.fastIn, s.fastOut)
+	}
+	if s.nat != 0 {
+		fmt.Fprintf(h, "/nat %d", s.nat)
 	}
 	return h.Sum64() | 2
 }
@@ -324,12 +330,12 @@ func (d *Datapath) specInputs() (c filterConf, n int64, frags bool, err error) {
 // want is wantSpec with the slot's lists as constants where they can be
 // (fastLists): the programs a live Datapath makes.
 func (d *Datapath) want(c *filterConf, n int64, frags bool, extra int) progSpec {
-	return fastLists(wantSpec(c, n, frags, extra), d.hotOf)
+	return d.natin.spec(fastLists(wantSpec(c, n, frags, extra), d.hotOf))
 }
 
 // other is otherSpec as want is wantSpec.
 func (d *Datapath) other(c *filterConf, n int64, frags bool) progSpec {
-	return fastLists(otherSpec(c, n, frags), d.hotOf)
+	return d.natin.spec(fastLists(otherSpec(c, n, frags), d.hotOf))
 }
 
 // lockCfg takes the lock setCfg and the specialisation share: in this
@@ -462,7 +468,7 @@ func (d *Datapath) putSpec(c *filterConf, want progSpec, force bool) error {
 	if !d.opened {
 		d.objs.SluiceIngress, d.objs.SluiceEgress = pp.in, pp.out
 	}
-	return nil
+	return d.placePrefix(want)
 }
 
 // setProgs makes pp (loaded from the pins) d's programs for key k.
@@ -529,7 +535,7 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 			continue
 		}
 		seen[k] = true
-		if d.dir != "" && d.specMutate == nil {
+		if d.dir != "" && d.specMutate == nil && s.nat == 0 {
 			// loaded by an earlier command: no verifier run
 			if pp, err := loadPinnedPairAs(d.dir, variantPin(k)); err == nil {
 				d.addVariant(k, pp)
@@ -597,7 +603,7 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 		}
 		k := s.key()
 		d.addVariant(k, progPair{in, out})
-		if d.dir != "" {
+		if d.dir != "" && s.nat == 0 {
 			// kept for the next command (best effort: a missing pin only
 			// costs a verifier run)
 			pinVariant(d.dir, k, progPair{in, out})
@@ -608,6 +614,12 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 
 // variantSpec is the filter's spec specialised for s.
 func (d *Datapath) variantSpec(s progSpec) (*ebpf.CollectionSpec, error) {
+	return d.variantSpecNAT(s, natEgress)
+}
+
+// variantSpecNAT is variantSpec with the inline NAT path's bits (k_nat)
+// when d has it.
+func (d *Datapath) variantSpecNAT(s progSpec, natBits uint32) (*ebpf.CollectionSpec, error) {
 	spec, err := filterSpec()
 	if err != nil {
 		return nil, fmt.Errorf("loading filter spec: %w", err)
@@ -617,6 +629,9 @@ func (d *Datapath) variantSpec(s progSpec) (*ebpf.CollectionSpec, error) {
 	}
 	if d.specMutate != nil {
 		d.specMutate(spec)
+	}
+	if err := d.natin.setVars(spec, s, natBits); err != nil {
+		return nil, err
 	}
 	foldRodata(spec)
 	return spec, nil
@@ -782,6 +797,9 @@ func (d *Datapath) mapsByName() map[string]*ebpf.Map {
 		if m, ok := v.Field(i).Interface().(*ebpf.Map); ok && m != nil && name != "" {
 			out[name] = m
 		}
+	}
+	if d.natin.dm != nil {
+		out["nat_dm"] = d.natin.dm
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"sluice/internal/bench/config"
 	"sluice/internal/bench/topo"
+	natdp "sluice/internal/bpf/nat"
 	ipnatcmd "sluice/internal/cmd/ipnat"
 	"sluice/internal/ipfctl"
 )
@@ -125,4 +126,59 @@ func (a *natApplier) Remove() error {
 	err = errors.Join(err, a.fs.unmount())
 	a.fs = nil
 	return err
+}
+
+// LoadNATInline is sluice-gw-stateful-nat-inline's Applier (nat15's
+// stand-in): the filter, NAT beside it, then NAT's established path put
+// inside the filter's programs.
+func LoadNATInline(filter, conf string) (config.Applier, error) {
+	f, err := LoadIPF(filter)
+	if err != nil {
+		return nil, err
+	}
+	return &natInlineApplier{ipf: f.(*ipfApplier), conf: conf}, nil
+}
+
+type natInlineApplier struct {
+	ipf  *ipfApplier
+	conf string
+	nat  *natApplier
+}
+
+func (a *natInlineApplier) Apply(ctx context.Context, h *topo.Host) error {
+	if err := a.ipf.Apply(ctx, h); err != nil {
+		return err
+	}
+	conf := strings.NewReplacer("@IN@", h.Inside, "@OUT@", h.Link).Replace(a.conf)
+	n := &natApplier{conf: conf}
+	if err := n.Apply(ctx, h); err != nil {
+		return errors.Join(err, a.ipf.Remove())
+	}
+	a.nat = n
+	err := h.Do(func() error {
+		nd, err := natdp.OpenPinned(ipfctl.NATPinDir(n.pin))
+		if err != nil {
+			return err
+		}
+		defer nd.Close()
+		dm, nspj, ok := nd.InlineSlots()
+		if !ok {
+			return errors.New("NAT's programs are not plain")
+		}
+		return a.ipf.dp.InlineNAT(dm, nspj)
+	})
+	if err != nil {
+		return errors.Join(err, a.Remove())
+	}
+	return nil
+}
+
+func (a *natInlineApplier) Remove() error {
+	var errs []error
+	if a.nat != nil {
+		errs = append(errs, a.nat.Remove())
+		a.nat = nil
+	}
+	errs = append(errs, a.ipf.Remove())
+	return errors.Join(errs...)
 }

@@ -12,6 +12,7 @@
 #include <linux/in.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 
 #ifndef IPPROTO_ICMPV6
 #define IPPROTO_ICMPV6 58
@@ -31,6 +32,7 @@
 #include "lib/route.h"
 #include "lib/dca.h"
 #include "lib/sweep.h"
+#include "lib/natin.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -510,8 +512,31 @@ int sluice_ingress(struct __sk_buff *skb)
 	return filter(skb, 0);
 }
 
+/* With k_nat (lib/natin.h) a packet NAT's established path translated
+ * here ends the hook's chain when the filter passes it (TC_ACT_OK): NAT's
+ * own program, which would translate it next (egress) or has been done
+ * here in its place (ingress), does not run. The ingress prefix is a
+ * program of its own, placed before NAT's: only what it translates, the
+ * rest left untouched to NAT's program and sluice_ingress after it (a
+ * call before filter() in sluice_ingress took stack from its chain of
+ * calls, over the verifier's 512 bytes in some specialisations). */
+SEC("tc")
+int sluice_ingress_nat(struct __sk_buff *skb)
+{
+	int r;
+
+	if (!(k_nat & 1) || !nat_inline(skb, 0))
+		return TC_ACT_UNSPEC;
+	r = filter(skb, 0);
+	return r == TC_ACT_UNSPEC ? TC_ACT_OK : r;
+}
+
 SEC("tc")
 int sluice_egress(struct __sk_buff *skb)
 {
-	return filter(skb, 1);
+	int r = filter(skb, 1);
+
+	if ((k_nat & 2) && r == TC_ACT_UNSPEC && nat_inline(skb, 1))
+		return TC_ACT_OK;
+	return r;
 }

@@ -1384,3 +1384,14 @@ func (s Session) Info() gonat.SessionInfo {
 		OSrc: s.OSrc, ODst: s.ODst, NSrc: s.NSrc, NDst: s.NDst,
 		OSPort: s.OSPort, ODPort: s.ODPort, NSPort: s.NSPort, NDPort: s.NDPort, Proxy: s.Proxy}
 }
+
+// InlineSlots returns the direct array of IPv4 fast entries (fast4dm) and
+// the length of a jiffy the plain programs stamp times with, for the
+// filter's programs to translate established flows through (nat15);
+// ok is false when the programs are not plain.
+func (d *Datapath) InlineSlots() (dm *ebpf.Map, nspj uint32, ok bool) {
+	if !d.Plain() || d.objs.Fast4dm == nil {
+		return nil, 0, false
+	}
+	return d.objs.Fast4dm, uint32(d.cfg(cfgNsPerJif)), true
+}

@@ -112,6 +112,13 @@ func TestDifferentialKitNI(t *testing.T) {
 }
 
 func niRun(h *harness, fd *bpf.Datapath, ipfText, natText, format string, input []byte) (int, error) {
+	return niRunWith(h, fd, ipfText, natText, format, input, nil)
+}
+
+// niRunWith is niRun; with inline non-nil fd has NAT's established path
+// inside its programs (nat15), the packets go through them as attached
+// (niKernelInline), and *inline counts the packets they translated.
+func niRunWith(h *harness, fd *bpf.Datapath, ipfText, natText, format string, input []byte, inline *int) (int, error) {
 	if err := h.reset(); err != nil {
 		return 0, err
 	}
@@ -189,7 +196,7 @@ func niRun(h *harness, fd *bpf.Datapath, ipfText, natText, format string, input 
 		// its rules name the packet's interface as that one, and the
 		// others as the harness's links (`to nic1` redirects there)
 		im, err := bpf.CompileSet(set, bpf.CompileOptions{Ifindex: func(s string) (int, bool) {
-			if s == ifname {
+			if s == ifname && inline == nil {
 				return 1, true
 			}
 			i, err := h.ifindex(s)
@@ -207,7 +214,13 @@ func niRun(h *harness, fd *bpf.Datapath, ipfText, natText, format string, input 
 		rt.iface = ""
 		want := eng.Check(&p)
 		wantPass := want.Verdict.Passed()
-		gotPass, got, err := niKernel(h, fd, rec.Out, ifname, rt.iface, in)
+		var gotPass bool
+		var got []byte
+		if inline != nil {
+			gotPass, got, err = niKernelInline(h, fd, rec.Out, ifname, rt.iface, in, inline)
+		} else {
+			gotPass, got, err = niKernel(h, fd, rec.Out, ifname, rt.iface, in)
+		}
 		if err != nil {
 			return count, err
 		}

@@ -640,7 +640,7 @@ func randomRun(h *harness, text string, pkts []randPkt) (int, int, error) {
 			}
 		}
 		want, res := engineRun(eng, p)
-		ret, got, err := h.run(p.out, p.iface, p.b)
+		ret, got, err := h.runFirst(p.out, p.iface, p.b)
 		if err != nil {
 			return i, translated, err
 		}

@@ -5,6 +5,7 @@ package nat
 import (
 	"fmt"
 	"io"
+	"sluice/internal/bpf"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,11 @@ type harness struct {
 	// (what they held at each reset): a differential test that runs the
 	// fast path requires some, so it cannot pass with the slots unused
 	slotted uint64
+	// inline, when set, is a filter with NAT's established path inside
+	// its programs (nat15) that randomRun's packets meet first as
+	// attached (runFirst); inlineN counts what it translated
+	inline  *bpf.Datapath
+	inlineN int
 }
 
 // shared holds one datapath per fast path stage (0: the normal one) and
