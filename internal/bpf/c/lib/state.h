@@ -1110,8 +1110,15 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 		k.sport = (l4[0] << 8) | l4[1];
 		k.dport = (l4[2] << 8) | l4[3];
 	} else if (k.proto == IPPROTO_ICMP || k.proto == IPPROTO_ICMPV6) {
+		/* keyed by the query, as canon_key keys the flow's packets:
+		 * an error quoting the echo's reply finds the echo's entry
+		 * too (IPFilter's ipf_checkicmpmatchingstate does for IPv4;
+		 * IPv6 as IPv4 by C16, as the engine; semantics cases
+		 * state-icmp-error-quotes-reply, state-icmp6-error-quotes-reply) */
+		int q = query_of(k.proto, l4[0]);
+
 		k.sport = (l4[4] << 8) | l4[5];
-		k.dport = l4[0];
+		k.dport = q >= 0 ? q : l4[0];
 	} else if (k.family == 4) {
 		/* IPv4: ipf_checkicmpmatchingstate knows TCP, UDP and ICMP
 		 * only (semantics case state-icmp-error-other-proto) */
