@@ -1073,7 +1073,7 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	__u8 h[40];
 	__u8 l4[8];
 	__u32 off, l4off, slot;
-	int backward = 0;
+	int backward = 0, ab;
 
 	if (!w)
 		return 0;
@@ -1137,7 +1137,29 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	}
 	if (!e || e->expire < now || (e->pass & FR_NOICMPERR))
 		return 0;
-	slot = (!backward) * 2 + (p->out & 1);
+	/* the counters' direction is the quoted packet's by its source
+	 * address alone (ipf_checkicmpmatchingstate: backward = is_src !=
+	 * src; the engine's LookupICMPError): in a flow between two ports of
+	 * one address an error counts as a reply whichever way the quoted
+	 * packet went (semantics state-icmp-error-same-addr) */
+	ab = backward && (k.src[0] != k.dst[0] || k.src[1] != k.dst[1] || k.src[2] != k.dst[2] || k.src[3] != k.dst[3]);
+	slot = (!ab) * 2 + (p->out & 1);
+	{
+		/* no more errors one way than packets went the other
+		 * (is_icmppkts against is_pkts): an error more is refused
+		 * (semantics state-icmp-error-per-packet) */
+		__u32 oi = (ab * 2 + !(p->out & 1)) & 3;
+		__u64 sent = 0;
+		__u16 n = e->icmperr[slot & 3];
+
+#pragma unroll
+		for (int i = 0; i < STATE_STRIPES; i++)
+			sent += e->cnt[i].pkts[oi];
+		if (n > sent)
+			return 0;
+		if (n < 0xffff)
+			e->icmperr[slot & 3] = n + 1;
+	}
 	{
 		struct state_cnt *c = &e->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
 
@@ -1158,7 +1180,7 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 		e->ifindex[slot & 3] = p->ifindex;
 	/* the error travels against the packet it quotes: about a packet
 	 * going the entry's way it is a reply (reply-to routes it) */
-	w->hit_rev = !backward;
+	w->hit_rev = !ab;
 	w->hit_slot = e->slot;
 	w->hit_idx = e->rule;
 	w->hit_pass = e->pass;
