@@ -141,12 +141,18 @@ static __always_inline __u8 canon_key(struct state_key *k, const struct pktinfo 
 }
 
 /* state_find looks up canonical key k for a packet of orientation swap:
- * the flow's entry going the packet's way (*rev = 0) when fwd_ok and
- * there is one, else the entry going the other way (*rev = 1) when
- * rev_ok. One hash lookup, two only for a flow with entries both ways
- * (SF_TWIN). k then names the entry returned. */
+ * the flow's entry, going the packet's way (*rev = 0) when fwd_ok or the
+ * other way (*rev = 1) when rev_ok. A flow with entries both ways
+ * (SF_TWIN) gives its twin first, unless notwin: the twin is always the
+ * newer of the two (state_put adds it beside the key's entry, and
+ * state_promote leaves one), and IPFilter's lookup walks a hash bucket
+ * newest first (ipf_state_insert puts an entry at its head), taking the
+ * first entry that matches the packet, whichever way it goes, as the
+ * engine's Lookup does; the key's entry is the older one, tried after
+ * the twin refused the packet (sl_state_lookup). One hash lookup, two
+ * for a flow with entries both ways. k then names the entry returned. */
 static __always_inline struct state_entry *state_find(struct state_key *k, __u8 swap, int sym, int fwd_ok,
-						      int rev_ok, int *rev)
+						      int rev_ok, int *rev, int notwin)
 {
 	struct state_entry *e = bpf_map_lookup_elem(&states, k), *t;
 	int fwd;
@@ -159,11 +165,8 @@ static __always_inline struct state_entry *state_find(struct state_key *k, __u8 
 		return e;
 	}
 	fwd = !!(e->flags & SF_SWAP) == swap;
-	if (fwd && fwd_ok) {
-		*rev = 0;
-		return e;
-	}
-	if (e->flags & SF_TWIN) {
+	if ((e->flags & SF_TWIN) && !notwin) {
+		/* the twin goes the other way round from the key's entry */
 		k->twin = 1;
 		t = bpf_map_lookup_elem(&states, k);
 		if (t && (fwd ? rev_ok : fwd_ok)) {
@@ -172,8 +175,8 @@ static __always_inline struct state_entry *state_find(struct state_key *k, __u8 
 		}
 		k->twin = 0;
 	}
-	if (!fwd && rev_ok) {
-		*rev = 1;
+	if (fwd ? fwd_ok : rev_ok) {
+		*rev = !fwd;
 		return e;
 	}
 	return NULL;
@@ -702,7 +705,8 @@ static __always_inline struct state_entry *wild_fill(struct state_key *k, struct
  * entry (the established path looked it up): only wildcard entries are
  * looked for. */
 static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *revp, __u64 now,
-							struct state_entry *scratch, int nokey)
+							struct state_entry *scratch, int nokey, int notwin,
+							int *twinp)
 {
 	struct state_key k;
 	struct state_entry *e;
@@ -725,7 +729,10 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 			fwd_ok = !rev_ok;
 		}
 		swap = canon_key(&k, p, &sym);
-		e = state_find(&k, swap, sym, fwd_ok, rev_ok, &rev);
+		e = state_find(&k, swap, sym, fwd_ok, rev_ok, &rev, notwin);
+		/* a twin that refuses the packet leaves it to the key's
+		 * entry (sl_state_lookup) */
+		*twinp = e && k.twin;
 	}
 	if (!e) {
 		__u32 one = 1;
@@ -1038,17 +1045,24 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	return 1;
 }
 
-GLOBAL int sl_state_lookup(__u64 now, int nokey)
+/* sl_state_lookup returns 1 for a state hit (w->hit_*), 0 for none, or
+ * SL_TWIN_REFUSED when the flow's twin (its newer entry) refused the
+ * packet: the caller then looks again with notwin, for the key's entry,
+ * as IPFilter goes on down the bucket. A second call rather than a loop
+ * here: a global function is verified once however often it is called. */
+#define SL_TWIN_REFUSED (-1)
+
+GLOBAL int sl_state_lookup(__u64 now, int nokey, int notwin)
 {
 	struct work *w = get_work();
 	struct state_entry *e;
-	int rev = 0;
+	int rev = 0, twin = 0;
 
 	if (!w)
 		return 0;
-	e = state_lookup(&w->p, &rev, now, &w->e, nokey);
+	e = state_lookup(&w->p, &rev, now, &w->e, nokey, notwin, &twin);
 	if (!e)
-		return 0;
+		return twin && !notwin ? SL_TWIN_REFUSED : 0;
 	w->hit_rev = rev;
 	w->hit_slot = e->slot;
 	w->hit_idx = e->rule;
@@ -1133,7 +1147,7 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 		int sym;
 		__u8 swap = canon_order(&k, is_icmp(k.proto), &sym);
 
-		e = state_find(&k, swap, sym, 1, 1, &backward);
+		e = state_find(&k, swap, sym, 1, 1, &backward, 0);
 	}
 	if (!e || e->expire < now || (e->pass & FR_NOICMPERR))
 		return 0;
