@@ -1,11 +1,17 @@
 package bpf
 
 import (
+	"encoding/binary"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"sluice/internal/engine"
+	"sluice/internal/state"
 )
 
 // TestSweepTwinPair: flows with an entry each way (a key's entry and its
@@ -94,5 +100,52 @@ func TestSweepTwinPair(t *testing.T) {
 		if n != 0 || c != 0 {
 			t.Fatalf("round %d: after one sweep %d entries, count %d; want 0, 0", round, n, c)
 		}
+	}
+}
+
+// TestCutFirstFragmentEnd: an IPv6 first fragment holding 16 bytes of a
+// SYN's TCP header makes an entry whose end is IPFilter's, the sequence
+// number plus a segment length of 16 - 20 plus the SYN (seq - 3), in the
+// kernel as in the engine (semantics frag6-tcp-cut-first-end, IPFilter's
+// ipftest -D output); both once took the length as 0 (seq + 1).
+func TestCutFirstFragmentEnd(t *testing.T) {
+	h := newHarness(t)
+	const rules = "pass in from any to any keep state\n"
+	h.load(rules)
+	in, err := os.ReadFile(filepath.Join("..", "cmd", "ipftest", "testdata", "semantics", "frag6-tcp-cut-first-end", "pkts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := readKitPackets(t, "hex", in)[0]
+	if _, err := h.d.objs.SluiceIngress.Run(&ebpf.RunOptions{Data: ethFrame(pk.data)}); err != nil {
+		t.Fatal(err)
+	}
+	set, _ := compileSetText(t, 0, rules)
+	eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
+	defer eng.Close()
+	eng.Sets().Store(0, set)
+	var p engine.Packet
+	p.Load(append([]byte(nil), pk.data...), pk.ifn, pk.out, pk.link)
+	eng.Check(&p)
+	var want []uint32
+	eng.States.Walk(func(e *state.Entry) { want = append(want, e.TCP[0].End) })
+	var (
+		k   filterStateKey
+		v   filterStateEntry
+		got []uint32
+	)
+	it := h.d.objs.States.Iterate()
+	for it.Next(&k, &v) {
+		got = append(got, v.Tcp[0].End)
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	seq := binary.BigEndian.Uint32(pk.data[40+8+4:])
+	if len(want) != 1 || want[0] != seq-3 {
+		t.Errorf("engine: ends %x, want one, %x", want, seq-3)
+	}
+	if len(got) != 1 || got[0] != seq-3 {
+		t.Errorf("kernel: ends %x, want one, %x", got, seq-3)
 	}
 }

@@ -616,7 +616,11 @@ static __always_inline int tcp_window(struct state_entry *e, int rev, const stru
 static __always_inline void tcp_init(struct state_entry *e, const struct pktinfo *p)
 {
 	__u8 f = p->tcpflags;
-	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
+	/* IPFilter's segment length, fin_dlen - th_off * 4: negative (mod
+	 * 2^32) for a first fragment whose TCP header is cut, whose entry's
+	 * end then lies before its sequence number (semantics
+	 * frag6-tcp-cut-first-end, as the engine) */
+	__u32 data = p->dlen - p->doff * 4;
 	__u32 len = data + ((f & 0x02) ? 1 : 0) + ((f & 0x01) ? 1 : 0);
 	__u32 win = p->win;
 
