@@ -122,7 +122,8 @@ func TestDifferentialSemantics(t *testing.T) {
 			t.Fatal(err)
 		}
 		rl := &routeLog{}
-		eng := engine.New(engine.Config{Clock: &state.ManualClock{}, Router: rl})
+		clock := &state.ManualClock{}
+		eng := engine.New(engine.Config{Clock: clock, Router: rl})
 		eng.Sets().Store(0, set)
 		cases++
 		err = n.do(func(r *ifrun) error {
@@ -154,6 +155,15 @@ func TestDifferentialSemantics(t *testing.T) {
 			}
 			return nil
 		})
+		if _, ok := tablesPending[d.Name()]; err == nil && !ok {
+			// the state tables the case left: for each flow's
+			// entry, TCP states, packets and bytes each way, and
+			// the lifetime left (faith11: verdicts alone missed
+			// which of a flow's two entries took its packets)
+			if diff := engineEntries(t, h.d, eng, clock); diff != "" {
+				t.Errorf("%s: state tables, engine and kernel:\n%s", d.Name(), diff)
+			}
+		}
 		eng.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", d.Name(), err)
@@ -222,3 +232,18 @@ func exists(path string) bool {
 // kernelPending: semantics cases the kernel program does not pass yet
 // (internal/bpf/c was being changed elsewhere when the engine learnt them).
 var kernelPending = map[string]string{}
+
+// tablesPending: semantics cases whose verdicts and routes the engine and
+// the kernel agree on but whose state tables they do not (found when the
+// tables were first compared, faith11; not yet examined unless said).
+var tablesPending = map[string]string{
+	"dupto-block-state-count": "the engine counts a dup-to copy as a packet out of its flow (ipftest's " +
+		"ipf_fastroute runs the copy through the outbound filter); the kernel's clone is not counted",
+	"dupto-hex-checksum":           "as dupto-block-state-count",
+	"dupto-state-count":            "as dupto-block-state-count",
+	"state-icmp-error-reply-to":    "as dupto-block-state-count: the error's routed copy counted out by the engine",
+	"max-srcs-tracking":            "the kernel makes the entries max-srcs refuses (IPv6 sources keyed by /32)",
+	"state-icmp-other-type":        "bytes of a reply with IP options: engine 44, kernel 36",
+	"state-icmp6-error-exthdr":     "the kernel matches an ICMPv6 error whose quoted header lacks the flow's extension headers",
+	"state-mcast-reply-from-group": "the kernel's wildcard ICMPv6 entry to a group is not filled in as the engine's",
+}

@@ -367,7 +367,11 @@ func engineEntries(t *testing.T, d *Datapath, eng *engine.Engine, clock *state.M
 	}
 	now := clock.Ticks()
 	eng.States.Walk(func(e *state.Entry) {
-		if skip(e.Dst) || e.Deleted() || e.Expire < now {
+		// an entry due now is over: the engine keeps one a new SYN
+		// closed until the next tick, as IPFilter's delete queue,
+		// where the kernel removes it at once (no packet finds it
+		// in either)
+		if skip(e.Dst) || e.Deleted() || e.Expire <= now {
 			return
 		}
 		sp, dp := e.SPort, e.DPort
@@ -434,8 +438,16 @@ func TestEstablishedDifferential(t *testing.T) {
 	var fellHit, fellMiss, estSets, failures int
 	for n := 0; n < sets && failures < 3; n++ {
 		text := randomEstRules(rng)
-		if n == 0 {
-			text = strings.ReplaceAll(hpStatelessRules, "any\n", "any keep state\n")
+		switch n {
+		case 0:
+			text = hpStatefulRules
+		case 1:
+			// HP's set with its entries logged: the established
+			// path leaves their packets to the pipeline, so every
+			// seed has clean packets the pipeline decides by a
+			// state hit (random sets may have none: seeds 3 and 77
+			// had not)
+			text = strings.NewReplacer("pass in ", "pass in log ", "pass out ", "pass out log ").Replace(hpStatefulRules)
 		}
 		set, im := compileSetText(t, n, text)
 		if err := h.d.LoadRules(im, Active); err != nil {

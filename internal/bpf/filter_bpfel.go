@@ -394,7 +394,7 @@ type filterStateEntry struct {
 	Expire   uint64
 	Last     uint64
 	Tcp      [2]filterTcpSide
-	Pad1     uint64
+	Icmperr  [4]uint16
 	Cnt      [4]filterStateCnt
 }
 

@@ -30,9 +30,11 @@ func stateKeys(t *testing.T, h *harness) (own, twins int) {
 // TestStateTwins: a flow's entry has one key for both directions, so a
 // reply finds it with the one lookup a packet of its own way does. When
 // IPFilter keeps a second entry the other way round (a reply the first
-// could not match), it is the key's twin: packets find the entry going
-// their way first, as in IPFilter's table, and when the first entry goes
-// the twin takes its key.
+// could not match), it is the key's twin: packets find the twin, the newer
+// entry, first whichever way they go, and the older when the twin refuses
+// them, as IPFilter's lookup walks a bucket newest first (checked against
+// its ipftest -D: X counts 3 inbound replies and 1 outbound packet, Y the
+// outbound one); when the first entry goes the twin takes its key.
 func TestStateTwins(t *testing.T) {
 	h := newHarness(t)
 	h.load("pass out quick proto udp all keep state (age 10)\npass in quick proto udp all keep state (age 100)\n")
@@ -54,8 +56,8 @@ func TestStateTwins(t *testing.T) {
 	if own, twins := stateKeys(t, h); own != 1 || twins != 1 {
 		t.Fatalf("entries both ways: %d keys and %d twins, want 1 and 1", own, twins)
 	}
-	// the entry going the packet's way first: Y is found (and refuses the
-	// option-less packet), not X
+	// the newer entry first: Y is found and refuses the option-less
+	// packet (its own way carries options), then X takes it as a reply
 	h.expect(false, reply, "pass")
 	byFrom := func() map[string]State {
 		states, err := h.d.States()
@@ -74,13 +76,19 @@ func TestStateTwins(t *testing.T) {
 		t.Fatalf("want entries both ways, got %+v", m)
 	}
 	// X's inbound replies ([rev*2+out] = 2): the two before Y was made
-	if got := x.Pkts[2]; got != 2 {
-		t.Errorf("entry 10.0.0.1 -> 10.0.0.2: %d inbound replies, want 2 (the last packet must find the forward entry first)", got)
+	// and the one Y refused
+	if got := x.Pkts[2]; got != 3 {
+		t.Errorf("entry 10.0.0.1 -> 10.0.0.2: %d inbound replies, want 3 (the last one refused by Y, the newer)", got)
 	}
-	// an outbound packet of X's way finds X first, not Y the other way
+	// an outbound packet of X's way finds Y first, as its first reply
+	// (no options: Y's replies carry none from now on)
 	h.expect(true, fwd, "pass")
-	if got := byFrom()["10.0.0.1"].Pkts[1]; got != 2 {
-		t.Errorf("entry 10.0.0.1 -> 10.0.0.2: %d outbound packets, want 2", got)
+	m = byFrom()
+	if got := m["10.0.0.1"].Pkts[1]; got != 1 {
+		t.Errorf("entry 10.0.0.1 -> 10.0.0.2: %d outbound packets, want 1", got)
+	}
+	if got := m["10.0.0.2"].Pkts[3]; got != 1 {
+		t.Errorf("entry 10.0.0.2 -> 10.0.0.1: %d outbound replies, want 1", got)
 	}
 	// X expires (age 10), Y (age 100) takes the key and is found both ways
 	if err := h.d.AdvanceClock(30 * time.Second); err != nil {
@@ -92,16 +100,16 @@ func TestStateTwins(t *testing.T) {
 	if own, twins := stateKeys(t, h); own != 1 || twins != 0 {
 		t.Fatalf("after X expired: %d keys and %d twins, want 1 and 0", own, twins)
 	}
-	h.expect(true, fwdOpts, "pass") // Y's reply: [rev*2+out] = 3
+	h.expect(true, fwd, "pass") // Y's reply: [rev*2+out] = 3
 	m = byFrom()
-	if y := m["10.0.0.2"]; len(m) != 1 || y.Pkts[3] != 1 {
-		t.Errorf("after X expired: want Y alone with one outbound reply, got %+v", m)
+	if y := m["10.0.0.2"]; len(m) != 1 || y.Pkts[3] != 2 {
+		t.Errorf("after X expired: want Y alone with two outbound replies, got %+v", m)
 	}
 	if n, err := h.d.StateCount(); err != nil || n != 1 {
 		t.Errorf("state count %d (%v), want 1", n, err)
 	}
 	// a full flush removes twins and their keys' entries alike
-	h.expect(true, fwd, "pass") // Y refuses it (no options): X again, the twin
+	h.expect(true, fwdOpts, "pass") // Y refuses it (options): X again, the twin
 	if own, twins := stateKeys(t, h); own != 1 || twins != 1 {
 		t.Fatalf("X made again: %d keys and %d twins, want 1 and 1", own, twins)
 	}

@@ -288,7 +288,9 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 		w->hit_pass &= ~(FR_KEEPSTATE | FR_KEEPFRAG);
 	} else if (fr == 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD)) && nst > 0) {
-		hit = sl_state_lookup(now, estmiss);
+		hit = sl_state_lookup(now, estmiss, 0);
+		if (hit == SL_TWIN_REFUSED)
+			hit = sl_state_lookup(now, estmiss, 1);
 		if (!hit && (p->flags & PF_ICMPERR))
 			hit = sl_icmperr_lookup(skb, now);
 	}

@@ -703,7 +703,12 @@ struct state_entry {
 	__u64 expire;
 	__u64 last;     /* last packet */
 	struct tcp_side tcp[2];
-	__u64 pad1;
+	/* ICMP errors matched to the entry, [rev*2 + out] as the counters:
+	 * IPFilter's is_icmppkts, which refuse an error once more have come
+	 * one way than packets went the other (sl_icmperr_lookup). Saturate
+	 * at 0xffff; written without atomics (a count lost to a race lets
+	 * one more error by) */
+	__u16 icmperr[4];
 	/* the counters, by CPU (cpu % STATE_STRIPES): a CPU writes a line
 	 * of its own; readers add the stripes */
 	struct state_cnt cnt[STATE_STRIPES];

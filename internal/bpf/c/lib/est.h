@@ -12,8 +12,8 @@
  * the pipeline counts it; anything else falls through to the pipeline with
  * nothing written, which then does all of it as before.
  *
- * "Nothing but its verdict": the entry going the packet's way, or the other
- * way with no twin (SF_TWIN: the twin may be the packet's), not expired,
+ * "Nothing but its verdict": the flow's only entry (SF_TWIN: a twin, the
+ * newer entry, is found first), either way round, not expired,
  * the interface, FI_CMP flags, options and class the entry wants, the TCP
  * window and state machine passing the segment (checked on copies of the
  * two sides and the lifetime, stored only when both pass), and a verdict
@@ -119,12 +119,14 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 	if (!e)
 		return EST_NOENTRY;
 	STAGE(32);
-	/* state_find: the entry going the packet's way, else the other */
+	/* state_find: a flow with entries both ways finds its twin (the
+	 * newer) first, whichever way the packet goes, and the key's entry
+	 * only if the twin refuses it: left to the pipeline */
 	if (sym) {
 		rev = 0;
 	} else {
 		rev = !!(e->flags & SF_SWAP) != swap;
-		if (rev && (e->flags & SF_TWIN))
+		if (e->flags & SF_TWIN)
 			return EST_LOOKUP;
 	}
 	pass = e->pass;

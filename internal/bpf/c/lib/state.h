@@ -141,12 +141,18 @@ static __always_inline __u8 canon_key(struct state_key *k, const struct pktinfo 
 }
 
 /* state_find looks up canonical key k for a packet of orientation swap:
- * the flow's entry going the packet's way (*rev = 0) when fwd_ok and
- * there is one, else the entry going the other way (*rev = 1) when
- * rev_ok. One hash lookup, two only for a flow with entries both ways
- * (SF_TWIN). k then names the entry returned. */
+ * the flow's entry, going the packet's way (*rev = 0) when fwd_ok or the
+ * other way (*rev = 1) when rev_ok. A flow with entries both ways
+ * (SF_TWIN) gives its twin first, unless notwin: the twin is always the
+ * newer of the two (state_put adds it beside the key's entry, and
+ * state_promote leaves one), and IPFilter's lookup walks a hash bucket
+ * newest first (ipf_state_insert puts an entry at its head), taking the
+ * first entry that matches the packet, whichever way it goes, as the
+ * engine's Lookup does; the key's entry is the older one, tried after
+ * the twin refused the packet (sl_state_lookup). One hash lookup, two
+ * for a flow with entries both ways. k then names the entry returned. */
 static __always_inline struct state_entry *state_find(struct state_key *k, __u8 swap, int sym, int fwd_ok,
-						      int rev_ok, int *rev)
+						      int rev_ok, int *rev, int notwin)
 {
 	struct state_entry *e = bpf_map_lookup_elem(&states, k), *t;
 	int fwd;
@@ -159,11 +165,8 @@ static __always_inline struct state_entry *state_find(struct state_key *k, __u8 
 		return e;
 	}
 	fwd = !!(e->flags & SF_SWAP) == swap;
-	if (fwd && fwd_ok) {
-		*rev = 0;
-		return e;
-	}
-	if (e->flags & SF_TWIN) {
+	if ((e->flags & SF_TWIN) && !notwin) {
+		/* the twin goes the other way round from the key's entry */
 		k->twin = 1;
 		t = bpf_map_lookup_elem(&states, k);
 		if (t && (fwd ? rev_ok : fwd_ok)) {
@@ -172,8 +175,8 @@ static __always_inline struct state_entry *state_find(struct state_key *k, __u8 
 		}
 		k->twin = 0;
 	}
-	if (!fwd && rev_ok) {
-		*rev = 1;
+	if (fwd ? fwd_ok : rev_ok) {
+		*rev = !fwd;
 		return e;
 	}
 	return NULL;
@@ -613,7 +616,11 @@ static __always_inline int tcp_window(struct state_entry *e, int rev, const stru
 static __always_inline void tcp_init(struct state_entry *e, const struct pktinfo *p)
 {
 	__u8 f = p->tcpflags;
-	__u32 data = p->dlen > p->doff * 4 ? p->dlen - p->doff * 4 : 0;
+	/* IPFilter's segment length, fin_dlen - th_off * 4: negative (mod
+	 * 2^32) for a first fragment whose TCP header is cut, whose entry's
+	 * end then lies before its sequence number (semantics
+	 * frag6-tcp-cut-first-end, as the engine) */
+	__u32 data = p->dlen - p->doff * 4;
 	__u32 len = data + ((f & 0x02) ? 1 : 0) + ((f & 0x01) ? 1 : 0);
 	__u32 win = p->win;
 
@@ -702,7 +709,8 @@ static __always_inline struct state_entry *wild_fill(struct state_key *k, struct
  * entry (the established path looked it up): only wildcard entries are
  * looked for. */
 static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *revp, __u64 now,
-							struct state_entry *scratch, int nokey)
+							struct state_entry *scratch, int nokey, int notwin,
+							int *twinp)
 {
 	struct state_key k;
 	struct state_entry *e;
@@ -725,7 +733,10 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 			fwd_ok = !rev_ok;
 		}
 		swap = canon_key(&k, p, &sym);
-		e = state_find(&k, swap, sym, fwd_ok, rev_ok, &rev);
+		e = state_find(&k, swap, sym, fwd_ok, rev_ok, &rev, notwin);
+		/* a twin that refuses the packet leaves it to the key's
+		 * entry (sl_state_lookup) */
+		*twinp = e && k.twin;
 	}
 	if (!e) {
 		__u32 one = 1;
@@ -1038,17 +1049,24 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	return 1;
 }
 
-GLOBAL int sl_state_lookup(__u64 now, int nokey)
+/* sl_state_lookup returns 1 for a state hit (w->hit_*), 0 for none, or
+ * SL_TWIN_REFUSED when the flow's twin (its newer entry) refused the
+ * packet: the caller then looks again with notwin, for the key's entry,
+ * as IPFilter goes on down the bucket. A second call rather than a loop
+ * here: a global function is verified once however often it is called. */
+#define SL_TWIN_REFUSED (-1)
+
+GLOBAL int sl_state_lookup(__u64 now, int nokey, int notwin)
 {
 	struct work *w = get_work();
 	struct state_entry *e;
-	int rev = 0;
+	int rev = 0, twin = 0;
 
 	if (!w)
 		return 0;
-	e = state_lookup(&w->p, &rev, now, &w->e, nokey);
+	e = state_lookup(&w->p, &rev, now, &w->e, nokey, notwin, &twin);
 	if (!e)
-		return 0;
+		return twin && !notwin ? SL_TWIN_REFUSED : 0;
 	w->hit_rev = rev;
 	w->hit_slot = e->slot;
 	w->hit_idx = e->rule;
@@ -1073,7 +1091,7 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	__u8 h[40];
 	__u8 l4[8];
 	__u32 off, l4off, slot;
-	int backward = 0;
+	int backward = 0, ab;
 
 	if (!w)
 		return 0;
@@ -1110,8 +1128,15 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 		k.sport = (l4[0] << 8) | l4[1];
 		k.dport = (l4[2] << 8) | l4[3];
 	} else if (k.proto == IPPROTO_ICMP || k.proto == IPPROTO_ICMPV6) {
+		/* keyed by the query, as canon_key keys the flow's packets:
+		 * an error quoting the echo's reply finds the echo's entry
+		 * too (IPFilter's ipf_checkicmpmatchingstate does for IPv4;
+		 * IPv6 as IPv4 by C16, as the engine; semantics cases
+		 * state-icmp-error-quotes-reply, state-icmp6-error-quotes-reply) */
+		int q = query_of(k.proto, l4[0]);
+
 		k.sport = (l4[4] << 8) | l4[5];
-		k.dport = l4[0];
+		k.dport = q >= 0 ? q : l4[0];
 	} else if (k.family == 4) {
 		/* IPv4: ipf_checkicmpmatchingstate knows TCP, UDP and ICMP
 		 * only (semantics case state-icmp-error-other-proto) */
@@ -1126,11 +1151,33 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 		int sym;
 		__u8 swap = canon_order(&k, is_icmp(k.proto), &sym);
 
-		e = state_find(&k, swap, sym, 1, 1, &backward);
+		e = state_find(&k, swap, sym, 1, 1, &backward, 0);
 	}
 	if (!e || e->expire < now || (e->pass & FR_NOICMPERR))
 		return 0;
-	slot = (!backward) * 2 + (p->out & 1);
+	/* the counters' direction is the quoted packet's by its source
+	 * address alone (ipf_checkicmpmatchingstate: backward = is_src !=
+	 * src; the engine's LookupICMPError): in a flow between two ports of
+	 * one address an error counts as a reply whichever way the quoted
+	 * packet went (semantics state-icmp-error-same-addr) */
+	ab = backward && (k.src[0] != k.dst[0] || k.src[1] != k.dst[1] || k.src[2] != k.dst[2] || k.src[3] != k.dst[3]);
+	slot = (!ab) * 2 + (p->out & 1);
+	{
+		/* no more errors one way than packets went the other
+		 * (is_icmppkts against is_pkts): an error more is refused
+		 * (semantics state-icmp-error-per-packet) */
+		__u32 oi = (ab * 2 + !(p->out & 1)) & 3;
+		__u64 sent = 0;
+		__u16 n = e->icmperr[slot & 3];
+
+#pragma unroll
+		for (int i = 0; i < STATE_STRIPES; i++)
+			sent += e->cnt[i].pkts[oi];
+		if (n > sent)
+			return 0;
+		if (n < 0xffff)
+			e->icmperr[slot & 3] = n + 1;
+	}
 	{
 		struct state_cnt *c = &e->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
 
@@ -1151,7 +1198,7 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 		e->ifindex[slot & 3] = p->ifindex;
 	/* the error travels against the packet it quotes: about a packet
 	 * going the entry's way it is a reply (reply-to routes it) */
-	w->hit_rev = !backward;
+	w->hit_rev = !ab;
 	w->hit_slot = e->slot;
 	w->hit_idx = e->rule;
 	w->hit_pass = e->pass;

@@ -35,7 +35,7 @@ struct sweep_ctx {
 	__u64 *removed;
 };
 
-static long sweep_state(struct bpf_map *map, struct state_key *k, struct state_entry *e, struct sweep_ctx *c)
+static __always_inline int sweep_gone(const struct state_key *k, const struct state_entry *e, const struct sweep_ctx *c)
 {
 	int gone = 0;
 
@@ -56,15 +56,33 @@ static long sweep_state(struct bpf_map *map, struct state_key *k, struct state_e
 		gone = 1;
 		break;
 	}
-	if (gone) {
-		/* a copy: state_unlink names the twin it promotes through
-		 * the key, and the map's own key is read-only */
-		struct state_key kk;
+	return gone;
+}
 
-		__builtin_memcpy(&kk, k, sizeof(kk));
-		if (state_unlink(&kk, e))
+static long sweep_state(struct bpf_map *map, struct state_key *k, struct state_entry *e, struct sweep_ctx *c)
+{
+	/* a copy: state_unlink names the twin it promotes through the key,
+	 * and the map's own key is read-only */
+	struct state_key kk;
+
+	if (!sweep_gone(k, e, c))
+		return 0;
+	__builtin_memcpy(&kk, k, sizeof(kk));
+	if (!kk.twin && !kk.wild && (e->flags & SF_TWIN)) {
+		/* the twin first when it goes too: removing the key's entry
+		 * promotes its twin, a new element in the bucket this pass
+		 * has passed, so an expired twin stayed (counted, found by
+		 * no packet) until the next pass, and ipf -FS left it */
+		struct state_entry *t;
+
+		kk.twin = 1;
+		t = bpf_map_lookup_elem(&states, &kk);
+		if (t && sweep_gone(&kk, t, c) && state_unlink(&kk, t))
 			*c->removed += 1;
+		kk.twin = 0;
 	}
+	if (state_unlink(&kk, e))
+		*c->removed += 1;
 	return 0;
 }
 
