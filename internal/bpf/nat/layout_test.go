@@ -12,27 +12,31 @@ import (
 )
 
 // TestLayoutConstants checks the constants of layout.go against the
-// #defines of c/nat.h they mirror, so that renumbering one side alone
+// #defines of c/nat.h (and c/natfast.h) they mirror, so that renumbering one side alone
 // fails here rather than in the kernel.
 func TestLayoutConstants(t *testing.T) {
-	f, err := os.Open("c/nat.h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	defs := map[string]int64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 3 || fs[0] != "#define" {
-			continue
+	// natfast.h holds the fast path's part, shared with the filter's object
+	for _, name := range []string{"c/nat.h", "c/natfast.h"} {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if v, err := strconv.ParseInt(fs[2], 0, 64); err == nil {
-			defs[fs[1]] = v
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 3 || fs[0] != "#define" {
+				continue
+			}
+			if v, err := strconv.ParseInt(fs[2], 0, 64); err == nil {
+				defs[fs[1]] = v
+			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	for name, got := range map[string]int64{
 		"NAT_MAX_RULES": MaxRules, "NAT_NSLOTS": nslots, "NAT_SESS_ENTRIES": sessEntries, "NAT_DM_SLOTS": dmSlots,

@@ -16,46 +16,11 @@
  * does not run for that packet). nat_dm is NAT's fast4dm, put in place
  * of this one-slot placeholder at load.
  *
- * The structures are NAT's (internal/bpf/nat/c/nat.h); a Go test holds
- * the layouts equal.
+ * The structures and constants are NAT's own, from internal/bpf/nat/c/
+ * natfast.h (nat.h includes it too).
  */
 
-struct nat_fkey {
-	__u32 src;
-	__u32 dst;
-	__u16 sport;
-	__u16 dport;
-	__u8 proto;
-	__u8 dir;
-	__u16 pad;
-};
-
-struct nat_fast {
-	__u32 nsrc;
-	__u32 ndst;
-	__u16 nsport;
-	__u16 ndport;
-	__u32 ifindex;
-	__u32 csum_l3;
-	__u32 csum_l4a;
-	__u32 csum_l4p;
-	__u8 flags;
-	__u8 tcpflags;
-	__u16 pad;
-	__u64 last;
-	__u64 pkts;
-	__u64 bytes;
-};
-
-struct nat_slot {
-	struct bpf_spin_lock lock;
-	__u32 seq;
-	struct nat_fkey k;
-	struct nat_fast f;
-};
-
-#define NATIN_SLOTS 131072 /* nat.h's NAT_DM_SLOTS */
-#define NATIN_FF_MSS 0x01
+#include "../../nat/c/natfast.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -77,19 +42,6 @@ struct sk_buff___natin {
 	__u8 ip_summed : 2;
 } __attribute__((preserve_access_index));
 
-static __always_inline __u32 natin_add(__u32 a, __u32 b)
-{
-	a += b;
-	return a + (a < b);
-}
-
-static __always_inline __u16 natin_fold(__u32 s)
-{
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return (__u16)s;
-}
-
 static __always_inline __u32 natin_hash(__u32 w0, __u32 w1, __u32 w2, __u32 w3)
 {
 	__u32 h;
@@ -99,7 +51,7 @@ static __always_inline __u32 natin_hash(__u32 w0, __u32 w1, __u32 w2, __u32 w3)
 	h = (h ^ (h >> 16) ^ w2) * 0xc2b2ae3d;
 	h = (h ^ (h >> 16) ^ w3) * 0x27d4eb2f;
 	h ^= h >> 16;
-	return h & (NATIN_SLOTS - 1);
+	return h & (NAT_DM_SLOTS - 1);
 }
 
 /* nat_inline translates an IPv4 TCP/UDP packet whose key the direct
@@ -165,23 +117,23 @@ static __noinline int nat_inline(struct __sk_buff *skb, __u32 dir)
 	natin_barrier();
 	if (NATIN_READ32(s->seq) != q)
 		return 0;
-	if (fc.ifindex != skb->ifindex || ((fc.flags & NATIN_FF_MSS) && (fl & 0x02)))
+	if (fc.ifindex != skb->ifindex || ((fc.flags & FF_MSS) && (fl & 0x02)))
 		return 0;
 	ip->saddr = fc.nsrc;
 	ip->daddr = fc.ndst;
 	if (fc.csum_l3)
-		ip->check = ~natin_fold(natin_add((__u16)~ip->check, fc.csum_l3));
+		ip->check = ~csum_fold32(csum_add32((__u16)~ip->check, fc.csum_l3));
 	*ports = *(__u32 *)&fc.nsport;
-	diff = natin_add(fc.csum_l4a, fc.csum_l4p);
+	diff = csum_add32(fc.csum_l4a, fc.csum_l4p);
 	if (diff && (proto == IPPROTO_TCP || *ck != 0)) {
 		struct sk_buff___natin *kb = bpf_cast_to_kern_ctx(skb);
 		int summed = BPF_CORE_READ_BITFIELD(kb, ip_summed);
 
 		if (summed == 3) { /* CHECKSUM_PARTIAL */
 			if (fc.csum_l4a)
-				*ck = natin_fold(natin_add(*ck, fc.csum_l4a));
+				*ck = csum_fold32(csum_add32(*ck, fc.csum_l4a));
 		} else if (summed != 2) { /* not CHECKSUM_COMPLETE */
-			*ck = ~natin_fold(natin_add(diff, (__u16)~*ck));
+			*ck = ~csum_fold32(csum_add32(diff, (__u16)~*ck));
 		} else {
 			__u64 mf = proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 			__u32 off = 14 + 20 + (proto == IPPROTO_TCP ? 16 : 6);

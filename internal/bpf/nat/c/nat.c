@@ -575,20 +575,6 @@ static __always_inline int ip_summed(struct __sk_buff *skb)
 	return BPF_CORE_READ_BITFIELD(k, ip_summed);
 }
 
-/* One's complement arithmetic on raw (memory-order) 16-bit words. */
-static __always_inline __u32 csum_add32(__u32 a, __u32 b)
-{
-	a += b;
-	return a + (a < b);
-}
-
-static __always_inline __u16 csum_fold32(__u32 s)
-{
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return (__u16)s;
-}
-
 static __always_inline __u32 csum_word(__u32 acc, __u16 o, __u16 n)
 {
 	return csum_add32(csum_add32(acc, (__u16)~o), n);
