@@ -16,8 +16,9 @@ import (
 	"sluice/internal/rules/ipf"
 )
 
-// inlineFilter loads a filter of its own (unpinned) with rules text and
-// NAT's established path inside its programs, over h's direct array.
+// inlineFilter loads a filter of its own (unpinned) with rules text (none
+// when empty) and NAT's established path inside its programs, over h's
+// direct array.
 func inlineFilter(t *testing.T, h *harness, text string) *bpf.Datapath {
 	t.Helper()
 	fd, err := bpf.Load(bpf.Options{NoPin: true})
@@ -25,16 +26,18 @@ func inlineFilter(t *testing.T, h *harness, text string) *bpf.Datapath {
 		t.Fatalf("loading the filter: %+v", err)
 	}
 	t.Cleanup(func() { fd.Close() })
-	rs, err := ipf.Parse("inline.ipf", []byte(text), ipf.ParseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := bpf.Compile(rs, bpf.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fd.LoadRules(im, bpf.Active); err != nil {
-		t.Fatalf("%+v", err)
+	if text != "" {
+		rs, err := ipf.Parse("inline.ipf", []byte(text), ipf.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		im, err := bpf.Compile(rs, bpf.CompileOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fd.LoadRules(im, bpf.Active); err != nil {
+			t.Fatalf("%+v", err)
+		}
 	}
 	dm, nspj, ok := h.d.InlineSlots()
 	if !ok {
@@ -271,18 +274,7 @@ func niKernelInline(h *harness, fd *bpf.Datapath, out bool, ifname, routed strin
 // filter's programs.
 func TestDifferentialKitNIInline(t *testing.T) {
 	h := newHarness(t)
-	fd, err := bpf.Load(bpf.Options{NoPin: true})
-	if err != nil {
-		t.Fatalf("loading the filter: %+v", err)
-	}
-	t.Cleanup(func() { fd.Close() })
-	dm, nspj, ok := h.d.InlineSlots()
-	if !ok {
-		t.Fatal("the harness's NAT programs are not plain")
-	}
-	if err := fd.InlineNAT(dm, nspj); err != nil {
-		t.Fatalf("InlineNAT: %+v", err)
-	}
+	fd := inlineFilter(t, h, "")
 	kit, cases := kitCases(t, "ni")
 	var compared, unsupported, inline int
 	for _, c := range cases {
@@ -364,18 +356,7 @@ func TestDifferentialRandomInline(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	h := newHarness(t)
-	fd, err := bpf.Load(bpf.Options{NoPin: true})
-	if err != nil {
-		t.Fatalf("loading the filter: %+v", err)
-	}
-	t.Cleanup(func() { fd.Close() })
-	dm, nspj, ok := h.d.InlineSlots()
-	if !ok {
-		t.Fatal("the harness's NAT programs are not plain")
-	}
-	if err := fd.InlineNAT(dm, nspj); err != nil {
-		t.Fatalf("InlineNAT: %+v", err)
-	}
+	fd := inlineFilter(t, h, "")
 	h.inline = fd
 	differentialRandom(t, h, seed)
 	t.Logf("%d packets translated by the filter's programs", h.inlineN)
