@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"sluice/internal/bench/result"
@@ -88,5 +89,53 @@ func TestOverFloor(t *testing.T) {
 	set.Reps = []result.Rep{rep("sluice-attach", 1, 150)}
 	if c := Build(set).Suites[0].BPF["TCP_RR"]["sluice-attach"][0]; c.OverFloor.N != 0 || ratioText(c.OverFloor) != "—" {
 		t.Errorf("no floor: %+v", c.OverFloor)
+	}
+}
+
+// TestProgsOfAHook: with NAT inside the filter's programs NAT's own stay
+// attached and no packet reaches them; the report lists each program of
+// a hook that has several, the unreached ones with 0 runs, and a hook
+// whose programs ran nothing has no cost (not NaN).
+func TestProgsOfAHook(t *testing.T) {
+	run := result.Run{Tests: []result.Test{{ID: "TCP_RR", Suite: "ipf"}},
+		Configs: []result.Config{{Name: "none"}, {Name: "inline"}, {Name: "alone"}}}
+	rep := func(n int, ns uint64) []result.Rep {
+		return []result.Rep{
+			{Config: "inline", Test: "TCP_RR", Rep: n, TransPerSec: 1000, BPF: []result.ProgStat{
+				{Hook: "ingress", Link: "veth0", Name: "sluice_ingress_", RunNs: ns * 10, RunCnt: 10},
+				{Hook: "ingress", Link: "veth0", Name: "nat_in", RunCnt: 0},
+				{Hook: "ingress", Link: "veth0", Name: "sluice_ingress", RunCnt: 0},
+				{Hook: "egress", Link: "veth0", Name: "nat_out", RunCnt: 0},
+			}},
+			{Config: "alone", Test: "TCP_RR", Rep: n, TransPerSec: 1000, BPF: []result.ProgStat{
+				{Hook: "ingress", Link: "veth0", Name: "sluice_ingress", RunNs: ns * 10, RunCnt: 10},
+			}},
+		}
+	}
+	set := &result.Set{Run: run, Reps: append(rep(1, 300), rep(2, 400)...)}
+	m := Build(set)
+	ps := m.Suites[0].Progs["TCP_RR"]["inline"]
+	if len(ps) != 4 || ps[0].Runs != 10 || ps[0].NsPerRun.Median != 350 || ps[1].Runs != 0 || ps[1].NsPerRun.N != 0 {
+		t.Fatalf("programs %+v", ps)
+	}
+	costs := m.Suites[0].BPF["TCP_RR"]["inline"]
+	if len(costs) != 1 || costs[0].Hook != "ingress" || costs[0].NsPerPkt.Median != 350 {
+		t.Errorf("hook costs %+v, want ingress only (egress ran nothing)", costs)
+	}
+	var out strings.Builder
+	if err := WriteMarkdown(&out, m, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	for _, want := range []string{
+		"| TCP_RR | inline | ingress | veth0 | sluice_ingress_ | 10 | 350.0 [300.0–400.0] |",
+		"| TCP_RR | inline | ingress | veth0 | nat_in | 0 | — |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| TCP_RR | alone | ingress | veth0 |") {
+		t.Errorf("a hook with one program is listed program by program:\n%s", md)
 	}
 }

@@ -327,6 +327,44 @@ func writeBPF(b *strings.Builder, m *Model) {
 			}
 		}
 		b.WriteString("\n")
+		writeProgs(b, s)
+	}
+}
+
+// writeProgs lists, for the configurations with more than one program on
+// a hook of one interface, each program's runs and ns per run: the
+// hook's total above does not say which of them the packets reached.
+func writeProgs(b *strings.Builder, s Suite) {
+	head := false
+	for _, t := range s.Tests {
+		for _, c := range s.Configs {
+			ps := s.Progs[t.ID][c]
+			n := map[[2]string]int{}
+			many := false
+			for _, p := range ps {
+				k := [2]string{p.Hook, p.Link}
+				n[k]++
+				many = many || n[k] > 1
+			}
+			if !many {
+				continue
+			}
+			if !head {
+				b.WriteString("Programs of the hooks that have more than one, in the hook's order (0 runs: attached, no packet reached it):\n\n" +
+					"| Test | Configuration | hook | interface | program | runs/test | ns/run |\n|---|---|---|---|---|--:|--:|\n")
+				head = true
+			}
+			for _, p := range ps {
+				ns := "—"
+				if p.NsPerRun.N > 0 {
+					ns = costText(BPFCost{NsPerPkt: p.NsPerRun})
+				}
+				fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %.0f | %s |\n", oneLine(t.ID), c, p.Hook, p.Link, p.Name, p.Runs, ns)
+			}
+		}
+	}
+	if head {
+		b.WriteString("\n")
 	}
 }
 

@@ -130,6 +130,23 @@ type Suite struct {
 	Cells map[string]map[string][numMetrics]Cell
 	// BPF[test ID][config] is the in-kernel cost, where recorded.
 	BPF map[string]map[string][]BPFCost
+	// Progs[test ID][config] is each program's share of it, in the hook's
+	// order, those no packet reached included.
+	Progs map[string]map[string][]ProgCost
+}
+
+// ProgCost is one program of a hook on one interface under one
+// configuration during one test: what BPFCost adds up. A hook's total
+// does not tell which of its programs ran: with NAT inside the filter's
+// programs NAT's own stay attached and run no packet of a translated
+// flow, which only this shows.
+type ProgCost struct {
+	Hook, Link, Name string
+	// Runs is the median number of runs per repetition (0: attached,
+	// never reached).
+	Runs float64
+	// NsPerRun over the repetitions in which it ran (N 0: none).
+	NsPerRun stats.Summary
 }
 
 // Model is everything the outputs show.
@@ -206,6 +223,11 @@ func Build(set *result.Set) *Model {
 	type repKey struct{ test, config, hook string }
 	bpfByRep := map[repKey]map[int]float64{}
 	var hookOrder []hookKey
+	// each program by what it is, not its ID (reloaded every repetition)
+	type progKey struct{ test, config, hook, link, name string }
+	progNs := map[progKey][]float64{}
+	progRuns := map[progKey][]float64{}
+	var progOrder []progKey
 	for _, r := range set.Reps {
 		if r.Rep < 1 {
 			continue
@@ -223,11 +245,21 @@ func Build(set *result.Set) *Model {
 			v[k] = append(v[k], k.value(r, tests[r.Test]))
 		}
 		vals[r.Test][r.Config] = v
+		for _, p := range r.BPF {
+			k := progKey{r.Test, r.Config, p.Hook, p.Link, p.Name}
+			if _, seen := progRuns[k]; !seen {
+				progOrder = append(progOrder, k)
+			}
+			progRuns[k] = append(progRuns[k], float64(p.RunCnt))
+			if p.RunCnt > 0 {
+				progNs[k] = append(progNs[k], p.NsPerRun())
+			}
+		}
 		per := hookCosts(r.BPF)
 		for _, hook := range []string{"ingress", "egress"} {
 			p, ok := per[hook]
-			if !ok {
-				continue
+			if !ok || p.RunCnt == 0 {
+				continue // attached, but no packet reached it
 			}
 			k := hookKey{r.Test, r.Config, hook, p.Name}
 			if _, seen := bpfNs[k]; !seen {
@@ -251,7 +283,8 @@ func Build(set *result.Set) *Model {
 		}
 	}
 	for _, name := range suites {
-		s := Suite{Name: name, Title: suiteTitles[name], Cells: map[string]map[string][numMetrics]Cell{}, BPF: map[string]map[string][]BPFCost{}}
+		s := Suite{Name: name, Title: suiteTitles[name], Cells: map[string]map[string][numMetrics]Cell{}, BPF: map[string]map[string][]BPFCost{},
+			Progs: map[string]map[string][]ProgCost{}}
 		if s.Title == "" {
 			s.Title = name
 		}
@@ -283,6 +316,16 @@ func Build(set *result.Set) *Model {
 				}
 			}
 			s.Cells[t.ID] = cells
+			for _, k := range progOrder {
+				if k.test != t.ID {
+					continue
+				}
+				if s.Progs[t.ID] == nil {
+					s.Progs[t.ID] = map[string][]ProgCost{}
+				}
+				s.Progs[t.ID][k.config] = append(s.Progs[t.ID][k.config], ProgCost{Hook: k.hook, Link: k.link, Name: k.name,
+					Runs: stats.Summarize(progRuns[k]).Median, NsPerRun: stats.Summarize(progNs[k])})
+			}
 			for _, k := range hookOrder {
 				if k.test != t.ID {
 					continue

@@ -137,7 +137,9 @@ func TestProgDelta(t *testing.T) {
 	before := []result.ProgStat{{Hook: "ingress", ID: 1, RunNs: 100, RunCnt: 10}, {Hook: "egress", ID: 2, RunNs: 50, RunCnt: 5}}
 	after := []result.ProgStat{{Hook: "ingress", ID: 1, RunNs: 1100, RunCnt: 20}, {Hook: "egress", ID: 2, RunNs: 50, RunCnt: 5},
 		{Hook: "egress", ID: 3, RunNs: 70, RunCnt: 7}}
-	want := []result.ProgStat{{Hook: "ingress", ID: 1, RunNs: 1000, RunCnt: 10}, {Hook: "egress", ID: 3, RunNs: 70, RunCnt: 7}}
+	// the egress program that ran nothing stays, with zero counts
+	want := []result.ProgStat{{Hook: "ingress", ID: 1, RunNs: 1000, RunCnt: 10}, {Hook: "egress", ID: 2},
+		{Hook: "egress", ID: 3, RunNs: 70, RunCnt: 7}}
 	if got := ProgDelta(before, after); !cmp.Equal(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

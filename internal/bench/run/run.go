@@ -304,7 +304,9 @@ func (r *Runner) shape(link string) error {
 // ProgDelta returns, for every program in after, what it accumulated
 // since before (programs are told apart by hook and ID; one absent from
 // before counts from zero, as it was attached since). Programs that did
-// not run are left out.
+// not run stay, with zero counts: a program on the hook that no packet
+// reached (NAT's, when the filter's programs translate the flow) is a
+// fact of the configuration that the hook's total alone hides.
 func ProgDelta(before, after []result.ProgStat) []result.ProgStat {
 	var out []result.ProgStat
 	for _, a := range after {
@@ -314,9 +316,7 @@ func ProgDelta(before, after []result.ProgStat) []result.ProgStat {
 				d.RunNs, d.RunCnt = a.RunNs-b.RunNs, a.RunCnt-b.RunCnt
 			}
 		}
-		if d.RunCnt > 0 {
-			out = append(out, d)
-		}
+		out = append(out, d)
 	}
 	return out
 }
