@@ -169,7 +169,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NAT_SESS_ENTRIES);
 	__type(key, struct nat_fkey);
-	__type(value, struct nat_fast);
+	__type(value, struct nat_fast4);
 } fast4 SEC(".maps");
 
 /* The slots of fast4's entries (struct nat_slot): allocated whole at load,
@@ -457,6 +457,7 @@ struct work {
 	struct sticky_ctx sc;
 	struct nat_fkey fk4;
 	struct nat_fast6 fb;
+	struct nat_fast4 fb4;
 	/* entries being built, as bytes: a bpf_timer may not sit in a
 	 * per-CPU map's value type (its bytes stay zero here) */
 	__u8 sb[sizeof(struct nat_sess)] __attribute__((aligned(8)));
@@ -1173,6 +1174,35 @@ static __always_inline struct nat_fast *fast_of(const struct nat_key *k)
 #define READ_ONCE32(x) (*(volatile __u32 *)&(x))
 #define WRITE_ONCE32(x, v) (*(volatile __u32 *)&(x) = (v))
 
+/* fseq_next returns a fresh even seq for a fast entry (struct
+ * nat_fast4): no element can have had it before (2^31 entries made
+ * apart), so a reader that reads it twice knows no writer came between. */
+static __always_inline __u32 fseq_next(void)
+{
+	__u64 *c = cfgp(NCFG_FSEQ);
+
+	if (!c)
+		return 2;
+	return (__u32)__sync_fetch_and_add(c, 2) + 2;
+}
+
+/* fseq_kill marks a fast entry about to be deleted or replaced (its
+ * element may be written for another key as soon as it is): no reader
+ * trusts it from now on. */
+static __always_inline void fseq_kill(__u32 *seq)
+{
+	WRITE_ONCE32(*seq, FSEQ_DEAD);
+	barrier();
+}
+
+/* fseq_publish makes a fast entry just written with seq q + 1 whole
+ * (seq q), unless it was marked since (fseq_kill): seq and pad as one
+ * 64-bit word, pad 0. */
+static __always_inline void fseq_publish(__u32 *seq, __u32 q)
+{
+	__sync_val_compare_and_swap((__u64 *)seq, (__u64)(q + 1), (__u64)q);
+}
+
 /* slot_hash is the slot of the fast4 key of words w0..w3 (src, dst, the
  * ports, proto | dir << 8): a multiplicative hash, each step folding the
  * high bits down (the varying octet of an IPv4 address is the high byte
@@ -1376,36 +1406,38 @@ static __always_inline void slot_dyn(const struct nat_key *k, __u64 *last, __u8 
 }
 
 /* fast_gone removes the fast twin of the entry at key k, keeping the count
- * of the packets it translated. Returns it (valid until RCU lets go) so
- * that its other fields can be kept too. */
-static __always_inline struct nat_fast *fast_gone(const struct nat_key *k)
+ * of the packets it translated (read before the delete: the element may
+ * be another key's as soon as it is deleted, struct nat_fast4). */
+static __always_inline void fast_gone(const struct nat_key *k)
 {
 	struct nat_fkey fk;
-	struct nat_fast *f;
+	struct nat_fast4 *g;
+	__u64 n;
 
 	if (fast6_ok(k)) {
-		f = bpf_map_lookup_elem(&fast6, k);
-		if (!f)
-			return NULL;
-		if (bpf_map_delete_elem(&fast6, k) == 0 && f->pkts)
-			stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, f->pkts);
-		return f;
+		struct nat_fast6 *g6 = bpf_map_lookup_elem(&fast6, k);
+
+		if (!g6)
+			return;
+		fseq_kill(&g6->seq);
+		n = g6->f.pkts;
+		if (bpf_map_delete_elem(&fast6, k) == 0 && n)
+			stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, n);
+		return;
 	}
 	if (!fkey_of(&fk, k))
-		return NULL;
-	f = bpf_map_lookup_elem(&fast4, &fk);
-	if (!f)
-		return NULL;
-	if (bpf_map_delete_elem(&fast4, &fk) == 0 && f->pkts)
-		stat_add((fk.dir & 1) * NS_SIDE + NS_FASTGONE, f->pkts);
+		return;
+	g = bpf_map_lookup_elem(&fast4, &fk);
+	if (!g)
+		return;
+	fseq_kill(&g->seq);
+	n = g->f.pkts;
+	if (bpf_map_delete_elem(&fast4, &fk) == 0 && n)
+		stat_add((fk.dir & 1) * NS_SIDE + NS_FASTGONE, n);
 	/* after the delete: a fill from now on sees the entry gone */
-	{
-		__u64 n = slot_clear(k);
-
-		if (n)
-			stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, n);
-	}
-	return f;
+	n = slot_clear(k);
+	if (n)
+		stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, n);
 }
 
 /* The per-packet fields of an entry, wherever they are kept. */
@@ -1898,8 +1930,10 @@ static __always_inline void no_twin(void)
 static __always_inline void fast_add(struct work *w, const struct nat_key *k, const struct nat_sess *e)
 {
 	struct nat_fast6 *f6 = &w->fb;
-	struct nat_fast *f = &f6->f;
+	struct nat_fast4 *f4 = &w->fb4;
 	int v6 = fast6_ok(k);
+	struct nat_fast *f = v6 ? &f6->f : &f4->f;
+	__u32 q, *old;
 
 	/* no key the fast path reads (another protocol, a wildcard) */
 	if (!v6 && !fkey_of(&w->fk4, k))
@@ -1933,10 +1967,39 @@ static __always_inline void fast_add(struct work *w, const struct nat_key *k, co
 	f->last = e->last;
 	f->pkts = 0;
 	f->bytes = 0;
-	if (v6 ? bpf_map_update_elem(&fast6, k, f6, BPF_ANY) : bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY))
+	/* made with an odd seq, whole when the insert is done (struct
+	 * nat_fast4); an entry it replaces is marked first, as at its end */
+	q = fseq_next();
+	if (v6) {
+		f6->k = *k;
+		f6->seq = q + 1;
+		f6->pad = 0;
+		old = bpf_map_lookup_elem(&fast6, k);
+		if (old)
+			fseq_kill(&((struct nat_fast6 *)old)->seq);
+		if (bpf_map_update_elem(&fast6, k, f6, BPF_ANY)) {
+			no_twin();
+			return;
+		}
+		old = bpf_map_lookup_elem(&fast6, k);
+		if (old)
+			fseq_publish(&((struct nat_fast6 *)old)->seq, q);
+		return;
+	}
+	f4->k = w->fk4;
+	f4->seq = q + 1;
+	f4->pad = 0;
+	old = bpf_map_lookup_elem(&fast4, &w->fk4);
+	if (old)
+		fseq_kill(&((struct nat_fast4 *)old)->seq);
+	if (bpf_map_update_elem(&fast4, &w->fk4, f4, BPF_ANY)) {
 		no_twin();
-	else if (!v6)
-		slot_fill(k, &w->fk4, f);
+		return;
+	}
+	old = bpf_map_lookup_elem(&fast4, &w->fk4);
+	if (old)
+		fseq_publish(&((struct nat_fast4 *)old)->seq, q);
+	slot_fill(k, &w->fk4, f);
 }
 
 /* sess_insert enters the session described by w->ns (made by packet
@@ -4759,6 +4822,9 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
 /* ----------------------------------------------------------- fast path */
 
 #define FAST_NO 0x100 /* not a verdict: the packet needs nat_main */
+/* the bytes of a nat_fast the rewrite reads (nsrc up to flags, tcpflags) */
+#define FAST_REWRITE 32
+_Static_assert(__builtin_offsetof(struct nat_fast, last) == FAST_REWRITE, "nat_fast's rewrite is not its first 32 bytes");
 
 /* fast_l4_csum moves a translated packet's L4 checksum by the entry's
  * differences (diff: both of them), as the skb's checksum state needs:
@@ -4920,8 +4986,29 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 			}
 		}
 	}
-	if (!f)
-		f = fw = bpf_map_lookup_elem(&fast4, &k);
+	if (!f) {
+		/* an element of fast4 may be written for another key while
+		 * it is read (struct nat_fast4): its rewrite is copied and
+		 * used only if seq, even, did not move and k is the key */
+		struct nat_fast4 *g = bpf_map_lookup_elem(&fast4, &k);
+
+		if (g) {
+			__u32 q = READ_ONCE32(g->seq);
+
+			barrier();
+			__builtin_memcpy(&fc, &g->f, FAST_REWRITE);
+			barrier();
+			if (unlikely(q & 1) || unlikely(g->k.src != k.src) || unlikely(g->k.dst != k.dst) ||
+			    unlikely(*(__u32 *)&g->k.sport != *(__u32 *)&k.sport) ||
+			    unlikely(*(__u32 *)&g->k.proto != *(__u32 *)&k.proto))
+				return FAST_NO;
+			barrier();
+			if (unlikely(READ_ONCE32(g->seq) != q))
+				return FAST_NO;
+			f = &fc;
+			fw = &g->f;
+		}
+	}
 	if (bench_at(ST_LOOKUP))
 		return TC_ACT_UNSPEC;
 	if (unlikely(!f)) {
@@ -4957,6 +5044,19 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 	return TC_ACT_UNSPEC;
 }
 
+/* key6_eq: a and b are the same nat_key (ten words). */
+static __always_inline int key6_eq(const struct nat_key *a, const struct nat_key *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+	__u32 d = 0;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < (int)(sizeof(*a) / 4); i++)
+		d |= x[i] ^ y[i];
+	return d == 0;
+}
+
 /* nat_fast6 is nat_fast4 for IPv6: TCP or UDP right after the fixed
  * header (no extension header), the entry's own nat_key looked up in
  * fast6, the addresses and ports rewritten and the L4 checksum moved by
@@ -4968,7 +5068,8 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, 
 	void *data, *end;
 	struct nat_key k;
 	struct nat_fast6 *f6;
-	struct nat_fast *f;
+	struct nat_fast *f, fc;
+	__u32 na[8], q;
 	struct ipv6hdr *ip6;
 	__u32 len, pl, diff, *ports;
 	__u16 *ck;
@@ -5008,19 +5109,30 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, 
 	f6 = bpf_map_lookup_elem(&fast6, &k);
 	if (unlikely(!f6))
 		return fast_miss(dir, pre, &k);
-	f = &f6->f;
+	/* a copy of a whole element of this key, as nat_fast4's of fast4 */
+	q = READ_ONCE32(f6->seq);
+	barrier();
+	__builtin_memcpy(&fc, &f6->f, FAST_REWRITE);
+	__builtin_memcpy(na, f6->nsrc, 32);
+	barrier();
+	if (unlikely(q & 1) || unlikely(!key6_eq(&f6->k, &k)))
+		return FAST_NO;
+	barrier();
+	if (unlikely(READ_ONCE32(f6->seq) != q))
+		return FAST_NO;
+	f = &fc;
 	if (unlikely(f->ifindex != skb->ifindex) || unlikely((f->flags & FF_MSS) && (fl & 0x02)))
 		return FAST_NO;
 	if (pre)
 		return TC_ACT_UNSPEC; /* only a proxy's data connections, which have no fast entry */
 
-	__builtin_memcpy(&ip6->saddr, f6->nsrc, 16);
-	__builtin_memcpy(&ip6->daddr, f6->ndst, 16);
+	__builtin_memcpy(&ip6->saddr, na, 16);
+	__builtin_memcpy(&ip6->daddr, na + 4, 16);
 	*ports = *(__u32 *)&f->nsport;
 	diff = csum_add32(f->csum_l4a, f->csum_l4p);
 	if (diff)
 		fast_l4_csum(skb, f, ck, proto, l3 + 40 + (proto == IPPROTO_TCP ? 16 : 6), diff);
-	fast_account(skb, h, f, len, fl, cookie, nspj);
+	fast_account(skb, h, &f6->f, len, fl, cookie, nspj);
 	return TC_ACT_UNSPEC;
 }
 
