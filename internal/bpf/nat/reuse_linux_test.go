@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+
+	"sluice/internal/packet/packettest"
 )
 
 // reuseRules: flow A's host and flow B's hosts are mapped to different
@@ -285,5 +287,98 @@ func TestPrivilegedFastReuseRace(t *testing.T) {
 	}
 	if runs == 0 {
 		t.Error("no packet of flow A ran: the race was not run")
+	}
+}
+
+// TestPrivilegedFragHalfGone: the body of a fragmented datagram whose
+// first fragment made a session, sent when the session is half gone:
+// another CPU ending it has deleted one entry (the one of the body's
+// direction) and not yet the other, which the fragment entry then finds;
+// or a new session of another host has meanwhile taken that entry's key.
+// The engine removes a session whole and forgets its fragment entries
+// with it: the body is then a fragment of no known datagram, which a UDP
+// body leaves untranslated (NoMatch). The kernel must do the same: never
+// translate by the other session's entry (before trust12 it did, with
+// that session's address), nor by a half. Before each case the body is
+// translated by the whole session, as a control.
+func TestPrivilegedFragHalfGone(t *testing.T) {
+	h := newHarness(t)
+	if err := h.do(func() error { _, err := h.load(reuseRules); return err }); err != nil {
+		t.Fatal(err)
+	}
+	udp := packettest.UDP(1000, 53, make([]byte, 16), false)
+	first := packettest.V4{Src: "10.0.0.1", Dst: "2.2.2.2", Proto: 17, ID: 77, FlagsOff: 0x2000, Payload: udp}.Bytes()
+	body := packettest.V4{Src: "10.0.0.1", Dst: "2.2.2.2", Proto: 17, ID: 77, FlagsOff: uint16(len(udp) / 8),
+		Payload: []byte("fragment")}.Bytes()
+	src := func(ip []byte) netip.Addr { return netip.AddrFrom4([4]byte(ip[12:16])) }
+	send := func(ip []byte) (netip.Addr, error) {
+		var a netip.Addr
+		err := h.do(func() error {
+			_, out, err := h.run(true, "nic0", ip)
+			if err == nil {
+				a = src(out)
+			}
+			return err
+		})
+		return a, err
+	}
+	a1, a2, inside := netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("1.1.1.2"), netip.MustParseAddr("10.0.0.1")
+	if got, err := send(first); err != nil || got != a1 {
+		t.Fatalf("the first fragment left from %v (%v), want %v", got, err, a1)
+	}
+	// another host's session (the other rule: 1.1.1.2)
+	if _, err := send(udp4("10.0.1.1", "2.2.2.2", 1000, 53)); err != nil {
+		t.Fatal(err)
+	}
+	// the outbound entries of the two sessions
+	var (
+		ko, kg natNatKey
+		vo, vg natNatSess
+		k      natNatKey
+		v      natNatSess
+	)
+	for it := h.d.objs.Sessions.Iterate(); it.Next(&k, &v); {
+		if k.Dir != dirOut || k.Family != 4 {
+			continue
+		}
+		switch k.Src[0] {
+		case binary.NativeEndian.Uint32([]byte{10, 0, 0, 1}):
+			ko, vo = k, v
+		case binary.NativeEndian.Uint32([]byte{10, 0, 1, 1}):
+			kg, vg = k, v
+		}
+	}
+	if ko.Proto == 0 || kg.Proto == 0 {
+		t.Fatal("no outbound entry of the fragmented datagram's session or of the other host's")
+	}
+	for _, c := range []struct {
+		name string
+		set  func() error
+	}{
+		{"its entry gone", func() error { return h.d.objs.Sessions.Delete(ko) }},
+		{"its key taken by another session", func() error { return h.d.objs.Sessions.Update(ko, vg, 0) }},
+	} {
+		if err := h.d.objs.Sessions.Update(ko, vo, 0); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := send(body); err != nil || got != a1 {
+			t.Fatalf("%s: with the session whole the body left from %v (%v), want %v", c.name, got, err, a1)
+		}
+		if err := c.set(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := send(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == a2 {
+			t.Errorf("%s: the body left with the other session's address %v", c.name, got)
+		} else if got != inside {
+			t.Errorf("%s: the body left from %v, want %v (untranslated: no session, as in the engine)", c.name, got, inside)
+		}
+	}
+	// the session whole again, for the flush of the next test's reset
+	if err := h.d.objs.Sessions.Update(ko, vo, 0); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4432,7 +4432,14 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 
 /* nat_frag_body translates a fragment after the first as the session its
  * datagram's first fragment used; one that overlaps the first fragment
- * follows none (IPFilter's fragment cache does not match it). */
+ * follows none (IPFilter's fragment cache does not match it). A session
+ * is whole or gone for it, as in the engine, which removes a session and
+ * forgets its fragment entries at once: the entry of the fragment's
+ * direction missing, or holding another session (another CPU ending the
+ * session deletes its entries one by one, and a new session may take a
+ * key meanwhile), is the session gone, and the fragment follows no entry
+ * (before trust12 it left untranslated, or translated by the other
+ * session's entry). */
 GLOBAL int nat_frag_body(struct __sk_buff *skb)
 {
 	struct work *w = get_work();
@@ -4450,6 +4457,13 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	v = NULL;
 	if (fe && !(fe->k.dir & DIR_ICMPERR)) {
 		v = frag_sess(fe, &w->k2);
+		if (v && (v->sdir ^ v->w) != p->dir) {
+			/* a fragment going the other way uses the other entry */
+			w->k2 = v->peer;
+			v = bpf_map_lookup_elem(&sessions, &w->k2);
+			if (v && v->seq != fe->seq)
+				v = NULL;
+		}
 		if (!v)
 			fe = NULL;
 	} else if (fe && !frag_live(fe)) {
@@ -4498,13 +4512,6 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	}
 	if (!v)
 		return TC_ACT_UNSPEC;
-	if ((v->sdir ^ v->w) != p->dir) {
-		/* a fragment going the other way uses the other entry */
-		*k = v->peer;
-		v = bpf_map_lookup_elem(&sessions, k);
-		if (!v)
-			return TC_ACT_UNSPEC;
-	}
 translate:
 	if (apply(skb, k, v, p, now_ns()) == 0) {
 		stat_inc(p->dir * NS_SIDE + NS_FRAG);
