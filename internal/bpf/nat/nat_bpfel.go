@@ -287,13 +287,16 @@ type natNatTuple struct {
 }
 
 type natWork struct {
-	_     structs.HostLayout
-	Proxy uint32
-	Pre   uint8
-	Slave uint8
-	Nohit uint8
-	Pad   uint8
-	X     struct {
+	_       structs.HostLayout
+	Proxy   uint32
+	Pre     uint8
+	Slave   uint8
+	Nohit   uint8
+	Nexists uint8
+	Nwraps  uint8
+	Pad     [3]uint8
+	_       [4]byte
+	X       struct {
 		_   structs.HostLayout
 		Hk  natNatHmKey
 		Nh  natNatHm

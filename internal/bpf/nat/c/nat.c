@@ -442,7 +442,11 @@ struct work {
 	__u8 pre;    /* the egress program that runs before the filter */
 	__u8 slave;  /* the packet belongs to a proxy's data connection */
 	__u8 nohit;  /* nat_run found no session with the packet's key */
-	__u8 pad_;
+	/* what this packet counted in NS_EXISTS and NS_WRAP: undone if it
+	 * turns out to have raced another CPU to its session (stat_raced) */
+	__u8 nexists;
+	__u8 nwraps;
+	__u8 pad_[3];
 	struct scratch x;
 	struct moves mv;
 	struct scanctx sc2;
@@ -531,6 +535,22 @@ static __always_inline void stat_add(__u32 k, __u64 n)
 static __always_inline void stat_inc(__u32 k)
 {
 	stat_add(k, 1);
+}
+
+/* stat_raced counts a packet that found the session another CPU made for
+ * its flow at the same moment (NS_RACED) and takes back what it counted
+ * on its way that the sequential engine, in which it would have found the
+ * session by its lookup, would not: the miss, and the clashes and
+ * wrapped port searches of its rule walk. Per-CPU counters: this CPU's
+ * own counts, made by this packet, go down. */
+static __always_inline void stat_raced(struct work *w, __u32 dir)
+{
+	stat_inc(dir * NS_SIDE + NS_RACED);
+	stat_add(dir * NS_SIDE + NS_MISS, (__u64)-1);
+	if (w->nexists)
+		stat_add(dir * NS_SIDE + NS_EXISTS, -(__u64)w->nexists);
+	if (w->nwraps)
+		stat_add(dir * NS_SIDE + NS_WRAP, -(__u64)w->nwraps);
 }
 
 /* now_ns is the clock sessions age by: jiffies (which the verifier reads
@@ -2112,7 +2132,7 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 	stat_inc(p->dir * NS_SIDE + NS_ADDED);
 	return 0;
 raced:
-	stat_inc(p->dir * NS_SIDE + NS_RACED);
+	stat_raced(w, p->dir);
 	return 1;
 }
 
@@ -2655,6 +2675,12 @@ static long map_step(__u32 l, void *unused)
 	return 0;
 fail:
 	stat_inc(NS_SIDE * p->dir + NS_WRAP);
+	{
+		struct work *ww = get_work();
+
+		if (ww)
+			ww->nwraps++;
+	}
 	a->ok = 0;
 	return 1;
 }
@@ -2889,6 +2915,7 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	 * type and code word (the engine's newRdr) */
 	if ((p->proto == IPPROTO_ICMP || !icmpq) && exists_on(k, p->ifindex)) {
 		stat_inc(NS_SIDE * p->dir + NS_EXISTS);
+		w->nexists++;
 		return 0;
 	}
 	words_cp(w->ns.t.ndst, na);
@@ -4599,7 +4626,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		 * this packet's */
 		v = sess_find(k, p->ifindex);
 		if (v) {
-			stat_inc(p->dir * NS_SIDE + NS_RACED);
+			stat_raced(w, p->dir);
 			if (!nat_finish(skb))
 				return TC_ACT_UNSPEC;
 		}
@@ -4631,7 +4658,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->nq ? p->nqid : p->sport,
 		       p->nq ? p->nqid : p->dport);
 		if (sess_find(k, p->ifindex)) {
-			stat_inc(p->dir * NS_SIDE + NS_RACED);
+			stat_raced(w, p->dir);
 			if (!nat_finish(skb))
 				return TC_ACT_UNSPEC;
 		}
@@ -4818,6 +4845,8 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
 	w->pre = pre;
 	w->slave = 0;
 	w->nohit = 0;
+	w->nexists = 0;
+	w->nwraps = 0;
 	ret = nat_run(skb, dir, pre);
 	if (w->proxy)
 		nat_proxy(skb, w->proxy == 1);
