@@ -537,6 +537,16 @@ static __always_inline void stat_inc(__u32 k)
 	stat_add(k, 1);
 }
 
+/* stat_sub takes n back from this CPU's counter k, never below zero (the
+ * counters may have been zeroed since this CPU counted them: ipnat -Z). */
+static __always_inline void stat_sub(__u32 k, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &k);
+
+	if (v)
+		*v = *v > n ? *v - n : 0;
+}
+
 /* stat_raced counts a packet that found the session another CPU made for
  * its flow at the same moment (NS_RACED) and takes back what it counted
  * on its way that the sequential engine, in which it would have found the
@@ -546,11 +556,11 @@ static __always_inline void stat_inc(__u32 k)
 static __always_inline void stat_raced(struct work *w, __u32 dir)
 {
 	stat_inc(dir * NS_SIDE + NS_RACED);
-	stat_add(dir * NS_SIDE + NS_MISS, (__u64)-1);
+	stat_sub(dir * NS_SIDE + NS_MISS, 1);
 	if (w->nexists)
-		stat_add(dir * NS_SIDE + NS_EXISTS, -(__u64)w->nexists);
+		stat_sub(dir * NS_SIDE + NS_EXISTS, w->nexists);
 	if (w->nwraps)
-		stat_add(dir * NS_SIDE + NS_WRAP, -(__u64)w->nwraps);
+		stat_sub(dir * NS_SIDE + NS_WRAP, w->nwraps);
 }
 
 /* now_ns is the clock sessions age by: jiffies (which the verifier reads
