@@ -1709,11 +1709,16 @@ static __always_inline int sess_delete(struct nat_key *key, struct nat_sess *v, 
 
 	words_cp(osrc, v->t.osrc);
 	words_cp(odst, v->t.odst);
+	/* the fast twins first, while the session still holds its keys: no
+	 * new session can make a twin of k or peer meanwhile, which
+	 * fast_gone, which deletes by key, could delete unmarked (struct
+	 * nat_fast4). Both callers of a race may do it: fast_gone counts a
+	 * twin's packets once (its delete succeeds once). */
+	fast_gone(&k);
+	fast_gone(&peer);
 	if (bpf_map_delete_elem(&sessions, &k) != 0)
 		return 0;
 	bpf_map_delete_elem(&sessions, &peer);
-	fast_gone(&k);
-	fast_gone(&peer);
 	if ((k.dir | peer.dir) & DIR_SHADOW) {
 		c = cfgp(NCFG_SHADOWS);
 		if (c)
