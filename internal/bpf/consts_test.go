@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"bufio"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -141,9 +142,13 @@ func TestHeaderConstants(t *testing.T) {
 		"RSN_BAD": RSNBad, "RSN_DCA": RSNDCA, "RSN_SCANCUT": RSNScanCut,
 		"STATE_CAP": stateCap, "STATE_STRIPES": stateStripes, "DCA_CAP": dcaCap, "SWEEP_NS": sweepNS,
 		"CTL_ARM": ctlArm, "CTL_KILL": ctlKill, "CTL_SWEEP": ctlSweep, "CTL_KEYS": ctlKeys,
+		"CTL_MAGIC": ctlMagic, "CTL_DONE": ctlDone, "CTL_MSG_SIZE": ctlMsgSize,
 		"CALL_SRCGRPMAP": callSrcGrpmap, "CALL_DSTGRPMAP": callDstGrpmap,
 		"RT_TO": rtTo, "RT_DUP": rtDup, "RT_FAST": rtFast, "RT_REPLY": rtReply,
 		"LOG_PACKET": logPacket, "LOG_STATE": logState,
+	}
+	if n := binary.Size(ctlMsg{}); n != ctlMsgSize {
+		t.Errorf("ctlMsg: %d bytes, struct ctl_msg %d", n, ctlMsgSize)
 	}
 	for name, w := range want {
 		got, ok := defs[name]

@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -56,14 +57,16 @@ type Datapath struct {
 	mu      sync.Mutex
 	forceTC bool       // tests: attach with clsact as on kernels without TCX
 	cfgMu   sync.Mutex // serialises setCfg's read-modify-write in this process
-	// ctlMu serialises control: its arguments are one shared map entry
-	// (ctl_args) written, run and read back, and Sweep does not hold mu
-	// (FlushStates does) nor need to
+	// ctlMu serialises control calls through an older Sluice's pinned
+	// sluice_ctl (ctlShared), whose arguments are one shared map entry
+	// (ctl_args) written, run and read back
 	ctlMu sync.Mutex
-	// ctl is sluice_ctl: objs.SluiceCtl after Load, the pinned program
-	// after OpenPinned (then ownCtl: Close closes it).
-	ctl    *ebpf.Program
-	ownCtl bool
+	// ctl is sluice_control: objs.SluiceControl after Load, the pinned
+	// program after OpenPinned (then ownCtl: Close closes it), which may
+	// be an older Sluice's sluice_ctl (ctlShared: it reads ctl_args only).
+	ctl       *ebpf.Program
+	ownCtl    bool
+	ctlShared bool
 	// the programs' load-time specialisation (spec_linux.go): the ones
 	// loaded by key, the key of objs' programs, and whether d came from
 	// OpenPinned (then objs holds no programs)
@@ -196,7 +199,7 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 		}
 		return fail(wrapVerifier("loading filter objects", err))
 	}
-	d.ctl = d.objs.SluiceCtl
+	d.ctl = d.objs.SluiceControl
 	if err := d.initConfig(); err != nil {
 		return fail(err)
 	}
@@ -206,7 +209,7 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 		return fail(fmt.Errorf("starting the state sweeper: %w", err))
 	}
 	if !opts.NoPin {
-		if err := pinOver(d.objs.SluiceCtl, filepath.Join(d.dir, "prog_ctl")); err != nil {
+		if err := pinOver(d.objs.SluiceControl, filepath.Join(d.dir, "prog_ctl")); err != nil {
 			return fail(err)
 		}
 	}
@@ -299,6 +302,11 @@ func OpenPinned(dir string) (*Datapath, error) {
 	// kernel's accounting (ipf -FS)
 	if p, err := ebpf.LoadPinnedProgram(filepath.Join(dir, "prog_ctl"), nil); err == nil {
 		d.ctl, d.ownCtl = p, true
+		// an older Sluice's sluice_ctl takes its arguments from
+		// ctl_args only: told by the name (the kernel's copy of it)
+		if info, err := p.Info(); err == nil && info.Name != ctlProgName {
+			d.ctlShared = true
+		}
 	}
 	return d, nil
 }
@@ -316,18 +324,53 @@ func (d *Datapath) Close() error {
 	return d.objs.Close()
 }
 
-// control runs sluice_ctl with operation op over n entries of ctl_keys
-// and returns what it returned (entries removed). Callers that pass keys
-// hold the lock. Calls in this process are serialised (ctlMu); another
-// process's control call (a Load re-arming the sweeper, a Sweep) is not,
-// while FlushStates holds the pin directory's lock and Load and Sweep do
-// not take it.
+// ctlProgName is the name of the control program (sluice_control), which
+// takes each call's arguments from the call's own packet; an older
+// Sluice's sluice_ctl read them from ctl_args.
+const ctlProgName = "sluice_control"
+
+// control runs sluice_control with operation op over n entries of
+// ctl_keys and returns what it removed. The operation, count and result
+// travel in the test run's own packet (struct ctl_msg), so that control
+// calls of several processes at once (a Load re-arming the sweeper, a
+// Sweep, a FlushStates) cannot run or read each other's; ctl_keys is
+// shared: its callers (FlushStates) hold the pin directory's lock.
 func (d *Datapath) control(op, n uint32) (int, error) {
-	d.ctlMu.Lock()
-	defer d.ctlMu.Unlock()
 	if d.ctl == nil {
 		return 0, fmt.Errorf("control program not loaded in %s (a datapath of an older Sluice?): %w", d.dir, errNoPrograms)
 	}
+	if d.ctlShared {
+		return d.controlShared(op, n)
+	}
+	in, err := binary.Append(make([]byte, 14), binary.NativeEndian, ctlMsg{Magic: ctlMagic, Op: op, N: n})
+	if err != nil {
+		return 0, fmt.Errorf("control: %w", err)
+	}
+	out := make([]byte, len(in))
+	ret, err := d.ctl.Run(&ebpf.RunOptions{Data: in, DataOut: out})
+	if err != nil {
+		return 0, fmt.Errorf("control: %w", err)
+	}
+	if int32(ret) < 0 {
+		return 0, fmt.Errorf("control operation %d failed", op)
+	}
+	var m ctlMsg
+	if _, err := binary.Decode(out[14:], binary.NativeEndian, &m); err != nil {
+		return 0, fmt.Errorf("control: %w", err)
+	}
+	if m.Magic != ctlDone {
+		return 0, fmt.Errorf("control operation %d: the control program in %s did not answer", op, d.dir)
+	}
+	return int(m.Removed), nil
+}
+
+// controlShared is control through an older Sluice's sluice_ctl, which
+// takes its arguments from ctl_args, one map entry every process shares:
+// calls in this process are serialised (ctlMu), another process's are
+// not (as before trust12) until a reload pins sluice_control.
+func (d *Datapath) controlShared(op, n uint32) (int, error) {
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
 	if err := d.objs.CtlArgs.Put(uint32(0), filterCtlArgs{Op: op, N: n}); err != nil {
 		return 0, fmt.Errorf("control: %w", err)
 	}

@@ -566,7 +566,7 @@ const (
 	filterMapStates            = "states"
 	filterMapStats             = "stats"
 	filterMapSweeper           = "sweeper"
-	filterProgSluiceCtl        = "sluice_ctl"
+	filterProgSluiceControl    = "sluice_control"
 	filterProgSluiceEgress     = "sluice_egress"
 	filterProgSluiceIngress    = "sluice_ingress"
 	filterProgSluiceIngressNat = "sluice_ingress_nat"
@@ -635,7 +635,7 @@ type filterSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterProgramSpecs struct {
-	SluiceCtl        *ebpf.ProgramSpec `ebpf:"sluice_ctl"`
+	SluiceControl    *ebpf.ProgramSpec `ebpf:"sluice_control"`
 	SluiceEgress     *ebpf.ProgramSpec `ebpf:"sluice_egress"`
 	SluiceIngress    *ebpf.ProgramSpec `ebpf:"sluice_ingress"`
 	SluiceIngressNat *ebpf.ProgramSpec `ebpf:"sluice_ingress_nat"`
@@ -831,7 +831,7 @@ type filterVariables struct {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterPrograms struct {
-	SluiceCtl        *ebpf.Program `ebpf:"sluice_ctl"`
+	SluiceControl    *ebpf.Program `ebpf:"sluice_control"`
 	SluiceEgress     *ebpf.Program `ebpf:"sluice_egress"`
 	SluiceIngress    *ebpf.Program `ebpf:"sluice_ingress"`
 	SluiceIngressNat *ebpf.Program `ebpf:"sluice_ingress_nat"`
@@ -839,7 +839,7 @@ type filterPrograms struct {
 
 func (p *filterPrograms) Close() error {
 	return _FilterClose(
-		p.SluiceCtl,
+		p.SluiceControl,
 		p.SluiceEgress,
 		p.SluiceIngress,
 		p.SluiceIngressNat,

@@ -218,13 +218,25 @@ const (
 	sweepNS      = 500000000
 )
 
-// sluice_ctl operations (CTL_* in filter.h).
+// sluice_control operations (CTL_* in filter.h).
 const (
 	ctlArm   = 1
 	ctlKill  = 2
 	ctlSweep = 3
 	ctlKeys  = 256
+	// struct ctl_msg's magic: a call's own arguments, the program's answer
+	ctlMagic   = 0x51c7c7a1
+	ctlDone    = 0x51c7c7a2
+	ctlMsgSize = 24
 )
+
+// ctlMsg is struct ctl_msg (filter.h): a control call's own arguments and
+// result, after its packet's Ethernet header. bpf2go writes no type for it
+// (no map holds one): TestLayoutConstants checks its size.
+type ctlMsg struct {
+	Magic, Op, N, Pad uint32
+	Removed           uint64
+}
 
 // Log record kinds.
 const (

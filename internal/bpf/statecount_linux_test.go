@@ -3,12 +3,17 @@ package bpf
 import (
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"sluice/internal/testutil"
+	"sluice/internal/testutil/bpffs"
 )
 
 // tableCounts is the state table counted both ways: the kernel's counts
@@ -352,9 +357,11 @@ func ruleCounts(t *testing.T, d *Datapath, round int) {
 	}
 }
 
-// TestPrivilegedControlSerialised: sluice_ctl takes its arguments from one
-// shared map entry (ctl_args) that control writes, runs and reads back, so
-// two calls at once must not interleave. Here Sweep runs in a loop (as a
+// TestPrivilegedControlSerialised: two control calls of one Datapath at
+// once must not run or read each other's operation (before trust12 their
+// arguments were one shared map entry, ctl_args, written, run and read
+// back; TestPrivilegedControlPrivate is the same across two Datapath
+// values). Here Sweep runs in a loop (as a
 // test moving the clock would) while FlushStates removes the entries of
 // each round, whose count it must report, leaving the table empty: with
 // the arguments of the one run by the other, the flush ran a sweep
@@ -410,5 +417,128 @@ func TestPrivilegedControlSerialised(t *testing.T) {
 	t.Logf("%d rounds, %d sweeps meanwhile", rounds, swept)
 	if swept == 0 {
 		t.Error("no sweep ran during the flushes: the race was not run")
+	}
+}
+
+// TestPrivilegedControlPrivate: control calls of two processes at once
+// (two Datapath values on one pin directory: a FlushStates here, Sweeps
+// through the pins alone, as ipfstat or a test moving the clock would)
+// each run their own operation and read their own result, which the
+// shared ctl_args could not promise (sluice_control takes them from the
+// call's packet). As TestPrivilegedControlSerialised: the flush of each
+// round must report the entries it removed and leave the one kept; a
+// sweep that ran the flush's kill would take them and report them to
+// nobody. Then the way an older Sluice calls (ctl_args and a bare
+// 14-byte packet; also controlShared, for an older pinned program) still
+// works. Bounded: 300 rounds of 8 entries.
+func TestPrivilegedControlPrivate(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := filepath.Join(bpffs.Mount(t), "sluice")
+	d, err := Load(Options{PinDir: dir})
+	if err != nil {
+		t.Fatalf("Load: %+v", err)
+	}
+	defer d.Close()
+	d2, err := OpenPinned(dir)
+	if err != nil {
+		t.Fatalf("OpenPinned: %+v", err)
+	}
+	defer d2.Close()
+	if d2.ctlShared || d2.ctl == nil {
+		t.Fatalf("the pinned control program is not sluice_control (shared %v)", d2.ctlShared)
+	}
+	if err := d.LoadRules(compileText(t, "pass in quick proto tcp all keep state\npass in quick proto udp all keep state\n"), Active); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		stop  = make(chan struct{})
+		done  = make(chan error, 1)
+		swept int
+	)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := d2.Sweep(); err != nil {
+				done <- err
+				return
+			}
+			swept++
+		}
+	}()
+	d.Run(false, testPkt{src: "192.0.2.9", dst: "192.0.2.1", proto: 17, sport: 1024, dport: 53}.build())
+	const rounds, n = 300, 8
+	for r := range rounds {
+		for i := range n {
+			d.Run(false, tcp4(randSrc(r<<8|i), "192.0.2.1", 1024, 80, synF).build())
+		}
+		removed, err := d.FlushStates(func(s State) bool { return s.Proto == 6 })
+		if err != nil {
+			close(stop)
+			t.Fatal(err)
+		}
+		if removed != n {
+			t.Errorf("round %d: the flush reported %d entries removed, want %d", r, removed, n)
+		}
+		if c, err := d.StateCount(); err != nil || c != 1 {
+			t.Errorf("round %d: %d states after the flush (%v), want the one kept", r, c, err)
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rounds, %d sweeps by the other Datapath meanwhile", rounds, swept)
+	if swept == 0 {
+		t.Error("no sweep ran during the flushes: the race was not run")
+	}
+
+	// an older Sluice's call: arguments in ctl_args, a bare packet
+	for i := range n {
+		d.Run(false, tcp4(randSrc(1<<20|i), "192.0.2.1", 1024, 80, synF).build())
+	}
+	var (
+		k    filterStateKey
+		v    filterStateEntry
+		keys []filterStateKey
+	)
+	for it := d.objs.States.Iterate(); it.Next(&k, &v); {
+		if k.Proto == 6 {
+			keys = append(keys, k)
+		}
+	}
+	// as FlushStates: twins first
+	slices.SortStableFunc(keys, func(a, b filterStateKey) int { return int(b.Twin) - int(a.Twin) })
+	idx := make([]uint32, len(keys))
+	for i := range idx {
+		idx[i] = uint32(i)
+	}
+	if _, err := d.objs.CtlKeys.BatchUpdate(idx, keys, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.objs.CtlArgs.Put(uint32(0), filterCtlArgs{Op: ctlKill, N: uint32(len(keys))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ctl.Run(&ebpf.RunOptions{Data: make([]byte, 14)}); err != nil {
+		t.Fatal(err)
+	}
+	var a filterCtlArgs
+	if err := d.objs.CtlArgs.Lookup(uint32(0), &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Removed != uint64(n) {
+		t.Errorf("an older caller's kill: ctl_args says %d removed, want %d", a.Removed, n)
+	}
+	if c, err := d.StateCount(); err != nil || c != 1 {
+		t.Errorf("%d states after an older caller's kill (%v), want the one kept", c, err)
+	}
+	// and control through ctl_args (an older pinned program's way)
+	d2.ctlShared = true
+	if err := d2.Sweep(); err != nil {
+		t.Errorf("a sweep through ctl_args: %v", err)
 	}
 }

@@ -248,7 +248,7 @@ func (d *Datapath) now() (uint64, error) {
 
 // FlushStates removes state entries: all of them when match is nil, else
 // those for which match returns true. It returns how many were removed.
-// The entries are removed by the kernel's own code (sluice_ctl), so the
+// The entries are removed by the kernel's own code (sluice_control), so the
 // state count and the per-rule counts stay equal to the table.
 func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 	unlock, err := d.lock()

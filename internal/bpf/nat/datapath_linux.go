@@ -1081,10 +1081,10 @@ func (d *Datapath) Sessions() ([]Session, error) {
 	// and what it translated
 	fast := map[natNatFkey]natNatFast{}
 	var fk natNatFkey
-	var fv natNatFast
+	var fv natNatFast4
 	fit := d.objs.Fast4.Iterate()
 	for fit.Next(&fk, &fv) {
-		fast[fk] = fv
+		fast[fk] = fv.F
 	}
 	if err := fit.Err(); err != nil {
 		return nil, fmt.Errorf("reading NAT sessions: %w", err)
@@ -1280,11 +1280,11 @@ func (d *Datapath) Stats() (Stats, error) {
 	// fast path writes no counter of its own) and, for those gone, in
 	// nsFastGone (read into Fast above)
 	var fk natNatFkey
-	var fv natNatFast
+	var fv natNatFast4
 	var keys []natNatFkey
 	it := d.objs.Fast4.Iterate()
 	for it.Next(&fk, &fv) {
-		st.Side[fk.Dir&1].Fast += fv.Pkts
+		st.Side[fk.Dir&1].Fast += fv.F.Pkts
 		keys = append(keys, fk)
 	}
 	if err := it.Err(); err != nil {

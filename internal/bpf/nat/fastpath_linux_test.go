@@ -145,7 +145,7 @@ func TestPrivilegedFastPath(t *testing.T) {
 	}
 	compare("flushed")
 	var fk natNatFkey
-	var fv natNatFast
+	var fv natNatFast4
 	if fast.d.objs.Fast4.Iterate().Next(&fk, &fv) {
 		t.Errorf("a fast entry outlived its session: %+v", fk)
 	}

@@ -186,7 +186,7 @@ func slotted(d *Datapath) (uint64, []natNatFkey, error) {
 		n    uint64
 		keys []natNatFkey
 		k    natNatFkey
-		v    natNatFast
+		v    natNatFast4
 	)
 	it := d.objs.Fast4.Iterate()
 	for it.Next(&k, &v) {

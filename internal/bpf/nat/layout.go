@@ -87,7 +87,8 @@ const (
 	cfgShadows   = 29
 	cfgPlain     = 30 // the fast programs in use are plain (k_nspj in c/nat.c)
 	cfgWildSeen  = 31
-	cfgN         = 32
+	cfgFSeq      = 32 // the fast entries' seq (c/nat.c fseq_next)
+	cfgN         = 33
 )
 
 // Flush modes (FL_*).

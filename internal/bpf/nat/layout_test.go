@@ -54,7 +54,7 @@ func TestLayoutConstants(t *testing.T) {
 		"NCFG_FTP_SINGLE": cfgFTPSingle, "NCFG_NEXTID": cfgNextID, "NCFG_FLUSHMODE": cfgFlushMode,
 		"NCFG_FLUSHARG": cfgFlushArg, "NCFG_FLUSHED": cfgFlushed, "NCFG_HMSEQ": cfgHMSeq, "NCFG_NRULES": cfgNRules,
 		"NCFG_FTPRULES": cfgFTPRules, "NCFG_NOEXPIRE": cfgNoExpire, "NCFG_DEFAGE": cfgDefAge, "NCFG_DEFIPAGE": cfgDefIPAge,
-		"NCFG_DEFICMPAGE": cfgDefICMP, "NCFG_NOTWIN": cfgNoTwin, "NCFG_SHADOWS": cfgShadows, "NCFG_PLAIN": cfgPlain, "NCFG_WILDSEEN": cfgWildSeen, "NCFG_N": cfgN,
+		"NCFG_DEFICMPAGE": cfgDefICMP, "NCFG_NOTWIN": cfgNoTwin, "NCFG_SHADOWS": cfgShadows, "NCFG_PLAIN": cfgPlain, "NCFG_WILDSEEN": cfgWildSeen, "NCFG_FSEQ": cfgFSeq, "NCFG_N": cfgN,
 		"FL_ALL": flAll, "FL_RULE": flRule, "FL_EXPIRED": flExpired, "FL_CLOCKS": flClocks,
 		"NS_SIDE": nsSide, "NS_TRANSLATED": nsTranslated, "NS_IGNORED": nsIgnored, "NS_BADNAT": nsBadNAT,
 		"NS_ADDED": nsAdded, "NS_MISS": nsMiss, "NS_TABLEMAX": nsTableMax, "NS_EXISTS": nsExists, "NS_ICMP": nsICMP,

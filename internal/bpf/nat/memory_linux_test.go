@@ -41,8 +41,8 @@ func memlock(t *testing.T, m *ebpf.Map) uint64 {
 // TestPrivilegedSessionTableMemory checks what docs/kernel-memory.md says
 // of the session tables: sessions, fast4 and fast6 are preallocated (a
 // new session allocates none of its four entries), hostmaps is not, and
-// the preallocated three take at most 90 MB together (86 MB measured on
-// x86-64, Linux 6.18); fast4dm, an array (allocated whole), at most 11 MB.
+// the preallocated three take at most 100 MB together (95 MB measured on
+// x86-64, Linux 6.18, since trust12); fast4dm, an array (allocated whole), at most 11 MB.
 func TestPrivilegedSessionTableMemory(t *testing.T) {
 	h := newHarness(t)
 	var total uint64
@@ -61,8 +61,8 @@ func TestPrivilegedSessionTableMemory(t *testing.T) {
 			total += n
 		}
 	}
-	if total > 90<<20 {
-		t.Errorf("the preallocated session tables take %d bytes, over the 90 MB docs/kernel-memory.md gives", total)
+	if total > 100<<20 {
+		t.Errorf("the preallocated session tables take %d bytes, over the 100 MB docs/kernel-memory.md gives", total)
 	}
 	dm := memlock(t, h.d.objs.Fast4dm)
 	t.Logf("fast4dm: %d slots, %d bytes", dmSlots, dm)

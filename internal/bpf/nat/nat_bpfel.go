@@ -31,11 +31,22 @@ type natNatFast struct {
 	Bytes    uint64
 }
 
+type natNatFast4 struct {
+	_   structs.HostLayout
+	F   natNatFast
+	K   natNatFkey
+	Seq uint32
+	Pad uint32
+}
+
 type natNatFast6 struct {
 	_    structs.HostLayout
 	F    natNatFast
 	Nsrc [4]uint32
 	Ndst [4]uint32
+	K    natNatKey
+	Seq  uint32
+	Pad  uint32
 }
 
 type natNatFkey struct {
@@ -276,13 +287,16 @@ type natNatTuple struct {
 }
 
 type natWork struct {
-	_     structs.HostLayout
-	Proxy uint32
-	Pre   uint8
-	Slave uint8
-	Nohit uint8
-	Pad   uint8
-	X     struct {
+	_       structs.HostLayout
+	Proxy   uint32
+	Pre     uint8
+	Slave   uint8
+	Nohit   uint8
+	Nexists uint8
+	Nwraps  uint8
+	Pad     [3]uint8
+	_       [4]byte
+	X       struct {
 		_   structs.HostLayout
 		Hk  natNatHmKey
 		Nh  natNatHm
@@ -391,6 +405,7 @@ type natWork struct {
 	}
 	Fk4 natNatFkey
 	Fb  natNatFast6
+	Fb4 natNatFast4
 	Sb  [224]uint8
 	Sb2 [224]uint8
 	Sb3 [224]uint8

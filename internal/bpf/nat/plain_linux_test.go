@@ -52,12 +52,12 @@ func TestPrivilegedPlain(t *testing.T) {
 			t.Fatalf("%s: %d packets by the fast path, want 1", when, got)
 		}
 		var k natNatFkey
-		var f natNatFast
+		var f natNatFast4
 		it := h.d.objs.Fast4.Iterate()
 		for it.Next(&k, &f) {
 			if k.Dir == dirOut {
 				// the fast path stamps the entry's slot if it has one
-				f, err := h.d.withSlot(k, f)
+				f, err := h.d.withSlot(k, f.F)
 				if err != nil {
 					t.Fatal(err)
 				}

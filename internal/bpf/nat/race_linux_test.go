@@ -285,6 +285,18 @@ func TestPrivilegedFirstPacketRace(t *testing.T) {
 			if d := side.BadNAT - was.BadNAT; dropped > d {
 				t.Errorf("%d packets dropped, %d counted BadNAT", dropped, d)
 			}
+			// counted as the sequential engine would: one miss a flow
+			// (its first packet; the second finds the session), no
+			// clash, no wrapped port search
+			if d := side.Miss - was.Miss; d != made {
+				t.Errorf("%d misses counted for %d sessions made, want one each", d, made)
+			}
+			if d := side.Exists - was.Exists; d != 0 {
+				t.Errorf("%d clashes counted, want none", d)
+			}
+			if d := side.Wrap - was.Wrap; d != 0 {
+				t.Errorf("%d wrapped port searches counted, want none", d)
+			}
 		})
 	}
 	t.Logf("%d first packets in all took the session the other CPU made at the same moment", raced)

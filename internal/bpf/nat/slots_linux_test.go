@@ -262,10 +262,11 @@ func TestPrivilegedSlotRace(t *testing.T) {
 		if s.K != k1 || s.Seq&1 != 0 {
 			return false, nil
 		}
-		var f natNatFast
-		if err := h.d.objs.Fast4.Lookup(k1, &f); err != nil {
+		var f4 natNatFast4
+		if err := h.d.objs.Fast4.Lookup(k1, &f4); err != nil {
 			return true, fmt.Errorf("the slot holds flow 1 (seq %d), fast4 does not: %w", s.Seq, err)
 		}
+		f := f4.F
 		if f.Nsrc != s.F.Nsrc || f.Nsport != s.F.Nsport || f.Ifindex != s.F.Ifindex || f.CsumL3 != s.F.CsumL3 ||
 			f.CsumL4a != s.F.CsumL4a || f.CsumL4p != s.F.CsumL4p {
 			return true, fmt.Errorf("the slot holds flow 1 with %+v, fast4 with %+v", s.F, f)

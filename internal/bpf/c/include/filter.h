@@ -784,7 +784,7 @@ struct sweeper {
 	__u64 flushed; /* entries the watermark flush removed */
 };
 
-/* Control operations run through sluice_ctl (BPF_PROG_TEST_RUN), so that
+/* Control operations run through sluice_control (BPF_PROG_TEST_RUN), so that
  * user space changes the tables with the same atomic accounting as the
  * packet path. */
 #define CTL_ARM 1      /* start (or restart) the sweeper */
@@ -797,6 +797,26 @@ struct ctl_args {
 	__u32 n;
 	__u64 removed; /* out: entries CTL_KILL removed */
 };
+
+/* A control call's own arguments and result, in the test run's packet
+ * after its 14-byte Ethernet header (since trust12): ctl_args is one map
+ * entry every process shares, so two processes' calls could run each
+ * other's operation or read each other's result; a packet is the call's
+ * own. sluice_control answers CTL_DONE in magic; a packet without
+ * CTL_MAGIC (an older Sluice's call: 14 bytes) takes its arguments from
+ * ctl_args as before. */
+struct ctl_msg {
+	__u32 magic;
+	__u32 op;
+	__u32 n;
+	__u32 pad;
+	__u64 removed; /* out: entries CTL_KILL removed */
+};
+#define CTL_MAGIC 0x51c7c7a1
+#define CTL_DONE 0x51c7c7a2
+#define CTL_MSG_SIZE 24 /* Go's ctlMsg (no BTF of it: no map holds one) */
+_Static_assert(sizeof(struct ctl_msg) == CTL_MSG_SIZE && __builtin_offsetof(struct ctl_msg, removed) == 16,
+	       "struct ctl_msg is not Go's ctlMsg");
 
 
 /* Metadata only user space reads: the printed rule and list names, so

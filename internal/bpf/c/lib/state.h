@@ -220,7 +220,7 @@ static __always_inline __u64 tcp_life(__u32 age, __u8 st)
  *     packet the old entry could not match) removes the old through
  *     state_unlink, then puts again.
  *   - state_unlink (expiry on lookup, a new SYN on a closed flow, the
- *     sweeper, the watermark flush, ipf -FS through sluice_ctl): deletes
+ *     sweeper, the watermark flush, ipf -FS through sluice_control): deletes
  *     through state_take, only while the key still holds the entry the
  *     caller saw, and releases what the deleted entry held, only when its
  *     own delete succeeded; a delete that finds the key gone or holding

@@ -3,7 +3,7 @@
  * The sweeper and the control program. IPFilter's slow timer expires
  * state and runs the watermark flush every tick; here a bpf_timer does it
  * every SWEEP_NS, so the table gives back expired entries with no daemon.
- * sluice_ctl is how user space starts the timer and removes state entries
+ * sluice_control is how user space starts the timer and removes state entries
  * (ipf -FS) through the same accounting as the packet path.
  */
 #ifndef SLUICE_SWEEP_H
@@ -197,37 +197,74 @@ static long ctl_kill(__u32 i, struct sweep_ctx *c)
 	return 0;
 }
 
-/* sluice_ctl carries out the operation in ctl_args: CTL_ARM starts the
- * sweeper (again after a reload: the callback is the new program's),
- * CTL_KILL removes the n state entries whose keys are in ctl_keys,
- * CTL_SWEEP sweeps once now (tests move the clock). It returns how many
- * entries it removed. */
-SEC("tc")
-int sluice_ctl(struct __sk_buff *skb)
+/* ctl_msg_of returns the call's own struct ctl_msg in the packet, if it
+ * carries one (CTL_MAGIC). */
+static __always_inline struct ctl_msg *ctl_msg_of(struct __sk_buff *skb)
 {
-	__u32 zero = 0;
-	struct ctl_args *a = bpf_map_lookup_elem(&ctl_args, &zero);
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct ctl_msg *m = data + 14;
+
+	if ((void *)(m + 1) > end || m->magic != CTL_MAGIC)
+		return NULL;
+	return m;
+}
+
+/* sluice_control carries out a control call: its operation and count from
+ * the packet (struct ctl_msg), or from ctl_args for an older Sluice's
+ * call. CTL_ARM starts the sweeper (again after a reload: the callback is
+ * the new program's), CTL_KILL removes the n state entries whose keys are
+ * in ctl_keys (the caller holds the pin directory's lock), CTL_SWEEP
+ * sweeps once now (tests move the clock). What CTL_KILL removed goes back
+ * where the arguments came from. Named apart from the older sluice_ctl,
+ * which reads only ctl_args: user space tells the two by the name. */
+SEC("tc")
+int sluice_control(struct __sk_buff *skb)
+{
+	__u32 zero = 0, op, n;
+	struct ctl_msg *m = ctl_msg_of(skb);
+	struct ctl_args *a = NULL;
 	struct sweeper *sw = bpf_map_lookup_elem(&sweeper, &zero);
 	struct sweep_ctx c = {};
+	__u64 removed = 0;
+	int ret = 0;
 
-	if (!a || !sw)
+	if (m) {
+		op = m->op;
+		n = m->n;
+	} else {
+		a = bpf_map_lookup_elem(&ctl_args, &zero);
+		if (!a)
+			return 0;
+		op = a->op;
+		n = a->n;
+	}
+	if (!sw)
 		return 0;
-	switch (a->op) {
+	switch (op) {
 	case CTL_ARM:
 		bpf_timer_init(&sw->timer, &sweeper, 1 /* CLOCK_MONOTONIC */);
 		if (bpf_timer_set_callback(&sw->timer, sweep_timer) != 0)
-			return -1;
-		return bpf_timer_start(&sw->timer, SWEEP_NS, 0) == 0 ? 0 : -1;
+			ret = -1;
+		else
+			ret = bpf_timer_start(&sw->timer, SWEEP_NS, 0) == 0 ? 0 : -1;
+		break;
 	case CTL_KILL:
-		a->removed = 0;
-		c.removed = &a->removed;
-		bpf_loop(a->n < CTL_KEYS ? a->n : CTL_KEYS, ctl_kill, &c, 0);
-		return 0;
+		c.removed = &removed;
+		bpf_loop(n < CTL_KEYS ? n : CTL_KEYS, ctl_kill, &c, 0);
+		if (a)
+			a->removed = removed;
+		break;
 	case CTL_SWEEP:
 		sweep(sw);
-		return 0;
+		break;
 	}
-	return 0;
+	/* the packet again: helpers were called since */
+	m = ctl_msg_of(skb);
+	if (m) {
+		m->removed = removed;
+		m->magic = CTL_DONE;
+	}
+	return ret;
 }
 
 #endif

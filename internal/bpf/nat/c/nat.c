@@ -169,7 +169,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NAT_SESS_ENTRIES);
 	__type(key, struct nat_fkey);
-	__type(value, struct nat_fast);
+	__type(value, struct nat_fast4);
 } fast4 SEC(".maps");
 
 /* The slots of fast4's entries (struct nat_slot): allocated whole at load,
@@ -442,7 +442,11 @@ struct work {
 	__u8 pre;    /* the egress program that runs before the filter */
 	__u8 slave;  /* the packet belongs to a proxy's data connection */
 	__u8 nohit;  /* nat_run found no session with the packet's key */
-	__u8 pad_;
+	/* what this packet counted in NS_EXISTS and NS_WRAP: undone if it
+	 * turns out to have raced another CPU to its session (stat_raced) */
+	__u8 nexists;
+	__u8 nwraps;
+	__u8 pad_[3];
 	struct scratch x;
 	struct moves mv;
 	struct scanctx sc2;
@@ -457,6 +461,7 @@ struct work {
 	struct sticky_ctx sc;
 	struct nat_fkey fk4;
 	struct nat_fast6 fb;
+	struct nat_fast4 fb4;
 	/* entries being built, as bytes: a bpf_timer may not sit in a
 	 * per-CPU map's value type (its bytes stay zero here) */
 	__u8 sb[sizeof(struct nat_sess)] __attribute__((aligned(8)));
@@ -530,6 +535,32 @@ static __always_inline void stat_add(__u32 k, __u64 n)
 static __always_inline void stat_inc(__u32 k)
 {
 	stat_add(k, 1);
+}
+
+/* stat_sub takes n back from this CPU's counter k, never below zero (the
+ * counters may have been zeroed since this CPU counted them: ipnat -Z). */
+static __always_inline void stat_sub(__u32 k, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &k);
+
+	if (v)
+		*v = *v > n ? *v - n : 0;
+}
+
+/* stat_raced counts a packet that found the session another CPU made for
+ * its flow at the same moment (NS_RACED) and takes back what it counted
+ * on its way that the sequential engine, in which it would have found the
+ * session by its lookup, would not: the miss, and the clashes and
+ * wrapped port searches of its rule walk. Per-CPU counters: this CPU's
+ * own counts, made by this packet, go down. */
+static __always_inline void stat_raced(struct work *w, __u32 dir)
+{
+	stat_inc(dir * NS_SIDE + NS_RACED);
+	stat_sub(dir * NS_SIDE + NS_MISS, 1);
+	if (w->nexists)
+		stat_sub(dir * NS_SIDE + NS_EXISTS, w->nexists);
+	if (w->nwraps)
+		stat_sub(dir * NS_SIDE + NS_WRAP, w->nwraps);
 }
 
 /* now_ns is the clock sessions age by: jiffies (which the verifier reads
@@ -1173,6 +1204,35 @@ static __always_inline struct nat_fast *fast_of(const struct nat_key *k)
 #define READ_ONCE32(x) (*(volatile __u32 *)&(x))
 #define WRITE_ONCE32(x, v) (*(volatile __u32 *)&(x) = (v))
 
+/* fseq_next returns a fresh even seq for a fast entry (struct
+ * nat_fast4): no element can have had it before (2^31 entries made
+ * apart), so a reader that reads it twice knows no writer came between. */
+static __always_inline __u32 fseq_next(void)
+{
+	__u64 *c = cfgp(NCFG_FSEQ);
+
+	if (!c)
+		return 2;
+	return (__u32)__sync_fetch_and_add(c, 2) + 2;
+}
+
+/* fseq_kill marks a fast entry about to be deleted or replaced (its
+ * element may be written for another key as soon as it is): no reader
+ * trusts it from now on. */
+static __always_inline void fseq_kill(__u32 *seq)
+{
+	WRITE_ONCE32(*seq, FSEQ_DEAD);
+	barrier();
+}
+
+/* fseq_publish makes a fast entry just written with seq q + 1 whole
+ * (seq q), unless it was marked since (fseq_kill): seq and pad as one
+ * 64-bit word, pad 0. */
+static __always_inline void fseq_publish(__u32 *seq, __u32 q)
+{
+	__sync_val_compare_and_swap((__u64 *)seq, (__u64)(q + 1), (__u64)q);
+}
+
 /* slot_hash is the slot of the fast4 key of words w0..w3 (src, dst, the
  * ports, proto | dir << 8): a multiplicative hash, each step folding the
  * high bits down (the varying octet of an IPv4 address is the high byte
@@ -1376,36 +1436,38 @@ static __always_inline void slot_dyn(const struct nat_key *k, __u64 *last, __u8 
 }
 
 /* fast_gone removes the fast twin of the entry at key k, keeping the count
- * of the packets it translated. Returns it (valid until RCU lets go) so
- * that its other fields can be kept too. */
-static __always_inline struct nat_fast *fast_gone(const struct nat_key *k)
+ * of the packets it translated (read before the delete: the element may
+ * be another key's as soon as it is deleted, struct nat_fast4). */
+static __always_inline void fast_gone(const struct nat_key *k)
 {
 	struct nat_fkey fk;
-	struct nat_fast *f;
+	struct nat_fast4 *g;
+	__u64 n;
 
 	if (fast6_ok(k)) {
-		f = bpf_map_lookup_elem(&fast6, k);
-		if (!f)
-			return NULL;
-		if (bpf_map_delete_elem(&fast6, k) == 0 && f->pkts)
-			stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, f->pkts);
-		return f;
+		struct nat_fast6 *g6 = bpf_map_lookup_elem(&fast6, k);
+
+		if (!g6)
+			return;
+		fseq_kill(&g6->seq);
+		n = g6->f.pkts;
+		if (bpf_map_delete_elem(&fast6, k) == 0 && n)
+			stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, n);
+		return;
 	}
 	if (!fkey_of(&fk, k))
-		return NULL;
-	f = bpf_map_lookup_elem(&fast4, &fk);
-	if (!f)
-		return NULL;
-	if (bpf_map_delete_elem(&fast4, &fk) == 0 && f->pkts)
-		stat_add((fk.dir & 1) * NS_SIDE + NS_FASTGONE, f->pkts);
+		return;
+	g = bpf_map_lookup_elem(&fast4, &fk);
+	if (!g)
+		return;
+	fseq_kill(&g->seq);
+	n = g->f.pkts;
+	if (bpf_map_delete_elem(&fast4, &fk) == 0 && n)
+		stat_add((fk.dir & 1) * NS_SIDE + NS_FASTGONE, n);
 	/* after the delete: a fill from now on sees the entry gone */
-	{
-		__u64 n = slot_clear(k);
-
-		if (n)
-			stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, n);
-	}
-	return f;
+	n = slot_clear(k);
+	if (n)
+		stat_add((k->dir & 1) * NS_SIDE + NS_FASTGONE, n);
 }
 
 /* The per-packet fields of an entry, wherever they are kept. */
@@ -1647,11 +1709,16 @@ static __always_inline int sess_delete(struct nat_key *key, struct nat_sess *v, 
 
 	words_cp(osrc, v->t.osrc);
 	words_cp(odst, v->t.odst);
+	/* the fast twins first, while the session still holds its keys: no
+	 * new session can make a twin of k or peer meanwhile, which
+	 * fast_gone, which deletes by key, could delete unmarked (struct
+	 * nat_fast4). Both callers of a race may do it: fast_gone counts a
+	 * twin's packets once (its delete succeeds once). */
+	fast_gone(&k);
+	fast_gone(&peer);
 	if (bpf_map_delete_elem(&sessions, &k) != 0)
 		return 0;
 	bpf_map_delete_elem(&sessions, &peer);
-	fast_gone(&k);
-	fast_gone(&peer);
 	if ((k.dir | peer.dir) & DIR_SHADOW) {
 		c = cfgp(NCFG_SHADOWS);
 		if (c)
@@ -1898,8 +1965,10 @@ static __always_inline void no_twin(void)
 static __always_inline void fast_add(struct work *w, const struct nat_key *k, const struct nat_sess *e)
 {
 	struct nat_fast6 *f6 = &w->fb;
-	struct nat_fast *f = &f6->f;
+	struct nat_fast4 *f4 = &w->fb4;
 	int v6 = fast6_ok(k);
+	struct nat_fast *f = v6 ? &f6->f : &f4->f;
+	__u32 q, *old;
 
 	/* no key the fast path reads (another protocol, a wildcard) */
 	if (!v6 && !fkey_of(&w->fk4, k))
@@ -1933,10 +2002,39 @@ static __always_inline void fast_add(struct work *w, const struct nat_key *k, co
 	f->last = e->last;
 	f->pkts = 0;
 	f->bytes = 0;
-	if (v6 ? bpf_map_update_elem(&fast6, k, f6, BPF_ANY) : bpf_map_update_elem(&fast4, &w->fk4, f, BPF_ANY))
+	/* made with an odd seq, whole when the insert is done (struct
+	 * nat_fast4); an entry it replaces is marked first, as at its end */
+	q = fseq_next();
+	if (v6) {
+		f6->k = *k;
+		f6->seq = q + 1;
+		f6->pad = 0;
+		old = bpf_map_lookup_elem(&fast6, k);
+		if (old)
+			fseq_kill(&((struct nat_fast6 *)old)->seq);
+		if (bpf_map_update_elem(&fast6, k, f6, BPF_ANY)) {
+			no_twin();
+			return;
+		}
+		old = bpf_map_lookup_elem(&fast6, k);
+		if (old)
+			fseq_publish(&((struct nat_fast6 *)old)->seq, q);
+		return;
+	}
+	f4->k = w->fk4;
+	f4->seq = q + 1;
+	f4->pad = 0;
+	old = bpf_map_lookup_elem(&fast4, &w->fk4);
+	if (old)
+		fseq_kill(&((struct nat_fast4 *)old)->seq);
+	if (bpf_map_update_elem(&fast4, &w->fk4, f4, BPF_ANY)) {
 		no_twin();
-	else if (!v6)
-		slot_fill(k, &w->fk4, f);
+		return;
+	}
+	old = bpf_map_lookup_elem(&fast4, &w->fk4);
+	if (old)
+		fseq_publish(&((struct nat_fast4 *)old)->seq, q);
+	slot_fill(k, &w->fk4, f);
 }
 
 /* sess_insert enters the session described by w->ns (made by packet
@@ -2049,7 +2147,7 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 	stat_inc(p->dir * NS_SIDE + NS_ADDED);
 	return 0;
 raced:
-	stat_inc(p->dir * NS_SIDE + NS_RACED);
+	stat_raced(w, p->dir);
 	return 1;
 }
 
@@ -2592,6 +2690,12 @@ static long map_step(__u32 l, void *unused)
 	return 0;
 fail:
 	stat_inc(NS_SIDE * p->dir + NS_WRAP);
+	{
+		struct work *ww = get_work();
+
+		if (ww)
+			ww->nwraps++;
+	}
 	a->ok = 0;
 	return 1;
 }
@@ -2826,6 +2930,7 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	 * type and code word (the engine's newRdr) */
 	if ((p->proto == IPPROTO_ICMP || !icmpq) && exists_on(k, p->ifindex)) {
 		stat_inc(NS_SIDE * p->dir + NS_EXISTS);
+		w->nexists++;
 		return 0;
 	}
 	words_cp(w->ns.t.ndst, na);
@@ -4369,7 +4474,14 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 
 /* nat_frag_body translates a fragment after the first as the session its
  * datagram's first fragment used; one that overlaps the first fragment
- * follows none (IPFilter's fragment cache does not match it). */
+ * follows none (IPFilter's fragment cache does not match it). A session
+ * is whole or gone for it, as in the engine, which removes a session and
+ * forgets its fragment entries at once: the entry of the fragment's
+ * direction missing, or holding another session (another CPU ending the
+ * session deletes its entries one by one, and a new session may take a
+ * key meanwhile), is the session gone, and the fragment follows no entry
+ * (before trust12 it left untranslated, or translated by the other
+ * session's entry). */
 GLOBAL int nat_frag_body(struct __sk_buff *skb)
 {
 	struct work *w = get_work();
@@ -4387,6 +4499,13 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	v = NULL;
 	if (fe && !(fe->k.dir & DIR_ICMPERR)) {
 		v = frag_sess(fe, &w->k2);
+		if (v && (v->sdir ^ v->w) != p->dir) {
+			/* a fragment going the other way uses the other entry */
+			w->k2 = v->peer;
+			v = bpf_map_lookup_elem(&sessions, &w->k2);
+			if (v && v->seq != fe->seq)
+				v = NULL;
+		}
 		if (!v)
 			fe = NULL;
 	} else if (fe && !frag_live(fe)) {
@@ -4435,13 +4554,6 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	}
 	if (!v)
 		return TC_ACT_UNSPEC;
-	if ((v->sdir ^ v->w) != p->dir) {
-		/* a fragment going the other way uses the other entry */
-		*k = v->peer;
-		v = bpf_map_lookup_elem(&sessions, k);
-		if (!v)
-			return TC_ACT_UNSPEC;
-	}
 translate:
 	if (apply(skb, k, v, p, now_ns()) == 0) {
 		stat_inc(p->dir * NS_SIDE + NS_FRAG);
@@ -4529,7 +4641,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		 * this packet's */
 		v = sess_find(k, p->ifindex);
 		if (v) {
-			stat_inc(p->dir * NS_SIDE + NS_RACED);
+			stat_raced(w, p->dir);
 			if (!nat_finish(skb))
 				return TC_ACT_UNSPEC;
 		}
@@ -4561,7 +4673,7 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->nq ? p->nqid : p->sport,
 		       p->nq ? p->nqid : p->dport);
 		if (sess_find(k, p->ifindex)) {
-			stat_inc(p->dir * NS_SIDE + NS_RACED);
+			stat_raced(w, p->dir);
 			if (!nat_finish(skb))
 				return TC_ACT_UNSPEC;
 		}
@@ -4748,6 +4860,8 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
 	w->pre = pre;
 	w->slave = 0;
 	w->nohit = 0;
+	w->nexists = 0;
+	w->nwraps = 0;
 	ret = nat_run(skb, dir, pre);
 	if (w->proxy)
 		nat_proxy(skb, w->proxy == 1);
@@ -4759,6 +4873,9 @@ static __always_inline int nat_main(struct __sk_buff *skb, __u32 dir, int pre)
 /* ----------------------------------------------------------- fast path */
 
 #define FAST_NO 0x100 /* not a verdict: the packet needs nat_main */
+/* the bytes of a nat_fast the rewrite reads (nsrc up to flags, tcpflags) */
+#define FAST_REWRITE 32
+_Static_assert(__builtin_offsetof(struct nat_fast, last) == FAST_REWRITE, "nat_fast's rewrite is not its first 32 bytes");
 
 /* fast_l4_csum moves a translated packet's L4 checksum by the entry's
  * differences (diff: both of them), as the skb's checksum state needs:
@@ -4920,8 +5037,29 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 			}
 		}
 	}
-	if (!f)
-		f = fw = bpf_map_lookup_elem(&fast4, &k);
+	if (!f) {
+		/* an element of fast4 may be written for another key while
+		 * it is read (struct nat_fast4): its rewrite is copied and
+		 * used only if seq, even, did not move and k is the key */
+		struct nat_fast4 *g = bpf_map_lookup_elem(&fast4, &k);
+
+		if (g) {
+			__u32 q = READ_ONCE32(g->seq);
+
+			barrier();
+			__builtin_memcpy(&fc, &g->f, FAST_REWRITE);
+			barrier();
+			if (unlikely(q & 1) || unlikely(g->k.src != k.src) || unlikely(g->k.dst != k.dst) ||
+			    unlikely(*(__u32 *)&g->k.sport != *(__u32 *)&k.sport) ||
+			    unlikely(*(__u32 *)&g->k.proto != *(__u32 *)&k.proto))
+				return FAST_NO;
+			barrier();
+			if (unlikely(READ_ONCE32(g->seq) != q))
+				return FAST_NO;
+			f = &fc;
+			fw = &g->f;
+		}
+	}
 	if (bench_at(ST_LOOKUP))
 		return TC_ACT_UNSPEC;
 	if (unlikely(!f)) {
@@ -4957,6 +5095,19 @@ static __always_inline int nat_fast4(struct __sk_buff *skb, __u32 dir, int pre, 
 	return TC_ACT_UNSPEC;
 }
 
+/* key6_eq: a and b are the same nat_key (ten words). */
+static __always_inline int key6_eq(const struct nat_key *a, const struct nat_key *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+	__u32 d = 0;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < (int)(sizeof(*a) / 4); i++)
+		d |= x[i] ^ y[i];
+	return d == 0;
+}
+
 /* nat_fast6 is nat_fast4 for IPv6: TCP or UDP right after the fixed
  * header (no extension header), the entry's own nat_key looked up in
  * fast6, the addresses and ports rewritten and the L4 checksum moved by
@@ -4968,7 +5119,8 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, 
 	void *data, *end;
 	struct nat_key k;
 	struct nat_fast6 *f6;
-	struct nat_fast *f;
+	struct nat_fast *f, fc;
+	__u32 na[8], q;
 	struct ipv6hdr *ip6;
 	__u32 len, pl, diff, *ports;
 	__u16 *ck;
@@ -5008,19 +5160,30 @@ static __always_inline int nat_fast6(struct __sk_buff *skb, __u32 dir, int pre, 
 	f6 = bpf_map_lookup_elem(&fast6, &k);
 	if (unlikely(!f6))
 		return fast_miss(dir, pre, &k);
-	f = &f6->f;
+	/* a copy of a whole element of this key, as nat_fast4's of fast4 */
+	q = READ_ONCE32(f6->seq);
+	barrier();
+	__builtin_memcpy(&fc, &f6->f, FAST_REWRITE);
+	__builtin_memcpy(na, f6->nsrc, 32);
+	barrier();
+	if (unlikely(q & 1) || unlikely(!key6_eq(&f6->k, &k)))
+		return FAST_NO;
+	barrier();
+	if (unlikely(READ_ONCE32(f6->seq) != q))
+		return FAST_NO;
+	f = &fc;
 	if (unlikely(f->ifindex != skb->ifindex) || unlikely((f->flags & FF_MSS) && (fl & 0x02)))
 		return FAST_NO;
 	if (pre)
 		return TC_ACT_UNSPEC; /* only a proxy's data connections, which have no fast entry */
 
-	__builtin_memcpy(&ip6->saddr, f6->nsrc, 16);
-	__builtin_memcpy(&ip6->daddr, f6->ndst, 16);
+	__builtin_memcpy(&ip6->saddr, na, 16);
+	__builtin_memcpy(&ip6->daddr, na + 4, 16);
 	*ports = *(__u32 *)&f->nsport;
 	diff = csum_add32(f->csum_l4a, f->csum_l4p);
 	if (diff)
 		fast_l4_csum(skb, f, ck, proto, l3 + 40 + (proto == IPPROTO_TCP ? 16 : 6), diff);
-	fast_account(skb, h, f, len, fl, cookie, nspj);
+	fast_account(skb, h, &f6->f, len, fl, cookie, nspj);
 	return TC_ACT_UNSPEC;
 }
 

@@ -127,7 +127,8 @@
 #define NCFG_SHADOWS 29    /* live shadow entries (atomic): lookups walk them (sess_find) */
 #define NCFG_PLAIN 30      /* the fast programs in use are plain: no hot line (user space; k_nspj) */
 #define NCFG_WILDSEEN 31   /* a proxy's wildcard was made (sticky): see nat_slow */
-#define NCFG_N 32
+#define NCFG_FSEQ 32      /* the fast entries' seq (atomic): fseq_next */
+#define NCFG_N 33
 
 /* The configuration every packet reads, in one map value (one lookup,
  * one cache line): the hot map's only entry. */
@@ -271,7 +272,29 @@ struct nat_fast6 {
 	struct nat_fast f;
 	__u32 nsrc[4];   /* network order */
 	__u32 ndst[4];
+	struct nat_key k; /* as nat_fast4's */
+	__u32 seq;
+	__u32 pad;
 };
+
+/* fast4's value: the entry's nat_fast, the key it was made under and a
+ * sequence word, which let the fast path trust a copy of an element it
+ * looked up. fast4 and fast6 are preallocated: an element deleted (a
+ * session's end) or replaced (an update of its key) goes back to a free
+ * list at once, and another CPU's next insert, of any key, may write it
+ * while a reader still holds it. So an element is written with seq odd
+ * (FSEQ_DEAD before it is deleted or replaced; a fresh odd word while it
+ * is being made) and made whole by one store of an even word no element
+ * had before (fseq_next); a reader that reads the same even seq before
+ * and after its copy, and its own key in k, copied one whole element of
+ * its own key. */
+struct nat_fast4 {
+	struct nat_fast f;
+	struct nat_fkey k;
+	__u32 seq; /* 8-byte aligned with pad: a 64-bit compare-and-swap */
+	__u32 pad;
+};
+#define FSEQ_DEAD 1
 
 /* A session's addresses as first seen (o) and as rewritten (n). */
 struct nat_tuple {

@@ -30,8 +30,9 @@ struct nat_fkey {
 
 /* The hot part of an IPv4 TCP or UDP session entry, all the fast path
  * reads and writes for a packet: the rewrite, its checksum differences
- * and the entry's per-packet fields. 56 bytes, so that the hash table's
- * element (header, key, value) takes two cache lines. While it exists
+ * and the entry's per-packet fields: 56 bytes (a slot's copy; fast4's
+ * value adds the key and a sequence word, struct nat_fast4 in nat.h, and
+ * the fast path copies the first 32, the rewrite). While it exists
  * it holds the entry's last and tcpflags (the nat_sess's copies are
  * those it was made with); pkts and bytes count what the fast path
  * translated (the nat_sess's what the rest did), so that the fast path
