@@ -220,6 +220,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	w->s.nlogs = 0;
 	w->hit_logtag = 0;
 	w->hit_rev = 1;
+	w->made_rev = 0;
 	p->out = out;
 	p->ifindex = skb->ifindex;
 	l3off = 14;
@@ -499,6 +500,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (!hit && mrule) {
 			rs = slot;
 			ri = mrule - 1;
+			rf = w->made_rev ? RTF_REV : 0;
 		} else if (hit && w->hit_slot == slot) {
 			rs = slot;
 			ri = w->hit_idx;

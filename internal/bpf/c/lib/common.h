@@ -111,6 +111,10 @@ struct work {
 	__u32 rt_to;
 	__u32 rt_dup;
 	__u32 rt_fast;
+	/* the packet made a state entry of which IPFilter takes it for a
+	 * reply (a first packet to 0.0.0.0 or ::): its rule's reply-to
+	 * routes it, not its to (sl_state_create; the engine's stateAdd) */
+	__u32 made_rev;
 };
 
 /* Load-time specialisation (spec_linux.go). The loader sets these for the

@@ -1308,13 +1308,17 @@ GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 {
 	struct work *w = get_work();
 	struct rule *r;
+	int rc;
 
 	if (!w || slot >= NSLOTS)
 		return 0;
 	r = rule_at(slot, idx);
 	if (!r)
 		return 0;
-	return state_create(&w->p, slot, idx & (RULE_CAP - 1), r, pass, now, &w->e, &w->rk);
+	rc = state_create(&w->p, slot, idx & (RULE_CAP - 1), r, pass, now, &w->e, &w->rk);
+	if (rc > 0 && !(w->p.dst[0] | w->p.dst[1] | w->p.dst[2] | w->p.dst[3]))
+		w->made_rev = 1;
+	return rc;
 }
 
 #endif
