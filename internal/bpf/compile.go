@@ -412,6 +412,16 @@ func compileAction(cr *ruleset.Rule, raw *filterRule) error {
 	raw.RetCode = cr.ICMPCode
 	raw.Skip = uint32(cr.Skip)
 	if cr.KeepState != nil {
+		if cr.KeepState.MaxSrcs != 0 {
+			// IPFilter counts a max-srcs rule's entries by source (each
+			// masked as the rule says) and refuses an entry for a new
+			// source past the limit; the program keeps no count by
+			// source, and making the entries anyway would lift the
+			// limit (a lone max-per-src, which IPFilter drops, limits
+			// nothing and loads)
+			return fmt.Errorf("keep state (max-srcs %d): the kernel filter tracks no sources: %w",
+				cr.KeepState.MaxSrcs, ErrUnsupported)
+		}
 		raw.StateLimit = cr.KeepState.Limit
 	}
 	// the program counts ages in seconds, the rule in ticks of 0.5 s

@@ -569,6 +569,9 @@ func TestCompileErrors(t *testing.T) {
 	for _, text := range []string{
 		"decapsulate in proto 4 all head 5\n",
 		"pass out on nic0 all set-tag(nat=a)\n",
+		// faith12: the program made the entries max-srcs refuses
+		"pass out proto udp all keep state (max-srcs 1)\n",
+		"pass out proto udp all keep state (max-srcs 2, max-per-src 1/24)\n",
 	} {
 		rs, err := ipf.Parse("t.conf", []byte(text), ipf.ParseOptions{})
 		if err != nil {
@@ -577,6 +580,14 @@ func TestCompileErrors(t *testing.T) {
 		if _, err := Compile(rs, CompileOptions{}); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%q: got %v, want ErrUnsupported", text, err)
 		}
+	}
+	// a lone max-per-src, which IPFilter drops, limits nothing: it loads
+	rs, err = ipf.Parse("t.conf", []byte("pass out proto udp all keep state (max-per-src 1)\n"), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compile(rs, CompileOptions{}); err != nil {
+		t.Errorf("max-per-src alone: %v", err)
 	}
 }
 

@@ -527,6 +527,8 @@ type filterWork struct {
 	RtTo     uint32
 	RtDup    uint32
 	RtFast   uint32
+	MadeRev  uint32
+	_        [4]byte
 }
 
 // Names of all BPF objects in the ELF.

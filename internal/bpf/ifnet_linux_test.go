@@ -143,6 +143,15 @@ type ifrun struct {
 // as the engine's router is told), "dup:IF" for a copy. A redirect the
 // route made is a pass (the packet goes on, elsewhere).
 func (r *ifrun) run(d *Datapath, out bool, ifn string, frame []byte) (Verdict, []string, error) {
+	return r.runMarked(d, out, ifn, frame, 0)
+}
+
+// fastrtMark is the skb mark sl_route gives a packet an inbound rule sent
+// out of another interface (c/lib/common.h FASTRT_MARK).
+const fastrtMark = 0x51c3e7f2
+
+// runMarked is run for a frame that carries skb mark mark.
+func (r *ifrun) runMarked(d *Datapath, out bool, ifn string, frame []byte, mark uint32) (Verdict, []string, error) {
 	prog := d.objs.SluiceIngress
 	if out {
 		prog = d.objs.SluiceEgress
@@ -158,6 +167,7 @@ func (r *ifrun) run(d *Datapath, out bool, ifn string, frame []byte) (Verdict, [
 	// struct __sk_buff up to ifindex: ingress_ifindex and ifindex
 	var ctx [11]uint32
 	ctx[9], ctx[10] = uint32(idx), uint32(idx)
+	ctx[2] = mark
 	if out {
 		ctx[9] = 0
 	}

@@ -1100,7 +1100,7 @@ func (e *Engine) forward(p *Packet, r *ruleset.Rule, st *state.Entry) bool {
 		return true
 	}
 	t := r.RouteTo
-	if st != nil && p.stateRev {
+	if p.stateRev {
 		// A state entry keeps the rule's destinations per direction
 		// (is_tifs): replies follow reply-to, not to.
 		t = r.ReplyTo

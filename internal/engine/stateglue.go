@@ -229,6 +229,14 @@ func (e *Engine) stateAdd(sc *scan, pass uint32) (*state.Entry, bool) {
 		rewriteSeqAck(p, sp.NewSeq, sp.NewAck)
 	}
 	fi.Flags |= packet.FlagState
+	if fi.Dst.IsUnspecified() {
+		// IPFilter takes the first packet to 0.0.0.0 (::) for a reply
+		// of the entry it made (fin_rev, as its state machine does:
+		// state.Table.start): the rule's reply-to routes it, not its
+		// to (checked against its ipftest: semantics
+		// state-zero-dst-reply-to)
+		p.stateRev = true
+	}
 	if fi.Flags&packet.FlagFrag != 0 {
 		e.addFrag(p, pass, sc.rule, sc.ruleNum)
 	}

@@ -104,15 +104,22 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	__u32 defpass, logflags, anyl3, minttl;
 	__u64 now = 0, feat;
 	__s64 *nstates, nst = 0;
-	int blocked, fam, hit = 0, fr = 0, cut = 0, fr_keep = 0, estmiss = 0;
+	int blocked, fam, hit = 0, fr = 0, cut = 0, fr_keep = 0, estmiss = 0, fastrt = 0;
 
 	if (out && skb->mark == REPLY_MARK) {
 		skb->mark = 0;
 		return TC_ACT_UNSPEC;
 	}
+	if (out && (skb->mark == FASTRT_MARK || skb->mark == FASTRT_NOSTATE_MARK)) {
+		/* sent here by an inbound rule: counted below, not filtered */
+		fastrt = skb->mark == FASTRT_MARK ? 2 : 1;
+		skb->mark = 0;
+	}
 	STAGE(1);
 	if (k_mode == KM_OFF)
 		return TC_ACT_UNSPEC;
+	if (k_mode == KM_IDLE && fastrt)
+		return TC_ACT_UNSPEC; /* no rules, no state: nothing counts it */
 	if (k_mode == KM_IDLE) {
 		/* on, no rule in either set, no state, no logging, every
 		 * interface with a link-layer header: a clean packet reads
@@ -139,7 +146,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	 * Not for a direction with accounting, a slot with routing, ipf -l
 	 * flags or interfaces without a link-layer header (their code runs
 	 * around the lookup) */
-	if (k_est && k_cfg && k_state && !k_anyl3 && !k_logflags && !(k_feat & k_sfeat & FEAT_ROUTE) &&
+	if (!fastrt && k_est && k_cfg && k_state && !k_anyl3 && !k_logflags && !(k_feat & k_sfeat & FEAT_ROUTE) &&
 	    !(k_feat & k_sfeat & (out ? FEAT_ACCT_OUT : FEAT_ACCT_IN))) {
 		int v = est_path(skb, C, out);
 
@@ -153,7 +160,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (nstates)
 			nst = *nstates;
 	}
-	if (k_cfg && (k_fast & (out ? 2 : 1))) {
+	if (!fastrt && k_cfg && (k_fast & (out ? 2 : 1))) {
 		/* the slot's list is a constant of the program (lib/fast.h):
 		 * a clean packet, with no state to look up, is decided and
 		 * counted here as the whole pipeline would (unless a run of
@@ -186,7 +193,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		slot = 0;
 	STAGE(2);
 	sb = stats_get();
-	if (k_mode == KM_CONFIG && (feat & FEAT_IDLE) && nst == 0 && !logflags &&
+	if (!fastrt && k_mode == KM_CONFIG && (feat & FEAT_IDLE) && nst == 0 && !logflags &&
 	    !(defpass & (FR_LOG | FR_RETMASK))) {
 		/* no rules, no state, no logging: a clean packet gets
 		 * default_pass, counted as the whole pipeline counts it */
@@ -213,6 +220,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	w->s.nlogs = 0;
 	w->hit_logtag = 0;
 	w->hit_rev = 1;
+	w->made_rev = 0;
 	p->out = out;
 	p->ifindex = skb->ifindex;
 	l3off = 14;
@@ -236,6 +244,25 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	STAGE(4);
 	if (fam == 0) {
 		SB_INC(d * ST_DIR + ST_NOTIP);
+		return TC_ACT_UNSPEC;
+	}
+	if (fastrt) {
+		/* ipf_fastroute: a packet an inbound rule sent out of this
+		 * interface (to, reply-to, fastroute, a dup-to copy) is counted
+		 * by the outbound accounting and, unless the rule returns an
+		 * error or reset, by its flow's state entry (the engine's
+		 * leaveCounted); IPFilter filters it no further, whatever the
+		 * state check says (a block rule's entry included) */
+		if (HAS(FEAT_ACCT_OUT))
+			sl_scan(slot, LIST_ACCT_OUT, 0);
+		if (fastrt == 2 && nst > 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD | PF_PULLUP))) {
+			now = now_ns();
+			hit = sl_state_lookup(now, 0, 0);
+			if (hit == SL_TWIN_REFUSED)
+				hit = sl_state_lookup(now, 0, 1);
+			if (!hit && (p->flags & PF_ICMPERR))
+				sl_icmperr_lookup(skb, now);
+		}
 		return TC_ACT_UNSPEC;
 	}
 	if (fam == 6)
@@ -473,6 +500,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		if (!hit && mrule) {
 			rs = slot;
 			ri = mrule - 1;
+			rf = w->made_rev ? RTF_REV : 0;
 		} else if (hit && w->hit_slot == slot) {
 			rs = slot;
 			ri = w->hit_idx;

@@ -111,6 +111,10 @@ struct work {
 	__u32 rt_to;
 	__u32 rt_dup;
 	__u32 rt_fast;
+	/* the packet made a state entry of which IPFilter takes it for a
+	 * reply (a first packet to 0.0.0.0 or ::): its rule's reply-to
+	 * routes it, not its to (sl_state_create; the engine's stateAdd) */
+	__u32 made_rev;
 };
 
 /* Load-time specialisation (spec_linux.go). The loader sets these for the
@@ -150,6 +154,13 @@ volatile const __u32 k_anyl3 = 0;
 /* skb->mark of a generated reply (return-rst / return-icmp) and of a
  * packet an outbound rule routed elsewhere (to / dup-to) */
 #define REPLY_MARK 0x51c3e7f1
+/* skb->mark of a packet an inbound rule sent out of another interface (to,
+ * reply-to, fastroute) or copied there (dup-to): the egress program gives
+ * it ipf_fastroute's treatment, not the outbound filter. FASTRT_NOSTATE:
+ * the rule returns an error or reset, and ipf_fastroute then skips the
+ * state check. */
+#define FASTRT_MARK 0x51c3e7f2
+#define FASTRT_NOSTATE_MARK 0x51c3e7f3
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -34,13 +34,16 @@ static __always_inline long redirect_nh(__u32 ifindex, __u8 fam, const __u32 *nh
  * touching the TTL and takes precedence over to; to / reply-to sends the
  * packet itself (the kernel's neighbour table fills in the link layer).
  * With RTF_DUPONLY (a blocked packet) only the copy is made. Returns a TC
- * action, or -1 to let the packet go on as usual. */
+ * action, or -1 to let the packet go on as usual. An outbound packet sent
+ * elsewhere is marked REPLY_MARK (filtered already), an inbound one
+ * FASTRT_MARK (the egress program counts it by the outbound accounting
+ * and its flow's entry and lets it go: ipf_fastroute). */
 GLOBAL int sl_route(struct __sk_buff *skb, __u32 slot, __u32 idx, __u32 flags)
 {
 	struct work *w = get_work();
 	struct rule *r;
 	struct pktinfo *p;
-	__u32 ifindex, fam;
+	__u32 ifindex, fam, fmark;
 	const __u32 *nh;
 
 	if (!w || slot >= NSLOTS)
@@ -57,12 +60,14 @@ GLOBAL int sl_route(struct __sk_buff *skb, __u32 slot, __u32 idx, __u32 flags)
 	 * outbound already: the mark lets it through the egress hook of the
 	 * interface it now leaves by (IPFilter checks only inbound packets
 	 * again on their new way out) */
+	/* an inbound packet sent out of an interface is counted there as
+	 * ipf_fastroute counts it: FASTRT_MARK (filter.c) */
+	fmark = (r->action & FR_RETMASK) ? FASTRT_NOSTATE_MARK : FASTRT_MARK;
 	if (r->route & RT_DUP) {
 		__u32 mark = skb->mark;
 		long rc;
 
-		if (p->out)
-			skb->mark = REPLY_MARK;
+		skb->mark = p->out ? REPLY_MARK : fmark;
 		rc = bpf_clone_redirect(skb, r->dup_ifindex, 0);
 		skb->mark = mark;
 		if (rc == 0) {
@@ -94,6 +99,7 @@ GLOBAL int sl_route(struct __sk_buff *skb, __u32 slot, __u32 idx, __u32 flags)
 		rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
 		if ((rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) &&
 		    bpf_redirect_neigh(fib.ifindex, NULL, 0, 0) == TC_ACT_REDIRECT) {
+			skb->mark = fmark;
 			w->rt_to = fib.ifindex;
 			stat_inc(ST_ROUTED);
 			return TC_ACT_REDIRECT;
@@ -115,8 +121,7 @@ GLOBAL int sl_route(struct __sk_buff *skb, __u32 slot, __u32 idx, __u32 flags)
 		nh = r->to_nh;
 	}
 	if (redirect_nh(ifindex, fam, nh) == TC_ACT_REDIRECT) {
-		if (p->out)
-			skb->mark = REPLY_MARK;
+		skb->mark = p->out ? REPLY_MARK : fmark;
 		w->rt_to = ifindex;
 		stat_inc(ST_ROUTED);
 		return TC_ACT_REDIRECT;

@@ -705,6 +705,71 @@ static __always_inline struct state_entry *wild_fill(struct state_key *k, struct
 	return scratch;
 }
 
+/* icmp_other_type: IPFilter finds an ICMP entry by its addresses and id
+ * (its hash has no type) and checks the type only after ipf_matchsrcdst,
+ * so an ICMP packet that no entry takes (an address-mask reply to an
+ * echo, an echo request going an echo entry's reverse way) has still
+ * fixed the flags, the options and the interface of its direction in an
+ * entry of its addresses and id (the engine's matchAddrs before
+ * icmpOfEntry). Called when the packet's own key found no entry to take
+ * it: the entries of each query type the family keeps state for are
+ * looked up, and one a packet of this type does not belong to gets what
+ * ipf_matchsrcdst sets. Only the key's entry, not its twin. */
+static __always_inline void icmp_other_type(const struct pktinfo *p, __u64 now)
+{
+	struct state_key k;
+	int sym;
+	__u8 swap = canon_key(&k, p, &sym), t = p->icmp >> 8;
+
+#pragma unroll
+	for (int i = 0; i < 5; i++) {
+		__u8 q, want;
+		struct state_entry *e;
+		int rev;
+
+		if (p->family == 4) {
+			if (i == 4)
+				break;
+			q = i == 0 ? 8 : 11 + 2 * i; /* 8, 13, 15, 17 */
+			want = q == 8 ? 0 : q + 1;
+		} else {
+			q = i == 0 ? 128 : i == 1 ? 130 : i == 2 ? 133 : i == 3 ? 135 : 139;
+			want = q + 1;
+		}
+		k.dport = q;
+		e = bpf_map_lookup_elem(&states, &k);
+		if (!e || e->expire < now)
+			continue;
+		rev = !sym && (swap ^ !!(e->flags & SF_SWAP));
+		if (!rev)
+			want = q;
+		if (t == want)
+			continue; /* its own entry: state_lookup's part */
+		{
+			__u32 fi = (p->out * 2 + rev) & 3, slot = (rev * 2 + p->out) & 3;
+			__u32 flx = p->flags & PF_CMP, o = state_opt(p);
+
+			if (e->ifindex[slot] && e->ifindex[slot] != p->ifindex)
+				continue;
+			if (e->flx[fi] && e->flx[fi] != flx)
+				continue;
+			if (p->secclass != e->secclass)
+				continue;
+			if (!rev ? o != e->opt : (e->flags & SF_OPTREV) && o != e->opt_rev)
+				continue;
+			if (!e->flx[fi]) {
+				e->flx[fi] = flx;
+				if (rev && !(e->flags & SF_OPTREV)) {
+					e->opt_rev = o;
+					state_flags_set(e, SF_OPTREV);
+				}
+			}
+			if (!e->ifindex[slot])
+				e->ifindex[slot] = p->ifindex;
+		}
+	}
+}
+
 /* state_lookup: nokey says the packet's canonical key is known to have no
  * entry (the established path looked it up): only wildcard entries are
  * looked for. */
@@ -737,6 +802,8 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		/* a twin that refuses the packet leaves it to the key's
 		 * entry (sl_state_lookup) */
 		*twinp = e && k.twin;
+		if (!e && !notwin && is_icmp(p->proto) && !(p->flags & PF_ICMPERR))
+			icmp_other_type(p, now);
 	}
 	if (!e) {
 		__u32 one = 1;
@@ -757,6 +824,13 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		if (e && (e->wdst[0] != p->dst[0] || e->wdst[1] != p->dst[1] || e->wdst[2] != p->dst[2] ||
 			  e->wdst[3] != p->dst[3]))
 			e = NULL;
+		/* an ICMP packet from a group is nobody's answer: IPFilter
+		 * hashes it with its source and so never finds the entry,
+		 * hashed without the group it was sent to (the engine's
+		 * matchWild; semantics state-mcast-reply-from-group) */
+		if (!e && is_icmp(p->proto) &&
+		    (p->family == 4 ? (p->src[0] & 0xf0) == 0xe0 : (p->src[0] & 0xff) == 0xff))
+			return NULL;
 		if (!e) {
 			rev = 1;
 			if (!reverse_key(&k, p))
@@ -1153,7 +1227,29 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 
 		e = state_find(&k, swap, sym, 1, 1, &backward, 0);
 	}
-	if (!e || e->expire < now || (e->pass & FR_NOICMPERR))
+	if (!e || e->expire < now)
+		return 0;
+	{
+		/* the quoted header must be a packet of its direction
+		 * (ipf_matchsrcdst on it): the flags its first packet
+		 * carried (TCP/UDP, IPv4 options), and options (IPv6:
+		 * extension headers) when the direction's packets carry
+		 * them, which a quoted header is read without (the engine's
+		 * LookupICMPError; semantics state-icmp6-error-exthdr) */
+		__u32 fi = ((!(p->out & 1)) * 2 + backward) & 3;
+		__u32 c = e->flx[fi] & (PF_TCPUDP | PF_IPOPTS), qflx = 0;
+		__u32 dopt = !backward ? e->opt : (e->flags & SF_OPTREV) ? e->opt_rev : 0;
+
+		if (k.proto == IPPROTO_TCP || k.proto == IPPROTO_UDP)
+			qflx |= PF_TCPUDP;
+		if (p->family == 4 && (h[0] & 0xf) > 5)
+			qflx |= PF_IPOPTS;
+		if (c && c != qflx)
+			return 0;
+		if (!(qflx & PF_IPOPTS) && dopt)
+			return 0;
+	}
+	if (e->pass & FR_NOICMPERR)
 		return 0;
 	/* the counters' direction is the quoted packet's by its source
 	 * address alone (ipf_checkicmpmatchingstate: backward = is_src !=
@@ -1212,13 +1308,17 @@ GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 {
 	struct work *w = get_work();
 	struct rule *r;
+	int rc;
 
 	if (!w || slot >= NSLOTS)
 		return 0;
 	r = rule_at(slot, idx);
 	if (!r)
 		return 0;
-	return state_create(&w->p, slot, idx & (RULE_CAP - 1), r, pass, now, &w->e, &w->rk);
+	rc = state_create(&w->p, slot, idx & (RULE_CAP - 1), r, pass, now, &w->e, &w->rk);
+	if (rc > 0 && !(w->p.dst[0] | w->p.dst[1] | w->p.dst[2] | w->p.dst[3]))
+		w->made_rev = 1;
+	return rc;
 }
 
 #endif
