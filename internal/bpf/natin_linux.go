@@ -85,7 +85,13 @@ func (d *Datapath) natDir() string {
 // of s, with NAT's array in place of the object's one-slot placeholder.
 func (n *natInline) setVars(spec *ebpf.CollectionSpec, s progSpec, bits uint32) error {
 	bits &= s.natBits
-	if n.dm == nil || s.nat == 0 || bits == 0 {
+	if n.dm == nil || s.nat == 0 {
+		return nil
+	}
+	// NAT's array replaces the placeholder in every load of d's
+	// (mapsByName), with the half or without it
+	spec.Maps["nat_dm"].MaxEntries = n.dm.MaxEntries()
+	if bits == 0 {
 		return nil
 	}
 	if err := spec.Variables["k_nat"].Set(bits); err != nil {
@@ -94,7 +100,6 @@ func (n *natInline) setVars(spec *ebpf.CollectionSpec, s progSpec, bits uint32) 
 	if err := spec.Variables["k_nat_nspj"].Set(n.nspj); err != nil {
 		return err
 	}
-	spec.Maps["nat_dm"].MaxEntries = n.dm.MaxEntries()
 	if bits&natEgress != 0 {
 		// qosmark finds it by this name (NATEgressProgName)
 		spec.Programs["sluice_egress"].Name = NATEgressProgName

@@ -10,12 +10,12 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// natEgressProgName is the kernel name of the filter's egress program
+// NATEgressProgName is the kernel name of the filter's egress program
 // with NAT's established path inside it (bpf.NATEgressProgName; a test
-// of ipfctl keeps the two equal). That program returns TC_ACT_OK for the
+// in internal/cmd/ipnat keeps the two equal). That program returns TC_ACT_OK for the
 // packets it translates, which ends the TCX chain: a marker attached
 // after it would never see them.
-const natEgressProgName = "sluice_egr_nat"
+const NATEgressProgName = "sluice_egr_nat"
 
 // ErrNATInline is the error of an attach behind the filter's egress
 // program while NAT's path is inside it.
@@ -36,7 +36,7 @@ func natInlineAhead(ifindex int) (bool, error) {
 		}
 		info, err := prog.Info()
 		prog.Close()
-		if err == nil && info.Name == natEgressProgName {
+		if err == nil && info.Name == NATEgressProgName {
 			return true, nil
 		}
 	}

@@ -17,6 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sluice/internal/bpf"
+	natbpf "sluice/internal/bpf/nat"
+	"sluice/internal/bpf/qosmark"
+	"sluice/internal/ipfctl"
+	"sluice/internal/qos"
+	"sluice/internal/rules/ipqos"
 	"sluice/internal/testutil"
 )
 
@@ -251,5 +256,129 @@ func (w *gwTopo) checkPrefixCurrent() {
 		if pi.Name != "sluice_ingress_nat" {
 			w.t.Errorf("%s runs %q, want the prefix", e.Name(), pi.Name)
 		}
+	}
+}
+
+// qosConf marks the client's TCP flow to the server on the gateway's
+// outside interface.
+const qosConf = `
+filter web {
+    protocol 6
+    dstport 5001
+    net 0x800
+}
+policy ef {
+    uses web
+    dscp 46
+}
+adapter gs0 {
+    uses ef
+}
+`
+
+// TestPrivilegedNATInlineQoS: the filter's egress program with NAT's path
+// ends the egress chain for the packets it translates, so IPQoS's marker
+// behind it would miss them. ipqosadmin's load is refused while it is
+// there; with the marker attached first, ipnat puts only the ingress
+// prefix in, and every packet of the flow still reaches the marker.
+func TestPrivilegedNATInlineQoS(t *testing.T) {
+	w := newGW(t)
+	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		testutil.SkipOrFail(t, "enabling BPF run statistics: %v", err)
+	}
+	defer stats.Close()
+	w.serve(w.s, gwS4, gwTCP, 0)
+	w.ipf("-Fa", "-f", w.file("open.ipf", "pass out quick on gs0 all\npass in quick on gs0 all\n"))
+	w.mustIPNAT("-f", w.file("gw.nat", "map gs0 192.168.77.0/24 -> 0/32 portmap tcp/udp auto\n"))
+	if on, _, out, _ := w.inlineState(); !on || !out {
+		t.Fatalf("inline %v, egress half %v: want both", on, out)
+	}
+	cfg, err := ipqos.Parse("gw.qos", []byte(qosConf))
+	w.must(err)
+	rs, err := qos.Compile(cfg)
+	w.must(err)
+	qdir := filepath.Join(filepath.Dir(w.pinDir), "qos")
+	load := func() error {
+		return w.in(w.g, func() error {
+			_, err := qosmark.Load(rs, qosmark.Options{PinDir: qdir, LinkRate: func(string) uint64 { return 10e9 }})
+			return err
+		})
+	}
+	w.onClose(func() { w.in(w.g, func() error { return qosmark.Unload(qdir, nil) }) })
+	if err := load(); !errors.Is(err, qosmark.ErrNATInline) {
+		t.Fatalf("IPQoS behind the filter's egress half: %v, want ErrNATInline", err)
+	}
+	if n := w.runCounts("gs0"); n["egress qos_egress"] != 0 {
+		t.Fatalf("a refused load left the marker attached: %v", n)
+	}
+	w.ipf("-T", "nat_inline=0")
+	if err := load(); err != nil {
+		t.Fatalf("IPQoS with NAT's path out of the filter: %v", err)
+	}
+	w.ipf("-T", "nat_inline=1")
+	on, in, out, pins := w.inlineState()
+	if !on || !in || out || len(pins) != 1 {
+		t.Fatalf("with the marker behind the filter: inline %v, in %v, out %v, pins %v; want the prefix only", on, in, out, pins)
+	}
+	c, err := w.dial(w.c, gwS4, gwTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 100
+	before := w.runCounts("gs0")
+	if err := roundTrips(c, n); err != nil {
+		t.Fatal(err)
+	}
+	after := w.runCounts("gs0")
+	var marker string
+	for k := range after {
+		if strings.HasPrefix(k, "egress qos") {
+			marker = k
+		}
+	}
+	if marker == "" {
+		t.Fatalf("no marker on gs0's egress: %v", after)
+	}
+	if got := after[marker] - before[marker]; got < n {
+		t.Errorf("the marker ran %d times for %d packets out", got, n)
+	}
+	if got := after["ingress sluice_ingress_nat"] - before["ingress sluice_ingress_nat"]; got < n {
+		t.Errorf("the prefix ran %d times for %d replies", got, n)
+	}
+	if got := after["egress "+bpf.NATEgressProgName]; got != 0 {
+		t.Errorf("the filter's egress half ran (%d) with the marker behind it", got)
+	}
+	// the names qosmark looks for and the filter gives agree
+	if qosmark.NATEgressProgName != bpf.NATEgressProgName {
+		t.Errorf("qosmark looks for %q, the filter names its program %q", qosmark.NATEgressProgName, bpf.NATEgressProgName)
+	}
+}
+
+// TestPrivilegedNATInlineNATGone: NAT's pins removed behind the filter's
+// back (not through ipf -D or ipnat) while its path is inside the
+// filter's programs. The next command cannot open NAT's array: it turns
+// the path off, the prefix's links first, and loads its rules, which are
+// then the ones in force (not a failed load keeping the old ones).
+func TestPrivilegedNATInlineNATGone(t *testing.T) {
+	w := newGW(t)
+	w.serve(w.s, gwS4, gwTCP, 0)
+	w.routeVia("192.168.77.0/24")
+	w.ipf("-Fa", "-f", w.file("open.ipf", "pass out quick on gs0 all\npass in quick on gs0 all\n"))
+	w.mustIPNAT("-f", w.file("gw.nat", "map gs0 192.168.77.0/24 -> 0/32 portmap tcp/udp auto\n"))
+	if on, _, _, pins := w.inlineState(); !on || len(pins) != 1 {
+		t.Fatalf("inline %v, pins %v", on, pins)
+	}
+	w.must(w.in(w.g, func() error { return natbpf.Remove(ipfctl.NATPinDir(w.pinDir)) }))
+	w.ipf("-Fa", "-f", w.file("shut.ipf", "pass out quick on gs0 all\nblock in quick on gs0 proto tcp from 198.51.100.2 port = 5001 to any\npass in quick on gs0 all\n"))
+	if on, _, _, pins := w.inlineState(); on || len(pins) != 0 {
+		t.Fatalf("after NAT went: inline %v, prefix pins %v; want off, none", on, pins)
+	}
+	// the server routes the client's network back now (no NAT): the
+	// new rules block its replies
+	if c, err := w.dial(w.c, gwS4, gwTCP); err == nil {
+		c.Close()
+		t.Fatal("a reply the new rules block passed")
 	}
 }
