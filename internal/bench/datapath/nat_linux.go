@@ -160,7 +160,7 @@ func (a *gwNATApplier) Apply(ctx context.Context, h *topo.Host) error {
 			return errors.Join(err, a.ipf.Remove())
 		}
 	}
-	file := pin + ".nat.conf"
+	file := a.ipf.fs.dir + ".nat.conf" // beside the bpffs, not in it
 	conf := strings.NewReplacer("@IN@", h.Inside, "@OUT@", h.Link).Replace(a.conf)
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		return errors.Join(err, a.ipf.Remove())
