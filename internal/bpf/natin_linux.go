@@ -377,15 +377,14 @@ func (d *Datapath) attachPrefixes() error {
 				clear = false
 			}
 		}
-		old, oerr := link.LoadPinnedLink(pin, nil)
-		if oerr == nil && (!clear || !first) {
+		if old, err := link.LoadPinnedLink(pin, nil); err == nil {
+			if clear && first {
+				old.Close()
+				continue
+			}
 			_ = old.Detach()
 			old.Close()
 			_ = os.Remove(pin)
-			oerr = os.ErrNotExist
-		} else if oerr == nil {
-			old.Close()
-			continue
 		}
 		if !clear {
 			continue
