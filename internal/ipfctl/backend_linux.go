@@ -632,7 +632,11 @@ func Remove(dir string) error {
 	// NAT goes with the filter, as it goes with the ipf module: its path
 	// leaves the filter's programs before its maps go
 	if err := natInlineOff(dir); err != nil {
-		return err
+		// the filter's pins do not open as a datapath (another build's,
+		// half removed): it goes first, its links (the inline prefix's
+		// included) detached, so that nothing reads NAT's maps, then NAT
+		ferr := bpf.RemovePinned(dir)
+		return permissionHint(errors.Join(ferr, removeNAT(dir)))
 	}
 	if err := removeNAT(dir); err != nil {
 		return permissionHint(fmt.Errorf("removing NAT: %w", err))
