@@ -239,6 +239,28 @@ func (d *Datapath) SetNATInline(nspj uint32) error {
 	return nil
 }
 
+// DropNATEgress takes the egress half of NAT's path out of the filter's
+// programs (the ingress prefix stays): for a program about to be attached
+// behind the filter's on egress (IPQoS's marker), which the half's
+// TC_ACT_OK would skip. SetNATInline keeps it out while such a program
+// follows the filter's (egressClear).
+func (d *Datapath) DropNATEgress() error {
+	unlock := d.lockCfg()
+	defer unlock()
+	var c filterConf
+	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
+		return fmt.Errorf("reading config: %w", err)
+	}
+	w := c.V[cfgNATInline]
+	if w == 0 || (w>>32)&natEgress == 0 {
+		return nil
+	}
+	if err := d.writeCfgRaw(&c, cfgNATInline, w&^(natEgress<<32)); err != nil {
+		return err
+	}
+	return d.specialiseLocked(-1, false)
+}
+
 // natOffLocked takes the path out: the prefix's links first (they filter
 // by the set they were made for, and end the chain), then the word, then
 // the programs are made without it. The caller holds lockCfg.

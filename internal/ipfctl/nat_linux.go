@@ -492,6 +492,22 @@ func natInlineOff(dir string) error {
 	return permissionHint(fd.SetNATInline(0))
 }
 
+// natEgressOff takes the egress half of NAT's path out of the programs of
+// the filter pinned in dir, if it is there: IPQoS's marker, attached
+// behind the filter's egress program, would miss what the half
+// translates (it ends the chain). qosmark refuses to attach behind it
+// (ErrNATInline); ipqosadmin calls this first, so a boot that loads ipf,
+// ipnat, then ipqosadmin works, with the ingress prefix kept.
+func natEgressOff(dir string) error {
+	fd, err := bpf.OpenPinned(orDefault(dir))
+	if err != nil {
+		// no filter (or none this build opens): no half to drop
+		return nil
+	}
+	defer fd.Close()
+	return fd.DropNATEgress()
+}
+
 // natInlineSync puts NAT's established IPv4 path inside the filter's
 // programs (nat15: NAT's cost over the filter's falls from ~150-200 ns a
 // packet to ~30-60) when it can be, and takes it out otherwise: on when

@@ -278,9 +278,10 @@ adapter gs0 {
 
 // TestPrivilegedNATInlineQoS: the filter's egress program with NAT's path
 // ends the egress chain for the packets it translates, so IPQoS's marker
-// behind it would miss them. ipqosadmin's load is refused while it is
-// there; with the marker attached first, ipnat puts only the ingress
-// prefix in, and every packet of the flow still reaches the marker.
+// behind it would miss them. qosmark refuses to attach behind it;
+// ipqosadmin's load (ipfctl) takes the egress half out first and
+// attaches; with the marker there, ipnat puts only the ingress prefix
+// in, and every packet of the flow still reaches the marker.
 func TestPrivilegedNATInlineQoS(t *testing.T) {
 	w := newGW(t)
 	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
@@ -312,10 +313,17 @@ func TestPrivilegedNATInlineQoS(t *testing.T) {
 	if n := w.runCounts("gs0"); n["egress qos_egress"] != 0 {
 		t.Fatalf("a refused load left the marker attached: %v", n)
 	}
-	w.ipf("-T", "nat_inline=0")
-	if err := load(); err != nil {
-		t.Fatalf("IPQoS with NAT's path out of the filter: %v", err)
+	// ipqosadmin's load (ipfctl's backend) drops the egress half first,
+	// keeping the prefix, and attaches
+	w.must(w.in(w.g, func() error {
+		_, err := ipfctl.QoSBackend(qdir).Load(rs, ipfctl.QoSLoadOptions{})
+		return err
+	}))
+	if on, in, out, _ := w.inlineState(); !on || !in || out {
+		t.Fatalf("after ipqosadmin's load: inline %v, in %v, out %v; want the prefix only", on, in, out)
 	}
+	// and it stays out when ipnat puts the path in again
+	w.ipf("-T", "nat_inline=0")
 	w.ipf("-T", "nat_inline=1")
 	on, in, out, pins := w.inlineState()
 	if !on || !in || out || len(pins) != 1 {
