@@ -81,9 +81,10 @@ func TestPresetsFit(t *testing.T) {
 		// none 8+3, six filter configurations 8 each, two marking 3 each
 		{run.Quick(), 11 + 6*8 + 2*3, 6 * time.Minute},
 		// none 8 + 8 + 4 + 4; thirteen filter configurations (the floor
-		// included) 8 each, seven marking ones 8 + 4 each, seven NAT
-		// ones 4 each (the gateway's floor and filter ones included)
-		{run.Full(), 24 + 13*8 + 7*12 + 7*4, 45 * time.Minute},
+		// included) 8 each, seven marking ones 8 + 4 each, eight NAT
+		// ones 4 each (the gateway's floor and filter ones included,
+		// and the filter with NAT both ways: -nat-map and -nat-two)
+		{run.Full(), 24 + 13*8 + 7*12 + 8*4, 45 * time.Minute},
 		// none 8 + 14; seven filter configurations (the floor, Sluice's
 		// and nftables' three) 8 each: 10GigE 64K in and out and CRR,
 		// 1GigE 8K and 1K in and out and CRR; two marking ones the

@@ -109,6 +109,11 @@ func (d *Datapath) Attach(names []string) error {
 			}
 		}
 	}
+	if d.natin.dm != nil && d.natin.links == nil {
+		// NAT inside the filter: the prefix at the head of the new
+		// interfaces' ingress too
+		return d.attachPrefixes()
+	}
 	return nil
 }
 

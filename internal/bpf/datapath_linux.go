@@ -320,6 +320,10 @@ func (d *Datapath) Close() error {
 		d.ctl.Close()
 	}
 	_ = d.closeNATLinks()
+	if d.dir != "" && d.natin.dm != nil {
+		// opened by syncNAT (InlineNAT's belongs to its caller)
+		d.natin.dm.Close()
+	}
 	d.closeVariants()
 	return d.objs.Close()
 }

@@ -31,14 +31,15 @@ func (d *Datapath) SetAllInterfaces() error {
 	return nil
 }
 
-// linkPin parses the name of a link pin, link_<ifindex>_<hook>.
+// linkPin parses the name of a link pin, link_<ifindex>_<hook>: ingress,
+// egress, or natin (the inline NAT prefix's, at the head of ingress).
 func linkPin(name string) (ifindex int, hook string, ok bool) {
 	rest, found := strings.CutPrefix(name, "link_")
 	if !found {
 		return 0, "", false
 	}
 	idx, hook, found := strings.Cut(rest, "_")
-	if !found || (hook != "ingress" && hook != "egress") {
+	if !found || (hook != "ingress" && hook != "egress" && hook != "natin") {
 		return 0, "", false
 	}
 	n, err := strconv.Atoi(idx)

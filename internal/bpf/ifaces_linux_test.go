@@ -11,6 +11,7 @@ func TestLinkPin(t *testing.T) {
 	}{
 		{"link_3_ingress", 3, "ingress", true},
 		{"link_12345_egress", 12345, "egress", true},
+		{"link_7_natin", 7, "natin", true},
 		{"link_0_ingress", 0, "", false},
 		{"link_x_ingress", 0, "", false},
 		{"link_3_sideways", 0, "", false},

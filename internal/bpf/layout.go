@@ -92,6 +92,8 @@ const (
 	cfgAllIfaces = 42 // user space only: the filter belongs on every interface
 	cfgSpec      = 43 // user space only: progSpec.key of the attached programs (0: unknown)
 	cfgClsact    = 44 // user space only: attached with the clsact fallback (generic programs)
+	cfgNATOff    = 45 // user space only: ipf -T nat_inline=0 (NAT's path never inside the filter)
+	cfgNATInline = 46 // user space only: NAT's path inside the filter: jiffy length | halves<<32 (0 off)
 	cfgN         = 64
 )
 

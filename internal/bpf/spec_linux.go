@@ -94,8 +94,11 @@ type progSpec struct {
 	nfastIn, nfastOut uint32
 	fastIn, fastOut   [fastMax]filterHot
 	// nat: NAT's established path inside the programs (natin_linux.go),
-	// the length of a jiffy it stamps; 0: off
-	nat uint32
+	// the length of a jiffy it stamps; 0: off. natBits: its halves
+	// (natIngress, natEgress); natMap: the id of NAT's array the
+	// programs read, so that a pinned variant is never taken for
+	// another NAT datapath's array
+	nat, natBits, natMap uint32
 }
 
 // fastMax is how many entries a constant list holds (FAST_MAX).
@@ -130,7 +133,7 @@ func (s progSpec) key() uint64 {
 		fmt.Fprintf(h, "/fast %d %d %d %v %v", s.fast, s.nfastIn, s.nfastOut, s.fastIn, s.fastOut)
 	}
 	if s.nat != 0 {
-		fmt.Fprintf(h, "/nat %d", s.nat)
+		fmt.Fprintf(h, "/nat %d %d %d", s.nat, s.natBits, s.natMap)
 	}
 	return h.Sum64() | 2
 }
@@ -138,7 +141,7 @@ func (s progSpec) key() uint64 {
 // specKeys are the config keys a specialised program depends on: a write
 // of one of them re-specialises.
 var specKeys = map[uint32]bool{cfgActive: true, cfgInactive: true, cfgEnabled: true, cfgDefPass: true,
-	cfgLogFlags: true, cfgAnyL3: true, cfgClsact: true, cfgMinTTL: true}
+	cfgLogFlags: true, cfgAnyL3: true, cfgClsact: true, cfgMinTTL: true, cfgNATInline: true, cfgNATOff: true}
 
 // progPair is a loaded ingress/egress pair.
 type progPair struct{ in, out *ebpf.Program }
@@ -383,6 +386,9 @@ func (d *Datapath) specialiseLocked(extra int, force bool) error {
 	if err != nil {
 		return err
 	}
+	if err := d.syncNAT(&c); err != nil {
+		return err
+	}
 	want := d.want(&c, n, frags, extra)
 	if err := d.placeSpec(&c, want, n, frags, force); err != nil {
 		return err
@@ -439,14 +445,15 @@ func (d *Datapath) putSpec(c *filterConf, want progSpec, force bool) error {
 	placed := c.V[cfgSpec] == k
 	if placed && !force && (d.progKey == k || d.opened) {
 		// an OpenPinned handle runs and attaches nothing: the attached
-		// programs are what it needs
-		return nil
+		// programs are what it needs (and the prefix of the same set:
+		// another process may have left it for the set before)
+		return d.placePrefix(want)
 	}
 	if placed && !force && d.dir != "" {
 		// another process placed them: use the pinned ones
 		if pp, err := loadPinnedPair(d.dir); err == nil {
 			d.setProgs(k, pp)
-			return nil
+			return d.placePrefix(want)
 		}
 	}
 	pp, err := d.variant(want)
@@ -535,7 +542,7 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 			continue
 		}
 		seen[k] = true
-		if d.dir != "" && d.specMutate == nil && s.nat == 0 {
+		if d.dir != "" && d.specMutate == nil {
 			// loaded by an earlier command: no verifier run
 			if pp, err := loadPinnedPairAs(d.dir, variantPin(k)); err == nil {
 				d.addVariant(k, pp)
@@ -603,7 +610,7 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 		}
 		k := s.key()
 		d.addVariant(k, progPair{in, out})
-		if d.dir != "" && s.nat == 0 {
+		if d.dir != "" {
 			// kept for the next command (best effort: a missing pin only
 			// costs a verifier run)
 			pinVariant(d.dir, k, progPair{in, out})
@@ -716,6 +723,7 @@ func pinVariant(dir string, k uint64, pp progPair) {
 	for len(others) >= maxVariantPins {
 		_ = os.Remove(filepath.Join(dir, others[0].name+"_in"))
 		_ = os.Remove(filepath.Join(dir, others[0].name+"_out"))
+		_ = os.Remove(filepath.Join(dir, others[0].name+"_pre")) // inline NAT's prefix
 		others = others[1:]
 	}
 	base := filepath.Join(dir, variantPin(k))
@@ -841,7 +849,8 @@ func (d *Datapath) replaceAttached(pp progPair) error {
 	}
 	for _, e := range ents {
 		_, hook, ok := linkPin(e.Name())
-		if !ok {
+		if !ok || hook == "natin" {
+			// the inline NAT prefix's links: placePrefix
 			continue
 		}
 		l, err := link.LoadPinnedLink(filepath.Join(d.dir, e.Name()), nil)

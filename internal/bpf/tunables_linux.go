@@ -62,12 +62,16 @@ func (d *Datapath) Tunables() []Tunable {
 		}
 		out = append(out, Tunable{Name: name, Min: t.min, Max: t.max, Cur: v})
 	}
+	out = append(out, Tunable{Name: natInlineTunable, Min: 0, Max: 1, Cur: b2u64(d.NATInlineAllowed())})
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
 // SetTunable sets one tunable (ipf -T name=value), timeouts in ticks.
 func (d *Datapath) SetTunable(name string, v uint64) error {
+	if name == natInlineTunable {
+		return d.setNATAllowed(v)
+	}
 	t, ok := tunables[name]
 	if !ok {
 		return fmt.Errorf("unknown tunable %q", name)
@@ -89,4 +93,36 @@ func (d *Datapath) SetTunable(name string, v uint64) error {
 		}
 	}
 	return nil
+}
+
+// natInlineTunable is Sluice's ipf -T switch for NAT's established path
+// inside the filter's programs (natin_linux.go): 1 (the default) lets
+// ipnat put it there where it can, 0 keeps NAT's programs apart (two
+// programs on each hook, as before nat15: slower, nothing else changes).
+const natInlineTunable = "nat_inline"
+
+// setNATAllowed is ipf -T nat_inline=v: 0 takes the path out at once (the
+// prefix's links first) and keeps ipnat from putting it back; 1 only
+// allows it (the caller, ipfctl, puts it back where it can).
+func (d *Datapath) setNATAllowed(v uint64) error {
+	if v > 1 {
+		return fmt.Errorf("tunable %s: %d outside 0..1", natInlineTunable, v)
+	}
+	if v == 1 {
+		return d.setCfg(cfgNATOff, 0)
+	}
+	if err := d.setCfg(cfgNATOff, 1); err != nil {
+		return err
+	}
+	if d.dir == "" {
+		return nil
+	}
+	return d.SetNATInline(0)
+}
+
+func b2u64(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -562,6 +562,12 @@ func tunables(d *bpf.Datapath, dir, arg string) (string, error) {
 		if err := apply(name, v); err != nil {
 			return w.String(), err
 		}
+		if name == "nat_inline" && v != 0 {
+			// allowed again: ipnat's rules may have it now
+			if err := natInlineSync(dir); err != nil {
+				return w.String(), err
+			}
+		}
 	}
 	return w.String(), nil
 }
@@ -623,7 +629,15 @@ const featureMask = 0x1 | 0x8
 // ipf -D always cleans up. The caller holds the lock.
 func Remove(dir string) error {
 	dir = orDefault(dir)
-	// NAT goes with the filter, as it goes with the ipf module
+	// NAT goes with the filter, as it goes with the ipf module: its path
+	// leaves the filter's programs before its maps go
+	if err := natInlineOff(dir); err != nil {
+		// the filter's pins do not open as a datapath (another build's,
+		// half removed): it goes first, its links (the inline prefix's
+		// included) detached, so that nothing reads NAT's maps, then NAT
+		ferr := bpf.RemovePinned(dir)
+		return permissionHint(errors.Join(ferr, removeNAT(dir)))
+	}
 	if err := removeNAT(dir); err != nil {
 		return permissionHint(fmt.Errorf("removing NAT: %w", err))
 	}

@@ -75,6 +75,11 @@ func (q qosKernel) State() (QoSStateInfo, error) {
 }
 
 func (q qosKernel) Load(rs *qos.Ruleset, opts QoSLoadOptions) (*QoSReport, error) {
+	// the marker goes behind the filter on egress: NAT's egress half in
+	// the filter's programs would end the chain before it (natw)
+	if err := natEgressOff(PinDir()); err != nil {
+		return nil, permissionHint(err)
+	}
 	rep, err := qosmark.Load(rs, qosmark.Options{PinDir: q.dir, Continue: opts.Continue, Log: opts.Log})
 	return rep, permissionHint(err)
 }
@@ -82,6 +87,9 @@ func (q qosKernel) Load(rs *qos.Ruleset, opts QoSLoadOptions) (*QoSReport, error
 func (q qosKernel) Unload(log io.Writer) error { return permissionHint(qosmark.Unload(q.dir, log)) }
 
 func (q qosKernel) Resync(log io.Writer) (*QoSReport, error) {
+	if err := natEgressOff(PinDir()); err != nil {
+		return nil, permissionHint(err)
+	}
 	rep, err := qosmark.Resync(q.dir, log)
 	return rep, permissionHint(err)
 }

@@ -128,9 +128,10 @@ type Datapaths struct {
 	// NAT loads an ipnat.conf into Sluice's kernel NAT on the gateway
 	// of the gateway topology; see SuiteNAT.
 	NAT NATLoader
-	// NATInline (nat15's stand-in) loads a filter and NAT with NAT's
-	// established path inside the filter's programs.
-	NATInline func(filter, nat string) (Applier, error)
+	// GWNAT loads a filter, then NAT beside it through ipnat (the
+	// commands' layout), with NAT's established path inside the
+	// filter's programs (inline, ipnat's default) or not (nat_inline=0).
+	GWNAT func(filter, nat string, inline bool) (Applier, error)
 	// Stats reads the in-kernel cost of attached programs.
 	Stats StatsFunc
 }

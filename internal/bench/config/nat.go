@@ -56,20 +56,12 @@ func (r *Registry) addNAT() {
 	// server-facing interface (where map translates), so that NAT's own
 	// share of a packet is one report's difference.
 	r.add(r.gwFilter("sluice-gw-stateful", "Sluice IPFilter on the gateway's server-facing interface: HP's set with keep state, no NAT", IPFStateful(), ""))
-	r.add(r.gwFilter("sluice-gw-stateful-nat-map", "Sluice IPFilter (HP's set with keep state) and kernel NAT (sluice-nat-map's map) on the gateway's server-facing interface", IPFStateful(), NATMasq()))
-	// NAT's established path inside the filter's programs, which the
-	// commands do not make yet (docs/datapath-cost.md, nat15): run only
-	// when named, not in the presets' comparison of what ships
-	r.add(&Config{Name: "sluice-gw-stateful-nat-inline", Family: Sluice, Suite: SuiteNAT, OptIn: true,
-		Description: "sluice-gw-stateful-nat-map with NAT's established path inside the filter's programs (nat15's stand-in)",
-		Rules:       NATMasq(), Filter: IPFStateful(),
-		Unavailable: func() bool { return r.dp.NATInline == nil },
-		New: func() (Applier, error) {
-			if r.dp.NATInline == nil {
-				return nil, ErrUnavailable
-			}
-			return r.dp.NATInline(IPFStateful(), NATMasq())
-		}})
+	// Filter and NAT through the commands (ipnat -f beside the filter's
+	// pins): NAT's established path inside the filter's programs, as
+	// ipnat puts it (natw), and with nat_inline=0, two programs on each
+	// hook (what -nat-map measured before natw)
+	r.add(r.gwNAT("sluice-gw-stateful-nat-map", "Sluice IPFilter (HP's set with keep state) and kernel NAT (sluice-nat-map's map) on the gateway's server-facing interface, loaded by ipf and ipnat: NAT's established path inside the filter's programs", true))
+	r.add(r.gwNAT("sluice-gw-stateful-nat-two", "sluice-gw-stateful-nat-map with ipf -T nat_inline=0: NAT's programs beside the filter's (two programs on each hook)", false))
 	r.add(&Config{Name: "nft-masq", Family: NFTables, Suite: SuiteNAT,
 		Description: "nftables on the gateway: masquerade to the server-facing interface",
 		Rules:       fmt.Sprintf("table ip %s {\n  chain postrouting {\n    type nat hook postrouting priority srcnat;\n    oifname @OUT@ masquerade\n  }\n}\n", NFTTable),
@@ -89,6 +81,20 @@ func (r *Registry) natSluice(name, desc, conf string) *Config {
 				return nil, ErrUnavailable
 			}
 			return &natSubst{conf: conf, load: r.dp.NAT}, nil
+		}}
+}
+
+// gwNAT is a configuration of the NAT suite with the filter (HP's set
+// with keep state) and NAT's masquerade loaded as the commands load them
+// (GWNAT), NAT's path inside the filter's programs or not.
+func (r *Registry) gwNAT(name, desc string, inline bool) *Config {
+	return &Config{Name: name, Family: Sluice, Suite: SuiteNAT, Description: desc, Rules: NATMasq(), Filter: IPFStateful(),
+		Unavailable: func() bool { return r.dp.GWNAT == nil },
+		New: func() (Applier, error) {
+			if r.dp.GWNAT == nil {
+				return nil, ErrUnavailable
+			}
+			return r.dp.GWNAT(IPFStateful(), NATMasq(), inline)
 		}}
 }
 

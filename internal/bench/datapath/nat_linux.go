@@ -12,7 +12,6 @@ import (
 
 	"sluice/internal/bench/config"
 	"sluice/internal/bench/topo"
-	natdp "sluice/internal/bpf/nat"
 	ipnatcmd "sluice/internal/cmd/ipnat"
 	"sluice/internal/ipfctl"
 )
@@ -128,56 +127,70 @@ func (a *natApplier) Remove() error {
 	return err
 }
 
-// LoadNATInline is sluice-gw-stateful-nat-inline's Applier (nat15's
-// stand-in): the filter, NAT beside it, then NAT's established path put
-// inside the filter's programs.
-func LoadNATInline(filter, conf string) (config.Applier, error) {
+// LoadGWNAT is the Applier of the gateway configurations with the filter
+// and NAT together (sluice-gw-stateful-nat-map, -nat-two): the filter is
+// loaded as LoadIPF's, then `ipnat -f` runs (in-process) with
+// SLUICE_BPF_DIR set to the filter's pin directory, so NAT is pinned
+// beside it as the commands have it (NATPinDir) and ipnat puts NAT's
+// established path inside the filter's programs where it can (natw).
+// Without inline, `nat_inline=0` is set first (ipf -T): two programs on
+// each hook, NAT's and the filter's.
+func LoadGWNAT(filter, conf string, inline bool) (config.Applier, error) {
 	f, err := LoadIPF(filter)
 	if err != nil {
 		return nil, err
 	}
-	return &natInlineApplier{ipf: f.(*ipfApplier), conf: conf}, nil
+	return &gwNATApplier{ipf: f.(*ipfApplier), conf: conf, inline: inline}, nil
 }
 
-type natInlineApplier struct {
-	ipf  *ipfApplier
-	conf string
-	nat  *natApplier
+type gwNATApplier struct {
+	ipf    *ipfApplier
+	conf   string
+	inline bool
+	pin    string // the filter's pin directory, once NAT is loaded
 }
 
-func (a *natInlineApplier) Apply(ctx context.Context, h *topo.Host) error {
+func (a *gwNATApplier) Apply(ctx context.Context, h *topo.Host) error {
 	if err := a.ipf.Apply(ctx, h); err != nil {
 		return err
 	}
+	pin := a.ipf.dp.Dir()
+	if !a.inline {
+		if err := a.ipf.dp.SetTunable("nat_inline", 0); err != nil {
+			return errors.Join(err, a.ipf.Remove())
+		}
+	}
+	file := a.ipf.fs.dir + ".nat.conf" // beside the bpffs, not in it
 	conf := strings.NewReplacer("@IN@", h.Inside, "@OUT@", h.Link).Replace(a.conf)
-	n := &natApplier{conf: conf}
-	if err := n.Apply(ctx, h); err != nil {
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		return errors.Join(err, a.ipf.Remove())
 	}
-	a.nat = n
-	err := h.Do(func() error {
-		nd, err := natdp.OpenPinned(ipfctl.NATPinDir(n.pin))
-		if err != nil {
-			return err
-		}
-		defer nd.Close()
-		dm, nspj, ok := nd.InlineSlots()
-		if !ok {
-			return errors.New("NAT's programs are not plain")
-		}
-		return a.ipf.dp.InlineNAT(dm, nspj)
-	})
-	if err != nil {
+	defer os.Remove(file)
+	if err := ipnat(h, pin, "-f", file); err != nil {
 		return errors.Join(err, a.Remove())
+	}
+	a.pin = pin
+	if a.inline {
+		// the comparison is only worth its name when the path is in
+		var on bool
+		_ = h.Do(func() error {
+			on, _, _ = a.ipf.dp.NATInline()
+			return nil
+		})
+		if !on {
+			return errors.Join(errors.New("datapath: ipnat left NAT's path out of the filter's programs"), a.Remove())
+		}
 	}
 	return nil
 }
 
-func (a *natInlineApplier) Remove() error {
+func (a *gwNATApplier) Remove() error {
 	var errs []error
-	if a.nat != nil {
-		errs = append(errs, a.nat.Remove())
-		a.nat = nil
+	if a.pin != "" {
+		// NAT's path leaves the filter's programs before NAT goes (as
+		// ipf -D has it), then the filter and its bpffs
+		errs = append(errs, a.ipf.host.Do(func() error { return ipfctl.Remove(a.pin) }))
+		a.pin = ""
 	}
 	errs = append(errs, a.ipf.Remove())
 	return errors.Join(errs...)

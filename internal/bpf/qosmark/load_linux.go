@@ -288,8 +288,11 @@ func (l *loader) applyProgram(pr prepared, mine *[]func()) error {
 		l.opts.logf("adapter %s: dropping a stale link", name)
 		detachLink(lpath, l.opts.logf)
 	}
-	lk, err := link.AttachTCX(link.TCXOptions{Interface: int(pr.port.ifindex), Program: l.objs.QosEgress, Attach: ebpf.AttachTCXEgress})
+	lk, err := attachEgress(name, int(pr.port.ifindex), l.objs.QosEgress)
 	if err != nil {
+		if errors.Is(err, ErrNATInline) {
+			return err
+		}
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			return fmt.Errorf("adapter %s: attaching tcx egress: %w (%w)", name, err, ErrNotSupported)
 		}

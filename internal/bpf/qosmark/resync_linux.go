@@ -192,8 +192,11 @@ func attachAdapter(dir string, p *pinned, ai int, o *Options) error {
 		}
 		detachLink(lpath, o.logf)
 	}
-	lk, err := link.AttachTCX(link.TCXOptions{Interface: int(idx), Program: p.prog, Attach: ebpf.AttachTCXEgress})
+	lk, err := attachEgress(a.Name, int(idx), p.prog)
 	if err != nil {
+		if errors.Is(err, ErrNATInline) {
+			return err
+		}
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			return fmt.Errorf("adapter %s: attaching tcx egress: %w (%w)", a.Name, err, ErrNotSupported)
 		}

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -784,14 +785,43 @@ func (w *gwTopo) checkOrder(ifname string) {
 			pos := 0
 			if out {
 				pos = len(ids) - 1
+			} else if len(ids) > 0 && isPrefix(ids[0]) {
+				// NAT inside the filter (natw): its prefix runs first
+				pos = 1
 			}
 			if len(ids) < 2 || ids[pos] != id {
-				return fmt.Errorf("%s (out=%v): programs %v, want NAT (%d) %s with the filter", ifname, out, ids, id,
+				return fmt.Errorf("%s (out=%v): programs %v %v, want NAT (%d) %s with the filter", ifname, out, ids, progNames(ids), id,
 					map[bool]string{false: "first", true: "last"}[out])
 			}
 		}
 		return nil
 	}))
+}
+
+func progNames(ids []ebpf.ProgramID) []string {
+	var out []string
+	for _, id := range ids {
+		name := "?"
+		if p, err := ebpf.NewProgramFromID(id); err == nil {
+			if info, err := p.Info(); err == nil {
+				name = info.Name
+			}
+			p.Close()
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// isPrefix reports whether id is the filter's inline NAT prefix program.
+func isPrefix(id ebpf.ProgramID) bool {
+	p, err := ebpf.NewProgramFromID(id)
+	if err != nil {
+		return false
+	}
+	defer p.Close()
+	info, err := p.Info()
+	return err == nil && strings.HasPrefix(info.Name, "sluice_ingress_")
 }
 
 // ftpAddr is a second address of the client (and of the inside FTP
