@@ -354,15 +354,7 @@ func (d *Datapath) hasPrefixPins() bool { return len(d.prefixPins()) > 0 }
 func (d *Datapath) detachPrefixes() error {
 	var errs []error
 	for _, p := range d.prefixPins() {
-		if l, err := link.LoadPinnedLink(p, nil); err == nil {
-			if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
-				errs = append(errs, fmt.Errorf("detaching %s: %w", p, err))
-			}
-			l.Close()
-		}
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
+		errs = append(errs, detachPin(p))
 	}
 	return errors.Join(errs...)
 }

@@ -248,18 +248,7 @@ func detachPinned(dir string, clsact bool) error {
 			continue
 		}
 		hadLinks = true
-		p := filepath.Join(dir, e.Name())
-		if l, err := link.LoadPinnedLink(p, nil); err == nil {
-			// detach now: dropping the pin alone releases the link
-			// later, from a workqueue
-			if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
-				errs = append(errs, fmt.Errorf("detaching %s: %w", p, err))
-			}
-			l.Close()
-		}
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
+		errs = append(errs, detachPin(filepath.Join(dir, e.Name())))
 	}
 	if clsact && !hadLinks {
 		// no TCX link: the datapath may run on the clsact fallback
@@ -324,4 +313,20 @@ func openPinnedMaps(spec *ebpf.CollectionSpec, dir string) (map[string]*ebpf.Map
 		maps[name] = m
 	}
 	return maps, nil
+}
+
+// detachPin detaches the link pinned at p and removes the pin. Detach
+// now: dropping the pin alone releases the link later, from a workqueue.
+func detachPin(p string) error {
+	var errs []error
+	if l, err := link.LoadPinnedLink(p, nil); err == nil {
+		if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+			errs = append(errs, fmt.Errorf("detaching %s: %w", p, err))
+		}
+		l.Close()
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -478,6 +478,16 @@ func natKeepOrder(dir string) error {
 // (bpf.SetNATInline(0)): before NAT's programs may become general (a move,
 // an L3 device, the tc fallback), are detached, or its maps go.
 func natInlineOff(dir string) error {
+	return withFilter(dir, func(fd *bpf.Datapath) error {
+		if on, _, _ := fd.NATInline(); !on {
+			return nil
+		}
+		return permissionHint(fd.SetNATInline(0))
+	})
+}
+
+// withFilter runs f on the filter pinned in dir; nothing when none is.
+func withFilter(dir string, f func(*bpf.Datapath) error) error {
 	fd, err := bpf.OpenPinned(orDefault(dir))
 	if errors.Is(err, bpf.ErrNotLoaded) {
 		return nil
@@ -486,10 +496,7 @@ func natInlineOff(dir string) error {
 		return err
 	}
 	defer fd.Close()
-	if on, _, _ := fd.NATInline(); !on {
-		return nil
-	}
-	return permissionHint(fd.SetNATInline(0))
+	return f(fd)
 }
 
 // natEgressOff takes the egress half of NAT's path out of the programs of
@@ -515,23 +522,17 @@ func natEgressOff(dir string) error {
 // is attached with TCX only to interfaces the filter is attached to with
 // TCX, and NAT's programs are plain (InlineSlots).
 func natInlineSync(dir string) error {
-	fd, err := bpf.OpenPinned(orDefault(dir))
-	if errors.Is(err, bpf.ErrNotLoaded) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer fd.Close()
-	var nspj uint32
-	if nd, err := natbpf.OpenPinned(NATPinDir(dir)); err == nil {
-		nspj = natInlineWanted(fd, nd)
-		nd.Close()
-	}
-	if on, _, _ := fd.NATInline(); !on && nspj == 0 {
-		return nil
-	}
-	return permissionHint(fd.SetNATInline(nspj))
+	return withFilter(dir, func(fd *bpf.Datapath) error {
+		var nspj uint32
+		if nd, err := natbpf.OpenPinned(NATPinDir(dir)); err == nil {
+			nspj = natInlineWanted(fd, nd)
+			nd.Close()
+		}
+		if on, _, _ := fd.NATInline(); !on && nspj == 0 {
+			return nil
+		}
+		return permissionHint(fd.SetNATInline(nspj))
+	})
 }
 
 // natInlineWanted is the jiffy length to put NAT's path inside the

@@ -425,12 +425,11 @@ func (w *gwTopo) natStats() natbpf.Stats {
 	return st
 }
 
-// progStats reads the run-time statistics of the TCX programs on the
-// gateway's interface ifname, by "hook kind", kind being nat, filter or
-// trivial (from the program's name).
-func (w *gwTopo) progStats(ifname string) map[string]progStat {
+// eachProg calls f for every TCX program on the gateway's interface
+// ifname, hook by hook in the chain's order, with its kernel name and
+// run-time statistics.
+func (w *gwTopo) eachProg(ifname string, f func(hook string, id ebpf.ProgramID, name string, st *ebpf.ProgramStats)) {
 	w.t.Helper()
-	out := map[string]progStat{}
 	w.must(w.in(w.g, func() error {
 		ifc, err := net.InterfaceByName(ifname)
 		if err != nil {
@@ -459,19 +458,29 @@ func (w *gwTopo) progStats(ifname string) map[string]progStat {
 				if err != nil {
 					return err
 				}
-				kind := info.Name
-				switch {
-				case probes[p.ID]:
-					kind = "probe"
-				case strings.HasPrefix(kind, "nat_"), strings.HasPrefix(kind, "chain_"):
-					kind = "nat"
-				case strings.HasPrefix(kind, "sluice_"):
-					kind = "filter"
-				}
-				out[h.hook+" "+kind] = progStat{uint64(st.Runtime.Nanoseconds()), st.RunCount}
+				f(h.hook, p.ID, info.Name, st)
 			}
 		}
 		return nil
 	}))
+}
+
+// progStats reads the run-time statistics of the TCX programs on the
+// gateway's interface ifname, by "hook kind", kind being nat, filter or
+// trivial (from the program's name).
+func (w *gwTopo) progStats(ifname string) map[string]progStat {
+	w.t.Helper()
+	out := map[string]progStat{}
+	w.eachProg(ifname, func(hook string, id ebpf.ProgramID, kind string, st *ebpf.ProgramStats) {
+		switch {
+		case probes[id]:
+			kind = "probe"
+		case strings.HasPrefix(kind, "nat_"), strings.HasPrefix(kind, "chain_"):
+			kind = "nat"
+		case strings.HasPrefix(kind, "sluice_"):
+			kind = "filter"
+		}
+		out[hook+" "+kind] = progStat{uint64(st.Runtime.Nanoseconds()), st.RunCount}
+	})
 	return out
 }

@@ -31,39 +31,9 @@ import (
 func (w *gwTopo) runCounts(ifname string) map[string]uint64 {
 	w.t.Helper()
 	out := map[string]uint64{}
-	w.must(w.in(w.g, func() error {
-		ifc, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		for _, h := range []struct {
-			hook string
-			typ  ebpf.AttachType
-		}{{"ingress", ebpf.AttachTCXIngress}, {"egress", ebpf.AttachTCXEgress}} {
-			q, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: h.typ})
-			if err != nil {
-				return err
-			}
-			for _, p := range q.Programs {
-				prog, err := ebpf.NewProgramFromID(p.ID)
-				if err != nil {
-					return err
-				}
-				info, err := prog.Info()
-				if err != nil {
-					prog.Close()
-					return err
-				}
-				st, err := prog.Stats()
-				prog.Close()
-				if err != nil {
-					return err
-				}
-				out[h.hook+" "+info.Name] += st.RunCount
-			}
-		}
-		return nil
-	}))
+	w.eachProg(ifname, func(hook string, _ ebpf.ProgramID, name string, st *ebpf.ProgramStats) {
+		out[hook+" "+name] += st.RunCount
+	})
 	return out
 }
 
