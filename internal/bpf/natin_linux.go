@@ -569,7 +569,20 @@ func runAt(prog *ebpf.Program, frame []byte, ifindex int) (int32, []byte, error)
 	if prog == nil {
 		return 0, nil, errNoPrograms
 	}
-	opts := ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
+	ret, out, err := RunTC(prog, frame, ifindex)
+	if err != nil {
+		return 0, nil, fmt.Errorf("running the filter: %w", err)
+	}
+	return ret, out, nil
+}
+
+// RunTC runs a frame through a TC program by BPF_PROG_TEST_RUN, as if it
+// came in (or went out) on interface ifindex (> 1; else the run's own
+// default), and returns its raw TC verdict and the frame as it left (with
+// room for 512 bytes more: a rewrite may grow it). The filter's and NAT's
+// test runs share it.
+func RunTC(prog *ebpf.Program, frame []byte, ifindex int) (int32, []byte, error) {
+	opts := ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+512)}
 	if ifindex > 1 {
 		// struct __sk_buff up to ifindex (offset 40)
 		ctx := make([]byte, 44)
@@ -579,7 +592,7 @@ func runAt(prog *ebpf.Program, frame []byte, ifindex int) (int32, []byte, error)
 	}
 	ret, err := prog.Run(&opts)
 	if err != nil {
-		return 0, nil, fmt.Errorf("running the filter: %w", err)
+		return 0, nil, err
 	}
 	return int32(ret), opts.DataOut, nil
 }

@@ -370,6 +370,18 @@ func ruleCounts(t *testing.T, d *Datapath, round int) {
 func TestPrivilegedControlSerialised(t *testing.T) {
 	h := newHarness(t)
 	h.load("pass in quick proto tcp all keep state\npass in quick proto udp all keep state\n")
+	swept := flushWhileSweeping(t, h.d, h.d, 500)
+	t.Logf("500 rounds, %d sweeps meanwhile", swept)
+}
+
+// flushWhileSweeping runs rounds of 8 TCP entries made through f and
+// flushed by f's FlushStates while sw sweeps in a loop (control calls at
+// once, the same Datapath or another on the same pins), with one UDP
+// entry kept: each flush must report its 8 and leave the one kept. It
+// fails the test when no sweep ran meanwhile (the race not run) and
+// returns the number of sweeps.
+func flushWhileSweeping(t *testing.T, f, sw *Datapath, rounds int) int {
+	t.Helper()
 	var (
 		stop  = make(chan struct{})
 		done  = make(chan error, 1)
@@ -383,7 +395,7 @@ func TestPrivilegedControlSerialised(t *testing.T) {
 				return
 			default:
 			}
-			if err := h.d.Sweep(); err != nil {
+			if err := sw.Sweep(); err != nil {
 				done <- err
 				return
 			}
@@ -392,13 +404,13 @@ func TestPrivilegedControlSerialised(t *testing.T) {
 	}()
 	// one UDP entry stays: the table never empties, so that the flush
 	// (of TCP entries) does not respecialise the programs each round
-	h.d.Run(false, testPkt{src: "192.0.2.9", dst: "192.0.2.1", proto: 17, sport: 1024, dport: 53}.build())
-	const rounds, n = 500, 8
+	f.Run(false, testPkt{src: "192.0.2.9", dst: "192.0.2.1", proto: 17, sport: 1024, dport: 53}.build())
+	const n = 8
 	for r := range rounds {
 		for i := range n {
-			h.d.Run(false, tcp4(randSrc(r<<8|i), "192.0.2.1", 1024, 80, synF).build())
+			f.Run(false, tcp4(randSrc(r<<8|i), "192.0.2.1", 1024, 80, synF).build())
 		}
-		removed, err := h.d.FlushStates(func(s State) bool { return s.Proto == 6 })
+		removed, err := f.FlushStates(func(s State) bool { return s.Proto == 6 })
 		if err != nil {
 			close(stop)
 			t.Fatal(err)
@@ -406,7 +418,7 @@ func TestPrivilegedControlSerialised(t *testing.T) {
 		if removed != n {
 			t.Errorf("round %d: the flush reported %d entries removed, want %d", r, removed, n)
 		}
-		if c, err := h.d.StateCount(); err != nil || c != 1 {
+		if c, err := f.StateCount(); err != nil || c != 1 {
 			t.Errorf("round %d: %d states after the flush (%v), want the one kept", r, c, err)
 		}
 	}
@@ -414,10 +426,10 @@ func TestPrivilegedControlSerialised(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d rounds, %d sweeps meanwhile", rounds, swept)
 	if swept == 0 {
 		t.Error("no sweep ran during the flushes: the race was not run")
 	}
+	return swept
 }
 
 // TestPrivilegedControlPrivate: control calls of two processes at once
@@ -450,52 +462,9 @@ func TestPrivilegedControlPrivate(t *testing.T) {
 	if err := d.LoadRules(compileText(t, "pass in quick proto tcp all keep state\npass in quick proto udp all keep state\n"), Active); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		stop  = make(chan struct{})
-		done  = make(chan error, 1)
-		swept int
-	)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				done <- nil
-				return
-			default:
-			}
-			if err := d2.Sweep(); err != nil {
-				done <- err
-				return
-			}
-			swept++
-		}
-	}()
-	d.Run(false, testPkt{src: "192.0.2.9", dst: "192.0.2.1", proto: 17, sport: 1024, dport: 53}.build())
-	const rounds, n = 300, 8
-	for r := range rounds {
-		for i := range n {
-			d.Run(false, tcp4(randSrc(r<<8|i), "192.0.2.1", 1024, 80, synF).build())
-		}
-		removed, err := d.FlushStates(func(s State) bool { return s.Proto == 6 })
-		if err != nil {
-			close(stop)
-			t.Fatal(err)
-		}
-		if removed != n {
-			t.Errorf("round %d: the flush reported %d entries removed, want %d", r, removed, n)
-		}
-		if c, err := d.StateCount(); err != nil || c != 1 {
-			t.Errorf("round %d: %d states after the flush (%v), want the one kept", r, c, err)
-		}
-	}
-	close(stop)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d rounds, %d sweeps by the other Datapath meanwhile", rounds, swept)
-	if swept == 0 {
-		t.Error("no sweep ran during the flushes: the race was not run")
-	}
+	swept := flushWhileSweeping(t, d, d2, 300)
+	t.Logf("300 rounds, %d sweeps by the other Datapath meanwhile", swept)
+	const n = 8
 
 	// an older Sluice's call: arguments in ctl_args, a bare packet
 	for i := range n {

@@ -3,7 +3,6 @@
 package nat
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -59,20 +58,11 @@ func (d *Datapath) run(prog *ebpf.Program, frame []byte, ifindex int) (int32, []
 	if prog == nil {
 		return 0, nil, errors.New("the NAT programs are not loaded")
 	}
-	buf := make([]byte, len(frame)+512)
-	opts := ebpf.RunOptions{Data: frame, DataOut: buf}
-	if ifindex > 1 {
-		// struct __sk_buff up to ifindex (offset 40)
-		ctx := make([]byte, 44)
-		binary.NativeEndian.PutUint32(ctx[36:], uint32(ifindex)) // ingress_ifindex
-		binary.NativeEndian.PutUint32(ctx[40:], uint32(ifindex))
-		opts.Context = ctx
-	}
-	ret, err := prog.Run(&opts)
+	ret, out, err := bpf.RunTC(prog, frame, ifindex)
 	if err != nil {
 		return 0, nil, fmt.Errorf("running the NAT program: %w", err)
 	}
-	return int32(ret), opts.DataOut, nil
+	return ret, out, nil
 }
 
 // Program returns the ingress or egress program (benchmarks, statistics).

@@ -42,18 +42,6 @@ struct sk_buff___natin {
 	__u8 ip_summed : 2;
 } __attribute__((preserve_access_index));
 
-static __always_inline __u32 natin_hash(__u32 w0, __u32 w1, __u32 w2, __u32 w3)
-{
-	__u32 h;
-
-	h = w0 * 0x9e3779b1;
-	h = (h ^ (h >> 16) ^ w1) * 0x85ebca77;
-	h = (h ^ (h >> 16) ^ w2) * 0xc2b2ae3d;
-	h = (h ^ (h >> 16) ^ w3) * 0x27d4eb2f;
-	h ^= h >> 16;
-	return h & (NAT_DM_SLOTS - 1);
-}
-
 /* nat_inline translates an IPv4 TCP/UDP packet whose key the direct
  * array's slot holds, as nat_fast4 does (the same checks, rewrite,
  * checksums and per-packet fields in the slot), and returns 1; any other
@@ -104,7 +92,7 @@ static __noinline int nat_inline(struct __sk_buff *skb, __u32 dir)
 	}
 	ports = (__u32 *)l4;
 	kw = proto | dir << 8;
-	i = natin_hash(ip->saddr, ip->daddr, *ports, kw);
+	i = slot_hash(ip->saddr, ip->daddr, *ports, kw);
 	s = bpf_map_lookup_elem(&nat_dm, &i);
 	if (!s)
 		return 0;

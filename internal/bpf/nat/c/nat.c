@@ -1233,22 +1233,6 @@ static __always_inline void fseq_publish(__u32 *seq, __u32 q)
 	__sync_val_compare_and_swap((__u64 *)seq, (__u64)(q + 1), (__u64)q);
 }
 
-/* slot_hash is the slot of the fast4 key of words w0..w3 (src, dst, the
- * ports, proto | dir << 8): a multiplicative hash, each step folding the
- * high bits down (the varying octet of an IPv4 address is the high byte
- * of its word). Go's slotIdx is the same. */
-static __always_inline __u32 slot_hash(__u32 w0, __u32 w1, __u32 w2, __u32 w3)
-{
-	__u32 h;
-
-	h = w0 * 0x9e3779b1;
-	h = (h ^ (h >> 16) ^ w1) * 0x85ebca77;
-	h = (h ^ (h >> 16) ^ w2) * 0xc2b2ae3d;
-	h = (h ^ (h >> 16) ^ w3) * 0x27d4eb2f;
-	h ^= h >> 16;
-	return h & (NAT_DM_SLOTS - 1);
-}
-
 /* slot_of returns the slot of entry key k, which must be fkey_of's (IPv4
  * TCP or UDP, DIR_IN or DIR_OUT); the words of its fast4 key in w. The
  * helpers below take the session table's key, not a nat_fkey copy of it:

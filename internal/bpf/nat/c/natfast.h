@@ -96,4 +96,21 @@ static __always_inline __u16 csum_fold32(__u32 s)
 	return (__u16)s;
 }
 
+/* slot_hash is the slot of the fast4 key of words w0..w3 (src, dst, the
+ * ports, proto | dir << 8): a multiplicative hash, each step folding the
+ * high bits down (the varying octet of an IPv4 address is the high byte
+ * of its word). Go's slotIdx is the same; NAT's programs and the filter's
+ * inline path (natin.h) both take it from here. */
+static __always_inline __u32 slot_hash(__u32 w0, __u32 w1, __u32 w2, __u32 w3)
+{
+	__u32 h;
+
+	h = w0 * 0x9e3779b1;
+	h = (h ^ (h >> 16) ^ w1) * 0x85ebca77;
+	h = (h ^ (h >> 16) ^ w2) * 0xc2b2ae3d;
+	h = (h ^ (h >> 16) ^ w3) * 0x27d4eb2f;
+	h ^= h >> 16;
+	return h & (NAT_DM_SLOTS - 1);
+}
+
 #endif
