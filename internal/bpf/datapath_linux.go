@@ -219,7 +219,7 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 	d.variants = map[uint64]progPair{first.key(): {d.objs.SluiceIngress, d.objs.SluiceEgress}}
 	d.progKey = first.key()
 	if !opts.NoPin {
-		pinVariant(d.dir, first.key(), d.variants[first.key()])
+		pinVariant(d.dir, variantPin(first.key(), first.natMap), d.variants[first.key()])
 	}
 	unlock := d.lockCfg()
 	err = d.specialiseLocked(-1, true)

@@ -297,6 +297,7 @@ func (d *Datapath) syncNAT(c *filterConf) error {
 		}
 	}
 	if dm == nil {
+		dropNATVariants(d.dir, 0)
 		if d.natin.dm == nil && w == 0 && !d.hasPrefixPins() {
 			return nil
 		}
@@ -308,6 +309,7 @@ func (d *Datapath) syncNAT(c *filterConf) error {
 		return errors.Join(errs...)
 	}
 	id := mapID(dm)
+	dropNATVariants(d.dir, id)
 	if d.natin.dm != nil && d.natin.mapID == id {
 		dm.Close()
 	} else {
@@ -489,7 +491,7 @@ func (d *Datapath) placePrefix(want progSpec) error {
 	k := want.key()
 	p := d.natin.prefix[k]
 	if p == nil && d.dir != "" {
-		if pp, err := ebpf.LoadPinnedProgram(filepath.Join(d.dir, variantPin(k)+"_pre"), nil); err == nil {
+		if pp, err := ebpf.LoadPinnedProgram(filepath.Join(d.dir, variantPin(k, want.natMap)+"_pre"), nil); err == nil {
 			p = pp
 		}
 	}
@@ -506,7 +508,7 @@ func (d *Datapath) placePrefix(want progSpec) error {
 		}
 		p = o.P
 		if d.dir != "" {
-			_ = pinOver(p, filepath.Join(d.dir, variantPin(k)+"_pre"))
+			_ = pinOver(p, filepath.Join(d.dir, variantPin(k, want.natMap)+"_pre"))
 		}
 	}
 	if d.natin.prefix == nil {

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -544,7 +545,7 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 		seen[k] = true
 		if d.dir != "" && d.specMutate == nil {
 			// loaded by an earlier command: no verifier run
-			if pp, err := loadPinnedPairAs(d.dir, variantPin(k)); err == nil {
+			if pp, err := loadPinnedPairAs(d.dir, variantPin(k, s.natMap)); err == nil {
 				d.addVariant(k, pp)
 				continue
 			}
@@ -613,7 +614,7 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 		if d.dir != "" {
 			// kept for the next command (best effort: a missing pin only
 			// costs a verifier run)
-			pinVariant(d.dir, k, progPair{in, out})
+			pinVariant(d.dir, variantPin(k, s.natMap), progPair{in, out})
 		}
 	}
 	return first
@@ -686,7 +687,35 @@ var objHash = sync.OnceValue(func() string {
 	return hex.EncodeToString(h[:6])
 })
 
-func variantPin(k uint64) string { return fmt.Sprintf("spec_%s_%x", objHash(), k) }
+// variantPin names the pins of the variant with key k. A variant with NAT
+// inside (natMap, the id of NAT's array it reads) carries the id in its
+// name: each pin holds that array (8 MiB) alive, and dropNATVariants
+// removes the ones NAT no longer uses by their names alone.
+func variantPin(k uint64, natMap uint32) string {
+	if natMap != 0 {
+		return fmt.Sprintf("spec_%s_%x_m%d", objHash(), k, natMap)
+	}
+	return fmt.Sprintf("spec_%s_%x", objHash(), k)
+}
+
+// dropNATVariants removes the pinned variants (and prefixes) made with a
+// NAT array other than keep (0: with any). Without it a pin made before
+// NAT was removed or loaded again kept the old array until eight newer
+// variants evicted it or ipf -D ran. Best effort: a pin is only a cache.
+func dropNATVariants(dir string, keep uint32) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		n := e.Name()
+		i := strings.LastIndex(n, "_m")
+		if !strings.HasPrefix(n, "spec_") || i < 0 {
+			continue
+		}
+		id, _, ok := strings.Cut(n[i+2:], "_")
+		if v, err := strconv.ParseUint(id, 10, 32); ok && err == nil && uint32(v) != keep {
+			_ = os.Remove(filepath.Join(dir, n))
+		}
+	}
+}
 
 func loadPinnedPairAs(dir, name string) (progPair, error) {
 	in, err := ebpf.LoadPinnedProgram(filepath.Join(dir, name+"_in"), nil)
@@ -701,7 +730,7 @@ func loadPinnedPairAs(dir, name string) (progPair, error) {
 	return progPair{in, out}, nil
 }
 
-func pinVariant(dir string, k uint64, pp progPair) {
+func pinVariant(dir, name string, pp progPair) {
 	ents, _ := os.ReadDir(dir)
 	type pin struct {
 		name string
@@ -709,7 +738,7 @@ func pinVariant(dir string, k uint64, pp progPair) {
 	}
 	var others []pin
 	for _, e := range ents {
-		if n, ok := strings.CutSuffix(e.Name(), "_in"); ok && strings.HasPrefix(n, "spec_") && n != variantPin(k) {
+		if n, ok := strings.CutSuffix(e.Name(), "_in"); ok && strings.HasPrefix(n, "spec_") && n != name {
 			var made time.Time
 			if fi, err := e.Info(); err == nil {
 				made = fi.ModTime()
@@ -726,7 +755,7 @@ func pinVariant(dir string, k uint64, pp progPair) {
 		_ = os.Remove(filepath.Join(dir, others[0].name+"_pre")) // inline NAT's prefix
 		others = others[1:]
 	}
-	base := filepath.Join(dir, variantPin(k))
+	base := filepath.Join(dir, name)
 	if pinOver(pp.out, base+"_out") == nil {
 		_ = pinOver(pp.in, base+"_in")
 	}

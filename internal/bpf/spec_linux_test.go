@@ -379,11 +379,11 @@ func TestPrivilegedVariantPinsKeepNewest(t *testing.T) {
 		keys = append(keys, uint64(0xf00-i*0x10))
 	}
 	for _, k := range keys {
-		pinVariant(dir, k, progPair{p, p})
+		pinVariant(dir, variantPin(k, 0), progPair{p, p})
 		time.Sleep(20 * time.Millisecond)
 	}
 	for i, k := range keys {
-		_, err := os.Stat(filepath.Join(dir, variantPin(k)+"_in"))
+		_, err := os.Stat(filepath.Join(dir, variantPin(k, 0)+"_in"))
 		if gone := errors.Is(err, os.ErrNotExist); gone != (i == 0) {
 			t.Errorf("variant %d of %d (key %#x): removed %v", i+1, len(keys), k, gone)
 		}

@@ -62,6 +62,33 @@ func (w *gwTopo) inlineState() (on, in, out bool, pins []string) {
 	return
 }
 
+// variantsHolding lists the filter's pinned programs that use the map
+// with the given id.
+func (w *gwTopo) variantsHolding(id ebpf.MapID) []string {
+	w.t.Helper()
+	var out []string
+	ents, _ := os.ReadDir(w.pinDir)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "spec_") {
+			continue
+		}
+		p, err := ebpf.LoadPinnedProgram(filepath.Join(w.pinDir, e.Name()), nil)
+		if err != nil {
+			continue // not a program
+		}
+		info, err := p.Info()
+		p.Close()
+		w.must(err)
+		ids, _ := info.MapIDs()
+		for _, m := range ids {
+			if m == id {
+				out = append(out, e.Name())
+			}
+		}
+	}
+	return out
+}
+
 // roundTrips echoes n messages over c, each within a second.
 func roundTrips(c net.Conn, n int) error {
 	for i := range n {
@@ -348,10 +375,24 @@ func TestPrivilegedNATInlineNATGone(t *testing.T) {
 	if on, _, _, pins := w.inlineState(); !on || len(pins) != 1 {
 		t.Fatalf("inline %v, pins %v", on, pins)
 	}
+	dm, err := ebpf.LoadPinnedMap(filepath.Join(ipfctl.NATPinDir(w.pinDir), "fast4dm"), nil)
+	w.must(err)
+	info, err := dm.Info()
+	w.must(err)
+	old, _ := info.ID()
+	dm.Close()
+	if holders := w.variantsHolding(old); len(holders) == 0 {
+		t.Fatal("no pinned variant reads NAT's array while the path is on: the check below would prove nothing")
+	}
 	w.must(w.in(w.g, func() error { return natbpf.Remove(ipfctl.NATPinDir(w.pinDir)) }))
 	w.ipf("-Fa", "-f", w.file("shut.ipf", "pass out quick on gs0 all\nblock in quick on gs0 proto tcp from 198.51.100.2 port = 5001 to any\npass in quick on gs0 all\n"))
 	if on, _, _, pins := w.inlineState(); on || len(pins) != 0 {
 		t.Fatalf("after NAT went: inline %v, prefix pins %v; want off, none", on, pins)
+	}
+	// each such pin held the removed array's 8 MiB until eight newer
+	// variants evicted it
+	if holders := w.variantsHolding(old); len(holders) != 0 {
+		t.Errorf("after NAT went, pinned variants still hold its array %d: %v", old, holders)
 	}
 	// the server routes the client's network back now (no NAT): the
 	// new rules block its replies
