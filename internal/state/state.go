@@ -1481,6 +1481,18 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 			// them (ipf_matchsrcdst's is_opt test on the quoted header).
 			continue
 		}
+		if fi := b2i(!errOut)*2 + b2i(backward); backward && e.flx[fi] == 0 && e.optMask[1] == 0 &&
+			emb.Flx&flxOptions == 0 {
+			// ipf_matchsrcdst on the quoted header records it as the
+			// first reply: replies carry no options from now on (and
+			// the entry is no longer identical to a fresh one). A
+			// quoted header with options is left alone: its option
+			// bits are not read here. It runs before
+			// ipf_allowstateicmp, so an error that no-icmp-err or the
+			// error count then refuses has recorded it too (semantics
+			// state-icmp-noicmperr-first-reply).
+			e.optMask[1] = optMaskFor(e.V)
+		}
 		if e.flags&flagNoICMP != 0 {
 			return nil, false, false
 		}
@@ -1494,15 +1506,6 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 		oi := b2i(ab)<<1 + b2i(!errOut)
 		if e.icmpErr[i] > e.Pkts[oi] {
 			continue
-		}
-		if fi := b2i(!errOut)*2 + b2i(backward); backward && e.flx[fi] == 0 && e.optMask[1] == 0 &&
-			emb.Flx&flxOptions == 0 {
-			// ipf_matchsrcdst on the quoted header records it as the
-			// first reply: replies carry no options from now on (and
-			// the entry is no longer identical to a fresh one). A
-			// quoted header with options is left alone: its option
-			// bits are not read here.
-			e.optMask[1] = optMaskFor(e.V)
 		}
 		e.icmpErr[i]++
 		if e.refusesNATTag(errOut, natTag) {

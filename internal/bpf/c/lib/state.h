@@ -1249,6 +1249,16 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 		if (!(qflx & PF_IPOPTS) && dopt)
 			return 0;
 	}
+	/* the quoted header, as the first reply, makes the options replies
+	 * carry none (the engine's LookupICMPError; a quoted IPv4 header
+	 * with options is left alone), before no-icmp-err or the error
+	 * count may refuse the error: ipf_matchsrcdst runs before
+	 * ipf_allowstateicmp (semantics state-icmp-noicmperr-first-reply) */
+	if (backward && !e->flx[((!(p->out & 1)) * 2 + 1) & 3] && !(e->flags & SF_OPTREV) &&
+	    !(p->family == 4 && (h[0] & 0xf) > 5)) {
+		e->opt_rev = 0;
+		state_flags_set(e, SF_OPTREV);
+	}
 	if (e->pass & FR_NOICMPERR)
 		return 0;
 	/* the counters' direction is the quoted packet's by its source
@@ -1282,14 +1292,6 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	}
 	/* the quoted packet, direction reversed, fills its interface slot */
 	slot = backward * 2 + !(p->out & 1);
-	/* and, as the first reply, the options replies carry: none (the
-	 * engine's LookupICMPError; a quoted IPv4 header with options is
-	 * left alone) */
-	if (backward && !e->flx[((!(p->out & 1)) * 2 + 1) & 3] && !(e->flags & SF_OPTREV) &&
-	    !(p->family == 4 && (h[0] & 0xf) > 5)) {
-		e->opt_rev = 0;
-		state_flags_set(e, SF_OPTREV);
-	}
 	if (!e->ifindex[slot & 3])
 		e->ifindex[slot & 3] = p->ifindex;
 	/* the error travels against the packet it quotes: about a packet
