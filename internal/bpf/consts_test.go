@@ -131,7 +131,7 @@ func TestHeaderConstants(t *testing.T) {
 		"ST_DIR": stDir, "ST_PASS": stPass, "ST_BLOCK": stBlock, "ST_NOMATCH": stNomatch, "ST_ACCT": stAcct,
 		"ST_SHORT": stShort, "ST_BAD": stBad, "ST_LOGPASS": stLogPass, "ST_LOGBLOCK": stLogBlock, "ST_LOGGED": stLogged,
 		"ST_LOGFAIL": stLogFail, "ST_STKEPT": stStKept, "ST_STLOST": stStLost, "ST_IPV6": stIPv6, "ST_PKTS": stPkts,
-		"ST_FRAG": stFrag, "ST_NOTIP": stNotIP, "ST_MISS": stMiss, "ST_RST": stRST, "ST_ICMPREP": stICMPRep, "ST_ADD_TCP": stAddTCP,
+		"ST_FRAG": stFrag, "ST_NOTIP": stNotIP, "ST_CLEAN": stClean, "ST_CLEAN_NOMATCH": stCleanNomatch, "ST_CLEAN_IPV6": stCleanIPv6, "ST_MISS": stMiss, "ST_RST": stRST, "ST_ICMPREP": stICMPRep, "ST_ADD_TCP": stAddTCP,
 		"ST_ADD_UDP": stAddUDP, "ST_ADD_ICMP": stAddICMP, "ST_ADD_OTHER": stAddOther,
 		"ST_MAXREF": stMaxRef, "ST_EXPIRED": stExpired, "ST_CLOSED": stClosed, "ST_DCA": stDCA,
 		"ST_PPS": stPPS, "ST_RETFAIL": stRetFail, "ST_OOW": stOOW, "ST_ROUTED": stRouted, "ST_DUPPED": stDupped,

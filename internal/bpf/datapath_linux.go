@@ -286,8 +286,8 @@ func OpenPinned(dir string) (*Datapath, error) {
 	if oldStats(pinned["stats"]) {
 		// an older Sluice's counters, read as they are until a reload
 		// moves them (statsupgrade_linux.go)
-		ms := spec.Maps["stats"]
-		ms.Type, ms.MaxEntries, ms.ValueSize = ebpf.PerCPUArray, 1, pinned["stats"].ValueSize()
+		ms, old := spec.Maps["stats"], pinned["stats"]
+		ms.Type, ms.MaxEntries, ms.ValueSize = old.Type(), old.MaxEntries(), old.ValueSize()
 	}
 	defer func() {
 		for _, m := range pinned {

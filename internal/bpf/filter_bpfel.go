@@ -363,6 +363,7 @@ type filterStatblock struct {
 	_    structs.HostLayout
 	V    [128]uint64
 	Drop [32]uint64
+	Fast [3][2][16]filterHotHits
 	Pad  [8]uint64
 }
 

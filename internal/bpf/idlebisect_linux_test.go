@@ -84,6 +84,45 @@ func BenchmarkIdleBisect(b *testing.B) {
 	interleaved(b, names, progs, tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build())
 }
 
+// BenchmarkFastPages: the attached program with no rules (idle) and with
+// HP's stateless set on constant lists (fast) and without them
+// (pipeline), beside the trivial one, in turn in one process (sl13: the
+// constant lists' rule counters moved from the per-CPU hot_counts, two
+// pages a packet, into the statistics' block; the idle path's counters
+// into one). What fast costs over idle is what the set adds: its parse,
+// its rules' compares and the rule's counter in a page already reached.
+func BenchmarkFastPages(b *testing.B) {
+	trivial := trivialProg(b)
+	defer trivial.Close()
+	h := benchHarness(b)
+	if _, err := h.d.FlushStates(nil); err != nil {
+		b.Fatal(err)
+	}
+	names, progs := []string{"trivial"}, []*ebpf.Program{trivial}
+	add := func(name string, s progSpec) {
+		p, err := stageVariant(h.d, "sluice_ingress", 0, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { p.Close() })
+		names, progs = append(names, name), append(progs, p)
+	}
+	if err := h.d.LoadRules(&Image{}, Active); err != nil {
+		b.Fatal(err)
+	}
+	add("idle", currentSpec(b, h.d))
+	if err := h.d.LoadRules(compileText(b, hpStatelessRules), Active); err != nil {
+		b.Fatal(err)
+	}
+	s := currentSpec(b, h.d)
+	if s.fast&1 == 0 {
+		b.Fatalf("HP's set is not on constant lists: %#b", s.fast)
+	}
+	add("stateless (fast)", s)
+	add("stateless (pipeline)", s.withoutFast())
+	interleaved(b, names, progs, tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build())
+}
+
 // BenchmarkTouch: what reaching data costs a one-packet run, in programs
 // written by hand: a context field, one and two lines of an array map's
 // value, a per-CPU array's lookup with and without reading or

@@ -152,26 +152,32 @@ const (
 	stNomatch  = 4
 	stFrag     = 15
 	stNotIP    = 16
-	stRST      = 64
-	stICMPRep  = 65
-	stAddTCP   = 66
-	stAddUDP   = 67
-	stAddICMP  = 68
-	stAddOther = 69
-	stMaxRef   = 72
-	stExpired  = 73
-	stClosed   = 74
-	stDCA      = 75
-	stPPS      = 76
-	stRetFail  = 77
-	stOOW      = 78
-	stRouted   = 80
-	stDupped   = 81
-	stRouteErr = 82
-	stScanCut  = 83
-	stDCAFull  = 86
-	numStats   = 128
-	numReasons = 32
+	// stClean + (nomatch) + 2*(IPv6): a packet passed on the idle path
+	// or by a constant list, counted once for pass, pkts and miss (and
+	// nomatch, IPv6); statBlock adds it to each
+	stClean        = 17
+	stCleanNomatch = 1
+	stCleanIPv6    = 2
+	stRST          = 64
+	stICMPRep      = 65
+	stAddTCP       = 66
+	stAddUDP       = 67
+	stAddICMP      = 68
+	stAddOther     = 69
+	stMaxRef       = 72
+	stExpired      = 73
+	stClosed       = 74
+	stDCA          = 75
+	stPPS          = 76
+	stRetFail      = 77
+	stOOW          = 78
+	stRouted       = 80
+	stDupped       = 81
+	stRouteErr     = 82
+	stScanCut      = 83
+	stDCAFull      = 86
+	numStats       = 128
+	numReasons     = 32
 )
 
 // Port operators.

@@ -98,57 +98,108 @@ func (d *Datapath) Stats() (Stats, error) {
 	return s, nil
 }
 
-// statBlock sums the per-CPU counter blocks.
+// statBlock sums the per-CPU counter blocks, with the counts of clean
+// passes (stClean: one increment for pass, pkts, miss and maybe nomatch
+// and IPv6) added to each counter they stand for: every reader sees the
+// counters the pipeline would have made.
 func (d *Datapath) statBlock(ncpu int) (raw [numStats]uint64, drops [numReasons]uint64, err error) {
-	if d.objs.Stats.Type() == ebpf.PerCPUArray {
+	add := func(v *[numStats]uint64, dr *[numReasons]uint64) {
+		for i := range raw {
+			raw[i] += v[i]
+		}
+		for i := range drops {
+			drops[i] += dr[i]
+		}
+	}
+	switch statsLayoutOf(d.objs.Stats) {
+	case layoutPerCPU:
 		// an older Sluice's layout, opened before a reload moved it
 		old := make([]oldStatblock, ncpu)
 		if err := d.objs.Stats.Lookup(uint32(0), &old); err != nil {
 			return raw, drops, fmt.Errorf("reading stats: %w", err)
 		}
 		for _, b := range old {
-			for i := range raw {
-				raw[i] += b.V[i]
+			add(&b.V, &b.Drop)
+		}
+	case layoutAt2:
+		for cpu := 0; cpu < ncpu; cpu++ {
+			var b at2Statblock
+			if err := d.objs.Stats.Lookup(uint32(cpu), &b); err != nil {
+				return raw, drops, fmt.Errorf("reading stats: %w", err)
 			}
-			for i := range drops {
-				drops[i] += b.Drop[i]
+			add(&b.V, &b.Drop)
+		}
+	default:
+		per, err := d.statBlocks(ncpu)
+		if err != nil {
+			return raw, drops, err
+		}
+		for i := range per {
+			add(&per[i].V, &per[i].Drop)
+		}
+	}
+	for _, b := range []int{0, stDir} {
+		for k := 0; k < 4; k++ {
+			c := raw[b+stClean+k]
+			raw[b+stClean+k] = 0
+			raw[b+stPass] += c
+			raw[b+stPkts] += c
+			raw[b+stMiss] += c
+			if k&stCleanNomatch != 0 {
+				raw[b+stNomatch] += c
 			}
-		}
-		return raw, drops, nil
-	}
-	per := make([]filterStatblock, ncpu)
-	for cpu := range per {
-		if err := d.objs.Stats.Lookup(uint32(cpu), &per[cpu]); err != nil {
-			return raw, drops, fmt.Errorf("reading stats: %w", err)
-		}
-	}
-	for _, b := range per {
-		for i := range raw {
-			raw[i] += b.V[i]
-		}
-		for i := range drops {
-			drops[i] += b.Drop[i]
+			if k&stCleanIPv6 != 0 {
+				raw[b+stIPv6] += c
+			}
 		}
 	}
 	return raw, drops, nil
 }
 
-// ZeroStats clears the global counters (ipf -Z).
+// statBlocks reads each CPU's counter block (this layout's).
+func (d *Datapath) statBlocks(ncpu int) ([]filterStatblock, error) {
+	per := make([]filterStatblock, ncpu)
+	for cpu := range per {
+		if err := d.objs.Stats.Lookup(uint32(cpu), &per[cpu]); err != nil {
+			return nil, fmt.Errorf("reading stats: %w", err)
+		}
+	}
+	return per, nil
+}
+
+// ZeroStats clears the global counters (ipf -Z), not the constant lists'
+// rule counters that share their blocks (statblock.fast): those are
+// written back as read, so a rule loses the matches its CPU counts
+// between the read and the write of the block (microseconds), as the
+// statistics always have.
 func (d *Datapath) ZeroStats() error {
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return err
 	}
-	if d.objs.Stats.Type() == ebpf.PerCPUArray {
+	switch statsLayoutOf(d.objs.Stats) {
+	case layoutPerCPU:
 		// an older Sluice's layout, opened before a reload moved it
 		if err := d.objs.Stats.Put(uint32(0), make([]oldStatblock, ncpu)); err != nil {
 			return fmt.Errorf("zeroing stats: %w", err)
 		}
 		return nil
+	case layoutAt2:
+		var zero at2Statblock
+		for cpu := 0; cpu < ncpu; cpu++ {
+			if err := d.objs.Stats.Put(uint32(cpu), &zero); err != nil {
+				return fmt.Errorf("zeroing stats: %w", err)
+			}
+		}
+		return nil
 	}
-	var zero filterStatblock
 	for cpu := 0; cpu < ncpu; cpu++ {
-		if err := d.objs.Stats.Put(uint32(cpu), &zero); err != nil {
+		var b filterStatblock
+		if err := d.objs.Stats.Lookup(uint32(cpu), &b); err != nil {
+			return fmt.Errorf("zeroing stats: %w", err)
+		}
+		b.V, b.Drop = [numStats]uint64{}, [numReasons]uint64{}
+		if err := d.objs.Stats.Put(uint32(cpu), &b); err != nil {
 			return fmt.Errorf("zeroing stats: %w", err)
 		}
 	}

@@ -10,9 +10,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// A datapath loaded by a Sluice before at2 (session 9) counts in a
-// one-entry per-CPU array of the statblock without its padding; this one
-// counts in a plain array of one padded statblock per CPU (maps.h). A
+// Two older layouts of the counters are moved in place. A datapath loaded
+// by a Sluice before at2 (session 9) counts in a one-entry per-CPU array
+// of the statblock without its padding; one loaded from at2 to sl13
+// (session 13) in a plain array of one padded statblock per CPU without
+// the constant lists' rule counters (statblock.fast, which lived in
+// hot_counts and still do for those programs' counts: they stay there,
+// and hotCounts adds both). This Sluice counts in a plain array of the
+// larger statblock (maps.h). A
 // reload over such a datapath moves it in place: the new map is made with
 // the old counts (upgradeStats), the programs are loaded over it and the
 // pinned maps of the rest, attached in place of the old ones (one
@@ -29,6 +34,36 @@ type oldStatblock struct {
 	Drop [numReasons]uint64
 }
 
+// at2Statblock is the statblock of at2's plain array.
+type at2Statblock struct {
+	V    [numStats]uint64
+	Drop [numReasons]uint64
+	Pad  [8]uint64
+}
+
+// The layouts of the statistics map.
+const (
+	layoutCurrent = iota
+	layoutPerCPU  // before at2
+	layoutAt2     // at2 to sl13
+	layoutUnknown
+)
+
+// statsLayoutOf tells which layout the statistics map m has.
+func statsLayoutOf(m *ebpf.Map) int {
+	switch {
+	case m == nil || m.KeySize() != 4:
+		return layoutUnknown
+	case m.Type() == ebpf.PerCPUArray && m.MaxEntries() == 1 && int(m.ValueSize()) == binary.Size(oldStatblock{}):
+		return layoutPerCPU
+	case m.Type() == ebpf.Array && int(m.ValueSize()) == binary.Size(at2Statblock{}):
+		return layoutAt2
+	case m.Type() == ebpf.Array && int(m.ValueSize()) == binary.Size(filterStatblock{}):
+		return layoutCurrent
+	}
+	return layoutUnknown
+}
+
 // ErrOlderLayout is returned by what would load programs over a datapath
 // an older Sluice loaded, opened with OpenPinned before a reload moved it
 // to this layout (OlderLayout): Load moves it.
@@ -36,10 +71,11 @@ var ErrOlderLayout = errors.New("the datapath was loaded by an older Sluice (its
 	"a load (ipf -f, ipf -y, ipfboot reload) moves it to this version in place, with its rules in force")
 
 // OlderLayout reports whether d, opened with OpenPinned, is a datapath of
-// an older Sluice whose counters have the per-CPU layout: it can be read,
+// an older Sluice whose counters have an older layout: it can be read,
 // but programs cannot be loaded over its maps before Load moved it.
 func (d *Datapath) OlderLayout() bool {
-	return d.objs.Stats != nil && d.objs.Stats.Type() == ebpf.PerCPUArray
+	l := statsLayoutOf(d.objs.Stats)
+	return l == layoutPerCPU || l == layoutAt2
 }
 
 // errStatsLayout: the pinned counters have neither layout.
@@ -71,20 +107,34 @@ func upgradeStats(spec *ebpf.CollectionSpec, dir string) (*ebpf.Map, error) {
 	if err != nil {
 		return nil, err
 	}
-	per := make([]oldStatblock, ncpu)
-	if err := old.Lookup(uint32(0), &per); err != nil {
-		return nil, fmt.Errorf("reading the pinned statistics: %w", err)
+	var blocks []filterStatblock
+	if statsLayoutOf(old) == layoutPerCPU {
+		per := make([]oldStatblock, ncpu)
+		if err := old.Lookup(uint32(0), &per); err != nil {
+			return nil, fmt.Errorf("reading the pinned statistics: %w", err)
+		}
+		for _, b := range per {
+			blocks = append(blocks, filterStatblock{V: b.V, Drop: b.Drop})
+		}
+	} else {
+		for cpu := 0; cpu < ncpu && cpu < int(old.MaxEntries()); cpu++ {
+			var b at2Statblock
+			if err := old.Lookup(uint32(cpu), &b); err != nil {
+				return nil, fmt.Errorf("reading the pinned statistics: %w", err)
+			}
+			blocks = append(blocks, filterStatblock{V: b.V, Drop: b.Drop})
+		}
 	}
 	ms.Pinning = ebpf.PinNone
 	m, err := ebpf.NewMap(ms)
 	if err != nil {
 		return nil, fmt.Errorf("making the statistics map: %w", err)
 	}
-	for cpu, b := range per {
+	for cpu, b := range blocks {
 		if cpu >= int(ms.MaxEntries) {
 			break
 		}
-		if err := m.Put(uint32(cpu), filterStatblock{V: b.V, Drop: b.Drop}); err != nil {
+		if err := m.Put(uint32(cpu), &b); err != nil {
 			m.Close()
 			return nil, fmt.Errorf("moving the statistics: %w", err)
 		}
@@ -109,8 +159,8 @@ func pinStats(m *ebpf.Map, dir string) error {
 	return nil
 }
 
-// oldStats reports whether m is a statistics map of the per-CPU layout.
+// oldStats reports whether m is a statistics map of an older layout.
 func oldStats(m *ebpf.Map) bool {
-	return m != nil && m.Type() == ebpf.PerCPUArray && m.MaxEntries() == 1 && m.KeySize() == 4 &&
-		int(m.ValueSize()) == binary.Size(oldStatblock{})
+	l := statsLayoutOf(m)
+	return l == layoutPerCPU || l == layoutAt2
 }

@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,23 +12,24 @@ import (
 	"sluice/internal/testutil/bpffs"
 )
 
-// pinOldStats replaces the statistics pinned in dir with a map of the
-// per-CPU layout an older Sluice made, holding counts (each CPU's block
-// its own numbers), and returns their sums.
-func pinOldStats(t *testing.T, dir string, size uint32) (raw [numStats]uint64, drops [numReasons]uint64) {
+// pinOldStats replaces the statistics pinned in dir with a map of an
+// older Sluice's layout (layoutPerCPU: a one-entry per-CPU array;
+// layoutAt2: a plain array of at2's statblock a CPU; layoutUnknown: a
+// per-CPU array of 64 bytes) holding counts (each CPU's block its own
+// numbers; none where an older layout never counted, the clean passes),
+// and returns their sums.
+func pinOldStats(t *testing.T, dir string, layout int) (raw [numStats]uint64, drops [numReasons]uint64) {
 	t.Helper()
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "stats", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: size, MaxEntries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
 	per := make([]oldStatblock, ncpu)
 	for cpu := range per {
 		for i := range per[cpu].V {
+			if i%stDir >= stClean && i%stDir < stClean+4 && i < 2*stDir {
+				continue
+			}
 			per[cpu].V[i] = uint64(1000*(cpu+1) + i)
 			raw[i] += per[cpu].V[i]
 		}
@@ -36,11 +38,27 @@ func pinOldStats(t *testing.T, dir string, size uint32) (raw [numStats]uint64, d
 			drops[i] += per[cpu].Drop[i]
 		}
 	}
-	if size == uint32(len(per[0].V)+len(per[0].Drop))*8 {
-		if err := m.Put(uint32(0), per); err != nil {
-			t.Fatal(err)
+	var m *ebpf.Map
+	switch layout {
+	case layoutPerCPU:
+		m, err = ebpf.NewMap(&ebpf.MapSpec{Name: "stats", Type: ebpf.PerCPUArray, KeySize: 4,
+			ValueSize: uint32(binary.Size(oldStatblock{})), MaxEntries: 1})
+		if err == nil {
+			err = m.Put(uint32(0), per)
 		}
+	case layoutAt2:
+		m, err = ebpf.NewMap(&ebpf.MapSpec{Name: "stats", Type: ebpf.Array, KeySize: 4,
+			ValueSize: uint32(binary.Size(at2Statblock{})), MaxEntries: uint32(ncpu)})
+		for cpu := 0; err == nil && cpu < ncpu; cpu++ {
+			err = m.Put(uint32(cpu), at2Statblock{V: per[cpu].V, Drop: per[cpu].Drop})
+		}
+	default:
+		m, err = ebpf.NewMap(&ebpf.MapSpec{Name: "stats", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 64, MaxEntries: 1})
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
 	if err := os.Remove(filepath.Join(dir, "stats")); err != nil {
 		t.Fatal(err)
 	}
@@ -64,12 +82,23 @@ func statSums(t *testing.T, d *Datapath) ([numStats]uint64, [numReasons]uint64) 
 }
 
 // TestPrivilegedStatsUpgrade: a datapath an older Sluice pinned (its
-// counters in a per-CPU array) is read as it is (OpenPinned: ipfstat,
+// counters in a per-CPU array, or in at2's plain array without the
+// constant lists' rule counters) is read as it is (OpenPinned: ipfstat,
 // and every ipf command looks before it loads) and moved to this layout
 // by the next reload, in place: its rules stay in force, its counts are
-// carried, and the new programs count in the map now pinned. Counters of
-// an unknown layout make the reload fail and change nothing.
+// carried (the rule's, which such a datapath's constant lists counted in
+// hot_counts, too), and the new programs count in the map now pinned.
+// Counters of an unknown layout make the reload fail and change nothing.
 func TestPrivilegedStatsUpgrade(t *testing.T) {
+	for _, l := range []struct {
+		name   string
+		layout int
+	}{{"per-CPU", layoutPerCPU}, {"at2", layoutAt2}} {
+		t.Run(l.name, func(t *testing.T) { testStatsUpgrade(t, l.layout) })
+	}
+}
+
+func testStatsUpgrade(t *testing.T, layout int) {
 	dir := filepath.Join(bpffs.Mount(t), "sluice")
 	d, err := Load(Options{PinDir: dir})
 	if err != nil {
@@ -78,10 +107,23 @@ func TestPrivilegedStatsUpgrade(t *testing.T) {
 	if err := d.LoadRules(compileText(t, "block in quick proto tcp from any to any port = 23\n"), Active); err != nil {
 		t.Fatal(err)
 	}
+	// the older programs' counts of the rule (a constant list's too)
+	// are in hot_counts: 7 on each CPU
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := make([]filterHotCount, ncpu)
+	for c := range hc {
+		hc[c].C[0] = filterHotHits{Hits: 7, Bytes: 700}
+	}
+	if err := d.objs.HotCounts.Put(d.slotOf(Active)*listGroup0+listIn, hc); err != nil {
+		t.Fatal(err)
+	}
 	d.Close()
 	telnet := tcp4("10.0.0.1", "10.0.0.2", 40000, 23, synF).build()
 	web := tcp4("10.0.0.1", "10.0.0.2", 40000, 80, synF).build()
-	raw, drops := pinOldStats(t, dir, uint32(numStats+numReasons)*8)
+	raw, drops := pinOldStats(t, dir, layout)
 
 	r, err := OpenPinned(dir)
 	if err != nil {
@@ -96,6 +138,9 @@ func TestPrivilegedStatsUpgrade(t *testing.T) {
 	}
 	if err := r.SetEnabled(false); !errors.Is(err, ErrOlderLayout) {
 		t.Errorf("switching an older layout's filter off: %v, want ErrOlderLayout", err)
+	}
+	if ri, err := r.Rules(Active); err != nil || len(ri) != 1 || ri[0].Hits != uint64(7*ncpu) {
+		t.Errorf("the older layout's rule: %+v, %v; want %d hits", ri, err, 7*ncpu)
 	}
 	r.Close()
 
@@ -114,8 +159,8 @@ func TestPrivilegedStatsUpgrade(t *testing.T) {
 	if gr, gd := statSums(t, d); gr != raw || gd != drops {
 		t.Errorf("counts after the reload %v %v, want %v %v", gr, gd, raw, drops)
 	}
-	if ri, err := d.Rules(Active); err != nil || len(ri) != 1 {
-		t.Errorf("rules after the reload: %v, %v", ri, err)
+	if ri, err := d.Rules(Active); err != nil || len(ri) != 1 || ri[0].Hits != uint64(7*ncpu) {
+		t.Errorf("rules after the reload: %+v, %v; want %d hits", ri, err, 7*ncpu)
 	}
 	for _, c := range []struct {
 		frame []byte
@@ -124,6 +169,11 @@ func TestPrivilegedStatsUpgrade(t *testing.T) {
 		if v, _, err := d.Run(false, c.frame); err != nil || v != c.want {
 			t.Errorf("after the reload: %v, %v; want %v", v, err, c.want)
 		}
+	}
+	// the new programs count the rule where they count (a constant
+	// list: the statistics' block), added to what the old ones counted
+	if ri, err := d.Rules(Active); err != nil || len(ri) != 1 || ri[0].Hits != uint64(7*ncpu+1) {
+		t.Errorf("rules after a packet: %+v, %v; want %d hits", ri, err, 7*ncpu+1)
 	}
 	// the programs count in the pinned map: another process sees it
 	r, err = OpenPinned(dir)
@@ -153,7 +203,7 @@ func TestPrivilegedStatsUpgrade(t *testing.T) {
 	}
 
 	// counters of neither layout: the reload fails, the pin stays
-	pinOldStats(t, dir, 64)
+	pinOldStats(t, dir, layoutUnknown)
 	if d2, err := Load(Options{PinDir: dir}); !errors.Is(err, errStatsLayout) {
 		if err == nil {
 			d2.Close()
@@ -177,7 +227,7 @@ func TestPrivilegedRemoveOlderLayout(t *testing.T) {
 		t.Fatalf("%+v", err)
 	}
 	d.Close()
-	pinOldStats(t, dir, uint32(numStats+numReasons)*8)
+	pinOldStats(t, dir, layoutPerCPU)
 	if err := RemovePinned(dir); err != nil {
 		t.Fatalf("RemovePinned of an older layout: %v", err)
 	}

@@ -66,18 +66,22 @@ volatile const __u32 stop_at = 0;
  * as it counts it. */
 static __always_inline int idle_verdict(struct statblock *sb, __u32 d, int fam, __u32 pass)
 {
-	if (fam == 6)
-		SB_INC(d * ST_DIR + ST_IPV6);
-	SB_INC(d * ST_DIR + ST_PKTS);
-	SB_INC(d * ST_DIR + ST_MISS);
-	if (pass & FR_NOMATCH)
-		SB_INC(d * ST_DIR + ST_NOMATCH);
 	if (verdict_of(pass)) {
+		if (fam == 6)
+			SB_INC(d * ST_DIR + ST_IPV6);
+		SB_INC(d * ST_DIR + ST_PKTS);
+		SB_INC(d * ST_DIR + ST_MISS);
+		if (pass & FR_NOMATCH)
+			SB_INC(d * ST_DIR + ST_NOMATCH);
 		SB_INC(d * ST_DIR + ST_BLOCK);
 		SB_DROP(RSN_FILTER);
 		return TC_ACT_SHOT;
 	}
-	SB_INC(d * ST_DIR + ST_PASS);
+	/* a pass counts pass, pkts, miss (nomatch, IPv6) as one counter of
+	 * its kind, which user space adds to each (stats_linux.go
+	 * statBlock): one increment a packet where there were three to
+	 * five, on the line the direction's counters share */
+	SB_INC(d * ST_DIR + ST_CLEAN + (pass & FR_NOMATCH ? ST_CLEAN_NOMATCH : 0) + (fam == 6 ? ST_CLEAN_IPV6 : 0));
 	return TC_ACT_UNSPEC;
 }
 
@@ -169,8 +173,12 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		__u64 v;
 
 		fam = nst == 0 ? fast_parse(skb, &f) : 0;
-		if (fam && (v = fast_scan(&f, fam, out, k_defpass)))
-			return idle_verdict(stats_get(), d, fam, (__u32)v);
+		if (fam) {
+			/* the rules count where the statistics do (fast_scan) */
+			sb = stats_get();
+			if ((v = fast_scan(sb, &f, fam, out, k_defpass)))
+				return idle_verdict(sb, d, fam, (__u32)v);
+		}
 	}
 	if (k_cfg) {
 		/* a program specialised for the active slot and the config

@@ -259,6 +259,12 @@ struct conf {
 #define ST_NOMATCH 4 /* with pass, stkept and miss: what an idle packet counts */
 #define ST_FRAG 15
 #define ST_NOTIP 16
+/* ST_CLEAN + (nomatch) + 2 * (IPv6), 17-20: a packet passed on the idle
+ * path or by a constant list (filter.c idle_verdict), counted once for
+ * pass, pkts and miss (and nomatch, IPv6): user space adds it to each */
+#define ST_CLEAN 17
+#define ST_CLEAN_NOMATCH 1
+#define ST_CLEAN_IPV6 2
 #define ST_RST 64
 #define ST_ICMPREP 65
 #define ST_ADD_TCP 66
@@ -293,16 +299,6 @@ struct conf {
 #define RSN_DCA 21      /* Sluice: HP keep limit exceeded */
 #define RSN_SCANCUT 23  /* Sluice: the rule scan ran out of steps */
 #define NREASONS 32
-
-/* One CPU's counters: the statistics by ST_* and the drops by RSN_*. The
- * blocks of all CPUs lie end to end in one array (maps.h); pad, never
- * written, keeps the line a block shares with the next one's first
- * counters free of this CPU's writes. */
-struct statblock {
-	__u64 v[NSTATS];
-	__u64 drop[NREASONS];
-	__u64 pad[8];
-};
 
 /* TCP states (IPFilter numbering). */
 #define TS_LISTEN 0
@@ -585,6 +581,23 @@ struct hot_hits {
 
 struct hot_count {
 	struct hot_hits c[HOT_MAX];
+};
+
+/* One CPU's counters: the statistics by ST_* and the drops by RSN_*, and
+ * the matches of the constant lists (lib/fast.h) by slot, direction and
+ * entry: a packet decided on a constant list counts its rule where it
+ * counts its statistics, one block, where a per-CPU hot_counts lookup
+ * reached two pages more (docs/datapath-cost.md, sl13). User space adds
+ * fast[s][d] to the per-CPU hot_counts of slot s's list d, and zeroes an
+ * entry by writing minus its fast count there (hotcounts_linux.go): it
+ * never writes these. The blocks of all CPUs lie end to end in one array
+ * (maps.h); pad, never written, keeps the line a block shares with the
+ * next one's first counters free of this CPU's writes. */
+struct statblock {
+	__u64 v[NSTATS];
+	__u64 drop[NREASONS];
+	struct hot_hits fast[NSLOTS][2][FAST_MAX];
+	__u64 pad[8];
 };
 
 /* The compact matches of a block of 1 << BLOCK_SHIFT rules (the index's

@@ -188,17 +188,18 @@ static __always_inline int fast_runs_absent(struct fastpkt *f, int fam, __u32 ou
 }
 
 /* fast_scan is scan_hot over a constant list: the last matching rule's
- * action unless one is quick, each matching rule counted in hot_counts as
- * the scan counts it. It returns FAST_DECIDED | the pass, or 0, with
- * nothing written, when a run may hold a rule for the packet (a hit or a
- * false positive of the runs bitmap): the pipeline decides it. */
+ * action unless one is quick, each matching rule counted as the scan
+ * counts it, in the CPU's statistics block sb (statblock.fast, which user
+ * space adds to hot_counts: no page but the block's). It returns
+ * FAST_DECIDED | the pass, or 0, with nothing written, when a run may
+ * hold a rule for the packet (a hit or a false positive of the runs
+ * bitmap): the pipeline decides it. */
 #define FAST_DECIDED (1ULL << 32)
-static __always_inline __u64 fast_scan(struct fastpkt *f, int fam, __u32 out, __u32 pass)
+static __always_inline __u64 fast_scan(struct statblock *sb, struct fastpkt *f, int fam, __u32 out, __u32 pass)
 {
-	__u32 hk = k_slot * LIST_GROUP0 + (out ? LIST_OUT : LIST_IN);
 	__u32 n = out ? k_nfast_out : k_nfast_in;
-	struct hot_count *hc = NULL;
-	int looked = 0;
+	/* the slot is a constant: the verifier keeps no test of it */
+	__u32 slot = k_slot < NSLOTS ? k_slot : 0;
 
 	if ((k_fast & (out ? FAST_RUNS_OUT : FAST_RUNS_IN)) && !fast_runs_absent(f, fam, out))
 		return 0;
@@ -211,13 +212,9 @@ static __always_inline __u64 fast_scan(struct fastpkt *f, int fam, __u32 out, __
 		/* a run has no rule for the packet (fast_runs_absent) */
 		if (!fast_cm(h, f, fam, out, 0))
 			continue;
-		if (!looked) {
-			hc = bpf_map_lookup_elem(&hot_counts, &hk);
-			looked = 1;
-		}
-		if (hc) {
-			hc->c[i].hits++;
-			hc->c[i].bytes += f->plen;
+		if (sb) {
+			sb->fast[slot][out ? 1 : 0][i].hits++;
+			sb->fast[slot][out ? 1 : 0][i].bytes += f->plen;
 		}
 		pass = h->action;
 		if (pass & FR_QUICK)

@@ -94,7 +94,9 @@ struct {
 	__type(value, struct hotlist);
 } hotlists SEC(".maps");
 
-/* Matches of the hot lists' rules, per CPU: no atomic, no shared line. */
+/* Matches of the hot lists' rules, per CPU: no atomic, no shared line.
+ * A program's constant lists (lib/fast.h) count in the statistics' block
+ * instead; user space adds the two and clears an entry here (hotcounts_linux.go). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, NSLOTS * LIST_GROUP0);
@@ -135,8 +137,8 @@ struct {
 } config SEC(".maps");
 
 /* The counters, one value per CPU (keyed by its number; the loader sizes
- * the map to the possible CPUs, statsSpec): a packet counts with one
- * lookup. A plain array rather than a per-CPU one: single-packet runs of
+ * the map to the possible CPUs, filterSpec): a packet counts with one
+ * lookup, its statistics and a constant list's rule (statblock.fast). A plain array rather than a per-CPU one: single-packet runs of
  * the idle program cost ~30 ns less (docs/datapath-cost.md, at1), the
  * per-CPU lookup reading the block's pointer from the map's own page. */
 struct {
