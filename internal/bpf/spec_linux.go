@@ -611,13 +611,32 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 		}
 		k := s.key()
 		d.addVariant(k, progPair{in, out})
-		if d.dir != "" {
+		if d.dir != "" && d.specMutate == nil {
 			// kept for the next command (best effort: a missing pin only
-			// costs a verifier run)
+			// costs a verifier run; a mutated program is not the key's)
 			pinVariant(d.dir, variantPin(k, s.natMap), progPair{in, out})
 		}
 	}
 	return first
+}
+
+// BenchStopAt makes the programs d specialises from now on end after the
+// filter's STAGE n (c/filter.c, lib/est.h; 0: the whole program), with
+// TC_ACT_UNSPEC: the live bisect of sluice bench's opt-in
+// sluice-stateful-at-N configurations, which attach such a cut program
+// under netperf beside the trivial one. A packet so cut is passed without
+// being filtered or counted: never for a datapath that filters anything.
+// The cut programs are not pinned as variants for later commands.
+func (d *Datapath) BenchStopAt(n uint32) {
+	if n == 0 {
+		d.specMutate = nil
+		return
+	}
+	d.specMutate = func(spec *ebpf.CollectionSpec) {
+		if v := spec.Variables["stop_at"]; v != nil {
+			_ = v.Set(n) // a __u32 variable: Set fails only on a size mismatch
+		}
+	}
 }
 
 // variantSpec is the filter's spec specialised for s.

@@ -132,6 +132,10 @@ type Datapaths struct {
 	// commands' layout), with NAT's established path inside the
 	// filter's programs (inline, ipnat's default) or not (nat_inline=0).
 	GWNAT func(filter, nat string, inline bool) (Applier, error)
+	// IPFStage is IPF with the programs cut after the filter's STAGE
+	// stage (bpf.Datapath.BenchStopAt): the opt-in sluice-stateful-at-N
+	// configurations, a live bisect of the established packet.
+	IPFStage func(rules string, stage uint32) (Applier, error)
 	// Stats reads the in-kernel cost of attached programs.
 	Stats StatsFunc
 }
@@ -143,6 +147,14 @@ type Datapaths struct {
 // holder (another helper, bpftool) may have them on as well: the closer
 // drops only this holder's reference.
 type StatsFunc func(h *topo.Host) (probe func() ([]result.ProgStat, error), closer io.Closer, err error)
+
+// EstStages are the established path's STAGE points (c/lib/est.h) in the
+// order an established packet passes them: parse, key, statistics' block,
+// lookup, clock, entry checks, stores, counter stripe; 0 the whole
+// program. Not 38 (after the TCP window check, before its stores): cut
+// there the window never moves, so the flow's later segments fall out of
+// it and the pipeline blocks them (TCP_RR stalls at ~190 trans/s).
+var EstStages = []uint32{35, 36, 31, 32, 33, 37, 39, 34, 0}
 
 // Non-matching rule counts (in all, both directions: NoMatchSplit) of the
 // "rule-scan" configurations.
@@ -193,6 +205,22 @@ func Builtin(dp Datapaths) *Registry {
 		IPFNoMatchSummary(Blocklist))
 	big.OptIn, big.Generate = true, func() string { return IPFNoMatch(Blocklist) }
 	r.add(big)
+	// opt-in: HP's stateful set cut at the established path's STAGE
+	// points (c/lib/est.h), in the order a hit passes them; N 0 is the
+	// whole program through the same loader
+	for _, n := range EstStages {
+		c := r.ipf(fmt.Sprintf("sluice-stateful-at-%d", n),
+			fmt.Sprintf("opt-in: HP's stateful set, its programs ending after the established path's STAGE %d (0: whole); a live bisect, packets past the cut pass unfiltered", n), IPFStateful())
+		c.OptIn = true
+		c.Unavailable = func() bool { return r.dp.IPFStage == nil }
+		c.New = func() (Applier, error) {
+			if r.dp.IPFStage == nil {
+				return nil, ErrUnavailable
+			}
+			return r.dp.IPFStage(c.RuleText(), n)
+		}
+		r.add(c)
+	}
 	r.add(r.qos("sluice-qos", "IPQoS: one filter, one policy marking every TCP packet DSCP 10", QoSMarkTCP(DSCPMark)))
 	r.add(r.qos("sluice-qos-any", "IPQoS: one filter matching every IPv4 packet (UDP and fragments too), marked DSCP 10", QoSMarkAny(DSCPMark)))
 	r.add(r.qos("sluice-qos-max", "IPQoS: the marking policy capped at max 50% of the adapter's declared speed (the link profile's line rate)", QoSMax(DSCPMark, 50)))

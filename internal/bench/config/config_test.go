@@ -284,6 +284,52 @@ func TestBlocklistConfig(t *testing.T) {
 	}
 }
 
+// TestEstStageConfigs: the live bisect's configurations (est13) run only
+// when named, load HP's stateful set through IPFStage with their own cut,
+// and are unavailable without that loader (IPF alone does not make them
+// available: it would load the whole program under a cut's name).
+func TestEstStageConfigs(t *testing.T) {
+	type call struct {
+		rules string
+		stage uint32
+	}
+	var got []call
+	r := Builtin(Datapaths{IPF: func(string) (Applier, error) { return nil, nil },
+		IPFStage: func(rules string, stage uint32) (Applier, error) {
+			got = append(got, call{rules, stage})
+			return nil, nil
+		}})
+	for _, sel := range []string{"sluice-stateful*", "sluice", "all"} {
+		cs, err := r.Select(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if strings.HasPrefix(c.Name, "sluice-stateful-at-") {
+				t.Errorf("Select(%q) includes %s", sel, c.Name)
+			}
+		}
+	}
+	for i, n := range EstStages {
+		name := fmt.Sprintf("sluice-stateful-at-%d", n)
+		c, ok := r.Get(name)
+		if !ok || !c.OptIn || c.Suite != SuiteIPF || !c.Available() {
+			t.Fatalf("%s: %+v", name, c)
+		}
+		if _, err := c.New(); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != i+1 || got[i] != (call{IPFStateful(), n}) {
+			t.Fatalf("%s: loader calls %v", name, got)
+		}
+	}
+	r = Builtin(Datapaths{IPF: func(string) (Applier, error) { return nil, nil }})
+	c, _ := r.Get(fmt.Sprintf("sluice-stateful-at-%d", EstStages[0]))
+	if _, err := c.New(); !errors.Is(err, ErrUnavailable) || c.Available() {
+		t.Errorf("without IPFStage: %v, available %v", err, c.Available())
+	}
+}
+
 func TestSluiceUnavailable(t *testing.T) {
 	r := Builtin(Datapaths{})
 	for _, n := range r.Names() {

@@ -19,7 +19,7 @@ import (
 
 // Datapaths returns the IPFilter and IPQoS loaders for config.Builtin.
 func Datapaths() config.Datapaths {
-	return config.Datapaths{IPF: LoadIPF, QoS: LoadQoS, Floor: NewFloor, NAT: LoadNAT, GWNAT: LoadGWNAT, Stats: Stats}
+	return config.Datapaths{IPF: LoadIPF, QoS: LoadQoS, Floor: NewFloor, NAT: LoadNAT, IPFStage: LoadIPFStage, GWNAT: LoadGWNAT, Stats: Stats}
 }
 
 // StateMax is the IPFilter state_max the bench sets. IPFilter's default,
@@ -55,9 +55,21 @@ func LoadIPF(rules string) (config.Applier, error) {
 	return &ipfApplier{rules: rs, im: im}, nil
 }
 
+// LoadIPFStage is LoadIPF with the programs cut after the filter's STAGE
+// stage (bpf.Datapath.BenchStopAt): a live bisect.
+func LoadIPFStage(rules string, stage uint32) (config.Applier, error) {
+	a, err := LoadIPF(rules)
+	if err != nil {
+		return nil, err
+	}
+	a.(*ipfApplier).stage = stage
+	return a, nil
+}
+
 type ipfApplier struct {
 	rules []*ipf.Rule
 	im    *bpf.Image
+	stage uint32 // LoadIPFStage's cut, 0 none
 
 	host *topo.Host
 	fs   *privateFS
@@ -88,6 +100,7 @@ func (a *ipfApplier) Apply(ctx context.Context, h *topo.Host) error {
 		if err != nil {
 			return err
 		}
+		dp.BenchStopAt(a.stage)
 		if err := dp.SetStateMax(StateMax); err != nil {
 			return errors.Join(err, dp.Remove())
 		}

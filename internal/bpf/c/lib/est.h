@@ -31,11 +31,20 @@ volatile const __u32 k_est = 1;
  * TC_ACT_SHOT), EST_LOOKUP when the pipeline must look its state up (the
  * packet not clean, or its entry wanting more), EST_NOENTRY when the packet
  * is clean and its flow's canonical key has no entry (the pipeline then
- * looks up the wildcard entries only). STAGE 31-34 cut it for the
- * benchmarks: after the key and the statistics' block, the lookup, the
- * clock, the checks and stores. */
+ * looks up the wildcard entries only). STAGE points cut it for the
+ * benchmarks and the live bisect (sluice bench's sluice-stateful-at-N), in
+ * the order a hit passes them: 35 the parse, 36 the canonical key, 31 the
+ * statistics' block, 32 the lookup, 33 the clock, 37 the entry's checks,
+ * 38 the TCP window and state machine (TCP only), 39 the stores, 34 the
+ * counter stripe (0: the whole path and its statistics). */
 #define EST_LOOKUP (-2)
 #define EST_NOENTRY (-3)
+
+/* EST_TOUCH loads x and drops it: a line the path will need is asked for
+ * early, so that its miss overlaps the misses before it instead of
+ * following them (est13: live, each line an established packet reaches
+ * is cold). */
+#define EST_TOUCH(x) do { __u64 t_ = (x); asm volatile("" :: "r"(t_)); } while (0)
 
 static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 {
@@ -45,6 +54,7 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 	struct state_key k = {};
 	struct state_entry *e;
 	struct statblock *sb;
+	struct state_cnt *c;
 	struct tcp_seg s = {};
 	__u32 plen, dlen, pass, slot, fi, flx, flags = PF_TCPUDP;
 	__u64 now;
@@ -107,18 +117,27 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 	k.dport = (l4[2] << 8) | l4[3];
 	k.proto = proto;
 	k.family = fam;
+	STAGE(35);
 	/* the flow's canonical key, as canon_key makes it of the packet info */
 	swap = canon_order(&k, 0, &sym);
+	STAGE(36);
 	/* the statistics' block now, though only a hit counts in it here:
 	 * its pages are then reached while the table's are (one packet a
 	 * run, BenchmarkEstablished, 20-40 ns less than fetched at the end);
 	 * a packet that falls through finds it again warm */
 	sb = stats_get();
+	if (sb)
+		EST_TOUCH(sb->v[(out * ST_DIR + ST_PKTS) & (NSTATS - 1)]);
 	STAGE(31);
 	e = bpf_map_lookup_elem(&states, &k);
 	if (!e)
 		return EST_NOENTRY;
 	STAGE(32);
+	/* the window's line and the CPU's counter stripe, asked for now */
+	c = &e->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
+	EST_TOUCH(c->pkts[0]);
+	if (proto == IPPROTO_TCP)
+		EST_TOUCH(e->tcp[0].end);
 	/* state_find: a flow with entries both ways finds its twin (the
 	 * newer) first, whichever way the packet goes, and the key's entry
 	 * only if the twin refuses it: left to the pipeline */
@@ -162,6 +181,7 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 	/* a clean packet has no options and no security class */
 	if (e->secclass || (!rev ? e->opt != 0 : (e->flags & SF_OPTREV) && e->opt_rev != 0))
 		return EST_LOOKUP;
+	STAGE(37);
 	if (proto == IPPROTO_TCP) {
 		struct tcp_side fs, ts;
 		struct tcp_side *efs = rev ? &e->tcp[1] : &e->tcp[0], *ets = rev ? &e->tcp[0] : &e->tcp[1];
@@ -175,6 +195,7 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 		if (!tcp_window_sides(&fs, &ts, e->flags, e->pass, &s) ||
 		    !tcp_fsm_sides(&fs, &ts, &exp, e->flags, s.flags, s.data, e->age[rev & 1], now))
 			return EST_LOOKUP;
+		STAGE(38);
 		SET(efs->end, fs.end);
 		SET(efs->maxend, fs.maxend);
 		SET(efs->maxwin, fs.maxwin);
@@ -207,12 +228,9 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 	if (!e->ifindex[slot])
 		e->ifindex[slot] = skb->ifindex;
 	SET(e->last, now);
-	{
-		struct state_cnt *c = &e->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
-
-		c->pkts[slot]++;
-		c->bytes[slot] += plen;
-	}
+	STAGE(39);
+	c->pkts[slot]++;
+	c->bytes[slot] += plen;
 	STAGE(34);
 	/* counted as filter() counts a state hit */
 	if (fam == 6)
