@@ -296,6 +296,7 @@ type natWork struct {
 	Nwraps  uint8
 	Pad     [3]uint8
 	_       [4]byte
+	Pin     uint64
 	X       struct {
 		_   structs.HostLayout
 		Hk  natNatHmKey

@@ -382,3 +382,214 @@ func TestPrivilegedFragHalfGone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPrivilegedSessStaleElement puts in the session table, under flow
+// A's outbound key, each state a packet can find in an element it looked
+// up while another CPU ends A's session and makes another (sessions is
+// preallocated: the element is reused at once, sess_pin in c/nat.c):
+// another session's whole entry, another session's entry being written
+// (marked, seq 0), A's entry marked. The fast twins are off (stNoTwin),
+// so A's packets take the session table's paths (nat_run's hit, then
+// nat_slow and nat_finish). A's packet must never leave with the other
+// session's address, nor untranslated: it leaves with A's own (1.1.1.1)
+// or is dropped, counted BadNAT (fail closed). A's whole entry, put back,
+// is used as before. Before trust13 the first two states sent A's packet
+// out with 1.1.1.2 / fd01::2.
+func TestPrivilegedSessStaleElement(t *testing.T) {
+	h := newHarnessStage(t, stNoTwin)
+	if err := h.do(func() error { _, err := h.load(reuseRules); return err }); err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range []struct {
+		name       string
+		a, b       []byte
+		srcOf      func([]byte) netip.Addr
+		wantA, isB string
+		inside     string
+		aWord      uint32 // word 0 of A's source
+		family     uint8
+	}{
+		{"ipv4", udp4("10.0.0.1", "2.2.2.2", 1000, 53), udp4("10.0.1.1", "2.2.2.2", 1000, 53),
+			func(ip []byte) netip.Addr { return netip.AddrFrom4([4]byte(ip[12:16])) }, "1.1.1.1", "1.1.1.2",
+			"10.0.0.1", binary.NativeEndian.Uint32([]byte{10, 0, 0, 1}), 4},
+		{"ipv6", udp6("fd00::1", "2001:db8::2", 1000, 53), udp6("fd00:1::1", "2001:db8::2", 1000, 53),
+			func(ip []byte) netip.Addr { return netip.AddrFrom16([16]byte(ip[8:24])) }, "fd01::1", "fd01::2",
+			"fd00::1", binary.NativeEndian.Uint32([]byte{0xfd, 0, 0, 0}), 6},
+	} {
+		t.Run(fam.name, func(t *testing.T) {
+			wantA, isB, inside := netip.MustParseAddr(fam.wantA), netip.MustParseAddr(fam.isB), netip.MustParseAddr(fam.inside)
+			if err := h.do(func() error {
+				if _, _, err := h.run(true, "nic0", fam.a); err != nil {
+					return err
+				}
+				_, _, err := h.run(true, "nic0", fam.b)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var (
+				ka, kb, k natNatKey
+				va, vb, v natNatSess
+			)
+			for it := h.d.objs.Sessions.Iterate(); it.Next(&k, &v); {
+				if k.Dir != dirOut || k.Family != fam.family {
+					continue
+				}
+				if k.Src[0] == fam.aWord {
+					ka, va = k, v
+				} else {
+					kb, vb = k, v
+				}
+			}
+			if ka.Proto == 0 || kb.Proto == 0 {
+				t.Fatal("no outbound entry of flow A or B")
+			}
+			// no fast twin: the session table is what A's packets read
+			var (
+				fk natNatFkey
+				f4 natNatFast4
+			)
+			for it := h.d.objs.Fast4.Iterate(); it.Next(&fk, &f4); {
+				t.Fatalf("fast4 holds %+v with the twins off", fk)
+			}
+			send := func() (int32, netip.Addr, uint64, error) {
+				var (
+					verdict int32
+					src     netip.Addr
+					bad     uint64
+				)
+				err := h.do(func() error {
+					s0, err := h.d.Stats()
+					if err != nil {
+						return err
+					}
+					r, out, err := h.run(true, "nic0", fam.a)
+					if err != nil {
+						return err
+					}
+					s1, err := h.d.Stats()
+					if err != nil {
+						return err
+					}
+					verdict, src, bad = r, fam.srcOf(out), s1.Side[dirOut].BadNAT-s0.Side[dirOut].BadNAT
+					return nil
+				})
+				return verdict, src, bad, err
+			}
+			for _, c := range []struct {
+				name  string
+				v     natNatSess
+				seq   uint64
+				whole bool // A's own entry: translated by it
+			}{
+				{"another session's entry", vb, vb.Seq, false},
+				{"another session's entry being written", vb, 0, false},
+				{"A's entry marked", va, 0, false},
+				{"A's entry whole", va, va.Seq, true},
+			} {
+				e := c.v
+				e.Seq = c.seq
+				if err := h.d.objs.Sessions.Update(ka, e, 0); err != nil {
+					t.Fatal(err)
+				}
+				verdict, src, bad, err := send()
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case verdict == VerdictShot:
+					if c.whole {
+						t.Errorf("%s: flow A's packet dropped", c.name)
+					} else if bad != 1 {
+						t.Errorf("%s: flow A's packet dropped, BadNAT +%d, want +1", c.name, bad)
+					}
+				case src == isB:
+					t.Errorf("%s: flow A's packet left with the other session's address %v", c.name, src)
+				case src == inside:
+					t.Errorf("%s: flow A's packet left untranslated", c.name)
+				case src != wantA:
+					t.Errorf("%s: flow A's packet left from %v, want %v", c.name, src, wantA)
+				}
+			}
+			// A's entry as it was, for the next test's flush
+			if err := h.d.objs.Sessions.Update(ka, va, 0); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestPrivilegedFragStaleEntry puts under a datagram's fragment entry key
+// the entry of another host's datagram, as a body finds an element of
+// frags (an LRU hash) that was evicted or replaced and written for
+// another datagram while it read it (frag_copy in c/nat.c). The body
+// must not follow that datagram's session: it is one of no known
+// datagram (a UDP body leaves untranslated, as in the engine). Before
+// trust13 it left with the other session's address 1.1.1.2. Its own
+// entry, put back, is followed as before (control).
+func TestPrivilegedFragStaleEntry(t *testing.T) {
+	h := newHarness(t)
+	if err := h.do(func() error { _, err := h.load(reuseRules); return err }); err != nil {
+		t.Fatal(err)
+	}
+	udp := packettest.UDP(1000, 53, make([]byte, 16), false)
+	first := func(src string, id uint16) []byte {
+		return packettest.V4{Src: src, Dst: "2.2.2.2", Proto: 17, ID: id, FlagsOff: 0x2000, Payload: udp}.Bytes()
+	}
+	body := packettest.V4{Src: "10.0.0.1", Dst: "2.2.2.2", Proto: 17, ID: 77, FlagsOff: uint16(len(udp) / 8),
+		Payload: []byte("fragment")}.Bytes()
+	send := func(ip []byte) (netip.Addr, error) {
+		var a netip.Addr
+		err := h.do(func() error {
+			_, out, err := h.run(true, "nic0", ip)
+			if err == nil {
+				a = netip.AddrFrom4([4]byte(out[12:16]))
+			}
+			return err
+		})
+		return a, err
+	}
+	a1, a2, inside := netip.MustParseAddr("1.1.1.1"), netip.MustParseAddr("1.1.1.2"), netip.MustParseAddr("10.0.0.1")
+	if got, err := send(first("10.0.0.1", 77)); err != nil || got != a1 {
+		t.Fatalf("the first fragment left from %v (%v), want %v", got, err, a1)
+	}
+	if got, err := send(first("10.0.1.1", 78)); err != nil || got != a2 {
+		t.Fatalf("the other host's first fragment left from %v (%v), want %v", got, err, a2)
+	}
+	var (
+		ko, kg, k natNatFragKey
+		vo, vg, v natNatFrag
+	)
+	for it := h.d.objs.Frags.Iterate(); it.Next(&k, &v); {
+		switch k.Src[0] {
+		case binary.NativeEndian.Uint32([]byte{10, 0, 0, 1}):
+			ko, vo = k, v
+		case binary.NativeEndian.Uint32([]byte{10, 0, 1, 1}):
+			kg, vg = k, v
+		}
+	}
+	if ko.Proto == 0 || kg.Proto == 0 {
+		t.Fatal("no fragment entry of the datagram or of the other host's")
+	}
+	if got, err := send(body); err != nil || got != a1 {
+		t.Fatalf("with its own entry the body left from %v (%v), want %v", got, err, a1)
+	}
+	if err := h.d.objs.Frags.Update(ko, vg, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := send(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == a2 {
+		t.Errorf("the body left with the other datagram's session's address %v", got)
+	} else if got != inside {
+		t.Errorf("the body left from %v, want %v (untranslated: no known datagram)", got, inside)
+	}
+	if err := h.d.objs.Frags.Update(ko, vo, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := send(body); err != nil || got != a1 {
+		t.Errorf("with its own entry back the body left from %v (%v), want %v", got, err, a1)
+	}
+}

@@ -447,6 +447,9 @@ struct work {
 	__u8 nexists;
 	__u8 nwraps;
 	__u8 pad_[3];
+	/* the seq sess_pin gave for the entry being applied or copied (here,
+	 * not on the stack: the deepest call chain has no 8 bytes left) */
+	__u64 pin;
 	struct scratch x;
 	struct moves mv;
 	struct scanctx sc2;
@@ -1203,6 +1206,7 @@ static __always_inline struct nat_fast *fast_of(const struct nat_key *k)
 #define barrier() asm volatile("" ::: "memory")
 #define READ_ONCE32(x) (*(volatile __u32 *)&(x))
 #define WRITE_ONCE32(x, v) (*(volatile __u32 *)&(x) = (v))
+#define READ_ONCE64(x) (*(volatile __u64 *)&(x))
 
 /* fseq_next returns a fresh even seq for a fast entry (struct
  * nat_fast4): no element can have had it before (2^31 entries made
@@ -1679,30 +1683,118 @@ static __always_inline void hm_release(__u32 rule_id, __u16 port, __u8 family, c
 		bpf_map_delete_elem(&hostmaps, &hk);
 }
 
+/* sessions is preallocated as fast4 is (struct nat_fast4): an entry
+ * deleted goes back to a free list at once and another CPU's next insert,
+ * of any key, may write it while a packet still holds the pointer its
+ * lookup returned. An entry's seq is its session's (unique: NCFG_SEQ
+ * counts from 1; a shadow's copy and a wildcard's session keep it, with
+ * the same tuple), and every delete marks the entry first, seq
+ * SSEQ_DEAD, which no session has (sess_kill, sess_del). So a reader
+ * (sess_pin, sess_held) that reads the same live seq before and after
+ * what it takes from an entry took it from one session; that the entry
+ * was its key's when the first read came (it may have been reused whole
+ * already) it checks by the key the entry's tuple gives (sess_keyed).
+ * A packet that applied an entry which changed meanwhile is dropped as
+ * BadNAT: it may carry another session's addresses (nat_finish). */
+#define SSEQ_DEAD 0
+
+/* sess_kill marks entry v dead if it is still session seq's: one
+ * compare-and-swap, so of two CPUs ending a session one wins, and an
+ * entry reused by another session meanwhile is not touched. */
+static __always_inline int sess_kill(struct nat_sess *v, __u64 seq)
+{
+	return seq != SSEQ_DEAD && __sync_val_compare_and_swap(&v->seq, seq, SSEQ_DEAD) == seq;
+}
+
+/* sess_del deletes the entry of session seq at key k, marked first.
+ * An entry of another session there (a newer one took the key since the
+ * caller read it) is left alone: returns -1 as for none. */
+static __always_inline int sess_del(const struct nat_key *k, __u64 seq)
+{
+	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
+
+	if (v && !sess_kill(v, seq) && READ_ONCE64(v->seq) != SSEQ_DEAD)
+		return -1;
+	return bpf_map_delete_elem(&sessions, k);
+}
+
+/* sess_keyed reports whether entry v belongs under key k: every entry
+ * is entered under the key its tuple gives (fwd_key for the forward
+ * entry, rev_key for the reply; a shadow or a wildcard with a flag in
+ * dir and a generation in pad, not compared). */
+static __always_inline int sess_keyed(const struct nat_key *k, const struct nat_sess *v)
+{
+	if (k->proto != v->proto || k->family != v->family || (k->dir & 1) != ((v->sdir ^ v->w) & 1))
+		return 0;
+	if (v->w == 0)
+		return k->sport == v->t.osport && k->dport == v->t.odport && words_eq(k->src, v->t.osrc) &&
+		       words_eq(k->dst, v->t.odst);
+	return k->sport == v->t.ndport && k->dport == v->t.nsport && words_eq(k->src, v->t.ndst) &&
+	       words_eq(k->dst, v->t.nsrc);
+}
+
+/* sess_pin is the seq of entry v, found at key k, for sess_held after
+ * the reader took what it needs; 0 when v is not to be used (marked, or
+ * already another key's: as if the lookup had missed). */
+static __always_inline __u64 sess_pin(const struct nat_key *k, const struct nat_sess *v)
+{
+	__u64 s = READ_ONCE64(v->seq);
+
+	barrier();
+	if (s == SSEQ_DEAD || !sess_keyed(k, v))
+		return 0;
+	return s;
+}
+
+/* sess_pin_call is sess_pin as a call of its own, for nat_run, whose
+ * frame is in the deepest call chain (the ftp proxy's): inline, the
+ * check would take it over the verifier's 512 bytes of stack. */
+static __attribute__((noinline)) __u64 sess_pin_call(const struct nat_key *k, const struct nat_sess *v)
+{
+	return sess_pin(k, v);
+}
+
+/* sess_held reports whether entry v was session s's all the while since
+ * sess_pin gave s. */
+static __always_inline int sess_held(const struct nat_sess *v, __u64 s)
+{
+	barrier();
+	return READ_ONCE64(v->seq) == s;
+}
+
 /* sess_delete removes the session whose entry key/v is: both entries,
- * its host map reference, its proxy state. Only the caller whose delete
- * of the forward entry succeeds does the accounting, so a timer and a
- * flush racing for one session count it once. */
+ * its host map reference, its proxy state. Only the caller that marks
+ * the entry (sess_kill) goes on, so a timer and a flush racing for one
+ * session count it once. */
 static __always_inline int sess_delete(struct nat_key *key, struct nat_sess *v, __u32 stat)
 {
-	struct nat_key k = *key, peer = v->peer;
-	__u32 osrc[4], odst[4], hm_rule = v->hm_rule;
-	__u16 hm_port = v->hm_port;
-	__u8 sflags = v->sflags, family = v->family;
-	__u64 seq = v->seq, *c;
+	__u64 seq = READ_ONCE64(v->seq), *c;
+	struct nat_key k, peer;
+	__u32 osrc[4], odst[4], hm_rule;
+	__u16 hm_port;
+	__u8 sflags, family;
 
+	barrier();
+	k = *key;
+	peer = v->peer;
+	hm_rule = v->hm_rule;
+	hm_port = v->hm_port;
+	sflags = v->sflags;
+	family = v->family;
 	words_cp(osrc, v->t.osrc);
 	words_cp(odst, v->t.odst);
+	/* what was read above is session seq's if the mark succeeds */
+	if (!sess_kill(v, seq))
+		return 0;
 	/* the fast twins first, while the session still holds its keys: no
 	 * new session can make a twin of k or peer meanwhile, which
 	 * fast_gone, which deletes by key, could delete unmarked (struct
-	 * nat_fast4). Both callers of a race may do it: fast_gone counts a
-	 * twin's packets once (its delete succeeds once). */
+	 * nat_fast4) */
 	fast_gone(&k);
 	fast_gone(&peer);
 	if (bpf_map_delete_elem(&sessions, &k) != 0)
 		return 0;
-	bpf_map_delete_elem(&sessions, &peer);
+	sess_del(&peer, seq);
 	if ((k.dir | peer.dir) & DIR_SHADOW) {
 		c = cfgp(NCFG_SHADOWS);
 		if (c)
@@ -1881,7 +1973,15 @@ static __always_inline int shadow(struct work *w, struct nat_key *k, int adopt, 
 		return 2;
 	if (k->dir & DIR_SHADOW)
 		return -1;
+	/* a copy of one session's entry, or none: an entry ending on
+	 * another CPU now (marked) is not moved, and the new session's
+	 * insert finds its key taken (sess_insert) */
+	w->pin = sess_pin(k, old);
+	if (!w->pin)
+		return -1;
 	copy_sess(cp, old);
+	if (!sess_held(old, w->pin))
+		return -1;
 	{
 		/* the fast twin goes (no packet finds a shadow) and gives
 		 * the entry back its per-packet fields */
@@ -1911,10 +2011,16 @@ static __always_inline int shadow(struct work *w, struct nat_key *k, int adopt, 
 		life = exp > now ? exp - now : 1;
 	}
 	peer = bpf_map_lookup_elem(&sessions, &cp->peer);
-	if (peer)
+	/* not an entry another session has taken since */
+	if (peer && READ_ONCE64(peer->seq) == cp->seq)
 		peer->peer = *sk;
 	if (bpf_map_update_elem(&sessions, sk, cp, BPF_NOEXIST) != 0)
 		return -1;
+	/* marked, for a packet that holds it (its copy at sk is the same
+	 * session's: that packet is dropped, nat_finish), and deleted even
+	 * when another CPU marked it first (ending the session): the key is
+	 * the new session's */
+	sess_kill(old, cp->seq);
 	bpf_map_delete_elem(&sessions, k);
 	fast_gone(k);
 	if (cp->w == 0)
@@ -2115,7 +2221,7 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 		return -1;
 	}
 	if (bpf_map_update_elem(&sessions, rk, r, BPF_NOEXIST) != 0) {
-		bpf_map_delete_elem(&sessions, &w->k);
+		sess_del(&w->k, e->seq);
 		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
 		return -1;
 	}
@@ -3417,9 +3523,15 @@ GLOBAL int nat_wild(void)
 		if (!v || v->w != i || (v->ifindex && v->ifindex != p->ifindex))
 			continue;
 		port = i ? p->dport : p->sport;
+		/* the session the wildcard stood for, with its port known: a
+		 * copy of one wildcard's entry (sess_pin) */
+		w->pin = sess_pin(kw, v);
+		if (!w->pin)
+			continue;
 		*pk = v->peer;
-		/* the session the wildcard stood for, with its port known */
 		copy_sess(WS(w), v);
+		if (!sess_held(v, w->pin))
+			continue;
 		WS(w)->t.osport = WS(w)->t.nsport = port;
 		WS(w)->sflags &= ~SF_WILD;
 		WS(w)->deadline = 0;
@@ -3436,9 +3548,9 @@ GLOBAL int nat_wild(void)
 			/* a session of the tuple (on another interface): the
 			 * wildcard is used up and makes none; the session it
 			 * stood for is no longer counted */
-			if (bpf_map_delete_elem(&sessions, kw) != 0)
+			if (sess_del(kw, w->pin) != 0)
 				return 0;
-			bpf_map_delete_elem(&sessions, pk);
+			sess_del(pk, w->pin);
 			c = cfgp(NCFG_WILDS);
 			if (c)
 				__sync_fetch_and_add(c, -1);
@@ -3464,18 +3576,18 @@ GLOBAL int nat_wild(void)
 			goto gone;
 		}
 		if (bpf_map_update_elem(&sessions, &rk, WS2(w), BPF_NOEXIST) != 0) {
-			bpf_map_delete_elem(&sessions, &k);
+			sess_del(&k, w->pin);
 			goto gone;
 		}
 		/* the wildcard's entries go; the session stays counted (the
 		 * wildcard was) */
-		if (bpf_map_delete_elem(&sessions, kw) != 0) {
+		if (sess_del(kw, w->pin) != 0) {
 			/* another CPU took it for another flow first */
-			bpf_map_delete_elem(&sessions, &k);
-			bpf_map_delete_elem(&sessions, &rk);
+			sess_del(&k, w->pin);
+			sess_del(&rk, w->pin);
 			return 0;
 		}
-		bpf_map_delete_elem(&sessions, pk);
+		sess_del(pk, w->pin);
 		c = cfgp(NCFG_WILDS);
 		if (c)
 			__sync_fetch_and_add(c, -1);
@@ -3487,9 +3599,9 @@ GLOBAL int nat_wild(void)
 		return 1;
 gone:
 		/* the wildcard is used up all the same (the engine's) */
-		if (bpf_map_delete_elem(&sessions, kw) != 0)
+		if (sess_del(kw, w->pin) != 0)
 			return 0;
-		bpf_map_delete_elem(&sessions, pk);
+		sess_del(pk, w->pin);
 		c = cfgp(NCFG_WILDS);
 		if (c)
 			__sync_fetch_and_add(c, -1);
@@ -3566,7 +3678,7 @@ static __always_inline int wild_add(struct work *w, const struct nat_sess *paren
 	if (bpf_map_update_elem(&sessions, &w->k, e, BPF_NOEXIST) != 0)
 		return 0;
 	if (bpf_map_update_elem(&sessions, &rk, r, BPF_NOEXIST) != 0) {
-		bpf_map_delete_elem(&sessions, &w->k);
+		sess_del(&w->k, e->seq);
 		return 0;
 	}
 	c = cfgp(NCFG_COUNT);
@@ -3645,6 +3757,40 @@ static __always_inline int frag_live(const struct nat_frag *fe)
 		return 1;
 	v = bpf_map_lookup_elem(&sessions, &fe->skb);
 	return v && v->seq == fe->seq;
+}
+
+/* frag_copy is a fragment body's copy of its datagram's entry fe (found
+ * at w->fk), or NULL when it cannot be trusted. frags is an LRU hash: an
+ * entry is evicted when another CPU enters a datagram in a full table,
+ * or replaced (frag_put), and its element written for another datagram
+ * at once, while a body on this CPU reads it. So the body copies the
+ * entry, looks its key up again and compares (an element written since
+ * differs, or is no longer at the key), and takes only an entry whose
+ * session key has its own addresses (a first fragment notes the key it
+ * was looked up by: every fragment of a datagram has the same): another
+ * datagram's entry, even whole, would lead it to another session. Not
+ * for an ICMP error's entry (DIR_ICMPERR), whose key is the quoted
+ * packet's. */
+static __always_inline struct nat_frag *frag_copy(struct work *w, const struct nat_frag *fe, const struct pkt *p)
+{
+	struct nat_frag *c = &w->fv, *again;
+	const __u64 *a, *b;
+
+	__builtin_memcpy(c, fe, sizeof(*c));
+	barrier();
+	again = bpf_map_lookup_elem(&frags, &w->fk);
+	if (!again)
+		return NULL;
+	a = (const __u64 *)c;
+	b = (const __u64 *)again;
+	for (int i = 0; i < (int)(sizeof(*c) / 8); i++)
+		if (a[i] != b[i])
+			return NULL;
+	if (!(c->k.dir & DIR_ICMPERR) &&
+	    (!words_eq(c->ska.src, p->src) || !words_eq(c->ska.dst, p->dst) || c->ska.proto != p->proto ||
+	     c->ska.family != p->family))
+		return NULL;
+	return c;
 }
 
 /* frag_put enters a first fragment's entry unless its datagram has one
@@ -4259,7 +4405,6 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	__u32 tot, m, off, tm;
 	__u16 ck, cknet;
 	struct nat_key speer;
-	__u64 sseq;
 	__u8 sdir;
 	int fwd;
 
@@ -4292,10 +4437,15 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	 * packet's sender (the engine's icmpError, as IPFilter) */
 	if (!words_eq(p->dst, in->src))
 		return 0;
+	/* a copy of one session's entry (sess_pin), or as none */
+	w->pin = sess_pin(k, v);
+	if (!w->pin)
+		return 0;
 	*t = v->t;
 	sdir = v->sdir;
-	sseq = v->seq;
 	speer = v->peer;
+	if (!sess_held(v, w->pin))
+		return 0;
 	__builtin_memcpy(in->o, in->b, ICMP_INNER);
 	if (p->dir != sdir) {
 		inner_addr(in, tot, 0, t->osrc);
@@ -4348,7 +4498,8 @@ store:
 		/* an error sent as a first fragment: the rest of its datagram
 		 * gets the same outer header (the engine's icmpErr fragment
 		 * entries; docs/ipfilter-differences.md C19) */
-		struct nat_frag_key fk;
+		/* the key in the work area: this function's stack is in the
+		 * deepest call chain (nat_inner_walk's) */
 		struct nat_frag *fv = &w->fv;
 
 		__builtin_memset(fv, 0, sizeof(*fv));
@@ -4356,7 +4507,7 @@ store:
 		fv->k.sport = p->dir == DIR_IN;
 		fv->ska = *k;
 		fv->skb = speer;
-		fv->seq = sseq;
+		fv->seq = w->pin;
 		/* ipfr_firstend's, as any first fragment's: an ICMPv4
 		 * error's is 8 (the engine's icmpError) */
 		fv->end = p->family == 4 ? frag_end4(p) : p->fragend;
@@ -4370,8 +4521,8 @@ store:
 			fv->k.sport |= 2;
 		} else
 			words_cp(fv->k.src, t->odst);
-		frag_key(&fk, p);
-		frag_put(&fk, fv);
+		frag_key(&w->fk, p);
+		frag_put(&w->fk, fv);
 	}
 	if (p->dir == DIR_IN) {
 		outer_addr(skb, p, 1, in->src, &ck);
@@ -4407,7 +4558,10 @@ static __always_inline void mark_done(struct __sk_buff *skb)
  * the key over, since the caller found or made it): the packet is left
  * as it came, and the caller must not send it on so. A rewrite apply
  * gives up on (a header too short for the ports) returns 0: the
- * addresses were written, as the engine does. */
+ * addresses were written, as the engine does. Returns 2 when the entry
+ * changed while it was applied (its session ended and another CPU's new
+ * session reused it, sess_pin): the packet may carry that session's
+ * addresses, and the caller drops it (BadNAT). */
 GLOBAL int nat_finish(struct __sk_buff *skb)
 {
 	struct work *w = get_work();
@@ -4416,6 +4570,7 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	struct pkt *p;
 	__u16 mss;
 	__u8 proxy, vw;
+	int r;
 
 	if (!w || !skb)
 		return 0;
@@ -4424,11 +4579,14 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 	v = bpf_map_lookup_elem(&sessions, k);
 	if (!v)
 		return 1;
+	w->pin = sess_pin(k, v);
+	if (!w->pin)
+		return 1;
 	mss = v->mss;
 	/* for the fragment entry this packet may make */
 	w->fv.ska = *k;
 	w->fv.skb = v->peer;
-	w->fv.seq = v->seq;
+	w->fv.seq = w->pin;
 	proxy = v->sflags & SF_PROXY;
 	vw = v->w;
 	if (v->sflags & SF_SLAVE)
@@ -4440,7 +4598,10 @@ GLOBAL int nat_finish(struct __sk_buff *skb)
 		else
 			w->k = v->peer;
 	}
-	if (apply(skb, k, v, p, now_ns()) < 0)
+	r = apply(skb, k, v, p, now_ns());
+	if (!sess_held(v, w->pin))
+		return 2;
+	if (r < 0)
 		return 0;
 	stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 	if (p->dir == DIR_OUT)
@@ -4473,12 +4634,15 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	struct nat_key *k;
 	struct nat_sess *v;
 	struct pkt *p;
+	int r;
 
 	if (!w || !skb)
 		return TC_ACT_UNSPEC;
 	p = &w->p;
 	frag_key(&w->fk, p);
 	fe = bpf_map_lookup_elem(&frags, &w->fk);
+	if (fe)
+		fe = frag_copy(w, fe, p);
 	/* an entry ends with its session (the engine forgets it then) */
 	v = NULL;
 	if (fe && !(fe->k.dir & DIR_ICMPERR)) {
@@ -4539,7 +4703,16 @@ GLOBAL int nat_frag_body(struct __sk_buff *skb)
 	if (!v)
 		return TC_ACT_UNSPEC;
 translate:
-	if (apply(skb, k, v, p, now_ns()) == 0) {
+	/* one session's entry, or the session is gone (sess_pin) */
+	w->pin = sess_pin(k, v);
+	if (!w->pin)
+		return TC_ACT_UNSPEC;
+	r = apply(skb, k, v, p, now_ns());
+	if (!sess_held(v, w->pin)) {
+		stat_inc(p->dir * NS_SIDE + NS_BADNAT);
+		return TC_ACT_SHOT;
+	}
+	if (r == 0) {
 		stat_inc(p->dir * NS_SIDE + NS_FRAG);
 		stat_inc(p->dir * NS_SIDE + NS_TRANSLATED);
 	}
@@ -4590,8 +4763,13 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		/* an ICMP packet that is not a query, found by its bytes
 		 * 4-5, makes no fragment entry (the engine's check) */
 		p->nonote = p->nq;
-		if (!nat_finish(skb))
+		r = nat_finish(skb);
+		if (!r)
 			return TC_ACT_UNSPEC;
+		if (r == 2) {
+			stat_inc(p->dir * NS_SIDE + NS_BADNAT);
+			return TC_ACT_SHOT;
+		}
 		/* the session ended (a flush, its timer) or another CPU's
 		 * new session took its key over, between the lookup and the
 		 * rewrite: the packet is one of no session, as it would have
@@ -4657,9 +4835,14 @@ GLOBAL int nat_slow(struct __sk_buff *skb)
 		key_of(k, p->dir, p->proto, p->family, p->src, p->dst, p->nq ? p->nqid : p->sport,
 		       p->nq ? p->nqid : p->dport);
 		if (sess_find(k, p->ifindex)) {
+			int f;
+
 			stat_raced(w, p->dir);
-			if (!nat_finish(skb))
+			f = nat_finish(skb);
+			if (!f)
 				return TC_ACT_UNSPEC;
+			if (f == 2)
+				r = -1;
 		}
 	}
 	if (r < 0) {
@@ -4814,14 +4997,32 @@ static __always_inline int nat_run(struct __sk_buff *skb, __u32 dir, int pre)
 		if (v && pre && !(v->sflags & SF_SLAVE) && (!v->ifindex || v->ifindex == p.ifindex))
 			return TC_ACT_UNSPEC; /* and binds nothing (nat_slow) */
 		if (v && !v->mss && !(v->sflags & SF_PROXY) && !p.morefrags && sess_take(v, p.ifindex)) {
-			if (v->sflags & SF_SLAVE)
-				w->slave = 1;
-			if (apply(skb, k, v, pp, now_ns()) == 0) {
-				stat_inc(dir * NS_SIDE + NS_TRANSLATED);
-				if (dir == DIR_OUT)
-					mark_done(skb);
+			/* one session's entry (sess_pin); else as a miss */
+			w->pin = sess_pin_call(k, v);
+			if (w->pin) {
+				int r;
+
+				if (v->sflags & SF_SLAVE)
+					w->slave = 1;
+				r = apply(skb, k, v, pp, now_ns());
+				/* the work area found again: one register
+				 * less to keep across apply (the stack of the
+				 * deepest call chain has no 8 bytes left) */
+				w = get_work();
+				if (!w || !sess_held(v, w->pin)) {
+					/* the entry changed while applied: the
+					 * packet may carry another session's
+					 * addresses */
+					stat_inc(dir * NS_SIDE + NS_BADNAT);
+					return TC_ACT_SHOT;
+				}
+				if (r == 0) {
+					stat_inc(dir * NS_SIDE + NS_TRANSLATED);
+					if (dir == DIR_OUT)
+						mark_done(skb);
+				}
+				return TC_ACT_UNSPEC;
 			}
-			return TC_ACT_UNSPEC;
 		}
 	}
 	return nat_slow(skb);
