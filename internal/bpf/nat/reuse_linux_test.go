@@ -65,15 +65,7 @@ func TestPrivilegedFastStaleElement(t *testing.T) {
 				})
 				return src, err
 			}
-			if err := h.do(func() error {
-				if _, _, err := h.run(true, "nic0", fam.a); err != nil {
-					return err
-				}
-				_, _, err := h.run(true, "nic0", fam.b)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
+			h.openFlows(t, fam.a, fam.b)
 			// the outbound entries of A and B, found by the key each
 			// element holds
 			var (
@@ -418,15 +410,7 @@ func TestPrivilegedSessStaleElement(t *testing.T) {
 	} {
 		t.Run(fam.name, func(t *testing.T) {
 			wantA, isB, inside := netip.MustParseAddr(fam.wantA), netip.MustParseAddr(fam.isB), netip.MustParseAddr(fam.inside)
-			if err := h.do(func() error {
-				if _, _, err := h.run(true, "nic0", fam.a); err != nil {
-					return err
-				}
-				_, _, err := h.run(true, "nic0", fam.b)
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
+			h.openFlows(t, fam.a, fam.b)
 			var (
 				ka, kb, k natNatKey
 				va, vb, v natNatSess
@@ -591,5 +575,21 @@ func TestPrivilegedFragStaleEntry(t *testing.T) {
 	}
 	if got, err := send(body); err != nil || got != a1 {
 		t.Errorf("with its own entry back the body left from %v (%v), want %v", got, err, a1)
+	}
+}
+
+// openFlows sends the first outbound packet of each frame through nic0,
+// so that each has its session.
+func (h *harness) openFlows(t *testing.T, frames ...[]byte) {
+	t.Helper()
+	if err := h.do(func() error {
+		for _, f := range frames {
+			if _, _, err := h.run(true, "nic0", f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
