@@ -114,10 +114,11 @@ static __always_inline int src_put(struct src_key *k)
 /* src_hold counts an entry of source key k (SRC_ADDR; its address is
  * masked to the work area's src_bits here): limits src_mps (max-per-src)
  * and src_ms (max-srcs), 0 for none, as ipf_state_add checks them, the
- * source first (in the work area, not arguments: kept in registers across
- * the map calls they made the callers' frames larger). Returns 0 when counted, SRC_OVER or SRC_FAIL when not
- * (nothing counted). Only in global functions (sl_src_new,
- * sl_src_entry): verified once, not at each caller. */
+ * source first (in the work area, not arguments: kept in registers
+ * across the map calls they made the frames larger). Returns 0 when
+ * counted, SRC_OVER or SRC_FAIL when not (nothing counted). Only in
+ * global functions (sl_src_new, sl_src_entry): verified once, not at
+ * each caller. */
 static __always_inline long src_hold(struct work *w, struct src_key *k)
 {
 	struct src_key *rk;
@@ -145,7 +146,6 @@ static __always_inline long src_hold(struct work *w, struct src_key *k)
 	}
 	return 0;
 }
-
 
 /* src_release gives back what src_hold counted under k (SRC_ADDR):
  * the entry, and the source when it was its last; k is left masked to

@@ -243,7 +243,6 @@ static __always_inline __u64 tcp_life(__u32 age, __u8 st)
  * expires).
  */
 
-
 /* state_held_of fills h with what entry e holds. */
 static __always_inline void state_held_of(struct state_held *h, const struct state_entry *e)
 {
@@ -253,7 +252,6 @@ static __always_inline void state_held_of(struct state_held *h, const struct sta
 	h->flags = e->flags;
 	h->srcbits = e->srcbits;
 }
-
 
 /* src_of_entry makes sk the source key of an entry under key k made by
  * rule of slot in generation gen, with flags in how's low byte: the
@@ -270,7 +268,6 @@ static __always_inline void src_of_entry(struct src_key *sk, const struct state_
 	sk->family = k->family;
 	__builtin_memcpy(sk->addr, (how & SF_SWAP) && !k->wild ? k->dst : k->src, 16);
 }
-
 
 /* sl_src_undo, at the end of sl_state_create, gives back what sl_src_new
  * counted when the create failed, and the source of the entry a replace
