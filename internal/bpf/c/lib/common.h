@@ -117,8 +117,8 @@ struct work {
 	struct src_key srck_rule; /* and that source's rule's, */
 	struct src_key srck_rel;  /* and an entry's that goes (sl_src_entry), */
 	struct state_held held;   /* and what that entry held; */
-	__u32 src_held;           /* bits srck was counted by (sl_src_new) */
-	struct state_key rel_key; /* the key of a replaced entry (src_later) */
+	__u32 src_held;           /* bits srck was counted by (src_new) */
+	struct state_key rel_key; /* the key of a replaced entry (state_unlink_later) */
 	__u32 src_bits;           /* src_hold's limits: bits, max-per-src, */
 	__u32 src_mps;            /* max-srcs */
 	__u32 src_ms;

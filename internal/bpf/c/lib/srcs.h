@@ -117,8 +117,8 @@ static __always_inline int src_put(struct src_key *k)
  * source first (in the work area, not arguments: kept in registers
  * across the map calls they made the frames larger). Returns 0 when
  * counted, SRC_OVER or SRC_FAIL when not (nothing counted). Only in
- * global functions (sl_src_new, sl_src_entry): verified once, not at
- * each caller. */
+ * global functions (sl_state_create by src_new, sl_src_entry): verified
+ * once, not at each caller. */
 static __always_inline long src_hold(struct work *w, struct src_key *k)
 {
 	struct src_key *rk;

@@ -269,9 +269,9 @@ static __always_inline void src_of_entry(struct src_key *sk, const struct state_
 	__builtin_memcpy(sk->addr, (how & SF_SWAP) && !k->wild ? k->dst : k->src, 16);
 }
 
-/* sl_src_undo, at the end of sl_state_create, gives back what sl_src_new
+/* sl_src_undo, at the end of sl_state_create, gives back what src_new
  * counted when the create failed, and the source of the entry a replace
- * in state_create removed (src_later). */
+ * in state_create removed (state_unlink_later). */
 GLOBAL int sl_src_undo(__u32 failed)
 {
 	struct work *w = get_work();
@@ -289,13 +289,15 @@ GLOBAL int sl_src_undo(__u32 failed)
 	return 0;
 }
 
-/* sl_src_new counts the entry state_create is to make for the packet in
+/* src_new counts the entry state_create is to make for the packet in
  * the work area, by rule idx of slot (of the slot's generation) if it
- * has max-srcs; the
- * source key stays in the work area (srck) for sl_src_undo. Returns
- * src_hold's. Out of state_create and with few arguments: state_create's
- * frame is at the stack's limit. */
-GLOBAL long sl_src_new(__u32 slot, __u32 idx)
+ * has max-srcs; the source key stays in the work area (srck) for
+ * sl_src_undo. Returns src_hold's. Inline in sl_state_create, first: as
+ * a call of its own its frame (32 bytes) ended the longest call chain,
+ * sluice_ingress > sl_scan > scan_step > sl_state_create > it, past the
+ * verifier's 512-byte limit; inline, its values die before
+ * state_create's live, and the frame does not grow. */
+static __always_inline long src_new(__u32 slot, __u32 idx)
 {
 	struct work *w = get_work();
 	struct src_key *sk;
@@ -354,19 +356,6 @@ static __always_inline long state_src(struct state_held *h, struct state_key *k,
 	return sl_src_entry(k, h->slot, h->rule, h->gen, h->flags | (__u32)h->srcbits << 8 | take << 16);
 }
 
-/* src_later leaves the release of h's source (under k) to the end of
- * sl_state_create (sl_src_undo): state_create's replace, whose
- * frame has no room for the call. */
-static __always_inline void src_later(struct state_held *h, struct state_key *k)
-{
-	struct work *w = get_work();
-
-	if (w) {
-		w->held = *h;
-		w->rel_key = *k;
-	}
-}
-
 /* state_hold takes what state_release gives back but the source's, for
  * the entry h describes (state_promote's copy, which takes its twin's
  * source count over as it is: see there). */
@@ -399,10 +388,8 @@ static __always_inline void state_release(struct state_held *h, struct state_key
 		__sync_fetch_and_add(n, -1);
 	if (cnt)
 		__sync_fetch_and_add(cnt, -1);
-	if (src == 1 && h->srcbits)
+	if (src && h->srcbits)
 		state_src(h, k, 0);
-	if (src == 2 && h->srcbits)
-		src_later(h, k);
 }
 
 /* wild_add moves state_count[1], the wildcard entries' count. */
@@ -485,14 +472,14 @@ static __always_inline void state_promote(struct state_key *k)
  * call is the one that removed it (another CPU, the sweeper or ipf -FS may
  * race for it), releases it: every removal goes through here, so
  * state_count always equals the number of entries. */
-static __always_inline int state_unlink_src(struct state_key *k, struct state_entry *e, int src)
+static __always_inline int state_unlink(struct state_key *k, struct state_entry *e)
 {
 	struct state_held h;
 	int wild = k->wild;
 
 	if (!state_take(k, e, &h))
 		return 0;
-	state_release(&h, k, src);
+	state_release(&h, k, 1);
 	if (wild)
 		wild_add(-1);
 	if (!k->twin && !wild && (h.flags & SF_TWIN))
@@ -500,9 +487,32 @@ static __always_inline int state_unlink_src(struct state_key *k, struct state_en
 	return 1;
 }
 
-static __always_inline int state_unlink(struct state_key *k, struct state_entry *e)
+/* state_unlink_later is state_unlink for state_create's replace: what
+ * the entry held goes straight to the work area (w->held, under its key
+ * w->rel_key), and its source's count is given back at the end of
+ * sl_state_create (sl_src_undo), whose frame has no room for the call.
+ * Not through a struct on the stack: its fields, kept across the map
+ * calls that release the counts, made sl_state_create's frame 16 bytes
+ * larger, past the 512-byte limit of the longest call chain. */
+static __always_inline int state_unlink_later(struct state_key *k, struct state_entry *e, struct work *w)
 {
-	return state_unlink_src(k, e, 1);
+	struct state_held *h = &w->held;
+	int wild = k->wild;
+
+	if (!state_take(k, e, h)) {
+		/* state_take may have filled h before a failed delete: this
+		 * call removed nothing, so nothing is to be given back */
+		h->srcbits = 0;
+		return 0;
+	}
+	state_release(h, k, 0);
+	if (h->srcbits)
+		w->rel_key = *k;
+	if (wild)
+		wild_add(-1);
+	if (!k->twin && !wild && (h->flags & SF_TWIN))
+		state_promote(k);
+	return 1;
 }
 
 /* state_put adds entry ep under canonical (or wildcard) key k: as the
@@ -1090,7 +1100,7 @@ static __always_inline int state_identical(const struct state_entry *a, const st
  * failure (the caller turns pass into block). */
 static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx,
 					const struct rule *r, __u32 pass, __u64 now,
-					struct state_entry *ep, struct state_key *kp)
+					struct state_entry *ep, struct state_key *kp, struct work *w)
 {
 	__u32 zero = 0;
 	__u32 *n;
@@ -1239,7 +1249,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			 * (as the Go engine does): the old entry and its counts
 			 * go (another CPU or the sweeper may have removed it
 			 * first: released once either way). */
-			state_unlink_src(kp, old, 2);
+			state_unlink_later(kp, old, w);
 			put = state_put(kp, ep, &old);
 		}
 		if (put != 1) {
@@ -1458,10 +1468,9 @@ GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 	 * before the entry can be found, as state_create's counts, and given
 	 * back by state_release when it goes, or here when none was made.
 	 * Out of state_create and first, before this frame holds more than
-	 * the registers keep across a call: its frame is at the stack's
-	 * limit (each rule without max-srcs pays the call and a lookup, once
-	 * a new entry). */
-	got = sl_src_new(slot, idx);
+	 * the registers keep across a call (each rule without max-srcs pays
+	 * a lookup of its rule, once a new entry). */
+	got = src_new(slot, idx);
 	if (got != 0) {
 		if (got == SRC_FAIL)
 			stat_inc(ST_SRCFULL);
@@ -1475,7 +1484,7 @@ GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 		sl_src_undo(1);
 		return 0;
 	}
-	rc = state_create(&w->p, slot, idx, r, pass, now, &w->e, &w->rk);
+	rc = state_create(&w->p, slot, idx, r, pass, now, &w->e, &w->rk, w);
 	if ((rc <= 0 && w->src_held) || w->held.srcbits)
 		sl_src_undo(rc <= 0);
 	w->src_held = 0; /* the entry holds it now */
