@@ -86,6 +86,47 @@ func TestStateMaxSrcs(t *testing.T) {
 	}
 }
 
+// TestStateMaxSrcsReplace: an entry replaced by a datagram of its flow it
+// cannot match (one with a router alert option after one without and
+// back; a log first rule's entry is never a duplicate, so each makes an
+// entry; the map keeps one a key and way, so state_create's replace
+// removes the old, as the engine's table does, where IPFilter keeps both:
+// ipfilter-differences C4) gives its source's count back as it goes
+// (state_unlink_later, then sl_src_undo at the end of sl_state_create):
+// the source holds one entry's count however often its entry is
+// replaced, and nothing is left after ipf -FS. A count not given back
+// reaches max-per-src 2 at the second datagram and refuses the third
+// (checked with the copy of the key into the work area left out).
+func TestStateMaxSrcsReplace(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\npass in log first proto udp from any to any port = 53 keep state (max-srcs 1, max-per-src 2)\n")
+	p := testPkt{src: "10.0.0.1", dst: "10.9.9.9", proto: 17, sport: 1000, dport: 53}
+	for i := range 6 {
+		p.ipOpts = nil
+		if i%2 == 1 {
+			p.ipOpts = []byte{148, 4, 0, 0} // router alert
+		}
+		h.expect(false, p, "pass")
+	}
+	if st, _ := h.d.Stats(); st.Drops[RSNStateAdd] != 0 {
+		t.Errorf("drops state-add %d: want none", st.Drops[RSNStateAdd])
+	}
+	got, err := srcCounts(t, h.d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{"10.0.0.1/1": 1, "rule/1": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("source counts after 5 replacements %v, want %v", got, want)
+	}
+	if _, err := h.d.FlushStates(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := srcCounts(t, h.d); err != nil || len(got) != 0 {
+		t.Errorf("after ipf -FS: source counts %v (%v), want none", got, err)
+	}
+}
+
 // TestStateMaxSrcsFlood: more sources than the source table holds. Once
 // it is full an entry of a new source is refused (fail closed: the pass
 // becomes a block, counted as SrcFull); the counts stay those of the
