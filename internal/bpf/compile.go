@@ -412,15 +412,29 @@ func compileAction(cr *ruleset.Rule, raw *filterRule) error {
 	raw.RetCode = cr.ICMPCode
 	raw.Skip = uint32(cr.Skip)
 	if cr.KeepState != nil {
-		if cr.KeepState.MaxSrcs != 0 {
-			// IPFilter counts a max-srcs rule's entries by source (each
-			// masked as the rule says) and refuses an entry for a new
-			// source past the limit; the program keeps no count by
-			// source, and making the entries anyway would lift the
-			// limit (a lone max-per-src, which IPFilter drops, limits
-			// nothing and loads)
-			return fmt.Errorf("keep state (max-srcs %d): the kernel filter tracks no sources: %w",
-				cr.KeepState.MaxSrcs, ErrUnsupported)
+		if ks := cr.KeepState; ks.MaxSrcs != 0 {
+			// IPFilter tracks sources only for a rule with max-srcs (a
+			// lone max-per-src, which ipf -Rnvf drops, limits nothing),
+			// by its default /32 without max-per-src, IPv6 addresses
+			// included (the engine's stateAdd). The program counts them
+			// in srcs (c/lib/srcs.h); src_bits 0 would mean no
+			// tracking, so a whole address is 128 (clamped to the
+			// family's length there, as the engine's 0 is).
+			if ks.MaxPerSrc > 0xffff {
+				// the rule keeps it in 16 bits, in what was padding
+				return fmt.Errorf("keep state (max-per-src %d): the kernel filter counts at most 65535 entries a source: %w",
+					ks.MaxPerSrc, ErrUnsupported)
+			}
+			bits := ks.MaxPerSrcBits
+			if ks.MaxPerSrc == 0 {
+				bits = 32
+			}
+			if bits == 0 || bits > 128 {
+				bits = 128
+			}
+			raw.SrcBits = uint8(bits)
+			raw.MaxSrcs = ks.MaxSrcs
+			raw.MaxPerSrc = uint16(ks.MaxPerSrc)
 		}
 		raw.StateLimit = cr.KeepState.Limit
 	}

@@ -569,9 +569,8 @@ func TestCompileErrors(t *testing.T) {
 	for _, text := range []string{
 		"decapsulate in proto 4 all head 5\n",
 		"pass out on nic0 all set-tag(nat=a)\n",
-		// faith12: the program made the entries max-srcs refuses
-		"pass out proto udp all keep state (max-srcs 1)\n",
-		"pass out proto udp all keep state (max-srcs 2, max-per-src 1/24)\n",
+		// the rule keeps max-per-src in 16 bits (faith13)
+		"pass out proto udp all keep state (max-srcs 2, max-per-src 65536/24)\n",
 	} {
 		rs, err := ipf.Parse("t.conf", []byte(text), ipf.ParseOptions{})
 		if err != nil {
@@ -581,13 +580,29 @@ func TestCompileErrors(t *testing.T) {
 			t.Errorf("%q: got %v, want ErrUnsupported", text, err)
 		}
 	}
-	// a lone max-per-src, which IPFilter drops, limits nothing: it loads
-	rs, err = ipf.Parse("t.conf", []byte("pass out proto udp all keep state (max-per-src 1)\n"), ipf.ParseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Compile(rs, CompileOptions{}); err != nil {
-		t.Errorf("max-per-src alone: %v", err)
+	// max-srcs loads (faith13: the program counts sources, srcs.h); a
+	// lone max-per-src, which IPFilter drops, limits nothing and tracks
+	// nothing. Bits: the engine's default /32 without max-per-src, the
+	// rule's mask with it, 0 (whole address) as 128.
+	for text, want := range map[string][3]uint32{
+		"pass out proto udp all keep state (max-per-src 1)\n":                   {0, 0, 0},
+		"pass out proto udp all keep state (max-srcs 1)\n":                      {32, 1, 0},
+		"pass out proto udp all keep state (max-srcs 2, max-per-src 1/24)\n":    {24, 2, 1},
+		"pass out proto udp all keep state (max-srcs 3, max-per-src 65535/0)\n": {128, 3, 65535},
+	} {
+		rs, err = ipf.Parse("t.conf", []byte(text), ipf.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		im, err := Compile(rs, CompileOptions{})
+		if err != nil {
+			t.Errorf("%q: %v", text, err)
+			continue
+		}
+		r := im.rules[0]
+		if got := [3]uint32{uint32(r.SrcBits), r.MaxSrcs, uint32(r.MaxPerSrc)}; got != want {
+			t.Errorf("%q: bits, max-srcs, max-per-src %v, want %v", text, got, want)
+		}
 	}
 }
 

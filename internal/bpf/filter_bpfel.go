@@ -312,7 +312,8 @@ type filterRule struct {
 	RetCode      uint8
 	SecMask      uint8
 	SecWant      uint8
-	Pad0         [3]uint8
+	SrcBits      uint8
+	MaxPerSrc    uint16
 	Skip         uint32
 	Pps          uint32
 	StateLimit   uint32
@@ -342,7 +343,7 @@ type filterRule struct {
 	LimitRet     uint32
 	RunLen       uint32
 	RunField     uint32
-	Pad1         uint32
+	MaxSrcs      uint32
 	Hits         uint64
 	Bytes        uint64
 }
@@ -357,6 +358,17 @@ type filterRunKey struct {
 	_    structs.HostLayout
 	Head uint32
 	Addr [4]uint32
+}
+
+type filterSrcKey struct {
+	_      structs.HostLayout
+	Addr   [4]uint32
+	Slot   uint32
+	Gen    uint32
+	Rule   uint32
+	Family uint8
+	Kind   uint8
+	Pad    uint16
 }
 
 type filterStatblock struct {
@@ -386,7 +398,8 @@ type filterStateEntry struct {
 	GroupNo  uint32
 	Flags    uint8
 	Secclass uint8
-	Pad      [2]uint8
+	Srcbits  uint8
+	Pad      uint8
 	Flx      [4]uint32
 	Opt      uint32
 	OptRev   uint32
@@ -524,12 +537,30 @@ type filterWork struct {
 	FsrcSlot uint32
 	FsrcIdx  uint32
 	Rk       filterStateKey
-	RtSeq    uint32
-	RtTo     uint32
-	RtDup    uint32
-	RtFast   uint32
-	MadeRev  uint32
-	_        [4]byte
+	Srck     filterSrcKey
+	SrckRule filterSrcKey
+	SrckRel  filterSrcKey
+	Held     struct {
+		_       structs.HostLayout
+		Slot    uint32
+		Rule    uint32
+		Gen     uint32
+		Flags   uint8
+		Srcbits uint8
+		_       [2]byte
+	}
+	SrcHeld uint32
+	RelKey  filterStateKey
+	SrcBits uint32
+	SrcMps  uint32
+	SrcMs   uint32
+	SrcOne  uint64
+	RtSeq   uint32
+	RtTo    uint32
+	RtDup   uint32
+	RtFast  uint32
+	MadeRev uint32
+	_       [4]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -565,6 +596,7 @@ const (
 	filterMapRuns              = "runs"
 	filterMapRuns4             = "runs4"
 	filterMapScratch           = "scratch"
+	filterMapSrcs              = "srcs"
 	filterMapStateCount        = "state_count"
 	filterMapStates            = "states"
 	filterMapStats             = "stats"
@@ -677,6 +709,7 @@ type filterMapSpecs struct {
 	Runs       *ebpf.MapSpec `ebpf:"runs"`
 	Runs4      *ebpf.MapSpec `ebpf:"runs4"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	Srcs       *ebpf.MapSpec `ebpf:"srcs"`
 	StateCount *ebpf.MapSpec `ebpf:"state_count"`
 	States     *ebpf.MapSpec `ebpf:"states"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
@@ -759,6 +792,7 @@ type filterMaps struct {
 	Runs       *ebpf.Map `ebpf:"runs"`
 	Runs4      *ebpf.Map `ebpf:"runs4"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
+	Srcs       *ebpf.Map `ebpf:"srcs"`
 	StateCount *ebpf.Map `ebpf:"state_count"`
 	States     *ebpf.Map `ebpf:"states"`
 	Stats      *ebpf.Map `ebpf:"stats"`
@@ -796,6 +830,7 @@ func (m *filterMaps) Close() error {
 		m.Runs,
 		m.Runs4,
 		m.Scratch,
+		m.Srcs,
 		m.StateCount,
 		m.States,
 		m.Stats,

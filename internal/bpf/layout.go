@@ -176,6 +176,7 @@ const (
 	stRouteErr     = 82
 	stScanCut      = 83
 	stDCAFull      = 86
+	stSrcFull      = 87
 	numStats       = 128
 	numReasons     = 32
 )
@@ -223,6 +224,7 @@ const (
 	// STATE_STRIPES: a state entry's counters, one line per CPU mod this
 	stateStripes = 4
 	dcaCap       = 65536 // DCA_CAP
+	srcCap       = 65536 // SRC_CAP: max-srcs counts (c/lib/srcs.h)
 	sweepNS      = 500000000
 )
 

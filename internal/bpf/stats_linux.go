@@ -45,8 +45,10 @@ type Stats struct {
 	ScanCut uint64
 	// Swept counts the expired entries the sweeper removed, Flushed the
 	// entries the watermark flush removed; DCAFull the connections
-	// refused because the keep-limit table was full.
-	Swept, Flushed, DCAFull uint64
+	// refused because the keep-limit table was full, SrcFull the state
+	// entries of a max-srcs rule refused because the source table was
+	// full (or a source's count was being deleted: fail closed).
+	Swept, Flushed, DCAFull, SrcFull uint64
 	// SweepRuns counts the sweeper's runs: it runs every 0.5 s.
 	SweepRuns uint64
 	// Drops by reason (ipmon's reason numbers).
@@ -86,6 +88,7 @@ func (d *Datapath) Stats() (Stats, error) {
 	s.Routed, s.Duplicated, s.RouteFail = raw[stRouted], raw[stDupped], raw[stRouteErr]
 	s.ScanCut = raw[stScanCut]
 	s.DCAFull = raw[stDCAFull]
+	s.SrcFull = raw[stSrcFull]
 	var sw filterSweeper
 	if err := d.objs.Sweeper.Lookup(uint32(0), &sw); err == nil {
 		s.Swept, s.Flushed, s.SweepRuns = sw.Swept, sw.Flushed, sw.Runs

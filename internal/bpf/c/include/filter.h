@@ -283,6 +283,7 @@ struct conf {
 #define ST_ROUTEFAIL 82
 #define ST_SCANCUT 83 /* a scan ran out of steps: packet blocked */
 #define ST_DCAFULL 86 /* DCA connection table full: connection refused */
+#define ST_SRCFULL 87 /* max-srcs source table full: entry refused */
 #define ST_ACTIVE 79 /* not per-cpu meaningful: maintained as +/- */
 #define NSTATS 128
 
@@ -358,7 +359,11 @@ struct rule {
 	__u8 ret_code;
 	__u8 sec_mask;
 	__u8 sec_want;
-	__u8 pad0[3];
+	/* keep state (max-srcs N, max-per-src M/bits): the bits of the source
+	 * the entries are counted by (0: the rule has no max-srcs) and M (0:
+	 * none; CompileSet refuses more than 65535) */
+	__u8 src_bits;
+	__u16 max_per_src;
 	__u32 skip;
 	__u32 pps;
 	__u32 state_limit;
@@ -395,7 +400,7 @@ struct rule {
 	 * runs table instead of trying them one by one. */
 	__u32 run_len;
 	__u32 run_field;
-	__u32 pad1;
+	__u32 max_srcs; /* keep state (max-srcs N): sources with entries */
 	/* packets and bytes that matched the rule (ipfstat's hits) */
 	__u64 hits;
 	__u64 bytes;
@@ -700,7 +705,9 @@ struct state_entry {
 	__u32 group_no;
 	__u8 flags;
 	__u8 secclass;  /* of the creating packet: both directions repeat it */
-	__u8 pad[2];
+	__u8 srcbits;   /* counted by its source of this many bits (max-srcs),
+			 * 0: not counted (struct src_key) */
+	__u8 pad;
 	/* §3.2: the FI_CMP flags each slot [out*2 + rev] saw first; the IP
 	 * options (IPv6: extension headers but the fragment header) of the
 	 * creating packet, which its direction repeats, and of the first
@@ -783,6 +790,28 @@ struct dca_conn {
 };
 
 #define DCA_CAP 65536
+
+/* keep state (max-srcs N, max-per-src M[/bits]), IPFilter's source
+ * tracking: the entries of each rule by source (masked to the rule's
+ * bits; kind SRC_ADDR) and the sources of each rule with entries (kind
+ * SRC_RULE, addr zero). A value is a count; SRC_DEAD marks one at zero
+ * that its releaser is deleting (lib/srcs.h). Keyed by the generation of
+ * the slot's rules as rule_states is: a new set counts afresh, and each
+ * entry gives its count back to the key it took it from. */
+struct src_key {
+	__u32 addr[4];
+	__u32 slot;
+	__u32 gen;
+	__u32 rule;
+	__u8 family;
+	__u8 kind;
+	__u16 pad;
+};
+
+#define SRC_ADDR 0
+#define SRC_RULE 1
+#define SRC_CAP 65536
+#define SRC_DEAD (1ULL << 63)
 
 /* The sweeper: a kernel timer that reclaims expired state, fragment and
  * DCA entries every SWEEP_NS and runs IPFilter's watermark flush when the

@@ -80,6 +80,17 @@ struct scan {
 /* Per-CPU scratch: the 512-byte BPF stack cannot hold the packet info, the
  * scan state and a state entry under construction at once. TC programs run
  * with migration disabled and do not nest on one CPU. */
+/* What a state entry held, for state_release (lib/state.h): its rule,
+ * its flags and the bits its source is counted by (keep state
+ * (max-srcs); 0: none). */
+struct state_held {
+	__u32 slot;
+	__u32 rule;
+	__u32 gen;
+	__u8 flags;
+	__u8 srcbits;
+};
+
 struct work {
 	/* what every packet writes first, together: the packet info (cleared
 	 * per packet), the state lookup's result and the scan's head */
@@ -102,6 +113,16 @@ struct work {
 	__u32 fsrc_slot;      /* the rule sl_frag_add's entry comes from */
 	__u32 fsrc_idx;       /* (five arguments are all a call takes) */
 	struct state_key rk;  /* state_create's key: the same (the call is deep) */
+	struct src_key srck;  /* and its source's, max-srcs (lib/srcs.h), */
+	struct src_key srck_rule; /* and that source's rule's, */
+	struct src_key srck_rel;  /* and an entry's that goes (sl_src_entry), */
+	struct state_held held;   /* and what that entry held; */
+	__u32 src_held;           /* bits srck was counted by (src_new) */
+	struct state_key rel_key; /* the key of a replaced entry (state_unlink_later) */
+	__u32 src_bits;           /* src_hold's limits: bits, max-per-src, */
+	__u32 src_mps;            /* max-srcs */
+	__u32 src_ms;
+	__u64 src_one;
 	/* what sl_route did last (the tests read it back: test runs do not
 	 * carry out a redirect): rt_seq counts its calls that had a rule
 	 * with a route; rt_to is the interface the packet was redirected to

@@ -102,20 +102,24 @@ GLOBAL int sl_frag_lookup(__u64 now)
 	return 1;
 }
 
-/* sl_frag_add caches the verdict pass of this fragment, from the rule
- * rule_no of group_no (index fsrc_idx of slot fsrc_slot: frag_add), for the
- * rest of its datagram (ipf_frag_new). An
+/* sl_frag_add caches the verdict of this fragment, which frag_add has put
+ * in the work area's fe (the rule's pass, numbers, slot and index; the
+ * time in expire), for the rest of its datagram (ipf_frag_new). An
  * entry that has not expired stays; with keep frags (strict) only the
  * first fragment makes one. */
-GLOBAL int sl_frag_add(__u32 pass, __u32 rule_no, __u32 group_no, __u32 logtag, __u64 now)
+GLOBAL int sl_frag_add(void)
 {
 	struct work *w = get_work();
 	struct pktinfo *p;
 	struct frag_entry *old, *e;
+	__u32 pass;
+	__u64 now;
 
 	if (!w)
 		return 0;
 	p = &w->p;
+	pass = w->fe.pass;
+	now = w->fe.expire;
 	if ((pass & FR_FRSTRICT) && p->fragoff)
 		return 0;
 	frag_key_of(&w->fk, p);
@@ -126,14 +130,7 @@ GLOBAL int sl_frag_add(__u32 pass, __u32 rule_no, __u32 group_no, __u32 logtag, 
 		bpf_map_delete_elem(&frags, &w->fk);
 	}
 	e = &w->fe;
-	__builtin_memset(e, 0, sizeof(*e));
 	e->expire = now + cfg(CFG_FRAG_TTL);
-	e->pass = pass;
-	e->rule_no = rule_no;
-	e->group_no = group_no;
-	e->logtag = logtag;
-	e->slot = w->fsrc_slot;
-	e->rule = w->fsrc_idx;
 	e->next_off = (p->fragoff >> 3) + (p->dlen >> 3);
 	if (p->fragoff == 0) {
 		e->seen0 = 1;
@@ -151,9 +148,18 @@ static __always_inline void frag_add(__u32 pass, __u32 rule_no, __u32 group_no, 
 
 	if (!w)
 		return;
-	w->fsrc_slot = slot;
-	w->fsrc_idx = idx;
-	sl_frag_add(pass, rule_no, group_no, logtag, now);
+	/* the arguments in the entry it makes (now in expire): spilled
+	 * across the call's first helper they made its frame 48 bytes, at
+	 * the end of the longest call chain (sl_state_create's) */
+	__builtin_memset(&w->fe, 0, sizeof(w->fe));
+	w->fe.expire = now;
+	w->fe.pass = pass;
+	w->fe.rule_no = rule_no;
+	w->fe.group_no = group_no;
+	w->fe.logtag = logtag;
+	w->fe.slot = slot;
+	w->fe.rule = idx;
+	sl_frag_add();
 }
 
 #endif

@@ -191,6 +191,17 @@ struct {
 	__type(value, struct dca_conn);
 } dca_conns SEC(".maps");
 
+/* max-srcs counts (struct src_key): at most one key per live entry of a
+ * max-srcs rule and one per such rule, so bounded by the state table's
+ * entries; when full, an entry of a new source is refused (lib/srcs.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SRC_CAP);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct src_key);
+	__type(value, __u64);
+} srcs SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

@@ -10,6 +10,7 @@
 #include <linux/in.h>
 #include "common.h"
 #include "frag.h"
+#include "srcs.h"
 
 static __always_inline void make_key(struct state_key *k, const struct pktinfo *p, int rev)
 {
@@ -242,15 +243,131 @@ static __always_inline __u64 tcp_life(__u32 age, __u8 st)
  * expires).
  */
 
-/* state_hold takes what state_release gives back, for an entry made by
- * rule of slot in generation gen (state_promote's copy). */
-static __always_inline void state_hold(__u32 slot, __u32 rule, __u32 gen)
+/* state_held_of fills h with what entry e holds. */
+static __always_inline void state_held_of(struct state_held *h, const struct state_entry *e)
 {
-	__u32 zero = 0;
-	__u32 *n = slot_elem(&rule_states, slot % NSLOTS, rule);
-	__s64 *cnt = bpf_map_lookup_elem(&state_count, &zero);
+	h->slot = e->slot;
+	h->rule = e->rule;
+	h->gen = e->gen;
+	h->flags = e->flags;
+	h->srcbits = e->srcbits;
+}
 
-	if (n && gen == cfg(CFG_GEN0 + (slot % NSLOTS)))
+/* src_of_entry makes sk the source key of an entry under key k made by
+ * rule of slot in generation gen, with flags in how's low byte: the
+ * creating packet's source, the key's dst for an entry made the key's
+ * reverse way (SF_SWAP), else its src (a wildcard key's is the packet's).
+ * Unmasked (src_hold and src_release mask it). */
+static __always_inline void src_of_entry(struct src_key *sk, const struct state_key *k, __u32 slot, __u32 rule,
+					 __u32 gen, __u32 how)
+{
+	__builtin_memset(sk, 0, sizeof(*sk));
+	sk->slot = slot;
+	sk->rule = rule;
+	sk->gen = gen;
+	sk->family = k->family;
+	__builtin_memcpy(sk->addr, (how & SF_SWAP) && !k->wild ? k->dst : k->src, 16);
+}
+
+/* sl_src_undo, at the end of sl_state_create, gives back what src_new
+ * counted when the create failed, and the source of the entry a replace
+ * in state_create removed (state_unlink_later). */
+GLOBAL int sl_src_undo(__u32 failed)
+{
+	struct work *w = get_work();
+
+	if (!w)
+		return 0;
+	if (w->src_held && failed)
+		src_release(&w->srck, w->src_held);
+	w->src_held = 0;
+	if (w->held.srcbits) {
+		src_of_entry(&w->srck_rel, &w->rel_key, w->held.slot, w->held.rule, w->held.gen, w->held.flags);
+		src_release(&w->srck_rel, w->held.srcbits);
+	}
+	w->held.srcbits = 0;
+	return 0;
+}
+
+/* src_new counts the entry state_create is to make for the packet in
+ * the work area, by rule idx of slot (of the slot's generation) if it
+ * has max-srcs; the source key stays in the work area (srck) for
+ * sl_src_undo. Returns src_hold's. Inline in sl_state_create, first: as
+ * a call of its own its frame (32 bytes) ended the longest call chain,
+ * sluice_ingress > sl_scan > scan_step > sl_state_create > it, past the
+ * verifier's 512-byte limit; inline, its values die before
+ * state_create's live, and the frame does not grow. */
+static __always_inline long src_new(__u32 slot, __u32 idx)
+{
+	struct work *w = get_work();
+	struct src_key *sk;
+	struct rule *r;
+	long n;
+
+	if (!w)
+		return SRC_FAIL;
+	sk = &w->srck;
+	w->src_held = 0;
+	w->held.srcbits = 0;
+	r = rule_at(slot, idx);
+	if (!r || !r->src_bits)
+		return 0;
+	__builtin_memset(sk, 0, sizeof(*sk));
+	sk->slot = slot;
+	sk->rule = idx;
+	sk->gen = cfg(CFG_GEN0 + (slot % NSLOTS));
+	sk->family = w->p.family;
+	__builtin_memcpy(sk->addr, w->p.src, 16);
+	w->src_bits = r->src_bits;
+	w->src_mps = r->max_per_src;
+	w->src_ms = r->max_srcs;
+	n = src_hold(w, sk);
+	if (n == 0)
+		w->src_held = w->src_bits;
+	return n;
+}
+
+/* sl_src_entry counts (how >> 16: take) or gives back the source of the
+ * entry under key k made by rule of slot in generation gen, how being its
+ * flags | its source's bits << 8 (src_of_entry). The source key is built
+ * in the work area: no stack at the depths that unlink entries. Returns
+ * src_hold's. */
+GLOBAL long sl_src_entry(struct state_key *k, __u32 slot, __u32 rule, __u32 gen, __u32 how)
+{
+	struct work *w = get_work();
+
+	if (!k || !w)
+		return SRC_FAIL;
+	src_of_entry(&w->srck_rel, k, slot, rule, gen, how);
+	if (how >> 16) {
+		w->src_bits = (how >> 8) & 0xff;
+		w->src_mps = 0;
+		w->src_ms = 0;
+		return src_hold(w, &w->srck_rel);
+	}
+	src_release(&w->srck_rel, (how >> 8) & 0xff);
+	return 0;
+}
+
+/* state_src calls sl_src_entry for h (in scalars: h's address taken
+ * would put it on the callers' stack, at its limit in state_create). */
+static __always_inline long state_src(struct state_held *h, struct state_key *k, __u32 take)
+{
+	return sl_src_entry(k, h->slot, h->rule, h->gen, h->flags | (__u32)h->srcbits << 8 | take << 16);
+}
+
+/* state_hold takes what state_release gives back but the source's, for
+ * the entry h describes (state_promote's copy, which takes its twin's
+ * source count over as it is: see there). */
+static __always_inline void state_hold(struct state_held *h)
+{
+	__u32 zero = 0, slot = h->slot;
+	__u32 *n;
+	__s64 *cnt;
+
+	n = slot_elem(&rule_states, slot % NSLOTS, h->rule);
+	cnt = bpf_map_lookup_elem(&state_count, &zero);
+	if (n && h->gen == cfg(CFG_GEN0 + (slot % NSLOTS)))
 		__sync_fetch_and_add(n, 1);
 	if (cnt)
 		__sync_fetch_and_add(cnt, 1);
@@ -258,17 +375,21 @@ static __always_inline void state_hold(__u32 slot, __u32 rule, __u32 gen)
 
 /* state_release gives back what an entry held: its place in state_count
  * and in its rule's count (keep state (limit N)), when the slot still
- * holds the rules of the generation that made it. */
-static __always_inline void state_release(__u32 slot, __u32 rule, __u32 gen)
+ * holds the rules of the generation that made it, and its source's
+ * (max-srcs, whatever the generation: that is keyed by it) when src, k
+ * being the key its flags in h are relative to. */
+static __always_inline void state_release(struct state_held *h, struct state_key *k, int src)
 {
-	__u32 zero = 0;
-	__u32 *n = slot_elem(&rule_states, slot % NSLOTS, rule);
+	__u32 zero = 0, slot = h->slot;
+	__u32 *n = slot_elem(&rule_states, slot % NSLOTS, h->rule);
 	__s64 *cnt = bpf_map_lookup_elem(&state_count, &zero);
 
-	if (n && *n > 0 && gen == cfg(CFG_GEN0 + (slot % NSLOTS)))
+	if (n && *n > 0 && h->gen == cfg(CFG_GEN0 + (slot % NSLOTS)))
 		__sync_fetch_and_add(n, -1);
 	if (cnt)
 		__sync_fetch_and_add(cnt, -1);
+	if (src && h->srcbits)
+		state_src(h, k, 0);
 }
 
 /* wild_add moves state_count[1], the wildcard entries' count. */
@@ -280,14 +401,6 @@ static __always_inline void wild_add(__s64 n)
 	if (w)
 		__sync_fetch_and_add(w, n);
 }
-
-/* What an entry held, for state_release. */
-struct state_held {
-	__u32 slot;
-	__u32 rule;
-	__u32 gen;
-	__u8 flags;
-};
 
 /* state_take deletes the entry under k if it is still e and returns 1
  * when this call deleted it, with what it held in *h: read from the
@@ -304,10 +417,7 @@ static __always_inline int state_take(struct state_key *k, struct state_entry *e
 
 	if (!cur || cur != e)
 		return 0;
-	h->slot = cur->slot;
-	h->rule = cur->rule;
-	h->gen = cur->gen;
-	h->flags = cur->flags;
+	state_held_of(h, cur);
 	return bpf_map_delete_elem(&states, k) == 0;
 }
 
@@ -316,42 +426,44 @@ static __always_inline int state_take(struct state_key *k, struct state_entry *e
  * only looked for through the key's own entry. The copy goes in first, so
  * that a packet of the twin's way finds one of them throughout; while both
  * are there each is an entry of its own, counted and released as any
- * (the invariant above): the sweeper may meet and remove either. */
+ * (the invariant above): the sweeper may meet and remove either. But for
+ * its source's count (max-srcs), which the pair holds once, as one entry:
+ * the copy takes the twin's over, and whoever removes the copy gives it
+ * back; here only the twin's removal by this call gives nothing back,
+ * and when another CPU removed the twin (and gave it back) the copy's
+ * removal here gives nothing back either. */
 static __always_inline void state_promote(struct state_key *k)
 {
 	struct state_entry *t, *m;
-	struct state_held h;
-	__u32 slot, rule, gen;
+	struct state_held h; /* the twin's: held by the copy, then taken */
 
 	k->twin = 1;
 	t = bpf_map_lookup_elem(&states, k);
 	k->twin = 0;
 	if (!t)
 		return;
-	slot = t->slot;
-	rule = t->rule;
-	gen = t->gen;
+	state_held_of(&h, t);
 	/* counted before it can be found: an unlink racing in finds the
 	 * count raised, and a packet reading the count (the pipeline looks
 	 * state up only when it is above zero) never sees fewer entries than
 	 * there are */
-	state_hold(slot, rule, gen);
+	state_hold(&h);
 	if (bpf_map_update_elem(&states, k, t, BPF_NOEXIST) != 0) {
 		/* the key has an entry again (another CPU made one): the twin
 		 * stays where it is */
-		state_release(slot, rule, gen);
+		state_release(&h, k, 0);
 		return;
 	}
 	m = bpf_map_lookup_elem(&states, k);
 	k->twin = 1;
 	if (state_take(k, t, &h)) {
-		state_release(h.slot, h.rule, h.gen);
+		state_release(&h, k, 0);
 	} else if (m) {
 		/* another CPU removed (and released) the twin meanwhile:
 		 * so does the copy go, unless someone removed it first */
 		k->twin = 0;
 		if (state_take(k, m, &h))
-			state_release(h.slot, h.rule, h.gen);
+			state_release(&h, k, 0);
 	}
 	k->twin = 0;
 }
@@ -367,10 +479,38 @@ static __always_inline int state_unlink(struct state_key *k, struct state_entry 
 
 	if (!state_take(k, e, &h))
 		return 0;
-	state_release(h.slot, h.rule, h.gen);
+	state_release(&h, k, 1);
 	if (wild)
 		wild_add(-1);
 	if (!k->twin && !wild && (h.flags & SF_TWIN))
+		state_promote(k);
+	return 1;
+}
+
+/* state_unlink_later is state_unlink for state_create's replace: what
+ * the entry held goes straight to the work area (w->held, under its key
+ * w->rel_key), and its source's count is given back at the end of
+ * sl_state_create (sl_src_undo), whose frame has no room for the call.
+ * Not through a struct on the stack: its fields, kept across the map
+ * calls that release the counts, made sl_state_create's frame 16 bytes
+ * larger, past the 512-byte limit of the longest call chain. */
+static __always_inline int state_unlink_later(struct state_key *k, struct state_entry *e, struct work *w)
+{
+	struct state_held *h = &w->held;
+	int wild = k->wild;
+
+	if (!state_take(k, e, h)) {
+		/* state_take may have filled h before a failed delete: this
+		 * call removed nothing, so nothing is to be given back */
+		h->srcbits = 0;
+		return 0;
+	}
+	state_release(h, k, 0);
+	if (h->srcbits)
+		w->rel_key = *k;
+	if (wild)
+		wild_add(-1);
+	if (!k->twin && !wild && (h->flags & SF_TWIN))
 		state_promote(k);
 	return 1;
 }
@@ -700,8 +840,12 @@ static __always_inline struct state_entry *wild_fill(struct state_key *k, struct
 	scratch->flags &= ~SF_SWAP;
 	if (!sym && (swap ^ rev))
 		scratch->flags |= SF_SWAP;
-	if (state_put(k, scratch, &old) != 1)
-		state_release(h.slot, h.rule, h.gen); /* a concrete entry exists: keep that */
+	if (state_put(k, scratch, &old) != 1) {
+		/* a concrete entry exists: keep that. Its source is the
+		 * wildcard entry's, found under k by the flags it now has */
+		h.flags = scratch->flags;
+		state_release(&h, k, 1);
+	}
 	return scratch;
 }
 
@@ -956,7 +1100,7 @@ static __always_inline int state_identical(const struct state_entry *a, const st
  * failure (the caller turns pass into block). */
 static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx,
 					const struct rule *r, __u32 pass, __u64 now,
-					struct state_entry *ep, struct state_key *kp)
+					struct state_entry *ep, struct state_key *kp, struct work *w)
 {
 	__u32 zero = 0;
 	__u32 *n;
@@ -1081,6 +1225,8 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 				return 0;
 		}
 	}
+	/* counted by its source (max-srcs): sl_state_create */
+	ep->srcbits = r->src_bits;
 	{
 		struct state_entry *old;
 		int put, wild = kp->wild;
@@ -1103,7 +1249,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			 * (as the Go engine does): the old entry and its counts
 			 * go (another CPU or the sweeper may have removed it
 			 * first: released once either way). */
-			state_unlink(kp, old);
+			state_unlink_later(kp, old, w);
 			put = state_put(kp, ep, &old);
 		}
 		if (put != 1) {
@@ -1308,16 +1454,40 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 
 GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 {
-	struct work *w = get_work();
+	struct work *w;
 	struct rule *r;
+	long got;
 	int rc;
 
-	if (!w || slot >= NSLOTS)
+	if (slot >= NSLOTS)
+		return 0;
+	idx &= RULE_CAP - 1;
+	/* keep state (max-srcs): IPFilter counts the entries by their
+	 * source, masked, and refuses one of a new source past max-srcs or
+	 * one more of a source past max-per-src: no entry is made. Taken
+	 * before the entry can be found, as state_create's counts, and given
+	 * back by state_release when it goes, or here when none was made.
+	 * Out of state_create and first, before this frame holds more than
+	 * the registers keep across a call (each rule without max-srcs pays
+	 * a lookup of its rule, once a new entry). */
+	got = src_new(slot, idx);
+	if (got != 0) {
+		if (got == SRC_FAIL)
+			stat_inc(ST_SRCFULL);
+		return 0;
+	}
+	w = get_work();
+	if (!w)
 		return 0;
 	r = rule_at(slot, idx);
-	if (!r)
+	if (!r) {
+		sl_src_undo(1);
 		return 0;
-	rc = state_create(&w->p, slot, idx & (RULE_CAP - 1), r, pass, now, &w->e, &w->rk);
+	}
+	rc = state_create(&w->p, slot, idx, r, pass, now, &w->e, &w->rk, w);
+	if ((rc <= 0 && w->src_held) || w->held.srcbits)
+		sl_src_undo(rc <= 0);
+	w->src_held = 0; /* the entry holds it now */
 	if (rc > 0 && !(w->p.dst[0] | w->p.dst[1] | w->p.dst[2] | w->p.dst[3]))
 		w->made_rev = 1;
 	return rc;
