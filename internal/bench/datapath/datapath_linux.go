@@ -78,8 +78,8 @@ func LoadIPFRunCut(rules string, cut uint32) (config.Applier, error) {
 }
 
 type ipfApplier struct {
-	rules []*ipf.Rule
-	im    *bpf.Image
+	rules  []*ipf.Rule
+	im     *bpf.Image
 	stage  uint32 // LoadIPFStage's cut, 0 none
 	runcut uint32 // LoadIPFRunCut's, 0 none
 
