@@ -228,8 +228,9 @@ func withFastRun(r *rand.Rand, text string) (string, *fastRun) {
 	}
 	head += pick(r, []string{"", " proto tcp"})
 	var b strings.Builder
-	// 8-24 distinct prefixes (a duplicate is drawn again: a run needs 8)
-	for n := 8 + r.IntN(17); len(fr.members) < n; {
+	// 8-24 distinct prefixes (a duplicate is drawn again, a bounded number
+	// of times: a run needs 8, and /24s have only 8 of 10.9-10.10.0-3)
+	for n, tries := 8+r.IntN(17), 0; len(fr.members) < n && tries < 1000; tries++ {
 		a := netip.AddrFrom4([4]byte{10, byte(9 + r.IntN(2)), byte(r.IntN(4)), byte(1 + r.IntN(250))})
 		if r.IntN(4) == 0 {
 			a = netip.MustParseAddr(pick(r, randAddr4))
