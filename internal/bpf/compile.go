@@ -63,6 +63,9 @@ type Image struct {
 	runs   []runEntry      // the runs' table (findRuns)
 	// the runs bitmap's shift (64 - log2 of its bits; 0: no IPv4 run)
 	runShift uint32
+	// runFlat: the IPv4 runs are few enough (runFlatMax) for the small
+	// sets' bitmap too (run_flat, RUN_FLAT in the runs' shift word)
+	runFlat bool
 	// index entries; nil when the set is too small to benefit
 	dst    map[prefixKey]filterBlocks
 	ports  map[uint32]filterBlocks

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -227,7 +228,9 @@ func withFastRun(r *rand.Rand, text string) (string, *fastRun) {
 	}
 	head += pick(r, []string{"", " proto tcp"})
 	var b strings.Builder
-	for i := 8 + r.IntN(17); i > 0; i-- {
+	// 8-24 distinct prefixes (a duplicate is drawn again, a bounded number
+	// of times: a run needs 8, and /24s have only 8 of 10.9-10.10.0-3)
+	for n, tries := 8+r.IntN(17), 0; len(fr.members) < n && tries < 1000; tries++ {
 		a := netip.AddrFrom4([4]byte{10, byte(9 + r.IntN(2)), byte(r.IntN(4)), byte(1 + r.IntN(250))})
 		if r.IntN(4) == 0 {
 			a = netip.MustParseAddr(pick(r, randAddr4))
@@ -261,9 +264,12 @@ const (
 
 // packets makes TCP packets that pass the run's compact match (its
 // direction, TCP): three of its rules' addresses, three addresses whose
-// bit in the slot's bitmap is clear and two in no rule whose bit is set.
+// bit in the slot's bitmap is clear and two in no rule whose bits are set.
 // The run's place (its first rule), mask and the bitmap's shift are read
-// from the slot's hot list, the bitmap is im's.
+// from the slot's hot list, the bitmap is im's. A run this short has the
+// small sets' bitmap (RUN_FLAT), where three bits of 65 536 an entry make
+// a false positive too rare to find: the two are made, their bits set in
+// the slot's words of run_flat as a false positive has them.
 func (fr *fastRun) packets(t *testing.T, d *Datapath, im *Image, r *rand.Rand) ([]flowPkt, []int) {
 	t.Helper()
 	var hl filterHotlist
@@ -284,14 +290,15 @@ func (fr *fastRun) packets(t *testing.T, d *Datapath, im *Image, r *rand.Rand) (
 	if fr.src {
 		mask, shift = e.Smask, e.Src
 	}
-	words := im.runBitmap()
-	if shift == 0 || shift != im.runShift || len(words) == 0 {
-		t.Fatalf("run shift %d, image %d (%d words)", shift, im.runShift, len(words))
+	// the bitmap the probe reads: the small sets' (RUN_FLAT) for a run
+	// this short
+	words := im.runFlatBitmap()
+	if want := im.runShift | runFlatBit; shift != want || !im.runFlat || len(words) == 0 {
+		t.Fatalf("run shift word %#x, want %#x (%d words of the small bitmap)", shift, want, len(words))
 	}
 	bitSet := func(a netip.Addr) bool {
 		b := a.As4()
-		h := runHash(pos, nativeWord(b[:])&mask) >> shift
-		return words[h>>6]&(1<<(h&63)) != 0
+		return im.runMayHold(words, pos, nativeWord(b[:])&mask)
 	}
 	pkt := func(a netip.Addr) flowPkt {
 		peer := netip.MustParseAddr("10.1.0.1")
@@ -319,23 +326,44 @@ func (fr *fastRun) packets(t *testing.T, d *Datapath, im *Image, r *rand.Rand) (
 		}
 		pkts, kinds = append(pkts, pkt(a)), append(kinds, runHit)
 	}
-	misses, falses := 0, 0
-	for tries := 0; (misses < 3 || falses < 2) && tries < 1<<16; tries++ {
+	var missed []netip.Addr
+	falses := 0
+	for tries := 0; (len(missed) < 3 || falses < 2) && tries < 1<<16; tries++ {
 		a := netip.AddrFrom4([4]byte{10, byte(9 + r.IntN(2)), byte(r.IntN(256)), byte(r.IntN(256))})
-		if fr.members[netip.PrefixFrom(a, fr.bits).Masked()] || a.String() == "10.1.0.1" {
+		if fr.members[netip.PrefixFrom(a, fr.bits).Masked()] || a.String() == "10.1.0.1" || slices.Contains(missed, a) {
 			continue
 		}
-		switch set := bitSet(a); {
-		case set && falses < 2:
-			falses++
-			pkts, kinds = append(pkts, pkt(a)), append(kinds, runFalse)
-		case !set && misses < 3:
-			misses++
-			pkts, kinds = append(pkts, pkt(a)), append(kinds, runMiss)
+		if bitSet(a) {
+			continue // one found by chance: counted as a made one below
 		}
+		if len(missed) < 3 {
+			missed = append(missed, a)
+			pkts, kinds = append(pkts, pkt(a)), append(kinds, runMiss)
+			continue
+		}
+		// a false positive: its three bits set in the kernel's words
+		// and im's, so long as no miss above gets all of its own
+		b := a.As4()
+		w, m := runFlatBits(runHash(pos, nativeWord(b[:])&mask))
+		key := d.slotOf(Active)*runFlatWords + w
+		var v uint64
+		if err := d.objs.RunFlat.Lookup(key, &v); err != nil {
+			t.Fatal(err)
+		}
+		old := words[w]
+		words[w] |= m
+		if slices.ContainsFunc(missed, bitSet) {
+			words[w] = old
+			continue
+		}
+		if err := d.objs.RunFlat.Update(key, v|m, ebpf.UpdateExist); err != nil {
+			t.Fatal(err)
+		}
+		falses++
+		pkts, kinds = append(pkts, pkt(a)), append(kinds, runFalse)
 	}
-	if falses < 2 || misses < 3 {
-		t.Fatalf("found %d false positives and %d misses", falses, misses)
+	if falses < 2 || len(missed) < 3 {
+		t.Fatalf("found %d false positives and %d misses", falses, len(missed))
 	}
 	return pkts, kinds
 }

@@ -593,6 +593,7 @@ const (
 	filterMapRuleTexts         = "rule_texts"
 	filterMapRules             = "rules"
 	filterMapRunBits           = "run_bits"
+	filterMapRunFlat           = "run_flat"
 	filterMapRuns              = "runs"
 	filterMapRuns4             = "runs4"
 	filterMapScratch           = "scratch"
@@ -605,6 +606,7 @@ const (
 	filterProgSluiceEgress     = "sluice_egress"
 	filterProgSluiceIngress    = "sluice_ingress"
 	filterProgSluiceIngressNat = "sluice_ingress_nat"
+	filterVarBenchRuncut       = "bench_runcut"
 	filterVarK_anyl3           = "k_anyl3"
 	filterVarK_cfg             = "k_cfg"
 	filterVarK_defpass         = "k_defpass"
@@ -706,6 +708,7 @@ type filterMapSpecs struct {
 	RuleTexts  *ebpf.MapSpec `ebpf:"rule_texts"`
 	Rules      *ebpf.MapSpec `ebpf:"rules"`
 	RunBits    *ebpf.MapSpec `ebpf:"run_bits"`
+	RunFlat    *ebpf.MapSpec `ebpf:"run_flat"`
 	Runs       *ebpf.MapSpec `ebpf:"runs"`
 	Runs4      *ebpf.MapSpec `ebpf:"runs4"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
@@ -720,6 +723,7 @@ type filterMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type filterVariableSpecs struct {
+	BenchRuncut     *ebpf.VariableSpec `ebpf:"bench_runcut"`
 	K_anyl3         *ebpf.VariableSpec `ebpf:"k_anyl3"`
 	K_cfg           *ebpf.VariableSpec `ebpf:"k_cfg"`
 	K_defpass       *ebpf.VariableSpec `ebpf:"k_defpass"`
@@ -789,6 +793,7 @@ type filterMaps struct {
 	RuleTexts  *ebpf.Map `ebpf:"rule_texts"`
 	Rules      *ebpf.Map `ebpf:"rules"`
 	RunBits    *ebpf.Map `ebpf:"run_bits"`
+	RunFlat    *ebpf.Map `ebpf:"run_flat"`
 	Runs       *ebpf.Map `ebpf:"runs"`
 	Runs4      *ebpf.Map `ebpf:"runs4"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
@@ -827,6 +832,7 @@ func (m *filterMaps) Close() error {
 		m.RuleTexts,
 		m.Rules,
 		m.RunBits,
+		m.RunFlat,
 		m.Runs,
 		m.Runs4,
 		m.Scratch,
@@ -842,6 +848,7 @@ func (m *filterMaps) Close() error {
 //
 // It can be passed to loadFilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type filterVariables struct {
+	BenchRuncut     *ebpf.Variable `ebpf:"bench_runcut"`
 	K_anyl3         *ebpf.Variable `ebpf:"k_anyl3"`
 	K_cfg           *ebpf.Variable `ebpf:"k_cfg"`
 	K_defpass       *ebpf.Variable `ebpf:"k_defpass"`

@@ -147,13 +147,23 @@ func runBitsSet(r *rand.Rand, n int) (in, out []netip.Addr, text string) {
 // cleared every run's address passes — the program reads the bitmap and
 // trusts a clear bit; on the constant lists it decides them itself (the
 // scratch area untouched).
+//
+// It runs twice: runs of more entries than the small sets' bitmap takes
+// (run_bits), and of 2 × 5 000 (the small bitmap, run_flat: the bench's
+// 10 000-rule blocklist's size), each with its own bitmap cleared.
 func TestPrivilegedRunBits(t *testing.T) {
 	h := newHarness(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	// more rules than the bitmap index covers (idxRules): with an index
 	// the scan goes straight to the block of the rule that matches, inside
 	// the run, and reads neither the runs table nor the bitmap
-	in, out, text := runBitsSet(r, idxRules/2+100)
+	testRunBits(t, h, r, idxRules/2+100, false)
+	// fewer: compact lists only (a scanned list would use the index)
+	testRunBits(t, h, r, 5000, true)
+}
+
+func testRunBits(t *testing.T, h *harness, r *rand.Rand, n int, flat bool) {
+	in, out, text := runBitsSet(r, n)
 	members := map[netip.Addr]bool{}
 	for _, a := range append(append([]netip.Addr{}, in...), out...) {
 		members[a] = true
@@ -195,9 +205,12 @@ func TestPrivilegedRunBits(t *testing.T) {
 		{"compact list, pipeline", text, true, false},
 		{"scanned list", text + tail.String(), false, false},
 	} {
+		if flat && !c.hot {
+			continue
+		}
 		im := compileText(t, c.text)
-		if im.runShift == 0 {
-			t.Fatalf("%s: no bitmap", c.name)
+		if im.runShift == 0 || im.runFlat != flat {
+			t.Fatalf("%s: bitmap shift %d, small bitmap %v, want %v", c.name, im.runShift, im.runFlat, flat)
 		}
 		if err := h.d.LoadRules(im, Active); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -253,7 +266,7 @@ func TestPrivilegedRunBits(t *testing.T) {
 		if wrong > 0 {
 			t.Errorf("%s: %d addresses in no run were blocked", c.name, wrong)
 		}
-		clearRunBits(t, h.d, slot)
+		clearRunBits(t, h.d, slot, flat)
 		piped = 0
 		if n := missed(); n != len(in)+len(out) {
 			t.Errorf("%s: with the bitmap cleared %d of the runs' %d addresses were still blocked: the bitmap was not consulted",
@@ -266,9 +279,21 @@ func TestPrivilegedRunBits(t *testing.T) {
 	}
 }
 
-// clearRunBits zeroes slot's runs bitmap in place.
-func clearRunBits(t *testing.T, d *Datapath, slot uint32) {
+// clearRunBits zeroes slot's runs bitmap in place: its words of the small
+// sets' (run_flat) when flat, else run_bits' (only the one the set's
+// programs read: clearing the other must change nothing).
+func clearRunBits(t *testing.T, d *Datapath, slot uint32, flat bool) {
 	t.Helper()
+	if flat {
+		fk := make([]uint32, runFlatWords)
+		for i := range fk {
+			fk[i] = slot*runFlatWords + uint32(i)
+		}
+		if _, err := d.objs.RunFlat.BatchUpdate(fk, make([]uint64, runFlatWords), nil); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	var id ebpf.MapID
 	if err := d.objs.RunBits.Lookup(slot, &id); err != nil {
 		t.Fatal(err)
@@ -422,5 +447,64 @@ func BenchmarkRunsMiss(b *testing.B) {
 	}
 	if err := h.d.LoadRules(&Image{}, Active); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestRunFlatBitmap checks the small sets' bitmap (run_flat) of the
+// bench's 10 000-rule blocklist: the set gets it (and one of more than
+// runFlatMax entries does not), the runs' compact matches carry RUN_FLAT,
+// every IPv4 entry's three bits are set (a clear one would be a false
+// negative), and other addresses find their bits set about as often as
+// three random bits a word make (~5 %).
+func TestRunFlatBitmap(t *testing.T) {
+	if im := compileText(t, blocklist(runFlatMax+2)); im.runFlat {
+		t.Fatalf("%d entries: small bitmap, want run_bits alone", runFlatMax+2)
+	}
+	im := compileText(t, blocklist(10000))
+	if !im.runFlat || im.runShift == 0 {
+		t.Fatalf("10 000 entries: small bitmap %v, shift %d", im.runFlat, im.runShift)
+	}
+	words := im.runFlatBitmap()
+	if len(words) != runFlatWords {
+		t.Fatalf("%d words, want %d", len(words), runFlatWords)
+	}
+	members := map[[2]uint32]bool{}
+	var heads []uint32
+	for i := range im.runs {
+		e := &im.runs[i]
+		if !im.run4(e) {
+			continue
+		}
+		members[[2]uint32{e.head, e.addr[0]}] = true
+		if !im.runMayHold(words, e.head, e.addr[0]) {
+			t.Fatalf("entry (%d, %#x): a bit clear", e.head, e.addr[0])
+		}
+		if len(heads) == 0 || heads[len(heads)-1] != e.head {
+			heads = append(heads, e.head)
+			c := im.runMatch(int(e.head))
+			if w := c.Src | c.Dst; w != im.runShift|runFlatBit {
+				t.Fatalf("run at %d: shift word %#x, want %#x", e.head, w, im.runShift|runFlatBit)
+			}
+		}
+	}
+	if len(members) != 10000 {
+		t.Fatalf("%d IPv4 run entries, want 10 000", len(members))
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	fp, tries := 0, 200000
+	for i := 0; i < tries; i++ {
+		k := [2]uint32{heads[r.IntN(len(heads))], r.Uint32()}
+		if i%2 == 1 {
+			k[1] = 0x10c6 | r.Uint32()&0xfffff0ff
+		}
+		if members[k] {
+			continue
+		}
+		if im.runMayHold(words, k[0], k[1]) {
+			fp++
+		}
+	}
+	if rate := float64(fp) / float64(tries); rate > 0.07 || rate < 0.03 {
+		t.Errorf("%.1f %% of other addresses find their bits set, want about 5 %%", 100*rate)
 	}
 }

@@ -287,6 +287,18 @@ func (d *Datapath) writeRuns(slot uint32, im *Image) error {
 	if err != nil {
 		return fmt.Errorf("the IPv4 runs table of %d rules: %w", n4, err)
 	}
+	// the small sets' bitmap: the slot's words of run_flat, in place
+	// (the slot is not running; no program reads them unless the
+	// compact lists written with them carry RUN_FLAT)
+	if flat := im.runFlatBitmap(); flat != nil {
+		keys := make([]uint32, len(flat))
+		for i := range keys {
+			keys[i] = slot*runFlatWords + uint32(i)
+		}
+		if _, err := d.objs.RunFlat.BatchUpdate(keys, flat, nil); err != nil {
+			return fmt.Errorf("the small runs bitmap: %w", err)
+		}
+	}
 	words := im.runBitmap()
 	err = putInner(d.objs.RunBits, slot, len(words), innerSpec("sl_run_bits", 8, len(words)),
 		func(m *ebpf.Map) error {

@@ -639,6 +639,24 @@ func (d *Datapath) BenchStopAt(n uint32) {
 	}
 }
 
+// BenchRunCut makes the programs d specialises from now on cut the
+// constant lists' run probe at point n (lib/fast.h bench_runcut; 0: the
+// whole probe): the live bisect of sluice bench's opt-in
+// sluice-nomatch-10000-cut-N configurations. A cut program may pass what
+// a run blocks: never for a datapath that filters anything. Not pinned as
+// variants, as BenchStopAt's.
+func (d *Datapath) BenchRunCut(n uint32) {
+	if n == 0 {
+		d.specMutate = nil
+		return
+	}
+	d.specMutate = func(spec *ebpf.CollectionSpec) {
+		if v := spec.Variables["bench_runcut"]; v != nil {
+			_ = v.Set(n) // a __u32 variable: Set fails only on a size mismatch
+		}
+	}
+}
+
 // variantSpec is the filter's spec specialised for s.
 func (d *Datapath) variantSpec(s progSpec) (*ebpf.CollectionSpec, error) {
 	return d.variantSpecNAT(s, natEgress)

@@ -136,6 +136,11 @@ type Datapaths struct {
 	// stage (bpf.Datapath.BenchStopAt): the opt-in sluice-stateful-at-N
 	// configurations, a live bisect of the established packet.
 	IPFStage func(rules string, stage uint32) (Applier, error)
+	// IPFRunCut is IPF with the constant lists' run probe cut at point
+	// cut (bpf.Datapath.BenchRunCut): the opt-in
+	// sluice-nomatch-10000-cut-N configurations, a live bisect of the
+	// blocklist's probe.
+	IPFRunCut func(rules string, cut uint32) (Applier, error)
 	// Stats reads the in-kernel cost of attached programs.
 	Stats StatsFunc
 }
@@ -155,6 +160,10 @@ type StatsFunc func(h *topo.Host) (probe func() ([]result.ProgStat, error), clos
 // there the window never moves, so the flow's later segments fall out of
 // it and the pipeline blocks them (TCP_RR stalls at ~190 trans/s).
 var EstStages = []uint32{35, 36, 31, 32, 33, 37, 39, 34, 0}
+
+// RunCuts are the run probe's cut points (lib/fast.h bench_runcut) of the
+// opt-in sluice-nomatch-10000-cut-N configurations; 0 the whole program.
+var RunCuts = []uint32{1, 2, 3, 4, 5, 0}
 
 // Non-matching rule counts (in all, both directions: NoMatchSplit) of the
 // "rule-scan" configurations.
@@ -218,6 +227,23 @@ func Builtin(dp Datapaths) *Registry {
 				return nil, ErrUnavailable
 			}
 			return r.dp.IPFStage(c.RuleText(), n)
+		}
+		r.add(c)
+	}
+	// opt-in: the 10 000-rule blocklist with its run probe cut
+	// (lib/fast.h bench_runcut): 1 none, 2 run_bits' outer lookup, 3
+	// and its inner one, 4 run_bits whole, 5 run_flat's lookup; 0 the
+	// whole program through the same loader
+	for _, n := range RunCuts {
+		c := r.ipf(fmt.Sprintf("sluice-nomatch-10000-cut-%d", n),
+			fmt.Sprintf("opt-in: 10 000 non-matching rules then the stateless set, the run probe cut at point %d (lib/fast.h bench_runcut; 0: whole); a live bisect, a cut program may pass what a run blocks", n), IPFNoMatch(10000))
+		c.OptIn = true
+		c.Unavailable = func() bool { return r.dp.IPFRunCut == nil }
+		c.New = func() (Applier, error) {
+			if r.dp.IPFRunCut == nil {
+				return nil, ErrUnavailable
+			}
+			return r.dp.IPFRunCut(c.RuleText(), n)
 		}
 		r.add(c)
 	}

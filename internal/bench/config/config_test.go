@@ -330,6 +330,51 @@ func TestEstStageConfigs(t *testing.T) {
 	}
 }
 
+// TestRunCutConfigs: the blocklist probe's live bisect (ten14) runs only
+// when named, loads the 10 000-rule set through IPFRunCut with its own
+// cut, and is unavailable without that loader.
+func TestRunCutConfigs(t *testing.T) {
+	type call struct {
+		rules string
+		cut   uint32
+	}
+	var got []call
+	r := Builtin(Datapaths{IPF: func(string) (Applier, error) { return nil, nil },
+		IPFRunCut: func(rules string, cut uint32) (Applier, error) {
+			got = append(got, call{rules, cut})
+			return nil, nil
+		}})
+	for _, sel := range []string{"sluice-nomatch*", "sluice", "all"} {
+		cs, err := r.Select(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if strings.HasPrefix(c.Name, "sluice-nomatch-10000-cut-") {
+				t.Errorf("Select(%q) includes %s", sel, c.Name)
+			}
+		}
+	}
+	for i, n := range RunCuts {
+		name := fmt.Sprintf("sluice-nomatch-10000-cut-%d", n)
+		c, ok := r.Get(name)
+		if !ok || !c.OptIn || c.Suite != SuiteIPF || !c.Available() {
+			t.Fatalf("%s: %+v", name, c)
+		}
+		if _, err := c.New(); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != i+1 || got[i] != (call{IPFNoMatch(10000), n}) {
+			t.Fatalf("%s: loader calls %d", name, len(got))
+		}
+	}
+	r = Builtin(Datapaths{IPF: func(string) (Applier, error) { return nil, nil }})
+	c, _ := r.Get(fmt.Sprintf("sluice-nomatch-10000-cut-%d", RunCuts[0]))
+	if _, err := c.New(); !errors.Is(err, ErrUnavailable) || c.Available() {
+		t.Errorf("without IPFRunCut: %v, available %v", err, c.Available())
+	}
+}
+
 func TestSluiceUnavailable(t *testing.T) {
 	r := Builtin(Datapaths{})
 	for _, n := range r.Names() {

@@ -19,7 +19,7 @@ import (
 
 // Datapaths returns the IPFilter and IPQoS loaders for config.Builtin.
 func Datapaths() config.Datapaths {
-	return config.Datapaths{IPF: LoadIPF, QoS: LoadQoS, Floor: NewFloor, NAT: LoadNAT, IPFStage: LoadIPFStage, GWNAT: LoadGWNAT, Stats: Stats}
+	return config.Datapaths{IPF: LoadIPF, QoS: LoadQoS, Floor: NewFloor, NAT: LoadNAT, IPFStage: LoadIPFStage, IPFRunCut: LoadIPFRunCut, GWNAT: LoadGWNAT, Stats: Stats}
 }
 
 // StateMax is the IPFilter state_max the bench sets. IPFilter's default,
@@ -66,10 +66,22 @@ func LoadIPFStage(rules string, stage uint32) (config.Applier, error) {
 	return a, nil
 }
 
+// LoadIPFRunCut is LoadIPF with the constant lists' run probe cut at
+// point cut (bpf.Datapath.BenchRunCut): a live bisect.
+func LoadIPFRunCut(rules string, cut uint32) (config.Applier, error) {
+	a, err := LoadIPF(rules)
+	if err != nil {
+		return nil, err
+	}
+	a.(*ipfApplier).runcut = cut
+	return a, nil
+}
+
 type ipfApplier struct {
-	rules []*ipf.Rule
-	im    *bpf.Image
-	stage uint32 // LoadIPFStage's cut, 0 none
+	rules  []*ipf.Rule
+	im     *bpf.Image
+	stage  uint32 // LoadIPFStage's cut, 0 none
+	runcut uint32 // LoadIPFRunCut's, 0 none
 
 	host *topo.Host
 	fs   *privateFS
@@ -101,6 +113,9 @@ func (a *ipfApplier) Apply(ctx context.Context, h *topo.Host) error {
 			return err
 		}
 		dp.BenchStopAt(a.stage)
+		if a.runcut != 0 {
+			dp.BenchRunCut(a.runcut)
+		}
 		if err := dp.SetStateMax(StateMax); err != nil {
 			return errors.Join(err, dp.Remove())
 		}

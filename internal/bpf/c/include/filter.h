@@ -432,6 +432,21 @@ struct run4_key {
 #define RUN_HASH_K1 0x9e3779b97f4a7c15ULL
 #define RUN_HASH_K2 0xbf58476d1ce4e5b9ULL
 
+/* The small sets' bitmap (run_flat, ten14): a slot whose IPv4 runs have
+ * at most runFlatMax entries (runs.go) also has them in its own
+ * RUN_FLAT_WORDS words of one plain array, three bits of one word an
+ * entry (run_hash's top bits: the word, then three bit numbers). Its
+ * lookup is inlined (a plain array's), where run_bits' inner arrays are a
+ * map-in-map lookup and a helper call, each on lines and pages of their
+ * own. RUN_FLAT in the run's shift word says the slot has it; a program
+ * of an older Sluice reads that word as no shift (the pipeline, safe).
+ * Three slots' words are 24 KiB: one kmalloc'd object (the direct map's
+ * large pages) where run_bits' inner array of 10 000 entries is vmalloc'd
+ * (4 KiB pages). */
+#define RUN_FLAT 0x100
+#define RUN_FLAT_LOG 10
+#define RUN_FLAT_WORDS (1 << RUN_FLAT_LOG)
+
 /* call functions (the group-map calls, §4.3) */
 #define CALL_NONE 0
 #define CALL_SRCGRPMAP 1

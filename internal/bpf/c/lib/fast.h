@@ -136,13 +136,23 @@ static __always_inline int fast_cm(const volatile struct hot *h, const struct fa
 	return 1;
 }
 
+/* bench_runcut cuts the run probe for sluice bench's opt-in
+ * sluice-nomatch-10000-cut-N configurations (Datapath.BenchRunCut, a live
+ * bisect; 0 in every program a command loads, and the verifier removes
+ * the cuts): 1 no probe (every run reads as absent), 2 run_bits' outer
+ * lookup only, 3 and its inner lookup, no word read, 4 run_bits whole
+ * (main's probe, even for a slot with RUN_FLAT), 5 run_flat's lookup, no
+ * word read. A cut program may pass what a run blocks. */
+volatile const __u32 bench_runcut = 0;
+
 /* fast_run_absent says the IPv4 run of entry h (CM_RUN4, whose compact
  * match the packet passed) has no rule for the packet: its address,
  * masked as the run's rules mask it, has a clear bit in the slot's runs
  * bitmap (run_absent; the shift rides in the address word the run leaves
- * free). The slot's key is k_slot itself, in .rodata, and the word's is
- * in f: filter()'s frame is at the edge of what the call chain below it
- * may add. */
+ * free, with RUN_FLAT when the slot has the small sets' bitmap: then
+ * that one, an inlined lookup of a plain array, no run_bits). The slot's
+ * key is k_slot itself, in .rodata, and the word's is in f: filter()'s
+ * frame is at the edge of what the call chain below it may add. */
 static __always_inline int fast_run_absent(const volatile struct hot *h, struct fastpkt *f)
 {
 	int src = h->m.flags & CM_RUNSRC;
@@ -150,14 +160,32 @@ static __always_inline int fast_run_absent(const volatile struct hot *h, struct 
 	__u64 *word, x;
 	void *bits;
 
+	if (bench_runcut == 1)
+		return 1;
+	x = run_hash(h->pos, src ? (f->src & h->m.smask) : (f->dst & h->m.dmask));
+	/* the small sets' bitmap: a plain array's inlined lookup, the
+	 * slot's words at a constant offset (shift and slot are constants
+	 * of the program: the verifier keeps one of the two ways) */
+	if ((shift & RUN_FLAT) && bench_runcut != 2 && bench_runcut != 3 && bench_runcut != 4) {
+		if (bench_runcut == 5) {
+			f->wi = k_slot * RUN_FLAT_WORDS + (__u32)(x >> (64 - RUN_FLAT_LOG));
+			return bpf_map_lookup_elem(&run_flat, &f->wi) != NULL;
+		}
+		return k_slot < NSLOTS && run_flat_absent(k_slot, x, &f->wi);
+	}
+	shift &= ~RUN_FLAT;
 	if (shift == 0 || shift > 63)
 		return 0;
 	bits = bpf_map_lookup_elem(&run_bits, (const void *)&k_slot);
 	if (!bits)
 		return 0;
-	x = run_hash(h->pos, src ? (f->src & h->m.smask) : (f->dst & h->m.dmask)) >> shift;
+	if (bench_runcut == 2)
+		return 1;
+	x >>= shift;
 	f->wi = x >> 6;
 	word = bpf_map_lookup_elem(bits, &f->wi);
+	if (bench_runcut == 3)
+		return word != NULL;
 	return word && !(*word & (1ULL << (x & 63)));
 }
 

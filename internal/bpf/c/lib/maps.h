@@ -71,6 +71,15 @@ struct {
 	__array(values, struct runbit_array);
 } run_bits SEC(".maps");
 
+/* Each slot's small-set bitmap (filter.h RUN_FLAT): the slot's words at
+ * slot * RUN_FLAT_WORDS, written in place while the slot is not running. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS * RUN_FLAT_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} run_flat SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
 	__uint(max_entries, NSLOTS);

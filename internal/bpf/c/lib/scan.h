@@ -135,17 +135,38 @@ static __always_inline __u64 run_hash(__u32 head, __u32 addr)
 	return x * RUN_HASH_K2;
 }
 
+/* run_flat_mask is the three bits of entry hash x in its word of the
+ * small sets' bitmap (RUN_FLAT; runs.go runFlatBits). */
+static __always_inline __u64 run_flat_mask(__u64 x)
+{
+	return (1ULL << ((x >> 48) & 63)) | (1ULL << ((x >> 42) & 63)) | (1ULL << ((x >> 36) & 63));
+}
+
+/* run_flat_absent says that slot's IPv4 runs have no entry of hash x: one
+ * of its three bits in the slot's small bitmap is clear. The key is the
+ * caller's (a place on its stack). */
+static __always_inline int run_flat_absent(__u32 slot, __u64 x, __u32 *key)
+{
+	__u64 *word;
+
+	*key = slot * RUN_FLAT_WORDS + (__u32)(x >> (64 - RUN_FLAT_LOG));
+	word = bpf_map_lookup_elem(&run_flat, key);
+	return word && (*word & run_flat_mask(x)) != run_flat_mask(x);
+}
+
 /* run_absent says that slot's IPv4 runs have no entry (head, addr): its
  * bit in the slot's bitmap is clear. shift is the bitmap's, from the
- * run's compact match; without one (0: a slot an older Sluice wrote) or
- * a bitmap it says nothing. It never says so of an entry the runs have
- * (TestPrivilegedRunBits). */
+ * run's compact match (RUN_FLAT: the small sets' bitmap); without one (0:
+ * a slot an older Sluice wrote) or a bitmap it says nothing. It never
+ * says so of an entry the runs have (TestPrivilegedRunBits). */
 static __always_inline int run_absent(__u32 slot, __u32 head, __u32 addr, __u32 shift)
 {
 	__u64 *word, h;
 	__u32 wi;
 	void *bits;
 
+	if (shift & RUN_FLAT)
+		return slot < NSLOTS && run_flat_absent(slot, run_hash(head, addr), &wi);
 	if (shift == 0 || shift > 63)
 		return 0;
 	bits = bpf_map_lookup_elem(&run_bits, &slot);
