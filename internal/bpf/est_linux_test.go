@@ -683,10 +683,11 @@ func BenchmarkEstablished(b *testing.B) {
 	// config's switch; then in est.h's order, 35 the parse, 36 the key,
 	// 31 the statistics' block, 32 the lookup, 33 the clock, 37 the
 	// entry's checks, 38 the window, 39 the stores, 34 the counter
-	// stripe; 0: whole), inbound
+	// stripe; 0: whole; 40-44 inside the lookup, est.h's est_probe),
+	// inbound
 	b.Run("in/bisect", func(b *testing.B) {
 		names, ps := []string{"trivial"}, []*ebpf.Program{trivial}
-		for _, n := range []uint32{29, 35, 36, 31, 32, 33, 37, 38, 39, 34, 0} {
+		for _, n := range []uint32{29, 35, 36, 31, 40, 43, 41, 32, 42, 44, 33, 37, 38, 39, 34, 0} {
 			p, err := stageVariant(h.d, "sluice_ingress", n, s)
 			if err != nil {
 				b.Fatal(err)

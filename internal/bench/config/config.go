@@ -159,7 +159,11 @@ type StatsFunc func(h *topo.Host) (probe func() ([]result.ProgStat, error), clos
 // program. Not 38 (after the TCP window check, before its stores): cut
 // there the window never moves, so the flow's later segments fall out of
 // it and the pipeline blocks them (TCP_RR stalls at ~190 trans/s).
-var EstStages = []uint32{35, 36, 31, 32, 33, 37, 39, 34, 0}
+// 40-44 split the lookup (lk14, est.h's est_probe): after 31, one line of
+// a plain array found by a hash of the key (40), four such lines (43),
+// the table's lookup of a key it does not hold (41); after 32, the
+// lookup twice (42), the lookup and the element's value lines (44).
+var EstStages = []uint32{35, 36, 31, 40, 43, 41, 32, 42, 44, 33, 37, 39, 34, 0}
 
 // RunCuts are the run probe's cut points (lib/fast.h bench_runcut) of the
 // opt-in sluice-nomatch-10000-cut-N configurations; 0 the whole program.

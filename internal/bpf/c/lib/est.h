@@ -46,6 +46,73 @@ volatile const __u32 k_est = 1;
  * is cold). */
 #define EST_TOUCH(x) do { __u64 t_ = (x); asm volatile("" :: "r"(t_)); } while (0)
 
+/* est_probe: the cut programs that split the state table's lookup for the
+ * live bisect (sluice-stateful-at-40..44; stop_at is a constant, so the
+ * ordinary program holds none of it). Each stops after the key and the
+ * statistics' block (31) and does one thing instead of the lookup:
+ *   40  a hash of the key in BPF and one line of a plain array (exprs,
+ *       vmalloc'd like the table's buckets) at that hash: what an inlined
+ *       direct array's slot costs (no kernel code, no htab, no bucket);
+ *   43  the same, four lines of the array (a 256-byte slot's)
+ *       asked for together;
+ *   41  the table's lookup of a key it does not hold (the key's twin
+ *       bit flipped): the kernel's hash code, jhash of the 40 bytes,
+ *       the htab struct and a bucket line, no element;
+ *   42  the flow's lookup twice: the second is the warm cost;
+ *   44  (after 32) the lookup and the element's value lines est reads.
+ */
+static __always_inline void est_probe(struct state_key *k)
+{
+	__u32 h, i;
+	struct expr_val *v;
+	struct state_entry *e;
+
+	if (stop_at == 40 || stop_at == 43) {
+		h = k->src[0] ^ k->src[3] ^ k->dst[0] ^ k->dst[3] ^
+		    ((__u32)k->sport << 16 | k->dport) ^ k->proto;
+		h *= 0x9e3779b1;
+		h ^= h >> 15;
+		/* a value is 48 bytes in the array: 64 of them are 48 lines,
+		 * so slot i starts a line after any base */
+		i = (h & 127) * 64;
+		v = bpf_map_lookup_elem(&exprs, &i);
+		if (!v)
+			return;
+		EST_TOUCH(v->num);
+		if (stop_at == 43) {
+			/* 96 bytes apart: four distinct lines */
+			i += 2;
+			v = bpf_map_lookup_elem(&exprs, &i);
+			if (v)
+				EST_TOUCH(v->num);
+			i += 2;
+			v = bpf_map_lookup_elem(&exprs, &i);
+			if (v)
+				EST_TOUCH(v->num);
+			i += 2;
+			v = bpf_map_lookup_elem(&exprs, &i);
+			if (v)
+				EST_TOUCH(v->num);
+		}
+		return;
+	}
+	if (stop_at == 41) {
+		k->twin ^= 1;
+		e = bpf_map_lookup_elem(&states, k);
+		EST_TOUCH((__u64)(long)e);
+		return;
+	}
+	if (stop_at == 42) {
+		e = bpf_map_lookup_elem(&states, k);
+		if (!e)
+			return;
+		EST_TOUCH(e->pass);
+		e = bpf_map_lookup_elem(&states, k);
+		if (e)
+			EST_TOUCH(e->pass);
+	}
+}
+
 static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 {
 	void *data = (void *)(long)skb->data;
@@ -129,10 +196,23 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 	if (sb)
 		EST_TOUCH(sb->v[(out * ST_DIR + ST_PKTS) & (NSTATS - 1)]);
 	STAGE(31);
+	if (stop_at >= 40 && stop_at <= 43) {
+		/* the live bisect inside the lookup (lk14); each returns */
+		est_probe(&k);
+		return TC_ACT_UNSPEC;
+	}
 	e = bpf_map_lookup_elem(&states, &k);
 	if (!e)
 		return EST_NOENTRY;
 	STAGE(32);
+	if (stop_at == 44) {
+		/* 32 and the element's value lines est reads (all but the
+		 * counter stripe: the entry's checks, the window) */
+		EST_TOUCH(e->pass);
+		EST_TOUCH(e->flx[0]);
+		EST_TOUCH(e->tcp[0].end);
+		return TC_ACT_UNSPEC;
+	}
 	/* the window's line and the CPU's counter stripe, asked for now */
 	c = &e->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
 	EST_TOUCH(c->pkts[0]);
