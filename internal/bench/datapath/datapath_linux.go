@@ -19,7 +19,7 @@ import (
 
 // Datapaths returns the IPFilter and IPQoS loaders for config.Builtin.
 func Datapaths() config.Datapaths {
-	return config.Datapaths{IPF: LoadIPF, QoS: LoadQoS, Floor: NewFloor, NAT: LoadNAT, IPFStage: LoadIPFStage, GWNAT: LoadGWNAT, Stats: Stats}
+	return config.Datapaths{IPF: LoadIPF, QoS: LoadQoS, Floor: NewFloor, FloorKind: NewFloorKind, NAT: LoadNAT, IPFStage: LoadIPFStage, GWNAT: LoadGWNAT, Stats: Stats}
 }
 
 // StateMax is the IPFilter state_max the bench sets. IPFilter's default,
