@@ -100,7 +100,11 @@ func (a *ipfApplier) Apply(ctx context.Context, h *topo.Host) error {
 		if err != nil {
 			return err
 		}
-		dp.BenchStopAt(a.stage)
+		if a.stage != 0 {
+			if err := dp.BenchStopAt(a.stage); err != nil {
+				return errors.Join(err, dp.Remove())
+			}
+		}
 		if err := dp.SetStateMax(StateMax); err != nil {
 			return errors.Join(err, dp.Remove())
 		}
