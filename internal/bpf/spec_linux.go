@@ -623,20 +623,37 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 // BenchStopAt makes the programs d specialises from now on end after the
 // filter's STAGE n (c/filter.c, lib/est.h; 0: the whole program), with
 // TC_ACT_UNSPEC: the live bisect of sluice bench's opt-in
-// sluice-stateful-at-N configurations, which attach such a cut program
-// under netperf beside the trivial one. A packet so cut is passed without
-// being filtered or counted: never for a datapath that filters anything.
-// The cut programs are not pinned as variants for later commands.
-func (d *Datapath) BenchStopAt(n uint32) {
+// sluice-stateful-at-N and sluice-attach-at-N configurations, which
+// attach such a cut program under netperf beside the trivial one. A
+// packet so cut is passed without being filtered or counted: never for a
+// datapath that filters anything. The programs in place are made again
+// at once (with no rules they are Load's, and a later load of the same
+// set would keep them); the cut programs are not pinned as variants for
+// later commands.
+func (d *Datapath) BenchStopAt(n uint32) error {
+	unlock := d.lockCfg()
+	defer unlock()
 	if n == 0 {
 		d.specMutate = nil
-		return
-	}
-	d.specMutate = func(spec *ebpf.CollectionSpec) {
-		if v := spec.Variables["stop_at"]; v != nil {
-			_ = v.Set(n) // a __u32 variable: Set fails only on a size mismatch
+	} else {
+		d.specMutate = func(spec *ebpf.CollectionSpec) {
+			if v := spec.Variables["stop_at"]; v != nil {
+				_ = v.Set(n) // a __u32 variable: Set fails only on a size mismatch
+			}
 		}
 	}
+	// every program made before is the whole program (or another cut)
+	old := d.variants
+	d.variants = nil
+	err := d.specialiseLocked(-1, true)
+	for k, pp := range old {
+		if cur, ok := d.variants[k]; ok && cur == pp {
+			continue
+		}
+		pp.in.Close()
+		pp.out.Close()
+	}
+	return err
 }
 
 // BenchRunCut makes the programs d specialises from now on cut the

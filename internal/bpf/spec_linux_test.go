@@ -389,3 +389,63 @@ func TestPrivilegedVariantPinsKeepNewest(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivilegedBenchStopAt: the cut the live bisect asks for is in place
+// at once, an empty set's too (Load placed the whole idle program, which a
+// load of no rules would keep): the programs are made again, with the
+// pipeline gone from a cut before it (the verifier drops it), and the cut
+// program passes a packet uncounted; 0 puts the whole program back.
+func TestPrivilegedBenchStopAt(t *testing.T) {
+	d := newHarness(t).d
+	size := func() uint32 {
+		t.Helper()
+		info, err := d.objs.SluiceIngress.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := info.JitedSize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	whole := size()
+	pkt := tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()
+	for _, n := range []uint32{1, 29} {
+		if err := d.BenchStopAt(n); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.LoadRules(&Image{}, Active); err != nil {
+			t.Fatal(err)
+		}
+		if got := size(); got*4 > whole {
+			t.Errorf("stop_at %d: %d bytes jited, the whole program %d", n, got, whole)
+		}
+		before := d.statsSum(t)
+		if r, err := d.objs.SluiceIngress.Run(&ebpf.RunOptions{Data: pkt}); err != nil || int32(r) != -1 {
+			t.Fatalf("stop_at %d: %d, %v", n, int32(r), err)
+		}
+		if after := d.statsSum(t); n == 1 && after != before {
+			t.Errorf("stop_at 1 counted the packet: %d -> %d", before, after)
+		} else if n == 29 && after != before+1 {
+			// the idle path is before 29: it counts
+			t.Errorf("stop_at 29: %d -> %d counts", before, after)
+		}
+	}
+	if err := d.BenchStopAt(0); err != nil {
+		t.Fatal(err)
+	}
+	if got := size(); got != whole {
+		t.Errorf("back to the whole program: %d bytes, want %d", got, whole)
+	}
+}
+
+// statsSum is the inbound packets the statistics count.
+func (d *Datapath) statsSum(t *testing.T) uint64 {
+	t.Helper()
+	st, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.In.Pkts
+}

@@ -141,6 +141,9 @@ type Datapaths struct {
 	// sluice-nomatch-10000-cut-N configurations, a live bisect of the
 	// blocklist's probe.
 	IPFRunCut func(rules string, cut uint32) (Applier, error)
+	// FloorKind attaches a variant of the trivial program (FloorKinds)
+	// as Floor attaches it: the opt-in tcx-floor-KIND configurations.
+	FloorKind func(kind string) (Applier, error)
 	// Stats reads the in-kernel cost of attached programs.
 	Stats StatsFunc
 }
@@ -168,6 +171,20 @@ var EstStages = []uint32{35, 36, 31, 40, 43, 41, 32, 42, 44, 33, 37, 39, 34, 0}
 // RunCuts are the run probe's cut points (lib/fast.h bench_runcut) of the
 // opt-in sluice-nomatch-10000-cut-N configurations; 0 the whole program.
 var RunCuts = []uint32{1, 2, 3, 4, 5, 0}
+
+// AttachStages are the attached program's (no rules: the idle path)
+// STAGE points (c/filter.c) in the order a clean packet passes them:
+// entry, past the k_mode tests, the parse (clean_family), the statistics'
+// block, the idle path whole with the pipeline removed from the image.
+// The whole program is sluice-attach.
+var AttachStages = []uint32{1, 21, 22, 23, 29}
+
+// FloorKinds are the opt-in variants of the trivial program (at14), each
+// beside tcx-floor: "code-N" runs N straight-line instructions before it
+// returns (the cost of executing code that no data follows), "compact"
+// does the attached program's work written by hand in a few instructions
+// (the headers' tests and one counter in a block chosen by CPU).
+var FloorKinds = []string{"code-64", "code-256", "code-1024", "compact"}
 
 // Non-matching rule counts (in all, both directions: NoMatchSplit) of the
 // "rule-scan" configurations.
@@ -248,6 +265,33 @@ func Builtin(dp Datapaths) *Registry {
 				return nil, ErrUnavailable
 			}
 			return r.dp.IPFRunCut(c.RuleText(), n)
+		}
+		r.add(c)
+	}
+	// opt-in: the attached program (no rules) cut at the idle path's
+	// STAGE points (c/filter.c); at14's live bisect of its cost
+	for _, n := range AttachStages {
+		c := r.ipf(fmt.Sprintf("sluice-attach-at-%d", n),
+			fmt.Sprintf("opt-in: Sluice attached, no rules, its programs ending after the idle path's STAGE %d; a live bisect, packets past the cut pass uncounted", n), "")
+		c.OptIn = true
+		c.Unavailable = func() bool { return r.dp.IPFStage == nil }
+		c.New = func() (Applier, error) {
+			if r.dp.IPFStage == nil {
+				return nil, ErrUnavailable
+			}
+			return r.dp.IPFStage(c.RuleText(), n)
+		}
+		r.add(c)
+	}
+	for _, k := range FloorKinds {
+		c := r.floor("tcx-floor-"+k, SuiteIPF, fmt.Sprintf("opt-in: the trivial TCX program's variant %q (at14: what code and a counter cost live)", k))
+		c.OptIn = true
+		c.Unavailable = func() bool { return r.dp.FloorKind == nil }
+		c.New = func() (Applier, error) {
+			if r.dp.FloorKind == nil {
+				return nil, ErrUnavailable
+			}
+			return r.dp.FloorKind(k)
 		}
 		r.add(c)
 	}

@@ -516,3 +516,69 @@ func TestBuiltinRuleTexts(t *testing.T) {
 		}
 	}
 }
+
+// TestAttachStageConfigs: at14's live bisect of the attached program and
+// the trivial program's variants run only when named, load what they say
+// (no rules, through IPFStage with their own cut; FloorKind with their
+// kind), and are unavailable without their loader.
+func TestAttachStageConfigs(t *testing.T) {
+	type call struct {
+		rules string
+		stage uint32
+	}
+	var got []call
+	var kinds []string
+	r := Builtin(Datapaths{IPF: func(string) (Applier, error) { return nil, nil },
+		Floor: func() (Applier, error) { return nil, nil },
+		IPFStage: func(rules string, stage uint32) (Applier, error) {
+			got = append(got, call{rules, stage})
+			return nil, nil
+		},
+		FloorKind: func(kind string) (Applier, error) {
+			kinds = append(kinds, kind)
+			return nil, nil
+		}})
+	for _, sel := range []string{"sluice-attach*", "tcx-floor*", "sluice", "reference", "all"} {
+		cs, err := r.Select(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if strings.HasPrefix(c.Name, "sluice-attach-at-") || strings.HasPrefix(c.Name, "tcx-floor-") && c.Name != "tcx-floor-gw" {
+				t.Errorf("Select(%q) includes %s", sel, c.Name)
+			}
+		}
+	}
+	for i, n := range AttachStages {
+		name := fmt.Sprintf("sluice-attach-at-%d", n)
+		c, ok := r.Get(name)
+		if !ok || !c.OptIn || c.Suite != SuiteIPF || !c.Available() {
+			t.Fatalf("%s: %+v", name, c)
+		}
+		if _, err := c.New(); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != i+1 || got[i] != (call{"", n}) {
+			t.Fatalf("%s: loader calls %v", name, got)
+		}
+	}
+	for i, k := range FloorKinds {
+		c, ok := r.Get("tcx-floor-" + k)
+		if !ok || !c.OptIn || c.Suite != SuiteIPF || !c.Available() {
+			t.Fatalf("tcx-floor-%s: %+v", k, c)
+		}
+		if _, err := c.New(); err != nil {
+			t.Fatal(err)
+		}
+		if len(kinds) != i+1 || kinds[i] != k {
+			t.Fatalf("tcx-floor-%s: loader calls %v", k, kinds)
+		}
+	}
+	r = Builtin(Datapaths{IPF: func(string) (Applier, error) { return nil, nil }, Floor: func() (Applier, error) { return nil, nil }})
+	for _, name := range []string{fmt.Sprintf("sluice-attach-at-%d", AttachStages[0]), "tcx-floor-" + FloorKinds[0]} {
+		c, _ := r.Get(name)
+		if _, err := c.New(); !errors.Is(err, ErrUnavailable) || c.Available() {
+			t.Errorf("%s without its loader: %v, available %v", name, err, c.Available())
+		}
+	}
+}

@@ -19,7 +19,7 @@ import (
 
 // Datapaths returns the IPFilter and IPQoS loaders for config.Builtin.
 func Datapaths() config.Datapaths {
-	return config.Datapaths{IPF: LoadIPF, QoS: LoadQoS, Floor: NewFloor, NAT: LoadNAT, IPFStage: LoadIPFStage, IPFRunCut: LoadIPFRunCut, GWNAT: LoadGWNAT, Stats: Stats}
+	return config.Datapaths{IPF: LoadIPF, QoS: LoadQoS, Floor: NewFloor, FloorKind: NewFloorKind, NAT: LoadNAT, IPFStage: LoadIPFStage, IPFRunCut: LoadIPFRunCut, GWNAT: LoadGWNAT, Stats: Stats}
 }
 
 // StateMax is the IPFilter state_max the bench sets. IPFilter's default,
@@ -112,7 +112,11 @@ func (a *ipfApplier) Apply(ctx context.Context, h *topo.Host) error {
 		if err != nil {
 			return err
 		}
-		dp.BenchStopAt(a.stage)
+		if a.stage != 0 {
+			if err := dp.BenchStopAt(a.stage); err != nil {
+				return errors.Join(err, dp.Remove())
+			}
+		}
 		if a.runcut != 0 {
 			dp.BenchRunCut(a.runcut)
 		}

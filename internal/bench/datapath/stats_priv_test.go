@@ -4,11 +4,13 @@ package datapath
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"strings"
 	"testing"
 
+	"sluice/internal/bench/config"
 	"sluice/internal/bench/result"
 	"sluice/internal/bench/topo"
 	"sluice/internal/testutil"
@@ -68,6 +70,61 @@ func TestPrivilegedFloorStats(t *testing.T) {
 	checkGone(t, tp, ids)
 	if err := closer.Close(); err != nil {
 		t.Errorf("closing the statistics fd: %v", err)
+	}
+}
+
+// TestPrivilegedFloorKinds attaches each opt-in variant of the trivial
+// program (at14's tcx-floor-KIND) under traffic: every one loads, runs on
+// both hooks and passes the packets (the dials succeed), "compact" counts
+// each IPv4 TCP packet once in its CPU's block, and Remove detaches
+// everything and frees the compact program's map. An unknown kind fails.
+func TestPrivilegedFloorKinds(t *testing.T) {
+	tp := topotest.New(t, "slbfk")
+	port := listen(t, tp)
+	for _, kind := range config.FloorKinds {
+		a, err := NewFloorKind(kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Apply(context.Background(), tp.Host(topo.SUT)); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		ids := attached(t, tp)
+		const dials = 20
+		for range dials {
+			if err := dial(tp, port); err != nil {
+				t.Fatalf("%s: %v", kind, err)
+			}
+		}
+		if f := a.(*floor); f.compact {
+			var sum uint64
+			for cpu := 0; cpu < int(f.m.MaxEntries()); cpu++ {
+				var v []byte
+				if err := f.m.Lookup(uint32(cpu), &v); err != nil {
+					t.Fatal(err)
+				}
+				sum += binary.LittleEndian.Uint64(v[17*8:])
+			}
+			// each connection is at least a SYN and an ACK in and a
+			// SYN-ACK out: TCP over IPv4 both ways
+			if sum < 3*dials {
+				t.Errorf("compact counted %d packets of %d connections", sum, dials)
+			}
+		}
+		m := a.(*floor).m
+		if err := a.Remove(); err != nil {
+			t.Fatal(err)
+		}
+		checkGone(t, tp, ids)
+		if m != nil && m.FD() >= 0 {
+			t.Errorf("%s: the counters' map is still open", kind)
+		}
+	}
+	if _, err := NewFloorKind("code-0"); err == nil {
+		t.Error("code-0: no error")
+	}
+	if _, err := NewFloorKind("nothing"); err == nil {
+		t.Error("an unknown kind: no error")
 	}
 }
 
