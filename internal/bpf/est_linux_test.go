@@ -622,6 +622,24 @@ func TestEstablishedDifferential(t *testing.T) {
 // hpStatefulRules is HP's stateful test set (hp-test-state.conf).
 var hpStatefulRules = strings.ReplaceAll(hpStatelessRules, "any\n", "any keep state\n")
 
+// hpStatefulSpec loads HP's stateful set into the benchmarks' datapath
+// with an empty table and returns the specialisation its programs are
+// made for (made while the table was empty, as after an ipf -f).
+func hpStatefulSpec(b *testing.B, h *harness) progSpec {
+	b.Helper()
+	if err := h.d.LoadRules(compileText(b, hpStatefulRules), Active); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := h.d.FlushStates(nil); err != nil {
+		b.Fatal(err)
+	}
+	s := currentSpec(b, h.d)
+	if !s.state || h.d.progKey != s.key() {
+		b.Fatalf("the set's program: state %v, attached %#x, want %#x", s.state, h.d.progKey, s.key())
+	}
+	return s
+}
+
 // BenchmarkEstablished measures an established TCP flow of HP's stateful
 // set, a data segment each way, through the program made for the set
 // (the established path first, lib/est.h) and the same program without
@@ -633,18 +651,7 @@ func BenchmarkEstablished(b *testing.B) {
 	h := benchHarness(b)
 	trivial := trivialProg(b)
 	defer trivial.Close()
-	if err := h.d.LoadRules(compileText(b, hpStatefulRules), Active); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := h.d.FlushStates(nil); err != nil {
-		b.Fatal(err)
-	}
-	// the program the set runs on (made while the table was empty, as
-	// after an ipf -f)
-	s := currentSpec(b, h.d)
-	if !s.state || h.d.progKey != s.key() {
-		b.Fatalf("the set's program: state %v, attached %#x, want %#x", s.state, h.d.progKey, s.key())
-	}
+	s := hpStatefulSpec(b, h)
 	_, synack, ack := handshake(b, h)
 	// TCP_RR's segments: a byte of data with PSH, each way
 	in, out := synack, ack

@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"sluice/internal/engine"
-	"sluice/internal/rules/ipf"
-	"sluice/internal/ruleset"
-	"sluice/internal/state"
 )
 
 // synOpts are a Linux client's SYN options (MSS, SACK permitted,
@@ -84,16 +81,7 @@ func BenchmarkNewState(b *testing.B) {
 	h := benchHarness(b)
 	trivial := trivialProg(b)
 	defer trivial.Close()
-	if err := h.d.LoadRules(compileText(b, hpStatefulRules), Active); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := h.d.FlushStates(nil); err != nil {
-		b.Fatal(err)
-	}
-	s := currentSpec(b, h.d)
-	if !s.state {
-		b.Fatal("HP's stateful set's program does not keep state")
-	}
+	s := hpStatefulSpec(b, h)
 	segs := crrConnection()
 	const batch = 1024
 	frames := make([][][]byte, batch)
@@ -207,18 +195,7 @@ func BenchmarkNewState(b *testing.B) {
 func TestPrivilegedCRRConnection(t *testing.T) {
 	h := newHarness(t)
 	h.load(hpStatefulRules)
-	clock := &state.ManualClock{}
-	rules, err := ipf.Parse("r", []byte(hpStatefulRules), ipf.ParseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := ruleset.Compile(rules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := engine.New(engine.Config{Clock: clock})
-	eng.Sets().Store(0, set)
-	defer eng.Close()
+	eng, clock := engineClock(t, hpStatefulRules)
 	for i := 0; i < 3; i++ {
 		for _, sg := range crrConnection() {
 			frame := tcpSum4(sg.pkt(i).build())

@@ -17,6 +17,13 @@ import (
 
 // engineFor compiles text for the Go engine.
 func engineFor(t *testing.T, text string) *engine.Engine {
+	eng, _ := engineClock(t, text)
+	return eng
+}
+
+// engineClock is engineFor with the engine's clock (to read its table's
+// lifetimes, engineEntries).
+func engineClock(t *testing.T, text string) (*engine.Engine, *state.ManualClock) {
 	t.Helper()
 	rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
 	if err != nil {
@@ -26,10 +33,11 @@ func engineFor(t *testing.T, text string) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
+	clock := &state.ManualClock{}
+	eng := engine.New(engine.Config{Clock: clock})
 	eng.Sets().Store(0, set)
 	t.Cleanup(eng.Close)
-	return eng
+	return eng, clock
 }
 
 // TestPrivilegedV6ExtensionChains (issue 10 item 1): an IPv6 SYN to a

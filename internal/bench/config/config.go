@@ -239,49 +239,25 @@ func Builtin(dp Datapaths) *Registry {
 	// points (c/lib/est.h), in the order a hit passes them; N 0 is the
 	// whole program through the same loader
 	for _, n := range EstStages {
-		c := r.ipf(fmt.Sprintf("sluice-stateful-at-%d", n),
-			fmt.Sprintf("opt-in: HP's stateful set, its programs ending after the established path's STAGE %d (0: whole); a live bisect, packets past the cut pass unfiltered", n), IPFStateful())
-		c.OptIn = true
-		c.Unavailable = func() bool { return r.dp.IPFStage == nil }
-		c.New = func() (Applier, error) {
-			if r.dp.IPFStage == nil {
-				return nil, ErrUnavailable
-			}
-			return r.dp.IPFStage(c.RuleText(), n)
-		}
-		r.add(c)
+		r.cut(fmt.Sprintf("sluice-stateful-at-%d", n),
+			fmt.Sprintf("opt-in: HP's stateful set, its programs ending after the established path's STAGE %d (0: whole); a live bisect, packets past the cut pass unfiltered", n), IPFStateful(),
+			func() func(string, uint32) (Applier, error) { return r.dp.IPFStage }, n)
 	}
 	// opt-in: the 10 000-rule blocklist with its run probe cut
 	// (lib/fast.h bench_runcut): 1 none, 2 run_bits' outer lookup, 3
 	// and its inner one, 4 run_bits whole, 5 run_flat's lookup; 0 the
 	// whole program through the same loader
 	for _, n := range RunCuts {
-		c := r.ipf(fmt.Sprintf("sluice-nomatch-10000-cut-%d", n),
-			fmt.Sprintf("opt-in: 10 000 non-matching rules then the stateless set, the run probe cut at point %d (lib/fast.h bench_runcut; 0: whole); a live bisect, a cut program may pass what a run blocks", n), IPFNoMatch(10000))
-		c.OptIn = true
-		c.Unavailable = func() bool { return r.dp.IPFRunCut == nil }
-		c.New = func() (Applier, error) {
-			if r.dp.IPFRunCut == nil {
-				return nil, ErrUnavailable
-			}
-			return r.dp.IPFRunCut(c.RuleText(), n)
-		}
-		r.add(c)
+		r.cut(fmt.Sprintf("sluice-nomatch-10000-cut-%d", n),
+			fmt.Sprintf("opt-in: 10 000 non-matching rules then the stateless set, the run probe cut at point %d (lib/fast.h bench_runcut; 0: whole); a live bisect, a cut program may pass what a run blocks", n), IPFNoMatch(10000),
+			func() func(string, uint32) (Applier, error) { return r.dp.IPFRunCut }, n)
 	}
 	// opt-in: the attached program (no rules) cut at the idle path's
 	// STAGE points (c/filter.c); at14's live bisect of its cost
 	for _, n := range AttachStages {
-		c := r.ipf(fmt.Sprintf("sluice-attach-at-%d", n),
-			fmt.Sprintf("opt-in: Sluice attached, no rules, its programs ending after the idle path's STAGE %d; a live bisect, packets past the cut pass uncounted", n), "")
-		c.OptIn = true
-		c.Unavailable = func() bool { return r.dp.IPFStage == nil }
-		c.New = func() (Applier, error) {
-			if r.dp.IPFStage == nil {
-				return nil, ErrUnavailable
-			}
-			return r.dp.IPFStage(c.RuleText(), n)
-		}
-		r.add(c)
+		r.cut(fmt.Sprintf("sluice-attach-at-%d", n),
+			fmt.Sprintf("opt-in: Sluice attached, no rules, its programs ending after the idle path's STAGE %d; a live bisect, packets past the cut pass uncounted", n), "",
+			func() func(string, uint32) (Applier, error) { return r.dp.IPFStage }, n)
 	}
 	for _, k := range FloorKinds {
 		c := r.floor("tcx-floor-"+k, SuiteIPF, fmt.Sprintf("opt-in: the trivial TCX program's variant %q (at14: what code and a counter cost live)", k))
@@ -325,6 +301,23 @@ const DSCPMark = 10
 func (r *Registry) add(c *Config) {
 	r.byName[c.Name] = c
 	r.order = append(r.order, c.Name)
+}
+
+// cut adds the opt-in configuration name: rules loaded by the loader
+// loader returns (nil: unavailable) with cut n, one point of a live
+// bisect.
+func (r *Registry) cut(name, desc, rules string, loader func() func(string, uint32) (Applier, error), n uint32) {
+	c := r.ipf(name, desc, rules)
+	c.OptIn = true
+	c.Unavailable = func() bool { return loader() == nil }
+	c.New = func() (Applier, error) {
+		load := loader()
+		if load == nil {
+			return nil, ErrUnavailable
+		}
+		return load(c.RuleText(), n)
+	}
+	r.add(c)
 }
 
 func (r *Registry) ipf(name, desc, rules string) *Config {
