@@ -82,9 +82,10 @@ func TestCblocks(t *testing.T) {
 		t.Errorf("run head: flags %#x smask %#x, want CM_RUN4|CM_RUNSRC and the rules' mask %#x", head.Flags, head.Smask, im.rules[1].Smask[0])
 	}
 	// and the runs bitmap's shift in the source word the run leaves free
-	// (20 entries: the least bitmap, 2^9 bits)
-	if head.Src != 64-runBitsMin || im.runShift != head.Src {
-		t.Errorf("run head: src %d, image's shift %d, want the bitmap's shift %d", head.Src, im.runShift, 64-runBitsMin)
+	// (20 entries: the least bitmap, 2^9 bits), with RUN_FLAT: a set that
+	// small has its bits in the slot's run_flat words too (ten14)
+	if want := uint32(64-runBitsMin) | runFlatBit; head.Src != want || im.runShift != 64-runBitsMin || !im.runFlat {
+		t.Errorf("run head: src %#x, image's shift %d (flat %v), want %#x: the bitmap's shift %d and RUN_FLAT", head.Src, im.runShift, im.runFlat, want, 64-runBitsMin)
 	}
 	if m := cbs[0].M[2]; m.Flags&cmSrc == 0 || m.Flags&cmRun != 0 || cbs[0].RunLen[2] != 0 {
 		t.Errorf("run member: flags %#x run_len %d, want CM_SRC, no run", m.Flags, cbs[0].RunLen[2])
