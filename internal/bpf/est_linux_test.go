@@ -776,7 +776,12 @@ func BenchmarkStateKeySize(b *testing.B) {
 		defer p.Close()
 		names, progs = append(names, fmt.Sprintf("key %d", size)), append(progs, p)
 	}
-	frame := tcp4("10.0.0.1", "10.0.0.2", 40000, 80, ackF).build()
+	warmAndRounds(b, names, progs, tcp4("10.0.0.1", "10.0.0.2", 40000, 80, ackF).build())
+}
+
+// warmAndRounds runs each of progs on frame in the repeat loop (warm/NAME)
+// and then one packet a run, interleaved round after round (rounds).
+func warmAndRounds(b *testing.B, names []string, progs []*ebpf.Program, frame []byte) {
 	for i, p := range progs {
 		b.Run("warm/"+strings.ReplaceAll(names[i], " ", "-"), func(b *testing.B) { reportRuns(b, p, frame, 1000) })
 	}
@@ -819,11 +824,7 @@ func BenchmarkStateBuckets(b *testing.B) {
 		defer p.Close()
 		names, progs = append(names, fmt.Sprintf("entries %d", entries)), append(progs, p)
 	}
-	frame := tcp4("10.0.0.1", "10.0.0.2", 40000, 80, ackF).build()
-	for i, p := range progs {
-		b.Run("warm/"+strings.ReplaceAll(names[i], " ", "-"), func(b *testing.B) { reportRuns(b, p, frame, 1000) })
-	}
-	b.Run("rounds", func(b *testing.B) { interleaved(b, names, progs, frame) })
+	warmAndRounds(b, names, progs, tcp4("10.0.0.1", "10.0.0.2", 40000, 80, ackF).build())
 }
 
 // TestPrivilegedEstablishedLive: HP's stateful set on a veth pair between

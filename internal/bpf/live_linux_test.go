@@ -57,16 +57,16 @@ func inNS(t testing.TB, ns netns.NsHandle, f func()) {
 }
 
 // attach loads a datapath pinned in the topology's pin directory and
-// attaches it to the interface of namespace b; it is removed when the test
-// ends.
-func (tp *topo) attach(t *testing.T) *Datapath {
+// attaches it to the interface of namespace b (and to b's devices more);
+// it is removed when the test ends.
+func (tp *topo) attach(t *testing.T, more ...string) *Datapath {
 	t.Helper()
 	var d *Datapath
 	var err error
 	inNS(t, tp.b, func() {
 		d, err = Load(Options{PinDir: tp.pinDir})
 		if err == nil {
-			err = d.Attach([]string{tp.ifB})
+			err = d.Attach(append([]string{tp.ifB}, more...))
 		}
 	})
 	if err != nil {

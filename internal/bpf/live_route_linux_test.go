@@ -23,7 +23,7 @@ import (
 func TestPrivilegedRouteTo(t *testing.T) {
 	tp := newTopo(t)
 	nameC, nameD := secondLink(t, tp)
-	d := attachTwoLinks(t, tp, nameD)
+	d := tp.attach(t, nameD)
 	var im *Image
 	inNS(t, tp.b, func() {
 		im = compileText(t, fmt.Sprintf("pass out quick to %s:10.98.0.1 proto udp from any to 10.99.0.1 port = 7000\n", nameD))
@@ -156,7 +156,7 @@ func secondLink(t *testing.T, tp *topo) (nameC, nameD string) {
 func TestPrivilegedDupToCopyLeaves(t *testing.T) {
 	tp := newTopo(t)
 	nameC, nameD := secondLink(t, tp)
-	d := attachTwoLinks(t, tp, nameD)
+	d := tp.attach(t, nameD)
 	var im *Image
 	inNS(t, tp.b, func() {
 		im = compileText(t, fmt.Sprintf(""+
@@ -279,23 +279,4 @@ func TestPrivilegedDupToCopyLeaves(t *testing.T) {
 	if st.Duplicated < 4*sent {
 		t.Errorf("stats: %d copies made, want %d", st.Duplicated, 4*sent)
 	}
-}
-
-// attachTwoLinks loads a datapath in tp's namespace b and attaches it to
-// b's end of the first link and to the second link's device nameD.
-func attachTwoLinks(t *testing.T, tp *topo, nameD string) *Datapath {
-	t.Helper()
-	var d *Datapath
-	var err error
-	inNS(t, tp.b, func() {
-		d, err = Load(Options{PinDir: tp.pinDir})
-		if err == nil {
-			err = d.Attach([]string{tp.ifB, nameD})
-		}
-	})
-	if err != nil {
-		t.Fatalf("load/attach: %+v", err)
-	}
-	t.Cleanup(func() { d.Remove() })
-	return d
 }
