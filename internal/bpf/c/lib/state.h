@@ -1219,6 +1219,31 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	if (wild_dst(p))
 		__builtin_memcpy(ep->wdst, p->dst, 16);
 	CSTAGE(35);
+	/* counted by its source (max-srcs): sl_state_create */
+	ep->srcbits = r->src_bits;
+	{
+		/* a new flow's key holds no entry: the put alone says so,
+		 * and no lookup for an identical entry is needed (none was
+		 * there to be identical). Counted before the put, as below;
+		 * given back when the key holds an entry, which then takes
+		 * the checks below as before (the put there tries again: the
+		 * entry may have gone meanwhile) */
+		int wild = kp->wild;
+
+		kp->twin = 0;
+		__sync_fetch_and_add(n, 1);
+		__sync_fetch_and_add(cnt, 1);
+		if (wild)
+			wild_add(1);
+		CSTAGE(36);
+		if (bpf_map_update_elem(&states, kp, ep, BPF_NOEXIST) == 0)
+			goto made;
+		if (*n > 0)
+			__sync_fetch_and_add(n, -1);
+		__sync_fetch_and_add(cnt, -1);
+		if (wild)
+			wild_add(-1);
+	}
 	{
 		/* IPFilter refuses an identical entry (ipf_state_match: rule
 		 * flags, options, class, addresses and ports either way round,
@@ -1235,9 +1260,6 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 				return 0;
 		}
 	}
-	CSTAGE(36);
-	/* counted by its source (max-srcs): sl_state_create */
-	ep->srcbits = r->src_bits;
 	{
 		struct state_entry *old;
 		int put, wild = kp->wild;
@@ -1252,7 +1274,6 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		__sync_fetch_and_add(cnt, 1);
 		if (wild)
 			wild_add(1);
-		CSTAGE(37);
 		put = state_put(kp, ep, &old);
 		if (put == 0 && old && !state_identical(old, ep, kp)) {
 			/* For a packet the existing entry could not match
@@ -1275,7 +1296,8 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			return 0;
 		}
 	}
-	CSTAGE(38);
+made:
+	CSTAGE(37);
 	/* a fragment that made state: the rest of its datagram follows */
 	if (frag_makes_entry(p))
 		frag_add(pass, r->rule_no, r->group_no, r->logtag, now, slot, idx);
