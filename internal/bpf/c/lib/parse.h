@@ -130,7 +130,9 @@ static long tcp_opt_step(__u32 n, void *ctx)
 		return 0;
 	}
 	l = o[BOUND(i + 1, 63)];
-	if (l < 2)
+	/* an option running past the options ends the walk unread, as
+	 * ipf_tcpoptions's (ol > ilen) and the engine's parseTCPOptions */
+	if (l < 2 || i + l > c->olen)
 		return 1;
 	if (t == 3) {
 		if (l != 3)
@@ -166,9 +168,11 @@ GLOBAL int sl_tcp_options(struct __sk_buff *skb, __u32 off, __u32 olen)
 		if (n == 0 || n > 40 || bpf_skb_load_bytes(skb, off, o, n) < 0)
 			return 0;
 	}
-	/* 20 options as before: the walk stops after the twentieth */
+	/* each step takes a byte at least: 40 steps read every option
+	 * (the walk once stopped after 20, and a window scale after 20
+	 * NOPs went unread, where the engine reads it) */
 	c.olen = olen;
-	bpf_loop(20, tcp_opt_step, &c, 0);
+	bpf_loop(40, tcp_opt_step, &c, 0);
 	return 0;
 }
 
@@ -744,12 +748,12 @@ static __always_inline int tcp_clean(const __u8 *t)
  * It returns 1 with p's window scale and SACK-permitted set as the full
  * walk (tcp_opt_step) sets them, or 0 for anything it leaves to that
  * walk: a window scale or SACK-permitted option of the wrong length (the
- * full parse calls the segment bad), a window scale whose value lies past
- * the options, more than 10 options. Each step as tcp_opt_step's: an EOL
- * ends the walk, a NOP takes a byte, a length under 2 (or read past the
- * options, where the full walk reads zero) ends it, an option starting at
- * byte 39 or later is not read; the last window scale counts. Ten steps
- * take a SYN of Linux, Windows or macOS (5 to 9 options). */
+ * full parse calls the segment bad), more than 10 options. Each step as
+ * tcp_opt_step's: an EOL ends the walk, a NOP takes a byte, a length
+ * under 2 (or read past the options, where the full walk reads zero) or
+ * running past the options ends it, an option starting at byte 39 or
+ * later is not read; the last window scale counts. Ten steps take a SYN
+ * of Linux, Windows or macOS (5 to 9 options). */
 static __noinline int tcp_opts_fast(const __u8 *o, const void *end, __u32 olen, struct pktinfo *p)
 {
 	__u32 i = 0;
@@ -776,10 +780,10 @@ static __noinline int tcp_opts_fast(const __u8 *o, const void *end, __u32 olen, 
 		if ((const void *)(q + 2) > end)
 			return 0;
 		l = q[1];
-		if (l < 2)
+		if (l < 2 || i + l > olen)
 			return 1;
 		if (t == 3) {
-			if (l != 3 || i + 2 >= olen || (const void *)(q + 3) > end)
+			if (l != 3 || (const void *)(q + 3) > end)
 				return 0;
 			p->wscale = q[2] > 14 ? 14 : q[2];
 		} else if (t == 4) {

@@ -693,8 +693,14 @@ static __always_inline int tcp_window_sides(struct tcp_side *fs, struct tcp_side
 	if (f & 0x02) {
 		win = s->win;
 		if (s->wscale != 0xff) {
+			/* the options read again (ipf_tcpoptions): the first
+			 * segment after it takes its window as it is, as after
+			 * the creating SYN (tcp_init; the engine's
+			 * parseTCPOptions). Without FIRST the SYN-ACK's side
+			 * kept its SYN's window as its largest (TestPrivileged-
+			 * SYNOptions) */
 			fs->wscale = s->wscale;
-			fs->wflags |= WF_WSCALE_SEEN;
+			fs->wflags |= WF_WSCALE_SEEN | WF_WSCALE_FIRST;
 		}
 		if (s->sackok)
 			fs->wflags |= WF_SACK;
