@@ -800,7 +800,7 @@ static __noinline int tcp_opts_fast(const __u8 *o, const void *end, __u32 olen, 
  * at end, for parse_fast: 0 when the segment needs the full parse (bad
  * flags, a SYN whose options tcp_opts_fast leaves to it or that end past
  * the linear data). A new connection's two SYNs take it: the full parse
- * of their options cost a SYN ~90 ns (docs/datapath-cost.md, crr15). */
+ * of their options cost each ~70-90 ns (docs/datapath-cost.md, crr15). */
 static __always_inline int parse_tcp_fast(const __u8 *t, const void *end, struct pktinfo *p)
 {
 	__u8 f = t[13], doff = t[12] >> 4;

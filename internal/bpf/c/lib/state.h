@@ -1104,8 +1104,8 @@ static __always_inline int state_identical(const struct state_entry *a, const st
 
 /* CSTAGE(n) ends the making of an entry after its step n, as made (1):
  * the per-stage benchmark (BenchmarkNewState) splits state_create with
- * it, stop_at 31 to 38 (filter.c's STAGE; removed by the verifier from
- * the program that runs). A stop after the counts leaves them raised. */
+ * it, stop_at 30 to 37 (filter.c's STAGE; removed by the verifier from
+ * the program that runs). Stop 36, after the counts, leaves them raised. */
 #define CSTAGE(n) do { if (stop_at == (n)) return 1; } while (0)
 
 /* state_create adds an entry for p created by rule idx; returns 0 on
