@@ -18,6 +18,12 @@
 #define IPPROTO_ICMPV6 58
 #endif
 
+/* stop_at ends the pipeline after stage n (0: never): the per-stage
+ * benchmarks load copies of the program with it set and compare them. The
+ * verifier removes the checks from the program that runs (stop_at 0).
+ * Before the library: state_create has stages of its own (lib/state.h). */
+volatile const __u32 stop_at = 0;
+
 #include "filter.h"
 #include "lib/maps.h"
 #include "lib/common.h"
@@ -48,10 +54,7 @@ static __always_inline int verdict_of(__u32 pass)
 	       (cmd == FR_CALL && (pass & FR_NOMATCH));
 }
 
-/* stop_at ends the pipeline after stage n (0: never): the per-stage
- * benchmarks load copies of the program with it set and compare them. The
- * verifier removes the checks from the program that runs (stop_at 0). */
-volatile const __u32 stop_at = 0;
+/* stop_at ends the pipeline after stage n (0: never; above) */
 #define STAGE(n) do { if (stop_at == (n)) return TC_ACT_UNSPEC; } while (0)
 
 /* SB_INC and SB_DROP count through the statblock filter() fetched once. */

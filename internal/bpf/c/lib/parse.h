@@ -130,7 +130,9 @@ static long tcp_opt_step(__u32 n, void *ctx)
 		return 0;
 	}
 	l = o[BOUND(i + 1, 63)];
-	if (l < 2)
+	/* an option running past the options ends the walk unread, as
+	 * ipf_tcpoptions's (ol > ilen) and the engine's parseTCPOptions */
+	if (l < 2 || i + l > c->olen)
 		return 1;
 	if (t == 3) {
 		if (l != 3)
@@ -166,9 +168,11 @@ GLOBAL int sl_tcp_options(struct __sk_buff *skb, __u32 off, __u32 olen)
 		if (n == 0 || n > 40 || bpf_skb_load_bytes(skb, off, o, n) < 0)
 			return 0;
 	}
-	/* 20 options as before: the walk stops after the twentieth */
+	/* each step takes a byte at least: 40 steps read every option
+	 * (the walk once stopped after 20, and a window scale after 20
+	 * NOPs went unread, where the engine reads it) */
 	c.olen = olen;
-	bpf_loop(20, tcp_opt_step, &c, 0);
+	bpf_loop(40, tcp_opt_step, &c, 0);
 	return 0;
 }
 
@@ -693,8 +697,33 @@ static __always_inline int parse_ipv6(struct __sk_buff *skb, struct pktinfo *p, 
 	return 0;
 }
 
-/* tcp_clean reports whether a TCP header at t can take the fast parse:
- * 0 when the segment needs the full one (bad flags, a SYN's options). */
+/* tcp_flags_ok is tcp_clean but for a SYN's options, which parse_fast
+ * reads (tcp_opts_fast): a TCP header at t whose offset and flags
+ * parse_l4 would not call bad. (tcp_clean keeps its own copy of the
+ * checks: written through this one, est_path's frame grew 8 bytes, past
+ * the verifier's limit with sluice_ingress's.) */
+static __always_inline int tcp_flags_ok(const __u8 *t)
+{
+	__u8 f = t[13], doff = t[12] >> 4;
+
+	if (doff < 5)
+		return 0;
+	if ((f & 0x20) && t[18] == 0 && t[19] == 0)
+		return 0;
+	if ((f & (0x02 | 0x01)) && (f & 0x04) && !(f & 0x10))
+		return 0;
+	if ((f & 0x02) && (f & (0x20 | 0x08)))
+		return 0;
+	if (!(f & 0x10) && !(f & (0x02 | 0x04)))
+		return 0;
+	if (!(f & 0x10) && (f & (0x20 | 0x08 | 0x01)))
+		return 0;
+	return 1;
+}
+
+/* tcp_clean reports whether a TCP header at t can take the fast paths
+ * that read no options (clean_family, fast.h, est.h): 0 for bad flags or
+ * a SYN's options. */
 static __always_inline int tcp_clean(const __u8 *t)
 {
 	__u8 f = t[13], doff = t[12] >> 4;
@@ -714,13 +743,73 @@ static __always_inline int tcp_clean(const __u8 *t)
 	return 1;
 }
 
-/* parse_tcp_fast reads a TCP header at t for parse_fast: 0 when the
- * segment needs the full parse (tcp_clean). */
-static __always_inline int parse_tcp_fast(const __u8 *t, struct pktinfo *p)
+/* tcp_opts_fast is sl_tcp_options for parse_fast: the olen bytes of
+ * options at o, in the packet's linear data up to end, walked in place.
+ * It returns 1 with p's window scale and SACK-permitted set as the full
+ * walk (tcp_opt_step) sets them, or 0 for anything it leaves to that
+ * walk: a window scale or SACK-permitted option of the wrong length (the
+ * full parse calls the segment bad), more than 10 options. Each step as
+ * tcp_opt_step's: an EOL ends the walk, a NOP takes a byte, a length
+ * under 2 (or read past the options, where the full walk reads zero) or
+ * running past the options ends it, an option starting at byte 39 or
+ * later is not read; the last window scale counts. Ten steps take a SYN
+ * of Linux, Windows or macOS (5 to 9 options). */
+static __noinline int tcp_opts_fast(const __u8 *o, const void *end, __u32 olen, struct pktinfo *p)
+{
+	__u32 i = 0;
+
+#pragma unroll
+	for (int k = 0; k < 10; k++) {
+		const __u8 *q;
+		__u8 t, l;
+
+		if (i >= olen || i >= 39)
+			return 1;
+		q = o + i;
+		if ((const void *)(q + 1) > end)
+			return 0;
+		t = q[0];
+		if (t == 0)
+			return 1;
+		if (t == 1) {
+			i++;
+			continue;
+		}
+		if (i + 1 >= olen)
+			return 1;
+		if ((const void *)(q + 2) > end)
+			return 0;
+		l = q[1];
+		if (l < 2 || i + l > olen)
+			return 1;
+		if (t == 3) {
+			if (l != 3 || (const void *)(q + 3) > end)
+				return 0;
+			p->wscale = q[2] > 14 ? 14 : q[2];
+		} else if (t == 4) {
+			if (l != 2)
+				return 0;
+			p->sackok = 1;
+		}
+		i += l;
+	}
+	return 0;
+}
+
+/* parse_tcp_fast reads a TCP header at t, the packet's linear data ending
+ * at end, for parse_fast: 0 when the segment needs the full parse (bad
+ * flags, a SYN whose options tcp_opts_fast leaves to it or that end past
+ * the linear data). A new connection's two SYNs take it: the full parse
+ * of their options cost each ~70-90 ns (docs/datapath-cost.md, crr15). */
+static __always_inline int parse_tcp_fast(const __u8 *t, const void *end, struct pktinfo *p)
 {
 	__u8 f = t[13], doff = t[12] >> 4;
 
-	if (!tcp_clean(t))
+	if (!tcp_flags_ok(t))
+		return 0;
+	p->wscale = 0xff;
+	if ((f & 0x02) && doff > 5 &&
+	    ((const void *)(t + doff * 4) > end || !tcp_opts_fast(t + 20, end, (doff - 5) * 4, p)))
 		return 0;
 	p->sport = (t[0] << 8) | t[1];
 	p->dport = (t[2] << 8) | t[3];
@@ -729,7 +818,6 @@ static __always_inline int parse_tcp_fast(const __u8 *t, struct pktinfo *p)
 	p->doff = doff;
 	p->tcpflags = f;
 	p->win = (t[14] << 8) | t[15];
-	p->wscale = 0xff;
 	p->flags |= PF_TCPUDP | PF_PORTS;
 	return 1;
 }
@@ -737,7 +825,7 @@ static __always_inline int parse_tcp_fast(const __u8 *t, struct pktinfo *p)
 /* parse_fast is the parse of the common packet, straight from the
  * packet's linear data with no helper calls: Ethernet, IPv4 without
  * options and not a fragment, or IPv6 with the transport right after its
- * header, then TCP (not a SYN with options, no bad flags) or UDP with a
+ * header, then TCP (no bad flags; a SYN's usual options) or UDP with a
  * whole header. It fills p exactly as sl_parse would and returns the
  * family, or 0 (p untouched) for anything else, which sl_parse then
  * takes. */
@@ -763,7 +851,7 @@ static __always_inline int parse_fast(struct __sk_buff *skb, struct pktinfo *p, 
 		if (plen < 20 || !((proto == IPPROTO_TCP && dlen >= 20) || (proto == IPPROTO_UDP && dlen >= 8)))
 			return 0;
 		if (proto == IPPROTO_TCP) {
-			if (data + 14 + 20 + 20 > end || !parse_tcp_fast(l4, p))
+			if (data + 14 + 20 + 20 > end || !parse_tcp_fast(l4, end, p))
 				return 0;
 		} else {
 			p->sport = (l4[0] << 8) | l4[1];
@@ -793,7 +881,7 @@ static __always_inline int parse_fast(struct __sk_buff *skb, struct pktinfo *p, 
 		if (!((proto == IPPROTO_TCP && dlen >= 20) || (proto == IPPROTO_UDP && dlen >= 8)))
 			return 0;
 		if (proto == IPPROTO_TCP) {
-			if (data + 14 + 40 + 20 > end || !parse_tcp_fast(l4, p))
+			if (data + 14 + 40 + 20 > end || !parse_tcp_fast(l4, end, p))
 				return 0;
 		} else {
 			p->sport = (l4[0] << 8) | l4[1];

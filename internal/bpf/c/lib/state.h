@@ -693,8 +693,14 @@ static __always_inline int tcp_window_sides(struct tcp_side *fs, struct tcp_side
 	if (f & 0x02) {
 		win = s->win;
 		if (s->wscale != 0xff) {
+			/* the options read again (ipf_tcpoptions): the first
+			 * segment after it takes its window as it is, as after
+			 * the creating SYN (tcp_init; the engine's
+			 * parseTCPOptions). Without FIRST the SYN-ACK's side
+			 * kept its SYN's window as its largest (TestPrivileged-
+			 * SYNOptions) */
 			fs->wscale = s->wscale;
-			fs->wflags |= WF_WSCALE_SEEN;
+			fs->wflags |= WF_WSCALE_SEEN | WF_WSCALE_FIRST;
 		}
 		if (s->sackok)
 			fs->wflags |= WF_SACK;
@@ -1096,6 +1102,12 @@ static __always_inline int state_identical(const struct state_entry *a, const st
 	       (a->flags & SF_OPTREV) == (b->flags & SF_OPTREV) && a->opt_rev == b->opt_rev;
 }
 
+/* CSTAGE(n) ends the making of an entry after its step n, as made (1):
+ * the per-stage benchmark (BenchmarkNewState) splits state_create with
+ * it, stop_at 30 to 37 (filter.c's STAGE; removed by the verifier from
+ * the program that runs). Stop 36, after the counts, leaves them raised. */
+#define CSTAGE(n) do { if (stop_at == (n)) return 1; } while (0)
+
 /* state_create adds an entry for p created by rule idx; returns 0 on
  * failure (the caller turns pass into block). */
 static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx,
@@ -1145,7 +1157,9 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		stat_inc(ST_MAXREF);
 		return 0;
 	}
+	CSTAGE(32);
 	__builtin_memset(ep, 0, sizeof(*ep));
+	CSTAGE(33);
 	if (wild_dst(p)) {
 		make_key(kp, p, 0);
 		__builtin_memset(kp->dst, 0, sizeof(kp->dst));
@@ -1156,6 +1170,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 		if (canon_key(kp, p, &sym) && !sym)
 			ep->flags |= SF_SWAP;
 	}
+	CSTAGE(34);
 	ep->created = now;
 	ep->last = now;
 	ep->pass = pass;
@@ -1209,6 +1224,32 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	}
 	if (wild_dst(p))
 		__builtin_memcpy(ep->wdst, p->dst, 16);
+	CSTAGE(35);
+	/* counted by its source (max-srcs): sl_state_create */
+	ep->srcbits = r->src_bits;
+	{
+		/* a new flow's key holds no entry: the put alone says so,
+		 * and no lookup for an identical entry is needed (none was
+		 * there to be identical). Counted before the put, as below;
+		 * given back when the key holds an entry, which then takes
+		 * the checks below as before (the put there tries again: the
+		 * entry may have gone meanwhile) */
+		int wild = kp->wild;
+
+		kp->twin = 0;
+		__sync_fetch_and_add(n, 1);
+		__sync_fetch_and_add(cnt, 1);
+		if (wild)
+			wild_add(1);
+		CSTAGE(36);
+		if (bpf_map_update_elem(&states, kp, ep, BPF_NOEXIST) == 0)
+			goto made;
+		if (*n > 0)
+			__sync_fetch_and_add(n, -1);
+		__sync_fetch_and_add(cnt, -1);
+		if (wild)
+			wild_add(-1);
+	}
 	{
 		/* IPFilter refuses an identical entry (ipf_state_match: rule
 		 * flags, options, class, addresses and ports either way round,
@@ -1225,8 +1266,6 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 				return 0;
 		}
 	}
-	/* counted by its source (max-srcs): sl_state_create */
-	ep->srcbits = r->src_bits;
 	{
 		struct state_entry *old;
 		int put, wild = kp->wild;
@@ -1263,6 +1302,8 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			return 0;
 		}
 	}
+made:
+	CSTAGE(37);
 	/* a fragment that made state: the rest of its datagram follows */
 	if (frag_makes_entry(p))
 		frag_add(pass, r->rule_no, r->group_no, r->logtag, now, slot, idx);
@@ -1461,6 +1502,7 @@ GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 
 	if (slot >= NSLOTS)
 		return 0;
+	CSTAGE(30);
 	idx &= RULE_CAP - 1;
 	/* keep state (max-srcs): IPFilter counts the entries by their
 	 * source, masked, and refuses one of a new source past max-srcs or
@@ -1484,6 +1526,7 @@ GLOBAL int sl_state_create(__u32 slot, __u32 idx, __u32 pass, __u64 now)
 		sl_src_undo(1);
 		return 0;
 	}
+	CSTAGE(31);
 	rc = state_create(&w->p, slot, idx, r, pass, now, &w->e, &w->rk, w);
 	if ((rc <= 0 && w->src_held) || w->held.srcbits)
 		sl_src_undo(rc <= 0);
