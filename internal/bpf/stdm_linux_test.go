@@ -99,13 +99,18 @@ func TestStateSlotLife(t *testing.T) {
 	for range 3 {
 		h.expect(true, fwd, "pass")
 	}
-	h.expect(false, reply, "pass") // the first reply: the pipeline (the slot lacks its interface)
-	h.expect(false, reply, "pass") // the hash's path, which fills again
-	for range 4 {
+	// the first reply: the slot lacks its interface, so it gives the
+	// flow back to the element (EST_HASH) and the path, run once more,
+	// decides by the element and fills the slot again
+	h.expect(false, reply, "pass")
+	if _, ok := slotOf(t, h.d, k); !ok {
+		t.Error("the hash's path did not fill the slot again after the first reply")
+	}
+	for range 5 {
 		h.expect(false, reply, "pass")
 	}
-	if n := dmHits(t, h.d) - hits0; n != 3+4 {
-		t.Errorf("%d packets through the slot, want 7", n)
+	if n := dmHits(t, h.d) - hits0; n != 3+5 {
+		t.Errorf("%d packets through the slot, want 8", n)
 	}
 	states, err := h.d.States()
 	if err != nil {

@@ -43,6 +43,7 @@ volatile const __u32 k_estdm = 1;
  * counter stripe (0: the whole path and its statistics). */
 #define EST_LOOKUP (-2)
 #define EST_NOENTRY (-3)
+#define EST_HASH (-5)
 
 /* EST_TOUCH loads x and drops it: a line the path will need is asked for
  * early, so that its miss overlaps the misses before it instead of
@@ -117,7 +118,12 @@ static __always_inline void est_probe(struct state_key *k)
 	}
 }
 
-#define EST_MISS (-4)
+/* EST_HASH: the slot cannot decide the packet but the element can (a
+ * fill not yet checked, another packet storing or committed meanwhile,
+ * the first packet of an interface or flags slot, which the element
+ * records): the path empties the slot (slot_detach writes back what it
+ * took) and returns EST_HASH; the caller runs it once more, and the
+ * element decides, as before st_dm. */
 #define est_barrier() asm volatile("" ::: "memory")
 
 /* est_fill gives the empty slot sl the entry e (key k) the established
@@ -127,11 +133,12 @@ static __always_inline void est_probe(struct state_key *k)
  * of the entry deletes the element, then empties the slot: either the
  * lookup finds it gone or the clear finds the slot). A flow with a twin
  * is left to the hash (est_path sends it to the pipeline anyway). */
-static __always_inline void est_fill(struct st_slot *sl, const struct state_key *k, struct state_entry *e)
+static __noinline void est_fill(struct st_slot *sl, const struct state_key *k, struct state_entry *e)
 {
 	struct state_entry *e2;
+	/* 0: not filled (a filled slot's is at least 2); no other local
+	 * lives across the helper calls, so the function needs no stack */
 	__u64 my = 0, cur;
-	int filled = 0;
 
 	if (e->flags & SF_TWIN)
 		return;
@@ -163,10 +170,12 @@ static __always_inline void est_fill(struct st_slot *sl, const struct state_key 
 		}
 		__sync_fetch_and_add(&sl->seq, 1);
 		my = cur + 2;
-		filled = 1;
 	}
+	/* sl's lock found again from sl: kept, its pointer took the
+	 * function's only stack slot */
+	asm volatile("" : "+r"(sl));
 	bpf_spin_unlock(&sl->lock);
-	if (!filled)
+	if (!my)
 		return;
 	e2 = bpf_map_lookup_elem(&states, k);
 	bpf_spin_lock(&sl->lock);
@@ -199,7 +208,7 @@ static __always_inline int est_slot(struct __sk_buff *skb, struct conf *C, struc
 	int rev, blocked;
 
 	if ((seq & 1) || !sl->valid)
-		return EST_LOOKUP;
+		return EST_HASH;
 	eflags = sl->flags;
 	if (sym) {
 		rev = 0;
@@ -225,7 +234,7 @@ static __always_inline int est_slot(struct __sk_buff *skb, struct conf *C, struc
 	 * then the element's (the pipeline or the hash's path sets them) */
 	slot = (rev * 2 + out) & 3;
 	if (sl->ifindex[slot] != skb->ifindex)
-		return EST_LOOKUP;
+		return sl->ifindex[slot] ? EST_LOOKUP : EST_HASH;
 	if (!out) {
 		if (ttl < k_minttl)
 			flags |= PF_LOWTTL;
@@ -237,7 +246,7 @@ static __always_inline int est_slot(struct __sk_buff *skb, struct conf *C, struc
 	flx = flags & PF_CMP;
 	fi = (out * 2 + rev) & 3;
 	if (sl->flx[fi] != flx)
-		return EST_LOOKUP;
+		return sl->flx[fi] ? EST_LOOKUP : EST_HASH;
 	if (!(sl->optok & (rev ? 2 : 1)))
 		return EST_LOOKUP;
 	if (proto == IPPROTO_TCP) {
@@ -259,7 +268,7 @@ static __always_inline int est_slot(struct __sk_buff *skb, struct conf *C, struc
 	/* the commit: seq from the value read to odd, or the slot changed
 	 * meanwhile (an end, a write-back, another packet storing) */
 	if (__sync_val_compare_and_swap(&sl->seq, seq, seq + 1) != seq)
-		return EST_LOOKUP;
+		return EST_HASH;
 	if (proto == IPPROTO_TCP) {
 		struct tcp_side *efs = rev ? &sl->tcp[1] : &sl->tcp[0], *ets = rev ? &sl->tcp[0] : &sl->tcp[1];
 
@@ -397,6 +406,18 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 				v = est_slot(skb, C, sl, seq, out, swap, sym, &s, plen, ttl, proto, now, &fs, &ts);
 				if (v == EST_LOOKUP)
 					return v;
+				if (v == EST_HASH) {
+					/* the element whole again, the slot
+					 * empty; the caller runs the path once
+					 * more, by the element (going on here
+					 * kept the parse's values across the
+					 * slot's calls: stack the frame has
+					 * not) */
+					e = bpf_map_lookup_elem(&states, &k);
+					if (e)
+						slot_detach(&k, e);
+					return EST_HASH;
+				}
 				STAGE(34);
 				blocked = v == TC_ACT_SHOT;
 				goto count;
