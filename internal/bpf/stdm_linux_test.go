@@ -2,9 +2,11 @@ package bpf
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,6 +15,8 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+
+	"sluice/internal/testutil/bpffs"
 )
 
 // dmHits is the packets decided through st_dm's slots since d was made
@@ -358,5 +362,68 @@ func TestStateSlotMemory(t *testing.T) {
 	t.Logf("st_dm: %d slots, memlock %d bytes", stDMSlots, memlock)
 	if memlock < 0 || memlock > 8<<20+64<<10 {
 		t.Errorf("st_dm takes %d bytes of memlock, over the 8 MiB docs/kernel-memory.md gives", memlock)
+	}
+}
+
+// TestPrivilegedStateSlotUpgrade: a datapath an older Sluice pinned has no
+// st_dm. Opening it (ipfstat, ipf -FS) fails with ErrIncomplete, creating
+// nothing, until a load (ipf -f) creates and pins the array beside the
+// maps it reuses: the rules and the state table stay, and the flow made
+// before goes on, through its new slot once filled.
+func TestPrivilegedStateSlotUpgrade(t *testing.T) {
+	dir := filepath.Join(bpffs.Mount(t), "sluice")
+	d, err := Load(Options{PinDir: dir})
+	if err != nil {
+		t.Fatalf("Load: %+v", err)
+	}
+	h := &harness{t: t, d: d}
+	h.load("block in all\nblock out all\npass out quick proto udp all keep state\n")
+	fwd := testPkt{src: "10.0.0.1", dst: "10.0.0.2", proto: 17, sport: 1000, dport: 53}
+	reply := testPkt{src: "10.0.0.2", dst: "10.0.0.1", proto: 17, sport: 53, dport: 1000}
+	h.expect(true, fwd, "pass") // the pipeline makes the entry; no slot yet
+	d.Close()
+	// the older datapath: everything but st_dm
+	if err := os.Remove(filepath.Join(dir, "st_dm")); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := OpenPinned(dir); !errors.Is(err, ErrIncomplete) {
+		if err == nil {
+			o.Close()
+		}
+		t.Fatalf("OpenPinned without st_dm: %v, want ErrIncomplete", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "st_dm")); !os.IsNotExist(err) {
+		t.Fatalf("OpenPinned pinned st_dm (%v): it must create nothing", err)
+	}
+	d, err = Load(Options{PinDir: dir})
+	if err != nil {
+		t.Fatalf("Load over the older pins: %+v", err)
+	}
+	defer d.Remove()
+	if _, err := os.Stat(filepath.Join(dir, "st_dm")); err != nil {
+		t.Fatalf("the load did not pin st_dm: %v", err)
+	}
+	if n, err := d.StateEntries(); err != nil || n != 1 {
+		t.Fatalf("%d state entries after the load (%v), want the flow's", n, err)
+	}
+	h = &harness{t: t, d: d}
+	if err := d.LoadRules(compileText(t, "block in all\nblock out all\npass out quick proto udp all keep state\n"), Active); err != nil {
+		t.Fatal(err)
+	}
+	k := canonKey4(t, fwd.src, fwd.dst, fwd.sport, fwd.dport, 17)
+	h.expect(false, reply, "pass") // by the entry made before
+	h.expect(true, fwd, "pass")    // the element decides and fills the slot
+	if _, ok := slotOf(t, d, k); !ok {
+		t.Error("the flow made before the upgrade did not take its slot")
+	}
+	hits0 := dmHits(t, d)
+	h.expect(true, fwd, "pass")
+	if dmHits(t, d) != hits0+1 {
+		t.Error("the flow's packet did not go through its slot")
+	}
+	if o, err := OpenPinned(dir); err != nil {
+		t.Errorf("OpenPinned after the load: %v", err)
+	} else {
+		o.Close()
 	}
 }
