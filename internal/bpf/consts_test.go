@@ -141,7 +141,7 @@ func TestHeaderConstants(t *testing.T) {
 		"RSN_NONE": RSNNone, "RSN_FILTER": RSNFilter, "RSN_LOGFAIL": RSNLogFail, "RSN_PPS": RSNPPS,
 		"RSN_JUMBO": RSNJumbo, "RSN_STATEADD": RSNStateAdd, "RSN_PULLUP": RSNPullup, "RSN_BADFRAG": RSNBadFrag,
 		"RSN_BAD": RSNBad, "RSN_DCA": RSNDCA, "RSN_SCANCUT": RSNScanCut,
-		"STATE_CAP": stateCap, "STATE_STRIPES": stateStripes, "DCA_CAP": dcaCap, "SRC_CAP": srcCap, "SWEEP_NS": sweepNS,
+		"STATE_CAP": stateCap, "STATE_STRIPES": stateStripes, "ST_DM_SLOTS": stDMSlots, "DCA_CAP": dcaCap, "SRC_CAP": srcCap, "SWEEP_NS": sweepNS,
 		"CTL_ARM": ctlArm, "CTL_KILL": ctlKill, "CTL_SWEEP": ctlSweep, "CTL_KEYS": ctlKeys,
 		"CTL_MAGIC": ctlMagic, "CTL_DONE": ctlDone, "CTL_MSG_SIZE": ctlMsgSize,
 		"CALL_SRCGRPMAP": callSrcGrpmap, "CALL_DSTGRPMAP": callDstGrpmap,

@@ -34,6 +34,7 @@ func TestDifferentialKit(t *testing.T) {
 	}
 	var compared, agreed, unsupported, inline int
 	var unexpected []string
+	hits0 := dmHits(t, h.d)
 	for _, row := range strings.Split(string(man), "\n")[1:] {
 		f := strings.Split(row, "\t")
 		if len(f) < 7 || (f[1] != "f" && f[1] != "ipv6") || (f[2] != "f_test" && f[2] != "ipv6_test") {
@@ -129,6 +130,12 @@ func TestDifferentialKit(t *testing.T) {
 	}
 	if compared == 0 {
 		t.Error("no packets compared")
+	}
+	// the kit's state cases reach st_dm's slots (est11)
+	n := dmHits(t, h.d) - hits0
+	t.Logf("differential: %d packets decided through st_dm's slots", n)
+	if n == 0 {
+		t.Error("no packet was decided through a slot of st_dm")
 	}
 }
 

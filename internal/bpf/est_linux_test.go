@@ -307,6 +307,9 @@ func estEntries(t *testing.T, d *Datapath) []estEntry {
 	)
 	it := d.objs.States.Iterate()
 	for it.Next(&k, &v) {
+		if err := d.withSlot(k, &v); err != nil {
+			t.Fatal(err)
+		}
 		x := estEntry{key: k, e: v, ttl: time.Duration(int64(v.Expire - now)), idle: time.Duration(int64(now - v.Last)),
 			since: time.Duration(int64(now - v.Created))}
 		x.e.Expire, x.e.Last, x.e.Created = 0, 0, 0
@@ -437,6 +440,7 @@ func TestEstablishedDifferential(t *testing.T) {
 	var decided [2]int
 	var fellHit, fellMiss, estSets, failures int
 	setHits := make([]int, sets)
+	var slotHits uint64
 	for n := 0; n < sets && failures < 3; n++ {
 		text := randomEstRules(rng)
 		switch n {
@@ -575,7 +579,9 @@ func TestEstablishedDifferential(t *testing.T) {
 			}
 			return rets, snapshot(t, h.d), estEntries(t, h.d), true
 		}
+		hits0 := dmHits(t, h.d)
 		estRets, estSnap, estTable, ok := run(est, true)
+		slotHits += dmHits(t, h.d) - hits0
 		if !ok {
 			eng.Close()
 			continue
@@ -587,7 +593,11 @@ func TestEstablishedDifferential(t *testing.T) {
 			fail("state tables, engine and kernel:\n%s", d)
 		}
 		eng.Close()
+		hits0 = dmHits(t, h.d)
 		pipeRets, pipeSnap, pipeTable, _ := run(pipeline, false)
+		if n := dmHits(t, h.d) - hits0; n != 0 {
+			fail("%d packets through st_dm's slots in the program without the established path", n)
+		}
 		for i := range evs {
 			if estRets[i] != pipeRets[i] {
 				fail("event %d (%s): established path %s, pipeline %s", i+1, evs[i], verdictName(estRets[i]), verdictName(pipeRets[i]))
@@ -611,8 +621,12 @@ func TestEstablishedDifferential(t *testing.T) {
 			t.Errorf("set %d (HP's stateful set): no state hit", n)
 		}
 	}
-	t.Logf("seed %d: %d sets (%d keeping state), %d/%d packets in/out decided by the established path; clean packets "+
-		"the pipeline decided: %d with a state hit, %d without", seed, sets, estSets, decided[0], decided[1], fellHit, fellMiss)
+	t.Logf("seed %d: %d sets (%d keeping state), %d/%d packets in/out decided by the established path (%d through "+
+		"st_dm's slots); clean packets the pipeline decided: %d with a state hit, %d without", seed, sets, estSets,
+		decided[0], decided[1], slotHits, fellHit, fellMiss)
+	if slotHits == 0 {
+		t.Error("no packet was decided through a slot of st_dm")
+	}
 	if decided[0] == 0 || decided[1] == 0 || fellHit == 0 || fellMiss == 0 {
 		t.Errorf("the paths taken: %d/%d packets in/out by the established path, clean packets by the pipeline %d with "+
 			"a state hit, %d without: want each", decided[0], decided[1], fellHit, fellMiss)
@@ -643,7 +657,8 @@ func hpStatefulSpec(b *testing.B, h *harness) progSpec {
 // BenchmarkEstablished measures an established TCP flow of HP's stateful
 // set, a data segment each way, through the program made for the set
 // (the established path first, lib/est.h) and the same program without
-// it (the pipeline), beside the trivial program: warm (the repeat loop,
+// it (the pipeline), and the path without st_dm's slots (est-nodm, the
+// hash only), beside the trivial program: warm (the repeat loop,
 // least ns/packet of the runs) and single (one packet a run, median).
 // rounds runs the three in turn, one packet a run, and logs each round's
 // median (-test.v): the figures to compare on a busy machine.
@@ -658,7 +673,10 @@ func BenchmarkEstablished(b *testing.B) {
 	in.flags, in.seq, in.ack, in.payload = ackF|0x08, 9001, 101, 1
 	out.flags, out.payload = ackF|0x08, 1
 	frames := [2][]byte{in.build(), out.build()}
-	progs := map[string]progPair{"est": progsWithEst(b, h.d, s, true), "pipeline": progsWithEst(b, h.d, s, false)}
+	// est-nodm: the established path without st_dm's slots (the hash
+	// only, est2's path), in the same binary
+	nodm, _ := specProgs(b, h.d, s, true, map[string]uint32{"k_est": 1, "k_estdm": 0})
+	progs := map[string]progPair{"est": progsWithEst(b, h.d, s, true), "est-nodm": nodm, "pipeline": progsWithEst(b, h.d, s, false)}
 	for dir, name := range []string{"in", "out"} {
 		pick := func(pp progPair) *ebpf.Program {
 			if dir == 1 {
@@ -667,7 +685,7 @@ func BenchmarkEstablished(b *testing.B) {
 			return pp.in
 		}
 		for _, mode := range []string{"warm", "single"} {
-			for _, pn := range []string{"trivial", "est", "pipeline"} {
+			for _, pn := range []string{"trivial", "est", "est-nodm", "pipeline"} {
 				p := trivial
 				if pn != "trivial" {
 					p = pick(progs[pn])
@@ -682,8 +700,8 @@ func BenchmarkEstablished(b *testing.B) {
 			}
 		}
 		b.Run(name+"/rounds", func(b *testing.B) {
-			interleaved(b, []string{"trivial", "est", "pipeline"},
-				[]*ebpf.Program{trivial, pick(progs["est"]), pick(progs["pipeline"])}, frames[dir])
+			interleaved(b, []string{"trivial", "est", "est-nodm", "pipeline"},
+				[]*ebpf.Program{trivial, pick(progs["est"]), pick(progs["est-nodm"]), pick(progs["pipeline"])}, frames[dir])
 		})
 	}
 	// the established path cut at its STAGE points (29: before the
@@ -883,7 +901,12 @@ func TestPrivilegedEstablishedLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hits0 := dmHits(t, d)
 	roundTrips(20)
+	// the connection's packets go through its st_dm slot (est11)
+	if n := dmHits(t, d) - hits0; n < 40 {
+		t.Errorf("20 round trips: %d packets through st_dm's slots, want >= 40", n)
+	}
 	raw, _, err := d.statBlock(ncpu)
 	if err != nil {
 		t.Fatal(err)

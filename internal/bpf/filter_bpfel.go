@@ -371,6 +371,37 @@ type filterSrcKey struct {
 	Pad    uint16
 }
 
+type filterStSlot struct {
+	_       structs.HostLayout
+	Seq     uint64
+	Ksrc    uint32
+	Kdst    uint32
+	Kports  uint32
+	Kpfwt   uint32
+	Expire  uint64
+	Tcp     [2]filterTcpSide
+	Last    uint64
+	Pass    uint32
+	Flags   uint8
+	Optok   uint8
+	Valid   uint8
+	Pad0    uint8
+	Ifindex [4]uint32
+	Flx     [4]uint32
+	Age     [2]uint32
+	Pad1    [2]uint32
+	Pkts    [4]uint64
+	Bytes   [4]uint64
+	Khi     [6]uint32
+	Created uint64
+	Hits    uint64
+	Lock    struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Pad2 [5]uint32
+}
+
 type filterStatblock struct {
 	_    structs.HostLayout
 	V    [128]uint64
@@ -598,6 +629,7 @@ const (
 	filterMapRuns4             = "runs4"
 	filterMapScratch           = "scratch"
 	filterMapSrcs              = "srcs"
+	filterMapStDm              = "st_dm"
 	filterMapStateCount        = "state_count"
 	filterMapStates            = "states"
 	filterMapStats             = "stats"
@@ -611,6 +643,7 @@ const (
 	filterVarK_cfg             = "k_cfg"
 	filterVarK_defpass         = "k_defpass"
 	filterVarK_est             = "k_est"
+	filterVarK_estdm           = "k_estdm"
 	filterVarK_fast            = "k_fast"
 	filterVarK_fastIn          = "k_fast_in"
 	filterVarK_fastOut         = "k_fast_out"
@@ -713,6 +746,7 @@ type filterMapSpecs struct {
 	Runs4      *ebpf.MapSpec `ebpf:"runs4"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	Srcs       *ebpf.MapSpec `ebpf:"srcs"`
+	StDm       *ebpf.MapSpec `ebpf:"st_dm"`
 	StateCount *ebpf.MapSpec `ebpf:"state_count"`
 	States     *ebpf.MapSpec `ebpf:"states"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
@@ -728,6 +762,7 @@ type filterVariableSpecs struct {
 	K_cfg           *ebpf.VariableSpec `ebpf:"k_cfg"`
 	K_defpass       *ebpf.VariableSpec `ebpf:"k_defpass"`
 	K_est           *ebpf.VariableSpec `ebpf:"k_est"`
+	K_estdm         *ebpf.VariableSpec `ebpf:"k_estdm"`
 	K_fast          *ebpf.VariableSpec `ebpf:"k_fast"`
 	K_fastIn        *ebpf.VariableSpec `ebpf:"k_fast_in"`
 	K_fastOut       *ebpf.VariableSpec `ebpf:"k_fast_out"`
@@ -798,6 +833,7 @@ type filterMaps struct {
 	Runs4      *ebpf.Map `ebpf:"runs4"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	Srcs       *ebpf.Map `ebpf:"srcs"`
+	StDm       *ebpf.Map `ebpf:"st_dm"`
 	StateCount *ebpf.Map `ebpf:"state_count"`
 	States     *ebpf.Map `ebpf:"states"`
 	Stats      *ebpf.Map `ebpf:"stats"`
@@ -837,6 +873,7 @@ func (m *filterMaps) Close() error {
 		m.Runs4,
 		m.Scratch,
 		m.Srcs,
+		m.StDm,
 		m.StateCount,
 		m.States,
 		m.Stats,
@@ -853,6 +890,7 @@ type filterVariables struct {
 	K_cfg           *ebpf.Variable `ebpf:"k_cfg"`
 	K_defpass       *ebpf.Variable `ebpf:"k_defpass"`
 	K_est           *ebpf.Variable `ebpf:"k_est"`
+	K_estdm         *ebpf.Variable `ebpf:"k_estdm"`
 	K_fast          *ebpf.Variable `ebpf:"k_fast"`
 	K_fastIn        *ebpf.Variable `ebpf:"k_fast_in"`
 	K_fastOut       *ebpf.Variable `ebpf:"k_fast_out"`

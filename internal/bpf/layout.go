@@ -288,3 +288,7 @@ const (
 	RSNDCA      = 21
 	RSNScanCut  = 23
 )
+
+// stDMSlots is the number of st_dm's slots (ST_DM_SLOTS in filter.h): the
+// state table's direct-mapped array (est11, est15).
+const stDMSlots = 32768

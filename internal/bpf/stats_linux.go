@@ -249,6 +249,9 @@ func (d *Datapath) States() ([]State, error) {
 	)
 	it := d.objs.States.Iterate()
 	for it.Next(&k, &v) {
+		if err := d.withSlot(k, &v); err != nil {
+			return nil, err
+		}
 		if v.Expire < now {
 			continue
 		}
@@ -322,6 +325,9 @@ func (d *Datapath) FlushStates(match func(State) bool) (int, error) {
 	it := d.objs.States.Iterate()
 	for it.Next(&k, &v) {
 		if match != nil {
+			if err := d.withSlot(k, &v); err != nil {
+				return 0, err
+			}
 			s := State{Proto: k.Proto, TCPState: [2]uint8{v.Tcp[0].State, v.Tcp[1].State}}
 			if now > v.Last {
 				s.Idle = time.Duration(now - v.Last)

@@ -157,7 +157,12 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	    !(k_feat & k_sfeat & (out ? FEAT_ACCT_OUT : FEAT_ACCT_IN))) {
 		int v = est_path(skb, C, out);
 
-		if (v != EST_LOOKUP && v != EST_NOENTRY)
+		/* st_dm's slot gave the flow back to its element: once more
+		 * (a second EST_HASH, a slot filled again meanwhile: the
+		 * pipeline) */
+		if (v == EST_HASH)
+			v = est_path(skb, C, out);
+		if (v != EST_LOOKUP && v != EST_NOENTRY && v != EST_HASH)
 			return v;
 		estmiss = v == EST_NOENTRY;
 	}

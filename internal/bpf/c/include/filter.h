@@ -749,6 +749,67 @@ struct state_entry {
 	struct state_cnt cnt[STATE_STRIPES];
 };
 
+/* A slot of st_dm, the state table's direct-mapped array (est11, est15):
+ * what an established packet of a flow needs of its entry, at dm_idx(key).
+ * The array's lookup is inlined by the verifier (no kernel code, no map
+ * struct, no bucket), so a packet whose flow holds its slot reaches this
+ * value alone instead of the hash's struct, a bucket and the element.
+ * The states hash stays the authority: a slot is filled by the
+ * established path from the element it has just decided a packet by, and
+ * emptied by every end of the entry (state_take) and by every other
+ * writer of the entry (state_find, state_put: slot_detach writes what the
+ * slot took, the lifetime, the window and the counts, back first).
+ * Packets take no lock: a packet reads the slot, checks, and commits what
+ * it changed only if it moves seq from the even value it read to odd
+ * (compare and swap), and back to even after its stores. A fill takes seq
+ * the same way; the ends and the write-backs (under lock, which orders
+ * them among themselves) move it by two, so a packet that read the slot
+ * before them fails its swap, and seq stays odd until a packet still
+ * storing has done: no fill can give the slot to another flow under its
+ * stores. valid is 0 while a fill is not yet checked against the hash.
+ *
+ * 256 bytes, page-aligned array (BPF_F_MMAPABLE): a slot is four whole
+ * lines. Line 0 holds what every packet reads and writes (seq, the key's
+ * IPv4 words, the lifetime, the window), line 1 what it reads (the
+ * entry's verdict, interfaces, flags), line 2 its counts; the path asks
+ * for the three at once. Line 3 is cold: the key's other IPv6 words, the
+ * element's creation time, the lock. */
+struct st_slot {
+	/* line 0 */
+	__u64 seq;
+	__u32 ksrc;           /* key.src[0] */
+	__u32 kdst;           /* key.dst[0] */
+	__u32 kports;         /* key.sport | key.dport << 16 */
+	__u32 kpfwt;          /* proto | family << 8 | wild << 16 | twin << 24; 0: empty */
+	__u64 expire;         /* the element's while the slot holds it: written by packets */
+	struct tcp_side tcp[2];
+	/* line 1 */
+	__u64 last;
+	__u32 pass;
+	__u8 flags;
+	__u8 optok;           /* 1: the entry's way, 2: the other's: a clean packet's options and class match */
+	__u8 valid;
+	__u8 pad0;
+	__u32 ifindex[4];
+	__u32 flx[4];
+	__u32 age[2];
+	__u32 pad1[2];
+	/* line 2: since the fill or the last write-back */
+	__u64 pkts[4];
+	__u64 bytes[4];
+	/* line 3 */
+	__u32 khi[6];         /* key.src[1..3], key.dst[1..3] */
+	__u64 created;        /* the element's: a write-back goes to it only */
+	__u64 hits;           /* packets decided through the slot, never cleared (tests) */
+	struct bpf_spin_lock lock;
+	__u32 pad2[5];
+};
+
+/* st_dm's slots: 8x the default state_max (4 013), an eighth of STATE_CAP;
+ * a power of two (dm_idx masks). */
+#define ST_DM_SLOTS 32768
+_Static_assert(sizeof(struct st_slot) == 256, "st_slot: four lines");
+
 /* A datagram's fragments, as IPFilter keys them: interface, version,
  * protocol, id, addresses, options and security class. */
 struct frag_key {

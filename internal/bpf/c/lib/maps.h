@@ -176,6 +176,18 @@ struct {
 	__type(value, struct state_entry);
 } states SEC(".maps");
 
+/* The state table's direct-mapped array (filter.h: struct st_slot).
+ * BPF_F_MMAPABLE for the layout only: such an array's values start on a
+ * page (any other starts them 312 bytes into struct bpf_array), so each
+ * 256-byte slot is four whole lines. Nothing maps it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ST_DM_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct st_slot);
+} st_dm SEC(".maps");
+
 /* Fragment cache (keep frags, and fragments of flows with state). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -141,6 +141,140 @@ static __always_inline __u8 canon_key(struct state_key *k, const struct pktinfo 
 	return 1;
 }
 
+/* dm_idx is k's slot in st_dm: a multiplicative hash of its words (the
+ * high bits folded down at each step; IPv6's other address words XORed
+ * into one). Go's dmIdx is the same. */
+static __always_inline __u32 dm_pfwt(const struct state_key *k)
+{
+	return (__u32)k->proto | ((__u32)k->family << 8) | ((__u32)k->wild << 16) | ((__u32)k->twin << 24);
+}
+
+static __always_inline __u32 dm_idx(const struct state_key *k)
+{
+	__u32 h = k->src[0] * 0x9e3779b1;
+
+	h = (h ^ (h >> 16) ^ k->dst[0]) * 0x85ebca77;
+	h = (h ^ (h >> 16) ^ ((__u32)k->sport | ((__u32)k->dport << 16))) * 0xc2b2ae3d;
+	h = (h ^ (h >> 16) ^ k->src[1] ^ k->src[2] ^ k->src[3] ^ k->dst[1] ^ k->dst[2] ^ k->dst[3] ^ dm_pfwt(k)) *
+	    0x27d4eb2f;
+	h ^= h >> 16;
+	return h & (ST_DM_SLOTS - 1);
+}
+
+/* dm_key_eq: slot s holds key k. The IPv4 words first (line 0); an IPv6
+ * key's other words are in line 3. */
+static __always_inline int dm_key_eq(const struct st_slot *s, const struct state_key *k)
+{
+	if ((s->ksrc ^ k->src[0]) | (s->kdst ^ k->dst[0]) |
+	    (s->kports ^ ((__u32)k->sport | ((__u32)k->dport << 16))) | (s->kpfwt ^ dm_pfwt(k)))
+		return 0;
+	if (k->family != 6)
+		return 1;
+	return !((s->khi[0] ^ k->src[1]) | (s->khi[1] ^ k->src[2]) | (s->khi[2] ^ k->src[3]) |
+		 (s->khi[3] ^ k->dst[1]) | (s->khi[4] ^ k->dst[2]) | (s->khi[5] ^ k->dst[3]));
+}
+
+static __always_inline void dm_key_set(struct st_slot *s, const struct state_key *k)
+{
+	s->ksrc = k->src[0];
+	s->kdst = k->dst[0];
+	s->kports = (__u32)k->sport | ((__u32)k->dport << 16);
+	s->khi[0] = k->src[1];
+	s->khi[1] = k->src[2];
+	s->khi[2] = k->src[3];
+	s->khi[3] = k->dst[1];
+	s->khi[4] = k->dst[2];
+	s->khi[5] = k->dst[3];
+	s->kpfwt = dm_pfwt(k);
+}
+
+static __always_inline struct st_slot *dm_slot(const struct state_key *k)
+{
+	__u32 i = dm_idx(k);
+
+	return bpf_map_lookup_elem(&st_dm, &i);
+}
+
+/* dm_slot_k is dm_slot for a key the caller may write: the index is put
+ * in k's port word for the lookup (the helper reads its key from memory)
+ * and the ports put back: slot_detach needs no stack of its own. */
+static __always_inline struct st_slot *dm_slot_k(struct state_key *k)
+{
+	__u32 *w = (__u32 *)&k->sport, ports = *w;
+	struct st_slot *s;
+
+	*w = dm_idx(k);
+	s = bpf_map_lookup_elem(&st_dm, w);
+	*w = ports;
+	return s;
+}
+
+/* slot_writeback gives e what slot s took of it (under s's lock): the
+ * lifetime and the window tracking, which packets decided through the
+ * slot moved there, and the counts, added to CPU stripe cpu. Only to the
+ * element the slot was filled from (its creation time): a key's element
+ * replaced meanwhile is another entry. */
+static __always_inline void slot_writeback(struct st_slot *s, struct state_entry *e, __u32 cpu)
+{
+	struct state_cnt *c = &e->cnt[cpu & (STATE_STRIPES - 1)];
+
+	if (s->created != e->created)
+		return;
+	e->expire = s->expire;
+	e->last = s->last;
+	__builtin_memcpy(e->tcp, s->tcp, sizeof(e->tcp));
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		c->pkts[i] += s->pkts[i];
+		c->bytes[i] += s->bytes[i];
+		s->pkts[i] = 0;
+		s->bytes[i] = 0;
+	}
+}
+
+/* slot_detach empties the slot of key k (a concrete entry's) if it holds
+ * it, writing what it took back into e, k's element: every writer of an
+ * entry but the established path calls it first, so the element is whole
+ * again before it is read or changed. seq moves by two: a packet that
+ * read the slot before fails its commit, a fill in flight its check. A
+ * function of its own, with no stack (dm_slot_k): inlined, its spills
+ * grew the deepest call chain's frames past the verifier's 512 bytes. */
+static __noinline void slot_detach(struct state_key *k, struct state_entry *e)
+{
+	struct st_slot *s = dm_slot_k(k);
+	__u32 cpu;
+
+	if (!s || !dm_key_eq(s, k))
+		return;
+	cpu = bpf_get_smp_processor_id();
+	bpf_spin_lock(&s->lock);
+	if (dm_key_eq(s, k)) {
+		/* a packet that read the slot before this fails its swap */
+		__sync_fetch_and_add(&s->seq, 2);
+		if (s->valid && e)
+			slot_writeback(s, e, cpu);
+		s->kpfwt = 0;
+		s->valid = 0;
+	}
+	bpf_spin_unlock(&s->lock);
+}
+
+/* slot_sync writes what the slot of k took back into e and keeps the slot:
+ * the sweeper reads the element's lifetime, state and last packet. */
+static __always_inline void slot_sync(const struct state_key *k, struct state_entry *e)
+{
+	struct st_slot *s = dm_slot(k);
+	__u32 cpu;
+
+	if (!s || !dm_key_eq(s, k))
+		return;
+	cpu = bpf_get_smp_processor_id();
+	bpf_spin_lock(&s->lock);
+	if (dm_key_eq(s, k) && s->valid)
+		slot_writeback(s, e, cpu);
+	bpf_spin_unlock(&s->lock);
+}
+
 /* state_find looks up canonical key k for a packet of orientation swap:
  * the flow's entry, going the packet's way (*rev = 0) when fwd_ok or the
  * other way (*rev = 1) when rev_ok. A flow with entries both ways
@@ -160,6 +294,8 @@ static __always_inline struct state_entry *state_find(struct state_key *k, __u8 
 
 	if (!e)
 		return NULL;
+	/* the pipeline reads and writes the element: whole again first */
+	slot_detach(k, e);
 	if (sym) {
 		/* both ends the same: one entry, either way round */
 		*rev = !fwd_ok;
@@ -418,7 +554,12 @@ static __always_inline int state_take(struct state_key *k, struct state_entry *e
 	if (!cur || cur != e)
 		return 0;
 	state_held_of(h, cur);
-	return bpf_map_delete_elem(&states, k) == 0;
+	if (bpf_map_delete_elem(&states, k) != 0)
+		return 0;
+	/* after the delete: a fill checks the hash after it writes, so
+	 * either it finds the element gone or this finds its slot (est11) */
+	slot_detach(k, NULL);
+	return 1;
 }
 
 /* state_promote moves the twin of canonical key k (the flow's entry the
@@ -538,6 +679,11 @@ static __always_inline int state_put(struct state_key *k, struct state_entry *ep
 	k->twin = 1;
 	if (bpf_map_update_elem(&states, k, ep, BPF_NOEXIST) == 0) {
 		state_flags_set(e, SF_TWIN);
+		/* after the flag: a slot filled before it holds the flags
+		 * without SF_TWIN, and goes */
+		k->twin = 0;
+		slot_detach(k, e);
+		k->twin = 1;
 		return 1;
 	}
 	*old = bpf_map_lookup_elem(&states, k);

@@ -65,6 +65,9 @@ static long sweep_state(struct bpf_map *map, struct state_key *k, struct state_e
 	 * and the map's own key is read-only */
 	struct state_key kk;
 
+	/* the lifetime, state and last packet of a flow whose packets go
+	 * through its st_dm slot are the slot's */
+	slot_sync(k, e);
 	if (!sweep_gone(k, e, c))
 		return 0;
 	__builtin_memcpy(&kk, k, sizeof(kk));
