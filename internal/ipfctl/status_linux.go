@@ -115,7 +115,7 @@ func coverage(d *bpf.Datapath) (Coverage, error) {
 	if err != nil {
 		return Coverage{}, fmt.Errorf("reading the interfaces the filter is on: %w", err)
 	}
-	c := Coverage{All: d.AllInterfaces() || defaultBlocks(d)}
+	c := Coverage{All: d.AllInterfaces() || defaultBlocks(d), OlderMaps: d.MissingMaps()}
 	for idx := range hooked {
 		name := fmt.Sprintf("if%d", idx)
 		if ifc, err := net.InterfaceByIndex(idx); err == nil {
