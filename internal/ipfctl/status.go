@@ -99,6 +99,10 @@ type StateCounters struct {
 	Closed     uint64
 	MaxRefused uint64 // not created: the table (or a rule's limit) was full
 	OutOfWin   uint64 // TCP packets outside the window
+	// SrcsFull are the entries of max-srcs rules not created because the
+	// kernel's source table was full; DCAFull the connections a keep
+	// limit rule refused because its connection table was full.
+	SrcsFull, DCAFull uint64
 }
 
 // FragCounters are the fragment cache's.
