@@ -762,6 +762,10 @@ func (b *Kernel) applyReadOnly(ops []Op, warn func(string)) ([]Result, error) {
 	// datapath of an older Sluice (without the lock), and ipf -V is to
 	// say that the datapath is one
 	d, err := bpf.OpenPinned(b.dir)
+	if err != nil {
+		// "not loaded" only where it is so (a private /sys is not)
+		err = explainNotLoaded(b.dir, err)
+	}
 	switch {
 	case errors.Is(err, bpf.ErrNotLoaded):
 		d = nil
