@@ -80,6 +80,10 @@ type Datapath struct {
 	noSpecialise bool
 	// NAT's established path inside the programs (natin_linux.go)
 	natin natInline
+	// missing are the maps added since an older Sluice loaded the
+	// datapath (optionalMaps), which OpenPinned found unpinned: their
+	// fields in objs are nil
+	missing []string
 }
 
 // tick is IPFilter's timer tick (Tick): timeouts are counted in them.
@@ -278,8 +282,10 @@ func OpenPinned(dir string) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading filter spec: %w", err)
 	}
-	// only what is pinned: never create a map (see pindir_linux.go)
-	pinned, err := openPinnedMaps(spec, dir)
+	// only what is pinned: never create a map (see pindir_linux.go); a
+	// datapath of an older Sluice lacks the maps added since
+	// (optionalMaps), read without them
+	pinned, missing, err := openPinnedMaps(spec, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -289,13 +295,15 @@ func OpenPinned(dir string) (*Datapath, error) {
 		ms, old := spec.Maps["stats"], pinned["stats"]
 		ms.Type, ms.MaxEntries, ms.ValueSize = old.Type(), old.MaxEntries(), old.ValueSize()
 	}
-	defer func() {
-		for _, m := range pinned {
-			m.Close() // LoadAndAssign took clones
-		}
-	}()
-	d := &Datapath{dir: dir, opened: true}
-	if err := spec.LoadAndAssign(&d.objs.filterMaps, &ebpf.CollectionOptions{MapReplacements: pinned}); err != nil {
+	d := &Datapath{dir: dir, opened: true, missing: missing}
+	// assigned, not loaded with LoadAndAssign: that would create the
+	// maps that are not pinned
+	err = assignPinned(spec, &d.objs.filterMaps, pinned)
+	for _, m := range pinned {
+		m.Close() // those assignPinned did not take
+	}
+	if err != nil {
+		d.objs.Close()
 		return nil, fmt.Errorf("opening pinned maps in %s: %w", dir, err)
 	}
 	// the control program, for the table changes that must keep the

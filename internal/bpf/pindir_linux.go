@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -291,28 +293,82 @@ func DetachClsact(name string) error {
 	return errors.Join(errs...)
 }
 
-// openPinnedMaps opens every map of spec pinned in dir, creating nothing.
-// The caller closes them.
-func openPinnedMaps(spec *ebpf.CollectionSpec, dir string) (map[string]*ebpf.Map, error) {
+// optionalMaps are the maps only programs newer than a datapath loaded by
+// an older Sluice read, by the session that added them: none of the
+// readers (ipfstat, ipmon, ipnat -l, ipf -V, the exporter) needs one, and
+// the programs that use one treat a slot an older Sluice wrote as such
+// (no runs4: its IPv4 runs are in runs; no RUN_FLAT or run_bits: no
+// bitmap says a run is absent; srcs: the older programs refused max-srcs
+// rules; nat_dm: read only with NAT inside, which a load sets up). A pin
+// directory without them is such a datapath, whose rules are in force:
+// OpenPinned opens the rest, Datapath.MissingMaps names them, and Load
+// creates and pins them (PinByName) before the programs that read them
+// are loaded. Any other map missing means a datapath half made or half
+// removed: ErrIncomplete.
+var optionalMaps = map[string]int{
+	"runs4":    9,  // ld3: IPv4 runs in 8-byte keys
+	"run_bits": 9,  // ld3: the runs bitmap
+	"nat_dm":   11, // nat15: NAT's established path inside the filter
+	"srcs":     13, // mxs13: max-srcs counted in the kernel
+	"run_flat": 14, // ten14: the small sets' bitmap in a plain array
+}
+
+// openPinnedMaps opens every map of spec pinned in dir, creating nothing,
+// and names the optional maps (optionalMaps) that are not pinned. The
+// caller closes the maps.
+func openPinnedMaps(spec *ebpf.CollectionSpec, dir string) (map[string]*ebpf.Map, []string, error) {
 	maps := map[string]*ebpf.Map{}
+	var missing []string
 	for name := range spec.Maps {
 		if strings.HasPrefix(name, ".") {
 			continue // .rodata/.bss belong to one program load
 		}
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if errors.Is(err, os.ErrNotExist) {
+			if _, ok := optionalMaps[name]; ok {
+				missing = append(missing, name)
+				continue
+			}
+		}
 		if err != nil {
 			for _, m := range maps {
 				m.Close()
 			}
 			if errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("%s: map %s is not pinned (a datapath of another Sluice version, "+
-					"or one half removed by an older Sluice: remove it with ipf -D and load again): %w", dir, name, ErrIncomplete)
+				return nil, nil, fmt.Errorf("%s: map %s is not pinned (a datapath half made or half removed, "+
+					"or of a Sluice older than session 9: remove it with ipf -D and load again): %w", dir, name, ErrIncomplete)
 			}
-			return nil, fmt.Errorf("opening pinned map %s in %s: %w", name, dir, err)
+			return nil, nil, fmt.Errorf("opening pinned map %s in %s: %w", name, dir, err)
 		}
 		maps[name] = m
 	}
-	return maps, nil
+	slices.Sort(missing)
+	return maps, missing, nil
+}
+
+// assignPinned sets the fields of fm (filterMaps) to the maps of pinned,
+// each checked against its spec as LoadAndAssign checks a replacement;
+// the fields of maps that are not pinned stay nil. It takes the maps it
+// sets out of pinned (the caller closes the rest).
+func assignPinned(spec *ebpf.CollectionSpec, fm *filterMaps, pinned map[string]*ebpf.Map) error {
+	v := reflect.ValueOf(fm).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		m, ok := pinned[name]
+		if !ok {
+			continue
+		}
+		ms, ok := spec.Maps[name]
+		if !ok {
+			return fmt.Errorf("map %s is not in the object", name)
+		}
+		if err := ms.Compatible(m); err != nil {
+			return fmt.Errorf("use pinned map %s: %w", name, err)
+		}
+		v.Field(i).Set(reflect.ValueOf(m))
+		delete(pinned, name)
+	}
+	return nil
 }
 
 // detachPin detaches the link pinned at p and removes the pin. Detach

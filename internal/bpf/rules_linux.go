@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cilium/ebpf"
 
@@ -192,6 +193,11 @@ func (d *Datapath) SetToken(v uint64) error { return d.setCfg(cfgToken, v) }
 func (d *Datapath) ActiveSetNumber() int { return int(d.cfg(cfgSetNo)) }
 
 func (d *Datapath) writeSlot(slot uint32, im *Image) error {
+	if len(d.missing) > 0 {
+		// the maps a slot's runs go to are not there (an older
+		// Sluice's datapath, opened with OpenPinned): Load first
+		return fmt.Errorf("%s lacks %s: %w", d.dir, strings.Join(d.missing, ", "), ErrOlderLayout)
+	}
 	// a new generation of rules: state entries and keep-limit counts of
 	// the rules that held this slot before no longer count for these
 	if err := d.setCfg(cfgGen0+slot, d.cfg(cfgGen0+slot)+1); err != nil {

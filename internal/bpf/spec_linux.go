@@ -630,14 +630,29 @@ func (d *Datapath) loadVariants(specs ...progSpec) error {
 // at once (with no rules they are Load's, and a later load of the same
 // set would keep them); the cut programs are not pinned as variants for
 // later commands.
-func (d *Datapath) BenchStopAt(n uint32) error {
+func (d *Datapath) BenchStopAt(n uint32) error { return d.benchCut("stop_at", n) }
+
+// BenchRunCut makes the programs d specialises from now on cut the
+// constant lists' run probe at point n (lib/fast.h bench_runcut; 0: the
+// whole probe): the live bisect of sluice bench's opt-in
+// sluice-nomatch-10000-cut-N configurations. A cut program may pass what
+// a run blocks: never for a datapath that filters anything. As
+// BenchStopAt's, the programs in place are made again at once (under the
+// configuration's lock) and the cut ones are not pinned as variants.
+func (d *Datapath) BenchRunCut(n uint32) error { return d.benchCut("bench_runcut", n) }
+
+// benchCut sets the program variable name (a __u32 of the bench's cuts)
+// to n in the programs d specialises from now on, or leaves every
+// variable at the object's value when n is 0 (one cut at a time), and
+// makes the programs in place again.
+func (d *Datapath) benchCut(name string, n uint32) error {
 	unlock := d.lockCfg()
 	defer unlock()
 	if n == 0 {
 		d.specMutate = nil
 	} else {
 		d.specMutate = func(spec *ebpf.CollectionSpec) {
-			if v := spec.Variables["stop_at"]; v != nil {
+			if v := spec.Variables[name]; v != nil {
 				_ = v.Set(n) // a __u32 variable: Set fails only on a size mismatch
 			}
 		}
@@ -654,24 +669,6 @@ func (d *Datapath) BenchStopAt(n uint32) error {
 		pp.out.Close()
 	}
 	return err
-}
-
-// BenchRunCut makes the programs d specialises from now on cut the
-// constant lists' run probe at point n (lib/fast.h bench_runcut; 0: the
-// whole probe): the live bisect of sluice bench's opt-in
-// sluice-nomatch-10000-cut-N configurations. A cut program may pass what
-// a run blocks: never for a datapath that filters anything. Not pinned as
-// variants, as BenchStopAt's.
-func (d *Datapath) BenchRunCut(n uint32) {
-	if n == 0 {
-		d.specMutate = nil
-		return
-	}
-	d.specMutate = func(spec *ebpf.CollectionSpec) {
-		if v := spec.Variables["bench_runcut"]; v != nil {
-			_ = v.Set(n) // a __u32 variable: Set fails only on a size mismatch
-		}
-	}
 }
 
 // variantSpec is the filter's spec specialised for s.

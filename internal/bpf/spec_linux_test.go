@@ -2,8 +2,10 @@ package bpf
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -438,6 +440,32 @@ func TestPrivilegedBenchStopAt(t *testing.T) {
 	if got := size(); got != whole {
 		t.Errorf("back to the whole program: %d bytes, want %d", got, whole)
 	}
+}
+
+// TestPrivilegedBenchRunCut: the run probe's cut is in place at once,
+// over the rules loaded (no load after it): with cut 1 every run reads as
+// absent, so a source a blocklist's run holds passes; 0 puts the whole
+// probe back and it is blocked again. Before BenchRunCut made the
+// programs again, the cut waited for the next load.
+func TestPrivilegedBenchRunCut(t *testing.T) {
+	h := newHarness(t)
+	var list strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&list, "block in quick from 192.0.2.%d to any\n", i)
+	}
+	h.load(list.String() + "pass in all\n")
+	listed := tcp4("192.0.2.7", "10.0.0.2", 40000, 80, synF)
+	h.expect(false, listed, "block")
+	// the shared datapath gets the whole probe back whatever happens
+	defer h.d.BenchRunCut(0)
+	if err := h.d.BenchRunCut(1); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(false, listed, "pass")
+	if err := h.d.BenchRunCut(0); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(false, listed, "block")
 }
 
 // statsSum is the inbound packets the statistics count.

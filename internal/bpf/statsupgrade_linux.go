@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cilium/ebpf"
 )
@@ -65,18 +66,25 @@ func statsLayoutOf(m *ebpf.Map) int {
 }
 
 // ErrOlderLayout is returned by what would load programs over a datapath
-// an older Sluice loaded, opened with OpenPinned before a reload moved it
-// to this layout (OlderLayout): Load moves it.
-var ErrOlderLayout = errors.New("the datapath was loaded by an older Sluice (its counters have another layout): " +
+// an older Sluice loaded, or write rules into it, opened with OpenPinned
+// before a reload moved it to this layout (OlderLayout): Load moves it.
+var ErrOlderLayout = errors.New("the datapath was loaded by an older Sluice (its counters have another layout, " +
+	"or maps this version's programs use are missing): " +
 	"a load (ipf -f, ipf -y, ipfboot reload) moves it to this version in place, with its rules in force")
 
 // OlderLayout reports whether d, opened with OpenPinned, is a datapath of
-// an older Sluice whose counters have an older layout: it can be read,
-// but programs cannot be loaded over its maps before Load moved it.
+// an older Sluice: its counters have an older layout, or maps added
+// since are missing (MissingMaps). It can be read, but programs cannot be
+// loaded over its maps, nor rules written, before Load moved it.
 func (d *Datapath) OlderLayout() bool {
 	l := statsLayoutOf(d.objs.Stats)
-	return l == layoutPerCPU || l == layoutAt2
+	return l == layoutPerCPU || l == layoutAt2 || len(d.missing) > 0
 }
+
+// MissingMaps names the maps this Sluice's programs use that the datapath
+// opened with OpenPinned lacks (an older Sluice loaded it; sorted): the
+// next load (ipf -f, ipf -y) creates them. Nil when none is missing.
+func (d *Datapath) MissingMaps() []string { return slices.Clone(d.missing) }
 
 // errStatsLayout: the pinned counters have neither layout.
 var errStatsLayout = errors.New("the pinned statistics map has an unknown layout")

@@ -99,6 +99,10 @@ type StateCounters struct {
 	Closed     uint64
 	MaxRefused uint64 // not created: the table (or a rule's limit) was full
 	OutOfWin   uint64 // TCP packets outside the window
+	// SrcsFull are the entries of max-srcs rules not created because the
+	// kernel's source table was full; DCAFull the connections a keep
+	// limit rule refused because its connection table was full.
+	SrcsFull, DCAFull uint64
 }
 
 // FragCounters are the fragment cache's.
@@ -192,20 +196,38 @@ type Coverage struct {
 	// Unfiltered are, in all-interfaces mode, the non-loopback interfaces
 	// that are up and do not have the filter, sorted.
 	Unfiltered []string
+	// OlderMaps are the maps this version's programs use that the
+	// datapath lacks: an older Sluice loaded it (its rules are in force
+	// and read as usual); the next load (ipf -f, ipf -y) adds them.
+	OlderMaps []string
+}
+
+// olderWarning is what to tell the administrator about a datapath of an
+// older Sluice: "" for none.
+func (c Coverage) olderWarning() string {
+	if len(c.OlderMaps) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the datapath was loaded by an older Sluice (it has no %s): "+
+		"its rules are in force; the next ipf -f or ipf -y moves it to this version", strings.Join(c.OlderMaps, ", "))
 }
 
 // Warning returns what to tell the administrator about c: "" when every
 // interface the filter belongs on has it.
 func (c Coverage) Warning() string {
 	if len(c.Unfiltered) == 0 {
-		return ""
+		return c.olderWarning()
 	}
 	verb := "is"
 	if len(c.Unfiltered) > 1 {
 		verb = "are"
 	}
-	return fmt.Sprintf("%s %s up and not filtered although the rules apply on every interface: ipf -y attaches the filter",
+	msg := fmt.Sprintf("%s %s up and not filtered although the rules apply on every interface: ipf -y attaches the filter",
 		strings.Join(c.Unfiltered, ", "), verb)
+	if o := c.olderWarning(); o != "" {
+		msg += "; " + o
+	}
+	return msg
 }
 
 // Lines returns the lines ipf -V and ipfstat print about c.
@@ -222,6 +244,10 @@ func (c Coverage) Lines() string {
 	fmt.Fprintf(&w, "Interfaces: %s (%s)\n", names, mode)
 	if len(c.Unfiltered) > 0 {
 		fmt.Fprintf(&w, "Unfiltered: %s (up, not attached: run ipf -y)\n", strings.Join(c.Unfiltered, " "))
+	}
+	if len(c.OlderMaps) > 0 {
+		fmt.Fprintf(&w, "Datapath: an older Sluice's, without %s (ipf -f or ipf -y moves it to this version)\n",
+			strings.Join(c.OlderMaps, " "))
 	}
 	return w.String()
 }

@@ -88,7 +88,7 @@ func readFilter(dir string) (*FilterStatus, error) {
 		Active: s.StateActive, Max: d.StateMax(),
 		Added: map[string]uint64{"tcp": s.StateAdded[0], "udp": s.StateAdded[1], "icmp": s.StateAdded[2], "other": s.StateAdded[3]},
 		Hits:  s.StateHits, Misses: s.StateMiss, Expired: s.StateExpired, Closed: s.StateClosed,
-		MaxRefused: s.StateMaxRefused, OutOfWin: s.OOW,
+		MaxRefused: s.StateMaxRefused, OutOfWin: s.OOW, SrcsFull: s.SrcFull, DCAFull: s.DCAFull,
 	}
 	fs.Replies = ReplyCounters{RST: s.RSTSent, ICMP: s.ICMPSent, Failed: s.ReplyFail}
 	fs.Route = RouteCounters{Routed: s.Routed, Duplicated: s.Duplicated, Failed: s.RouteFail}
@@ -115,7 +115,7 @@ func coverage(d *bpf.Datapath) (Coverage, error) {
 	if err != nil {
 		return Coverage{}, fmt.Errorf("reading the interfaces the filter is on: %w", err)
 	}
-	c := Coverage{All: d.AllInterfaces() || defaultBlocks(d)}
+	c := Coverage{All: d.AllInterfaces() || defaultBlocks(d), OlderMaps: d.MissingMaps()}
 	for idx := range hooked {
 		name := fmt.Sprintf("if%d", idx)
 		if ifc, err := net.InterfaceByIndex(idx); err == nil {

@@ -758,11 +758,23 @@ func readOnly(ops []Op) bool {
 func (b *Kernel) applyReadOnly(ops []Op, warn func(string)) ([]Result, error) {
 	defer b.Close()
 	res := make([]Result, len(ops))
+	// opened as it is: open would load this version's programs over a
+	// datapath of an older Sluice (without the lock), and ipf -V is to
+	// say that the datapath is one
+	d, err := bpf.OpenPinned(b.dir)
+	if err != nil {
+		// "not loaded" only where it is so (a private /sys is not)
+		err = explainNotLoaded(b.dir, err)
+	}
+	switch {
+	case errors.Is(err, bpf.ErrNotLoaded):
+		d = nil
+	case err != nil:
+		return res, permissionHint(err)
+	default:
+		defer d.Close()
+	}
 	for i := range ops {
-		d, err := b.openIfLoaded()
-		if err != nil {
-			return res, err
-		}
 		var warnings []string
 		res[i].Text, warnings = status(d)
 		for _, w := range warnings {

@@ -118,7 +118,9 @@ func (a *ipfApplier) Apply(ctx context.Context, h *topo.Host) error {
 			}
 		}
 		if a.runcut != 0 {
-			dp.BenchRunCut(a.runcut)
+			if err := dp.BenchRunCut(a.runcut); err != nil {
+				return errors.Join(err, dp.Remove())
+			}
 		}
 		if err := dp.SetStateMax(StateMax); err != nil {
 			return errors.Join(err, dp.Remove())

@@ -140,6 +140,10 @@ func writeStateStats(w io.Writer, s ipfctl.Stats, states []ipfctl.State, stateMa
 	fmt.Fprintf(w, "\t%d hits\n\t%d misses\n\t%d bucket full\n", s.StateHits, s.StateMiss, 0)
 	fmt.Fprintf(w, "\t%d maximum rule references\n\t%d maximum\n\t%d no memory\n", 0, s.StateMaxRefused, 0)
 	fmt.Fprintf(w, "\t%d bkts in use\n\t%d active\n\t%d expired\n\t%d closed\n", len(states), len(states), s.StateExpired, s.StateClosed)
+	// Sluice: new entries refused because a kernel table was full: the
+	// sources of max-srcs rules (IPFilter's host tracking allocates
+	// instead), and keep limit's connections (HP's DCA)
+	fmt.Fprintf(w, "\t%d max-srcs table full\n\t%d keep limit table full\n", s.SrcFull, s.DCAFull)
 	if logging {
 		fmt.Fprintf(w, "State logging enabled\n")
 	} else {

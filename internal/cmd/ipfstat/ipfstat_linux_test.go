@@ -46,6 +46,7 @@ func sample() *fakeReader {
 	}
 	f.stats.In.Block, f.stats.In.Pass, f.stats.In.Acct = 1, 1, 2
 	f.stats.StateAdded[0] = 1
+	f.stats.SrcFull, f.stats.DCAFull = 5, 6
 	f.states = []ipfctl.State{{Proto: 6, Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
 		SrcPort: 1025, DstPort: 22, TCPState: [2]uint8{2, 0}, Pass: 0x202}}
 	return f
@@ -84,6 +85,11 @@ func TestListings(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("ipfstat: no %q in\n%s", want, got)
 		}
+	}
+	// the refusals of full kernel tables, after IPFilter's lines (which
+	// stay as they are)
+	if got, _ = out("-s"); !strings.Contains(got, "\t0 closed\n\t5 max-srcs table full\n\t6 keep limit table full\nState logging") {
+		t.Errorf("ipfstat -s: got\n%s", got)
 	}
 	if got, _ = out("-s"); !strings.Contains(got, "IP states added:\n\t1 TCP\n") {
 		t.Errorf("ipfstat -s: got\n%s", got)

@@ -179,9 +179,11 @@ var (
 	mStateClosed = metric{"sluice_state_closed_total", "State entries removed when their TCP connection closed.", nil, true}
 	mStateFail   = metric{"sluice_state_insert_failures_total", "State entries not created because the table or a rule's limit was full.", nil, true}
 	mStateOOW    = metric{"sluice_state_out_of_window_total", "TCP packets outside the state entry's window.", nil, true}
+	mStateSrcs   = metric{"sluice_state_srcs_full_total", "State entries of max-srcs rules not created because the kernel's source table was full.", nil, true}
 	mFragEntries = metric{"sluice_fragment_entries", "Live entries in the fragment cache.", nil, false}
 	mFragMax     = metric{"sluice_fragment_limit", "The fragment cache's capacity.", nil, false}
 	mDCA         = metric{"sluice_dca_refused_total", "Packets refused by a keep limit rule (HP DCA connection limits).", nil, true}
+	mDCAFull     = metric{"sluice_dca_full_total", "Connections refused by a keep limit rule because its connection table was full.", nil, true}
 	mPPS         = metric{"sluice_pps_refused_total", "Packets refused by a pps rate limit.", nil, true}
 	mDrops       = metric{"sluice_drops_total", "Blocked packets by reason (ipmon's reason names).", []string{"reason"}, true}
 	mReplies     = metric{"sluice_replies_total", "Generated replies (return-rst, return-icmp).", []string{"kind"}, true}
@@ -204,8 +206,8 @@ var ruleLabels = []string{"direction", "list", "group", "number", "rule"}
 var allMetrics = []*metric{
 	&mUp, &mEnabled, &mActiveSet, &mAttached, &mAllIfaces, &mUnfiltered, &mRules, &mRulePkts, &mRuleBytes, &mRuleStates, &mRulesOver,
 	&mPackets, &mVerdicts, &mFragments, &mLogged, &mLogDrops,
-	&mStateActive, &mStateMax, &mStateAdd, &mStateHits, &mStateMiss, &mStateExp, &mStateClosed, &mStateFail, &mStateOOW,
-	&mFragEntries, &mFragMax, &mDCA, &mPPS, &mDrops, &mReplies, &mReplyFail, &mRouted,
+	&mStateActive, &mStateMax, &mStateAdd, &mStateHits, &mStateMiss, &mStateExp, &mStateClosed, &mStateFail, &mStateOOW, &mStateSrcs,
+	&mFragEntries, &mFragMax, &mDCA, &mDCAFull, &mPPS, &mDrops, &mReplies, &mReplyFail, &mRouted,
 	&mRunCount, &mRunTime, &mStatsOn,
 	&mQoSState, &mQoSPolPkts, &mQoSPolBytes, &mQoSPolDrop, &mQoSFltPkts, &mQoSFltBytes,
 	&mReadErrors,
@@ -377,9 +379,11 @@ func (c *collector) collectFilter(f *ipfctl.FilterStatus, emit func(*metric, flo
 	emit(&mStateClosed, float64(s.Closed))
 	emit(&mStateFail, float64(s.MaxRefused))
 	emit(&mStateOOW, float64(s.OutOfWin))
+	emit(&mStateSrcs, float64(s.SrcsFull))
 	emit(&mFragEntries, float64(f.Frag.Entries))
 	emit(&mFragMax, float64(f.Frag.Max))
 	emit(&mDCA, float64(f.DCABlock))
+	emit(&mDCAFull, float64(f.State.DCAFull))
 	emit(&mPPS, float64(f.PPSBlock))
 	for reason, n := range f.Drops {
 		emit(&mDrops, float64(n), reason)
