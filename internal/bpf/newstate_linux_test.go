@@ -152,8 +152,8 @@ func BenchmarkNewState(b *testing.B) {
 	// config's words, 3 the scratch area, 4 the parse, 5 the packet's
 	// counts, 6 the clock, 7 accounting, 8 the state lookup (a miss), 9
 	// the index, 10 the scan; then the entry's making (lib/state.h's
-	// CSTAGE): 30 sl_state_create's call, 31 the source count (max-srcs)
-	// and the rule, 32 the guards, the counts' lookups and limits, 33 the
+	// CSTAGE; no 30, 31: stack): 32 the
+	// guards, the counts' lookups and limits, 33 the
 	// entry cleared, 34 its key, 35 its fill (tcp_init, the state
 	// machine), 36 the counts raised, 37 the put (a new flow's: no
 	// identical-entry lookup before it); 11 the whole scan and making, 12
@@ -162,7 +162,7 @@ func BenchmarkNewState(b *testing.B) {
 	// keeps the table's count above zero as the full run's entries do
 	// (the pipeline then looks state up) for the stops that make none.
 	seed := tcpSum4(crrConnection()[0].pkt(batch + 1).build())
-	for _, n := range []uint32{2, 3, 4, 5, 6, 7, 8, 9, 10, 30, 31, 32, 33, 34, 35, 36, 37, 11, 12, 13, 0} {
+	for _, n := range []uint32{2, 3, 4, 5, 6, 7, 8, 9, 10, 32, 33, 34, 35, 36, 37, 11, 12, 13, 0} {
 		p, err := stageVariant(h.d, "sluice_ingress", n, s)
 		if err != nil {
 			b.Fatal(err)

@@ -299,7 +299,8 @@ func DetachClsact(name string) error {
 // the programs that use one treat a slot an older Sluice wrote as such
 // (no runs4: its IPv4 runs are in runs; no RUN_FLAT or run_bits: no
 // bitmap says a run is absent; srcs: the older programs refused max-srcs
-// rules; nat_dm: read only with NAT inside, which a load sets up). A pin
+// rules; nat_dm: read only with NAT inside, which a load sets up; st_dm: the
+// older programs keep every flow in the states hash alone). A pin
 // directory without them is such a datapath, whose rules are in force:
 // OpenPinned opens the rest, Datapath.MissingMaps names them, and Load
 // creates and pins them (PinByName) before the programs that read them
@@ -311,6 +312,7 @@ var optionalMaps = map[string]int{
 	"nat_dm":   11, // nat15: NAT's established path inside the filter
 	"srcs":     13, // mxs13: max-srcs counted in the kernel
 	"run_flat": 14, // ten14: the small sets' bitmap in a plain array
+	"st_dm":    15, // est15: established flows' direct array (the states hash stays the authority)
 }
 
 // openPinnedMaps opens every map of spec pinned in dir, creating nothing,

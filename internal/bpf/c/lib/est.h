@@ -133,7 +133,7 @@ static __always_inline void est_probe(struct state_key *k)
  * of the entry deletes the element, then empties the slot: either the
  * lookup finds it gone or the clear finds the slot). A flow with a twin
  * is left to the hash (est_path sends it to the pipeline anyway). */
-static __noinline void est_fill(struct st_slot *sl, const struct state_key *k, struct state_entry *e)
+static __always_inline void est_fill(struct st_slot *sl, const struct state_key *k, struct state_entry *e)
 {
 	struct state_entry *e2;
 	/* 0: not filled (a filled slot's is at least 2); no other local
@@ -415,7 +415,7 @@ static __noinline int est_path(struct __sk_buff *skb, struct conf *C, __u32 out)
 					 * not) */
 					e = bpf_map_lookup_elem(&states, &k);
 					if (e)
-						slot_detach(&k, e);
+						slot_detach_inl(&k, e);
 					return EST_HASH;
 				}
 				STAGE(34);
