@@ -152,6 +152,8 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 			}
 		}
 		copts.Maps.PinPath = d.dir
+		// the large sets' array as ensureRunBig left it
+		fitRunBig(spec, d.dir)
 	}
 	// the counters of a datapath of an older Sluice are moved to this
 	// layout in place (statsupgrade_linux.go), pinned once the new
@@ -279,6 +281,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 		return nil, fmt.Errorf("loading filter spec: %w", err)
 	}
 	// only what is pinned: never create a map (see pindir_linux.go)
+	fitRunBig(spec, dir)
 	pinned, err := openPinnedMaps(spec, dir)
 	if err != nil {
 		return nil, err
