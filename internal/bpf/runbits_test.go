@@ -434,6 +434,15 @@ func TestPrivilegedSetMemory(t *testing.T) {
 	if per := float64(total) / float64(rules); per > 520 {
 		t.Errorf("the set takes %.1f bytes a rule, over the 520 docs/kernel-memory.md gives", per)
 	}
+	// the large sets' array: every datapath's once a set took it (not
+	// the set's: three slots' words), 6 MiB
+	if im.runBig {
+		big := mapMemlock(t, h.d.objs.RunFlatBig)
+		t.Logf("run_flat_big %9d entries %11d bytes", h.d.objs.RunFlatBig.MaxEntries(), big)
+		if want := uint64(runBigEntries * 8); big < want || big > want+want/8+4096 {
+			t.Errorf("the large sets' array takes %d bytes, want %d and the map's own", big, want)
+		}
+	}
 }
 
 // BenchmarkRunsMiss measures the whole program (specialised for the set)
