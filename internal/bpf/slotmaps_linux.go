@@ -361,8 +361,9 @@ func putInner(outer *ebpf.Map, slot uint32, n int, spec *ebpf.MapSpec, fill func
 // is written into it only after this, so every program that reads a
 // slot's RUN_BIG words was made with this array: the programs made before
 // are bound to the one-entry array, find no word there and read run_bits
-// (correct), and a program's key holds the array's id (progSpec.runBig),
-// so none of them is taken for one made with it. It is not made smaller
+// (correct), and a program's key holds the array's id (progSpec.runBig;
+// on constant lists, RUN_BIG in them), so none of them is taken for one
+// made with it. It is not made smaller
 // again (ipf -D removes it).
 func (d *Datapath) ensureRunBig() error {
 	if d.objs.RunFlatBig != nil && d.objs.RunFlatBig.MaxEntries() >= runBigEntries {

@@ -344,9 +344,15 @@ func (d *Datapath) want(c *filterConf, n int64, frags bool, extra int) progSpec 
 	return d.withRunBig(d.natin.spec(fastLists(wantSpec(c, n, frags, extra), d.hotOf)))
 }
 
-// withRunBig is s with the large sets' array d's programs read.
+// withRunBig is s with the large sets' array d's programs read, for a
+// program whose main lists are not both constants. One on constant lists
+// has RUN_BIG in its key when its lists read the array (a program made
+// before the array had none), so it keeps its key: the first large set
+// verifies no more programs than before. What such a program may still
+// read through the pipeline (a run in a group's list) reads run_bits if
+// the program was made before the array: right, not faster.
 func (d *Datapath) withRunBig(s progSpec) progSpec {
-	if s != genericSpec && s.mode != kmOff {
+	if s != genericSpec && s.mode == kmConfig && s.fast&3 != 3 {
 		s.runBig = d.runBigID()
 	}
 	return s
