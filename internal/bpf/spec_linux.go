@@ -345,17 +345,45 @@ func (d *Datapath) want(c *filterConf, n int64, frags bool, extra int) progSpec 
 }
 
 // withRunBig is s with the large sets' array d's programs read, for a
-// program whose main lists are not both constants. One on constant lists
-// has RUN_BIG in its key when its lists read the array (a program made
-// before the array had none), so it keeps its key: the first large set
-// verifies no more programs than before. What such a program may still
-// read through the pipeline (a run in a group's list) reads run_bits if
-// the program was made before the array: right, not faster.
+// program that may read it: one whose main lists are not both constants,
+// or whose constant lists hold a RUN_BIG run (made after the array: the
+// id changes no key of a program made before it, so the first large set
+// verifies no more programs than before). A program on constant lists
+// without one reads the array only through the pipeline (a large run in
+// a group's list): made before the array, it reads run_bits there —
+// right, not faster.
 func (d *Datapath) withRunBig(s progSpec) progSpec {
-	if s != genericSpec && s.mode == kmConfig && s.fast&3 != 3 {
+	if s != genericSpec && s.mode == kmConfig && (s.fast&3 != 3 || s.fastRunBig()) {
 		s.runBig = d.runBigID()
 	}
 	return s
+}
+
+// fastRunBig says whether s's constant lists hold an IPv4 run that reads
+// the large sets' array (RUN_BIG in its shift word).
+func (s progSpec) fastRunBig() bool {
+	for i := range s.fastIn[:min(s.nfastIn, fastMax)] {
+		if runBigWord(&s.fastIn[i]) {
+			return true
+		}
+	}
+	for i := range s.fastOut[:min(s.nfastOut, fastMax)] {
+		if runBigWord(&s.fastOut[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func runBigWord(h *filterHot) bool {
+	if h.M.Flags&cmRun4 == 0 {
+		return false
+	}
+	w := h.M.Dst
+	if h.M.Flags&cmRunSrc != 0 {
+		w = h.M.Src
+	}
+	return w&runBigBit != 0
 }
 
 // other is otherSpec as want is wantSpec.
