@@ -502,7 +502,7 @@ func currentSpec(b testing.TB, d *Datapath) progSpec {
 	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
 		b.Fatal(err)
 	}
-	return fastLists(wantSpec(&c, d.stateCount(), d.fragsPresent(), -1), d.hotOf)
+	return d.withRunBig(fastLists(wantSpec(&c, d.stateCount(), d.fragsPresent(), -1), d.hotOf))
 }
 
 // stageVariant loads program name of the filter specialised as s with

@@ -66,6 +66,9 @@ type Image struct {
 	// runFlat: the IPv4 runs are few enough (runFlatMax) for the small
 	// sets' bitmap too (run_flat, RUN_FLAT in the runs' shift word)
 	runFlat bool
+	// runBig: the IPv4 runs are too many for that and few enough
+	// (runBigMax) for the large sets' array (run_flat_big, RUN_BIG)
+	runBig bool
 	// index entries; nil when the set is too small to benefit
 	dst    map[prefixKey]filterBlocks
 	ports  map[uint32]filterBlocks

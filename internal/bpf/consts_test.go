@@ -128,7 +128,7 @@ func TestHeaderConstants(t *testing.T) {
 		"HOT_MAX": hotMax, "HOT_COMPACT": hotCompact, "HOT_NOIDX": hotNoIdx, "CM_OUT": cmOut, "CM_NEVER": cmNever, "CM_PROTO": cmProto, "CM_TCPUDP": cmTCPUDP,
 		"CM_SRC": cmSrc, "CM_NOTSRC": cmNotSrc, "CM_DST": cmDst, "CM_NOTDST": cmNotDst, "CM_PORTS": cmPorts,
 		"CM_SPORT": cmSport, "CM_DPORT": cmDport, "CM_FLAGS": cmFlags, "CM_FULL": cmFull, "CM_RUN": cmRun, "CM_RUN4": cmRun4, "CM_RUNSRC": cmRunSrc,
-		"RUN_FLAT": runFlatBit, "RUN_FLAT_LOG": runFlatLog,
+		"RUN_FLAT": runFlatBit, "RUN_FLAT_LOG": runFlatLog, "RUN_BIG": runBigBit, "RUN_BIG_LOG": runBigLog,
 		"ST_DIR": stDir, "ST_PASS": stPass, "ST_BLOCK": stBlock, "ST_NOMATCH": stNomatch, "ST_ACCT": stAcct,
 		"ST_SHORT": stShort, "ST_BAD": stBad, "ST_LOGPASS": stLogPass, "ST_LOGBLOCK": stLogBlock, "ST_LOGGED": stLogged,
 		"ST_LOGFAIL": stLogFail, "ST_STKEPT": stStKept, "ST_STLOST": stStLost, "ST_IPV6": stIPv6, "ST_PKTS": stPkts,

@@ -156,6 +156,8 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 			}
 		}
 		copts.Maps.PinPath = d.dir
+		// the large sets' array as ensureRunBig left it
+		fitRunBig(spec, d.dir)
 	}
 	// the counters of a datapath of an older Sluice are moved to this
 	// layout in place (statsupgrade_linux.go), pinned once the new
@@ -285,6 +287,7 @@ func OpenPinned(dir string) (*Datapath, error) {
 	// only what is pinned: never create a map (see pindir_linux.go); a
 	// datapath of an older Sluice lacks the maps added since
 	// (optionalMaps), read without them
+	fitRunBig(spec, dir)
 	pinned, missing, err := openPinnedMaps(spec, dir)
 	if err != nil {
 		return nil, err

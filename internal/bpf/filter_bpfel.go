@@ -625,6 +625,7 @@ const (
 	filterMapRules             = "rules"
 	filterMapRunBits           = "run_bits"
 	filterMapRunFlat           = "run_flat"
+	filterMapRunFlatBig        = "run_flat_big"
 	filterMapRuns              = "runs"
 	filterMapRuns4             = "runs4"
 	filterMapScratch           = "scratch"
@@ -742,6 +743,7 @@ type filterMapSpecs struct {
 	Rules      *ebpf.MapSpec `ebpf:"rules"`
 	RunBits    *ebpf.MapSpec `ebpf:"run_bits"`
 	RunFlat    *ebpf.MapSpec `ebpf:"run_flat"`
+	RunFlatBig *ebpf.MapSpec `ebpf:"run_flat_big"`
 	Runs       *ebpf.MapSpec `ebpf:"runs"`
 	Runs4      *ebpf.MapSpec `ebpf:"runs4"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
@@ -829,6 +831,7 @@ type filterMaps struct {
 	Rules      *ebpf.Map `ebpf:"rules"`
 	RunBits    *ebpf.Map `ebpf:"run_bits"`
 	RunFlat    *ebpf.Map `ebpf:"run_flat"`
+	RunFlatBig *ebpf.Map `ebpf:"run_flat_big"`
 	Runs       *ebpf.Map `ebpf:"runs"`
 	Runs4      *ebpf.Map `ebpf:"runs4"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
@@ -869,6 +872,7 @@ func (m *filterMaps) Close() error {
 		m.Rules,
 		m.RunBits,
 		m.RunFlat,
+		m.RunFlatBig,
 		m.Runs,
 		m.Runs4,
 		m.Scratch,

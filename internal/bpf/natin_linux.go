@@ -503,7 +503,7 @@ func (d *Datapath) placePrefix(want progSpec) error {
 		var o struct {
 			P *ebpf.Program `ebpf:"sluice_ingress_nat"`
 		}
-		if err = spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
+		if err = spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: d.replacements(spec)}); err != nil {
 			return wrapVerifier("loading the inline NAT prefix", err)
 		}
 		p = o.P

@@ -307,12 +307,13 @@ func DetachClsact(name string) error {
 // are loaded. Any other map missing means a datapath half made or half
 // removed: ErrIncomplete.
 var optionalMaps = map[string]int{
-	"runs4":    9,  // ld3: IPv4 runs in 8-byte keys
-	"run_bits": 9,  // ld3: the runs bitmap
-	"nat_dm":   11, // nat15: NAT's established path inside the filter
-	"srcs":     13, // mxs13: max-srcs counted in the kernel
-	"run_flat": 14, // ten14: the small sets' bitmap in a plain array
-	"st_dm":    15, // est15: established flows' direct array (the states hash stays the authority)
+	"runs4":        9,  // ld3: IPv4 runs in 8-byte keys
+	"run_bits":     9,  // ld3: the runs bitmap
+	"nat_dm":       11, // nat15: NAT's established path inside the filter
+	"srcs":         13, // mxs13: max-srcs counted in the kernel
+	"run_flat":     14, // ten14: the small sets' bitmap in a plain array
+	"st_dm":        15, // est15: established flows' direct array (the states hash stays the authority)
+	"run_flat_big": 15, // mil15: the large sets' bitmap in a plain array
 }
 
 // openPinnedMaps opens every map of spec pinned in dir, creating nothing,

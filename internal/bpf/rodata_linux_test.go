@@ -135,7 +135,7 @@ func specProgs(t testing.TB, d *Datapath, s progSpec, fold bool, vars map[string
 		In  *ebpf.Program `ebpf:"sluice_ingress"`
 		Out *ebpf.Program `ebpf:"sluice_egress"`
 	}
-	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
+	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: d.replacements(spec)}); err != nil {
 		t.Fatal(wrapVerifier("loading the filter", err))
 	}
 	t.Cleanup(func() {

@@ -154,8 +154,12 @@ func runBitsSet(r *rand.Rand, n int) (in, out []netip.Addr, text string) {
 // scratch area untouched).
 //
 // It runs twice: runs of more entries than the small sets' bitmap takes
-// (run_bits), and of 2 × 5 000 (the small bitmap, run_flat: the bench's
-// 10 000-rule blocklist's size), each with its own bitmap cleared.
+// (the large sets' array, run_flat_big, beside run_bits), and of 2 × 5 000
+// (the small bitmap, run_flat: the bench's 10 000-rule blocklist's size),
+// each with its own bitmap cleared. The large set also runs on programs
+// bound to a one-entry large array (those a datapath made before the set
+// needed it: they must read run_bits), and each program must trust only
+// the bitmap it reads: clearing the other changes no verdict.
 func TestPrivilegedRunBits(t *testing.T) {
 	h := newHarness(t)
 	r := rand.New(rand.NewPCG(3, 4))
@@ -205,17 +209,19 @@ func testRunBits(t *testing.T, h *harness, r *rand.Rand, n int, flat bool) {
 		text     string
 		hot      bool
 		constant bool // the program made for the set: its lists as constants
+		oneBig   bool // bound to a one-entry large sets' array
 	}{
-		{"compact list, constant", text, true, true},
-		{"compact list, pipeline", text, true, false},
-		{"scanned list", text + tail.String(), false, false},
+		{"compact list, constant", text, true, true, false},
+		{"compact list, pipeline", text, true, false, false},
+		{"scanned list", text + tail.String(), false, false, false},
+		{"compact list, constant, one-entry large array", text, true, true, true},
 	} {
-		if flat && !c.hot {
+		if flat && (!c.hot || c.oneBig) {
 			continue
 		}
 		im := compileText(t, c.text)
-		if im.runShift == 0 || im.runFlat != flat {
-			t.Fatalf("%s: bitmap shift %d, small bitmap %v, want %v", c.name, im.runShift, im.runFlat, flat)
+		if im.runShift == 0 || im.runFlat != flat || im.runBig == flat {
+			t.Fatalf("%s: bitmap shift %d, small bitmap %v, large %v, want small %v", c.name, im.runShift, im.runFlat, im.runBig, flat)
 		}
 		if err := h.d.LoadRules(im, Active); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -228,6 +234,9 @@ func testRunBits(t *testing.T, h *harness, r *rand.Rand, n int, flat bool) {
 		progs = progPair{h.d.objs.SluiceIngress, h.d.objs.SluiceEgress}
 		if c.hot && !c.constant {
 			progs = progsFor(t, h.d, s.withoutFast())
+		}
+		if c.oneBig {
+			progs = progsOneEntryBig(t, h.d, s)
 		}
 		for _, l := range []uint32{listIn, listOut} {
 			var hl filterHotlist
@@ -271,7 +280,15 @@ func testRunBits(t *testing.T, h *harness, r *rand.Rand, n int, flat bool) {
 		if wrong > 0 {
 			t.Errorf("%s: %d addresses in no run were blocked", c.name, wrong)
 		}
-		clearRunBits(t, h.d, slot, flat)
+		if !flat {
+			// the bitmap these programs do not read: nothing changes
+			clearRunBits(t, h.d, slot, false, !c.oneBig)
+			if n := missed(); n > 0 {
+				t.Errorf("%s: with the bitmap it does not read cleared %d of the runs' %d addresses passed",
+					c.name, n, len(in)+len(out))
+			}
+		}
+		clearRunBits(t, h.d, slot, flat, c.oneBig)
 		piped = 0
 		if n := missed(); n != len(in)+len(out) {
 			t.Errorf("%s: with the bitmap cleared %d of the runs' %d addresses were still blocked: the bitmap was not consulted",
@@ -285,10 +302,20 @@ func testRunBits(t *testing.T, h *harness, r *rand.Rand, n int, flat bool) {
 }
 
 // clearRunBits zeroes slot's runs bitmap in place: its words of the small
-// sets' (run_flat) when flat, else run_bits' (only the one the set's
-// programs read: clearing the other must change nothing).
-func clearRunBits(t *testing.T, d *Datapath, slot uint32, flat bool) {
+// sets' (run_flat) when flat, else of the large sets' array (run_flat_big)
+// unless bits, else run_bits'.
+func clearRunBits(t *testing.T, d *Datapath, slot uint32, flat, bits bool) {
 	t.Helper()
+	if !flat && !bits {
+		keys := make([]uint32, runBigWords)
+		for i := range keys {
+			keys[i] = 1 + slot*runBigWords + uint32(i)
+		}
+		if _, err := d.objs.RunFlatBig.BatchUpdate(keys, make([]uint64, runBigWords), nil); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if flat {
 		fk := make([]uint32, runFlatWords)
 		for i := range fk {
@@ -407,6 +434,15 @@ func TestPrivilegedSetMemory(t *testing.T) {
 	if per := float64(total) / float64(rules); per > 520 {
 		t.Errorf("the set takes %.1f bytes a rule, over the 520 docs/kernel-memory.md gives", per)
 	}
+	// the large sets' array: every datapath's once a set took it (not
+	// the set's: three slots' words), 6 MiB
+	if im.runBig {
+		big := mapMemlock(t, h.d.objs.RunFlatBig)
+		t.Logf("run_flat_big %9d entries %11d bytes", h.d.objs.RunFlatBig.MaxEntries(), big)
+		if want := uint64(runBigEntries * 8); big < want || big > want+want/8+4096 {
+			t.Errorf("the large sets' array takes %d bytes, want %d and the map's own", big, want)
+		}
+	}
 }
 
 // BenchmarkRunsMiss measures the whole program (specialised for the set)
@@ -499,4 +535,73 @@ func TestRunFlatBitmap(t *testing.T) {
 	if rate := falsePositives(rand.New(rand.NewPCG(5, 6)), heads, members, mayHold); rate > 0.07 || rate < 0.03 {
 		t.Errorf("%.1f %% of other addresses find their bits set, want about 5 %%", 100*rate)
 	}
+}
+
+// TestRunBigArray checks which sets take the large sets' array
+// (run_flat_big, RUN_BIG): one of more entries than the small bitmap
+// takes does, with RUN_BIG beside run_bits' shift in every run's compact
+// match and a bitmap no larger than a slot's words of the array; and the
+// largest set that takes it (runBigMax entries) has a bitmap that fits,
+// one more entry a bitmap that would not (it keeps run_bits alone).
+func TestRunBigArray(t *testing.T) {
+	im := compileText(t, blocklist(runFlatMax+2))
+	if !im.runBig || im.runFlat || im.runShift == 0 {
+		t.Fatalf("%d entries: large %v, small %v, shift %d: want the large array", runFlatMax+2, im.runBig, im.runFlat, im.runShift)
+	}
+	if n := len(im.runBitmap()); n > runBigWords {
+		t.Fatalf("%d words, more than a slot's %d", n, runBigWords)
+	}
+	runsSeen := 0
+	for i := range im.rules {
+		if im.rules[i].RunLen < 2 || im.rules[i].Family != 4 {
+			continue
+		}
+		runsSeen++
+		c := im.runMatch(i)
+		if w := c.Src | c.Dst; w != im.runShift|runBigBit {
+			t.Fatalf("run at %d: shift word %#x, want %#x", i, w, im.runShift|runBigBit)
+		}
+	}
+	if runsSeen == 0 {
+		t.Fatal("no IPv4 run")
+	}
+	if small := compileText(t, blocklist(10000)); small.runBig {
+		t.Fatal("10 000 entries: the large array, want the small bitmap")
+	}
+	if runBitsLog(runBigMax) > runBigLog+6 {
+		t.Fatalf("%d entries: a bitmap of 2^%d bits, more than a slot's 2^%d", runBigMax, runBitsLog(runBigMax), runBigLog+6)
+	}
+	if runBitsLog(runBigMax+1) <= runBigLog+6 {
+		t.Fatalf("%d entries: a bitmap of 2^%d bits fits a slot: runBigMax is too small", runBigMax+1, runBitsLog(runBigMax+1))
+	}
+}
+
+// progsOneEntryBig loads the programs of s over d's maps but for a large
+// sets' array of one entry: the programs a datapath made before a set
+// needed the large array (ensureRunBig), which must read run_bits.
+func progsOneEntryBig(t *testing.T, d *Datapath, s progSpec) progPair {
+	t.Helper()
+	spec, err := filterSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.setVars(spec); err != nil {
+		t.Fatal(err)
+	}
+	foldRodata(spec)
+	repl := d.replacements(spec)
+	delete(repl, "run_flat_big")
+	spec.Maps["run_flat_big"].MaxEntries = 1
+	var progs struct {
+		In  *ebpf.Program `ebpf:"sluice_ingress"`
+		Out *ebpf.Program `ebpf:"sluice_egress"`
+	}
+	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		t.Fatal(wrapVerifier("loading the filter", err))
+	}
+	t.Cleanup(func() {
+		progs.In.Close()
+		progs.Out.Close()
+	})
+	return progPair{progs.In, progs.Out}
 }

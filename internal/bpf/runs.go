@@ -179,6 +179,7 @@ func (im *Image) findRuns() {
 		im.runShift = 64 - runBitsLog(n4)
 	}
 	im.runFlat = n4 > 0 && n4 <= runFlatMax
+	im.runBig = n4 > runFlatMax && n4 <= runBigMax
 }
 
 // run4 says whether the run entry e is an IPv4 run's (in runs4 and the
@@ -250,6 +251,23 @@ const (
 	runFlatMax   = 12288
 )
 
+// The large sets' bitmap (run_flat_big, filter.h RUN_BIG; mil15): a set
+// of more than runFlatMax and at most runBigMax IPv4 run entries (a
+// bitmap of at most 2^24 bits, 2 MiB) also has run_bits' words in its
+// slot's runBigWords words of one plain array, after word 0: the probe is
+// an inlined array lookup and the word, where run_bits' is a map-in-map
+// lookup, a helper call and the word (ten14 measured the first two at
+// ~75 ns live). The array is 1 + 3 slots' words (6 MiB), made when a set
+// first needs it (ensureRunBig); until then the datapath has it with one
+// entry and a program bound to that one reads run_bits.
+const (
+	runBigBit     = 0x200 // RUN_BIG
+	runBigLog     = 18    // RUN_BIG_LOG: 2^18 words, 2^24 bits a slot
+	runBigWords   = 1 << runBigLog
+	runBigEntries = 1 + numSlots*runBigWords
+	runBigMax     = runBigWords * 64 / 16 // runBitsLog's 16 bits an entry: 1 048 576
+)
+
 // runFlatBits is the small sets' bitmap's word and bits of entry hash x
 // (scan.h run_flat_absent, run_flat_mask).
 func runFlatBits(x uint64) (word uint32, mask uint64) {
@@ -287,7 +305,7 @@ func (im *Image) runMayHold(words []uint64, head, addr uint32) bool {
 
 // runMatch is compactMatch of rule i with, for an IPv4 run's first rule,
 // the bitmap's shift in the address word the run leaves free (CM_RUN4),
-// and RUN_FLAT when the set has the small bitmap.
+// and RUN_FLAT when the set has the small bitmap, RUN_BIG the large one.
 func (im *Image) runMatch(i int) filterCmatch {
 	r := &im.rules[i]
 	c := compactMatch(r, r.RunLen > 1)
@@ -295,6 +313,9 @@ func (im *Image) runMatch(i int) filterCmatch {
 		w := im.runShift
 		if im.runFlat {
 			w |= runFlatBit
+		}
+		if im.runBig {
+			w |= runBigBit
 		}
 		if c.Flags&cmRunSrc != 0 {
 			c.Src = w

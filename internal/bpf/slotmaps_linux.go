@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -300,6 +302,21 @@ func (d *Datapath) writeRuns(slot uint32, im *Image) error {
 		}
 	}
 	words := im.runBitmap()
+	// the large sets' array: run_bits' words at the slot's, in place
+	// (ensureRunBig made it; the compact lists written with them carry
+	// RUN_BIG). A slot's words past the set's bitmap are never read.
+	if im.runBig {
+		if err := d.ensureRunBig(); err != nil {
+			return err
+		}
+		keys := make([]uint32, len(words))
+		for i := range keys {
+			keys[i] = 1 + slot*runBigWords + uint32(i)
+		}
+		if _, err := d.objs.RunFlatBig.BatchUpdate(keys, words, nil); err != nil {
+			return fmt.Errorf("the large runs bitmap: %w", err)
+		}
+	}
 	err = putInner(d.objs.RunBits, slot, len(words), innerSpec("sl_run_bits", 8, len(words)),
 		func(m *ebpf.Map) error {
 			keys := make([]uint32, len(words))
@@ -336,4 +353,92 @@ func putInner(outer *ebpf.Map, slot uint32, n int, spec *ebpf.MapSpec, fill func
 		return fmt.Errorf("putting it in slot %d: %w", slot, err)
 	}
 	return nil
+}
+
+// ensureRunBig gives d the large sets' array at its full size
+// (runBigEntries, RUN_BIG): the one pinned, if another process made it,
+// else a new one pinned over the one-entry array the datapath had. A slot
+// is written into it only after this, so every program that reads a
+// slot's RUN_BIG words was made with this array: the programs made before
+// are bound to the one-entry array, find no word there and read run_bits
+// (correct), and a program's key holds the array's id (progSpec.runBig;
+// on constant lists, RUN_BIG in them), so none of them is taken for one
+// made with it. It is not made smaller
+// again (ipf -D removes it).
+func (d *Datapath) ensureRunBig() error {
+	if d.objs.RunFlatBig != nil && d.objs.RunFlatBig.MaxEntries() >= runBigEntries {
+		return nil
+	}
+	var m *ebpf.Map
+	if d.dir != "" {
+		if p, err := ebpf.LoadPinnedMap(filepath.Join(d.dir, "run_flat_big"), nil); err == nil {
+			if p.MaxEntries() >= runBigEntries {
+				m = p
+			} else {
+				p.Close()
+			}
+		}
+	}
+	if m == nil {
+		var err error
+		m, err = ebpf.NewMap(&ebpf.MapSpec{Name: "run_flat_big", Type: ebpf.Array, KeySize: 4, ValueSize: 8,
+			MaxEntries: runBigEntries})
+		if err != nil {
+			return fmt.Errorf("the large runs bitmap (%d MiB): %w", runBigEntries*8>>20, err)
+		}
+		if d.dir != "" {
+			if err := pinMapOver(m, filepath.Join(d.dir, "run_flat_big")); err != nil {
+				m.Close()
+				return err
+			}
+		}
+	}
+	if d.objs.RunFlatBig != nil {
+		d.objs.RunFlatBig.Close()
+	}
+	d.objs.RunFlatBig = m
+	return nil
+}
+
+// runBigID is the id of the large sets' array when d has it at its full
+// size (0: the one-entry array), for the programs' key.
+func (d *Datapath) runBigID() uint32 {
+	m := d.objs.RunFlatBig
+	if m == nil || m.MaxEntries() < runBigEntries {
+		return 0
+	}
+	return mapID(m)
+}
+
+// pinMapOver pins m at path in one rename (as pinOver a program): a
+// reader finds the old map or the new one.
+func pinMapOver(m *ebpf.Map, path string) error {
+	next := path + "_next"
+	_ = os.Remove(next)
+	if err := m.Pin(next); err != nil {
+		return fmt.Errorf("pinning %s: %w", filepath.Base(path), err)
+	}
+	if err := os.Rename(next, path); err != nil {
+		_ = os.Remove(next)
+		return fmt.Errorf("pinning %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// fitRunBig sets spec's large sets' array to the size of the one pinned in
+// dir (ensureRunBig may have made it larger than the object's), so that
+// the pinned one is taken as compatible.
+func fitRunBig(spec *ebpf.CollectionSpec, dir string) {
+	ms := spec.Maps["run_flat_big"]
+	if ms == nil {
+		return
+	}
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "run_flat_big"), nil)
+	if err != nil {
+		return
+	}
+	defer m.Close()
+	if m.MaxEntries() > ms.MaxEntries {
+		ms.MaxEntries = m.MaxEntries()
+	}
 }

@@ -100,6 +100,10 @@ type progSpec struct {
 	// programs read, so that a pinned variant is never taken for
 	// another NAT datapath's array
 	nat, natBits, natMap uint32
+	// runBig: the id of the large sets' array the programs read (0: the
+	// datapath's one-entry array), so that a program made before
+	// ensureRunBig is never taken for one that reads it
+	runBig uint32
 }
 
 // fastMax is how many entries a constant list holds (FAST_MAX).
@@ -135,6 +139,9 @@ func (s progSpec) key() uint64 {
 	}
 	if s.nat != 0 {
 		fmt.Fprintf(h, "/nat %d %d %d", s.nat, s.natBits, s.natMap)
+	}
+	if s.runBig != 0 {
+		fmt.Fprintf(h, "/big %d", s.runBig)
 	}
 	return h.Sum64() | 2
 }
@@ -334,12 +341,54 @@ func (d *Datapath) specInputs() (c filterConf, n int64, frags bool, err error) {
 // want is wantSpec with the slot's lists as constants where they can be
 // (fastLists): the programs a live Datapath makes.
 func (d *Datapath) want(c *filterConf, n int64, frags bool, extra int) progSpec {
-	return d.natin.spec(fastLists(wantSpec(c, n, frags, extra), d.hotOf))
+	return d.withRunBig(d.natin.spec(fastLists(wantSpec(c, n, frags, extra), d.hotOf)))
+}
+
+// withRunBig is s with the large sets' array d's programs read, for a
+// program that may read it: one whose main lists are not both constants,
+// or whose constant lists hold a RUN_BIG run (made after the array: the
+// id changes no key of a program made before it, so the first large set
+// verifies no more programs than before). A program on constant lists
+// without one reads the array only through the pipeline (a large run in
+// a group's list): made before the array, it reads run_bits there —
+// right, not faster.
+func (d *Datapath) withRunBig(s progSpec) progSpec {
+	if s != genericSpec && s.mode == kmConfig && (s.fast&3 != 3 || s.fastRunBig()) {
+		s.runBig = d.runBigID()
+	}
+	return s
+}
+
+// fastRunBig says whether s's constant lists hold an IPv4 run that reads
+// the large sets' array (RUN_BIG in its shift word).
+func (s progSpec) fastRunBig() bool {
+	for i := range s.fastIn[:min(s.nfastIn, fastMax)] {
+		if runBigWord(&s.fastIn[i]) {
+			return true
+		}
+	}
+	for i := range s.fastOut[:min(s.nfastOut, fastMax)] {
+		if runBigWord(&s.fastOut[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func runBigWord(h *filterHot) bool {
+	if h.M.Flags&cmRun4 == 0 {
+		return false
+	}
+	w := h.M.Dst
+	if h.M.Flags&cmRunSrc != 0 {
+		w = h.M.Src
+	}
+	return w&runBigBit != 0
 }
 
 // other is otherSpec as want is wantSpec.
 func (d *Datapath) other(c *filterConf, n int64, frags bool) progSpec {
-	return d.natin.spec(fastLists(otherSpec(c, n, frags), d.hotOf))
+	return d.withRunBig(d.natin.spec(fastLists(otherSpec(c, n, frags), d.hotOf)))
 }
 
 // lockCfg takes the lock setCfg and the specialisation share: in this
@@ -699,7 +748,7 @@ func (d *Datapath) variantSpecNAT(s progSpec, natBits uint32) (*ebpf.CollectionS
 // loadVariantProg loads the ingress (or, with out, the egress) program
 // of spec over d's maps.
 func (d *Datapath) loadVariantProg(spec *ebpf.CollectionSpec, out bool) (*ebpf.Program, error) {
-	opts := &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}
+	opts := &ebpf.CollectionOptions{MapReplacements: d.replacements(spec)}
 	if out {
 		var o struct {
 			P *ebpf.Program `ebpf:"sluice_egress"`
@@ -874,6 +923,16 @@ func b2u32(b bool) uint32 {
 		return 1
 	}
 	return 0
+}
+
+// replacements is mapsByName for loading spec's programs over d's maps:
+// spec's large sets' array takes the size of d's (ensureRunBig may have
+// made it larger than the object's), so that d's is taken as compatible.
+func (d *Datapath) replacements(spec *ebpf.CollectionSpec) map[string]*ebpf.Map {
+	if ms, m := spec.Maps["run_flat_big"], d.objs.RunFlatBig; ms != nil && m != nil {
+		ms.MaxEntries = m.MaxEntries()
+	}
+	return d.mapsByName()
 }
 
 // mapsByName lists d's maps by their names in the object.

@@ -360,7 +360,7 @@ func liveKey(t *testing.T, d *Datapath, base progSpec) uint64 {
 	base.cfg, base.slot, base.sfeat = true, a, c.V[cfgIndex0+a]&^(idxOn|idxSrc|idxSport|featHotIn|featHotOut)
 	base.defpass, base.minttl = uint32(c.V[cfgDefPass]), uint32(c.V[cfgMinTTL])
 	base.logflags, base.anyl3 = uint32(c.V[cfgLogFlags]), c.V[cfgAnyL3] != 0
-	return fastLists(base, d.hotOf).key()
+	return d.withRunBig(fastLists(base, d.hotOf)).key()
 }
 
 // TestPrivilegedVariantPinsKeepNewest: the variant pins are pruned oldest
@@ -410,6 +410,12 @@ func TestPrivilegedBenchStopAt(t *testing.T) {
 			t.Fatal(err)
 		}
 		return n
+	}
+	// the whole programs made now, over the maps as they are (the
+	// shared datapath's large sets' array may have grown since Load
+	// made the ones in place: another immediate, another JIT size)
+	if err := d.BenchStopAt(0); err != nil {
+		t.Fatal(err)
 	}
 	whole := size()
 	pkt := tcp4("172.16.0.1", "172.16.0.2", 40000, 8080, ackF).build()

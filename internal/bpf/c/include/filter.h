@@ -447,6 +447,22 @@ struct run4_key {
 #define RUN_FLAT_LOG 10
 #define RUN_FLAT_WORDS (1 << RUN_FLAT_LOG)
 
+/* The large sets' bitmap (run_flat_big, mil15): a slot whose IPv4 runs
+ * have more entries than run_flat takes and a bitmap of at most 2^24 bits
+ * (a million entries: runs.go runBigMax) also has run_bits' words in its
+ * own RUN_BIG_WORDS words of one plain array, after word 0 (unused): slot
+ * s's word w is 1 + s * RUN_BIG_WORDS + w. A probe is then an inlined
+ * array lookup and the word, where run_bits is a map-in-map lookup (a
+ * line of its own) and a helper call. The array is 6 MiB, so a datapath
+ * has it with one entry until a set needs it (slotmaps_linux.go
+ * ensureRunBig): a program bound to that one finds no word past 0 and
+ * reads run_bits instead, which is still written for such a set. RUN_BIG
+ * in the run's shift word says the slot has it; the shift is run_bits'
+ * (an older program reads the word as no shift: the pipeline, safe). */
+#define RUN_BIG 0x200
+#define RUN_BIG_LOG 18
+#define RUN_BIG_WORDS (1 << RUN_BIG_LOG)
+
 /* call functions (the group-map calls, §4.3) */
 #define CALL_NONE 0
 #define CALL_SRCGRPMAP 1

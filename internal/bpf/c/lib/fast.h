@@ -150,7 +150,8 @@ volatile const __u32 bench_runcut = 0;
  * masked as the run's rules mask it, has a clear bit in the slot's runs
  * bitmap (run_absent; the shift rides in the address word the run leaves
  * free, with RUN_FLAT when the slot has the small sets' bitmap: then
- * that one, an inlined lookup of a plain array, no run_bits). The slot's
+ * that one, an inlined lookup of a plain array, no run_bits; with RUN_BIG
+ * run_bits' words in the large sets' plain array). The slot's
  * key is k_slot itself, in .rodata, and the word's is in f: filter()'s
  * frame is at the edge of what the call chain below it may add. */
 static __always_inline int fast_run_absent(const volatile struct hot *h, struct fastpkt *f)
@@ -173,7 +174,18 @@ static __always_inline int fast_run_absent(const volatile struct hot *h, struct 
 		}
 		return k_slot < NSLOTS && run_flat_absent(k_slot, x, &f->wi);
 	}
-	shift &= ~RUN_FLAT;
+	/* the large sets' array (RUN_BIG): run_bits' words, an inlined
+	 * lookup at a constant slot offset; a program bound to the
+	 * datapath's one-entry array finds no word and reads run_bits */
+	if ((shift & RUN_BIG) && !bench_runcut) {
+		shift &= ~(RUN_FLAT | RUN_BIG);
+		if (shift == 0 || shift > 63 || k_slot >= NSLOTS)
+			return 0;
+		word = run_big_word(k_slot, x >> shift, &f->wi);
+		if (word)
+			return !(*word & (1ULL << ((x >> shift) & 63)));
+	}
+	shift &= ~(RUN_FLAT | RUN_BIG);
 	if (shift == 0 || shift > 63)
 		return 0;
 	bits = bpf_map_lookup_elem(&run_bits, (const void *)&k_slot);

@@ -80,6 +80,17 @@ struct {
 	__type(value, __u64);
 } run_flat SEC(".maps");
 
+/* The large sets' bitmap (filter.h RUN_BIG): one entry in the object; a
+ * datapath makes it 1 + NSLOTS * RUN_BIG_WORDS when a set needs it
+ * (slotmaps_linux.go ensureRunBig). Each slot's words are written in
+ * place while the slot is not running. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} run_flat_big SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
 	__uint(max_entries, NSLOTS);

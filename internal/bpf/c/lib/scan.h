@@ -154,11 +154,22 @@ static __always_inline int run_flat_absent(__u32 slot, __u64 x, __u32 *key)
 	return word && (*word & run_flat_mask(x)) != run_flat_mask(x);
 }
 
+/* run_big_word is the word of bit h (a hash shifted by run_bits' shift)
+ * in slot's words of the large sets' bitmap (RUN_BIG), or NULL where the
+ * array has none (the datapath's one-entry array: run_bits then). The
+ * word's index is masked to the slot's words. */
+static __always_inline __u64 *run_big_word(__u32 slot, __u64 h, __u32 *key)
+{
+	*key = 1 + slot * RUN_BIG_WORDS + (__u32)((h >> 6) & (RUN_BIG_WORDS - 1));
+	return bpf_map_lookup_elem(&run_flat_big, key);
+}
+
 /* run_absent says that slot's IPv4 runs have no entry (head, addr): its
  * bit in the slot's bitmap is clear. shift is the bitmap's, from the
- * run's compact match (RUN_FLAT: the small sets' bitmap); without one (0:
- * a slot an older Sluice wrote) or a bitmap it says nothing. It never
- * says so of an entry the runs have (TestPrivilegedRunBits). */
+ * run's compact match (RUN_FLAT: the small sets' bitmap; RUN_BIG: the
+ * large sets' array, else run_bits); without one (0: a slot an older
+ * Sluice wrote) or a bitmap it says nothing. It never says so of an
+ * entry the runs have (TestPrivilegedRunBits). */
 static __always_inline int run_absent(__u32 slot, __u32 head, __u32 addr, __u32 shift)
 {
 	__u64 *word, h;
@@ -167,6 +178,15 @@ static __always_inline int run_absent(__u32 slot, __u32 head, __u32 addr, __u32 
 
 	if (shift & RUN_FLAT)
 		return slot < NSLOTS && run_flat_absent(slot, run_hash(head, addr), &wi);
+	if (shift & RUN_BIG) {
+		shift &= ~RUN_BIG;
+		if (shift == 0 || shift > 63 || slot >= NSLOTS)
+			return 0;
+		h = run_hash(head, addr) >> shift;
+		word = run_big_word(slot, h, &wi);
+		if (word)
+			return !(*word & (1ULL << (h & 63)));
+	}
 	if (shift == 0 || shift > 63)
 		return 0;
 	bits = bpf_map_lookup_elem(&run_bits, &slot);
