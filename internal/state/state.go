@@ -160,6 +160,8 @@ type Packet struct {
 const (
 	flxTCPUDP  = 0x1
 	flxOptions = 0x2
+	// flxBad is FI_BAD, which a creating SYN's bad option adds.
+	flxBad = 0x400
 )
 
 // optMaskFor is is_optmsk: every IP option, or every IPv6 extension
@@ -1025,6 +1027,7 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		Cookie: lim.Cookie, RuleNum: lim.RuleNum, Group: lim.Group, ruleID: lim.RuleID,
 		sec: p.Sec, auth: p.Auth, hasLimits: lim.Limit > 0, natTag: lim.NATTag,
 	}
+	badOpts := false
 	switch p.Proto {
 	case 1, 58:
 		if _, ok := icmpReply(p.V, p.ICMPType); !ok {
@@ -1058,8 +1061,13 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 				// join with a bare ACK (half-established).
 				e.flags |= flagTCPFSM
 			}
-			if len(p.TCPOpts) > 0 {
-				parseTCPOptions(p.TCPOpts, s)
+			if len(p.TCPOpts) > 0 && !parseTCPOptions(p.TCPOpts, s) {
+				// ipf_state_add marks the SYN FI_BAD for an option
+				// of the wrong length after the rule matched, so the
+				// packet passes; but the entry records the flag as
+				// its creating direction's, and later packets of
+				// that direction (which lack it) then miss the entry.
+				badOpts = true
 			}
 		}
 		if p.TCPFlags&THAck != 0 {
@@ -1109,6 +1117,9 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 	e.optMask[0] = optMaskFor(p.V)
 	e.opt[0] = p.Opt & e.optMask[0]
 	e.flx[b2i(p.Out)*2] = p.Flx
+	if badOpts {
+		e.flx[b2i(p.Out)*2] |= flxBad
+	}
 	// The interface of the creating packet's slot is always recorded,
 	// in place of a rule's wildcard `on *` too (and of `on -` outbound:
 	// IPFilter keeps an inbound `-`).

@@ -289,7 +289,7 @@ func parseTCPOptions(opts []byte, td *TCPSide) bool {
 				ok = false
 			}
 		case 2: // MSS
-			if l >= 4 {
+			if l == 4 {
 				td.MaxSeg = uint16(opts[i+2])<<8 | uint16(opts[i+3])
 			} else {
 				ok = false
