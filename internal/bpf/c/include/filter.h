@@ -141,6 +141,11 @@
 #define PF_JUMBO 0x4000000
 #define PF_PULLUP 0x8000000 /* L4 header not in the buffer: dropped */
 #define PF_BADFRAG 0x10000000 /* starts inside its first fragment (reason badfrag) */
+/* a SYN's window-scale, SACK-permitted or MSS option has the wrong length:
+ * not FI_BAD for the rules (ipf_state_add sets it after they matched), but
+ * the entry the SYN makes records FI_BAD as its direction's flags, so that
+ * direction's later packets miss it (semantics case syn-option-bad-length) */
+#define PF_OPTBAD 0x20000000
 /* FI_CMP: the flags a packet must share with the first packet of its
  * state slot. FI_TCPUDP follows from the protocol except behind IPv4 AH,
  * where AH+UDP and AH+ICMP share a state key. */

@@ -136,16 +136,18 @@ static long tcp_opt_step(__u32 n, void *ctx)
 		return 1;
 	if (t == 3) {
 		if (l != 3)
-			p->flags |= PF_BAD;
+			p->flags |= PF_OPTBAD;
 		else
 			p->wscale = o[BOUND(i + 2, 63)] > 14 ? 14 : o[BOUND(i + 2, 63)];
 	}
 	if (t == 4) {
 		if (l != 2)
-			p->flags |= PF_BAD;
+			p->flags |= PF_OPTBAD;
 		else
 			p->sackok = 1;
 	}
+	if (t == 2 && l != 4)
+		p->flags |= PF_OPTBAD;
 	c->i = i + l;
 	return 0;
 }
@@ -747,8 +749,8 @@ static __always_inline int tcp_clean(const __u8 *t)
  * options at o, in the packet's linear data up to end, walked in place.
  * It returns 1 with p's window scale and SACK-permitted set as the full
  * walk (tcp_opt_step) sets them, or 0 for anything it leaves to that
- * walk: a window scale or SACK-permitted option of the wrong length (the
- * full parse calls the segment bad), more than 10 options. Each step as
+ * walk: a window-scale, SACK-permitted or MSS option of the wrong length (the
+ * full walk marks it PF_OPTBAD), more than 10 options. Each step as
  * tcp_opt_step's: an EOL ends the walk, a NOP takes a byte, a length
  * under 2 (or read past the options, where the full walk reads zero) or
  * running past the options ends it, an option starting at byte 39 or
@@ -790,6 +792,8 @@ static __noinline int tcp_opts_fast(const __u8 *o, const void *end, __u32 olen, 
 			if (l != 2)
 				return 0;
 			p->sackok = 1;
+		} else if (t == 2 && l != 4) {
+			return 0;
 		}
 		i += l;
 	}

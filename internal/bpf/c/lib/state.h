@@ -1334,7 +1334,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->rule_no = r->rule_no;
 	ep->group_no = r->group_no;
 	ep->ifindex[p->out & 1] = p->ifindex;
-	ep->flx[(p->out & 1) * 2] = p->flags & PF_CMP;
+	ep->flx[(p->out & 1) * 2] = (p->flags & PF_CMP) | (p->flags & PF_OPTBAD ? PF_BAD : 0);
 	ep->opt = state_opt(p);
 	ep->secclass = p->secclass;
 	{
