@@ -115,6 +115,15 @@ func rodataSymbols(t *testing.T) map[string]elf.Symbol {
 // Datapath did not, so that each loads it as the Datapath would.
 func specProgs(t testing.TB, d *Datapath, s progSpec, fold bool, vars map[string]uint32) (progPair, rodataFold) {
 	t.Helper()
+	return specProgsEdit(t, d, s, fold, vars, nil)
+}
+
+// specProgsEdit is specProgs with edit, if not nil, run on the spec and
+// its map replacements just before the load (a map bound otherwise than
+// the Datapath binds it).
+func specProgsEdit(t testing.TB, d *Datapath, s progSpec, fold bool, vars map[string]uint32,
+	edit func(*ebpf.CollectionSpec, map[string]*ebpf.Map)) (progPair, rodataFold) {
+	t.Helper()
 	spec, err := filterSpec()
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +144,11 @@ func specProgs(t testing.TB, d *Datapath, s progSpec, fold bool, vars map[string
 		In  *ebpf.Program `ebpf:"sluice_ingress"`
 		Out *ebpf.Program `ebpf:"sluice_egress"`
 	}
-	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: d.replacements(spec)}); err != nil {
+	repl := d.replacements(spec)
+	if edit != nil {
+		edit(spec, repl)
+	}
+	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		t.Fatal(wrapVerifier("loading the filter", err))
 	}
 	t.Cleanup(func() {

@@ -581,27 +581,9 @@ func TestRunBigArray(t *testing.T) {
 // needed the large array (ensureRunBig), which must read run_bits.
 func progsOneEntryBig(t *testing.T, d *Datapath, s progSpec) progPair {
 	t.Helper()
-	spec, err := filterSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.setVars(spec); err != nil {
-		t.Fatal(err)
-	}
-	foldRodata(spec)
-	repl := d.replacements(spec)
-	delete(repl, "run_flat_big")
-	spec.Maps["run_flat_big"].MaxEntries = 1
-	var progs struct {
-		In  *ebpf.Program `ebpf:"sluice_ingress"`
-		Out *ebpf.Program `ebpf:"sluice_egress"`
-	}
-	if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		t.Fatal(wrapVerifier("loading the filter", err))
-	}
-	t.Cleanup(func() {
-		progs.In.Close()
-		progs.Out.Close()
+	p, _ := specProgsEdit(t, d, s, true, nil, func(spec *ebpf.CollectionSpec, repl map[string]*ebpf.Map) {
+		delete(repl, "run_flat_big")
+		spec.Maps["run_flat_big"].MaxEntries = 1
 	})
-	return progPair{progs.In, progs.Out}
+	return p
 }
