@@ -42,7 +42,7 @@ func TestPrivilegedStackChainVerifier(t *testing.T) {
 			Out *ebpf.Program `ebpf:"sluice_egress"`
 			Ctl *ebpf.Program `ebpf:"sluice_control"`
 		}
-		if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: h.d.mapsByName(),
+		if err := spec.LoadAndAssign(&progs, &ebpf.CollectionOptions{MapReplacements: h.d.replacements(spec),
 			Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}}); err != nil {
 			t.Fatal(wrapVerifier("loading the filter", err))
 		}
