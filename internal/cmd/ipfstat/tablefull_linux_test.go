@@ -11,6 +11,7 @@ import (
 
 	"sluice/internal/bpf"
 	"sluice/internal/ipfctl"
+	"sluice/internal/packet/packettest"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/testutil"
 	"sluice/internal/testutil/bpffs"
@@ -19,37 +20,13 @@ import (
 // frame4 is an Ethernet frame of an IPv4 packet from src to dst: a TCP SYN
 // (proto 6) or a UDP datagram (17), no payload.
 func frame4(src, dst netip.Addr, proto uint8, sport, dport uint16) []byte {
-	l4 := 8
+	l4 := packettest.UDP(sport, dport, nil, false)
 	if proto == 6 {
-		l4 = 20
+		l4 = packettest.TCP{SrcPort: sport, DstPort: dport, Seq: 1000, Flags: 0x02, Win: 65535}.Bytes()
 	}
-	b := make([]byte, 14+20+l4)
-	binary.BigEndian.PutUint16(b[12:], 0x0800)
-	ip := b[14:34]
-	ip[0], ip[8], ip[9] = 0x45, 64, proto
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+l4))
-	s, d := src.As4(), dst.As4()
-	copy(ip[12:], s[:])
-	copy(ip[16:], d[:])
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
-	l := b[34:]
-	binary.BigEndian.PutUint16(l[0:], sport)
-	binary.BigEndian.PutUint16(l[2:], dport)
-	if proto == 6 {
-		binary.BigEndian.PutUint32(l[4:], 1000)
-		l[12], l[13] = 0x50, 0x02 // SYN
-		binary.BigEndian.PutUint16(l[14:], 65535)
-	} else {
-		binary.BigEndian.PutUint16(l[4:], 8)
-	}
-	return b
+	eth := make([]byte, 14)
+	binary.BigEndian.PutUint16(eth[12:], 0x0800)
+	return packettest.Cat(eth, packettest.V4{Src: src.String(), Dst: dst.String(), Proto: proto, Payload: l4}.Bytes())
 }
 
 // TestPrivilegedTablesFull: floods fill the kernel's source table (a
