@@ -430,7 +430,7 @@ type filterStateEntry struct {
 	Flags    uint8
 	Secclass uint8
 	Srcbits  uint8
-	Pad      uint8
+	Flxvar   uint8
 	Flx      [4]uint32
 	Opt      uint32
 	OptRev   uint32

@@ -162,6 +162,11 @@ const (
 	flxOptions = 0x2
 	// flxBad is FI_BAD, which a creating SYN's bad option adds.
 	flxBad = 0x400
+	// flxAltMask: the bits Entry.flxAlt can hold, FI_OPTIONS and
+	// FI_CMP's of 0xff00 (FI_STATE to FI_LOWTTL: low TTL, bad, out of
+	// window, bad source): one byte in the kernel's entry, where
+	// FI_OPTIONS takes FI_ICMPERR's place (not in FI_CMP).
+	flxAltMask = 0x5cfe3&0xff00 | flxOptions
 )
 
 // optMaskFor is is_optmsk: every IP option, or every IPv6 extension
@@ -237,7 +242,14 @@ type Entry struct {
 	// packet, and of the first reply (optMask[1] is 0 until then:
 	// is_opt/is_optmsk); sec and auth those of the creating packet, which
 	// both directions must carry.
-	flx       [4]uint32
+	flx [4]uint32
+	// flxAlt is how the flags of the creating direction of the entry
+	// this one replaced (C4), made by a rule of the same verdict, differ
+	// from flx there (0: none, or not in flxAltMask): IPFilter keeps
+	// that entry, so a packet with its flags (a low-TTL packet after the
+	// flow's TTL changed) matches it. The kernel keeps the same byte
+	// (state_entry.flxvar).
+	flxAlt    uint32
 	opt       [2]uint32
 	optMask   [2]uint32
 	sec, auth uint16
@@ -655,7 +667,7 @@ func (t *Table) matchAddrs(e *Entry, p *Packet) (rev, ok bool) {
 // matchMasks is the flag, option and security part of ipf_matchsrcdst.
 func (t *Table) matchMasks(e *Entry, p *Packet, rev bool) bool {
 	i := b2i(p.Out)*2 + b2i(rev)
-	if c := e.flx[i]; c != 0 && c != p.Flx {
+	if c := e.flx[i]; c != 0 && c != p.Flx && c^p.Flx != e.flxAlt {
 		return false
 	}
 	r := b2i(rev)
@@ -967,7 +979,7 @@ func (t *Table) Add(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 		return nil, err
 	}
 	now := t.clock.Ticks()
-	if err := t.replaceOrRefuse(e, now, lim.LogFirst); err != AddOK {
+	if err := t.replaceOrRefuse(e, p.Out, now, lim.LogFirst); err != AddOK {
 		return nil, err
 	}
 	if t.cfg.MaxBucket > 0 {
@@ -1175,9 +1187,10 @@ func identical(x, e *Entry) bool {
 }
 
 // replaceOrRefuse refuses an entry identical to a live one of its flow
-// and removes a live one it is not identical to (see the comment below).
+// and removes a live one it is not identical to (see the comment below);
+// out is the creating packet's direction.
 // An entry of a log first rule is never identical (Limits.LogFirst).
-func (t *Table) replaceOrRefuse(e *Entry, now uint32, logFirst bool) AddError {
+func (t *Table) replaceOrRefuse(e *Entry, out bool, now uint32, logFirst bool) AddError {
 	// Reject duplicates before touching any counter.
 	chain := t.wild
 	if e.flags&flagsWild == 0 {
@@ -1200,7 +1213,23 @@ func (t *Table) replaceOrRefuse(e *Entry, now uint32, logFirst bool) AddError {
 	if stale != nil {
 		// IPFilter then adds a second entry that its lookups find
 		// first; Sluice keeps one entry per flow (as the kernel
-		// datapath's map must) and replaces the first.
+		// datapath's map must) and replaces the first. IPFilter's
+		// lookups still find the first for a packet the second's
+		// flags refuse: a packet of the creating direction with the
+		// first's flags (a low TTL) missed the new entry, and the
+		// rule's state add then found it identical and skipped a
+		// quick rule, so a `block quick … keep state` let it through
+		// (faith16). The new entry takes the first's flags of that
+		// direction too (as their difference, when it lies in
+		// flxAltMask), when both entries give one verdict (pass
+		// flags): the packet then gets the verdict IPFilter's first
+		// entry gives it. One alternative only, the entry replaced
+		// last: IPFilter may hold more, which then miss as before.
+		if i := b2i(out) * 2; stale.Pass == e.Pass && stale.flx[i] != 0 {
+			if d := stale.flx[i] ^ e.flx[i]; d&^flxAltMask == 0 {
+				e.flxAlt = d
+			}
+		}
 		t.remove(stale)
 	}
 	return AddOK

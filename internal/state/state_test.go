@@ -547,3 +547,67 @@ func TestSYNOnClosedFlow(t *testing.T) {
 		}
 	}
 }
+
+// TestReplacedEntryKeepsFlags: an entry that replaces one of its flow (a
+// packet the first refused by its flags, C4) still takes the first's flags
+// of the creating direction in FI_OPTIONS and the low-TTL..state bits, when
+// both entries give one verdict: IPFilter keeps the first, and its lookups
+// find it for such a packet (seed 1401 bucket 6: without this the packet missed, the
+// quick rule's add found the second entry identical and was skipped, and a
+// `block quick … keep state` let it through). With another verdict, or
+// other bits (multicast), the packet misses as before.
+func TestReplacedEntryKeepsFlags(t *testing.T) {
+	const tcpudp, lowttl, mcast, block, pass = 0x1, 0x8000, 0x20, 0x2008501, 0x2008402
+	for _, c := range []struct {
+		name         string
+		pass1, pass2 uint32
+		flx          uint32
+		want         Result
+		// part: flags between the two entries', which IPFilter's
+		// entries both refuse (0: none)
+		part uint32
+	}{
+		{"one verdict, low ttl", block, block, lowttl, Hit, 0},
+		{"pass rules, low ttl", pass, pass, lowttl, Hit, 0},
+		{"IP options without option bits (router alert)", block, block, flxOptions, Hit, 0},
+		{"low ttl and IP options", block, block, lowttl | flxOptions, Hit, lowttl},
+		{"two verdicts", block, pass, lowttl, Miss, 0},
+		{"multicast", block, block, mcast, Miss, 0},
+	} {
+		tb, _ := newTable(t)
+		low := &Packet{V: 4, Proto: 17, Src: cli, Dst: srv, SPort: 20, DPort: 80, Flx: tcpudp | c.flx, IfName: "a"}
+		if _, err := tb.Add(low, c.pass1, &Limits{}); err != AddOK {
+			t.Fatal(err)
+		}
+		// a reply fixes the replies' options: the next entry is then not
+		// identical to this one (ipf_state_match compares is_optmsk)
+		reply := &Packet{V: 4, Proto: 17, Src: srv, Dst: cli, SPort: 80, DPort: 20, Flx: tcpudp, IfName: "a", Out: true}
+		if _, _, r := tb.Lookup(reply); r != Hit {
+			t.Fatalf("%s: reply: %v", c.name, r)
+		}
+		high := *low
+		high.Flx = tcpudp
+		if _, _, r := tb.Lookup(&high); r != Miss {
+			t.Fatalf("%s: a packet with other flags matched the entry", c.name)
+		}
+		if _, err := tb.Add(&high, c.pass2, &Limits{}); err != AddOK {
+			t.Fatalf("%s: second entry: %v", c.name, err)
+		}
+		if _, _, r := tb.Lookup(low); r != c.want {
+			t.Errorf("%s: the first entry's flags after the replacement: %v, want %v", c.name, r, c.want)
+		}
+		if _, _, r := tb.Lookup(&high); r != Hit {
+			t.Errorf("%s: the second entry's own flags: %v", c.name, r)
+		}
+		if c.part != 0 {
+			mid := *low
+			mid.Flx = tcpudp | c.part
+			if _, _, r := tb.Lookup(&mid); r != Miss {
+				t.Errorf("%s: flags neither entry saw matched: %v", c.name, r)
+			}
+		}
+		if n := tb.Active(); n != 1 {
+			t.Errorf("%s: %d entries, want 1 (C4)", c.name, n)
+		}
+	}
+}

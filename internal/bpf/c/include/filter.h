@@ -743,7 +743,10 @@ struct state_entry {
 	__u8 secclass;  /* of the creating packet: both directions repeat it */
 	__u8 srcbits;   /* counted by its source of this many bits (max-srcs),
 			 * 0: not counted (struct src_key) */
-	__u8 pad;
+	/* how the flags of the creating way of the entry this one replaced,
+	 * of one verdict, differ from flx there (state.h: flxvar_of): a
+	 * packet with that difference matches too (state_create, faith16) */
+	__u8 flxvar;
 	/* §3.2: the FI_CMP flags each slot [out*2 + rev] saw first; the IP
 	 * options (IPv6: extension headers but the fragment header) of the
 	 * creating packet, which its direction repeats, and of the first

@@ -1071,6 +1071,21 @@ static __always_inline void icmp_other_type(const struct pktinfo *p, __u64 now)
 	}
 }
 
+/* state_entry.flxvar: how the replaced entry's flags differed (a packet
+ * with exactly that difference matches), in FI_CMP's bits 8-15
+ * (PF_STATE..PF_LOWTTL) a byte apart, with PF_IPOPTS in PF_ICMPERR's place
+ * (bit 4: not in PF_CMP). The engine's flxAlt holds the same bits
+ * (flxAltMask). */
+static __always_inline __u8 flxvar_of(__u32 d)
+{
+	return (((d & PF_CMP) >> 8) & 0xef) | ((d & PF_IPOPTS) << 3);
+}
+
+static __always_inline __u32 flxvar_mask(__u8 v)
+{
+	return ((__u32)(v & 0xef) << 8) | ((__u32)(v & 0x10) >> 3);
+}
+
 /* state_lookup: nokey says the packet's canonical key is known to have no
  * entry (the established path looked it up): only wildcard entries are
  * looked for. */
@@ -1159,7 +1174,7 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		 * those of the first reply (ipf_matchsrcdst: is_opt/is_optmsk) */
 		__u32 fi = (p->out * 2 + rev) & 3, flx = p->flags & PF_CMP, o = state_opt(p);
 
-		if (e->flx[fi] && e->flx[fi] != flx)
+		if (e->flx[fi] && e->flx[fi] != flx && (e->flx[fi] ^ flx) != flxvar_mask(e->flxvar))
 			return NULL;
 		if (p->secclass != e->secclass)
 			return NULL;
@@ -1440,6 +1455,22 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 			 * (as the Go engine does): the old entry and its counts
 			 * go (another CPU or the sweeper may have removed it
 			 * first: released once either way). */
+			/* IPFilter's lookups still find the old entry for
+			 * a packet the new one's flags refuse (a low TTL
+			 * after the flow's TTL changed): without it the
+			 * rule's add found the new one identical and a
+			 * `block quick … keep state` skipped (faith16). The
+			 * new one takes the old one's flags of its creating
+			 * way too (their difference, when flxvar can hold
+			 * it), when both give one verdict; as the engine's
+			 * flxAlt */
+			if (old->pass == ep->pass && (old->flags & SF_SWAP) == (ep->flags & SF_SWAP)) {
+				__u32 f = (p->out & 1) * 2, of = old->flx[f & 3];
+
+				of ^= ep->flx[f & 3];
+				if (of && !(of & ~flxvar_mask(0xff)))
+					ep->flxvar = flxvar_of(of);
+			}
 			state_unlink_later(kp, old, w);
 			put = state_put(kp, ep, &old);
 		}
