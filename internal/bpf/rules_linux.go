@@ -222,7 +222,7 @@ func (d *Datapath) writeSlot(slot uint32, im *Image) error {
 	}
 	// the per-rule maps, sized to the set (no packet uses the slot while
 	// it is written)
-	sm, err := d.prepareSlot(slot, n)
+	sm, err := d.prepareSlot(slot, slotSizeOf(im))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+	"sluice/internal/ruleset"
 )
 
 // RuleCap is the most rules a set may hold (RULE_CAP): each slot's
@@ -42,47 +43,94 @@ func innerSpec(name string, vs uint32, n int) *ebpf.MapSpec {
 		Flags: unix.BPF_F_INNER_MAP}
 }
 
-// newSlotMaps makes the maps of a slot for sets of up to n rules.
-func newSlotMaps(n int) (*slotMaps, error) {
+// slotSize is what a set needs of a slot's per-rule maps: entries for
+// its rules (and their compact matches), and for their rate windows and
+// state counts only when a rule has pps or may hold state entries. The
+// kernel allocates and zeroes every entry a map declares, so a set
+// without them (a blocklist) has one-entry maps there: 25 MiB less
+// for a million rules. The programs find no element past a map's end
+// (slot_elem's lookup returns NULL), and read these only for such rules.
+type slotSize struct {
+	rules, pps, states int
+}
+
+// slotSizeOf is the size im's set needs.
+func slotSizeOf(im *Image) slotSize {
+	z := slotSize{rules: len(im.rules)}
+	for i := range im.rules {
+		r := &im.rules[i]
+		if r.Pps != 0 {
+			z.pps = len(im.rules)
+		}
+		if r.Action&(ruleset.FRKeepState|ruleset.FRKeepFrag) != 0 || r.KeepLimit != 0 || r.StateLimit != 0 || r.MaxSrcs != 0 {
+			z.states = len(im.rules)
+		}
+	}
+	return z
+}
+
+// room is the size maps are made with for a set of size z: a little
+// more, so that a set growing a few rules at a time is written in place
+// rather than into new maps each time. An eighth more, at most 4 096
+// rules (an eighth of a million rules was 37 MiB the set never used).
+func (z slotSize) room() slotSize {
+	grow := func(n int) int {
+		if n == 0 {
+			return 0
+		}
+		return n + min(n/8, 4096) + 64
+	}
+	return slotSize{rules: grow(z.rules), pps: grow(z.pps), states: grow(z.states)}
+}
+
+// newSlotMaps makes the maps of a slot for sets of up to z.
+func newSlotMaps(z slotSize) (*slotMaps, error) {
 	sm := &slotMaps{}
 	var err error
 	for _, x := range []struct {
 		m  **ebpf.Map
 		sp *ebpf.MapSpec
 	}{
-		{&sm.rules, innerSpec("sl_rules", uint32(binary.Size(filterRule{})), n)},
-		{&sm.pps, innerSpec("sl_pps", uint32(binary.Size(filterPpsWindow{})), n)},
-		{&sm.states, innerSpec("sl_states", 4, n)},
-		{&sm.cm, innerSpec("sl_cblocks", uint32(binary.Size(filterCblock{})), cblockCount(n))},
+		{&sm.rules, innerSpec("sl_rules", uint32(binary.Size(filterRule{})), z.rules)},
+		{&sm.pps, innerSpec("sl_pps", uint32(binary.Size(filterPpsWindow{})), z.pps)},
+		{&sm.states, innerSpec("sl_states", 4, z.states)},
+		{&sm.cm, innerSpec("sl_cblocks", uint32(binary.Size(filterCblock{})), cblockCount(z.rules))},
 	} {
 		if *x.m, err = ebpf.NewMap(x.sp); err != nil {
 			sm.close()
-			return nil, fmt.Errorf("making a map for %d rules: %w", n, err)
+			return nil, fmt.Errorf("making a map for %d rules: %w", z.rules, err)
 		}
 	}
 	return sm, nil
 }
 
-// prepareSlot returns maps for a set of n rules in slot: the slot's own
-// when they are large enough and not far too large (rewriting maps in
-// place spares the kernel's wait for running programs that replacing
-// them in the outer maps costs), else new ones put in the slot. Rate
-// windows and state counts of rules 0..n-1 are zero (the rules bring
-// their own zero counters).
-func (d *Datapath) prepareSlot(slot uint32, n int) (*slotMaps, error) {
+// fits reports whether sm holds a set of size z, and is not far too
+// large for it (then new maps give the memory back).
+func (sm *slotMaps) fits(z slotSize) bool {
+	ok := func(m *ebpf.Map, n int) bool {
+		c := int(m.MaxEntries())
+		return c >= n && c <= 4*n+4096
+	}
+	return ok(sm.rules, z.rules) && ok(sm.pps, z.pps) && ok(sm.states, z.states)
+}
+
+// prepareSlot returns maps for a set of size z in slot: the slot's own
+// when they fit it (rewriting maps in place spares the kernel's wait for
+// running programs that replacing them in the outer maps costs), else
+// new ones put in the slot. Rate windows and state counts of rules
+// 0..n-1 are zero (the rules bring their own zero counters).
+func (d *Datapath) prepareSlot(slot uint32, z slotSize) (*slotMaps, error) {
 	sm, err := d.slotMaps(slot)
 	if err != nil && !errors.Is(err, errNoSlotMaps) {
 		return nil, err
 	}
-	if sm != nil && (sm.capacity() < n || sm.capacity() > 4*n+4096) {
+	if sm != nil && !sm.fits(z) {
 		sm.close()
 		sm = nil
 	}
 	fresh := sm == nil
 	if fresh {
-		// a little room so that sets growing a few rules at a time do
-		// not make new maps each time
-		if sm, err = newSlotMaps(n + n/8 + 64); err != nil {
+		if sm, err = newSlotMaps(z.room()); err != nil {
 			return nil, err
 		}
 		if err := d.putSlotMaps(slot, sm); err != nil {
@@ -92,18 +140,27 @@ func (d *Datapath) prepareSlot(slot uint32, n int) (*slotMaps, error) {
 	}
 	// new maps are zero already (a million rules: two fewer passes
 	// over the kernel's arrays)
-	if n > 0 && !fresh {
-		keys := make([]uint32, n)
-		for i := range keys {
-			keys[i] = uint32(i)
-		}
-		if _, err := sm.pps.BatchUpdate(keys, make([]filterPpsWindow, n), nil); err != nil {
-			sm.close()
-			return nil, fmt.Errorf("zeroing rate windows: %w", err)
-		}
-		if _, err := sm.states.BatchUpdate(keys, make([]uint32, n), nil); err != nil {
-			sm.close()
-			return nil, fmt.Errorf("zeroing state counts: %w", err)
+	if !fresh {
+		for _, x := range []struct {
+			m    *ebpf.Map
+			n    int
+			zero any
+			what string
+		}{
+			{sm.pps, z.pps, make([]filterPpsWindow, z.pps), "rate windows"},
+			{sm.states, z.states, make([]uint32, z.states), "state counts"},
+		} {
+			if x.n == 0 {
+				continue
+			}
+			keys := make([]uint32, x.n)
+			for i := range keys {
+				keys[i] = uint32(i)
+			}
+			if _, err := x.m.BatchUpdate(keys, x.zero, nil); err != nil {
+				sm.close()
+				return nil, fmt.Errorf("zeroing %s: %w", x.what, err)
+			}
 		}
 	}
 	return sm, nil
