@@ -348,6 +348,43 @@ func TestPrivilegedSpecialiseLive(t *testing.T) {
 	}
 }
 
+// TestSpecKeysCover: every config word a program's specialisation reads
+// (wantSpec) re-specialises when it is written (specKeys), but the slots'
+// words and the swap's log, which LoadRules and Swap write under the
+// lock and specialise after. A word wantSpec starts to read (as
+// est16-cfg-wip's clock offset and timeouts) without being added there
+// would leave the programs made for its old value in place.
+func TestSpecKeysCover(t *testing.T) {
+	bases := map[string]func(c *filterConf){
+		"idle":     func(c *filterConf) {},
+		"stateful": func(c *filterConf) { c.V[cfgIndex0] = featClock },
+		"stateless": func(c *filterConf) {
+			c.V[cfgIndex0] = idxOn
+			c.V[cfgClock] = 3
+		},
+	}
+	for name, set := range bases {
+		for k := uint32(0); k < cfgN; k++ {
+			if (k >= cfgIndex0 && k < cfgIndex0+numSlots) || k == cfgSwapLog {
+				continue
+			}
+			for _, v := range []uint64{0, 1, 2, 7, 1 << 40} {
+				var c filterConf
+				c.V[cfgEnabled] = 1
+				c.V[cfgActive], c.V[cfgInactive] = 0, 1
+				c.V[cfgDefPass] = uint64(ruleset.FRPass | ruleset.FRNoMatch)
+				c.V[cfgIndex0+0], c.V[cfgIndex0+1], c.V[cfgIndex0+2] = featIdle, featIdle, featIdle
+				set(&c)
+				before := wantSpec(&c, 0, false, -1)
+				c.V[k] = v
+				if wantSpec(&c, 0, false, -1) != before && !specKeys[k] {
+					t.Errorf("%s: config word %d = %d changes the specialisation, and is not in specKeys", name, k, v)
+				}
+			}
+		}
+	}
+}
+
 // liveKey is the key of base (the features of a KM_CONFIG specialisation)
 // made for d's active slot and configuration as they are now.
 func liveKey(t *testing.T, d *Datapath, base progSpec) uint64 {
