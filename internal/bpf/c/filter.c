@@ -111,11 +111,14 @@ static __always_inline __s64 state_total(void)
 }
 
 /* past get_work, filter() reads the slot, its FEAT_* word and the ipf -l
- * flags here: constants of a specialised program, else the copy of the
- * config it made in w (one config a packet) */
-#define F_SLOT (k_cfg ? (k_slot < NSLOTS ? k_slot : 0) : w->cf_slot)
-#define F_FEAT (k_cfg ? k_sfeat : w->cf_feat)
-#define F_LOGFLAGS (k_cfg ? k_logflags : w->cf_logflags)
+ * flags from its copy in w (one config a packet: k_* in a specialised
+ * program, the config's words in the generic one), not from locals kept
+ * across the calls in slots of its frame, nor from .rodata at each use
+ * (blocks of such loads the compiler merged read an address the loader
+ * cannot fold: rodata.go) */
+#define F_SLOT (w->cf_slot < NSLOTS ? w->cf_slot : 0)
+#define F_FEAT (w->cf_feat)
+#define F_LOGFLAGS (w->cf_logflags)
 #define FHAS(f) ((k_feat & (f)) && (F_FEAT & (f)))
 
 static __always_inline int filter(struct __sk_buff *skb, __u8 out)
