@@ -488,6 +488,11 @@ func (d *Datapath) setCfgLocked(key uint32, v uint64) error {
 		return fmt.Errorf("reading config: %w", err)
 	}
 	old := c.V[key]
+	if specKeys[key] && old != v {
+		if err := d.refuseOlder(); err != nil {
+			return err
+		}
+	}
 	if err := d.writeCfgRaw(&c, key, v); err != nil {
 		return err
 	}

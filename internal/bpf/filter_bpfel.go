@@ -580,18 +580,21 @@ type filterWork struct {
 		Srcbits uint8
 		_       [2]byte
 	}
-	SrcHeld uint32
-	RelKey  filterStateKey
-	SrcBits uint32
-	SrcMps  uint32
-	SrcMs   uint32
-	SrcOne  uint64
-	RtSeq   uint32
-	RtTo    uint32
-	RtDup   uint32
-	RtFast  uint32
-	MadeRev uint32
-	_       [4]byte
+	SrcHeld    uint32
+	RelKey     filterStateKey
+	SrcBits    uint32
+	SrcMps     uint32
+	SrcMs      uint32
+	SrcOne     uint64
+	RtSeq      uint32
+	RtTo       uint32
+	RtDup      uint32
+	RtFast     uint32
+	MadeRev    uint32
+	CfSlot     uint32
+	CfLogflags uint32
+	_          [4]byte
+	CfFeat     uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -193,6 +193,9 @@ func (d *Datapath) SetNATInline(nspj uint32) error {
 	}
 	unlock := d.lockCfg()
 	defer unlock()
+	if err := d.refuseOlder(); err != nil {
+		return err
+	}
 	var c filterConf
 	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
 		return fmt.Errorf("reading config: %w", err)
@@ -254,6 +257,9 @@ func (d *Datapath) DropNATEgress() error {
 	w := c.V[cfgNATInline]
 	if w == 0 || (w>>32)&natEgress == 0 {
 		return nil
+	}
+	if err := d.refuseOlder(); err != nil {
+		return err
 	}
 	if err := d.writeCfgRaw(&c, cfgNATInline, w&^(natEgress<<32)); err != nil {
 		return err

@@ -166,3 +166,79 @@ func TestPrivilegedRequiredPinMissing(t *testing.T) {
 		t.Errorf("OpenPinned changed the pin directory: %v, want %v", after, before)
 	}
 }
+
+// TestPrivilegedOlderPinsNoHalfWrite: over an older Sluice's datapath
+// every write that would re-specialise the programs fails with
+// ErrOlderLayout before it changes anything: the config (read back whole)
+// and the pin directory are as they were. Before, DropNATEgress (ipqosadmin's
+// natEgressOff) wrote NAT's word without its egress half and then failed, the
+// programs in force still translating on egress; SetNATInline took the
+// path's word out the same way; and setCfg wrote the value, failed and put
+// it back, the filter off for the packets meanwhile (ipf -D's SetEnabled).
+func TestPrivilegedOlderPinsNoHalfWrite(t *testing.T) {
+	dir := filepath.Join(bpffs.Mount(t), "sluice")
+	d, err := Load(Options{PinDir: dir})
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	defer d.Close()
+	if err := d.LoadRules(compileText(t, "block in quick proto tcp from any to any port = 23\n"), Active); err != nil {
+		t.Fatal(err)
+	}
+	// NAT's path recorded as inline, both halves (the word only: a
+	// session-13 datapath's, which the checks read before anything else)
+	var c filterConf
+	if err := d.objs.Config.Lookup(uint32(0), &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.writeCfgRaw(&c, cfgNATInline, 4000000|uint64(natIngress|natEgress)<<32); err != nil {
+		t.Fatal(err)
+	}
+	dropPins(t, dir, slices.Sorted(maps.Keys(optionalMaps))...)
+	before := entries(t, dir)
+
+	r, err := OpenPinned(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !r.OlderLayout() {
+		t.Fatal("not an older datapath")
+	}
+	var want filterConf
+	if err := r.objs.Config.Lookup(uint32(0), &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		name string
+		do   func() error
+	}{
+		{"DropNATEgress (ipqosadmin)", r.DropNATEgress},
+		{"SetNATInline(0) (ipnat's natInlineOff)", func() error { return r.SetNATInline(0) }},
+		{"SetNATInline on (ipnat's natInlineSync)", func() error { return r.SetNATInline(4000000) }},
+		{"SetEnabled(false) (ipf -D)", func() error { return r.SetEnabled(false) }},
+		{"SetDefaultBlock", func() error { return r.SetDefaultBlock(true) }},
+		{"SetLogFlags", func() error { return r.SetLogFlags(LogBlock) }},
+	} {
+		if err := w.do(); !errors.Is(err, ErrOlderLayout) {
+			t.Errorf("%s over the older datapath: %v, want ErrOlderLayout", w.name, err)
+		}
+		var got filterConf
+		if err := r.objs.Config.Lookup(uint32(0), &got); err != nil {
+			t.Fatal(err)
+		}
+		for k := range got.V {
+			if got.V[k] != want.V[k] {
+				t.Errorf("%s changed config %d: %#x, was %#x", w.name, k, got.V[k], want.V[k])
+			}
+		}
+		if after := entries(t, dir); !slices.Equal(after, before) {
+			t.Errorf("%s changed the pin directory: %v, want %v", w.name, after, before)
+		}
+	}
+	// the programs in force still decide as loaded
+	telnet := tcp4("10.0.0.1", "10.0.0.2", 40000, 23, synF).build()
+	if v, _, err := d.Run(false, telnet); err != nil || v != VerdictBlock {
+		t.Errorf("telnet after the refused writes: %v, %v; want block", v, err)
+	}
+}

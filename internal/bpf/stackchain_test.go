@@ -27,6 +27,16 @@ import (
 // maxBPFStack is the kernel's MAX_BPF_STACK.
 const maxBPFStack = 512
 
+// stackMarginWant is the room every chain keeps below maxBPFStack, under
+// both roundings (TestStackChainMargin). Session 16 made it (filter()'s
+// frame 160 → 128 bytes): before, the established chain (sluice_ingress >
+// est_path) and the scan's (sluice_ingress > sl_scan > sl_hot_run >
+// sl_state_create > sl_src_undo) were exactly 512 and the next byte in
+// any of their frames failed every load on a kernel before 6.10. A change
+// that takes this room must say so here, lowering it, so that its cost
+// is seen when it is made and not found by the next one.
+const stackMarginWant = 32
+
 // Helpers that take a callback: those that run it later start a chain of
 // their own (the kernel's is_async_callback); bpf_loop and the other
 // synchronous ones run it on top of the caller's frames.
@@ -276,6 +286,51 @@ func TestStackChain(t *testing.T) {
 		}
 		for _, c := range res {
 			t.Logf("frames rounded to %s: %s %d bytes, margin %d: %s", r.name, c.root, c.depth, maxBPFStack-c.depth, strings.Join(c.chain, " > "))
+			// and the deepest chain through each function the root
+			// calls: the established path's and the scan's are two
+			for _, b := range calleeChains(fns, c.root, r.round) {
+				t.Logf("    margin %3d (%d bytes): %s", maxBPFStack-b.depth, b.depth, strings.Join(b.chain, " > "))
+			}
+		}
+	}
+}
+
+// calleeChains is the deepest chain from root through each function it
+// calls (once each), the deepest first.
+func calleeChains(fns map[string]*stackFunc, root string, round func(int) int) []chainResult {
+	f := fns[root]
+	if f == nil {
+		return nil
+	}
+	var out []chainResult
+	seen := map[string]bool{}
+	for _, c := range f.calls {
+		if seen[c] || fns[c] == nil {
+			continue
+		}
+		seen[c] = true
+		d, ch := deepestChain(fns, c, round)
+		top := fmt.Sprintf("%s(%d)", root, f.depth)
+		out = append(out, chainResult{root, round(f.depth) + d, append([]string{top}, ch...)})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].depth > out[j].depth })
+	return out
+}
+
+// TestStackChainMargin: every chain keeps stackMarginWant bytes of room
+// under both roundings (the deepest chain of each root decides).
+func TestStackChainMargin(t *testing.T) {
+	fns, roots := objectStacks(t)
+	for _, r := range []struct {
+		name  string
+		round func(int) int
+	}{{"32", roundFrame32}, {"16", roundFrame16}} {
+		res, err := stackChains(fns, roots, r.round, maxBPFStack-stackMarginWant)
+		for _, c := range res {
+			t.Logf("rounded to %s: %s margin %d (want >= %d)", r.name, c.root, maxBPFStack-c.depth, stackMarginWant)
+		}
+		if err != nil {
+			t.Errorf("frames rounded to %s: less than %d bytes of room:\n%v", r.name, stackMarginWant, err)
 		}
 	}
 }

@@ -81,6 +81,21 @@ func (d *Datapath) OlderLayout() bool {
 	return l == layoutPerCPU || l == layoutAt2 || len(d.missing) > 0
 }
 
+// refuseOlder is ErrOlderLayout for a change that re-specialises the
+// programs, over an older Sluice's datapath (loadVariants refuses to load
+// programs over its maps), and nil otherwise. Such a change calls it
+// before it writes anything: written first, the config said what the
+// programs in force do not do (a NAT half dropped for a marker the
+// half's TC_ACT_OK still skips) or, put back after the failure, was in
+// force for the packets meanwhile (the filter off, for a failed ipf -D).
+// A write either completes or changes nothing.
+func (d *Datapath) refuseOlder() error {
+	if d.noSpecialise || !d.OlderLayout() {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", d.dir, ErrOlderLayout)
+}
+
 // MissingMaps names the maps this Sluice's programs use that the datapath
 // opened with OpenPinned lacks (an older Sluice loaded it; sorted): the
 // next load (ipf -f, ipf -y) creates them. Nil when none is missing.

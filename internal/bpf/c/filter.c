@@ -101,16 +101,36 @@ static __always_inline __u32 rule_flags(const struct rule *r, __u32 pass)
 	return pass;
 }
 
+/* state_total is the state table's entry count */
+static __always_inline __s64 state_total(void)
+{
+	__u32 zero = 0;
+	__s64 *n = bpf_map_lookup_elem(&state_count, &zero);
+
+	return n ? *n : 0;
+}
+
+/* past get_work, filter() reads the slot, its FEAT_* word and the ipf -l
+ * flags from its copy in w (one config a packet: k_* in a specialised
+ * program, the config's words in the generic one), not from locals kept
+ * across the calls in slots of its frame, nor from .rodata at each use
+ * (blocks of such loads the compiler merged read an address the loader
+ * cannot fold: rodata.go) */
+#define F_SLOT (w->cf_slot < NSLOTS ? w->cf_slot : 0)
+#define F_FEAT (w->cf_feat)
+#define F_LOGFLAGS (w->cf_logflags)
+#define FHAS(f) ((k_feat & (f)) && (F_FEAT & (f)))
+
 static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 {
 	struct conf *C;
 	struct work *w;
 	struct statblock *sb;
 	struct pktinfo *p;
-	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0, nlogs, l3off, ik, zero = 0;
+	__u32 slot, *l2, pass, reason = RSN_NONE, d = out, logpass = 0, mrule = 0, nlogs, l3off;
 	__u32 defpass, logflags, anyl3, minttl;
-	__u64 now = 0, feat;
-	__s64 *nstates, nst = 0;
+	__u64 feat;
+	__s64 nst;
 	int blocked, fam, hit = 0, fr = 0, cut = 0, fr_keep = 0, estmiss = 0, fastrt = 0;
 
 	if (out && skb->mark == REPLY_MARK) {
@@ -166,12 +186,6 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			return v;
 		estmiss = v == EST_NOENTRY;
 	}
-	/* read once for the fast path and the pipeline */
-	if (k_state) {
-		nstates = bpf_map_lookup_elem(&state_count, &zero);
-		if (nstates)
-			nst = *nstates;
-	}
 	if (!fastrt && k_cfg && (k_fast & (out ? 2 : 1))) {
 		/* the slot's list is a constant of the program (lib/fast.h):
 		 * a clean packet, with no state to look up, is decided and
@@ -180,14 +194,20 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		struct fastpkt f = {};
 		__u64 v;
 
-		fam = nst == 0 ? fast_parse(skb, &f) : 0;
+		fam = !k_state || state_total() == 0 ? fast_parse(skb, &f) : 0;
 		if (fam) {
 			/* the rules count where the statistics do (fast_scan) */
 			sb = stats_get();
 			if ((v = fast_scan(sb, &f, fam, out, k_defpass)))
 				return idle_verdict(sb, d, fam, (__u32)v);
+			/* no state to look up: estmiss says nothing (set so
+			 * that it does not live across the scan: frame) */
+			estmiss = 0;
 		}
 	}
+	/* the table's count for the pipeline, read again: kept from the
+	 * fast path's read, it took a slot of the frame across the scan */
+	nst = k_state ? state_total() : 0;
 	if (k_cfg) {
 		/* a program specialised for the active slot and the config
 		 * in force (spec_linux.go): that word is all it reads */
@@ -198,6 +218,11 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		anyl3 = k_anyl3;
 		minttl = k_minttl;
 	} else {
+		/* fetched again: C would live across the fast path, in a
+		 * slot of the frame */
+		C = conf_get();
+		if (!C)
+			return TC_ACT_UNSPEC;
 		slot = C->v[CFG_ACTIVE];
 		feat = C->v[BOUND(CFG_INDEX0 + (slot < NSLOTS ? slot : 0), CFG_N - 1)];
 		defpass = C->v[CFG_DEFPASS];
@@ -227,6 +252,11 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	w = get_work();
 	if (!w)
 		return TC_ACT_UNSPEC;
+	/* from here the configuration is read where it is used: kept in
+	 * locals it took slots of the frame across the calls */
+	w->cf_slot = slot;
+	w->cf_feat = feat;
+	w->cf_logflags = logflags;
 	p = &w->p;
 	__builtin_memset(p, 0, sizeof(*p));
 	/* the scan state is set up by each scan; only the index is per
@@ -234,6 +264,9 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	w->s.use_index = 0;
 	w->s.rule = 0;
 	w->s.nlogs = 0;
+	/* the packet's time, when something keeps it (below): in w, not
+	 * a local kept across the calls in a slot of the frame */
+	w->s.now = 0;
 	w->hit_logtag = 0;
 	w->hit_rev = 1;
 	w->made_rev = 0;
@@ -241,7 +274,9 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	p->ifindex = skb->ifindex;
 	l3off = 14;
 	if (anyl3) {
-		ik = p->ifindex & (IFACE_SLOTS - 1);
+		/* a key of this block: its stack is shared with others' */
+		__u32 ik = p->ifindex & (IFACE_SLOTS - 1);
+
 		l2 = bpf_map_lookup_elem(&ifaces, &ik);
 		if (l2 && (*l2 >> 8) == p->ifindex)
 			l3off = *l2 & 0xff;
@@ -269,15 +304,15 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		 * error or reset, by its flow's state entry (the engine's
 		 * leaveCounted); IPFilter filters it no further, whatever the
 		 * state check says (a block rule's entry included) */
-		if (HAS(FEAT_ACCT_OUT))
-			sl_scan(slot, LIST_ACCT_OUT, 0);
+		if (FHAS(FEAT_ACCT_OUT))
+			sl_scan(F_SLOT, LIST_ACCT_OUT, 0);
 		if (fastrt == 2 && nst > 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD | PF_PULLUP))) {
-			now = now_ns();
-			hit = sl_state_lookup(now, 0, 0);
+			w->s.now = now_ns();
+			hit = sl_state_lookup(w->s.now, 0, 0);
 			if (hit == SL_TWIN_REFUSED)
-				hit = sl_state_lookup(now, 0, 1);
+				hit = sl_state_lookup(w->s.now, 0, 1);
 			if (!hit && (p->flags & PF_ICMPERR))
-				sl_icmperr_lookup(skb, now);
+				sl_icmperr_lookup(skb, w->s.now);
 		}
 		return TC_ACT_UNSPEC;
 	}
@@ -310,19 +345,19 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	STAGE(5);
 	/* the time only when something keeps it: state, fragments, rate
 	 * and connection limits */
-	if (nst > 0 || HAS(FEAT_CLOCK) || (KHAS(FEAT_FRAGS) && (p->flags & PF_FRAG)))
-		now = now_ns();
+	if (nst > 0 || FHAS(FEAT_CLOCK) || (KHAS(FEAT_FRAGS) && (p->flags & PF_FRAG)))
+		w->s.now = now_ns();
 	STAGE(6);
 
-	if (!out && HAS(FEAT_ACCT_IN)) {
-		sl_scan(slot, LIST_ACCT_IN, 0);
+	if (!out && FHAS(FEAT_ACCT_IN)) {
+		sl_scan(F_SLOT, LIST_ACCT_IN, 0);
 		if (w->s.rule)
 			SB_INC(d * ST_DIR + ST_ACCT);
 	}
 
 	STAGE(7);
 	if (KHAS(FEAT_FRAGS) && (p->flags & PF_FRAG) && !(p->flags & PF_BAD))
-		fr = sl_frag_lookup(now);
+		fr = sl_frag_lookup(w->s.now);
 	if (fr > 0) {
 		hit = 2;
 		if (w->hit_pass & FR_KEEPSTATE) {
@@ -331,11 +366,11 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 		w->hit_pass &= ~(FR_KEEPSTATE | FR_KEEPFRAG);
 	} else if (fr == 0 && !(p->flags & (PF_SHORT | PF_FRAGBODY | PF_BAD)) && nst > 0) {
-		hit = sl_state_lookup(now, estmiss, 0);
+		hit = sl_state_lookup(w->s.now, estmiss, 0);
 		if (hit == SL_TWIN_REFUSED)
-			hit = sl_state_lookup(now, estmiss, 1);
+			hit = sl_state_lookup(w->s.now, estmiss, 1);
 		if (!hit && (p->flags & PF_ICMPERR))
-			hit = sl_icmperr_lookup(skb, now);
+			hit = sl_icmperr_lookup(skb, w->s.now);
 	}
 	if (hit) {
 		pass = w->hit_pass;
@@ -347,7 +382,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			SB_INC(d * ST_DIR + ST_STKEPT);
 		/* a fragment of a passed flow: its datagram follows the flow */
 		if (hit == 1 && (p->flags & PF_FRAG) && (pass & FR_CMDMASK) == FR_PASS)
-			frag_add(pass, w->hit_rule_no, w->hit_group_no, w->hit_logtag, now, w->hit_slot, w->hit_idx);
+			frag_add_w(w, pass, w->hit_rule_no, w->hit_group_no, w->hit_logtag, w->s.now, w->hit_slot, w->hit_idx);
 	} else {
 		SB_INC(d * ST_DIR + ST_MISS);
 		STAGE(8);
@@ -357,17 +392,16 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			/* neither the index's dimensions nor whether it is
 			 * needed are in k_sfeat (fewer programs to verify):
 			 * the list's hot list says, the config the rest */
-			__u32 hk = slot * LIST_GROUP0 + (out ? LIST_OUT : LIST_IN);
+			__u32 hk = F_SLOT * LIST_GROUP0 + (out ? LIST_OUT : LIST_IN);
 			struct hotlist *hl = bpf_map_lookup_elem(&hotlists, &hk);
 
 			if (!hl || !(hl->ok & HOT_NOIDX))
-				load_index(&w->s, p, slot, cfg(CFG_INDEX0 + slot));
-		} else if (!(feat & (out ? FEAT_HOT_OUT : FEAT_HOT_IN))) {
-			load_index(&w->s, p, slot, feat);
+				load_index(&w->s, p, F_SLOT, cfg(CFG_INDEX0 + F_SLOT));
+		} else if (!(F_FEAT & (out ? FEAT_HOT_OUT : FEAT_HOT_IN))) {
+			load_index(&w->s, p, F_SLOT, F_FEAT);
 		}
 		STAGE(9);
-		w->s.now = now;
-		pass = sl_scan(slot, out ? LIST_OUT : LIST_IN, defpass);
+		pass = sl_scan(F_SLOT, out ? LIST_OUT : LIST_IN, defpass);
 		STAGE(10);
 		mrule = w->s.rule;
 		nlogs = w->s.nlogs;
@@ -375,25 +409,25 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		/* keep frags without keep state: the rest of the datagram
 		 * gets this verdict (with keep state, the state entry does) */
 		if (mrule && (pass & (FR_KEEPSTATE | FR_KEEPFRAG)) == FR_KEEPFRAG && frag_makes_entry(p)) {
-			struct rule *r = rule_at(slot, mrule - 1);
+			struct rule *r = rule_at(F_SLOT, mrule - 1);
 
 			if (r)
-				frag_add(rule_flags(r, pass), r->rule_no, r->group_no, r->logtag, now, slot, mrule - 1);
+				frag_add_w(w, rule_flags(r, pass), r->rule_no, r->group_no, r->logtag, w->s.now, F_SLOT, mrule - 1);
 		}
 		/* pure log rules met during the scan */
 		for (int i = 0; i < MAX_LOGS; i++) {
 			if (!KHAS(FEAT_LOG) || i >= nlogs)
 				break;
-			sl_log_rule(skb, slot, w->s.logs[i & (MAX_LOGS - 1)], FR_LOG, RSN_NONE);
+			sl_log_rule(skb, F_SLOT, w->s.logs[i & (MAX_LOGS - 1)], FR_LOG, RSN_NONE);
 		}
 		/* a deferred call decides after the scan (ipf_firewall); the
 		 * call rule stays the matching rule */
 		if (mrule && !(pass & FR_NOMATCH) && !(pass & (FR_CMDMASK | FR_CALLNOW))) {
-			__u32 gr = sl_call(slot, mrule - 1, pass);
+			__u32 gr = sl_call(F_SLOT, mrule - 1, pass);
 
 			cut |= w->s.cut;
 			if (gr) {
-				struct rule *g = rule_at(slot, gr - 1);
+				struct rule *g = rule_at(F_SLOT, gr - 1);
 
 				if (g)
 					pass = g->action;
@@ -402,7 +436,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			for (int i = 0; i < MAX_LOGS; i++) {
 				if (!KHAS(FEAT_LOG) || i >= nlogs || !gr)
 					break;
-				sl_log_rule(skb, slot, w->s.logs[i & (MAX_LOGS - 1)], FR_LOG, RSN_NONE);
+				sl_log_rule(skb, F_SLOT, w->s.logs[i & (MAX_LOGS - 1)], FR_LOG, RSN_NONE);
 			}
 		}
 	}
@@ -413,23 +447,23 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		reason = RSN_BADFRAG;
 	/* the matched rule is read again only for what it may add: a
 	 * keep limit or pps (FEAT_LIMITS) or state */
-	if (!hit && mrule && !(pass & FR_NOMATCH) && (HAS(FEAT_LIMITS) || (pass & FR_KEEPSTATE))) {
+	if (!hit && mrule && !(pass & FR_NOMATCH) && (FHAS(FEAT_LIMITS) || (pass & FR_KEEPSTATE))) {
 		__u32 idx = (mrule - 1) & (RULE_CAP - 1);
-		struct rule *r = rule_at(slot, idx);
+		struct rule *r = rule_at(F_SLOT, idx);
 
 		/* HP's keep limit: a connection over the limit is blocked, with
 		 * the rule's return-* reply */
-		if (r && r->keep_limit && !sl_dca(slot, idx, now)) {
+		if (r && r->keep_limit && !sl_dca(F_SLOT, idx, w->s.now)) {
 			pass = (pass & ~FR_CMDMASK) | FR_BLOCK | r->limit_ret;
 			reason = RSN_DCA;
 			SB_INC(ST_DCA);
 		}
 		if (r && r->pps) {
-			struct pps_window *pw = slot_elem(&pps, slot, idx);
+			struct pps_window *pw = slot_elem(&pps, F_SLOT, idx);
 
 			if (pw) {
-				if (now - pw->start >= 1000000000ULL) {
-					pw->start = now;
+				if (w->s.now - pw->start >= 1000000000ULL) {
+					pw->start = w->s.now;
 					pw->count = 0;
 				}
 				if (__sync_fetch_and_add(&pw->count, 1) >= r->pps) {
@@ -441,7 +475,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 		if (r && ((pass & FR_CMDMASK) == FR_PASS || (pass & FR_CMDMASK) == FR_BLOCK) &&
 		    (pass & FR_KEEPSTATE) && !(p->flags & PF_STATE)) {
-			if (sl_state_create(slot, idx, rule_flags(r, pass), now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
+			if (sl_state_create(F_SLOT, idx, rule_flags(r, pass), w->s.now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
 				pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
 				reason = RSN_STATEADD;
 				SB_INC(d * ST_DIR + ST_STLOST);
@@ -460,8 +494,8 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		reason = RSN_FILTER;
 	/* outbound accounting counts what the filter passed (the engine's
 	 * isPass): an unresolved call (command 0) or nomatch is not counted */
-	if (out && !blocked && (pass & FR_CMDMASK) == FR_PASS && HAS(FEAT_ACCT_OUT)) {
-		sl_scan(slot, LIST_ACCT_OUT, 0);
+	if (out && !blocked && (pass & FR_CMDMASK) == FR_PASS && FHAS(FEAT_ACCT_OUT)) {
+		sl_scan(F_SLOT, LIST_ACCT_OUT, 0);
 		if (w->s.rule)
 			SB_INC(d * ST_DIR + ST_ACCT);
 	}
@@ -469,7 +503,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	if (pass & FR_NOMATCH) {
 		SB_INC(d * ST_DIR + ST_NOMATCH);
 		if (KHAS(FEAT_LOG))
-			logpass = logflags & FR_NOMATCH;
+			logpass = F_LOGFLAGS & FR_NOMATCH;
 	}
 	if (blocked) {
 		SB_INC(d * ST_DIR + ST_BLOCK);
@@ -479,13 +513,13 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 	STAGE(12);
 	if (KHAS(FEAT_LOG) && ((pass & FR_LOG) || logpass ||
-	    (logflags & (blocked ? FR_BLOCK : FR_PASS)))) {
+	    (F_LOGFLAGS & (blocked ? FR_BLOCK : FR_PASS)))) {
 		int lr;
 
 		if (hit)
 			lr = sl_log(skb, pass, reason, w->hit_rule_no, w->hit_group_no);
 		else if (mrule && !(pass & FR_NOMATCH))
-			lr = sl_log_rule(skb, slot, (mrule - 1) & (RULE_CAP - 1), pass, reason);
+			lr = sl_log_rule(skb, F_SLOT, (mrule - 1) & (RULE_CAP - 1), pass, reason);
 		else
 			lr = sl_log(skb, pass, reason, 0xffffffff, 0xffffffff);
 		SB_INC(d * ST_DIR + (blocked ? ST_LOGBLOCK : ST_LOGPASS));
@@ -499,7 +533,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	}
 
 	STAGE(13);
-	if (HAS(FEAT_ROUTE)) {
+	if (FHAS(FEAT_ROUTE)) {
 		/* the rule matched last (a log rule too: ipf_check routes by
 		 * fin_fr); for a state hit the rule that created the state (a
 		 * reply, an ICMP error about a packet going the entry's way
@@ -514,18 +548,18 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		int rt = -1;
 
 		if (!hit && mrule) {
-			rs = slot;
+			rs = F_SLOT;
 			ri = mrule - 1;
 			rf = w->made_rev ? RTF_REV : 0;
-		} else if (hit && w->hit_slot == slot) {
-			rs = slot;
+		} else if (hit && w->hit_slot == F_SLOT) {
+			rs = F_SLOT;
 			ri = w->hit_idx;
 			rf = w->hit_rev ? RTF_REV : 0;
 		}
-		if (rs == slot && (cmd == FR_PASS || cmd == FR_PREAUTH) && !fr_keep)
-			rt = sl_route(skb, slot, ri, rf);
-		else if (rs == slot && (cmd == FR_BLOCK || (pass & (FR_CMDMASK | FR_NOMATCH)) == FR_NOMATCH))
-			sl_route(skb, slot, ri, RTF_DUPONLY);
+		if (rs == F_SLOT && (cmd == FR_PASS || cmd == FR_PREAUTH) && !fr_keep)
+			rt = sl_route(skb, F_SLOT, ri, rf);
+		else if (rs == F_SLOT && (cmd == FR_BLOCK || (pass & (FR_CMDMASK | FR_NOMATCH)) == FR_NOMATCH))
+			sl_route(skb, F_SLOT, ri, RTF_DUPONLY);
 		if (rt >= 0)
 			return rt;
 	}
@@ -541,7 +575,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		    !(p->flags & (PF_SHORT | PF_OOW)) && !(p->tcpflags & 0x04)) {
 			ret = sl_reply(skb, 1, 0, 0);
 		} else if (rm != FR_RETRST && !(p->flags & PF_FRAGBODY)) {
-			struct rule *r = rule_at(slot, mrule - 1);
+			struct rule *r = rule_at(F_SLOT, mrule - 1);
 
 			ret = sl_reply(skb, 0, r ? r->ret_code : 0, (pass & FR_RETMASK) == FR_FAKEICMP);
 		}

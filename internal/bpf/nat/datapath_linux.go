@@ -723,7 +723,15 @@ func (d *Datapath) SetIPFTestMode(on bool) error {
 }
 
 // AdvanceClock moves the datapath's clock forward: sessions look older
-// to the flush program's expiry check (the timers keep real time).
+// to the flush program's expiry check (the timers keep real time). Tests
+// only: no command calls it. A moved clock makes the programs general
+// (Plain is false, InlineSlots not ok), but nothing here takes NAT's path
+// out of the filter's programs, which it cannot reach: with that path on
+// (the filter's SetNATInline), the filter's inline translation would go on
+// stamping sessions with the real time, without this offset. A test that
+// moves the clock under the filter's path turns the path off first, as
+// ipnat does before it makes the programs general (ipfctl's natInlineOff);
+// none does today (the package's tests run without the filter).
 func (d *Datapath) AdvanceClock(by time.Duration) error {
 	return d.setCfg(cfgClock, d.cfg(cfgClock)+uint64(by))
 }

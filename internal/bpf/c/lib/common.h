@@ -136,6 +136,10 @@ struct work {
 	 * reply (a first packet to 0.0.0.0 or ::): its rule's reply-to
 	 * routes it, not its to (sl_state_create; the engine's stateAdd) */
 	__u32 made_rev;
+	/* filter()'s copy of the config for the generic program (F_SLOT) */
+	__u32 cf_slot;
+	__u32 cf_logflags;
+	__u64 cf_feat;
 };
 
 /* Load-time specialisation (spec_linux.go). The loader sets these for the

@@ -140,14 +140,12 @@ GLOBAL int sl_frag_add(void)
 	return 0;
 }
 
-/* frag_add is sl_frag_add for the rule at idx of slot */
-static __always_inline void frag_add(__u32 pass, __u32 rule_no, __u32 group_no, __u32 logtag, __u64 now,
-				     __u32 slot, __u32 idx)
+/* frag_add_w is sl_frag_add for the rule at idx of slot, the entry made
+ * in w: filter() passes its own, so that what it reads from w for the
+ * arguments is not kept across a lookup of it (in its frame) */
+static __always_inline void frag_add_w(struct work *w, __u32 pass, __u32 rule_no, __u32 group_no, __u32 logtag,
+				       __u64 now, __u32 slot, __u32 idx)
 {
-	struct work *w = get_work();
-
-	if (!w)
-		return;
 	/* the arguments in the entry it makes (now in expire): spilled
 	 * across the call's first helper they made its frame 48 bytes, at
 	 * the end of the longest call chain (sl_state_create's) */
@@ -160,6 +158,16 @@ static __always_inline void frag_add(__u32 pass, __u32 rule_no, __u32 group_no, 
 	w->fe.slot = slot;
 	w->fe.rule = idx;
 	sl_frag_add();
+}
+
+/* frag_add is frag_add_w in this CPU's work area */
+static __always_inline void frag_add(__u32 pass, __u32 rule_no, __u32 group_no, __u32 logtag, __u64 now,
+				     __u32 slot, __u32 idx)
+{
+	struct work *w = get_work();
+
+	if (w)
+		frag_add_w(w, pass, rule_no, group_no, logtag, now, slot, idx);
 }
 
 #endif
