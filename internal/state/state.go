@@ -667,7 +667,9 @@ func (t *Table) matchAddrs(e *Entry, p *Packet) (rev, ok bool) {
 // matchMasks is the flag, option and security part of ipf_matchsrcdst.
 func (t *Table) matchMasks(e *Entry, p *Packet, rev bool) bool {
 	i := b2i(p.Out)*2 + b2i(rev)
-	if c := e.flx[i]; c != 0 && c != p.Flx && c^p.Flx != e.flxAlt {
+	// flxAlt is the creating direction's alternative: a reply has none
+	// (IPFilter's first entry saw the same replies as the second)
+	if c := e.flx[i]; c != 0 && c != p.Flx && (rev || c^p.Flx != e.flxAlt) {
 		return false
 	}
 	r := b2i(rev)

@@ -599,6 +599,18 @@ func TestReplacedEntryKeepsFlags(t *testing.T) {
 		if _, _, r := tb.Lookup(&high); r != Hit {
 			t.Errorf("%s: the second entry's own flags: %v", c.name, r)
 		}
+		// a reply with the first entry's flags of the creating
+		// direction: IPFilter's first entry saw the replies the second
+		// did, so neither takes it (the alternative is the creating
+		// direction's only)
+		if _, _, r := tb.Lookup(reply); r != Hit {
+			t.Fatalf("%s: reply after the replacement: %v", c.name, r)
+		}
+		odd := *reply
+		odd.Flx = tcpudp | c.flx
+		if _, _, r := tb.Lookup(&odd); r != Miss {
+			t.Errorf("%s: a reply with the creating direction's old flags: %v, want a miss", c.name, r)
+		}
 		if c.part != 0 {
 			mid := *low
 			mid.Flx = tcpudp | c.part

@@ -1174,7 +1174,9 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		 * those of the first reply (ipf_matchsrcdst: is_opt/is_optmsk) */
 		__u32 fi = (p->out * 2 + rev) & 3, flx = p->flags & PF_CMP, o = state_opt(p);
 
-		if (e->flx[fi] && e->flx[fi] != flx && (e->flx[fi] ^ flx) != flxvar_mask(e->flxvar))
+		/* flxvar is the creating way's alternative: a reply has
+		 * none (IPFilter's first entry saw the same replies) */
+		if (e->flx[fi] && e->flx[fi] != flx && (rev || (e->flx[fi] ^ flx) != flxvar_mask(e->flxvar)))
 			return NULL;
 		if (p->secclass != e->secclass)
 			return NULL;
