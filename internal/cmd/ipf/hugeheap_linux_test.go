@@ -66,3 +66,22 @@ func TestHugeHeap(t *testing.T) {
 	}
 	t.Logf("%d of %d blocks in the marked range", hit, len(held))
 }
+
+// TestHugeHeapSize: the reservation is capped at half the host's memory,
+// and left as asked below that.
+func TestHugeHeapSize(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		ram  uint64
+		want int
+	}{
+		{1 << 30, 8 << 30, 1 << 30},
+		{6 << 30, 8 << 30, 4 << 30},
+		{4 << 30, 8 << 30, 4 << 30},
+		{1 << 20, 0, 1 << 20}, // unknown: as asked
+	} {
+		if got := hugeHeapSize(c.n, c.ram); got != c.want {
+			t.Errorf("hugeHeapSize(%d, %d) = %d, want %d", c.n, c.ram, got, c.want)
+		}
+	}
+}
