@@ -100,6 +100,9 @@ func Load(opts Options) (*Datapath, error) {
 // load is Load with a hook that may change the spec first (tests use it to
 // make the verifier reject a program).
 func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
+	if err := CheckMemoryModel(); err != nil {
+		return nil, err
+	}
 	spec, err := filterSpec()
 	if err != nil {
 		return nil, fmt.Errorf("loading filter spec: %w", err)

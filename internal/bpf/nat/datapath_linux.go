@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"sluice/internal/bpf"
 	gonat "sluice/internal/nat"
 	"sluice/internal/rules/ipnat"
 )
@@ -90,6 +91,9 @@ var progPins = []string{"prog_ingress", "prog_egress", "prog_flush", "prog_egres
 // are reused, so rules and sessions survive a reload. A verifier rejection
 // comes back with its whole log under %+v.
 func Load(opts Options) (*Datapath, error) {
+	if err := bpf.CheckMemoryModel(); err != nil {
+		return nil, err
+	}
 	spec, err := loadNat()
 	if err != nil {
 		return nil, fmt.Errorf("loading the NAT program spec: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
 
+	"sluice/internal/bpf"
 	"sluice/internal/ipfctl"
 )
 
@@ -65,6 +66,7 @@ type doctorEnv struct {
 	developer  bool                              // clang is required
 	commands   []string                          // expected on the PATH
 	sysctl     func(name string) (string, error) // /proc/sys values
+	memModel   func() error                      // the CPU's memory model (bpf.CheckMemoryModel)
 }
 
 // tcxVersion is the first kernel with TCX; minVersion the first with
@@ -110,6 +112,7 @@ func realDoctorEnv(pinDir string, developer bool) *doctorEnv {
 			b, err := os.ReadFile("/proc/1/mountinfo")
 			return string(b), err
 		},
+		memModel:  bpf.CheckMemoryModel,
 		pinDir:    pinDir,
 		developer: developer,
 		commands:  installedCommands,
@@ -144,6 +147,12 @@ func diagnose(e *doctorEnv) []Finding {
 		add("root", SevOK, "running as root")
 	} else {
 		add("root", SevFail, "not root: loading, attaching and reading the kernel datapath need root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN); run the commands with sudo. The offline checks (ipf -n, ipftest, ipnat -n, ippool -n, ipqosadmin -verify) work without")
+	}
+
+	if err := e.memModel(); err != nil {
+		add("cpu", SevFail, "%v: the datapath's lock-free readers are not yet ordered for this CPU, so ipf and ipnat refuse to load it here; the offline tools (ipftest, ipf -n) and netperf work", err)
+	} else {
+		add("cpu", SevOK, "the CPU keeps loads in order (x86): the datapath's lock-free readers are correct here")
 	}
 
 	rel, err := e.release()

@@ -3,11 +3,14 @@ package sluice
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/bpf"
 )
 
 // goodEnv is a host that has everything.
@@ -25,6 +28,7 @@ func goodEnv() *doctorEnv {
 		},
 		commands: installedCommands,
 		sysctl:   func(string) (string, error) { return "0", nil },
+		memModel: func() error { return nil },
 	}
 }
 
@@ -65,6 +69,9 @@ func TestDoctorFindings(t *testing.T) {
 			e.euid = func() int { return 1000 }
 			e.probeBPF = func() error { t.Error("probed as non-root"); return nil }
 		}, "ebpf", SevInfo, "needs root"},
+		{"weakly ordered cpu", func(e *doctorEnv) {
+			e.memModel = func() error { return fmt.Errorf("GOARCH=arm64: %w", bpf.ErrWeakMemory) }
+		}, "cpu", SevFail, "refuse to load"},
 		{"old kernel, no TCX", func(e *doctorEnv) { e.release = func() (string, error) { return "6.1.0-18-amd64", nil } }, "kernel", SevWarn, "clsact"},
 		{"5.15 no TCX", func(e *doctorEnv) { e.release = func() (string, error) { return "5.15.0", nil } }, "kernel", SevWarn, "needs 6.6"},
 		{"too old", func(e *doctorEnv) { e.release = func() (string, error) { return "4.19.0", nil } }, "kernel", SevFail, "5.8 or later"},
