@@ -469,6 +469,41 @@ func (tp *topo) flows() {
 	}
 }
 
+// settle waits until every TCP connection of the test's namespaces has
+// finished closing: the flows' teardown (the servers' FINs and the last
+// ACKs) crosses slb after the exchange that flows waits for, and a loaded
+// machine can delay it past the next counter read. A connection that has
+// left LAST_ACK has had its last ACK through the filter; TIME_WAIT sends
+// nothing unprompted.
+func (tp *topo) settle() {
+	tp.t.Helper()
+	var busy []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		busy = busy[:0]
+		for _, ns := range []netns.NsHandle{tp.a, tp.b} {
+			var b []byte
+			if err := tp.inNS(ns, func() (err error) {
+				// thread-self: /proc/self/net is the main thread's namespace
+				b, err = os.ReadFile("/proc/thread-self/net/tcp")
+				return err
+			}); err != nil {
+				tp.t.Fatal(err)
+			}
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				f := strings.Fields(line)
+				// 06 TIME_WAIT, 07 CLOSE, 0A LISTEN
+				if len(f) > 3 && f[3] != "06" && f[3] != "07" && f[3] != "0A" {
+					busy = append(busy, f[1]+" "+f[2]+" state "+f[3])
+				}
+			}
+		}
+		if len(busy) == 0 {
+			return
+		}
+	}
+	tp.t.Fatalf("TCP connections still open or closing after 20 s: %v", busy)
+}
+
 // inputPackets returns blocked and passed+nomatch from ipfstat's input
 // packets line.
 func (tp *topo) inputPackets() (blocked, passed uint64) {
@@ -615,6 +650,8 @@ func TestPrivilegedKernelFlags(t *testing.T) {
 		}
 	}
 	tp.flows()
+	// what -Z zeroes must be all there is: no teardown packet after it
+	tp.settle()
 	z := tp.mustRun("ipf", "-Z")
 	var blocked, passed, nomatch, counted uint64
 	for _, line := range strings.Split(z, "\n") {
@@ -712,11 +749,29 @@ pass out all
 			}
 		}()
 	}
-	time.Sleep(700 * time.Millisecond)
+	// The load runs on each side of the swap for 700 ms and until it has
+	// shown itself there (the time alone would do on a quiet machine
+	// only; the bound is so that a hung load fails instead of hanging):
+	// some short connections, and after the swap an exchange on each long
+	// one.
+	waitFor := func(cond func() bool) {
+		time.Sleep(700 * time.Millisecond)
+		for deadline := time.Now().Add(20 * time.Second); !cond() && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor(func() bool { return crrOK.Load() >= 20 })
 	before := crrOK.Load()
 	out := tp.mustRun("ipf", "-I", "-Fa", "-f", newRules, "-s")
 	swapped.Store(true)
-	time.Sleep(700 * time.Millisecond)
+	waitFor(func() bool {
+		for i := range longAfter {
+			if longAfter[i].Load() == 0 {
+				return false
+			}
+		}
+		return crrOK.Load() >= before+20
+	})
 	stop.Store(true)
 	wg.Wait()
 
@@ -880,15 +935,24 @@ func TestPrivilegedIpmonLive(t *testing.T) {
 		"pass in quick proto udp from any to any port = 5006 head g2\n"+
 		"pass in log quick proto udp from any to any port = 5006 group g2\n"+
 		"pass in all\npass out all\n"))
-	// records wait in the ring until read; ipmon -F discards them
+	// records wait in the ring until read; ipmon -F discards them. The
+	// first flush must come after all three packets went through the
+	// filter (their rule's hits say so), or a late one's record is left
+	// for the second flush, which must find nothing.
 	tp.sendUDP(tp.a, addrB, 5005, 3)
-	var flushed int
-	deadline := time.Now().Add(2 * time.Second)
-	for flushed == 0 && time.Now().Before(deadline) {
-		out := tp.mustRun("ipmon", "-F")
-		if _, err := fmt.Sscanf(out, "%d bytes flushed from log buffer", &flushed); err != nil {
-			t.Fatalf("ipmon -F printed %q: %v", out, err)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := ruleHits(t, tp.mustRun("ipfstat", "-ih"), "port = 5005")
+		if n == 3 {
+			break
 		}
+		if n > 3 || time.Now().After(deadline) {
+			t.Fatalf("the logging rule has %d hits after 3 packets", n)
+		}
+	}
+	var flushed int
+	out := tp.mustRun("ipmon", "-F")
+	if _, err := fmt.Sscanf(out, "%d bytes flushed from log buffer", &flushed); err != nil {
+		t.Fatalf("ipmon -F printed %q: %v", out, err)
 	}
 	if flushed == 0 {
 		t.Errorf("ipmon -F flushed nothing after 3 logged packets")
@@ -912,7 +976,7 @@ func TestPrivilegedIpmonLive(t *testing.T) {
 	})
 	// ipmon needs a moment to open the ring; resend until it logs
 	want := fmt.Sprintf("slb @0:1 p %s,", addrA)
-	deadline = time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second) // generous: ipmon starts slowly on a loaded machine
 	var got string
 	for time.Now().Before(deadline) {
 		tp.sendUDP(tp.a, addrB, 5005, 1)
@@ -946,7 +1010,7 @@ func TestPrivilegedIpmonLive(t *testing.T) {
 	}
 	// a rule of a group is logged under the group's name
 	want = fmt.Sprintf("slb @g2:1 p %s,", addrA)
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(20 * time.Second) // generous, for a loaded machine
 	for !strings.Contains(got, want) && time.Now().Before(deadline) {
 		tp.sendUDP(tp.a, addrB, 5006, 1)
 		time.Sleep(100 * time.Millisecond)

@@ -334,7 +334,12 @@ func (w *gwTopo) dial(ns netns.NsHandle, addr string, port int) (net.Conn, error
 	var c net.Conn
 	err := w.in(ns, func() error {
 		var err error
-		c, err = net.DialTimeout("tcp", net.JoinHostPort(addr, strconv.Itoa(port)), 2*time.Second)
+		// No keepalives: a probe from an idle connection (Go's default
+		// is one after 15 s, which a loaded machine can reach mid-test)
+		// would go through the map rules again and make a session where
+		// a test wants none, after ipnat -F.
+		d := net.Dialer{Timeout: 2 * time.Second, KeepAlive: -1}
+		c, err = d.Dial("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
 		return err
 	})
 	if err != nil {
