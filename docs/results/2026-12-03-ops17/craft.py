@@ -231,6 +231,18 @@ def cases():
     # bad doff v6
     c['v6-doff15-22'] = [ip6(6, tcp(nsp(), 22, S, src=SRC6, dst=DST6, v6=True, doff=15))]
     c['v6-doff2-23'] = [ip6(6, tcp(nsp(), 23, S, src=SRC6, dst=DST6, v6=True, doff=2))]
+    # more IPv4 header oddities
+    c['ip-ihl4-22'] = [ip4(tcp(nsp(), 22, S), ihl=4)]
+    c['ip-totlen-long-22'] = [ip4(tcp(nsp(), 22, S), tot=200)]
+    c['ip-totlen-short-22'] = [ip4(tcp(nsp(), 22, S), tot=30)]
+    c['ip-ttl0-22'] = [ip4(tcp(nsp(), 22, S), ttl=0)]
+    s = nsp()
+    t = tcp(s, 22, S, payload=b'H' * 16)
+    c['frag-past-64k'] = [ip4(t[:24], mf=True, ident=109), ip4(t[24:], off=8190, ident=109)]
+    c['frag-df-mf-22'] = [ip4(tcp(nsp(), 22, S), mf=True, df=True, ident=110)]
+    s = nsp()
+    t = tcp(s, 23, S, payload=b'I' * 16)
+    c['frag-body-first-23'] = [ip4(t[24:], off=3, mf=False, ident=111), ip4(t[:24], mf=True, ident=111)]
     return c
 
 
