@@ -311,22 +311,49 @@ func runBootScript(t *testing.T, e *bootEnv) {
 	e.write("ipnat.conf", "# no NAT yet\n")
 	l := e.listen(9, 10)
 
-	// a broken file at boot: nothing is loaded at all
+	// a broken file at boot with IPF_FAILCLOSED=0: nothing is loaded at
+	// all, and the message says the host is not filtered
+	sconf := e.write("sluice.conf", fmt.Sprintf("IPF_START=1\nIPF_FAILCLOSED=0\nIPF_CONF=%s\nIPPOOL_CONF=%s\nIPNAT_CONF=%s\nIPMON_START=1\nIPMON_FLAGS=%q\nIPQOS_CONF=%s\n",
+		filepath.Join(e.tmp, "ipf.conf"), filepath.Join(e.tmp, "ippool.conf"), filepath.Join(e.tmp, "ipnat.conf"),
+		ipmonLog, filepath.Join(e.tmp, "ipqos.conf")))
 	e.write("ipf.conf", "block in quick proto udp from any to any port = nine\n")
 	out := e.boot(1, "start")
-	if !strings.Contains(out, "ipf.conf:1:") || !strings.Contains(out, "nothing loaded") {
-		t.Errorf("broken start: no file:line message or no verdict:\n%s", out)
+	if !strings.Contains(out, "ipf.conf:1:") || !strings.Contains(out, "nothing loaded") || !strings.Contains(out, "NO FILTER IS LOADED") {
+		t.Errorf("broken start, IPF_FAILCLOSED=0: no file:line message or no verdict:\n%s", out)
 	}
 	if _, err := os.Stat(e.pin); err == nil {
-		t.Fatal("a failed check loaded a datapath")
+		t.Fatal("a failed check loaded a datapath with IPF_FAILCLOSED=0")
 	}
-	e.write("ipf.conf", bootRules)
 	// an interface appearing (udev starts sluice-resync@.service) while
 	// no filter is loaded: nothing to do, and no failure
 	if out := e.boot(0, "resync"); out != "" {
 		t.Errorf("resync with no filter loaded said:\n%s", out)
 	}
+	b, err := os.ReadFile(sconf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.write("sluice.conf", strings.Replace(string(b), "IPF_FAILCLOSED=0\n", "", 1))
 
+	// the same at boot by default: the host is kept closed (ops17: it
+	// was left unfiltered), loudly, and nothing from the peer gets in
+	out = e.boot(1, "start")
+	if !strings.Contains(out, "ipf.conf:1:") || !strings.Contains(out, "FAIL-CLOSED") {
+		t.Errorf("broken start: no file:line message or no fail-closed verdict:\n%s", out)
+	}
+	if _, err := os.Stat(e.pin); err != nil {
+		t.Fatalf("a broken ipf.conf at boot left the host unfiltered: %v", err)
+	}
+	e.send(9, 5)
+	e.send(10, 5)
+	if n9, n10 := l.count(9), l.count(10); n9 != 0 || n10 != 0 {
+		t.Errorf("fail-closed: %d datagrams to port 9 and %d to port 10 got in, want none", n9, n10)
+	}
+	e.write("ipf.conf", bootRules)
+
+	// over the fail-closed set, a start whose ipf.conf names a table that
+	// only ippool.conf has (pool/100): the check took the loaded filter's
+	// tables and refused it, so no reload could add a table (ops17)
 	out = e.boot(0, "start")
 	if !strings.Contains(out, "loaded "+filepath.Join(e.tmp, "ipf.conf")) {
 		t.Errorf("start said:\n%s", out)

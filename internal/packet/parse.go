@@ -647,10 +647,13 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 				i.pullup(p, greHdrLen)
 			}
 			walking = false
-		case ProtoHopOpts, ProtoMobility:
+		case ProtoHopOpts, ProtoMobility, ProtoDstOpts:
+			// A destination-options header seen twice is bad too
+			// (IPFilter's ipftest: `with bad` matches two of them,
+			// even around a routing header, and a keep state rule
+			// then makes no entry), though IPv6 allows one on each
+			// side of a routing header.
 			proto = i.extHdr(p, false, proto)
-		case ProtoDstOpts:
-			proto = i.extHdr(p, true, proto)
 		case ProtoRouting:
 			proto = i.routing6(p)
 		case ProtoAH:

@@ -270,8 +270,12 @@ func TestParseIPv6(t *testing.T) {
 			want: TU},
 		{name: "hop-by-hop", pkt: v6(hop, 8, tp, pt.Ext(tp, 0), tcp), want: TU | X6, check: ext(packet.ExtHopOpts, tp)},
 		{name: "hop-by-hop twice", pkt: v6(hop, 16, tp, pt.Ext(hop, 0), pt.Ext(tp, 0), tcp), want: TU | X6 | BAD},
-		{name: "dstopts twice allowed", pkt: v6(dst, 24, tp, pt.Ext(dst, 0), pt.Ext(tp, 1), tcp), want: TU | X6,
+		// IPFilter calls a second destination-options header bad, as it
+		// does a second of any other (its ipftest: `with bad` matches).
+		{name: "dstopts twice bad", pkt: v6(dst, 24, tp, pt.Ext(dst, 0), pt.Ext(tp, 1), tcp), want: TU | X6 | BAD,
 			check: ext(packet.ExtDstOpts, tp)},
+		{name: "dstopts around routing bad", pkt: v6(dst, 24, tp, pt.Ext(rt, 0), pt.Routing(dst, 0, 2, 0), pt.Ext(tp, 0), tcp),
+			want: TU | X6 | BAD, check: ext(packet.ExtDstOpts|packet.ExtRouting, tp)},
 		{name: "routing ok", pkt: v6(rt, 24, tp, pt.Routing(tp, 2, 0, 1), tcp), want: TU | X6, check: ext(packet.ExtRouting, tp)},
 		{name: "routing type0 segleft too big", pkt: v6(rt, 24, tp, pt.Routing(tp, 2, 0, 2), tcp), want: X6 | BAD},
 		{name: "routing type0 odd len", pkt: v6(rt, 32, tp, pt.Routing(tp, 3, 0, 1), tcp), want: X6 | BAD},

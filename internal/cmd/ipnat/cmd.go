@@ -179,13 +179,31 @@ func (c *Command) Run(args []string) int {
 	return 0
 }
 
+// maxFileSize bounds an ipnat.conf: far beyond any NAT rule set, it stops
+// a FIFO or device that never ends (`ipnat -f /dev/zero`) from growing
+// ipnat until the host's memory is gone. A variable so that a test can
+// bound an endless source cheaply.
+var maxFileSize int64 = 64 << 20
+
+// readBounded reads at most maxFileSize bytes of r, or fails.
+func readBounded(name string, r io.Reader) ([]byte, error) {
+	src, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
+	if err == nil && int64(len(src)) > maxFileSize {
+		return nil, fmt.Errorf("%s: more than %d MiB", name, maxFileSize>>20)
+	}
+	return src, err
+}
+
 func parseOne(fn string, verbose bool, stdin io.Reader, stdout, stderr io.Writer) (*ipnat.File, int) {
 	var src []byte
 	var err error
 	if fn == "-" {
-		src, err = io.ReadAll(stdin)
+		src, err = readBounded(fn, stdin)
+	} else if f, oerr := os.Open(fn); oerr != nil {
+		err = oerr
 	} else {
-		src, err = os.ReadFile(fn)
+		src, err = readBounded(fn, f)
+		f.Close()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ipnat: %v\n", err)

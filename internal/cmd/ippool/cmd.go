@@ -89,7 +89,7 @@ func (c *Command) Run(args []string) int {
 			return 0
 		}
 	}
-	var cmd byte
+	var cmd, other byte
 	var noLoad, verbose, unload bool
 	var files []string
 	for _, o := range opts {
@@ -97,6 +97,8 @@ func (c *Command) Run(args []string) int {
 		case 'a', 'A', 'F', 'l', 'r', 's', 'z':
 			if cmd == 0 {
 				cmd = o.Flag
+			} else if o.Flag != cmd && other == 0 {
+				other = o.Flag
 			}
 		case 'R':
 			// -R is "no name resolution" after -f, "remove pool" as a command.
@@ -115,6 +117,19 @@ func (c *Command) Run(args []string) int {
 		case 'u':
 			unload = true
 		}
+	}
+	if cmd != 0 && cmd != 'f' && len(files) > 0 {
+		other = 'f'
+	}
+	if other != 0 {
+		// The original runs the first command and only warns about
+		// the other letter (its getopt's "invalid option"), so
+		// `ippool -F -f new.conf` flushed every table, loaded nothing
+		// and exited 0 here, silently. Two commands on one line are a
+		// mistake: refuse before anything changes.
+		fmt.Fprintf(stderr, "ippool: -%c cannot be used with -%c: one command at a time\n", other, cmd)
+		fmt.Fprint(stderr, Usage)
+		return 2
 	}
 	switch cmd {
 	case 0:

@@ -175,3 +175,33 @@ func TestNoDevice(t *testing.T) {
 		t.Errorf("ippool -n -f without a device: exit %d, %s", code, e)
 	}
 }
+
+// TestTwoCommandsRefused: `ippool -F -f new.conf` (as one would write
+// `ipf -Fa -f`) ran the flush, ignored -f and exited 0, leaving every
+// table empty and the file unread; the original does the same with only a
+// getopt warning. Any two commands on one line are refused before anything
+// changes.
+func TestTwoCommandsRefused(t *testing.T) {
+	conf := writeConf(t, tree100)
+	newConf := writeConf(t, hash200)
+	for _, args := range [][]string{
+		{"-F", "-f", newConf}, {"-f", newConf, "-F"}, {"-l", "-F"}, {"-F", "-A", "-m", "7"},
+		{"-a", "-m", "100", "-i", "9.9.9.9", "-f", newConf},
+	} {
+		d := &memDevice{}
+		mustDev(t, d, "-f", conf)
+		code, _, e := runDev(t, d, args...)
+		if code != 2 || !strings.Contains(e, "one command at a time") {
+			t.Errorf("ippool %s: exit %d, stderr %q; want 2 and \"one command at a time\"", strings.Join(args, " "), code, e)
+		}
+		if got := mustDev(t, d, "-l"); got != tree100 {
+			t.Errorf("ippool %s changed the tables:\n%s\nwant:\n%s", strings.Join(args, " "), got, tree100)
+		}
+	}
+	// -R after -f is -f's "no name resolution", not a second command.
+	d := &memDevice{}
+	mustDev(t, d, "-f", conf, "-R")
+	if got := mustDev(t, d, "-l"); got != tree100 {
+		t.Errorf("-f -R:\n%s\nwant:\n%s", got, tree100)
+	}
+}

@@ -561,11 +561,9 @@ static long v6_step(__u32 i, void *ctx)
 		return 1;
 	switch (nh) {
 	case 0:
+	case 60: /* a second destination-options header is bad too (IPFilter) */
 	case 135:
 		next = v6_exthdr(c, p, 0, nh);
-		break;
-	case 60:
-		next = v6_exthdr(c, p, 1, nh);
 		break;
 	case 51:
 		/* IPFilter walks an IPv6 AH like any extension header (its

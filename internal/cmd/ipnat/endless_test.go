@@ -1,0 +1,43 @@
+package ipnat
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestEndlessFileBounded: ipnat read a rule file with os.ReadFile (and
+// standard input whole), so a FIFO or device that never ends (`ipnat -f
+// /dev/zero`) grew it without bound. The FIFO's writer here sends twice
+// the (lowered) bound and closes: without the bound the read ends with
+// all of it and parses it.
+func TestEndlessFileBounded(t *testing.T) {
+	defer func(m int64) { maxFileSize = m }(maxFileSize)
+	maxFileSize = 1 << 20
+	fifo := filepath.Join(t.TempDir(), "nat")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			done <- err
+			return
+		}
+		// The reader stops at the bound and closes; the rest of the
+		// write fails with EPIPE, as expected.
+		line := "map eth0 10.1.0.0/16 -> 0/32\n"
+		w.Write([]byte(strings.Repeat(line, int(2*maxFileSize)/len(line))))
+		done <- w.Close()
+	}()
+	var out, errb bytes.Buffer
+	_, code := parseOne(fifo, false, strings.NewReader(""), &out, &errb)
+	<-done
+	if code != 1 || !strings.Contains(errb.String(), "more than 1 MiB") {
+		t.Fatalf("ipnat -f FIFO of %d bytes: exit %d, stderr %q; want 1 and \"more than 1 MiB\"", 2*maxFileSize, code, errb.String())
+	}
+}
