@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -348,6 +349,12 @@ func runBootScript(t *testing.T, e *bootEnv) {
 	e.send(10, 5)
 	if n9, n10 := l.count(9), l.count(10); n9 != 0 || n10 != 0 {
 		t.Errorf("fail-closed: %d datagrams to port 9 and %d to port 10 got in, want none", n9, n10)
+	}
+	// ...but new SSH connections do (IPF_FAILCLOSED_SSH, 22 by default):
+	// a remote host's administrator is not locked out
+	if _, o, _ := e.run(filepath.Join(e.sbin, "ipfstat"), "-i"); !regexp.MustCompile(`pass in quick proto tcp from any to any port = (22|ssh) flags S/FSRPAU keep state`).MatchString(o) ||
+		!strings.Contains(out, "new SSH connections to port 22") {
+		t.Errorf("fail-closed set without SSH:\n%s\n%s", o, out)
 	}
 	e.write("ipf.conf", bootRules)
 
