@@ -316,6 +316,11 @@ func (r *run) loadRules(name string) error {
 		// the rules byte for byte, and that tree's head points into the
 		// rule itself, so two such rules always differ.
 		key := ipf.FormatRule(rule)
+		if rule.HasICMPType {
+			// the listing drops the ICMP test of a rule without a
+			// protocol, which the rule still makes (faith17)
+			key += fmt.Sprintf("\x00icmp %d %t %d", rule.ICMPType, rule.HasICMPCode, rule.ICMPCodeMatch)
+		}
 		if r.loadedRules[key] && !tracksSources(rule) {
 			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: rule already exists\n", rule.Pos.File, rule.Pos.Line)
 			continue

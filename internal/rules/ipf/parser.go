@@ -1353,10 +1353,12 @@ func (p *parser) parseIP(b *builder) *Error {
 		case isWord(t, "icmp-type"):
 			// icmp-type needs the family's ICMP as the protocol (or no
 			// protocol at all, when IPFilter drops the test).
+			// Without a protocol IPFilter's parser takes it after `all`
+			// only; after from/to it refuses it as for another protocol.
 			switch v6 := r.familySoFar() == FamilyInet6; {
-			case v6 && (r.TCPUDP || r.HasProto && r.Proto != 58):
+			case v6 && (r.TCPUDP || r.HasProto && r.Proto != 58 || !r.HasProto && !r.All):
 				return errorf(t, "proto not ipv6-icmp")
-			case !v6 && (r.TCPUDP || r.HasProto && r.Proto != 1):
+			case !v6 && (r.TCPUDP || r.HasProto && r.Proto != 1 || !r.HasProto && !r.All):
 				return errorf(t, "proto not icmp")
 			}
 			p.next()
