@@ -400,7 +400,8 @@ static long scan_step(__u32 i, void *ctx)
 			 * verdict the group left for the head (fin_fr = fr),
 			 * not for a group rule whose own add failed (faith17:
 			 * its full limit made a quick block head pass) */
-			if ((s->pass & FR_KEEPSTATE) && !(p->flags & PF_STATE))
+			if ((s->pass & FR_KEEPSTATE) && (s->pass & FR_CMDMASK) != FR_AUTH &&
+			    !(p->flags & PF_STATE))
 				s->rule = s->stack_rule[d];
 			if (quick_state(s, p))
 				return scan_quick(s);
