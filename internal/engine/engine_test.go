@@ -169,6 +169,19 @@ func TestTunables(t *testing.T) {
 	if c := tun.StateConfig(); c.TCPTimeout[0] != 16 {
 		t.Errorf("tcp_timeout: got %d, want 16", c.TCPTimeout[0])
 	}
+	// state_size sets state_maxbucket (IPFilter's ipftest -T list:
+	// twice the size's bit length); a later state_maxbucket stands
+	for _, c := range []struct {
+		set  string
+		want uint64
+	}{{"state_size=1", 2}, {"state_size=5737", 26}, {"state_size=3,state_maxbucket=30", 30}, {"state_maxbucket=9,state_size=4", 6}} {
+		if err := tun.SetString(c.set); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := tun.Get("state_maxbucket"); v != c.want {
+			t.Errorf("%s: state_maxbucket %d, want %d", c.set, v, c.want)
+		}
+	}
 	for _, bad := range []string{"nosuch=1", "state_max", "state_max=x", "log_all=2", "active=1"} {
 		if err := tun.SetString(bad); err == nil {
 			t.Errorf("SetString(%q) succeeded, want error", bad)

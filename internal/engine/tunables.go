@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,6 +133,14 @@ func (t *Tunables) Set(name string, v uint64) error {
 		return fmt.Errorf("tunable %s: value %d out of range %d-%d", d.Name, v, d.Min, d.Max)
 	}
 	t.vals[d.Name] = v
+	if d.Name == "state_size" {
+		// IPFilter sizes a bucket's chain by the table (ipftest -T
+		// list shows it): twice the bit length of state_size, 26 for
+		// the default 5737, whatever state_maxbucket was; a later
+		// state_maxbucket overrides it. A one-bucket table then holds
+		// two entries, and a third flow's add fails (faith17).
+		t.vals["state_maxbucket"] = 2 * uint64(bits.Len64(v))
+	}
 	return nil
 }
 

@@ -248,6 +248,18 @@ func (n *NAT) SetPools(p *pool.Set) {
 	n.mu.Unlock()
 }
 
+// SetMaxSessions changes the session table's cap (nat_table_max, which
+// ipftest -T may set before or after -N); 0 is the default, 30000. Sessions
+// already made stay; new ones are refused while the table holds max.
+func (n *NAT) SetMaxSessions(max int) {
+	if max <= 0 {
+		max = 30000
+	}
+	n.mu.Lock()
+	n.cfg.MaxSessions = max
+	n.mu.Unlock()
+}
+
 // AddRules appends rules (ipnat -f, ipftest -N).
 func (n *NAT) AddRules(f *ipnat.File) error {
 	n.mu.Lock()

@@ -33,7 +33,9 @@
 //     rules without a flags test). Any other packet fails a rule with
 //     TestSrcPort, TestDstPort or TestFlags.
 //   - TestICMP: the packet is ICMP/ICMPv6, not a fragment body, and
-//     ((type<<8)|code) & ICMPMask == ICMPValue.
+//     ((type<<8)|code) & ICMPMask == ICMPValue; not tested for a packet
+//     whose ports are compared (above), which an icmp-type rule without
+//     a protocol then matches, as IPFilter's does.
 //   - In rules with NATTag match only packets the inbound NAT rule tagged
 //     so.
 //

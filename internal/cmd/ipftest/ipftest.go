@@ -252,6 +252,9 @@ func (r *run) option(o getopt.Opt) error {
 			return fmt.Errorf("-T: %v", err)
 		}
 		r.eng.ApplyTunables()
+		if r.nat != nil {
+			r.nat.SetMaxSessions(r.natTableMax())
+		}
 	case 'v':
 		r.verbose = true
 	case 'x':
@@ -313,6 +316,11 @@ func (r *run) loadRules(name string) error {
 		// the rules byte for byte, and that tree's head points into the
 		// rule itself, so two such rules always differ.
 		key := ipf.FormatRule(rule)
+		if rule.HasICMPType {
+			// the listing drops the ICMP test of a rule without a
+			// protocol, which the rule still makes (faith17)
+			key += fmt.Sprintf("\x00icmp %d %t %d", rule.ICMPType, rule.HasICMPCode, rule.ICMPCodeMatch)
+		}
 		if r.loadedRules[key] && !tracksSources(rule) {
 			fmt.Fprintf(r.env.Stderr, "ipftest: %s:%d: rule already exists\n", rule.Pos.File, rule.Pos.Line)
 			continue
@@ -936,7 +944,10 @@ func (r *run) loadNAT(name string) error {
 	f.Rules = kept
 	if r.nat == nil {
 		r.nat, err = nat.New(f, nat.Config{Pools: r.pools, IfAddr: r.ifAddr,
-			AddState: enginehook.StateAdder(r.eng),
+			// a full table refuses the session (bad-nat), as
+			// IPFilter's ipf_nat_add does at nat_table_max
+			MaxSessions: r.natTableMax(),
+			AddState:    enginehook.StateAdder(r.eng),
 			// NAT sessions take state-sync numbers too (ipf_sync_new).
 			OnSession:    func() { r.eng.States.NoteSync() },
 			OnSyncUpdate: func() { r.eng.States.NoteSyncUpdate() },
@@ -954,6 +965,12 @@ func (r *run) loadNAT(name string) error {
 		return nil
 	}
 	return r.nat.AddRules(f)
+}
+
+// natTableMax is the nat_table_max tunable (-T).
+func (r *run) natTableMax() int {
+	v, _ := r.tun.Get("nat_table_max")
+	return int(min(v, 1<<31-1))
 }
 
 // setIfAddr gives an interface its address. As in ipf_setifpaddr, an

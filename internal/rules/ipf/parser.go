@@ -1351,12 +1351,14 @@ func (p *parser) parseIP(b *builder) *Error {
 				return err
 			}
 		case isWord(t, "icmp-type"):
-			// icmp-type needs the family's ICMP as the protocol (or no
-			// protocol at all, when IPFilter drops the test).
+			// icmp-type needs the family's ICMP as the protocol, or no
+			// protocol after `all` (IPFilter's listing then drops the
+			// test, which the rule still makes: ruleset TestICMP);
+			// after from/to IPFilter's parser refuses it without one.
 			switch v6 := r.familySoFar() == FamilyInet6; {
-			case v6 && (r.TCPUDP || r.HasProto && r.Proto != 58):
+			case v6 && (r.TCPUDP || r.HasProto && r.Proto != 58 || !r.HasProto && !r.All):
 				return errorf(t, "proto not ipv6-icmp")
-			case !v6 && (r.TCPUDP || r.HasProto && r.Proto != 1):
+			case !v6 && (r.TCPUDP || r.HasProto && r.Proto != 1 || !r.HasProto && !r.All):
 				return errorf(t, "proto not icmp")
 			}
 			p.next()

@@ -309,6 +309,9 @@ func TestErrors(t *testing.T) {
 		{"flags without proto tcp", "pass in proto udp from any to any flags S", []string{`t:1:35: flags with non-TCP rule`}, 0},
 		{"flags on tcp/udp", "pass in proto tcp/udp all flags S", []string{`t:1:27: flags with non-TCP rule`}, 0},
 		{"icmp-type with tcp", "pass in proto tcp all icmp-type 8", []string{`t:1:23: proto not icmp`}, 0},
+		// without a protocol IPFilter takes it after `all` only
+		{"icmp-type without proto after from/to", "pass in from any to any icmp-type 8", []string{`t:1:25: proto not icmp`}, 0},
+		{"icmpv6 type without proto after from/to", "pass in inet6 from any to any icmp-type 128", []string{`t:1:31: proto not ipv6-icmp`}, 0},
 		{"icmpv6 type without inet6", "pass in proto ipv6-icmp all icmp-type 128", []string{`t:1:29: proto not icmp`}, 0},
 		{"icmp type with inet6", "pass in inet6 proto icmp all icmp-type 8", []string{`t:1:30: proto not ipv6-icmp`}, 0},
 		{"icmp type in inet6 mode", "pass in proto icmp all icmp-type 8", []string{`t:1:24: proto not ipv6-icmp`}, 0},

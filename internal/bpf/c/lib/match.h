@@ -218,7 +218,9 @@ static __always_inline int rule_match_but(const struct rule *r, const struct pkt
 				return 0;
 		}
 	}
-	if (m & M_ICMP) {
+	/* ports or the ICMP type, not both (ipf_check_ipf): an icmp-type
+	 * rule without a protocol matches a TCP or UDP packet's ports */
+	if ((m & M_ICMP) && !(p->flags & PF_PORTS)) {
 		if (!(p->flags & PF_ICMPOK) || (p->flags & PF_FRAGBODY) ||
 		    (p->proto != IPPROTO_ICMP && p->proto != IPPROTO_ICMPV6))
 			return 0;

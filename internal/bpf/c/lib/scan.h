@@ -105,6 +105,9 @@ static __always_inline long scan_apply(struct scan *s, struct pktinfo *p, const 
 			s->stack_pos[d] = s->pos;
 			s->stack_end[d] = s->end;
 			s->stack_passo[d] = passo;
+			/* a head frame's rule slot holds the head (its state
+			 * add at the group's end, below) */
+			s->stack_rule[d] = pos + 1;
 			s->stack_call[d] = 0;
 			s->stack_skip[d] = s->skip;
 			s->skip = 0;
@@ -393,6 +396,13 @@ static long scan_step(__u32 i, void *ctx)
 			return scan_apply(s, p, r, pos);
 		}
 		if (s->pass & FR_QUICK) {
+			/* ipf_scanlist adds the entry of a quick keep-state
+			 * verdict the group left for the head (fin_fr = fr),
+			 * not for a group rule whose own add failed (faith17:
+			 * its full limit made a quick block head pass) */
+			if ((s->pass & FR_KEEPSTATE) && (s->pass & FR_CMDMASK) != FR_AUTH &&
+			    !(p->flags & PF_STATE))
+				s->rule = s->stack_rule[d];
 			if (quick_state(s, p))
 				return scan_quick(s);
 			s->pass = s->stack_passo[d];
