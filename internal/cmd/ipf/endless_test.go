@@ -1,11 +1,12 @@
+//go:build unix
+
 package ipf
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 // TestEndlessFileBounded: a rule "file" that is a FIFO (or a device) has
@@ -17,25 +18,10 @@ import (
 func TestEndlessFileBounded(t *testing.T) {
 	defer func(m int64) { maxFileSize = m }(maxFileSize)
 	maxFileSize = 1 << 20
-	fifo := filepath.Join(t.TempDir(), "rules")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-		if err != nil {
-			done <- err
-			return
-		}
-		// The reader stops at the bound and closes: the rest of the
-		// write then fails with EPIPE, which is expected.
-		w.Write([]byte(strings.Repeat("pass in all\n", int(2*maxFileSize)/12)))
-		done <- w.Close()
-	}()
+	fifo, wait := testutil.FIFO(t, []byte(strings.Repeat("pass in all\n", int(2*maxFileSize)/12)))
 	// -n: parse only, with no datapath (Backend nil).
 	_, stderr, code := run(t, &Command{}, "-n", "-f", fifo)
-	<-done
+	wait()
 	if code != 1 || !strings.Contains(stderr, "more than 1 MiB") {
 		t.Fatalf("ipf -n -f FIFO of %d bytes: exit %d, stderr %q; want exit 1 and \"more than 1 MiB\"",
 			2*maxFileSize, code, stderr)

@@ -1,12 +1,13 @@
+//go:build unix
+
 package ipnat
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 // TestEndlessFileBounded: ipnat read a rule file with os.ReadFile (and
@@ -17,26 +18,11 @@ import (
 func TestEndlessFileBounded(t *testing.T) {
 	defer func(m int64) { maxFileSize = m }(maxFileSize)
 	maxFileSize = 1 << 20
-	fifo := filepath.Join(t.TempDir(), "nat")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-		if err != nil {
-			done <- err
-			return
-		}
-		// The reader stops at the bound and closes; the rest of the
-		// write fails with EPIPE, as expected.
-		line := "map eth0 10.1.0.0/16 -> 0/32\n"
-		w.Write([]byte(strings.Repeat(line, int(2*maxFileSize)/len(line))))
-		done <- w.Close()
-	}()
+	line := "map eth0 10.1.0.0/16 -> 0/32\n"
+	fifo, wait := testutil.FIFO(t, []byte(strings.Repeat(line, int(2*maxFileSize)/len(line))))
 	var out, errb bytes.Buffer
 	_, code := parseOne(fifo, false, strings.NewReader(""), &out, &errb)
-	<-done
+	wait()
 	if code != 1 || !strings.Contains(errb.String(), "more than 1 MiB") {
 		t.Fatalf("ipnat -f FIFO of %d bytes: exit %d, stderr %q; want 1 and \"more than 1 MiB\"", 2*maxFileSize, code, errb.String())
 	}
