@@ -263,18 +263,28 @@ func (r *run) option(o getopt.Opt) error {
 	return nil
 }
 
+// maxFileSize bounds a rule file (-r, -N, -P), as ipf's own bound does:
+// a FIFO or a device has no size, and one that never ends (`ipftest -r
+// /dev/zero`) would grow ipftest until the host's memory was gone. A
+// variable so that a test can bound an endless source cheaply.
+var maxFileSize int64 = 256 << 20
+
 func (r *run) readFile(name string) ([]byte, string, error) {
-	if name == "-" {
-		b, err := io.ReadAll(r.env.Stdin)
-		return b, "(stdin)", err
+	var in io.Reader = r.env.Stdin
+	shown := "(stdin)"
+	if name != "-" {
+		f, err := r.env.Open(name)
+		if err != nil {
+			return nil, name, err
+		}
+		defer f.Close()
+		in, shown = f, name
 	}
-	f, err := r.env.Open(name)
-	if err != nil {
-		return nil, name, err
+	b, err := io.ReadAll(io.LimitReader(in, maxFileSize+1))
+	if err == nil && int64(len(b)) > maxFileSize {
+		return nil, shown, fmt.Errorf("%s: more than %d MiB", shown, maxFileSize>>20)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
-	return b, name, err
+	return b, shown, err
 }
 
 func (r *run) loadRules(name string) error {
