@@ -1523,6 +1523,16 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 			// them (ipf_matchsrcdst's is_opt test on the quoted header).
 			continue
 		}
+		if emb.Flx&flxOptions == 0 && e.sec != 0 {
+			// ipf_matchsrcdst compares the quoted header's security
+			// class with the entry's (is_secmsk): a header without
+			// options has none, so it is no packet of a flow opened
+			// with an IPSO/CIPSO class, whichever way it went (ipfdiff
+			// seed 1701 bucket 30; semantics
+			// state-icmp-error-quote-no-sec-class). A quoted header
+			// with options is taken without reading its class.
+			continue
+		}
 		if fi := b2i(!errOut)*2 + b2i(backward); backward && e.flx[fi] == 0 && e.optMask[1] == 0 &&
 			emb.Flx&flxOptions == 0 {
 			// ipf_matchsrcdst on the quoted header records it as the

@@ -1620,6 +1620,12 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 			return 0;
 		if (!(qflx & PF_IPOPTS) && dopt)
 			return 0;
+		/* nor of a flow opened with a security class: a quoted
+		 * header without options has none (ipf_matchsrcdst's
+		 * is_secmsk test; the engine's LookupICMPError; semantics
+		 * state-icmp-error-quote-no-sec-class) */
+		if (!(qflx & PF_IPOPTS) && e->secclass)
+			return 0;
 	}
 	/* the quoted header, as the first reply, makes the options replies
 	 * carry none (the engine's LookupICMPError; a quoted IPv4 header
