@@ -23,6 +23,7 @@ import (
 
 	"sluice/internal/getopt"
 	"sluice/internal/ipfctl"
+	"sluice/internal/rulefile"
 	"sluice/internal/rules/ipf"
 )
 
@@ -468,31 +469,13 @@ func (c *Command) predefined() map[string]string {
 // variable so that a test can bound an endless source cheaply.
 var maxFileSize int64 = 256 << 20
 
-// readBounded reads a rule file of at most maxFileSize bytes. A regular
-// file's size is checked before it is opened; a FIFO or a device has
-// none, and one that never ends (`ipf -f /dev/zero`, a pipe left open)
-// would otherwise grow ipf until the host's memory is gone (ops17
-// measured 45 MB/s): it fails at the bound instead.
-func readBounded(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	src, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err == nil && int64(len(src)) > maxFileSize {
-		return nil, fmt.Errorf("more than %d MiB", maxFileSize>>20)
-	}
-	return src, err
-}
+// readBounded reads a rule file of at most maxFileSize bytes: a FIFO or
+// a device that never ends fails at the bound (rulefile).
+func readBounded(name string) ([]byte, error) { return rulefile.Read(name, nil, maxFileSize) }
 
 func (c *Command) readFile(name string) ([]byte, error) {
 	if name == "-" {
-		src, err := io.ReadAll(io.LimitReader(c.Stdin, maxFileSize+1))
-		if err == nil && int64(len(src)) > maxFileSize {
-			return nil, fmt.Errorf("reading standard input: more than %d MiB", maxFileSize>>20)
-		}
-		return src, err
+		return rulefile.ReadFrom(c.Stdin, "reading standard input", maxFileSize)
 	}
 	if fi, err := os.Stat(name); err == nil && fi.Mode().IsRegular() && fi.Size() > maxFileSize {
 		return nil, fmt.Errorf("reading %s: %d bytes, more than %d MiB", name, fi.Size(), maxFileSize>>20)

@@ -24,6 +24,7 @@ import (
 	"sluice/internal/nat/enginehook"
 	"sluice/internal/packet/ipftext"
 	"sluice/internal/pool"
+	"sluice/internal/rulefile"
 	"sluice/internal/rules/ipf"
 	"sluice/internal/rules/ipnat"
 	"sluice/internal/rules/ippool"
@@ -280,10 +281,7 @@ func (r *run) readFile(name string) ([]byte, string, error) {
 		defer f.Close()
 		in, shown = f, name
 	}
-	b, err := io.ReadAll(io.LimitReader(in, maxFileSize+1))
-	if err == nil && int64(len(b)) > maxFileSize {
-		return nil, shown, fmt.Errorf("%s: more than %d MiB", shown, maxFileSize>>20)
-	}
+	b, err := rulefile.ReadFrom(in, shown, maxFileSize)
 	return b, shown, err
 }
 

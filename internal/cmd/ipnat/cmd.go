@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"sluice/internal/getopt"
 	"sluice/internal/ipfctl"
+	"sluice/internal/rulefile"
 	"sluice/internal/rules/ipnat"
 )
 
@@ -185,26 +185,8 @@ func (c *Command) Run(args []string) int {
 // bound an endless source cheaply.
 var maxFileSize int64 = 64 << 20
 
-// readBounded reads at most maxFileSize bytes of r, or fails.
-func readBounded(name string, r io.Reader) ([]byte, error) {
-	src, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
-	if err == nil && int64(len(src)) > maxFileSize {
-		return nil, fmt.Errorf("%s: more than %d MiB", name, maxFileSize>>20)
-	}
-	return src, err
-}
-
 func parseOne(fn string, verbose bool, stdin io.Reader, stdout, stderr io.Writer) (*ipnat.File, int) {
-	var src []byte
-	var err error
-	if fn == "-" {
-		src, err = readBounded(fn, stdin)
-	} else if f, oerr := os.Open(fn); oerr != nil {
-		err = oerr
-	} else {
-		src, err = readBounded(fn, f)
-		f.Close()
-	}
+	src, err := rulefile.Read(fn, stdin, maxFileSize)
 	if err != nil {
 		fmt.Fprintf(stderr, "ipnat: %v\n", err)
 		return nil, 1

@@ -11,12 +11,12 @@ import (
 	"io"
 	"math/bits"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 
 	"sluice/internal/getopt"
 	"sluice/internal/ipfctl"
+	"sluice/internal/rulefile"
 	"sluice/internal/rules/ippool"
 	"sluice/internal/rules/netfmt"
 )
@@ -231,20 +231,7 @@ func (c *Command) loadFiles(files []string, noLoad, verbose, unload bool, stdin 
 const maxFileSize = 64 << 20
 
 func readFile(name string, stdin io.Reader) ([]byte, error) {
-	var r io.Reader = stdin
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r = f
-	}
-	src, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
-	if err == nil && len(src) > maxFileSize {
-		return nil, fmt.Errorf("%s: more than %d MiB", name, maxFileSize>>20)
-	}
-	return src, err
+	return rulefile.Read(name, stdin, maxFileSize)
 }
 
 // checkArgs validates the operands of the table commands as the

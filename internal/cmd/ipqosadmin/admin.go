@@ -10,13 +10,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
 	"sluice/internal/ipfctl"
 	"sluice/internal/qos"
 	"sluice/internal/qos/engine"
+	"sluice/internal/rulefile"
 	"sluice/internal/rules/ipqos"
 )
 
@@ -337,19 +337,7 @@ const maxFileSize = 64 << 20
 
 // readLimited reads a file ("-": r) of at most maxFileSize bytes.
 func readLimited(name string, r io.Reader) ([]byte, error) {
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r = f
-	}
-	src, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
-	if err == nil && len(src) > maxFileSize {
-		return nil, fmt.Errorf("%s: more than %d MiB", name, maxFileSize>>20)
-	}
-	return src, err
+	return rulefile.Read(name, r, maxFileSize)
 }
 
 func parseLevel(s string) (uint32, error) {
