@@ -174,10 +174,12 @@ func TestPrivilegedDebPackage(t *testing.T) {
 }
 
 // startExporter starts the installed `sluice exporter` in the SUT
-// namespace on a free loopback port and returns its address.
+// namespace on a free loopback port and returns its address. The rules'
+// texts are labels only with --rule-text (off by default: they would be
+// open to every local user).
 func startExporter(t *testing.T, e *bootEnv) string {
 	t.Helper()
-	cmd := exec.Command("/usr/sbin/sluice", "exporter", "--listen", "127.0.0.1:0", "--pindir", e.pin, "--qos-pindir", e.qos)
+	cmd := exec.Command("/usr/sbin/sluice", "exporter", "--listen", "127.0.0.1:0", "--rule-text", "--pindir", e.pin, "--qos-pindir", e.qos)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

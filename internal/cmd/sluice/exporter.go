@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +34,8 @@ import (
 )
 
 // DefaultExporterListen is where `sluice exporter` listens unless --listen
-// says otherwise: loopback only, because the rule texts are labels.
+// says otherwise: loopback only. Even without the rule texts (see
+// --rule-text) the counters say which rules see traffic.
 const DefaultExporterListen = "127.0.0.1:9811"
 
 // DefaultMaxRules bounds the per-rule series (see ruleCollector).
@@ -48,44 +50,65 @@ const maxRuleText = 200
 const overflowGroup = "(other rules)"
 
 const exporterUsage = `usage: sluice exporter [--listen ADDR] [--pindir DIR] [--qos-pindir DIR]
-                      [--max-rules N] [--bpf-stats]
+                      [--max-rules N] [--rule-text] [--bpf-stats]
 `
 
-func cmdExporter(args []string, stdout, stderr io.Writer) int {
+// exporterConfig is what the command line asked of `sluice exporter`.
+type exporterConfig struct {
+	listen, pindir, qosdir string
+	bpfStats               bool
+	ExporterOptions
+}
+
+// parseExporterArgs reads the command line; rc >= 0 means exit with it.
+func parseExporterArgs(args []string, stderr io.Writer) (cfg exporterConfig, rc int) {
 	fs := flag.NewFlagSet("sluice exporter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, exporterUsage)
 		fs.PrintDefaults()
 	}
-	listen := fs.String("listen", DefaultExporterListen, "address to serve /metrics on (host:port; port 0 picks one)")
-	pindir := fs.String("pindir", ipfctl.PinDir(), "the filter's pin directory (default $SLUICE_BPF_DIR or /sys/fs/bpf/sluice)")
-	qosdir := fs.String("qos-pindir", ipfctl.QoSPinDir(), "IPQoS's pin directory (default $SLUICE_QOS_DIR or /sys/fs/bpf/sluice-qos)")
-	maxRules := fs.Int("max-rules", DefaultMaxRules, "rules exported one by one; the rest are summed in one series per list")
-	bpfStats := fs.Bool("bpf-stats", false, "enable the kernel's BPF run-time statistics while running (costs some ns per packet)")
+	fs.StringVar(&cfg.listen, "listen", DefaultExporterListen, "address to serve /metrics on (host:port; port 0 picks one)")
+	fs.StringVar(&cfg.pindir, "pindir", ipfctl.PinDir(), "the filter's pin directory (default $SLUICE_BPF_DIR or /sys/fs/bpf/sluice)")
+	fs.StringVar(&cfg.qosdir, "qos-pindir", ipfctl.QoSPinDir(), "IPQoS's pin directory (default $SLUICE_QOS_DIR or /sys/fs/bpf/sluice-qos)")
+	fs.IntVar(&cfg.MaxRules, "max-rules", DefaultMaxRules, "rules exported one by one; the rest are summed in one series per list")
+	fs.BoolVar(&cfg.RuleText, "rule-text", false, "label each rule's series with its text (every local user can read the metrics; ipfstat needs root)")
+	fs.BoolVar(&cfg.bpfStats, "bpf-stats", false, "enable the kernel's BPF run-time statistics while running (costs some ns per packet)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return cfg, 0
 		}
-		return 2
+		return cfg, 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sluice exporter: unexpected argument %q\n%s", fs.Arg(0), exporterUsage)
-		return 2
+		return cfg, 2
 	}
-	if *maxRules < 0 {
-		fmt.Fprintf(stderr, "sluice exporter: bad --max-rules %d\n", *maxRules)
-		return 2
+	if cfg.MaxRules < 0 {
+		fmt.Fprintf(stderr, "sluice exporter: bad --max-rules %d\n", cfg.MaxRules)
+		return cfg, 2
 	}
-	host, _, err := net.SplitHostPort(*listen)
+	host, _, err := net.SplitHostPort(cfg.listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice exporter: bad --listen %q: %v\n", *listen, err)
-		return 2
+		fmt.Fprintf(stderr, "sluice exporter: bad --listen %q: %v\n", cfg.listen, err)
+		return cfg, 2
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		fmt.Fprintf(stderr, "sluice exporter: warning: %s is not a loopback address; the metrics include the rule texts\n", *listen)
+		what := "the rule counters"
+		if cfg.RuleText {
+			what = "the rule texts"
+		}
+		fmt.Fprintf(stderr, "sluice exporter: warning: %s is not a loopback address; the metrics include %s\n", cfg.listen, what)
 	}
-	if *bpfStats {
+	return cfg, -1
+}
+
+func cmdExporter(args []string, stdout, stderr io.Writer) int {
+	cfg, rc := parseExporterArgs(args, stderr)
+	if rc >= 0 {
+		return rc
+	}
+	if cfg.bpfStats {
 		c, err := enableBPFStats()
 		if err != nil {
 			fmt.Fprintf(stderr, "sluice exporter: --bpf-stats: %v\n", err)
@@ -93,8 +116,8 @@ func cmdExporter(args []string, stdout, stderr io.Writer) int {
 		}
 		defer c.Close()
 	}
-	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return ipfctl.ReadStatus(*pindir, *qosdir) }, *maxRules)
-	ln, err := net.Listen("tcp", *listen)
+	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return ipfctl.ReadStatus(cfg.pindir, cfg.qosdir) }, cfg.ExporterOptions)
+	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice exporter: %v\n", err)
 		return 1
@@ -133,12 +156,25 @@ func exporterHandler(reg *prometheus.Registry) http.Handler {
 	return mux
 }
 
+// ExporterOptions are the exporter's choices about what it shows.
+type ExporterOptions struct {
+	// MaxRules bounds the per-rule series (see collector).
+	MaxRules int
+	// RuleText adds the rule label, the rule's text, to the per-rule
+	// series. Off by default: the metrics are open to every local user
+	// (Prometheus scrapes plain HTTP), and a host firewall's rule set maps
+	// what the host lets in, which ipfstat shows to root only. Without it
+	// a rule is known by direction, list, group and number, as ipfstat -n
+	// numbers them.
+	RuleText bool
+}
+
 // NewExporterRegistry returns a registry with Sluice's collector over read
 // (called once per scrape) and the exporter process's own Go and process
 // metrics.
-func NewExporterRegistry(read func() (*ipfctl.Status, error), maxRules int) *prometheus.Registry {
+func NewExporterRegistry(read func() (*ipfctl.Status, error), o ExporterOptions) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(read, maxRules),
+	reg.MustRegister(newCollector(read, o),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
@@ -201,6 +237,8 @@ var (
 	mReadErrors  = metric{"sluice_exporter_read_errors_total", "Scrapes whose reading of the datapath failed.", nil, true}
 )
 
+// ruleLabels are the per-rule metrics' labels; the last, rule (the rule's
+// text), only with ExporterOptions.RuleText.
 var ruleLabels = []string{"direction", "list", "group", "number", "rule"}
 
 var allMetrics = []*metric{
@@ -234,17 +272,31 @@ func MetricNames() []string {
 type collector struct {
 	read     func() (*ipfctl.Status, error)
 	maxRules int
+	ruleText bool
 	descs    map[*metric]*prometheus.Desc
 	mu       sync.Mutex // guards readErrors
 	errors   uint64
 }
 
-func newCollector(read func() (*ipfctl.Status, error), maxRules int) *collector {
-	c := &collector{read: read, maxRules: maxRules, descs: map[*metric]*prometheus.Desc{}}
+func newCollector(read func() (*ipfctl.Status, error), o ExporterOptions) *collector {
+	c := &collector{read: read, maxRules: o.MaxRules, ruleText: o.RuleText, descs: map[*metric]*prometheus.Desc{}}
 	for _, m := range allMetrics {
-		c.descs[m] = prometheus.NewDesc(m.name, m.help, m.labels, nil)
+		labels := m.labels
+		if !c.ruleText && slices.Equal(labels, ruleLabels) {
+			labels = labels[:len(labels)-1]
+		}
+		c.descs[m] = prometheus.NewDesc(m.name, m.help, labels, nil)
 	}
 	return c
+}
+
+// ruleSeries returns a per-rule series' label values: ruleLabels, without
+// the text unless --rule-text asked for it.
+func (c *collector) ruleSeries(dir, list, group, number, text string) []string {
+	if !c.ruleText {
+		return []string{dir, list, group, number}
+	}
+	return []string{dir, list, group, number, text}
 }
 
 // Describe implements prometheus.Collector.
@@ -337,7 +389,7 @@ func (c *collector) collectFilter(f *ipfctl.FilterStatus, emit func(*metric, flo
 		if group == "" {
 			group = "main"
 		}
-		l := []string{r.Direction, list, group, strconv.Itoa(r.Number), ruleLabel(r.Text)}
+		l := c.ruleSeries(r.Direction, list, group, strconv.Itoa(r.Number), ruleLabel(r.Text))
 		emit(&mRulePkts, float64(r.Packets), l...)
 		emit(&mRuleBytes, float64(r.Bytes), l...)
 		if r.KeepState {
@@ -346,7 +398,7 @@ func (c *collector) collectFilter(f *ipfctl.FilterStatus, emit func(*metric, flo
 	}
 	for _, k := range overKeys {
 		v := over[k]
-		l := []string{k.dir, k.list, overflowGroup, "", ""}
+		l := c.ruleSeries(k.dir, k.list, overflowGroup, "", "")
 		emit(&mRulePkts, float64(v.pkts), l...)
 		emit(&mRuleBytes, float64(v.bytes), l...)
 		emit(&mRuleStates, float64(v.states), l...)

@@ -68,7 +68,7 @@ func TestPrivilegedExporterPrometheus(t *testing.T) {
 		sut(func() error { ipqosadmin.Main([]string{"-unload", "-pindir", qdir}, nil, &out, &errb); return nil })
 	})
 
-	addr := startExporter(t, sut, "--pindir", pin, "--qos-pindir", qdir, "--bpf-stats")
+	addr := startExporter(t, sut, "--pindir", pin, "--qos-pindir", qdir, "--bpf-stats", "--rule-text")
 	prom := promtest.Start(t, sut, addr)
 
 	// 5 datagrams to the blocked port in, 3 out through the IPQoS filter

@@ -103,7 +103,7 @@ next:
 }
 
 func TestExporterValues(t *testing.T) {
-	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return fakeStatus(6), nil }, 100)
+	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return fakeStatus(6), nil }, ExporterOptions{MaxRules: 100, RuleText: true})
 	mfs := gather(t, reg)
 	for _, c := range []struct {
 		name   string
@@ -172,7 +172,7 @@ func TestExporterCardinality(t *testing.T) {
 	const bound = 10
 	for _, n := range []int{0, 1, bound, bound + 1, 5000} {
 		st := fakeStatus(n)
-		reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return st, nil }, bound)
+		reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return st, nil }, ExporterOptions{MaxRules: bound})
 		mfs := gather(t, reg)
 		var total, want float64
 		series := 0
@@ -205,8 +205,52 @@ func TestExporterCardinality(t *testing.T) {
 	}
 }
 
+// TestExporterRuleTextOptIn: by default no label of the scrape carries a
+// rule's text (any local user may scrape; ipfstat, which shows the rules,
+// needs root), and the rules are told apart by direction, list, group and
+// number as ipfstat -n numbers them; --rule-text adds the text. Before the
+// flag existed every rule's text was a label.
+func TestExporterRuleTextOptIn(t *testing.T) {
+	st := fakeStatus(12)
+	for _, c := range []struct {
+		args []string
+		text bool
+	}{{nil, false}, {[]string{"--rule-text"}, true}} {
+		var errb bytes.Buffer
+		cfg, rc := parseExporterArgs(c.args, &errb)
+		if rc >= 0 {
+			t.Fatalf("%q: exit %d: %s", c.args, rc, errb.String())
+		}
+		cfg.MaxRules = 10 // and two summed series, which never had text
+		mfs := gather(t, NewExporterRegistry(func() (*ipfctl.Status, error) { return st, nil }, cfg.ExporterOptions))
+		texts := 0
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					for _, r := range st.Filter.Rules {
+						if l.GetValue() == r.Text {
+							texts++
+							if !c.text {
+								t.Errorf("%q: %s{%s=%q}: a rule's text", c.args, mf.GetName(), l.GetName(), l.GetValue())
+							}
+						}
+					}
+				}
+			}
+		}
+		// packets and bytes of the 10 rules exported one by one, and
+		// states of the 4 of them that keep state
+		if c.text && texts != 10+10+4 {
+			t.Errorf("%q: %d series with a rule's text, want 24", c.args, texts)
+		}
+		if got := value(t, mfs, "sluice_rule_bytes_total", map[string]string{"direction": "out", "list": "filter", "group": "100", "number": "6"}); got != 500 {
+			t.Errorf("%q: out rule @100:6 bytes %v, want 500", c.args, got)
+		}
+	}
+}
+
 func TestExporterNothingLoaded(t *testing.T) {
-	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return &ipfctl.Status{}, nil }, 10)
+	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return &ipfctl.Status{}, nil }, ExporterOptions{MaxRules: 10})
 	mfs := gather(t, reg)
 	if v := value(t, mfs, "sluice_filter_loaded", nil); v != 0 {
 		t.Errorf("sluice_filter_loaded = %v", v)
@@ -229,7 +273,7 @@ func TestExporterReadError(t *testing.T) {
 			return nil, errors.New("pins gone")
 		}
 		return fakeStatus(1), nil
-	}, 10)
+	}, ExporterOptions{MaxRules: 10})
 	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "pins gone") {
 		t.Fatalf("gather error %v, want pins gone", err)
 	}
@@ -256,7 +300,7 @@ func TestRuleLabel(t *testing.T) {
 
 // TestExporterLint runs client_golang's metric linter over a full scrape.
 func TestExporterLint(t *testing.T) {
-	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return fakeStatus(3), nil }, 10)
+	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return fakeStatus(3), nil }, ExporterOptions{MaxRules: 10, RuleText: true})
 	probs, err := testutil.GatherAndLint(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +315,7 @@ func TestExporterLint(t *testing.T) {
 // TestExporterHTTP serves the registry as the command does and reads the
 // text exposition back.
 func TestExporterHTTP(t *testing.T) {
-	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return fakeStatus(2), nil }, 10)
+	reg := NewExporterRegistry(func() (*ipfctl.Status, error) { return fakeStatus(2), nil }, ExporterOptions{MaxRules: 10})
 	srv := httptest.NewServer(exporterHandler(reg))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/metrics")
