@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,36 @@ import (
 // left out but for /run/sluice (other tests make network namespaces
 // there); apt's and dpkg's own logs and state are left out too.
 var snapshotRoots = []string{"/etc", "/usr/sbin", "/usr/bin", "/usr/libexec", "/usr/share/man", "/usr/share/doc",
-	"/usr/share/sluice", "/usr/lib/systemd", "/lib/systemd", "/var/lib/systemd", "/usr/lib/udev", "/lib/udev", "/run/sluice"}
+	"/usr/share/sluice", "/usr/lib/systemd", "/lib/systemd", "/var/lib/systemd", "/usr/lib/udev", "/lib/udev", runDir}
+
+// runDir is the package's run-time directory, which its purge removes.
+const runDir = "/run/sluice"
+
+// keepDir copies dir (if it exists) aside and returns a function that puts
+// the copy back where it was, with its modes and owners, replacing what is
+// there then. It does nothing when dir did not exist, and is done once.
+func keepDir(t *testing.T, dir string) (restore func()) {
+	t.Helper()
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		return func() {}
+	}
+	saved := filepath.Join(t.TempDir(), "saved")
+	if out, err := exec.Command("cp", "-a", dir, saved).CombinedOutput(); err != nil {
+		t.Fatalf("saving %s: %v\n%s", dir, err, out)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Errorf("restoring %s: %v", dir, err)
+				return
+			}
+			if out, err := exec.Command("cp", "-a", saved, dir).CombinedOutput(); err != nil {
+				t.Errorf("restoring %s: %v\n%s", dir, err, out)
+			}
+		})
+	}
+}
 
 // snapshot lists every path under the roots (files, directories, links).
 func snapshot(t *testing.T) map[string]bool {
@@ -100,11 +130,17 @@ func TestPrivilegedDebPackage(t *testing.T) {
 		}
 	}
 
+	// A host where the commands already ran has a /run/sluice (the pool
+	// store, ipfboot's pid files), which the purge removes by design: keep
+	// a copy and put it back after the purge, so the host is left as it
+	// was and the file lists compare equal.
+	restoreRun := keepDir(t, runDir)
 	before := snapshot(t)
 	purged := false
 	t.Cleanup(func() {
 		if !purged {
 			exec.Command("apt-get", "-o", "DPkg::Lock::Timeout=300", "purge", "-y", "-q", "sluice").Run()
+			restoreRun()
 		}
 	})
 	run(t, "apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y", "-q", "--no-install-recommends", debs[0])
@@ -164,6 +200,10 @@ func TestPrivilegedDebPackage(t *testing.T) {
 
 	run(t, "apt-get", "-o", "DPkg::Lock::Timeout=300", "purge", "-y", "-q", "sluice")
 	purged = true
+	if _, err := os.Stat(runDir); err == nil {
+		t.Errorf("%s is still there after the purge", runDir)
+	}
+	restoreRun()
 	after := snapshot(t)
 	if added := diff(before, after); len(added) > 0 {
 		t.Errorf("left behind after purge: %v", added)
@@ -236,5 +276,60 @@ func checkDashboard(t *testing.T, prom *promtest.Server, path string) {
 	}
 	if n == 0 {
 		t.Error("no queries in the dashboard")
+	}
+}
+
+// TestKeepDir: keepDir gives back a directory tree as it was (files,
+// modes, a subdirectory) after it was removed or changed, and is a no-op
+// for a directory that did not exist. TestPrivilegedDebPackage uses it for
+// a host's /run/sluice, which the purge removes; before it, the test
+// failed on any host whose /run/sluice existed, and took the host's pool
+// store with it.
+func TestKeepDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.MkdirAll(filepath.Join(dir, "pools"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pools", "pools.json"), []byte(`{"v":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	tree := func() string {
+		var b strings.Builder
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				fmt.Fprintf(&b, "%s: %v\n", p, err)
+				return nil
+			}
+			fi, _ := d.Info()
+			c, _ := os.ReadFile(p)
+			fmt.Fprintf(&b, "%s %v %q\n", strings.TrimPrefix(p, dir), fi.Mode(), c)
+			return nil
+		})
+		return b.String()
+	}
+	want := tree()
+	restore := keepDir(t, dir)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	restore()
+	if got := tree(); got != want {
+		t.Errorf("after removal and restore:\n%s\nwant:\n%s", got, want)
+	}
+	// changed, not removed: the copy replaces what is there
+	restore = keepDir(t, dir)
+	os.WriteFile(filepath.Join(dir, "pools", "pools.json"), []byte("changed"), 0o600)
+	os.WriteFile(filepath.Join(dir, "extra"), nil, 0o600)
+	restore()
+	if got := tree(); got != want {
+		t.Errorf("after a change and restore:\n%s\nwant:\n%s", got, want)
+	}
+	absent := filepath.Join(t.TempDir(), "absent")
+	keepDir(t, absent)()
+	if _, err := os.Lstat(absent); !os.IsNotExist(err) {
+		t.Errorf("restoring a directory that did not exist: %v", err)
 	}
 }

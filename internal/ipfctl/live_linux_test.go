@@ -831,7 +831,9 @@ pass out all
 	tp.sendUDP(tp.a, addrB, 5003, nIn)
 	tp.sendUDP(tp.b, addrA, 5004, nOut)
 	var in, out uint64
-	deadline := time.Now().Add(3 * time.Second)
+	// until every datagram was counted; the bound is a hang detector (a
+	// loaded machine can take seconds to run the ipfstat in the loop)
+	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		in = ruleHits(t, tp.mustRun("ipfstat", "-ih"), "port = 5003")
 		out = ruleHits(t, tp.mustRun("ipfstat", "-oh"), "port = 5004")

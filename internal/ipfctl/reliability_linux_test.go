@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -358,15 +360,21 @@ func TestPrivilegedIpmonReportsLostRecords(t *testing.T) {
 	tp := sharedTopo(t)
 	tp.mustRun("ipf", "-Fa", "-f", tp.file("flood.conf", "pass in log quick proto udp from any to any port = 5007\npass in all\npass out all\n"))
 	tp.mustRun("ipmon", "-F")
-	failures := func() uint64 {
+	// logAttempts returns the inbound records logged and those the ring
+	// had no room for: each logged packet adds one to either, once its
+	// attempt is over.
+	logAttempts := func() (logged, failed uint64) {
 		out := tp.mustRun("ipfstat")
-		var in, outN uint64
 		for _, l := range strings.Split(out, "\n") {
-			if strings.HasPrefix(l, " log failures:") {
-				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, " log failures:")), "input %d output %d", &in, &outN)
+			var o uint64
+			switch {
+			case strings.HasPrefix(l, " packets logged:"):
+				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, " packets logged:")), "input %d output %d", &logged, &o)
+			case strings.HasPrefix(l, " log failures:"):
+				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, " log failures:")), "input %d output %d", &failed, &o)
 			}
 		}
-		return in + outN
+		return logged, failed
 	}
 	logFile := filepath.Join(tp.tmp, "flood.out")
 	mon := tp.cmd("ipmon", "-o", "I", logFile)
@@ -376,21 +384,62 @@ func TestPrivilegedIpmonReportsLostRecords(t *testing.T) {
 	done := make(chan struct{})
 	go func() { mon.Wait(); close(done) }()
 	t.Cleanup(func() { mon.Process.Kill(); <-done })
+	// Only this test's datagrams to port 5007 are logged from here on, so
+	// every log attempt after base is one of ours.
+	baseLogged, baseFailed := logAttempts()
+	baseDrops := tp.txDropped(tp.a, "sla")
 	// ipmon is reading once it prints a record
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	probes := uint64(0)
+	for deadline := time.Now().Add(20 * time.Second); ; { // a hang detector
 		tp.sendUDP(tp.a, addrB, 5007, 1)
+		probes++
 		time.Sleep(50 * time.Millisecond)
 		if b, _ := os.ReadFile(logFile); len(b) > 0 {
 			break
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ipmon printed nothing in 20 s")
+		}
 	}
-	before := failures()
+	// every probe's attempt is over (or the veth dropped it)
+	var loggedBefore, before, dropsBefore uint64
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) { // a hang detector
+		loggedBefore, before = logAttempts()
+		dropsBefore = tp.txDropped(tp.a, "sla")
+		n := (loggedBefore - baseLogged) + (before - baseFailed) + (dropsBefore - baseDrops)
+		if n == probes {
+			break
+		}
+		if n > probes || time.Now().After(deadline) {
+			t.Fatalf("%d probes: %d log attempts or veth drops", probes, n)
+		}
+	}
 	mon.Process.Signal(syscall.SIGSTOP)
 	// about 20 000 records of ~70 bytes: more than the 1 MiB ring holds
-	tp.sendUDP(tp.a, addrB, 5007, 20000)
-	time.Sleep(200 * time.Millisecond) // the last packets may still be on their way
-	lost := failures() - before
+	const flood = 20000
+	tp.sendUDP(tp.a, addrB, 5007, flood)
+	// The flood is over for the datapath once every datagram was logged,
+	// refused by the full ring, or dropped by the veth before the filter
+	// (its receive backlog full): count all three, rather than reading
+	// after a fixed pause that a loaded machine can outrun. The bound is a
+	// hang detector.
+	var logged, failed, drops uint64
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		logged, failed = logAttempts()
+		drops = tp.txDropped(tp.a, "sla")
+		if (logged-loggedBefore)+(failed-before)+(drops-dropsBefore) >= flood {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the flood of %d: %d logged, %d refused, %d dropped by the veth", flood,
+				logged-loggedBefore, failed-before, drops-dropsBefore)
+		}
+	}
+	if n := (logged - loggedBefore) + (failed - before) + (drops - dropsBefore); n != flood {
+		t.Errorf("the flood of %d: %d logged, %d refused, %d dropped by the veth (%d in all)", flood,
+			logged-loggedBefore, failed-before, drops-dropsBefore, n)
+	}
+	lost := failed - before
 	mon.Process.Signal(syscall.SIGCONT)
 	if lost == 0 {
 		t.Fatalf("the flood lost no records: the ring is larger than the test assumes")
@@ -398,8 +447,7 @@ func TestPrivilegedIpmonReportsLostRecords(t *testing.T) {
 	// the gap shows at a record read after the loss was counted
 	re := regexp.MustCompile(`missed (\d+) ipf log entries: (\d+) (\d+)`)
 	var m []string
-	deadline = time.Now().Add(10 * time.Second)
-	for m == nil && time.Now().Before(deadline) {
+	for deadline := time.Now().Add(20 * time.Second); m == nil && time.Now().Before(deadline); { // a hang detector
 		time.Sleep(200 * time.Millisecond)
 		tp.sendUDP(tp.a, addrB, 5007, 1)
 		b, _ := os.ReadFile(logFile)
@@ -414,7 +462,28 @@ func TestPrivilegedIpmonReportsLostRecords(t *testing.T) {
 	if n != lost || to-from != n {
 		t.Errorf("ipmon: %q; the datapath counted %d log failures", m[0], lost)
 	}
-	t.Logf("flood of 20 000: %d records lost, reported as %q", lost, m[0])
+	t.Logf("flood of %d: %d records lost, %d dropped by the veth, reported as %q", flood, lost, drops-dropsBefore, m[0])
+}
+
+// txDropped returns the packets a veth end of namespace ns could not pass
+// to its peer (the peer's receive backlog was full): they never reached
+// the filter.
+func (tp *topo) txDropped(ns netns.NsHandle, name string) uint64 {
+	tp.t.Helper()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		tp.t.Fatal(err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(name)
+	if err != nil {
+		tp.t.Fatal(err)
+	}
+	if st := l.Attrs().Statistics; st != nil {
+		return st.TxDropped
+	}
+	tp.t.Fatalf("%s: no statistics", name)
+	return 0
 }
 
 // TestPrivilegedRollbackUnconfirmed loads, with ipf -W, a set that blocks

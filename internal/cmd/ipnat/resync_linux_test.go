@@ -40,7 +40,7 @@ func TestPrivilegedNATResync(t *testing.T) {
 		case p := <-peers:
 			a, _ := hostPort(p)
 			return a.String()
-		case <-time.After(2 * time.Second):
+		case <-time.After(20 * time.Second): // a hang detector: the connection is up, the server's accept reports it
 			return "no peer seen"
 		}
 	}

@@ -97,7 +97,10 @@ func TestPrivilegedNATRouteTo(t *testing.T) {
 		return err
 	}))
 	defer c.Close()
-	for try := 0; try < 3; try++ {
+	// resent until it arrives (the first may wait for ARP); the bound is a
+	// hang detector (three tries of 700 ms, as before, can run out on a loaded
+	// machine)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		if _, err := c.Write([]byte("routed")); err != nil {
 			t.Fatal(err)
 		}
