@@ -151,6 +151,12 @@ func TestPrivilegedGateway(t *testing.T) {
 	if g.Link == "" || g.Inside == "" || g.Link == g.Inside || g.Index == 0 || g.Role != SUT {
 		t.Errorf("gateway host %+v", g)
 	}
+	linkHasNoIPv6(t, g, g.Link)
+	linkHasNoIPv6(t, g, g.Inside)
+	for _, r := range []GWRole{GWClient, GWServer} {
+		h := gw.Host(r)
+		linkHasNoIPv6(t, h, h.Link)
+	}
 	var ln net.Listener
 	if err := gw.Host(GWServer).Do(func() (err error) {
 		ln, err = net.Listen("tcp", "0.0.0.0:0")

@@ -114,7 +114,8 @@ type Host struct {
 	// on the copy it hands to Apply.
 	Speed uint64
 	// Addr and Addr6 are the host's own IPv4 and IPv6 addresses,
-	// PeerAddr and PeerAddr6 those of the other end.
+	// PeerAddr and PeerAddr6 those of the other end (the IPv6 ones only
+	// in remote mode, towards an IPv6 remote).
 	Addr, Addr6         netip.Addr
 	PeerAddr, PeerAddr6 netip.Addr
 
@@ -136,18 +137,15 @@ func (h *Host) Do(fn func() error) error {
 }
 
 // Addresses used inside the namespaces. They never leave the namespaces,
-// so every run can use the same ones.
+// so every run can use the same ones. The local test beds carry IPv4 only
+// (IPv6 is off in their namespaces); IPv6 is used in remote mode when the
+// remote's address is one.
 var (
-	SUTAddr   = netip.MustParseAddr("10.231.0.1")
-	PeerAddr  = netip.MustParseAddr("10.231.0.2")
-	SUTAddr6  = netip.MustParseAddr("fd53:6c75:6963::1")
-	PeerAddr6 = netip.MustParseAddr("fd53:6c75:6963::2")
+	SUTAddr  = netip.MustParseAddr("10.231.0.1")
+	PeerAddr = netip.MustParseAddr("10.231.0.2")
 )
 
-const (
-	prefixLen4 = 30
-	prefixLen6 = 64
-)
+const prefixLen4 = 30
 
 // ErrNotSupported is returned where the OS lacks network namespaces.
 var ErrNotSupported = errors.New("topo: not supported on this system")
