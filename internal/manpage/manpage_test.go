@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,19 +84,31 @@ type optionSource struct {
 	consts  []string // named option-string constants; empty: every getopt call
 	flags   bool     // flag package names instead of getopt letters
 	section string   // the options must be terms under this section ("" anywhere)
+	// synopsis: the page's SYNOPSIS must name every option (false where
+	// it says "[flags]" or "[global options]" and the options are listed
+	// under headings of their own)
+	synopsis bool
+	// usage names the package's string constant that `-h` prints, which
+	// must name every option too ("" where -h prints none of its own)
+	usage string
+	// usageLacks are options the usage text may leave out, with the
+	// reason in a comment
+	usageLacks []string
 }
 
 var optionSources = []optionSource{
-	{page: "ipf.8.md", pkg: "internal/cmd/ipf"},
-	{page: "ipfstat.8.md", pkg: "internal/cmd/ipfstat"},
-	{page: "ipmon.8.md", pkg: "internal/cmd/ipmon"},
-	{page: "ipnat.8.md", pkg: "internal/cmd/ipnat"},
-	{page: "ippool.8.md", pkg: "internal/cmd/ippool"},
-	{page: "ipftest.1.md", pkg: "internal/cmd/ipftest"},
+	{page: "ipf.8.md", pkg: "internal/cmd/ipf", synopsis: true, usage: "Usage"},
+	{page: "ipfstat.8.md", pkg: "internal/cmd/ipfstat", synopsis: true, usage: "Usage"},
+	{page: "ipmon.8.md", pkg: "internal/cmd/ipmon", synopsis: true, usage: "Usage"},
+	{page: "ipnat.8.md", pkg: "internal/cmd/ipnat", synopsis: true, usage: "Usage"},
+	{page: "ippool.8.md", pkg: "internal/cmd/ippool", synopsis: true, usage: "Usage"},
+	{page: "ipftest.1.md", pkg: "internal/cmd/ipftest", synopsis: true, usage: "Usage"},
 	{page: "netperf.1.md", pkg: "internal/cmd/netperf", consts: []string{"globalSpec"}, section: "GLOBAL OPTIONS"},
 	{page: "netperf.1.md", pkg: "internal/cmd/netperf", consts: []string{"testSpec"}, section: "TEST-SPECIFIC OPTIONS"},
-	{page: "netserver.8.md", pkg: "internal/cmd/netserver", consts: []string{"spec"}},
-	{page: "ipqosadmin.8.md", pkg: "internal/cmd/ipqosadmin", flags: true},
+	// netserver -h prints netperf 2.7.1's own text byte for byte, which
+	// does not mention the -n its getopt string takes
+	{page: "netserver.8.md", pkg: "internal/cmd/netserver", consts: []string{"spec"}, synopsis: true, usage: "usage", usageLacks: []string{"-n"}},
+	{page: "ipqosadmin.8.md", pkg: "internal/cmd/ipqosadmin", flags: true, synopsis: true, usage: "Usage"},
 	{page: "sluice.8.md", pkg: "internal/cmd/sluice", flags: true},
 }
 
@@ -124,12 +137,179 @@ func TestOptionsDocumented(t *testing.T) {
 		if len(opts) == 0 {
 			t.Errorf("%s: found no options in %s", s.page, s.pkg)
 		}
+		accepted := map[string]bool{}
 		for _, o := range opts {
+			accepted[o] = true
 			if !terms[o] && !(s.flags && terms[strings.TrimPrefix(o, "-")]) {
 				t.Errorf("%s: option %s of %s is not documented (section %q)", s.page, o, s.pkg, s.section)
 			}
 		}
+		// and the reverse: a page that documents an option the command
+		// does not take (renamed, or never there) sends its reader to a
+		// usage error
+		for term := range terms {
+			if !accepted[term] && !(s.flags && accepted["--"+strings.TrimLeft(term, "-")]) {
+				t.Errorf("%s: documents %s, which %s does not accept (section %q)", s.page, term, s.pkg, s.section)
+			}
+		}
 	}
+}
+
+// TestSynopsisAndUsage checks that every option a command accepts is in
+// its page's SYNOPSIS and in the usage text its -h prints, so that the
+// three (the getopt string or flags, the page, -h) stay in step.
+func TestSynopsisAndUsage(t *testing.T) {
+	for _, s := range optionSources {
+		if !s.synopsis && s.usage == "" {
+			continue
+		}
+		dir := filepath.Join("../..", s.pkg)
+		var opts []string
+		if s.flags {
+			opts = flagNames(t, dir)
+		} else {
+			for _, l := range optionLetters(t, dir, s.consts) {
+				opts = append(opts, "-"+string(l))
+			}
+		}
+		if s.synopsis {
+			src, err := os.ReadFile(filepath.Join(srcDir, s.page))
+			if err != nil {
+				t.Fatal(err)
+			}
+			named := synopsisOptions(string(src), s.flags)
+			if len(named) == 0 {
+				t.Errorf("%s: no options in its SYNOPSIS", s.page)
+			}
+			for _, o := range opts {
+				if !named[o] && !named["-"+strings.TrimLeft(o, "-")] {
+					t.Errorf("%s: SYNOPSIS lacks %s, which %s accepts", s.page, o, s.pkg)
+				}
+			}
+			for o := range named {
+				if !slices.Contains(opts, o) && !slices.Contains(opts, "-"+o) {
+					t.Errorf("%s: SYNOPSIS names %s, which %s does not accept", s.page, o, s.pkg)
+				}
+			}
+		}
+		if s.usage != "" {
+			text, ok := stringConsts(t, dir)[s.usage]
+			if !ok {
+				t.Fatalf("%s: no string constant %s", s.pkg, s.usage)
+			}
+			named := usageOptions(text, s.flags)
+			for _, o := range opts {
+				if !named[o] && !named["-"+strings.TrimLeft(o, "-")] && !slices.Contains(s.usageLacks, o) {
+					t.Errorf("%s: its usage (-h) lacks %s", s.pkg, o)
+				}
+			}
+			for _, o := range s.usageLacks {
+				if named[o] {
+					t.Errorf("%s: its usage names %s now: drop it from usageLacks", s.pkg, o)
+				}
+			}
+		}
+	}
+}
+
+var boldRE = regexp.MustCompile(`\*\*([^*]+)\*\*`)
+
+// synopsisOptions returns the options named in bold in a page's SYNOPSIS:
+// "-X" for each letter of a getopt cluster (**-46AdD**, **ipf -C**), or
+// "-word" for a flag (**-pindir**, **--listen**, normalised to one dash).
+func synopsisOptions(src string, flags bool) map[string]bool {
+	out := map[string]bool{}
+	lines := strings.Split(src, "\n")
+	in := false
+	for _, l := range lines {
+		if strings.HasPrefix(l, "## ") {
+			in = strings.TrimSpace(strings.TrimPrefix(l, "## ")) == "SYNOPSIS"
+			continue
+		}
+		if !in {
+			continue
+		}
+		for _, m := range boldRE.FindAllStringSubmatch(l, -1) {
+			for _, w := range strings.Fields(m[1]) {
+				addOption(out, w, flags)
+			}
+		}
+	}
+	return out
+}
+
+var usageOptRE = regexp.MustCompile(`(?:^|[\s\[|(,/])(--?[A-Za-z0-9?][A-Za-z0-9-]*)`)
+
+// usageOptions returns the options a usage text names, as synopsisOptions
+// does: an option is a word that starts with a dash after a space, a
+// bracket, a bar, a comma or a slash (not "re-read" or "non-loopback").
+func usageOptions(text string, flags bool) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range usageOptRE.FindAllStringSubmatch(text, -1) {
+		addOption(out, m[1], flags)
+	}
+	return out
+}
+
+func addOption(out map[string]bool, w string, flags bool) {
+	if !strings.HasPrefix(w, "-") || w == "-" || w == "--" {
+		return
+	}
+	name := strings.TrimRight(strings.TrimLeft(w, "-"), ".,;:")
+	if name == "" {
+		return
+	}
+	if flags {
+		out["-"+name] = true
+		return
+	}
+	for _, c := range name {
+		out["-"+string(c)] = true
+	}
+}
+
+// stringConsts returns the string constants (and variables) of a package.
+func stringConsts(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	consts := map[string]string{}
+	for _, f := range parsePkg(t, dir) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for i, id := range vs.Names {
+				if i < len(vs.Values) {
+					if v, ok := stringValue(vs.Values[i]); ok {
+						consts[id.Name] = v
+					}
+				}
+			}
+			return true
+		})
+	}
+	return consts
+}
+
+// stringValue returns a string literal's value, or a concatenation's
+// literal parts (what other constants it names add no options).
+func stringValue(e ast.Expr) (string, bool) {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if e.Kind != token.STRING {
+			return "", false
+		}
+		v, err := strconv.Unquote(e.Value)
+		return v, err == nil
+	case *ast.BinaryExpr:
+		if e.Op != token.ADD {
+			return "", false
+		}
+		x, okx := stringValue(e.X)
+		y, oky := stringValue(e.Y)
+		return x + y, okx || oky
+	}
+	return "", false
 }
 
 var termOptRE = regexp.MustCompile("`(--?[A-Za-z0-9?][A-Za-z0-9-]*)`")
