@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,7 +59,7 @@ type doctorEnv struct {
 	release    func() (string, error)            // uname -r
 	fsType     func(path string) (int64, error)  // statfs f_type
 	readlink   func(path string) (string, error) // /proc/*/ns/mnt
-	exists     func(path string) bool            // BTF, pins
+	stat       func(path string) error           // BTF, pins (os.Stat's error)
 	lookPath   func(name string) (string, error) // clang, the commands
 	probeBPF   func() error                      // SCHED_CLS programs and ring buffers
 	mountInfo1 func() (string, error)            // /proc/1/mountinfo
@@ -97,7 +98,7 @@ func realDoctorEnv(pinDir string, developer bool) *doctorEnv {
 			return int64(st.Type), nil
 		},
 		readlink: os.Readlink,
-		exists:   func(p string) bool { _, err := os.Stat(p); return err == nil },
+		stat:     func(p string) error { _, err := os.Stat(p); return err },
 		lookPath: exec.LookPath,
 		probeBPF: func() error {
 			if err := features.HaveProgramType(ebpf.SchedCLS); err != nil {
@@ -211,7 +212,7 @@ func diagnose(e *doctorEnv) []Finding {
 		}
 	}
 
-	if e.exists("/sys/kernel/btf/vmlinux") {
+	if e.stat("/sys/kernel/btf/vmlinux") == nil {
 		add("btf", SevOK, "kernel BTF present (/sys/kernel/btf/vmlinux); Sluice's programs do not need it (no CO-RE), bpftool uses it")
 	} else {
 		add("btf", SevInfo, "no kernel BTF (/sys/kernel/btf/vmlinux): not needed by Sluice's programs (no CO-RE); bpftool prints less")
@@ -250,10 +251,17 @@ func diagnose(e *doctorEnv) []Finding {
 		}
 	}
 
-	if e.exists(filepath.Join(pin, "config")) {
+	// The pins are root's alone (0700): a user who cannot look must not
+	// be told that nothing is loaded.
+	switch err := e.stat(filepath.Join(pin, "config")); {
+	case err == nil:
 		add("datapath", SevInfo, "a filter datapath is pinned in %s", pin)
-	} else {
+	case errors.Is(err, fs.ErrPermission):
+		add("datapath", SevInfo, "cannot tell whether a filter datapath is pinned in %s: only root may look (%v)", pin, err)
+	case errors.Is(err, fs.ErrNotExist):
 		add("datapath", SevInfo, "no filter datapath pinned in %s (ipf -f FILE loads one)", pin)
+	default:
+		add("datapath", SevWarn, "cannot tell whether a filter datapath is pinned in %s: %v", pin, err)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ func goodEnv() *doctorEnv {
 		release:  func() (string, error) { return "6.18.44-fc-v1045", nil },
 		fsType:   func(string) (int64, error) { return unix.BPF_FS_MAGIC, nil },
 		readlink: func(string) (string, error) { return "mnt:[4026531832]", nil },
-		exists:   func(string) bool { return true },
+		stat:     func(string) error { return nil },
 		lookPath: func(n string) (string, error) { return "/usr/local/sbin/" + n, nil },
 		probeBPF: func() error { return nil },
 		mountInfo1: func() (string, error) {
@@ -98,8 +99,32 @@ func TestDoctorFindings(t *testing.T) {
 		{"bpffs only in this namespace's view", func(e *doctorEnv) {
 			e.mountInfo1 = func() (string, error) { return "22 1 0:21 / /sys rw - sysfs sysfs rw\n", nil }
 		}, "mountns", SevWarn, "init's mount table"},
+		// a user other than root cannot look into the 0700 pins: the
+		// doctor said "no filter datapath pinned" with a filter loaded
+		{"pins not readable", func(e *doctorEnv) {
+			e.euid = func() int { return 1000 }
+			e.stat = func(p string) error {
+				if strings.HasSuffix(p, "/config") {
+					return &fs.PathError{Op: "stat", Path: p, Err: unix.EACCES}
+				}
+				return nil
+			}
+		}, "datapath", SevInfo, "only root may look"},
+		{"nothing pinned", func(e *doctorEnv) {
+			e.stat = func(p string) error {
+				if strings.HasSuffix(p, "/config") {
+					return &fs.PathError{Op: "stat", Path: p, Err: unix.ENOENT}
+				}
+				return nil
+			}
+		}, "datapath", SevInfo, "no filter datapath pinned"},
 		{"no btf", func(e *doctorEnv) {
-			e.exists = func(p string) bool { return !strings.Contains(p, "btf") }
+			e.stat = func(p string) error {
+				if strings.Contains(p, "btf") {
+					return fs.ErrNotExist
+				}
+				return nil
+			}
 		}, "btf", SevInfo, "not needed"},
 		{"no clang", func(e *doctorEnv) {
 			e.lookPath = func(n string) (string, error) {
