@@ -212,6 +212,86 @@ func TestSynopsisAndUsage(t *testing.T) {
 	}
 }
 
+// TestUsageAndPageAgree: an option whose usage (-h) says it has no effect
+// or is not supported must not be described as working by its page (a
+// reader would rely on it), and the page must say so too. ippool(8)
+// described -z as zeroing the statistics (refused: unsupported) and -O as
+// choosing the fields (ignored); ipftest(1) its ignored -d, -o and -X as
+// features, and ipnat(8) its ignored -X.
+func TestUsageAndPageAgree(t *testing.T) {
+	for _, s := range optionSources {
+		if s.usage == "" || s.flags {
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join(srcDir, s.page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defs := definitions(string(src))
+		text := stringConsts(t, filepath.Join("../..", s.pkg))[s.usage]
+		for _, seg := range usageSegments(text) {
+			var want []string
+			switch {
+			case strings.Contains(seg, "no effect"), strings.Contains(seg, "ignored"):
+				want = []string{"no effect", "ignored"}
+			case strings.Contains(seg, "not supported"):
+				want = []string{"not supported"}
+			default:
+				continue
+			}
+			for o := range usageOptions(seg, false) {
+				d, ok := defs[o]
+				if !ok {
+					continue // TestOptionsDocumented reports it
+				}
+				if !slices.ContainsFunc(want, func(w string) bool { return strings.Contains(strings.ToLower(d), w) }) {
+					t.Errorf("%s: %s is %q in %s's usage, but the page says %q", s.page, o, strings.TrimSpace(seg), s.pkg, d)
+				}
+			}
+		}
+	}
+}
+
+// usageSegments splits a usage text into its statements: continuation
+// lines (indented deeper than an option's) joined to their line, then
+// split at semicolons.
+func usageSegments(text string) []string {
+	var lines []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "      ") && len(lines) > 0 && !strings.HasPrefix(strings.TrimSpace(l), "ip") {
+			lines[len(lines)-1] += " " + strings.TrimSpace(l)
+			continue
+		}
+		lines = append(lines, l)
+	}
+	var out []string
+	for _, l := range lines {
+		out = append(out, strings.Split(l, ";")...)
+	}
+	return out
+}
+
+// definitions returns, for each option of a definition term ("-X"), the
+// text of its definition (the ":   " line and those after it up to a
+// blank line).
+func definitions(src string) map[string]string {
+	out := map[string]string{}
+	lines := strings.Split(src, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		if !strings.HasPrefix(lines[i+1], ":   ") {
+			continue
+		}
+		var d []string
+		for j := i + 1; j < len(lines) && strings.TrimSpace(lines[j]) != ""; j++ {
+			d = append(d, strings.TrimPrefix(lines[j], ":   "))
+		}
+		for _, m := range termOptRE.FindAllStringSubmatch(lines[i], -1) {
+			out[m[1]] = strings.Join(d, " ")
+		}
+	}
+	return out
+}
+
 var boldRE = regexp.MustCompile(`\*\*([^*]+)\*\*`)
 
 // synopsisOptions returns the options named in bold in a page's SYNOPSIS:

@@ -102,10 +102,10 @@ const Usage = `usage: ipftest [-6bCdDoRvx] [-F text|hex] [-i file] [-I if] [-l l
   -i file   packets to run through them (default standard input)
   -F fmt    the packets' format: text (default) or hex
   -I if     interface for packets that name none (default anon0)
-  -S ip     source address of the interface for -I
+  -S ip     packets from ip are inbound
   -T arg    tunables: list, or name=value[,...]
   -l file   write the log records (for ipmon -f)
-  -6        IPv6 rules;  -R  do not resolve names;  -C  verify checksums
+  -6        IPv6 rules;  -R  do not resolve names;  -C  compute the checksums of hex input
   -b        one word per packet;  -v  verbose;  -x  hex dump of each packet
   -D        dump the state, NAT and pool tables at the end
   -d -o -X  accepted, no effect;  -M user (kern is not supported)
