@@ -213,8 +213,12 @@ func load(opts Options, mutate func(*ebpf.CollectionSpec)) (*Datapath, error) {
 		return fail(err)
 	}
 	// the sweeper reclaims expired entries from now on, with no process
-	// around; a reload points it at the new program
-	if _, err := d.control(ctlArm, 0); err != nil {
+	// around; a reload points it at the new program. Its timer's memory
+	// may be refused for a moment (retry.go)
+	if err := retry(armTries, armPause, time.Sleep, func() error {
+		_, err := d.control(ctlArm, 0)
+		return err
+	}); err != nil {
 		return fail(fmt.Errorf("starting the state sweeper: %w", err))
 	}
 	if !opts.NoPin {
