@@ -1243,7 +1243,13 @@ type Stats struct {
 	Expired, Flushed, HostmapNew, HostmapAdd, WildUsed uint64
 	// NoSlow counts packets left alone for want of a slow program
 	// (nothing in use: Load puts them in place).
-	NoSlow                    uint64
+	NoSlow uint64
+	// NoTimer counts sessions (and proxy wildcards) not made because
+	// their timer could not be set (the kernel's allocation failed):
+	// without one they would never end. Their packets count InsertFail.
+	// In ipftest's mode (SetIPFTestMode), where sessions never age,
+	// they are made without a timer and counted here all the same.
+	NoTimer                   uint64
 	Active, Wilds             uint64 // now
 	Rules, MapRules, RdrRules int
 	TableMax                  uint64
@@ -1325,7 +1331,7 @@ func (d *Datapath) Stats() (Stats, error) {
 		st.Side[side].Translated += st.Side[side].Fast
 	}
 	for i, p := range map[uint32]*uint64{nsExpired: &st.Expired, nsFlushed: &st.Flushed, nsHMNew: &st.HostmapNew,
-		nsHMAdd: &st.HostmapAdd, nsWildUsed: &st.WildUsed, nsNoSlow: &st.NoSlow} {
+		nsHMAdd: &st.HostmapAdd, nsWildUsed: &st.WildUsed, nsNoSlow: &st.NoSlow, nsNoTimer: &st.NoTimer} {
 		v, err := get(i)
 		if err != nil {
 			return st, err

@@ -123,6 +123,7 @@ const (
 	nsWildUsed   = 36
 	nsClones     = 37
 	nsNoSlow     = 38
+	nsNoTimer    = 39
 	nsN          = 48
 )
 

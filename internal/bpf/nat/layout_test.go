@@ -60,7 +60,7 @@ func TestLayoutConstants(t *testing.T) {
 		"NS_ADDED": nsAdded, "NS_MISS": nsMiss, "NS_TABLEMAX": nsTableMax, "NS_EXISTS": nsExists, "NS_ICMP": nsICMP,
 		"NS_FRAG": nsFrag, "NS_PROXYFAIL": nsProxyFail, "NS_INSERTFAIL": nsInsertFail, "NS_WRAP": nsWrap,
 		"NS_IFADDR": nsIfAddr, "NS_FASTGONE": nsFastGone, "NS_RACED": nsRaced, "NS_EXPIRED": nsExpired, "NS_FLUSHED": nsFlushed,
-		"NS_HMNEW": nsHMNew, "NS_HMADD": nsHMAdd, "NS_WILDUSED": nsWildUsed, "NS_CLONES": nsClones, "NS_NOSLOW": nsNoSlow, "NS_N": nsN,
+		"NS_HMNEW": nsHMNew, "NS_HMADD": nsHMAdd, "NS_WILDUSED": nsWildUsed, "NS_CLONES": nsClones, "NS_NOSLOW": nsNoSlow, "NS_NOTIMER": nsNoTimer, "NS_N": nsN,
 		"SLOW_IN": slowIn, "SLOW_OUT": slowOut, "SLOW_PRE": slowPre, "SLOW_N": slowN,
 	} {
 		want, ok := defs[name]

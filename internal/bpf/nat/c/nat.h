@@ -175,6 +175,7 @@ struct nat_hot {
 #define NS_WILDUSED 36
 #define NS_CLONES 37
 #define NS_NOSLOW 38     /* packets left alone: no slow program (never in use) */
+#define NS_NOTIMER 39    /* sessions whose timer could not be set: not made (sess_arm) */
 #define NS_N 48
 
 /* ftp proxy line buffer and limits (ip_ftp_pxy.c FTP_BUFSZ, IPF_FTPBUFSZ). */
