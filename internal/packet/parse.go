@@ -340,9 +340,18 @@ func (i *Info) walkIPv4Options(opts []byte) {
 // its authority, as walkIPv4Options records them from opts (the option
 // bytes after the fixed 20-byte header).
 func IPv4FragKeyOptions(opts []byte) (optmsk uint32, secmsk, auth uint16) {
+	optmsk, secmsk, auth = IPv4OptionMasks(opts)
+	return optmsk & ipv4OptCopy, secmsk, auth
+}
+
+// IPv4OptionMasks returns the option bits, security class and authority
+// walkIPv4Options records from opts (the option bytes after the fixed
+// 20-byte header): what ipf_pr_ipv4hdr sets of a header that is not the
+// packet's own, such as the one an ICMP error quotes.
+func IPv4OptionMasks(opts []byte) (optmsk uint32, secmsk, auth uint16) {
 	var i Info
 	i.walkIPv4Options(opts)
-	return i.OptMask & ipv4OptCopy, i.SecMask, i.Auth
+	return i.OptMask, i.SecMask, i.Auth
 }
 
 // ipv4OptCopy is IPFilter's IPF_OPTCOPY: the OptMask bits of the IPv4

@@ -69,11 +69,22 @@ static long ipv4_opt_step(__u32 n, void *ctx)
 		return 1;
 	if (len > 4)
 		p->optbits |= optbit_tab[BOUND(type, 255)];
+	/* the class and its authority as ipf_pr_ipv4hdr reads them: from
+	 * an option of more than 4 bytes (the engine's walkIPv4Options),
+	 * the authority only with a known class, its second byte only when
+	 * the first has the continuation bit */
 	if (type == 0x82) {
 		if (++c->nsec > 1)
 			p->flags |= PF_BAD;
-		if (i + 2 < 40)
+		else if (len > 4 && i + 4 < 40) {
+			__u16 a;
+
 			p->secclass = ipso_tab[BOUND(opt[BOUND(i + 2, 63)], 255)];
+			a = (__u16)opt[BOUND(i + 3, 63)] << 8 | opt[BOUND(i + 4, 63)];
+			if (!(a & 0x0100))
+				a &= 0xff00;
+			p->auth = p->secclass ? a : 0;
+		}
 	}
 	if (type == 0x86 && (len < 6 || len > 40))
 		p->flags |= PF_BAD;
