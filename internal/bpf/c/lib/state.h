@@ -1551,7 +1551,10 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	if (p->family == 4) {
 		__u32 hl;
 
-		if (p->plen < 48 || bpf_skb_load_bytes(skb, off, h, 20) < 0)
+		/* ipf_checkicmpmatchingstate takes an error whose own header
+		 * is the basic 20 bytes only (fin_hlen), as the engine's
+		 * icmpErrorState (semantics state-icmp-error-outer-options) */
+		if (p->plen < 48 || (p->flags & PF_IPOPTS) || bpf_skb_load_bytes(skb, off, h, 20) < 0)
 			return 0;
 		hl = (h[0] & 0xf) * 4;
 		if (hl < 20 || (((h[6] << 8) | h[7]) & 0x1fff))
