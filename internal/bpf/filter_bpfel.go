@@ -420,7 +420,8 @@ type filterStateEntry struct {
 	_        structs.HostLayout
 	Pass     uint32
 	Rule     uint32
-	Slot     uint32
+	Slot     uint16
+	Auth     uint16
 	Gen      uint32
 	Ifindex  [4]uint32
 	Age      [2]uint32
@@ -521,7 +522,8 @@ type filterWork struct {
 		Wscale   uint8
 		Sackok   uint8
 		L4proto  uint8
-		_        [3]byte
+		_        [1]byte
+		Auth     uint16
 		Ipid     uint32
 		Fragoff  uint32
 	}

@@ -102,7 +102,12 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 		}
 		emb.V, emb.Proto = 4, ip[9]
 		if hl > 20 {
+			// ipf_checkicmpmatchingstate parses the quoted header
+			// as a packet (ipf_makefrip): its option bits, security
+			// class and authority are compared with the entry's
+			// (semantics state-icmp-error-quote-options)
 			emb.Flx |= uint32(packet.FlagOptions)
+			emb.Opt, emb.Sec, emb.Auth = packet.IPv4OptionMasks(ip[20:hl])
 		}
 		// IPFilter's ipf_checkicmpmatchingstate looks up only quoted
 		// TCP, UDP and ICMP packets: an error quoting any other

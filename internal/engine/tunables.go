@@ -51,7 +51,7 @@ var tunableTable = []Tunable{
 	{"ip_timeout", "fr_iptimeout", 1, 0x7fffffff, uint64(stateDefaults.IPTimeout), false},
 	{"state_max", "fr_statemax", 1, 0x7fffffff, uint64(stateDefaults.Max), false},
 	{"state_size", "fr_statesize", 1, 0x7fffffff, 5737, false},
-	{"state_lock", "fr_state_lock", 0, 1, 0, true},
+	{"state_lock", "fr_state_lock", 0, 1, 0, false},
 	{"state_maxbucket", "fr_state_maxbucket", 1, 0x7fffffff, 26, false},
 	{"state_logging", "ipstate_logging", 0, 1, 1, false},
 	{"state_wm_high", "", 2, 100, 99, false},
@@ -142,6 +142,76 @@ func (t *Tunables) Set(name string, v uint64) error {
 		t.vals["state_maxbucket"] = 2 * uint64(bits.Len64(v))
 	}
 	return nil
+}
+
+// IPFilter's error numbers for a tunable that ipftest's -T cannot set
+// (ipf_ipftune's IPFERROR codes, which ipf_perror_fd prints with their
+// text, TuneErrorText).
+const (
+	TuneNotFound     = 77
+	TuneWhileRunning = 78
+	TuneOutsideRange = 79
+)
+
+// TuneErrorText is IPFilter's text for each of its tunable error numbers.
+var TuneErrorText = map[int]string{
+	TuneNotFound:     "could not find tunable",
+	TuneWhileRunning: "tunable can only be changed when ipfilter disabled",
+	TuneOutsideRange: "new tunable value outside accepted range",
+}
+
+// notInIPFilter are tunables Sluice has that IPFilter 5's table has not.
+var notInIPFilter = map[string]bool{"fr_defnatage": true, "fr_defnatipage": true, "fr_defnaticmpage": true}
+
+// SetChecked changes one tunable as IPFilter's SIOCIPFSET does in its
+// ipftest, where the filter is always running: by its 5.x name only,
+// never frag_size (its table is made at start), and within the range
+// -T list shows, taken literally (min_ttl and icmp_minfragmtu list 0-1,
+// so their defaults 4 and 68 cannot be set back; ipf -T on a live
+// datapath is ipfctl's, not this). It returns IPFilter's error number
+// (TuneErrorText), 0 when the value is set; a refused value leaves the
+// tunable as it was.
+func (t *Tunables) SetChecked(name string, v uint64) int {
+	d, ok := t.ipfTunable(name)
+	switch {
+	case !ok:
+		return TuneNotFound
+	case d.Name == "frag_size":
+		// IPFT_WRDISABLED: the fragment table is sized at start
+		return TuneWhileRunning
+	case v < d.Min || v > d.Max:
+		return TuneOutsideRange
+	case d.ReadOnly:
+		// active: its range (0-0) holds its one value
+		return 0
+	}
+	if err := t.Set(d.Name, v); err != nil {
+		return TuneOutsideRange
+	}
+	return 0
+}
+
+// Line returns name's `-T list` line, as ipftest prints a tunable named
+// without a value; ok is false for a name IPFilter's table lacks.
+func (t *Tunables) Line(name string) (string, bool) {
+	d, ok := t.ipfTunable(name)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("%s\tmin %d\tmax %d\tcurrent %d", d.Name, d.Min, d.Max, t.vals[d.Name]), true
+}
+
+// ipfTunable finds a tunable by IPFilter 5's name (ipf_tune_findbyname).
+func (t *Tunables) ipfTunable(name string) (*Tunable, bool) {
+	if notInIPFilter[name] {
+		return nil, false
+	}
+	for i := range tunableTable {
+		if d := &tunableTable[i]; d.Name == name {
+			return d, true
+		}
+	}
+	return nil, false
 }
 
 // SetString applies "name=value[,name=value...]" as ipftest -T and

@@ -340,9 +340,18 @@ func (i *Info) walkIPv4Options(opts []byte) {
 // its authority, as walkIPv4Options records them from opts (the option
 // bytes after the fixed 20-byte header).
 func IPv4FragKeyOptions(opts []byte) (optmsk uint32, secmsk, auth uint16) {
+	optmsk, secmsk, auth = IPv4OptionMasks(opts)
+	return optmsk & ipv4OptCopy, secmsk, auth
+}
+
+// IPv4OptionMasks returns the option bits, security class and authority
+// walkIPv4Options records from opts (the option bytes after the fixed
+// 20-byte header): what ipf_pr_ipv4hdr sets of a header that is not the
+// packet's own, such as the one an ICMP error quotes.
+func IPv4OptionMasks(opts []byte) (optmsk uint32, secmsk, auth uint16) {
 	var i Info
 	i.walkIPv4Options(opts)
-	return i.OptMask & ipv4OptCopy, i.SecMask, i.Auth
+	return i.OptMask, i.SecMask, i.Auth
 }
 
 // ipv4OptCopy is IPFilter's IPF_OPTCOPY: the OptMask bits of the IPv4
@@ -653,14 +662,14 @@ func (i *Info) parseIPv6(b []byte, o ParseOptions) error {
 			// even around a routing header, and a keep state rule
 			// then makes no entry), though IPv6 allows one on each
 			// side of a routing header.
-			proto = i.extHdr(p, false, proto)
+			proto = i.extHdr(p, proto)
 		case ProtoRouting:
 			proto = i.routing6(p)
 		case ProtoAH:
 			// IPFilter walks AH6 like a generic extension header and
 			// records it under the hop-by-hop bit.
 			i.Flags |= FlagAH
-			proto = i.extHdr(p, false, ProtoHopOpts)
+			proto = i.extHdr(p, ProtoHopOpts)
 			if proto != ProtoNone && i.DLen < AHMinimumSize {
 				// IPFilter then wants a whole AH header's worth
 				// (12 bytes) beyond it: less is short, whatever
@@ -729,8 +738,11 @@ func extHdrBit(p uint8) uint32 {
 }
 
 // extHdr is ipf_pr_ipv6exthdr: skip one extension header at L4Off and
-// return its next header (ProtoNone when short or malformed).
-func (i *Info) extHdr(p []byte, multiple bool, proto uint8) uint8 {
+// return its next header (ProtoNone when short or malformed). A header
+// type seen twice makes the packet bad: IPFilter's `multiple` argument is
+// false for every header Sluice walks (a second destination-options
+// header included, ops17), so it is not kept.
+func (i *Info) extHdr(p []byte, proto uint8) uint8 {
 	i.Flags |= FlagV6ExtHdr
 	if i.DLen < 8 {
 		i.Flags |= FlagShort
@@ -755,7 +767,7 @@ func (i *Info) extHdr(p []byte, multiple bool, proto uint8) uint8 {
 		return next
 	}
 	if bit := extHdrBit(proto); bit != 0 {
-		if !multiple && i.OptMask&bit != 0 {
+		if i.OptMask&bit != 0 {
 			i.Flags |= FlagBad
 		} else {
 			i.OptMask |= bit
@@ -767,7 +779,7 @@ func (i *Info) extHdr(p []byte, multiple bool, proto uint8) uint8 {
 // routing6 is ipf_pr_routing6.
 func (i *Info) routing6(p []byte) uint8 {
 	start := i.L4Off
-	next := i.extHdr(p, false, ProtoRouting)
+	next := i.extHdr(p, ProtoRouting)
 	if next == ProtoNone {
 		return ProtoNone
 	}
@@ -785,7 +797,7 @@ func (i *Info) routing6(p []byte) uint8 {
 // fragment6 is ipf_pr_fragment6.
 func (i *Info) fragment6(p []byte) uint8 {
 	start := i.L4Off
-	next := i.extHdr(p, false, ProtoFragment)
+	next := i.extHdr(p, ProtoFragment)
 	i.Flags |= FlagFrag
 	if next == ProtoNone && i.L4Off == start {
 		return ProtoNone

@@ -1517,33 +1517,29 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 		if c := e.flx[b2i(!errOut)*2+b2i(backward)] & (flxTCPUDP | flxOptions); c != 0 && c != emb.Flx {
 			continue
 		}
-		if emb.Flx&flxOptions == 0 && e.opt[b2i(backward)] != 0 {
-			// A quoted header without options (IPv6: without extension
-			// headers) is no packet of a direction whose packets carry
-			// them (ipf_matchsrcdst's is_opt test on the quoted header).
+		// ipf_matchsrcdst's is_opt, is_secmsk and is_auth tests on the
+		// quoted header: its options (IPv6: none, its extension headers
+		// are not read) must be those of its direction, its IPSO class
+		// and authority the flow's. A header without options has none,
+		// so it is no packet of a direction whose packets carry them,
+		// nor of a flow opened with a class (ipfdiff seed 1701 bucket
+		// 30; semantics state-icmp-error-quote-no-sec-class); one with
+		// options is read as a packet is (its class, authority and
+		// option bits: semantics state-icmp-error-quote-options).
+		r := b2i(backward)
+		if emb.Opt&e.optMask[r] != e.opt[r] || emb.Sec != e.sec || emb.Auth != e.auth {
 			continue
 		}
-		if emb.Flx&flxOptions == 0 && e.sec != 0 {
-			// ipf_matchsrcdst compares the quoted header's security
-			// class with the entry's (is_secmsk): a header without
-			// options has none, so it is no packet of a flow opened
-			// with an IPSO/CIPSO class, whichever way it went (ipfdiff
-			// seed 1701 bucket 30; semantics
-			// state-icmp-error-quote-no-sec-class). A quoted header
-			// with options is taken without reading its class.
-			continue
-		}
-		if fi := b2i(!errOut)*2 + b2i(backward); backward && e.flx[fi] == 0 && e.optMask[1] == 0 &&
-			emb.Flx&flxOptions == 0 {
+		if fi := b2i(!errOut)*2 + b2i(backward); backward && e.flx[fi] == 0 && e.optMask[1] == 0 {
 			// ipf_matchsrcdst on the quoted header records it as the
-			// first reply: replies carry no options from now on (and
-			// the entry is no longer identical to a fresh one). A
-			// quoted header with options is left alone: its option
-			// bits are not read here. It runs before
+			// first reply: replies carry its options from now on (none
+			// for a header without them; and the entry is no longer
+			// identical to a fresh one). It runs before
 			// ipf_allowstateicmp, so an error that no-icmp-err or the
 			// error count then refuses has recorded it too (semantics
 			// state-icmp-noicmperr-first-reply).
 			e.optMask[1] = optMaskFor(e.V)
+			e.opt[1] = emb.Opt & e.optMask[1]
 		}
 		if e.flags&flagNoICMP != 0 {
 			return nil, false, false

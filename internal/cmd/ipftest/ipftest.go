@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"slices"
@@ -243,15 +244,7 @@ func (r *run) option(o getopt.Opt) error {
 		}
 		r.srcIn = a
 	case 'T':
-		if o.Arg == "list" {
-			for _, l := range r.tun.List() {
-				fmt.Fprintln(r.out, l)
-			}
-			return nil
-		}
-		if err := r.tun.SetString(o.Arg); err != nil {
-			return fmt.Errorf("-T: %v", err)
-		}
+		r.tuning(o.Arg)
 		r.eng.ApplyTunables()
 		if r.nat != nil {
 			r.nat.SetMaxSessions(r.natTableMax())
@@ -262,6 +255,72 @@ func (r *run) option(o getopt.Opt) error {
 		r.hexOut = true
 	}
 	return nil
+}
+
+// tuning is IPFilter's ipf_dotuning as its ipftest runs it: each
+// comma-separated word is "list", name=value (set) or a name (shown as
+// -T list shows it). A value is read as sscanf's %lu reads it; a word
+// that cannot be done is reported on stderr with IPFilter's error number
+// and text, and ends the argument (the words after it are not done), but
+// not ipftest: it goes on with the tunables as they are and exits 0.
+// What may be set is engine.Tunables.SetChecked's.
+func (r *run) tuning(arg string) {
+	for _, w := range strings.FieldsFunc(arg, func(c rune) bool { return c == ',' }) {
+		if w == "list" {
+			for _, l := range r.tun.List() {
+				fmt.Fprintln(r.out, l)
+			}
+			continue
+		}
+		name, val, set := strings.Cut(w, "=")
+		if !set {
+			l, ok := r.tun.Line(name)
+			if !ok {
+				fmt.Fprintf(r.env.Stderr, "%d:ioctl(SIOCIPFGET) %s\n", engine.TuneNotFound, engine.TuneErrorText[engine.TuneNotFound])
+				return
+			}
+			fmt.Fprintln(r.out, l)
+			continue
+		}
+		v, ok := scanUlong(val)
+		if !ok {
+			fmt.Fprintf(r.env.Stderr, "invalid value '%s'\n", name)
+			return
+		}
+		if code := r.tun.SetChecked(name, v); code != 0 {
+			fmt.Fprintf(r.env.Stderr, "%d:ioctl(SIOCIPFSET) %s\n", code, engine.TuneErrorText[code])
+			return
+		}
+	}
+}
+
+// scanUlong reads s as sscanf's %lu does: white space, a sign, then
+// decimal digits up to the first other byte (at least one); a negative
+// value wraps, and one too large for 64 bits is the largest.
+func scanUlong(s string) (uint64, bool) {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	var v uint64
+	n, over := 0, false
+	for ; n < len(s) && s[n] >= '0' && s[n] <= '9'; n++ {
+		d := uint64(s[n] - '0')
+		if v > (math.MaxUint64-d)/10 {
+			over = true
+		}
+		v = v*10 + d
+	}
+	switch {
+	case n == 0:
+		return 0, false
+	case over:
+		return math.MaxUint64, true
+	case neg:
+		return -v, true
+	}
+	return v, true
 }
 
 // maxFileSize bounds a rule file (-r, -N, -P), as ipf's own bound does:

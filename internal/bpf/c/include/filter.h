@@ -732,7 +732,8 @@ struct state_cnt {
 struct state_entry {
 	__u32 pass;
 	__u32 rule;     /* slot-relative rule index */
-	__u32 slot;
+	__u16 slot;
+	__u16 auth;     /* IPSO authority of the creating packet, with secclass */
 	__u32 gen;      /* generation of the slot's rules that made it */
 	__u32 ifindex[4];
 	__u32 age[2];   /* seconds, 0 = default */
@@ -835,13 +836,13 @@ struct st_slot {
 _Static_assert(sizeof(struct st_slot) == 256, "st_slot: four lines");
 
 /* A datagram's fragments, as IPFilter keys them: interface, version,
- * protocol, id, addresses, options and security class. */
+ * protocol, id, addresses, options, security class and authority. */
 struct frag_key {
 	__u32 src[4];
 	__u32 dst[4];
 	__u32 id;
 	__u32 ifindex;
-	__u32 opt;
+	__u32 opt;      /* copied option bits, and the IPSO authority (frag_key_of) */
 	__u8 proto;
 	__u8 family;
 	__u8 secclass;

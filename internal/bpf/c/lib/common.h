@@ -43,6 +43,7 @@ struct pktinfo {
 	__u8 wscale;   /* from a SYN's options, 0xff if none */
 	__u8 sackok;
 	__u8 l4proto;  /* protocol of the header at l4off: proto, or what IPv4 AH carries */
+	__u16 auth;    /* the IPSO option's protection authority (fi_auth), 0 without a class */
 	__u32 ipid;    /* IPv4 id or IPv6 fragment id */
 	__u32 fragoff; /* fragment offset in bytes */
 };

@@ -16,8 +16,11 @@ static __always_inline void frag_key_of(struct frag_key *k, const struct pktinfo
 	k->id = p->ipid;
 	k->ifindex = p->ifindex;
 	/* IPF_OPTCOPY: only the options every fragment carries (the
-	 * engine's fragKeyOf) */
-	k->opt = p->optbits & 0x07ff00;
+	 * engine's fragKeyOf), bits 8-18; the IPSO authority (ipfr_auth)
+	 * in the word's free bits, its high byte in 24-31, its low one in
+	 * 0-7, so that the key keeps the size a pinned table has
+	 * (semantics frag-key-ipso-authority) */
+	k->opt = (p->optbits & 0x07ff00) | (__u32)(p->auth >> 8) << 24 | (p->auth & 0xff);
 	k->proto = p->proto;
 	k->family = p->family;
 	k->secclass = p->secclass;

@@ -69,11 +69,22 @@ static long ipv4_opt_step(__u32 n, void *ctx)
 		return 1;
 	if (len > 4)
 		p->optbits |= optbit_tab[BOUND(type, 255)];
+	/* the class and its authority as ipf_pr_ipv4hdr reads them: from
+	 * an option of more than 4 bytes (the engine's walkIPv4Options),
+	 * the authority only with a known class, its second byte only when
+	 * the first has the continuation bit */
 	if (type == 0x82) {
 		if (++c->nsec > 1)
 			p->flags |= PF_BAD;
-		if (i + 2 < 40)
+		else if (len > 4 && i + 4 < 40) {
+			__u16 a;
+
 			p->secclass = ipso_tab[BOUND(opt[BOUND(i + 2, 63)], 255)];
+			a = (__u16)opt[BOUND(i + 3, 63)] << 8 | opt[BOUND(i + 4, 63)];
+			if (!(a & 0x0100))
+				a &= 0xff00;
+			p->auth = p->secclass ? a : 0;
+		}
 	}
 	if (type == 0x86 && (len < 6 || len > 40))
 		p->flags |= PF_BAD;
@@ -515,8 +526,10 @@ struct v6walk {
 
 /* v6_exthdr skips the extension header at c->pos (of type proto, as the
  * bits count it) and returns the next header type, NH_NONE when it is
- * short or malformed (ipf_pr_ipv6exthdr). */
-static __always_inline __u8 v6_exthdr(struct v6walk *c, struct pktinfo *p, int multiple, __u8 proto)
+ * short or malformed (ipf_pr_ipv6exthdr). A type seen twice makes the
+ * packet bad (IPFilter's `multiple` is false for every header walked
+ * here; the engine's extHdr). */
+static __always_inline __u8 v6_exthdr(struct v6walk *c, struct pktinfo *p, __u8 proto)
 {
 	__u32 dlen = c->end - c->pos, shift, bit;
 
@@ -539,7 +552,7 @@ static __always_inline __u8 v6_exthdr(struct v6walk *c, struct pktinfo *p, int m
 	if (p->flags & PF_FRAG)
 		return c->h[0];
 	bit = v6x_bit(proto);
-	if (!multiple && (p->optbits & bit))
+	if (p->optbits & bit)
 		p->flags |= PF_BAD;
 	else
 		p->optbits |= bit;
@@ -563,21 +576,21 @@ static long v6_step(__u32 i, void *ctx)
 	case 0:
 	case 60: /* a second destination-options header is bad too (IPFilter) */
 	case 135:
-		next = v6_exthdr(c, p, 0, nh);
+		next = v6_exthdr(c, p, nh);
 		break;
 	case 51:
 		/* IPFilter walks an IPv6 AH like any extension header (its
 		 * length in 8-byte units, not AH's 4-byte ones) and records it
 		 * as hop-by-hop */
 		p->flags |= PF_AH;
-		next = v6_exthdr(c, p, 0, 0);
+		next = v6_exthdr(c, p, 0);
 		/* then a whole AH header's worth (12 bytes) must follow, or
 		 * the packet is short (the engine's walk) */
 		if (next != NH_NONE && c->pos + 12 > c->end)
 			p->flags |= PF_SHORT;
 		break;
 	case 43:
-		next = v6_exthdr(c, p, 0, nh);
+		next = v6_exthdr(c, p, nh);
 		if (next != NH_NONE && c->h[2] == 0 &&
 		    ((c->h[1] >> 1) < c->h[3] || (c->h[3] && (c->h[1] & 1)))) {
 			/* type 0 with more segments left than addresses */
@@ -588,7 +601,7 @@ static long v6_step(__u32 i, void *ctx)
 	case 44: {
 		__u32 fo;
 
-		next = v6_exthdr(c, p, 0, nh);
+		next = v6_exthdr(c, p, nh);
 		p->flags |= PF_FRAG;
 		if (next == NH_NONE && c->pos == start)
 			break;

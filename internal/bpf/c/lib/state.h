@@ -9,6 +9,7 @@
 
 #include <linux/in.h>
 #include "common.h"
+#include "parse.h" /* sl_ipv4_options, for a quoted header */
 #include "frag.h"
 #include "srcs.h"
 
@@ -1054,7 +1055,7 @@ static __always_inline void icmp_other_type(const struct pktinfo *p, __u64 now)
 				continue;
 			if (e->flx[fi] && e->flx[fi] != flx)
 				continue;
-			if (p->secclass != e->secclass)
+			if (p->secclass != e->secclass || p->auth != e->auth)
 				continue;
 			if (!rev ? o != e->opt : (e->flags & SF_OPTREV) && o != e->opt_rev)
 				continue;
@@ -1178,7 +1179,7 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		 * none (IPFilter's first entry saw the same replies) */
 		if (e->flx[fi] && e->flx[fi] != flx && (rev || (e->flx[fi] ^ flx) != flxvar_mask(e->flxvar)))
 			return NULL;
-		if (p->secclass != e->secclass)
+		if (p->secclass != e->secclass || p->auth != e->auth)
 			return NULL;
 		if (!rev ? o != e->opt : (e->flags & SF_OPTREV) && o != e->opt_rev)
 			return NULL;
@@ -1267,6 +1268,7 @@ static __always_inline int state_identical(const struct state_entry *a, const st
 			 a->wdst[3] != b->wdst[3]))
 		return 0;
 	return a->logtag == 0 && a->pass == b->pass && a->opt == b->opt && a->secclass == b->secclass &&
+	       a->auth == b->auth &&
 	       (a->flags & SF_OPTREV) == (b->flags & SF_OPTREV) && a->opt_rev == b->opt_rev;
 }
 
@@ -1354,6 +1356,7 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	ep->flx[(p->out & 1) * 2] = (p->flags & PF_CMP) | (p->flags & PF_OPTBAD ? PF_BAD : 0);
 	ep->opt = state_opt(p);
 	ep->secclass = p->secclass;
+	ep->auth = p->auth;
 	{
 		struct state_cnt *c = &ep->cnt[bpf_get_smp_processor_id() & (STATE_STRIPES - 1)];
 
@@ -1536,7 +1539,9 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	struct state_entry *e;
 	__u8 h[40];
 	__u8 l4[8];
-	__u32 off, l4off, slot;
+	__u32 off, l4off, slot, qopt = 0;
+	__u16 qauth = 0;
+	__u8 qsec = 0;
 	int backward = 0, ab;
 
 	if (!w)
@@ -1546,11 +1551,35 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	if (p->family == 4) {
 		__u32 hl;
 
-		if (p->plen < 48 || bpf_skb_load_bytes(skb, off, h, 20) < 0)
+		/* ipf_checkicmpmatchingstate takes an error whose own header
+		 * is the basic 20 bytes only (fin_hlen), as the engine's
+		 * icmpErrorState (semantics state-icmp-error-outer-options) */
+		if (p->plen < 48 || (p->flags & PF_IPOPTS) || bpf_skb_load_bytes(skb, off, h, 20) < 0)
 			return 0;
 		hl = (h[0] & 0xf) * 4;
 		if (hl < 20 || (((h[6] << 8) | h[7]) & 0x1fff))
 			return 0; /* quoted header of a non-first fragment: bad */
+		if (hl > 20) {
+			/* ipf_checkicmpmatchingstate parses the quoted header
+			 * as a packet (ipf_makefrip): its option bits, class
+			 * and authority, read by the packet's own walk into
+			 * the packet info, whose fields are then put back */
+			__u32 o = p->optbits, f = p->flags;
+			__u16 a = p->auth;
+			__u8 s = p->secclass;
+
+			p->optbits = 0;
+			p->secclass = 0;
+			p->auth = 0;
+			sl_ipv4_options(skb, off + 20, hl - 20);
+			qopt = p->optbits;
+			qsec = p->secclass;
+			qauth = p->auth;
+			p->optbits = o;
+			p->flags = f;
+			p->secclass = s;
+			p->auth = a;
+		}
 		k.family = 4;
 		k.proto = h[9];
 		__builtin_memcpy(&k.src[0], &h[12], 4);
@@ -1604,13 +1633,16 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	{
 		/* the quoted header must be a packet of its direction
 		 * (ipf_matchsrcdst on it): the flags its first packet
-		 * carried (TCP/UDP, IPv4 options), and options (IPv6:
-		 * extension headers) when the direction's packets carry
-		 * them, which a quoted header is read without (the engine's
-		 * LookupICMPError; semantics state-icmp6-error-exthdr) */
+		 * carried (TCP/UDP, IPv4 options); the options its
+		 * direction's packets carry (IPv6: extension headers, which
+		 * a quoted header is read without: semantics
+		 * state-icmp6-error-exthdr); the flow's class and authority,
+		 * none without options (is_secmsk, is_auth: semantics
+		 * state-icmp-error-quote-no-sec-class,
+		 * state-icmp-error-quote-options). The engine's
+		 * LookupICMPError. */
 		__u32 fi = ((!(p->out & 1)) * 2 + backward) & 3;
 		__u32 c = e->flx[fi] & (PF_TCPUDP | PF_IPOPTS), qflx = 0;
-		__u32 dopt = !backward ? e->opt : (e->flags & SF_OPTREV) ? e->opt_rev : 0;
 
 		if (k.proto == IPPROTO_TCP || k.proto == IPPROTO_UDP)
 			qflx |= PF_TCPUDP;
@@ -1618,23 +1650,18 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 			qflx |= PF_IPOPTS;
 		if (c && c != qflx)
 			return 0;
-		if (!(qflx & PF_IPOPTS) && dopt)
+		if (!backward ? qopt != e->opt : (e->flags & SF_OPTREV) && qopt != e->opt_rev)
 			return 0;
-		/* nor of a flow opened with a security class: a quoted
-		 * header without options has none (ipf_matchsrcdst's
-		 * is_secmsk test; the engine's LookupICMPError; semantics
-		 * state-icmp-error-quote-no-sec-class) */
-		if (!(qflx & PF_IPOPTS) && e->secclass)
+		if (qsec != e->secclass || qauth != e->auth)
 			return 0;
 	}
 	/* the quoted header, as the first reply, makes the options replies
-	 * carry none (the engine's LookupICMPError; a quoted IPv4 header
-	 * with options is left alone), before no-icmp-err or the error
-	 * count may refuse the error: ipf_matchsrcdst runs before
-	 * ipf_allowstateicmp (semantics state-icmp-noicmperr-first-reply) */
-	if (backward && !e->flx[((!(p->out & 1)) * 2 + 1) & 3] && !(e->flags & SF_OPTREV) &&
-	    !(p->family == 4 && (h[0] & 0xf) > 5)) {
-		e->opt_rev = 0;
+	 * carry its own (the engine's LookupICMPError), before no-icmp-err
+	 * or the error count may refuse the error: ipf_matchsrcdst runs
+	 * before ipf_allowstateicmp (semantics
+	 * state-icmp-noicmperr-first-reply) */
+	if (backward && !e->flx[((!(p->out & 1)) * 2 + 1) & 3] && !(e->flags & SF_OPTREV)) {
+		e->opt_rev = qopt;
 		state_flags_set(e, SF_OPTREV);
 	}
 	if (e->pass & FR_NOICMPERR)
