@@ -549,6 +549,17 @@ func compileTests(cr *ruleset.Rule, raw *filterRule, opts CompileOptions) error 
 		raw.Match |= mWith
 		raw.WithMask, raw.WithWant = cr.WithMask, cr.With&cr.WithMask
 	}
+	if cr.OptMask != 0 || cr.SecMask != 0 {
+		// IPv4 options and security classes are tested on IPv4 packets
+		// only (the engine's TestOpt, as IPFilter: `with not opt rr`
+		// matches no IPv6 packet): the rule is inet, and never matches
+		// in an inet6 rule. Without this an IPv6 packet's extension
+		// header bits, in the same word, were tested as options.
+		if raw.Family == 6 {
+			raw.Match |= mNever
+		}
+		raw.Family = 4
+	}
 	if cr.OptMask != 0 {
 		raw.Match |= mOpt
 		raw.OptMask, raw.OptWant = cr.OptMask, cr.Opt&cr.OptMask

@@ -37,7 +37,7 @@ func TestDifferentialRandom(t *testing.T) {
 	if testing.Short() {
 		sets = 30
 	}
-	diffRandom(t, h, seed, sets, randomRules)
+	diffRandom(t, h, seed, diffSets(t, sets), randomRules, true)
 	if h.fastSets == 0 {
 		t.Errorf("seed %d: no set ran on a program with constant lists", seed)
 	}
@@ -53,7 +53,7 @@ func TestDifferentialGroups(t *testing.T) {
 		sets = 40
 	}
 	for seed := diffSeed(t, 1); seed <= diffSeed(t, 1)+1; seed++ {
-		diffRandom(t, h, seed, sets, randomGroupRules)
+		diffRandom(t, h, seed, diffSets(t, sets), randomGroupRules, false)
 	}
 }
 
@@ -68,7 +68,7 @@ func TestDifferentialRuns(t *testing.T) {
 	}
 	var hits uint64
 	for seed := diffSeed(t, 1); seed <= diffSeed(t, 1)+1; seed++ {
-		hits += diffRandom(t, h, seed, sets, randomRunRules)
+		hits += diffRandom(t, h, seed, diffSets(t, sets), randomRunRules, false)
 	}
 	if hits == 0 {
 		t.Error("no packet matched a rule in a run: the test exercised no run")
@@ -138,7 +138,7 @@ func TestDifferentialGroupMap(t *testing.T) {
 		sets = 40
 	}
 	for seed := diffSeed(t, 1); seed <= diffSeed(t, 1)+1; seed++ {
-		diffRandom(t, h, seed, sets, randomCallRules)
+		diffRandom(t, h, seed, diffSets(t, sets), randomCallRules, false)
 	}
 }
 
@@ -156,9 +156,25 @@ func diffSeed(t *testing.T, def uint64) uint64 {
 	return v
 }
 
+// diffSets is n rule sets times SLUICE_DIFF_SCALE (default 1): CI's count,
+// or many more to search new seeds for longer (docs/datapath-cost.md,
+// "Long fuzzing and new seeds").
+func diffSets(t *testing.T, n int) int {
+	s := os.Getenv("SLUICE_DIFF_SCALE")
+	if s == "" {
+		return n
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 {
+		t.Fatalf("SLUICE_DIFF_SCALE %q: want a positive integer", s)
+	}
+	return n * v
+}
+
 // diffRandom compares the engine and the kernel datapath over sets rule
-// sets drawn by gen, 24 packets each.
-func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.Rand) string) (runHits uint64) {
+// sets drawn by gen, 24 packets each; wide flows carry IPv4 options and
+// out-of-order fragments (flowGen.wide).
+func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.Rand) string, wide bool) (runHits uint64) {
 	pkts := 24
 	pf, err := ippool.Parse("ippool.conf", randPools)
 	if err != nil {
@@ -169,7 +185,7 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	var compared, failures, refused, runRules int
+	var compared, failures, refused, runRules, withOpts int
 	// the programs the sets ran on: specialised ones (never the generic
 	// one), several, grown from one set to the next
 	variants, grown := map[uint64]bool{}, 0
@@ -229,6 +245,7 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 		eng := engine.New(engine.Config{Clock: &state.ManualClock{}, Pools: pools})
 		eng.Sets().Store(0, set)
 		gen := newFlowGen(rng)
+		gen.wide = wide
 		var trace []string
 		fail := func(format string, args ...any) {
 			failures++
@@ -238,6 +255,9 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 		for i := 0; i < pkts; i++ {
 			fp := gen.next()
 			trace = append(trace, fmt.Sprintf("  %d: %s", i+1, fp))
+			if len(fp.opts) > 0 {
+				withOpts++
+			}
 			frame := fp.frame()
 			var p engine.Packet
 			p.Load(append([]byte(nil), frame[14:]...), "eth0", fp.out, 0)
@@ -281,6 +301,9 @@ func diffRandom(t *testing.T, h *harness, seed uint64, sets int, gen func(*rand.
 	t.Logf("seed %d: %d rule sets (%d too costly for the kernel), %d packets compared, %d rules in runs, %d hits on them; "+
 		"%d specialised programs, %d sets needing a feature the one before did not; %d sets with constant lists so far",
 		seed, sets, refused, compared, runRules, runHits, len(variants), grown, h.fastSets)
+	if wide && withOpts == 0 && compared > 500 {
+		t.Errorf("seed %d: no packet with IPv4 options in %d", seed, compared)
+	}
 	if variants[genericSpec.key()] {
 		t.Errorf("seed %d: a set ran on the generic program", seed)
 	}
@@ -600,7 +623,8 @@ func randomRules(r *rand.Rand) string {
 		}
 		if act != "count" && r.IntN(5) == 0 {
 			b.WriteString(pick(r, []string{" with frag", " with not frag", " with mcast", " with v6hdrs",
-				" with v6hdr dstopts", " with not v6hdr hopopts", " with v6hdr hopopts,routing"}))
+				" with v6hdr dstopts", " with not v6hdr hopopts", " with v6hdr hopopts,routing",
+				" with ipopts", " with opt lsrr", " with not opt rr", " with opt nop,ts", " with not ipopts"}))
 		}
 		kept := strings.HasPrefix(act, "pass") && r.IntN(2) == 0 || (act == "block" || act == "auth") && r.IntN(8) == 0
 		if kept {
@@ -681,6 +705,7 @@ type flowPkt struct {
 	exts     []uint8 // IPv6 extension headers, 8 bytes each unless extLen says
 	extLen   []uint8 // per header, its length field (8*(n+1) bytes); missing: 0
 	ah       bool    // IPv4: an AH header (12 bytes) before the transport header
+	opts     []byte  // IPv4 options (a multiple of 4 bytes)
 	// fragment: IPv4 offset/MF, or the fields of each IPv6 fragment header
 	// (44 in exts); a fragment with an offset carries opaque payload
 	fragOff  uint16 // bytes, a multiple of 8
@@ -704,6 +729,9 @@ func (f flowPkt) String() string {
 	}
 	if f.ah {
 		dir += " ah"
+	}
+	if len(f.opts) > 0 {
+		dir += fmt.Sprintf(" opts % x", f.opts)
 	}
 	switch f.proto {
 	case 6:
@@ -756,9 +784,10 @@ func (f flowPkt) frame() []byte {
 	copy(frame[6:12], []byte{2, 0, 0, 0, 0, 1})
 	if !f.v6 {
 		binary.BigEndian.PutUint16(frame[12:], 0x0800)
-		ip := make([]byte, 20)
-		ip[0] = 0x45
-		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)))
+		ip := make([]byte, 20, 20+len(f.opts))
+		ip = append(ip, f.opts...)
+		ip[0] = 0x40 | byte(len(ip)/4)
+		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)+len(l4)))
 		binary.BigEndian.PutUint16(ip[4:], uint16(f.fragID))
 		fo := f.fragOff / 8
 		if f.fragMore {
@@ -770,7 +799,7 @@ func (f flowPkt) frame() []byte {
 		if f.ah {
 			// next header, length (12 bytes: (1+2)*4), SPI, sequence
 			l4 = append([]byte{f.proto, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}, l4...)
-			binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)))
+			binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)+len(l4)))
 			ip[9] = 51
 		}
 		s, d := f.src.As4(), f.dst.As4()
@@ -818,6 +847,11 @@ type flowGen struct {
 	flows   []flowPkt // the last packet sent on each flow
 	pending []flowPkt // later fragments of datagrams sent
 	fragID  uint32
+	// wide adds shapes the other users of flowGen (and
+	// TestDifferentialGroups, Runs, GroupMap, about groups) keep out of
+	// their seeds' streams: IPv4 options, and a later fragment sent
+	// before the first one of its datagram
+	wide bool
 }
 
 func newFlowGen(r *rand.Rand) *flowGen { return &flowGen{r: r} }
@@ -839,7 +873,7 @@ func (g *flowGen) next() flowPkt {
 		p = g.fresh()
 		g.flows = append(g.flows, p)
 	}
-	p.exts, p.extLen, p.ah = nil, nil, false
+	p.exts, p.extLen, p.ah, p.opts = nil, nil, false, nil
 	p.fragOff, p.fragMore, p.fragID = 0, false, 0
 	if p.v6 && r.IntN(4) == 0 {
 		// 0 to 16 extension headers in any order, repeats included
@@ -853,14 +887,36 @@ func (g *flowGen) next() flowPkt {
 	if !p.v6 && r.IntN(6) == 0 {
 		p.ah = true
 	}
+	if g.wide && !p.v6 && r.IntN(5) == 0 {
+		// one or two options; lsrr/ssrr with a pointer past their one
+		// address, as after the last hop
+		for n := 1 + r.IntN(2); n > 0; n-- {
+			p.opts = append(p.opts, pick(r, randOpts)...)
+		}
+	}
 	hasFrag := false
 	for _, e := range p.exts {
 		hasFrag = hasFrag || e == 44
 	}
 	if r.IntN(8) == 0 || hasFrag {
 		g.fragment(&p)
+		if n := len(g.pending); g.wide && p.fragMore && r.IntN(4) == 0 {
+			// out of order: the later fragment now, the first after
+			p, g.pending[n-1] = g.pending[n-1], p
+		}
 	}
 	return p
+}
+
+// randOpts are IPv4 options, each padded to 4 bytes: NOPs, record route,
+// loose and strict source route, timestamp, router alert.
+var randOpts = [][]byte{
+	{1, 1, 1, 0},
+	{7, 7, 4, 0, 0, 0, 0, 0},
+	{131, 7, 8, 10, 0, 0, 9, 1},
+	{137, 7, 8, 10, 0, 0, 9, 1},
+	{68, 8, 5, 0, 0, 0, 0, 0},
+	{148, 4, 0, 0},
 }
 
 // fragment makes p the first fragment of a datagram (or an atomic

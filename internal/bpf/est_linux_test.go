@@ -435,6 +435,7 @@ func TestEstablishedDifferential(t *testing.T) {
 	if testing.Short() {
 		sets = 6
 	}
+	sets = diffSets(t, sets)
 	clearScratch, scratchUsed := scratchProbe(t, h.d)
 	pipelines := map[uint64]progPair{}
 	var decided [2]int

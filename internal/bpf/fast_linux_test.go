@@ -479,6 +479,7 @@ func TestFastPathDifferential(t *testing.T) {
 	if testing.Short() {
 		sets = 10
 	}
+	sets = diffSets(t, sets)
 	clearScratch, scratchUsed := scratchProbe(t, h.d)
 	full := map[uint64]progPair{}
 	var taken [2]int

@@ -226,7 +226,14 @@ func (g *randGen) ip(src, dst string, proto uint8, l4 []byte, fragOff uint16, id
 	if g.v6 {
 		return packettest.V6{Src: src, Dst: dst, Next: proto, HopLimit: 64, Payload: l4, L4Proto: proto}.Bytes()
 	}
-	return packettest.V4{Src: src, Dst: dst, Proto: proto, Payload: l4, FlagsOff: fragOff, ID: id}.Bytes()
+	var opts []byte
+	if g.r != nil && g.r.IntN(6) == 0 {
+		// IPv4 options: the transport header is not at 20 (NOPs,
+		// record route, router alert). Not in ICMP errors, which
+		// randomRun builds from the engine's output (no g.r).
+		opts = [][]byte{{1, 1, 1, 0}, {7, 7, 4, 0, 0, 0, 0, 0}, {148, 4, 0, 0}, {1, 1, 1, 1, 7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0}}[g.r.IntN(4)]
+	}
+	return packettest.V4{Src: src, Dst: dst, Proto: proto, Options: opts, Payload: l4, FlagsOff: fragOff, ID: id}.Bytes()
 }
 
 // packet returns a random packet, sometimes the reply to an earlier
