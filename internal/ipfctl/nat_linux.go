@@ -443,7 +443,10 @@ func FormatNATStats(st natbpf.Stats, verbose bool) string {
 	fmt.Fprintf(&b, "%d\torphan count\n%d\trule count\n%d\tmap rules\n%d\trdr rules\n%d\twilds\n",
 		0, st.Rules, st.MapRules, st.RdrRules, st.Wilds)
 	if verbose {
+		// Sluice's own lines: IPFilter's per-side "memory requests
+		// failed" has no side to give a timer the kernel refused
 		fmt.Fprintf(&b, "%d\ttable max\n", st.TableMax)
+		fmt.Fprintf(&b, "%d\tsessions refused, no timer\n", st.NoTimer)
 	}
 	return b.String()
 }
