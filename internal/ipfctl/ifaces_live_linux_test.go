@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // addLink adds a veth pair between the test's namespaces, a<n> in a and
@@ -105,7 +106,13 @@ func (tp *topo) addLink(n int) (name, addr string, del func()) {
 // ifindex returns the index of an interface of namespace b.
 func (tp *topo) ifindex(name string) int {
 	tp.t.Helper()
-	h, err := netlink.NewHandleAt(tp.b)
+	return tp.linkIn(tp.b, name).Attrs().Index
+}
+
+// linkIn returns interface name of namespace ns, as netlink reads it now.
+func (tp *topo) linkIn(ns netns.NsHandle, name string) netlink.Link {
+	tp.t.Helper()
+	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		tp.t.Fatal(err)
 	}
@@ -114,7 +121,7 @@ func (tp *topo) ifindex(name string) int {
 	if err != nil {
 		tp.t.Fatal(err)
 	}
-	return l.Attrs().Index
+	return l
 }
 
 // coverageOf runs ipf -V and returns its Interfaces/Unfiltered lines and

@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -470,16 +469,7 @@ func TestPrivilegedIpmonReportsLostRecords(t *testing.T) {
 // the filter.
 func (tp *topo) txDropped(ns netns.NsHandle, name string) uint64 {
 	tp.t.Helper()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		tp.t.Fatal(err)
-	}
-	defer h.Close()
-	l, err := h.LinkByName(name)
-	if err != nil {
-		tp.t.Fatal(err)
-	}
-	if st := l.Attrs().Statistics; st != nil {
+	if st := tp.linkIn(ns, name).Attrs().Statistics; st != nil {
 		return st.TxDropped
 	}
 	tp.t.Fatalf("%s: no statistics", name)
