@@ -17,6 +17,13 @@ make --no-print-directory install DESTDIR="$root" PREFIX=/usr SYSCONFDIR=/etc \
 
 mkdir -p "$root/DEBIAN" "$root/usr/share/doc/sluice"
 cp LICENSE "$root/usr/share/doc/sluice/copyright"
+# Debian policy: man pages and the changelog compressed with gzip -9n (no
+# name or time stamp inside, so two builds of one commit are the same)
+find "$root/usr/share/man" -type f -name '*.[0-9]' -exec gzip -9n {} +
+when="$(git log -1 --format=%cD 2>/dev/null || date -R)"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+printf 'sluice (%s) unstable; urgency=medium\n\n  * Built from the repository at %s.\n\n -- Sluice developers <sluice@localhost>  %s\n' \
+	"$version" "$commit" "$when" | gzip -9n > "$root/usr/share/doc/sluice/changelog.Debian.gz"
 size="$(du -sk --exclude=DEBIAN "$root" | cut -f1)"
 cat > "$root/DEBIAN/control" <<CONTROL
 Package: sluice
@@ -26,7 +33,6 @@ Maintainer: Sluice developers <sluice@localhost>
 Installed-Size: $size
 Section: net
 Priority: optional
-Depends: libc6
 Recommends: iproute2
 Description: IPFilter, IPQoS and netperf for Linux on eBPF
  Sluice re-creates HP-UX IPFilter (ipf, ipfstat, ipmon, ipnat, ippool,
