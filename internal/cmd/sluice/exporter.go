@@ -69,8 +69,8 @@ func parseExporterArgs(args []string, stderr io.Writer) (cfg exporterConfig, rc 
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.listen, "listen", DefaultExporterListen, "address to serve /metrics on (host:port; port 0 picks one)")
-	fs.StringVar(&cfg.pindir, "pindir", ipfctl.PinDir(), "the filter's pin directory (default $SLUICE_BPF_DIR or /sys/fs/bpf/sluice)")
-	fs.StringVar(&cfg.qosdir, "qos-pindir", ipfctl.QoSPinDir(), "IPQoS's pin directory (default $SLUICE_QOS_DIR or /sys/fs/bpf/sluice-qos)")
+	fs.StringVar(&cfg.pindir, "pindir", ipfctl.PinDir(), "the filter's pin directory ($SLUICE_BPF_DIR, else /sys/fs/bpf/sluice)")
+	fs.StringVar(&cfg.qosdir, "qos-pindir", ipfctl.QoSPinDir(), "IPQoS's pin directory ($SLUICE_QOS_DIR; empty: IPQoS's own default, /sys/fs/bpf/sluice-qos)")
 	fs.IntVar(&cfg.MaxRules, "max-rules", DefaultMaxRules, "rules exported one by one; the rest are summed in one series per list")
 	fs.BoolVar(&cfg.RuleText, "rule-text", false, "label each rule's series with its text (every local user can read the metrics; ipfstat needs root)")
 	fs.BoolVar(&cfg.bpfStats, "bpf-stats", false, "enable the kernel's BPF run-time statistics while running (costs some ns per packet)")
