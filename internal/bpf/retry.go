@@ -30,3 +30,8 @@ func retry(tries int, pause time.Duration, sleep func(time.Duration), f func() e
 	}
 	return err
 }
+
+// RetryArm calls f (which starts a sweeper's timer) as a load starts the
+// filter's sweeper: up to armTries times, armPause apart and growing. The
+// NAT datapath starts its own sweeper with it.
+func RetryArm(f func() error) error { return retry(armTries, armPause, time.Sleep, f) }

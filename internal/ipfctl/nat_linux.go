@@ -444,9 +444,12 @@ func FormatNATStats(st natbpf.Stats, verbose bool) string {
 		0, st.Rules, st.MapRules, st.RdrRules, st.Wilds)
 	if verbose {
 		// Sluice's own lines: IPFilter's per-side "memory requests
-		// failed" has no side to give a timer the kernel refused
+		// failed" has no side to give a timer the kernel refused, and
+		// IPFilter has no sweeper
 		fmt.Fprintf(&b, "%d\ttable max\n", st.TableMax)
-		fmt.Fprintf(&b, "%d\tsessions refused, no timer\n", st.NoTimer)
+		fmt.Fprintf(&b, "%d\tsessions made without a timer\n", st.NoTimer)
+		fmt.Fprintf(&b, "%d\ttimers set by the sweeper\n", st.SweepArmed)
+		fmt.Fprintf(&b, "%d\tsessions ended by the sweeper\n", st.SweepEnded)
 	}
 	return b.String()
 }

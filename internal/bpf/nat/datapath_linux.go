@@ -159,6 +159,10 @@ func Load(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, err
 	}
+	if err := d.armSweeper(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
 	// the programs just loaded are general (they read the hot line); the
 	// links keep the last load's until Attach updates them
 	if err := d.objs.Config.Update(uint32(cfgPlain), uint64(0), ebpf.UpdateAny); err != nil {
@@ -444,6 +448,7 @@ func (o *natMaps) fields() map[string]**ebpf.Map {
 		"rules": &o.Rules, "rstates": &o.Rstates, "hits": &o.Hits, "orders": &o.Orders, "texts": &o.Texts,
 		"config": &o.Config, "hot": &o.Hot, "stats": &o.Stats, "sessions": &o.Sessions, "fast4": &o.Fast4, "fast4dm": &o.Fast4dm, "fast6": &o.Fast6, "frags": &o.Frags, "hostmaps": &o.Hostmaps,
 		"ftps": &o.Ftps, "ifaddrs": &o.Ifaddrs, "l2lens": &o.L2lens, "work_area": &o.WorkArea, "slow_progs": &o.SlowProgs,
+		"sweeper": &o.Sweeper,
 	}
 }
 
@@ -498,6 +503,10 @@ func OpenPinned(dir string) (*Datapath, error) {
 	opened := map[string]*ebpf.Map{}
 	for name := range maps {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if name == "sweeper" && errors.Is(err, os.ErrNotExist) {
+			// a datapath loaded before nat19: its next load makes it
+			continue
+		}
 		if err != nil {
 			for _, o := range opened {
 				o.Close()
@@ -1224,6 +1233,68 @@ func (d *Datapath) flush(mode uint32, arg uint64) (int, error) {
 	return int(d.cfg(cfgFlushed)), nil
 }
 
+// armSweeper starts the sweeper's timer (again after a reload: its
+// callback becomes the new program's). Its allocation can fail as a
+// session's can (sess_arm), so it is tried again for about 1.5 s, as the
+// filter's sweeper is (bpf.RetryArm); a datapath whose sweeper cannot be
+// started is not loaded: a session made without a timer would never end.
+func (d *Datapath) armSweeper() error {
+	return bpf.RetryArm(func() error {
+		failed, err := d.flush(flArm, 0)
+		if err != nil {
+			return err
+		}
+		if failed != 0 {
+			return errors.New("starting the NAT sweeper's timer: the kernel gave no memory for it")
+		}
+		return nil
+	})
+}
+
+// Sweep runs the sweeper once now (tests; its timer does it every tick).
+func (d *Datapath) Sweep() error {
+	_, err := d.flush(flSweep, 0)
+	return err
+}
+
+// SweeperStats are the sweeper's counters.
+type SweeperStats struct {
+	// Untimed counts the sessions made without a timer of their own
+	// since the sweeper's last walk (a walk counts again those it left
+	// without one). Walks counts its walks of the session table, Armed
+	// the timers it set, Ended the sessions it ended.
+	Untimed, Walks, Armed, Ended uint64
+}
+
+// Sweeper returns the sweeper's counters (zero for a datapath loaded
+// before there was a sweeper).
+func (d *Datapath) Sweeper() (SweeperStats, error) {
+	var v natNatSweeper
+	if d.objs.Sweeper == nil {
+		return SweeperStats{}, nil
+	}
+	if err := d.objs.Sweeper.Lookup(uint32(0), &v); err != nil {
+		return SweeperStats{}, fmt.Errorf("reading the NAT sweeper: %w", err)
+	}
+	return SweeperStats{Untimed: v.Untimed, Walks: v.Walks, Armed: v.Armed, Ended: v.Ended}, nil
+}
+
+// setTimerFault makes timer allocations fail (tests): swfPackets the
+// packets', swfAll the sweeper's too, 0 none. The update stops the
+// sweeper's timer (an array's update frees the value's timer): it is
+// started again.
+func (d *Datapath) setTimerFault(mode uint64) error {
+	var v natNatSweeper
+	if err := d.objs.Sweeper.Lookup(uint32(0), &v); err != nil {
+		return err
+	}
+	v.Fault = mode
+	if err := d.objs.Sweeper.Update(uint32(0), &v, ebpf.UpdateExist); err != nil {
+		return err
+	}
+	return d.armSweeper()
+}
+
 // FlushSessions removes every session (ipnat -F) and returns how many.
 func (d *Datapath) FlushSessions() (int, error) { return d.flush(flAll, 0) }
 
@@ -1244,15 +1315,13 @@ type Stats struct {
 	// NoSlow counts packets left alone for want of a slow program
 	// (nothing in use: Load puts them in place).
 	NoSlow uint64
-	// NoTimer counts sessions (and proxy wildcards) not made because
-	// their timer could not be set (the kernel's allocation failed):
-	// without one they would never end. Their packets count InsertFail.
-	// In ipftest's mode (SetIPFTestMode), where sessions never age,
-	// they are made without a timer and counted here all the same.
-	NoTimer                   uint64
-	Active, Wilds             uint64 // now
-	Rules, MapRules, RdrRules int
-	TableMax                  uint64
+	// NoTimer counts sessions (and proxy wildcards) made without a timer
+	// of their own because the kernel's allocation failed: the sweeper
+	// gives them one later (SweepArmed) or ends them (SweepEnded).
+	NoTimer, SweepArmed, SweepEnded uint64
+	Active, Wilds                   uint64 // now
+	Rules, MapRules, RdrRules       int
+	TableMax                        uint64
 }
 
 // SideStats are the counters of one direction. Fast counts the packets
@@ -1338,6 +1407,11 @@ func (d *Datapath) Stats() (Stats, error) {
 		}
 		*p = v
 	}
+	sw, err := d.Sweeper()
+	if err != nil {
+		return st, err
+	}
+	st.SweepArmed, st.SweepEnded = sw.Armed, sw.Ended
 	st.Active = d.cfg(cfgCount)
 	st.Wilds = d.cfg(cfgWilds)
 	st.TableMax = d.cfg(cfgMax)

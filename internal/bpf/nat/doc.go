@@ -16,7 +16,9 @@
 // hash map, two entries per session (one per direction) whose values
 // carry the rewrite and its checksum differences; the forward entry holds
 // a bpf_timer that ends the session when IPFilter's timeouts say so, with
-// no daemon. Everything is pinned under one bpffs directory
+// no daemon; a session whose timer the kernel would not allocate is the
+// sweeper's (one timer, started at load, that gives it a timer later or
+// ends it on IPFilter's tick). Everything is pinned under one bpffs directory
 // (DefaultPinDir, or $SLUICE_BPF_DIR with "-nat" appended), so ipnat runs
 // as separate processes share it.
 package nat

@@ -9,5 +9,5 @@ exec go run github.com/cilium/ebpf/cmd/bpf2go \
 	-target bpfel -go-package nat \
 	-type nat_rule -type nat_op -type nat_rstate -type nat_order -type nat_key -type nat_tuple \
 	-type nat_sess -type nat_frag_key -type nat_hm_key -type nat_hm -type nat_ifaddr -type nat_text \
-	-type nat_ftp -type nat_fkey -type nat_fast -type nat_fast4 -type nat_fast6 -type nat_hot -type nat_slot \
+	-type nat_ftp -type nat_fkey -type nat_fast -type nat_fast4 -type nat_fast6 -type nat_hot -type nat_slot -type nat_sweeper \
 	nat c/nat.c -- -O2 -g -Wall -Werror -I"$ARCH_INC" -Ic

@@ -155,6 +155,14 @@ func (h *harness) reset() error {
 	if err := h.d.ZeroStats(); err != nil {
 		return err
 	}
+	// the sweeper's counters and fault; the update stops its timer (an
+	// array's update frees the value's timer), started again
+	if err := h.d.objs.Sweeper.Update(uint32(0), &natNatSweeper{}, ebpf.UpdateExist); err != nil {
+		return err
+	}
+	if err := h.d.armSweeper(); err != nil {
+		return err
+	}
 	if err := h.d.ClearIfAddrs(); err != nil {
 		return err
 	}

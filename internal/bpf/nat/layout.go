@@ -96,6 +96,14 @@ const (
 	flAll     = 1
 	flRule    = 2
 	flExpired = 3
+	flArm     = 5 // start the sweeper's timer
+	flSweep   = 6 // sweep once now
+)
+
+// The sweeper's fault injection (SWF_*, tests).
+const (
+	swfPackets = 1 // the packets' timer allocations fail
+	swfAll     = 2 // the sweeper's too
 )
 
 // Statistics (NS_*): per side (in = 0, out = 1) at side*nsSide + n.

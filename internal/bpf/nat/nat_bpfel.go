@@ -267,6 +267,19 @@ type natNatSlot struct {
 	F   natNatFast
 }
 
+type natNatSweeper struct {
+	_     structs.HostLayout
+	Timer struct {
+		_ structs.HostLayout
+		_ [16]byte
+	}
+	Untimed uint64
+	Fault   uint64
+	Walks   uint64
+	Armed   uint64
+	Ended   uint64
+}
+
 type natNatText struct {
 	_    structs.HostLayout
 	Id   uint32
@@ -506,6 +519,7 @@ const (
 	natMapSessions          = "sessions"
 	natMapSlowProgs         = "slow_progs"
 	natMapStats             = "stats"
+	natMapSweeper           = "sweeper"
 	natMapTexts             = "texts"
 	natMapWorkArea          = "work_area"
 	natProgNatEgress        = "nat_egress"
@@ -589,6 +603,7 @@ type natMapSpecs struct {
 	Sessions  *ebpf.MapSpec `ebpf:"sessions"`
 	SlowProgs *ebpf.MapSpec `ebpf:"slow_progs"`
 	Stats     *ebpf.MapSpec `ebpf:"stats"`
+	Sweeper   *ebpf.MapSpec `ebpf:"sweeper"`
 	Texts     *ebpf.MapSpec `ebpf:"texts"`
 	WorkArea  *ebpf.MapSpec `ebpf:"work_area"`
 }
@@ -636,6 +651,7 @@ type natMaps struct {
 	Sessions  *ebpf.Map `ebpf:"sessions"`
 	SlowProgs *ebpf.Map `ebpf:"slow_progs"`
 	Stats     *ebpf.Map `ebpf:"stats"`
+	Sweeper   *ebpf.Map `ebpf:"sweeper"`
 	Texts     *ebpf.Map `ebpf:"texts"`
 	WorkArea  *ebpf.Map `ebpf:"work_area"`
 }
@@ -659,6 +675,7 @@ func (m *natMaps) Close() error {
 		m.Sessions,
 		m.SlowProgs,
 		m.Stats,
+		m.Sweeper,
 		m.Texts,
 		m.WorkArea,
 	)

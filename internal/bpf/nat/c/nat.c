@@ -12,7 +12,9 @@
  * global functions verified on their own, working on a per-CPU scratch
  * area. Sessions end by themselves: the forward entry of each session
  * holds a bpf_timer that fires at the end of the session's lifetime
- * (IPFilter's timeouts) and deletes it; no daemon is involved.
+ * (IPFilter's timeouts) and deletes it; a session whose timer the kernel
+ * would not allocate is found by the sweeper, one timer armed at load,
+ * which gives it one later or ends it; no daemon is involved.
  */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -139,6 +141,17 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } config SEC(".maps");
+
+/* The sweeper's timer and counters (struct nat_sweeper). A map of its own
+ * rather than more config keys: a pinned config map of another size
+ * could not be reused. Pinned like the others, so its timer runs while
+ * the datapath is (a map's timers stop with its last user reference). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nat_sweeper);
+} sweeper SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -1913,43 +1926,117 @@ static __always_inline void rev_key(struct nat_key *k, const struct nat_tuple *t
 }
 
 /* sess_arm starts the timer of the forward entry of session seq at key k,
- * just entered. Returns 0 when the timer is running, -1 when it is not:
- * the caller removes what it entered, as if the insert had failed. A
- * forward entry without a timer would never end (nothing else ages a
- * session), and bpf_timer_init fails now and then: from 6.18 it takes
+ * just entered. bpf_timer_init fails now and then: from 6.18 it takes
  * its memory with kmalloc_nolock, which gives up (ENOMEM) where a
- * spinning allocation would wait. Here it failed for three sessions in a
- * row once in about 75 rounds of TestPrivilegedSharedTuple/expiry, and
- * for every session made during a second or so of some runs of
- * TestPrivilegedLifetimeStress (docs/datapath-cost.md, "A session that
- * outlived its lifetime"); a second try helps only against the isolated
- * failures. As IPFilter's ipf_nat_add drops the packet when it gets no
- * memory for the nat_t (ns_memfail), the session is then not made
- * (NS_NOTIMER, and INSERTFAIL on the packet's side). In ipftest's mode
- * (NCFG_NOEXPIRE: sessions never age, the differential tests) a session
- * needs no timer and is kept, counted all the same. An entry of another
- * session at k (this one was ended and its key taken since) is not
- * touched: -1. */
-#define ARM_TRIES 4
+ * spinning allocation would wait, for single sessions and for every
+ * session made during a second or so at a time (docs/datapath-cost.md,
+ * "A session that outlived its lifetime", and "Timers the kernel would
+ * not allocate"). Refusing such a session (nat18) dropped every new flow
+ * of such a second: 10 to 15 SYNs in a row in TestPrivilegedNATPortmapClash.
+ * So the session is made all the same, counted in the sweeper's untimed
+ * (and NS_NOTIMER): the sweeper, whose one timer was allocated at load,
+ * gives it a timer on a later tick or ends it when its lifetime is over.
+ * Its packets are translated meanwhile as any session's. -EBUSY is a
+ * timer the sweeper set first (it met the entry between its insert and
+ * this call): it is started here all the same. Returns -1 only when the
+ * entry at k is not session seq's (ended and its key taken since): the
+ * caller then undoes what it entered. */
 #ifndef ENOMEM
 #define ENOMEM 12
 #endif
+#ifndef EBUSY
+#define EBUSY 16
+#endif
 static __always_inline int sess_arm(struct nat_key *k, __u64 in_ns, __u64 seq)
 {
-	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
-	long r = -1;
+	struct nat_sess *v;
+	struct nat_sweeper *sw;
+	__u32 zero = 0;
+	long r = -ENOMEM;
 
+	v = bpf_map_lookup_elem(&sessions, k);
 	if (!v || READ_ONCE64(v->seq) != seq)
 		return -1;
-	for (int i = 0; i < ARM_TRIES; i++) {
+	sw = bpf_map_lookup_elem(&sweeper, &zero);
+	if (!sw)
+		return -1;
+	/* a second try only: the first failures come alone, the rest in
+	 * bursts that no number of tries gets through */
+	if (!READ_ONCE64(sw->fault)) {
 		r = bpf_timer_init(&v->timer, &sessions, CLOCK_MONOTONIC);
-		if (r != -ENOMEM)
-			break;
+		if (r == -ENOMEM)
+			r = bpf_timer_init(&v->timer, &sessions, CLOCK_MONOTONIC);
+		if (r == -EBUSY)
+			r = 0;
 	}
 	if (r != 0 || bpf_timer_set_callback(&v->timer, sess_timer) != 0 || bpf_timer_start(&v->timer, in_ns, 0) != 0) {
 		stat_inc(NS_NOTIMER);
-		return cfg(NCFG_NOEXPIRE) ? 0 : -1;
+		__sync_fetch_and_add(&sw->untimed, 1);
 	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- sweeper */
+
+struct sweep_ctx {
+	struct nat_sweeper *sw;
+	__u64 now;
+};
+
+/* sweep_cb gives forward entry key/v its timer if it has none (a
+ * bpf_timer_init that succeeds: -EBUSY is one that runs), or ends the
+ * session if its lifetime is over, or counts it for the next sweep. */
+static long sweep_cb(void *map, struct nat_key *key, struct nat_sess *v, struct sweep_ctx *c)
+{
+	struct nat_sweeper *sw = c->sw;
+	__u64 exp;
+	long r = -ENOMEM;
+
+	if (v->w != 0 || READ_ONCE64(v->seq) == SSEQ_DEAD)
+		return 0;
+	if (sw->fault != SWF_ALL)
+		r = bpf_timer_init(&v->timer, &sessions, CLOCK_MONOTONIC);
+	if (r == -EBUSY)
+		return 0;
+	exp = sess_expiry(key, v);
+	if (r == 0 && bpf_timer_set_callback(&v->timer, sess_timer) == 0 &&
+	    bpf_timer_start(&v->timer, exp > c->now ? exp - c->now : 1, 0) == 0) {
+		__sync_fetch_and_add(&sw->armed, 1);
+		return 0;
+	}
+	if (exp <= c->now) {
+		if (sess_delete(key, v, NS_EXPIRED))
+			__sync_fetch_and_add(&sw->ended, 1);
+		return 0;
+	}
+	__sync_fetch_and_add(&sw->untimed, 1);
+	return 0;
+}
+
+/* nat_sweep walks the session table when sessions were made without a
+ * timer since the last walk (none: it costs a read). Sessions made
+ * without one during the walk count for the next. In ipftest's mode
+ * sessions need no timer: the count waits for the mode's end. */
+static __always_inline void nat_sweep(struct nat_sweeper *sw)
+{
+	struct sweep_ctx c = {};
+	__u64 n = READ_ONCE64(sw->untimed);
+
+	if (n == 0 || cfg(NCFG_NOEXPIRE))
+		return;
+	__sync_fetch_and_add(&sw->untimed, -n);
+	c.sw = sw;
+	c.now = now_ns();
+	bpf_for_each_map_elem(&sessions, sweep_cb, &c, 0);
+	__sync_fetch_and_add(&sw->walks, 1);
+}
+
+/* The sweeper's period is IPFilter's tick, at which its slow timer
+ * expires NAT sessions (ipf_nat_expire). */
+static int sweeper_timer(void *map, __u32 *key, struct nat_sweeper *sw)
+{
+	nat_sweep(sw);
+	bpf_timer_start(&sw->timer, TICK_NS, 0);
 	return 0;
 }
 
@@ -2041,9 +2128,9 @@ static __always_inline int shadow(struct work *w, struct nat_key *k, int adopt, 
 	}
 	if (bpf_map_update_elem(&sessions, sk, cp, BPF_NOEXIST) != 0)
 		return -1;
-	/* the copy's timer before anything is changed: without one the move
-	 * is undone (the entry at k keeps its own) and the new session is
-	 * not made (sess_arm) */
+	/* the copy's timer before anything is changed (the sweeper's if the
+	 * kernel gives none: sess_arm); an entry gone meanwhile undoes the
+	 * move (the entry at k keeps its own) */
 	if (cp->w == 0 && sess_arm(sk, life, cp->seq) != 0) {
 		sess_del(sk, cp->seq);
 		return -1;
@@ -2266,7 +2353,8 @@ static __always_inline int sess_insert(struct work *w, __u8 rtype, __u32 age0, _
 		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
 		return -1;
 	}
-	/* the timer first: a session that cannot have one is not made */
+	/* the timer first, while nothing else of the session is entered
+	 * (a session made without one is the sweeper's: sess_arm) */
 	if (!bench_at(ST_NOARM) && sess_arm(&w->k, life_ns, e->seq) != 0) {
 		sess_del(&w->k, e->seq);
 		stat_inc(p->dir * NS_SIDE + NS_INSERTFAIL);
@@ -2479,12 +2567,23 @@ static __always_inline struct nat_sess *sess_find_at(struct nat_key *k, __u32 if
 		return NULL;
 	k->dir = dir | DIR_SHADOW;
 	if (deep) {
+		/* two walks: the newest seq, then its generation. One walk
+		 * that kept both made states that differ by the generation
+		 * kept, under every state of the callers (nat_new_map's
+		 * clash checks in map_step), and went over the verifier's
+		 * million instructions on some hosts */
 		for (g = 1; g < 16; g++) {
 			k->pad = g;
 			v = bpf_map_lookup_elem(&sessions, k);
-			if (v && (v->ifindex == 0 || v->ifindex == ifindex) && v->seq > best) {
+			if (v && (v->ifindex == 0 || v->ifindex == ifindex) && v->seq > best)
 				best = v->seq;
+		}
+		for (g = 1; g < 16 && best; g++) {
+			k->pad = g;
+			v = bpf_map_lookup_elem(&sessions, k);
+			if (v && v->seq == best) {
 				bg = g;
+				break;
 			}
 		}
 	} else {
@@ -3625,8 +3724,8 @@ GLOBAL int nat_wild(void)
 				return 2;
 			goto gone;
 		}
-		/* its timer before the wildcard goes: a session that cannot
-		 * have one is not made (sess_arm) */
+		/* its timer before the wildcard goes (the sweeper's if the
+		 * kernel gives none: sess_arm) */
 		if (sess_arm(&k, lifetime(WS(w)->age[0], WS(w)->proto, WS(w)->pflags, 0, 0, 0) * TICK_NS, w->pin) != 0 ||
 		    bpf_map_update_elem(&sessions, &rk, WS2(w), BPF_NOEXIST) != 0) {
 			sess_del(&k, w->pin);
@@ -3732,8 +3831,8 @@ static __always_inline int wild_add(struct work *w, const struct nat_sess *paren
 	{
 		__u64 now = now_ns();
 
-		/* a wildcard that cannot have its timer is not made
-		 * (sess_arm) */
+		/* its timer (the sweeper's if the kernel gives none:
+		 * sess_arm) */
 		if (sess_arm(&w->k, deadline > now ? deadline - now : 1, e->seq) != 0 ||
 		    bpf_map_update_elem(&sessions, &rk, r, BPF_NOEXIST) != 0) {
 			sess_del(&w->k, e->seq);
@@ -5568,7 +5667,8 @@ static long flush_cb(void *map, struct nat_key *key, struct nat_sess *v, struct 
 
 /* nat_flush is run by user space (BPF_PROG_TEST_RUN), never attached: it
  * removes sessions (NCFG_FLUSHMODE, NCFG_FLUSHARG) with the bookkeeping
- * the timers do, and leaves the count in NCFG_FLUSHED. */
+ * the timers do, and leaves the count in NCFG_FLUSHED; it also starts
+ * the sweeper (FL_ARM) and sweeps on demand (FL_SWEEP). */
 SEC("tc")
 int nat_flush(struct __sk_buff *skb)
 {
@@ -5577,6 +5677,28 @@ int nat_flush(struct __sk_buff *skb)
 
 	c.mode = cfg(NCFG_FLUSHMODE);
 	c.arg = cfg(NCFG_FLUSHARG);
+	if (c.mode == FL_ARM || c.mode == FL_SWEEP) {
+		__u32 zero = 0;
+		struct nat_sweeper *sw = bpf_map_lookup_elem(&sweeper, &zero);
+		__u64 failed = 1;
+		long r;
+
+		if (sw && c.mode == FL_SWEEP) {
+			nat_sweep(sw);
+			failed = 0;
+		} else if (sw) {
+			/* -EBUSY: armed by an earlier load; the callback
+			 * becomes this program's */
+			r = bpf_timer_init(&sw->timer, &sweeper, CLOCK_MONOTONIC);
+			if ((r == 0 || r == -EBUSY) && bpf_timer_set_callback(&sw->timer, sweeper_timer) == 0 &&
+			    bpf_timer_start(&sw->timer, TICK_NS, 0) == 0)
+				failed = 0;
+		}
+		out = cfgp(NCFG_FLUSHED);
+		if (out)
+			*out = failed;
+		return TC_ACT_UNSPEC;
+	}
 	if (c.mode == FL_CLOCKS) {
 		/* the two clocks, for user space to measure a jiffy */
 		out = cfgp(NCFG_FLUSHED);

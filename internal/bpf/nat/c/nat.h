@@ -150,6 +150,14 @@ struct nat_hot {
 #define FL_RULE 2    /* the sessions of rule id FLUSHARG (ipnat -rp, purge) */
 #define FL_EXPIRED 3 /* sessions past their lifetime at the (moved) clock */
 #define FL_CLOCKS 4  /* read jiffies and ns into FLUSHED and FLUSHARG */
+#define FL_ARM 5     /* start the sweeper's timer: FLUSHED 0 when it runs */
+#define FL_SWEEP 6   /* sweep once now (tests) */
+
+/* The sweeper's fault injection (struct nat_sweeper's fault, tests): the
+ * allocation of a session's timer fails in the packets' path only, or
+ * in the sweeper's too. */
+#define SWF_PACKETS 1
+#define SWF_ALL 2
 
 /* Statistics (per-CPU array, index side*NS_SIDE + n for sided ones). */
 #define NS_SIDE 16
@@ -175,7 +183,7 @@ struct nat_hot {
 #define NS_WILDUSED 36
 #define NS_CLONES 37
 #define NS_NOSLOW 38     /* packets left alone: no slow program (never in use) */
-#define NS_NOTIMER 39    /* sessions whose timer could not be set: not made (sess_arm) */
+#define NS_NOTIMER 39    /* sessions made without their timer: the sweeper's (sess_arm) */
 #define NS_N 48
 
 /* ftp proxy line buffer and limits (ip_ftp_pxy.c FTP_BUFSZ, IPF_FTPBUFSZ). */
@@ -307,6 +315,19 @@ struct nat_tuple {
 	__u16 odport;
 	__u16 nsport;
 	__u16 ndport;
+};
+
+/* The sweeper (map sweeper, one element): a timer armed at load that
+ * finds, every tick while there are any, the sessions made without a
+ * timer of their own (sess_arm), gives them one or ends them when
+ * their lifetime is over. */
+struct nat_sweeper {
+	struct bpf_timer timer;
+	__u64 untimed; /* sessions made without a timer since the last sweep (atomic) */
+	__u64 fault;   /* tests: SWF_* */
+	__u64 walks;   /* sweeps that walked the session table */
+	__u64 armed;   /* timers a sweep set */
+	__u64 ended;   /* sessions a sweep ended */
 };
 
 /* One direction of a session: the entry packets with its key find. */
