@@ -50,13 +50,7 @@ func sharedTuple(t *testing.T, h *harness, rules string, aging bool) {
 		// never age, so no comparison); a session the kernel gives no
 		// timer is made all the same (the sweeper's), so every packet
 		// passes
-		if err := h.reset(); err != nil {
-			return err
-		}
-		if err := h.d.SetIPFTestMode(false); err != nil {
-			return err
-		}
-		if _, err := h.load(rules); err != nil {
+		if err := h.loadAging(rules); err != nil {
 			return err
 		}
 		for i, p := range pkts {

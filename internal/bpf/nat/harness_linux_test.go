@@ -244,6 +244,21 @@ func (h *harness) load(text string) (*ipnat.File, error) {
 
 // run passes an IP packet through the program of direction out on the
 // interface ifname. It returns the verdict and the IP packet as it left.
+// loadAging empties the datapath (reset), turns ipftest's mode off (the
+// timers end sessions) and loads rules: the tests of sessions' ends. It
+// must run inside the namespace (h.do); the caller puts ipftest's mode
+// back.
+func (h *harness) loadAging(rules string) error {
+	if err := h.reset(); err != nil {
+		return err
+	}
+	if err := h.d.SetIPFTestMode(false); err != nil {
+		return err
+	}
+	_, err := h.load(rules)
+	return err
+}
+
 func (h *harness) run(out bool, ifname string, ip []byte) (int32, []byte, error) {
 	idx, err := h.ifindex(ifname)
 	if err != nil {

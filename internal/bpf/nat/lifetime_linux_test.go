@@ -69,13 +69,7 @@ func TestPrivilegedLifetimeStress(t *testing.T) {
 	var began time.Time
 	err := h.do(func() error {
 		began = time.Now()
-		if err := h.reset(); err != nil {
-			return err
-		}
-		if err := h.d.SetIPFTestMode(false); err != nil {
-			return err
-		}
-		if _, err := h.load(rules); err != nil {
+		if err := h.loadAging(rules); err != nil {
 			return err
 		}
 		// sharedTuplePkts' six packets for each pair

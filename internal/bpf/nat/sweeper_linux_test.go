@@ -66,13 +66,7 @@ func TestPrivilegedSweeper(t *testing.T) {
 		assertEmpty(t, h, when)
 		return time.Since(start)
 	}
-	if err := h.do(func() error {
-		if err := h.d.SetIPFTestMode(false); err != nil {
-			return err
-		}
-		_, err := h.load(rules)
-		return err
-	}); err != nil {
+	if err := h.do(func() error { return h.loadAging(rules) }); err != nil {
 		t.Fatal(err)
 	}
 
