@@ -446,23 +446,7 @@ func parsePkg(t *testing.T, dir string) []*ast.File {
 func optionLetters(t *testing.T, dir string, names []string) []byte {
 	t.Helper()
 	files := parsePkg(t, dir)
-	consts := map[string]string{}
-	for _, f := range files {
-		ast.Inspect(f, func(n ast.Node) bool {
-			vs, ok := n.(*ast.ValueSpec)
-			if !ok {
-				return true
-			}
-			for i, id := range vs.Names {
-				if i < len(vs.Values) {
-					if bl, ok := vs.Values[i].(*ast.BasicLit); ok && bl.Kind == token.STRING {
-						consts[id.Name], _ = strconv.Unquote(bl.Value)
-					}
-				}
-			}
-			return true
-		})
-	}
+	consts := stringConsts(t, dir)
 	var specs []string
 	if len(names) > 0 {
 		for _, n := range names {
