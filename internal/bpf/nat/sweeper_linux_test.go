@@ -122,7 +122,7 @@ func TestPrivilegedSweeper(t *testing.T) {
 	}
 	made := time.Now()
 	open(2 * n)
-	took = waitEmpty("ended by the sweeper")
+	waitEmpty("ended by the sweeper")
 	s2 := sweeper()
 	t.Logf("sessions without timers ended by the sweeper %v after they were made: %+v", time.Since(made), s2)
 	if s2.Ended-s1.Ended != n || s2.Armed != s1.Armed || s2.Untimed != 0 {
