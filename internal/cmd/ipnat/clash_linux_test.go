@@ -65,7 +65,8 @@ func TestPrivilegedNATPortmapClash(t *testing.T) {
 		if kept == 0 {
 			t.Errorf("no session kept its port: no connection met a clash, the test proves nothing")
 		}
-		t.Logf("%d connections, %d by the second rule", clashConns, kept)
+		t.Logf("%d connections, %d by the second rule; %d sessions made without a timer (the sweeper set %d, ended %d)",
+			clashConns, kept, st.NoTimer, st.SweepArmed, st.SweepEnded)
 	})
 	t.Run("portmap-alone", func(t *testing.T) {
 		w := newGW(t)
