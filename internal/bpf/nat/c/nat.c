@@ -1731,6 +1731,34 @@ static __always_inline int sess_del(const struct nat_key *k, __u64 seq)
 	return bpf_map_delete_elem(&sessions, k);
 }
 
+/* key_same reports whether two keys are the same, word by word. */
+static __always_inline int key_same(const struct nat_key *a, const struct nat_key *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+
+	for (int i = 0; i < (int)(sizeof(*a) / 4); i++)
+		if (x[i] != y[i])
+			return 0;
+	return 1;
+}
+
+/* sess_del_mark is sess_del that tells whether this call marked the
+ * entry (1), so that of two CPUs ending one entry exactly one counts it:
+ * the shadow count is kept by whoever marks a shadow entry. */
+static __always_inline int sess_del_mark(const struct nat_key *k, __u64 seq)
+{
+	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
+	int mine;
+
+	if (!v)
+		return 0;
+	mine = sess_kill(v, seq);
+	if (!mine && READ_ONCE64(v->seq) != SSEQ_DEAD)
+		return 0;
+	bpf_map_delete_elem(&sessions, k);
+	return mine;
+}
+
 /* sess_keyed reports whether entry v belongs under key k: every entry
  * is entered under the key its tuple gives (fwd_key for the forward
  * entry, rev_key for the reply; a shadow or a wildcard with a flag in
@@ -1799,6 +1827,24 @@ static __always_inline int sess_delete(struct nat_key *key, struct nat_sess *v, 
 	/* what was read above is session seq's if the mark succeeds */
 	if (!sess_kill(v, seq))
 		return 0;
+	/* the reply entry's key again, after the mark: a new session moving
+	 * the reply entry aside (shadow) writes its new key here, and either
+	 * that write came before the mark and is read now, or the mover's
+	 * check after its write sees the mark and ends its copy itself (the
+	 * mark and that check are both full barriers). Read only before the
+	 * mark, the moved copy was left: an entry no timer ends, and the
+	 * shadow count one too high (nat18). A key read while being
+	 * written is used only if it holds this session's live entry. */
+	{
+		struct nat_key np = v->peer;
+		struct nat_sess *pv;
+
+		if (!key_same(&np, &peer)) {
+			pv = bpf_map_lookup_elem(&sessions, &np);
+			if (pv && READ_ONCE64(pv->seq) == seq)
+				peer = np;
+		}
+	}
 	/* the fast twins first, while the session still holds its keys: no
 	 * new session can make a twin of k or peer meanwhile, which
 	 * fast_gone, which deletes by key, could delete unmarked (struct
@@ -1807,7 +1853,10 @@ static __always_inline int sess_delete(struct nat_key *key, struct nat_sess *v, 
 	fast_gone(&peer);
 	if (bpf_map_delete_elem(&sessions, &k) != 0)
 		return 0;
-	sess_del(&peer, seq);
+	/* a shadow reply entry is counted off by whoever marks it (its
+	 * mover, when it ends its copy itself) */
+	if (!sess_del_mark(&peer, seq))
+		peer.dir &= ~DIR_SHADOW;
 	if ((k.dir | peer.dir) & DIR_SHADOW) {
 		c = cfgp(NCFG_SHADOWS);
 		if (c)
@@ -2065,6 +2114,19 @@ static __always_inline int sess_take(struct nat_sess *v, __u32 ifindex)
 	return cur == old || (__u32)cur == ifindex;
 }
 
+/* shadow_undo ends shadow()'s copy at sk of session seq's entry, if no
+ * other CPU marked it first, and counts it off. */
+static __always_inline void shadow_undo(const struct nat_key *sk, __u64 seq)
+{
+	__u64 *c;
+
+	if (!sess_del_mark(sk, seq))
+		return;
+	c = cfgp(NCFG_SHADOWS);
+	if (c)
+		__sync_fetch_and_add(c, -1);
+}
+
 /* shadow moves the entry at key k, if any, out of the way of a new
  * session: to the same key with DIR_SHADOW set, where no packet finds it,
  * its peer pointing there. The session it belongs to lives on (listed,
@@ -2080,8 +2142,8 @@ static __always_inline int shadow(struct work *w, struct nat_key *k, int adopt, 
 	struct nat_sess *old = bpf_map_lookup_elem(&sessions, k), *peer;
 	struct nat_sess *cp = (struct nat_sess *)w->sb3;
 	struct nat_key *sk = &w->x.rk2;
-	__u64 life = 0;
-	int g;
+	__u64 life = 0, *c;
+	int g, live;
 
 	if (!old)
 		return 0;
@@ -2128,11 +2190,17 @@ static __always_inline int shadow(struct work *w, struct nat_key *k, int adopt, 
 	}
 	if (bpf_map_update_elem(&sessions, sk, cp, BPF_NOEXIST) != 0)
 		return -1;
+	/* counted as soon as it is entered, before its key is published
+	 * (the peer's back-pointer below), since whoever marks it counts
+	 * it off (sess_delete) */
+	c = cfgp(NCFG_SHADOWS);
+	if (c)
+		__sync_fetch_and_add(c, 1);
 	/* the copy's timer before anything is changed (the sweeper's if the
 	 * kernel gives none: sess_arm); an entry gone meanwhile undoes the
 	 * move (the entry at k keeps its own) */
 	if (cp->w == 0 && sess_arm(sk, life, cp->seq) != 0) {
-		sess_del(sk, cp->seq);
+		shadow_undo(sk, cp->seq);
 		return -1;
 	}
 	/* marked, for a packet that holds it (its copy at sk is the same
@@ -2149,21 +2217,26 @@ static __always_inline int shadow(struct work *w, struct nat_key *k, int adopt, 
 	 * A reply entry (w 1, no timer; its ender comes from the forward
 	 * entry, sess_del) is taken over as before. */
 	if (!sess_kill(old, cp->seq) && cp->w == 0) {
-		sess_del(sk, cp->seq);
+		shadow_undo(sk, cp->seq);
 		return -1;
 	}
 	peer = bpf_map_lookup_elem(&sessions, &cp->peer);
 	/* not an entry another session has taken since */
-	if (peer && READ_ONCE64(peer->seq) == cp->seq)
+	live = peer && READ_ONCE64(peer->seq) == cp->seq;
+	if (live)
 		peer->peer = *sk;
+	/* A reply entry's session may be ending meanwhile (its forward
+	 * entry marked: its timer, a flush). The ender reads the reply's key
+	 * after its mark: if this write came first, it finds the copy; if
+	 * not, the check here (a compare-and-swap that changes nothing, a
+	 * full barrier after the write) sees the mark, and the copy, which
+	 * that ender may not know, is ended here. Whoever marks the copy
+	 * ends it and counts it off. A forward entry's copy has its own
+	 * timer. */
+	if (cp->w != 0 && (!live || __sync_val_compare_and_swap(&peer->seq, cp->seq, cp->seq) != cp->seq))
+		shadow_undo(sk, cp->seq);
 	bpf_map_delete_elem(&sessions, k);
 	fast_gone(k);
-	{
-		__u64 *c = cfgp(NCFG_SHADOWS);
-
-		if (c)
-			__sync_fetch_and_add(c, 1);
-	}
 	return 1;
 }
 
