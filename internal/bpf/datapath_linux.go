@@ -444,6 +444,7 @@ func defaultConf() filterConf {
 		cfgToIP:      uint64(def.IPTimeout),
 		cfgStateLog:  1,
 		cfgFragTTL:   frag.DefaultTTL,
+		cfgFragSize:  frag.DefaultSize,
 		cfgStateSize: uint64(def.Size),
 		cfgWMHigh:    uint64(def.WMHigh),
 		cfgWMLow:     uint64(def.WMLow),

@@ -257,16 +257,7 @@ func exists(path string) bool {
 
 // kernelPending: semantics cases the kernel program does not pass yet
 // (internal/bpf/c was being changed elsewhere when the engine learnt them).
-var kernelPending = map[string]string{
-	// The kernel's fragment cache is an LRU map of 4 096 entries that
-	// evicts its oldest when full; IPFilter's (and the engine's) holds
-	// frag_size (257) and refuses new datagrams when full. A count that
-	// refuses at frag_size needs the entries of datagrams whose rest
-	// never comes taken out on time (ipf_frag_expire's slow timer: the
-	// sweeper does not walk the fragment map), or the table would stay
-	// full; not done (faith18, docs/datapath-cost.md).
-	"frag-cache-full-refuses-new": "fragment cache: LRU of 4096, not a table of frag_size that refuses new datagrams",
-}
+var kernelPending = map[string]string{}
 
 // tablesPending: semantics cases whose verdicts and routes the engine and
 // the kernel agree on but whose state tables they do not, each with what

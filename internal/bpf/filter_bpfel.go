@@ -610,6 +610,7 @@ const (
 	filterMapDca               = "dca"
 	filterMapDcaConns          = "dca_conns"
 	filterMapExprs             = "exprs"
+	filterMapFragCount         = "frag_count"
 	filterMapFrags             = "frags"
 	filterMapHotCounts         = "hot_counts"
 	filterMapHotlists          = "hotlists"
@@ -728,6 +729,7 @@ type filterMapSpecs struct {
 	Dca        *ebpf.MapSpec `ebpf:"dca"`
 	DcaConns   *ebpf.MapSpec `ebpf:"dca_conns"`
 	Exprs      *ebpf.MapSpec `ebpf:"exprs"`
+	FragCount  *ebpf.MapSpec `ebpf:"frag_count"`
 	Frags      *ebpf.MapSpec `ebpf:"frags"`
 	HotCounts  *ebpf.MapSpec `ebpf:"hot_counts"`
 	Hotlists   *ebpf.MapSpec `ebpf:"hotlists"`
@@ -816,6 +818,7 @@ type filterMaps struct {
 	Dca        *ebpf.Map `ebpf:"dca"`
 	DcaConns   *ebpf.Map `ebpf:"dca_conns"`
 	Exprs      *ebpf.Map `ebpf:"exprs"`
+	FragCount  *ebpf.Map `ebpf:"frag_count"`
 	Frags      *ebpf.Map `ebpf:"frags"`
 	HotCounts  *ebpf.Map `ebpf:"hot_counts"`
 	Hotlists   *ebpf.Map `ebpf:"hotlists"`
@@ -857,6 +860,7 @@ func (m *filterMaps) Close() error {
 		m.Dca,
 		m.DcaConns,
 		m.Exprs,
+		m.FragCount,
 		m.Frags,
 		m.HotCounts,
 		m.Hotlists,

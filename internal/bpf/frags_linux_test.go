@@ -38,3 +38,73 @@ func TestFragCache(t *testing.T) {
 		t.Errorf("past frag_ttl: live %d (%v), want 0", live, err)
 	}
 }
+
+// TestFragCacheFull: the kernel's fragment cache holds frag_size datagrams
+// (ipf -T frag_size, here 3) and refuses new ones when full, as IPFilter's
+// ipf_frag_new (ipfr_inuse >= ipfr_size): a fourth datagram's first
+// fragment passes by its rule but makes no entry, so its rest goes to the
+// rules and is blocked, while the first three's rests pass. The sweeper
+// takes out the entries of datagrams whose rest never came once frag_ttl
+// is past (ipf_frag_expire), after which a new datagram gets an entry
+// again. The kernel's cache was an LRU map of 4096 that evicted its oldest
+// entry when full (semantics frag-cache-full-refuses-new, in kernelPending
+// until faith19).
+func TestFragCacheFull(t *testing.T) {
+	h := newHarness(t)
+	h.load("block in all\npass in proto udp from any to any port = 53 keep frags\n")
+	if err := h.d.SetTunable("frag_size", 3); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.d.SetTunable("frag_size", frag.DefaultSize); err != nil {
+			t.Error(err)
+		}
+	})
+	first := func(id uint16) testPkt {
+		return testPkt{src: "10.0.0.9", dst: "10.0.0.1", proto: 17, sport: 999, dport: 53, moreFrags: true, payload: 24, id: id}
+	}
+	rest := func(id uint16) testPkt {
+		return testPkt{src: "10.0.0.9", dst: "10.0.0.1", proto: 17, fragOff: 4, payload: 16, id: id}
+	}
+	for id := uint16(1); id <= 4; id++ {
+		h.expect(false, first(id), "pass")
+	}
+	for id := uint16(1); id <= 3; id++ {
+		h.expect(false, rest(id), "pass")
+	}
+	h.expect(false, rest(4), "block")
+	if live, _, err := h.d.FragCache(); err != nil || live != 3 {
+		t.Fatalf("full cache: live %d (%v), want 3", live, err)
+	}
+	// a datagram's first fragment sent again finds its entry: no new one
+	h.expect(false, first(2), "pass")
+	h.expect(false, rest(2), "pass")
+
+	if err := h.d.AdvanceClock(frag.DefaultTTL*Tick + time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.d.Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		k filterFragKey
+		v filterFragEntry
+		n int
+	)
+	for it := h.d.objs.Frags.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	var count int64
+	if err := h.d.objs.FragCount.Lookup(uint32(0), &count); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || count != 0 {
+		t.Fatalf("past frag_ttl, after a sweep: %d entries in the map, count %d; want none", n, count)
+	}
+	for id := uint16(5); id <= 7; id++ {
+		h.expect(false, first(id), "pass")
+		h.expect(false, rest(id), "pass")
+	}
+	h.expect(false, first(8), "pass")
+	h.expect(false, rest(8), "block")
+}

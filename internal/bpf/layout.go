@@ -94,6 +94,7 @@ const (
 	cfgClsact    = 44 // user space only: attached with the clsact fallback (generic programs)
 	cfgNATOff    = 45 // user space only: ipf -T nat_inline=0 (NAT's path never inside the filter)
 	cfgNATInline = 46 // user space only: NAT's path inside the filter: jiffy length | halves<<32 (0 off)
+	cfgFragSize  = 47 // frag_size: the fragment cache's most entries (0, an older configuration: fragSizeDef)
 	cfgN         = 64
 )
 
@@ -226,6 +227,8 @@ const (
 	dcaCap       = 65536 // DCA_CAP
 	srcCap       = 65536 // SRC_CAP: max-srcs counts (c/lib/srcs.h)
 	sweepNS      = 500000000
+	fragCap      = 4096 // FRAG_CAP: the fragment cache's map; frag_size's ceiling
+	fragSizeDef  = 257  // FRAG_SIZE_DEF: frag_size where the configuration has none
 )
 
 // sluice_control operations (CTL_* in filter.h).

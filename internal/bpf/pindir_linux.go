@@ -300,7 +300,9 @@ func DetachClsact(name string) error {
 // (no runs4: its IPv4 runs are in runs; no RUN_FLAT or run_bits: no
 // bitmap says a run is absent; srcs: the older programs refused max-srcs
 // rules; nat_dm: read only with NAT inside, which a load sets up; st_dm: the
-// older programs keep every flow in the states hash alone). A pin
+// older programs keep every flow in the states hash alone; frag_count: the
+// older programs held no count, and the sweeper's first pass counts the
+// fragment entries they left). A pin
 // directory without them is such a datapath, whose rules are in force:
 // OpenPinned opens the rest, Datapath.MissingMaps names them, and Load
 // creates and pins them (PinByName) before the programs that read them
@@ -314,6 +316,7 @@ var optionalMaps = map[string]int{
 	"run_flat":     14, // ten14: the small sets' bitmap in a plain array
 	"st_dm":        15, // est15: established flows' direct array (the states hash stays the authority)
 	"run_flat_big": 15, // mil15: the large sets' bitmap in a plain array
+	"frag_count":   19, // faith19: the fragment cache's count (frag_size)
 }
 
 // openPinnedMaps opens every map of spec pinned in dir, creating nothing,

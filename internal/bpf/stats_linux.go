@@ -393,6 +393,16 @@ func (d *Datapath) FlushFrags() (int, error) {
 			return n, fmt.Errorf("flushing fragment cache: %w", err)
 		}
 	}
+	// the count of what is left (the sweeper's next pass counts afresh
+	// an entry a packet added meanwhile); none in a datapath an older
+	// Sluice loaded (optionalMaps)
+	if d.objs.FragCount == nil {
+		_ = d.Specialise()
+		return n, nil
+	}
+	if err := d.objs.FragCount.Put(uint32(0), int64(0)); err != nil {
+		return n, fmt.Errorf("flushing fragment cache: %w", err)
+	}
 	_ = d.Specialise() // as FlushStates
 	return n, nil
 }

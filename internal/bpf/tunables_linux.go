@@ -35,6 +35,9 @@ var tunables = func() map[string]tunable {
 		"default_pass":     {[]uint32{cfgDefPass}, false, 0, 0xffffffff},
 		"state_logging":    {[]uint32{cfgStateLog}, false, 0, 1},
 		"frag_ttl":         {[]uint32{cfgFragTTL}, true, 1, 0x7fffffff},
+		// the fragment cache's map holds fragCap; IPFilter sizes its
+		// table at start, the kernel's takes a new size at once
+		"frag_size": {[]uint32{cfgFragSize}, false, 1, fragCap},
 	}
 	for _, tt := range state.TCPTimeoutTunables {
 		t := tunable{ticks: true, min: 1, max: 0x7fffffff}

@@ -197,7 +197,15 @@
 /* 39, 40, 41: user space only (the swap journal, ipf's rollback token,
  * the active set's number) */
 /* 42: user space only (the all-interfaces mode) */
+/* 43..46: user space only (spec key, clsact, NAT inline) */
+#define CFG_FRAG_SIZE 47  /* frag_size: the fragment cache's most entries (0: FRAG_SIZE_DEF) */
 #define CFG_N 64
+
+/* The fragment cache: the map's capacity, and IPFilter's ipfr_size, what
+ * it holds when the configuration has no frag_size (one pinned by an
+ * older Sluice) */
+#define FRAG_CAP 4096
+#define FRAG_SIZE_DEF 257
 
 struct conf {
 	__u64 v[CFG_N];

@@ -26,6 +26,39 @@ static __always_inline void frag_key_of(struct frag_key *k, const struct pktinfo
 	k->secclass = p->secclass;
 }
 
+/* frag_count_add moves the fragment cache's count by d */
+static __always_inline void frag_count_add(__s64 d)
+{
+	__u32 zero = 0;
+	__s64 *n = bpf_map_lookup_elem(&frag_count, &zero);
+
+	if (n)
+		__sync_fetch_and_add(n, d);
+}
+
+/* frag_del removes the entry at k, counting it out if this call did */
+static __always_inline void frag_del(const struct frag_key *k)
+{
+	if (bpf_map_delete_elem(&frags, k) == 0)
+		frag_count_add(-1);
+}
+
+/* frag_full is ipf_frag_new's ipfr_inuse >= ipfr_size: frag_size
+ * entries live (FRAG_SIZE_DEF when the configuration has none), at most
+ * the map's capacity */
+static __always_inline int frag_full(void)
+{
+	__u32 zero = 0;
+	__s64 *n = bpf_map_lookup_elem(&frag_count, &zero);
+	__u64 size = cfg(CFG_FRAG_SIZE);
+
+	if (!size)
+		size = FRAG_SIZE_DEF;
+	if (size > FRAG_CAP)
+		size = FRAG_CAP;
+	return n && *n > 0 && (__u64)*n >= size;
+}
+
 /* first_end is where a first fragment ends for the fragments that follow,
  * in 8-byte units (ipfr_firstend; the engine's firstFragEnd): an IPv4 TCP
  * first fragment counts as at least 20 bytes long, even when its header is
@@ -75,7 +108,7 @@ GLOBAL int sl_frag_lookup(__u64 now)
 	if (!e)
 		return 0;
 	if (e->expire <= now) {
-		bpf_map_delete_elem(&frags, &w->fk);
+		frag_del(&w->fk);
 		return 0;
 	}
 	o = p->fragoff >> 3;
@@ -130,8 +163,12 @@ GLOBAL int sl_frag_add(void)
 	if (old) {
 		if (old->expire > now)
 			return 0;
-		bpf_map_delete_elem(&frags, &w->fk);
+		frag_del(&w->fk);
 	}
+	/* a full table refuses new datagrams (ipf_frag_new); the sweeper
+	 * takes out the entries of those whose rest never came */
+	if (frag_full())
+		return 0;
 	e = &w->fe;
 	e->expire = now + cfg(CFG_FRAG_TTL);
 	e->next_off = (p->fragoff >> 3) + (p->dlen >> 3);
@@ -139,7 +176,8 @@ GLOBAL int sl_frag_add(void)
 		e->seen0 = 1;
 		e->first_end = first_end(p);
 	}
-	bpf_map_update_elem(&frags, &w->fk, e, BPF_NOEXIST);
+	if (bpf_map_update_elem(&frags, &w->fk, e, BPF_NOEXIST) == 0)
+		frag_count_add(1);
 	return 0;
 }
 

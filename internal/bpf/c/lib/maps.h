@@ -199,13 +199,27 @@ struct {
 	__type(value, struct st_slot);
 } st_dm SEC(".maps");
 
-/* Fragment cache (keep frags, and fragments of flows with state). */
+/* Fragment cache (keep frags, and fragments of flows with state). An LRU
+ * map still (a pinned one of an older Sluice is kept as it is), but never
+ * full: frag_count refuses new datagrams at frag_size, at most FRAG_CAP. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, FRAG_CAP);
 	__type(key, struct frag_key);
 	__type(value, struct frag_entry);
 } frags SEC(".maps");
+
+/* Count of the fragment cache's entries (IPFilter's ipfr_inuse, key 0):
+ * sl_frag_add adds each entry it puts in, each delete takes it back, and
+ * the sweeper, which removes the expired ones, sets it to what its walk
+ * counted (key 1 counts during the walk): that also takes in the entries
+ * an older Sluice's program left in a pinned map. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __s64);
+} frag_count SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

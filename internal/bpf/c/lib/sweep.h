@@ -103,6 +103,37 @@ static long sweep_dca_zero(struct bpf_map *map, struct dca_key *k, __u32 *n, str
 	return 0;
 }
 
+/* sweep_frag removes a fragment cache entry whose time ran out (IPFilter's
+ * ipf_frag_expire: a datagram whose rest never came) and counts the others
+ * in frag_count's key 1 (c->removed points there). */
+static long sweep_frag(struct bpf_map *map, struct frag_key *k, struct frag_entry *e, struct sweep_ctx *c)
+{
+	if (e->expire <= c->now)
+		bpf_map_delete_elem(&frags, k);
+	else
+		*c->removed += 1;
+	return 0;
+}
+
+/* sweep_frags expires the fragment cache and sets its count to the
+ * entries left. An entry a packet adds meanwhile may be counted twice or
+ * not at all, until the next pass. */
+static __always_inline void sweep_frags(__u64 now)
+{
+	struct sweep_ctx c = {};
+	__u32 zero = 0, one = 1;
+	__s64 *n = bpf_map_lookup_elem(&frag_count, &zero);
+	__s64 *walk = bpf_map_lookup_elem(&frag_count, &one);
+
+	if (!n || !walk)
+		return;
+	*walk = 0;
+	c.now = now;
+	c.removed = (__u64 *)walk;
+	bpf_for_each_map_elem(&frags, sweep_frag, &c, 0);
+	*n = *walk;
+}
+
 static __always_inline void sweep_pass(struct sweep_ctx *c, __u32 mode)
 {
 	c->mode = mode;
@@ -175,6 +206,7 @@ static __always_inline void sweep(struct sweeper *sw)
 	}
 	bpf_for_each_map_elem(&dca_conns, sweep_dca, &c, 0);
 	bpf_for_each_map_elem(&dca, sweep_dca_zero, &c, 0);
+	sweep_frags(c.now);
 	sw->runs++;
 }
 
