@@ -3957,6 +3957,8 @@ static __always_inline __u16 frag_end4(const struct pkt *p)
 /* frag_sess finds the session of a fragment entry, by either entry key
  * it noted (one may belong to a newer session now), putting the key it
  * found it by in k; NULL when the session has ended. */
+static __always_inline struct nat_sess *frag_shadow(const struct nat_key *base, __u64 seq, struct nat_key *k);
+
 static __always_inline struct nat_sess *frag_sess(const struct nat_frag *fe, struct nat_key *k)
 {
 	struct nat_sess *v = bpf_map_lookup_elem(&sessions, &fe->ska);
@@ -3970,19 +3972,53 @@ static __always_inline struct nat_sess *frag_sess(const struct nat_frag *fe, str
 		*k = fe->skb;
 		return v;
 	}
+	if (!cfg(NCFG_SHADOWS))
+		return NULL;
+	v = frag_shadow(&fe->ska, fe->seq, k);
+	return v ? v : frag_shadow(&fe->skb, fe->seq, k);
+}
+
+/* frag_shadow finds session seq's entry among the shadows of key base,
+ * k the walk's key and, when found, the entry's. A newer session that
+ * took over both keys of the fragment entry's session (shadow) leaves
+ * that session alive under them: its later fragments still follow it,
+ * as the engine's and IPFilter's entries point at the session itself
+ * (dif19, TestDifferentialRandom seed 190303: looked up under the two
+ * keys only, the session was taken for ended and the fragment left
+ * untranslated). */
+static __always_inline struct nat_sess *frag_shadow(const struct nat_key *base, __u64 seq, struct nat_key *k)
+{
+	struct nat_sess *v;
+
+	*k = *base;
+	if (k->dir & (DIR_SHADOW | DIR_WILD))
+		return NULL;
+	k->dir |= DIR_SHADOW;
+	for (__u8 g = 1; g < 16; g++) {
+		k->pad = g;
+		v = bpf_map_lookup_elem(&sessions, k);
+		if (v && v->seq == seq)
+			return v;
+	}
 	return NULL;
 }
 
 /* frag_live reports whether the session a fragment entry goes with still
- * lives (the engine drops a session's entries with it). */
+ * lives (the engine drops a session's entries with it), under its keys
+ * or their shadows (frag_shadow). */
 static __always_inline int frag_live(const struct nat_frag *fe)
 {
 	struct nat_sess *v = bpf_map_lookup_elem(&sessions, &fe->ska);
+	struct nat_key k;
 
 	if (v && v->seq == fe->seq)
 		return 1;
 	v = bpf_map_lookup_elem(&sessions, &fe->skb);
-	return v && v->seq == fe->seq;
+	if (v && v->seq == fe->seq)
+		return 1;
+	if (!cfg(NCFG_SHADOWS))
+		return 0;
+	return frag_shadow(&fe->ska, fe->seq, &k) || frag_shadow(&fe->skb, fe->seq, &k);
 }
 
 /* frag_copy is a fragment body's copy of its datagram's entry fe (found
