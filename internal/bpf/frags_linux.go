@@ -3,7 +3,7 @@ package bpf
 import "fmt"
 
 // FragCache counts the fragment cache's live entries (those whose expiry,
-// on the datapath's clock, is not past) and returns its capacity. The
+// on the datapath's clock, is not past) and returns its size (frag_size). The
 // entries are read as the generated struct frag_entry, so a change of
 // its layout changes this code with it.
 func (d *Datapath) FragCache() (live, capacity int, err error) {
@@ -24,5 +24,11 @@ func (d *Datapath) FragCache() (live, capacity int, err error) {
 	if err := it.Err(); err != nil {
 		return live, 0, fmt.Errorf("reading the fragment cache: %w", err)
 	}
-	return live, int(d.objs.Frags.MaxEntries()), nil
+	// the table's size is frag_size (the count refuses new datagrams
+	// there), not the map's, which only bounds frag_size
+	size := d.cfg(cfgFragSize)
+	if size == 0 {
+		size = fragSizeDef
+	}
+	return live, int(size), nil
 }

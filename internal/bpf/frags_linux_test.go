@@ -28,8 +28,9 @@ func TestFragCache(t *testing.T) {
 	if err != nil || live != 2 {
 		t.Fatalf("after two datagrams' first fragments: live %d (%v), want 2", live, err)
 	}
-	if want := int(h.d.objs.Frags.MaxEntries()); capacity != want {
-		t.Errorf("capacity %d, want the map's %d", capacity, want)
+	if capacity != frag.DefaultSize {
+		t.Errorf("capacity %d, want frag_size's default %d (ipfstat's table size, not the map's %d)", capacity, frag.DefaultSize,
+			h.d.objs.Frags.MaxEntries())
 	}
 	if err := h.d.AdvanceClock(frag.DefaultTTL*Tick + time.Second); err != nil {
 		t.Fatal(err)
@@ -73,8 +74,8 @@ func TestFragCacheFull(t *testing.T) {
 		h.expect(false, rest(id), "pass")
 	}
 	h.expect(false, rest(4), "block")
-	if live, _, err := h.d.FragCache(); err != nil || live != 3 {
-		t.Fatalf("full cache: live %d (%v), want 3", live, err)
+	if live, size, err := h.d.FragCache(); err != nil || live != 3 || size != 3 {
+		t.Fatalf("full cache: live %d of %d (%v), want 3 of frag_size 3", live, size, err)
 	}
 	// a datagram's first fragment sent again finds its entry: no new one
 	h.expect(false, first(2), "pass")
