@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/mountinfo"
 )
 
 // mountPrefix starts the names of the private bpffs directories; the PID
@@ -84,7 +85,7 @@ func SweepMounts() ([]string, error) {
 	var errs []error
 	for _, m := range all {
 		pid, ok := mountPID(m)
-		if !ok || pid == os.Getpid() || alive(pid) {
+		if !ok || pid == os.Getpid() || mountinfo.Alive(pid) {
 			continue
 		}
 		if err := (&privateFS{dir: m}).unmount(); err != nil {
@@ -94,11 +95,6 @@ func SweepMounts() ([]string, error) {
 		swept = append(swept, m)
 	}
 	return swept, errors.Join(errs...)
-}
-
-func alive(pid int) bool {
-	err := unix.Kill(pid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 // mountPID reads the PID out of a private mount's path.
@@ -118,52 +114,15 @@ func mountPID(path string) (int, bool) {
 // mounts lists the bpffs mount points of our private kind in this
 // process's mount namespace.
 func mounts() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	all, err := mountinfo.BPF()
 	if err != nil {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// ID parent major:minor root mountpoint options ... - fstype source
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMount(fields[4])
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+1 >= len(fields) || fields[sep+1] != "bpf" {
-			continue
-		}
+	for _, mp := range all {
 		if _, ok := mountPID(mp); ok {
 			out = append(out, mp)
 		}
 	}
-	return out, sc.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, nil
 }

@@ -6,8 +6,6 @@
 package bpffs
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sluice/internal/mountinfo"
 	"sluice/internal/testutil"
 )
 
@@ -75,24 +74,18 @@ func MountAt(dir string) (unmount func() error, err error) {
 // another process keeps its mount: never one too many). Returns the mount
 // points detached.
 func Reap() []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	mps, err := mountinfo.BPF()
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
 	var reaped []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		mp, ok := bpfMountPoint(sc.Text())
-		if !ok {
-			continue
-		}
+	for _, mp := range mps {
 		b, err := os.ReadFile(mp + ownerSuffix)
 		if err != nil {
 			continue
 		}
 		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 0 || alive(pid) {
+		if err != nil || pid <= 0 || mountinfo.Alive(pid) {
 			continue
 		}
 		if unix.Unmount(mp, unix.MNT_DETACH) == nil {
@@ -101,44 +94,4 @@ func Reap() []string {
 		}
 	}
 	return reaped
-}
-
-// bpfMountPoint returns the mount point of a mountinfo line if its file
-// system is bpf (proc(5): fields, " - ", fstype, source, options).
-func bpfMountPoint(line string) (string, bool) {
-	pre, post, ok := strings.Cut(line, " - ")
-	if !ok {
-		return "", false
-	}
-	f, g := strings.Fields(pre), strings.Fields(post)
-	if len(f) < 5 || len(g) < 1 || g[0] != "bpf" {
-		return "", false
-	}
-	return unescape(f[4]), true
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// alive reports whether process pid exists (kill with signal 0; EPERM is
-// a process of another user).
-func alive(pid int) bool {
-	err := unix.Kill(pid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
 }

@@ -8,28 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
+	"sluice/internal/mountinfo"
 	"sluice/internal/testutil"
 )
-
-func TestBPFMountPoint(t *testing.T) {
-	for _, c := range []struct {
-		line, mp string
-		ok       bool
-	}{
-		{`36 35 0:31 / /sys/fs/bpf rw,nosuid,nodev,noexec,relatime shared:14 - bpf bpf rw,mode=700`, "/sys/fs/bpf", true},
-		{`120 29 0:52 / /tmp/Test\040x/001 rw,relatime - bpf bpf rw,mode=700`, "/tmp/Test x/001", true},
-		{`25 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw`, "", false},
-		{`garbage`, "", false},
-	} {
-		mp, ok := bpfMountPoint(c.line)
-		if mp != c.mp || ok != c.ok {
-			t.Errorf("%q: %q %v, want %q %v", c.line, mp, ok, c.mp, c.ok)
-		}
-	}
-}
 
 // TestReap: a mount whose owner died is detached; one whose owner lives
 // (this process) and one without an owner file are left alone.
@@ -67,14 +50,12 @@ func TestReap(t *testing.T) {
 		t.Fatalf("reaped %v, want %s and neither %s nor %s", got, dead, live, bare)
 	}
 	mounted := map[string]bool{}
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mps, err := mountinfo.BPF()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if mp, ok := bpfMountPoint(l); ok {
-			mounted[mp] = true
-		}
+	for _, mp := range mps {
+		mounted[mp] = true
 	}
 	if mounted[dead] || !mounted[live] || !mounted[bare] {
 		t.Errorf("mounted after Reap: dead %v, live %v, bare %v", mounted[dead], mounted[live], mounted[bare])
