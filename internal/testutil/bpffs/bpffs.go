@@ -40,9 +40,13 @@ func Mount(t testing.TB) string {
 	return mnt
 }
 
-// ownerSuffix names the file beside a test's mount point that holds the
-// pid of the process that mounted it.
-const ownerSuffix = ".sluice-bpffs-pid"
+// ownerFile names the file beside a test's mount point that holds the pid
+// of the process that mounted it: hidden, so that no reaper of other mounts
+// beside it (the bench's, by name prefix) takes it for one of its own.
+func ownerFile(mp string) string {
+	mp = filepath.Clean(mp)
+	return filepath.Join(filepath.Dir(mp), "."+filepath.Base(mp)+".sluice-bpffs-pid")
+}
 
 // MountAt mounts a fresh bpffs (mode 0700) on dir, which must exist, for a
 // fixture that outlives one test (a topology several tests share); the
@@ -54,7 +58,7 @@ func MountAt(dir string) (unmount func() error, err error) {
 	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
 		return nil, fmt.Errorf("mounting a bpffs on %s: %w", dir, err)
 	}
-	owner := filepath.Clean(dir) + ownerSuffix
+	owner := ownerFile(dir)
 	// best effort: without it the mount is only not reaped
 	_ = os.WriteFile(owner, []byte(strconv.Itoa(os.Getpid())), 0o600)
 	return func() error {
@@ -80,7 +84,7 @@ func Reap() []string {
 	}
 	var reaped []string
 	for _, mp := range mps {
-		b, err := os.ReadFile(mp + ownerSuffix)
+		b, err := os.ReadFile(ownerFile(mp))
 		if err != nil {
 			continue
 		}
@@ -89,7 +93,7 @@ func Reap() []string {
 			continue
 		}
 		if unix.Unmount(mp, unix.MNT_DETACH) == nil {
-			os.Remove(mp + ownerSuffix)
+			os.Remove(ownerFile(mp))
 			reaped = append(reaped, mp)
 		}
 	}

@@ -36,13 +36,13 @@ func TestReap(t *testing.T) {
 			u() // the reaped one's fails: already detached
 		}
 	}()
-	os.Remove(bare + ownerSuffix)
+	os.Remove(ownerFile(bare))
 	// a pid that was a process and is no more
 	cmd := exec.Command("true")
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(dead+ownerSuffix, []byte(strconv.Itoa(cmd.Process.Pid)), 0o600); err != nil {
+	if err := os.WriteFile(ownerFile(dead), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	got := Reap()
