@@ -3,6 +3,7 @@
 package nat
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -40,7 +41,7 @@ func TestPrivilegedReplyShadowEnding(t *testing.T) {
 			{false, "nic1", udp4("2.2.2.2", "1.1.1.1", 53, 1000)},
 		} {
 			if ret, _, err := h.run(p.out, p.iface, p.b); err != nil || ret != VerdictNext {
-				t.Fatalf("A's packets: verdict %d, %v", ret, err)
+				return fmt.Errorf("A's packets: verdict %d, %v", ret, err)
 			}
 		}
 		var k natNatKey
@@ -54,7 +55,7 @@ func TestPrivilegedReplyShadowEnding(t *testing.T) {
 			}
 		}
 		if n != 2 || seqA == 0 {
-			t.Fatalf("A: %d entries, forward seq %d", n, seqA)
+			return fmt.Errorf("A: %d entries, forward seq %d", n, seqA)
 		}
 		// the ender's mark
 		if err := h.d.objs.Sessions.Lookup(&fwdA, &v); err != nil {
@@ -69,7 +70,7 @@ func TestPrivilegedReplyShadowEnding(t *testing.T) {
 			return err
 		}
 		if ret != VerdictNext || len(got) < 28 || got[12] != 1 || got[15] != 1 || got[20] != 0x03 || got[21] != 0xe8 {
-			t.Fatalf("B: verdict %d, %x: not mapped to 1.1.1.1:1000 (the test needs B's reply key to be A's)", ret, got[12:22])
+			return fmt.Errorf("B: verdict %d, %x: not mapped to 1.1.1.1:1000 (the test needs B's reply key to be A's)", ret, got)
 		}
 		// the ender goes on (sess_delete after its mark): the flush
 		// plays it, A's entry given its seq back so that the flush

@@ -23,7 +23,7 @@ func TestPrivilegedSweeper(t *testing.T) {
 		n     = 40
 		rules = "map nic3 10.0.1.0/24 -> 1.1.2.1/32 portmap udp 20000:60000 age 1/1\n"
 		// a hang detector, not a timing assertion: the sessions'
-		// lifetime is 1 tick
+		// lifetime (age 1/1) is about a second
 		bound = 20 * time.Second
 	)
 	h := newHarness(t)
@@ -49,7 +49,7 @@ func TestPrivilegedSweeper(t *testing.T) {
 					return err
 				}
 				if ret != VerdictNext || len(got) < 20 || got[12] != 1 || got[15] != 1 {
-					t.Errorf("flow %d: verdict %d, source %v: not translated", base+i, ret, got[12:16])
+					t.Errorf("flow %d: verdict %d, %x: not translated", base+i, ret, got)
 				}
 			}
 			return nil
