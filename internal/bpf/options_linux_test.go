@@ -6,9 +6,6 @@ import (
 	"testing"
 
 	"sluice/internal/engine"
-	"sluice/internal/rules/ipf"
-	"sluice/internal/ruleset"
-	"sluice/internal/state"
 )
 
 // TestOptionsIPv4Only: a rule's IPv4 option and security tests match
@@ -36,23 +33,8 @@ func TestOptionsIPv4Only(t *testing.T) {
 		"block in quick inet6 proto tcp all with not opt rr",
 	} {
 		text := rule + "\npass in all\n"
-		rules, err := ipf.Parse("r", []byte(text), ipf.ParseOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := ruleset.Compile(rules)
-		if err != nil {
-			t.Fatal(err)
-		}
-		im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == "eth0" }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.d.LoadRules(im, Active); err != nil {
-			t.Fatal(err)
-		}
-		eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
-		eng.Sets().Store(0, set)
+		h.load(text)
+		eng := engineFor(t, text)
 		for _, fp := range append(append([]flowPkt(nil), v6...), v4...) {
 			frame := fp.frame()
 			var p engine.Packet
