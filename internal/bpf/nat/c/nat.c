@@ -2703,12 +2703,22 @@ static __always_inline int exists(struct nat_key *k)
 	return found;
 }
 
-/* exists_on is exists for a new session's clash check: a session of that
- * tuple on another interface is no clash, and the check is a lookup that
- * binds what it finds (the engine's existsOn). k may be changed. */
-static __always_inline int exists_on(struct nat_key *k, __u32 ifindex)
+/* nat_exists_on is exists for a new session's clash check, on the key in
+ * the work area's k2: a session of that tuple on another interface is no
+ * clash, and the check is a lookup that binds what it finds (the engine's
+ * existsOn). k2 may be changed. A function of its own, verified once: the
+ * walk of the key's shadows inline under each of its callers' states (the
+ * allocation loops: map_step, nat_new_rdr) was most of the slow programs'
+ * verification. It is the eighth frame of the deepest chain (the slow
+ * program > nat_slow > nat_new > walk_step > nat_try > nat_new_map >
+ * map_step > here): the walk is inline, no chain_best. */
+GLOBAL int nat_exists_on(__u32 ifindex)
 {
-	return sess_find_at(k, ifindex, 1) != NULL;
+	struct work *w = get_work();
+
+	if (!w)
+		return 0;
+	return sess_find_at(&w->k2, ifindex, 1) != NULL;
 }
 
 static __always_inline void key_of(struct nat_key *k, __u8 dir, __u8 proto, __u8 family, const __u32 *src,
@@ -2983,7 +2993,7 @@ static long map_step(__u32 l, void *unused)
 	/* an ICMP query is never a clash: IPFilter's ipf_nat_newmap does not
 	 * find its session (the engine's newMap); the new one takes the keys
 	 * over (shadow) */
-	if (p->cutnew || icmpq || !exists_on(k, p->ifindex)) {
+	if (p->cutnew || icmpq || !nat_exists_on(p->ifindex)) {
 		a->in = in;
 		a->port = port;
 		a->ok = 1;
@@ -3240,7 +3250,7 @@ GLOBAL int nat_new_rdr(__u32 slot, __u32 idx0)
 	}
 	/* an ICMPv6 query is never a clash; an ICMPv4 packet clashes by its
 	 * type and code word (the engine's newRdr) */
-	if ((p->proto == IPPROTO_ICMP || !icmpq) && exists_on(k, p->ifindex)) {
+	if ((p->proto == IPPROTO_ICMP || !icmpq) && nat_exists_on(p->ifindex)) {
 		stat_inc(NS_SIDE * p->dir + NS_EXISTS);
 		w->nexists++;
 		return 0;
@@ -3515,6 +3525,17 @@ struct walk_ctx {
 	__u32 a[4]; /* the address the table is keyed by, network order */
 };
 
+/* The walk's state sits in the work area's ftp room (w->tmp: only the ftp
+ * proxy uses it, after the walk), not on nat_new's stack: the chain of
+ * frames under nat_new (walk_step > nat_try > nat_new_map > map_step >
+ * nat_exists_on) has no 48 bytes to spare. */
+_Static_assert(sizeof(struct walk_ctx) <= FTP_MAXPAY, "walk_ctx does not fit in the work area's tmp");
+
+static __always_inline struct walk_ctx *walk_of(struct work *w)
+{
+	return (struct walk_ctx *)w->tmp;
+}
+
 /* mask_word is the network-order mask of word i of a /len prefix. */
 static __always_inline __u32 mask_word(__u32 len, __u32 i)
 {
@@ -3562,16 +3583,21 @@ static __always_inline __u32 walk_bucket(struct walk_ctx *c, const struct nat_or
  * the current mask's bucket in order, then the next mask, and last the
  * bucket of address 0 once more (IPFilter's walk runs one slot past its
  * last mask, slot 0: the engine's walk in translate.go). */
-static long walk_step(__u32 i, struct walk_ctx *c)
+static long walk_step(__u32 i, void *unused)
 {
 	struct work *w = get_work();
-	__u32 ok = c->slot * 2 + (w ? w->p.dir : 0);
-	struct nat_order *o = bpf_map_lookup_elem(&orders, &ok);
+	struct walk_ctx *c;
+	struct nat_order *o;
 	struct nat_rule *r;
-	__u32 idx, j;
+	__u32 idx, j, ok;
 	int res;
 
-	if (!w || !o || c->lev > o->nmasks[c->v6 & 1])
+	if (!w)
+		return 1;
+	c = walk_of(w);
+	ok = c->slot * 2 + w->p.dir;
+	o = bpf_map_lookup_elem(&orders, &ok);
+	if (!o || c->lev > o->nmasks[c->v6 & 1])
 		return 1;
 	if (c->j >= c->n) {
 		c->j = 0;
@@ -3679,31 +3705,39 @@ static __always_inline void rotate(__u32 slot, __u32 dir, __u32 idx)
 GLOBAL int nat_new(void)
 {
 	struct work *w = get_work();
-	struct walk_ctx c = {};
+	struct walk_ctx *c;
 	__u32 ok;
 	struct nat_order *o;
 
 	if (!w)
 		return 0;
-	c.slot = cfg(NCFG_ACTIVE) & 1;
-	ok = c.slot * 2 + (w->p.dir & 1);
+	c = walk_of(w);
+	__builtin_memset(c, 0, sizeof(*c));
+	c->slot = cfg(NCFG_ACTIVE) & 1;
+	ok = c->slot * 2 + (w->p.dir & 1);
 	o = bpf_map_lookup_elem(&orders, &ok);
 	if (!o || !o->n)
 		return 0;
-	c.n = o->n;
-	c.v6 = w->p.family == 6;
-	__builtin_memcpy(c.a, (w->p.dir & 1) == DIR_IN ? w->p.dst : w->p.src, sizeof(c.a));
-	bpf_loop(NAT_MAX_RULES * NAT_LEVELS, walk_step, &c, 0);
-	if (c.res) {
-		struct nat_rule *r = rule_at(c.slot, c.idx);
+	c->n = o->n;
+	c->v6 = w->p.family == 6;
+	__builtin_memcpy(c->a, (w->p.dir & 1) == DIR_IN ? w->p.dst : w->p.src, sizeof(c->a));
+	bpf_loop(NAT_MAX_RULES * NAT_LEVELS, walk_step, NULL, 0);
+	/* found again: one register less to keep across the loop */
+	w = get_work();
+	if (!w)
+		return 0;
+	c = walk_of(w);
+	if (c->res) {
+		__u32 slot = c->slot & 1, idx = c->idx;
+		struct nat_rule *r = rule_at(slot, idx);
 
 		/* only the rdr list turns, and not an inbound bimap (the
 		 * engine's check: IPFilter moves a round-robin rdr only) */
-		if (r && (r->flags & RF_RR) && c.res == 3 && (w->p.dir & 1) == DIR_IN && r->type != NT_BIMAP)
-			rotate(c.slot, w->p.dir & 1, c.idx);
+		if (r && (r->flags & RF_RR) && c->res == 3 && (w->p.dir & 1) == DIR_IN && r->type != NT_BIMAP)
+			rotate(slot, w->p.dir & 1, idx);
 		return 1;
 	}
-	return c.failed ? -1 : 0;
+	return c->failed ? -1 : 0;
 }
 
 /* ------------------------------------------------------------- wildcards */
@@ -5672,9 +5706,12 @@ static __always_inline int nat_fast(struct __sk_buff *skb, __u32 dir, int pre)
 	return nat_fast4(skb, dir, pre, h, cookie, l3, nspj);
 }
 
-/* nat_whole is the way for every packet the fast path leaves: a function
- * shared by the three slow programs. */
-GLOBAL int nat_whole(struct __sk_buff *skb, __u32 dir, __u32 pre)
+/* nat_whole is the way for every packet the fast path leaves: the body of
+ * the three slow programs. Inline, not a function of its own: the slow
+ * programs are programs of their own now (the fast ones tail-call them),
+ * and a frame less leaves the clash checks deep in the allocation's call
+ * chain one for a function verified once (nat_exists_on). */
+static __always_inline int nat_whole(struct __sk_buff *skb, __u32 dir, __u32 pre)
 {
 	if (!skb)
 		return TC_ACT_UNSPEC;
