@@ -4688,6 +4688,45 @@ static __always_inline __u16 inner_fix(struct inner *in, __u16 ck, __u32 m)
 	return c.ck;
 }
 
+/* nat_inner_rewrite puts the session's tuple (w->t) into the packet an
+ * ICMP error quotes (w->in, tot its length): back, the original addresses
+ * and ports (the error goes against the session's direction), else the
+ * translated ones. A function of its own, verified once: its four
+ * address rewrites (eight 16-bit words each, with their checksums) inline
+ * in nat_icmperr were verified again under each state of the lookup
+ * before them. */
+GLOBAL int nat_inner_rewrite(__u32 tot, __u32 back)
+{
+	struct work *w = get_work();
+	struct nat_tuple *t;
+	struct inner *in;
+
+	if (!w)
+		return 0;
+	in = &w->in;
+	t = &w->t;
+	if (back) {
+		inner_addr(in, tot, 0, t->osrc);
+		inner_addr(in, tot, 1, t->odst);
+		if (in->pflags & PF_ICMPQ) {
+			inner_port(in, tot, 0, bpf_ntohs(t->osport));
+		} else {
+			inner_port(in, tot, 0, bpf_ntohs(t->osport));
+			inner_port(in, tot, 1, bpf_ntohs(t->odport));
+		}
+	} else {
+		inner_addr(in, tot, 0, t->ndst);
+		inner_addr(in, tot, 1, t->nsrc);
+		if (in->pflags & PF_ICMPQ) {
+			inner_port(in, tot, 0, bpf_ntohs(t->nsport));
+		} else {
+			inner_port(in, tot, 0, bpf_ntohs(t->ndport));
+			inner_port(in, tot, 1, bpf_ntohs(t->nsport));
+		}
+	}
+	return 0;
+}
+
 /* nat_icmperr translates an ICMP error whose embedded packet belongs to a
  * session (the engine's icmpError). Returns 1 if translated. */
 GLOBAL int nat_icmperr(struct __sk_buff *skb)
@@ -4743,25 +4782,7 @@ GLOBAL int nat_icmperr(struct __sk_buff *skb)
 	if (!sess_held(v, w->pin))
 		return 0;
 	__builtin_memcpy(in->o, in->b, ICMP_INNER);
-	if (p->dir != sdir) {
-		inner_addr(in, tot, 0, t->osrc);
-		inner_addr(in, tot, 1, t->odst);
-		if (in->pflags & PF_ICMPQ) {
-			inner_port(in, tot, 0, bpf_ntohs(t->osport));
-		} else {
-			inner_port(in, tot, 0, bpf_ntohs(t->osport));
-			inner_port(in, tot, 1, bpf_ntohs(t->odport));
-		}
-	} else {
-		inner_addr(in, tot, 0, t->ndst);
-		inner_addr(in, tot, 1, t->nsrc);
-		if (in->pflags & PF_ICMPQ) {
-			inner_port(in, tot, 0, bpf_ntohs(t->nsport));
-		} else {
-			inner_port(in, tot, 0, bpf_ntohs(t->ndport));
-			inner_port(in, tot, 1, bpf_ntohs(t->nsport));
-		}
-	}
+	nat_inner_rewrite(tot, p->dir != sdir);
 	if (bpf_skb_load_bytes(skb, p->l4off + 2, &cknet, 2) < 0)
 		return 0;
 	ck = bpf_ntohs(cknet);
