@@ -13,10 +13,19 @@ import (
 	"sluice/internal/testutil"
 )
 
+// verifierBudget is the most instructions the verifier may process for one
+// program here. The kernel's limit is a million; the same object needs
+// about twice the instructions on one host as on another (session 19:
+// Linux 6.18.44 refused what an earlier host verified in under 500 000).
+// natv20 brought the slow programs from 456 259 to 251 692 on Linux
+// 6.18.44 (the clash check and the ICMP error's rewrite are functions
+// verified once, docs/datapath-cost.md "NAT's verifier budget"); the bound
+// is that plus a margin of about 20 %, so that a change which adds a fifth
+// shows up here, with the numbers, well before a kernel refuses the load.
+const verifierBudget = 300000
+
 // TestPrivilegedVerifierBudget loads the programs and checks that each is
-// verified within half of the kernel's one-million-instruction budget, so
-// that a change which makes verification explode shows up here, with the
-// numbers, before it makes the load fail.
+// verified within verifierBudget instructions.
 func TestPrivilegedVerifierBudget(t *testing.T) {
 	testutil.RequireRoot(t)
 	spec, err := loadNat()
@@ -44,8 +53,8 @@ func TestPrivilegedVerifierBudget(t *testing.T) {
 		}
 		n, _ := strconv.Atoi(m[1])
 		t.Logf("%s: %d instructions processed by the verifier", name, n)
-		if n > 500000 {
-			t.Errorf("%s: the verifier processed %d instructions, over half its budget", name, n)
+		if n > verifierBudget {
+			t.Errorf("%s: the verifier processed %d instructions, over the %d allowed (the kernel's limit: 1 000 000)", name, n, verifierBudget)
 		}
 	}
 }
