@@ -1719,16 +1719,38 @@ static __always_inline int sess_kill(struct nat_sess *v, __u64 seq)
 	return seq != SSEQ_DEAD && __sync_val_compare_and_swap(&v->seq, seq, SSEQ_DEAD) == seq;
 }
 
-/* sess_del deletes the entry of session seq at key k, marked first.
+/* sess_unlink deletes the entry of session seq at key k, marked first.
  * An entry of another session there (a newer one took the key since the
- * caller read it) is left alone: returns -1 as for none. */
-static __always_inline int sess_del(const struct nat_key *k, __u64 seq)
+ * caller read it) is left alone. mark says what it returns: 0, the
+ * delete's result (-1 for another session's entry; with no entry at k
+ * the delete is still tried: sess_del); 1, whether this call marked the
+ * entry (sess_del_mark: of two CPUs ending one entry exactly one counts
+ * it, and the shadow count is kept by whoever marks a shadow entry; with
+ * no entry at k nothing is deleted). */
+static __always_inline int sess_unlink(const struct nat_key *k, __u64 seq, int mark)
 {
 	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
+	int mine = 0, r;
 
-	if (v && !sess_kill(v, seq) && READ_ONCE64(v->seq) != SSEQ_DEAD)
-		return -1;
-	return bpf_map_delete_elem(&sessions, k);
+	if (v) {
+		mine = sess_kill(v, seq);
+		if (!mine && READ_ONCE64(v->seq) != SSEQ_DEAD)
+			return mark ? 0 : -1;
+	} else if (mark) {
+		return 0;
+	}
+	r = bpf_map_delete_elem(&sessions, k);
+	return mark ? mine : r;
+}
+
+static __always_inline int sess_del(const struct nat_key *k, __u64 seq)
+{
+	return sess_unlink(k, seq, 0);
+}
+
+static __always_inline int sess_del_mark(const struct nat_key *k, __u64 seq)
+{
+	return sess_unlink(k, seq, 1);
 }
 
 /* key_same reports whether two keys are the same, word by word. */
@@ -1740,23 +1762,6 @@ static __always_inline int key_same(const struct nat_key *a, const struct nat_ke
 		if (x[i] != y[i])
 			return 0;
 	return 1;
-}
-
-/* sess_del_mark is sess_del that tells whether this call marked the
- * entry (1), so that of two CPUs ending one entry exactly one counts it:
- * the shadow count is kept by whoever marks a shadow entry. */
-static __always_inline int sess_del_mark(const struct nat_key *k, __u64 seq)
-{
-	struct nat_sess *v = bpf_map_lookup_elem(&sessions, k);
-	int mine;
-
-	if (!v)
-		return 0;
-	mine = sess_kill(v, seq);
-	if (!mine && READ_ONCE64(v->seq) != SSEQ_DEAD)
-		return 0;
-	bpf_map_delete_elem(&sessions, k);
-	return mine;
 }
 
 /* sess_keyed reports whether entry v belongs under key k: every entry
