@@ -1533,6 +1533,20 @@ static __always_inline __u64 lifetime(__u32 age, __u8 proto, __u8 pflags, int w,
  * bpf_l4_csum_replace, which also does right by CHECKSUM_PARTIAL skbs
  * (only the pseudo header is in the field then) and CHECKSUM_COMPLETE
  * ones. Packet pointers are invalid afterwards. */
+/* fast_rebind refills the fast slot of entry k's fast twin f, bound to
+ * another interface since the twin was made (apply). A call of its own:
+ * inline, slot_fill's locked sections made the slow programs' own frame,
+ * the first of each of their call chains, 144 bytes. */
+static __attribute__((noinline)) int fast_rebind(const struct nat_key *k, const struct nat_fast *f)
+{
+	struct work *w = get_work();
+
+	/* its fast4 key in the scratch area: no stack to spare */
+	if (w && fkey_of(&w->fk4, k))
+		slot_fill(k, &w->fk4, f);
+	return 0;
+}
+
 static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k, struct nat_sess *v, struct pkt *p,
 				 __u64 now)
 {
@@ -1563,12 +1577,8 @@ static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k,
 	if (f) {
 		/* the entry was bound since its twin was made (sess_take) */
 		if (unlikely(f->ifindex != v->ifindex)) {
-			struct work *w = get_work();
-
 			f->ifindex = v->ifindex;
-			/* its fast4 key in the scratch area: no stack to spare */
-			if (w && fkey_of(&w->fk4, k))
-				slot_fill(k, &w->fk4, f);
+			fast_rebind(k, f);
 		}
 		f->last = now;
 		if (p->proto == IPPROTO_TCP && p->l4off)
@@ -3889,7 +3899,10 @@ static __always_inline int wild_add(struct work *w, const struct nat_sess *paren
 				    __u16 port, __u64 deadline)
 {
 	struct nat_sess *e = WS(w), *r = WS2(w);
-	struct nat_key rk;
+	/* the reply key in the scratch area (shadow and nat_wild use it
+	 * while a session is made, before the proxy runs): on the stack it
+	 * made ftp_conn's frame the deepest of the proxy's chain */
+	struct nat_key *rk = &w->x.rk2;
 	__u64 *c;
 
 	if (cfg(NCFG_COUNT) >= cfg(NCFG_MAX))
@@ -3930,9 +3943,9 @@ static __always_inline int wild_add(struct work *w, const struct nat_sess *paren
 	e->ifindex = dir == DIR_IN ? e->ifin : e->ifout;
 	r->ifindex = dir == DIR_IN ? e->ifout : e->ifin;
 	fwd_key(&w->k, &e->t, dir | DIR_WILD, proto, e->family);
-	rev_key(&rk, &e->t, dir, proto, e->family);
-	rk.dir |= DIR_WILD;
-	e->peer = rk;
+	rev_key(rk, &e->t, dir, proto, e->family);
+	rk->dir |= DIR_WILD;
+	e->peer = *rk;
 	r->peer = w->k;
 	/* before the first wildcard is there (nat_slow) */
 	c = cfgp(NCFG_WILDSEEN);
@@ -3946,7 +3959,7 @@ static __always_inline int wild_add(struct work *w, const struct nat_sess *paren
 		/* its timer (the sweeper's if the kernel gives none:
 		 * sess_arm) */
 		if (sess_arm(&w->k, deadline > now ? deadline - now : 1, e->seq) != 0 ||
-		    bpf_map_update_elem(&sessions, &rk, r, BPF_NOEXIST) != 0) {
+		    bpf_map_update_elem(&sessions, rk, r, BPF_NOEXIST) != 0) {
 			sess_del(&w->k, e->seq);
 			return 0;
 		}
