@@ -1528,11 +1528,6 @@ static __always_inline __u64 lifetime(__u32 age, __u8 proto, __u8 pflags, int w,
 	return cfg_or(NCFG_DEFIPAGE, 120);
 }
 
-/* apply rewrites the packet for entry v and accounts it. The new
- * addresses and ports are written directly; the L4 checksum goes through
- * bpf_l4_csum_replace, which also does right by CHECKSUM_PARTIAL skbs
- * (only the pseudo header is in the field then) and CHECKSUM_COMPLETE
- * ones. Packet pointers are invalid afterwards. */
 /* fast_rebind refills the fast slot of entry k's fast twin f, bound to
  * another interface since the twin was made (apply). A call of its own:
  * inline, slot_fill's locked sections made the slow programs' own frame,
@@ -1547,6 +1542,11 @@ static __attribute__((noinline)) int fast_rebind(const struct nat_key *k, const 
 	return 0;
 }
 
+/* apply rewrites the packet for entry v and accounts it. The new
+ * addresses and ports are written directly; the L4 checksum goes through
+ * bpf_l4_csum_replace, which also does right by CHECKSUM_PARTIAL skbs
+ * (only the pseudo header is in the field then) and CHECKSUM_COMPLETE
+ * ones. Packet pointers are invalid afterwards. */
 static __always_inline int apply(struct __sk_buff *skb, const struct nat_key *k, struct nat_sess *v, struct pkt *p,
 				 __u64 now)
 {
