@@ -226,6 +226,8 @@ type State struct {
 	// TCP window data per side: end:maxend and maxwin<<scale.
 	End, MaxEnd, MaxWin [2]uint32
 	WScale              [2]uint8
+	// Wild: a wildcard entry (its destination or a port not yet known).
+	Wild bool
 }
 
 func keyAddr(w [4]uint32, fam uint8) netip.Addr {
@@ -267,7 +269,7 @@ func (d *Datapath) States() ([]State, error) {
 			Proto: k.Proto, Src: keyAddr(src, k.Family), Dst: keyAddr(dst, k.Family),
 			SrcPort: sport, DstPort: dport, TTL: time.Duration(v.Expire - now), Idle: time.Duration(now - v.Last),
 			Pass: v.Pass, RuleNo: v.RuleNo, Group: v.GroupNo, Tag: v.Logtag,
-			Ifindex: v.Ifindex,
+			Ifindex: v.Ifindex, Wild: k.Wild != 0,
 		}
 		s.Pkts, s.Bytes = v.counts()
 		for i := 0; i < 2; i++ {

@@ -272,6 +272,10 @@ type Entry struct {
 // WildSrcPort reports a wildcard source port (printed ",*").
 func (e *Entry) WildSrcPort() bool { return e.flags&flagWildSP != 0 }
 
+// WildDst reports whether the entry's destination is a wildcard (an entry
+// of a packet to a multicast or broadcast address, not yet filled in).
+func (e *Entry) WildDst() bool { return e.flags&flagWildDst != 0 }
+
 // WildDstPort reports a wildcard destination port.
 func (e *Entry) WildDstPort() bool { return e.flags&flagWildDP != 0 }
 

@@ -976,6 +976,33 @@ static __always_inline int reverse_key(struct state_key *k, const struct pktinfo
  * returns the entry or NULL. A wildcard entry that matches is filled in
  * with the packet's address and moved to its concrete key; the returned
  * pointer is then the copy in scratch. */
+/* STATE_RETIRED is how many retired keys a flow has (twin 2 on). */
+#define STATE_RETIRED 3
+
+/* state_retire adds ep, a filled wildcard entry whose canonical key k
+ * already holds an entry going its way (and a twin going the other), under
+ * one of k's retired keys (twin 2, 3, ...): found by no lookup, it is
+ * counted and listed as an entry of its own until the sweeper expires it
+ * or ipf -FS removes it, as the engine keeps a second entry of one key in
+ * its hash chain (IPFilter's table: an inbound stream to a multicast group
+ * makes an entry every second packet, each filled to the same key). It
+ * keeps what the wildcard entry held. Returns 1 when added. */
+static __always_inline int state_retire(struct state_key *k, struct state_entry *ep)
+{
+	__u8 twin = k->twin;
+	int done = 0;
+
+	if (k->wild)
+		return 0;
+	ep->flags &= ~SF_TWIN;
+	for (__u8 i = 2; i < 2 + STATE_RETIRED && !done; i++) {
+		k->twin = i;
+		done = bpf_map_update_elem(&states, k, ep, BPF_NOEXIST) == 0;
+	}
+	k->twin = twin;
+	return done;
+}
+
 /* wild_fill moves the wildcard entry e (at key k) to the flow's canonical
  * key, filled in with p's addresses, and returns the copy in scratch. */
 static __always_inline struct state_entry *wild_fill(struct state_key *k, struct state_entry *e,
@@ -998,9 +1025,10 @@ static __always_inline struct state_entry *wild_fill(struct state_key *k, struct
 	scratch->flags &= ~SF_SWAP;
 	if (!sym && (swap ^ rev))
 		scratch->flags |= SF_SWAP;
-	if (state_put(k, scratch, &old) != 1) {
-		/* a concrete entry exists: keep that. Its source is the
-		 * wildcard entry's, found under k by the flags it now has */
+	if (state_put(k, scratch, &old) != 1 && !state_retire(k, scratch)) {
+		/* a concrete entry exists and no retired key is free: keep
+		 * that. Its source is the wildcard entry's, found under k by
+		 * the flags it now has */
 		h.flags = scratch->flags;
 		state_release(&h, k, 1);
 	}
