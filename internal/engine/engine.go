@@ -1257,7 +1257,8 @@ func (e *Engine) addFrag(p *Packet, pass uint32, rule *ruleset.Rule, ruleNum int
 // inside its fixed bytes; a TCP header whose options are cut makes none.
 // An ICMP error makes none, and neither does a first fragment too short for
 // its L4 header, except ICMP (a 8-byte mask request, 12 bytes long, makes
-// one) and an IPv4 AH header cut short (any length), or one that is bad (a
+// one) and ICMPv6 (an error quoting less than its 40-byte header: 8 to 47
+// bytes, shorter ones are bad) and an IPv4 AH header cut short (any length), or one that is bad (a
 // whole TCP header included). Behind IPv4 AH, the end is at least 12.
 func firstFragEnd(p *Packet) (int, bool) {
 	fi := &p.Info
@@ -1284,7 +1285,8 @@ func firstFragEnd(p *Packet) (int, bool) {
 	if fi.Flags&packet.FlagBad != 0 {
 		return fi.DLen &^ 7, false
 	}
-	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP && (fi.Proto != packet.ProtoAH || fi.L4Proto != packet.ProtoNone) {
+	if fi.Flags&packet.FlagShort != 0 && fi.L4Proto != packet.ProtoICMP && fi.L4Proto != packet.ProtoICMPv6 &&
+		(fi.Proto != packet.ProtoAH || fi.L4Proto != packet.ProtoNone) {
 		// A short AH header (IPv4 AH shorter than 12 bytes, or whatever
 		// follows it cut) still makes one: ipf_pr_ah lets the packet on.
 		return fi.DLen &^ 7, false

@@ -78,12 +78,13 @@ static __always_inline __u32 first_end(const struct pktinfo *p)
 /* frag_makes_entry reports whether ipfr_frag_new makes an entry for this
  * fragment: none for one IPFilter calls bad (SYN|FIN, ...), nor for a
  * first fragment too short for its header, except IPv4 TCP (first_end),
- * ICMP and an IPv4 AH header cut short (nothing parsed behind it). */
+ * ICMP, ICMPv6 (an error quoting less than the 40-byte header it should)
+ * and an IPv4 AH header cut short (nothing parsed behind it). */
 static __always_inline int frag_makes_entry(const struct pktinfo *p)
 {
 	if ((p->flags & (PF_FRAG | PF_BAD)) != PF_FRAG)
 		return 0;
-	return !(p->flags & PF_SHORT) || p->fragoff || p->l4proto == IPPROTO_ICMP ||
+	return !(p->flags & PF_SHORT) || p->fragoff || p->l4proto == IPPROTO_ICMP || p->l4proto == IPPROTO_ICMPV6 ||
 	       (p->family == 4 && p->l4proto == IPPROTO_TCP) ||
 	       (p->proto == IPPROTO_AH && p->l4proto == 59);
 }

@@ -231,6 +231,29 @@ static __always_inline void icmp4_err_bad(struct __sk_buff *skb, struct pktinfo 
 		p->flags |= PF_BAD;
 }
 
+/* icmp6_err_bad: the engine's check of an ICMPv6 error (IPFilter's
+ * ipf_pr_icmp6): one whose packet is long enough to quote a whole header
+ * (ICMP6ERR_IPICMPHLEN, 88 bytes) must quote one sent by the host the
+ * error goes to, or it is bad. Returns 1 when the quote is not in the
+ * buffer (the pull-up's failure: dropped before the rules, not short).
+ * buf is the caller's 20-byte scratch. */
+static __always_inline int icmp6_err_bad(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u8 *buf)
+{
+	const __u8 *h;
+	__u32 src[4];
+
+	if (p->plen < 88)
+		return 0;
+	if (off + 48 > skb->len || !(h = hdr(skb, off + 16, 16, buf))) {
+		p->flags |= PF_BAD | PF_PULLUP;
+		return 1;
+	}
+	__builtin_memcpy(src, h, 16);
+	if (src[0] != p->dst[0] || src[1] != p->dst[1] || src[2] != p->dst[2] || src[3] != p->dst[3])
+		p->flags |= PF_BAD;
+	return 0;
+}
+
 static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, __u32 off, __u32 fragoff)
 {
 	__u32 dlen = p->dlen;
@@ -400,10 +423,16 @@ static __always_inline void parse_l4(struct __sk_buff *skb, struct pktinfo *p, _
 				min = 28;
 			}
 		} else {
-			if (t >= 128)
+			if (t >= 128) {
 				p->flags |= PF_ICMPQUERY;
-			else if (t >= 1 && t <= 4)
+			} else if (t >= 1 && t <= 4) {
 				p->flags |= PF_ICMPERR;
+				/* an error is short unless it quotes the whole
+				 * 40-byte header (ICMP6ERR_IPICMPHLEN) */
+				min = 48;
+				if (icmp6_err_bad(skb, p, off, buf))
+					return;
+			}
 		}
 		if (dlen < min)
 			p->flags |= PF_SHORT;
