@@ -3,7 +3,6 @@ package bpf
 import (
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -23,17 +22,7 @@ func natObjectStacks(t *testing.T) (map[string]*stackFunc, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := map[string]*stackFunc{}
-	var roots []string
-	for name, p := range spec.Programs {
-		roots = append(roots, name)
-		_, fns := stackFuncs(p.Instructions)
-		for n, f := range fns {
-			all[n] = f
-		}
-	}
-	sort.Strings(roots)
-	return all, roots
+	return specStacks(spec)
 }
 
 // longestCall is the chain with the most functions from root down the

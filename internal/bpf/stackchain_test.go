@@ -255,6 +255,12 @@ func objectStacks(t *testing.T) (map[string]*stackFunc, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return specStacks(spec)
+}
+
+// specStacks is each program's functions of spec, merged, and the
+// programs' names in order.
+func specStacks(spec *ebpf.CollectionSpec) (map[string]*stackFunc, []string) {
 	all := map[string]*stackFunc{}
 	var roots []string
 	for name, p := range spec.Programs {
