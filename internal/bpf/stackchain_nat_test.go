@@ -52,18 +52,7 @@ func TestStackChainNAT(t *testing.T) {
 	if fns["nat_slow_ingress"] == nil {
 		t.Fatalf("no slow programs in the NAT object: %v", roots)
 	}
-	for _, r := range []struct {
-		name  string
-		round func(int) int
-	}{{"32 (before 6.10, or no JIT)", roundFrame32}, {"16 (JIT, 6.10 on)", roundFrame16}} {
-		res, err := stackChains(fns, roots, r.round, maxBPFStack)
-		if err != nil {
-			t.Errorf("frames rounded to %s:\n%v", r.name, err)
-		}
-		for _, c := range res {
-			t.Logf("frames rounded to %s: %s %d bytes, margin %d: %s", r.name, c.root, c.depth, maxBPFStack-c.depth, strings.Join(c.chain, " > "))
-		}
-	}
+	checkChains(t, fns, roots, false)
 	for _, r := range roots {
 		ch := longestCall(fns, r, nil)
 		t.Logf("%s: %d frames: %s", r, len(ch), strings.Join(ch, " > "))
