@@ -40,6 +40,14 @@ func (d *Datapath) Attach(names []string) error {
 	if err != nil {
 		return err
 	}
+	// before anything is written: the ifaces map's slots are by ifindex,
+	// which means something in one namespace only
+	unlock := d.lockCfg()
+	err = d.claimNetNSLocked()
+	unlock()
+	if err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
 	for _, ifc := range ifcs {
 		l2 := uint32(14)
 		if len(ifc.HardwareAddr) == 0 {
@@ -60,7 +68,7 @@ func (d *Datapath) Attach(names []string) error {
 	// the programs attached are the ones in force (another process may
 	// have re-specialised them since this one loaded): none changes them
 	// while the links are made
-	unlock := d.lockCfg()
+	unlock = d.lockCfg()
 	defer unlock()
 	if err := d.specialiseLocked(-1, false); err != nil {
 		return fmt.Errorf("attach: %w", err)
@@ -77,12 +85,33 @@ func (d *Datapath) Attach(names []string) error {
 		} {
 			pin := filepath.Join(d.dir, fmt.Sprintf("link_%d_%s", ifc.Index, dir.name))
 			if l, err := link.LoadPinnedLink(pin, nil); err == nil {
-				err = l.Update(dir.prog)
-				l.Close()
-				if err != nil {
-					return fmt.Errorf("attach %s %s: updating link: %w", ifc.Name, dir.name, err)
+				// the pin's name says which ifindex, not which
+				// namespace's, nor whether its device is still there
+				place, err := PinnedLinkPlace(l, ifc.Index, dir.typ)
+				switch {
+				case err != nil:
+					l.Close()
+					return fmt.Errorf("attach %s %s: reading the pinned link: %w", ifc.Name, dir.name, err)
+				case place == LinkDefunct:
+					// an earlier device of that ifindex went away:
+					// attach this one afresh
+					err = l.Unpin()
+					l.Close()
+					if err != nil {
+						return fmt.Errorf("attach %s %s: unpinning the defunct link: %w", ifc.Name, dir.name, err)
+					}
+				case place == LinkOther:
+					l.Close()
+					return fmt.Errorf("attach %s %s: %s holds a link of another interface (of another network namespace?), "+
+						"so %s cannot be attached: ipf -D removes the datapath", ifc.Name, dir.name, pin, ifc.Name)
+				default:
+					err = l.Update(dir.prog)
+					l.Close()
+					if err != nil {
+						return fmt.Errorf("attach %s %s: updating link: %w", ifc.Name, dir.name, err)
+					}
+					continue
 				}
-				continue
 			}
 			var l link.Link
 			err := ebpf.ErrNotSupported

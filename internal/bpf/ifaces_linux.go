@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 )
@@ -69,10 +70,31 @@ func pinnedLinkIfindex(path string) (int, error) {
 	return int(tcx.Ifindex), nil
 }
 
+// pinnedLinkHere returns the ifindex of the interface of the caller's
+// network namespace the pinned ingress link at path runs on, 0 when it
+// runs on none here (defunct, another namespace's, not a link).
+func pinnedLinkHere(path string) int {
+	l, err := link.LoadPinnedLink(path, nil)
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil || info.TCX() == nil || info.TCX().Ifindex == 0 {
+		return 0
+	}
+	idx := int(info.TCX().Ifindex)
+	if place, err := PinnedLinkPlace(l, idx, ebpf.AttachTCXIngress); err != nil || place != LinkHere {
+		return 0
+	}
+	return idx
+}
+
 // Hooked returns the interfaces (ifindexes of the caller's network
 // namespace) the filter runs on now: those with a pinned TCX link that is
-// still attached, and those carrying the clsact fallback's filter. Unlike
-// Attached, it leaves out the links of interfaces that went away.
+// still attached to an interface of this namespace, and those carrying
+// the clsact fallback's filter. Unlike Attached, it leaves out the links
+// of interfaces that went away and of other namespaces'.
 func (d *Datapath) Hooked() (map[int]bool, error) {
 	out := map[int]bool{}
 	if d.dir != "" {
@@ -84,7 +106,7 @@ func (d *Datapath) Hooked() (map[int]bool, error) {
 			if _, hook, ok := linkPin(e.Name()); !ok || hook != "ingress" {
 				continue
 			}
-			if idx, err := pinnedLinkIfindex(filepath.Join(d.dir, e.Name())); err == nil && idx > 0 {
+			if idx := pinnedLinkHere(filepath.Join(d.dir, e.Name())); idx > 0 {
 				out[idx] = true
 			}
 		}

@@ -95,6 +95,7 @@ const (
 	cfgNATOff    = 45 // user space only: ipf -T nat_inline=0 (NAT's path never inside the filter)
 	cfgNATInline = 46 // user space only: NAT's path inside the filter: jiffy length | halves<<32 (0 off)
 	cfgFragSize  = 47 // frag_size: the fragment cache's most entries (0, an older configuration: fragSizeDef)
+	cfgNetNS     = 48 // user space only: NetNSID of the network namespace it filters in (netns_linux.go; 0 none yet)
 	cfgN         = 64
 )
 

@@ -200,7 +200,16 @@ type Coverage struct {
 	// datapath lacks: an older Sluice loaded it (its rules are in force
 	// and read as usual); the next load (ipf -f, ipf -y) adds them.
 	OlderMaps []string
+	// OtherNetNS is set when the datapath filters in another network
+	// namespace than the reader's: Attached are then that namespace's
+	// ifindexes ("if<N>"), and Unfiltered is not looked for.
+	OtherNetNS bool
 }
+
+// otherNetNSWarning is what ipf -V and ipfstat say about a datapath of
+// another network namespace.
+const otherNetNSWarning = "the datapath filters another network namespace than this one: its interfaces, rules and " +
+	"counters are that namespace's; run the commands there (nsenter --net=/run/netns/NAME …), or ipf -D to remove it"
 
 // olderWarning is what to tell the administrator about a datapath of an
 // older Sluice: "" for none.
@@ -215,6 +224,9 @@ func (c Coverage) olderWarning() string {
 // Warning returns what to tell the administrator about c: "" when every
 // interface the filter belongs on has it.
 func (c Coverage) Warning() string {
+	if c.OtherNetNS {
+		return otherNetNSWarning
+	}
 	if len(c.Unfiltered) == 0 {
 		return c.olderWarning()
 	}
@@ -241,9 +253,15 @@ func (c Coverage) Lines() string {
 	if c.All {
 		mode = "every non-loopback interface"
 	}
+	if c.OtherNetNS {
+		mode = "ifindexes of another network namespace"
+	}
 	fmt.Fprintf(&w, "Interfaces: %s (%s)\n", names, mode)
 	if len(c.Unfiltered) > 0 {
 		fmt.Fprintf(&w, "Unfiltered: %s (up, not attached: run ipf -y)\n", strings.Join(c.Unfiltered, " "))
+	}
+	if c.OtherNetNS {
+		fmt.Fprintf(&w, "Datapath: another network namespace's (run the commands there, or ipf -D)\n")
 	}
 	if len(c.OlderMaps) > 0 {
 		fmt.Fprintf(&w, "Datapath: an older Sluice's, without %s (ipf -f or ipf -y moves it to this version)\n",

@@ -111,6 +111,16 @@ func readFilter(dir string) (*FilterStatus, error) {
 // packets being blocked) the non-loopback interfaces that are up without
 // the filter are the unfiltered ones.
 func coverage(d *bpf.Datapath) (Coverage, error) {
+	if err := d.CheckNetNS(); errors.Is(err, bpf.ErrOtherNetNS) {
+		// this namespace's interface of an ifindex is not the one the
+		// filter is on: name none
+		c := Coverage{All: d.AllInterfaces() || defaultBlocks(d), OlderMaps: d.MissingMaps(), OtherNetNS: true}
+		for _, idx := range d.Attached() {
+			c.Attached = append(c.Attached, fmt.Sprintf("if%d", idx))
+		}
+		sort.Strings(c.Attached)
+		return c, nil
+	}
 	hooked, err := d.Hooked()
 	if err != nil {
 		return Coverage{}, fmt.Errorf("reading the interfaces the filter is on: %w", err)

@@ -713,6 +713,13 @@ func (b *Kernel) Apply(ops []Op, opts ApplyOptions) ([]Result, error) {
 		return nil, err
 	}
 	defer t.close()
+	if t.d != nil && changesBeforeRemoval(ops) {
+		// another namespace's rules and interfaces: refused before
+		// anything is planned or written (bpf/netns_linux.go)
+		if err := t.d.CheckNetNS(); err != nil {
+			return nil, err
+		}
+	}
 	if err := t.plan(ops); err != nil {
 		return nil, err
 	}
@@ -742,6 +749,22 @@ func syncOnly(ops []Op) bool {
 		}
 	}
 	return len(ops) > 0
+}
+
+// changesBeforeRemoval reports whether ops change the loaded datapath
+// before an ipf -D (if any) removes it: what follows a removal acts on a
+// new datapath, and a removal is allowed from any network namespace.
+func changesBeforeRemoval(ops []Op) bool {
+	for _, op := range ops {
+		switch op.Kind {
+		case OpDisable:
+			return false
+		case OpStatus:
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // readOnly reports whether ops only read (ipf -V): those need no lock and

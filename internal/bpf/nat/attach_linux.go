@@ -136,12 +136,31 @@ func (d *Datapath) Attach(names []string) error {
 		for _, h := range hooks {
 			pin := linkPin(d.dir, ifc.Index, h.which)
 			if l, err := link.LoadPinnedLink(pin, nil); err == nil {
-				err = l.Update(h.prog)
-				l.Close()
-				if err != nil {
-					return fmt.Errorf("attach NAT to %s %s: updating the link: %w", name, h.which, err)
+				// a pin names an ifindex, not whose namespace's, nor
+				// whether its device is still there (bpf/netns_linux.go)
+				place, err := bpf.PinnedLinkPlace(l, ifc.Index, h.typ)
+				switch {
+				case err != nil:
+					l.Close()
+					return fmt.Errorf("attach NAT to %s %s: reading the pinned link: %w", name, h.which, err)
+				case place == bpf.LinkDefunct:
+					err = l.Unpin()
+					l.Close()
+					if err != nil {
+						return fmt.Errorf("attach NAT to %s %s: unpinning the defunct link: %w", name, h.which, err)
+					}
+				case place == bpf.LinkOther:
+					l.Close()
+					return fmt.Errorf("attach NAT to %s %s: %s holds a link of another interface (of another network namespace?), "+
+						"so %s cannot be attached: ipf -D removes the datapaths", name, h.which, pin, name)
+				default:
+					err = l.Update(h.prog)
+					l.Close()
+					if err != nil {
+						return fmt.Errorf("attach NAT to %s %s: updating the link: %w", name, h.which, err)
+					}
+					continue
 				}
-				continue
 			}
 			var l link.Link
 			err := ebpf.ErrNotSupported

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -68,6 +70,9 @@ type doctorEnv struct {
 	commands   []string                          // expected on the PATH
 	sysctl     func(name string) (string, error) // /proc/sys values
 	memModel   func() error                      // the CPU's memory model (bpf.CheckMemoryModel)
+	// where the pinned filter runs (root only): what the "datapath"
+	// check says once it knows one is pinned
+	datapathPlace func(pin string) (Severity, string)
 }
 
 // tcxVersion is the first kernel with TCX; minVersion the first with
@@ -113,10 +118,11 @@ func realDoctorEnv(pinDir string, developer bool) *doctorEnv {
 			b, err := os.ReadFile("/proc/1/mountinfo")
 			return string(b), err
 		},
-		memModel:  bpf.CheckMemoryModel,
-		pinDir:    pinDir,
-		developer: developer,
-		commands:  installedCommands,
+		memModel:      bpf.CheckMemoryModel,
+		datapathPlace: datapathPlace,
+		pinDir:        pinDir,
+		developer:     developer,
+		commands:      installedCommands,
 		sysctl: func(name string) (string, error) {
 			b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(name, ".", "/"))
 			return strings.TrimSpace(string(b)), err
@@ -254,6 +260,9 @@ func diagnose(e *doctorEnv) []Finding {
 	// The pins are root's alone (0700): a user who cannot look must not
 	// be told that nothing is loaded.
 	switch err := e.stat(filepath.Join(pin, "config")); {
+	case err == nil && root && e.datapathPlace != nil:
+		sev, msg := e.datapathPlace(pin)
+		add("datapath", sev, "%s", msg)
 	case err == nil:
 		add("datapath", SevInfo, "a filter datapath is pinned in %s", pin)
 	case errors.Is(err, fs.ErrPermission):
@@ -264,6 +273,45 @@ func diagnose(e *doctorEnv) []Finding {
 		add("datapath", SevWarn, "cannot tell whether a filter datapath is pinned in %s: %v", pin, err)
 	}
 	return out
+}
+
+// datapathPlace says where the filter pinned in pin runs, seen from this
+// network namespace. A datapath whose interfaces went away filters
+// nothing while its rules stay pinned (ipf -E in a namespace deleted
+// since, or every interface it was on removed): nothing else says so.
+func datapathPlace(pin string) (Severity, string) {
+	d, err := bpf.OpenPinned(pin)
+	if err != nil {
+		return SevWarn, fmt.Sprintf("a filter datapath is pinned in %s but cannot be read: %v", pin, err)
+	}
+	defer d.Close()
+	if err := d.CheckNetNS(); err != nil {
+		if errors.Is(err, bpf.ErrOtherNetNS) {
+			return SevWarn, fmt.Sprintf("the filter datapath pinned in %s filters another network namespace than this one: "+
+				"run the commands there (nsenter --net=/run/netns/NAME …); if that namespace was deleted, its rules filter "+
+				"nothing and ipf -D removes them", pin)
+		}
+		return SevWarn, fmt.Sprintf("a filter datapath is pinned in %s; whose network namespace it filters cannot be told: %v", pin, err)
+	}
+	hooked, err := d.Hooked()
+	if err != nil {
+		return SevWarn, fmt.Sprintf("a filter datapath is pinned in %s; the interfaces it runs on cannot be read: %v", pin, err)
+	}
+	if len(hooked) == 0 {
+		return SevWarn, fmt.Sprintf("a filter datapath is pinned in %s but runs on no interface of this network namespace "+
+			"(the interfaces it was on went away, or its rules name none that exist): ipf -y attaches it where it belongs, "+
+			"ipf -D removes it", pin)
+	}
+	var names []string
+	for idx := range hooked {
+		name := fmt.Sprintf("if%d", idx)
+		if ifc, err := net.InterfaceByIndex(idx); err == nil {
+			name = ifc.Name
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return SevInfo, fmt.Sprintf("a filter datapath is pinned in %s and runs on %s", pin, strings.Join(names, " "))
 }
 
 // mountedBPF reports whether a mountinfo text has a bpf mount at dir.

@@ -110,6 +110,14 @@ func TestDoctorFindings(t *testing.T) {
 				return nil
 			}
 		}, "datapath", SevInfo, "only root may look"},
+		// where the pinned filter runs is asked as root only
+		{"pinned, another namespace's", func(e *doctorEnv) {
+			e.datapathPlace = func(pin string) (Severity, string) { return SevWarn, pin + " filters another network namespace" }
+		}, "datapath", SevWarn, "/sys/fs/bpf/sluice filters another"},
+		{"pinned, not root", func(e *doctorEnv) {
+			e.euid = func() int { return 1000 }
+			e.datapathPlace = func(string) (Severity, string) { t.Error("datapathPlace called without root"); return SevWarn, "" }
+		}, "datapath", SevInfo, "a filter datapath is pinned in /sys/fs/bpf/sluice"},
 		{"nothing pinned", func(e *doctorEnv) {
 			e.stat = func(p string) error {
 				if strings.HasSuffix(p, "/config") {

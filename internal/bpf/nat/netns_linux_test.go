@@ -1,0 +1,100 @@
+package nat
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+
+	"sluice/internal/testutil/bpffs"
+	"sluice/internal/testutil/netnstest"
+)
+
+// TestPrivilegedAttachOtherNetNSLinkPin: NAT's link pins are named after
+// an ifindex, which every network namespace numbers from 1. An Attach
+// from another namespace whose interface has the ifindex of the one NAT
+// is on used to update that interface's link and return success, leaving
+// its own interface without NAT; now it is refused. A pin whose device
+// went away no longer stands in for a new interface of that ifindex.
+func TestPrivilegedAttachOtherNetNSLinkPin(t *testing.T) {
+	ns1, ns2 := netnstest.New(t), netnstest.New(t)
+	pin := filepath.Join(bpffs.Mount(t), "sluice-nat")
+	const idx = 78
+	veth := func(name string) error {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, Index: idx}, PeerName: name + "p"}
+		if err := netlink.LinkAdd(v); err != nil {
+			return fmt.Errorf("adding %s: %w", name, err)
+		}
+		return netlink.LinkSetUp(v)
+	}
+	progs := func(name string) int {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			t.Error(err)
+			return -1
+		}
+		q, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXIngress})
+		if err != nil {
+			t.Error(err)
+			return -1
+		}
+		return len(q.Programs)
+	}
+	var d1, d2 *Datapath
+	if err := netnstest.Do(ns1, func() (err error) {
+		if err = veth("slnat"); err != nil {
+			return err
+		}
+		if d1, err = Load(Options{PinDir: pin}); err != nil {
+			return err
+		}
+		return d1.Attach([]string{"slnat"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d1.Close(); Remove(pin) })
+	if err := netnstest.Do(ns2, func() (err error) {
+		if err = veth("slnat"); err != nil {
+			return err
+		}
+		if d2, err = Load(Options{PinDir: pin}); err != nil {
+			return err
+		}
+		defer d2.Close()
+		err = d2.Attach([]string{"slnat"})
+		if err == nil || !strings.Contains(err.Error(), "holds a link of another interface") {
+			t.Errorf("Attach from another namespace over its link pin: %v, want a refusal", err)
+		}
+		if n := progs("slnat"); n != 0 {
+			t.Errorf("the other namespace's slnat has %d ingress programs, want none", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := netnstest.Do(ns1, func() error {
+		l, err := netlink.LinkByName("slnat")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			return err
+		}
+		if err := veth("slnat2"); err != nil {
+			return err
+		}
+		if err := d1.Attach([]string{"slnat2"}); err != nil {
+			t.Errorf("Attach over a defunct link's pin: %v", err)
+		}
+		if n := progs("slnat2"); n != 1 {
+			t.Errorf("slnat2 after Attach: %d ingress programs, want NAT's", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,135 @@
+package ipfctl
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// runIn runs one of the built commands in namespace ns (run uses b).
+func (tp *topo) runIn(ns netns.NsHandle, name string, args ...string) (code int, stdout, stderr string) {
+	tp.t.Helper()
+	c := tp.cmd(name, args...)
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	if err := tp.inNS(ns, c.Start); err != nil {
+		tp.t.Fatalf("%s %v: %v", name, args, err)
+	}
+	err := c.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), o.String(), e.String()
+	}
+	if err != nil {
+		tp.t.Fatalf("%s %v: %v", name, args, err)
+	}
+	return 0, o.String(), e.String()
+}
+
+// TestPrivilegedOtherNetNS: the filter loaded in namespace b, and the
+// same pin directory used from namespace a (nsenter --net beside the
+// host's filter, with the host's bpffs). Before, a's ipf -Fa -f replaced
+// b's rules and, finding b's link pin under the ifindex a's interface
+// also has, updated b's link instead of attaching a's interface, and
+// reported success: b's rules gone and a unfiltered. Now every change
+// from a is refused before anything is written, ipf -V and ipfstat from
+// a say whose datapath it is, and ipf -D from a removes it. About 5 s.
+func TestPrivilegedOtherNetNS(t *testing.T) {
+	tp := ownTopo(t)
+	block := tp.file("block.conf", fmt.Sprintf("block in quick proto udp from any to any port = %d\npass in all\npass out all\n", udpPort))
+	passAll := tp.file("pass.conf", "pass in all\npass out all\n")
+	tp.mustRun("ipf", "-Fa", "-f", block)
+	if !tp.udpBlocked(addrB) {
+		t.Fatal("the rules do not block UDP to b")
+	}
+	// the premise: both ends of the veth have one ifindex, each in its
+	// namespace, so b's link pin is named after a's interface too
+	var idxA, idxB int
+	for _, x := range []struct {
+		ns   netns.NsHandle
+		name string
+		idx  *int
+	}{{tp.a, "sla", &idxA}, {tp.b, "slb", &idxB}} {
+		if err := tp.inNS(x.ns, func() error {
+			l, err := netlink.LinkByName(x.name)
+			if err == nil {
+				*x.idx = l.Attrs().Index
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if idxA != idxB {
+		t.Logf("sla is ifindex %d, slb %d: the link pins do not collide here", idxA, idxB)
+	}
+
+	for _, args := range [][]string{{"-Fa", "-f", passAll}, {"-y"}, {"-s"}, {"-Z"}} {
+		code, _, e := tp.runIn(tp.a, "ipf", args...)
+		if code == 0 || !strings.Contains(e, "another network namespace") {
+			t.Errorf("ipf %v from namespace a: exit %d, stderr %q; want a refusal naming the other namespace", args, code, e)
+		}
+	}
+	if !tp.udpBlocked(addrB) {
+		t.Error("UDP to b passes after namespace a's refused load: b's rules were replaced")
+	}
+	if err := tp.inNS(tp.a, func() error {
+		l, err := netlink.LinkByName("sla")
+		if err != nil {
+			return err
+		}
+		q, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXIngress})
+		if err != nil {
+			return err
+		}
+		if len(q.Programs) != 0 {
+			t.Errorf("sla in namespace a has %d TCX programs, want none", len(q.Programs))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	code, o, e := tp.runIn(tp.a, "ipf", "-V")
+	if code != 0 || !strings.Contains(o, "Datapath: another network namespace's") ||
+		!strings.Contains(o, fmt.Sprintf("Interfaces: if%d (ifindexes of another network namespace)", idxB)) ||
+		!strings.Contains(e, "filters another network namespace") {
+		t.Errorf("ipf -V from namespace a: exit %d\nstdout %q\nstderr %q", code, o, e)
+	}
+	if code, _, e := tp.runIn(tp.a, "ipfstat", "-io"); code != 0 || !strings.Contains(e, "filters another network namespace") {
+		t.Errorf("ipfstat -io from namespace a: exit %d, stderr %q", code, e)
+	}
+	// b itself is unaffected
+	if l, w := tp.coverageOf(); l != "Interfaces: slb (every non-loopback interface)\n" || w != "" {
+		t.Errorf("ipf -V in b: %q, warnings %q", l, w)
+	}
+
+	// removal works from anywhere (the way out when b is gone)
+	if code, _, e := tp.runIn(tp.a, "ipf", "-D"); code != 0 {
+		t.Fatalf("ipf -D from namespace a: exit %d, stderr %q", code, e)
+	}
+	if tp.udpBlocked(addrB) {
+		t.Error("UDP to b still blocked after ipf -D")
+	}
+	// and a load from a then makes a's own datapath
+	tp.mustRunIn(tp.a, "ipf", "-Fa", "-f", block)
+	if code, _, e := tp.run("ipf", "-Fa", "-f", passAll); code == 0 || !strings.Contains(e, "another network namespace") {
+		t.Errorf("ipf -Fa -f in b after a's load: exit %d, stderr %q; want a refusal", code, e)
+	}
+	tp.mustRunIn(tp.a, "ipf", "-D")
+}
+
+func (tp *topo) mustRunIn(ns netns.NsHandle, name string, args ...string) {
+	tp.t.Helper()
+	if code, o, e := tp.runIn(ns, name, args...); code != 0 {
+		tp.t.Fatalf("%s %s: exit %d\nstdout: %s\nstderr: %s", name, strings.Join(args, " "), code, o, e)
+	}
+}
