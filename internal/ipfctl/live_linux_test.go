@@ -70,7 +70,7 @@ func buildTools(t *testing.T) string {
 			buildErr = fmt.Errorf("building the commands: %w", err)
 			return
 		}
-		out, err := exec.Command(gobin, "build", "-o", dir+"/", "sluice/cmd/ipf", "sluice/cmd/ipfstat", "sluice/cmd/ipmon", "sluice/cmd/ippool", "sluice/cmd/ipqosadmin").CombinedOutput()
+		out, err := exec.Command(gobin, "build", "-o", dir+"/", "sluice/cmd/ipf", "sluice/cmd/ipfstat", "sluice/cmd/ipmon", "sluice/cmd/ippool", "sluice/cmd/ipnat", "sluice/cmd/ipqosadmin").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -104,6 +104,11 @@ func (n *NAT) Apply(ch NATChange) (flushed, cleared int, err error) {
 		return 0, 0, err
 	}
 	defer unlock()
+	// NAT's datapath records no namespace of its own: the filter's,
+	// beside it, says whose NAT this is (bpf/netns_linux.go)
+	if err := checkFilterNetNS(orDefault(n.dir)); err != nil {
+		return 0, 0, err
+	}
 	d, err := natbpf.OpenPinned(n.pinDir())
 	if err != nil && !errors.Is(err, natbpf.ErrNotLoaded) {
 		return 0, 0, err
@@ -615,4 +620,19 @@ func setNATTunable(dir, name string, v uint64) error {
 	}
 	defer d.Close()
 	return d.SetTunable(name, v)
+}
+
+// checkFilterNetNS returns bpf.ErrOtherNetNS (wrapped) when the filter
+// pinned in dir filters another network namespace than the caller's; nil
+// when it is this one's or none is loaded.
+func checkFilterNetNS(dir string) error {
+	d, err := bpf.OpenPinned(dir)
+	if errors.Is(err, bpf.ErrNotLoaded) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.CheckNetNS()
 }

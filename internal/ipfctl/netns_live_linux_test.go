@@ -78,6 +78,18 @@ func TestPrivilegedOtherNetNS(t *testing.T) {
 			t.Errorf("ipf %v from namespace a: exit %d, stderr %q; want a refusal naming the other namespace", args, code, e)
 		}
 	}
+	// NAT and pools change what b's filter does too
+	natConf := tp.file("nat.conf", "map sla 10.231.0.0/24 -> 10.231.0.1/32\n")
+	poolConf := tp.file("pool.conf", "table role = ipf type = tree number = 1 { 10.1.0.0/16; };\n")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{{"ipnat", []string{"-f", natConf}}, {"ippool", []string{"-f", poolConf}}} {
+		code, _, e := tp.runIn(tp.a, c.name, c.args...)
+		if code == 0 || !strings.Contains(e, "another network namespace") {
+			t.Errorf("%s %v from namespace a: exit %d, stderr %q; want a refusal naming the other namespace", c.name, c.args, code, e)
+		}
+	}
 	if !tp.udpBlocked(addrB) {
 		t.Error("UDP to b passes after namespace a's refused load: b's rules were replaced")
 	}

@@ -260,6 +260,15 @@ func (b *Kernel) UpdatePools(edit func(*ippool.File) error) error {
 	}
 	defer unlock()
 	defer b.Close()
+	// the tables recompile the sets of the filter in force, which may be
+	// another network namespace's (bpf/netns_linux.go)
+	if d, err := b.openIfLoaded(); err != nil {
+		return err
+	} else if d != nil {
+		if err := d.CheckNetNS(); err != nil {
+			return err
+		}
+	}
 	st := b.poolStore()
 	unlockStore, err := st.lock()
 	if err != nil {
