@@ -100,7 +100,7 @@ func (d *Datapath) Attach(names []string) error {
 					if err != nil {
 						return fmt.Errorf("attach %s %s: unpinning the defunct link: %w", ifc.Name, dir.name, err)
 					}
-				case place == LinkOther:
+				case place == LinkOther || place == LinkMoved:
 					l.Close()
 					return fmt.Errorf("attach %s %s: %s holds a link of another interface (of another network namespace?), "+
 						"so %s cannot be attached: ipf -D removes the datapath", ifc.Name, dir.name, pin, ifc.Name)

@@ -112,15 +112,16 @@ type LinkPlace int
 const (
 	LinkHere    LinkPlace = iota // on the interface with that ifindex here
 	LinkDefunct                  // its device went away (the kernel detached it)
-	LinkOther                    // on an interface of another namespace, or another ifindex
+	LinkMoved                    // on another interface of this namespace
+	LinkOther                    // on an interface of another namespace
 )
 
 // PinnedLinkPlace tells where the pinned link l runs against the
-// interface ifindex of the caller's namespace: the link's ifindex alone
-// cannot tell, as every namespace numbers its interfaces from 1, so the
-// links attached here at ifindex are asked for l's ID. Every datapath
-// that updates a link pin named after an ifindex asks first (the
-// filter's, NAT's).
+// interface ifindex of the caller's namespace. The link's ifindex alone
+// cannot tell, as every namespace numbers its interfaces from 1: the
+// links attached here at that ifindex are asked for l's ID. Every
+// datapath that updates a link pin named after an interface asks first
+// (the filter's, NAT's, IPQoS's).
 func PinnedLinkPlace(l link.Link, ifindex int, typ ebpf.AttachType) (LinkPlace, error) {
 	info, err := l.Info()
 	if err != nil {
@@ -130,19 +131,22 @@ func PinnedLinkPlace(l link.Link, ifindex int, typ ebpf.AttachType) (LinkPlace, 
 	if tcx == nil {
 		return 0, errors.New("not a TCX link")
 	}
-	switch {
-	case tcx.Ifindex == 0:
+	if tcx.Ifindex == 0 {
 		return LinkDefunct, nil
-	case int(tcx.Ifindex) != ifindex:
-		return LinkOther, nil
 	}
-	q, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: typ})
+	q, err := link.QueryPrograms(link.QueryOptions{Target: int(tcx.Ifindex), Attach: typ})
+	if errors.Is(err, unix.ENODEV) {
+		return LinkOther, nil // no interface of that ifindex here
+	}
 	if err != nil {
-		return 0, fmt.Errorf("listing the programs on ifindex %d: %w", ifindex, err)
+		return 0, fmt.Errorf("listing the programs on ifindex %d: %w", tcx.Ifindex, err)
 	}
 	for _, p := range q.Programs {
 		if id, ok := p.LinkID(); ok && id == info.ID {
-			return LinkHere, nil
+			if int(tcx.Ifindex) == ifindex {
+				return LinkHere, nil
+			}
+			return LinkMoved, nil
 		}
 	}
 	return LinkOther, nil

@@ -149,7 +149,7 @@ func (d *Datapath) Attach(names []string) error {
 					if err != nil {
 						return fmt.Errorf("attach NAT to %s %s: unpinning the defunct link: %w", name, h.which, err)
 					}
-				case place == bpf.LinkOther:
+				case place == bpf.LinkOther || place == bpf.LinkMoved:
 					l.Close()
 					return fmt.Errorf("attach NAT to %s %s: %s holds a link of another interface (of another network namespace?), "+
 						"so %s cannot be attached: ipf -D removes the datapaths", name, h.which, pin, name)

@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"sluice/internal/bpf"
 	"sluice/internal/qos"
 	"sluice/internal/qos/tc"
 )
@@ -249,12 +250,21 @@ func lock(dir string) (func(), error) {
 
 // live reports whether a pinned TCX link is still attached to ifindex.
 func live(l link.Link, ifindex uint32) bool {
-	info, err := l.Info()
-	if err != nil {
-		return false
+	place, err := bpf.PinnedLinkPlace(l, int(ifindex), ebpf.AttachTCXEgress)
+	return err == nil && place == bpf.LinkHere
+}
+
+// elsewhere returns an error when the pinned link runs on an interface of
+// another network namespace (one pin directory used from two: the
+// adapter's name is the pin's, and that namespace may have an interface
+// of that name too), which dropping as stale would take from that
+// namespace; nil otherwise.
+func elsewhere(l link.Link, name string) error {
+	if place, err := bpf.PinnedLinkPlace(l, 0, ebpf.AttachTCXEgress); err == nil && place == bpf.LinkOther {
+		return fmt.Errorf("adapter %s: the link pinned for it runs on an interface of another network namespace: "+
+			"that namespace's IPQoS uses this pin directory (give each namespace its own with -pindir)", name)
 	}
-	tcx := info.TCX()
-	return tcx != nil && tcx.Ifindex == ifindex
+	return nil
 }
 
 // vlanMap is the egress QoS map an adapter's policies need.

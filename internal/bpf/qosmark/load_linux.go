@@ -283,6 +283,9 @@ func (l *loader) applyProgram(pr prepared, mine *[]func()) error {
 			l.opts.logf("adapter %s: program replaced", name)
 			return nil
 		}
+		if err := elsewhere(lk, name); err != nil {
+			return err
+		}
 		// The device went away (or was recreated) since the last load, or
 		// the pin is an orphan: start over on this device.
 		l.opts.logf("adapter %s: dropping a stale link", name)

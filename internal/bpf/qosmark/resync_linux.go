@@ -181,8 +181,13 @@ func attachAdapter(dir string, p *pinned, ai int, o *Options) error {
 		ok := live(lk, idx)
 		if ok {
 			err = lk.Update(p.prog)
+		} else {
+			err = elsewhere(lk, a.Name)
 		}
 		lk.Close()
+		if !ok && err != nil {
+			return err
+		}
 		if ok {
 			if err != nil {
 				return fmt.Errorf("adapter %s: updating link: %w", a.Name, err)
