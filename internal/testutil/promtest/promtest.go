@@ -52,7 +52,11 @@ func Start(t testing.TB, do Doer, targets ...string) *Server {
 	for _, tg := range targets {
 		quoted = append(quoted, strconv.Quote(tg))
 	}
-	cfg := fmt.Sprintf("global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\n"+
+	// a scrape reads the pinned maps and the programs' statistics: on a
+	// loaded 2-core CI machine one took over 400 ms at times, and a
+	// test saw only failed scrapes (up 0) for 30 s; Prometheus's own
+	// default timeout is 10 s
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"+
 		"scrape_configs:\n  - job_name: sluice\n    static_configs:\n      - targets: [%s]\n", strings.Join(quoted, ", "))
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
