@@ -631,7 +631,7 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 			continue
 		}
 		if !r && inPlace {
-			fillInPlace(e, p)
+			t.fillInPlace(e, p)
 		} else if !r {
 			t.fillWild(e, p, r)
 		}
@@ -664,8 +664,10 @@ func groupHash(p *Packet) (toGroup, inPlace bool) {
 // going its way that found it at its first hash (groupHash's inPlace):
 // IPFilter fills it where it is, so later packets to the group find it
 // there, and no other packet does (matchWild). It stays in the wildcard
-// list.
-func fillInPlace(e *Entry, p *Packet) {
+// list. An older entry of the flow filled in the same way, which no
+// IPFilter lookup meets again (e is before it in the bucket), goes: the
+// kernel keeps one a group key (wild_place).
+func (t *Table) fillInPlace(e *Entry, p *Packet) {
 	e.Dst = p.Dst
 	if e.flags&flagWildSP != 0 {
 		e.SPort = p.SPort
@@ -674,6 +676,14 @@ func fillInPlace(e *Entry, p *Packet) {
 		e.DPort = p.DPort
 	}
 	e.flags = e.flags&^(flagWildSP|flagWildDP) | flagWildDst | flagGroupFill
+	for x, next := t.wild, (*Entry)(nil); x != nil; x = next {
+		next = x.hnext
+		if x != e && x.flags&flagGroupFill != 0 && x.V == e.V && x.Proto == e.Proto && x.Src == e.Src &&
+			x.Dst == e.Dst && x.SPort == e.SPort && x.DPort == e.DPort && x.ICMPID == e.ICMPID &&
+			x.ICMPType == e.ICMPType {
+			t.remove(x)
+		}
+	}
 }
 
 // matchAddrs checks addresses, ports and ICMP fields; it returns the
@@ -1249,6 +1259,12 @@ func (t *Table) replaceOrRefuse(e *Entry, out bool, now uint32, logFirst bool) A
 		}
 		if !logFirst && identical(x, e) {
 			return AddExists
+		}
+		if x.flags&flagGroupFill != 0 {
+			// filled in where it was (fillInPlace): it stays
+			// in IPFilter's bucket, after the new entry, which
+			// takes its place when it is filled in
+			continue
 		}
 		if x.Proto == e.Proto && x.Src == e.Src && x.Dst == e.Dst &&
 			x.SPort == e.SPort && x.DPort == e.DPort && x.ICMPType == e.ICMPType && x.ICMPID == e.ICMPID {
