@@ -202,8 +202,8 @@ const (
 	// flagGroupFill: a wildcard-destination entry filled in by a packet
 	// to its group that found it at its first hash (inPlace): IPFilter
 	// fills it where it is (the source's bucket), so later such packets
-	// find it again. It stays in the wildcard list with flagWildDst, as
-	// the kernel keeps it at its wildcard key.
+	// find it again. It stays in the wildcard list with flagWildDst (the
+	// kernel keeps it under its group key: wild_place).
 	flagGroupFill = 0x4000
 	flagsWild     = flagWildDst | flagWildSP | flagWildDP
 )
