@@ -132,6 +132,9 @@ const (
 const (
 	sfSwap = 0x02 // the entry's source is its canonical key's dst
 	sfTwin = 0x04 // the key's twin holds the flow's entry the other way
+	// sfGFill: a wildcard entry filled in where it was by a packet to
+	// its group, under its group key (the wildcard key, dst the group)
+	sfGFill = 0x08
 )
 
 // Statistics indexes (ST_* in filter.h).

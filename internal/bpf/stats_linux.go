@@ -271,6 +271,11 @@ func (d *Datapath) States() ([]State, error) {
 			Pass: v.Pass, RuleNo: v.RuleNo, Group: v.GroupNo, Tag: v.Logtag,
 			Ifindex: v.Ifindex, Wild: k.Wild != 0,
 		}
+		if k.Wild != 0 && v.Flags&sfGFill != 0 {
+			// filled in under its group key (wild_place): a
+			// concrete entry to the group
+			s.Wild = false
+		}
 		s.Pkts, s.Bytes = v.counts()
 		for i := 0; i < 2; i++ {
 			s.TCPState[i] = v.Tcp[i].State

@@ -39,10 +39,16 @@ func TestWildFillRetired(t *testing.T) {
 		[]int{1, 1, 2, 2, 3, 3, 4},
 		[]uint64{1, 2, 2, 2},
 	}, {
+		// the seed's ICMP echo stream: an inbound ICMP packet to a
+		// group finds no entry (IPFilter hashes it without its source
+		// and retries wildcard entries for TCP and UDP only), and the
+		// entry it would make is the first's duplicate: one entry, as
+		// IPFilter's ipftest lists (faith21; the old object, and the
+		// engine, had two)
 		"block return-icmp in proto tcp/udp from 224.0.0.0/4 to any port < 1024\npass in quick proto icmp all keep state\n",
 		[]flowPkt{echo, echo, echo, echo},
-		[]int{1, 1, 2, 2},
-		[]uint64{2, 2},
+		[]int{1, 1, 1, 1},
+		[]uint64{1},
 	}} {
 		rules, err := ipf.Parse("r", []byte(c.rules), ipf.ParseOptions{})
 		if err != nil {

@@ -199,7 +199,13 @@ const (
 	flagNewISN   = 0x800  // keep state (newisn)
 	flagISNSyn   = 0x1000 // IS_ISNSYN: forward outbound ISN rewritten
 	flagISNAck   = 0x2000 // IS_ISNACK: reverse outbound ISN rewritten
-	flagsWild    = flagWildDst | flagWildSP | flagWildDP
+	// flagGroupFill: a wildcard-destination entry filled in by a packet
+	// to its group that found it at its first hash (inPlace): IPFilter
+	// fills it where it is (the source's bucket), so later such packets
+	// find it again. It stays in the wildcard list with flagWildDst (the
+	// kernel keeps it under its group key: wild_place).
+	flagGroupFill = 0x4000
+	flagsWild     = flagWildDst | flagWildSP | flagWildDP
 )
 
 // Entry is one state table entry. Fields are exported for the dump
@@ -274,7 +280,7 @@ func (e *Entry) WildSrcPort() bool { return e.flags&flagWildSP != 0 }
 
 // WildDst reports whether the entry's destination is a wildcard (an entry
 // of a packet to a multicast or broadcast address, not yet filled in).
-func (e *Entry) WildDst() bool { return e.flags&flagWildDst != 0 }
+func (e *Entry) WildDst() bool { return e.flags&(flagWildDst|flagGroupFill) == flagWildDst }
 
 // WildDstPort reports a wildcard destination port.
 func (e *Entry) WildDstPort() bool { return e.flags&flagWildDP != 0 }
@@ -568,11 +574,8 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 	oow := false
 	var prev *Entry
 	first := t.byKey[k]
-	if p.Dst.IsMulticast() && (p.V == 4 || p.Proto == 58) {
-		// IPFilter hashes a packet to a multicast group without its
-		// destination, so only wildcard-destination entries find it
-		// (IPv6: ICMPv6 only, as neighbour discovery needs; a TCP or
-		// UDP packet to an IPv6 group is hashed with it).
+	toGroup, inPlace := groupHash(p)
+	if toGroup {
 		first = nil
 	}
 	for e = first; e != nil; {
@@ -593,10 +596,13 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 		}
 		prev, e = e, next
 	}
-	for w, next := t.wild, (*Entry)(nil); w != nil; w = next {
-		// fillWild moves an entry out of the wildcard list
+	for w, next := t.wild, (*Entry)(nil); w != nil && !(toGroup && !inPlace && isICMP(p)); w = next {
+		// fillWild moves an entry out of the wildcard list (an
+		// inbound ICMPv4 packet to a group finds none: IPFilter
+		// hashes it without its source and has no wildcard retry for
+		// ICMP)
 		next = w.hnext
-		if int32(now-w.Expire) >= 0 {
+		if int32(now-w.Expire) >= 0 || w.flags&flagGroupFill != 0 && !inPlace {
 			continue
 		}
 		r, ok := t.matchWild(w, p)
@@ -624,7 +630,9 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 			}
 			continue
 		}
-		if !r {
+		if !r && inPlace {
+			t.fillInPlace(e, p)
+		} else if !r {
 			t.fillWild(e, p, r)
 		}
 		t.stats.Hits++
@@ -635,6 +643,47 @@ func (t *Table) Lookup(p *Packet) (e *Entry, rev bool, res Result) {
 		return nil, false, OutOfWindow
 	}
 	return nil, false, Miss
+}
+
+// groupHash reports a packet IPFilter hashes without its destination
+// (toGroup: to an IPv4 multicast group, or an ICMPv6 packet to an IPv6
+// one; a TCP or UDP packet to an IPv6 group is hashed with it), so that
+// only wildcard-destination entries find it, and whether that first hash
+// is the bucket such entries are made in (inPlace: an outbound IPv4
+// packet, any ICMPv6 one; IPFilter hashes an inbound IPv4 packet to a
+// group without its source, and finds an entry only by its wildcard
+// retry, TCP and UDP only). As IPFilter's ipftest shows over every
+// sequence of up to five packets of a stream to a group, outbound and
+// inbound (faith21): an outbound stream keeps one entry.
+func groupHash(p *Packet) (toGroup, inPlace bool) {
+	toGroup = p.Dst.IsMulticast() && (p.V == 4 || p.Proto == 58)
+	return toGroup, toGroup && (p.Out || p.V == 6)
+}
+
+// fillInPlace fills the wildcard-destination entry e in for p, a packet
+// going its way that found it at its first hash (groupHash's inPlace):
+// IPFilter fills it where it is, so later packets to the group find it
+// there, and no other packet does (matchWild). It stays in the wildcard
+// list. An older entry of the flow filled in the same way, which no
+// IPFilter lookup meets again (e is before it in the bucket), goes: the
+// kernel keeps one a group key (wild_place).
+func (t *Table) fillInPlace(e *Entry, p *Packet) {
+	e.Dst = p.Dst
+	if e.flags&flagWildSP != 0 {
+		e.SPort = p.SPort
+	}
+	if e.flags&flagWildDP != 0 {
+		e.DPort = p.DPort
+	}
+	e.flags = e.flags&^(flagWildSP|flagWildDP) | flagWildDst | flagGroupFill
+	for x, next := t.wild, (*Entry)(nil); x != nil; x = next {
+		next = x.hnext
+		if x != e && x.flags&flagGroupFill != 0 && x.V == e.V && x.Proto == e.Proto && x.Src == e.Src &&
+			x.Dst == e.Dst && x.SPort == e.SPort && x.DPort == e.DPort && x.ICMPID == e.ICMPID &&
+			x.ICMPType == e.ICMPType {
+			t.remove(x)
+		}
+	}
 }
 
 // matchAddrs checks addresses, ports and ICMP fields; it returns the
@@ -707,7 +756,8 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 	// which is hashed without the group it was sent to. A TCP or UDP
 	// packet from the group finds it (and fills it with the group).
 	back := e.Src == p.Dst && (wd && !(p.Src.IsMulticast() && isICMP(p)) || !wd && e.Dst == p.Src) &&
-		(!ports || ((wsp || e.SPort == p.DPort) && (wdp || e.DPort == p.SPort)))
+		(!ports || ((wsp || e.SPort == p.DPort) && (wdp || e.DPort == p.SPort))) &&
+		e.flags&flagGroupFill == 0
 	switch {
 	case fwd:
 		rev = false
@@ -1209,6 +1259,12 @@ func (t *Table) replaceOrRefuse(e *Entry, out bool, now uint32, logFirst bool) A
 		}
 		if !logFirst && identical(x, e) {
 			return AddExists
+		}
+		if x.flags&flagGroupFill != 0 {
+			// filled in where it was (fillInPlace): it stays
+			// in IPFilter's bucket, after the new entry, which
+			// takes its place when it is filled in
+			continue
 		}
 		if x.Proto == e.Proto && x.Src == e.Src && x.Dst == e.Dst &&
 			x.SPort == e.SPort && x.DPort == e.DPort && x.ICMPType == e.ICMPType && x.ICMPID == e.ICMPID {

@@ -332,6 +332,7 @@ struct conf {
 #define SF_SYN 0x01     /* created by a SYN */
 #define SF_SWAP 0x02    /* the entry's source is its key's dst (state.h: canon_order) */
 #define SF_TWIN 0x04    /* the key's twin (state_key.twin) holds the other way's entry */
+#define SF_GFILL 0x08   /* filled in under its group key by a packet to its group (state.h: wild_place) */
 #define SF_OPTREV 0x10  /* opt_rev holds the options of the first reply */
 
 #define WF_WSCALE_SEEN 0x01
@@ -696,7 +697,7 @@ struct state_key {
 	__u16 dport;
 	__u8 proto;
 	__u8 family;
-	__u8 wild; /* 1: wildcard destination (dst is zero), §3.1 */
+	__u8 wild; /* 1: wildcard destination (dst is zero, or the group: SF_GFILL), §3.1 */
 	__u8 twin; /* 1: the flow's entry the other way round (SF_TWIN) */
 };
 

@@ -956,6 +956,30 @@ static __always_inline int wild_dst(const struct pktinfo *p)
 	return p->proto == IPPROTO_ICMPV6 && (p->dst[0] & 0xff) == 0xff;
 }
 
+/* to_group reports a packet IPFilter hashes without its destination: to
+ * an IPv4 multicast group, or an ICMPv6 packet to an IPv6 one (a TCP or
+ * UDP packet to an IPv6 group is hashed with it). Only wildcard entries
+ * find it (the engine's groupHash). */
+static __always_inline int to_group(const struct pktinfo *p)
+{
+	if (p->family == 4)
+		return (p->dst[0] & 0xf0) == 0xe0;
+	return p->proto == IPPROTO_ICMPV6 && (p->dst[0] & 0xff) == 0xff;
+}
+
+/* in_place reports a packet to a group whose first hash is the bucket
+ * IPFilter makes the group's entries in (their source's): an outbound
+ * IPv4 packet, any ICMPv6 one (IPFilter hashes an inbound IPv4 packet to
+ * a group without its source and finds an entry only by its wildcard
+ * retry). A wildcard entry such a packet uses going its way is filled in
+ * where it is (wild_place: under its group key), and later such packets
+ * find it there: an outbound stream to a group keeps one entry (faith21;
+ * the engine's fillInPlace). */
+static __always_inline int in_place(const struct pktinfo *p)
+{
+	return to_group(p) && (p->out || p->family == 6);
+}
+
 /* reverse_key makes the key a reply of p would find its entry under;
  * returns 0 when p cannot be a reply (an ICMP type that answers nothing). */
 static __always_inline int reverse_key(struct state_key *k, const struct pktinfo *p)
@@ -1031,6 +1055,44 @@ static __always_inline struct state_entry *wild_fill(struct state_key *k, struct
 		 * the flags it now has */
 		h.flags = scratch->flags;
 		state_release(&h, k, 1);
+	}
+	return scratch;
+}
+
+/* wild_place fills the wildcard entry e (at wildcard key k) in where it is,
+ * for p, a packet to its group going its way that found it at its first
+ * hash (in_place): IPFilter leaves it in its bucket, where later such
+ * packets find it and no other packet looks. The kernel moves it to its
+ * group key (the wildcard key with the group as its dst, SF_GFILL), which
+ * only those packets look up, and where another group's entry of the
+ * same source does not take its place; it stays counted as a wildcard
+ * entry (state_count[1]: lookups of packets to a group go on). Returns
+ * the copy in scratch. */
+static __always_inline struct state_entry *wild_place(struct state_key *k, struct state_entry *e,
+						      const struct pktinfo *p, struct state_entry *scratch)
+{
+	struct state_entry *old;
+	struct state_held h;
+	int put;
+
+	__builtin_memcpy(scratch, e, sizeof(*scratch));
+	if (!state_take(k, e, &h))
+		return scratch;
+	__builtin_memcpy(k->dst, p->dst, 16);
+	scratch->flags |= SF_GFILL;
+	put = state_put(k, scratch, &old);
+	if (put == 0 && old) {
+		/* the group key holds an older filled entry, which no
+		 * IPFilter lookup meets again (the newer is before it in
+		 * the bucket): it goes, as in the engine's fillInPlace */
+		state_unlink(k, old);
+		put = state_put(k, scratch, &old);
+	}
+	if (put != 1) {
+		/* not put (another CPU filled the key meanwhile): released */
+		h.flags = scratch->flags;
+		state_release(&h, k, 1);
+		wild_add(-1);
 	}
 	return scratch;
 }
@@ -1131,8 +1193,7 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 	 * packet to an IPv6 one, without its destination: only
 	 * wildcard-destination entries find it */
 	e = NULL;
-	if (!nokey && !(p->family == 4 && (p->dst[0] & 0xf0) == 0xe0) &&
-	    !(p->family == 6 && p->proto == IPPROTO_ICMPV6 && (p->dst[0] & 0xff) == 0xff)) {
+	if (!nokey && !to_group(p)) {
 		/* the entry going the packet's way first (a flow may have
 		 * one each way), else the one it answers; an ICMP query only
 		 * goes its entry's way, a reply only the other */
@@ -1160,6 +1221,11 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 			return NULL;
 		wild = 1;
 		rev = 0;
+		/* an inbound ICMPv4 packet to a group finds no entry: IPFilter
+		 * hashes it without its source and retries wildcard entries
+		 * for TCP and UDP only */
+		if (to_group(p) && !in_place(p) && p->proto == IPPROTO_ICMP)
+			return NULL;
 		make_key(&k, p, 0);
 		__builtin_memset(k.dst, 0, sizeof(k.dst));
 		k.wild = 1;
@@ -1169,6 +1235,16 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		if (e && (e->wdst[0] != p->dst[0] || e->wdst[1] != p->dst[1] || e->wdst[2] != p->dst[2] ||
 			  e->wdst[3] != p->dst[3]))
 			e = NULL;
+		/* then an entry filled in where it was (wild_place), under
+		 * its group key, found by packets to the group hashed there
+		 * only: older than a wildcard entry of the group, which
+		 * IPFilter's bucket holds before it */
+		if (!e && in_place(p)) {
+			__builtin_memcpy(k.dst, p->dst, 16);
+			e = bpf_map_lookup_elem(&states, &k);
+			if (!e)
+				__builtin_memset(k.dst, 0, sizeof(k.dst));
+		}
 		/* an ICMP packet from a group is nobody's answer: IPFilter
 		 * hashes it with its source and so never finds the entry,
 		 * hashed without the group it was sent to (the engine's
@@ -1265,7 +1341,13 @@ static __always_inline struct state_entry *state_lookup(struct pktinfo *p, int *
 		c->bytes[slot] += p->plen;
 	}
 	*revp = rev;
-	/* the first packet to use a wildcard entry fills it in */
+	/* the first packet to use a wildcard entry fills it in: at its key
+	 * when the packet found it at its first hash (in_place), else moved
+	 * to the flow's concrete key */
+	if (wild && (e->flags & SF_GFILL))
+		return e;
+	if (wild && !rev && in_place(p))
+		return wild_place(&k, e, p, scratch);
 	if (wild)
 		return wild_fill(&k, e, p, rev, scratch);
 	return e;
@@ -1423,6 +1505,21 @@ static __always_inline int state_create(struct pktinfo *p, __u32 slot, __u32 idx
 	}
 	if (wild_dst(p))
 		__builtin_memcpy(ep->wdst, p->dst, 16);
+	if (kp->wild) {
+		/* IPFilter's duplicate check looks in the new entry's
+		 * bucket, which holds the group's entry filled in where it
+		 * was (under its group key: wild_place): an identical one
+		 * refuses the new entry. Another stays, as in IPFilter's
+		 * bucket (the engine's replaceOrRefuse), until the new one is
+		 * filled in over it */
+		struct state_entry *g;
+
+		__builtin_memcpy(kp->dst, p->dst, 16);
+		g = bpf_map_lookup_elem(&states, kp);
+		__builtin_memset(kp->dst, 0, sizeof(kp->dst));
+		if (g && g->expire >= now && state_identical(g, ep, kp))
+			return 0;
+	}
 	CSTAGE(35);
 	/* counted by its source (max-srcs): sl_state_create */
 	ep->srcbits = r->src_bits;
