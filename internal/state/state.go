@@ -1205,8 +1205,11 @@ func newEntry(p *Packet, pass uint32, lim *Limits) (*Entry, AddError) {
 // identical is ipf_state_match: the entry IPFilter refuses to add again
 // (so that the packet creating it is blocked). It compares the creating
 // rule's flags and tag, the options, class and authority the entries
-// test, and the addresses and "ports" (ICMP: the id), each pair
-// either way round; not the FI_* flags the packets carried, which a
+// test, and the addresses and "ports" (ICMP: the id) the same way round
+// (both as they are, or both swapped: one flow either way; the first
+// that holds decides, as ipf_state_matchaddresses and
+// ipf_state_matchports return 1 before 2); not the FI_* flags the
+// packets carried, which a
 // packet that did not match x because of them therefore cannot change.
 // ipf_state_add sets the new entry's log tag (is_tag) only after this
 // test, so it compares the live entry's tag with 0: an entry of a
@@ -1226,7 +1229,13 @@ func identical(x, e *Entry) bool {
 		x.optMask != e.optMask || x.sec != e.sec || x.auth != e.auth {
 		return false
 	}
-	if !(x.Src == e.Src && x.Dst == e.Dst || x.Src == e.Dst && x.Dst == e.Src) {
+	amatch := 0
+	switch {
+	case x.Src == e.Src && x.Dst == e.Dst:
+		amatch = 1
+	case x.Src == e.Dst && x.Dst == e.Src:
+		amatch = 2
+	default:
 		return false
 	}
 	a, b := [2]uint16{x.SPort, x.DPort}, [2]uint16{e.SPort, e.DPort}
@@ -1239,7 +1248,16 @@ func identical(x, e *Entry) bool {
 			return false
 		}
 	}
-	return a == b || a[0] == b[1] && a[1] == b[0]
+	// two entries of a stream to a group from one source with the
+	// ports swapped (10.0.1.5,80 > 224.0.0.9,40000, then 40000 > 80):
+	// IPFilter keeps both (faith21's random seed 210001)
+	switch {
+	case a == b:
+		return amatch == 1
+	case a[0] == b[1] && a[1] == b[0]:
+		return amatch == 2
+	}
+	return false
 }
 
 // replaceOrRefuse refuses an entry identical to a live one of its flow
