@@ -2142,12 +2142,30 @@ func (p *parser) groupName(what string) (string, *Error) {
 	return s, nil
 }
 
+// tailRank is the place of each part of a rule's tail in IPFilter's
+// grammar (ipf_y.y: ruletail `with keep head group`, then the tags
+// `settagin matchtagin`, then ruletail2 `pps age rulettl comment`). Its
+// parser takes the parts in that order only, each once but `keep`
+// (`keep state keep frags`): `keep state with ipopts`, `group 1 head 2`,
+// `age 3 pps 4` or `with ipopts with short` are syntax errors there.
+var tailRank = map[string]int{
+	"with": 1, "and": 1, "keep": 2, "head": 3, "group": 4, "set-tag": 5,
+	"match-tag": 6, "pps": 7, "age": 8, "rule-ttl": 9, "comment": 10,
+}
+
 func (p *parser) parseTail(b *builder) *Error {
 	r := b.r
+	last := 0
 	for {
 		t := p.peek()
 		if t.kind != tWord {
 			return nil
+		}
+		if rank, ok := tailRank[strings.ToLower(t.text)]; ok {
+			if rank < last || rank == last && rank != tailRank["keep"] {
+				return errorf(t, "%q out of place: IPFilter's grammar takes the end of a rule in the order with, keep, head, group, set-tag, match-tag, pps, age, rule-ttl, comment, each once (keep may repeat)", t.text)
+			}
+			last = rank
 		}
 		switch strings.ToLower(t.text) {
 		case "with", "and":
