@@ -110,6 +110,8 @@ func TestPrintProductions(t *testing.T) {
 		{"keep state max-srcs", "pass in quick proto tcp all flags S keep state(max-srcs 3, max-per-src 1/16)", "pass in quick proto tcp from any to any flags S/FSRPAU keep state (max-nodes 3, max-per-src 1/16) # count 0", ParseOptions{}},
 		{"keep frags strict", "pass in proto udp all keep frag(strict)", "pass in proto udp from any to any keep frags (strict)", ParseOptions{}},
 		{"keep state and frags", "pass in proto tcp all keep frags keep state", "pass in proto tcp from any to any keep state keep frags # count 0", ParseOptions{}},
+		{"with ah is not printed", "pass in all with ah", "pass in from any to any", ParseOptions{}},
+		{"with ah beside ipopts", "pass in all with ipopts,ah keep state", "pass in from any to any with ipopts keep state # count 0", ParseOptions{}},
 		{"head and group", "block return-icmp in quick proto udp all keep state head 110 group 10", "block return-icmp in quick proto udp from any to any keep state head 110 group 10 # count 0", ParseOptions{}},
 		{"numeric group kept as decimal", "pass in all head 0x10 group 007", "pass in all head 16 group 7", ParseOptions{}},
 		{"group name of 15", "pass in all group abcdefghijklmno", "pass in all group abcdefghijklmno", ParseOptions{}},

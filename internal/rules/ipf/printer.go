@@ -317,7 +317,10 @@ func (p *printer) ipfPart() bool {
 // keep prints the with clause and the keep state/frags/limit options.
 func (p *printer) keep(ipf bool) {
 	r := p.r
-	if ipf && (r.With&(FI_WITH|FI_AH) != 0 || r.WithMask&(FI_WITH|FI_AH) != 0 || r.OptBits != 0 ||
+	// `with ah` is read but never printed: IPFilter's printer has no
+	// name for FI_AH (`with ipopts,ah` prints `with ipopts`, `with ah`
+	// no with clause), and no packet matches by it.
+	if ipf && (r.With&FI_WITH != 0 || r.WithMask&FI_WITH != 0 || r.OptBits != 0 ||
 		r.OptMask != 0 || r.SecBits != 0 || r.SecMask != 0 || r.V6HdrsMask != 0) {
 		p.with()
 	}
