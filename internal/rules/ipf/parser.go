@@ -496,6 +496,23 @@ func (p *parser) parseRuleStmt() *Error {
 	return nil
 }
 
+// v6Before reports whether the rule parsed so far is an IPv6 one: its
+// family (inet6, or -6) or an IPv6 address in from/to.
+func (r *Rule) v6Before() bool {
+	if r.Family == FamilyInet6 {
+		return true
+	}
+	for _, ep := range []*Endpoint{&r.From, &r.To} {
+		if ep.Addr.Kind == AddrHost && ep.Addr.IP.IsValid() && !ep.Addr.IP.Is4() {
+			return true
+		}
+		if ep.Addr.Family == FamilyInet6 {
+			return true
+		}
+	}
+	return false
+}
+
 // finish applies the parse-time normalisations of IPFilter's grammar to
 // one expanded rule.
 func (p *parser) finish(b *builder, r *Rule, first token) *Error {
@@ -2011,6 +2028,13 @@ func (p *parser) parseWith(r *Rule) *Error {
 			// `v6hdr` takes a list of header names; `v6hdrs` is always
 			// the attribute. (`not v6hdr LIST`, which IPFilter's
 			// grammar lacks, is kept as a Sluice extension.)
+			// IPFilter takes it in an IPv6 rule only: one that says
+			// inet6 or has an IPv6 address before it, or under -6
+			// (`pass in all with v6hdr frag`: "only available with
+			// IPv6").
+			if !r.v6Before() {
+				return errorf(t, "v6hdr only available with IPv6 (an inet6 rule, an IPv6 address or -6)")
+			}
 			p.next()
 			for {
 				w, err := p.word("IPv6 extension header name")

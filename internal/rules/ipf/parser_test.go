@@ -300,6 +300,8 @@ func TestErrors(t *testing.T) {
 		{"unterminated string", "pass in all comment \"abc", []string{`t:1:21: unterminated string`}, 0},
 		{"unknown service", "pass in proto tcp from any to any port = nosuch", []string{`t:1:42: unknown service "nosuch"`}, 0},
 		{"bad with attr", "pass in all with frobnicate", []string{`t:1:18: expected with attribute, found "frobnicate"`}, 0},
+		{"v6hdr in a rule without IPv6", "pass in all with v6hdr frag", []string{`t:1:18: v6hdr only available with IPv6 (an inet6 rule, an IPv6 address or -6)`}, 0},
+		{"v6hdr in an inet rule", "pass in inet from 1.1.1.1 to any with v6hdr esp", []string{`t:1:39: v6hdr only available with IPv6 (an inet6 rule, an IPv6 address or -6)`}, 0},
 		{"tail: with after keep", "pass in all keep state with ipopts", []string{`t:1:24: "with" out of place: IPFilter's grammar takes the end of a rule in the order with, keep, head, group, set-tag, match-tag, pps, age, rule-ttl, comment, each once (keep may repeat)`}, 0},
 		{"tail: head after group", "pass in all group 10 head 11", []string{`t:1:22: "head" out of place: IPFilter's grammar takes the end of a rule in the order with, keep, head, group, set-tag, match-tag, pps, age, rule-ttl, comment, each once (keep may repeat)`}, 0},
 		{"tail: keep after head", "pass in all head 1 keep frags", []string{`t:1:20: "keep" out of place: IPFilter's grammar takes the end of a rule in the order with, keep, head, group, set-tag, match-tag, pps, age, rule-ttl, comment, each once (keep may repeat)`}, 0},
