@@ -245,12 +245,14 @@ func (p *parser) mapRule(r *Rule) {
 			r.Range = true
 		}
 	}
+	last := 0
 	for !p.atEnd() {
 		t := p.Peek()
 		kw := strings.ToLower(t.Text)
 		if t.Kind != netfmt.TokWord {
 			p.FailAt(t, "map option")
 		}
+		p.inOrder(t, mapOrder, kw, isProtoWord(t), &last)
 		switch {
 		case kw == "portmap" && r.Type != MapBlock:
 			p.Next()
@@ -277,9 +279,9 @@ func (p *parser) mapRule(r *Rule) {
 		case kw == "proxy":
 			p.Next()
 			p.proxy(r)
-		case kw == "sequential":
-			p.Next()
-			r.Sequential = true
+		case kw == "sticky":
+			// rdr only: IPFilter's map grammar has no sticky
+			p.FailAt(t, "map option")
 		default:
 			if !p.commonOpt(r, t, kw) {
 				if isProtoWord(t) {
@@ -290,6 +292,37 @@ func (p *parser) mapRule(r *Rule) {
 			}
 		}
 	}
+}
+
+// mapOrder and rdrOrder are the places of a map or rdr rule's options in
+// IPFilter's grammar (ipnat_y.y): after a map's right-hand side one of
+// portmap (with its `sequential`), icmpidmap, proxy or a map-block's
+// ports, then mapoptions `rr frag age mssclamp nattag setproto purge`; an
+// rdr's protocol comes right after its port, then rdroptions `rr frag age
+// sticky mssclamp rdrproxy nattag purge`. Each is taken once, in that
+// order: `map … tag x frag`, `map … purge tcp`, `rdr … frag tcp` or
+// `rdr … mssclamp 3 sticky` are syntax errors there. "" is the protocol.
+var (
+	mapOrder = map[string]int{"portmap": 1, "icmpidmap": 1, "proxy": 1, "ports": 1, "round-robin": 2,
+		"frag": 3, "age": 4, "mssclamp": 5, "tag": 6, "": 7, "purge": 8}
+	rdrOrder = map[string]int{"": 1, "round-robin": 2, "frag": 3, "age": 4, "sticky": 5, "mssclamp": 6,
+		"proxy": 7, "tag": 8, "purge": 9}
+)
+
+// inOrder fails at t when its option (kw, or the protocol when proto is
+// set) comes after one that IPFilter's grammar places later, or again.
+func (p *parser) inOrder(t netfmt.Token, order map[string]int, kw string, proto bool, last *int) {
+	rank, ok := order[kw]
+	if !ok && proto {
+		rank, ok = order[""], true
+	}
+	if !ok {
+		return
+	}
+	if rank <= *last {
+		p.Errorf(t.Pos, "%q out of place: IPFilter takes a rule's options once each, in the order of its grammar", t.Text)
+	}
+	*last = rank
 }
 
 // commonOpt handles the options shared by map and rdr rules.
@@ -421,12 +454,14 @@ func (p *parser) rdr(r *Rule) {
 			r.DPMin, r.DPMax = p.portRange(false)
 		}
 	}
+	last := 0
 	for !p.atEnd() {
 		t := p.Peek()
 		kw := strings.ToLower(t.Text)
 		if t.Kind != netfmt.TokWord {
 			p.FailAt(t, "rdr option")
 		}
+		p.inOrder(t, rdrOrder, kw, isProtoWord(t), &last)
 		switch {
 		case kw == "proxy":
 			p.Next()
