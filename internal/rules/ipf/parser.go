@@ -1219,10 +1219,26 @@ func octet(x string) (byte, bool) {
 	return byte(v), true
 }
 
+// mainRank is the place of a rule's family, tos, ttl and proto in
+// IPFilter's grammar (ipf_y.y: ipfrule `family tos ttl proto ip`; an exp
+// or bpf rule has none of them): each once, in that order. `ttl 4 tos 3`
+// or `proto tcp tos 3` are syntax errors there. A family before exp or
+// bpf-v4/v6 is refused there too, but IPFilter prints one (`ipf -6`:
+// `pass in inet6 exp {…}`), so Sluice reads it back.
+var mainRank = map[string]int{"family": 1, "inet": 1, "inet6": 1, "tos": 2, "ttl": 3, "proto": 4,
+	"exp": 5, "bpf-v4": 5, "bpf-v6": 5}
+
 func (p *parser) parseRuleMain(b *builder) *Error {
 	r := b.r
+	last := 0
 	for {
 		t := p.peek()
+		if rank, ok := mainRank[strings.ToLower(t.text)]; ok && t.kind == tWord {
+			if rank <= last || rank == 5 && last > 1 {
+				return errorf(t, "%q out of place: IPFilter's grammar takes a rule's family, tos, ttl and proto once each, in that order (an exp or bpf rule no tos, ttl or proto)", t.text)
+			}
+			last = rank
+		}
 		switch {
 		case isWord(t, "family"):
 			p.next()
