@@ -224,6 +224,10 @@ func isOptionWord(s string) bool {
 
 // mapRule = ("map"|"bimap"|"map-block") ifs lhs "->" rhs [mapport|proxy] mapopts
 func (p *parser) mapRule(r *Rule) {
+	if r.Type == MapBlock && (p.IsWord("from") || p.IsPunct("!")) {
+		// ipnat_y.y's map-block takes an address only
+		p.FailAt(p.Peek(), "address")
+	}
 	if p.IsWord("from") || p.IsPunct("!") {
 		p.fromTo(r)
 	} else {
@@ -442,6 +446,15 @@ func (p *parser) rdr(r *Rule) {
 		r.New = p.rangeAddr(r)
 	} else {
 		r.New = p.rhsAddr(r, true)
+		if r.New.Kind == AddrNormal && !fullMask(r.New.M, r.Family) && r.New.M != ([16]byte{}) {
+			// ipnat_y.y redirects to one host: "dest ip bitmask not
+			// /32" (0/0 is taken: the conformance kit's ni13)
+			bits := 32
+			if r.Family == 6 {
+				bits = 128
+			}
+			p.Errorf(p.Peek().Pos, "rdr destination must be one host (/%d)", bits)
+		}
 	}
 	if p.Accept("port") {
 		r.hasPort = true
@@ -479,6 +492,21 @@ func (p *parser) rdr(r *Rule) {
 	}
 }
 
+// fullMask reports whether m is all ones for family fam (4 or 6; 0 is
+// read as 4).
+func fullMask(m [16]byte, fam int) bool {
+	n := 4
+	if fam == 6 {
+		n = 16
+	}
+	for _, b := range m[:n] {
+		if b != 0xff {
+			return false
+		}
+	}
+	return true
+}
+
 // rewrite = ("rewrite"|"divert") dir "on" ifs [ "proto" proto ] "from" obj "to" obj
 //
 //	"->" "src" ADDR [ports] "dst" ADDR [ports] [ "purge" ] [ "udp" ]
@@ -505,17 +533,16 @@ func (p *parser) rewrite(r *Rule) {
 		// "dst ADDR port = P" is also accepted (5.x grammar).
 		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
 	}
-	for !p.atEnd() {
-		t := p.Peek()
-		switch {
-		case strings.EqualFold(t.Text, "purge"):
-			p.Next()
-			r.Purge = true
-		case strings.EqualFold(t.Text, "udp") && (r.Type == DivertIn || r.Type == DivertOut):
-			p.Next()
-		default:
-			p.FailAt(t, `"purge" or ";"`)
-		}
+	if r.Type == DivertIn || r.Type == DivertOut {
+		// ipnat_y.y: a divert rule's target ends in "udp" (before
+		// purge), the only encapsulation it has
+		p.Expect("udp")
+	}
+	if p.Accept("purge") {
+		r.Purge = true
+	}
+	if !p.atEnd() {
+		p.FailAt(p.Peek(), `"purge" or ";"`)
 	}
 	if r.Type == DivertIn || r.Type == DivertOut {
 		if r.SPMin == 0 || r.DPMin == 0 {
@@ -563,17 +590,28 @@ func (p *parser) rewriteAddr(r *Rule) Addr {
 	return p.addrMask(r, false)
 }
 
-// fromTo = [!] "from" [!] obj [!] "to" [!] obj
+// fromTo = [!] "from" [!] obj [!] "to" [!] obj. IPFilter's grammar
+// negates one side only: an rdr rule's source, any other rule's
+// destination (`map … from !X`, `rdr … to !X` are syntax errors there),
+// with one "!" on either side of the keyword.
 func (p *parser) fromTo(r *Rule) {
 	r.Filter = true
-	r.NotSrc, r.Src, r.SrcPort = p.endpoint(r, "from")
-	r.NotDst, r.Dst, r.DstPort = p.endpoint(r, "to")
+	rdr := r.Type == Rdr
+	r.NotSrc, r.Src, r.SrcPort = p.endpoint(r, "from", rdr)
+	r.NotDst, r.Dst, r.DstPort = p.endpoint(r, "to", !rdr)
 }
 
-// endpoint = [!] kw [!] obj ["port" cmp]; a "!" on either side negates.
-func (p *parser) endpoint(r *Rule, kw string) (not bool, a Addr, port PortCmp) {
+// endpoint = [!] kw [!] obj ["port" cmp]; a "!" on either side negates
+// (where negOK).
+func (p *parser) endpoint(r *Rule, kw string, negOK bool) (not bool, a Addr, port PortCmp) {
+	if p.IsPunct("!") && !negOK {
+		p.FailAt(p.Peek(), strconv.Quote(kw))
+	}
 	not = p.Accept("!")
 	p.Expect(kw)
+	if p.IsPunct("!") && (!negOK || not) {
+		p.FailAt(p.Peek(), "address")
+	}
 	if p.Accept("!") {
 		not = true
 	}

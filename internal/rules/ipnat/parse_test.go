@@ -119,6 +119,17 @@ func TestErrors(t *testing.T) {
 		{"rewrite in on le0 from any to any -> src 3.3.3.1-2.2.2.2.2 dst 4.4.4.4;", `f:1:42: unknown host "3.3.3.1-2.2.2.2.2"`},
 		{"map le0 10.0.0.0/8 -> range any-1.1.1.9", `f:1:29: expected address range a-b, found "any-1.1.1.9"`},
 		{"map le0 10.0.0.0/8 -> range 1.1.1.1 -", `f:1:29: expected address range a-b, found "1.1.1.1"`},
+		// negation on one side only (rdr: the source, the others: the
+		// destination), once; no from/to for map-block; an rdr to one
+		// host (or 0/0); a divert's "udp" (checked against ipnat -Rnvf)
+		{"map le0 from !10.0.0.0/8 to any -> 1.1.1.1/32", `f:1:14: expected address, found "!"`},
+		{"map le0 ! from 10.0.0.0/8 to any -> 1.1.1.1/32", `f:1:9: expected "from", found "!"`},
+		{"rdr le0 from 2.2.2.0/24 to !1.1.1.1/32 port = 80 -> 10.0.0.1 port 8080 tcp", `f:1:28: expected address, found "!"`},
+		{"map le0 from 10.0.0.0/8 ! to !10.0.0.0/8 -> 1.1.1.1/32", `f:1:30: expected address, found "!"`},
+		{"map-block le0 from 10.0.0.0/24 to any -> 1.1.1.0/24", `f:1:15: expected address, found "from"`},
+		{"rdr le0 1.1.1.1/32 port 80 -> 10.0.0.0/24 port 8080 tcp", `f:1:43: rdr destination must be one host (/32)`},
+		{"divert in on le0 proto udp from any to any -> src 1.1.1.1,1 dst 2.2.2.2,2;", `f:1:74: expected "udp", found ";"`},
+		{"divert in on le0 proto udp from any to any -> src 1.1.1.1,1 dst 2.2.2.2,2 purge udp;", `f:1:75: expected "udp", found "purge"`},
 		// ipnat_y.y takes a rule's options once each, in its grammar's
 		// order (mapoptions, rdroptions); sequential only after portmap,
 		// sticky only in rdr (checked against ipnat -Rnvf)
