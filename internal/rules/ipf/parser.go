@@ -572,6 +572,11 @@ func (p *parser) finish(b *builder, r *Rule, first token) *Error {
 	if r.Family == FamilyAny && (r.OptMask != 0 || r.SecMask != 0) {
 		r.Family = FamilyInet
 	}
+	if k := r.KeepState; k != nil && (k.Strict || k.Loose || k.NewISN) && (r.HasProto && r.Proto != 6 || r.TCPUDP) {
+		// ipf_y.y takes strict, loose and newisn in a proto tcp rule
+		// only (without a protocol its ipf crashes)
+		return errorf(first, "keep state (strict, loose, newisn) needs proto tcp")
+	}
 	if r.KeepState != nil && r.KeepState.MaxPerSrc != 0 && r.KeepState.MaxPerSrcBits == 0 {
 		// IPFilter's default is the full length of the rule's family,
 		// 128 bits unless the rule is inet.
@@ -1773,6 +1778,12 @@ func (p *parser) parsePort(b *builder, sel func(*Rule) *Endpoint) *Error {
 	p.next() // port
 	r := b.r
 	t := p.peek()
+	if _, op := portOps[strings.ToLower(t.text)]; op && (t.kind == tPunct || t.kind == tWord) &&
+		r.HasProto && !r.TCPUDP && r.Proto != 6 && r.Proto != 17 {
+		// ipf_y.y: a port comparison in a rule of another protocol
+		// (ranges are taken)
+		return errorf(t, "port use incorrect: a port comparison needs proto tcp, udp or tcp/udp")
+	}
 	if isPunct(t, "=") && (isPunct(p.peekN(1), "{") || isPunct(p.peekN(1), "(")) {
 		p.next()
 		open := p.next()
