@@ -28,3 +28,26 @@ func TestOptPrintNegatedSecClass(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteTargetUnresolvedMarks: with no interface looked up (ipf -n,
+// ipftest -v) IPFilter's print_toif marks every route target without an
+// address `(!)`, `-` and `*` too, where an `on -` stays unmarked
+// (checked against ipf -Rnvf and ipftest -v).
+func TestRouteTargetUnresolvedMarks(t *testing.T) {
+	src := "pass in on nic0 to - all\npass in on nic0 dup-to * all\npass out on - reply-to - all\npass in on nic0 to -:1.1.1.1 all\n"
+	want := []string{
+		"pass in on nic0(!) to -(!) all",
+		"pass in on nic0(!) dup-to *(!) all",
+		"pass out on - reply-to -(!) all",
+		"pass in on nic0(!) to -:1.1.1.1 inet all",
+	}
+	rules, err := Parse("t", []byte(src), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rules {
+		if got := Format(r, PrintOptions{NoResolve: true, Verbose: true, Unresolved: MarkAllUnresolved}); got != want[i] {
+			t.Errorf("rule %d: got %q, want %q", i+1, got, want[i])
+		}
+	}
+}
