@@ -39,7 +39,19 @@ type Setting struct {
 type Config struct {
 	Settings []Setting
 	Rules    []*Rule
+	// Warnings are what IPFilter's parser reports and goes on after
+	// (a logical interface in `on`), in file order.
+	Warnings []Warning
 }
+
+// Warning is a positioned note about a rule that was loaded anyway.
+type Warning struct {
+	Pos Pos
+	Msg string
+}
+
+// String is the warning as IPFilter's ipf prints it: "LINE: message".
+func (w Warning) String() string { return strconv.Itoa(w.Pos.Line) + ": " + w.Msg }
 
 // Error is one positioned parse error.
 type Error struct {
@@ -113,7 +125,7 @@ func parseSerial(filename, src string, opts ParseOptions) (*Config, error) {
 	}
 	p.parseFile()
 	fillGroups(p.rules)
-	c := &Config{Settings: p.settings, Rules: p.rules}
+	c := &Config{Settings: p.settings, Rules: p.rules, Warnings: p.warns}
 	if len(p.errs) > 0 {
 		return c, p.errs
 	}
@@ -214,6 +226,7 @@ func parseSplit(filename, src string, opts ParseOptions, cuts []int) (*Config, b
 	for _, p := range ps {
 		c.Rules = append(c.Rules, p.rules...)
 		c.Settings = append(c.Settings, p.settings...)
+		c.Warnings = append(c.Warnings, p.warns...)
 	}
 	fillGroups(c.Rules)
 	return c, true
@@ -231,6 +244,7 @@ type parser struct {
 	errs     ErrorList
 	rules    []*Rule
 	settings []Setting
+	warns    []Warning
 	// stopAt (parseSplit) ends the parse before the first statement
 	// that starts at or after its line; stopped is where that statement
 	// starts (zero: the parse did not stop so).
@@ -1037,17 +1051,35 @@ func (p *parser) parseOn(b *builder) *Error {
 			if err := checkIfName(it, it.text); err != nil {
 				return err
 			}
-			names[i] = it.text
+			names[i] = p.physical(it)
 		}
 		b.list(len(names), func(r *Rule, i int) { r.On = []string{names[i]} })
 		return nil
 	}
+	t0 := p.peek()
 	names, err := p.ifPair()
 	if err != nil {
 		return err
 	}
+	for i, n := range names {
+		names[i] = p.physical(token{kind: tWord, text: n, pos: t0.pos})
+	}
 	b.r.On = names
 	return nil
+}
+
+// physical is the interface an `on` name stands for: IPFilter takes a
+// Solaris logical interface (`nic0:1`) as its physical one and warns
+// ("Logical interface nic0:1 unsupported, use the physical interface
+// nic0 instead."), so a packet on nic0 matches the rule.
+func (p *parser) physical(t token) string {
+	name, unit, ok := strings.Cut(t.text, ":")
+	if !ok || name == "" || unit == "" || strings.Trim(unit, "0123456789") != "" {
+		return t.text
+	}
+	p.warns = append(p.warns, Warning{Pos: t.pos, Msg: "Logical interface " + t.text +
+		" unsupported, use the physical interface " + name + " instead."})
+	return name
 }
 
 // listOfWords reads `{ w [,] w ... }` or the 4.1 `( w, w )`.
