@@ -545,6 +545,7 @@ func randomRules(r *rand.Rand) string {
 			act = pick(r, []string{"call now srcgrpmap/300", "call now dstgrpmap/300", "call srcgrpmap/300",
 				"call dstgrpmap/300", "call now srcgrpmap/301"})
 		}
+		line := b.Len()
 		b.WriteString(act)
 		dir := pick(r, []string{" in", " out"})
 		if headDir != "" {
@@ -622,9 +623,18 @@ func randomRules(r *rand.Rand) string {
 			}
 		}
 		if act != "count" && r.IntN(5) == 0 {
-			b.WriteString(pick(r, []string{" with frag", " with not frag", " with mcast", " with v6hdrs",
+			w := pick(r, []string{" with frag", " with not frag", " with mcast", " with v6hdrs",
 				" with v6hdr dstopts", " with not v6hdr hopopts", " with v6hdr hopopts,routing",
-				" with ipopts", " with opt lsrr", " with not opt rr", " with opt nop,ts", " with not ipopts"}))
+				" with ipopts", " with opt lsrr", " with not opt rr", " with opt nop,ts", " with not ipopts"})
+			v6host := func(a string) bool {
+				return strings.Contains(a, ":") && !strings.Contains(a, "=")
+			}
+			if strings.Contains(w, "v6hdr ") && !strings.Contains(b.String()[line:], " inet6") &&
+				!v6host(from) && !v6host(to) {
+				// IPFilter takes `v6hdr LIST` in an IPv6 rule only
+				w = " with v6hdrs"
+			}
+			b.WriteString(w)
 		}
 		kept := strings.HasPrefix(act, "pass") && r.IntN(2) == 0 || (act == "block" || act == "auth") && r.IntN(8) == 0
 		if kept {

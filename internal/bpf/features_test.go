@@ -106,7 +106,7 @@ func v6Ext(exts ...uint8) []byte {
 // TestV6Hdr checks `v6hdr` and `not v6hdr` on IPv6 extension headers.
 func TestV6Hdr(t *testing.T) {
 	h := newHarness(t)
-	h.load("block in all\npass in quick family inet6 all with v6hdr dstopts\npass in quick proto udp from any to any port = 53 with not v6hdr hopopts,routing\n")
+	h.load("block in all\npass in quick family inet6 all with v6hdr dstopts\npass in quick family inet6 proto udp from any to any port = 53 with not v6hdr hopopts,routing\n")
 	for _, c := range []struct {
 		exts []uint8
 		want string

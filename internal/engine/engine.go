@@ -481,13 +481,9 @@ func (e *Engine) Check(p *Packet) Result {
 		// monitor sees what was dropped); a block rule's `to` is not
 		// followed (see docs/ipfilter-differences.md).
 		if ifn, nh, ok := e.target(p, sc.rule.DupTo); ok {
-			if !p.Out {
-				// counted as leaving by ifn, as a passed packet's
-				// copy (forward): a block rule's keep state entry
-				// counts it
-				e.leaveCounted(p, ifn, sc.rule)
-			}
-			e.router.Route(p, ifn, nh, true)
+			// counted as leaving by ifn, as a passed packet's copy
+			// (forward): a block rule's keep state entry counts it
+			e.dupCopy(p, ifn, nh, sc.rule)
 		}
 	}
 	res.Pass = pass
@@ -1085,17 +1081,7 @@ func (e *Engine) log(sc *scan, pass uint32) error {
 func (e *Engine) forward(p *Packet, r *ruleset.Rule, st *state.Entry) bool {
 	if r.DupTo != nil {
 		if ifn, nh, ok := e.target(p, r.DupTo); ok {
-			if !p.Out {
-				// The copy of an inbound packet goes through
-				// ipf_fastroute too: counted by the outbound
-				// accounting and by its flow's state entry as
-				// leaving by ifn. (IPFilter also runs NAT-out,
-				// on the original's buffer in ipftest; the copy
-				// is not translated here: C20 in
-				// docs/ipfilter-differences.md.)
-				e.leaveCounted(p, ifn, r)
-			}
-			e.router.Route(p, ifn, nh, true)
+			e.dupCopy(p, ifn, nh, r)
 		}
 	}
 	if !p.Out && r.Flags&ruleset.FRFastroute != 0 {
@@ -1146,6 +1132,31 @@ func (e *Engine) flowTarget(p *Packet, t *ipf.RouteTarget, st *state.Entry) (str
 type flowDest struct {
 	iface string
 	addr  netip.Addr
+}
+
+// dupCopy sends the dup-to copy of p out of ifn. The copy of an inbound
+// packet goes through ipf_fastroute too: counted by the outbound
+// accounting and by its flow's state entry as leaving by ifn, then
+// NAT-out for ifn. IPFilter runs that NAT with the original packet's
+// fr_info_t, so it translates the original's buffer, not the copy, which
+// leaves as it came; the session it makes stays, and a failed translation
+// (bad-nat) drops the copy (ipf_fastroute's `goto bad`). Sluice
+// translates a clone instead and leaves the original alone (C20 in
+// docs/ipfilter-differences.md): the session and the dropped copy are
+// IPFilter's.
+func (e *Engine) dupCopy(p *Packet, ifn string, nh netip.Addr, r *ruleset.Rule) {
+	if !p.Out {
+		e.leaveCounted(p, ifn, r)
+		if e.nat != nil {
+			c := *p
+			c.Data = append(make([]byte, 0, len(p.Data)+28), p.Data...)
+			c.Out, c.IfName = true, ifn
+			if !e.nat.Out(&c, "") {
+				return
+			}
+		}
+	}
+	e.router.Route(p, ifn, nh, true)
 }
 
 // leaveAs is the part of ipf_fastroute an inbound packet goes through

@@ -870,7 +870,7 @@ func unsupportedRule(t *testing.T) string {
 	for _, r := range []string{
 		`pass in exp { "ip.src != 192.0.2.1;" }`,
 		`pass in bpf-v4 { "0 1 2 3" }`,
-		"pass in quick proto tcp from any to any with v6hdr frag",
+		"pass in quick inet6 proto tcp from any to any with v6hdr frag",
 	} {
 		rs, err := ipf.Parse("u.conf", []byte(r), ipf.ParseOptions{})
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 
 const storeConf = `table role = ipf type = tree number = 100 { 1.1.1.1/32; !2.2.0.0/16; 2.2.2.0/24; ::1/128; };
 table role = nat type = hash name = web size = 7 seed = 3 { 10.1.1.1; 10.2.0.0/16; };
-group-map out role = ipf number = 2010 { 2.2.2.2/32, group = 2020; 4.4.0.0/16; };
+group-map out role = ipf number = 2010 { 2.2.2.2/32, group = 2020; 4.4.0.0/16, group = 2030; };
 pool ipf/dstlist (name fwd; policy round-robin;) { nic0:1.1.1.1; 2.2.2.2; };
 `
 

@@ -98,18 +98,21 @@ func (g *randGen) rule() string {
 	in, out, pub := g.pools()
 	ifn := g.pick(ifaces)
 	fam := g.family()
-	opts := func() string {
-		var o []string
+	// optParts draws a rule's mssclamp and age; opts and the rdr case
+	// write them in IPFilter's order (age before mssclamp, and an rdr's
+	// round-robin and sticky around age: its grammar refuses any other).
+	optParts := func() (mss, age string) {
 		if g.r.IntN(6) == 0 {
-			o = append(o, fmt.Sprintf("mssclamp %d", []int{100, 1000, 1460}[g.r.IntN(3)]))
+			mss = fmt.Sprintf(" mssclamp %d", []int{100, 1000, 1460}[g.r.IntN(3)])
 		}
 		if g.r.IntN(8) == 0 {
-			o = append(o, fmt.Sprintf("age %d/%d", 1+g.r.IntN(30), 1+g.r.IntN(30)))
+			age = fmt.Sprintf(" age %d/%d", 1+g.r.IntN(30), 1+g.r.IntN(30))
 		}
-		if len(o) == 0 {
-			return ""
-		}
-		return " " + strings.Join(o, " ")
+		return mss, age
+	}
+	opts := func() string {
+		mss, age := optParts()
+		return age + mss
 	}
 	switch g.r.IntN(12) {
 	case 0, 1, 2:
@@ -151,7 +154,10 @@ func (g *randGen) rule() string {
 		if port != "" {
 			p = " " + g.proto()
 		}
-		return fmt.Sprintf("map %s%s from %s to %s%s%s -> %s%s%s", g.ifStar(ifn), fam, g.net(in), not, g.net(out), port, g.net(pub), p, opts())
+		ifs, src, dst, to := g.ifStar(ifn), g.net(in), g.net(out), g.net(pub)
+		// the protocol after the options: IPFilter's map grammar
+		// (setproto) refuses it before them
+		return fmt.Sprintf("map %s%s from %s to %s%s%s -> %s%s%s", ifs, fam, src, not, dst, port, to, opts(), p)
 	case 4:
 		if g.v6 {
 			return fmt.Sprintf("map %s%s %s -> %s", g.ifStar(ifn), fam, g.net(in), g.net(pub))
@@ -166,15 +172,15 @@ func (g *randGen) rule() string {
 			lhs = fmt.Sprintf("%s port %d-%d", g.net(pub), lo, hi)
 		}
 		dst := g.pick(in)
-		rr := ""
+		sticky, rr := "", ""
 		if g.r.IntN(3) == 0 {
 			dst += "," + g.pick(in)
 			if g.r.IntN(2) == 0 {
-				rr = " sticky"
+				sticky = " sticky"
 			}
 		}
 		if g.r.IntN(4) == 0 {
-			rr += " round-robin"
+			rr = " round-robin"
 		}
 		nport := fmt.Sprintf(" port %d", []int{80, 8080, lo}[g.r.IntN(3)])
 		if g.r.IntN(4) == 0 {
@@ -183,7 +189,9 @@ func (g *randGen) rule() string {
 		if g.r.IntN(5) == 0 {
 			nport = fmt.Sprintf(" port = %d", 8080)
 		}
-		return fmt.Sprintf("rdr %s%s %s -> %s%s %s%s%s", g.ifStar(ifn), fam, lhs, dst, nport, g.proto(), rr, opts())
+		proto := g.proto()
+		mss, age := optParts()
+		return fmt.Sprintf("rdr %s%s %s -> %s%s %s%s%s%s%s", g.ifStar(ifn), fam, lhs, dst, nport, proto, rr, age, sticky, mss)
 	case 8:
 		return fmt.Sprintf("bimap %s%s %s -> %s", g.ifStar(ifn), fam, g.net(in), g.net(pub))
 	case 9:

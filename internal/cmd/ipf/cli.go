@@ -520,9 +520,16 @@ func (c *Command) loadFile(o *options, name string) ([]step, error) {
 		bigFileGC(len(src))
 		hugeHeap(hugeHeapPerByte * len(src))
 	}
-	rules, perr := ipf.Parse(name, src, ipf.ParseOptions{
+	cfg, perr := ipf.ParseConfig(name, src, ipf.ParseOptions{
 		NoResolve: o.noResolve, Inet6: o.inet6, Inet4: o.inet4, Vars: c.predefined(),
 	})
+	var rules []*ipf.Rule
+	if cfg != nil {
+		rules = cfg.Rules
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(c.Stderr, w)
+		}
+	}
 	popt := ipf.PrintOptions{NoResolve: o.noResolve, Verbose: true, Debug: o.debug}
 	if o.noAction {
 		popt.Unresolved = ipf.MarkAllUnresolved

@@ -349,10 +349,14 @@ func (r *run) loadRules(name string) error {
 	if err != nil {
 		return fmt.Errorf("-r: %v", err)
 	}
-	rules, err := ipf.Parse(fname, src, ipf.ParseOptions{NoResolve: !r.resolve, Inet6: r.rules6})
+	cfg, err := ipf.ParseConfig(fname, src, ipf.ParseOptions{NoResolve: !r.resolve, Inet6: r.rules6})
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintln(r.env.Stderr, w)
+	}
+	rules := cfg.Rules
 	for _, rule := range rules {
 		if r.verbose {
 			// ipftest echoes each rule as it parses it, before any

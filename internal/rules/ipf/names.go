@@ -173,7 +173,7 @@ var withPrintOrder = []nameBit{
 	{"short", FI_SHORT}, {"frag", FI_FRAG}, {"frag-body", FI_FRAGBODY}, {"nat", FI_NATED},
 	{"lowttl", FI_LOWTTL}, {"bad", FI_BAD}, {"bad-src", FI_BADSRC}, {"bad-nat", FI_BADNAT},
 	{"oow", FI_OOW}, {"mbcast", FI_MBCAST}, {"bcast", FI_BROADCAST}, {"mcast", FI_MULTICAST},
-	{"state", FI_STATE}, {"v6hdrs", FI_V6EXTHDR}, {"ah", FI_AH},
+	{"state", FI_STATE}, {"v6hdrs", FI_V6EXTHDR},
 }
 
 func findBit(t []nameBit, name string) (uint32, bool) {

@@ -39,7 +39,19 @@ type Setting struct {
 type Config struct {
 	Settings []Setting
 	Rules    []*Rule
+	// Warnings are what IPFilter's parser reports and goes on after
+	// (a logical interface in `on`), in file order.
+	Warnings []Warning
 }
+
+// Warning is a positioned note about a rule that was loaded anyway.
+type Warning struct {
+	Pos Pos
+	Msg string
+}
+
+// String is the warning as IPFilter's ipf prints it: "LINE: message".
+func (w Warning) String() string { return strconv.Itoa(w.Pos.Line) + ": " + w.Msg }
 
 // Error is one positioned parse error.
 type Error struct {
@@ -113,7 +125,7 @@ func parseSerial(filename, src string, opts ParseOptions) (*Config, error) {
 	}
 	p.parseFile()
 	fillGroups(p.rules)
-	c := &Config{Settings: p.settings, Rules: p.rules}
+	c := &Config{Settings: p.settings, Rules: p.rules, Warnings: p.warns}
 	if len(p.errs) > 0 {
 		return c, p.errs
 	}
@@ -214,6 +226,7 @@ func parseSplit(filename, src string, opts ParseOptions, cuts []int) (*Config, b
 	for _, p := range ps {
 		c.Rules = append(c.Rules, p.rules...)
 		c.Settings = append(c.Settings, p.settings...)
+		c.Warnings = append(c.Warnings, p.warns...)
 	}
 	fillGroups(c.Rules)
 	return c, true
@@ -231,6 +244,7 @@ type parser struct {
 	errs     ErrorList
 	rules    []*Rule
 	settings []Setting
+	warns    []Warning
 	// stopAt (parseSplit) ends the parse before the first statement
 	// that starts at or after its line; stopped is where that statement
 	// starts (zero: the parse did not stop so).
@@ -496,6 +510,23 @@ func (p *parser) parseRuleStmt() *Error {
 	return nil
 }
 
+// v6Before reports whether the rule parsed so far is an IPv6 one: its
+// family (inet6, or -6) or an IPv6 address in from/to.
+func (r *Rule) v6Before() bool {
+	if r.Family == FamilyInet6 {
+		return true
+	}
+	for _, ep := range []*Endpoint{&r.From, &r.To} {
+		if ep.Addr.Kind == AddrHost && ep.Addr.IP.IsValid() && !ep.Addr.IP.Is4() {
+			return true
+		}
+		if ep.Addr.Family == FamilyInet6 {
+			return true
+		}
+	}
+	return false
+}
+
 // finish applies the parse-time normalisations of IPFilter's grammar to
 // one expanded rule.
 func (p *parser) finish(b *builder, r *Rule, first token) *Error {
@@ -554,6 +585,11 @@ func (p *parser) finish(b *builder, r *Rule, first token) *Error {
 	}
 	if r.Family == FamilyAny && (r.OptMask != 0 || r.SecMask != 0) {
 		r.Family = FamilyInet
+	}
+	if k := r.KeepState; k != nil && (k.Strict || k.Loose || k.NewISN) && (r.HasProto && r.Proto != 6 || r.TCPUDP) {
+		// ipf_y.y takes strict, loose and newisn in a proto tcp rule
+		// only (without a protocol its ipf crashes)
+		return errorf(first, "keep state (strict, loose, newisn) needs proto tcp")
 	}
 	if r.KeepState != nil && r.KeepState.MaxPerSrc != 0 && r.KeepState.MaxPerSrcBits == 0 {
 		// IPFilter's default is the full length of the rule's family,
@@ -1015,17 +1051,35 @@ func (p *parser) parseOn(b *builder) *Error {
 			if err := checkIfName(it, it.text); err != nil {
 				return err
 			}
-			names[i] = it.text
+			names[i] = p.physical(it)
 		}
 		b.list(len(names), func(r *Rule, i int) { r.On = []string{names[i]} })
 		return nil
 	}
+	t0 := p.peek()
 	names, err := p.ifPair()
 	if err != nil {
 		return err
 	}
+	for i, n := range names {
+		names[i] = p.physical(token{kind: tWord, text: n, pos: t0.pos})
+	}
 	b.r.On = names
 	return nil
+}
+
+// physical is the interface an `on` name stands for: IPFilter takes a
+// Solaris logical interface (`nic0:1`) as its physical one and warns
+// ("Logical interface nic0:1 unsupported, use the physical interface
+// nic0 instead."), so a packet on nic0 matches the rule.
+func (p *parser) physical(t token) string {
+	name, unit, ok := strings.Cut(t.text, ":")
+	if !ok || name == "" || unit == "" || strings.Trim(unit, "0123456789") != "" {
+		return t.text
+	}
+	p.warns = append(p.warns, Warning{Pos: t.pos, Msg: "Logical interface " + t.text +
+		" unsupported, use the physical interface " + name + " instead."})
+	return name
 }
 
 // listOfWords reads `{ w [,] w ... }` or the 4.1 `( w, w )`.
@@ -1202,10 +1256,26 @@ func octet(x string) (byte, bool) {
 	return byte(v), true
 }
 
+// mainRank is the place of a rule's family, tos, ttl and proto in
+// IPFilter's grammar (ipf_y.y: ipfrule `family tos ttl proto ip`; an exp
+// or bpf rule has none of them): each once, in that order. `ttl 4 tos 3`
+// or `proto tcp tos 3` are syntax errors there. A family before exp or
+// bpf-v4/v6 is refused there too, but IPFilter prints one (`ipf -6`:
+// `pass in inet6 exp {…}`), so Sluice reads it back.
+var mainRank = map[string]int{"family": 1, "inet": 1, "inet6": 1, "tos": 2, "ttl": 3, "proto": 4,
+	"exp": 5, "bpf-v4": 5, "bpf-v6": 5}
+
 func (p *parser) parseRuleMain(b *builder) *Error {
 	r := b.r
+	last := 0
 	for {
 		t := p.peek()
+		if rank, ok := mainRank[strings.ToLower(t.text)]; ok && t.kind == tWord {
+			if rank <= last || rank == 5 && last > 1 {
+				return errorf(t, "%q out of place: IPFilter's grammar takes a rule's family, tos, ttl and proto once each, in that order (an exp or bpf rule no tos, ttl or proto)", t.text)
+			}
+			last = rank
+		}
 		switch {
 		case isWord(t, "family"):
 			p.next()
@@ -1740,6 +1810,12 @@ func (p *parser) parsePort(b *builder, sel func(*Rule) *Endpoint) *Error {
 	p.next() // port
 	r := b.r
 	t := p.peek()
+	if _, op := portOps[strings.ToLower(t.text)]; op && (t.kind == tPunct || t.kind == tWord) &&
+		r.HasProto && !r.TCPUDP && r.Proto != 6 && r.Proto != 17 {
+		// ipf_y.y: a port comparison in a rule of another protocol
+		// (ranges are taken)
+		return errorf(t, "port use incorrect: a port comparison needs proto tcp, udp or tcp/udp")
+	}
 	if isPunct(t, "=") && (isPunct(p.peekN(1), "{") || isPunct(p.peekN(1), "(")) {
 		p.next()
 		open := p.next()
@@ -2011,6 +2087,13 @@ func (p *parser) parseWith(r *Rule) *Error {
 			// `v6hdr` takes a list of header names; `v6hdrs` is always
 			// the attribute. (`not v6hdr LIST`, which IPFilter's
 			// grammar lacks, is kept as a Sluice extension.)
+			// IPFilter takes it in an IPv6 rule only: one that says
+			// inet6 or has an IPv6 address before it, or under -6
+			// (`pass in all with v6hdr frag`: "only available with
+			// IPv6").
+			if !r.v6Before() {
+				return errorf(t, "v6hdr only available with IPv6 (an inet6 rule, an IPv6 address or -6)")
+			}
 			p.next()
 			for {
 				w, err := p.word("IPv6 extension header name")
@@ -2142,12 +2225,30 @@ func (p *parser) groupName(what string) (string, *Error) {
 	return s, nil
 }
 
+// tailRank is the place of each part of a rule's tail in IPFilter's
+// grammar (ipf_y.y: ruletail `with keep head group`, then the tags
+// `settagin matchtagin`, then ruletail2 `pps age rulettl comment`). Its
+// parser takes the parts in that order only, each once but `keep`
+// (`keep state keep frags`): `keep state with ipopts`, `group 1 head 2`,
+// `age 3 pps 4` or `with ipopts with short` are syntax errors there.
+var tailRank = map[string]int{
+	"with": 1, "and": 1, "keep": 2, "head": 3, "group": 4, "set-tag": 5,
+	"match-tag": 6, "pps": 7, "age": 8, "rule-ttl": 9, "comment": 10,
+}
+
 func (p *parser) parseTail(b *builder) *Error {
 	r := b.r
+	last := 0
 	for {
 		t := p.peek()
 		if t.kind != tWord {
 			return nil
+		}
+		if rank, ok := tailRank[strings.ToLower(t.text)]; ok {
+			if rank < last || rank == last && rank != tailRank["keep"] {
+				return errorf(t, "%q out of place: IPFilter's grammar takes the end of a rule in the order with, keep, head, group, set-tag, match-tag, pps, age, rule-ttl, comment, each once (keep may repeat)", t.text)
+			}
+			last = rank
 		}
 		switch strings.ToLower(t.text) {
 		case "with", "and":

@@ -21,7 +21,8 @@ type PrintOptions struct {
 	StateCount uint32
 	// Unresolved reports whether an interface name should be marked
 	// `(!)`. nil marks none (ipftest resolves every interface); ipf -n
-	// marks all (see MarkAllUnresolved). "-" and "*" are never marked.
+	// marks all (see MarkAllUnresolved). "-" and "*" are never marked in
+	// `on`; in route targets they are (print_toif).
 	Unresolved func(name string) bool
 	// Debug (-d) appends ` ref N` with N = Ref.
 	Debug bool
@@ -138,9 +139,11 @@ func (p *printer) toif(tag string, d *RouteTarget) {
 	if d.NextHop.IsValid() && !d.NextHop.IsUnspecified() {
 		p.s(":")
 		p.s(d.NextHop.String())
-	} else if !d.NextHop.IsValid() && d.Iface != "-" && d.Iface != "*" && p.o.Unresolved != nil && p.o.Unresolved(d.Iface) {
+	} else if !d.NextHop.IsValid() && p.o.Unresolved != nil && p.o.Unresolved(d.Iface) {
 		// IPFilter marks an unknown interface only when the target
-		// names no address (not even 0.0.0.0).
+		// names no address (not even 0.0.0.0); print_toif marks `-`
+		// and `*` too (no interface looked up: ipf -n, ipftest -v),
+		// where printifname (`on`) leaves them.
 		p.s("(!)")
 	}
 	p.s(" ")
@@ -317,7 +320,10 @@ func (p *printer) ipfPart() bool {
 // keep prints the with clause and the keep state/frags/limit options.
 func (p *printer) keep(ipf bool) {
 	r := p.r
-	if ipf && (r.With&(FI_WITH|FI_AH) != 0 || r.WithMask&(FI_WITH|FI_AH) != 0 || r.OptBits != 0 ||
+	// `with ah` is read but never printed: IPFilter's printer has no
+	// name for FI_AH (`with ipopts,ah` prints `with ipopts`, `with ah`
+	// no with clause), and no packet matches by it.
+	if ipf && (r.With&FI_WITH != 0 || r.WithMask&FI_WITH != 0 || r.OptBits != 0 ||
 		r.OptMask != 0 || r.SecBits != 0 || r.SecMask != 0 || r.V6HdrsMask != 0) {
 		p.with()
 	}

@@ -224,6 +224,10 @@ func isOptionWord(s string) bool {
 
 // mapRule = ("map"|"bimap"|"map-block") ifs lhs "->" rhs [mapport|proxy] mapopts
 func (p *parser) mapRule(r *Rule) {
+	if r.Type == MapBlock && (p.IsWord("from") || p.IsPunct("!")) {
+		// ipnat_y.y's map-block takes an address only
+		p.FailAt(p.Peek(), "address")
+	}
 	if p.IsWord("from") || p.IsPunct("!") {
 		p.fromTo(r)
 	} else {
@@ -245,12 +249,14 @@ func (p *parser) mapRule(r *Rule) {
 			r.Range = true
 		}
 	}
+	last := 0
 	for !p.atEnd() {
 		t := p.Peek()
 		kw := strings.ToLower(t.Text)
 		if t.Kind != netfmt.TokWord {
 			p.FailAt(t, "map option")
 		}
+		p.inOrder(t, mapOrder, kw, isProtoWord(t), &last)
 		switch {
 		case kw == "portmap" && r.Type != MapBlock:
 			p.Next()
@@ -277,9 +283,9 @@ func (p *parser) mapRule(r *Rule) {
 		case kw == "proxy":
 			p.Next()
 			p.proxy(r)
-		case kw == "sequential":
-			p.Next()
-			r.Sequential = true
+		case kw == "sticky":
+			// rdr only: IPFilter's map grammar has no sticky
+			p.FailAt(t, "map option")
 		default:
 			if !p.commonOpt(r, t, kw) {
 				if isProtoWord(t) {
@@ -290,6 +296,37 @@ func (p *parser) mapRule(r *Rule) {
 			}
 		}
 	}
+}
+
+// mapOrder and rdrOrder are the places of a map or rdr rule's options in
+// IPFilter's grammar (ipnat_y.y): after a map's right-hand side one of
+// portmap (with its `sequential`), icmpidmap, proxy or a map-block's
+// ports, then mapoptions `rr frag age mssclamp nattag setproto purge`; an
+// rdr's protocol comes right after its port, then rdroptions `rr frag age
+// sticky mssclamp rdrproxy nattag purge`. Each is taken once, in that
+// order: `map … tag x frag`, `map … purge tcp`, `rdr … frag tcp` or
+// `rdr … mssclamp 3 sticky` are syntax errors there. "" is the protocol.
+var (
+	mapOrder = map[string]int{"portmap": 1, "icmpidmap": 1, "proxy": 1, "ports": 1, "round-robin": 2,
+		"frag": 3, "age": 4, "mssclamp": 5, "tag": 6, "": 7, "purge": 8}
+	rdrOrder = map[string]int{"": 1, "round-robin": 2, "frag": 3, "age": 4, "sticky": 5, "mssclamp": 6,
+		"proxy": 7, "tag": 8, "purge": 9}
+)
+
+// inOrder fails at t when its option (kw, or the protocol when proto is
+// set) comes after one that IPFilter's grammar places later, or again.
+func (p *parser) inOrder(t netfmt.Token, order map[string]int, kw string, proto bool, last *int) {
+	rank, ok := order[kw]
+	if !ok && proto {
+		rank, ok = order[""], true
+	}
+	if !ok {
+		return
+	}
+	if rank <= *last {
+		p.Errorf(t.Pos, "%q out of place: IPFilter takes a rule's options once each, in the order of its grammar", t.Text)
+	}
+	*last = rank
 }
 
 // commonOpt handles the options shared by map and rdr rules.
@@ -409,6 +446,15 @@ func (p *parser) rdr(r *Rule) {
 		r.New = p.rangeAddr(r)
 	} else {
 		r.New = p.rhsAddr(r, true)
+		if r.New.Kind == AddrNormal && !fullMask(r.New.M, r.Family) && r.New.M != ([16]byte{}) {
+			// ipnat_y.y redirects to one host: "dest ip bitmask not
+			// /32" (0/0 is taken: the conformance kit's ni13)
+			bits := 32
+			if r.Family == 6 {
+				bits = 128
+			}
+			p.Errorf(p.Peek().Pos, "rdr destination must be one host (/%d)", bits)
+		}
 	}
 	if p.Accept("port") {
 		r.hasPort = true
@@ -421,12 +467,14 @@ func (p *parser) rdr(r *Rule) {
 			r.DPMin, r.DPMax = p.portRange(false)
 		}
 	}
+	last := 0
 	for !p.atEnd() {
 		t := p.Peek()
 		kw := strings.ToLower(t.Text)
 		if t.Kind != netfmt.TokWord {
 			p.FailAt(t, "rdr option")
 		}
+		p.inOrder(t, rdrOrder, kw, isProtoWord(t), &last)
 		switch {
 		case kw == "proxy":
 			p.Next()
@@ -442,6 +490,21 @@ func (p *parser) rdr(r *Rule) {
 			p.FailAt(t, "rdr option")
 		}
 	}
+}
+
+// fullMask reports whether m is all ones for family fam (4 or 6; 0 is
+// read as 4).
+func fullMask(m [16]byte, fam int) bool {
+	n := 4
+	if fam == 6 {
+		n = 16
+	}
+	for _, b := range m[:n] {
+		if b != 0xff {
+			return false
+		}
+	}
+	return true
 }
 
 // rewrite = ("rewrite"|"divert") dir "on" ifs [ "proto" proto ] "from" obj "to" obj
@@ -470,17 +533,16 @@ func (p *parser) rewrite(r *Rule) {
 		// "dst ADDR port = P" is also accepted (5.x grammar).
 		r.DPMin, r.DPMax, r.FixedDPort = p.rewritePorts()
 	}
-	for !p.atEnd() {
-		t := p.Peek()
-		switch {
-		case strings.EqualFold(t.Text, "purge"):
-			p.Next()
-			r.Purge = true
-		case strings.EqualFold(t.Text, "udp") && (r.Type == DivertIn || r.Type == DivertOut):
-			p.Next()
-		default:
-			p.FailAt(t, `"purge" or ";"`)
-		}
+	if r.Type == DivertIn || r.Type == DivertOut {
+		// ipnat_y.y: a divert rule's target ends in "udp" (before
+		// purge), the only encapsulation it has
+		p.Expect("udp")
+	}
+	if p.Accept("purge") {
+		r.Purge = true
+	}
+	if !p.atEnd() {
+		p.FailAt(p.Peek(), `"purge" or ";"`)
 	}
 	if r.Type == DivertIn || r.Type == DivertOut {
 		if r.SPMin == 0 || r.DPMin == 0 {
@@ -528,17 +590,28 @@ func (p *parser) rewriteAddr(r *Rule) Addr {
 	return p.addrMask(r, false)
 }
 
-// fromTo = [!] "from" [!] obj [!] "to" [!] obj
+// fromTo = [!] "from" [!] obj [!] "to" [!] obj. IPFilter's grammar
+// negates one side only: an rdr rule's source, any other rule's
+// destination (`map … from !X`, `rdr … to !X` are syntax errors there),
+// with one "!" on either side of the keyword.
 func (p *parser) fromTo(r *Rule) {
 	r.Filter = true
-	r.NotSrc, r.Src, r.SrcPort = p.endpoint(r, "from")
-	r.NotDst, r.Dst, r.DstPort = p.endpoint(r, "to")
+	rdr := r.Type == Rdr
+	r.NotSrc, r.Src, r.SrcPort = p.endpoint(r, "from", rdr)
+	r.NotDst, r.Dst, r.DstPort = p.endpoint(r, "to", !rdr)
 }
 
-// endpoint = [!] kw [!] obj ["port" cmp]; a "!" on either side negates.
-func (p *parser) endpoint(r *Rule, kw string) (not bool, a Addr, port PortCmp) {
+// endpoint = [!] kw [!] obj ["port" cmp]; a "!" on either side negates
+// (where negOK).
+func (p *parser) endpoint(r *Rule, kw string, negOK bool) (not bool, a Addr, port PortCmp) {
+	if p.IsPunct("!") && !negOK {
+		p.FailAt(p.Peek(), strconv.Quote(kw))
+	}
 	not = p.Accept("!")
 	p.Expect(kw)
+	if p.IsPunct("!") && (!negOK || not) {
+		p.FailAt(p.Peek(), "address")
+	}
 	if p.Accept("!") {
 		not = true
 	}

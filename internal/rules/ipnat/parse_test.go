@@ -119,6 +119,32 @@ func TestErrors(t *testing.T) {
 		{"rewrite in on le0 from any to any -> src 3.3.3.1-2.2.2.2.2 dst 4.4.4.4;", `f:1:42: unknown host "3.3.3.1-2.2.2.2.2"`},
 		{"map le0 10.0.0.0/8 -> range any-1.1.1.9", `f:1:29: expected address range a-b, found "any-1.1.1.9"`},
 		{"map le0 10.0.0.0/8 -> range 1.1.1.1 -", `f:1:29: expected address range a-b, found "1.1.1.1"`},
+		// negation on one side only (rdr: the source, the others: the
+		// destination), once; no from/to for map-block; an rdr to one
+		// host (or 0/0); a divert's "udp" (checked against ipnat -Rnvf)
+		{"map le0 from !10.0.0.0/8 to any -> 1.1.1.1/32", `f:1:14: expected address, found "!"`},
+		{"map le0 ! from 10.0.0.0/8 to any -> 1.1.1.1/32", `f:1:9: expected "from", found "!"`},
+		{"rdr le0 from 2.2.2.0/24 to !1.1.1.1/32 port = 80 -> 10.0.0.1 port 8080 tcp", `f:1:28: expected address, found "!"`},
+		{"map le0 from 10.0.0.0/8 ! to !10.0.0.0/8 -> 1.1.1.1/32", `f:1:30: expected address, found "!"`},
+		{"map-block le0 from 10.0.0.0/24 to any -> 1.1.1.0/24", `f:1:15: expected address, found "from"`},
+		{"rdr le0 1.1.1.1/32 port 80 -> 10.0.0.0/24 port 8080 tcp", `f:1:43: rdr destination must be one host (/32)`},
+		{"divert in on le0 proto udp from any to any -> src 1.1.1.1,1 dst 2.2.2.2,2;", `f:1:74: expected "udp", found ";"`},
+		{"divert in on le0 proto udp from any to any -> src 1.1.1.1,1 dst 2.2.2.2,2 purge udp;", `f:1:75: expected "udp", found "purge"`},
+		// ipnat_y.y takes a rule's options once each, in its grammar's
+		// order (mapoptions, rdroptions); sequential only after portmap,
+		// sticky only in rdr (checked against ipnat -Rnvf)
+		{"map le0 10.0.0.0/8 -> 1.1.1.1/32 tag x frag", `f:1:40: "frag" out of place: IPFilter takes a rule's options once each, in the order of its grammar`},
+		{"map le0 10.0.0.0/8 -> 1.1.1.1/32 purge tcp", `f:1:40: "tcp" out of place: IPFilter takes a rule's options once each, in the order of its grammar`},
+		{"map le0 10.0.0.0/8 -> 1.1.1.1/32 tcp frag", `f:1:38: "frag" out of place: IPFilter takes a rule's options once each, in the order of its grammar`},
+		{"map le0 10.0.0.0/8 -> 1.1.1.1/32 frag frag", `f:1:39: "frag" out of place: IPFilter takes a rule's options once each, in the order of its grammar`},
+		{"map le0 10.0.0.0/8 -> 1.1.1.1/32 portmap tcp 1:2 frag sequential", `f:1:55: expected map option, found "sequential"`},
+		{"map le0 10.0.0.0/8 -> 1.1.1.1/32 sequential", `f:1:34: expected map option, found "sequential"`},
+		{"map le0 10.0.0.0/8 -> 1.1.1.1/32 round-robin sticky", `f:1:46: expected map option, found "sticky"`},
+		{"map le0 10.0.0.0/8 -> 1.1.1.1/32 portmap tcp 1:2 proxy port ftp ftp/tcp", `f:1:50: "proxy" out of place: IPFilter takes a rule's options once each, in the order of its grammar`},
+		{"map-block le0 10.0.0.0/24 -> 1.1.1.0/24 frag ports 2", `f:1:46: "ports" out of place: IPFilter takes a rule's options once each, in the order of its grammar`},
+		{"rdr le0 1.1.1.1/32 port 80 -> 10.0.0.1 port 8080 frag tcp", `f:1:55: "tcp" out of place: IPFilter takes a rule's options once each, in the order of its grammar`},
+		{"rdr le0 1.1.1.1/32 port 80 -> 10.0.0.1,10.0.0.2 port 8080 tcp mssclamp 3 sticky", `f:1:74: "sticky" out of place: IPFilter takes a rule's options once each, in the order of its grammar`},
+		{"rdr le0 1.1.1.1/32 port 80 -> 10.0.0.1 port 8080 tcp tag x proxy port 80 http/tcp", `f:1:60: "proxy" out of place: IPFilter takes a rule's options once each, in the order of its grammar`},
 	}
 	for _, tc := range tests {
 		_, err := Parse("f", tc.in, nil)

@@ -110,19 +110,28 @@ func (p *parser) table(start netfmt.Token) {
 	}
 	size := -1
 	p.tableOpts(tb, &size, nil)
-	tb.Entries = p.entries(tb.Type == GroupMap, "")
+	tb.Entries = p.entries(false, "")
 	p.finish(tb, size)
 }
 
-// tableOpts reads "number = N", "name = S", "size = N", "seed = N" and,
-// for group-maps, "group = G", in any order.
+// tableOpts reads "number = N" or "name = S", then for group-maps
+// "group = G", then for hash tables and group-maps "size = N" and
+// "seed = N": each once, in that order, as IPFilter's grammar
+// (ippool_y.y: `number hashopts`, `number ipfgroup hashopts`) takes them;
+// a tree takes no size or seed.
 func (p *parser) tableOpts(tb *Table, size *int, group *string) {
+	last := 0
 	for {
 		t := p.Peek()
 		if t.Kind != netfmt.TokWord {
 			return
 		}
 		kw := strings.ToLower(t.Text)
+		rank, ok := tableOptRank[kw]
+		if ok && (rank <= last || rank > 2 && tb.Type == Tree) {
+			p.Errorf(t.Pos, "%q out of place: IPFilter takes a table's number or name, group, size and seed once each, in that order (a tree no size or seed)", t.Text)
+		}
+		last = rank
 		switch kw {
 		case "number", "name":
 			p.Next()
@@ -154,6 +163,8 @@ func (p *parser) tableOpts(tb *Table, size *int, group *string) {
 		}
 	}
 }
+
+var tableOptRank = map[string]int{"number": 1, "name": 1, "group": 2, "size": 3, "seed": 4}
 
 func (p *parser) finish(tb *Table, size int) {
 	p.Punct(";")
@@ -364,6 +375,10 @@ func (p *parser) entries(groupMap bool, defGroup string) []Entry {
 					} else {
 						e.Group = ""
 					}
+				} else if defGroup == "" {
+					// IPFilter's grammar wants a group for each
+					// entry of a group-map without one of its own
+					p.FailAt(p.Peek(), `", group = G" (the group-map names no group)`)
 				}
 			}
 			es = append(es, e)

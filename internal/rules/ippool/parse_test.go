@@ -25,8 +25,11 @@ func TestPrint(t *testing.T) {
 			"pool ipf/dstlist (name fred; policy round-robin;)\n\t{ 3.3.3.3; bge0:5.5.5.5; };\n"},
 		{"pool nat/hash (name noproxy; size 17;) { 1.1.1.1; 2.2.2.2;};",
 			"table role=nat type=hash name=noproxy size=3\n\t{ 1.1.1.1/32; 2.2.2.2/32; };\n"},
-		{"group-map (name g; out;) { 1.2.3.4/32; };",
-			"group-map out role=ipf name=g size=1\n\t{ 1.2.3.4/32, group=; };\n"},
+		{"group-map (name g; out;) { 1.2.3.4/32, group = 5; };",
+			"group-map out role=ipf name=g size=1\n\t{ 1.2.3.4/32, group=5; };\n"},
+		{"table role = ipf type = hash seed = 3 { 1.1.1.1; };", "table role=ipf type=hash name= size=1 seed=3\n\t{ 1.1.1.1/32; };\n"},
+		{"group-map in role = ipf group = 10 { 10.0.0.0/8; };", "group-map in role=ipf name= size=1\n\t{ 10.0.0.0/8, group=10; };\n"},
+		{"table role = ipf type = tree { 10.0.0.0/8; };", "table role=ipf type=tree number=\n\t{ 10.0.0.0/8; };\n"},
 		{"table role = ipf type = hash number = 2 {; };", "table role=ipf type=hash number=2 size=1\n\t{; };\n"},
 	}
 	for _, tc := range tests {
@@ -93,7 +96,16 @@ func TestErrors(t *testing.T) {
 		{"table role = ipf type = hash number = 1 { ;; };", `f:1:44: expected "}", found ";"`},
 		{"table role = ipf type = tree number = 1 { 1.1.1.1 };", `f:1:51: expected ";", found "}"`},
 		{"table role = ipf type = tree number = 1 { 1.1.1.1;; };", `f:1:51: expected address, found ";"`},
-		{"group-map in role = ipf number = 1 { 1.1.1.1; }", `f:1:48: expected ";", found end of file`},
+		{"group-map in role = ipf number = 1 { 1.1.1.1, group = 2; }", `f:1:59: expected ";", found end of file`},
+		// ippool_y.y: number or name, group, size, seed, each once and
+		// in that order; no size or seed for a tree; a group for each
+		// entry of a group-map without one (checked against ippool -nRv)
+		{"group-map in role = ipf number = 1 { 1.1.1.1; };", `f:1:45: expected ", group = G" (the group-map names no group), found ";"`},
+		{"table role = ipf type = hash number = 2 seed = 5 size = 5 { 1.1.1.1; };", `f:1:50: "size" out of place: IPFilter takes a table's number or name, group, size and seed once each, in that order (a tree no size or seed)`},
+		{"table role = ipf type = hash size = 5 number = 2 { 1.1.1.1; };", `f:1:39: "number" out of place: IPFilter takes a table's number or name, group, size and seed once each, in that order (a tree no size or seed)`},
+		{"table role = ipf type = tree name = foo number = 3 { 1.1.1.1; };", `f:1:41: "number" out of place: IPFilter takes a table's number or name, group, size and seed once each, in that order (a tree no size or seed)`},
+		{"table role = ipf type = tree number = 1 size = 3 { 1.1.1.1; };", `f:1:41: "size" out of place: IPFilter takes a table's number or name, group, size and seed once each, in that order (a tree no size or seed)`},
+		{"group-map in role = ipf number = 300 size = 5 group = 10 { 1.1.1.1; };", `f:1:47: "group" out of place: IPFilter takes a table's number or name, group, size and seed once each, in that order (a tree no size or seed)`},
 		{"; table role = ipf type = tree number = 1 { 1.1.1.1; };", `f:1:1: expected table, group-map or pool, found ";"`},
 	}
 	for _, tc := range tests {

@@ -25,8 +25,14 @@ func (f *File) String() string {
 	return b.String()
 }
 
-func nameField(name string) string {
+// nameField is a table's number=N or name=S; an anonymous one prints
+// `number=` as a tree and `name=` as a hash table or group-map, as
+// IPFilter's printers do.
+func nameField(name string, tree bool) string {
 	if name == "" {
+		if !tree {
+			return "name="
+		}
 		return "number="
 	}
 	for i := 0; i < len(name); i++ {
@@ -63,9 +69,9 @@ func (p Policy) String() string {
 func (t *Table) Format(b *strings.Builder) {
 	switch t.Type {
 	case Tree:
-		b.WriteString("table role=" + t.Role.String() + " type=tree " + nameField(t.Name) + "\n\t{")
+		b.WriteString("table role=" + t.Role.String() + " type=tree " + nameField(t.Name, true) + "\n\t{")
 	case Hash:
-		b.WriteString("table role=" + t.Role.String() + " type=hash " + nameField(t.Name) + " size=" + strconv.Itoa(t.Size))
+		b.WriteString("table role=" + t.Role.String() + " type=hash " + nameField(t.Name, false) + " size=" + strconv.Itoa(t.Size))
 		if t.Seed != 0 {
 			b.WriteString(" seed=" + strconv.FormatUint(uint64(t.Seed), 10))
 		}
@@ -75,7 +81,7 @@ func (t *Table) Format(b *strings.Builder) {
 		if t.Out {
 			dir = "out"
 		}
-		b.WriteString("group-map " + dir + " role=" + t.Role.String() + " " + nameField(t.Name) + " size=" + strconv.Itoa(t.Size))
+		b.WriteString("group-map " + dir + " role=" + t.Role.String() + " " + nameField(t.Name, false) + " size=" + strconv.Itoa(t.Size))
 		if t.Seed != 0 {
 			b.WriteString(" seed=" + strconv.FormatUint(uint64(t.Seed), 10))
 		}
