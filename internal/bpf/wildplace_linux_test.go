@@ -4,11 +4,6 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
-
-	"sluice/internal/engine"
-	"sluice/internal/rules/ipf"
-	"sluice/internal/ruleset"
-	"sluice/internal/state"
 )
 
 // TestWildFillInPlace: IPFilter hashes an outbound packet to an IPv4
@@ -84,39 +79,9 @@ func TestWildFillInPlace(t *testing.T) {
 		[]int{1, 1, 2, 1},
 		[]uint64{2},
 	}} {
-		rules, err := ipf.Parse("r", []byte(c.rules), ipf.ParseOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := ruleset.Compile(rules)
-		if err != nil {
-			t.Fatal(err)
-		}
-		im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == "eth0" }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.d.LoadRules(im, Active); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.d.FlushStates(nil); err != nil {
-			t.Fatal(err)
-		}
-		eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
-		eng.Sets().Store(0, set)
+		eng := h.loadBoth(t, c.rules)
 		for i, fp := range c.pkts {
-			frame := fp.frame()
-			var p engine.Packet
-			p.Load(append([]byte(nil), frame[14:]...), "eth0", fp.out, 0)
-			res := eng.Check(&p)
-			got, _, err := h.d.Run(fp.out, frame)
-			if err != nil {
-				t.Fatal(err)
-			}
-			live, err := h.d.StateCount()
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, got, live := h.stepBoth(t, eng, fp)
 			if res.Verdict.Passed() != (c.want[i] == pass) || got != c.want[i] {
 				t.Errorf("%q packet %d (%s): engine %s, kernel %s, want %s", c.rules, i+1, fp, res.Verdict, got, c.want[i])
 			}
@@ -141,11 +106,6 @@ func TestWildFillInPlace(t *testing.T) {
 		if !slices.Equal(n, c.pkts0) {
 			t.Errorf("%q: the kernel lists entries of %v packets, want %v", c.rules, n, c.pkts0)
 		}
-		if n, err := h.d.FlushStates(nil); err != nil || n != len(c.pkts0) {
-			t.Errorf("%q: ipf -FS removed %d entries (%v), want %d", c.rules, n, err, len(c.pkts0))
-		}
-		if live, err := h.d.StateCount(); err != nil || live != 0 {
-			t.Errorf("%q: %d live entries after the flush (%v)", c.rules, live, err)
-		}
+		h.flushCounted(t, c.rules, len(c.pkts0))
 	}
 }

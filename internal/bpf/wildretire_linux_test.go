@@ -50,39 +50,9 @@ func TestWildFillRetired(t *testing.T) {
 		[]int{1, 1, 1, 1},
 		[]uint64{1},
 	}} {
-		rules, err := ipf.Parse("r", []byte(c.rules), ipf.ParseOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := ruleset.Compile(rules)
-		if err != nil {
-			t.Fatal(err)
-		}
-		im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == "eth0" }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.d.LoadRules(im, Active); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.d.FlushStates(nil); err != nil {
-			t.Fatal(err)
-		}
-		eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
-		eng.Sets().Store(0, set)
+		eng := h.loadBoth(t, c.rules)
 		for i, fp := range c.pkts {
-			frame := fp.frame()
-			var p engine.Packet
-			p.Load(append([]byte(nil), frame[14:]...), "eth0", fp.out, 0)
-			res := eng.Check(&p)
-			got, _, err := h.d.Run(fp.out, frame)
-			if err != nil {
-				t.Fatal(err)
-			}
-			live, err := h.d.StateCount()
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, got, live := h.stepBoth(t, eng, fp)
 			if !res.Verdict.Passed() || got != VerdictPass {
 				t.Errorf("%q packet %d (%s): engine %s, kernel %s, want pass", c.rules, i+1, fp, res.Verdict, got)
 			}
@@ -104,11 +74,64 @@ func TestWildFillRetired(t *testing.T) {
 		if !slices.Equal(hits, c.hits) {
 			t.Errorf("%q: the kernel lists entries of %v inbound packets, want %v", c.rules, hits, c.hits)
 		}
-		if n, err := h.d.FlushStates(nil); err != nil || n != len(c.hits) {
-			t.Errorf("%q: ipf -FS removed %d entries (%v), want %d", c.rules, n, err, len(c.hits))
-		}
-		if live, err := h.d.StateCount(); err != nil || live != 0 {
-			t.Errorf("%q: %d live entries after the flush (%v)", c.rules, live, err)
-		}
+		h.flushCounted(t, c.rules, len(c.hits))
+	}
+}
+
+// loadBoth puts rules in the harness's active set, with no state entry
+// left from before, and in a fresh engine (the wildcard tests' reference).
+func (h *harness) loadBoth(t *testing.T, rules string) *engine.Engine {
+	t.Helper()
+	parsed, err := ipf.Parse("r", []byte(rules), ipf.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := ruleset.Compile(parsed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := CompileSet(set, CompileOptions{Ifindex: func(s string) (int, bool) { return 1, s == "eth0" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.d.LoadRules(im, Active); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.d.FlushStates(nil); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{Clock: &state.ManualClock{}})
+	eng.Sets().Store(0, set)
+	return eng
+}
+
+// stepBoth runs one packet on eth0 through the engine and the kernel and
+// returns the engine's result, the kernel's verdict and its live entries.
+func (h *harness) stepBoth(t *testing.T, eng *engine.Engine, fp flowPkt) (engine.Result, Verdict, int64) {
+	t.Helper()
+	frame := fp.frame()
+	var p engine.Packet
+	p.Load(append([]byte(nil), frame[14:]...), "eth0", fp.out, 0)
+	res := eng.Check(&p)
+	got, _, err := h.d.Run(fp.out, frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := h.d.StateCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, got, live
+}
+
+// flushCounted checks that the kernel's ipf -FS removes want entries and
+// leaves none.
+func (h *harness) flushCounted(t *testing.T, rules string, want int) {
+	t.Helper()
+	if n, err := h.d.FlushStates(nil); err != nil || n != want {
+		t.Errorf("%q: ipf -FS removed %d entries (%v), want %d", rules, n, err, want)
+	}
+	if live, err := h.d.StateCount(); err != nil || live != 0 {
+		t.Errorf("%q: %d live entries after the flush (%v)", rules, live, err)
 	}
 }

@@ -300,12 +300,18 @@ func (tp *topo) start(c *exec.Cmd) error {
 // run runs a command in namespace b and returns its exit code and output.
 func (tp *topo) run(name string, args ...string) (code int, stdout, stderr string) {
 	tp.t.Helper()
+	return tp.runIn(tp.b, name, args...)
+}
+
+// runIn runs one of the built commands in namespace ns.
+func (tp *topo) runIn(ns netns.NsHandle, name string, args ...string) (code int, stdout, stderr string) {
+	tp.t.Helper()
 	t0 := time.Now()
 	defer func() { tp.t.Logf("%s %v: %v", name, args, time.Since(t0)) }()
 	c := tp.cmd(name, args...)
 	var o, e bytes.Buffer
 	c.Stdout, c.Stderr = &o, &e
-	if err := tp.start(c); err != nil {
+	if err := tp.inNS(ns, c.Start); err != nil {
 		tp.t.Fatalf("%s %v: %v", name, args, err)
 	}
 	err := c.Wait()

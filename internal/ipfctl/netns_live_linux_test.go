@@ -1,10 +1,7 @@
 package ipfctl
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -13,26 +10,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
-
-// runIn runs one of the built commands in namespace ns (run uses b).
-func (tp *topo) runIn(ns netns.NsHandle, name string, args ...string) (code int, stdout, stderr string) {
-	tp.t.Helper()
-	c := tp.cmd(name, args...)
-	var o, e bytes.Buffer
-	c.Stdout, c.Stderr = &o, &e
-	if err := tp.inNS(ns, c.Start); err != nil {
-		tp.t.Fatalf("%s %v: %v", name, args, err)
-	}
-	err := c.Wait()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), o.String(), e.String()
-	}
-	if err != nil {
-		tp.t.Fatalf("%s %v: %v", name, args, err)
-	}
-	return 0, o.String(), e.String()
-}
 
 // TestPrivilegedOtherNetNS: the filter loaded in namespace b, and the
 // same pin directory used from namespace a (nsenter --net beside the
