@@ -16,17 +16,6 @@ import (
 	"sluice/internal/testutil/netnstest"
 )
 
-// dummyAt adds an up interface with the given name and ifindex to the
-// calling thread's namespace: a veth whose peer (name+"p") is left down
-// (the dummy driver is not in every kernel).
-func dummyAt(name string, index int) error {
-	d := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, Index: index}, PeerName: name + "p"}
-	if err := netlink.LinkAdd(d); err != nil {
-		return fmt.Errorf("adding %s (ifindex %d): %w", name, index, err)
-	}
-	return netlink.LinkSetUp(d)
-}
-
 // tcxIngress lists the programs on the TCX ingress of the interface
 // named name in the calling thread's namespace.
 func tcxIngress(name string) ([]link.AttachedProgram, error) {
@@ -63,7 +52,7 @@ func TestPrivilegedAttachOtherNetNS(t *testing.T) {
 	var d1, d2 *Datapath
 	var id1, id2 uint64
 	in(ns1, func() (err error) {
-		if err = dummyAt("sldum", idx); err != nil {
+		if err = netnstest.VethAt("sldum", idx); err != nil {
 			return err
 		}
 		if id1, err = NetNSID(); err != nil {
@@ -82,7 +71,7 @@ func TestPrivilegedAttachOtherNetNS(t *testing.T) {
 		t.Fatalf("after the first Attach the datapath records namespace %#x, want %#x", got, id1)
 	}
 	in(ns2, func() (err error) {
-		if err = dummyAt("sldum", idx); err != nil {
+		if err = netnstest.VethAt("sldum", idx); err != nil {
 			return err
 		}
 		if id2, err = NetNSID(); err != nil {
@@ -153,7 +142,7 @@ func TestPrivilegedAttachOtherNetNS(t *testing.T) {
 		if err := netlink.LinkDel(l); err != nil {
 			return err
 		}
-		if err := dummyAt("sldum2", idx); err != nil {
+		if err := netnstest.VethAt("sldum2", idx); err != nil {
 			return err
 		}
 		if err := d1.Attach([]string{"sldum2"}); err != nil {

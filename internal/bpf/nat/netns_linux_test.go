@@ -1,7 +1,6 @@
 package nat
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,13 +23,6 @@ func TestPrivilegedAttachOtherNetNSLinkPin(t *testing.T) {
 	ns1, ns2 := netnstest.New(t), netnstest.New(t)
 	pin := filepath.Join(bpffs.Mount(t), "sluice-nat")
 	const idx = 78
-	veth := func(name string) error {
-		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, Index: idx}, PeerName: name + "p"}
-		if err := netlink.LinkAdd(v); err != nil {
-			return fmt.Errorf("adding %s: %w", name, err)
-		}
-		return netlink.LinkSetUp(v)
-	}
 	progs := func(name string) int {
 		l, err := netlink.LinkByName(name)
 		if err != nil {
@@ -46,7 +38,7 @@ func TestPrivilegedAttachOtherNetNSLinkPin(t *testing.T) {
 	}
 	var d1, d2 *Datapath
 	if err := netnstest.Do(ns1, func() (err error) {
-		if err = veth("slnat"); err != nil {
+		if err = netnstest.VethAt("slnat", idx); err != nil {
 			return err
 		}
 		if d1, err = Load(Options{PinDir: pin}); err != nil {
@@ -58,7 +50,7 @@ func TestPrivilegedAttachOtherNetNSLinkPin(t *testing.T) {
 	}
 	t.Cleanup(func() { d1.Close(); Remove(pin) })
 	if err := netnstest.Do(ns2, func() (err error) {
-		if err = veth("slnat"); err != nil {
+		if err = netnstest.VethAt("slnat", idx); err != nil {
 			return err
 		}
 		if d2, err = Load(Options{PinDir: pin}); err != nil {
@@ -84,7 +76,7 @@ func TestPrivilegedAttachOtherNetNSLinkPin(t *testing.T) {
 		if err := netlink.LinkDel(l); err != nil {
 			return err
 		}
-		if err := veth("slnat2"); err != nil {
+		if err := netnstest.VethAt("slnat2", idx); err != nil {
 			return err
 		}
 		if err := d1.Attach([]string{"slnat2"}); err != nil {

@@ -3,13 +3,11 @@
 package qosmark
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netlink"
 
 	"sluice/internal/testutil/netnstest"
 )
@@ -25,13 +23,6 @@ func TestPrivilegedQoSOtherNetNSLinkPin(t *testing.T) {
 	ns1, ns2 := netnstest.New(t), netnstest.New(t)
 	pindir := testPinDir(t)
 	const idx = 79
-	veth := func() error {
-		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "slq0", Index: idx}, PeerName: "slq0p"}
-		if err := netlink.LinkAdd(v); err != nil {
-			return fmt.Errorf("adding slq0: %w", err)
-		}
-		return netlink.LinkSetUp(v)
-	}
 	egress := func() int {
 		q, err := link.QueryPrograms(link.QueryOptions{Target: idx, Attach: ebpf.AttachTCXEgress})
 		if err != nil {
@@ -43,7 +34,7 @@ func TestPrivilegedQoSOtherNetNSLinkPin(t *testing.T) {
 	rs := compile(t, "filter f {\n    udp\n}\npolicy p {\n    uses f\n    dscp 10\n}\nadapter slq0 {\n    uses p\n}\n")
 	opts := Options{PinDir: pindir, LinkRate: func(string) uint64 { return 10e9 }}
 	if err := netnstest.Do(ns1, func() error {
-		if err := veth(); err != nil {
+		if err := netnstest.VethAt("slq0", idx); err != nil {
 			return err
 		}
 		if err := Enable(pindir); err != nil {
@@ -56,7 +47,7 @@ func TestPrivilegedQoSOtherNetNSLinkPin(t *testing.T) {
 	}
 	t.Cleanup(func() { netnstest.Do(ns1, func() error { return Disable(pindir) }) })
 	if err := netnstest.Do(ns2, func() error {
-		if err := veth(); err != nil {
+		if err := netnstest.VethAt("slq0", idx); err != nil {
 			return err
 		}
 		_, err := Load(rs, opts)

@@ -61,3 +61,16 @@ func Do(ns netns.NsHandle, fn func() error) error {
 	}()
 	return <-errc
 }
+
+// VethAt adds an up veth named name with the given ifindex (0: the
+// kernel's choice) to the calling thread's namespace, its peer name+"p"
+// left down: an interface to attach programs to whose ifindex a test
+// chooses (every namespace numbers its own, so two namespaces can each
+// have one of the same ifindex). The dummy driver is not in every kernel.
+func VethAt(name string, index int) error {
+	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, Index: index}, PeerName: name + "p"}
+	if err := netlink.LinkAdd(v); err != nil {
+		return fmt.Errorf("adding %s (ifindex %d): %w", name, index, err)
+	}
+	return netlink.LinkSetUp(v)
+}
