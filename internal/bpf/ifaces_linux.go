@@ -70,24 +70,17 @@ func pinnedLinkIfindex(path string) (int, error) {
 	return int(tcx.Ifindex), nil
 }
 
-// pinnedLinkHere returns the ifindex of the interface of the caller's
-// network namespace the pinned ingress link at path runs on, 0 when it
-// runs on none here (defunct, another namespace's, not a link).
-func pinnedLinkHere(path string) int {
+// pinnedLinkHere reports whether the pinned ingress link at path runs on
+// the interface idx (the ifindex its pin is named after) of the caller's
+// network namespace: not when defunct, another namespace's, or not a link.
+func pinnedLinkHere(path string, idx int) bool {
 	l, err := link.LoadPinnedLink(path, nil)
 	if err != nil {
-		return 0
+		return false
 	}
 	defer l.Close()
-	info, err := l.Info()
-	if err != nil || info.TCX() == nil || info.TCX().Ifindex == 0 {
-		return 0
-	}
-	idx := int(info.TCX().Ifindex)
-	if place, err := PinnedLinkPlace(l, idx, ebpf.AttachTCXIngress); err != nil || place != LinkHere {
-		return 0
-	}
-	return idx
+	place, err := PinnedLinkPlace(l, idx, ebpf.AttachTCXIngress)
+	return err == nil && place == LinkHere
 }
 
 // Hooked returns the interfaces (ifindexes of the caller's network
@@ -103,10 +96,11 @@ func (d *Datapath) Hooked() (map[int]bool, error) {
 			return nil, err
 		}
 		for _, e := range ents {
-			if _, hook, ok := linkPin(e.Name()); !ok || hook != "ingress" {
+			idx, hook, ok := linkPin(e.Name())
+			if !ok || hook != "ingress" {
 				continue
 			}
-			if idx := pinnedLinkHere(filepath.Join(d.dir, e.Name())); idx > 0 {
+			if pinnedLinkHere(filepath.Join(d.dir, e.Name()), idx) {
 				out[idx] = true
 			}
 		}

@@ -8,27 +8,12 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/testutil/bpffs"
 	"sluice/internal/testutil/netnstest"
 )
-
-// tcxIngress lists the programs on the TCX ingress of the interface
-// named name in the calling thread's namespace.
-func tcxIngress(name string) ([]link.AttachedProgram, error) {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return nil, err
-	}
-	q, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXIngress})
-	if err != nil {
-		return nil, err
-	}
-	return q.Programs, nil
-}
 
 // TestPrivilegedAttachOtherNetNS: one pin directory seen from two network
 // namespaces, whose interfaces have the same ifindex (every namespace
@@ -93,8 +78,8 @@ func TestPrivilegedAttachOtherNetNS(t *testing.T) {
 		if !errors.Is(err, ErrOtherNetNS) {
 			t.Errorf("Attach from the other namespace: %v, want ErrOtherNetNS", err)
 		}
-		if ps, err := tcxIngress("sldum"); err != nil || len(ps) != 0 {
-			t.Errorf("the other namespace's sldum: programs %v (%v), want none", ps, err)
+		if n, err := netnstest.TCXPrograms("sldum", ebpf.AttachTCXIngress); err != nil || n != 0 {
+			t.Errorf("the other namespace's sldum: %d programs (%v), want none", n, err)
 		}
 		if h, err := d2.Hooked(); err != nil || len(h) != 0 {
 			t.Errorf("Hooked from the other namespace: %v (%v), want none: ifindex %d here is not the filter's", h, err, idx)
@@ -121,8 +106,8 @@ func TestPrivilegedAttachOtherNetNS(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "holds a link of another interface") {
 			t.Errorf("Attach over another namespace's link pin: %v, want a refusal", err)
 		}
-		if ps, err := tcxIngress("sldum"); err != nil || len(ps) != 0 {
-			t.Errorf("the other namespace's sldum after the refusal: programs %v (%v), want none", ps, err)
+		if n, err := netnstest.TCXPrograms("sldum", ebpf.AttachTCXIngress); err != nil || n != 0 {
+			t.Errorf("the other namespace's sldum after the refusal: %d programs (%v), want none", n, err)
 		}
 		return nil
 	})
@@ -148,9 +133,8 @@ func TestPrivilegedAttachOtherNetNS(t *testing.T) {
 		if err := d1.Attach([]string{"sldum2"}); err != nil {
 			t.Errorf("Attach over a defunct link's pin: %v", err)
 		}
-		ps, err := tcxIngress("sldum2")
-		if err != nil || len(ps) != 1 {
-			t.Errorf("sldum2 after Attach: programs %v (%v), want the filter's", ps, err)
+		if n, err := netnstest.TCXPrograms("sldum2", ebpf.AttachTCXIngress); err != nil || n != 1 {
+			t.Errorf("sldum2 after Attach: %d programs (%v), want the filter's", n, err)
 		}
 		if h, err := d1.Hooked(); err != nil || !h[idx] {
 			t.Errorf("Hooked after re-attaching: %v (%v), want ifindex %d", h, err, idx)

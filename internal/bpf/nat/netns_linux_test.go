@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
 	"sluice/internal/testutil/bpffs"
@@ -24,17 +23,12 @@ func TestPrivilegedAttachOtherNetNSLinkPin(t *testing.T) {
 	pin := filepath.Join(bpffs.Mount(t), "sluice-nat")
 	const idx = 78
 	progs := func(name string) int {
-		l, err := netlink.LinkByName(name)
+		n, err := netnstest.TCXPrograms(name, ebpf.AttachTCXIngress)
 		if err != nil {
 			t.Error(err)
 			return -1
 		}
-		q, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXIngress})
-		if err != nil {
-			t.Error(err)
-			return -1
-		}
-		return len(q.Programs)
+		return n
 	}
 	var d1, d2 *Datapath
 	if err := netnstest.Do(ns1, func() (err error) {

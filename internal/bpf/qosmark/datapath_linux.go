@@ -250,21 +250,26 @@ func lock(dir string) (func(), error) {
 
 // live reports whether a pinned TCX link is still attached to ifindex.
 func live(l link.Link, ifindex uint32) bool {
-	place, err := bpf.PinnedLinkPlace(l, int(ifindex), ebpf.AttachTCXEgress)
-	return err == nil && place == bpf.LinkHere
+	here, _ := placeOn(l, ifindex, "")
+	return here
 }
 
-// elsewhere returns an error when the pinned link runs on an interface of
-// another network namespace (one pin directory used from two: the
-// adapter's name is the pin's, and that namespace may have an interface
-// of that name too), which dropping as stale would take from that
-// namespace; nil otherwise.
-func elsewhere(l link.Link, name string) error {
-	if place, err := bpf.PinnedLinkPlace(l, 0, ebpf.AttachTCXEgress); err == nil && place == bpf.LinkOther {
-		return fmt.Errorf("adapter %s: the link pinned for it runs on an interface of another network namespace: "+
+// placeOn reports whether the pinned link l runs on the interface
+// ifindex of this namespace, and returns an error when it runs on an
+// interface of another network namespace (one pin directory used from
+// two: the pin is named after the adapter, and that namespace may have
+// an interface of that name too), which dropping as stale would take
+// from that namespace. A link that cannot be read counts as stale.
+func placeOn(l link.Link, ifindex uint32, name string) (here bool, err error) {
+	place, err := bpf.PinnedLinkPlace(l, int(ifindex), ebpf.AttachTCXEgress)
+	switch {
+	case err != nil:
+		return false, nil
+	case place == bpf.LinkOther:
+		return false, fmt.Errorf("adapter %s: the link pinned for it runs on an interface of another network namespace: "+
 			"that namespace's IPQoS uses this pin directory (give each namespace its own with -pindir)", name)
 	}
-	return nil
+	return place == bpf.LinkHere, nil
 }
 
 // vlanMap is the egress QoS map an adapter's policies need.

@@ -274,7 +274,11 @@ func (l *loader) applyProgram(pr prepared, mine *[]func()) error {
 	lpath := filepath.Join(l.dir, "links", name)
 	if lk, err := link.LoadPinnedLink(lpath, nil); err == nil {
 		l.keep = append(l.keep, lk) // the undo step may still need it
-		if live(lk, pr.port.ifindex) && l.old != nil {
+		here, err := placeOn(lk, pr.port.ifindex, name)
+		if err != nil {
+			return err
+		}
+		if here && l.old != nil {
 			if err := lk.Update(l.objs.QosEgress); err != nil {
 				return fmt.Errorf("adapter %s: updating link: %w", name, err)
 			}
@@ -282,9 +286,6 @@ func (l *loader) applyProgram(pr prepared, mine *[]func()) error {
 			*mine = append(*mine, func() { _ = lk.Update(oldProg) })
 			l.opts.logf("adapter %s: program replaced", name)
 			return nil
-		}
-		if err := elsewhere(lk, name); err != nil {
-			return err
 		}
 		// The device went away (or was recreated) since the last load, or
 		// the pin is an orphan: start over on this device.

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"sluice/internal/testutil/netnstest"
 )
@@ -24,12 +23,12 @@ func TestPrivilegedQoSOtherNetNSLinkPin(t *testing.T) {
 	pindir := testPinDir(t)
 	const idx = 79
 	egress := func() int {
-		q, err := link.QueryPrograms(link.QueryOptions{Target: idx, Attach: ebpf.AttachTCXEgress})
+		n, err := netnstest.TCXPrograms("slq0", ebpf.AttachTCXEgress)
 		if err != nil {
 			t.Error(err)
 			return -1
 		}
-		return len(q.Programs)
+		return n
 	}
 	rs := compile(t, "filter f {\n    udp\n}\npolicy p {\n    uses f\n    dscp 10\n}\nadapter slq0 {\n    uses p\n}\n")
 	opts := Options{PinDir: pindir, LinkRate: func(string) uint64 { return 10e9 }}

@@ -178,11 +178,9 @@ func attachAdapter(dir string, p *pinned, ai int, o *Options) error {
 	}
 	lpath := filepath.Join(dir, "links", a.Name)
 	if lk, err := link.LoadPinnedLink(lpath, nil); err == nil {
-		ok := live(lk, idx)
+		ok, err := placeOn(lk, idx, a.Name)
 		if ok {
 			err = lk.Update(p.prog)
-		} else {
-			err = elsewhere(lk, a.Name)
 		}
 		lk.Close()
 		if !ok && err != nil {

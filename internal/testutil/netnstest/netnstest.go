@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
@@ -73,4 +75,19 @@ func VethAt(name string, index int) error {
 		return fmt.Errorf("adding %s (ifindex %d): %w", name, index, err)
 	}
 	return netlink.LinkSetUp(v)
+}
+
+// TCXPrograms returns how many programs run on the TCX hook typ
+// (ingress or egress) of the interface named name in the calling
+// thread's namespace.
+func TCXPrograms(name string, typ ebpf.AttachType) (int, error) {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return 0, err
+	}
+	q, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: typ})
+	if err != nil {
+		return 0, fmt.Errorf("programs on %s: %w", name, err)
+	}
+	return len(q.Programs), nil
 }
