@@ -116,7 +116,8 @@ func (d *Datapath) Attach(names []string) error {
 			var l link.Link
 			err := ebpf.ErrNotSupported
 			if !d.forceTC {
-				l, err = link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: dir.prog, Attach: dir.typ})
+				// in front of other tools' programs (chain_linux.go)
+				l, err = d.attachFirst(ifc.Index, dir.prog, dir.typ)
 			}
 			if errors.Is(err, ebpf.ErrNotSupported) {
 				prog, err := d.clsactProg(dir.name == "egress")

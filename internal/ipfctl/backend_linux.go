@@ -39,6 +39,9 @@ type Kernel struct {
 	// "publish" just before a first load is published (arg: its staging
 	// directory), "step" after each step is committed.
 	hook func(event, arg string)
+	// aheadSaid is set once a load has warned of programs ahead of the
+	// filter: one warning a command, however many sets it writes.
+	aheadSaid bool
 }
 
 // attachReq is one call of load: the interfaces a set names, and whether
@@ -201,7 +204,7 @@ func (b *Kernel) load(ifaces []string, everywhere bool) (*bpf.Datapath, []string
 		}
 	}
 	if b.d != nil && len(missing) == 0 && (!allMode || b.d.AllInterfaces()) {
-		return b.d, nil, nil
+		return b.d, b.aheadWarning(), nil
 	}
 	if err := b.loadPrograms(); err != nil {
 		return nil, nil, err
@@ -239,7 +242,27 @@ func (b *Kernel) load(ifaces []string, everywhere bool) (*bpf.Datapath, []string
 			return nil, nil, err
 		}
 	}
-	return b.d, warnings, nil
+	return b.d, append(warnings, b.aheadWarning()...), nil
+}
+
+// aheadWarning says, once a command, which other programs run before the
+// published filter on its interfaces (chain_linux.go in internal/bpf): a
+// load must not report success in silence while another tool's program
+// passes packets past the rules.
+func (b *Kernel) aheadWarning() []string {
+	if b.aheadSaid || b.d == nil || !b.d.Published() {
+		return nil
+	}
+	ahead, err := b.d.Ahead()
+	if err != nil {
+		return []string{fmt.Sprintf("cannot tell whether other programs run before the filter: %v", err)}
+	}
+	msg := Coverage{Ahead: AheadLines(ahead)}.aheadWarning()
+	if msg == "" {
+		return nil
+	}
+	b.aheadSaid = true
+	return []string{msg}
 }
 
 // defaultBlocks reports whether the datapath blocks the packets no rule

@@ -204,6 +204,20 @@ type Coverage struct {
 	// namespace than the reader's: Attached are then that namespace's
 	// ifindexes ("if<N>"), and Unfiltered is not looked for.
 	OtherNetNS bool
+	// Ahead are the other tools' programs that run before the filter on
+	// the hooks it is attached to ("eth0 ingress: name (program 12)"): a
+	// packet one of them passes (TCX_PASS) or redirects is not filtered.
+	Ahead []string
+}
+
+// aheadWarning is what to tell the administrator about programs ahead of
+// the filter: "" for none.
+func (c Coverage) aheadWarning() string {
+	if len(c.Ahead) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("other programs run before the filter (%s): the packets they pass or redirect are not filtered; "+
+		"detach them, or attach them after the filter (bpftool net show lists them)", strings.Join(c.Ahead, "; "))
 }
 
 // otherNetNSWarning is what ipf -V and ipfstat say about a datapath of
@@ -227,19 +241,21 @@ func (c Coverage) Warning() string {
 	if c.OtherNetNS {
 		return otherNetNSWarning
 	}
-	if len(c.Unfiltered) == 0 {
-		return c.olderWarning()
+	var msgs []string
+	if len(c.Unfiltered) > 0 {
+		verb := "is"
+		if len(c.Unfiltered) > 1 {
+			verb = "are"
+		}
+		msgs = append(msgs, fmt.Sprintf("%s %s up and not filtered although the rules apply on every interface: ipf -y attaches the filter",
+			strings.Join(c.Unfiltered, ", "), verb))
 	}
-	verb := "is"
-	if len(c.Unfiltered) > 1 {
-		verb = "are"
+	for _, m := range []string{c.aheadWarning(), c.olderWarning()} {
+		if m != "" {
+			msgs = append(msgs, m)
+		}
 	}
-	msg := fmt.Sprintf("%s %s up and not filtered although the rules apply on every interface: ipf -y attaches the filter",
-		strings.Join(c.Unfiltered, ", "), verb)
-	if o := c.olderWarning(); o != "" {
-		msg += "; " + o
-	}
-	return msg
+	return strings.Join(msgs, "; ")
 }
 
 // Lines returns the lines ipf -V and ipfstat print about c.
@@ -259,6 +275,9 @@ func (c Coverage) Lines() string {
 	fmt.Fprintf(&w, "Interfaces: %s (%s)\n", names, mode)
 	if len(c.Unfiltered) > 0 {
 		fmt.Fprintf(&w, "Unfiltered: %s (up, not attached: run ipf -y)\n", strings.Join(c.Unfiltered, " "))
+	}
+	for _, a := range c.Ahead {
+		fmt.Fprintf(&w, "Ahead of the filter: %s\n", a)
 	}
 	if c.OtherNetNS {
 		fmt.Fprintf(&w, "Datapath: another network namespace's (run the commands there, or ipf -D)\n")

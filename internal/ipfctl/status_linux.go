@@ -134,6 +134,11 @@ func coverage(d *bpf.Datapath) (Coverage, error) {
 		c.Attached = append(c.Attached, name)
 	}
 	sort.Strings(c.Attached)
+	ahead, err := d.Ahead()
+	if err != nil {
+		return Coverage{}, fmt.Errorf("reading the programs ahead of the filter: %w", err)
+	}
+	c.Ahead = AheadLines(ahead)
 	if !c.All {
 		return c, nil
 	}
@@ -148,6 +153,24 @@ func coverage(d *bpf.Datapath) (Coverage, error) {
 	}
 	sort.Strings(c.Unfiltered)
 	return c, nil
+}
+
+// AheadLines names the programs of bpf.Datapath.Ahead as Coverage.Ahead
+// lists them: "eth0 ingress: name (program 12)".
+func AheadLines(ahead []bpf.AheadProg) []string {
+	var out []string
+	for _, a := range ahead {
+		name := fmt.Sprintf("if%d", a.Ifindex)
+		if ifc, err := net.InterfaceByIndex(a.Ifindex); err == nil {
+			name = ifc.Name
+		}
+		prog := a.Name
+		if prog == "" {
+			prog = "a program"
+		}
+		out = append(out, fmt.Sprintf("%s %s: %s (program %d)", name, a.Hook, prog, a.ID))
+	}
+	return out
 }
 
 // ProgramRuns is the in-kernel run statistics of the filter pinned in dir

@@ -311,6 +311,16 @@ func datapathPlace(pin string) (Severity, string) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	ahead, err := d.Ahead()
+	if err != nil {
+		return SevWarn, fmt.Sprintf("a filter datapath is pinned in %s and runs on %s; the programs before it cannot be read: %v",
+			pin, strings.Join(names, " "), err)
+	}
+	if len(ahead) > 0 {
+		return SevWarn, fmt.Sprintf("a filter datapath is pinned in %s and runs on %s, but other programs run before it (%s): "+
+			"the packets they pass or redirect are not filtered; detach them, or attach them after the filter",
+			pin, strings.Join(names, " "), strings.Join(ipfctl.AheadLines(ahead), "; "))
+	}
 	return SevInfo, fmt.Sprintf("a filter datapath is pinned in %s and runs on %s", pin, strings.Join(names, " "))
 }
 

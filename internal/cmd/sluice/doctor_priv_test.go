@@ -3,10 +3,14 @@
 package sluice
 
 import (
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
 	"sluice/internal/bpf"
@@ -51,6 +55,35 @@ func TestPrivilegedDoctorDatapathPlace(t *testing.T) {
 	}
 	check("there", SevInfo, "runs on sldoc0")
 	check("here", SevWarn, "filters another network namespace")
+	// another tool's program put in front of the filter: packets it
+	// passes are not filtered, which the doctor must say
+	if err := netnstest.Do(ns, func() error {
+		ifc, err := net.InterfaceByName("sldoc0")
+		if err != nil {
+			return err
+		}
+		p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "doc_ahead", Type: ebpf.SchedCLS, License: "GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: p, Attach: ebpf.AttachTCXEgress, Anchor: link.Head()})
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		var sev Severity
+		var msg string
+		sev, msg = datapathPlace(pin)
+		if sev != SevWarn || !strings.Contains(msg, "sldoc0 egress: doc_ahead (program ") || !strings.Contains(msg, "not filtered") {
+			t.Errorf("with doc_ahead ahead of the filter: %s %q, want a warning naming it", sev, msg)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check("there", SevInfo, "runs on sldoc0")
 	if err := netnstest.Do(ns, func() error {
 		l, err := netlink.LinkByName("sldoc0")
 		if err != nil {
