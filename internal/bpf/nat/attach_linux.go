@@ -91,8 +91,10 @@ func (d *Datapath) Attach(names []string) error {
 		return errors.New("attach: the NAT programs are not loaded")
 	}
 	if len(names) > 0 {
-		// the interfaces are this namespace's (netns_linux.go)
-		if err := d.claimNetNS(); err != nil {
+		// the interfaces are this namespace's (netns_linux.go): refused
+		// from another one, claimed once attached (an Attach refused by
+		// a link pin claims nothing)
+		if err := d.CheckNetNS(); err != nil {
 			return err
 		}
 	}
@@ -194,6 +196,9 @@ func (d *Datapath) Attach(names []string) error {
 				return fmt.Errorf("attach NAT to %s %s: pinning the link: %w", name, h.which, err)
 			}
 		}
+	}
+	if len(names) > 0 {
+		return d.claimNetNS()
 	}
 	return nil
 }
