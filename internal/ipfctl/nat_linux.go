@@ -631,18 +631,9 @@ func setNATTunable(dir, name string, v uint64) error {
 // beside the filter pinned in dir works in another network namespace
 // than the caller's; nil when it is this one's, none is recorded or NAT
 // is not loaded. ipf's changes check it too: ipf -y and ipf -T change
-// NAT, and a filter loaded there would run NAT's path inline.
-func checkNATNetNS(dir string) error {
-	d, err := natbpf.OpenPinned(NATPinDir(dir))
-	if errors.Is(err, natbpf.ErrNotLoaded) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.CheckNetNS()
-}
+// NAT, and a filter loaded there would run NAT's path inline. It reads
+// the record alone (every ipf change asks).
+func checkNATNetNS(dir string) error { return natbpf.CheckNetNSAt(NATPinDir(dir)) }
 
 // checkFilterNetNS returns bpf.ErrOtherNetNS (wrapped) when the filter
 // pinned in dir filters another network namespace than the caller's; nil

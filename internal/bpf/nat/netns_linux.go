@@ -37,11 +37,17 @@ func (d *Datapath) CheckNetNS() error {
 	if d.dir == "" {
 		return nil
 	}
-	own, here, err := bpf.CheckNetNSPin(filepath.Join(d.dir, netnsPin))
+	return CheckNetNSAt(d.dir)
+}
+
+// CheckNetNSAt is CheckNetNS for the NAT datapath pinned in dir, without
+// opening it (what every ipf change asks).
+func CheckNetNSAt(dir string) error {
+	own, here, err := bpf.CheckNetNSPin(filepath.Join(dir, netnsPin))
 	if err != nil {
 		return err
 	}
-	return otherNetNS(d.dir, own, here)
+	return otherNetNS(dir, own, here)
 }
 
 // claimNetNS records the caller's namespace as NAT's when none is, and
