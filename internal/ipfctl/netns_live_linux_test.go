@@ -237,3 +237,43 @@ func TestPrivilegedOlderLayoutOtherNetNS(t *testing.T) {
 		t.Errorf("pin directory after ipf -D from namespace a: %v", err)
 	}
 }
+
+// TestPrivilegedQoSCommandsOtherNetNS: ipqosadmin from two namespaces
+// over one state directory, the adapters of other names (no link pin
+// collides). Before, a's -load replaced b's configuration and took b's
+// marker, exit 0; now a's changes exit 1 naming the other namespace and
+// the way out, b keeps marking, and a's -unload (the way out when b is
+// gone) leaves the state to the next load.
+func TestPrivilegedQoSCommandsOtherNetNS(t *testing.T) {
+	tp := ownTopo(t)
+	qdir := filepath.Join(filepath.Dir(tp.pinDir), "sluice-qos")
+	const conf = "filter f {\n    udp\n}\npolicy p {\n    uses f\n    dscp 10\n}\nadapter %s {\n    uses p\n}\n"
+	qb := tp.file("qb.conf", fmt.Sprintf(conf, "slb"))
+	qa := tp.file("qa.conf", fmt.Sprintf(conf, "sla"))
+	qos := func(ns netns.NsHandle, args ...string) (int, string, string) {
+		t.Helper()
+		return tp.runIn(ns, "ipqosadmin", append(args, "-pindir", qdir)...)
+	}
+	if code, _, e := qos(tp.b, "-load", "-f", qb); code != 0 {
+		t.Fatalf("ipqosadmin -load in b: exit %d, stderr %q", code, e)
+	}
+	for _, args := range [][]string{{"-load", "-f", qa}, {"-resync"}, {"-showstats", "-reset"}, {"-loglevel", "info"}} {
+		code, _, e := qos(tp.a, args...)
+		if code != 1 || !strings.Contains(e, "another network namespace") || !strings.Contains(e, "ipqosadmin -unload") {
+			t.Errorf("ipqosadmin %v from namespace a: exit %d, stderr %q; want 1 and a refusal naming the other namespace", args, code, e)
+		}
+	}
+	if code, o, _ := qos(tp.b, "-state"); code != 3 || !strings.Contains(o, "adapters filtering: slb") {
+		t.Errorf("ipqosadmin -state in b after a's refused changes: exit %d, %q", code, o)
+	}
+	if code, _, e := qos(tp.a, "-unload"); code != 0 {
+		t.Fatalf("ipqosadmin -unload from namespace a: exit %d, stderr %q", code, e)
+	}
+	if n := tp.tcxPrograms("slb"); n != 0 {
+		t.Errorf("slb has %d TCX programs after a's -unload, want none", n)
+	}
+	if code, _, e := qos(tp.a, "-load", "-f", qa); code != 0 {
+		t.Errorf("ipqosadmin -load from namespace a after the unload: exit %d, stderr %q", code, e)
+	}
+	qos(tp.a, "-unload")
+}
