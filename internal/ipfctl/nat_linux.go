@@ -627,6 +627,17 @@ func setNATTunable(dir, name string, v uint64) error {
 	return d.SetTunable(name, v)
 }
 
+// NetNSWarning returns what ipnat -l and -s say on standard error when
+// NAT works in another network namespace than the caller's (its rules,
+// sessions and interfaces are that namespace's), "" otherwise.
+func (n *NAT) NetNSWarning() string {
+	if err := natbpf.CheckNetNSAt(n.pinDir()); errors.Is(err, bpf.ErrOtherNetNS) {
+		return "NAT works in another network namespace than this one: its rules, sessions and counters are that " +
+			"namespace's; run ipnat there (nsenter --net=/run/netns/NAME …), or ipf -D to remove it"
+	}
+	return ""
+}
+
 // checkNATNetNS returns bpf.ErrOtherNetNS (wrapped) when the NAT loaded
 // beside the filter pinned in dir works in another network namespace
 // than the caller's; nil when it is this one's, none is recorded or NAT

@@ -163,6 +163,15 @@ func TestPrivilegedNATAloneOtherNetNS(t *testing.T) {
 	if got := tp.mustRun("ipnat", "-l"); got != rulesB {
 		t.Errorf("b's NAT after a's refused changes:\n%s\nwant\n%s", got, rulesB)
 	}
+	// reading from a works, and says whose NAT it reads
+	for _, args := range [][]string{{"-l"}, {"-s"}} {
+		if code, _, e := tp.runIn(tp.a, "ipnat", args...); code != 0 || !strings.Contains(e, "NAT works in another network namespace") {
+			t.Errorf("ipnat %v from namespace a: exit %d, stderr %q; want 0 and a warning", args, code, e)
+		}
+	}
+	if _, _, e := tp.run("ipnat", "-l"); e != "" {
+		t.Errorf("ipnat -l in b: stderr %q", e)
+	}
 	if _, err := os.Stat(filepath.Join(tp.pinDir, "config")); err == nil {
 		t.Error("a filter was loaded from namespace a beside b's NAT")
 	}
