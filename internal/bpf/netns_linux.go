@@ -20,6 +20,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -27,8 +28,9 @@ import (
 )
 
 // ErrOtherNetNS is returned for a change to a datapath that filters in
-// another network namespace than the caller's.
-var ErrOtherNetNS = errors.New("the filter datapath pinned there filters another network namespace")
+// another network namespace than the caller's (the filter's, NAT's,
+// IPQoS's: the error says which).
+var ErrOtherNetNS = errors.New("the datapath pinned there works in another network namespace")
 
 // netnsInodeBit marks an identifier made from the namespace's inode
 // number (kernels before 5.14, without SO_NETNS_COOKIE), so that it never
@@ -84,9 +86,99 @@ func otherNetNS(dir string, own, here uint64) error {
 	if own == 0 || own == here {
 		return nil
 	}
-	return fmt.Errorf("%s: %w (its rules, state and interfaces are that namespace's): run the command there "+
-		"(nsenter --net=/run/netns/NAME …), or give this namespace a datapath of its own "+
-		"(SLUICE_BPF_DIR=/sys/fs/bpf/sluice-NAME); ipf -D removes it from any namespace", dir, ErrOtherNetNS)
+	return OtherNetNSError("the filter", dir, "SLUICE_BPF_DIR=/sys/fs/bpf/sluice-NAME", "ipf -D")
+}
+
+// OtherNetNSError is ErrOtherNetNS, wrapped with what to do, for the
+// datapath what ("the filter", "NAT", "IPQoS") pinned in dir: run the
+// command in its namespace, or give this one a pin directory of its own
+// (own says how), or remove it with removal, which works from any
+// namespace (the way out when its namespace was deleted).
+func OtherNetNSError(what, dir, own, removal string) error {
+	return fmt.Errorf("%s: %w: %s's rules, state and interfaces are that namespace's: run the command there "+
+		"(nsenter --net=/run/netns/NAME …), or give this namespace a datapath of its own (%s); "+
+		"%s removes it from any namespace", dir, ErrOtherNetNS, what, own, removal)
+}
+
+// The datapaths whose map layouts have no spare word for the record (NAT's
+// config, whose layout a pinned datapath keeps; IPQoS's, whose maps are
+// made anew by every load) keep their namespace in a pin of their own: a
+// one-entry array of one NetNSID, only user space reads it. A pinned map's
+// layout cannot change under a loaded datapath (its programs and an older
+// Sluice's keep using it), while a new pin beside the maps changes none:
+// an absent pin (a datapath an older Sluice loaded, or never attached) is
+// "not claimed yet", and the next attach claims it.
+
+var netnsPinSpec = ebpf.MapSpec{Name: "netns", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1}
+
+// NetNSPinOwner returns the NetNSID recorded in the namespace pin at path:
+// 0 when there is no pin, or nothing is recorded.
+func NetNSPinOwner(path string) (uint64, error) {
+	m, err := ebpf.LoadPinnedMap(path, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("namespace record %s: %w", path, err)
+	}
+	defer m.Close()
+	if err := netnsPinSpec.Compatible(m); err != nil {
+		return 0, fmt.Errorf("namespace record %s: %w", path, err)
+	}
+	var v uint64
+	if err := m.Lookup(uint32(0), &v); err != nil {
+		return 0, fmt.Errorf("namespace record %s: %w", path, err)
+	}
+	return v, nil
+}
+
+// CheckNetNSPin returns the namespace recorded at path and the caller's;
+// own is 0 when none is recorded.
+func CheckNetNSPin(path string) (own, here uint64, err error) {
+	if own, err = NetNSPinOwner(path); err != nil {
+		return 0, 0, err
+	}
+	if here, err = NetNSID(); err != nil {
+		return 0, 0, err
+	}
+	return own, here, nil
+}
+
+// ClaimNetNSPin records the caller's namespace at path (making the pin
+// when it is missing) unless one is recorded already, and returns the
+// namespace recorded and the caller's: they differ when another namespace
+// had claimed it (nothing is written then). The caller holds the
+// datapath's lock.
+func ClaimNetNSPin(path string) (own, here uint64, err error) {
+	if own, here, err = CheckNetNSPin(path); err != nil || own != 0 {
+		return own, here, err
+	}
+	m, err := ebpf.LoadPinnedMap(path, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		if m, err = ebpf.NewMap(&netnsPinSpec); err == nil {
+			if err = m.Pin(path); err != nil {
+				m.Close()
+			}
+		}
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("namespace record %s: %w", path, err)
+	}
+	defer m.Close()
+	if err := m.Update(uint32(0), here, ebpf.UpdateAny); err != nil {
+		return 0, 0, fmt.Errorf("namespace record %s: %w", path, err)
+	}
+	return here, here, nil
+}
+
+// ReleaseNetNSPin removes the namespace pin at path (the datapath runs
+// on no interface any more: the next attach, from any namespace, claims
+// it).
+func ReleaseNetNSPin(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("namespace record: %w", err)
+	}
+	return nil
 }
 
 // claimNetNSLocked records the caller's network namespace as the

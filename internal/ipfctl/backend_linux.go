@@ -118,10 +118,14 @@ func (b *Kernel) open() (*bpf.Datapath, error) {
 	if err != nil {
 		return nil, permissionHint(explainNotLoaded(b.dir, err))
 	}
-	if d.OlderLayout() {
+	if d.OlderLayout() && !ownedElsewhere(d) {
 		// a datapath of an older Sluice: nothing that loads programs
 		// works over its maps until a load moves it to this layout,
-		// in place (the rules stay in force)
+		// in place (the rules stay in force). Not another namespace's
+		// (bpf/netns_linux.go): loading this Sluice's programs there
+		// would change what that namespace runs before the change is
+		// refused; it is opened as it is (the caller refuses a change,
+		// and ipf -D removes it as it is)
 		d.Close()
 		if err := b.loadPrograms(); err != nil {
 			return nil, err
@@ -130,6 +134,13 @@ func (b *Kernel) open() (*bpf.Datapath, error) {
 	}
 	b.d = d
 	return d, nil
+}
+
+// ownedElsewhere reports whether d works in another network namespace than
+// the caller's (an error reading it counts as no: the change's own check
+// reports it).
+func ownedElsewhere(d *bpf.Datapath) bool {
+	return errors.Is(d.CheckNetNS(), bpf.ErrOtherNetNS)
 }
 
 // openIfLoaded is open with "not loaded" as (nil, nil).

@@ -104,8 +104,10 @@ func (n *NAT) Apply(ch NATChange) (flushed, cleared int, err error) {
 		return 0, 0, err
 	}
 	defer unlock()
-	// NAT's datapath records no namespace of its own: the filter's,
-	// beside it, says whose NAT this is (bpf/netns_linux.go)
+	// NAT's rules, sessions and interfaces are one namespace's, and so
+	// are the filter's it goes with: a change from another namespace
+	// than either's is refused before anything is written
+	// (bpf/netns_linux.go, bpf/nat/netns_linux.go)
 	if err := checkFilterNetNS(orDefault(n.dir)); err != nil {
 		return 0, 0, err
 	}
@@ -115,6 +117,9 @@ func (n *NAT) Apply(ch NATChange) (flushed, cleared int, err error) {
 	}
 	if d != nil {
 		defer d.Close()
+		if err := d.CheckNetNS(); err != nil {
+			return 0, 0, err
+		}
 	}
 	var cur []*ipnat.Rule
 	var infos []natbpf.RuleInfo
@@ -621,6 +626,25 @@ func setNATTunable(dir, name string, v uint64) error {
 	defer d.Close()
 	return d.SetTunable(name, v)
 }
+
+// NetNSWarning returns what ipnat -l and -s say on standard error when
+// NAT works in another network namespace than the caller's (its rules,
+// sessions and interfaces are that namespace's), "" otherwise.
+func (n *NAT) NetNSWarning() string {
+	if err := natbpf.CheckNetNSAt(n.pinDir()); errors.Is(err, bpf.ErrOtherNetNS) {
+		return "NAT works in another network namespace than this one: its rules, sessions and counters are that " +
+			"namespace's; run ipnat there (nsenter --net=/run/netns/NAME …), or ipf -D to remove it"
+	}
+	return ""
+}
+
+// checkNATNetNS returns bpf.ErrOtherNetNS (wrapped) when the NAT loaded
+// beside the filter pinned in dir works in another network namespace
+// than the caller's; nil when it is this one's, none is recorded or NAT
+// is not loaded. ipf's changes check it too: ipf -y and ipf -T change
+// NAT, and a filter loaded there would run NAT's path inline. It reads
+// the record alone (every ipf change asks).
+func checkNATNetNS(dir string) error { return natbpf.CheckNetNSAt(NATPinDir(dir)) }
 
 // checkFilterNetNS returns bpf.ErrOtherNetNS (wrapped) when the filter
 // pinned in dir filters another network namespace than the caller's; nil

@@ -22,6 +22,8 @@ func (n *NAT) Stats(io.Writer, bool) error { return nil }
 
 func removeNAT(string) error { return nil }
 
+func checkNATNetNS(string) error { return nil }
+
 func natKeepOrder(string) error { return nil }
 
 func natEgressOff(string) error { return nil }

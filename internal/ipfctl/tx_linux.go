@@ -708,14 +708,23 @@ func (b *Kernel) Apply(ops []Op, opts ApplyOptions) ([]Result, error) {
 	}
 	defer unlock()
 	defer b.Close()
+	change := changesBeforeRemoval(ops)
+	if change {
+		// NAT's rules and interfaces may be another namespace's, loaded
+		// alone or beside the filter (bpf/nat/netns_linux.go)
+		if err := checkNATNetNS(b.dir); err != nil {
+			return nil, err
+		}
+	}
 	t, err := b.newTx()
 	if err != nil {
 		return nil, err
 	}
 	defer t.close()
-	if t.d != nil && changesBeforeRemoval(ops) {
+	if change && t.d != nil {
 		// another namespace's rules and interfaces: refused before
-		// anything is planned or written (bpf/netns_linux.go)
+		// anything is planned or written (bpf/netns_linux.go; open
+		// moved no older datapath of another namespace's)
 		if err := t.d.CheckNetNS(); err != nil {
 			return nil, err
 		}

@@ -90,6 +90,14 @@ func (d *Datapath) Attach(names []string) error {
 	if d.objs.NatIngress == nil || d.objs.NatEgress == nil || d.objs.NatEgressPre == nil {
 		return errors.New("attach: the NAT programs are not loaded")
 	}
+	if len(names) > 0 {
+		// the interfaces are this namespace's (netns_linux.go): refused
+		// from another one, claimed once attached (an Attach refused by
+		// a link pin claims nothing)
+		if err := d.CheckNetNS(); err != nil {
+			return err
+		}
+	}
 	for _, name := range names {
 		ifc, err := net.InterfaceByName(name)
 		if err != nil {
@@ -189,6 +197,9 @@ func (d *Datapath) Attach(names []string) error {
 			}
 		}
 	}
+	if len(names) > 0 {
+		return d.claimNetNS()
+	}
 	return nil
 }
 
@@ -230,8 +241,17 @@ func attachedIn(dir string) []int {
 	return out
 }
 
-// Detach removes NAT from every interface.
-func (d *Datapath) Detach() error { return detachDir(d.dir) }
+// Detach removes NAT from every interface. NAT then works in no
+// namespace: the next Attach claims it (netns_linux.go).
+func (d *Datapath) Detach() error {
+	if err := detachDir(d.dir); err != nil {
+		return err
+	}
+	if d.dir == "" {
+		return nil
+	}
+	return bpf.ReleaseNetNSPin(filepath.Join(d.dir, netnsPin))
+}
 
 func detachDir(dir string) error {
 	var errs []error

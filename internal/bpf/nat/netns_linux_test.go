@@ -1,6 +1,8 @@
 package nat
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -8,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
+	"sluice/internal/bpf"
 	"sluice/internal/testutil/bpffs"
 	"sluice/internal/testutil/netnstest"
 )
@@ -50,7 +53,29 @@ func TestPrivilegedAttachOtherNetNSLinkPin(t *testing.T) {
 		if d2, err = Load(Options{PinDir: pin}); err != nil {
 			return err
 		}
-		defer d2.Close()
+		t.Cleanup(func() { d2.Close() })
+		// NAT records the namespace it was attached in
+		if err := d2.CheckNetNS(); !errors.Is(err, bpf.ErrOtherNetNS) {
+			t.Errorf("CheckNetNS from another namespace: %v, want ErrOtherNetNS", err)
+		}
+		err = d2.Attach([]string{"slnat"})
+		if !errors.Is(err, bpf.ErrOtherNetNS) {
+			t.Errorf("Attach from another namespace: %v, want ErrOtherNetNS", err)
+		}
+		if n := progs("slnat"); n != 0 {
+			t.Errorf("the other namespace's slnat has %d ingress programs, want none", n)
+		}
+		// without the record (NAT attached by an older Sluice), the link
+		// pin still refuses, and claims nothing
+		rec := filepath.Join(pin, netnsPin)
+		saved, err := ebpf.LoadPinnedMap(rec, nil)
+		if err != nil {
+			return err
+		}
+		defer saved.Close()
+		if err := os.Remove(rec); err != nil {
+			return err
+		}
 		err = d2.Attach([]string{"slnat"})
 		if err == nil || !strings.Contains(err.Error(), "holds a link of another interface") {
 			t.Errorf("Attach from another namespace over its link pin: %v, want a refusal", err)
@@ -58,7 +83,10 @@ func TestPrivilegedAttachOtherNetNSLinkPin(t *testing.T) {
 		if n := progs("slnat"); n != 0 {
 			t.Errorf("the other namespace's slnat has %d ingress programs, want none", n)
 		}
-		return nil
+		if own, err := d2.NetNS(); err != nil || own != 0 {
+			t.Errorf("a refused Attach recorded namespace %d (%v), want none", own, err)
+		}
+		return saved.Pin(rec)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +106,24 @@ func TestPrivilegedAttachOtherNetNSLinkPin(t *testing.T) {
 		}
 		if n := progs("slnat2"); n != 1 {
 			t.Errorf("slnat2 after Attach: %d ingress programs, want NAT's", n)
+		}
+		// detached everywhere, NAT works in no namespace
+		if err := d1.Detach(); err != nil {
+			return err
+		}
+		if own, err := d1.NetNS(); err != nil || own != 0 {
+			t.Errorf("namespace recorded after Detach: %d (%v), want none", own, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := netnstest.Do(ns2, func() error {
+		if err := d2.Attach([]string{"slnat"}); err != nil {
+			t.Errorf("Attach from the other namespace once NAT was detached: %v", err)
+		}
+		if n := progs("slnat"); n != 1 {
+			t.Errorf("slnat after Attach: %d ingress programs, want NAT's", n)
 		}
 		return nil
 	}); err != nil {

@@ -32,6 +32,11 @@ type Options struct {
 	// and HTB ceilings; tc.LinkSpeed (sysfs) if nil.
 	LinkRate func(ifname string) uint64
 
+	// foreign is set for an unload of another network namespace's
+	// configuration: its adapters' qdiscs and VLAN priorities are that
+	// namespace's, and are left alone (netns_linux.go).
+	foreign bool
+
 	// failAt lets tests make the switch of an adapter fail after all of
 	// its steps ran, to exercise the rollback.
 	failAt func(ifname string) error
@@ -194,6 +199,9 @@ func SetLogLevel(dir string, level uint32) error {
 		return err
 	}
 	defer unlock()
+	if err := CheckNetNS(dir); err != nil {
+		return err
+	}
 	m, err := settingsMap(dir)
 	if err != nil {
 		return err
@@ -332,11 +340,29 @@ func Unload(dir string, log io.Writer) error {
 		return err
 	}
 	defer unlock()
-	o := Options{PinDir: dir, Log: log}
-	if err := finishInterrupted(dir, &o); err != nil {
+	return unloadAnywhere(dir, &Options{PinDir: dir, Log: log})
+}
+
+// unloadAnywhere is Unload under the lock, from any network namespace
+// (netns_linux.go): from another one than the configuration's, the
+// links are detached and the configuration removed, but no adapter of
+// this namespace is touched (an interrupted load is not put back: its
+// adapters are the other namespace's). No adapter is marked then, and
+// the namespace record goes.
+func unloadAnywhere(dir string, o *Options) error {
+	err := CheckNetNS(dir)
+	if errors.Is(err, bpf.ErrOtherNetNS) {
+		o.logf("the configuration is another network namespace's: detaching its links, leaving its adapters' qdiscs")
+		o.foreign = true
+	} else if err != nil {
+		return err
+	} else if err := finishInterrupted(dir, o); err != nil {
 		return err
 	}
-	return unloadLocked(dir, &o)
+	if err := unloadLocked(dir, o); err != nil {
+		return err
+	}
+	return bpf.ReleaseNetNSPin(filepath.Join(dir, netnsPin))
 }
 
 // unloadLocked is Unload under the lock. The unloading/ mark, made first
@@ -353,7 +379,11 @@ func unloadLocked(dir string, o *Options) error {
 	}
 	if old != nil {
 		for _, a := range old.rs.Adapters {
-			detach(dir, a, o.logf)
+			if o.foreign {
+				detachLink(filepath.Join(dir, "links", a.Name), o.logf)
+			} else {
+				detach(dir, a, o.logf)
+			}
 			o.step("unload detached " + a.Name)
 		}
 		old.Close()
@@ -386,11 +416,7 @@ func Disable(dir string) error {
 		return err
 	}
 	defer unlock()
-	o := Options{PinDir: dir}
-	if err := finishInterrupted(dir, &o); err != nil {
-		return err
-	}
-	if err := unloadLocked(dir, &o); err != nil {
+	if err := unloadAnywhere(dir, &Options{PinDir: dir}); err != nil {
 		return err
 	}
 	return os.RemoveAll(dir)
@@ -507,8 +533,12 @@ func ReadStats(dir string) ([]qos.Stats, error) {
 	return out, nil
 }
 
-// ResetStats zeroes the counters of the active configuration.
+// ResetStats zeroes the counters of the active configuration (of this
+// network namespace: the drop bases are read from its qdiscs).
 func ResetStats(dir string) error {
+	if err := CheckNetNS(dir); err != nil {
+		return err
+	}
 	p, err := openPinned(dir)
 	if err != nil || p == nil {
 		return err

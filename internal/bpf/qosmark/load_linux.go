@@ -34,6 +34,11 @@ func Load(rs *qos.Ruleset, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer unlock()
+	// another namespace's adapters: refused before anything (even the
+	// finishing of an interrupted load) is done (netns_linux.go)
+	if err := CheckNetNS(dir); err != nil {
+		return nil, err
+	}
 	if err := finishInterrupted(dir, &opts); err != nil {
 		return nil, err
 	}
@@ -82,6 +87,11 @@ func Load(rs *qos.Ruleset, opts Options) (*Report, error) {
 		return nil, errors.Join(fmt.Errorf("pinning new configuration: %w", err), finishInterrupted(dir, &opts))
 	}
 	l.opts.step("committed")
+	if len(l.rep.Attached) > 0 {
+		if err := claimNetNS(dir); err != nil {
+			return nil, err
+		}
+	}
 	return l.rep, nil
 }
 

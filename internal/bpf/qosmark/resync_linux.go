@@ -264,6 +264,9 @@ func Resync(dir string, log io.Writer) (*Report, error) {
 		return nil, err
 	}
 	defer unlock()
+	if err := CheckNetNS(dir); err != nil {
+		return nil, err
+	}
 	if err := finishInterrupted(dir, o); err != nil {
 		return nil, err
 	}
@@ -287,6 +290,9 @@ func Resync(dir string, log io.Writer) (*Report, error) {
 		default:
 			rep.Attached = append(rep.Attached, a.Name)
 		}
+	}
+	if len(rep.Attached) > 0 {
+		errs = append(errs, claimNetNS(dir))
 	}
 	return rep, errors.Join(errs...)
 }

@@ -164,6 +164,13 @@ func (c *Command) Run(args []string) int {
 	if clear {
 		fmt.Fprintf(stdout, "%d entries flushed from NAT list\n", cleared)
 	}
+	if nw, ok := c.Device.(interface{ NetNSWarning() string }); ok && (list || stats) {
+		// another namespace's NAT is read, not changed: said, as ipf -V
+		// and ipfstat say it of the filter
+		if msg := nw.NetNSWarning(); msg != "" {
+			fmt.Fprintf(stderr, "ipnat: warning: %s\n", msg)
+		}
+	}
 	if list {
 		if err := c.Device.List(stdout, hits, verbose); err != nil {
 			fmt.Fprintf(stderr, "ipnat: %v\n", err)

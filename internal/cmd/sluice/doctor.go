@@ -73,6 +73,12 @@ type doctorEnv struct {
 	// where the pinned filter runs (root only): what the "datapath"
 	// check says once it knows one is pinned
 	datapathPlace func(pin string) (Severity, string)
+	// where NAT (pinned in NATPinDir of pinDir) and IPQoS (state in
+	// qosDir) run (root only): what the "nat" and "ipqos" checks say
+	// once they know one is pinned
+	natPlace func(pin string) (Severity, string)
+	qosPlace func(dir string) (Severity, string)
+	qosDir   string // IPQoS's state directory ("" = the default)
 }
 
 // tcxVersion is the first kernel with TCX; minVersion the first with
@@ -120,6 +126,9 @@ func realDoctorEnv(pinDir string, developer bool) *doctorEnv {
 		},
 		memModel:      bpf.CheckMemoryModel,
 		datapathPlace: datapathPlace,
+		natPlace:      natPlace,
+		qosPlace:      qosPlace,
+		qosDir:        ipfctl.QoSPinDir(),
 		pinDir:        pinDir,
 		developer:     developer,
 		commands:      installedCommands,
@@ -271,6 +280,39 @@ func diagnose(e *doctorEnv) []Finding {
 		add("datapath", SevInfo, "no filter datapath pinned in %s (ipf -f FILE loads one)", pin)
 	default:
 		add("datapath", SevWarn, "cannot tell whether a filter datapath is pinned in %s: %v", pin, err)
+	}
+
+	natPin := ipfctl.NATPinDir(pin)
+	switch err := e.stat(filepath.Join(natPin, "config")); {
+	case err == nil && root && e.natPlace != nil:
+		sev, msg := e.natPlace(natPin)
+		add("nat", sev, "%s", msg)
+	case err == nil:
+		add("nat", SevInfo, "a NAT datapath is pinned in %s", natPin)
+	case errors.Is(err, fs.ErrPermission):
+		add("nat", SevInfo, "cannot tell whether a NAT datapath is pinned in %s: only root may look (%v)", natPin, err)
+	case errors.Is(err, fs.ErrNotExist):
+		add("nat", SevInfo, "no NAT datapath pinned in %s (ipnat -f FILE loads one)", natPin)
+	default:
+		add("nat", SevWarn, "cannot tell whether a NAT datapath is pinned in %s: %v", natPin, err)
+	}
+
+	qdir := e.qosDir
+	if qdir == "" {
+		qdir = ipfctl.DefaultQoSPinDir
+	}
+	switch err := e.stat(filepath.Join(qdir, "settings")); {
+	case err == nil && root && e.qosPlace != nil:
+		sev, msg := e.qosPlace(qdir)
+		add("ipqos", sev, "%s", msg)
+	case err == nil:
+		add("ipqos", SevInfo, "IPQoS is enabled (state in %s)", qdir)
+	case errors.Is(err, fs.ErrPermission):
+		add("ipqos", SevInfo, "cannot tell whether IPQoS is enabled in %s: only root may look (%v)", qdir, err)
+	case errors.Is(err, fs.ErrNotExist):
+		add("ipqos", SevInfo, "IPQoS not enabled (no state in %s; ipqosadmin -load -f FILE loads a configuration)", qdir)
+	default:
+		add("ipqos", SevWarn, "cannot tell whether IPQoS is enabled in %s: %v", qdir, err)
 	}
 	return out
 }

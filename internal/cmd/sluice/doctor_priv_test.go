@@ -4,6 +4,7 @@ package sluice
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,10 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"sluice/internal/bpf"
+	natbpf "sluice/internal/bpf/nat"
+	"sluice/internal/bpf/qosmark"
+	"sluice/internal/qos"
+	"sluice/internal/rules/ipqos"
 	"sluice/internal/testutil/bpffs"
 	"sluice/internal/testutil/netnstest"
 )
@@ -94,4 +99,96 @@ func TestPrivilegedDoctorDatapathPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("there", SevWarn, "runs on no interface")
+}
+
+// TestPrivilegedDoctorNATAndQoSPlace: what the doctor says about NAT's
+// and IPQoS's pins, from their namespace and from another one (the doctor
+// said nothing of either before): where they run, that they are another
+// namespace's, a link pin of another namespace that no record names (NAT
+// attached by a Sluice that recorded none), and defunct link pins.
+func TestPrivilegedDoctorNATAndQoSPlace(t *testing.T) {
+	ns := netnstest.New(t)
+	mnt := bpffs.Mount(t)
+	natPin := bpf.NATPinDir(filepath.Join(mnt, "sluice"))
+	qdir := filepath.Join(mnt, "sluice-qos")
+	rs := func() *qos.Ruleset {
+		cfg, err := ipqos.Parse("test.conf", []byte("filter f {\n    udp\n}\npolicy p {\n    uses f\n    dscp 10\n}\nadapter sldoq0 {\n    uses p\n}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := qos.Compile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}()
+	var d *natbpf.Datapath
+	if err := netnstest.Do(ns, func() (err error) {
+		for _, n := range []string{"sldoc0", "sldoq0"} {
+			if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: n}, PeerName: n + "p"}); err != nil {
+				return err
+			}
+		}
+		if d, err = natbpf.Load(natbpf.Options{PinDir: natPin}); err != nil {
+			return err
+		}
+		if err := d.Attach([]string{"sldoc0"}); err != nil {
+			return err
+		}
+		_, err = qosmark.Load(rs, qosmark.Options{PinDir: qdir, LinkRate: func(string) uint64 { return 10e9 }})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.Close()
+		natbpf.Remove(natPin)
+		netnstest.Do(ns, func() error { return qosmark.Disable(qdir) })
+	})
+	check := func(where, what string, place func(string) (Severity, string), arg string, wantSev Severity, wantMsg string) {
+		t.Helper()
+		var sev Severity
+		var msg string
+		f := func() error { sev, msg = place(arg); return nil }
+		if where == "there" {
+			netnstest.Do(ns, f)
+		} else {
+			f()
+		}
+		if sev != wantSev || !strings.Contains(msg, wantMsg) {
+			t.Errorf("%s from %s: %s %q, want %s containing %q", what, where, sev, msg, wantSev, wantMsg)
+		}
+	}
+	check("there", "NAT", natPlace, natPin, SevInfo, "runs on sldoc0")
+	check("here", "NAT", natPlace, natPin, SevWarn, "works in another network namespace")
+	check("there", "IPQoS", qosPlace, qdir, SevInfo, "runs on sldoq0")
+	check("here", "IPQoS", qosPlace, qdir, SevWarn, "marks in another network namespace")
+	// NAT without the record: its link pins tell
+	rec := filepath.Join(natPin, "netns")
+	saved, err := ebpf.LoadPinnedMap(rec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer saved.Close()
+	if err := os.Remove(rec); err != nil {
+		t.Fatal(err)
+	}
+	check("here", "NAT unrecorded", natPlace, natPin, SevWarn, "run on interfaces of another network namespace")
+	if err := saved.Pin(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := netnstest.Do(ns, func() error {
+		l, err := netlink.LinkByName("sldoc0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkDel(l)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check("there", "NAT", natPlace, natPin, SevWarn, "are of interfaces that went away")
+	if err := netnstest.Do(ns, func() error { return qosmark.Unload(qdir, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	check("here", "IPQoS unloaded", qosPlace, qdir, SevInfo, "no configuration loaded")
 }

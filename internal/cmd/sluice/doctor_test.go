@@ -126,6 +126,57 @@ func TestDoctorFindings(t *testing.T) {
 				return nil
 			}
 		}, "datapath", SevInfo, "no filter datapath pinned"},
+		// NAT's and IPQoS's pins, as the filter's: where they run is
+		// asked as root only
+		{"nat pinned, another namespace's", func(e *doctorEnv) {
+			e.natPlace = func(pin string) (Severity, string) { return SevWarn, pin + " works in another network namespace" }
+		}, "nat", SevWarn, "/sys/fs/bpf/sluice-nat works in another"},
+		{"nat pinned, not root", func(e *doctorEnv) {
+			e.euid = func() int { return 1000 }
+			e.natPlace = func(string) (Severity, string) { t.Error("natPlace called without root"); return SevWarn, "" }
+		}, "nat", SevInfo, "a NAT datapath is pinned in /sys/fs/bpf/sluice-nat"},
+		{"nat pins not readable", func(e *doctorEnv) {
+			e.euid = func() int { return 1000 }
+			e.stat = func(p string) error {
+				if strings.HasSuffix(p, "-nat/config") {
+					return &fs.PathError{Op: "stat", Path: p, Err: unix.EACCES}
+				}
+				return nil
+			}
+		}, "nat", SevInfo, "only root may look"},
+		{"no nat", func(e *doctorEnv) {
+			e.pinDir = "/sys/fs/bpf/fw"
+			e.stat = func(p string) error {
+				if p == "/sys/fs/bpf/fw-nat/config" {
+					return &fs.PathError{Op: "stat", Path: p, Err: unix.ENOENT}
+				}
+				return nil
+			}
+		}, "nat", SevInfo, "no NAT datapath pinned in /sys/fs/bpf/fw-nat"},
+		{"ipqos, another namespace's", func(e *doctorEnv) {
+			e.qosDir = "/sys/fs/bpf/q"
+			e.qosPlace = func(dir string) (Severity, string) { return SevWarn, dir + " marks in another network namespace" }
+		}, "ipqos", SevWarn, "/sys/fs/bpf/q marks in another"},
+		{"ipqos, not root", func(e *doctorEnv) {
+			e.euid = func() int { return 1000 }
+			e.qosPlace = func(string) (Severity, string) { t.Error("qosPlace called without root"); return SevWarn, "" }
+		}, "ipqos", SevInfo, "IPQoS is enabled"},
+		{"ipqos not enabled", func(e *doctorEnv) {
+			e.stat = func(p string) error {
+				if strings.HasSuffix(p, "/settings") {
+					return &fs.PathError{Op: "stat", Path: p, Err: unix.ENOENT}
+				}
+				return nil
+			}
+		}, "ipqos", SevInfo, "IPQoS not enabled"},
+		{"ipqos state not readable", func(e *doctorEnv) {
+			e.stat = func(p string) error {
+				if strings.HasSuffix(p, "/settings") {
+					return &fs.PathError{Op: "stat", Path: p, Err: unix.EIO}
+				}
+				return nil
+			}
+		}, "ipqos", SevWarn, "cannot tell whether IPQoS"},
 		{"no btf", func(e *doctorEnv) {
 			e.stat = func(p string) error {
 				if strings.Contains(p, "btf") {
