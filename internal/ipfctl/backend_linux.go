@@ -268,7 +268,7 @@ func (b *Kernel) aheadWarning() []string {
 	if err != nil {
 		return []string{fmt.Sprintf("cannot tell whether other programs run before the filter: %v", err)}
 	}
-	msg := Coverage{Ahead: AheadLines(ahead)}.aheadWarning()
+	msg := Coverage{Ahead: AheadPrograms(ahead)}.aheadWarning()
 	if msg == "" {
 		return nil
 	}

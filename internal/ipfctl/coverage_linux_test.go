@@ -44,11 +44,11 @@ func TestCoverageText(t *testing.T) {
 		{Coverage{All: true, Attached: []string{"eth0"}, Unfiltered: []string{"vlan7"}},
 			"Interfaces: eth0 (every non-loopback interface)\nUnfiltered: vlan7 (up, not attached: run ipf -y)\n",
 			"vlan7 is up and not filtered although the rules apply on every interface: ipf -y attaches the filter"},
-		{Coverage{Attached: []string{"eth0"}, Ahead: []string{"eth0 ingress: lb (program 7)", "eth0 egress: mon (program 9)"}},
+		{Coverage{Attached: []string{"eth0"}, Ahead: []AheadProgram{{"eth0", "ingress", "lb", 7}, {"eth0", "egress", "mon", 9}}},
 			"Interfaces: eth0 (those the rules name)\nAhead of the filter: eth0 ingress: lb (program 7)\nAhead of the filter: eth0 egress: mon (program 9)\n",
 			"other programs run before the filter (eth0 ingress: lb (program 7); eth0 egress: mon (program 9)): the packets they pass or " +
 				"redirect are not filtered; detach them, or attach them after the filter (bpftool net show lists them)"},
-		{Coverage{All: true, Attached: []string{"eth0"}, Unfiltered: []string{"vlan7"}, Ahead: []string{"eth0 ingress: lb (program 7)"}},
+		{Coverage{All: true, Attached: []string{"eth0"}, Unfiltered: []string{"vlan7"}, Ahead: []AheadProgram{{"eth0", "ingress", "lb", 7}}},
 			"Interfaces: eth0 (every non-loopback interface)\nUnfiltered: vlan7 (up, not attached: run ipf -y)\nAhead of the filter: eth0 ingress: lb (program 7)\n",
 			"vlan7 is up and not filtered although the rules apply on every interface: ipf -y attaches the filter; " +
 				"other programs run before the filter (eth0 ingress: lb (program 7)): the packets they pass or " +

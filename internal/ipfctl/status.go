@@ -49,6 +49,9 @@ type FilterStatus struct {
 	// filter although it belongs on them: their traffic is not filtered
 	// until ipf -y (or any load) attaches it.
 	Unfiltered []string
+	// Ahead are the other programs that run before the filter on its
+	// hooks (see Coverage).
+	Ahead []AheadProgram
 	// Rules of the active set, in ipfstat's order, with their counters.
 	Rules    []RuleCounters
 	In, Out  DirCounters
@@ -205,9 +208,27 @@ type Coverage struct {
 	// ifindexes ("if<N>"), and Unfiltered is not looked for.
 	OtherNetNS bool
 	// Ahead are the other tools' programs that run before the filter on
-	// the hooks it is attached to ("eth0 ingress: name (program 12)"): a
-	// packet one of them passes (TCX_PASS) or redirects is not filtered.
-	Ahead []string
+	// the hooks it is attached to: a packet one of them passes (TCX_PASS)
+	// or redirects is not filtered.
+	Ahead []AheadProgram
+}
+
+// AheadProgram is a program that runs before the filter on one of its
+// hooks (bpf.Datapath.Ahead), named for people.
+type AheadProgram struct {
+	Interface string // "if<N>" for an index this network namespace does not know
+	Hook      string // ingress or egress
+	Name      string // the kernel's name of the program, "" if unreadable
+	ID        uint32 // the kernel's program ID
+}
+
+// String is how the commands name it: "eth0 ingress: name (program 12)".
+func (a AheadProgram) String() string {
+	name := a.Name
+	if name == "" {
+		name = "a program"
+	}
+	return fmt.Sprintf("%s %s: %s (program %d)", a.Interface, a.Hook, name, a.ID)
 }
 
 // aheadWarning is what to tell the administrator about programs ahead of
@@ -216,8 +237,12 @@ func (c Coverage) aheadWarning() string {
 	if len(c.Ahead) == 0 {
 		return ""
 	}
+	var names []string
+	for _, a := range c.Ahead {
+		names = append(names, a.String())
+	}
 	return fmt.Sprintf("other programs run before the filter (%s): the packets they pass or redirect are not filtered; "+
-		"detach them, or attach them after the filter (bpftool net show lists them)", strings.Join(c.Ahead, "; "))
+		"detach them, or attach them after the filter (bpftool net show lists them)", strings.Join(names, "; "))
 }
 
 // otherNetNSWarning is what ipf -V and ipfstat say about a datapath of

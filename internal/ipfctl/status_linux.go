@@ -56,7 +56,7 @@ func readFilter(dir string) (*FilterStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs.Interfaces, fs.AllInterfaces, fs.Unfiltered = cov.Attached, cov.All, cov.Unfiltered
+	fs.Interfaces, fs.AllInterfaces, fs.Unfiltered, fs.Ahead = cov.Attached, cov.All, cov.Unfiltered, cov.Ahead
 	rules, err := d.Rules(bpf.Active)
 	if err != nil {
 		return nil, fmt.Errorf("reading the active rules: %w", err)
@@ -138,7 +138,7 @@ func coverage(d *bpf.Datapath) (Coverage, error) {
 	if err != nil {
 		return Coverage{}, fmt.Errorf("reading the programs ahead of the filter: %w", err)
 	}
-	c.Ahead = AheadLines(ahead)
+	c.Ahead = AheadPrograms(ahead)
 	if !c.All {
 		return c, nil
 	}
@@ -155,20 +155,15 @@ func coverage(d *bpf.Datapath) (Coverage, error) {
 	return c, nil
 }
 
-// AheadLines names the programs of bpf.Datapath.Ahead as Coverage.Ahead
-// lists them: "eth0 ingress: name (program 12)".
-func AheadLines(ahead []bpf.AheadProg) []string {
-	var out []string
+// AheadPrograms names the interfaces of bpf.Datapath.Ahead's programs.
+func AheadPrograms(ahead []bpf.AheadProg) []AheadProgram {
+	var out []AheadProgram
 	for _, a := range ahead {
 		name := fmt.Sprintf("if%d", a.Ifindex)
 		if ifc, err := net.InterfaceByIndex(a.Ifindex); err == nil {
 			name = ifc.Name
 		}
-		prog := a.Name
-		if prog == "" {
-			prog = "a program"
-		}
-		out = append(out, fmt.Sprintf("%s %s: %s (program %d)", name, a.Hook, prog, a.ID))
+		out = append(out, AheadProgram{Interface: name, Hook: a.Hook, Name: a.Name, ID: uint32(a.ID)})
 	}
 	return out
 }

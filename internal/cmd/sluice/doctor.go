@@ -361,9 +361,18 @@ func datapathPlace(pin string) (Severity, string) {
 	if len(ahead) > 0 {
 		return SevWarn, fmt.Sprintf("a filter datapath is pinned in %s and runs on %s, but other programs run before it (%s): "+
 			"the packets they pass or redirect are not filtered; detach them, or attach them after the filter",
-			pin, strings.Join(names, " "), strings.Join(ipfctl.AheadLines(ahead), "; "))
+			pin, strings.Join(names, " "), aheadNames(ahead))
 	}
 	return SevInfo, fmt.Sprintf("a filter datapath is pinned in %s and runs on %s", pin, strings.Join(names, " "))
+}
+
+// aheadNames lists programs ahead of the filter as the commands name them.
+func aheadNames(ahead []bpf.AheadProg) string {
+	var names []string
+	for _, a := range ipfctl.AheadPrograms(ahead) {
+		names = append(names, a.String())
+	}
+	return strings.Join(names, "; ")
 }
 
 // mountedBPF reports whether a mountinfo text has a bpf mount at dir.

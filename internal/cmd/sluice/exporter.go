@@ -196,6 +196,7 @@ var (
 	mAttached    = metric{"sluice_filter_attached", "1 for each interface the filter is attached to.", []string{"interface"}, false}
 	mAllIfaces   = metric{"sluice_filter_all_interfaces", "1 when the filter belongs on every non-loopback interface (a rule applies on every interface), 0 when only on those the rules name.", nil, false}
 	mUnfiltered  = metric{"sluice_filter_unfiltered", "1 for each non-loopback interface that is up without the filter although it belongs there (until ipf -y).", []string{"interface"}, false}
+	mAhead       = metric{"sluice_filter_programs_ahead", "1 for each other program that runs before the filter on one of its hooks: the packets it passes or redirects are not filtered.", []string{"interface", "hook", "program"}, false}
 	mRules       = metric{"sluice_filter_rules", "Rules in the active set.", nil, false}
 	mRulePkts    = metric{"sluice_rule_packets_total", "Packets that matched the rule (ipfstat -ih hits).", ruleLabels, true}
 	mRuleBytes   = metric{"sluice_rule_bytes_total", "Bytes of the packets that matched the rule.", ruleLabels, true}
@@ -242,7 +243,7 @@ var (
 var ruleLabels = []string{"direction", "list", "group", "number", "rule"}
 
 var allMetrics = []*metric{
-	&mUp, &mEnabled, &mActiveSet, &mAttached, &mAllIfaces, &mUnfiltered, &mRules, &mRulePkts, &mRuleBytes, &mRuleStates, &mRulesOver,
+	&mUp, &mEnabled, &mActiveSet, &mAttached, &mAllIfaces, &mUnfiltered, &mAhead, &mRules, &mRulePkts, &mRuleBytes, &mRuleStates, &mRulesOver,
 	&mPackets, &mVerdicts, &mFragments, &mLogged, &mLogDrops,
 	&mStateActive, &mStateMax, &mStateAdd, &mStateHits, &mStateMiss, &mStateExp, &mStateClosed, &mStateFail, &mStateOOW, &mStateSrcs,
 	&mFragEntries, &mFragMax, &mDCA, &mDCAFull, &mPPS, &mDrops, &mReplies, &mReplyFail, &mRouted,
@@ -359,6 +360,9 @@ func (c *collector) collectFilter(f *ipfctl.FilterStatus, emit func(*metric, flo
 	emit(&mAllIfaces, b2f(f.AllInterfaces))
 	for _, ifc := range f.Unfiltered {
 		emit(&mUnfiltered, 1, ifc)
+	}
+	for _, a := range f.Ahead {
+		emit(&mAhead, 1, a.Interface, a.Hook, fmt.Sprintf("%s (%d)", a.Name, a.ID))
 	}
 	emit(&mRules, float64(len(f.Rules)))
 	type overKey struct{ dir, list string }

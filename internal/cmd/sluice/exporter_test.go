@@ -26,8 +26,9 @@ import (
 func fakeStatus(n int) *ipfctl.Status {
 	f := &ipfctl.FilterStatus{
 		Enabled: true, ActiveSet: 1, Interfaces: []string{"eth0", "eth1"}, AllInterfaces: true, Unfiltered: []string{"veth9"},
-		In:  ipfctl.DirCounters{Packets: 100, Pass: 90, Block: 7, Nomatch: 3, Frag: 2, Logged: 5, LogFail: 1},
-		Out: ipfctl.DirCounters{Packets: 50, Pass: 50},
+		Ahead: []ipfctl.AheadProgram{{Interface: "eth0", Hook: "ingress", Name: "lb_xmit", ID: 41}},
+		In:    ipfctl.DirCounters{Packets: 100, Pass: 90, Block: 7, Nomatch: 3, Frag: 2, Logged: 5, LogFail: 1},
+		Out:   ipfctl.DirCounters{Packets: 50, Pass: 50},
 		State: ipfctl.StateCounters{Active: 3, Max: 4013, Added: map[string]uint64{"tcp": 4, "udp": 1},
 			Hits: 40, Misses: 9, Expired: 2, Closed: 1, MaxRefused: 6, OutOfWin: 1, SrcsFull: 13, DCAFull: 14},
 		Frag:     ipfctl.FragCounters{Entries: 2, Max: 4096},
@@ -116,6 +117,7 @@ func TestExporterValues(t *testing.T) {
 		{"sluice_filter_attached", map[string]string{"interface": "eth1"}, 1},
 		{"sluice_filter_all_interfaces", nil, 1},
 		{"sluice_filter_unfiltered", map[string]string{"interface": "veth9"}, 1},
+		{"sluice_filter_programs_ahead", map[string]string{"interface": "eth0", "hook": "ingress", "program": "lb_xmit (41)"}, 1},
 		{"sluice_filter_rules", nil, 6},
 		{"sluice_rule_packets_total", map[string]string{"direction": "in", "group": "main", "number": "5", "list": "filter"}, 4},
 		{"sluice_rule_bytes_total", map[string]string{"direction": "out", "group": "100", "number": "6"}, 500},
