@@ -1587,6 +1587,18 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 		if isICMP(emb) && emb.ICMPID != e.ICMPID {
 			continue
 		}
+		// ipf_matchsrcdst on the quoted header, which travels against
+		// the error: the interface slot of its direction must be unset
+		// (or `*`, `-`) or the error's interface, and an unset one is
+		// bound before ipf_allowstateicmp counts the error (an error
+		// on another interface than the flow's finds no entry).
+		slot := b2i(!errOut)*2 + b2i(backward)
+		switch e.IfNames[slot] {
+		case "", "*":
+		case "-", ifName:
+		default:
+			continue
+		}
 		// The quoted packet must carry the flags the flow's first
 		// packet of its direction did (ipf_matchsrcdst on the quoted
 		// header: a flow opened with IP options is not matched by an
@@ -1619,6 +1631,9 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 			e.optMask[1] = optMaskFor(e.V)
 			e.opt[1] = emb.Opt & e.optMask[1]
 		}
+		if n := e.IfNames[slot]; n == "" || n == "*" {
+			e.IfNames[slot] = ifName
+		}
 		if e.flags&flagNoICMP != 0 {
 			return nil, false, false
 		}
@@ -1642,9 +1657,6 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 		}
 		e.Pkts[i]++
 		e.Bytes[i] += uint64(plen)
-		if slot := b2i(!errOut)*2 + b2i(backward); e.IfNames[slot] == "" {
-			e.IfNames[slot] = ifName
-		}
 		return e, !ab, true
 	}
 	return nil, false, false
