@@ -202,7 +202,10 @@ func (p *printer) options() {
 	p.s(" ")
 	p.s(r.Dir.String())
 	p.s(" ")
-	if r.HasLog && (r.Action == ActionPass || r.Action == ActionBlock) {
+	// IPFilter's printer writes the log options of pass, block, count
+	// and auth rules (`auth in log quick all`); preauth, call, skip,
+	// nomatch and decapsulate rules print none.
+	if r.HasLog && (r.Action == ActionPass || r.Action == ActionBlock || r.Action == ActionCount || r.Action == ActionAuth) {
 		p.log()
 		p.s(" ")
 	}
