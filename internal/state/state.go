@@ -1566,7 +1566,13 @@ func (t *Table) Walk(fn func(*Entry)) {
 // is the error's direction in the entry's flow (IPFilter's fin_rev):
 // set when the quoted packet went forward, so the error travels as a
 // reply (a state entry's reply-to routes it).
-func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natTag string) (e *Entry, rev, ok bool) {
+//
+// allow, when not nil, is ipf_allowstateicmp's icmp-head scan: it is
+// called for an entry with an ICMP head group (Entry.ICMPHead) once the
+// quoted header matched it, before no-icmp-err and the error count, and
+// an error it refuses is neither counted nor passed by that entry. It
+// runs with the table locked and must not call back into it.
+func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natTag string, allow func(*Entry) bool) (e *Entry, rev, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock.Ticks()
@@ -1633,6 +1639,9 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 		}
 		if n := e.IfNames[slot]; n == "" || n == "*" {
 			e.IfNames[slot] = ifName
+		}
+		if e.ICMPHead != "" && allow != nil && !allow(e) {
+			continue
 		}
 		if e.flags&flagNoICMP != 0 {
 			return nil, false, false
