@@ -1640,7 +1640,11 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 		if n := e.IfNames[slot]; n == "" || n == "*" {
 			e.IfNames[slot] = ifName
 		}
-		if e.ICMPHead != "" && allow != nil && !allow(e) {
+		// IPv6's lookup (ipf_checkicmp6matchingstate) passes over a
+		// no-icmp-err entry before ipf_allowstateicmp, so its icmp-head
+		// group is not scanned (checked against IPFilter's ipftest:
+		// semantics state-icmp6-head-noicmperr).
+		if e.ICMPHead != "" && allow != nil && !(e.V == 6 && e.flags&flagNoICMP != 0) && !allow(e) {
 			continue
 		}
 		if e.flags&flagNoICMP != 0 {
