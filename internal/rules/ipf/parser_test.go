@@ -48,6 +48,8 @@ func TestPrintProductions(t *testing.T) {
 		{"auth and count print their log options", "auth in log quick all keep state pps 1", "auth in log quick all keep state pps 1 # count 0", ParseOptions{}},
 		{"count log", "count out log or-block level local0.info quick all", "count out log or-block level local0.info quick all", ParseOptions{}},
 		{"preauth prints no log", "preauth in log body all", "preauth in all", ParseOptions{}},
+		{"nomatch with log prints as log", "nomatch in log body quick all", "log body in quick all", ParseOptions{}},
+		{"nomatch", "nomatch in all", "nomatch in all", ParseOptions{}},
 		{"call now", "call now srcgrpmap/1010 in all", "call now srcgrpmap/1010 in all", ParseOptions{}},
 		{"skip", "skip 2 out all", "skip 2 out all", ParseOptions{}},
 		{"decapsulate", "decapsulate l5-as(x) in all", "decapsulate in all", ParseOptions{}},

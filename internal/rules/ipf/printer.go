@@ -172,6 +172,15 @@ func (p *printer) action() {
 		p.f(" %s/%d", escName(r.Call.Func), r.Call.Arg)
 	case ActionLog:
 		p.log()
+	case ActionNomatch:
+		// IPFilter's nomatch command is 0 with FR_NOMATCH: with `log`
+		// its flags read as a log rule's, and its printer writes one
+		// (`nomatch in log body all` is `log body in all`).
+		if r.HasLog {
+			p.log()
+		} else {
+			p.s("nomatch")
+		}
 	case ActionSkip:
 		p.f("skip %d", r.Skip)
 	default:
