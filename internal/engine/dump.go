@@ -88,7 +88,14 @@ func PrintState(w io.Writer, e *state.Entry, resolve bool) {
 // PassString describes FR_* flags the way printstate does.
 func PassString(pass uint32) string {
 	s := ""
-	switch {
+	// The command is compared whole, as IPFilter's printer does (auth
+	// is pass|block: an auth rule's entry, made for a packet its pps
+	// blocked, prints "auth"; semantics pps-keep-state).
+	switch cmd := pass & ruleset.FRCmdMask; {
+	case cmd == ruleset.FRAuth:
+		s = "auth"
+	case cmd == ruleset.FRPreauth:
+		s = "preauth"
 	case pass&ruleset.FRPass != 0:
 		s = "pass"
 	case pass&ruleset.FRBlock != 0:

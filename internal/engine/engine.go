@@ -307,6 +307,7 @@ func (e *Engine) Check(p *Packet) Result {
 	// packet; IPFilter then neither dup-to's nor routes it by `to`
 	// (checked against its ipftest)
 	matched, badFrag, fragKept := false, false, false
+	var statePass uint32 // the flags a pps-blocked packet's entry keeps
 	if fi.Flags&packet.FlagFrag != 0 && fi.Flags&packet.FlagBad == 0 {
 		e.fragKey(p)
 		end, _ := firstFragEnd(p)
@@ -384,6 +385,13 @@ func (e *Engine) Check(p *Packet) Result {
 			sc.icode = sc.rule.ICMPCode
 		}
 		if sc.rule != nil && pass&ruleset.FRNoMatch == 0 && sc.rule.PPS != 0 && e.ppsExceeded(sc.rule) {
+			// The packet is blocked, but a keep-state rule still makes
+			// its entry, with the rule's flags (ipf_state_add reads
+			// fr_flags): it passes the flow's later packets, and an
+			// auth rule's entry, made now that the packet is not
+			// queued, authenticates them (checked against IPFilter's
+			// ipftest: semantics pps-keep-state).
+			statePass = sc.ruleFlags(pass)
 			pass &^= ruleset.FRCmdMask | ruleset.FRRetMask
 			pass |= ruleset.FRBlock
 			sc.reason = ReasonPPSRate
@@ -399,7 +407,10 @@ func (e *Engine) Check(p *Packet) Result {
 		// An auth packet is queued, not passed: it creates no state.
 		// After a quick rule whose entry could not be added, the same
 		// entry is refused again and the packet blocked (ruleFlags).
-		if se, ok := e.stateAdd(&sc, sc.ruleFlags(pass)); ok {
+		if statePass == 0 {
+			statePass = sc.ruleFlags(pass)
+		}
+		if se, ok := e.stateAdd(&sc, statePass); ok {
 			res.State = se
 		} else if isPass(pass) {
 			pass &^= ruleset.FRCmdMask

@@ -141,20 +141,22 @@ func (e *Engine) icmpErrorState(p *Packet) (*state.Entry, bool) {
 	if emb.Proto == packet.ProtoTCP || emb.Proto == packet.ProtoUDP {
 		emb.Flx |= uint32(packet.FlagTCPUDP)
 	}
-	se, rev, ok := e.States.LookupICMPError(&emb, p.Out, fi.PLen, p.IfName, p.NATTag)
+	// ipf_allowstateicmp scans the entry's icmp-head group first, before
+	// no-icmp-err and the error count: an error the group blocks is not
+	// counted, so a later one may pass (semantics state-icmp-head-order),
+	// and the group's rules count every error of a no-icmp-err entry.
+	allow := func(se *state.Entry) bool {
+		g := e.sets.Active().Groups[se.ICMPHead]
+		if g == nil {
+			return true
+		}
+		sc := scan{e: e, p: p, ruleNum: -1}
+		sc.portcmp = fi.Flags&packet.FlagTCPUDP != 0 && fi.DLen > 3 && fi.Off == 0
+		return sc.scanList(g, e.defaultPass)&ruleset.FRCmdMask != ruleset.FRBlock
+	}
+	se, rev, ok := e.States.LookupICMPError(&emb, p.Out, fi.PLen, p.IfName, p.NATTag, allow)
 	if !ok {
 		return nil, false
-	}
-	if se.ICMPHead != "" {
-		set := e.sets.Active()
-		if g := set.Groups[se.ICMPHead]; g != nil {
-			sc := scan{e: e, p: p, ruleNum: -1}
-			sc.portcmp = fi.Flags&packet.FlagTCPUDP != 0 && fi.DLen > 3 && fi.Off == 0
-			pass := sc.scanList(g, e.defaultPass)
-			if sc.matched && pass&ruleset.FRCmdMask != ruleset.FRPass {
-				return nil, false
-			}
-		}
 	}
 	p.stateRev = rev
 	return se, true

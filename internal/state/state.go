@@ -766,6 +766,16 @@ func (t *Table) matchWild(e *Entry, p *Packet) (rev, ok bool) {
 	default:
 		return false, false
 	}
+	if rev && wd && p.V == 4 && isICMP(p) && !icmpOfEntry(e, p, rev) {
+		// A unicast ICMPv4 packet back to the sender of an echo to a
+		// group reaches the entry only by Sluice's choice (C9: IPFilter
+		// hashes it elsewhere and never sees the entry): one that is
+		// not the answer leaves the entry as it was, its interface
+		// unbound, so a repeat of the echo is still refused as the
+		// same entry (the engine-vs-kernel differential, seed 220003
+		// set 291; semantics state-mcast-icmp-other-no-bind).
+		return rev, false
+	}
 	if !t.matchMasks(e, p, rev) || !t.matchIf(e, p, rev) {
 		return rev, false
 	}
@@ -1566,7 +1576,13 @@ func (t *Table) Walk(fn func(*Entry)) {
 // is the error's direction in the entry's flow (IPFilter's fin_rev):
 // set when the quoted packet went forward, so the error travels as a
 // reply (a state entry's reply-to routes it).
-func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natTag string) (e *Entry, rev, ok bool) {
+//
+// allow, when not nil, is ipf_allowstateicmp's icmp-head scan: it is
+// called for an entry with an ICMP head group (Entry.ICMPHead) once the
+// quoted header matched it, before no-icmp-err and the error count, and
+// an error it refuses is neither counted nor passed by that entry. It
+// runs with the table locked and must not call back into it.
+func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natTag string, allow func(*Entry) bool) (e *Entry, rev, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock.Ticks()
@@ -1585,6 +1601,18 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 			continue
 		}
 		if isICMP(emb) && emb.ICMPID != e.ICMPID {
+			continue
+		}
+		// ipf_matchsrcdst on the quoted header, which travels against
+		// the error: the interface slot of its direction must be unset
+		// (or `*`, `-`) or the error's interface, and an unset one is
+		// bound before ipf_allowstateicmp counts the error (an error
+		// on another interface than the flow's finds no entry).
+		slot := b2i(!errOut)*2 + b2i(backward)
+		switch e.IfNames[slot] {
+		case "", "*":
+		case "-", ifName:
+		default:
 			continue
 		}
 		// The quoted packet must carry the flags the flow's first
@@ -1619,6 +1647,16 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 			e.optMask[1] = optMaskFor(e.V)
 			e.opt[1] = emb.Opt & e.optMask[1]
 		}
+		if n := e.IfNames[slot]; n == "" || n == "*" {
+			e.IfNames[slot] = ifName
+		}
+		// IPv6's lookup (ipf_checkicmp6matchingstate) passes over a
+		// no-icmp-err entry before ipf_allowstateicmp, so its icmp-head
+		// group is not scanned (checked against IPFilter's ipftest:
+		// semantics state-icmp6-head-noicmperr).
+		if e.ICMPHead != "" && allow != nil && !(e.V == 6 && e.flags&flagNoICMP != 0) && !allow(e) {
+			continue
+		}
 		if e.flags&flagNoICMP != 0 {
 			return nil, false, false
 		}
@@ -1642,9 +1680,6 @@ func (t *Table) LookupICMPError(emb *Packet, errOut bool, plen int, ifName, natT
 		}
 		e.Pkts[i]++
 		e.Bytes[i] += uint64(plen)
-		if slot := b2i(!errOut)*2 + b2i(backward); e.IfNames[slot] == "" {
-			e.IfNames[slot] = ifName
-		}
 		return e, !ab, true
 	}
 	return nil, false, false

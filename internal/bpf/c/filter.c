@@ -448,7 +448,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 	/* the matched rule is read again only for what it may add: a
 	 * keep limit or pps (FEAT_LIMITS) or state */
 	if (!hit && mrule && !(pass & FR_NOMATCH) && (FHAS(FEAT_LIMITS) || (pass & FR_KEEPSTATE))) {
-		__u32 idx = (mrule - 1) & (RULE_CAP - 1);
+		__u32 idx = (mrule - 1) & (RULE_CAP - 1), spass;
 		struct rule *r = rule_at(F_SLOT, idx);
 
 		/* HP's keep limit: a connection over the limit is blocked, with
@@ -458,6 +458,10 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 			reason = RSN_DCA;
 			SB_INC(ST_DCA);
 		}
+		/* a packet over its rule's pps is blocked, but a keep-state
+		 * rule still makes its entry with the rule's flags (the
+		 * engine's statePass; semantics pps-keep-state) */
+		spass = pass;
 		if (r && r->pps) {
 			struct pps_window *pw = slot_elem(&pps, F_SLOT, idx);
 
@@ -475,7 +479,7 @@ static __always_inline int filter(struct __sk_buff *skb, __u8 out)
 		}
 		if (r && ((pass & FR_CMDMASK) == FR_PASS || (pass & FR_CMDMASK) == FR_BLOCK) &&
 		    (pass & FR_KEEPSTATE) && !(p->flags & PF_STATE)) {
-			if (sl_state_create(F_SLOT, idx, rule_flags(r, pass), w->s.now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
+			if (sl_state_create(F_SLOT, idx, rule_flags(r, spass), w->s.now) <= 0 && (pass & FR_CMDMASK) == FR_PASS) {
 				pass = (pass & ~FR_CMDMASK) | FR_BLOCK;
 				reason = RSN_STATEADD;
 				SB_INC(d * ST_DIR + ST_STLOST);

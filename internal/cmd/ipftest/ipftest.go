@@ -622,7 +622,7 @@ func (r *run) dumpTables() {
 		fmt.Fprintf(w, "List of groups configured (set %d)\n", s)
 		set := r.eng.Sets().Get(s)
 		for _, gi := range r.groupList(set, s) {
-			fmt.Fprintf(w, "Dev.0. Group %s Ref %d Flags %#x\n", gi.name, gi.ref, gi.flags)
+			fmt.Fprintf(w, "Dev.0. Group %s Ref %d Flags %s\n", gi.name, gi.ref, cHex(gi.flags))
 			if g := set.Groups[gi.name]; g != nil {
 				for _, rule := range g.Rules {
 					r.printDumpRule(rule)
@@ -634,7 +634,7 @@ func (r *run) dumpTables() {
 		}
 		// Groups of count rules live in the accounting unit (Dev.7).
 		for _, gi := range r.acctGroups {
-			fmt.Fprintf(w, "Dev.7. Group %s Ref %d Flags %#x\n", gi.name, gi.ref, gi.flags)
+			fmt.Fprintf(w, "Dev.7. Group %s Ref %d Flags %s\n", gi.name, gi.ref, cHex(gi.flags))
 			if g := set.AcctGroups[gi.name]; g != nil {
 				for _, rule := range g.Rules {
 					r.printDumpRule(rule)
@@ -781,6 +781,12 @@ func (r *run) groupList(set *ruleset.Set, idx int) []groupInfo {
 			if rl.Group != "" {
 				add(rl.Group, dirFlags(rl)).ref++
 			}
+			if rl.KeepState != nil && rl.KeepState.ICMPHead != "" {
+				// keep state (icmp-head G) refers to G too; IPFilter
+				// makes it without a direction when no rule has
+				// (ipf_group_add with flags 0).
+				add(rl.KeepState.ICMPHead, 0).ref++
+			}
 		}
 	}
 	// IPFilter lists groups in the order it made them: group-map
@@ -810,7 +816,11 @@ func (r *run) noteLoaded(rule *ipf.Rule) {
 		}
 	}
 	if rule.Action != ipf.ActionCount {
-		for _, name := range []string{rule.Head, rule.Group} {
+		icmpHead := ""
+		if rule.KeepState != nil {
+			icmpHead = rule.KeepState.ICMPHead
+		}
+		for _, name := range []string{rule.Head, rule.Group, icmpHead} {
 			if name != "" && !slices.Contains(r.groupSeen, name) {
 				r.groupSeen = append(r.groupSeen, name)
 			}
@@ -1073,4 +1083,13 @@ func (r *run) ifAddr(name string, v6 bool) (netip.Addr, bool) {
 func (r *run) updateIPID() bool {
 	v, _ := r.tun.Get("update_ipid")
 	return v != 0
+}
+
+// cHex is C's %#x: 0 is printed "0", not "0x0" (an icmp-head group no rule
+// gave a direction: "Dev.0. Group 7 Ref 1 Flags 0").
+func cHex(v uint32) string {
+	if v == 0 {
+		return "0"
+	}
+	return "0x" + strconv.FormatUint(uint64(v), 16)
 }

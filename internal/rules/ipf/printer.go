@@ -172,6 +172,15 @@ func (p *printer) action() {
 		p.f(" %s/%d", escName(r.Call.Func), r.Call.Arg)
 	case ActionLog:
 		p.log()
+	case ActionNomatch:
+		// IPFilter's nomatch command is 0 with FR_NOMATCH: with `log`
+		// its flags read as a log rule's, and its printer writes one
+		// (`nomatch in log body all` is `log body in all`).
+		if r.HasLog {
+			p.log()
+		} else {
+			p.s("nomatch")
+		}
 	case ActionSkip:
 		p.f("skip %d", r.Skip)
 	default:
@@ -202,7 +211,10 @@ func (p *printer) options() {
 	p.s(" ")
 	p.s(r.Dir.String())
 	p.s(" ")
-	if r.HasLog && (r.Action == ActionPass || r.Action == ActionBlock) {
+	// IPFilter's printer writes the log options of pass, block, count
+	// and auth rules (`auth in log quick all`); preauth, call, skip,
+	// nomatch and decapsulate rules print none.
+	if r.HasLog && (r.Action == ActionPass || r.Action == ActionBlock || r.Action == ActionCount || r.Action == ActionAuth) {
 		p.log()
 		p.s(" ")
 	}

@@ -1755,6 +1755,12 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 	}
 	if (!e || e->expire < now)
 		return 0;
+	/* the quoted packet, direction reversed, must come by its interface
+	 * slot's interface when it has one (ipf_matchsrcdst's first test:
+	 * semantics state-icmp-error-other-iface) */
+	slot = backward * 2 + !(p->out & 1);
+	if (e->ifindex[slot & 3] && e->ifindex[slot & 3] != p->ifindex)
+		return 0;
 	{
 		/* the quoted header must be a packet of its direction
 		 * (ipf_matchsrcdst on it): the flags its first packet
@@ -1789,6 +1795,11 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 		e->opt_rev = qopt;
 		state_flags_set(e, SF_OPTREV);
 	}
+	/* and fills it when empty, before no-icmp-err or the error count
+	 * may refuse the error (ipf_matchsrcdst binds it) */
+	slot = backward * 2 + !(p->out & 1);
+	if (!e->ifindex[slot & 3])
+		e->ifindex[slot & 3] = p->ifindex;
 	if (e->pass & FR_NOICMPERR)
 		return 0;
 	/* the counters' direction is the quoted packet's by its source
@@ -1820,10 +1831,6 @@ GLOBAL int sl_icmperr_lookup(struct __sk_buff *skb, __u64 now)
 		__sync_fetch_and_add(&c->pkts[slot & 3], 1);
 		__sync_fetch_and_add(&c->bytes[slot & 3], p->plen);
 	}
-	/* the quoted packet, direction reversed, fills its interface slot */
-	slot = backward * 2 + !(p->out & 1);
-	if (!e->ifindex[slot & 3])
-		e->ifindex[slot & 3] = p->ifindex;
 	/* the error travels against the packet it quotes: about a packet
 	 * going the entry's way it is a reply (reply-to routes it) */
 	w->hit_rev = !ab;
