@@ -417,6 +417,14 @@ func compileAction(cr *ruleset.Rule, raw *filterRule) error {
 	raw.Action = cr.Flags
 	raw.RetCode = cr.ICMPCode
 	raw.Skip = uint32(cr.Skip)
+	if cr.KeepState != nil && cr.KeepState.ICMPHead != "" {
+		// IPFilter runs the group over each ICMP error its entry
+		// finds, before no-icmp-err and the error count (the engine's
+		// state lookup); the program has no such scan, so it would pass
+		// errors the group blocks: refused, never silently different
+		return fmt.Errorf("keep state (icmp-head %s): the kernel filter does not run a group over a state entry's ICMP errors: %w",
+			cr.KeepState.ICMPHead, ErrUnsupported)
+	}
 	if cr.KeepState != nil {
 		if ks := cr.KeepState; ks.MaxSrcs != 0 {
 			// IPFilter tracks sources only for a rule with max-srcs (a

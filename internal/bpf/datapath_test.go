@@ -571,6 +571,9 @@ func TestCompileErrors(t *testing.T) {
 		"pass out on nic0 all set-tag(nat=a)\n",
 		// the rule keeps max-per-src in 16 bits (faith13)
 		"pass out proto udp all keep state (max-srcs 2, max-per-src 65536/24)\n",
+		// no group scan over a state entry's ICMP errors in the
+		// program: refused rather than passing what the group blocks
+		"pass out proto udp all keep state (icmp-head 9)\nblock in proto icmp all group 9\n",
 	} {
 		rs, err := ipf.Parse("t.conf", []byte(text), ipf.ParseOptions{})
 		if err != nil {

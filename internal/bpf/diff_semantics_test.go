@@ -257,9 +257,7 @@ func exists(path string) bool {
 
 // kernelPending: semantics cases the kernel program does not pass yet
 // (internal/bpf/c was being changed elsewhere when the engine learnt them).
-var kernelPending = map[string]string{
-	"state-icmp-head-order": "the kernel datapath has no icmp-head group scan for ICMP errors (diff22)",
-}
+var kernelPending = map[string]string{}
 
 // tablesPending: semantics cases whose verdicts and routes the engine and
 // the kernel agree on but whose state tables they do not, each with what
