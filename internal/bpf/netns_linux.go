@@ -79,25 +79,47 @@ func (d *Datapath) CheckNetNS() error {
 	if err != nil {
 		return err
 	}
-	return otherNetNS(d.dir, own, here)
+	return filterOwner.Error(d.dir, own, here)
 }
 
-func otherNetNS(dir string, own, here uint64) error {
+// NetNSOwner names a kind of datapath for the refusals of changes from
+// another network namespace than its own: what it is ("the filter",
+// "NAT", "IPQoS"), how a namespace gets one of its own (OwnHint), and
+// what removes it from any namespace (Removal: the way out when its
+// namespace was deleted).
+type NetNSOwner struct{ What, OwnHint, Removal string }
+
+var filterOwner = NetNSOwner{"the filter", "SLUICE_BPF_DIR=/sys/fs/bpf/sluice-NAME", "ipf -D"}
+
+// Error is nil when the datapath pinned in dir is this namespace's (own
+// is here) or none's (own 0), else ErrOtherNetNS wrapped with what to do.
+func (o NetNSOwner) Error(dir string, own, here uint64) error {
 	if own == 0 || own == here {
 		return nil
 	}
-	return OtherNetNSError("the filter", dir, "SLUICE_BPF_DIR=/sys/fs/bpf/sluice-NAME", "ipf -D")
-}
-
-// OtherNetNSError is ErrOtherNetNS, wrapped with what to do, for the
-// datapath what ("the filter", "NAT", "IPQoS") pinned in dir: run the
-// command in its namespace, or give this one a pin directory of its own
-// (own says how), or remove it with removal, which works from any
-// namespace (the way out when its namespace was deleted).
-func OtherNetNSError(what, dir, own, removal string) error {
 	return fmt.Errorf("%s: %w: %s's rules, state and interfaces are that namespace's: run the command there "+
 		"(nsenter --net=/run/netns/NAME …), or give this namespace a datapath of its own (%s); "+
-		"%s removes it from any namespace", dir, ErrOtherNetNS, what, own, removal)
+		"%s removes it from any namespace", dir, ErrOtherNetNS, o.What, o.OwnHint, o.Removal)
+}
+
+// CheckPin is Error for the datapath in dir whose record is the pin at
+// path (CheckNetNSPin).
+func (o NetNSOwner) CheckPin(dir, path string) error {
+	own, here, err := CheckNetNSPin(path)
+	if err != nil {
+		return err
+	}
+	return o.Error(dir, own, here)
+}
+
+// ClaimPin records the caller's namespace at path when none is
+// (ClaimNetNSPin), and is Error of what is recorded.
+func (o NetNSOwner) ClaimPin(dir, path string) error {
+	own, here, err := ClaimNetNSPin(path)
+	if err != nil {
+		return err
+	}
+	return o.Error(dir, own, here)
 }
 
 // The datapaths whose map layouts have no spare word for the record (NAT's
@@ -193,7 +215,7 @@ func (d *Datapath) claimNetNSLocked() error {
 	if own == 0 {
 		return d.setCfgLocked(cfgNetNS, here)
 	}
-	return otherNetNS(d.dir, own, here)
+	return filterOwner.Error(d.dir, own, here)
 }
 
 // LinkPlace is where a pinned TCX link runs, seen from the caller's

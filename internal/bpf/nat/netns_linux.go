@@ -42,27 +42,12 @@ func (d *Datapath) CheckNetNS() error {
 
 // CheckNetNSAt is CheckNetNS for the NAT datapath pinned in dir, without
 // opening it (what every ipf change asks).
-func CheckNetNSAt(dir string) error {
-	own, here, err := bpf.CheckNetNSPin(filepath.Join(dir, netnsPin))
-	if err != nil {
-		return err
-	}
-	return otherNetNS(dir, own, here)
-}
+func CheckNetNSAt(dir string) error { return natOwner.CheckPin(dir, filepath.Join(dir, netnsPin)) }
 
 // claimNetNS records the caller's namespace as NAT's when none is, and
 // refuses another one's.
 func (d *Datapath) claimNetNS() error {
-	own, here, err := bpf.ClaimNetNSPin(filepath.Join(d.dir, netnsPin))
-	if err != nil {
-		return err
-	}
-	return otherNetNS(d.dir, own, here)
+	return natOwner.ClaimPin(d.dir, filepath.Join(d.dir, netnsPin))
 }
 
-func otherNetNS(dir string, own, here uint64) error {
-	if own == 0 || own == here {
-		return nil
-	}
-	return bpf.OtherNetNSError("NAT", dir, "SLUICE_BPF_DIR=/sys/fs/bpf/sluice-NAME", "ipf -D")
-}
+var natOwner = bpf.NetNSOwner{What: "NAT", OwnHint: "SLUICE_BPF_DIR=/sys/fs/bpf/sluice-NAME", Removal: "ipf -D"}

@@ -40,27 +40,10 @@ func NetNS(dir string) (uint64, error) {
 // CheckNetNS returns bpf.ErrOtherNetNS (wrapped, saying what to do) when
 // the IPQoS state in dir is another network namespace's; nil when it is
 // this one's or none is recorded.
-func CheckNetNS(dir string) error {
-	own, here, err := bpf.CheckNetNSPin(filepath.Join(dir, netnsPin))
-	if err != nil {
-		return err
-	}
-	return otherNetNS(dir, own, here)
-}
+func CheckNetNS(dir string) error { return qosOwner.CheckPin(dir, filepath.Join(dir, netnsPin)) }
 
 // claimNetNS records the caller's namespace when none is; the caller
 // holds the lock.
-func claimNetNS(dir string) error {
-	own, here, err := bpf.ClaimNetNSPin(filepath.Join(dir, netnsPin))
-	if err != nil {
-		return err
-	}
-	return otherNetNS(dir, own, here)
-}
+func claimNetNS(dir string) error { return qosOwner.ClaimPin(dir, filepath.Join(dir, netnsPin)) }
 
-func otherNetNS(dir string, own, here uint64) error {
-	if own == 0 || own == here {
-		return nil
-	}
-	return bpf.OtherNetNSError("IPQoS", dir, "ipqosadmin -pindir DIR, or SLUICE_QOS_DIR", "ipqosadmin -unload")
-}
+var qosOwner = bpf.NetNSOwner{What: "IPQoS", OwnHint: "ipqosadmin -pindir DIR, or SLUICE_QOS_DIR", Removal: "ipqosadmin -unload"}

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"sluice/internal/bpf"
 	natbpf "sluice/internal/bpf/nat"
@@ -46,17 +47,7 @@ func TestPrivilegedDoctorDatapathPlace(t *testing.T) {
 	t.Cleanup(func() { d.Remove() })
 	check := func(where string, wantSev Severity, wantMsg string) {
 		t.Helper()
-		var sev Severity
-		var msg string
-		f := func() error { sev, msg = datapathPlace(pin); return nil }
-		if where == "there" {
-			netnstest.Do(ns, f)
-		} else {
-			f()
-		}
-		if sev != wantSev || !strings.Contains(msg, wantMsg) {
-			t.Errorf("from %s: %s %q, want %s containing %q", where, sev, msg, wantSev, wantMsg)
-		}
+		checkPlace(t, ns, where, "the filter", datapathPlace, pin, wantSev, wantMsg)
 	}
 	check("there", SevInfo, "runs on sldoc0")
 	check("here", SevWarn, "filters another network namespace")
@@ -147,17 +138,7 @@ func TestPrivilegedDoctorNATAndQoSPlace(t *testing.T) {
 	})
 	check := func(where, what string, place func(string) (Severity, string), arg string, wantSev Severity, wantMsg string) {
 		t.Helper()
-		var sev Severity
-		var msg string
-		f := func() error { sev, msg = place(arg); return nil }
-		if where == "there" {
-			netnstest.Do(ns, f)
-		} else {
-			f()
-		}
-		if sev != wantSev || !strings.Contains(msg, wantMsg) {
-			t.Errorf("%s from %s: %s %q, want %s containing %q", what, where, sev, msg, wantSev, wantMsg)
-		}
+		checkPlace(t, ns, where, what, place, arg, wantSev, wantMsg)
 	}
 	check("there", "NAT", natPlace, natPin, SevInfo, "runs on sldoc0")
 	check("here", "NAT", natPlace, natPin, SevWarn, "works in another network namespace")
@@ -191,4 +172,23 @@ func TestPrivilegedDoctorNATAndQoSPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("here", "IPQoS unloaded", qosPlace, qdir, SevInfo, "no configuration loaded")
+}
+
+// checkPlace runs a doctor check of where a datapath runs (place, on the
+// pin arg) from namespace ns ("there") or the test's own ("here"), and
+// wants its severity and a part of its message.
+func checkPlace(t *testing.T, ns netns.NsHandle, where, what string, place func(string) (Severity, string), arg string,
+	wantSev Severity, wantMsg string) {
+	t.Helper()
+	var sev Severity
+	var msg string
+	f := func() error { sev, msg = place(arg); return nil }
+	if where == "there" {
+		netnstest.Do(ns, f)
+	} else {
+		f()
+	}
+	if sev != wantSev || !strings.Contains(msg, wantMsg) {
+		t.Errorf("%s from %s: %s %q, want %s containing %q", what, where, sev, msg, wantSev, wantMsg)
+	}
 }
