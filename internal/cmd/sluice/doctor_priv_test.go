@@ -80,15 +80,7 @@ func TestPrivilegedDoctorDatapathPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("there", SevInfo, "runs on sldoc0")
-	if err := netnstest.Do(ns, func() error {
-		l, err := netlink.LinkByName("sldoc0")
-		if err != nil {
-			return err
-		}
-		return netlink.LinkDel(l)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	delLinkIn(t, ns, "sldoc0")
 	check("there", SevWarn, "runs on no interface")
 }
 
@@ -158,15 +150,7 @@ func TestPrivilegedDoctorNATAndQoSPlace(t *testing.T) {
 	if err := saved.Pin(rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := netnstest.Do(ns, func() error {
-		l, err := netlink.LinkByName("sldoc0")
-		if err != nil {
-			return err
-		}
-		return netlink.LinkDel(l)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	delLinkIn(t, ns, "sldoc0")
 	check("there", "NAT", natPlace, natPin, SevWarn, "are of interfaces that went away")
 	if err := netnstest.Do(ns, func() error { return qosmark.Unload(qdir, nil) }); err != nil {
 		t.Fatal(err)
@@ -190,5 +174,19 @@ func checkPlace(t *testing.T, ns netns.NsHandle, where, what string, place func(
 	}
 	if sev != wantSev || !strings.Contains(msg, wantMsg) {
 		t.Errorf("%s from %s: %s %q, want %s containing %q", what, where, sev, msg, wantSev, wantMsg)
+	}
+}
+
+// delLinkIn deletes interface name of namespace ns.
+func delLinkIn(t *testing.T, ns netns.NsHandle, name string) {
+	t.Helper()
+	if err := netnstest.Do(ns, func() error {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		return netlink.LinkDel(l)
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
