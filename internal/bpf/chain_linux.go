@@ -62,12 +62,7 @@ func (d *Datapath) ownAheadLinks(ifindex int, typ ebpf.AttachType) map[link.ID]b
 }
 
 func pinnedLinkID(pin string) (link.ID, bool) {
-	l, err := link.LoadPinnedLink(pin, nil)
-	if err != nil {
-		return 0, false
-	}
-	defer l.Close()
-	info, err := l.Info()
+	info, err := pinnedLinkInfo(pin)
 	if err != nil {
 		return 0, false
 	}

@@ -54,12 +54,7 @@ func linkPin(name string) (ifindex int, hook string, ok bool) {
 // to, or 0 when the link is defunct: the kernel detaches a TCX link when
 // its device is unregistered and reports ifindex 0 for it from then on.
 func pinnedLinkIfindex(path string) (int, error) {
-	l, err := link.LoadPinnedLink(path, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	info, err := l.Info()
+	info, err := pinnedLinkInfo(path)
 	if err != nil {
 		return 0, err
 	}
@@ -68,6 +63,17 @@ func pinnedLinkIfindex(path string) (int, error) {
 		return 0, fmt.Errorf("%s: not a TCX link", path)
 	}
 	return int(tcx.Ifindex), nil
+}
+
+// pinnedLinkInfo reads the kernel's information of the link pinned at
+// path.
+func pinnedLinkInfo(path string) (*link.Info, error) {
+	l, err := link.LoadPinnedLink(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	return l.Info()
 }
 
 // pinnedLinkHere reports whether the pinned ingress link at path runs on

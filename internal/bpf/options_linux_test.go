@@ -4,8 +4,6 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-
-	"sluice/internal/engine"
 )
 
 // TestOptionsIPv4Only: a rule's IPv4 option and security tests match
@@ -36,14 +34,7 @@ func TestOptionsIPv4Only(t *testing.T) {
 		h.load(text)
 		eng := engineFor(t, text)
 		for _, fp := range append(append([]flowPkt(nil), v6...), v4...) {
-			frame := fp.frame()
-			var p engine.Packet
-			p.Load(append([]byte(nil), frame[14:]...), "eth0", fp.out, 0)
-			res := eng.Check(&p)
-			got, _, err := h.d.Run(fp.out, frame)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, got, _ := h.stepBoth(t, eng, fp)
 			if (got == VerdictPass) != res.Verdict.Passed() {
 				t.Errorf("%s: %s: engine %s, kernel %s", rule, fp, res.Verdict, got)
 			}

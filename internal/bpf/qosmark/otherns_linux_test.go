@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netns"
 
 	"sluice/internal/bpf"
 	"sluice/internal/testutil/netnstest"
@@ -93,6 +94,18 @@ func TestPrivilegedQoSOtherNetNS(t *testing.T) {
 		}
 		return n
 	}
+	// egressIn wants want egress programs on name of namespace ns
+	egressIn := func(ns netns.NsHandle, name string, want int, when string) {
+		t.Helper()
+		if err := netnstest.Do(ns, func() error {
+			if n := egress(name); n != want {
+				t.Errorf("%s has %d egress programs %s, want %d", name, n, when, want)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	const conf = "filter f {\n    udp\n}\npolicy p {\n    uses f\n    dscp 10\n}\nadapter %s {\n    uses p\n}\n"
 	rs1, rs2 := compile(t, fmt.Sprintf(conf, "slq1")), compile(t, fmt.Sprintf(conf, "slq2"))
 	opts := Options{PinDir: pindir, LinkRate: func(string) uint64 { return 10e9 }}
@@ -146,14 +159,7 @@ func TestPrivilegedQoSOtherNetNS(t *testing.T) {
 	if lv, err := LogLevel(pindir); err != nil || lv != 0 {
 		t.Errorf("log level after the refused -loglevel: %d (%v), want 0", lv, err)
 	}
-	if err := netnstest.Do(ns1, func() error {
-		if n := egress("slq1"); n != 1 {
-			t.Errorf("slq1 has %d egress programs after the other namespace's refused load, want IPQoS's", n)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	egressIn(ns1, "slq1", 1, "after the other namespace's refused load")
 	// the way out: -unload from the other namespace
 	if err := netnstest.Do(ns2, func() error { return Unload(pindir, nil) }); err != nil {
 		t.Fatalf("Unload from the other namespace: %v", err)
@@ -164,14 +170,7 @@ func TestPrivilegedQoSOtherNetNS(t *testing.T) {
 	if own, err := NetNS(pindir); err != nil || own != 0 {
 		t.Errorf("namespace recorded after Unload: %d (%v), want none", own, err)
 	}
-	if err := netnstest.Do(ns1, func() error {
-		if n := egress("slq1"); n != 0 {
-			t.Errorf("slq1 has %d egress programs after Unload, want none", n)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	egressIn(ns1, "slq1", 0, "after Unload")
 	// and the next load claims it
 	if err := netnstest.Do(ns2, func() error {
 		if _, err := Load(rs2, opts); err != nil {
